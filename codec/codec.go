@@ -1,0 +1,255 @@
+// Package codec frames the master⇄worker protocol: an 8-byte header (magic
+// 0x524C, version 1, message type, big-endian u32 body length) followed by a
+// protobuf body. It never trusts a length before checking it against the
+// limit, and it never panics on input: every malformed frame is an error that
+// says what was wrong, so the caller can close the connection with a reason.
+package codec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+const (
+	Magic      uint16 = 0x524C // "RL"
+	Version    uint8  = 1
+	HeaderSize        = 8
+	// DefaultMaxBody is the default limit on a frame body (16 MiB).
+	DefaultMaxBody = 16 << 20
+)
+
+// Type is the message type byte of a frame.
+type Type uint8
+
+const (
+	TypeChallenge Type = iota + 1
+	TypeHello
+	TypeHelloAck
+	TypeHeartbeat
+	TypeHeartbeatAck
+	TypeExecuteTask
+	TypeTaskStarted
+	TypeLogData
+	TypeLogAck
+	TypeMetric
+	TypeCancelTask
+	TypeTaskFinished
+	TypeTaskFinishedAck
+	TypeArtifactChunk
+	TypeArtifactAck
+	TypeGoodbye
+	typeEnd
+)
+
+var typeNames = [...]string{"", "Challenge", "Hello", "HelloAck", "Heartbeat", "HeartbeatAck",
+	"ExecuteTask", "TaskStarted", "LogData", "LogAck", "Metric", "CancelTask", "TaskFinished",
+	"TaskFinishedAck", "ArtifactChunk", "ArtifactAck", "Goodbye"}
+
+func (t Type) String() string {
+	if t > 0 && t < typeEnd {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Valid reports whether t names a known message type.
+func (t Type) Valid() bool { return t > 0 && t < typeEnd }
+
+// New returns an empty message of type t, or nil for an unknown type.
+func New(t Type) proto.Message {
+	switch t {
+	case TypeChallenge:
+		return &pb.Challenge{}
+	case TypeHello:
+		return &pb.Hello{}
+	case TypeHelloAck:
+		return &pb.HelloAck{}
+	case TypeHeartbeat:
+		return &pb.Heartbeat{}
+	case TypeHeartbeatAck:
+		return &pb.HeartbeatAck{}
+	case TypeExecuteTask:
+		return &pb.ExecuteTask{}
+	case TypeTaskStarted:
+		return &pb.TaskStarted{}
+	case TypeLogData:
+		return &pb.LogData{}
+	case TypeLogAck:
+		return &pb.LogAck{}
+	case TypeMetric:
+		return &pb.Metric{}
+	case TypeCancelTask:
+		return &pb.CancelTask{}
+	case TypeTaskFinished:
+		return &pb.TaskFinished{}
+	case TypeTaskFinishedAck:
+		return &pb.TaskFinishedAck{}
+	case TypeArtifactChunk:
+		return &pb.ArtifactChunk{}
+	case TypeArtifactAck:
+		return &pb.ArtifactAck{}
+	case TypeGoodbye:
+		return &pb.Goodbye{}
+	}
+	return nil
+}
+
+// TypeOf returns the frame type of a message, or 0 for a message that is not
+// part of the protocol.
+func TypeOf(m proto.Message) Type {
+	switch m.(type) {
+	case *pb.Challenge:
+		return TypeChallenge
+	case *pb.Hello:
+		return TypeHello
+	case *pb.HelloAck:
+		return TypeHelloAck
+	case *pb.Heartbeat:
+		return TypeHeartbeat
+	case *pb.HeartbeatAck:
+		return TypeHeartbeatAck
+	case *pb.ExecuteTask:
+		return TypeExecuteTask
+	case *pb.TaskStarted:
+		return TypeTaskStarted
+	case *pb.LogData:
+		return TypeLogData
+	case *pb.LogAck:
+		return TypeLogAck
+	case *pb.Metric:
+		return TypeMetric
+	case *pb.CancelTask:
+		return TypeCancelTask
+	case *pb.TaskFinished:
+		return TypeTaskFinished
+	case *pb.TaskFinishedAck:
+		return TypeTaskFinishedAck
+	case *pb.ArtifactChunk:
+		return TypeArtifactChunk
+	case *pb.ArtifactAck:
+		return TypeArtifactAck
+	case *pb.Goodbye:
+		return TypeGoodbye
+	}
+	return 0
+}
+
+// Errors returned for malformed input. They are wrapped with detail; test with errors.Is.
+var (
+	ErrMagic    = errors.New("bad magic")
+	ErrVersion  = errors.New("unsupported version")
+	ErrType     = errors.New("unknown message type")
+	ErrTooLarge = errors.New("frame body over the size limit")
+	ErrBody     = errors.New("body does not decode")
+)
+
+// Header is a decoded frame header.
+type Header struct {
+	Type   Type
+	Length uint32
+}
+
+// ParseHeader checks the 8 header bytes in b against magic, version, type and
+// maxBody. It must be called before waiting for the body, so a huge length is
+// refused without buffering anything.
+func ParseHeader(b []byte, maxBody int) (Header, error) {
+	if len(b) < HeaderSize {
+		return Header{}, fmt.Errorf("BUG: ParseHeader given %d bytes", len(b))
+	}
+	if m := binary.BigEndian.Uint16(b); m != Magic {
+		return Header{}, fmt.Errorf("%w: got 0x%04X, want 0x%04X (header % X)", ErrMagic, m, Magic, b[:HeaderSize])
+	}
+	if b[2] != Version {
+		return Header{}, fmt.Errorf("%w: got %d, want %d", ErrVersion, b[2], Version)
+	}
+	t := Type(b[3])
+	if !t.Valid() {
+		return Header{}, fmt.Errorf("%w: %d", ErrType, b[3])
+	}
+	n := binary.BigEndian.Uint32(b[4:])
+	// A u32 cannot be negative on the wire, but a peer that wrote a negative
+	// int32 shows up here as a length over 2 GiB, which the limit catches.
+	if int64(n) > int64(maxBody) {
+		return Header{}, fmt.Errorf("%w: %d bytes for %s, limit %d", ErrTooLarge, n, t, maxBody)
+	}
+	return Header{Type: t, Length: n}, nil
+}
+
+// DecodeBody unmarshals body as a message of type t. The message does not
+// alias body, so body may be reused once this returns.
+func DecodeBody(t Type, body []byte) (proto.Message, error) {
+	m := New(t)
+	if m == nil {
+		return nil, fmt.Errorf("%w: %d", ErrType, uint8(t))
+	}
+	if err := proto.Unmarshal(body, m); err != nil {
+		return nil, fmt.Errorf("%w: %s of %d bytes: %v", ErrBody, t, len(body), err)
+	}
+	return m, nil
+}
+
+// AppendFrame appends the frame for m to dst and returns the extended slice.
+func AppendFrame(dst []byte, m proto.Message) ([]byte, error) {
+	t := TypeOf(m)
+	if t == 0 {
+		return dst, fmt.Errorf("BUG: %T is not a protocol message", m)
+	}
+	start := len(dst)
+	dst = append(dst, byte(Magic>>8), byte(Magic&0xFF), Version, byte(t), 0, 0, 0, 0)
+	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	if err != nil {
+		return dst[:start], fmt.Errorf("cannot encode %s: %w", t, err)
+	}
+	n := len(dst) - start - HeaderSize
+	if n > DefaultMaxBody {
+		return dst[:start], fmt.Errorf("cannot encode %s: %w: %d bytes", t, ErrTooLarge, n)
+	}
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(n))
+	return dst, nil
+}
+
+// Decoder splits a byte stream into messages. It suits blocking readers (the
+// worker side); the master's event loop uses ParseHeader and DecodeBody
+// directly on gnet's buffers.
+type Decoder struct {
+	MaxBody int
+	buf     []byte
+}
+
+// Feed appends p to the decoder's pending bytes.
+func (d *Decoder) Feed(p []byte) { d.buf = append(d.buf, p...) }
+
+// Next returns the next complete message, or (nil, 0, nil) when more bytes
+// are needed. After an error the stream is unusable.
+func (d *Decoder) Next() (proto.Message, Type, error) {
+	max := d.MaxBody
+	if max <= 0 {
+		max = DefaultMaxBody
+	}
+	if len(d.buf) < HeaderSize {
+		return nil, 0, nil
+	}
+	h, err := ParseHeader(d.buf, max)
+	if err != nil {
+		return nil, 0, err
+	}
+	end := HeaderSize + int(h.Length)
+	if len(d.buf) < end {
+		return nil, 0, nil
+	}
+	m, err := DecodeBody(h.Type, d.buf[HeaderSize:end])
+	if err != nil {
+		return nil, 0, err
+	}
+	rest := copy(d.buf, d.buf[end:])
+	d.buf = d.buf[:rest]
+	return m, h.Type, nil
+}
+
+// Buffered returns how many undecoded bytes the decoder holds.
+func (d *Decoder) Buffered() int { return len(d.buf) }

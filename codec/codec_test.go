@@ -1,0 +1,136 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+func sample() []proto.Message {
+	return []proto.Message{
+		&pb.Challenge{Nonce: []byte("0123456789abcdef"), MasterId: "m1"},
+		&pb.Hello{WorkerId: "w1", Proof: []byte{1, 2, 3}, Host: "h", Slots: 2, Gpus: []*pb.GPU{{Index: 0, Name: "A100", MemoryMb: 40000}},
+			Runs: []*pb.RunRef{{TaskId: "t1", Attempt: 1, Fence: 7, AckedLogOffset: 99}}},
+		&pb.Heartbeat{Seq: 3},
+		&pb.LogData{TaskId: "t1", Attempt: 1, Fence: 7, Offset: 10, Data: []byte("hello\n")},
+		&pb.TaskFinished{TaskId: "t1", ExitCode: 0, Outcome: pb.Outcome_OUTCOME_EXITED},
+		&pb.Goodbye{},
+	}
+}
+
+func TestRoundTripByteByByte(t *testing.T) {
+	var stream []byte
+	for _, m := range sample() {
+		var err error
+		stream, err = AppendFrame(stream, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var d Decoder
+	var got []proto.Message
+	for i := range stream {
+		d.Feed(stream[i : i+1])
+		for {
+			m, _, err := d.Next()
+			if err != nil {
+				t.Fatalf("byte %d: %v", i, err)
+			}
+			if m == nil {
+				break
+			}
+			got = append(got, m)
+		}
+	}
+	want := sample()
+	if len(got) != len(want) {
+		t.Fatalf("got %d messages, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Fatalf("message %d: got %v want %v", i, got[i], want[i])
+		}
+	}
+	if d.Buffered() != 0 {
+		t.Fatalf("%d bytes left over", d.Buffered())
+	}
+}
+
+func TestBadHeaders(t *testing.T) {
+	f := func(hdr []byte, want error) {
+		t.Helper()
+		_, err := ParseHeader(hdr, DefaultMaxBody)
+		if !errors.Is(err, want) {
+			t.Fatalf("header % X: got %v, want %v", hdr, err, want)
+		}
+	}
+	hdr := func(magic uint16, ver, typ byte, n uint32) []byte {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint16(b, magic)
+		b[2], b[3] = ver, typ
+		binary.BigEndian.PutUint32(b[4:], n)
+		return b
+	}
+	f(hdr(0x4745, 1, 2, 10), ErrMagic) // "GE" of an HTTP GET
+	f(hdr(Magic, 2, 2, 10), ErrVersion)
+	f(hdr(Magic, 1, 0, 10), ErrType)
+	f(hdr(Magic, 1, 200, 10), ErrType)
+	f(hdr(Magic, 1, 2, DefaultMaxBody+1), ErrTooLarge)
+	f(hdr(Magic, 1, 2, 0xFFFFFFFF), ErrTooLarge) // -1 as int32
+}
+
+func TestBodyDoesNotDecode(t *testing.T) {
+	frame := []byte{0x52, 0x4C, 1, byte(TypeHello), 0, 0, 0, 3, 0xFF, 0xFF, 0xFF}
+	var d Decoder
+	d.Feed(frame)
+	if _, _, err := d.Next(); !errors.Is(err, ErrBody) {
+		t.Fatalf("got %v, want ErrBody", err)
+	}
+}
+
+func TestReadFrame(t *testing.T) {
+	var stream []byte
+	for _, m := range sample() {
+		stream, _ = AppendFrame(stream, m)
+	}
+	r := bufioReader(bytes.NewReader(stream))
+	var buf []byte
+	for i, want := range sample() {
+		var m proto.Message
+		var err error
+		m, buf, err = ReadFrame(r, DefaultMaxBody, buf)
+		if err != nil || !proto.Equal(m, want) {
+			t.Fatalf("frame %d: %v %v", i, m, err)
+		}
+	}
+}
+
+func BenchmarkAppendHeartbeat(b *testing.B) {
+	m := &pb.Heartbeat{Seq: 1, Runs: []*pb.RunRef{{TaskId: "t0123456789", Attempt: 1, Fence: 42}}}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, _ = AppendFrame(buf[:0], m)
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+func BenchmarkDecodeHeartbeat(b *testing.B) {
+	frame, _ := AppendFrame(nil, &pb.Heartbeat{Seq: 1, Runs: []*pb.RunRef{{TaskId: "t0123456789", Attempt: 1, Fence: 42}}})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(frame)))
+	for b.Loop() {
+		h, err := ParseHeader(frame, DefaultMaxBody)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := DecodeBody(h.Type, frame[HeaderSize:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+// Package lease owns run leases with fencing tokens and worker presence.
+// Claim, renew, release and reap are each atomic; every claim gets a token
+// from a monotonic counter, so a stale owner can be recognised anywhere.
+// Backends: memory (default) and, later, redis (rueidis + Lua); both must
+// pass the conformance suite in leasetest.
+package lease
+
+import (
+	"context"
+	"time"
+)
+
+// Lease of one run.
+type Lease struct {
+	TaskID   string
+	WorkerID string
+	Fence    uint64
+	Expires  time.Time
+}
+
+// Renewal is one lease to renew (a heartbeat carries several).
+type Renewal struct {
+	TaskID string
+	Fence  uint64
+}
+
+// Leases is implemented by every lease backend. All methods are safe for
+// concurrent use.
+type Leases interface {
+	// Claim leases a run to a worker for ttl and returns a new fencing token,
+	// greater than every token handed out before. core.ErrLeaseHeld when a
+	// live lease exists.
+	Claim(ctx context.Context, taskID, workerID string, ttl time.Duration) (uint64, error)
+	// Restore puts back a lease with a known token (after the backend lost its
+	// state) unless a live lease already exists; the counter is raised to at
+	// least fence. core.ErrLeaseHeld when a lease with another token lives.
+	Restore(ctx context.Context, taskID, workerID string, fence uint64, ttl time.Duration) error
+	// Renew extends the leases whose token still matches; the result has one
+	// error per renewal (nil, or core.ErrLeaseLost).
+	Renew(ctx context.Context, rs []Renewal, ttl time.Duration) []error
+	// Release drops a lease if the token matches; core.ErrLeaseLost otherwise.
+	Release(ctx context.Context, taskID string, fence uint64) error
+	// Reap removes and returns every lease that expired by now. Each expired
+	// lease is returned to exactly one caller, even with several reapers.
+	Reap(ctx context.Context, limit int) ([]Lease, error)
+	// Get returns the live lease of a run.
+	Get(ctx context.Context, taskID string) (Lease, bool, error)
+	// EnsureFenceAbove raises the token counter to at least min.
+	EnsureFenceAbove(ctx context.Context, min uint64) error
+
+	// Touch marks a worker present for ttl, attached to a master.
+	Touch(ctx context.Context, workerID, masterID string, ttl time.Duration) error
+	// Present reports whether a worker's presence is live.
+	Present(ctx context.Context, workerID string) (bool, error)
+	// Forget removes a worker's presence at once (a clean disconnect).
+	Forget(ctx context.Context, workerID string) error
+
+	Kind() string // "memory" or "redis"
+	Close() error
+}

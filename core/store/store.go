@@ -1,0 +1,72 @@
+// Package store is rlsched's durable truth: users, runs and their metrics.
+// Every state change of a run is a compare-and-swap on (fence, status), so a
+// writer that lost ownership changes nothing and learns it (core.ErrFenced).
+// Backends: sqlite (default, pure Go) and, later, mysql; both must pass the
+// conformance suite in storetest.
+package store
+
+import (
+	"context"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Filter selects runs for listing. Zero fields match everything.
+type Filter struct {
+	Status  core.Status
+	User    string // username
+	Project string
+	Limit   int    // default 50, at most 500
+	Cursor  string // opaque, from a previous page
+}
+
+// Expect is the condition of a fenced update: the row must still carry this
+// fence and this status.
+type Expect struct {
+	Fence  uint64
+	Status core.Status
+}
+
+// Store is implemented by every durable backend. All methods are safe for
+// concurrent use.
+type Store interface {
+	// CreateUser inserts u (ID and CreatedAt are set). The first user of an
+	// empty store is made ADMIN whatever u.Role says. core.ErrConflict when
+	// the username is taken.
+	CreateUser(ctx context.Context, u *core.User) error
+	UserByName(ctx context.Context, username string) (core.User, error)
+	UserByID(ctx context.Context, id int64) (core.User, error)
+
+	// CreateTask inserts a new run (status QUEUED, fence 0). CreatedAt and
+	// UpdatedAt are set when zero.
+	CreateTask(ctx context.Context, t *core.Task) error
+	Task(ctx context.Context, id string) (core.Task, error)
+	// ListTasks returns runs newest first and a cursor for the next page ("" at the end).
+	ListTasks(ctx context.Context, f Filter) ([]core.Task, string, error)
+	// QueuedTasks returns up to limit QUEUED runs, highest priority first, then oldest.
+	QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
+	// ActiveTasks returns every DISPATCHED or RUNNING run (for recovery after a restart).
+	ActiveTasks(ctx context.Context) ([]core.Task, error)
+	// UpdateTask writes every mutable field of t (status, attempt, fence,
+	// worker, gpuIndices, exitCode, error, finalReward, startedAt, finishedAt)
+	// only if the row still has exp's fence and status; otherwise it returns
+	// core.ErrFenced (or core.ErrNotFound) and writes nothing. UpdatedAt is set.
+	UpdateTask(ctx context.Context, t *core.Task, exp Expect) error
+	// SetFinalReward records a run's final reward without touching its state.
+	SetFinalReward(ctx context.Context, id string, v float64) error
+	// MaxFence returns the highest fence any run carries, so a lease backend
+	// that lost its counter can continue above it.
+	MaxFence(ctx context.Context) (uint64, error)
+
+	// AppendMetrics stores points of a run.
+	AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error
+	// Metrics returns series by name, each as [step, value] pairs in step
+	// order; names nil means all.
+	Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error)
+
+	// CountByStatus returns how many runs are in each status.
+	CountByStatus(ctx context.Context) (map[core.Status]int, error)
+	Ping(ctx context.Context) error
+	Kind() string // "sqlite" or "mysql"
+	Close() error
+}

@@ -1,0 +1,109 @@
+// Package core holds rlsched's domain types (tasks, users, workers, their
+// states), id validation and typed errors. It does no I/O.
+package core
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a run's state. QUEUED → DISPATCHED → RUNNING → SUCCEEDED |
+// FAILED | CANCELLED | TIMEOUT; LOST → QUEUED (attempt + 1) or FAILED.
+type Status string
+
+const (
+	StatusQueued     Status = "QUEUED"
+	StatusDispatched Status = "DISPATCHED"
+	StatusRunning    Status = "RUNNING"
+	StatusSucceeded  Status = "SUCCEEDED"
+	StatusFailed     Status = "FAILED"
+	StatusCancelled  Status = "CANCELLED"
+	StatusTimeout    Status = "TIMEOUT"
+	StatusLost       Status = "LOST"
+)
+
+// Terminal reports whether no further transition can leave s.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusCancelled, StatusTimeout:
+		return true
+	}
+	return false
+}
+
+// Active reports whether a run in state s holds (or is about to hold) a worker.
+func (s Status) Active() bool { return s == StatusDispatched || s == StatusRunning }
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed,
+		StatusCancelled, StatusTimeout, StatusLost:
+		return true
+	}
+	return false
+}
+
+// CodeInfo records the code version a run was submitted from.
+type CodeInfo struct {
+	GitCommit string `json:"gitCommit"`
+	GitDirty  bool   `json:"gitDirty"`
+}
+
+// Task is one training run. Its JSON form is API.md's Task.
+type Task struct {
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Project        string            `json:"project"`
+	User           string            `json:"user"`
+	UserID         int64             `json:"userId"`
+	Status         Status            `json:"status"`
+	Attempt        int               `json:"attempt"`
+	MaxRetries     int               `json:"maxRetries"`
+	Command        []string          `json:"command"`
+	Params         json.RawMessage   `json:"params"`
+	GPUs           int               `json:"gpus"`
+	Priority       int               `json:"priority"`
+	Env            map[string]string `json:"env"`
+	Tags           []string          `json:"tags"`
+	Workdir        string            `json:"workdir"`
+	Worker         string            `json:"worker"`
+	GPUIndices     []int             `json:"gpuIndices"`
+	TraceID        string            `json:"traceId"`
+	ExitCode       *int              `json:"exitCode"`
+	Error          string            `json:"error"`
+	FinalReward    *float64          `json:"finalReward"`
+	Code           CodeInfo          `json:"code"`
+	TimeoutSeconds int               `json:"timeoutSeconds"`
+	CreatedAt      time.Time         `json:"createdAt"`
+	StartedAt      *time.Time        `json:"startedAt"`
+	FinishedAt     *time.Time        `json:"finishedAt"`
+	UpdatedAt      time.Time         `json:"updatedAt"`
+	// Fence is the fencing token of the lease that owns the current attempt
+	// (0 while queued). Every state change is conditional on it.
+	Fence uint64 `json:"fence"`
+}
+
+// Role of a user.
+type Role string
+
+const (
+	RoleUser  Role = "USER"
+	RoleAdmin Role = "ADMIN"
+)
+
+// User is an account. PasswordHash is bcrypt and never leaves the server.
+type User struct {
+	ID           int64     `json:"id"`
+	Username     string    `json:"username"`
+	Role         Role      `json:"role"`
+	PasswordHash string    `json:"-"`
+	CreatedAt    time.Time `json:"createdAt"`
+}
+
+// MetricPoint is one value of one named series of a run.
+type MetricPoint struct {
+	Step  int64
+	Name  string
+	Value float64
+}
