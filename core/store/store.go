@@ -7,9 +7,14 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/rlsched/rlsched/core"
 )
+
+// ErrBadCursor means a ListTasks cursor was not one this store handed out
+// (malformed or tampered with); the API answers 400.
+var ErrBadCursor = errors.New("bad cursor")
 
 // Filter selects runs for listing. Zero fields match everything.
 type Filter struct {

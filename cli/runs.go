@@ -1,0 +1,437 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+func init() {
+	register(&command{
+		name:    "ls",
+		args:    "[--status S] [--user U] [--project P] [--limit N] [--all] [--json]",
+		summary: "List runs, newest first.",
+		details: "Without --all one page is shown (the server's default size, or --limit); --all follows\n" +
+			"the pages to the end (--limit is then the page size).",
+		examples: []string{"rlsched ls --status RUNNING", "rlsched ls --project cartpole --all --json | jq '.items[].finalReward'"},
+		run:      runLs,
+	})
+	register(&command{
+		name:     "show",
+		args:     "ID [--json]",
+		summary:  "Show one run as key: value lines.",
+		examples: []string{"rlsched show $id", "rlsched show $id | grep ^status:"},
+		run:      runShow,
+	})
+	register(&command{
+		name:    "cancel",
+		args:    "ID",
+		summary: "Cancel a run and print its status.",
+		details: "A queued run is CANCELLED at once; a running one is stopped by its worker, so the status\n" +
+			"printed may still be RUNNING. Only the owner or an admin may cancel.",
+		run: runCancel,
+	})
+	register(&command{
+		name:    "rerun",
+		args:    "ID [--param KEY=VALUE ...] [--wait | --follow] [--json]",
+		summary: "Start a new run with the same spec, optionally changing params; print its id.",
+		details: "--param values are merged into the original run's params (the others are kept).",
+		examples: []string{
+			"rlsched rerun $id",
+			"rlsched rerun $id --param lr=1e-4 --param seed=7 --wait",
+		},
+		run: runRerun,
+	})
+	register(&command{
+		name:    "metrics",
+		args:    "ID [--names a,b] [--json]",
+		summary: "Print a run's metric series as step,value CSV, one block per name.",
+		details: "Each series is printed as a `# NAME` line, a `step,value` header and its rows; series are\n" +
+			"separated by a blank line.",
+		examples: []string{"rlsched metrics $id --names episode_reward"},
+		run:      runMetrics,
+	})
+}
+
+// runID takes and checks the ID argument.
+func (inv *invocation) runID(p parsed) (string, int, bool) {
+	id := p.pos[0]
+	if !core.ValidTaskID(id) {
+		return "", inv.usageError("invalid run id %q: ids are 1–64 of A-Z a-z 0-9 _ -", id), false
+	}
+	return id, ExitOK, true
+}
+
+func runShow(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	jsonOut := fs.Bool("json", false, "print the server's JSON")
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	id, code, ok := inv.runID(p)
+	if !ok {
+		return code
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	t, raw, err := c.getTask(inv.ctx, id)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if *jsonOut {
+		return inv.printJSON(raw)
+	}
+	codeVer := "-"
+	if t.Code.GitCommit != "" {
+		codeVer = t.Code.GitCommit
+		if t.Code.GitDirty {
+			codeVer += " (dirty)"
+		}
+	}
+	gpuIdx := "-"
+	if len(t.GPUIndices) > 0 {
+		gpuIdx = joinInts(t.GPUIndices)
+	}
+	timeout := "-"
+	if t.TimeoutSeconds > 0 {
+		timeout = strconv.Itoa(t.TimeoutSeconds)
+	}
+	lines := [][2]string{
+		{"id", t.ID},
+		{"name", orDash(t.Name)},
+		{"project", orDash(t.Project)},
+		{"user", orDash(t.User)},
+		{"status", string(t.Status)},
+		{"attempt", strconv.Itoa(t.Attempt)},
+		{"maxRetries", strconv.Itoa(t.MaxRetries)},
+		{"command", orDash(shellJoin(t.Command))},
+		{"params", compactJSON(t.Params)},
+		{"gpus", strconv.Itoa(t.GPUs)},
+		{"gpuIndices", gpuIdx},
+		{"priority", strconv.Itoa(t.Priority)},
+		{"timeoutSeconds", timeout},
+		{"env", envString(t.Env)},
+		{"tags", orDash(strings.Join(t.Tags, ","))},
+		{"workdir", orDash(t.Workdir)},
+		{"worker", orDash(t.Worker)},
+		{"traceId", orDash(t.TraceID)},
+		{"exitCode", formatInt(t.ExitCode)},
+		{"error", orDash(oneLine(t.Error))},
+		{"finalReward", formatFloat(t.FinalReward, false)},
+		{"code", codeVer},
+		{"createdAt", formatTime(&t.CreatedAt)},
+		{"startedAt", formatTime(t.StartedAt)},
+		{"finishedAt", formatTime(t.FinishedAt)},
+	}
+	var b bytes.Buffer
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s: %s\n", l[0], l[1])
+	}
+	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+		return inv.fail(err)
+	}
+	return ExitOK
+}
+
+func compactJSON(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || string(t) == "null" || string(t) == "{}" {
+		return "-"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, t) != nil {
+		return string(t)
+	}
+	return b.String()
+}
+
+// envString is the env as a JSON object (unambiguous with spaces and '=').
+func envString(env map[string]string) string {
+	if len(env) == 0 {
+		return "-"
+	}
+	b, _ := json.Marshal(env) // sorted keys
+	return string(b)
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", " | ") }
+
+// taskPage is GET /api/tasks's answer; items stay raw for --json.
+type taskPage struct {
+	Items      []json.RawMessage `json:"items"`
+	NextCursor string            `json:"nextCursor"`
+}
+
+func runLs(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	status := fs.String("status", "", "only runs in `STATUS` (QUEUED, RUNNING, SUCCEEDED, FAILED, ...)")
+	user := fs.String("user", "", "only runs of `USER`")
+	project := fs.String("project", "", "only runs of `PROJECT`")
+	limit := fs.Int("limit", 0, "at most `N` runs (1–500; with --all the page size)")
+	all := fs.Bool("all", false, "follow the pages to the last run")
+	jsonOut := fs.Bool("json", false, `print the server's JSON ({"items":[...],"nextCursor"}; with --all one object with every item)`)
+	if _, code, ok := inv.start(args, 0, 0); !ok {
+		return code
+	}
+	q := url.Values{}
+	if *status != "" {
+		s := core.Status(strings.ToUpper(*status))
+		if !s.Valid() {
+			return inv.usageError("unknown --status %q: use QUEUED, DISPATCHED, RUNNING, SUCCEEDED, FAILED, CANCELLED, TIMEOUT or LOST", *status)
+		}
+		q.Set("status", string(s))
+	}
+	if *user != "" {
+		q.Set("user", *user)
+	}
+	if *project != "" {
+		q.Set("project", *project)
+	}
+	if fs.isSet("limit") {
+		if *limit < 1 || *limit > 500 {
+			return inv.usageError("--limit must be 1–500")
+		}
+		q.Set("limit", strconv.Itoa(*limit))
+	} else if *all {
+		q.Set("limit", "500")
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var items []json.RawMessage
+	var next string
+	seen := map[string]bool{}
+	for {
+		var page taskPage
+		if _, err := c.getJSON(inv.ctx, "/api/tasks", q, &page); err != nil {
+			return inv.fail(err)
+		}
+		items = append(items, page.Items...)
+		next = page.NextCursor
+		if !*all || next == "" {
+			break
+		}
+		if seen[next] || len(page.Items) == 0 {
+			return inv.fail(errors.New("the server keeps answering the same page: stopping --all (a server bug; try without --all)"))
+		}
+		seen[next] = true
+		q.Set("cursor", next)
+	}
+	if *jsonOut {
+		if items == nil {
+			items = []json.RawMessage{}
+		}
+		out := taskPage{Items: items}
+		if !*all {
+			out.NextCursor = next
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return inv.fail(err)
+		}
+		return inv.printJSON(b)
+	}
+	now := inv.env.now()
+	var b bytes.Buffer
+	tw := newTable(&b)
+	fmt.Fprintln(tw, "ID\tSTATUS\tNAME\tUSER\tWORKER\tGPUS\tREWARD\tCREATED")
+	for _, raw := range items {
+		var t core.Task
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return inv.fail(fmt.Errorf("cannot understand a run in the server's list: %v", err))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Status, orDash(truncate(t.Name, 40)),
+			orDash(t.User), orDash(t.Worker), t.GPUs, formatFloat(t.FinalReward, true), age(now, t.CreatedAt))
+	}
+	tw.Flush()
+	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+		return inv.fail(err)
+	}
+	if !*all && next != "" {
+		fmt.Fprintf(inv.env.Stderr, "(more runs: add --all, or --limit N)\n")
+	}
+	return ExitOK
+}
+
+func runCancel(inv *invocation, args []string) int {
+	inv.newFlags()
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	id, code, ok := inv.runID(p)
+	if !ok {
+		return code
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var t core.Task
+	if _, err := c.postJSON(inv.ctx, taskPath(id, "/cancel"), nil, &t); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == 409 {
+			ae.Hint = fmt.Sprintf("`rlsched show %s` shows how it ended", id)
+		}
+		return inv.fail(err)
+	}
+	fmt.Fprintln(inv.env.Stdout, t.Status)
+	if !t.Status.Terminal() {
+		fmt.Fprintf(inv.env.Stderr, "cancellation requested: the worker stops the run; `rlsched show %s` tells when it ended\n", id)
+	}
+	return ExitOK
+}
+
+func runRerun(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	var params multiFlag
+	var w waitFlags
+	fs.Var(&params, "param", "change hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
+	inv.addWaitFlags(&w)
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if code, ok := inv.checkWaitFlags(&w); !ok {
+		return code
+	}
+	id, code, ok := inv.runID(p)
+	if !ok {
+		return code
+	}
+	if _, err := parseParams(params, nil); err != nil {
+		return inv.usageError("%v", err)
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	body := map[string]any{}
+	if len(params) > 0 {
+		// The body replaces fields whole: merge into the original params so
+		// that --param changes only the keys given.
+		orig, _, err := c.getTask(inv.ctx, id)
+		if err != nil {
+			return inv.fail(err)
+		}
+		base := map[string]any{}
+		if t := bytes.TrimSpace(orig.Params); len(t) > 0 && string(t) != "null" {
+			dec := json.NewDecoder(bytes.NewReader(t))
+			dec.UseNumber()
+			if err := dec.Decode(&base); err != nil {
+				return inv.fail(fmt.Errorf("cannot merge params: run %s has params that are not a JSON object: %s", id, truncate(string(t), 100)))
+			}
+		}
+		merged, _ := parseParams(params, base)
+		body["params"] = merged
+	}
+	var ans submitAnswer
+	raw, err := c.postJSON(inv.ctx, taskPath(id, "/rerun"), body, &ans)
+	if err != nil {
+		return inv.fail(err)
+	}
+	return inv.submitted(c, ans, raw, w)
+}
+
+func runMetrics(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	names := fs.String("names", "", "only the series `a,b` (default all)")
+	jsonOut := fs.Bool("json", false, "print the server's JSON")
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	id, code, ok := inv.runID(p)
+	if !ok {
+		return code
+	}
+	var want []string
+	for _, n := range strings.Split(*names, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want = append(want, n)
+		}
+	}
+	q := url.Values{}
+	if len(want) > 0 {
+		q.Set("names", strings.Join(want, ","))
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var ans struct {
+		Series map[string][][]json.RawMessage `json:"series"`
+	}
+	raw, err := c.getJSON(inv.ctx, taskPath(id, "/metrics"), q, &ans)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if *jsonOut {
+		return inv.printJSON(raw)
+	}
+	// Requested order first, then the rest by name.
+	var order []string
+	for _, n := range want {
+		if _, ok := ans.Series[n]; ok && !contains(order, n) {
+			order = append(order, n)
+		}
+	}
+	var rest []string
+	for n := range ans.Series {
+		if !contains(order, n) {
+			rest = append(rest, n)
+		}
+	}
+	sort.Strings(rest)
+	order = append(order, rest...)
+	var b bytes.Buffer
+	for i, n := range order {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "# %s\nstep,value\n", n)
+		for _, pt := range ans.Series[n] {
+			if len(pt) < 2 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s,%s\n", csvNumber(pt[0]), csvNumber(pt[1]))
+		}
+	}
+	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+		return inv.fail(err)
+	}
+	for _, n := range want {
+		if _, ok := ans.Series[n]; !ok {
+			fmt.Fprintf(inv.env.Stderr, "no series %q for run %s\n", n, id)
+		}
+	}
+	if len(ans.Series) == 0 && len(want) == 0 {
+		fmt.Fprintf(inv.env.Stderr, "run %s has no metrics yet (a run reports them with lines like RLSCHED_METRIC {\"step\": 1, \"episode_reward\": 10})\n", id)
+	}
+	return ExitOK
+}
+
+// csvNumber prints a JSON number as written; null is empty, a string (such as
+// "NaN") is unquoted.
+func csvNumber(raw json.RawMessage) string {
+	t := strings.TrimSpace(string(raw))
+	if t == "null" {
+		return ""
+	}
+	var s string
+	if strings.HasPrefix(t, `"`) && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return t
+}

@@ -1,0 +1,302 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+func init() {
+	register(&command{
+		name:    "submit",
+		args:    "[flags] (--algorithm A [--episodes N] [--lr X] | -- COMMAND [ARG...])",
+		summary: "Submit a training run (POST /api/train) and print its id.",
+		details: `Either run the configured default trainer with --algorithm (and --episodes, --lr), or run
+your own command: everything after -- is the argv, run without a shell on the worker, in
+--workdir (default: the current directory, which must exist on the worker too).
+
+--param KEY=VALUE sets a hyperparameter: VALUE is sent as a JSON number or boolean when it
+reads as one (3, 1e-4, true), else as a string. Params are appended to the argv as
+--KEY VALUE and given to the run as RLSCHED_PARAMS (JSON).
+
+When the current directory is in a git repository, the commit and whether the tree is dirty
+are recorded with the run.
+
+Only the id is printed on standard output, so id=$(rlsched submit ...) works. With --wait the
+progress and the final status go to standard error and the exit code is 0 only when the run
+SUCCEEDED.`,
+		examples: []string{
+			"rlsched submit --algorithm ppo --episodes 500 --lr 3e-4",
+			"rlsched submit --gpus 1 --param seed=3 --tag sweep -- python3 train.py --env CartPole-v1",
+			"id=$(rlsched submit --project cartpole -- python3 train.py) && rlsched logs -f $id",
+			"rlsched submit --wait --timeout 2h -- python3 train.py",
+		},
+		run: runSubmit,
+	})
+}
+
+// submitRequest is POST /api/train's body; unset fields are left to the server.
+type submitRequest struct {
+	Name           string            `json:"name,omitempty"`
+	Project        string            `json:"project,omitempty"`
+	Command        []string          `json:"command,omitempty"`
+	Algorithm      string            `json:"algorithm,omitempty"`
+	Episodes       *int              `json:"episodes,omitempty"`
+	LearningRate   *float64          `json:"learningRate,omitempty"`
+	Params         map[string]any    `json:"params,omitempty"`
+	GPUs           *int              `json:"gpus,omitempty"`
+	Priority       *int              `json:"priority,omitempty"`
+	MaxRetries     *int              `json:"maxRetries,omitempty"`
+	TimeoutSeconds *int64            `json:"timeoutSeconds,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Workdir        string            `json:"workdir,omitempty"`
+	Tags           []string          `json:"tags,omitempty"`
+	Code           *core.CodeInfo    `json:"code,omitempty"`
+}
+
+// submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
+type submitAnswer struct {
+	ID      string      `json:"id"`
+	Status  core.Status `json:"status"`
+	TraceID string      `json:"traceId"`
+}
+
+// waitFlags are --wait, --follow and --json, shared by submit and rerun.
+type waitFlags struct{ wait, follow, json bool }
+
+func (inv *invocation) addWaitFlags(w *waitFlags) {
+	inv.fs.BoolVar(&w.wait, "wait", false, "wait for the run to end, showing its status; exit 0 only if it SUCCEEDED")
+	inv.fs.BoolVar(&w.follow, "follow", false, "stream the run's output while waiting (implies --wait)")
+	inv.fs.BoolVar(&w.json, "json", false, "print the server's JSON (with --wait: the finished run's)")
+}
+
+func (inv *invocation) checkWaitFlags(w *waitFlags) (int, bool) {
+	if w.follow && w.json {
+		return inv.usageError("--follow and --json both write to standard output: pick one"), false
+	}
+	if w.follow {
+		w.wait = true
+	}
+	return ExitOK, true
+}
+
+func runSubmit(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	var (
+		req                         submitRequest
+		episodes, gpus, prio, retry int
+		lr                          float64
+		timeout, workdir            string
+		params, envs, tags          multiFlag
+		w                           waitFlags
+	)
+	fs.StringVar(&req.Algorithm, "algorithm", "", "run the default trainer with algorithm `A` (e.g. ppo, dqn)")
+	fs.IntVar(&episodes, "episodes", 0, "`N` episodes for --algorithm")
+	fs.Float64Var(&lr, "lr", 0, "learning rate `X` for --algorithm")
+	fs.Var(&params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
+	fs.Var(&envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
+	fs.IntVar(&gpus, "gpus", 0, "`N` GPUs the run needs")
+	fs.IntVar(&prio, "priority", 0, "priority `N`: higher runs first")
+	fs.IntVar(&retry, "max-retries", 1, "requeue a LOST run (its worker vanished) up to `N` times")
+	fs.StringVar(&timeout, "timeout", "", "wall-clock limit, `SECONDS` or a duration like 2h30m; then the run ends as TIMEOUT")
+	fs.StringVar(&req.Name, "name", "", "display `NAME` (default derived from the algorithm or command)")
+	fs.StringVar(&req.Project, "project", "", "`PROJECT` to group runs for comparison")
+	fs.Var(&tags, "tag", "add `TAG` to the run (repeatable)")
+	fs.StringVar(&workdir, "workdir", "", "`DIR` on the worker (default for a command: the current directory)")
+	inv.addWaitFlags(&w)
+	p := fs.parse(args)
+	if !p.help && p.problem == "" && len(p.pos) > 0 {
+		return inv.usageError("unexpected argument %q: put the command to run after --, e.g. rlsched submit -- python3 train.py", p.pos[0])
+	}
+	p, code, ok := inv.startParsed(p, 0, 0)
+	if !ok {
+		return code
+	}
+	if code, ok := inv.checkWaitFlags(&w); !ok {
+		return code
+	}
+
+	switch {
+	case req.Algorithm != "" && p.dash:
+		return inv.usageError("give either --algorithm or a command after --, not both")
+	case req.Algorithm == "" && !p.dash:
+		return inv.usageError("nothing to run: give --algorithm A, or a command after -- (rlsched submit -- python3 train.py)")
+	case p.dash && len(p.rest) == 0:
+		return inv.usageError("empty command after --")
+	case p.dash && (fs.isSet("episodes") || fs.isSet("lr")):
+		return inv.usageError("--episodes and --lr go with --algorithm; for a command use --param episodes=N")
+	}
+	if p.dash {
+		req.Command = p.rest
+		req.Workdir = inv.env.Dir
+	}
+	if fs.isSet("episodes") {
+		if episodes <= 0 {
+			return inv.usageError("--episodes must be positive")
+		}
+		req.Episodes = &episodes
+	}
+	if fs.isSet("lr") {
+		if !(lr > 0) || math.IsInf(lr, 0) {
+			return inv.usageError("--lr must be a positive number")
+		}
+		req.LearningRate = &lr
+	}
+	if fs.isSet("workdir") {
+		if workdir == "" {
+			return inv.usageError("--workdir is empty")
+		}
+		req.Workdir = workdir
+	}
+	var err error
+	if req.Params, err = parseParams(params, nil); err != nil {
+		return inv.usageError("%v", err)
+	}
+	for _, kv := range envs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
+			return inv.usageError("--env wants NAME=VALUE, got %q", kv)
+		}
+		if req.Env == nil {
+			req.Env = map[string]string{}
+		}
+		req.Env[k] = v
+	}
+	for _, t := range tags {
+		if strings.TrimSpace(t) == "" {
+			return inv.usageError("empty --tag")
+		}
+		req.Tags = append(req.Tags, t)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  **int
+	}{{"gpus", &gpus, &req.GPUs}, {"priority", &prio, &req.Priority}, {"max-retries", &retry, &req.MaxRetries}} {
+		if !fs.isSet(f.name) {
+			continue
+		}
+		if *f.v < 0 && f.name != "priority" {
+			return inv.usageError("--%s must not be negative", f.name)
+		}
+		*f.dst = f.v
+	}
+	if fs.isSet("timeout") {
+		secs, err := parseTimeout(timeout)
+		if err != nil {
+			return inv.usageError("%v", err)
+		}
+		req.TimeoutSeconds = &secs
+	}
+	req.Code = gitInfo(inv.ctx, inv.env.Dir)
+
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var ans submitAnswer
+	raw, err := c.postJSON(inv.ctx, "/api/train", req, &ans)
+	if err != nil {
+		return inv.fail(err)
+	}
+	return inv.submitted(c, ans, raw, w)
+}
+
+// submitted prints the new run's id (or JSON) and waits when asked.
+func (inv *invocation) submitted(c *client, ans submitAnswer, raw []byte, w waitFlags) int {
+	if ans.ID == "" {
+		return inv.fail(fmt.Errorf("the server accepted the run but sent no id: %s", truncate(string(raw), 200)))
+	}
+	if w.json && !w.wait {
+		return inv.printJSON(raw)
+	}
+	if !w.json {
+		fmt.Fprintln(inv.env.Stdout, ans.ID)
+	}
+	if !w.wait {
+		return ExitOK
+	}
+	return inv.waitRun(c, ans.ID, w)
+}
+
+// parseParams turns KEY=VALUE strings into a params object on top of base.
+// VALUE becomes a JSON number or boolean when it is one, else a string.
+func parseParams(kvs []string, base map[string]any) (map[string]any, error) {
+	out := base
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--param wants KEY=VALUE, got %q", kv)
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[k] = paramValue(v)
+	}
+	return out, nil
+}
+
+func paramValue(v string) any {
+	switch v {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	if v != "" && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid([]byte(v)) {
+		return json.Number(v) // kept as written: 3 stays an integer, 1e-4 stays 1e-4
+	}
+	return v
+}
+
+// parseTimeout reads "3600" (seconds) or a Go duration ("2h30m") as seconds.
+func parseTimeout(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n <= 0 {
+			return 0, fmt.Errorf("--timeout must be positive, got %s", s)
+		}
+		return n, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid --timeout %q: give seconds (3600) or a duration (90m, 2h30m)", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("--timeout must be positive, got %s", s)
+	}
+	return int64(math.Ceil(d.Seconds())), nil
+}
+
+// gitInfo returns the commit of the git work tree holding dir and whether it
+// has uncommitted changes; nil when dir is not in one (or git is missing).
+func gitInfo(ctx context.Context, dir string) *core.CodeInfo {
+	if dir == "" {
+		return nil
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	commit, err := git("rev-parse", "HEAD")
+	if err != nil || commit == "" {
+		return nil
+	}
+	status, err := git("status", "--porcelain")
+	// A status that cannot be read cannot prove the tree clean.
+	return &core.CodeInfo{GitCommit: commit, GitDirty: err != nil || status != ""}
+}

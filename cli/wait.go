@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// maxOutage is how long a wait keeps retrying a server that does not answer
+// (a master restarting, a gateway failing over) before giving up.
+const maxOutage = 2 * time.Minute
+
+// outage tracks consecutive transient failures of a long wait.
+type outage struct {
+	inv   *invocation
+	since time.Time
+}
+
+// failed reports whether to keep going after err; it warns once per outage.
+func (o *outage) failed(err error) (retry bool) {
+	if !transient(err) {
+		return false
+	}
+	now := o.inv.env.now()
+	if o.since.IsZero() {
+		o.since = now
+		o.inv.errorf("warning: %v; retrying for up to %s", err, maxOutage)
+		return true
+	}
+	return now.Sub(o.since) < maxOutage
+}
+
+func (o *outage) ok() { o.since = time.Time{} }
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func interruptedErr(c *client) error {
+	return &netError{Server: c.base, Err: context.Canceled, Interrupted: true}
+}
+
+// getTask is GET /api/tasks/{id}.
+func (c *client) getTask(ctx context.Context, id string) (core.Task, []byte, error) {
+	var t core.Task
+	raw, err := c.getJSON(ctx, taskPath(id, ""), nil, &t)
+	return t, raw, err
+}
+
+// waitRun waits for run id to end (streaming its output with w.follow),
+// prints the outcome on stderr (and the run's JSON with w.json) and returns 0
+// only when it SUCCEEDED.
+func (inv *invocation) waitRun(c *client, id string, w waitFlags) int {
+	start := inv.env.now()
+	var (
+		t   core.Task
+		raw []byte
+		err error
+	)
+	if w.follow {
+		if err = inv.followLogs(c, id, 0); err == nil {
+			t, raw, err = inv.pollTask(c, id, nil)
+		}
+	} else {
+		t, raw, err = inv.pollTask(c, id, func(t core.Task) bool { return t.Status.Terminal() })
+	}
+	if err != nil {
+		code := inv.fail(err)
+		if interrupted(err) {
+			fmt.Fprintf(inv.env.Stderr, "  stopped waiting; run %s goes on: `rlsched logs -f %s` follows it, `rlsched cancel %s` stops it\n", id, id, id)
+		}
+		return code
+	}
+	inv.summary(t, inv.env.now().Sub(start))
+	if w.json {
+		if code := inv.printJSON(raw); code != ExitOK {
+			return code
+		}
+	}
+	if t.Status == core.StatusSucceeded {
+		return ExitOK
+	}
+	return ExitError
+}
+
+// pollTask GETs the run every waitEvery until done(task) (nil: once),
+// showing a progress line on stderr: redrawn in place on a terminal, else a
+// new line when the status changes.
+func (inv *invocation) pollTask(c *client, id string, done func(core.Task) bool) (core.Task, []byte, error) {
+	tty := done != nil && inv.isTerminal(inv.env.Stderr)
+	start := inv.env.now()
+	out := outage{inv: inv}
+	last := ""
+	for {
+		t, raw, err := c.getTask(inv.ctx, id)
+		if err != nil {
+			if tty && last != "" {
+				fmt.Fprint(inv.env.Stderr, "\r\033[K")
+				last = ""
+			}
+			if !out.failed(err) {
+				return t, nil, err
+			}
+		} else {
+			out.ok()
+			if done == nil {
+				return t, raw, nil
+			}
+			finished := done(t)
+			if tty {
+				if finished {
+					fmt.Fprint(inv.env.Stderr, "\r\033[K")
+				} else {
+					line := progressLine(t, inv.env.now().Sub(start), true)
+					fmt.Fprint(inv.env.Stderr, "\r\033[K"+line)
+					last = line
+				}
+			} else if line := progressLine(t, 0, false); line != last && !finished {
+				fmt.Fprintln(inv.env.Stderr, line)
+				last = line
+			}
+			if finished {
+				return t, raw, nil
+			}
+		}
+		if !sleep(inv.ctx, inv.env.waitEvery) {
+			if tty && last != "" {
+				fmt.Fprintln(inv.env.Stderr)
+			}
+			return t, nil, interruptedErr(c)
+		}
+	}
+}
+
+// progressLine is "ID STATUS on WORKER (GPUs 0,1, attempt 2) 1:23".
+func progressLine(t core.Task, elapsed time.Duration, withClock bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", t.ID, t.Status)
+	if t.Worker != "" && !t.Status.Terminal() && t.Status != core.StatusQueued {
+		fmt.Fprintf(&b, " on %s", t.Worker)
+	}
+	var extra []string
+	if len(t.GPUIndices) > 0 {
+		extra = append(extra, "GPUs "+joinInts(t.GPUIndices))
+	}
+	if t.Attempt > 1 {
+		extra = append(extra, fmt.Sprintf("attempt %d", t.Attempt))
+	}
+	if len(extra) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(extra, ", "))
+	}
+	if withClock {
+		fmt.Fprintf(&b, " %s", clock(elapsed))
+	}
+	return b.String()
+}
+
+// summary prints the outcome of a waited-for run on stderr.
+func (inv *invocation) summary(t core.Task, elapsed time.Duration) {
+	fmt.Fprintf(inv.env.Stderr, "%s %s  exit code %s  finalReward %s  (%s)\n",
+		t.ID, t.Status, formatInt(t.ExitCode), formatFloat(t.FinalReward, false), clock(elapsed))
+	if t.Error != "" {
+		fmt.Fprintf(inv.env.Stderr, "  error: %s\n", t.Error)
+	}
+	if t.Status != core.StatusSucceeded {
+		fmt.Fprintf(inv.env.Stderr, "  see its output with `rlsched logs %s`\n", t.ID)
+	}
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}

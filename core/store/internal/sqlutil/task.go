@@ -1,0 +1,90 @@
+package sqlutil
+
+import (
+	"fmt"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// TaskRow is a run's column values that need encoding, as every SQL backend
+// stores them.
+type TaskRow struct {
+	Command, Env, Tags, GPUIndices string
+	Params                         *string
+	FinalReward                    *float64
+	Created, Updated               int64
+	Started, Finished              *int64
+	Fence                          int64
+}
+
+// EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
+// must already be set.
+func EncodeTask(t *core.Task) (TaskRow, error) {
+	r, err := EncodeUpdate(t)
+	if err != nil {
+		return r, err
+	}
+	if r.Command, err = EncodeJSON(t.Command, "[]"); err != nil {
+		return r, err
+	}
+	if r.Env, err = EncodeJSON(t.Env, "{}"); err != nil {
+		return r, err
+	}
+	if r.Tags, err = EncodeJSON(t.Tags, "[]"); err != nil {
+		return r, err
+	}
+	if r.Params, err = EncodeParams(t.Params); err != nil {
+		return r, err
+	}
+	if r.Created, err = Nanos(t.CreatedAt); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// EncodeUpdate validates and encodes only what UpdateTask writes (status,
+// fence, gpuIndices, finalReward, startedAt, finishedAt, updatedAt), so an
+// update need not carry the run's other fields.
+func EncodeUpdate(t *core.Task) (TaskRow, error) {
+	var r TaskRow
+	var err error
+	if !t.Status.Valid() {
+		return r, fmt.Errorf("cannot store run %s: unknown status %q", t.ID, t.Status)
+	}
+	if t.FinalReward != nil {
+		if err := CheckFinite("final reward", *t.FinalReward); err != nil {
+			return r, err
+		}
+	}
+	r.FinalReward = t.FinalReward
+	if r.GPUIndices, err = EncodeJSON(t.GPUIndices, "[]"); err != nil {
+		return r, err
+	}
+	if r.Updated, err = Nanos(t.UpdatedAt); err != nil {
+		return r, err
+	}
+	if r.Started, err = NullNanos(t.StartedAt); err != nil {
+		return r, err
+	}
+	if r.Finished, err = NullNanos(t.FinishedAt); err != nil {
+		return r, err
+	}
+	if r.Fence, err = Fence(t.Fence); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// Normalize makes t look as a read of it will: nil lists and maps empty,
+// params compacted, times in UTC without a monotonic reading, a zero
+// optional time nil. Backends call it after a successful write so the
+// caller's copy matches the stored row.
+func Normalize(t *core.Task, r TaskRow) {
+	t.Command, _ = DecodeSlice[string](r.Command)
+	t.Tags, _ = DecodeSlice[string](r.Tags)
+	t.GPUIndices, _ = DecodeSlice[int](r.GPUIndices)
+	t.Env, _ = DecodeMap(r.Env)
+	t.Params = DecodeParams(r.Params)
+	t.CreatedAt, t.UpdatedAt = Time(r.Created), Time(r.Updated)
+	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
+}

@@ -1,0 +1,117 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations are applied in order; migration i has version i+1. Never edit or
+// reorder an entry that has shipped: append a new one instead, since an
+// existing database records only the versions it applied.
+//
+// Times are unix nanoseconds (INTEGER) so ordering by creation is exact;
+// command, env, tags and gpu_indices are JSON text, never NULL ("[]"/"{}").
+var migrations = []string{
+	// 1: users, runs and metrics.
+	`CREATE TABLE users (
+		id            INTEGER PRIMARY KEY AUTOINCREMENT,
+		username      TEXT    NOT NULL UNIQUE,
+		role          TEXT    NOT NULL,
+		password_hash TEXT    NOT NULL,
+		created_at    INTEGER NOT NULL
+	);
+	CREATE TABLE tasks (
+		id              TEXT    PRIMARY KEY,
+		name            TEXT    NOT NULL,
+		project         TEXT    NOT NULL,
+		user_id         INTEGER NOT NULL REFERENCES users(id),
+		status          TEXT    NOT NULL,
+		attempt         INTEGER NOT NULL,
+		max_retries     INTEGER NOT NULL,
+		command         TEXT    NOT NULL,
+		params          TEXT,
+		gpus            INTEGER NOT NULL,
+		priority        INTEGER NOT NULL,
+		env             TEXT    NOT NULL,
+		tags            TEXT    NOT NULL,
+		workdir         TEXT    NOT NULL,
+		worker          TEXT    NOT NULL,
+		gpu_indices     TEXT    NOT NULL,
+		trace_id        TEXT    NOT NULL,
+		exit_code       INTEGER,
+		error           TEXT    NOT NULL,
+		final_reward    REAL,
+		git_commit      TEXT    NOT NULL,
+		git_dirty       INTEGER NOT NULL,
+		timeout_seconds INTEGER NOT NULL,
+		created_at      INTEGER NOT NULL,
+		started_at      INTEGER,
+		finished_at     INTEGER,
+		updated_at      INTEGER NOT NULL,
+		fence           INTEGER NOT NULL
+	);
+	-- QueuedTasks: status = 'QUEUED' ORDER BY priority DESC, created_at, id.
+	CREATE INDEX tasks_queue ON tasks(status, priority DESC, created_at, id);
+	-- ListTasks newest first, alone or filtered by status, owner or project.
+	CREATE INDEX tasks_newest ON tasks(created_at DESC, id DESC);
+	CREATE INDEX tasks_status_newest ON tasks(status, created_at DESC, id DESC);
+	CREATE INDEX tasks_user_newest ON tasks(user_id, created_at DESC, id DESC);
+	CREATE INDEX tasks_project_newest ON tasks(project, created_at DESC, id DESC);
+	-- One value per (run, series, step): a resent metric replaces itself, and
+	-- the key is the index that reads a series in step order.
+	CREATE TABLE metrics (
+		task_id TEXT    NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+		name    TEXT    NOT NULL,
+		step    INTEGER NOT NULL,
+		value   REAL    NOT NULL,
+		PRIMARY KEY (task_id, name, step)
+	) WITHOUT ROWID;`,
+}
+
+// migrate applies every migration the database has not recorded, each in
+// its own IMMEDIATE transaction, so two processes opening one file at once
+// serialise and neither applies a migration twice.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("cannot create schema_migrations: %w", err)
+	}
+	// A newer binary may have migrated this file; running older code on it
+	// could write rows the newer schema does not expect.
+	var top int
+	if err := s.w.QueryRowContext(ctx,
+		`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&top); err != nil {
+		return fmt.Errorf("cannot read schema version: %w", err)
+	}
+	if top > len(migrations) {
+		return fmt.Errorf("cannot use database at schema version %d: this binary knows up to %d; upgrade rlsched", top, len(migrations))
+	}
+	for i, m := range migrations {
+		version := i + 1
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx,
+				`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx,
+				`INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)`,
+				version, time.Now().UnixNano())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("cannot apply migration %d: %w", version, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/storetest"
+)
+
+func openTemp(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openTemp(t, filepath.Join(t.TempDir(), "rlsched.db"))
+	})
+}
+
+// appliedVersions lists schema_migrations.
+func appliedVersions(t *testing.T, s *Store) []int {
+	t.Helper()
+	rows, err := s.r.QueryContext(t.Context(), `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var vs []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// TestReopen: data survives a close, and opening again applies no migration
+// twice (migration 1 has plain CREATE TABLEs, so a second run would fail).
+func TestReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "dir", "rlsched.db")
+	s1, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := core.User{Username: "alice", PasswordHash: "h"}
+	if err := s1.CreateUser(t.Context(), &u); err != nil {
+		t.Fatal(err)
+	}
+	tk := core.Task{ID: "r1", UserID: u.ID, Command: []string{"true"}}
+	if err := s1.CreateTask(t.Context(), &tk); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.AppendMetrics(t.Context(), "r1", []core.MetricPoint{{Step: 1, Name: "x", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for range 2 {
+		s := openTemp(t, path)
+		if vs := appliedVersions(t, s); len(vs) != len(migrations) || vs[len(vs)-1] != len(migrations) {
+			t.Fatalf("schema_migrations: got %v, want 1..%d once each", vs, len(migrations))
+		}
+		got, err := s.Task(t.Context(), "r1")
+		if err != nil || got.User != "alice" || got.Command[0] != "true" {
+			t.Fatalf("run after reopen: %+v, %v", got, err)
+		}
+		if m, err := s.Metrics(t.Context(), "r1", nil); err != nil || len(m["x"]) != 1 {
+			t.Fatalf("metrics after reopen: %v, %v", m, err)
+		}
+		// Still the first user: a reopen must not make the next one admin.
+		bob := core.User{Username: "bob", PasswordHash: "h"}
+		if err := s.CreateUser(t.Context(), &bob); err != nil && !errors.Is(err, core.ErrConflict) {
+			t.Fatal(err)
+		} else if err == nil && bob.Role != core.RoleUser {
+			t.Fatalf("bob after reopen: role %s, want USER", bob.Role)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNewerSchemaRefused: a file migrated by a newer binary is not touched.
+func TestNewerSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rlsched.db")
+	s := openTemp(t, path)
+	if _, err := s.w.ExecContext(context.Background(),
+		`INSERT INTO schema_migrations(version, applied_at) VALUES (?, 0)`, len(migrations)+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s2, err := Open(path); err == nil {
+		_ = s2.Close()
+		t.Fatal("Open of a newer schema succeeded, want an error")
+	}
+}
+
+func TestOpenBadPath(t *testing.T) {
+	for _, p := range []string{"", ":memory:", filepath.Join(t.TempDir(), "a?b.db")} {
+		if s, err := Open(p); err == nil {
+			_ = s.Close()
+			t.Fatalf("Open(%q) succeeded, want an error", p)
+		}
+	}
+}
+
+// TestReadPoolIsReadOnly: a write that slipped onto the read pool would
+// bypass the single-writer discipline; query_only makes it fail loudly.
+func TestReadPoolIsReadOnly(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "rlsched.db"))
+	if _, err := s.r.ExecContext(t.Context(), `DELETE FROM users`); err == nil {
+		t.Fatal("write on the read pool succeeded")
+	}
+}
