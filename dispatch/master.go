@@ -1,0 +1,161 @@
+// Package dispatch is the master side of the RPC: a gnet server speaking the
+// framed protocol of package codec, worker sessions, the scheduler that
+// places queued runs on workers, and the reaper that turns expired leases
+// into LOST runs.
+//
+// Event loops only parse frames and hand them on: they never block on the
+// store, the lease backend or a disk. Work for one worker runs in order on
+// one of a fixed set of shard goroutines (not a goroutine per connection).
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/logpipe"
+)
+
+// Config of a master's dispatcher.
+type Config struct {
+	Addr              string // RPC listen address, host:port; port 0 picks a free one
+	MasterID          string
+	JoinToken         []byte
+	HeartbeatInterval time.Duration // told to workers; default 10s
+	HeartbeatTTL      time.Duration // a session silent this long is closed; default 3 intervals
+	LeaseTTL          time.Duration // run lease; default 2 min
+	CancelGrace       time.Duration // SIGTERM → SIGKILL on the worker; default 10s
+	ReapInterval      time.Duration // default LeaseTTL/10, at most 1s
+	MaxFrame          int           // default codec.DefaultMaxBody
+	Shards            int           // ordered work queues; default 8
+	Logger            zerolog.Logger
+}
+
+func (c *Config) defaults() error {
+	if len(c.JoinToken) == 0 {
+		return errors.New("a worker join token is required (WORKER_JOIN_TOKEN)")
+	}
+	if c.MasterID == "" {
+		return errors.New("a master id is required")
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 10 * time.Second
+	}
+	if c.HeartbeatTTL <= 0 {
+		c.HeartbeatTTL = 3 * c.HeartbeatInterval
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 2 * time.Minute
+	}
+	if c.CancelGrace <= 0 {
+		c.CancelGrace = 10 * time.Second
+	}
+	if c.ReapInterval <= 0 {
+		c.ReapInterval = min(c.LeaseTTL/10, time.Second)
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = codec.DefaultMaxBody
+	}
+	if c.Shards <= 0 {
+		c.Shards = 8
+	}
+	return nil
+}
+
+// Master runs the dispatcher. Its exported methods are safe for concurrent use.
+type Master struct {
+	cfg   Config
+	log   zerolog.Logger
+	st    store.Store
+	ls    lease.Leases
+	files *logpipe.Files
+
+	eng     gnet.Engine
+	addr    string
+	shards  []*shard
+	wake    chan struct{}
+	reg     registry
+	pending sync.Map // *conn → struct{}: connections waiting for Hello
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	runErr chan error
+}
+
+// New builds a master; Start runs it.
+func New(cfg Config, st store.Store, ls lease.Leases, files *logpipe.Files) (*Master, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
+		st: st, ls: ls, files: files, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+	m.reg.init()
+	return m, nil
+}
+
+// Start recovers state from the store, starts the RPC server, the scheduler
+// and the reaper, and returns once the server listens.
+func (m *Master) Start(ctx context.Context) error {
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	if err := m.recover(ctx); err != nil {
+		return err
+	}
+	for i := 0; i < m.cfg.Shards; i++ {
+		s := newShard()
+		m.shards = append(m.shards, s)
+		m.wg.Add(1)
+		go func() { defer m.wg.Done(); s.run(m.ctx) }()
+	}
+	srv := &server{m: m, booted: make(chan struct{})}
+	go func() {
+		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
+			gnet.WithMulticore(true), gnet.WithReusePort(false), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{m.log}))
+	}()
+	select {
+	case <-srv.booted:
+	case err := <-m.runErr:
+		return fmt.Errorf("cannot start the RPC server on %s: %w", m.cfg.Addr, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.scheduleLoop(m.ctx) }()
+	go func() { defer m.wg.Done(); m.reapLoop(m.ctx) }()
+	m.log.Info().Str("rpc", m.addr).Str("master", m.cfg.MasterID).Msg("dispatcher started")
+	return nil
+}
+
+// Addr is the address the RPC server listens on.
+func (m *Master) Addr() string { return m.addr }
+
+// MasterID names this master.
+func (m *Master) MasterID() string { return m.cfg.MasterID }
+
+// Stop closes the server and waits for the background goroutines.
+func (m *Master) Stop(ctx context.Context) error {
+	if m.cancel == nil {
+		return nil
+	}
+	err := m.eng.Stop(ctx)
+	m.cancel()
+	m.wg.Wait()
+	return err
+}
+
+// Notify wakes the scheduler.
+func (m *Master) Notify() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,130 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+var errNoSession = errors.New("worker not connected")
+
+const helloTimeout = 10 * time.Second
+
+// reapLoop turns expired leases into LOST runs and closes sessions that
+// stopped heartbeating.
+func (m *Master) reapLoop(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.ReapInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m.reapOnce(ctx)
+	}
+}
+
+func (m *Master) reapOnce(ctx context.Context) {
+	for {
+		expired, err := m.ls.Reap(ctx, 1000)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Error().Err(err).Msg("cannot reap leases")
+			}
+			break
+		}
+		for _, l := range expired {
+			m.reg.mu.Lock()
+			rr := m.reg.runs[l.TaskID]
+			if rr != nil && rr.fence == l.Fence {
+				m.reg.removeRunLocked(l.TaskID)
+			}
+			m.reg.mu.Unlock()
+			m.files.Close(l.TaskID)
+			m.lost(ctx, l.TaskID, l.Fence, fmt.Sprintf("lease of worker %s expired", l.WorkerID))
+		}
+		if len(expired) < 1000 {
+			break
+		}
+	}
+	now := time.Now()
+	var stale []*session
+	m.reg.mu.Lock()
+	for _, w := range m.reg.workers {
+		if s := w.sess; s != nil && now.Sub(time.Unix(0, s.lastSeen.Load())) > m.cfg.HeartbeatTTL {
+			stale = append(stale, s)
+		}
+	}
+	m.reg.mu.Unlock()
+	for _, s := range stale {
+		m.log.Warn().Str("worker", s.workerID).Msg("closing a session silent for longer than the heartbeat TTL")
+		_ = s.c.Close()
+	}
+	m.pending.Range(func(k, v any) bool {
+		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
+			m.pending.Delete(k)
+			m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
+			_ = cc.c.Close()
+		}
+		return true
+	})
+}
+
+// runGone ends a placed run that its worker no longer has.
+func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
+	m.release(ctx, rr)
+	m.lost(ctx, rr.taskID, rr.fence, reason)
+}
+
+// lost marks an active run LOST, then requeues it with attempt + 1 while
+// retries last, else FAILED; a run whose cancel was requested ends CANCELLED.
+func (m *Master) lost(ctx context.Context, id string, fence uint64, reason string) {
+	m.reg.mu.Lock()
+	_, cancelled := m.reg.cancels[id]
+	delete(m.reg.cancels, id)
+	m.reg.mu.Unlock()
+	var wasLost bool
+	err := m.updateTask(ctx, id, fence, func(t *core.Task) bool {
+		if !t.Status.Active() {
+			return false
+		}
+		if cancelled {
+			now := time.Now().UTC()
+			t.Status, t.FinishedAt, t.Error = core.StatusCancelled, &now, "cancelled; "+reason
+			return true
+		}
+		t.Status, t.Error, wasLost = core.StatusLost, reason, true
+		return true
+	})
+	if err != nil || !wasLost {
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			m.log.Warn().Str("task", id).Err(err).Msg("cannot mark run LOST")
+		}
+		return
+	}
+	var requeued bool
+	err = m.updateTask(ctx, id, fence, func(t *core.Task) bool {
+		if t.Status != core.StatusLost {
+			return false
+		}
+		if t.Attempt <= t.MaxRetries {
+			t.Status, t.Attempt, requeued = core.StatusQueued, t.Attempt+1, true
+			t.Worker, t.GPUIndices, t.StartedAt, t.ExitCode = "", nil, nil, nil
+			return true
+		}
+		now := time.Now().UTC()
+		t.Status, t.FinishedAt = core.StatusFailed, &now
+		t.Error = fmt.Sprintf("lost after %d attempt(s): %s", t.Attempt, reason)
+		return true
+	})
+	if err != nil {
+		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")
+		return
+	}
+	m.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
+	m.Notify()
+}

@@ -1,0 +1,163 @@
+package dispatch
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// registry is the master's view of its workers and the runs placed on them.
+// One mutex guards it; methods ending in Locked expect it held.
+type registry struct {
+	mu      sync.Mutex
+	workers map[string]*workerRec
+	runs    map[string]*runRec   // by task id
+	cancels map[string]time.Time // runs whose cancel was requested, by task id
+}
+
+type workerRec struct {
+	id, host, version string
+	gpus              []core.GPU
+	slots             int
+	sess              *session // nil while disconnected
+	runs              map[string]*runRec
+	lastHeartbeat     time.Time
+	lastSeen          time.Time
+}
+
+// runRec is a run placed on a worker: its GPUs or CPU slot are taken until
+// the run is removed.
+type runRec struct {
+	taskID   string
+	attempt  int
+	fence    uint64 // 0 while the claim is in flight
+	traceID  string
+	workerID string
+	gpus     []int // indices; empty for a CPU-slot run
+	started  bool
+	extract  *extractState
+}
+
+func (r *registry) init() {
+	r.workers = map[string]*workerRec{}
+	r.runs = map[string]*runRec{}
+	r.cancels = map[string]time.Time{}
+}
+
+func (r *registry) workerLocked(id string) *workerRec {
+	w := r.workers[id]
+	if w == nil {
+		w = &workerRec{id: id, runs: map[string]*runRec{}}
+		r.workers[id] = w
+	}
+	return w
+}
+
+func (r *registry) addRunLocked(rr *runRec) {
+	r.runs[rr.taskID] = rr
+	r.workerLocked(rr.workerID).runs[rr.taskID] = rr
+}
+
+func (r *registry) removeRunLocked(taskID string) *runRec {
+	rr := r.runs[taskID]
+	if rr == nil {
+		return nil
+	}
+	delete(r.runs, taskID)
+	if w := r.workers[rr.workerID]; w != nil {
+		delete(w.runs, taskID)
+	}
+	delete(r.cancels, taskID)
+	return rr
+}
+
+// capacity is a connected worker's free resources, the input of placement.
+type capacity struct {
+	workerID  string
+	freeGPUs  []int
+	freeSlots int
+}
+
+func (w *workerRec) capacityLocked() capacity {
+	used := map[int]bool{}
+	cpuRuns := 0
+	for _, rr := range w.runs {
+		if len(rr.gpus) == 0 {
+			cpuRuns++
+		}
+		for _, g := range rr.gpus {
+			used[g] = true
+		}
+	}
+	c := capacity{workerID: w.id, freeSlots: w.slots - cpuRuns}
+	for _, g := range w.gpus {
+		if !used[g.Index] {
+			c.freeGPUs = append(c.freeGPUs, g.Index)
+		}
+	}
+	return c
+}
+
+// capacitiesLocked lists connected workers with anything free, sorted by id
+// so placement is deterministic.
+func (r *registry) capacitiesLocked() []capacity {
+	var out []capacity
+	for _, w := range r.workers {
+		if w.sess == nil || w.sess.closed.Load() {
+			continue
+		}
+		c := w.capacityLocked()
+		if len(c.freeGPUs) > 0 || c.freeSlots > 0 {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].workerID < out[j].workerID })
+	return out
+}
+
+func (w *workerRec) stateLocked() core.WorkerState {
+	connected := w.sess != nil && !w.sess.closed.Load()
+	switch {
+	case connected && len(w.runs) > 0:
+		return core.WorkerRunning
+	case connected:
+		return core.WorkerIdle
+	case len(w.runs) > 0:
+		return core.WorkerPending
+	}
+	return core.WorkerDown
+}
+
+func (w *workerRec) infoLocked(master string) core.WorkerInfo {
+	gpus := make([]core.GPU, len(w.gpus))
+	copy(gpus, w.gpus)
+	holder := map[int]string{}
+	running := []string{}
+	for id, rr := range w.runs {
+		running = append(running, id)
+		for _, g := range rr.gpus {
+			holder[g] = id
+		}
+	}
+	slices.Sort(running)
+	for i := range gpus {
+		gpus[i].TaskID = holder[gpus[i].Index]
+	}
+	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
+		RunningTasks: running, LastHeartbeatAt: w.lastHeartbeat, Master: master, Version: w.version}
+}
+
+// Workers lists every known worker, sorted by id.
+func (m *Master) Workers() []core.WorkerInfo {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	out := make([]core.WorkerInfo, 0, len(m.reg.workers))
+	for _, w := range m.reg.workers {
+		out = append(out, w.infoLocked(m.cfg.MasterID))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,222 @@
+package dispatch
+
+import (
+	"crypto/rand"
+	"fmt"
+	"hash/maphash"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+// server is the gnet event handler. Its callbacks run on event loops and
+// must never block: they parse frames and push work to shards.
+type server struct {
+	gnet.BuiltinEventEngine
+	m      *Master
+	booted chan struct{}
+}
+
+// conn is the per-connection state kept in gnet's Conn context. Only the
+// connection's event loop touches nonce and hello; sess is set by the loop
+// once Hello is verified and read by shards afterwards.
+type conn struct {
+	c      gnet.Conn
+	nonce  [16]byte
+	hello  bool
+	sess   *session
+	opened time.Time
+}
+
+// session is a verified worker connection.
+type session struct {
+	id       string
+	workerID string
+	c        gnet.Conn
+	shard    *shard
+	closed   atomic.Bool
+	lastSeen atomic.Int64 // unix nanos of the last frame
+}
+
+// send encodes m and queues it on the connection. Safe from any goroutine.
+func (s *session) send(m proto.Message) error {
+	if s.closed.Load() {
+		return net.ErrClosed
+	}
+	return asyncSend(s.c, m)
+}
+
+func asyncSend(c gnet.Conn, m proto.Message) error {
+	buf, err := codec.AppendFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	return c.AsyncWrite(buf, nil)
+}
+
+func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.m.eng = eng
+	s.m.addr = s.m.cfg.Addr
+	if fd, err := eng.Dup(); err == nil {
+		if sa, err := unix.Getsockname(fd); err == nil {
+			if in4, ok := sa.(*unix.SockaddrInet4); ok {
+				s.m.addr = (&net.TCPAddr{IP: in4.Addr[:], Port: in4.Port}).String()
+			} else if in6, ok := sa.(*unix.SockaddrInet6); ok {
+				s.m.addr = (&net.TCPAddr{IP: in6.Addr[:], Port: in6.Port}).String()
+			}
+		}
+		unix.Close(fd)
+	}
+	close(s.booted)
+	return gnet.None
+}
+
+func (s *server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	cc := &conn{c: c, opened: time.Now()}
+	_, _ = rand.Read(cc.nonce[:])
+	c.SetContext(cc)
+	s.m.pending.Store(cc, struct{}{})
+	out, err := codec.AppendFrame(nil, &pb.Challenge{Nonce: cc.nonce[:], MasterId: s.m.cfg.MasterID})
+	if err != nil {
+		return nil, gnet.Close
+	}
+	return out, gnet.None
+}
+
+func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
+	cc, _ := c.Context().(*conn)
+	if cc == nil {
+		return gnet.None
+	}
+	s.m.pending.Delete(cc)
+	if cc.sess == nil {
+		return gnet.None
+	}
+	sess := cc.sess
+	sess.closed.Store(true)
+	sess.shard.push(func() { s.m.sessionClosed(sess, err) })
+	return gnet.None
+}
+
+// OnTraffic parses every complete frame in the inbound buffer: header first,
+// the length checked against the limit before waiting for the body, then the
+// body decoded (copied out of gnet's buffer) before Discard.
+func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
+	cc, _ := c.Context().(*conn)
+	if cc == nil {
+		return gnet.Close
+	}
+	for {
+		hdr, err := c.Peek(codec.HeaderSize)
+		if err != nil || len(hdr) < codec.HeaderSize {
+			return gnet.None // need more bytes
+		}
+		h, err := codec.ParseHeader(hdr, s.m.cfg.MaxFrame)
+		if err != nil {
+			return s.refuse(cc, "bad frame header", err)
+		}
+		total := codec.HeaderSize + int(h.Length)
+		if c.InboundBuffered() < total {
+			return gnet.None
+		}
+		frame, err := c.Peek(total)
+		if err != nil {
+			return gnet.None
+		}
+		msg, err := codec.DecodeBody(h.Type, frame[codec.HeaderSize:])
+		if err != nil {
+			return s.refuse(cc, "bad frame body", err)
+		}
+		if _, err := c.Discard(total); err != nil {
+			return gnet.Close
+		}
+		if act := s.handle(cc, msg); act != gnet.None {
+			return act
+		}
+	}
+}
+
+// refuse logs why a connection is closed and tells the peer, best effort.
+func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
+	ev := s.m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Err(err)
+	if cc.sess != nil {
+		ev = ev.Str("worker", cc.sess.workerID)
+	}
+	ev.Msg("closing connection: " + what)
+	if out, e := codec.AppendFrame(nil, &pb.Goodbye{Reason: fmt.Sprintf("%s: %v", what, err)}); e == nil {
+		_, _ = cc.c.Write(out)
+	}
+	return gnet.Close
+}
+
+func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
+	if !cc.hello {
+		hello, ok := msg.(*pb.Hello)
+		if !ok {
+			return s.refuse(cc, "protocol error", fmt.Errorf("%T before Hello", msg))
+		}
+		if err := s.m.verifyHello(cc.nonce[:], hello); err != nil {
+			return s.refuse(cc, "worker refused", err)
+		}
+		cc.hello = true
+		s.m.pending.Delete(cc)
+		sess := &session{id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
+		sess.lastSeen.Store(time.Now().UnixNano())
+		cc.sess = sess
+		sess.shard.push(func() { s.m.onHello(sess, hello) })
+		return gnet.None
+	}
+	sess := cc.sess
+	sess.lastSeen.Store(time.Now().UnixNano())
+	switch msg := msg.(type) {
+	case *pb.Heartbeat:
+		sess.shard.push(func() { s.m.onHeartbeat(sess, msg) })
+	case *pb.TaskStarted:
+		sess.shard.push(func() { s.m.onStarted(sess, msg) })
+	case *pb.LogData:
+		sess.shard.push(func() { s.m.onLogData(sess, msg) })
+	case *pb.TaskFinished:
+		sess.shard.push(func() { s.m.onFinished(sess, msg) })
+	case *pb.Metric, *pb.ArtifactChunk:
+		// Not used yet: metrics come from log lines, artifacts later.
+	default:
+		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
+	}
+	return gnet.None
+}
+
+var shardSeed = maphash.MakeSeed()
+
+func (m *Master) shardFor(workerID string) *shard {
+	return m.shards[maphash.String(shardSeed, workerID)%uint64(len(m.shards))]
+}
+
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x", b)
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// gnetLogger routes gnet's own logging into zerolog.
+type gnetLogger struct{ l zerolog.Logger }
+
+func (g gnetLogger) Debugf(f string, a ...any) { g.l.Debug().Msgf("gnet: "+f, a...) }
+func (g gnetLogger) Infof(f string, a ...any)  { g.l.Debug().Msgf("gnet: "+f, a...) }
+func (g gnetLogger) Warnf(f string, a ...any)  { g.l.Warn().Msgf("gnet: "+f, a...) }
+func (g gnetLogger) Errorf(f string, a ...any) { g.l.Error().Msgf("gnet: "+f, a...) }
+func (g gnetLogger) Fatalf(f string, a ...any) { g.l.Error().Msgf("gnet fatal: "+f, a...) }

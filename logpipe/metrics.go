@@ -1,0 +1,97 @@
+package logpipe
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Extractor finds metric lines in one run's output as it streams past,
+// keeping the partial last line between chunks. Not safe for concurrent use:
+// one extractor per run, fed in offset order.
+type Extractor struct {
+	partial []byte
+	// Final is the last FINAL_REWARD value seen; HasFinal says one was.
+	Final    float64
+	HasFinal bool
+	// LastEpisodeReward is the last episode_reward metric (used as the final
+	// reward when the run never prints FINAL_REWARD).
+	LastEpisodeReward    float64
+	HasLastEpisodeReward bool
+}
+
+const maxLine = 1 << 20 // longer lines are not metric lines; drop the partial
+
+var (
+	metricPrefix = []byte("RLSCHED_METRIC ")
+	finalPrefix  = []byte("FINAL_REWARD:")
+)
+
+// Feed scans data and returns the metric points of every complete line.
+func (x *Extractor) Feed(data []byte) []core.MetricPoint {
+	var pts []core.MetricPoint
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		if nl < 0 {
+			if len(x.partial)+len(data) <= maxLine {
+				x.partial = append(x.partial, data...)
+			} else {
+				x.partial = x.partial[:0]
+			}
+			break
+		}
+		line := data[:nl]
+		if len(x.partial) > 0 {
+			line = append(x.partial, line...)
+			x.partial = x.partial[:0]
+		}
+		pts = x.line(bytes.TrimRight(line, "\r"), pts)
+		data = data[nl+1:]
+	}
+	return pts
+}
+
+func (x *Extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint {
+	if i := bytes.Index(line, finalPrefix); i >= 0 {
+		v, err := strconv.ParseFloat(string(bytes.TrimSpace(line[i+len(finalPrefix):])), 64)
+		if err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			x.Final, x.HasFinal = v, true
+		}
+		return pts
+	}
+	i := bytes.Index(line, metricPrefix)
+	if i < 0 {
+		return pts
+	}
+	var m map[string]any
+	if json.Unmarshal(line[i+len(metricPrefix):], &m) != nil {
+		return pts
+	}
+	step := int64(0)
+	if s, ok := m["step"].(float64); ok {
+		step = int64(s)
+	}
+	for k, v := range m {
+		f, ok := v.(float64)
+		if !ok || k == "step" || len(k) > 128 {
+			continue
+		}
+		pts = append(pts, core.MetricPoint{Step: step, Name: k, Value: f})
+		if k == "episode_reward" {
+			x.LastEpisodeReward, x.HasLastEpisodeReward = f, true
+		}
+	}
+	return pts
+}
+
+// FinalReward returns the run's final reward so far, per API.md: the last
+// FINAL_REWARD line, else the last episode_reward metric.
+func (x *Extractor) FinalReward() (float64, bool) {
+	if x.HasFinal {
+		return x.Final, true
+	}
+	return x.LastEpisodeReward, x.HasLastEpisodeReward
+}

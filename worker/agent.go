@@ -1,0 +1,247 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+// agent is one running worker. Its fields after mu, and every run's fields
+// marked "guarded by agent.mu", are only touched with mu held; methods named
+// ...Locked expect it held. Lock order: agent.mu, then a spool's lock or the
+// guard's; nothing that holds those takes agent.mu.
+type agent struct {
+	cfg        Config
+	log        zerolog.Logger
+	scriptsDir string
+	guard      *guard // nil when the guard could not start
+	spawner    *spawner
+	procs      sync.WaitGroup // one per started process, done once it is reaped
+
+	mu          sync.Mutex
+	runs        map[string]*run // by task id
+	sess        *session        // the joined session, nil while disconnected
+	leaseTTL    time.Duration   // from the last HelloAck
+	lastRenewal time.Time       // send time of the last renewal the master acked
+	stopping    bool
+}
+
+// Run runs a worker until ctx is cancelled: it joins a master (failing over
+// along cfg.Masters), runs what it is given, and on cancellation stops its
+// runs (SIGTERM, cfg.Grace, SIGKILL), waits for them, and returns nil. It
+// returns an error only when it cannot start (bad config, unwritable DataDir).
+func Run(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	a := &agent{
+		cfg:  cfg,
+		log:  cfg.Logger.With().Str("worker", cfg.ID).Logger(),
+		runs: map[string]*run{},
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "outputs"), 0o755); err != nil {
+		return fmt.Errorf("cannot create outputs dir in %s: %w", cfg.DataDir, err)
+	}
+	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
+		return err
+	}
+	if a.guard, err = startGuard(); err != nil {
+		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed worker")
+	}
+	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).
+		Str("data_dir", cfg.DataDir).Msg("worker starting")
+
+	a.spawner = startSpawner()
+	var bg sync.WaitGroup
+	bg.Go(func() { a.fenceLoop(ctx) })
+	a.connectLoop(ctx)
+	bg.Wait()
+	a.shutdown()
+	a.spawner.stop()
+	a.guard.close()
+	a.log.Info().Msg("worker stopped")
+	return nil
+}
+
+// shutdown stops every run and waits until all processes are reaped.
+func (a *agent) shutdown() {
+	a.mu.Lock()
+	a.stopping = true
+	for _, r := range a.runs {
+		r.stopLocked(a, pb.Outcome_OUTCOME_CANCELLED, a.cfg.Grace)
+		r.out.Discard() // nobody will send it; unblock the pump
+	}
+	if n := len(a.runs); n > 0 {
+		a.log.Info().Int("runs", n).Msg("stopping runs")
+	}
+	a.mu.Unlock()
+	a.procs.Wait()
+}
+
+// kick wakes the current session's writer. Safe from any goroutine that
+// does not hold a.mu.
+func (a *agent) kick() {
+	a.mu.Lock()
+	a.kickLocked()
+	a.mu.Unlock()
+}
+
+// kickLocked is kick for callers holding a.mu.
+func (a *agent) kickLocked() {
+	if a.sess != nil {
+		a.sess.poke()
+	}
+}
+
+// forgetLocked kills r and drops it without a report: for runs whose lease
+// the master says is gone (kill_task_ids, lost_task_ids, a fenced LogAck),
+// which get SIGTERM, the grace and SIGKILL, and for self-fencing (now), which
+// gets SIGKILL at once since the run may already be running elsewhere.
+// Caller holds a.mu.
+func (a *agent) forgetLocked(r *run, now bool) {
+	if a.runs[r.id] == r {
+		delete(a.runs, r.id)
+	}
+	r.forgotten = true
+	r.out.Discard()
+	if now {
+		r.signalLocked(syscall.SIGKILL)
+	} else {
+		r.stopLocked(a, pb.Outcome_OUTCOME_LOST, a.cfg.Grace)
+	}
+}
+
+// refsLocked lists every run held. Caller holds a.mu.
+func (a *agent) refsLocked() []*pb.RunRef {
+	refs := make([]*pb.RunRef, 0, len(a.runs))
+	for _, r := range a.runs {
+		refs = append(refs, r.refLocked())
+	}
+	return refs
+}
+
+// adopt makes s the joined session after its HelloAck: it applies the lease
+// TTL, counts the Hello as a renewal, kills the runs the master disowns and
+// rewinds every other run's output to its acked offset.
+func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.leaseTTL = time.Duration(ack.GetLeaseTtlMs()) * time.Millisecond
+	if a.leaseTTL <= 0 {
+		a.leaseTTL = defaultLeaseTTL
+	}
+	if helloSent.After(a.lastRenewal) {
+		a.lastRenewal = helloSent
+	}
+	for _, id := range ack.GetKillTaskIds() {
+		if r := a.runs[id]; r != nil {
+			r.log.Warn().Msg("master disowns the run (kill_task_ids): killing it")
+			a.forgetLocked(r, false)
+		}
+	}
+	for _, r := range a.runs {
+		r.sent = r.out.Acked()
+		r.finSent = false
+	}
+	a.sess = s
+}
+
+// detach forgets s once its goroutines are done.
+func (a *agent) detach(s *session) {
+	a.mu.Lock()
+	if a.sess == s {
+		a.sess = nil
+	}
+	a.mu.Unlock()
+}
+
+// cancel handles CancelTask. Reader goroutine.
+func (a *agent) cancel(m *pb.CancelTask) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.runs[m.GetTaskId()]
+	if r == nil || r.attempt != m.GetAttempt() || (m.GetFence() != 0 && m.GetFence() != r.fence) {
+		a.log.Info().Str("task", m.GetTaskId()).Int32("attempt", m.GetAttempt()).Msg("CancelTask for a run not held here; ignored")
+		return
+	}
+	grace := time.Duration(m.GetGraceMs()) * time.Millisecond
+	if grace <= 0 {
+		grace = a.cfg.Grace
+	}
+	r.log.Info().Str("reason", m.GetReason()).Msg("cancel requested")
+	r.stopLocked(a, pb.Outcome_OUTCOME_CANCELLED, grace)
+}
+
+// logAck handles LogAck. Reader goroutine.
+func (a *agent) logAck(m *pb.LogAck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.runs[m.GetTaskId()]
+	if r == nil || r.attempt != m.GetAttempt() {
+		return
+	}
+	switch m.GetError() {
+	case "":
+		r.sent = max(r.sent, r.out.Ack(m.GetOffset()))
+	case "gap":
+		// The master has bytes up to Offset and wants the rest from there.
+		acked := r.out.Ack(m.GetOffset())
+		if m.GetOffset() < acked {
+			r.log.Error().Uint64("master_has", m.GetOffset()).Uint64("acked", acked).
+				Msg("master lost output it had acked; those bytes cannot be resent")
+		}
+		r.sent = acked
+	case "fenced":
+		r.log.Warn().Msg("master refused the run's output as fenced: the run is no longer ours; killing it")
+		a.forgetLocked(r, false)
+		return
+	default:
+		r.log.Warn().Str("error", m.GetError()).Msg("master could not store output; resending from the acked offset")
+		r.sent = r.out.Acked()
+	}
+	a.kickLocked()
+}
+
+// finishedAck handles TaskFinishedAck: the run is done with. Reader goroutine.
+func (a *agent) finishedAck(m *pb.TaskFinishedAck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.runs[m.GetTaskId()]
+	if r == nil || r.attempt != m.GetAttempt() || r.fin == nil {
+		return
+	}
+	delete(a.runs, r.id)
+	r.log.Debug().Msg("TaskFinished acked; run forgotten")
+}
+
+// heartbeatAck handles HeartbeatAck: the renewal sent at the heartbeat's
+// send time is acked, and lost runs are killed. Reader goroutine.
+func (a *agent) heartbeatAck(s *session, m *pb.HeartbeatAck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if sent, ok := s.hbSent[m.GetSeq()]; ok {
+		if sent.After(a.lastRenewal) {
+			a.lastRenewal = sent
+		}
+		for seq := range s.hbSent {
+			if seq <= m.GetSeq() {
+				delete(s.hbSent, seq)
+			}
+		}
+	}
+	for _, id := range m.GetLostTaskIds() {
+		if r := a.runs[id]; r != nil {
+			r.log.Warn().Msg("master reports the run's lease lost: killing it")
+			a.forgetLocked(r, false)
+		}
+	}
+}

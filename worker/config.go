@@ -1,0 +1,88 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// GPU is one accelerator of this machine, as reported in Hello.
+type GPU struct {
+	Index    int
+	Name     string
+	MemoryMB int64
+}
+
+// Config of a worker. Zero values get the defaults named on each field.
+type Config struct {
+	// ID names the worker to the master: [A-Za-z0-9_-]{1,64}. Required.
+	ID string
+	// Masters are host:port RPC addresses, tried in order; on failure the
+	// worker fails over to the next one. Required.
+	Masters []string
+	// JoinToken is the shared secret proven in Hello. Required.
+	JoinToken string
+	// Host is reported to the master; default os.Hostname().
+	Host string
+	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>) and the
+	// materialised scripts (DataDir/scripts). Required; made absolute.
+	DataDir string
+	// GPUs of this machine (DetectGPUs, or SyntheticGPUs for --gpus N).
+	GPUs []GPU
+	// Slots is how many runs may share the worker; default len(GPUs), or 1.
+	Slots int
+	// HeartbeatInterval is used until a HelloAck names one; default 10s.
+	HeartbeatInterval time.Duration
+	// Grace between SIGTERM and SIGKILL when a CancelTask names none, on
+	// timeouts, on kills ordered by the master and on shutdown; default 10s.
+	Grace time.Duration
+	// Logger for the worker's own messages; the zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+const (
+	defaultHeartbeat = 10 * time.Second
+	defaultGrace     = 10 * time.Second
+	// defaultLeaseTTL applies when a HelloAck names no lease TTL (DESIGN.md).
+	defaultLeaseTTL = 2 * time.Minute
+)
+
+// withDefaults validates c and fills in the defaults.
+func (c Config) withDefaults() (Config, error) {
+	if !core.ValidWorkerID(c.ID) {
+		return c, fmt.Errorf("cannot start worker: id %q must match [A-Za-z0-9_-]{1,64}", c.ID)
+	}
+	if len(c.Masters) == 0 {
+		return c, errors.New("cannot start worker: no master address given; pass at least one host:port")
+	}
+	if c.JoinToken == "" {
+		return c, errors.New("cannot start worker: empty join token; pass the master's join token")
+	}
+	if c.DataDir == "" {
+		return c, errors.New("cannot start worker: empty data dir")
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return c, fmt.Errorf("cannot resolve data dir %q: %w", c.DataDir, err)
+	}
+	c.DataDir = abs
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+	}
+	if c.Slots <= 0 {
+		c.Slots = max(len(c.GPUs), 1)
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = defaultHeartbeat
+	}
+	if c.Grace <= 0 {
+		c.Grace = defaultGrace
+	}
+	return c, nil
+}

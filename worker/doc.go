@@ -1,0 +1,15 @@
+// Package worker is the agent that runs on each GPU machine: it joins a
+// master (docs/protocol.md), starts the runs it is given as process groups,
+// streams their output with byte offsets, and reports how they ended.
+//
+// What it must never do: start a run through a shell, lose or reorder output
+// bytes, block a run's output on a dead connection (bytes wait in the run's
+// spool instead, and a full spool blocks the run, never drops), or leave a
+// process behind when a run ends, when its lease is lost, or when the worker
+// itself dies (the guard process, guard.go, kills what is left).
+//
+// Goroutines: one reader and one writer per connection, a heartbeat ticker per
+// connection, a self-fencing ticker, and per run an output pump and a reaper.
+// All run state is guarded by agent.mu; the writer is the only goroutine that
+// touches the connection for writing, and nothing a run does waits for it.
+package worker

@@ -1,0 +1,297 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/spool"
+)
+
+const (
+	// maxUnackedLog bounds a run's spool; past it the run blocks on output.
+	maxUnackedLog = 64 << 20
+	// logChunk is the largest LogData payload and the pump's read size.
+	logChunk = 64 << 10
+	// drainTimeout: after the run's leader exits and its group is killed,
+	// a pipe that stays open this long without a byte is held by a process
+	// that left the group (setsid); the worker stops waiting for it.
+	drainTimeout = 5 * time.Second
+)
+
+// execute starts the run m names. Called from the session's reader goroutine
+// only, so ExecuteTasks are handled one at a time.
+func (a *agent) execute(m *pb.ExecuteTask) {
+	log := a.log.With().Str("task", m.GetTaskId()).Int32("attempt", m.GetAttempt()).
+		Uint64("fence", m.GetFence()).Str("trace", m.GetTraceId()).Logger()
+	r := &run{
+		id:      m.GetTaskId(),
+		attempt: m.GetAttempt(),
+		fence:   m.GetFence(),
+		out:     spool.New(maxUnackedLog),
+		log:     log,
+		pumped:  make(chan struct{}),
+	}
+
+	a.mu.Lock()
+	if a.stopping {
+		a.mu.Unlock()
+		return
+	}
+	if old := a.runs[r.id]; old != nil {
+		if old.attempt == r.attempt && old.fence == r.fence {
+			a.mu.Unlock()
+			log.Debug().Msg("duplicate ExecuteTask ignored")
+			return
+		}
+		log.Warn().Int32("old_attempt", old.attempt).Msg("ExecuteTask for a newer attempt: killing the older one")
+		a.forgetLocked(old, false)
+	}
+	a.mu.Unlock()
+
+	cmd, pipeW, err := a.prepare(m, r)
+	if err == nil {
+		// Start under the lock, so shutdown cannot slip between the start
+		// and the registration of the process.
+		a.mu.Lock()
+		if a.stopping {
+			a.mu.Unlock()
+			r.pipe.Close()
+			pipeW.Close()
+			return
+		}
+		err = a.spawner.start(cmd)
+		pipeW.Close() // the child holds its own copy
+		if err == nil {
+			a.startedLocked(r, cmd, m)
+			a.mu.Unlock()
+			if err := a.guard.add(r.pgid); err != nil {
+				log.Error().Err(err).Msg("guard")
+			}
+			go a.pump(r)
+			go a.reap(r)
+			a.kick()
+			return
+		}
+		a.mu.Unlock()
+		r.pipe.Close()
+		r.pipe = nil
+	}
+	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
+	r.out.Close()
+	a.mu.Lock()
+	r.fin = startFailedMsg(m, err)
+	if !a.stopping {
+		a.runs[r.id] = r
+	}
+	a.kickLocked()
+	a.mu.Unlock()
+}
+
+// startedLocked publishes a run whose process has started. Caller holds a.mu.
+func (a *agent) startedLocked(r *run, cmd *exec.Cmd, m *pb.ExecuteTask) {
+	r.cmd = cmd
+	r.pgid = cmd.Process.Pid // Setpgid: the leader's pid names the group
+	r.startedAt = time.Now()
+	r.startedMsg = &pb.TaskStarted{
+		TaskId:        r.id,
+		Attempt:       r.attempt,
+		Fence:         r.fence,
+		Pid:           int32(r.pgid),
+		StartedUnixMs: r.startedAt.UnixMilli(),
+	}
+	a.runs[r.id] = r
+	a.procs.Add(1)
+	if t := m.GetTimeoutSeconds(); t > 0 {
+		r.timeoutTimer = time.AfterFunc(time.Duration(t)*time.Second, func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if r.reaped {
+				return
+			}
+			r.log.Warn().Int64("timeout_seconds", t).Msg("run timed out")
+			r.stopLocked(a, pb.Outcome_OUTCOME_TIMEOUT, a.cfg.Grace)
+		})
+	}
+	r.log.Info().Int("pid", r.pgid).Str("dir", cmd.Dir).Msg("run started")
+}
+
+// prepare validates m and builds its command, with stdout and stderr on one
+// pipe whose read end it stores in r.pipe. It returns the write end, which
+// the caller closes after Start.
+func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) {
+	if !core.ValidTaskID(m.GetTaskId()) {
+		return nil, nil, fmt.Errorf("invalid task id %q: want [A-Za-z0-9_-]{1,64}", m.GetTaskId())
+	}
+	if len(m.GetArgv()) == 0 {
+		return nil, nil, errors.New("empty argv")
+	}
+	argv := make([]string, len(m.GetArgv()))
+	for i, arg := range m.GetArgv() {
+		p, err := resolveScript(a.scriptsDir, arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		argv[i] = p
+	}
+	for _, g := range m.GetGpuIndices() {
+		if !slices.ContainsFunc(a.cfg.GPUs, func(x GPU) bool { return x.Index == int(g) }) {
+			return nil, nil, fmt.Errorf("GPU %d is not on this worker", g)
+		}
+	}
+	outDir := filepath.Join(a.cfg.DataDir, "outputs", m.GetTaskId(), strconv.Itoa(int(m.GetAttempt())))
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("cannot create output dir: %w", err)
+	}
+	dir := outDir
+	if wd := m.GetWorkdir(); wd != "" {
+		if !filepath.IsAbs(wd) {
+			return nil, nil, fmt.Errorf("workdir %q must be an absolute path", wd)
+		}
+		dir = wd
+	}
+	env, err := a.runEnv(m, outDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
+	}
+	// argv[0] is looked up on the worker's PATH; exec, never a shell.
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout = pw // one pipe for both keeps their order
+	cmd.Stderr = pw
+	cmd.SysProcAttr = runProcAttr()
+	r.pipe = pr
+	return cmd, pw, nil
+}
+
+// runEnv returns the worker's environment, then the run's variables, then
+// the task's env. A task may not set CUDA_VISIBLE_DEVICES or RLSCHED_*: the
+// GPUs it was given and its identity are not its to change.
+func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
+	gpus := make([]string, len(m.GetGpuIndices()))
+	for i, g := range m.GetGpuIndices() {
+		gpus[i] = strconv.Itoa(int(g))
+	}
+	env := append(os.Environ(),
+		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
+		"RLSCHED_TASK_ID="+m.GetTaskId(),
+		"RLSCHED_ATTEMPT="+strconv.Itoa(int(m.GetAttempt())),
+		"RLSCHED_TRACE_ID="+m.GetTraceId(),
+		"RLSCHED_PARAMS="+m.GetParamsJson(),
+		"RLSCHED_OUTPUT_DIR="+outDir,
+		"PYTHONUNBUFFERED=1",
+	)
+	pythonPath := os.Getenv("PYTHONPATH")
+	keys := make([]string, 0, len(m.GetEnv()))
+	for k := range m.GetEnv() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := m.GetEnv()[k]
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			return nil, fmt.Errorf("invalid env name %q", k)
+		case k == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(k, "RLSCHED_"):
+			return nil, fmt.Errorf("env %s is set by the worker; remove it from the task", k)
+		case k == "PYTHONPATH":
+			pythonPath = v
+		default:
+			env = append(env, k+"="+v)
+		}
+	}
+	if pythonPath != "" {
+		pythonPath = a.scriptsDir + string(os.PathListSeparator) + pythonPath
+	} else {
+		pythonPath = a.scriptsDir
+	}
+	// exec.Cmd keeps the last value of a duplicated name.
+	return append(env, "PYTHONPATH="+pythonPath), nil
+}
+
+// pump copies the run's merged output into its spool until EOF. A full
+// spool blocks it, and so the run (back-pressure).
+func (a *agent) pump(r *run) {
+	defer close(r.pumped)
+	buf := make([]byte, logChunk)
+	unkicked := 0
+	for {
+		if r.exited.Load() {
+			_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
+		}
+		n, err := r.pipe.Read(buf)
+		if n > 0 {
+			_, _ = r.out.Write(buf[:n])
+			if unkicked += n; unkicked >= logChunk {
+				a.kick() // a full batch: send before the flush tick
+				unkicked = 0
+			}
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				r.log.Warn().Msg("a process that left the run's group still holds its output pipe; no longer reading it")
+			} else if err != io.EOF {
+				r.log.Warn().Err(err).Msg("cannot read run output")
+			}
+			break
+		}
+	}
+	r.pipe.Close()
+	r.out.Close()
+}
+
+// reap waits for the run's leader, kills what is left of its group, waits
+// for the output to be read, and records the report.
+func (a *agent) reap(r *run) {
+	defer a.procs.Done()
+	waitErr := r.cmd.Wait()
+	exitedAt := time.Now()
+
+	a.mu.Lock()
+	r.reaped = true
+	r.stopTimersLocked()
+	pgid, started := r.pgid, r.startedAt
+	a.mu.Unlock()
+
+	// Nothing of the run may outlive its leader: background children of a
+	// finished run would hold GPUs nobody accounts for.
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
+		r.log.Info().Int("pgid", pgid).Msg("killed processes the run left in its group")
+	}
+	r.exited.Store(true)
+	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
+	<-r.pumped
+	if err := a.guard.remove(pgid); err != nil {
+		r.log.Error().Err(err).Msg("guard")
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r.forgotten {
+		r.log.Info().Msg("killed run ended")
+		return
+	}
+	outcome := r.stopOutcome
+	if outcome == pb.Outcome_OUTCOME_UNSPECIFIED {
+		outcome = pb.Outcome_OUTCOME_EXITED
+	}
+	r.fin = r.finishedMsg(r.cmd.ProcessState, waitErr, exitedAt.Sub(started), outcome)
+	r.log.Info().Str("outcome", outcome.String()).Int32("exit_code", r.fin.ExitCode).
+		Str("signal", r.fin.Signal).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
+	a.kickLocked()
+}

@@ -1,0 +1,313 @@
+package worker
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+// fakeMaster is the master side of the protocol, small enough to read: it
+// challenges, checks the proof, acks heartbeats and stores output by offset
+// (dropping duplicates, answering "gap" beyond what it has) like the real one.
+type fakeMaster struct {
+	t     *testing.T
+	ln    net.Listener
+	token string
+	conns chan *masterConn
+
+	mu       sync.Mutex
+	ackFn    func(*pb.Hello) *pb.HelloAck
+	logs     map[string][]byte // "task/attempt" → bytes stored
+	gaps     int
+	refusals []time.Time
+}
+
+func newFakeMaster(t *testing.T, token string) *fakeMaster {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeMaster{t: t, ln: ln, token: token, conns: make(chan *masterConn, 16), logs: map[string][]byte{}}
+	m.ackFn = func(*pb.Hello) *pb.HelloAck {
+		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: 30_000, MasterId: "m1"}
+	}
+	go m.acceptLoop()
+	t.Cleanup(func() { ln.Close() })
+	return m
+}
+
+func (m *fakeMaster) addr() string { return m.ln.Addr().String() }
+
+// setAck replaces how the master answers a Hello.
+func (m *fakeMaster) setAck(f func(*pb.Hello) *pb.HelloAck) {
+	m.mu.Lock()
+	m.ackFn = f
+	m.mu.Unlock()
+}
+
+func (m *fakeMaster) acceptLoop() {
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			return
+		}
+		go m.join(c)
+	}
+}
+
+func (m *fakeMaster) join(c net.Conn) {
+	nonce := make([]byte, 16)
+	rand.Read(nonce)
+	mc := &masterConn{m: m, c: c, in: make(chan proto.Message, 1<<16)}
+	mc.ackHB.Store(true)
+	mc.ackLogs.Store(true)
+	br := bufio.NewReader(c)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := mc.send(&pb.Challenge{Nonce: nonce, MasterId: "m1"}); err != nil {
+		c.Close()
+		return
+	}
+	msg, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
+	hello, ok := msg.(*pb.Hello)
+	if err != nil || !ok {
+		c.Close()
+		return
+	}
+	if !hmac.Equal(hello.GetProof(), joinProof(m.token, nonce, hello.GetWorkerId())) {
+		m.mu.Lock()
+		m.refusals = append(m.refusals, time.Now())
+		m.mu.Unlock()
+		mc.send(&pb.Goodbye{Reason: "bad join token proof"})
+		c.Close()
+		return
+	}
+	mc.hello = hello
+	m.mu.Lock()
+	ack := m.ackFn(hello)
+	m.mu.Unlock()
+	_ = c.SetDeadline(time.Time{})
+	if err := mc.send(ack); err != nil {
+		c.Close()
+		return
+	}
+	go mc.readLoop(br)
+	m.conns <- mc
+}
+
+// next returns the next joined connection.
+func (m *fakeMaster) next(t *testing.T) *masterConn {
+	t.Helper()
+	select {
+	case mc := <-m.conns:
+		t.Cleanup(func() { mc.c.Close() })
+		return mc
+	case <-time.After(15 * time.Second):
+		t.Fatal("no worker joined within 15s")
+		return nil
+	}
+}
+
+// store keeps ld's new bytes and returns how many bytes the master has.
+func (m *fakeMaster) store(ld *pb.LogData) (have uint64, gap bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := fmt.Sprintf("%s/%d", ld.GetTaskId(), ld.GetAttempt())
+	b := m.logs[k]
+	have = uint64(len(b))
+	off, data := ld.GetOffset(), ld.GetData()
+	if off > have {
+		m.gaps++
+		return have, true
+	}
+	if end := off + uint64(len(data)); end > have {
+		m.logs[k] = append(b, data[have-off:]...)
+	}
+	return uint64(len(m.logs[k])), false
+}
+
+func (m *fakeMaster) log(task string, attempt int32) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return string(m.logs[fmt.Sprintf("%s/%d", task, attempt)])
+}
+
+func (m *fakeMaster) gapCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gaps
+}
+
+func (m *fakeMaster) refusalTimes() []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Time(nil), m.refusals...)
+}
+
+// masterConn is one joined worker connection.
+type masterConn struct {
+	m     *fakeMaster
+	c     net.Conn
+	hello *pb.Hello
+	in    chan proto.Message // every frame but heartbeats
+
+	ackHB   atomic.Bool // answer heartbeats
+	ackLogs atomic.Bool // answer LogData
+
+	wmu sync.Mutex
+
+	mu      sync.Mutex
+	hbCount int
+	lastHB  *pb.Heartbeat
+	lost    []string // sent in the next HeartbeatAck
+	lastAck map[string]uint64
+}
+
+func (mc *masterConn) send(m proto.Message) error {
+	frame, err := codec.AppendFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	mc.wmu.Lock()
+	defer mc.wmu.Unlock()
+	_, err = mc.c.Write(frame)
+	return err
+}
+
+func (mc *masterConn) readLoop(br *bufio.Reader) {
+	defer close(mc.in)
+	for {
+		msg, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
+		if err != nil {
+			return
+		}
+		switch msg := msg.(type) {
+		case *pb.Heartbeat:
+			mc.mu.Lock()
+			mc.hbCount++
+			mc.lastHB = msg
+			lost := mc.lost
+			if mc.ackHB.Load() {
+				mc.lost = nil
+			}
+			mc.mu.Unlock()
+			if mc.ackHB.Load() {
+				mc.send(&pb.HeartbeatAck{Seq: msg.GetSeq(), LostTaskIds: lost})
+			}
+			continue
+		case *pb.LogData:
+			have, gap := mc.m.store(msg)
+			if mc.ackLogs.Load() {
+				mc.ackLog(msg.GetTaskId(), msg.GetAttempt(), have, gap)
+			}
+		}
+		select {
+		case mc.in <- msg:
+		default:
+			panic("fake master: inbox full")
+		}
+	}
+}
+
+// ackLog sends a LogAck and remembers the offset.
+func (mc *masterConn) ackLog(task string, attempt int32, have uint64, gap bool) {
+	mc.mu.Lock()
+	if mc.lastAck == nil {
+		mc.lastAck = map[string]uint64{}
+	}
+	mc.lastAck[task] = have
+	mc.mu.Unlock()
+	ack := &pb.LogAck{TaskId: task, Attempt: attempt, Offset: have}
+	if gap {
+		ack.Error = "gap"
+	}
+	mc.send(ack)
+}
+
+func (mc *masterConn) acked(task string) uint64 {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.lastAck[task]
+}
+
+func (mc *masterConn) heartbeats() (int, *pb.Heartbeat) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.hbCount, mc.lastHB
+}
+
+func (mc *masterConn) setLost(ids ...string) {
+	mc.mu.Lock()
+	mc.lost = ids
+	mc.mu.Unlock()
+}
+
+// expect returns the first frame (heartbeats aside) that ok accepts,
+// skipping the others, or fails the test after d.
+func (mc *masterConn) expect(t *testing.T, d time.Duration, what string, ok func(proto.Message) bool) proto.Message {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case m, open := <-mc.in:
+			if !open {
+				t.Fatalf("connection closed while waiting for %s", what)
+			}
+			if ok(m) {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no %s within %s", what, d)
+		}
+	}
+}
+
+// expectNone fails the test if ok accepts any frame within d.
+func (mc *masterConn) expectNone(t *testing.T, d time.Duration, what string, ok func(proto.Message) bool) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case m, open := <-mc.in:
+			if !open {
+				return
+			}
+			if ok(m) {
+				t.Fatalf("unexpected %s: %v", what, m)
+			}
+		case <-deadline:
+			return
+		}
+	}
+}
+
+func (mc *masterConn) started(t *testing.T, task string) *pb.TaskStarted {
+	t.Helper()
+	return mc.expect(t, 10*time.Second, "TaskStarted of "+task, func(m proto.Message) bool {
+		s, ok := m.(*pb.TaskStarted)
+		return ok && s.GetTaskId() == task
+	}).(*pb.TaskStarted)
+}
+
+func (mc *masterConn) finished(t *testing.T, task string, d time.Duration) *pb.TaskFinished {
+	t.Helper()
+	return mc.expect(t, d, "TaskFinished of "+task, isFinished(task)).(*pb.TaskFinished)
+}
+
+func isFinished(task string) func(proto.Message) bool {
+	return func(m proto.Message) bool {
+		f, ok := m.(*pb.TaskFinished)
+		return ok && f.GetTaskId() == task
+	}
+}

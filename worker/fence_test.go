@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+func TestKillTaskIDs_OnReconnect(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-kill", Attempt: 1, Argv: []string{"sleep", "600"}})
+	pgid := int(mc.started(t, "t-kill").GetPid())
+	m.setAck(func(h *pb.Hello) *pb.HelloAck {
+		ack := &pb.HelloAck{Session: "s2", HeartbeatIntervalMs: 100, LeaseTtlMs: 30_000}
+		for _, r := range h.GetRuns() {
+			ack.KillTaskIds = append(ack.KillTaskIds, r.GetTaskId())
+		}
+		return ack
+	})
+	mc.c.Close()
+
+	mc2 := m.next(t)
+	if runs := mc2.hello.GetRuns(); len(runs) != 1 || runs[0].GetTaskId() != "t-kill" {
+		t.Fatalf("Hello.runs = %v", runs)
+	}
+	waitGroupGone(t, pgid, 5*time.Second)
+	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
+		n, hb := mc2.heartbeats()
+		return n >= 2 && len(hb.GetRuns()) == 0
+	})
+	mc2.expectNone(t, 300*time.Millisecond, "report of a killed run", func(m proto.Message) bool {
+		f, ok := m.(*pb.TaskFinished)
+		return ok && f.GetTaskId() == "t-kill"
+	})
+}
+
+func TestLostTaskIDs_FromHeartbeatAck(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-lost", Attempt: 1, Argv: []string{"sleep", "600"}})
+	pgid := int(mc.started(t, "t-lost").GetPid())
+	mc.setLost("t-lost")
+	waitGroupGone(t, pgid, 5*time.Second)
+	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
+		_, hb := mc.heartbeats()
+		return len(hb.GetRuns()) == 0
+	})
+	mc.expectNone(t, 300*time.Millisecond, "report of a lost run", isFinished("t-lost"))
+}
+
+func TestSelfFence_KillsRunsWhenAcksStop(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	const ttl = 300 * time.Millisecond
+	m.setAck(func(*pb.Hello) *pb.HelloAck {
+		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 50, LeaseTtlMs: ttl.Milliseconds()}
+	})
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-fence", Attempt: 1, Argv: []string{"sleep", "600"}})
+	pgid := int(mc.started(t, "t-fence").GetPid())
+
+	// While renewals are acked the run outlives several TTLs.
+	n0, _ := mc.heartbeats()
+	waitFor(t, 10*time.Second, "20 acked heartbeats (1s, over 3 TTLs)", func() bool { n, _ := mc.heartbeats(); return n >= n0+20 })
+	if groupGone(pgid) {
+		t.Fatal("run killed although its renewals were acked")
+	}
+
+	mc.ackHB.Store(false)
+	t0 := time.Now()
+	waitGroupGone(t, pgid, 5*time.Second)
+	if el := time.Since(t0); el > ttl+2*time.Second {
+		t.Fatalf("self-fencing took %s with a TTL of %s", el, ttl)
+	}
+	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
+		_, hb := mc.heartbeats()
+		return len(hb.GetRuns()) == 0
+	})
+	mc.expectNone(t, 200*time.Millisecond, "report of a fenced run", isFinished("t-fence"))
+}

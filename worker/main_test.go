@@ -1,0 +1,162 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+const testToken = "s3cret"
+
+// Environment of a worker run in a child process by TestOrphanedRunsDie.
+const (
+	envTestMaster = "RLSCHED_TEST_WORKER_MASTER"
+	envTestDir    = "RLSCHED_TEST_WORKER_DIR"
+)
+
+func TestMain(m *testing.M) {
+	MaybeGuard() // the test binary is also the workers' guard
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	if addr := os.Getenv(envTestMaster); addr != "" {
+		os.Exit(runChildWorker(addr, os.Getenv(envTestDir)))
+	}
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		// Guards are this binary too; under -race each would sleep 1s on exit.
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}
+
+// runChildWorker runs a worker in this process until SIGTERM (or SIGKILL).
+func runChildWorker(addr, dir string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err := Run(ctx, Config{
+		ID: "child", Masters: []string{addr}, JoinToken: testToken, DataDir: dir, Grace: time.Second,
+		Logger: zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).With().Timestamp().Logger(),
+	})
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// testLog sends the worker's log to t.Log until the test ends.
+type testLog struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLog) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
+
+// startWorker runs a worker against m until the test ends.
+func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
+	t.Helper()
+	lw := &testLog{t: t}
+	cfg := Config{
+		ID:                "w1",
+		Masters:           []string{m.addr()},
+		JoinToken:         testToken,
+		DataDir:           t.TempDir(),
+		GPUs:              SyntheticGPUs(2),
+		HeartbeatInterval: 100 * time.Millisecond,
+		Grace:             500 * time.Millisecond,
+		Logger:            newTestLogger(lw),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		defer lw.stop()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return within 30s of cancellation")
+		}
+	})
+	return cfg
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupGone reports whether no live process is left in process group pgid:
+// kill(-pgid, 0) fails with ESRCH, or (where init is slow to reap orphans)
+// every member is a zombie.
+func groupGone(pgid int) bool {
+	err := syscall.Kill(-pgid, 0)
+	if err == syscall.ESRCH {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:]) // state, ppid, pgrp, ...
+		if len(f) < 3 {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid && f[0] != "Z" && f[0] != "X" {
+			return false
+		}
+	}
+	return true
+}
+
+func waitGroupGone(t *testing.T, pgid int, d time.Duration) {
+	t.Helper()
+	waitFor(t, d, "process group "+strconv.Itoa(pgid)+" to be gone", func() bool { return groupGone(pgid) })
+}
+
+func newTestLogger(lw *testLog) zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: lw, NoColor: true, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
+}

@@ -1,0 +1,139 @@
+package worker
+
+import (
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/spool"
+)
+
+// run is one attempt of one task held by this worker, from ExecuteTask until
+// the master acks its TaskFinished (or the worker kills and forgets it).
+type run struct {
+	// Set before the run is published in agent.runs, then read-only.
+	id      string
+	attempt int32
+	fence   uint64
+	out     *spool.Buffer
+	log     zerolog.Logger
+	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed
+	pumped  chan struct{} // closed when the pump has read the pipe to its end
+	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+
+	// Guarded by agent.mu.
+	cmd          *exec.Cmd
+	pgid         int
+	startedAt    time.Time
+	startedMsg   *pb.TaskStarted  // not yet written to a connection
+	sent         uint64           // next offset to send in the current session
+	finSent      bool             // TaskFinished written in the current session
+	fin          *pb.TaskFinished // the report, once the process is reaped and its output read
+	stopOutcome  pb.Outcome       // CANCELLED or TIMEOUT once a stop was asked for
+	termSent     bool
+	reaped       bool
+	forgotten    bool
+	killTimer    *time.Timer
+	timeoutTimer *time.Timer
+}
+
+// ref describes the run for Hello and Heartbeat. Caller holds agent.mu.
+func (r *run) refLocked() *pb.RunRef {
+	return &pb.RunRef{
+		TaskId:         r.id,
+		Attempt:        r.attempt,
+		Fence:          r.fence,
+		AckedLogOffset: r.out.Acked(),
+		Finished:       r.fin != nil,
+	}
+}
+
+// signalLocked sends sig to the run's process group unless the leader was
+// already reaped (its pgid could then name someone else's group). Caller
+// holds agent.mu.
+func (r *run) signalLocked(sig syscall.Signal) {
+	if r.pgid <= 1 || r.reaped {
+		return
+	}
+	if err := syscall.Kill(-r.pgid, sig); err != nil && err != syscall.ESRCH {
+		r.log.Warn().Err(err).Int("pgid", r.pgid).Str("signal", signalName(sig)).Msg("cannot signal run")
+	}
+}
+
+// stopLocked asks the run to stop: SIGTERM to the group now, SIGKILL after
+// grace. The first outcome asked for wins; later calls do not restart the
+// grace. Caller holds agent.mu.
+func (r *run) stopLocked(a *agent, outcome pb.Outcome, grace time.Duration) {
+	if r.cmd == nil || r.reaped {
+		return
+	}
+	if r.stopOutcome == pb.Outcome_OUTCOME_UNSPECIFIED {
+		r.stopOutcome = outcome
+	}
+	if r.termSent {
+		return
+	}
+	r.termSent = true
+	r.log.Info().Str("outcome", outcome.String()).Dur("grace", grace).Msg("stopping run: SIGTERM to its process group")
+	r.signalLocked(syscall.SIGTERM)
+	r.killTimer = time.AfterFunc(grace, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !r.reaped {
+			r.log.Warn().Dur("grace", grace).Msg("run outlived its grace: SIGKILL to its process group")
+			r.signalLocked(syscall.SIGKILL)
+		}
+	})
+}
+
+// stopTimersLocked stops the timeout and kill timers. Caller holds agent.mu.
+func (r *run) stopTimersLocked() {
+	if r.killTimer != nil {
+		r.killTimer.Stop()
+	}
+	if r.timeoutTimer != nil {
+		r.timeoutTimer.Stop()
+	}
+}
+
+// finishedMsg builds the TaskFinished report of a reaped process.
+func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration, outcome pb.Outcome) *pb.TaskFinished {
+	m := &pb.TaskFinished{
+		TaskId:     r.id,
+		Attempt:    r.attempt,
+		Fence:      r.fence,
+		ExitCode:   -1,
+		DurationMs: dur.Milliseconds(),
+		Outcome:    outcome,
+		LogBytes:   r.out.End(),
+	}
+	if ps == nil {
+		if waitErr != nil {
+			m.Error = waitErr.Error()
+		}
+		return m
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		m.Signal = signalName(ws.Signal())
+	} else {
+		m.ExitCode = int32(ps.ExitCode())
+	}
+	return m
+}
+
+// startFailedMsg is the report of a run that never started.
+func startFailedMsg(m *pb.ExecuteTask, err error) *pb.TaskFinished {
+	return &pb.TaskFinished{
+		TaskId:   m.GetTaskId(),
+		Attempt:  m.GetAttempt(),
+		Fence:    m.GetFence(),
+		ExitCode: -1,
+		Error:    err.Error(),
+		Outcome:  pb.Outcome_OUTCOME_START_FAILED,
+	}
+}
