@@ -1,0 +1,37 @@
+GO      ?= go
+BIN     := bin/rlsched
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/rlsched/rlsched/core.Version=$(VERSION)
+
+.PHONY: build run test test-short bench proto lint fuzz clean
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rlsched
+
+# Everything on one machine: master + a local worker, SQLite, in-memory leases.
+run: build
+	./$(BIN) up --data-dir .rlsched
+
+test: build
+	$(GO) vet ./...
+	RLSCHED_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 20m ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./codec ./logpipe | tee bench/go-bench.txt
+
+proto:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	protoc --go_out=. --go_opt=paths=source_relative codec/pb/rlsched.proto
+
+fuzz:
+	$(GO) test ./codec -run '^$$' -fuzz FuzzDecoder -fuzztime 60s
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin .rlsched

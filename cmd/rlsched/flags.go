@@ -1,0 +1,52 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// envFlags defines flags whose defaults come from the environment, so every
+// setting of API.md's Configuration is both an env variable and a flag.
+type envFlags struct{ *flag.FlagSet }
+
+func newFlags(name string) envFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	return envFlags{fs}
+}
+
+func (f envFlags) str(p *string, name, env, def, help string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		def = v
+	}
+	if env != "" {
+		help += " (env " + env + ")"
+	}
+	f.StringVar(p, name, def, help)
+}
+
+func (f envFlags) int(p *int, name, env string, def int, help string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			def = n
+		}
+	}
+	if env != "" {
+		help += " (env " + env + ")"
+	}
+	f.IntVar(p, name, def, help)
+}
+
+func (f envFlags) parse(args []string) error {
+	if err := f.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if f.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments: %v", f.Args())}
+	}
+	return nil
+}
+
+func seconds(n int) time.Duration { return time.Duration(n) * time.Second }

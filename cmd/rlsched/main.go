@@ -1,0 +1,72 @@
+// Command rlsched is the one binary of rlsched: `up` (everything on one
+// machine), `master`, `worker`, `user`, and the client commands of package
+// cli. This package only parses flags and wires packages together.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/rlsched/rlsched/cli"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker"
+)
+
+const usage = `rlsched: share GPU machines for reinforcement-learning runs.
+
+Servers:
+  up       master + local workers on embedded defaults (SQLite, in-memory leases)
+  master   the master: REST on MASTER_PORT, worker RPC on RPC_PORT
+  worker   a worker agent: rlsched worker --master host:port
+  user     manage users in the store: rlsched user add NAME [--admin]
+
+Client (talk REST to --server, default http://127.0.0.1:8082):
+  %s
+
+Run 'rlsched COMMAND --help' for the flags of a command.
+`
+
+func main() {
+	worker.MaybeGuard() // the orphan guard re-executes this binary
+	if len(os.Args) < 2 {
+		fmt.Fprintf(os.Stderr, usage, cli.Commands())
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	name, args := os.Args[1], os.Args[2:]
+	var err error
+	switch {
+	case name == "up":
+		err = runUp(ctx, args)
+	case name == "master":
+		err = runMaster(ctx, args)
+	case name == "worker":
+		err = runWorker(ctx, args)
+	case name == "user":
+		err = runUser(ctx, args)
+	case name == "version" || name == "--version":
+		fmt.Println("rlsched", core.Version)
+	case name == "help" || name == "-h" || name == "--help":
+		fmt.Printf(usage, cli.Commands())
+	case slices.Contains(cli.Commands(), name):
+		os.Exit(cli.Run(ctx, name, args, cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+	default:
+		fmt.Fprintf(os.Stderr, "rlsched: unknown command %q\n\n", name)
+		fmt.Fprintf(os.Stderr, usage, cli.Commands())
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rlsched:", err)
+		if _, ok := err.(usageError); ok {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ error }

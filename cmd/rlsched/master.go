@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/core/lease/memory"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/dispatch"
+	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/logpipe"
+)
+
+// masterOpts are the settings of a master, from flags and environment.
+type masterOpts struct {
+	dataDir, bind, sqlitePath, logDir string
+	masterPort, rpcPort               int
+	hbTTL, taskTTL, cancelGrace       int // seconds
+	mysqlDSN, redisAddr               string
+	masterID                          string
+	jwtSecret, joinToken              string
+}
+
+func (o *masterOpts) define(f envFlags, defaultBind string) {
+	f.str(&o.dataDir, "data-dir", "RLSCHED_DATA_DIR", defaultDataDir(), "directory for the database, logs and outputs")
+	f.str(&o.bind, "bind", "RLSCHED_BIND", defaultBind, "address to listen on")
+	f.int(&o.masterPort, "master-port", "MASTER_PORT", 8082, "REST/WebSocket port (0: any free port)")
+	f.int(&o.rpcPort, "rpc-port", "RPC_PORT", 9000, "worker RPC port (0: any free port)")
+	f.str(&o.sqlitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
+	f.str(&o.logDir, "log-dir", "LOG_DIR", "", "run log directory (default DATA_DIR/logs)")
+	f.str(&o.mysqlDSN, "mysql-dsn", "MYSQL_DSN", "", "MySQL DSN (empty: SQLite)")
+	f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address (empty: in-memory leases)")
+	f.int(&o.hbTTL, "worker-hb-ttl", "WORKER_HB_TTL_SECONDS", 30, "seconds without a heartbeat before a worker counts as gone; workers beat every third of it")
+	f.int(&o.taskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in seconds; a run whose worker is silent this long is LOST")
+	f.int(&o.cancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "seconds between SIGTERM and SIGKILL when a run is cancelled")
+	f.str(&o.masterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
+}
+
+func defaultDataDir() string {
+	if d, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(d, ".local", "share", "rlsched")
+	}
+	return ".rlsched"
+}
+
+// runningMaster is a started master: its store, dispatcher and REST server.
+type runningMaster struct {
+	st       store.Store
+	ls       lease.Leases
+	files    *logpipe.Files
+	disp     *dispatch.Master
+	api      *httpapi.Server
+	httpLn   net.Listener
+	httpErr  chan error
+	url      string
+	rpcAddr  string
+	log      zerolog.Logger
+	sqlite   string
+	logDir   string
+}
+
+func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runningMaster, error) {
+	if o.jwtSecret == "" {
+		return nil, errors.New("JWT_SECRET is not set: give the master a secret of at least 16 bytes (rlsched up generates one)")
+	}
+	if len(o.jwtSecret) < 16 {
+		return nil, errors.New("JWT_SECRET is too short: use at least 16 bytes")
+	}
+	if o.joinToken == "" {
+		return nil, errors.New("WORKER_JOIN_TOKEN is not set: give the master and its workers the same secret token")
+	}
+	if o.mysqlDSN != "" || o.redisAddr != "" {
+		return nil, errors.New("MYSQL_DSN and REDIS_ADDR are not supported by this build yet: unset them to use SQLite and in-memory leases")
+	}
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create data dir: %w", err)
+	}
+	if o.sqlitePath == "" {
+		o.sqlitePath = filepath.Join(o.dataDir, "rlsched.db")
+	}
+	if o.logDir == "" {
+		o.logDir = filepath.Join(o.dataDir, "logs")
+	}
+	rm := &runningMaster{log: log, sqlite: o.sqlitePath, logDir: o.logDir, httpErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			rm.close(context.Background())
+		}
+	}()
+	var err error
+	if rm.st, err = sqlite.Open(o.sqlitePath); err != nil {
+		return nil, fmt.Errorf("cannot open the store: %w", err)
+	}
+	rm.ls = memory.New()
+	if rm.files, err = logpipe.NewFiles(o.logDir); err != nil {
+		return nil, err
+	}
+	rm.httpLn, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.masterPort)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", o.masterPort, err)
+	}
+	id := o.masterID
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d", host, o.rpcPort)
+	}
+	hbTTL := seconds(max(o.hbTTL, 1))
+	rm.disp, err = dispatch.New(dispatch.Config{
+		Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.rpcPort)), MasterID: id, JoinToken: []byte(o.joinToken),
+		HeartbeatInterval: hbTTL / 3, HeartbeatTTL: hbTTL, LeaseTTL: seconds(max(o.taskTTL, 1)),
+		CancelGrace: seconds(max(o.cancelGrace, 1)), Logger: log,
+	}, rm.st, rm.ls, rm.files)
+	if err != nil {
+		return nil, err
+	}
+	if err := rm.disp.Start(ctx); err != nil {
+		return nil, err
+	}
+	rm.rpcAddr = rm.disp.Addr()
+	rm.api, err = httpapi.New(httpapi.Config{
+		JWTSecret: []byte(o.jwtSecret), LogDir: o.logDir, MasterID: id, Logger: log,
+		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(),
+	}, rm.st, rm.disp)
+	if err != nil {
+		return nil, err
+	}
+	go func() { rm.httpErr <- rm.api.Serve(rm.httpLn) }()
+	rm.url = "http://" + rm.httpLn.Addr().String()
+	log.Info().Str("url", rm.url).Str("rpc", rm.rpcAddr).Str("store", o.sqlitePath).Str("logs", o.logDir).Msg("master started")
+	ok = true
+	return rm, nil
+}
+
+func (rm *runningMaster) close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if rm.api != nil {
+		rm.api.Shutdown()
+	} else if rm.httpLn != nil {
+		rm.httpLn.Close()
+	}
+	if rm.disp != nil {
+		_ = rm.disp.Stop(ctx)
+	}
+	if rm.files != nil {
+		rm.files.CloseAll()
+	}
+	if rm.ls != nil {
+		rm.ls.Close()
+	}
+	if rm.st != nil {
+		rm.st.Close()
+	}
+}
+
+func runMaster(ctx context.Context, args []string) error {
+	var o masterOpts
+	f := newFlags("master")
+	o.define(f, "0.0.0.0")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	o.jwtSecret, o.joinToken = os.Getenv("JWT_SECRET"), os.Getenv("WORKER_JOIN_TOKEN")
+	log := newLogger()
+	rm, err := startMaster(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer rm.close(context.Background())
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+		return nil
+	case err := <-rm.httpErr:
+		return fmt.Errorf("REST server stopped: %w", err)
+	}
+}
