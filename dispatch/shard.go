@@ -38,17 +38,20 @@ func (s *shard) run(ctx context.Context) {
 		for {
 			s.mu.Lock()
 			batch := s.queue
-			s.queue = s.spare[:0]
-			s.mu.Unlock()
 			if len(batch) == 0 {
+				s.mu.Unlock()
 				break
 			}
+			// Two buffers alternate; spare is nil while batch is in use so
+			// pushes can never append into the slice being run.
+			s.queue, s.spare = s.spare[:0], nil
+			s.mu.Unlock()
 			for i, f := range batch {
 				f()
 				batch[i] = nil
 			}
 			s.mu.Lock()
-			s.spare = batch
+			s.spare = batch[:0]
 			s.mu.Unlock()
 		}
 	}
