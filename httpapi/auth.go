@@ -1,0 +1,201 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/valyala/fasthttp"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// CookieName carries the login token for browsers and WebSockets.
+const CookieName = "jwt_token"
+
+const (
+	minPasswordChars = 8
+	maxPasswordBytes = 72 // bcrypt's limit
+	storeTimeout     = 10 * time.Second
+)
+
+// claims of an rlsched token: sub is the user id; name and role are for
+// clients and the gateway, the master re-reads the user by id.
+type claims struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	jwt.RegisteredClaims
+}
+
+type credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+type userJSON struct {
+	ID       int64     `json:"id"`
+	Username string    `json:"username"`
+	Role     core.Role `json:"role"`
+}
+
+func userView(u core.User) userJSON { return userJSON{u.ID, u.Username, u.Role} }
+
+func storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
+func (s *Server) register(r *request) *apiError {
+	var c credentials
+	if e := decodeJSON(r.ctx.PostBody(), &c); e != nil {
+		return e
+	}
+	if !core.ValidUsername(c.Username) {
+		return errBadRequest("username must be 3–32 of [A-Za-z0-9_.-]")
+	}
+	if !utf8.ValidString(c.Password) || utf8.RuneCountInString(c.Password) < minPasswordChars {
+		return errBadRequest("password must be at least %d characters", minPasswordChars)
+	}
+	if len(c.Password) > maxPasswordBytes {
+		return errBadRequest("password must be at most %d bytes", maxPasswordBytes)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), s.cfg.BcryptCost)
+	if err != nil {
+		return errBadRequest("cannot hash this password: %v", err)
+	}
+	u := core.User{Username: c.Username, Role: core.RoleUser, PasswordHash: string(hash)}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if err := s.st.CreateUser(ctx, &u); err != nil {
+		if errors.Is(err, core.ErrConflict) {
+			return &apiError{fasthttp.StatusConflict, codeConflict, "username " + c.Username + " is taken; choose another"}
+		}
+		return storeError(err, "user")
+	}
+	return s.writeJSON(r, fasthttp.StatusCreated, userView(u))
+}
+
+func (s *Server) login(r *request) *apiError {
+	var c credentials
+	if e := decodeJSON(r.ctx.PostBody(), &c); e != nil {
+		return e
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	var u core.User
+	var err error = core.ErrNotFound
+	if core.ValidUsername(c.Username) {
+		u, err = s.st.UserByName(ctx, c.Username)
+	}
+	if err != nil {
+		if !errors.Is(err, core.ErrNotFound) {
+			return storeError(err, "user")
+		}
+		// Same cost as a real comparison, so timing does not tell which
+		// usernames exist.
+		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(c.Password))
+		return errBadCredentials
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(c.Password)) != nil {
+		return errBadCredentials
+	}
+	now := s.cfg.Now()
+	exp := now.Add(s.cfg.TokenTTL)
+	tok, err := s.issueToken(u, now, exp)
+	if err != nil {
+		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
+		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	}
+	c2 := fasthttp.AcquireCookie()
+	defer fasthttp.ReleaseCookie(c2)
+	c2.SetKey(CookieName)
+	c2.SetValue(tok)
+	c2.SetPath("/")
+	c2.SetHTTPOnly(true)
+	c2.SetSameSite(fasthttp.CookieSameSiteStrictMode)
+	c2.SetSecure(s.cfg.CookieSecure)
+	c2.SetMaxAge(int(s.cfg.TokenTTL / time.Second))
+	r.ctx.Response.Header.SetCookie(c2)
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Token     string   `json:"token"`
+		ExpiresAt string   `json:"expiresAt"`
+		User      userJSON `json:"user"`
+	}{tok, exp.UTC().Format(time.RFC3339), userView(u)})
+}
+
+func (s *Server) logout(r *request) *apiError {
+	c := fasthttp.AcquireCookie()
+	defer fasthttp.ReleaseCookie(c)
+	c.SetKey(CookieName)
+	c.SetValue("")
+	c.SetPath("/")
+	c.SetHTTPOnly(true)
+	c.SetSameSite(fasthttp.CookieSameSiteStrictMode)
+	c.SetSecure(s.cfg.CookieSecure)
+	c.SetExpire(fasthttp.CookieExpireDelete)
+	r.ctx.Response.Header.SetCookie(c)
+	r.ctx.SetStatusCode(fasthttp.StatusNoContent)
+	return nil
+}
+
+func (s *Server) me(r *request) *apiError {
+	return s.writeJSON(r, fasthttp.StatusOK, userView(r.user))
+}
+
+func (s *Server) issueToken(u core.User, now, exp time.Time) (string, error) {
+	c := claims{
+		Name: u.Username,
+		Role: string(u.Role),
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   strconv.FormatInt(u.ID, 10),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(exp),
+		},
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.cfg.JWTSecret)
+}
+
+// authenticate verifies the caller's token (Authorization: Bearer, else the
+// jwt_token cookie) and returns the user as the store has it now.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (core.User, *apiError) {
+	tok := ""
+	if h := string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)); h != "" {
+		const prefix = "bearer "
+		if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+			return core.User{}, errUnauthorized
+		}
+		tok = strings.TrimSpace(h[len(prefix):])
+	} else {
+		tok = string(ctx.Request.Header.Cookie(CookieName))
+	}
+	if tok == "" || len(tok) > 8192 {
+		return core.User{}, errUnauthorized
+	}
+	var c claims
+	_, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return s.cfg.JWTSecret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(s.cfg.Now),
+	)
+	if err != nil {
+		return core.User{}, errUnauthorized
+	}
+	id, err := strconv.ParseInt(c.Subject, 10, 64)
+	if err != nil || id <= 0 {
+		return core.User{}, errUnauthorized
+	}
+	sctx, cancel := storeCtx()
+	defer cancel()
+	u, err := s.st.UserByID(sctx, id)
+	if err != nil {
+		if errors.Is(err, core.ErrNotFound) {
+			return core.User{}, errUnauthorized
+		}
+		return core.User{}, storeError(err, "user")
+	}
+	return u, nil
+}

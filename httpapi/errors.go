@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Error codes of API.md.
+const (
+	codeBadRequest       = "bad_request"
+	codeUnauthorized     = "unauthorized"
+	codeForbidden        = "forbidden"
+	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
+	codeConflict         = "conflict"
+	codePayloadTooLarge  = "payload_too_large"
+	codeHeaderTooLarge   = "header_too_large"
+	codeTimeout          = "request_timeout"
+	codeUnavailable      = "unavailable"
+	codeInternal         = "internal"
+)
+
+// apiError is an answer other than success: status, code and a sentence for a
+// person.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+func errBadRequest(format string, args ...any) *apiError {
+	return &apiError{fasthttp.StatusBadRequest, codeBadRequest, fmt.Sprintf(format, args...)}
+}
+
+func errNotFound(what string) *apiError {
+	return &apiError{fasthttp.StatusNotFound, codeNotFound, what + " not found"}
+}
+
+var (
+	errUnauthorized = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
+		"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie"}
+	errTooLarge = &apiError{fasthttp.StatusRequestEntityTooLarge, codePayloadTooLarge,
+		fmt.Sprintf("the request body is larger than %d bytes", MaxBodySize)}
+	errBadCredentials = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized, "wrong username or password"}
+)
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	TraceID string `json:"traceId"`
+}
+
+// writeError answers with e in API.md's error shape.
+func writeError(ctx *fasthttp.RequestCtx, traceID string, e *apiError) {
+	b, _ := json.Marshal(errorBody{errorDetail{e.code, e.message, traceID}})
+	ctx.Response.ResetBody()
+	ctx.SetStatusCode(e.status)
+	ctx.SetContentType("application/json; charset=utf-8")
+	ctx.SetBody(b)
+}
+
+// storeError maps an error of the store or the dispatcher to an answer: typed
+// errors to their codes, anything else to 503 (a broken store is not a bug of
+// the request, and no input may produce a 500).
+func storeError(err error, what string) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, core.ErrNotFound):
+		return errNotFound(what)
+	case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrFenced):
+		return &apiError{fasthttp.StatusConflict, codeConflict, what + " changed or already exists; reload and try again"}
+	}
+	return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "the store is unavailable; try again later"}
+}
+
+// decodeJSON unmarshals body into v, turning decode errors into 400 answers
+// that name the offending field.
+func decodeJSON(body []byte, v any) *apiError {
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return errBadRequest("the body must be a JSON object, not %s", te.Value)
+		}
+		return errBadRequest("field %q must be %s, not %s", te.Field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return errBadRequest("malformed JSON at byte %d: %v", se.Offset, se)
+	}
+	return errBadRequest("malformed JSON: %v", err)
+}
+
+// jsonKind names a Go type the way a JSON author thinks of it.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer in range"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 && t.Name() == "RawMessage" {
+			return "a JSON value"
+		}
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "of another type"
+}
+
+// handleTransportError answers requests fasthttp could not read (too large,
+// malformed, timed out) in the API's error shape.
+func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
+	trace := string(ctx.Request.Header.Peek("X-Trace-Id"))
+	if !core.ValidTraceID(trace) {
+		trace = core.NewTraceID()
+	}
+	var e *apiError
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = errTooLarge
+	case errors.As(err, &small):
+		e = &apiError{fasthttp.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "the request headers are too large"}
+	case errors.As(err, &ne) && ne.Timeout():
+		e = &apiError{fasthttp.StatusRequestTimeout, codeTimeout, "the request was not received in time"}
+	default:
+		e = errBadRequest("malformed HTTP request")
+	}
+	ctx.Response.Header.Set("X-Trace-Id", trace)
+	writeError(ctx, trace, e)
+	s.log.Info().
+		Str("method", truncate(string(ctx.Method()), 16)).
+		Str("path", truncate(string(ctx.Request.URI().PathOriginal()), 512)).
+		Int("status", e.status).
+		Str("traceId", trace).
+		AnErr("reason", err).
+		Msg("request refused")
+}

@@ -1,0 +1,76 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+const pingTimeout = 3 * time.Second
+
+// workers is GET /api/workers.
+func (s *Server) workers(r *request) *apiError {
+	ws := s.ctl.Workers()
+	items := make([]core.WorkerInfo, 0, len(ws))
+	for _, w := range ws {
+		w.GPUs = append([]core.GPU{}, w.GPUs...)
+		w.RunningTasks = append([]string{}, w.RunningTasks...)
+		items = append(items, w)
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items []core.WorkerInfo `json:"items"`
+	}{items})
+}
+
+type healthJSON struct {
+	Status  string                   `json:"status"`
+	Master  string                   `json:"master"`
+	Version string                   `json:"version"`
+	Workers map[core.WorkerState]int `json:"workers"`
+	Queue   *queueJSON               `json:"queue,omitempty"`
+	Logpipe map[string]any           `json:"logpipe"`
+	Store   string                   `json:"store"`
+	Leases  string                   `json:"leases"`
+	Error   string                   `json:"error,omitempty"`
+}
+
+type queueJSON struct {
+	Queued int `json:"queued"`
+}
+
+// health is GET /api/monitor/health: 200 UP, or 503 DOWN when the store does
+// not answer.
+func (s *Server) health(r *request) *apiError {
+	h := healthJSON{
+		Status:  "UP",
+		Master:  s.cfg.MasterID,
+		Version: core.Version,
+		Workers: map[core.WorkerState]int{core.WorkerIdle: 0, core.WorkerRunning: 0, core.WorkerPending: 0, core.WorkerDown: 0},
+		Logpipe: map[string]any{},
+		Store:   s.st.Kind(),
+		Leases:  s.cfg.LeasesKind,
+	}
+	if h.Master == "" {
+		h.Master = s.ctl.MasterID()
+	}
+	for _, w := range s.ctl.Workers() {
+		h.Workers[w.State]++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	err := s.st.Ping(ctx)
+	var counts map[core.Status]int
+	if err == nil {
+		counts, err = s.st.CountByStatus(ctx)
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Str("traceId", r.trace).Msg("health: store unreachable")
+		h.Status, h.Error = "DOWN", "the store is unreachable"
+		return s.writeJSON(r, fasthttp.StatusServiceUnavailable, h)
+	}
+	h.Queue = &queueJSON{Queued: counts[core.StatusQueued]}
+	return s.writeJSON(r, fasthttp.StatusOK, h)
+}

@@ -1,0 +1,165 @@
+// Package httpapi is the master's REST API (API.md: auth, runs, logs, workers,
+// health) on fasthttp.
+//
+// It never trusts a client for identity (the owner of a run is the verified
+// token's user, never a body field), validates every id before it touches the
+// filesystem, and never answers 500 to any input: store failures are 503, and a
+// panic is recovered into a logged 500 only as a last resort.
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/rlsched/rlsched/core/store"
+)
+
+// MaxBodySize is the largest request body accepted; larger ones get 413.
+const MaxBodySize = 1 << 20
+
+// readBodyLimit is where fasthttp itself stops reading a body (413 from the
+// ErrorHandler, and the connection is closed unread). Between MaxBodySize and
+// it, the body is read whole and refused by the handler, so a client that
+// sends its body before reading the answer still gets the 413 instead of a
+// reset connection.
+const readBodyLimit = 2 * MaxBodySize
+
+// Config of a Server. Zero values get the documented defaults.
+type Config struct {
+	// JWTSecret signs and verifies tokens (HS256); at least 16 bytes.
+	JWTSecret []byte
+	// TokenTTL is the lifetime of a login token; default 24h.
+	TokenTTL time.Duration
+	// LogDir holds the run logs, one <taskId>.log per run.
+	LogDir string
+	// DefaultTrainer is the argv prefix of an "algorithm" submission, e.g.
+	// ["python3","-u","@scripts/train.py"]; "--algo A --episodes N [--lr X]"
+	// follow it.
+	DefaultTrainer []string
+	// MasterID names this master in health answers; default ctl.MasterID().
+	MasterID string
+	// LeasesKind is reported by the health endpoint ("memory" or "redis").
+	LeasesKind string
+	// BcryptCost for new password hashes; default bcrypt.DefaultCost.
+	BcryptCost int
+	// CookieSecure marks the jwt_token cookie Secure (set it behind HTTPS).
+	CookieSecure bool
+	Logger       zerolog.Logger
+	// Now is the clock for token issue and expiry; default time.Now.
+	Now func() time.Time
+}
+
+// Server serves the REST API. Handler, Serve and Shutdown are safe to call
+// from any goroutine.
+type Server struct {
+	cfg Config
+	st  store.Store
+	ctl Control
+	log zerolog.Logger
+	srv *fasthttp.Server
+
+	mu      sync.Mutex
+	stopped bool
+	lns     []net.Listener
+	// dummyHash is compared against when a login names an unknown user, so
+	// both paths cost one bcrypt comparison.
+	dummyHash []byte
+}
+
+// New checks cfg and returns a Server over st and ctl.
+func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
+	if len(cfg.JWTSecret) < 16 {
+		return nil, errors.New("cannot start the REST API: JWT secret must be at least 16 bytes; set JWT_SECRET")
+	}
+	if st == nil || ctl == nil {
+		return nil, errors.New("BUG: httpapi.New needs a store and a control")
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BcryptCost == 0 {
+		cfg.BcryptCost = bcrypt.DefaultCost
+	}
+	if cfg.BcryptCost < bcrypt.MinCost || cfg.BcryptCost > bcrypt.MaxCost {
+		return nil, fmt.Errorf("cannot start the REST API: bcrypt cost %d outside %d..%d", cfg.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if cfg.LogDir == "" {
+		cfg.LogDir = "logs"
+	}
+	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
+	cfg.DefaultTrainer = append([]string(nil), cfg.DefaultTrainer...)
+	dummy, err := bcrypt.GenerateFromPassword([]byte("rlsched-dummy-password"), cfg.BcryptCost)
+	if err != nil {
+		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
+	}
+	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy}
+	s.srv = &fasthttp.Server{
+		Handler:            s.Handler(),
+		ErrorHandler:       s.handleTransportError,
+		Name:               "rlsched",
+		MaxRequestBodySize: readBodyLimit,
+		// Room for the headers of a browser on localhost, whose cookies
+		// for other ports come along.
+		ReadBufferSize: 16 << 10,
+		ReadTimeout:    30 * time.Second,
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    2 * time.Minute,
+		Logger:         fasthttpLogger{s.log},
+		// No body of this API is a form; never spool one to temporary files.
+		DisablePreParseMultipartForm: true,
+	}
+	return s, nil
+}
+
+// Serve answers requests on ln until Shutdown; it returns nil after Shutdown,
+// also when Shutdown came first.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	err := s.srv.Serve(ln)
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections and waits for open requests to end.
+func (s *Server) Shutdown() error {
+	s.mu.Lock()
+	s.stopped = true
+	lns := s.lns
+	s.lns = nil
+	s.mu.Unlock()
+	err := s.srv.Shutdown()
+	// fasthttp closes only the listeners its Serve already registered; a
+	// Serve that had not got that far is stopped here.
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return err
+}
+
+type fasthttpLogger struct{ log zerolog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn().Str("component", "fasthttp").Msg(fmt.Sprintf(format, args...))
+}

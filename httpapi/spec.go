@@ -1,0 +1,378 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Limits of a submission (API.md "Runs").
+const (
+	defaultEpisodes   = 200
+	maxEpisodes       = 1_000_000
+	maxGPUs           = 64
+	maxPriority       = 1000
+	defaultMaxRetries = 1
+	maxMaxRetries     = 100
+	maxTimeoutSeconds = 1_000_000_000 // ~31 years; keeps seconds×1e9 inside a Duration
+	maxNameChars      = 200
+	maxProjectChars   = 200
+	maxTags           = 32
+	maxTagChars       = 64
+	maxWorkdirBytes   = 4096
+	maxParams         = 256
+)
+
+var (
+	algorithmRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+	envKeyRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	paramKeyRe  = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$`)
+)
+
+// submitBody is POST /api/train's body, also the override body of rerun.
+// Pointers tell an absent field from a zero one; JSON null counts as absent.
+// A "userId" field is deliberately not read: the owner is the token's user.
+type submitBody struct {
+	Name           *string            `json:"name"`
+	Project        *string            `json:"project"`
+	Command        *[]string          `json:"command"`
+	Algorithm      *string            `json:"algorithm"`
+	Episodes       *int64             `json:"episodes"`
+	LearningRate   *float64           `json:"learningRate"`
+	Params         json.RawMessage    `json:"params"`
+	GPUs           *int64             `json:"gpus"`
+	Priority       *int64             `json:"priority"`
+	MaxRetries     *int64             `json:"maxRetries"`
+	TimeoutSeconds *int64             `json:"timeoutSeconds"`
+	Env            *map[string]string `json:"env"`
+	Workdir        *string            `json:"workdir"`
+	Tags           *[]string          `json:"tags"`
+	Code           *core.CodeInfo     `json:"code"`
+}
+
+// spec is a run's submission, resolved: what a rerun repeats.
+type spec struct {
+	name    string
+	project string
+	// base is the argv before the params' "--key value" pairs.
+	base []string
+	// algo, episodes and lr are set when base is the default trainer's
+	// "--algo A --episodes N [--lr X]" form, so a rerun can change one of them.
+	algo     string
+	episodes int64
+	lr       float64
+	params   json.RawMessage // a compact JSON object, or nil
+	gpus     int
+	priority int
+	retries  int
+	timeout  int
+	env      map[string]string
+	tags     []string
+	workdir  string
+	code     core.CodeInfo
+}
+
+func newSpec() spec { return spec{retries: defaultMaxRetries} }
+
+// specOf recovers the spec of an existing run, for rerun.
+func (s *Server) specOf(t core.Task) spec {
+	sp := spec{
+		name: t.Name, project: t.Project, base: t.Command, gpus: t.GPUs, priority: t.Priority,
+		retries: t.MaxRetries, timeout: t.TimeoutSeconds, env: t.Env, tags: t.Tags,
+		workdir: t.Workdir, code: t.Code,
+	}
+	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		if args, compact, err := paramArgs(p); err == nil {
+			sp.params = compact
+			if n := len(t.Command) - len(args); n >= 0 && equalStrings(t.Command[n:], args) {
+				sp.base = t.Command[:n]
+			}
+		}
+	}
+	sp.base = append([]string(nil), sp.base...)
+	s.recoverAlgorithm(&sp)
+	return sp
+}
+
+// recoverAlgorithm fills algo, episodes and lr when sp.base is exactly the
+// default trainer's form.
+func (s *Server) recoverAlgorithm(sp *spec) {
+	tr := s.cfg.DefaultTrainer
+	if len(tr) == 0 || len(sp.base) < len(tr)+4 || !equalStrings(sp.base[:len(tr)], tr) {
+		return
+	}
+	rest := sp.base[len(tr):]
+	if rest[0] != "--algo" || rest[2] != "--episodes" || !algorithmRe.MatchString(rest[1]) {
+		return
+	}
+	ep, err := strconv.ParseInt(rest[3], 10, 64)
+	if err != nil {
+		return
+	}
+	var lr float64
+	switch {
+	case len(rest) == 4:
+	case len(rest) == 6 && rest[4] == "--lr":
+		if lr, err = strconv.ParseFloat(rest[5], 64); err != nil {
+			return
+		}
+	default:
+		return
+	}
+	sp.algo, sp.episodes, sp.lr = rest[1], ep, lr
+}
+
+// apply validates b and writes its fields over sp.
+func (s *Server) apply(sp *spec, b *submitBody) *apiError {
+	if b.Command != nil && b.Algorithm != nil {
+		return errBadRequest("give either command or algorithm, not both")
+	}
+	if b.Episodes != nil && (*b.Episodes < 1 || *b.Episodes > maxEpisodes) {
+		return errBadRequest("episodes must be 1..%d", maxEpisodes)
+	}
+	if b.LearningRate != nil && (*b.LearningRate < 0 || math.IsInf(*b.LearningRate, 0) || math.IsNaN(*b.LearningRate)) {
+		return errBadRequest("learningRate must be a number ≥ 0 (0: the trainer's default)")
+	}
+	switch {
+	case b.Command != nil:
+		if b.Episodes != nil || b.LearningRate != nil {
+			return errBadRequest("episodes and learningRate apply only to algorithm runs; put them in command or params")
+		}
+		cmd := *b.Command
+		if len(cmd) == 0 || cmd[0] == "" {
+			return errBadRequest("command must be a non-empty argv array whose first element names the program")
+		}
+		for i, a := range cmd {
+			if strings.IndexByte(a, 0) >= 0 {
+				return errBadRequest("command[%d] contains a NUL byte", i)
+			}
+		}
+		sp.base = append([]string(nil), cmd...)
+		sp.algo = ""
+	case b.Algorithm != nil || b.Episodes != nil || b.LearningRate != nil:
+		if b.Algorithm == nil && sp.algo == "" {
+			return errBadRequest("episodes and learningRate apply only to algorithm runs; give algorithm too")
+		}
+		if b.Algorithm != nil {
+			if !algorithmRe.MatchString(*b.Algorithm) {
+				return errBadRequest("algorithm must be 1–32 of [A-Za-z0-9_-]")
+			}
+			if sp.algo == "" {
+				sp.episodes, sp.lr = defaultEpisodes, 0
+			}
+			sp.algo = *b.Algorithm
+		}
+		if b.Episodes != nil {
+			sp.episodes = *b.Episodes
+		}
+		if b.LearningRate != nil {
+			sp.lr = *b.LearningRate
+		}
+		if len(s.cfg.DefaultTrainer) == 0 {
+			return errBadRequest("this master has no default trainer configured; submit a command instead")
+		}
+		sp.base = append(append([]string(nil), s.cfg.DefaultTrainer...),
+			"--algo", sp.algo, "--episodes", strconv.FormatInt(sp.episodes, 10))
+		if sp.lr > 0 {
+			sp.base = append(sp.base, "--lr", strconv.FormatFloat(sp.lr, 'g', -1, 64))
+		}
+	}
+	if p := bytes.TrimSpace(b.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		_, compact, err := paramArgs(p)
+		if err != nil {
+			return errBadRequest("params: %v", err)
+		}
+		sp.params = compact
+		if bytes.Equal(compact, []byte("{}")) {
+			sp.params = nil
+		}
+	}
+	if b.Name != nil {
+		if utf8.RuneCountInString(*b.Name) > maxNameChars {
+			return errBadRequest("name must be at most %d characters", maxNameChars)
+		}
+		sp.name = *b.Name
+	}
+	if b.Project != nil {
+		if utf8.RuneCountInString(*b.Project) > maxProjectChars {
+			return errBadRequest("project must be at most %d characters", maxProjectChars)
+		}
+		sp.project = *b.Project
+	}
+	if b.GPUs != nil {
+		if *b.GPUs < 0 || *b.GPUs > maxGPUs {
+			return errBadRequest("gpus must be 0..%d", maxGPUs)
+		}
+		sp.gpus = int(*b.GPUs)
+	}
+	if b.Priority != nil {
+		if *b.Priority < -maxPriority || *b.Priority > maxPriority {
+			return errBadRequest("priority must be -%d..%d", maxPriority, maxPriority)
+		}
+		sp.priority = int(*b.Priority)
+	}
+	if b.MaxRetries != nil {
+		if *b.MaxRetries < 0 || *b.MaxRetries > maxMaxRetries {
+			return errBadRequest("maxRetries must be 0..%d", maxMaxRetries)
+		}
+		sp.retries = int(*b.MaxRetries)
+	}
+	if b.TimeoutSeconds != nil {
+		if *b.TimeoutSeconds < 0 || *b.TimeoutSeconds > maxTimeoutSeconds {
+			return errBadRequest("timeoutSeconds must be 0..%d (0: no limit)", maxTimeoutSeconds)
+		}
+		sp.timeout = int(*b.TimeoutSeconds)
+	}
+	if b.Env != nil {
+		env := make(map[string]string, len(*b.Env))
+		for k, v := range *b.Env {
+			if !envKeyRe.MatchString(k) {
+				return errBadRequest("env key %q must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 128)", truncate(k, 64))
+			}
+			if up := strings.ToUpper(k); strings.HasPrefix(up, "RLSCHED_") || up == "CUDA_VISIBLE_DEVICES" {
+				return errBadRequest("env key %q is set by rlsched and may not be overridden", k)
+			}
+			if strings.IndexByte(v, 0) >= 0 {
+				return errBadRequest("env %q contains a NUL byte", k)
+			}
+			env[k] = v
+		}
+		sp.env = env
+	}
+	if b.Tags != nil {
+		if len(*b.Tags) > maxTags {
+			return errBadRequest("at most %d tags", maxTags)
+		}
+		for i, t := range *b.Tags {
+			if t == "" || utf8.RuneCountInString(t) > maxTagChars || strings.IndexByte(t, 0) >= 0 {
+				return errBadRequest("tags[%d] must be 1..%d characters without NUL", i, maxTagChars)
+			}
+		}
+		sp.tags = append([]string(nil), *b.Tags...)
+	}
+	if b.Workdir != nil {
+		if len(*b.Workdir) > maxWorkdirBytes || strings.IndexByte(*b.Workdir, 0) >= 0 {
+			return errBadRequest("workdir must be at most %d bytes without NUL", maxWorkdirBytes)
+		}
+		sp.workdir = *b.Workdir
+	}
+	if b.Code != nil {
+		if len(b.Code.GitCommit) > 64 || strings.IndexByte(b.Code.GitCommit, 0) >= 0 {
+			return errBadRequest("code.gitCommit must be at most 64 characters")
+		}
+		sp.code = *b.Code
+	}
+	if len(sp.base) == 0 {
+		return errBadRequest("give command (an argv array) or algorithm")
+	}
+	return nil
+}
+
+// argv is the run's full command: base, then "--key value" per param.
+func (sp *spec) argv() []string {
+	out := append([]string(nil), sp.base...)
+	if len(sp.params) > 0 {
+		args, _, _ := paramArgs(sp.params)
+		out = append(out, args...)
+	}
+	return out
+}
+
+// defaultName names a run after its algorithm or its program.
+func (sp *spec) defaultName() string {
+	if sp.algo != "" {
+		return sp.algo
+	}
+	if len(sp.base) == 0 {
+		return ""
+	}
+	name := filepath.Base(sp.base[0])
+	if len(sp.base) > 1 && !strings.HasPrefix(sp.base[1], "-") {
+		name += " " + filepath.Base(sp.base[1])
+	}
+	if utf8.RuneCountInString(name) > maxNameChars {
+		name = string([]rune(name)[:maxNameChars])
+	}
+	return name
+}
+
+// paramArgs turns a JSON object into "--key value" pairs in the object's
+// order: strings as they are, anything else as its compact JSON text. It also
+// returns the object compacted.
+func paramArgs(raw []byte) (args []string, compact []byte, err error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, nil, fmt.Errorf("must be a JSON object of name: value")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, fmt.Errorf("malformed JSON object")
+		}
+		key, _ := tok.(string)
+		if !paramKeyRe.MatchString(key) {
+			return nil, nil, fmt.Errorf("name %q must be 1–64 of [A-Za-z0-9_.-], not starting with '-'", truncate(key, 64))
+		}
+		if seen[key] {
+			return nil, nil, fmt.Errorf("name %q appears twice", key)
+		}
+		seen[key] = true
+		if len(seen) > maxParams {
+			return nil, nil, fmt.Errorf("at most %d params", maxParams)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, fmt.Errorf("malformed value of %q", key)
+		}
+		val := ""
+		var str string
+		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &str) == nil {
+			val = str
+		} else {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, v); err != nil {
+				return nil, nil, fmt.Errorf("malformed value of %q", key)
+			}
+			val = buf.String()
+		}
+		if strings.IndexByte(val, 0) >= 0 {
+			return nil, nil, fmt.Errorf("value of %q contains a NUL byte", key)
+		}
+		args = append(args, "--"+key, val)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, fmt.Errorf("malformed JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, fmt.Errorf("must be one JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, nil, fmt.Errorf("malformed JSON object")
+	}
+	return args, buf.Bytes(), nil
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,295 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+)
+
+const (
+	maxListLimit   = 500
+	maxCursorBytes = 1024
+	maxMetricNames = 100
+)
+
+type submitted struct {
+	ID      string      `json:"id"`
+	Status  core.Status `json:"status"`
+	TraceID string      `json:"traceId"`
+	RerunOf string      `json:"rerunOf,omitempty"`
+}
+
+// submit is POST /api/train.
+func (s *Server) submit(r *request) *apiError {
+	body := r.ctx.PostBody()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errBadRequest("send a JSON object with command (argv array) or algorithm")
+	}
+	var b submitBody
+	if e := decodeJSON(body, &b); e != nil {
+		return e
+	}
+	sp := newSpec()
+	if e := s.apply(&sp, &b); e != nil {
+		return e
+	}
+	if sp.name == "" {
+		sp.name = sp.defaultName()
+	}
+	return s.create(r, sp, "")
+}
+
+// rerunTask is POST /api/tasks/{id}/rerun: a new run with the spec of {id},
+// fields of an optional body overriding it, owned by the caller.
+func (s *Server) rerunTask(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	orig, err := s.st.Task(ctx, r.id)
+	if err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	sp := s.specOf(orig)
+	if body := r.ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
+		var b submitBody
+		if e := decodeJSON(body, &b); e != nil {
+			return e
+		}
+		if e := s.apply(&sp, &b); e != nil {
+			return e
+		}
+	}
+	if sp.name == "" {
+		sp.name = sp.defaultName()
+	}
+	return s.create(r, sp, orig.ID)
+}
+
+// create stores a new QUEUED run of sp owned by the caller, wakes the
+// scheduler and answers 202.
+func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
+	t := core.Task{
+		ID:             core.NewTaskID(),
+		Name:           sp.name,
+		Project:        sp.project,
+		User:           r.user.Username,
+		UserID:         r.user.ID,
+		Status:         core.StatusQueued,
+		Attempt:        1,
+		MaxRetries:     sp.retries,
+		Command:        sp.argv(),
+		Params:         sp.params,
+		GPUs:           sp.gpus,
+		Priority:       sp.priority,
+		Env:            sp.env,
+		Tags:           sp.tags,
+		Workdir:        sp.workdir,
+		TraceID:        r.trace,
+		TimeoutSeconds: sp.timeout,
+		Code:           sp.code,
+	}
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	if t.Tags == nil {
+		t.Tags = []string{}
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if err := s.st.CreateTask(ctx, &t); err != nil {
+		return storeError(err, "run")
+	}
+	s.ctl.Notify()
+	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int64("userId", t.UserID).
+		Str("rerunOf", rerunOf).Msg("run queued")
+	return s.writeJSON(r, fasthttp.StatusAccepted, submitted{t.ID, t.Status, t.TraceID, rerunOf})
+}
+
+// listTasks is GET /api/tasks.
+func (s *Server) listTasks(r *request) *apiError {
+	q := r.ctx.QueryArgs()
+	var f store.Filter
+	if v := string(q.Peek("status")); v != "" {
+		st := core.Status(strings.ToUpper(v))
+		if !st.Valid() {
+			return errBadRequest("status must be one of QUEUED, DISPATCHED, RUNNING, SUCCEEDED, FAILED, CANCELLED, TIMEOUT, LOST")
+		}
+		f.Status = st
+	}
+	f.User = string(q.Peek("user"))
+	if len(f.User) > 64 {
+		return errBadRequest("user must be a username")
+	}
+	f.Project = string(q.Peek("project"))
+	if utf8.RuneCountInString(f.Project) > maxProjectChars {
+		return errBadRequest("project must be at most %d characters", maxProjectChars)
+	}
+	if v := string(q.Peek("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errBadRequest("limit must be an integer 1..%d", maxListLimit)
+		}
+		f.Limit = min(n, maxListLimit)
+	}
+	f.Cursor = string(q.Peek("cursor"))
+	if len(f.Cursor) > maxCursorBytes {
+		return errBadRequest("malformed cursor: pass nextCursor of a previous page")
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	items, next, err := s.st.ListTasks(ctx, f)
+	if err != nil {
+		if isBadCursor(err) {
+			return errBadRequest("malformed cursor: pass nextCursor of a previous page")
+		}
+		return storeError(err, "runs")
+	}
+	views := make([]core.Task, 0, len(items))
+	for _, t := range items {
+		views = append(views, taskView(t))
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items      []core.Task `json:"items"`
+		NextCursor string      `json:"nextCursor"`
+	}{views, next})
+}
+
+// isBadCursor reports whether a ListTasks error blames the cursor.
+func isBadCursor(err error) bool {
+	return errors.Is(err, store.ErrBadCursor)
+}
+
+// getTask is GET /api/tasks/{id}.
+func (s *Server) getTask(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	t, err := s.st.Task(ctx, r.id)
+	if err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, taskView(t))
+}
+
+// cancelTask is POST /api/tasks/{id}/cancel: owner or admin only.
+func (s *Server) cancelTask(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	t, err := s.st.Task(ctx, r.id)
+	if err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	if t.UserID != r.user.ID && r.user.Role != core.RoleAdmin {
+		return &apiError{fasthttp.StatusForbidden, codeForbidden, "only the run's owner or an admin may cancel it"}
+	}
+	if t.Status.Terminal() {
+		return &apiError{fasthttp.StatusConflict, codeConflict, "run " + t.ID + " already finished (" + string(t.Status) + ")"}
+	}
+	nt, err := s.ctl.Cancel(ctx, t.ID)
+	if err != nil {
+		if errors.Is(err, core.ErrConflict) {
+			return &apiError{fasthttp.StatusConflict, codeConflict, "run " + t.ID + " already finished"}
+		}
+		return storeError(err, "run "+t.ID)
+	}
+	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int64("userId", r.user.ID).Msg("run cancel requested")
+	return s.writeJSON(r, fasthttp.StatusAccepted, taskView(nt))
+}
+
+// taskMetrics is GET /api/tasks/{id}/metrics?names=a,b.
+func (s *Server) taskMetrics(r *request) *apiError {
+	var names []string
+	for _, n := range strings.Split(string(r.ctx.QueryArgs().Peek("names")), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			if len(n) > 128 {
+				return errBadRequest("metric names must be at most 128 bytes")
+			}
+			names = append(names, n)
+		}
+	}
+	if len(names) > maxMetricNames {
+		return errBadRequest("at most %d metric names", maxMetricNames)
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if _, err := s.st.Task(ctx, r.id); err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	series, err := s.st.Metrics(ctx, r.id, names)
+	if err != nil {
+		return storeError(err, "metrics of run "+r.id)
+	}
+	out := make(map[string][][2]any, len(series))
+	for name, pts := range series {
+		ps := make([][2]any, 0, len(pts))
+		for _, p := range pts {
+			ps = append(ps, [2]any{finiteOrNil(p[0]), finiteOrNil(p[1])})
+		}
+		out[name] = ps
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		TaskID string              `json:"taskId"`
+		Series map[string][][2]any `json:"series"`
+	}{r.id, out})
+}
+
+// listArtifacts is GET /api/tasks/{id}/artifacts; artifacts do not flow to
+// the master yet, so the list is empty for every existing run.
+func (s *Server) listArtifacts(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if _, err := s.st.Task(ctx, r.id); err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items []any `json:"items"`
+	}{[]any{}})
+}
+
+// getArtifact is GET /api/tasks/{id}/artifacts/{path}: none exist yet.
+func (s *Server) getArtifact(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if _, err := s.st.Task(ctx, r.id); err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	return errNotFound("artifact")
+}
+
+// taskView is t as the API shows it: arrays never null, env and params
+// objects, no value JSON cannot encode.
+func taskView(t core.Task) core.Task {
+	if t.Command == nil {
+		t.Command = []string{}
+	}
+	if t.Tags == nil {
+		t.Tags = []string{}
+	}
+	if t.GPUIndices == nil {
+		t.GPUIndices = []int{}
+	}
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
+		t.Params = json.RawMessage("{}")
+	}
+	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
+		t.FinalReward = nil
+	}
+	return t
+}
+
+func finiteOrNil(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
+}
