@@ -95,6 +95,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 	for _, rr := range kept {
 		m.resendCancel(rr)
 	}
+	m.workerChanged(h.WorkerId)
 	m.Notify()
 }
 
@@ -130,5 +131,6 @@ func (m *Master) sessionClosed(sess *session, err error) {
 		return
 	}
 	_ = m.ls.Forget(m.ctx, sess.workerID)
+	m.workerChanged(sess.workerID)
 	m.log.Info().Str("worker", sess.workerID).AnErr("reason", err).Msg("worker disconnected")
 }

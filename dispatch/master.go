@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/logpipe"
@@ -36,6 +37,9 @@ type Config struct {
 	ReapInterval      time.Duration // default LeaseTTL/10, at most 1s
 	MaxFrame          int           // default codec.DefaultMaxBody
 	Shards            int           // ordered work queues; default 8
+	// OnWorker, when set, receives a worker's view after each change of its
+	// state or runs (for live dashboards). It must not block.
+	OnWorker func(core.WorkerInfo)
 	Logger            zerolog.Logger
 }
 

@@ -45,6 +45,7 @@ func (m *Master) reapOnce(ctx context.Context) {
 			}
 			m.reg.mu.Unlock()
 			m.files.Close(l.TaskID)
+			m.workerChanged(l.WorkerID)
 			m.lost(ctx, l.TaskID, l.Fence, fmt.Sprintf("lease of worker %s expired", l.WorkerID))
 		}
 		if len(expired) < 1000 {

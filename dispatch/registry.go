@@ -150,6 +150,23 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 		RunningTasks: running, LastHeartbeatAt: w.lastHeartbeat, Master: master, Version: w.version}
 }
 
+// workerChanged reports a worker's new view to Config.OnWorker.
+func (m *Master) workerChanged(id string) {
+	if m.cfg.OnWorker == nil {
+		return
+	}
+	m.reg.mu.Lock()
+	w := m.reg.workers[id]
+	var info core.WorkerInfo
+	if w != nil {
+		info = w.infoLocked(m.cfg.MasterID)
+	}
+	m.reg.mu.Unlock()
+	if w != nil {
+		m.cfg.OnWorker(info)
+	}
+}
+
 // Workers lists every known worker, sorted by id.
 func (m *Master) Workers() []core.WorkerInfo {
 	m.reg.mu.Lock()

@@ -113,6 +113,7 @@ func (m *Master) dispatch(ctx context.Context, t *core.Task, workerID string, gp
 		m.log.Warn().Str("task", t.ID).Str("worker", workerID).Err(err).Msg("cannot send ExecuteTask")
 		return true
 	}
+	m.workerChanged(workerID)
 	m.log.Info().Str("task", t.ID).Str("worker", workerID).Ints("gpus", gpus).Int("attempt", t.Attempt).Uint64("fence", fence).Msg("run dispatched")
 	if cancelRequested {
 		m.resendCancel(rr)

@@ -220,6 +220,7 @@ func (m *Master) release(ctx context.Context, rr *runRec) {
 	}
 	m.reg.mu.Unlock()
 	m.files.Close(rr.taskID)
+	m.workerChanged(rr.workerID)
 }
 
 // updateTask applies change to the stored run if it still carries fence,
