@@ -40,7 +40,7 @@ type Config struct {
 	// OnWorker, when set, receives a worker's view after each change of its
 	// state or runs (for live dashboards). It must not block.
 	OnWorker func(core.WorkerInfo)
-	Logger            zerolog.Logger
+	Logger   zerolog.Logger
 }
 
 func (c *Config) defaults() error {
