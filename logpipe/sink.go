@@ -1,0 +1,18 @@
+package logpipe
+
+import "github.com/rlsched/rlsched/core"
+
+// LogSink receives the bytes appended to a run's log file, at their byte
+// offset in that file (the offsets of API.md's /topic/logs), in file order.
+// Implementations must not block: the WebSocket hub queues or drops
+// (sending `lagged`) rather than stall a writer.
+type LogSink interface {
+	LogAppended(taskID string, fileOffset int64, data []byte)
+}
+
+// EventSink receives run and worker changes for live views (/topic/tasks,
+// /topic/workers). Implementations must not block.
+type EventSink interface {
+	TaskChanged(t core.Task)
+	WorkerChanged(w core.WorkerInfo)
+}
