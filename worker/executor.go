@@ -179,7 +179,24 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	return cmd, pw, nil
 }
 
-// runEnv returns the worker's environment, then the run's variables, then
+// secretEnv names variables a run must never inherit: with the join token a
+// user could join as any worker and forge its reports; with the JWT secret
+// mint an admin token.
+var secretEnv = map[string]bool{"WORKER_JOIN_TOKEN": true, "JWT_SECRET": true, "GATEWAY_SHARED_SECRET": true,
+	"MYSQL_DSN": true, "NACOS_PASSWORD": true, "REDIS_PASSWORD": true}
+
+// inheritedEnv is the worker's environment without secrets.
+func inheritedEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !secretEnv[k] {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// runEnv returns the worker's environment (less secrets), then the run's variables, then
 // the task's env. A task may not set CUDA_VISIBLE_DEVICES or RLSCHED_*: the
 // GPUs it was given and its identity are not its to change.
 func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
@@ -187,7 +204,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
 	}
-	env := append(os.Environ(),
+	env := append(inheritedEnv(),
 		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
 		"RLSCHED_TASK_ID="+m.GetTaskId(),
 		"RLSCHED_ATTEMPT="+strconv.Itoa(int(m.GetAttempt())),

@@ -56,7 +56,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 		return worker.Config{}, usageError{errors.New("--master is empty")}
 	}
 	return worker.Config{ID: id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
-		GPUs: gpus, Slots: o.slots, Logger: log.With().Str("worker", id).Logger()}, nil
+		GPUs: gpus, Slots: o.slots, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

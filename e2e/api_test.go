@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// client talks REST to a master with net/http.
+type client struct {
+	t     testing.TB
+	base  string
+	token string
+	hc    *http.Client
+}
+
+func newClient(t testing.TB, base string) *client {
+	return &client{t: t, base: strings.TrimRight(base, "/"),
+		hc: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{}}}
+}
+
+// as returns a client of the same server sending token.
+func (c *client) as(token string) *client {
+	c2 := *c
+	c2.token = token
+	return &c2
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) String() string {
+	return fmt.Sprintf("%d %s", r.status, truncateStr(string(r.body), 500))
+}
+
+func truncateStr(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// do sends a request; body is nil, []byte, string or a value to marshal.
+// hdr are header name/value pairs.
+func (c *client) do(method, path string, body any, hdr ...string) (response, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			return response{}, err
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return response{}, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+}
+
+// must sends a request and fails the test unless the status is want; the
+// answer is decoded into out when out is not nil.
+func (c *client) must(method, path string, body any, want int, out any, hdr ...string) response {
+	c.t.Helper()
+	r, err := c.do(method, path, body, hdr...)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if r.status != want {
+		c.t.Fatalf("%s %s: got %s, want status %d", method, path, r, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.body, out); err != nil {
+			c.t.Fatalf("%s %s: cannot decode %s: %v", method, path, r, err)
+		}
+	}
+	return r
+}
+
+type userJSON struct {
+	ID       int64  `json:"id"`
+	Username string `json:"username"`
+	Role     string `json:"role"`
+}
+
+// register creates a user and returns it.
+func (c *client) register(name string) userJSON {
+	c.t.Helper()
+	var u userJSON
+	c.must("POST", "/api/auth/register", map[string]string{"username": name, "password": password}, 201, &u)
+	if u.Username != name || u.ID <= 0 {
+		c.t.Fatalf("register %s: got %+v", name, u)
+	}
+	return u
+}
+
+// login returns a client carrying name's token.
+func (c *client) login(name string) *client {
+	c.t.Helper()
+	var ans struct {
+		Token     string   `json:"token"`
+		ExpiresAt string   `json:"expiresAt"`
+		User      userJSON `json:"user"`
+	}
+	c.must("POST", "/api/auth/login", map[string]string{"username": name, "password": password}, 200, &ans)
+	if ans.Token == "" || ans.User.Username != name {
+		c.t.Fatalf("login %s: got %+v", name, ans)
+	}
+	return c.as(ans.Token)
+}
+
+// signup registers and logs in a user; it checks the role the server gave.
+func signup(t testing.TB, base, name, wantRole string) (*client, userJSON) {
+	t.Helper()
+	c := newClient(t, base)
+	u := c.register(name)
+	if u.Role != wantRole {
+		t.Fatalf("user %s has role %s, want %s", name, u.Role, wantRole)
+	}
+	return c.login(name), u
+}
+
+// task is the API's Task, the fields the tests read.
+type task struct {
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	User        string   `json:"user"`
+	UserID      int64    `json:"userId"`
+	Status      string   `json:"status"`
+	Attempt     int      `json:"attempt"`
+	MaxRetries  int      `json:"maxRetries"`
+	Command     []string `json:"command"`
+	Worker      string   `json:"worker"`
+	TraceID     string   `json:"traceId"`
+	ExitCode    *int     `json:"exitCode"`
+	Error       string   `json:"error"`
+	FinalReward *float64 `json:"finalReward"`
+}
+
+func (tk task) String() string {
+	ec := "null"
+	if tk.ExitCode != nil {
+		ec = fmt.Sprint(*tk.ExitCode)
+	}
+	return fmt.Sprintf("%s %s attempt %d worker %q exit %s error %q", tk.ID, tk.Status, tk.Attempt, tk.Worker, ec, tk.Error)
+}
+
+var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": true, "TIMEOUT": true}
+
+// submit posts a run and returns its id and trace id.
+func (b *bed) submit(c *client, body any) (id, traceID string) {
+	b.t.Helper()
+	var ans struct {
+		ID      string `json:"id"`
+		Status  string `json:"status"`
+		TraceID string `json:"traceId"`
+	}
+	r := c.must("POST", "/api/train", body, 202, &ans)
+	if ans.ID == "" || ans.Status != "QUEUED" || ans.TraceID == "" {
+		b.t.Fatalf("POST /api/train: got %s", r)
+	}
+	if h := r.header.Get("X-Trace-Id"); h != ans.TraceID {
+		b.t.Fatalf("POST /api/train: traceId %q differs from X-Trace-Id %q", ans.TraceID, h)
+	}
+	b.track(ans.ID)
+	return ans.ID, ans.TraceID
+}
+
+// getTask reads a run; errors (a restarting master) are returned, not fatal.
+func (c *client) getTask(id string) (task, error) {
+	var tk task
+	r, err := c.do("GET", "/api/tasks/"+id, nil)
+	if err != nil {
+		return tk, err
+	}
+	if r.status != 200 {
+		return tk, fmt.Errorf("GET /api/tasks/%s: %s", id, r)
+	}
+	return tk, json.Unmarshal(r.body, &tk)
+}
+
+// waitTask polls a run until cond holds; it fails at once when the run ends
+// in a state cond does not accept.
+func (c *client) waitTask(id string, timeout time.Duration, what string, cond func(task) bool) task {
+	c.t.Helper()
+	var tk task
+	eventually(c.t, timeout, func() (bool, string) {
+		var err error
+		tk, err = c.getTask(id)
+		if err != nil {
+			return false, err.Error()
+		}
+		if cond(tk) {
+			return true, ""
+		}
+		if terminal[tk.Status] {
+			c.t.Fatalf("run ended as %v; wanted %s", tk, what)
+		}
+		return false, fmt.Sprintf("run is %v; want %s", tk, what)
+	})
+	return tk
+}
+
+// waitStatus waits until the run has status st.
+func (c *client) waitStatus(id, st string, timeout time.Duration) task {
+	c.t.Helper()
+	return c.waitTask(id, timeout, st, func(tk task) bool { return tk.Status == st })
+}
+
+// logText reads a run's whole log through REST as raw bytes (Accept: text/plain).
+func (c *client) logText(id string) (string, error) {
+	r, err := c.do("GET", "/api/monitor/logs/"+id+"?offset=0&limit=8388608", nil, "Accept", "text/plain")
+	if err != nil {
+		return "", err
+	}
+	if r.status != 200 {
+		return "", fmt.Errorf("GET logs of %s: %s", id, r)
+	}
+	return string(r.body), nil
+}
+
+// waitLogContains waits until the run's log holds s.
+func (c *client) waitLogContains(id, s string, timeout time.Duration) {
+	c.t.Helper()
+	eventually(c.t, timeout, func() (bool, string) {
+		text, err := c.logText(id)
+		if err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(text, s), fmt.Sprintf("log of %s lacks %q; it is:\n%s", id, s, tail(text, 20))
+	})
+}
+
+// logFile reads LOG_DIR/<id>.log of a master's data dir.
+func logFile(t testing.TB, dataDir, id string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dataDir, "logs", id+".log"))
+	if err != nil {
+		t.Fatalf("cannot read the run's log file: %v", err)
+	}
+	return string(b)
+}
+
+// errorBody is API.md's error shape.
+type errorBody struct {
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		TraceID string `json:"traceId"`
+	} `json:"error"`
+}
+
+var snakeCase = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+
+// checkError verifies an answer is status want with API.md's error body
+// and a trace id matching X-Trace-Id; it returns the code. want 0 accepts
+// any 4xx.
+func checkError(t testing.TB, what string, r response, want int, wantCode string) string {
+	t.Helper()
+	if want == 0 && (r.status < 400 || r.status > 499) {
+		t.Errorf("%s: got %s, want a 4xx", what, r)
+	} else if want != 0 && r.status != want {
+		t.Errorf("%s: got %s, want status %d", what, r, want)
+	}
+	if r.status >= 500 {
+		t.Errorf("%s: server error %s", what, r)
+	}
+	var e errorBody
+	if err := json.Unmarshal(r.body, &e); err != nil || e.Error == nil {
+		t.Errorf("%s: body is not the API error shape: %s", what, r)
+		return ""
+	}
+	if !snakeCase.MatchString(e.Error.Code) || e.Error.Message == "" || e.Error.TraceID == "" {
+		t.Errorf("%s: incomplete error body: %s", what, r)
+	}
+	if wantCode != "" && e.Error.Code != wantCode {
+		t.Errorf("%s: error code %q, want %q (%s)", what, e.Error.Code, wantCode, r)
+	}
+	if h := r.header.Get("X-Trace-Id"); h != e.Error.TraceID {
+		t.Errorf("%s: error traceId %q differs from X-Trace-Id %q", what, e.Error.TraceID, h)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("%s: Content-Type %q, want application/json", what, ct)
+	}
+	return e.Error.Code
+}
