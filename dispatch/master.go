@@ -122,7 +122,7 @@ func (m *Master) Start(ctx context.Context) error {
 	srv := &server{m: m, booted: make(chan struct{})}
 	go func() {
 		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
-			gnet.WithMulticore(true), gnet.WithReusePort(false), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithMulticore(true), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{m.log}))
 	}()
 	select {
