@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -41,10 +40,8 @@ func TestWorkerKilledRunRequeued(t *testing.T) {
 		return groupGone(pgid), fmt.Sprintf("run %s (group %d) outlived its SIGKILLed worker", id, pgid)
 	})
 	t.Logf("run's process group gone %v after the worker died", time.Since(killed).Round(time.Millisecond))
-	eventually(t, 5*time.Second, func() (bool, string) {
-		return strings.Contains(w1.stderr(), fmt.Sprintf("killed process group %d", pgid)),
-			"the guard did not report killing the run's group"
-	})
+	// Who killed it (Pdeathsig on the direct child, or the guard for the
+	// whole group) is a race; worker/orphan_test.go covers the guard alone.
 
 	// LOST is transient: the run is requeued with attempt 2 after the lease TTL.
 	seen := map[string]bool{}
