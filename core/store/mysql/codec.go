@@ -1,0 +1,89 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
+)
+
+// The codec below is the sqlite backend's, column for column: both read
+// the same schema through sqlutil. Keep them in step.
+
+// taskCols selects a run with its owner's username; scanTask reads them in
+// this order. The username comes from users, so it can never disagree with
+// user_id.
+const taskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.status, t.attempt,
+	t.max_retries, t.command, t.params, t.gpus, t.priority, t.env, t.tags, t.workdir, t.worker,
+	t.gpu_indices, t.trace_id, t.exit_code, t.error, t.final_reward, t.git_commit, t.git_dirty,
+	t.timeout_seconds, t.created_at, t.started_at, t.finished_at, t.updated_at, t.fence
+	FROM tasks t JOIN users u ON u.id = t.user_id `
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanTask reads one row selected with taskCols.
+func scanTask(sc scanner) (core.Task, error) {
+	var (
+		t                       core.Task
+		status, command, env    string
+		tags, gpuIndices        string
+		params                  *string
+		exitCode                *int64
+		reward                  *float64
+		created, updated, fence int64
+		started, finished       *int64
+	)
+	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
+		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
+		&gpuIndices, &t.TraceID, &exitCode, &t.Error, &reward, &t.Code.GitCommit, &t.Code.GitDirty,
+		&t.TimeoutSeconds, &created, &started, &finished, &updated, &fence)
+	if err != nil {
+		return core.Task{}, err
+	}
+	t.Status, t.Params, t.FinalReward = core.Status(status), sqlutil.DecodeParams(params), reward
+	t.CreatedAt, t.UpdatedAt, t.Fence = sqlutil.Time(created), sqlutil.Time(updated), uint64(fence)
+	if exitCode != nil {
+		c := int(*exitCode)
+		t.ExitCode = &c
+	}
+	t.StartedAt, t.FinishedAt = sqlutil.NullTime(started), sqlutil.NullTime(finished)
+	if t.Command, err = sqlutil.DecodeSlice[string](command); err != nil {
+		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
+	}
+	if t.Tags, err = sqlutil.DecodeSlice[string](tags); err != nil {
+		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
+	}
+	if t.GPUIndices, err = sqlutil.DecodeSlice[int](gpuIndices); err != nil {
+		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
+	}
+	if t.Env, err = sqlutil.DecodeMap(env); err != nil {
+		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryTasks runs a taskCols query on db (the pool or a transaction). The
+// result is never nil, so an empty page renders as [] in API JSON.
+func queryTasks(ctx context.Context, db querier, q string, args ...any) ([]core.Task, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []core.Task{}
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

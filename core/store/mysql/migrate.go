@@ -1,0 +1,158 @@
+package mysql
+
+import (
+	"context"
+	"crypto/sha1"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// migrations are applied in order; migration i has version i+1. Never edit or
+// reorder an entry that has shipped: append a new one instead, since an
+// existing database records only the versions it applied.
+//
+// MySQL commits every DDL statement by itself, so a migration cannot be
+// rolled back half-way: each statement must be safe to run again (IF NOT
+// EXISTS, indexes declared inside CREATE TABLE), so that a master that died
+// mid-migration leaves a database the next one can finish.
+//
+// The schema mirrors sqlite's: times are unix nanoseconds (BIGINT);
+// command, env, tags, gpu_indices and params are JSON text, never NULL
+// except params; strings are utf8mb4_bin so they compare and sort byte-wise
+// as in SQLite. Free-form strings that are keys or filters (project, metric
+// name) are VARBINARY: a _bin collation still pads, so "loss" and "loss "
+// would be one key, and binary strings do not.
+var migrations = [][]string{
+	// 1: users, runs and metrics.
+	{
+		// first_user is 1 on the first user and NULL on every other: the
+		// UNIQUE key lets exactly one insert claim it, however many race.
+		`CREATE TABLE IF NOT EXISTS users (
+			id            BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
+			username      VARCHAR(64)  NOT NULL,
+			role          VARCHAR(16)  NOT NULL,
+			password_hash VARCHAR(255) NOT NULL,
+			created_at    BIGINT       NOT NULL,
+			first_user    TINYINT      NULL,
+			UNIQUE KEY users_username (username),
+			UNIQUE KEY users_first (first_user)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		`CREATE TABLE IF NOT EXISTS tasks (
+			id              VARCHAR(64)  NOT NULL PRIMARY KEY,
+			name            TEXT         NOT NULL,
+			project         VARBINARY(1024) NOT NULL,
+			user_id         BIGINT       NOT NULL,
+			status          VARCHAR(16)  NOT NULL,
+			attempt         INT          NOT NULL,
+			max_retries     INT          NOT NULL,
+			command         MEDIUMTEXT   NOT NULL,
+			params          MEDIUMTEXT   NULL,
+			gpus            INT          NOT NULL,
+			priority        INT          NOT NULL,
+			env             MEDIUMTEXT   NOT NULL,
+			tags            TEXT         NOT NULL,
+			workdir         TEXT         NOT NULL,
+			worker          VARCHAR(255) NOT NULL,
+			gpu_indices     TEXT         NOT NULL,
+			trace_id        VARCHAR(255) NOT NULL,
+			exit_code       INT          NULL,
+			error           MEDIUMTEXT   NOT NULL,
+			final_reward    DOUBLE       NULL,
+			git_commit      VARCHAR(255) NOT NULL,
+			git_dirty       BOOLEAN      NOT NULL,
+			timeout_seconds BIGINT       NOT NULL,
+			created_at      BIGINT       NOT NULL,
+			started_at      BIGINT       NULL,
+			finished_at     BIGINT       NULL,
+			updated_at      BIGINT       NOT NULL,
+			fence           BIGINT       NOT NULL,
+			-- QueuedTasks and TakeQueued: status = 'QUEUED' ORDER BY
+			-- priority DESC, created_at, id. The index must serve the ORDER
+			-- BY, or FOR UPDATE SKIP LOCKED would lock every queued row
+			-- before sorting them.
+			KEY tasks_queue (status, priority DESC, created_at, id),
+			-- ListTasks newest first, alone or filtered by status, owner or
+			-- project (read backwards).
+			KEY tasks_newest (created_at, id),
+			KEY tasks_status_newest (status, created_at, id),
+			KEY tasks_user_newest (user_id, created_at, id),
+			KEY tasks_project_newest (project, created_at, id),
+			-- MaxFence, when a lease backend lost its counter.
+			KEY tasks_fence (fence),
+			CONSTRAINT tasks_user FOREIGN KEY (user_id) REFERENCES users (id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		// One value per (run, series, step): a resent metric replaces
+		// itself, and the key is the index that reads a series in step order.
+		`CREATE TABLE IF NOT EXISTS metrics (
+			task_id VARCHAR(64)  NOT NULL,
+			name    VARBINARY(1024) NOT NULL,
+			step    BIGINT       NOT NULL,
+			value   DOUBLE       NOT NULL,
+			PRIMARY KEY (task_id, name, step),
+			CONSTRAINT metrics_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
+}
+
+// migrateLockWait is how long Open waits for another master's migration.
+const migrateLockWait = 60 // seconds
+
+// migrate applies every migration the database has not recorded. Masters
+// opening one database at once serialise on a named lock (GET_LOCK), held
+// by one connection for the whole migration, so none applies a migration
+// twice or reads a half-migrated schema.
+func (s *Store) migrate(ctx context.Context, dbName string) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot migrate mysql store: %w", err)
+	}
+	defer conn.Close()
+	// GET_LOCK names are at most 64 characters and server-wide, so the
+	// database's name goes in hashed.
+	sum := sha1.Sum([]byte(dbName))
+	lock := "rlsched.migrate." + hex.EncodeToString(sum[:12])
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, lock, migrateLockWait).Scan(&got); err != nil {
+		return fmt.Errorf("cannot take the migration lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return fmt.Errorf("cannot take the migration lock: another process held it for %ds; is a master stuck migrating?", migrateLockWait)
+	}
+	defer func() {
+		// A fresh context: the lock must go even when ctx has ended (the
+		// connection's close would drop it too).
+		_, _ = conn.ExecContext(context.Background(), `SELECT RELEASE_LOCK(?)`, lock)
+	}()
+
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INT    NOT NULL PRIMARY KEY,
+		applied_at BIGINT NOT NULL
+	) ENGINE=InnoDB`); err != nil {
+		return fmt.Errorf("cannot create schema_migrations: %w", err)
+	}
+	var top int
+	if err := conn.QueryRowContext(ctx,
+		`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&top); err != nil {
+		return fmt.Errorf("cannot read schema version: %w", err)
+	}
+	// A newer binary may have migrated this database; running older code on
+	// it could write rows the newer schema does not expect.
+	if top > len(migrations) {
+		return fmt.Errorf("cannot use database at schema version %d: this binary knows up to %d; upgrade rlsched", top, len(migrations))
+	}
+	for i := top; i < len(migrations); i++ {
+		version := i + 1
+		for _, stmt := range migrations[i] {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("cannot apply migration %d: %w", version, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
+			version, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("cannot record migration %d: %w", version, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
+)
+
+// CreateUser inserts u and sets its ID, Role and (when zero) CreatedAt. An
+// empty role means USER.
+//
+// The first user becomes ADMIN through the UNIQUE key on first_user: while
+// the table looks empty, the insert claims first_user = 1 as ADMIN; of
+// several such inserts racing, InnoDB lets one commit and refuses the rest a
+// duplicate key, and they insert again as ordinary users. No lock is held
+// across statements, so no deadlock can arise (gap locks of an INSERT ...
+// SELECT on an empty table would).
+func (s *Store) CreateUser(ctx context.Context, u *core.User) error {
+	if !core.ValidUsername(u.Username) {
+		return fmt.Errorf("cannot create user %q: a username is 3–32 of [A-Za-z0-9_.-]", u.Username)
+	}
+	role := u.Role
+	if role == "" {
+		role = core.RoleUser
+	}
+	if role != core.RoleUser && role != core.RoleAdmin {
+		return fmt.Errorf("cannot create user %q: unknown role %q", u.Username, role)
+	}
+	created := u.CreatedAt
+	if created.IsZero() {
+		created = time.Now()
+	}
+	createdNs, err := sqlutil.Nanos(created)
+	if err != nil {
+		return fmt.Errorf("cannot create user %q: %w", u.Username, err)
+	}
+	var empty bool
+	if err := s.db.QueryRowContext(ctx, `SELECT NOT EXISTS (SELECT 1 FROM users)`).Scan(&empty); err != nil {
+		return fmt.Errorf("cannot create user %q: %w", u.Username, err)
+	}
+	insert := func(role core.Role, first any) (int64, error) {
+		res, err := s.db.ExecContext(ctx, `INSERT INTO users (username, role, password_hash, created_at, first_user)
+			VALUES (?, ?, ?, ?, ?)`, u.Username, string(role), u.PasswordHash, createdNs, first)
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	}
+	got := role
+	var id int64
+	if empty {
+		got = core.RoleAdmin
+		id, err = insert(got, 1)
+		if isErr(err, errDupEntry) && strings.Contains(err.Error(), "users_first") {
+			got = role // another user was first after all
+			id, err = insert(got, nil)
+		}
+	} else {
+		id, err = insert(got, nil)
+	}
+	if isErr(err, errDupEntry) {
+		return fmt.Errorf("cannot create user %q: username taken: %w", u.Username, core.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot create user %q: %w", u.Username, err)
+	}
+	u.ID, u.Role, u.CreatedAt = id, got, sqlutil.Time(createdNs)
+	return nil
+}
+
+// UserByName returns the user called username, or core.ErrNotFound.
+func (s *Store) UserByName(ctx context.Context, username string) (core.User, error) {
+	return s.user(ctx, "username", username)
+}
+
+// UserByID returns the user with id, or core.ErrNotFound.
+func (s *Store) UserByID(ctx context.Context, id int64) (core.User, error) {
+	return s.user(ctx, "id", id)
+}
+
+// user looks a user up by one column; col is a constant of this file.
+func (s *Store) user(ctx context.Context, col string, key any) (core.User, error) {
+	var u core.User
+	var role string
+	var created int64
+	err := s.db.QueryRowContext(ctx,
+		`SELECT id, username, role, password_hash, created_at FROM users WHERE `+col+` = ?`, key).
+		Scan(&u.ID, &u.Username, &role, &u.PasswordHash, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.User{}, fmt.Errorf("cannot find user %v: %w", key, core.ErrNotFound)
+	}
+	if err != nil {
+		return core.User{}, fmt.Errorf("cannot read user %v: %w", key, err)
+	}
+	u.Role, u.CreatedAt = core.Role(role), sqlutil.Time(created)
+	return u, nil
+}
