@@ -14,7 +14,9 @@ import (
 
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
+	"github.com/rlsched/rlsched/core/lease/redis"
 	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/mysql"
 	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/httpapi"
@@ -26,7 +28,7 @@ type masterOpts struct {
 	dataDir, bind, sqlitePath, logDir string
 	masterPort, rpcPort               int
 	hbTTL, taskTTL, cancelGrace       int // seconds
-	mysqlDSN, redisAddr               string
+	mysqlDSN, redisAddr, redisPrefix  string
 	masterID                          string
 	jwtSecret, joinToken              string
 }
@@ -40,6 +42,7 @@ func (o *masterOpts) define(f envFlags, defaultBind string) {
 	f.str(&o.logDir, "log-dir", "LOG_DIR", "", "run log directory (default DATA_DIR/logs)")
 	f.str(&o.mysqlDSN, "mysql-dsn", "MYSQL_DSN", "", "MySQL DSN (empty: SQLite)")
 	f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address (empty: in-memory leases)")
+	f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key, so deployments can share one Redis")
 	f.int(&o.hbTTL, "worker-hb-ttl", "WORKER_HB_TTL_SECONDS", 30, "seconds without a heartbeat before a worker counts as gone; workers beat every third of it")
 	f.int(&o.taskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in seconds; a run whose worker is silent this long is LOST")
 	f.int(&o.cancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "seconds between SIGTERM and SIGKILL when a run is cancelled")
@@ -55,18 +58,18 @@ func defaultDataDir() string {
 
 // runningMaster is a started master: its store, dispatcher and REST server.
 type runningMaster struct {
-	st       store.Store
-	ls       lease.Leases
-	files    *logpipe.Files
-	disp     *dispatch.Master
-	api      *httpapi.Server
-	httpLn   net.Listener
-	httpErr  chan error
-	url      string
-	rpcAddr  string
-	log      zerolog.Logger
-	sqlite   string
-	logDir   string
+	st      store.Store
+	ls      lease.Leases
+	files   *logpipe.Files
+	disp    *dispatch.Master
+	api     *httpapi.Server
+	httpLn  net.Listener
+	httpErr chan error
+	url     string
+	rpcAddr string
+	log     zerolog.Logger
+	sqlite  string
+	logDir  string
 }
 
 func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runningMaster, error) {
@@ -78,9 +81,6 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	}
 	if o.joinToken == "" {
 		return nil, errors.New("WORKER_JOIN_TOKEN is not set: give the master and its workers the same secret token")
-	}
-	if o.mysqlDSN != "" || o.redisAddr != "" {
-		return nil, errors.New("MYSQL_DSN and REDIS_ADDR are not supported by this build yet: unset them to use SQLite and in-memory leases")
 	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cannot create data dir: %w", err)
@@ -99,10 +99,12 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		}
 	}()
 	var err error
-	if rm.st, err = sqlite.Open(o.sqlitePath); err != nil {
+	if rm.st, err = openStore(o); err != nil {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
-	rm.ls = memory.New()
+	if rm.ls, err = openLeases(ctx, o); err != nil {
+		return nil, fmt.Errorf("cannot open the lease store: %w", err)
+	}
 	if rm.files, err = logpipe.NewFiles(o.logDir); err != nil {
 		return nil, err
 	}
@@ -140,6 +142,22 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	log.Info().Str("url", rm.url).Str("rpc", rm.rpcAddr).Str("store", o.sqlitePath).Str("logs", o.logDir).Msg("master started")
 	ok = true
 	return rm, nil
+}
+
+// openStore picks MySQL when MYSQL_DSN is set, else SQLite.
+func openStore(o masterOpts) (store.Store, error) {
+	if o.mysqlDSN != "" {
+		return mysql.Open(o.mysqlDSN)
+	}
+	return sqlite.Open(o.sqlitePath)
+}
+
+// openLeases picks Redis when REDIS_ADDR is set, else in-memory leases.
+func openLeases(ctx context.Context, o masterOpts) (lease.Leases, error) {
+	if o.redisAddr != "" {
+		return redis.Open(ctx, o.redisAddr, redis.Options{Prefix: o.redisPrefix})
+	}
+	return memory.New(), nil
 }
 
 func (rm *runningMaster) close(ctx context.Context) {
