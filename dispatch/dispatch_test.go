@@ -171,7 +171,9 @@ func eventually(t *testing.T, what string, f func() bool) {
 }
 
 func TestRunLifecycle(t *testing.T) {
-	h := newHarness(t, nil)
+	// The fake worker never heartbeats: a TTL longer than the test, so a
+	// loaded machine's pauses between steps do not close its session.
+	h := newHarness(t, func(c *Config) { c.HeartbeatTTL = time.Minute })
 	p := dial(t, h.m.Addr())
 	p.hello("w1", 1, 0)
 	task := h.submit(t, 0, "echo", "hi")
@@ -195,6 +197,9 @@ func TestRunLifecycle(t *testing.T) {
 	if ack := p.expect(&pb.LogAck{}).(*pb.LogAck); ack.Error != "fenced" {
 		t.Fatalf("stale LogData acked %v", ack)
 	}
+	if !strings.Contains(h.logs.String(), "refusing LogData with a stale fence") {
+		t.Fatal("a stale LogData was not logged")
+	}
 	// An offset from the future is refused, never padded.
 	p.send(&pb.LogData{TaskId: task.ID, Attempt: 1, Fence: ex.Fence, Offset: 100, Data: []byte("x")})
 	if ack := p.expect(&pb.LogAck{}).(*pb.LogAck); ack.Error != "gap" || ack.Offset != n {
@@ -216,7 +221,7 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatalf("metrics %v", series)
 	}
 	if ws := h.m.Workers(); len(ws) != 1 || ws[0].State != core.WorkerIdle {
-		t.Fatalf("workers %+v", ws)
+		t.Fatalf("workers %+v\nmaster log:\n%s", ws, h.logs.String())
 	}
 }
 

@@ -40,7 +40,12 @@ type Config struct {
 	// OnWorker, when set, receives a worker's view after each change of its
 	// state or runs (for live dashboards). It must not block.
 	OnWorker func(core.WorkerInfo)
-	Logger   zerolog.Logger
+	// Logs writes the runs' output: event loops submit LogData frames to it
+	// and it acks them. The caller owns it (closes it after Stop). When nil,
+	// the master makes its own over the files passed to New, with the store
+	// for metrics, and closes it in Stop.
+	Logs   *logpipe.Writer
+	Logger zerolog.Logger
 }
 
 func (c *Config) defaults() error {
@@ -80,7 +85,9 @@ type Master struct {
 	log   zerolog.Logger
 	st    store.Store
 	ls    lease.Leases
-	files *logpipe.Files
+	files *logpipe.Files  // only for its Dir, when Config.Logs is nil
+	logs  *logpipe.Writer // set by New or Start
+	own   bool            // logs was made by Start and is closed by Stop
 
 	eng     gnet.Engine
 	addr    string
@@ -95,13 +102,17 @@ type Master struct {
 	runErr chan error
 }
 
-// New builds a master; Start runs it.
+// New builds a master; Start runs it. Run output goes to cfg.Logs, or, when
+// that is nil, to a writer over files' directory that the master makes.
 func New(cfg Config, st store.Store, ls lease.Leases, files *logpipe.Files) (*Master, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if cfg.Logs == nil && files == nil {
+		return nil, errors.New("BUG: a master needs a log writer (Config.Logs) or a log dir (files)")
+	}
 	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, ls: ls, files: files, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, ls: ls, files: files, logs: cfg.Logs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
 	m.reg.init()
 	return m, nil
 }
@@ -110,6 +121,13 @@ func New(cfg Config, st store.Store, ls lease.Leases, files *logpipe.Files) (*Ma
 // and the reaper, and returns once the server listens.
 func (m *Master) Start(ctx context.Context) error {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	if m.logs == nil {
+		w, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: m.files.Dir(), Store: m.st, Logger: m.cfg.Logger})
+		if err != nil {
+			return err
+		}
+		m.logs, m.own = w, true
+	}
 	if err := m.recover(ctx); err != nil {
 		return err
 	}
@@ -145,7 +163,8 @@ func (m *Master) Addr() string { return m.addr }
 // MasterID names this master.
 func (m *Master) MasterID() string { return m.cfg.MasterID }
 
-// Stop closes the server and waits for the background goroutines.
+// Stop closes the server and waits for the background goroutines. A log
+// writer the master made is closed after writing what it holds.
 func (m *Master) Stop(ctx context.Context) error {
 	if m.cancel == nil {
 		return nil
@@ -153,7 +172,21 @@ func (m *Master) Stop(ctx context.Context) error {
 	err := m.eng.Stop(ctx)
 	m.cancel()
 	m.wg.Wait()
+	if m.own {
+		m.logs.Close()
+	}
 	return err
+}
+
+// Logs is the writer of the runs' output (for its Stats and SetSink).
+func (m *Master) Logs() *logpipe.Writer { return m.logs }
+
+// LogStats is the log writer's health, for /api/monitor/health.
+func (m *Master) LogStats() map[string]any {
+	if m.logs == nil {
+		return map[string]any{"status": "stopped"}
+	}
+	return m.logs.Stats()
 }
 
 // Notify wakes the scheduler.

@@ -44,7 +44,7 @@ func (m *Master) reapOnce(ctx context.Context) {
 				m.reg.removeRunLocked(l.TaskID)
 			}
 			m.reg.mu.Unlock()
-			m.files.Close(l.TaskID)
+			m.logs.Forget(l.TaskID)
 			m.workerChanged(l.WorkerID)
 			m.lost(ctx, l.TaskID, l.Fence, fmt.Sprintf("lease of worker %s expired", l.WorkerID))
 		}

@@ -38,7 +38,6 @@ type runRec struct {
 	workerID string
 	gpus     []int // indices; empty for a CPU-slot run
 	started  bool
-	extract  *extractState
 }
 
 func (r *registry) init() {

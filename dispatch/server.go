@@ -38,12 +38,14 @@ type conn struct {
 
 // session is a verified worker connection.
 type session struct {
+	m        *Master
 	id       string
 	workerID string
 	c        gnet.Conn
 	shard    *shard
 	closed   atomic.Bool
 	lastSeen atomic.Int64 // unix nanos of the last frame
+	fenced   atomic.Int64 // LogData refused as fenced, to thin out the warnings
 }
 
 // send encodes m and queues it on the connection. Safe from any goroutine.
@@ -168,7 +170,7 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		}
 		cc.hello = true
 		s.m.pending.Delete(cc)
-		sess := &session{id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
+		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
 		sess.lastSeen.Store(time.Now().UnixNano())
 		cc.sess = sess
 		sess.shard.push(func() { s.m.onHello(sess, hello) })
@@ -182,7 +184,7 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 	case *pb.TaskStarted:
 		sess.shard.push(func() { s.m.onStarted(sess, msg) })
 	case *pb.LogData:
-		sess.shard.push(func() { s.m.onLogData(sess, msg) })
+		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
 		sess.shard.push(func() { s.m.onFinished(sess, msg) })
 	case *pb.Metric, *pb.ArtifactChunk:

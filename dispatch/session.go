@@ -13,13 +13,6 @@ import (
 	"github.com/rlsched/rlsched/logpipe"
 )
 
-// extractState is a run's metric extractor; only the worker's shard touches it.
-type extractState struct {
-	x        logpipe.Extractor
-	reported float64
-	has      bool
-}
-
 // runFor returns the run placed on sess's worker matching a report, or nil
 // when the report is stale (another attempt, another fence, another worker).
 func (m *Master) runFor(sess *session, taskID string, attempt int32, fence uint64) *runRec {
@@ -96,46 +89,59 @@ func (m *Master) onStarted(sess *session, ts *pb.TaskStarted) {
 	m.reg.mu.Unlock()
 }
 
+// onLogData runs on the connection's event loop and never blocks there: it
+// checks the frame against the run placed on this worker (task, attempt,
+// fence) and hands it to the log writer, which acks it once the bytes are in
+// the file. A stale frame is answered "fenced"; when the writer's queue is
+// full, "busy" with the frame's offset, and the worker resends from there
+// after a pause (package logpipe, "Back-pressure").
 func (m *Master) onLogData(sess *session, ld *pb.LogData) {
-	rr := m.runFor(sess, ld.TaskId, ld.Attempt, ld.Fence)
-	if rr == nil {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", ld.TaskId).Uint64("fence", ld.Fence).Msg("refusing LogData with a stale fence")
+	traceID, ok := m.logTarget(sess, ld)
+	if !ok {
+		// Logged at the 1st, 2nd, 4th, 8th... refusal of the session: a
+		// worker that keeps sending cannot flood the log from the loop.
+		if n := sess.fenced.Add(1); n&(n-1) == 0 {
+			m.log.Warn().Str("worker", sess.workerID).Str("task", ld.TaskId).Int32("attempt", ld.Attempt).
+				Uint64("fence", ld.Fence).Int64("refused", n).Msg("refusing LogData with a stale fence")
+		}
 		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Error: "fenced"})
 		return
 	}
-	have, fresh, err := m.files.Append(ld.TaskId, rr.traceID, int(ld.Attempt), ld.Offset, ld.Data)
-	ack := &pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: have}
-	switch {
-	case errors.Is(err, logpipe.ErrGap):
-		ack.Error = "gap"
-	case err != nil:
-		ack.Error = err.Error()
-		m.log.Error().Str("task", ld.TaskId).Err(err).Msg("cannot store log bytes; the worker keeps them")
+	f := logpipe.Frame{TaskID: ld.TaskId, TraceID: traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
+	if !m.logs.Submit(f) {
+		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy})
 	}
-	if len(fresh) > 0 {
-		m.extractMetrics(rr, fresh)
-	}
-	_ = sess.send(ack)
 }
 
-func (m *Master) extractMetrics(rr *runRec, fresh []byte) {
-	if rr.extract == nil {
-		rr.extract = &extractState{}
+// logTarget returns the trace id of the run a LogData belongs to, or false
+// when the frame is stale (another attempt, another fence, another worker).
+func (m *Master) logTarget(sess *session, ld *pb.LogData) (string, bool) {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	rr := m.reg.runs[ld.TaskId]
+	if rr == nil || rr.workerID != sess.workerID || rr.attempt != int(ld.Attempt) || rr.fence != ld.Fence || ld.Fence == 0 {
+		return "", false
 	}
-	ex := rr.extract
-	pts := ex.x.Feed(fresh)
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
-	if len(pts) > 0 {
-		if err := m.st.AppendMetrics(ctx, rr.taskID, pts); err != nil {
-			m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot store metrics")
-		}
+	return rr.traceID, true
+}
+
+// LogAcked sends the log writer's ack to the worker. Called by writer
+// goroutines; never blocks (AsyncWrite). A changed final reward is recorded
+// on the worker's shard first, so it is ordered with TaskStarted and
+// TaskFinished (whose read-modify-write of the run would otherwise undo it),
+// and it is queued there before the worker can see the ack and finish.
+func (s *session) LogAcked(a logpipe.Ack) {
+	if a.FinalReward != nil {
+		id, v, m := a.TaskID, *a.FinalReward, s.m
+		s.shard.push(func() {
+			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+			defer cancel()
+			if err := m.st.SetFinalReward(ctx, id, v); err != nil {
+				m.log.Warn().Str("task", id).Err(err).Msg("cannot store the final reward")
+			}
+		})
 	}
-	if v, ok := ex.x.FinalReward(); ok && (!ex.has || v != ex.reported) {
-		if err := m.st.SetFinalReward(ctx, rr.taskID, v); err == nil {
-			ex.reported, ex.has = v, true
-		}
-	}
+	_ = s.send(&pb.LogAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Offset: a.Offset, Error: a.Err})
 }
 
 func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
@@ -219,7 +225,7 @@ func (m *Master) release(ctx context.Context, rr *runRec) {
 		m.reg.removeRunLocked(rr.taskID)
 	}
 	m.reg.mu.Unlock()
-	m.files.Close(rr.taskID)
+	m.logs.Forget(rr.taskID)
 	m.workerChanged(rr.workerID)
 }
 

@@ -1,22 +1,17 @@
-// Package logpipe turns the output bytes of runs into one log file per run
-// (LOG_DIR/<taskId>.log, first line TRACE_ID:<traceId>, attempts after the
-// first each preceded by one marker line) and into metric points.
-//
-// Offsets make delivery exactly-once into the file: each attempt's output is
-// addressed by byte offset from 0; bytes the file already has are dropped and
-// an offset past the end is refused, never padded. This version writes under
-// a mutex per run; it must never be called from a gnet event loop.
 package logpipe
 
 import (
 	"bytes"
+	"container/list"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -27,33 +22,6 @@ var ErrGap = errors.New("gap: offset beyond stored bytes")
 // markerPrefix starts the line written before the output of attempt ≥ 2.
 const markerPrefix = "=== rlsched attempt "
 
-// Files appends run output to per-run log files. Safe for concurrent use.
-type Files struct {
-	dir string
-
-	mu   sync.Mutex
-	runs map[string]*runFile
-}
-
-type runFile struct {
-	mu      sync.Mutex
-	f       *os.File
-	size    int64 // file size
-	attempt int   // attempt whose output the file currently ends with
-	have    uint64
-}
-
-// NewFiles keeps log files in dir, creating it.
-func NewFiles(dir string) (*Files, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create log dir %s: %w", dir, err)
-	}
-	return &Files{dir: dir, runs: map[string]*runFile{}}, nil
-}
-
-// Dir is the directory holding the files.
-func (fs *Files) Dir() string { return fs.dir }
-
 // Path returns the log file of a run; id must be valid.
 func Path(dir, taskID string) (string, error) {
 	if !core.ValidTaskID(taskID) {
@@ -62,10 +30,99 @@ func Path(dir, taskID string) (string, error) {
 	return filepath.Join(dir, taskID+".log"), nil
 }
 
-func (fs *Files) get(taskID string) (*runFile, error) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if rf := fs.runs[taskID]; rf != nil {
+// fileState is what the master knows of a run's log file.
+type fileState struct {
+	size    int64  // file size
+	attempt int    // attempt whose output the file ends with; 0 while empty
+	have    uint64 // bytes of that attempt's output in the file
+	lastNL  bool   // the file ends with '\n'
+}
+
+// piece is a part of a staged write: header, marker or output.
+type piece struct {
+	b       []byte
+	attempt int    // for output: the attempt it belongs to; 0 for header/marker
+	offset  uint64 // for output: offset of b[0] in the attempt's output
+}
+
+// stage computes what appending data (attempt's output at offset) does to
+// the file described by st, appending the bytes to write to pieces. It
+// returns the fresh part of data (possibly empty). Bytes already present are
+// skipped; an offset past the end is ErrGap; an older attempt is refused.
+func (st *fileState) stage(pieces []piece, traceID string, attempt int, offset uint64, data []byte) ([]piece, []byte, error) {
+	if attempt < 1 {
+		return pieces, nil, fmt.Errorf("invalid attempt %d", attempt)
+	}
+	if st.size == 0 && st.attempt == 0 {
+		h := []byte("TRACE_ID:" + strings.ReplaceAll(traceID, "\n", " ") + "\n")
+		pieces = append(pieces, piece{b: h})
+		st.size += int64(len(h))
+		st.attempt, st.have, st.lastNL = 1, 0, true
+	}
+	switch {
+	case attempt < st.attempt:
+		return pieces, nil, fmt.Errorf("stale attempt %d: the log is at attempt %d", attempt, st.attempt)
+	case attempt > st.attempt:
+		var mk []byte
+		if !st.lastNL {
+			mk = append(mk, '\n')
+		}
+		mk = append(mk, markerPrefix+strconv.Itoa(attempt)+" ===\n"...)
+		pieces = append(pieces, piece{b: mk})
+		st.size += int64(len(mk))
+		st.attempt, st.have, st.lastNL = attempt, 0, true
+	}
+	if offset > st.have {
+		return pieces, nil, ErrGap
+	}
+	skip := st.have - offset
+	if skip >= uint64(len(data)) {
+		return pieces, nil, nil
+	}
+	fresh := data[skip:]
+	pieces = append(pieces, piece{b: fresh, attempt: attempt, offset: st.have})
+	st.size += int64(len(fresh))
+	st.have += uint64(len(fresh))
+	st.lastNL = fresh[len(fresh)-1] == '\n'
+	return pieces, fresh, nil
+}
+
+// runFile is one run's log file. Only its fileSet's owner touches it.
+type runFile struct {
+	id    string
+	f     *os.File      // nil while closed; reopened on the next use
+	elem  *list.Element // in fileSet.lru while f is open
+	st    fileState
+	known bool // st describes the file as this process last left it
+
+	// Metric extraction, for the writer that owns the file.
+	x           *Extractor
+	xAttempt    int
+	reported    float64
+	hasReported bool
+}
+
+// fileSet holds the runs' log files with at most maxOpen open at once
+// (least recently used closed first). Not safe for concurrent use: one
+// owner (a writer goroutine, or Files under its mutex).
+type fileSet struct {
+	dir     string
+	gauge   *atomic.Int64 // files open, for Stats; may be nil
+	maxOpen int
+	maxRuns int // closed runs' states kept beyond this are dropped
+	runs    map[string]*runFile
+	lru     list.List // of *runFile with f open; front is most recent
+}
+
+func newFileSet(dir string, maxOpen int) *fileSet {
+	return &fileSet{dir: dir, maxOpen: max(maxOpen, 1), maxRuns: max(4*maxOpen, 4096), runs: map[string]*runFile{}}
+}
+
+// open returns the run's file, open, its state known.
+func (fs *fileSet) open(taskID string) (*runFile, error) {
+	rf := fs.runs[taskID]
+	if rf != nil && rf.f != nil {
+		fs.lru.MoveToFront(rf.elem)
 		return rf, nil
 	}
 	p, err := Path(fs.dir, taskID)
@@ -73,39 +130,117 @@ func (fs *Files) get(taskID string) (*runFile, error) {
 		return nil, err
 	}
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		// LOG_DIR itself is gone (cleaned up under us): make it again.
+		if os.MkdirAll(fs.dir, 0o755) == nil {
+			f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot open log file: %w", err)
 	}
-	rf := &runFile{f: f}
+	if rf == nil {
+		fs.trimRuns()
+		rf = &runFile{id: taskID}
+		fs.runs[taskID] = rf
+	}
+	rf.f = f
 	if err := rf.recover(); err != nil {
 		f.Close()
+		rf.f, rf.known = nil, false
 		return nil, err
 	}
-	fs.runs[taskID] = rf
+	rf.elem = fs.lru.PushFront(rf)
+	for fs.lru.Len() > fs.maxOpen {
+		fs.close(fs.lru.Back().Value.(*runFile))
+	}
+	fs.count()
 	return rf, nil
 }
 
-// recover reads an existing file to learn which attempt it ends with and
-// how many bytes of that attempt it holds, so a restarted master continues
-// exactly where the last one stopped.
+// trimRuns drops the state of closed runs when there are too many; it is
+// read back from their files when they are used again.
+func (fs *fileSet) trimRuns() {
+	if len(fs.runs) < fs.maxRuns {
+		return
+	}
+	for id, rf := range fs.runs {
+		if rf.f == nil {
+			delete(fs.runs, id)
+		}
+		if len(fs.runs) < fs.maxRuns/2 {
+			return
+		}
+	}
+}
+
+// close closes the run's file and keeps its state.
+func (fs *fileSet) close(rf *runFile) {
+	if rf.f == nil {
+		return
+	}
+	rf.f.Close()
+	rf.f = nil
+	fs.lru.Remove(rf.elem)
+	rf.elem = nil
+	fs.count()
+}
+
+func (fs *fileSet) count() {
+	if fs.gauge != nil {
+		fs.gauge.Store(int64(fs.lru.Len()))
+	}
+}
+
+// broken closes a file whose write failed and forgets its state, so the
+// next use reads the file again.
+func (fs *fileSet) broken(rf *runFile) {
+	fs.close(rf)
+	rf.known = false
+}
+
+// forget closes the run's file and drops everything kept about it.
+func (fs *fileSet) forget(taskID string) {
+	if rf := fs.runs[taskID]; rf != nil {
+		fs.close(rf)
+		delete(fs.runs, taskID)
+	}
+}
+
+func (fs *fileSet) closeAll() {
+	for _, rf := range fs.runs {
+		fs.close(rf)
+	}
+	fs.runs = map[string]*runFile{}
+}
+
+// recover learns the state of a just opened file. A file this process left
+// at the same size is trusted; anything else is read: which attempt it ends
+// with and how many bytes of that attempt it holds, so a restarted master
+// continues exactly where the last one stopped.
 func (rf *runFile) recover() error {
 	st, err := rf.f.Stat()
 	if err != nil {
 		return fmt.Errorf("cannot stat log file: %w", err)
 	}
-	rf.size = st.Size()
-	if rf.size == 0 {
+	if rf.known && st.Size() == rf.st.size {
 		return nil
 	}
-	data, err := io.ReadAll(io.NewSectionReader(rf.f, 0, rf.size))
+	rf.st, rf.known, rf.x = fileState{size: st.Size()}, true, nil
+	if rf.st.size == 0 {
+		return nil
+	}
+	data, err := io.ReadAll(io.NewSectionReader(rf.f, 0, rf.st.size))
 	if err != nil {
+		rf.known = false
 		return fmt.Errorf("cannot read log file: %w", err)
 	}
 	nl := bytes.IndexByte(data, '\n')
 	if nl < 0 { // a torn header line: rewrite it
 		return rf.truncate(0)
 	}
-	rf.attempt, rf.have = 1, uint64(len(data)-nl-1)
+	rf.st.attempt, rf.st.have = 1, uint64(len(data)-nl-1)
+	rf.st.lastNL = data[len(data)-1] == '\n'
 	for pos := nl + 1; pos < len(data); {
 		i := bytes.Index(data[pos:], []byte("\n"+markerPrefix))
 		if i < 0 {
@@ -114,11 +249,15 @@ func (rf *runFile) recover() error {
 		start := pos + i + 1
 		end := bytes.IndexByte(data[start:], '\n')
 		if end < 0 { // torn marker: drop it, the next write writes it again
-			return rf.truncate(int64(start))
+			if err := rf.truncate(int64(start)); err != nil {
+				return err
+			}
+			rf.st.lastNL = true // data[start-1] is the '\n' before the marker
+			return nil
 		}
 		var n int
-		if _, err := fmt.Sscanf(string(data[start+len(markerPrefix):start+end]), "%d", &n); err == nil && n > rf.attempt {
-			rf.attempt, rf.have = n, uint64(len(data)-(start+end+1))
+		if _, err := fmt.Sscanf(string(data[start+len(markerPrefix):start+end]), "%d", &n); err == nil && n > rf.st.attempt {
+			rf.st.attempt, rf.st.have = n, uint64(len(data)-(start+end+1))
 		}
 		pos = start + end + 1
 	}
@@ -127,11 +266,77 @@ func (rf *runFile) recover() error {
 
 func (rf *runFile) truncate(n int64) error {
 	if err := rf.f.Truncate(n); err != nil {
+		rf.known = false
 		return fmt.Errorf("cannot truncate log file: %w", err)
 	}
-	rf.size = n
+	if n == 0 {
+		rf.st = fileState{}
+	} else {
+		rf.st.have -= uint64(rf.st.size - n)
+	}
+	rf.st.size = n
 	return nil
 }
+
+// write appends p at the end of the file. A failed or short write is cut
+// off again, so the file never holds bytes its offsets do not describe; the
+// caller then treats the file as broken.
+func (rf *runFile) write(p []byte) error {
+	n, err := rf.f.Write(p)
+	if err != nil {
+		if n > 0 {
+			_ = rf.f.Truncate(rf.st.size)
+		}
+		return fmt.Errorf("cannot write log file %s.log: %w", rf.id, err)
+	}
+	return nil
+}
+
+// join returns the pieces as one byte slice: the only piece itself when
+// there is one (no copy), else their concatenation appended to buf.
+func join(buf []byte, pieces []piece) []byte {
+	if len(pieces) == 1 {
+		return pieces[0].b
+	}
+	for _, p := range pieces {
+		buf = append(buf, p.b...)
+	}
+	return buf
+}
+
+// tail returns up to n bytes of the file before position end, not before
+// position start.
+func (rf *runFile) tail(start, end int64, n int) []byte {
+	from := max(start, end-int64(n))
+	if from >= end {
+		return nil
+	}
+	b := make([]byte, end-from)
+	if _, err := rf.f.ReadAt(b, from); err != nil {
+		return nil
+	}
+	return b
+}
+
+// Files appends run output to per-run log files (LOG_DIR/<taskId>.log)
+// synchronously, the caller waiting for the disk. Safe for concurrent use.
+// It must never be called from a gnet event loop; the event loops go through
+// a Writer instead.
+type Files struct {
+	mu  sync.Mutex
+	set *fileSet
+}
+
+// NewFiles keeps log files in dir, creating it.
+func NewFiles(dir string) (*Files, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create log dir %s: %w", dir, err)
+	}
+	return &Files{set: newFileSet(dir, 256)}, nil
+}
+
+// Dir is the directory holding the files.
+func (fs *Files) Dir() string { return fs.set.dir }
 
 // Append writes data, the output of attempt at offset, to the run's file and
 // returns how many bytes of the attempt the file now holds and the part of
@@ -139,121 +344,54 @@ func (rf *runFile) truncate(n int64) error {
 // end returns ErrGap with have. An attempt older than the file's current one
 // is refused as stale.
 func (fs *Files) Append(taskID, traceID string, attempt int, offset uint64, data []byte) (uint64, []byte, error) {
-	have, skip, err := fs.append(taskID, traceID, attempt, offset, data)
-	if err != nil || skip >= uint64(len(data)) {
-		return have, nil, err
-	}
-	return have, data[skip:], nil
-}
-
-func (fs *Files) append(taskID, traceID string, attempt int, offset uint64, data []byte) (uint64, uint64, error) {
-	rf, err := fs.get(taskID)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	rf, err := fs.set.open(taskID)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
-	rf.mu.Lock()
-	defer rf.mu.Unlock()
-	if rf.size == 0 {
-		if err := rf.write([]byte("TRACE_ID:" + traceID + "\n")); err != nil {
-			return 0, 0, err
+	st := rf.st
+	pieces, fresh, err := st.stage(nil, traceID, attempt, offset, data)
+	if len(pieces) > 0 {
+		if werr := rf.write(join(nil, pieces)); werr != nil {
+			fs.set.broken(rf)
+			return rf.st.have, nil, werr
 		}
-		rf.attempt, rf.have = 1, 0
+		rf.st = st
 	}
-	switch {
-	case attempt < rf.attempt:
-		return 0, 0, fmt.Errorf("stale attempt %d: the log is at attempt %d", attempt, rf.attempt)
-	case attempt > rf.attempt:
-		if err := rf.startAttempt(attempt); err != nil {
-			return 0, 0, err
-		}
-	}
-	if offset > rf.have {
-		return rf.have, 0, ErrGap
-	}
-	skip := rf.have - offset
-	if skip >= uint64(len(data)) {
-		return rf.have, skip, nil
-	}
-	if err := rf.write(data[skip:]); err != nil {
-		return rf.have, 0, err
-	}
-	rf.have += uint64(len(data)) - skip
-	return rf.have, skip, nil
-}
-
-func (rf *runFile) startAttempt(attempt int) error {
-	var marker []byte
-	if rf.lastByteNotNewline() {
-		marker = append(marker, '\n')
-	}
-	marker = append(marker, markerPrefix+strconv.Itoa(attempt)+" ===\n"...)
-	if err := rf.write(marker); err != nil {
-		return err
-	}
-	rf.attempt, rf.have = attempt, 0
-	return nil
-}
-
-func (rf *runFile) lastByteNotNewline() bool {
-	var b [1]byte
-	if rf.size == 0 {
-		return false
-	}
-	if _, err := rf.f.ReadAt(b[:], rf.size-1); err != nil {
-		return true
-	}
-	return b[0] != '\n'
-}
-
-func (rf *runFile) write(p []byte) error {
-	n, err := rf.f.Write(p)
-	rf.size += int64(n)
 	if err != nil {
-		// A short write leaves bytes we did not count: cut them off so the
-		// file never holds a partial frame that offsets don't describe.
-		_ = rf.f.Truncate(rf.size - int64(n))
-		rf.size -= int64(n)
-		return fmt.Errorf("cannot write log file: %w", err)
+		if errors.Is(err, ErrGap) {
+			return st.have, nil, err
+		}
+		return 0, nil, err
 	}
-	return nil
+	return st.have, fresh, nil
 }
 
 // Have returns how many bytes of attempt the run's file holds.
 func (fs *Files) Have(taskID string, attempt int) (uint64, error) {
-	rf, err := fs.get(taskID)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	rf, err := fs.set.open(taskID)
 	if err != nil {
 		return 0, err
 	}
-	rf.mu.Lock()
-	defer rf.mu.Unlock()
-	if rf.attempt != attempt {
+	if rf.st.attempt != attempt {
 		return 0, nil
 	}
-	return rf.have, nil
+	return rf.st.have, nil
 }
 
 // Close closes the run's file (it is reopened on the next Append).
 func (fs *Files) Close(taskID string) {
 	fs.mu.Lock()
-	rf := fs.runs[taskID]
-	delete(fs.runs, taskID)
+	fs.set.forget(taskID)
 	fs.mu.Unlock()
-	if rf != nil {
-		rf.mu.Lock()
-		rf.f.Close()
-		rf.mu.Unlock()
-	}
 }
 
 // CloseAll closes every open file.
 func (fs *Files) CloseAll() {
 	fs.mu.Lock()
-	runs := fs.runs
-	fs.runs = map[string]*runFile{}
+	fs.set.closeAll()
 	fs.mu.Unlock()
-	for _, rf := range runs {
-		rf.mu.Lock()
-		rf.f.Close()
-		rf.mu.Unlock()
-	}
 }

@@ -32,7 +32,25 @@ var (
 
 // Feed scans data and returns the metric points of every complete line.
 func (x *Extractor) Feed(data []byte) []core.MetricPoint {
-	var pts []core.MetricPoint
+	return x.feedAppend(nil, data)
+}
+
+// resume starts a fresh extractor in the middle of an output stream whose
+// preceding bytes end with before: the partial last line of before is kept,
+// so a metric line split across the point where this extractor took over is
+// still found. whole says before reaches back to the start of the output
+// (so all of it is the partial line when it has no newline).
+func (x *Extractor) resume(before []byte, whole bool) {
+	x.partial = x.partial[:0]
+	if i := bytes.LastIndexByte(before, '\n'); i >= 0 {
+		x.partial = append(x.partial, before[i+1:]...)
+	} else if whole {
+		x.partial = append(x.partial, before...)
+	}
+}
+
+// feedAppend is Feed appending to pts.
+func (x *Extractor) feedAppend(pts []core.MetricPoint, data []byte) []core.MetricPoint {
 	for len(data) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {

@@ -6,6 +6,11 @@ import "github.com/rlsched/rlsched/core"
 // offset in that file (the offsets of API.md's /topic/logs), in file order.
 // Implementations must not block: the WebSocket hub queues or drops
 // (sending `lagged`) rather than stall a writer.
+//
+// A Writer calls it from its writer goroutines, after the bytes are written
+// to the file and before they are acked, in file order for each run (the
+// header and attempt markers included). data is never modified afterwards,
+// so the sink may keep it without copying (read-only).
 type LogSink interface {
 	LogAppended(taskID string, fileOffset int64, data []byte)
 }

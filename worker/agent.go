@@ -51,6 +51,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "outputs"), 0o755); err != nil {
 		return fmt.Errorf("cannot create outputs dir in %s: %w", cfg.DataDir, err)
 	}
+	// Spilled output of an earlier worker process: its runs died with it.
+	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {
+		a.log.Warn().Err(err).Msg("cannot remove the old output spool")
+	}
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return err
 	}
@@ -192,6 +196,16 @@ func (a *agent) logAck(m *pb.LogAck) {
 	switch m.GetError() {
 	case "":
 		r.sent = max(r.sent, r.out.Ack(m.GetOffset()))
+		r.retry.Reset()
+	case "busy":
+		// The master's log queue was full: nothing from Offset on was
+		// taken. Resend from there after a pause; what was sent behind it
+		// comes back as gaps.
+		r.sent = max(r.out.Acked(), min(r.sent, m.GetOffset()))
+		if d, ok := r.backoffLocked(); ok {
+			r.log.Debug().Dur("retry_in", d).Msg("master log queue busy; pausing output")
+		}
+		return // the writer resends once the pause is over
 	case "gap":
 		// The master has bytes up to Offset and wants the rest from there.
 		acked := r.out.Ack(m.GetOffset())
@@ -205,10 +219,29 @@ func (a *agent) logAck(m *pb.LogAck) {
 		a.forgetLocked(r, false)
 		return
 	default:
-		r.log.Warn().Str("error", m.GetError()).Msg("master could not store output; resending from the acked offset")
+		// The master cannot store output (disk full, LOG_DIR unwritable):
+		// keep it in the spool and resend from the acked offset with backoff.
 		r.sent = r.out.Acked()
+		if d, ok := r.backoffLocked(); ok {
+			r.log.Warn().Str("error", m.GetError()).Uint64("acked", r.sent).Dur("retry_in", d).
+				Msg("master could not store output; keeping it and resending with backoff")
+		}
+		return
 	}
 	a.kickLocked()
+}
+
+// backoffLocked pauses the run's output for the next backoff delay, unless
+// a pause is already running (the refusals of frames that were in flight
+// together count once). Caller holds agent.mu.
+func (r *run) backoffLocked() (time.Duration, bool) {
+	now := time.Now()
+	if now.Before(r.retryAt) {
+		return 0, false
+	}
+	d := r.retry.Delay()
+	r.retryAt = now.Add(d)
+	return d, true
 }
 
 // finishedAck handles TaskFinishedAck: the run is done with. Reader goroutine.
@@ -220,6 +253,7 @@ func (a *agent) finishedAck(m *pb.TaskFinishedAck) {
 		return
 	}
 	delete(a.runs, r.id)
+	r.out.Discard() // every byte was acked: this only removes spill files
 	r.log.Debug().Msg("TaskFinished acked; run forgotten")
 }
 

@@ -42,6 +42,12 @@ type Config struct {
 	// Grace between SIGTERM and SIGKILL when a CancelTask names none, on
 	// timeouts, on kills ordered by the master and on shutdown; default 10s.
 	Grace time.Duration
+	// SpoolMemory bounds the unacked output of one run held in memory;
+	// default 8 MiB. Past it output spills to DataDir/spool, up to
+	// SpoolDisk (default 1 GiB; negative: no spilling); past both the run
+	// blocks on its next write until the master acks.
+	SpoolMemory int
+	SpoolDisk   int64
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -49,6 +55,9 @@ type Config struct {
 const (
 	defaultHeartbeat = 10 * time.Second
 	defaultGrace     = 10 * time.Second
+	// Output spool bounds per run (Config.SpoolMemory, SpoolDisk).
+	defaultSpoolMemory = 8 << 20
+	defaultSpoolDisk   = 1 << 30
 	// defaultLeaseTTL applies when a HelloAck names no lease TTL (DESIGN.md).
 	defaultLeaseTTL = 2 * time.Minute
 )
@@ -83,6 +92,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Grace <= 0 {
 		c.Grace = defaultGrace
+	}
+	if c.SpoolMemory <= 0 {
+		c.SpoolMemory = defaultSpoolMemory
+	}
+	switch {
+	case c.SpoolDisk == 0:
+		c.SpoolDisk = defaultSpoolDisk
+	case c.SpoolDisk < 0:
+		c.SpoolDisk = 0
 	}
 	return c, nil
 }

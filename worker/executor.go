@@ -19,8 +19,6 @@ import (
 )
 
 const (
-	// maxUnackedLog bounds a run's spool; past it the run blocks on output.
-	maxUnackedLog = 64 << 20
 	// logChunk is the largest LogData payload and the pump's read size.
 	logChunk = 64 << 10
 	// drainTimeout: after the run's leader exits and its group is killed,
@@ -38,7 +36,7 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 		id:      m.GetTaskId(),
 		attempt: m.GetAttempt(),
 		fence:   m.GetFence(),
-		out:     spool.New(maxUnackedLog),
+		out:     a.newSpool(m),
 		log:     log,
 		pumped:  make(chan struct{}),
 	}
@@ -96,6 +94,17 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 	}
 	a.kickLocked()
 	a.mu.Unlock()
+}
+
+// newSpool makes the output spool of the run m names: in memory up to
+// SpoolMemory, then in DataDir/spool/<taskId>.<attempt> up to SpoolDisk.
+func (a *agent) newSpool(m *pb.ExecuteTask) *spool.Buffer {
+	l := spool.Limits{Memory: a.cfg.SpoolMemory}
+	if core.ValidTaskID(m.GetTaskId()) { // an invalid id never starts; never a path
+		l.Disk = a.cfg.SpoolDisk
+		l.Dir = filepath.Join(a.cfg.DataDir, "spool", fmt.Sprintf("%s.%d", m.GetTaskId(), m.GetAttempt()))
+	}
+	return spool.NewSpilling(l)
 }
 
 // startedLocked publishes a run whose process has started. Caller holds a.mu.

@@ -164,6 +164,9 @@ type masterConn struct {
 
 	ackHB   atomic.Bool // answer heartbeats
 	ackLogs atomic.Bool // answer LogData
+	// refuse, when set, is asked about each LogData first: a non-empty
+	// answer refuses the frame (nothing stored) with that LogAck error.
+	refuse atomic.Pointer[func(*pb.LogData) string]
 
 	wmu sync.Mutex
 
@@ -207,6 +210,16 @@ func (mc *masterConn) readLoop(br *bufio.Reader) {
 			}
 			continue
 		case *pb.LogData:
+			if f := mc.refuse.Load(); f != nil {
+				if e := (*f)(msg); e != "" {
+					off := uint64(0)
+					if e == "busy" {
+						off = msg.GetOffset()
+					}
+					mc.send(&pb.LogAck{TaskId: msg.GetTaskId(), Attempt: msg.GetAttempt(), Offset: off, Error: e})
+					break
+				}
+			}
 			have, gap := mc.m.store(msg)
 			if mc.ackLogs.Load() {
 				mc.ackLog(msg.GetTaskId(), msg.GetAttempt(), have, gap)

@@ -18,7 +18,10 @@ import (
 const (
 	// logFlushInterval is the batching delay of output (≈50 ms or 64 KiB).
 	logFlushInterval = 50 * time.Millisecond
-	// logWindow bounds a run's bytes sent but not acked on a connection.
+	// logWindow is the credit window of a connection: the output bytes of
+	// all runs together sent and not yet acked. It bounds what the master
+	// buffers for this worker; a slow master disk slows the acks, so the
+	// sending, so the runs (through their spools), never the master.
 	logWindow = 4 << 20
 	// passBudget bounds the output bytes one writer pass collects.
 	passBudget = 1 << 20
@@ -235,31 +238,37 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 }
 
 // collect gathers, from every run, its TaskStarted if not yet written, its
-// output from the send offset (within logWindow of the acked offset), and
-// its TaskFinished once every byte is acked.
+// output from the send offset (while the connection's logWindow has room and
+// the run is not paused by a refusal), and its TaskFinished once every byte
+// is acked.
 func (a *agent) collect(budget int) (msgs []proto.Message, started []*run) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	inflight := 0
+	for _, r := range a.runs {
+		acked := r.out.Acked()
+		r.sent = max(r.sent, acked)
+		inflight += int(r.sent - acked)
+	}
+	now := time.Now()
 	used := 0
 	for _, r := range a.runs {
 		if r.startedMsg != nil {
 			msgs = append(msgs, r.startedMsg)
 			started = append(started, r)
 		}
-		for used < budget {
-			acked, end := r.out.Acked(), r.out.End()
-			r.sent = max(r.sent, acked)
-			room := logWindow - int(r.sent-acked)
-			if r.sent >= end || room <= 0 {
+		for used < budget && inflight < logWindow && !now.Before(r.retryAt) {
+			if r.sent >= r.out.End() {
 				break
 			}
-			data := r.out.ReadAt(r.sent, min(logChunk, room))
+			data := r.out.ReadAt(r.sent, min(logChunk, logWindow-inflight))
 			if len(data) == 0 {
 				break
 			}
 			msgs = append(msgs, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Offset: r.sent, Data: data})
 			r.sent += uint64(len(data))
 			used += len(data)
+			inflight += len(data)
 		}
 		if r.fin != nil && !r.finSent && r.out.Done() {
 			msgs = append(msgs, r.fin)

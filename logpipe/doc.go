@@ -1,0 +1,92 @@
+// Package logpipe turns the output bytes of runs into one log file per run
+// (LOG_DIR/<taskId>.log, first line TRACE_ID:<traceId>, attempts after the
+// first each preceded by one marker line), into metric points, and into a
+// live stream for the WebSocket hub.
+//
+// Offsets make delivery exactly-once into the file: each attempt's output is
+// addressed by byte offset from 0; bytes the file already has are dropped and
+// an offset past the end is refused (ErrGap), never padded.
+//
+// # The path of a frame
+//
+// A gnet event loop decodes a LogData frame, checks its fence (package
+// dispatch) and calls Writer.Submit, which pushes it into the ring of the
+// writer goroutine its run hashes to and returns: no lock, no I/O, no
+// allocation. The writer takes a batch (until its ring is empty, the batch
+// holds FlushBytes, or FlushInterval passed), groups it by run keeping each
+// run's order, appends each run's new bytes with one write, hands them to the
+// LogSink at their file offset, feeds them to the run's metric extractor
+// (points batched per run into the store), and only then acks the offset to
+// the worker. Files stay open in a bounded LRU cache per writer.
+//
+// What it must never do: block an event loop (Submit refuses instead of
+// waiting), buffer without bound (each ring is bounded in frames and in
+// bytes), ack bytes that are not in the file, or write a byte twice.
+//
+// # Back-pressure
+//
+// The master holds at most WriterConfig.QueueBytes of output. A worker has a
+// window of unacked bytes per connection, so a slow disk slows the acks and
+// with them the senders. When a ring is full anyway, Submit reports false
+// and the event loop answers the frame at once with LogAck{offset: the
+// frame's offset, error: "busy"}: nothing of the frame was kept; the worker
+// pauses that run's output (with backoff) and resends from there. Frames it
+// sent behind the refused one come back as gaps and are resent too. A write
+// that fails (disk full, LOG_DIR unwritable) acks the run's frames with the
+// error; the worker keeps the bytes in its spool and retries with backoff,
+// and Writer.Stats reports the failure until a write succeeds again.
+//
+// # The ring
+//
+// Ring is Dmitry Vyukov's bounded MPMC queue ("Bounded MPMC queue",
+// 1024cores.net): an array of 2^k cells, each with a sequence number, and two
+// counters, tail for producers and head for consumers, on separate cache
+// lines. Cell i starts with seq = i. A producer reads tail = pos and the seq
+// of cell pos mod 2^k: seq == pos means the cell is free for pos, and the
+// producer claims pos by CAS of tail from pos to pos+1, writes the value,
+// then stores seq = pos+1. seq < pos means the cell still holds the value
+// pushed one lap earlier: the ring is full and TryPush fails at once. A
+// consumer does the mirror image with head: seq == pos+1 means the value of
+// pos is there; it claims pos by CAS of head, reads the value, clears the
+// cell and stores seq = pos + 2^k, freeing the cell for the producer one lap
+// later.
+//
+// Memory ordering: Go's sync/atomic operations are sequentially consistent,
+// so each Store of seq is a release and each Load of seq an acquire. The
+// producer's plain write of the value happens before its Store(seq = pos+1),
+// which the consumer's Load observes before it reads the value: the read
+// sees the write. Symmetrically the consumer's read (and clearing) happens
+// before its Store(seq = pos + 2^k), which the next producer of that cell
+// must observe before it writes: the write never overtakes the read. The CAS
+// on tail (head) gives each position to exactly one producer (consumer), so
+// no two goroutines ever touch a cell's value at once; positions are 64-bit
+// and never wrap in practice. The race detector models these atomics the
+// same way, which the -race tests rely on.
+//
+// Progress: TryPush and TryPop never wait for a lock, but a producer stopped
+// between its CAS and its Store delays the consumers of later positions
+// (TryPop reports empty until it publishes), as in Vyukov's original; the
+// writer goroutine then yields and tries again.
+//
+// Benchmarks (ring_bench_test.go) against a mutex-guarded slice drained by
+// swapping, padded mutex shards and a buffered channel: on the 2-vCPU VM
+// this was written on, the ring moved items through one consumer more
+// slowly than the slice and the channel (it hands items over one at a time;
+// they hand over batches, or park), and refusing a push when full cost
+// about what the channel's lock-free full check costs. Every variant moves
+// millions of frames a second; the target load is tens of thousands. The
+// ring is kept because the design asks for a lock-free queue and its push
+// never takes a lock even when it succeeds, which should matter with many
+// event loops on many cores; measure there before relying on it. A buffered
+// channel with select/default is the drop-in alternative: the Writer uses
+// only TryPush, TryPop and Len.
+//
+// # Waking the writer
+//
+// A writer goroutine with nothing to do sets its sleeping flag, checks the
+// ring once more, and waits on a channel of capacity 1; a producer that sees
+// the flag after its push sends on the channel without blocking. With
+// sequentially consistent atomics either the writer's second check sees the
+// push or the producer sees the flag, so a frame never waits for a wake-up
+// that does not come.
+package logpipe

@@ -1,0 +1,351 @@
+package logpipe
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// frameItem is what a writer's ring holds: a frame, or a request to forget
+// a run.
+type frameItem struct {
+	Frame
+	forget bool
+}
+
+// writerShard is one writer goroutine with its ring and the files of the
+// runs that hash to it. Fields below files are its goroutine's only.
+type writerShard struct {
+	w         *Writer
+	ring      *Ring[frameItem]
+	queued    atomic.Int64 // bytes of Data in the ring
+	maxQueued int64
+	sleeping  atomic.Bool   // the goroutine is about to wait on wake
+	wake      chan struct{} // capacity 1
+	quit      chan struct{} // closed by Close once no Submit is in progress
+	open      atomic.Int64  // files open, for Stats
+
+	files  *fileSet
+	batch  []frameItem
+	next   []int          // next[i]: index of the next item of batch[i]'s run, or -1
+	groups map[string]int // task id → index in runs
+	runs   []groupRef
+	pieces []piece
+	acks   []pendingAck
+	pts    []core.MetricPoint
+	buf    []byte
+}
+
+// groupRef lists a run's items in a batch: first, then next[] links.
+type groupRef struct {
+	taskID      string
+	first, last int
+}
+
+type pendingAck struct {
+	to  Acker
+	ack Ack
+}
+
+// push queues it without blocking; false when the ring or its byte bound is
+// full. Safe from any goroutine.
+func (s *writerShard) push(it frameItem) bool {
+	n := int64(len(it.Data))
+	// A frame is always taken into an empty queue, however large.
+	if q := s.queued.Add(n); q > s.maxQueued && q != n {
+		s.queued.Add(-n)
+		return false
+	}
+	if !s.ring.TryPush(it) {
+		s.queued.Add(-n)
+		return false
+	}
+	// Pairs with the goroutine's Store(true) then Len() in take: with
+	// sequentially consistent atomics either it sees this push or this
+	// sees it sleeping and wakes it.
+	if s.sleeping.Load() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take waits for the next item; false once Close was called and the ring
+// is drained.
+func (s *writerShard) take() (frameItem, bool) {
+	for {
+		if it, ok := s.ring.TryPop(); ok {
+			return it, true
+		}
+		if s.ring.Len() > 0 { // claimed by a producer, not yet published
+			runtime.Gosched()
+			continue
+		}
+		s.sleeping.Store(true)
+		if s.ring.Len() > 0 {
+			s.sleeping.Store(false)
+			continue
+		}
+		select {
+		case <-s.wake:
+		case <-s.quit:
+			// No Submit is in progress any more, so an empty ring stays empty.
+			if s.ring.Len() == 0 {
+				s.sleeping.Store(false)
+				return frameItem{}, false
+			}
+		}
+		s.sleeping.Store(false)
+	}
+}
+
+func (s *writerShard) run() {
+	defer s.files.closeAll()
+	cfg := &s.w.cfg
+	for {
+		it, ok := s.take()
+		if !ok {
+			return
+		}
+		s.batch = append(s.batch[:0], it)
+		size := len(it.Data)
+		deadline := time.Now().Add(cfg.FlushInterval)
+		for size < cfg.FlushBytes {
+			it, ok := s.ring.TryPop()
+			if !ok {
+				break
+			}
+			s.batch = append(s.batch, it)
+			size += len(it.Data)
+			if len(s.batch)%256 == 0 && time.Now().After(deadline) {
+				break
+			}
+		}
+		s.queued.Add(-int64(size))
+		s.writeBatch()
+		clear(s.batch) // drop references to the frames' data
+	}
+}
+
+// writeBatch groups the batch by run, keeping each run's order, and writes
+// each run's frames with one write.
+func (s *writerShard) writeBatch() {
+	s.w.batches.Add(1)
+	clear(s.groups)
+	s.runs = s.runs[:0]
+	s.next = s.next[:0]
+	for i, it := range s.batch {
+		s.next = append(s.next, -1)
+		g, ok := s.groups[it.TaskID]
+		if !ok {
+			s.groups[it.TaskID] = len(s.runs)
+			s.runs = append(s.runs, groupRef{taskID: it.TaskID, first: i, last: i})
+			continue
+		}
+		s.next[s.runs[g].last] = i
+		s.runs[g].last = i
+	}
+	for _, g := range s.runs {
+		s.writeRun(g)
+	}
+}
+
+// writeRun stages the run's frames against its file's state, writes them,
+// then publishes, extracts metrics and acks.
+func (s *writerShard) writeRun(g groupRef) {
+	s.acks = s.acks[:0]
+	s.pieces = s.pieces[:0]
+	var rf *runFile
+	var st fileState
+	var openErr error
+	for i := g.first; i >= 0; i = s.next[i] {
+		it := &s.batch[i]
+		if it.forget {
+			if rf != nil {
+				s.commit(g.taskID, rf, st)
+				s.acks, s.pieces, rf = s.acks[:0], s.pieces[:0], nil
+			}
+			s.files.forget(g.taskID)
+			openErr = nil
+			continue
+		}
+		if rf == nil && openErr == nil {
+			if rf, openErr = s.files.open(g.taskID); openErr == nil {
+				st = rf.st
+			} else {
+				s.storageError(g.taskID, openErr)
+			}
+		}
+		s.w.frames.Add(1)
+		if openErr != nil {
+			s.ackLocal(it, Ack{Err: openErr.Error()})
+			continue
+		}
+		var fresh []byte
+		var err error
+		s.pieces, fresh, err = st.stage(s.pieces, it.TraceID, it.Attempt, it.Offset, it.Data)
+		switch {
+		case err == nil:
+			s.w.dupBytes.Add(int64(len(it.Data) - len(fresh)))
+			s.ackLocal(it, Ack{Offset: st.have})
+		case errors.Is(err, ErrGap):
+			s.w.gaps.Add(1)
+			s.ackLocal(it, Ack{Offset: st.have, Err: AckGap})
+		default:
+			s.w.log.Warn().Str("task", g.taskID).Int("attempt", it.Attempt).Err(err).Msg("refusing log bytes")
+			s.ackLocal(it, Ack{Err: err.Error()})
+		}
+	}
+	if rf != nil {
+		s.commit(g.taskID, rf, st)
+	} else {
+		s.sendAcks()
+	}
+	clear(s.pieces) // drop references to the frames' data
+}
+
+// ackLocal records the ack for it, replacing the previous one when it goes
+// to the same place: one ack per run and connection per batch.
+func (s *writerShard) ackLocal(it *frameItem, a Ack) {
+	if it.Ack == nil {
+		return
+	}
+	a.TaskID, a.Attempt = it.TaskID, it.Attempt
+	if n := len(s.acks); n > 0 && s.acks[n-1].to == it.Ack {
+		s.acks[n-1].ack = a
+		return
+	}
+	s.acks = append(s.acks, pendingAck{to: it.Ack, ack: a})
+}
+
+func (s *writerShard) sendAcks() {
+	for i := range s.acks {
+		s.acks[i].to.LogAcked(s.acks[i].ack)
+		s.acks[i].to = nil
+	}
+	s.acks = s.acks[:0]
+}
+
+// commit writes the staged pieces, moving rf to st, then hands the bytes to
+// the sink, extracts metrics and sends the acks. On a write error every ack
+// becomes that error and the file is closed, to be read again on its next
+// use.
+func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
+	defer s.sendAcks()
+	if len(s.pieces) == 0 {
+		return
+	}
+	sink := s.w.sink.Load()
+	var data []byte
+	switch {
+	case len(s.pieces) == 1:
+		data = s.pieces[0].b // a frame's own bytes: the writer owns them
+	case sink != nil: // the sink may keep the bytes: a buffer of their own
+		n := 0
+		for _, p := range s.pieces {
+			n += len(p.b)
+		}
+		data = join(make([]byte, 0, n), s.pieces)
+	default:
+		data = join(s.buf[:0], s.pieces)
+		s.buf = data[:0]
+	}
+	fileOff := rf.st.size
+	if err := rf.write(data); err != nil {
+		s.storageError(taskID, err)
+		for i := range s.acks {
+			a := &s.acks[i].ack
+			a.Offset = 0
+			if a.Attempt == rf.st.attempt {
+				a.Offset = rf.st.have
+			}
+			a.Err = err.Error()
+		}
+		s.files.broken(rf)
+		return
+	}
+	rf.st = st
+	s.w.wrote()
+	if sink != nil {
+		sink.s.LogAppended(taskID, fileOff, data)
+	}
+	s.extract(taskID, rf, fileOff)
+}
+
+// rescanLimit bounds how much of an attempt's earlier output is read again
+// to recover metric points when a run's extraction state was lost.
+const rescanLimit = 16 << 20
+
+// extract feeds the output pieces just written at fileOff to the run's
+// metric extractor and stores what it finds.
+func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
+	s.pts = s.pts[:0]
+	pos := fileOff
+	var out, lines int64
+	for _, p := range s.pieces {
+		if p.attempt > 0 {
+			if rf.x == nil || rf.xAttempt != p.attempt {
+				rf.x, rf.xAttempt = &Extractor{}, p.attempt
+				if p.offset > 0 {
+					// Earlier output of this attempt was written by another
+					// process or before the state was dropped. A master killed
+					// between writing bytes and storing their metrics would
+					// lose those points for good (the bytes are never resent),
+					// so extract again from the attempt's start: the store
+					// keeps one value per (run, name, step). Past
+					// rescanLimit, only continue the last line.
+					bodyStart := pos - int64(p.offset)
+					if body := int64(p.offset); body <= rescanLimit {
+						s.pts = rf.x.feedAppend(s.pts, rf.tail(bodyStart, pos, int(body)))
+					} else {
+						rf.x.resume(rf.tail(bodyStart, pos, maxLine+1), false)
+					}
+				}
+			}
+			s.pts = rf.x.feedAppend(s.pts, p.b)
+			out += int64(len(p.b))
+			lines += int64(bytes.Count(p.b, []byte{'\n'}))
+		}
+		pos += int64(len(p.b))
+	}
+	s.w.bytes.Add(out)
+	s.w.lines.Add(lines)
+	if rf.x == nil {
+		return
+	}
+	if v, ok := rf.x.FinalReward(); ok && (!rf.hasReported || v != rf.reported) && len(s.acks) > 0 {
+		for i := range s.acks {
+			s.acks[i].ack.FinalReward = &v
+		}
+		rf.reported, rf.hasReported = v, true
+	}
+	store := s.w.cfg.Store
+	if store == nil || len(s.pts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := store.AppendMetrics(ctx, taskID, s.pts); err != nil {
+		s.w.metricErrors.Add(1)
+		s.w.log.Warn().Str("task", taskID).Err(err).Msg("cannot store metrics")
+	}
+}
+
+// storageError logs a failure to open or write a log file and records it
+// for Stats. The worker keeps the bytes and resends them.
+func (s *writerShard) storageError(taskID string, err error) {
+	if !core.ValidTaskID(taskID) { // not a storage problem
+		s.w.log.Warn().Str("task", taskID).Err(err).Msg("refusing log bytes")
+		return
+	}
+	s.w.failed(err)
+	s.w.log.Error().Str("task", taskID).Str("dir", s.w.cfg.Dir).Err(err).
+		Msg("cannot store log bytes; the worker keeps them and retries: check LOG_DIR (free space, permissions)")
+}
