@@ -32,6 +32,7 @@ type logCursor struct {
 	id     string
 	offset int64
 	out    io.Writer
+	limit  int64 // bytes asked for per request; 0: logChunk
 }
 
 // fetch reads what the server has from the offset on, writes it and moves
@@ -40,7 +41,11 @@ type logCursor struct {
 func (l *logCursor) fetch(inv *invocation) (n int64, eof bool, err error) {
 	q := url.Values{}
 	q.Set("offset", strconv.FormatInt(l.offset, 10))
-	q.Set("limit", strconv.Itoa(logChunk))
+	limit := int64(logChunk)
+	if l.limit > 0 {
+		limit = min(l.limit, limit)
+	}
+	q.Set("limit", strconv.FormatInt(limit, 10))
 	resp, err := l.c.do(inv.ctx, http.MethodGet, "/api/monitor/logs/"+url.PathEscape(l.id), q, nil, "text/plain")
 	if err != nil {
 		return 0, false, err
@@ -150,11 +155,12 @@ func runLogs(inv *invocation, args []string) int {
 	}
 }
 
-// followLogs writes run id's log from offset on until the run is terminal and
-// its log drained: the status is read whenever the log has nothing new, and
-// once it is terminal the log is read until it answers eof, or nothing new
-// twice in a row (a grace poll for bytes still on their way to the master).
-func (inv *invocation) followLogs(c *client, id string, offset int64) error {
+// pollLogs writes run id's log from offset on until the run is terminal and
+// its log drained, polling REST: the status is read whenever the log has
+// nothing new, and once it is terminal the log is read until it answers eof,
+// or nothing new twice in a row (a grace poll for bytes still on their way
+// to the master). followLogs uses it where the WebSocket is not available.
+func (inv *invocation) pollLogs(c *client, id string, offset int64) error {
 	lc := &logCursor{c: c, id: id, offset: offset, out: inv.env.Stdout}
 	out := outage{inv: inv}
 	terminal := false // the run was seen terminal before the latest fetch

@@ -159,6 +159,8 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 		return route{method: get, h: s.listTasks}, nil
 	case is("api", "workers"):
 		return route{method: get, h: s.workers}, nil
+	case is("ws"): // authenticates itself: it also takes ?token=
+		return route{method: get, public: true, h: s.ws}, nil
 	case len(segs) >= 4 && segs[0] == "api" && segs[1] == "monitor" && segs[2] == "logs":
 		// The id is everything after logs/, so "../x" is one bad id.
 		return route{method: get, h: s.logs, hasID: true, id: strings.Join(segs[3:], "/")}, nil

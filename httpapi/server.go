@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/logpipe"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.
@@ -54,6 +55,10 @@ type Config struct {
 	Logger       zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
+	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.
+	Hub *logpipe.Hub
+	// WSPingInterval is how often /ws pings its clients; default 25s.
+	WSPingInterval time.Duration
 }
 
 // Server serves the REST API. Handler, Serve and Shutdown are safe to call

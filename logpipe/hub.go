@@ -1,0 +1,324 @@
+package logpipe
+
+// The hub fans log bytes and run/worker changes out to live subscribers
+// (API.md "WebSocket /ws"), in the manner of centrifuge's hub: subscribers in
+// sharded maps, a message encoded once and its bytes shared by every
+// subscriber's queue, a queue per subscriber bounded in bytes. It never
+// blocks a publisher: a subscriber whose queue is full is skipped ahead and
+// told so with a `lagged` frame. It does no network I/O; httpapi's /ws
+// drains each Subscriber with one writer goroutine.
+//
+// Log topics resume from a byte offset: the history comes from the run's log
+// file, then the live stream, every byte once and in order. The file is the
+// buffer that makes this exact: LogAppended must be called only after the
+// bytes are in the file (written; not necessarily synced), in file order.
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Defaults of HubConfig.
+const (
+	DefaultQueueBytes       = 4 << 20
+	DefaultMaxSubscriptions = 64
+	DefaultHistoryChunk     = 64 << 10
+)
+
+const hubShards = 64
+
+// HubConfig configures a Hub. Zero values get the defaults.
+type HubConfig struct {
+	// LogDir holds the run logs (<taskId>.log) that log subscriptions read
+	// their history from.
+	LogDir string
+	// QueueBytes bounds the encoded frames queued for one subscriber.
+	QueueBytes int
+	// MaxSubscriptions bounds the topics one subscriber may hold.
+	MaxSubscriptions int
+	// HistoryChunk is the most log bytes per history message.
+	HistoryChunk int
+}
+
+// Hub is the fan-out. It implements LogSink and EventSink; all its methods
+// are safe to call from any goroutine and none of them blocks on a
+// subscriber.
+type Hub struct {
+	cfg     HubConfig
+	shards  [hubShards]hubShard
+	tasks   *hubTopic
+	workers *hubTopic
+
+	subscribers   atomic.Int64
+	subscriptions atomic.Int64
+	lagged        atomic.Int64
+	dropped       atomic.Int64
+	history       atomic.Int64
+	published     atomic.Int64
+
+	// onLive, when set (tests), is called as a log subscription goes live,
+	// with its Subscriber's lock held: it must not block or call back.
+	onLive func(s *Subscriber, topic string)
+}
+
+// hubShard holds the log topics whose run id hashes to it. Publishing holds
+// the read lock, so a topic is never removed while a message goes out on it.
+type hubShard struct {
+	mu   sync.RWMutex
+	logs map[string]*hubTopic
+	_    [64 - 24 - 8]byte // one shard per 64-byte cache line (RWMutex 24, map 8)
+}
+
+// hubTopic is one topic and its subscriptions. For a log topic it also
+// holds the carry: the last bytes announced when they ended inside a UTF-8
+// character, sent with the next append so no message splits a character.
+type hubTopic struct {
+	name string
+	kind TopicKind
+
+	mu       sync.Mutex
+	subs     map[*subscription]struct{}
+	carry    []byte
+	carryOff int64
+}
+
+// logMsg is a piece of a run's log as published: raw bytes at off, and the
+// frame shared by every subscriber that takes it whole.
+type logMsg struct {
+	off   int64
+	raw   []byte
+	frame []byte
+}
+
+func (m *logMsg) end() int64 { return m.off + int64(len(m.raw)) }
+
+// NewHub returns a hub reading log history from cfg.LogDir.
+func NewHub(cfg HubConfig) *Hub {
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultQueueBytes
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if cfg.HistoryChunk <= 0 {
+		cfg.HistoryChunk = DefaultHistoryChunk
+	}
+	if cfg.HistoryChunk < 16 {
+		cfg.HistoryChunk = 16
+	}
+	h := &Hub{
+		cfg:     cfg,
+		tasks:   newHubTopic(TopicTasks, TopicKindTasks),
+		workers: newHubTopic(TopicWorkers, TopicKindWorkers),
+	}
+	for i := range h.shards {
+		h.shards[i].logs = map[string]*hubTopic{}
+	}
+	return h
+}
+
+func newHubTopic(name string, kind TopicKind) *hubTopic {
+	return &hubTopic{name: name, kind: kind, subs: map[*subscription]struct{}{}}
+}
+
+func (h *Hub) shard(taskID string) *hubShard {
+	// FNV-1a
+	x := uint32(2166136261)
+	for i := 0; i < len(taskID); i++ {
+		x ^= uint32(taskID[i])
+		x *= 16777619
+	}
+	return &h.shards[x%hubShards]
+}
+
+// LogAppended publishes bytes just appended to a run's log file at
+// fileOffset. Calls for one run must come in file order. Cheap when nobody
+// follows the run; data is copied, the caller may reuse it.
+func (h *Hub) LogAppended(taskID string, fileOffset int64, data []byte) {
+	if len(data) == 0 || fileOffset < 0 {
+		return
+	}
+	sh := h.shard(taskID)
+	sh.mu.RLock()
+	if t := sh.logs[taskID]; t != nil {
+		t.publishLog(h, fileOffset, data, false)
+	}
+	sh.mu.RUnlock()
+}
+
+// flushLog sends a run's carry, if any: the run ended, no byte will complete
+// a character it left unfinished.
+func (h *Hub) flushLog(taskID string) {
+	sh := h.shard(taskID)
+	sh.mu.RLock()
+	if t := sh.logs[taskID]; t != nil {
+		t.publishLog(h, 0, nil, true)
+	}
+	sh.mu.RUnlock()
+}
+
+// publishLog sends data at off to the topic's subscribers, after the carry
+// when it continues it. flush sends an unfinished character rather than
+// keeping it back.
+func (t *hubTopic) publishLog(h *Hub, off int64, data []byte, flush bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var raw []byte
+	if len(t.carry) > 0 {
+		if len(data) > 0 && t.carryOff+int64(len(t.carry)) != off {
+			// Not contiguous (the writer skipped bytes): the carry goes alone.
+			t.sendLocked(h, t.carryOff, t.carry)
+			t.carry = nil
+		} else {
+			raw = append(t.carry, data...)
+			off = t.carryOff
+			t.carry = nil
+		}
+	}
+	if raw == nil {
+		raw = append([]byte(nil), data...)
+	}
+	if !flush {
+		if n := utf8Cut(raw); n < len(raw) {
+			t.carry = append([]byte(nil), raw[n:]...)
+			t.carryOff = off + int64(n)
+			raw = raw[:n]
+		}
+	}
+	if len(raw) > 0 {
+		t.sendLocked(h, off, raw)
+	}
+}
+
+func (t *hubTopic) sendLocked(h *Hub, off int64, raw []byte) {
+	m := &logMsg{off: off, raw: raw}
+	m.frame = appendLogFrame(make([]byte, 0, len(raw)+len(t.name)+96), t.name, off, raw)
+	h.published.Add(1)
+	for sub := range t.subs {
+		sub.owner.deliverLog(sub, m)
+	}
+}
+
+// TaskChanged publishes a run's new state on /topic/tasks.
+func (h *Hub) TaskChanged(task core.Task) {
+	frame, err := encodeEvent(TopicTasks, "task", taskJSON(task))
+	if err == nil {
+		h.tasks.publishEvent(h, frame)
+	}
+	if task.Status.Terminal() && core.ValidTaskID(task.ID) {
+		h.flushLog(task.ID)
+	}
+}
+
+// WorkerChanged publishes a worker's new view on /topic/workers.
+func (h *Hub) WorkerChanged(w core.WorkerInfo) {
+	frame, err := encodeEvent(TopicWorkers, "worker", workerJSON(w))
+	if err == nil {
+		h.workers.publishEvent(h, frame)
+	}
+}
+
+func (t *hubTopic) publishEvent(h *Hub, frame []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.subs) == 0 {
+		return
+	}
+	h.published.Add(1)
+	for sub := range t.subs {
+		sub.owner.deliverEvent(sub, frame)
+	}
+}
+
+// attach adds sub to its topic, creating a log topic on first use.
+func (h *Hub) attach(sub *subscription) {
+	if sub.kind != TopicKindLogs {
+		t := h.tasks
+		if sub.kind == TopicKindWorkers {
+			t = h.workers
+		}
+		t.mu.Lock()
+		t.subs[sub] = struct{}{}
+		t.mu.Unlock()
+		h.subscriptions.Add(1)
+		return
+	}
+	sh := h.shard(sub.taskID)
+	sh.mu.Lock()
+	t := sh.logs[sub.taskID]
+	if t == nil {
+		t = newHubTopic(sub.name, TopicKindLogs)
+		sh.logs[sub.taskID] = t
+	}
+	t.mu.Lock()
+	t.subs[sub] = struct{}{}
+	t.mu.Unlock()
+	sh.mu.Unlock()
+	h.subscriptions.Add(1)
+}
+
+// detach removes sub from its topic, if there, and an empty log topic from
+// its shard. It may run before attach (a Close racing a Subscribe); then
+// it does nothing and the subscriber detaches again after attaching.
+func (h *Hub) detach(sub *subscription) {
+	var ok bool
+	if sub.kind != TopicKindLogs {
+		t := h.tasks
+		if sub.kind == TopicKindWorkers {
+			t = h.workers
+		}
+		t.mu.Lock()
+		_, ok = t.subs[sub]
+		delete(t.subs, sub)
+		t.mu.Unlock()
+	} else {
+		sh := h.shard(sub.taskID)
+		sh.mu.Lock()
+		if t := sh.logs[sub.taskID]; t != nil {
+			t.mu.Lock()
+			_, ok = t.subs[sub]
+			delete(t.subs, sub)
+			if len(t.subs) == 0 {
+				delete(sh.logs, sub.taskID)
+			}
+			t.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	if ok {
+		h.subscriptions.Add(-1)
+	}
+}
+
+// HubStats are the hub's counters, for the health endpoint and tests.
+type HubStats struct {
+	Subscribers   int64 `json:"subscribers"`
+	Subscriptions int64 `json:"subscriptions"`
+	// Published counts messages encoded for at least one subscriber.
+	Published int64 `json:"published"`
+	// Lagged counts times a subscriber was skipped ahead; Dropped the
+	// messages it missed.
+	Lagged  int64 `json:"lagged"`
+	Dropped int64 `json:"dropped"`
+	// HistoryBytes counts log bytes sent from files to catching-up subscribers.
+	HistoryBytes int64 `json:"historyBytes"`
+}
+
+// Stats returns the current counters.
+func (h *Hub) Stats() HubStats {
+	return HubStats{
+		Subscribers:   h.subscribers.Load(),
+		Subscriptions: h.subscriptions.Load(),
+		Published:     h.published.Load(),
+		Lagged:        h.lagged.Load(),
+		Dropped:       h.dropped.Load(),
+		HistoryBytes:  h.history.Load(),
+	}
+}
+
+var (
+	_ LogSink   = (*Hub)(nil)
+	_ EventSink = (*Hub)(nil)
+)

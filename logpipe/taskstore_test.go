@@ -1,0 +1,170 @@
+package logpipe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/core/store/storetest"
+)
+
+type recordSink struct {
+	mu    sync.Mutex
+	tasks []core.Task
+}
+
+func (r *recordSink) TaskChanged(t core.Task) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tasks = append(r.tasks, t)
+}
+
+func (r *recordSink) WorkerChanged(core.WorkerInfo) {}
+
+func (r *recordSink) take() []core.Task {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.tasks
+	r.tasks = nil
+	return out
+}
+
+func openSQLite(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "rlsched.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// The decorator is a store like any other.
+func TestTaskStore_Conformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return TaskStore(openSQLite(t), &recordSink{})
+	})
+}
+
+func TestTaskStore_PublishesWrites(t *testing.T) {
+	ctx := context.Background()
+	sink := &recordSink{}
+	st := TaskStore(openSQLite(t), sink)
+	u := core.User{Username: "alice", PasswordHash: "x"}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		t.Fatal(err)
+	}
+	task := core.Task{UserID: u.ID, Name: "run", Command: []string{"true"}}
+	if err := st.CreateTask(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	ev := sink.take()
+	if len(ev) != 1 || ev[0].ID != task.ID || ev[0].Status != core.StatusQueued || ev[0].User != "alice" {
+		t.Fatalf("after create: %+v", ev)
+	}
+
+	cur := ev[0]
+	next := cur
+	next.Status, next.Fence, next.Worker = core.StatusDispatched, 7, "w1"
+	if err := st.UpdateTask(ctx, &next, store.Expect{Fence: 0, Status: core.StatusQueued}); err != nil {
+		t.Fatal(err)
+	}
+	ev = sink.take()
+	if len(ev) != 1 || ev[0].Status != core.StatusDispatched || ev[0].Worker != "w1" || ev[0].Fence != 7 {
+		t.Fatalf("after update: %+v", ev)
+	}
+	// A fenced-off write publishes nothing.
+	stale := cur
+	stale.Status = core.StatusFailed
+	if err := st.UpdateTask(ctx, &stale, store.Expect{Fence: 0, Status: core.StatusQueued}); !errors.Is(err, core.ErrFenced) {
+		t.Fatalf("stale update: %v", err)
+	}
+	if err := st.SetFinalReward(ctx, task.ID, 187.5); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetFinalReward(ctx, "r-unknown", 1); err == nil {
+		t.Fatal("final reward of an unknown run")
+	}
+	ev = sink.take()
+	if len(ev) != 1 || ev[0].FinalReward == nil || *ev[0].FinalReward != 187.5 || ev[0].Status != core.StatusDispatched {
+		t.Fatalf("after final reward: %+v", ev)
+	}
+}
+
+// Concurrent writers of one run: its events come out in commit order, the
+// last one being the run as stored.
+func TestTaskStore_EventsInCommitOrder(t *testing.T) {
+	ctx := context.Background()
+	sink := &recordSink{}
+	st := TaskStore(openSQLite(t), sink)
+	u := core.User{Username: "alice", PasswordHash: "x"}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		t.Fatal(err)
+	}
+	task := core.Task{UserID: u.ID, Command: []string{"true"}}
+	if err := st.CreateTask(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				cur, err := st.Task(ctx, task.ID)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := cur
+				n.Fence++
+				_ = st.UpdateTask(ctx, &n, store.Expect{Fence: cur.Fence, Status: cur.Status}) // losers are fenced off
+			}
+		}()
+	}
+	wg.Wait()
+	ev := sink.take()
+	final, err := st.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) < 2 || ev[len(ev)-1].Fence != final.Fence {
+		t.Fatalf("%d events, last fence %d, stored %d", len(ev), ev[len(ev)-1].Fence, final.Fence)
+	}
+	for i := 1; i < len(ev); i++ {
+		if ev[i].Fence <= ev[i-1].Fence {
+			t.Fatalf("event %d has fence %d after %d", i, ev[i].Fence, ev[i-1].Fence)
+		}
+	}
+}
+
+func TestTaskStore_FeedsTheTasksTopic(t *testing.T) {
+	h, _ := newTestHub(t, HubConfig{})
+	st := TaskStore(openSQLite(t), h)
+	s := h.NewSubscriber()
+	t.Cleanup(s.Close)
+	if err := s.Subscribe(TopicTasks, SubscribeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expectOne(t, s, "subscribed", TopicTasks)
+	ctx := context.Background()
+	u := core.User{Username: "bob", PasswordHash: "x"}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		t.Fatal(err)
+	}
+	task := core.Task{UserID: u.ID, Command: []string{"true"}}
+	if err := st.CreateTask(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	f := expectOne(t, s, "task", TopicTasks)
+	var data core.Task
+	if err := json.Unmarshal(f.Data, &data); err != nil || data.ID != task.ID || data.User != "bob" {
+		t.Fatalf("task frame: %s", f.raw)
+	}
+}
