@@ -25,6 +25,12 @@ func (s *Server) workers(r *request) *apiError {
 	}{items})
 }
 
+// LogStatser is implemented by a Control that can report its log pipe's
+// health (shown under "logpipe" in /api/monitor/health).
+type LogStatser interface {
+	LogStats() map[string]any
+}
+
 type healthJSON struct {
 	Status  string                   `json:"status"`
 	Master  string                   `json:"master"`
@@ -58,6 +64,9 @@ func (s *Server) health(r *request) *apiError {
 	}
 	for _, w := range s.ctl.Workers() {
 		h.Workers[w.State]++
+	}
+	if ls, ok := s.ctl.(LogStatser); ok {
+		h.Logpipe = ls.LogStats()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()

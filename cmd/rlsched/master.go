@@ -58,9 +58,11 @@ func defaultDataDir() string {
 
 // runningMaster is a started master: its store, dispatcher and REST server.
 type runningMaster struct {
-	st      store.Store
+	st      store.Store // raw, wrapped so that every run change reaches the hub
+	raw     store.Store
 	ls      lease.Leases
-	files   *logpipe.Files
+	logs    *logpipe.Writer
+	hub     *logpipe.Hub
 	disp    *dispatch.Master
 	api     *httpapi.Server
 	httpLn  net.Listener
@@ -99,13 +101,15 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		}
 	}()
 	var err error
-	if rm.st, err = openStore(o); err != nil {
+	if rm.raw, err = openStore(o); err != nil {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
+	rm.hub = logpipe.NewHub(logpipe.HubConfig{LogDir: o.logDir})
+	rm.st = logpipe.TaskStore(rm.raw, rm.hub)
 	if rm.ls, err = openLeases(ctx, o); err != nil {
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)
 	}
-	if rm.files, err = logpipe.NewFiles(o.logDir); err != nil {
+	if rm.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: o.logDir, Store: rm.st, Sink: rm.hub, Logger: log}); err != nil {
 		return nil, err
 	}
 	rm.httpLn, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.masterPort)))
@@ -121,8 +125,8 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	rm.disp, err = dispatch.New(dispatch.Config{
 		Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.rpcPort)), MasterID: id, JoinToken: []byte(o.joinToken),
 		HeartbeatInterval: hbTTL / 3, HeartbeatTTL: hbTTL, LeaseTTL: seconds(max(o.taskTTL, 1)),
-		CancelGrace: seconds(max(o.cancelGrace, 1)), Logger: log,
-	}, rm.st, rm.ls, rm.files)
+		CancelGrace: seconds(max(o.cancelGrace, 1)), Logger: log, Logs: rm.logs, OnWorker: rm.hub.WorkerChanged,
+	}, rm.st, rm.ls, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +136,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	rm.rpcAddr = rm.disp.Addr()
 	rm.api, err = httpapi.New(httpapi.Config{
 		JWTSecret: []byte(o.jwtSecret), LogDir: o.logDir, MasterID: id, Logger: log,
-		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(),
+		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(), Hub: rm.hub,
 	}, rm.st, rm.disp)
 	if err != nil {
 		return nil, err
@@ -171,14 +175,14 @@ func (rm *runningMaster) close(ctx context.Context) {
 	if rm.disp != nil {
 		_ = rm.disp.Stop(ctx)
 	}
-	if rm.files != nil {
-		rm.files.CloseAll()
+	if rm.logs != nil {
+		rm.logs.Close()
 	}
 	if rm.ls != nil {
 		rm.ls.Close()
 	}
-	if rm.st != nil {
-		rm.st.Close()
+	if rm.raw != nil {
+		rm.raw.Close()
 	}
 }
 
