@@ -3,7 +3,7 @@ BIN     := bin/rlsched
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/rlsched/rlsched/core.Version=$(VERSION)
 
-.PHONY: build run test test-short bench proto lint fuzz clean
+.PHONY: build run test test-short bench bench-go proto lint fuzz clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/rlsched
@@ -19,8 +19,13 @@ test: build
 test-short:
 	$(GO) test -short -count=1 ./...
 
+# Every scenario of bench/ at full size (minutes); rewrites BENCHMARKS.md.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./codec ./logpipe | tee bench/go-bench.txt
+	$(GO) run ./bench -all
+
+# The Go micro-benchmarks of the hot paths (codec, ring, writer, hub).
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./codec ./logpipe
 
 proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12

@@ -1,0 +1,339 @@
+package fleet
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/dispatch"
+)
+
+// worker is one simulated worker. gen and due are shared with the timer
+// goroutine; every other field belongs to the connection's event loop.
+type worker struct {
+	f   *Fleet
+	idx int
+	id  string
+	gen atomic.Uint32 // bumped at every (re)connect and close
+	due atomic.Uint32
+
+	joined   bool
+	seq      uint64
+	sent     [64]int64 // send time of heartbeat seq, by seq % 64
+	runs     []*run
+	interval time.Duration
+	opened   time.Time
+	backoff  time.Duration // next redial delay (Config.Reconnect)
+}
+
+// run is a simulated run held by a worker.
+type run struct {
+	id       string
+	attempt  int32
+	fence    uint64
+	started  int64 // unix nanos
+	endAt    int64 // unix nanos when the "process" exits
+	exited   bool
+	logTotal uint64
+	logAcked uint64
+	finSent  bool
+}
+
+type handler struct {
+	gnet.BuiltinEventEngine
+	f *Fleet
+}
+
+func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	w, _ := c.Context().(*worker)
+	if w == nil {
+		return nil, gnet.Close
+	}
+	f := h.f
+	gen := w.gen.Add(1)
+	w.opened = time.Now()
+	f.mu.Lock()
+	f.conns[w.idx] = c
+	f.mu.Unlock()
+	f.connected.Add(1)
+	if f.cfg.Raw {
+		w.join(c, f.cfg.RawInterval, gen)
+	}
+	return nil, gnet.None
+}
+
+func (h *handler) OnClose(c gnet.Conn, _ error) gnet.Action {
+	w, _ := c.Context().(*worker)
+	if w == nil {
+		return gnet.None
+	}
+	f := h.f
+	w.gen.Add(1)
+	f.mu.Lock()
+	if f.conns[w.idx] == c {
+		f.conns[w.idx] = nil
+	}
+	f.mu.Unlock()
+	if w.joined {
+		w.joined = false
+		f.joined.Add(-1)
+	}
+	f.connected.Add(-1)
+	f.closed.Add(1)
+	if f.cfg.Reconnect && !f.closing.Load() {
+		if w.backoff == 0 || time.Since(w.opened) >= 5*time.Second {
+			w.backoff = 100 * time.Millisecond
+		}
+		d := w.backoff + time.Duration(rand.Int64N(int64(w.backoff)*2/5)) - w.backoff/5
+		w.backoff = min(2*w.backoff, 5*time.Second)
+		go f.redial(w, d)
+	}
+	return gnet.None
+}
+
+func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
+	w, _ := c.Context().(*worker)
+	if w == nil {
+		return gnet.Close
+	}
+	if bits := w.due.Swap(0); bits != 0 {
+		w.onDue(c, bits)
+	}
+	for {
+		hdr, err := c.Peek(codec.HeaderSize)
+		if err != nil || len(hdr) < codec.HeaderSize {
+			return gnet.None
+		}
+		hd, err := codec.ParseHeader(hdr, codec.DefaultMaxBody)
+		if err != nil {
+			h.f.refusal(fmt.Sprintf("bad frame from the master: %v", err))
+			return gnet.Close
+		}
+		total := codec.HeaderSize + int(hd.Length)
+		if c.InboundBuffered() < total {
+			return gnet.None
+		}
+		frame, err := c.Peek(total)
+		if err != nil {
+			return gnet.None
+		}
+		msg, err := codec.DecodeBody(hd.Type, frame[codec.HeaderSize:])
+		if err != nil {
+			h.f.refusal(fmt.Sprintf("undecodable frame from the master: %v", err))
+			return gnet.Close
+		}
+		_, _ = c.Discard(total)
+		if act := w.handle(c, msg); act != gnet.None {
+			return act
+		}
+	}
+}
+
+func (f *Fleet) refusal(reason string) {
+	f.refused.Add(1)
+	f.mu.Lock()
+	f.lastRefusal = reason
+	f.mu.Unlock()
+}
+
+func send(c gnet.Conn, m proto.Message) {
+	buf, err := codec.AppendFrame(nil, m)
+	if err == nil {
+		_, _ = c.Write(buf)
+	}
+}
+
+// join marks the worker joined and arms its heartbeats at a random phase.
+func (w *worker) join(c gnet.Conn, interval time.Duration, gen uint32) {
+	f := w.f
+	now := time.Now().UnixNano()
+	w.joined = true
+	f.joined.Add(1)
+	storeMax(&f.lastJoin, now)
+	w.interval = interval
+	if interval > 0 {
+		first := now + rand.Int64N(int64(interval)) + 1
+		f.tm.add(first, w, gen, dueHeartbeat, interval)
+	}
+	// Runs that ended while disconnected, or whose TaskFinished was never
+	// acked, are reported again.
+	for _, r := range w.runs {
+		r.finSent = false
+		if r.endAt <= now {
+			r.exited = true
+		} else if !r.exited {
+			f.tm.add(r.endAt, w, gen, dueFinish, 0)
+		}
+		w.maybeFinish(c, r)
+	}
+}
+
+func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
+	f := w.f
+	switch m := msg.(type) {
+	case *pb.Challenge:
+		hello := &pb.Hello{WorkerId: w.id, Proof: dispatch.HelloProof([]byte(f.cfg.Token), m.GetNonce(), w.id),
+			Host: "sim-" + strconv.Itoa(w.idx), Slots: int32(f.cfg.Slots), Version: "bench"}
+		for i := 0; i < f.cfg.GPUs; i++ {
+			hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(i), Name: "SimGPU", MemoryMb: 81920})
+		}
+		for _, r := range w.runs {
+			hello.Runs = append(hello.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence,
+				AckedLogOffset: r.logAcked, Finished: r.exited})
+		}
+		send(c, hello)
+	case *pb.HelloAck:
+		for _, id := range m.GetKillTaskIds() {
+			w.forget(id)
+		}
+		w.join(c, time.Duration(m.GetHeartbeatIntervalMs())*time.Millisecond, w.gen.Load())
+	case *pb.Heartbeat: // raw mode: the echo of our own heartbeat
+		w.acked(m.GetSeq())
+	case *pb.HeartbeatAck:
+		w.acked(m.GetSeq())
+		for _, id := range m.GetLostTaskIds() {
+			w.forget(id)
+		}
+	case *pb.ExecuteTask:
+		w.execute(c, m)
+	case *pb.LogAck:
+		f.logAcks.Add(1)
+		if r := w.run(m.GetTaskId()); r != nil && r.attempt == m.GetAttempt() {
+			if m.GetError() == "gap" || m.GetOffset() > r.logAcked {
+				r.logAcked = m.GetOffset()
+			}
+			w.maybeFinish(c, r)
+		}
+	case *pb.TaskFinishedAck:
+		if r := w.run(m.GetTaskId()); r != nil && r.attempt == m.GetAttempt() {
+			w.forget(r.id)
+			f.finished.Add(1)
+			storeMax(&f.lastFinish, time.Now().UnixNano())
+		}
+	case *pb.CancelTask:
+		if r := w.run(m.GetTaskId()); r != nil && !r.exited {
+			r.exited = true
+			r.endAt = time.Now().UnixNano()
+			w.finish(c, r, pb.Outcome_OUTCOME_CANCELLED)
+		}
+	case *pb.Goodbye:
+		f.refusal(m.GetReason())
+		return gnet.Close
+	}
+	return gnet.None
+}
+
+func (w *worker) acked(seq uint64) {
+	f := w.f
+	if sent := w.sent[seq%uint64(len(w.sent))]; sent > 0 {
+		f.rtt.Add(time.Now().UnixNano() - sent)
+	}
+	f.hbAcked.Add(1)
+}
+
+func (w *worker) run(id string) *run {
+	for _, r := range w.runs {
+		if r.id == id {
+			return r
+		}
+	}
+	return nil
+}
+
+func (w *worker) forget(id string) {
+	for i, r := range w.runs {
+		if r.id == id {
+			w.runs = append(w.runs[:i], w.runs[i+1:]...)
+			return
+		}
+	}
+}
+
+func (w *worker) onDue(c gnet.Conn, bits uint32) {
+	if bits&dueHeartbeat != 0 && w.joined {
+		w.heartbeat(c)
+	}
+	if bits&dueFinish != 0 {
+		now := time.Now().UnixNano()
+		for _, r := range w.runs {
+			if !r.exited && r.endAt <= now {
+				r.exited = true
+				w.maybeFinish(c, r)
+			}
+		}
+	}
+}
+
+func (w *worker) heartbeat(c gnet.Conn) {
+	w.seq++
+	now := time.Now()
+	w.sent[w.seq%uint64(len(w.sent))] = now.UnixNano()
+	hb := &pb.Heartbeat{Seq: w.seq, SentUnixMs: now.UnixMilli()}
+	for _, r := range w.runs {
+		hb.Runs = append(hb.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, AckedLogOffset: r.logAcked})
+	}
+	send(c, hb)
+	w.f.hbSent.Add(1)
+}
+
+func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
+	f := w.f
+	now := time.Now().UnixNano()
+	f.execs.Add(1)
+	storeMin(&f.firstExec, now)
+	if f.cfg.RecordExec {
+		f.mu.Lock()
+		f.execLog = append(f.execLog, Exec{TaskID: m.GetTaskId(), AtNs: now})
+		f.mu.Unlock()
+	}
+	if old := w.run(m.GetTaskId()); old != nil {
+		if old.attempt == m.GetAttempt() && old.fence == m.GetFence() {
+			return // duplicate
+		}
+		w.forget(old.id)
+	}
+	r := &run{id: m.GetTaskId(), attempt: m.GetAttempt(), fence: m.GetFence(), started: now,
+		endAt: now + int64(f.cfg.RunFor)}
+	w.runs = append(w.runs, r)
+	send(c, &pb.TaskStarted{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Pid: int32(1000 + w.idx%30000),
+		StartedUnixMs: now / 1e6})
+	if f.cfg.LogLines > 0 {
+		out := make([]byte, 0, 64*f.cfg.LogLines)
+		for i := 0; i < f.cfg.LogLines; i++ {
+			if i%2 == 1 {
+				out = fmt.Appendf(out, "RLSCHED_METRIC {\"step\": %d, \"episode_reward\": %d.5}\n", i, i)
+			} else {
+				out = fmt.Appendf(out, "episode %d reward %d.5\n", i, i)
+			}
+		}
+		r.logTotal = uint64(len(out))
+		send(c, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Offset: 0, Data: out})
+	}
+	if f.cfg.RunFor <= 0 {
+		r.exited = true
+		w.maybeFinish(c, r)
+		return
+	}
+	f.tm.add(r.endAt, w, w.gen.Load(), dueFinish, 0)
+}
+
+// maybeFinish sends TaskFinished once the run exited and all output is acked.
+func (w *worker) maybeFinish(c gnet.Conn, r *run) {
+	if !r.exited || r.finSent || r.logAcked < r.logTotal {
+		return
+	}
+	w.finish(c, r, pb.Outcome_OUTCOME_EXITED)
+}
+
+func (w *worker) finish(c gnet.Conn, r *run, outcome pb.Outcome) {
+	r.finSent = true
+	send(c, &pb.TaskFinished{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, ExitCode: 0,
+		DurationMs: (r.endAt - r.started) / 1e6, Outcome: outcome, LogBytes: r.logTotal})
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease/memory"
+	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/dispatch"
+	"github.com/rlsched/rlsched/logpipe"
+)
+
+// hbProbe drives a dispatch.Master in this process over loopback with one
+// worker connection, to count what the master allocates per heartbeat. The
+// client side allocates nothing per heartbeat (frames are prebuilt, acks
+// are read into a fixed buffer and not decoded), so runtime.MemStats deltas
+// are the master's: event loop, shard, handler, lease store and reply.
+type hbProbe struct {
+	m     *dispatch.Master
+	st    *sqlite.Store
+	files *logpipe.Files
+	c     net.Conn
+	br    *bufio.Reader
+	batch []byte // prebuilt heartbeat frames
+	per   int    // heartbeats in batch
+	buf   []byte
+}
+
+// newHBProbe starts the master and joins one worker; withRun also places
+// one run on it, so every heartbeat renews a lease.
+func newHBProbe(dir string, withRun bool) (*hbProbe, error) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
+	if err != nil {
+		return nil, err
+	}
+	files, err := logpipe.NewFiles(filepath.Join(dir, "logs"))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	m, err := dispatch.New(dispatch.Config{Addr: "127.0.0.1:0", MasterID: "probe", JoinToken: []byte(benchJoinToken),
+		Logger: zerolog.Nop()}, st, memory.New(), files)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := m.Start(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	p := &hbProbe{m: m, st: st, files: files, buf: make([]byte, 64<<10)}
+	if err := p.join(withRun); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *hbProbe) join(withRun bool) error {
+	c, err := net.Dial("tcp", p.m.Addr())
+	if err != nil {
+		return err
+	}
+	p.c = c
+	p.br = bufio.NewReaderSize(c, 64<<10)
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	msg, _, err := codec.ReadFrame(p.br, codec.DefaultMaxBody, nil)
+	if err != nil {
+		return fmt.Errorf("cannot read Challenge: %w", err)
+	}
+	ch, ok := msg.(*pb.Challenge)
+	if !ok {
+		return fmt.Errorf("got %T instead of Challenge", msg)
+	}
+	const id = "probe-worker"
+	hello := &pb.Hello{WorkerId: id, Proof: dispatch.HelloProof([]byte(benchJoinToken), ch.GetNonce(), id), Slots: 1, Version: "bench"}
+	if err := p.write(hello); err != nil {
+		return err
+	}
+	if msg, _, err = codec.ReadFrame(p.br, codec.DefaultMaxBody, nil); err != nil {
+		return fmt.Errorf("cannot read HelloAck: %w", err)
+	}
+	if _, ok := msg.(*pb.HelloAck); !ok {
+		return fmt.Errorf("got %T instead of HelloAck", msg)
+	}
+	hb := &pb.Heartbeat{Seq: 1}
+	if withRun {
+		ref, err := p.placeRun()
+		if err != nil {
+			return err
+		}
+		hb.Runs = []*pb.RunRef{ref}
+	}
+	one, err := codec.AppendFrame(nil, hb)
+	if err != nil {
+		return err
+	}
+	p.per = 64
+	for range p.per {
+		p.batch = append(p.batch, one...)
+	}
+	return nil
+}
+
+// placeRun queues a run, waits for its ExecuteTask and reports it started.
+func (p *hbProbe) placeRun() (*pb.RunRef, error) {
+	ctx := context.Background()
+	uid, err := ensureUser(p.st)
+	if err != nil {
+		return nil, err
+	}
+	t := core.Task{UserID: uid, Name: "probe", Command: []string{"/bin/true"}, Attempt: 1,
+		Env: map[string]string{}, Tags: []string{}, TraceID: core.NewTraceID()}
+	if err := p.st.CreateTask(ctx, &t); err != nil {
+		return nil, err
+	}
+	p.m.Notify()
+	for {
+		msg, _, err := codec.ReadFrame(p.br, codec.DefaultMaxBody, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read ExecuteTask: %w", err)
+		}
+		if ex, ok := msg.(*pb.ExecuteTask); ok {
+			ref := &pb.RunRef{TaskId: ex.GetTaskId(), Attempt: ex.GetAttempt(), Fence: ex.GetFence()}
+			err := p.write(&pb.TaskStarted{TaskId: ref.TaskId, Attempt: ref.Attempt, Fence: ref.Fence, Pid: 1,
+				StartedUnixMs: time.Now().UnixMilli()})
+			return ref, err
+		}
+	}
+}
+
+func (p *hbProbe) write(m proto.Message) error {
+	b, err := codec.AppendFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	_, err = p.c.Write(b)
+	return err
+}
+
+// beat sends about n heartbeats (whole batches) and reads every ack.
+func (p *hbProbe) beat(n int) (int, error) {
+	sent := 0
+	_ = p.c.SetDeadline(time.Now().Add(60 * time.Second))
+	for sent < n {
+		if _, err := p.c.Write(p.batch); err != nil {
+			return sent, err
+		}
+		for range p.per {
+			if err := p.readAck(); err != nil {
+				return sent, err
+			}
+		}
+		sent += p.per
+	}
+	return sent, nil
+}
+
+// readAck reads one frame into the fixed buffer; any frame but a
+// HeartbeatAck (a late TaskFinishedAck, say) is skipped.
+func (p *hbProbe) readAck() error {
+	for {
+		hdr := p.buf[:codec.HeaderSize]
+		if _, err := io.ReadFull(p.br, hdr); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(hdr[4:]))
+		if n > len(p.buf) {
+			return fmt.Errorf("frame of %d bytes", n)
+		}
+		if _, err := io.ReadFull(p.br, p.buf[:n]); err != nil {
+			return err
+		}
+		if codec.Type(hdr[3]) == codec.TypeHeartbeatAck {
+			return nil
+		}
+	}
+}
+
+func (p *hbProbe) close() {
+	if p.c != nil {
+		p.c.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = p.m.Stop(ctx)
+	p.files.CloseAll()
+	p.st.Close()
+}
+
+// heartbeatAllocs returns the master's heap allocations (count and bytes)
+// per heartbeat over n heartbeats, after a warm-up.
+func heartbeatAllocs(dir string, withRun bool, n int) (allocs, bytes float64, err error) {
+	p, err := newHBProbe(dir, withRun)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer p.close()
+	if _, err := p.beat(2000); err != nil {
+		return 0, 0, err
+	}
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	sent, err := p.beat(n)
+	runtime.ReadMemStats(&b)
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(b.Mallocs-a.Mallocs) / float64(sent), float64(b.TotalAlloc-a.TotalAlloc) / float64(sent), nil
+}

@@ -1,0 +1,139 @@
+// Command bench is rlsched's benchmark harness: simulated GPU farms driving a
+// real master over real TCP, each figure measured beside a reference taken in
+// the same run (raw loopback TCP, a naive goroutine-per-connection master,
+// the machine's fork/exec and fsync rates), because the machines it runs on
+// are shared and noisy.
+//
+//	go run ./bench -scenario NAME [-quick]   one scenario (-quick: under 30 s)
+//	go run ./bench -all                      every scenario at full size; rewrites BENCHMARKS.md
+//	go run ./bench -list                     the scenarios
+//
+// Every scenario prints, as its last line,
+//
+//	RESULT scenario=NAME metric=NAME value=X unit=U reference=NAME reference_value=Y ratio=R
+//
+// with R = X / Y. The master under test is the production binary (go build
+// ./cmd/rlsched into a temporary directory) started as `rlsched master` in its
+// own process, so its CPU time and peak RSS come from /proc. The harness also
+// re-executes itself for its helpers (-role fleet|naive|naive-rest|echo);
+// those roles are internal.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// scenario is one benchmark. run measures and returns the tables and the
+// RESULT line; it must leave no process behind.
+type scenario struct {
+	name  string
+	about string
+	goal  string
+	run   func(e *env) (*report, error)
+}
+
+var scenarios = []scenario{
+	{"dispatch", "submit → claim → ExecuteTask → TaskStarted → TaskFinished with 0 s runs on simulated workers",
+		"≥ 50,000 runs/s; p99 submit-to-start ≤ 5 ms at 1,000 runs/s", runDispatch},
+	{"dispatch-proc", "the same with real `rlsched worker` processes running /bin/true",
+		"within 80% of the machine's fork/exec rate measured in the same run", runDispatchProc},
+	{"heartbeat", "N simulated workers connected and heartbeating (10 s interval, and a compressed 1 s interval)",
+		"15,000 workers on one master; ≤ 20 KiB RSS and ≤ 2 µs CPU per worker heartbeat (100,000 workers in one core and 2 GiB)", runHeartbeat},
+	{"connect-storm", "every worker reconnects at once after a master restart",
+		"15,000 workers reconnected and re-registered in ≤ 2 s", runConnectStorm},
+	{"rest-submit", "POST /api/train against the real master's REST, SQLite, ack after commit",
+		"≥ 5,000 submits/s, p99 ≤ 20 ms", runRestSubmit},
+}
+
+func main() {
+	role := flag.String("role", "", "internal: run as a helper process (fleet, naive, naive-rest, echo)")
+	name := flag.String("scenario", "", "scenario to run (see -list)")
+	quick := flag.Bool("quick", false, "small sizes: one scenario in under 30 s")
+	all := flag.Bool("all", false, "run every scenario at full size and rewrite BENCHMARKS.md")
+	list := flag.Bool("list", false, "list the scenarios")
+	out := flag.String("out", "", "file -all writes (default BENCHMARKS.md at the module root)")
+	profile := flag.String("profile", "", "directory: build the master with a pprof hook (bench/overlay) and write CPU, heap and allocation profiles of each measured window there")
+	keep := flag.Bool("keep", false, "keep the temporary directory (master logs, databases)")
+	flag.Parse()
+
+	if *role != "" {
+		if err := runRole(*role); err != nil {
+			fmt.Fprintln(os.Stderr, "bench role", *role+":", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *list {
+		for _, s := range scenarios {
+			fmt.Printf("%-14s %s\n%14s goal: %s\n", s.name, s.about, "", s.goal)
+		}
+		return
+	}
+	if !*all && *name == "" {
+		fmt.Fprintln(os.Stderr, "usage: go run ./bench -scenario NAME [-quick] | -all | -list")
+		os.Exit(2)
+	}
+	e, err := newEnv(*quick && !*all, *profile, *keep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	defer e.close()
+	var todo []scenario
+	if *all {
+		todo = scenarios
+	} else {
+		i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == *name })
+		if i < 0 {
+			names := []string{}
+			for _, s := range scenarios {
+				names = append(names, s.name)
+			}
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q; choose one of %s\n", *name, strings.Join(names, ", "))
+			os.Exit(2)
+		}
+		todo = []scenario{scenarios[i]}
+	}
+	var reports []*report
+	failed := false
+	for _, s := range todo {
+		began := time.Now()
+		e.logf("scenario %s (%s)", s.name, e.sizeName())
+		rep, err := s.run(e)
+		e.cleanup()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: scenario %s failed: %v\n", s.name, err)
+			failed = true
+			continue
+		}
+		rep.scenario = s
+		rep.elapsed = time.Since(began)
+		rep.command = "go run ./bench -scenario " + s.name
+		if e.quick {
+			rep.command += " -quick"
+		}
+		rep.print(os.Stdout)
+		reports = append(reports, rep)
+	}
+	if *all && len(reports) > 0 {
+		path := *out
+		if path == "" {
+			path = e.root + "/BENCHMARKS.md"
+		}
+		if err := writeMarkdown(path, e, reports); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			failed = true
+		} else {
+			fmt.Fprintln(os.Stderr, "bench: wrote", path)
+		}
+	}
+	if failed {
+		e.close()
+		os.Exit(1)
+	}
+}
