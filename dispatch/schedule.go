@@ -43,7 +43,7 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 		return false
 	}
-	placed := 0
+	var batch []*placement
 	for i := range tasks {
 		t := &tasks[i]
 		w, gpus := place(t.GPUs, caps)
@@ -51,50 +51,91 @@ func (m *Master) schedule(ctx context.Context) bool {
 			continue // does not fit now; smaller runs behind it may (backfill)
 		}
 		take(caps, w, gpus)
-		if m.dispatch(ctx, t, caps[w].workerID, gpus) {
-			placed++
+		if p := m.claim(ctx, t, caps[w].workerID, gpus); p != nil {
+			batch = append(batch, p)
 		}
 	}
-	return placed > 0 && len(tasks) == scheduleBatch
+	return m.dispatch(ctx, batch) > 0 && len(tasks) == scheduleBatch
 }
 
-// dispatch claims a lease for t on workerID, records the placement in the
-// store (QUEUED → DISPATCHED, fenced) and sends ExecuteTask.
-func (m *Master) dispatch(ctx context.Context, t *core.Task, workerID string, gpus []int) bool {
+// placement is a run the scheduler placed and claimed a lease for, not yet
+// recorded in the store.
+type placement struct {
+	t     *core.Task
+	rr    *runRec
+	gpus  []int
+	fence uint64
+	exp   store.Expect
+}
+
+// claim registers t as placed on workerID and claims its lease; nil when
+// the worker is gone, the run is already placed or the claim failed.
+func (m *Master) claim(ctx context.Context, t *core.Task, workerID string, gpus []int) *placement {
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: workerID, gpus: gpus}
 	m.reg.mu.Lock()
 	w := m.reg.workers[workerID]
 	if w == nil || w.sess == nil || m.reg.runs[t.ID] != nil {
 		m.reg.mu.Unlock()
-		return false
+		return nil
 	}
 	m.reg.addRunLocked(rr)
 	m.reg.mu.Unlock()
 
-	undo := func() {
-		m.reg.mu.Lock()
-		if m.reg.runs[t.ID] == rr {
-			m.reg.removeRunLocked(t.ID)
-		}
-		m.reg.mu.Unlock()
-	}
 	fence, err := m.ls.Claim(ctx, t.ID, workerID, m.cfg.LeaseTTL)
 	if err != nil {
 		m.log.Warn().Str("task", t.ID).Err(err).Msg("cannot claim run")
-		undo()
-		return false
+		m.unplace(rr)
+		return nil
 	}
-	exp := store.Expect{Fence: t.Fence, Status: core.StatusQueued}
-	t.Status, t.Fence, t.Worker, t.GPUIndices, t.Error = core.StatusDispatched, fence, workerID, gpus, ""
-	if err := m.st.UpdateTask(ctx, t, exp); err != nil {
-		// Cancelled or taken meanwhile: give the lease back.
-		_ = m.ls.Release(ctx, t.ID, fence)
-		undo()
-		return false
+	return &placement{t: t, rr: rr, gpus: gpus, fence: fence, exp: store.Expect{Fence: t.Fence, Status: core.StatusQueued}}
+}
+
+// unplace forgets a placement that did not happen.
+func (m *Master) unplace(rr *runRec) {
+	m.reg.mu.Lock()
+	if m.reg.runs[rr.taskID] == rr {
+		m.reg.removeRunLocked(rr.taskID)
 	}
+	m.reg.mu.Unlock()
+}
+
+// dispatch records every placement in the store at once (QUEUED →
+// DISPATCHED, fenced, one UpdateTasks: one commit for the whole pass), then
+// sends each recorded run's ExecuteTask. It returns how many were recorded.
+func (m *Master) dispatch(ctx context.Context, batch []*placement) int {
+	if len(batch) == 0 {
+		return 0
+	}
+	us := make([]store.Update, len(batch))
+	for i, p := range batch {
+		t := p.t
+		t.Status, t.Fence, t.Worker, t.GPUIndices, t.Error = core.StatusDispatched, p.fence, p.rr.workerID, p.gpus, ""
+		us[i] = store.Update{Task: t, Expect: p.exp}
+	}
+	errs := m.st.UpdateTasks(ctx, us)
+	placed := 0
+	for i, p := range batch {
+		if errs[i] != nil {
+			// Cancelled or taken meanwhile: give the lease back.
+			_ = m.ls.Release(ctx, p.t.ID, p.fence)
+			m.unplace(p.rr)
+			continue
+		}
+		placed++
+		m.send(p)
+	}
+	return placed
+}
+
+// send tells a recorded placement's worker to start it.
+func (m *Master) send(p *placement) {
+	t, rr, fence, workerID, gpus := p.t, p.rr, p.fence, p.rr.workerID, p.gpus
 	m.reg.mu.Lock()
 	rr.fence = fence
-	sess := m.reg.workers[workerID].sess
+	var sess *session
+	if w := m.reg.workers[workerID]; w != nil {
+		sess = w.sess
+	}
 	_, cancelRequested := m.reg.cancels[t.ID]
 	m.reg.mu.Unlock()
 
@@ -103,6 +144,7 @@ func (m *Master) dispatch(ctx context.Context, t *core.Task, workerID string, gp
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}
+	var err error
 	if sess == nil {
 		err = errNoSession
 	} else {
@@ -111,12 +153,11 @@ func (m *Master) dispatch(ctx context.Context, t *core.Task, workerID string, gp
 	if err != nil {
 		// The lease expires and the reaper requeues the run.
 		m.log.Warn().Str("task", t.ID).Str("worker", workerID).Err(err).Msg("cannot send ExecuteTask")
-		return true
+		return
 	}
 	m.workerChanged(workerID)
 	m.log.Info().Str("task", t.ID).Str("worker", workerID).Ints("gpus", gpus).Int("attempt", t.Attempt).Uint64("fence", fence).Msg("run dispatched")
 	if cancelRequested {
 		m.resendCancel(rr)
 	}
-	return true
 }

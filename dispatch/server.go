@@ -180,13 +180,13 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 	sess.lastSeen.Store(time.Now().UnixNano())
 	switch msg := msg.(type) {
 	case *pb.Heartbeat:
-		sess.shard.push(func() { s.m.onHeartbeat(sess, msg) })
+		sess.shard.pushFree(func() { s.m.onHeartbeat(sess, msg) })
 	case *pb.TaskStarted:
-		sess.shard.push(func() { s.m.onStarted(sess, msg) })
+		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg) })
 	case *pb.LogData:
 		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
-		sess.shard.push(func() { s.m.onFinished(sess, msg) })
+		sess.shard.pushAsync(func() { s.m.onFinished(sess, msg) })
 	case *pb.Metric, *pb.ArtifactChunk:
 		// Not used yet: metrics come from log lines, artifacts later.
 	default:

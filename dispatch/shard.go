@@ -8,19 +8,48 @@ import (
 // shard runs submitted functions one at a time in submission order. Pushing
 // never blocks, so event loops can hand work over; the queue is bounded by
 // the protocol (a worker's log window and heartbeat rate), not here.
+//
+// Work pushed with pushAsync (a run's TaskStarted and TaskFinished, whose
+// fenced store writes are group-committed) is started in order but runs on
+// its own goroutine, so one worker's many runs share commits instead of
+// waiting for one commit each. Work pushed with push waits first until
+// every earlier async function has returned, so it still sees their
+// writes (a final reward is never undone by a run's read-modify-write, a
+// Hello's reconciliation sees finished runs gone); pushFree skips that wait
+// (heartbeats, which do not touch the store).
 type shard struct {
 	mu    sync.Mutex
-	queue []func()
-	spare []func()
+	queue []shardItem
+	spare []shardItem
 	ready chan struct{}
+	async sync.WaitGroup // async functions running; Add and Wait only on the shard's goroutine
 }
+
+type shardItem struct {
+	f    func()
+	kind int // itemOrdered, itemFree or itemAsync
+}
+
+const (
+	itemOrdered = iota
+	itemFree
+	itemAsync
+)
 
 func newShard() *shard { return &shard{ready: make(chan struct{}, 1)} }
 
 // push is safe from any goroutine.
-func (s *shard) push(f func()) {
+func (s *shard) push(f func()) { s.pushItem(shardItem{f: f}) }
+
+// pushFree is push without waiting for earlier async work.
+func (s *shard) pushFree(f func()) { s.pushItem(shardItem{f: f, kind: itemFree}) }
+
+// pushAsync starts f, in order, on a goroutine of its own.
+func (s *shard) pushAsync(f func()) { s.pushItem(shardItem{f: f, kind: itemAsync}) }
+
+func (s *shard) pushItem(it shardItem) {
 	s.mu.Lock()
-	s.queue = append(s.queue, f)
+	s.queue = append(s.queue, it)
 	s.mu.Unlock()
 	select {
 	case s.ready <- struct{}{}:
@@ -32,6 +61,7 @@ func (s *shard) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			s.async.Wait()
 			return
 		case <-s.ready:
 		}
@@ -46,9 +76,18 @@ func (s *shard) run(ctx context.Context) {
 			// pushes can never append into the slice being run.
 			s.queue, s.spare = s.spare[:0], nil
 			s.mu.Unlock()
-			for i, f := range batch {
-				f()
-				batch[i] = nil
+			for i, it := range batch {
+				switch it.kind {
+				case itemAsync:
+					s.async.Add(1)
+					go func() { defer s.async.Done(); it.f() }()
+				case itemOrdered:
+					s.async.Wait()
+					it.f()
+				default:
+					it.f()
+				}
+				batch[i] = shardItem{}
 			}
 			s.mu.Lock()
 			s.spare = batch[:0]

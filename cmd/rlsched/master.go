@@ -58,7 +58,7 @@ func defaultDataDir() string {
 
 // runningMaster is a started master: its store, dispatcher and REST server.
 type runningMaster struct {
-	st      store.Store // raw, wrapped so that every run change reaches the hub
+	st      store.Store // raw, group-committed and wrapped so that every run change reaches the hub
 	raw     store.Store
 	ls      lease.Leases
 	logs    *logpipe.Writer
@@ -105,7 +105,10 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
 	rm.hub = logpipe.NewHub(logpipe.HubConfig{LogDir: o.logDir})
-	rm.st = logpipe.TaskStore(rm.raw, rm.hub)
+	// Single-row writes (REST submissions, the dispatcher's transitions)
+	// are group-committed by the Batcher; the event publisher stays
+	// outermost so every committed change still reaches the hub.
+	rm.st = logpipe.TaskStore(store.NewBatcher(rm.raw, 0), rm.hub)
 	if rm.ls, err = openLeases(ctx, o); err != nil {
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)
 	}

@@ -32,6 +32,13 @@ type Expect struct {
 	Status core.Status
 }
 
+// Update is one row of UpdateTasks: Task's mutable fields, written only if
+// the row still matches Expect.
+type Update struct {
+	Task   *core.Task
+	Expect Expect
+}
+
 // Store is implemented by every durable backend. All methods are safe for
 // concurrent use.
 type Store interface {
@@ -45,6 +52,13 @@ type Store interface {
 	// CreateTask inserts a new run (status QUEUED, fence 0). CreatedAt and
 	// UpdatedAt are set when zero.
 	CreateTask(ctx context.Context, t *core.Task) error
+	// CreateTasks is CreateTask for many runs in one transaction (one
+	// durable commit). errs[i] is the result of ts[i], as CreateTask would
+	// return it: a row that fails (core.ErrConflict, core.ErrNotFound, an
+	// invalid run) is not written and does not fail the others. An error of
+	// the transaction itself (begin, commit, a lost connection) is every
+	// row's error, and then no row is written.
+	CreateTasks(ctx context.Context, ts []*core.Task) []error
 	Task(ctx context.Context, id string) (core.Task, error)
 	// ListTasks returns runs newest first and a cursor for the next page ("" at the end).
 	ListTasks(ctx context.Context, f Filter) ([]core.Task, string, error)
@@ -57,6 +71,14 @@ type Store interface {
 	// only if the row still has exp's fence and status; otherwise it returns
 	// core.ErrFenced (or core.ErrNotFound) and writes nothing. UpdatedAt is set.
 	UpdateTask(ctx context.Context, t *core.Task, exp Expect) error
+	// UpdateTasks is UpdateTask for many rows in one transaction (one
+	// durable commit), applied in order (a later row of the same run sees
+	// the earlier one's write). errs[i] is the result of us[i]: nil,
+	// core.ErrFenced or core.ErrNotFound (or an invalid row's error); a row
+	// that fails writes nothing and does not fail the others. An error of
+	// the transaction itself is every row's error, and then no row is
+	// written.
+	UpdateTasks(ctx context.Context, us []Update) []error
 	// SetFinalReward records a run's final reward without touching its state.
 	SetFinalReward(ctx context.Context, id string, v float64) error
 	// MaxFence returns the highest fence any run carries, so a lease backend

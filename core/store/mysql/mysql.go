@@ -155,6 +155,7 @@ func (s *Store) inTxOpts(ctx context.Context, opts *sql.TxOptions, f func(tx *sq
 const (
 	errDupEntry        = 1062 // ER_DUP_ENTRY
 	errNoReferencedRow = 1452 // ER_NO_REFERENCED_ROW_2
+	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
 )
 
 // isErr reports whether err is MySQL error number n.

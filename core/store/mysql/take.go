@@ -62,17 +62,14 @@ func (s *Store) TakeQueued(ctx context.Context, limit int, place PlaceFunc) ([]c
 				return fmt.Errorf("BUG: place returned run %q, which it was not handed or returned twice", d.ID)
 			}
 			taken[d.ID] = true
-			d.UpdatedAt = now
-			r, err := sqlutil.EncodeUpdate(&d)
+			p, err := sqlutil.PrepareUpdate(store.Update{Task: &d, Expect: store.Expect{Fence: fence, Status: core.StatusQueued}}, now)
 			if err != nil {
 				return fmt.Errorf("run %s: %w", d.ID, err)
 			}
-			if err := fencedUpdate(ctx, tx, &d, r, store.Expect{Fence: fence, Status: core.StatusQueued}); err != nil {
+			if err := fencedUpdate(ctx, tx, p.Args, d.ID); err != nil {
 				return fmt.Errorf("run %s: %w", d.ID, err)
 			}
-			d.UpdatedAt = sqlutil.Time(r.Updated)
-			d.GPUIndices, _ = sqlutil.DecodeSlice[int](r.GPUIndices)
-			d.StartedAt, d.FinishedAt = sqlutil.NullTime(r.Started), sqlutil.NullTime(r.Finished)
+			sqlutil.Applied(&d, p.Row)
 			out = append(out, d)
 		}
 		return nil

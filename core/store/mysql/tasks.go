@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -16,55 +17,96 @@ import (
 // new one; zero CreatedAt/UpdatedAt become now. t.UserID must name an
 // existing user (core.ErrNotFound otherwise) and t.User is set from it; a
 // taken ID is core.ErrConflict. On success t looks as a later read will.
-func (s *Store) CreateTask(ctx context.Context, t *core.Task) error {
-	if t.ID == "" {
-		t.ID = core.NewTaskID()
-	}
-	if !core.ValidTaskID(t.ID) {
-		return fmt.Errorf("cannot create run %q: invalid id", t.ID)
-	}
+func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
+	errs := make([]error, len(ts))
+	pre := make([]error, len(ts))
+	rows := make([]sqlutil.TaskRow, len(ts))
+	names := make([]string, len(ts))
 	now := time.Now()
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = now
+	todo := 0
+	for i, t := range ts {
+		if rows[i], pre[i] = sqlutil.PrepareCreate(t, now); pre[i] == nil {
+			todo++
+		}
 	}
-	if t.UpdatedAt.IsZero() {
-		t.UpdatedAt = now
+	copy(errs, pre)
+	if todo == 0 {
+		return errs
 	}
-	t.Status, t.Fence = core.StatusQueued, 0
-	r, err := sqlutil.EncodeTask(t)
+	// Users are never deleted, so the owner reads need no common
+	// transaction with the INSERTs; the foreign key still refuses a
+	// vanished owner.
+	owners := map[int64]*string{}
+	for i, t := range ts {
+		if pre[i] != nil {
+			continue
+		}
+		if _, seen := owners[t.UserID]; seen {
+			continue
+		}
+		var name string
+		err := s.db.QueryRowContext(ctx, `SELECT username FROM users WHERE id = ?`, t.UserID).Scan(&name)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			owners[t.UserID] = nil
+		case err != nil:
+			sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot create run " + ts[i].ID }, err)
+			return errs
+		default:
+			owners[t.UserID] = &name
+		}
+	}
+	// Inserted in id order (stable), as UpdateTasks does, so concurrent
+	// batches meet their key locks in one order; InnoDB can still pick a
+	// deadlock victim among duplicate inserts, and retryTx runs it again.
+	order := make([]int, 0, todo)
+	for i := range ts {
+		if pre[i] == nil {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return ts[order[a]].ID < ts[order[b]].ID })
+	err := s.retryTx(ctx, func(tx *sql.Tx) error {
+		copy(errs, pre)
+		// A failed INSERT (duplicate key, missing owner) rolls back only
+		// its own statement in InnoDB; the transaction goes on.
+		for _, i := range order {
+			t := ts[i]
+			owner := owners[t.UserID]
+			if owner == nil {
+				errs[i] = fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
+				continue
+			}
+			_, err := tx.ExecContext(ctx, sqlutil.InsertTask, sqlutil.InsertArgs(t, rows[i])...)
+			switch {
+			case isErr(err, errDupEntry):
+				errs[i] = fmt.Errorf("cannot create run %s: id taken: %w", t.ID, core.ErrConflict)
+			case isErr(err, errNoReferencedRow):
+				errs[i] = fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
+			case err != nil:
+				return err
+			default:
+				names[i] = *owner
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("cannot create run %s: %w", t.ID, err)
+		sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot create run " + ts[i].ID }, err)
+		return errs
 	}
-	// Users are never deleted, so the owner read and the INSERT need no
-	// common transaction; the foreign key still refuses a vanished owner.
-	var username string
-	err = s.db.QueryRowContext(ctx, `SELECT username FROM users WHERE id = ?`, t.UserID).Scan(&username)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
+	for i, t := range ts {
+		if errs[i] == nil {
+			t.User = names[i]
+			sqlutil.Normalize(t, rows[i])
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("cannot create run %s: %w", t.ID, err)
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO tasks (id, name, project, user_id, status,
-		attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
-		gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
-		timeout_seconds, created_at, started_at, finished_at, updated_at, fence)
-		VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?)`,
-		t.ID, t.Name, t.Project, t.UserID, string(t.Status),
-		t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
-		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
-		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence)
-	switch {
-	case isErr(err, errDupEntry):
-		return fmt.Errorf("cannot create run %s: id taken: %w", t.ID, core.ErrConflict)
-	case isErr(err, errNoReferencedRow):
-		return fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
-	case err != nil:
-		return fmt.Errorf("cannot create run %s: %w", t.ID, err)
-	}
-	t.User = username
-	sqlutil.Normalize(t, r)
-	return nil
+	return errs
+}
+
+// CreateTask is CreateTasks of one run.
+func (s *Store) CreateTask(ctx context.Context, t *core.Task) error {
+	return s.CreateTasks(ctx, []*core.Task{t})[0]
 }
 
 // Task returns the run with id, or core.ErrNotFound.
@@ -90,39 +132,65 @@ type execer interface {
 // evaluates the WHERE on the latest committed row under its row lock, so
 // of concurrent writers from one state exactly one matches. When nothing
 // matched, a look at the row tells core.ErrNotFound from core.ErrFenced
-// (runs are never deleted, so the look needs no transaction). On success
-// t.UpdatedAt is the time written.
+// (runs are never deleted). On success t.UpdatedAt is the time written.
 func (s *Store) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) error {
-	upd := *t
-	upd.UpdatedAt = time.Now()
-	r, err := sqlutil.EncodeUpdate(&upd)
-	if err != nil {
-		return fmt.Errorf("cannot update run %s: %w", t.ID, err)
-	}
-	if err := fencedUpdate(ctx, s.db, &upd, r, exp); err != nil {
-		return fmt.Errorf("cannot update run %s: %w", t.ID, err)
-	}
-	t.UpdatedAt = sqlutil.Time(r.Updated)
-	t.GPUIndices, _ = sqlutil.DecodeSlice[int](r.GPUIndices)
-	t.StartedAt, t.FinishedAt = sqlutil.NullTime(r.Started), sqlutil.NullTime(r.Finished)
-	return nil
+	return s.UpdateTasks(ctx, []store.Update{{Task: t, Expect: exp}})[0]
 }
 
-// fencedUpdate is UpdateTask's statement on db (the pool or a transaction):
-// upd's mutable fields, encoded as r, are written only where the row has
-// exp's fence and status.
-func fencedUpdate(ctx context.Context, db execer, upd *core.Task, r sqlutil.TaskRow, exp store.Expect) error {
-	expFence, err := sqlutil.Fence(exp.Fence)
-	if err != nil {
-		return err
+// UpdateTasks runs UpdateTask's conditional UPDATE for every row in one
+// transaction. Rows are applied in id order (stable, so two rows of one
+// run keep their order): concurrent batches then lock rows in the same
+// order and cannot deadlock one another; a deadlock with some other
+// writer is retried.
+func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
+	errs := make([]error, len(us))
+	pre := make([]error, len(us))
+	rows := make([]sqlutil.PreparedUpdate, len(us))
+	now := time.Now()
+	order := make([]int, 0, len(us))
+	for i, u := range us {
+		if rows[i], pre[i] = sqlutil.PrepareUpdate(u, now); pre[i] == nil {
+			order = append(order, i)
+		}
 	}
-	res, err := db.ExecContext(ctx, `UPDATE tasks SET status = ?, attempt = ?, fence = ?,
-		worker = ?, gpu_indices = ?, exit_code = ?, error = ?, final_reward = ?,
-		started_at = ?, finished_at = ?, updated_at = ?
-		WHERE id = ? AND fence = ? AND status = ?`,
-		string(upd.Status), upd.Attempt, r.Fence, upd.Worker, r.GPUIndices, upd.ExitCode,
-		upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated,
-		upd.ID, expFence, string(exp.Status))
+	copy(errs, pre)
+	if len(order) == 0 {
+		return errs
+	}
+	sort.SliceStable(order, func(a, b int) bool { return us[order[a]].Task.ID < us[order[b]].Task.ID })
+	err := s.retryTx(ctx, func(tx *sql.Tx) error {
+		copy(errs, pre)
+		for _, i := range order {
+			u := us[i]
+			err := fencedUpdate(ctx, tx, rows[i].Args, u.Task.ID)
+			switch {
+			case errors.Is(err, core.ErrNotFound):
+				errs[i] = fmt.Errorf("cannot update run %s: %w", u.Task.ID, err)
+			case errors.Is(err, core.ErrFenced):
+				errs[i] = sqlutil.FencedErr(u.Task.ID, u.Expect)
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot update run " + us[i].Task.ID }, err)
+		return errs
+	}
+	for i, u := range us {
+		if errs[i] == nil {
+			sqlutil.Applied(u.Task, rows[i].Row)
+		}
+	}
+	return errs
+}
+
+// fencedUpdate runs the conditional UPDATE with args on db (the pool or a
+// transaction): nil when the row matched, else core.ErrNotFound or
+// core.ErrFenced.
+func fencedUpdate(ctx context.Context, db execer, args []any, id string) error {
+	res, err := db.ExecContext(ctx, sqlutil.UpdateTask, args...)
 	if err != nil {
 		return err
 	}
@@ -132,13 +200,31 @@ func fencedUpdate(ctx context.Context, db execer, upd *core.Task, r sqlutil.Task
 		return err
 	}
 	var exists bool
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`, upd.ID).Scan(&exists); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`, id).Scan(&exists); err != nil {
 		return err
 	}
 	if !exists {
 		return core.ErrNotFound
 	}
-	return fmt.Errorf("expected fence %d and status %s: %w", exp.Fence, exp.Status, core.ErrFenced)
+	return core.ErrFenced
+}
+
+// retryTx is inTx, run again (up to 8 times in all, after a short growing
+// pause) when InnoDB chose the transaction as a deadlock victim and rolled
+// it back.
+func (s *Store) retryTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	var err error
+	for try := 0; try < 8; try++ {
+		if err = s.inTx(ctx, f); !isErr(err, errDeadlock) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try+1) * time.Millisecond):
+		}
+	}
+	return err
 }
 
 // SetFinalReward records a run's final reward (and bumps updated_at) without

@@ -19,53 +19,82 @@ var _ store.Store = (*Store)(nil)
 // existing user (core.ErrNotFound otherwise) and t.User is set from it; a
 // taken ID is core.ErrConflict. On success t looks as a later read will.
 func (s *Store) CreateTask(ctx context.Context, t *core.Task) error {
-	if t.ID == "" {
-		t.ID = core.NewTaskID()
-	}
-	if !core.ValidTaskID(t.ID) {
-		return fmt.Errorf("cannot create run %q: invalid id", t.ID)
-	}
+	return s.CreateTasks(ctx, []*core.Task{t})[0]
+}
+
+// CreateTasks inserts ts in one transaction. A failed INSERT (a taken id)
+// rolls back only its own statement in SQLite, so the other rows still
+// commit; owners are checked before inserting.
+func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
+	errs := make([]error, len(ts))
+	pre := make([]error, len(ts))
+	rows := make([]sqlutil.TaskRow, len(ts))
+	names := make([]string, len(ts))
 	now := time.Now()
-	if t.CreatedAt.IsZero() {
-		t.CreatedAt = now
-	}
-	if t.UpdatedAt.IsZero() {
-		t.UpdatedAt = now
-	}
-	t.Status, t.Fence = core.StatusQueued, 0
-	r, err := sqlutil.EncodeTask(t)
-	if err != nil {
-		return fmt.Errorf("cannot create run %s: %w", t.ID, err)
-	}
-	var username string
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT username FROM users WHERE id = ?`, t.UserID).Scan(&username)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("owner %d: %w", t.UserID, core.ErrNotFound)
+	todo := 0
+	for i, t := range ts {
+		if rows[i], pre[i] = sqlutil.PrepareCreate(t, now); pre[i] == nil {
+			todo++
 		}
-		if err != nil {
-			return err
+	}
+	copy(errs, pre)
+	if todo == 0 {
+		return errs
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		owners := map[int64]*string{}
+		var ins *sql.Stmt
+		for i, t := range ts {
+			if pre[i] != nil {
+				continue
+			}
+			owner, seen := owners[t.UserID]
+			if !seen {
+				var name string
+				err := tx.QueryRowContext(ctx, `SELECT username FROM users WHERE id = ?`, t.UserID).Scan(&name)
+				switch {
+				case errors.Is(err, sql.ErrNoRows):
+				case err != nil:
+					return err
+				default:
+					owner = &name
+				}
+				owners[t.UserID] = owner
+			}
+			if owner == nil {
+				errs[i] = fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
+				continue
+			}
+			if ins == nil {
+				var err error
+				if ins, err = tx.PrepareContext(ctx, sqlutil.InsertTask); err != nil {
+					return err
+				}
+				defer ins.Close()
+			}
+			_, err := ins.ExecContext(ctx, sqlutil.InsertArgs(t, rows[i])...)
+			if isUnique(err) {
+				errs[i] = fmt.Errorf("cannot create run %s: id taken: %w", t.ID, core.ErrConflict)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			names[i] = *owner
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO tasks (id, name, project, user_id, status,
-			attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
-			gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
-			timeout_seconds, created_at, started_at, finished_at, updated_at, fence)
-			VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?)`,
-			t.ID, t.Name, t.Project, t.UserID, string(t.Status),
-			t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
-			r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
-			t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence)
-		return err
+		return nil
 	})
-	if isUnique(err) {
-		return fmt.Errorf("cannot create run %s: id taken: %w", t.ID, core.ErrConflict)
-	}
 	if err != nil {
-		return fmt.Errorf("cannot create run %s: %w", t.ID, err)
+		sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot create run " + ts[i].ID }, err)
+		return errs
 	}
-	t.User = username
-	sqlutil.Normalize(t, r)
-	return nil
+	for i, t := range ts {
+		if errs[i] == nil {
+			t.User = names[i]
+			sqlutil.Normalize(t, rows[i])
+		}
+	}
+	return errs
 }
 
 // Task returns the run with id, or core.ErrNotFound.
@@ -85,43 +114,67 @@ func (s *Store) Task(ctx context.Context, id string) (core.Task, error) {
 // matched, a look inside the same transaction tells core.ErrNotFound from
 // core.ErrFenced. On success t.UpdatedAt is the time written.
 func (s *Store) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) error {
-	upd := *t
-	upd.UpdatedAt = time.Now()
-	r, err := sqlutil.EncodeUpdate(&upd)
-	if err != nil {
-		return fmt.Errorf("cannot update run %s: %w", t.ID, err)
+	return s.UpdateTasks(ctx, []store.Update{{Task: t, Expect: exp}})[0]
+}
+
+// UpdateTasks runs UpdateTask's conditional UPDATE for every row, in order,
+// in one transaction: one commit (and one fsync) for the whole batch.
+func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
+	errs := make([]error, len(us))
+	pre := make([]error, len(us))
+	rows := make([]sqlutil.PreparedUpdate, len(us))
+	now := time.Now()
+	todo := 0
+	for i, u := range us {
+		if rows[i], pre[i] = sqlutil.PrepareUpdate(u, now); pre[i] == nil {
+			todo++
+		}
 	}
-	expFence, err := sqlutil.Fence(exp.Fence)
-	if err != nil {
-		return fmt.Errorf("cannot update run %s: %w", t.ID, err)
+	copy(errs, pre)
+	if todo == 0 {
+		return errs
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE tasks SET status = ?, attempt = ?, fence = ?,
-			worker = ?, gpu_indices = ?, exit_code = ?, error = ?, final_reward = ?,
-			started_at = ?, finished_at = ?, updated_at = ?
-			WHERE id = ? AND fence = ? AND status = ?`,
-			string(upd.Status), upd.Attempt, r.Fence, upd.Worker, r.GPUIndices, upd.ExitCode,
-			upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated,
-			upd.ID, expFence, string(exp.Status))
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, sqlutil.UpdateTask)
 		if err != nil {
 			return err
 		}
-		// id is the key, so one row means the swap happened.
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
+		defer stmt.Close()
+		for i, u := range us {
+			if pre[i] != nil {
+				continue
+			}
+			res, err := stmt.ExecContext(ctx, rows[i].Args...)
+			if err != nil {
+				return err
+			}
+			// id is the key, so one row means the swap happened.
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				continue
+			}
+			switch err := taskExists(ctx, tx, u.Task.ID); {
+			case errors.Is(err, core.ErrNotFound):
+				errs[i] = fmt.Errorf("cannot update run %s: %w", u.Task.ID, err)
+			case err != nil:
+				return err
+			default:
+				errs[i] = sqlutil.FencedErr(u.Task.ID, u.Expect)
+			}
 		}
-		if err := taskExists(ctx, tx, upd.ID); err != nil {
-			return err
-		}
-		return fmt.Errorf("expected fence %d and status %s: %w", exp.Fence, exp.Status, core.ErrFenced)
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("cannot update run %s: %w", t.ID, err)
+		sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot update run " + us[i].Task.ID }, err)
+		return errs
 	}
-	t.UpdatedAt = sqlutil.Time(r.Updated)
-	t.GPUIndices, _ = sqlutil.DecodeSlice[int](r.GPUIndices)
-	t.StartedAt, t.FinishedAt = sqlutil.NullTime(r.Started), sqlutil.NullTime(r.Finished)
-	return nil
+	for i, u := range us {
+		if errs[i] == nil {
+			sqlutil.Applied(u.Task, rows[i].Row)
+		}
+	}
+	return errs
 }
 
 // SetFinalReward records a run's final reward (and bumps updated_at) without

@@ -1,0 +1,102 @@
+package sqlutil
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+)
+
+// InsertTask is the INSERT of a new run; InsertArgs gives its arguments.
+const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
+	attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
+	gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
+	timeout_seconds, created_at, started_at, finished_at, updated_at, fence)
+	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?)`
+
+// UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
+// gives its arguments.
+const UpdateTask = `UPDATE tasks SET status = ?, attempt = ?, fence = ?,
+	worker = ?, gpu_indices = ?, exit_code = ?, error = ?, final_reward = ?,
+	started_at = ?, finished_at = ?, updated_at = ?
+	WHERE id = ? AND fence = ? AND status = ?`
+
+// PrepareCreate does CreateTask's checks and defaults on t (an empty ID gets
+// a new one, zero times become now, status QUEUED and fence 0) and encodes it.
+func PrepareCreate(t *core.Task, now time.Time) (TaskRow, error) {
+	if t.ID == "" {
+		t.ID = core.NewTaskID()
+	}
+	if !core.ValidTaskID(t.ID) {
+		return TaskRow{}, fmt.Errorf("cannot create run %q: invalid id", t.ID)
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now
+	}
+	if t.UpdatedAt.IsZero() {
+		t.UpdatedAt = now
+	}
+	t.Status, t.Fence = core.StatusQueued, 0
+	r, err := EncodeTask(t)
+	if err != nil {
+		return r, fmt.Errorf("cannot create run %s: %w", t.ID, err)
+	}
+	return r, nil
+}
+
+// InsertArgs are InsertTask's arguments for t encoded as r.
+func InsertArgs(t *core.Task, r TaskRow) []any {
+	return []any{t.ID, t.Name, t.Project, t.UserID, string(t.Status),
+		t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
+		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
+		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence}
+}
+
+// PreparedUpdate is one row of a batch update, encoded.
+type PreparedUpdate struct {
+	Row  TaskRow
+	Args []any // UpdateTask's arguments
+}
+
+// PrepareUpdate encodes u with updated_at now; it does not touch u.Task.
+func PrepareUpdate(u store.Update, now time.Time) (PreparedUpdate, error) {
+	upd := *u.Task
+	upd.UpdatedAt = now
+	r, err := EncodeUpdate(&upd)
+	if err != nil {
+		return PreparedUpdate{}, fmt.Errorf("cannot update run %s: %w", upd.ID, err)
+	}
+	expFence, err := Fence(u.Expect.Fence)
+	if err != nil {
+		return PreparedUpdate{}, fmt.Errorf("cannot update run %s: %w", upd.ID, err)
+	}
+	return PreparedUpdate{Row: r, Args: []any{string(upd.Status), upd.Attempt, r.Fence, upd.Worker, r.GPUIndices, upd.ExitCode,
+		upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated,
+		upd.ID, expFence, string(u.Expect.Status)}}, nil
+}
+
+// Applied sets on t what a successful update wrote as r (updatedAt, and
+// gpuIndices and the times normalised).
+func Applied(t *core.Task, r TaskRow) {
+	t.UpdatedAt = Time(r.Updated)
+	t.GPUIndices, _ = DecodeSlice[int](r.GPUIndices)
+	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
+}
+
+// FencedErr is a row's error when its update matched nothing but the run exists.
+func FencedErr(id string, exp store.Expect) error {
+	return fmt.Errorf("cannot update run %s: expected fence %d and status %s: %w", id, exp.Fence, exp.Status, core.ErrFenced)
+}
+
+// TxFailed gives every row that had no error of its own err (the
+// transaction's), since then nothing was written.
+func TxFailed(errs, pre []error, what func(i int) string, err error) {
+	for i := range errs {
+		if pre[i] != nil {
+			errs[i] = pre[i]
+		} else {
+			errs[i] = fmt.Errorf("%s: %w", what(i), err)
+		}
+	}
+}
