@@ -15,8 +15,10 @@ import (
 type token struct {
 	task  string
 	fence uint64
-	// expires is when its lease runs out, on the model's clock.
-	expires time.Duration
+	// expires is the earliest time its lease can run out, expiresLate the
+	// latest, on the model's clock (equal on an exact clock; on real time
+	// they bracket the unknown moment the backend took the call).
+	expires, expiresLate time.Duration
 	// dead: it can never be renewed or released again (released, reaped,
 	// replaced by a newer claim, or seen expired). An expired token may
 	// still be reaped once.
@@ -26,16 +28,19 @@ type token struct {
 	gone bool
 }
 
-// randomModel is what the property test knows. Its clock is the sum of
-// the Advance calls. The backend's clock has moved at least that much
-// (sleeps never undershoot), so "expired by the model" is sound on any
-// backend; "live by the model" is trusted only margin before expiry.
+// randomModel is what the property test knows. On an exact clock its clock
+// is the sum of the Advance calls. On real time it reads the wall clock
+// before each call, so a loaded machine that oversleeps or stalls a call
+// cannot fool it: "expired" is trusted only past the latest possible
+// expiry, "live" only margin before the earliest.
 type randomModel struct {
 	t       *testing.T
 	b       Backend
 	ttl     time.Duration
 	margin  time.Duration
 	now     time.Duration
+	exact   bool
+	start   time.Time
 	rnd     *rand.Rand
 	tokens  []*token
 	byFence map[uint64]*token
@@ -55,10 +60,12 @@ func testRandomOps(t *testing.T, h Harness) {
 		byFence: map[uint64]*token{},
 		latest:  map[string]*token{},
 	}
+	m.exact, m.start = h.ExactClock, time.Now()
 	if !h.ExactClock {
 		m.margin = h.TTL / 4
 	}
 	for step := range h.RandomSteps {
+		m.now = m.clock()
 		task := fmt.Sprint("t", m.rnd.IntN(5))
 		var what string
 		switch op := m.rnd.IntN(100); {
@@ -77,7 +84,9 @@ func testRandomOps(t *testing.T, h Harness) {
 		default:
 			d := time.Duration(m.rnd.Int64N(int64(h.TTL / 3)))
 			m.b.Advance(d)
-			m.now += d
+			if m.exact {
+				m.now += d
+			}
 			what = fmt.Sprint("advance ", d)
 		}
 		if t.Failed() {
@@ -93,7 +102,15 @@ func (m *randomModel) live(tok *token) bool {
 }
 
 func (m *randomModel) expired(tok *token) bool {
-	return tok == nil || tok.dead || m.now >= tok.expires
+	return tok == nil || tok.dead || m.now >= tok.expiresLate
+}
+
+// clock is the model's time: exact, or the wall clock since the start.
+func (m *randomModel) clock() time.Duration {
+	if m.exact {
+		return m.now
+	}
+	return time.Since(m.start)
 }
 
 func (m *randomModel) claim(task string) string {
@@ -118,7 +135,7 @@ func (m *randomModel) claim(task string) string {
 	if old != nil {
 		old.dead, old.gone = true, true // replaced: the old owner is fenced out
 	}
-	tok := &token{task: task, fence: f, expires: m.now + m.ttl}
+	tok := &token{task: task, fence: f, expires: m.now + m.ttl, expiresLate: m.clock() + m.ttl}
 	m.tokens = append(m.tokens, tok)
 	m.byFence[f], m.latest[task], m.top = tok, tok, f
 	return fmt.Sprint("claim ", task, " = ", f)
@@ -140,7 +157,7 @@ func (m *randomModel) renew() string {
 	}
 	for i, err := range m.b.Renew(m.t.Context(), rs, m.ttl) {
 		if m.outcome("Renew", toks[i], err) {
-			toks[i].expires = m.now + m.ttl
+			toks[i].expires, toks[i].expiresLate = m.now+m.ttl, m.clock()+m.ttl
 		}
 	}
 	return fmt.Sprint("renew ", rs)
