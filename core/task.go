@@ -82,6 +82,18 @@ type Task struct {
 	// Fence is the fencing token of the lease that owns the current attempt
 	// (0 while queued). Every state change is conditional on it.
 	Fence uint64 `json:"fence"`
+	// QueuePosition (1 = next to run) and PendingReason explain a QUEUED
+	// run's wait; the API fills them when it answers, nothing stores them.
+	QueuePosition int    `json:"queuePosition,omitempty"`
+	PendingReason string `json:"pendingReason,omitempty"`
+}
+
+// QueueInfo explains why a QUEUED run waits: its place in the queue (1 =
+// next to run) and a sentence such as "needs 2 GPUs, the largest free block
+// is 1".
+type QueueInfo struct {
+	Position int
+	Reason   string
 }
 
 // Role of a user.

@@ -189,6 +189,9 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 		}
 		return rt, nil
 	}
+	if rt, ok := s.uiRoute(segs); ok { // the dashboard (ui.go)
+		return rt, nil
+	}
 	return route{}, errNotFound("path")
 }
 

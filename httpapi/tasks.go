@@ -156,6 +156,7 @@ func (s *Server) listTasks(r *request) *apiError {
 	for _, t := range items {
 		views = append(views, taskView(t))
 	}
+	s.explainQueue(ctx, views)
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		Items      []core.Task `json:"items"`
 		NextCursor string      `json:"nextCursor"`
@@ -175,7 +176,9 @@ func (s *Server) getTask(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "run "+r.id)
 	}
-	return s.writeJSON(r, fasthttp.StatusOK, taskView(t))
+	v := []core.Task{taskView(t)}
+	s.explainQueue(ctx, v)
+	return s.writeJSON(r, fasthttp.StatusOK, v[0])
 }
 
 // cancelTask is POST /api/tasks/{id}/cancel: owner or admin only.

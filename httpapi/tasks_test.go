@@ -288,7 +288,7 @@ func TestTasks_GetAndBadIDs(t *testing.T) {
 	f("GET", "/api/tasks/ok/bogus", 404)
 	f("GET", "/api/tasks/ok/artifacts/model.pt", 404)
 	f("GET", "/api/nope", 404)
-	f("GET", "/", 404)
+	f("GET", "/no-such-page", 404)
 	f("DELETE", "/api/tasks", 405)
 	f("GET", "/api/train", 405)
 	f("POST", "/api/tasks/ok", 405)

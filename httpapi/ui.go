@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// The dashboard: static files embedded in the binary, no build step. The
+// pages are client-side routes that all answer index.html; its scripts and
+// styles live under /static/. Everything here is public (API.md: "the
+// dashboard's static files and login page"); the data behind the pages is
+// not, the scripts fetch it with the HttpOnly jwt_token cookie.
+
+//go:embed ui
+var uiFS embed.FS
+
+// uiFile is one embedded file, ready to serve.
+type uiFile struct {
+	body        []byte
+	contentType string
+	etag        string
+}
+
+var uiFiles = loadUIFiles()
+
+// uiIndex is the page every client-side route answers.
+const uiIndex = "index.html"
+
+// uiContentSecurityPolicy allows only this site's own scripts, styles,
+// images and connections (the REST API and /ws).
+const uiContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
+	"img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; " +
+	"form-action 'self'; frame-ancestors 'none'"
+
+func loadUIFiles() map[string]uiFile {
+	out := map[string]uiFile{}
+	err := fs.WalkDir(uiFS, "ui", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := uiFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[strings.TrimPrefix(p, "ui/")] = uiFile{
+			body:        b,
+			contentType: uiContentType(p),
+			etag:        `"` + hex.EncodeToString(sum[:12]) + `-` + core.Version + `"`,
+		}
+		return nil
+	})
+	if err != nil {
+		panic("BUG: the embedded dashboard is unreadable: " + err.Error())
+	}
+	return out
+}
+
+func uiContentType(p string) string {
+	switch path.Ext(p) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".json":
+		return "application/json; charset=utf-8"
+	}
+	return "application/octet-stream"
+}
+
+// uiRoute maps the dashboard's paths (already split and unescaped) to the
+// handler: the client-side routes answer index.html, /static/<file> the file.
+// ok is false for any other path.
+func (s *Server) uiRoute(segs []string) (route, bool) {
+	page := route{method: fasthttp.MethodGet, public: true, h: s.serveUIIndex}
+	switch {
+	case len(segs) == 1 && (segs[0] == "" || segs[0] == "login" || segs[0] == "runs" ||
+		segs[0] == "submit" || segs[0] == "compare" || segs[0] == "workers" || segs[0] == "health"):
+		return page, true
+	case len(segs) == 2 && segs[0] == "runs" && core.ValidTaskID(segs[1]):
+		return page, true
+	case len(segs) >= 2 && segs[0] == "static":
+		return route{method: fasthttp.MethodGet, public: true, h: s.serveUIStatic, rest: segs[1:]}, true
+	}
+	return route{}, false
+}
+
+func (s *Server) serveUIIndex(r *request) *apiError {
+	return s.serveUIFile(r, uiIndex)
+}
+
+func (s *Server) serveUIStatic(r *request) *apiError {
+	name := strings.Join(r.rest, "/")
+	if name == uiIndex {
+		return errNotFound("file")
+	}
+	return s.serveUIFile(r, name)
+}
+
+// serveUIFile answers an embedded file, or 304 when the client's copy is
+// current. Browsers revalidate on every load (no-cache), so an upgraded
+// binary's dashboard is picked up at once.
+func (s *Server) serveUIFile(r *request, name string) *apiError {
+	f, ok := uiFiles[name]
+	if !ok {
+		return errNotFound("file")
+	}
+	h := &r.ctx.Response.Header
+	h.Set(fasthttp.HeaderCacheControl, "no-cache")
+	h.Set(fasthttp.HeaderETag, f.etag)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	if name == uiIndex {
+		h.Set("Content-Security-Policy", uiContentSecurityPolicy)
+		h.Set("X-Frame-Options", "DENY")
+	}
+	if inm := string(r.ctx.Request.Header.Peek(fasthttp.HeaderIfNoneMatch)); inm != "" && etagMatch(inm, f.etag) {
+		r.ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return nil
+	}
+	r.ctx.SetStatusCode(fasthttp.StatusOK)
+	r.ctx.SetContentType(f.contentType)
+	r.ctx.SetBody(f.body)
+	return nil
+}
+
+// etagMatch reports whether an If-None-Match list names etag (or is "*").
+func etagMatch(list, etag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(t), "W/"))
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}

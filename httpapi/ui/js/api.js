@@ -1,0 +1,108 @@
+// REST client for API.md. The login token lives in the HttpOnly jwt_token
+// cookie: this code never sees it, the browser sends it with every request.
+
+export class ApiError extends Error {
+  constructor(status, code, message, traceId) {
+    super(message || code || 'HTTP ' + status);
+    this.status = status;
+    this.code = code || '';
+    this.traceId = traceId || '';
+  }
+}
+
+// A hint (not a secret) that this browser signed in, so a first visit goes
+// straight to the sign-in page instead of asking the API and getting a 401.
+const SIGNED_IN = 'rlsched.signedIn';
+export const session = {
+  get hinted() { try { return localStorage.getItem(SIGNED_IN) === '1'; } catch { return true; } },
+  set hinted(v) { try { v ? localStorage.setItem(SIGNED_IN, '1') : localStorage.removeItem(SIGNED_IN); } catch { /* private mode */ } },
+};
+
+async function errorOf(res) {
+  let code = '', message = '', traceId = res.headers.get('X-Trace-Id') || '';
+  try {
+    const b = await res.json();
+    if (b && b.error) ({ code, message } = b.error);
+    else if (b && b.message) message = b.message; // the gateway's fallback shape
+    if (b && b.error && b.error.traceId) traceId = b.error.traceId;
+  } catch { /* not JSON */ }
+  if (!message) message = res.status === 503 ? 'The service is unavailable; try again shortly.' : 'Request failed (HTTP ' + res.status + ').';
+  return new ApiError(res.status, code, message, traceId);
+}
+
+// request sends one API call and returns the decoded JSON (null for 204).
+// A 401 on anything but the auth endpoints announces 'rl:unauthorized'.
+export async function request(path, { method = 'GET', body, signal, headers = {} } = {}) {
+  const init = { method, headers: { Accept: 'application/json', ...headers }, credentials: 'same-origin', signal };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    if (e && e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'network', 'Cannot reach the server; check the connection.');
+  }
+  if (!res.ok) {
+    const err = await errorOf(res);
+    if (res.status === 401 && !path.startsWith('/api/auth/')) {
+      window.dispatchEvent(new CustomEvent('rl:unauthorized'));
+    }
+    throw err;
+  }
+  if (res.status === 204) return null;
+  return res.json();
+}
+
+const enc = encodeURIComponent;
+
+function qs(params) {
+  const u = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') u.set(k, String(v));
+  const s = u.toString();
+  return s ? '?' + s : '';
+}
+
+export const api = {
+  me: () => request('/api/auth/me'),
+  login: (username, password) => request('/api/auth/login', { method: 'POST', body: { username, password } }),
+  register: (username, password) => request('/api/auth/register', { method: 'POST', body: { username, password } }),
+  logout: () => request('/api/auth/logout', { method: 'POST' }),
+
+  tasks: (q = {}, signal) => request('/api/tasks' + qs(q), { signal }),
+  task: (id, signal) => request('/api/tasks/' + enc(id), { signal }),
+  submit: (body) => request('/api/train', { method: 'POST', body }),
+  cancel: (id) => request('/api/tasks/' + enc(id) + '/cancel', { method: 'POST' }),
+  rerun: (id, body) => request('/api/tasks/' + enc(id) + '/rerun', { method: 'POST', body }),
+  metrics: (id, names, signal) => request('/api/tasks/' + enc(id) + '/metrics' + qs({ names: names && names.join(',') }), { signal }),
+  artifacts: (id, signal) => request('/api/tasks/' + enc(id) + '/artifacts', { signal }),
+  artifactURL: (id, path) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/'),
+  workers: (signal) => request('/api/workers', { signal }),
+  health: async (signal) => {
+    // 503 still carries the health document ("status":"DOWN").
+    const res = await fetch('/api/monitor/health', { headers: { Accept: 'application/json' }, credentials: 'same-origin', signal });
+    try {
+      return await res.json();
+    } catch {
+      return { status: 'DOWN', error: 'HTTP ' + res.status };
+    }
+  },
+
+  // logBytes returns raw log bytes from offset (Accept: text/plain) with the
+  // server's next offset and whether the run's log is complete.
+  logBytes: async (id, offset, limit, signal) => {
+    const res = await fetch('/api/monitor/logs/' + enc(id) + qs({ offset, limit }), {
+      headers: { Accept: 'text/plain' }, credentials: 'same-origin', signal,
+    });
+    if (!res.ok) {
+      const err = await errorOf(res);
+      if (res.status === 401) window.dispatchEvent(new CustomEvent('rl:unauthorized'));
+      throw err;
+    }
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    const next = Number(res.headers.get('X-Next-Offset'));
+    return { bytes, next: Number.isFinite(next) ? next : offset + bytes.length, eof: res.headers.get('X-Eof') === 'true' };
+  },
+};

@@ -1,0 +1,456 @@
+// Run page: live status, the log tail, metric charts from the log's
+// RLSCHED_METRIC lines, everything recorded about the run, its attempts and
+// artifacts, and cancel / rerun.
+
+import { api } from '../api.js';
+import { live, poller } from '../live.js';
+import { LogView } from '../logview.js';
+import { LogStream, downloadLog } from '../logstream.js';
+import { LineChart, ema } from '../chart.js';
+import { loadSelection, saveSelection } from './runs.js';
+import {
+  h, replace, clear, badge, fmtDuration, fmtTime, fmtNum, fmtBytes, parseTime, runDuration, placement,
+  shellQuote, paramsOf, paramText, mayCancel, copyButton, toast, TERMINAL, PALETTE,
+} from '../util.js';
+
+const METRIC = 'RLSCHED_METRIC ';
+const MAX_CHARTS = 8;
+
+export function mount(root, ctx) {
+  const id = ctx.params.id;
+  const ac = new AbortController();
+  let t = null;
+  let stream = null;
+  const cleanups = [];
+  const series = new Map();       // metric name -> [[step, value], ...]
+  let metricPartial = '';
+  let chartsDirty = false;
+  const charts = new Map();       // name -> LineChart
+  let showAllCharts = false;
+  const markers = [];             // {attempt, line}
+  let destroyed = false;
+
+  const head = h('div');
+  const summary = h('section', { class: 'stat-strip', 'aria-label': 'Run summary' });
+  const chartsBox = h('div', { class: 'charts', id: 'charts' });
+  const chartsMore = h('div');
+  const chartsNote = h('p', { class: 'muted', id: 'charts-note' }, 'Waiting for metric lines (', h('code', null, 'RLSCHED_METRIC {"step": n, "name": value}'), ').');
+  const details = h('div', { class: 'grid grid-2' });
+  const timelineBox = h('section', { class: 'card', id: 'timeline' });
+  const artifactsBox = h('section', { class: 'card', id: 'artifacts' });
+
+  // ---- the log ----
+  const view = new LogView();
+  const logInfo = h('span', { class: 'info', id: 'log-info' }, 'loading…');
+  const followBtn = h('button', { type: 'button', class: 'btn btn-primary btn-sm follow-btn', hidden: true, id: 'follow' }, '↓ Follow');
+  followBtn.addEventListener('click', () => view.setFollow(true));
+  view.onFollowChange = (on) => { followBtn.hidden = on; };
+  const dl = h('button', { type: 'button', class: 'btn btn-sm' }, 'Download');
+  dl.addEventListener('click', async () => {
+    dl.disabled = true;
+    try { await downloadLog(id); } catch (e) { toast('Download failed: ' + e.message, 'error'); } finally { dl.disabled = false; }
+  });
+  const findIn = h('input', { type: 'search', placeholder: 'Find in log', 'aria-label': 'Find in log', id: 'log-find' });
+  findIn.style.width = '170px';
+  findIn.style.height = '28px';
+  let findFrom = 0;
+  findIn.addEventListener('keydown', (e) => {
+    if (e.key !== 'Enter' || !findIn.value) return;
+    e.preventDefault();
+    let n = view.find(findIn.value, findFrom);
+    if (n < 0 && findFrom > 0) n = view.find(findIn.value, 0);
+    if (n < 0) { toast('Not found in the log'); return; }
+    view.scrollToLine(n);
+    findFrom = n + 1;
+  });
+  findIn.addEventListener('input', () => { findFrom = 0; });
+  const logEmpty = h('div', { class: 'log-empty' }, 'No output yet');
+  const logCard = h('section', { class: 'logbox', id: 'log', 'aria-label': 'Log' },
+    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), logInfo, h('span', { class: 'spacer' }), findIn, dl),
+    view.el, logEmpty, followBtn);
+  cleanups.push(() => view.destroy());
+
+  replace(root, head, summary,
+    h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics')), chartsNote, chartsBox, chartsMore),
+    h('div', { style: { height: '16px' } }),
+    logCard,
+    h('div', { style: { height: '16px' } }),
+    details,
+    h('div', { style: { height: '16px' } }),
+    h('div', { class: 'grid grid-2' }, timelineBox, artifactsBox));
+
+  // ---- header, summary, details ----
+  let confirming = false;
+  function renderHead() {
+    const canCancel = mayCancel(ctx.user, t) && !TERMINAL.has(t.status);
+    const sel = loadSelection();
+    const inCompare = sel.has(t.id);
+    const actions = h('div', { class: 'btn-row' });
+    if (confirming && canCancel) {
+      const yes = h('button', { type: 'button', class: 'btn btn-danger solid btn-sm', id: 'confirm-cancel' }, 'Yes, cancel it');
+      const no = h('button', { type: 'button', class: 'btn btn-ghost btn-sm' }, 'Keep running');
+      yes.addEventListener('click', doCancel);
+      no.addEventListener('click', () => { confirming = false; renderHead(); });
+      actions.appendChild(h('span', { class: 'confirm', role: 'alertdialog', 'aria-label': 'Confirm cancel' }, 'Cancel this run?', yes, no));
+      setTimeout(() => yes.focus(), 0);
+    } else if (canCancel) {
+      const b = h('button', { type: 'button', class: 'btn btn-danger btn-sm', id: 'cancel-run' }, 'Cancel run');
+      b.addEventListener('click', () => { confirming = true; renderHead(); });
+      actions.appendChild(b);
+    }
+    const rerun = h('button', { type: 'button', class: 'btn btn-sm', id: 'rerun' }, 'Rerun');
+    rerun.addEventListener('click', async () => {
+      rerun.disabled = true;
+      try {
+        const r = await api.rerun(t.id);
+        toast('Rerun queued');
+        ctx.navigate('/runs/' + r.id);
+      } catch (e) {
+        toast('Rerun failed: ' + e.message, 'error');
+        rerun.disabled = false;
+      }
+    });
+    const cmp = h('button', { type: 'button', class: 'btn btn-sm', 'aria-pressed': String(inCompare) }, inCompare ? '✓ In compare' : 'Add to compare');
+    cmp.addEventListener('click', () => {
+      const s = loadSelection();
+      if (s.has(t.id)) s.delete(t.id); else s.add(t.id);
+      saveSelection(s);
+      renderHead();
+    });
+    actions.append(rerun, h('a', { class: 'btn btn-sm', href: '/submit?from=' + encodeURIComponent(t.id) }, 'Edit & resubmit'), cmp);
+    if (sel.size > 0) actions.appendChild(h('a', { class: 'btn btn-ghost btn-sm', href: '/compare?ids=' + [...sel].join(',') }, 'Compare ' + sel.size));
+
+    replace(head, h('div', { class: 'page-head' },
+      h('div', { style: { minWidth: '0' } },
+        h('div', { class: 'run-title' }, h('h1', { id: 'run-name' }, t.name || t.id), badge(t.status, 'lg')),
+        h('div', { class: 'run-meta' },
+          h('span', null, 'by ', h('strong', null, t.user)),
+          t.project ? h('span', null, 'project ', h('a', { href: '/runs?project=' + encodeURIComponent(t.project) }, t.project)) : null,
+          h('span', null, 'id ', h('code', null, t.id)),
+          (t.tags || []).length ? h('span', null, (t.tags || []).map((x) => h('span', { class: 'tag' }, x))) : null)),
+      h('span', { class: 'spacer' }),
+      actions));
+    ctx.setTitle(t.name || t.id);
+  }
+
+  async function doCancel() {
+    try {
+      const nt = await api.cancel(t.id);
+      confirming = false;
+      toast('Cancel requested');
+      setTask(nt);
+    } catch (e) {
+      confirming = false;
+      toast('Cannot cancel: ' + e.message, 'error');
+      renderHead();
+    }
+  }
+
+  function lastReward() {
+    if (t.finalReward != null) return { v: t.finalReward, note: TERMINAL.has(t.status) ? 'final' : 'so far' };
+    const s = series.get('episode_reward');
+    if (s && s.length) return { v: s[s.length - 1][1], note: 'latest episode_reward' };
+    return null;
+  }
+
+  function renderSummary() {
+    const now = Date.now();
+    let statusDetail = '';
+    if (t.status === 'QUEUED') {
+      statusDetail = [t.queuePosition ? '#' + t.queuePosition + ' in queue' : '', t.pendingReason || ''].filter(Boolean).join(' · ') || 'waiting for a worker';
+    } else if (t.status === 'RUNNING' || t.status === 'DISPATCHED') {
+      statusDetail = t.worker ? 'on ' + t.worker + ((t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : '') : '';
+    } else if (t.exitCode != null) {
+      statusDetail = 'exit code ' + t.exitCode + (t.error ? ' · ' + t.error : '');
+    } else if (t.error) statusDetail = t.error;
+    const r = lastReward();
+    const dur = runDuration(t, now);
+    replace(summary,
+      h('div', { class: 'stat', id: 'stat-status' }, h('div', { class: 'label' }, 'Status'), h('div', { class: 'value sm' }, badge(t.status)), h('div', { class: 'detail', id: 'status-detail' }, statusDetail)),
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Final reward'), h('div', { class: 'value', id: 'final-reward' }, r ? fmtNum(r.v) : '—'), h('div', { class: 'detail' }, r ? r.note : TERMINAL.has(t.status) ? 'none reported' : 'none yet')),
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Duration'), h('div', { class: 'value', id: 'duration' }, dur == null ? '—' : fmtDuration(dur)),
+        h('div', { class: 'detail' }, t.startedAt ? 'started ' + fmtTime(parseTime(t.startedAt)) : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Placement'), h('div', { class: 'value sm', id: 'placement' }, placement(t)), h('div', { class: 'detail' }, t.gpus ? t.gpus + ' GPU' + (t.gpus === 1 ? '' : 's') + ' requested' : 'CPU slot')),
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Attempt'), h('div', { class: 'value' }, String(t.attempt || 1)), h('div', { class: 'detail' }, 'of at most ' + ((t.maxRetries || 0) + 1))));
+  }
+
+  function kvTable(obj, empty) {
+    const entries = Object.entries(obj || {});
+    if (!entries.length) return h('p', { class: 'muted' }, empty);
+    return h('table', { class: 'kvtable' }, h('tbody', null, entries.map(([k, v]) => h('tr', null, h('th', { class: 'mono' }, k), h('td', { class: 'mono' }, paramText(v))))));
+  }
+
+  function renderDetails() {
+    const cmd = shellQuote(t.command);
+    const code = t.code || {};
+    replace(details,
+      h('section', { class: 'card', id: 'details-command' },
+        h('h2', null, 'Command'),
+        h('div', { class: 'cmdline' }, h('code', { id: 'command' }, cmd), copyButton(() => cmd)),
+        h('div', { style: { height: '14px' } }),
+        h('h3', null, 'Params'),
+        kvTable(paramsOf(t), 'No params.'),
+        h('div', { style: { height: '14px' } }),
+        h('h3', null, 'Environment'),
+        kvTable(t.env, 'No extra variables.')),
+      h('section', { class: 'card', id: 'details-meta' },
+        h('h2', null, 'Record'),
+        h('dl', { class: 'kv' },
+          h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('code', null, code.gitCommit.slice(0, 12)) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
+          h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
+          h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
+          h('dt', null, 'Workdir'), h('dd', null, t.workdir ? h('code', null, t.workdir) : h('span', { class: 'faint' }, "worker's default")),
+          h('dt', null, 'Priority'), h('dd', null, String(t.priority || 0)),
+          h('dt', null, 'Retries'), h('dd', null, String(t.maxRetries)),
+          h('dt', null, 'Timeout'), h('dd', null, t.timeoutSeconds ? fmtDuration(t.timeoutSeconds * 1000) : 'none'),
+          h('dt', null, 'Trace id'), h('dd', null, h('code', null, t.traceId || '')),
+          h('dt', null, 'Submitted'), h('dd', null, fmtTime(parseTime(t.createdAt))),
+          h('dt', null, 'Started'), h('dd', null, fmtTime(parseTime(t.startedAt)) || '—'),
+          h('dt', null, 'Finished'), h('dd', null, fmtTime(parseTime(t.finishedAt)) || '—'))));
+  }
+
+  function renderTimeline() {
+    const created = parseTime(t.createdAt), started = parseTime(t.startedAt), finished = parseTime(t.finishedAt);
+    const now = Date.now();
+    const end = finished ?? now;
+    const total = Math.max(1, end - (created ?? end));
+    const bar = h('div', { class: 'timebar', 'aria-hidden': 'true' });
+    if (created != null) {
+      const q = h('span', { class: 'q' });
+      q.style.width = (((started ?? end) - created) / total) * 100 + '%';
+      bar.appendChild(q);
+      if (started != null) {
+        const r = h('span', { class: ['r', t.status === 'SUCCEEDED' && 'done', ['FAILED', 'TIMEOUT', 'CANCELLED'].includes(t.status) && 'bad'] });
+        r.style.width = ((end - started) / total) * 100 + '%';
+        bar.appendChild(r);
+      }
+    }
+    const items = [h('li', null, h('div', null, 'Submitted by ', h('strong', null, t.user)), h('div', { class: 'when' }, fmtTime(created)))];
+    for (const m of markers) {
+      const a = h('a', { href: '#log' }, 'log line ' + (m.line + 1));
+      a.addEventListener('click', (e) => { e.preventDefault(); view.scrollToLine(m.line); view.el.focus(); });
+      items.push(h('li', { class: 'warn' }, h('div', null, 'Attempt ' + m.attempt + ' started after the previous one was lost'), h('div', { class: 'when' }, a)));
+    }
+    if (started != null) {
+      items.push(h('li', { class: 'run' }, h('div', null, 'Running on ', h('strong', null, t.worker || '?'), (t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : '', (t.attempt || 1) > 1 ? ' · attempt ' + t.attempt : ''),
+        h('div', { class: 'when' }, fmtTime(started) + (created != null ? ' · waited ' + fmtDuration(started - created) : ''))));
+    } else if (!TERMINAL.has(t.status)) {
+      items.push(h('li', null, h('div', null, t.status === 'QUEUED' ? 'Waiting in the queue' : t.status === 'DISPATCHED' ? 'Sent to ' + (t.worker || 'a worker') : t.status), h('div', { class: 'when' }, t.pendingReason || '')));
+    }
+    if (TERMINAL.has(t.status)) {
+      items.push(h('li', { class: t.status === 'SUCCEEDED' ? 'ok' : 'bad' },
+        h('div', null, badge(t.status), t.exitCode != null ? ' exit code ' + t.exitCode : ''),
+        t.error ? h('div', { class: 'muted' }, t.error) : null,
+        h('div', { class: 'when' }, fmtTime(finished) + (started != null && finished != null ? ' · ran ' + fmtDuration(finished - started) : ''))));
+    }
+    replace(timelineBox, h('h2', null, 'Timeline'), bar, h('ol', { class: 'timeline' }, items));
+  }
+
+  async function loadArtifacts() {
+    try {
+      const r = await api.artifacts(id, ac.signal);
+      const items = r.items || [];
+      replace(artifactsBox, h('h2', null, 'Artifacts'),
+        items.length
+          ? h('ul', { class: 'artifacts' }, items.map((a) => h('li', null,
+            h('a', { href: api.artifactURL(id, a.path), download: a.path.split('/').pop() }, a.path),
+            h('span', { class: 'faint mono', title: a.sha256 || '' }, fmtBytes(a.size)))))
+          : h('p', { class: 'muted' }, TERMINAL.has(t.status) ? 'This run left no artifacts on the master.' : 'Artifacts appear here when the run uploads them.'));
+    } catch (e) {
+      if (e.name !== 'AbortError') replace(artifactsBox, h('h2', null, 'Artifacts'), h('p', { class: 'muted' }, 'Cannot list artifacts: ' + e.message));
+    }
+  }
+
+  // ---- metrics ----
+  function addPoint(name, step, v) {
+    let s = series.get(name);
+    if (!s) { s = []; series.set(name, s); }
+    s.push([step, v]);
+    chartsDirty = true;
+  }
+
+  function scanMetrics(text) {
+    let s = metricPartial + text;
+    const nl = s.lastIndexOf('\n');
+    if (nl < 0) { metricPartial = s.length > 1 << 20 ? '' : s; return; }
+    metricPartial = s.slice(nl + 1);
+    s = s.slice(0, nl);
+    let i = s.indexOf(METRIC);
+    while (i >= 0) {
+      const lineEnd = s.indexOf('\n', i);
+      const lineStart = s.lastIndexOf('\n', i) + 1;
+      const line = s.slice(lineStart, lineEnd < 0 ? s.length : lineEnd);
+      const j = line.indexOf(METRIC);
+      try {
+        const m = JSON.parse(line.slice(j + METRIC.length));
+        if (m && typeof m === 'object' && !Array.isArray(m)) {
+          const step = typeof m.step === 'number' ? Math.trunc(m.step) : 0;
+          for (const [k, v] of Object.entries(m)) if (k !== 'step' && typeof v === 'number' && Number.isFinite(v) && k.length <= 128) addPoint(k, step, v);
+        }
+      } catch { /* not a metric line */ }
+      if (lineEnd < 0) break;
+      i = s.indexOf(METRIC, lineEnd);
+    }
+  }
+
+  function scanMarkers(text, firstLine) {
+    if (!text.includes('=== rlsched attempt ')) return;
+    const lines = text.split('\n').slice(0, -1); // the last piece is unfinished
+    lines.forEach((l, k) => {
+      const m = l.match(/^=== rlsched attempt (\d+) ===/);
+      if (m) markers.push({ attempt: Number(m[1]), line: firstLine + k });
+    });
+    if (t) renderTimeline();
+  }
+
+  let lastChart = 0;
+  function renderCharts() {
+    chartsDirty = false;
+    lastChart = Date.now();
+    const names = [...series.keys()].sort((a, b) => (a === 'episode_reward' ? -1 : b === 'episode_reward' ? 1 : a.localeCompare(b)));
+    chartsNote.hidden = names.length > 0;
+    if (!names.length && t && TERMINAL.has(t.status) && stream && stream.eof) {
+      replace(chartsNote, 'This run reported no metrics (lines like ', h('code', null, 'RLSCHED_METRIC {"step": 1, "loss": 0.5}'), ').');
+    }
+    const shown = showAllCharts ? names : names.slice(0, MAX_CHARTS);
+    for (const [n, c] of charts) if (!shown.includes(n)) { c.destroy(); c.el.remove(); charts.delete(n); }
+    shown.forEach((n, i) => {
+      let c = charts.get(n);
+      if (!c) {
+        c = new LineChart({ title: n, name: n, height: 200, empty: 'No points yet', legend: false });
+        charts.set(n, c);
+        chartsBox.appendChild(c.el);
+      }
+      const pts = series.get(n);
+      c.set([{ id: n, label: n, color: PALETTE[i % PALETTE.length], points: pts, smooth: pts.length > 60 ? ema(pts, 0.85) : null }]);
+    });
+    clear(chartsMore);
+    if (names.length > MAX_CHARTS) {
+      const b = h('button', { type: 'button', class: 'btn btn-sm' }, showAllCharts ? 'Show fewer' : 'Show all ' + names.length + ' metrics');
+      b.addEventListener('click', () => { showAllCharts = !showAllCharts; renderCharts(); });
+      chartsMore.appendChild(h('div', { style: { marginTop: '12px' } }, b));
+    }
+    if (t) renderSummary();
+  }
+
+  // The REST series win once the run is over (the master saw every line).
+  async function reconcileMetrics() {
+    try {
+      const r = await api.metrics(id, null, ac.signal);
+      let restPoints = 0, ours = 0;
+      for (const s of Object.values(r.series || {})) restPoints += s.length;
+      for (const s of series.values()) ours += s.length;
+      if (restPoints > ours) {
+        series.clear();
+        for (const [n, pts] of Object.entries(r.series || {})) series.set(n, pts.filter((p) => p[0] != null && p[1] != null));
+        renderCharts();
+      }
+    } catch { /* keep what the log gave */ }
+  }
+
+  // ---- task updates ----
+  function setTask(nt) {
+    if (!nt || nt.id !== id) return;
+    const prev = t;
+    if (prev && nt.status === 'QUEUED' && prev.status === 'QUEUED') {
+      nt.queuePosition ??= prev.queuePosition;
+      nt.pendingReason ??= prev.pendingReason;
+    }
+    t = nt;
+    renderHead();
+    renderSummary();
+    renderDetails();
+    renderTimeline();
+    if (TERMINAL.has(t.status) && (!prev || !TERMINAL.has(prev.status))) {
+      if (stream) stream.runEnded();
+      loadArtifacts();
+      if (prev) setTimeout(reconcileMetrics, 1000);
+    }
+  }
+
+  async function refreshTask() {
+    try {
+      setTask(await api.task(id, ac.signal));
+    } catch (e) {
+      if (e.status === 404) {
+        replace(root, h('div', { class: 'empty' }, h('strong', null, 'No run ' + id), h('a', { href: '/runs' }, 'Back to the runs')));
+        destroy();
+      }
+    }
+  }
+
+  function onTaskFrame(m) {
+    if (m.type === 'subscribed' || m.type === 'lagged') { refreshTask(); return; }
+    if (m.type === 'task' && m.data && m.data.id === id) {
+      setTask(m.data);
+      if (m.data.status === 'QUEUED') refreshTask(); // for the queue position
+    }
+  }
+
+  function updateLogInfo(p) {
+    const lines = view.lineCount;
+    logEmpty.hidden = lines > 0;
+    logEmpty.textContent = p.eof ? 'The run printed nothing' : 'No output yet';
+    const state = p.eof ? 'complete' : (p.live ? 'live' : 'polling every 2 s');
+    logInfo.textContent = lines.toLocaleString('en-US') + ' line' + (lines === 1 ? '' : 's') + ' · ' + fmtBytes(p.next) + ' · ' + state;
+    logInfo.dataset.state = p.eof ? 'eof' : p.live ? 'live' : 'polling';
+    if (view.dropped) logInfo.textContent += ' · first ' + view.dropped.toLocaleString('en-US') + ' lines not kept (Download has them)';
+  }
+
+  function destroy() {
+    if (destroyed) return;
+    destroyed = true;
+    ac.abort();
+    if (stream) stream.stop();
+    for (const c of charts.values()) c.destroy();
+    for (const f of cleanups) f();
+  }
+
+  (async () => {
+    let first;
+    try {
+      first = await api.task(id, ac.signal);
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      replace(root, e.status === 404
+        ? h('div', { class: 'empty' }, h('strong', null, 'No run ' + id), h('a', { href: '/runs' }, 'Back to the runs'))
+        : h('div', { class: 'notice error' }, 'Cannot load run ' + id + ': ' + e.message));
+      return;
+    }
+    if (destroyed) return;
+    setTask(first);
+    renderCharts();
+    if (!TERMINAL.has(t.status)) loadArtifacts();
+    cleanups.push(live.subscribe('/topic/tasks', onTaskFrame));
+    const stopPoll = poller(async () => { if (!TERMINAL.has(t.status)) await refreshTask(); }, 2000, '/topic/tasks');
+    cleanups.push(stopPoll);
+    stream = new LogStream(id, {
+      onText: (text) => {
+        const firstLine = view.lineCount - (view.partial ? 1 : 0);
+        scanMarkers(view.partial + text, firstLine);
+        view.append(text);
+        scanMetrics(text);
+      },
+      onProgress: (p) => {
+        updateLogInfo(p);
+        if (chartsDirty && Date.now() - lastChart > 250) renderCharts();
+        if (p.eof) renderCharts();
+      },
+      onError: (e) => { logInfo.textContent = 'log: ' + e.message + ' (retrying)'; },
+    });
+    stream.start().then(() => { if (TERMINAL.has(t.status)) stream.runEnded(); });
+    const tick = setInterval(() => {
+      if (chartsDirty) renderCharts();
+      if (t && !TERMINAL.has(t.status)) {
+        const d = document.getElementById('duration');
+        const dur = runDuration(t);
+        if (d && dur != null) d.textContent = fmtDuration(dur);
+      }
+    }, 500);
+    cleanups.push(() => clearInterval(tick));
+    const slow = setInterval(() => { if (t && !TERMINAL.has(t.status)) renderTimeline(); }, 5000);
+    cleanups.push(() => clearInterval(slow));
+  })();
+
+  return destroy;
+}

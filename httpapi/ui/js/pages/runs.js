@@ -1,0 +1,296 @@
+// Runs: a live table (WebSocket /topic/tasks, else polling), filters by
+// status, user and project kept in the URL, queue position and reason for
+// QUEUED runs, and a selection for Compare. A health strip sits on top.
+
+import { api } from '../api.js';
+import { live, poller } from '../live.js';
+import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, STATUSES, TERMINAL } from '../util.js';
+import { healthStrip } from './health.js';
+
+const PAGE = 50;
+const SEL_KEY = 'rlsched.compare';
+
+export function loadSelection() {
+  try { return new Set(JSON.parse(sessionStorage.getItem(SEL_KEY) || '[]')); } catch { return new Set(); }
+}
+export function saveSelection(sel) {
+  try { sessionStorage.setItem(SEL_KEY, JSON.stringify([...sel])); } catch { /* private mode */ }
+}
+
+export function mount(root, ctx) {
+  const q = ctx.query;
+  const f = { status: (q.get('status') || '').toUpperCase(), user: q.get('user') || '', project: q.get('project') || '' };
+  if (!STATUSES.includes(f.status)) f.status = '';
+  let items = [];          // tasks shown, newest first
+  const byId = new Map();
+  let cursor = '';
+  let loading = false;
+  let loadError = null;
+  const selection = loadSelection();
+  const users = new Set([ctx.user.username]);
+  const projects = new Set();
+  const ac = new AbortController();
+  let gen = 0;
+
+  // ---- header and filters ----
+  const chips = h('div', { class: 'chips', role: 'group', 'aria-label': 'Filter by status' });
+  for (const s of ['', ...STATUSES]) {
+    const c = h('button', { type: 'button', class: 'chip', 'aria-pressed': String(f.status === s), dataset: { status: s || 'ALL' } }, s ? s[0] + s.slice(1).toLowerCase() : 'All');
+    c.addEventListener('click', () => { f.status = s; syncChips(); applyFilters(); });
+    chips.appendChild(c);
+  }
+  function syncChips() {
+    for (const c of chips.children) c.setAttribute('aria-pressed', String((c.dataset.status === 'ALL' ? '' : c.dataset.status) === f.status));
+  }
+  const userDL = h('datalist', { id: 'users-dl' });
+  const projDL = h('datalist', { id: 'projects-dl' });
+  const userIn = h('input', { type: 'search', id: 'filter-user', placeholder: 'any user', value: f.user, list: 'users-dl', 'data-shortcut': 'filter', autocomplete: 'off' });
+  const projIn = h('input', { type: 'search', id: 'filter-project', placeholder: 'any project', value: f.project, list: 'projects-dl', autocomplete: 'off' });
+  const mine = h('button', { type: 'button', class: 'chip', 'aria-pressed': String(f.user === ctx.user.username) }, 'Mine');
+  mine.addEventListener('click', () => {
+    f.user = f.user === ctx.user.username ? '' : ctx.user.username;
+    userIn.value = f.user;
+    applyFilters();
+  });
+  const onText = debounce(() => { f.user = userIn.value.trim(); f.project = projIn.value.trim(); applyFilters(); }, 300);
+  userIn.addEventListener('input', onText);
+  projIn.addEventListener('input', onText);
+
+  const filters = h('div', { class: 'filters' },
+    chips,
+    h('div', { class: 'field' }, h('label', { for: 'filter-user' }, 'User'), userIn, userDL),
+    mine,
+    h('div', { class: 'field' }, h('label', { for: 'filter-project' }, 'Project'), projIn, projDL),
+  );
+
+  // ---- table ----
+  const tbody = h('tbody');
+  const selAll = h('input', { type: 'checkbox', 'aria-label': 'Select all shown runs' });
+  selAll.addEventListener('change', () => {
+    for (const t of items) if (selAll.checked) selection.add(t.id); else selection.delete(t.id);
+    saveSelection(selection);
+    renderRows();
+  });
+  const table = h('table', { class: 'data', id: 'runs-table' },
+    h('thead', null, h('tr', null,
+      h('th', { class: 'sel' }, selAll),
+      h('th', null, 'Status'), h('th', null, 'Name'), h('th', { class: 'hide-sm' }, 'User'), h('th', { class: 'hide-sm' }, 'Project'),
+      h('th', { class: 'hide-sm' }, 'GPUs · worker'), h('th', { class: 'num hide-sm' }, 'Attempt'), h('th', { class: 'hide-sm' }, 'Age'),
+      h('th', { class: 'num' }, 'Duration'), h('th', { class: 'num' }, 'Final reward'))),
+    tbody);
+  const empty = h('div', { class: 'empty', hidden: true });
+  const more = h('button', { type: 'button', class: 'btn btn-sm', hidden: true }, 'Load more');
+  more.addEventListener('click', () => load(true));
+  const footInfo = h('span', { class: 'faint' });
+  const keysHint = h('span', { class: 'faint hide-sm', style: { marginLeft: 'auto' } }, 'Keys: j/k move · x select · / filter · g then r, n, c, w, h to switch pages');
+  const errBox = h('div', { class: 'notice error', role: 'alert', hidden: true });
+
+  const selCount = h('span');
+  const compareBtn = h('button', { type: 'button', class: 'btn btn-primary btn-sm', id: 'compare-selected' }, 'Compare');
+  compareBtn.addEventListener('click', () => ctx.navigate('/compare?ids=' + [...selection].join(',')));
+  const clearSel = h('button', { type: 'button', class: 'btn btn-ghost btn-sm' }, 'Clear');
+  clearSel.addEventListener('click', () => { selection.clear(); saveSelection(selection); renderRows(); });
+  const selBar = h('div', { class: 'selection-bar', hidden: true, role: 'region', 'aria-label': 'Selected runs' }, selCount, h('span', { style: { flex: '1' } }), clearSel, compareBtn);
+
+  const health = healthStrip();
+  replace(root,
+    h('div', { class: 'page-head' }, h('h1', null, 'Runs'), h('span', { class: 'spacer' }),
+      h('a', { class: 'btn btn-primary', href: '/submit' }, 'New run')),
+    health.el,
+    filters,
+    errBox,
+    h('div', { class: 'table-wrap' }, table, empty),
+    h('div', { class: 'table-foot' }, more, footInfo, keysHint),
+    selBar);
+
+  // ---- rows ----
+  function matches(t) {
+    return (!f.status || t.status === f.status) && (!f.user || t.user === f.user) && (!f.project || t.project === f.project);
+  }
+
+  const fresh = new Set(); // ids that arrived live, to flash once
+
+  function row(t, prev) {
+    const checked = selection.has(t.id);
+    const cb = h('input', { type: 'checkbox', 'aria-label': 'Select ' + (t.name || t.id) + ' for comparison', checked, dataset: { fk: 'sel' } });
+    cb.addEventListener('change', () => {
+      if (cb.checked) selection.add(t.id); else selection.delete(t.id);
+      saveSelection(selection);
+      renderRows();
+    });
+    const statusCell = h('td', null, badge(t.status));
+    if (t.status === 'QUEUED' && (t.queuePosition || t.pendingReason)) {
+      statusCell.appendChild(h('div', { class: 'queue-info' },
+        t.queuePosition ? h('strong', null, '#' + t.queuePosition + ' in queue') : null,
+        t.queuePosition && t.pendingReason ? ' · ' : null,
+        t.pendingReason || null));
+    } else if (t.error && (t.status === 'FAILED' || t.status === 'LOST' || t.status === 'TIMEOUT')) {
+      statusCell.appendChild(h('div', { class: 'queue-info', title: t.error }, t.error.length > 80 ? t.error.slice(0, 80) + '…' : t.error));
+    }
+    const tags = (t.tags || []).map((x) => h('span', { class: 'tag' }, x));
+    const flash = prev ? prev.status !== t.status : fresh.delete(t.id);
+    const tr = h('tr', { class: [checked && 'selected', flash && 'flash'], dataset: { id: t.id, status: t.status } },
+      h('td', { class: 'sel' }, cb),
+      statusCell,
+      h('td', { class: 'name' }, h('a', { href: '/runs/' + t.id, dataset: { fk: 'name' } }, t.name || t.id),
+        h('div', { class: 'sub' }, h('span', { class: 'mono' }, t.id), h('span', { class: 'show-sm' }, ' · ' + t.user), tags.length ? ' ' : null, tags)),
+      h('td', { class: 'hide-sm' }, t.user),
+      h('td', { class: 'hide-sm' }, t.project || h('span', { class: 'faint' }, '—')),
+      h('td', { class: 'hide-sm nowrap' }, placement(t)),
+      h('td', { class: 'num hide-sm' }, t.attempt > 1 ? t.attempt + ' / ' + (t.maxRetries + 1) : String(t.attempt || 1)),
+      h('td', { class: 'hide-sm nowrap', dataset: { age: t.createdAt || '' }, title: t.createdAt || '' }, fmtAge(parseTime(t.createdAt))),
+      h('td', { class: 'num nowrap', dataset: { dur: '1' } }, fmtDuration(runDuration(t))),
+      h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')));
+    tr._task = t;
+    return tr;
+  }
+
+  function renderRows() {
+    keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id), row);
+    empty.hidden = items.length > 0 || loading;
+    if (!items.length) {
+      replace(empty, f.status || f.user || f.project
+        ? [h('strong', null, 'No runs match these filters'), h('span', null, 'Change or clear the filters above.')]
+        : [h('strong', null, 'No runs yet'), h('span', null, 'Submit one to see it here. '), h('a', { href: '/submit' }, 'New run')]);
+    }
+    more.hidden = !cursor;
+    footInfo.textContent = items.length ? items.length + ' run' + (items.length === 1 ? '' : 's') + ' shown' : '';
+    selAll.checked = items.length > 0 && items.every((t) => selection.has(t.id));
+    syncSelBar();
+  }
+
+  function syncSelBar() {
+    selBar.hidden = selection.size === 0;
+    selCount.textContent = selection.size + ' run' + (selection.size === 1 ? '' : 's') + ' selected';
+    compareBtn.disabled = selection.size < 1;
+  }
+
+  function remember(t) {
+    if (t.user) users.add(t.user);
+    if (t.project) projects.add(t.project);
+  }
+
+  function syncLists() {
+    replace(userDL, [...users].sort().map((u) => h('option', { value: u })));
+    replace(projDL, [...projects].sort().map((p) => h('option', { value: p })));
+    mine.setAttribute('aria-pressed', String(f.user === ctx.user.username));
+  }
+
+  // ---- data ----
+  async function load(append = false) {
+    const my = append ? gen : ++gen;
+    loading = true;
+    try {
+      const limit = append ? PAGE : Math.min(500, Math.max(PAGE, items.length));
+      const res = await api.tasks({ status: f.status, user: f.user, project: f.project, limit, cursor: append ? cursor : '' }, ac.signal);
+      if (my !== gen) return;
+      if (!append) { items = []; byId.clear(); }
+      for (const t of res.items) {
+        if (byId.has(t.id)) continue;
+        byId.set(t.id, t);
+        items.push(t);
+        remember(t);
+      }
+      cursor = res.nextCursor || '';
+      loadError = null;
+      errBox.hidden = true;
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      loadError = e;
+      errBox.textContent = 'Cannot load runs: ' + e.message;
+      errBox.hidden = false;
+    } finally {
+      loading = false;
+    }
+    renderRows();
+    syncLists();
+  }
+
+  function applyFilters() {
+    const u = new URLSearchParams();
+    if (f.status) u.set('status', f.status);
+    if (f.user) u.set('user', f.user);
+    if (f.project) u.set('project', f.project);
+    const s = u.toString();
+    history.replaceState(null, '', '/runs' + (s ? '?' + s : ''));
+    syncLists();
+    load(false);
+  }
+
+  // Queue positions are not in WebSocket frames: refresh from REST soon
+  // after queue changes while queued runs are shown.
+  const refreshQueue = debounce(() => { if (items.some((t) => t.status === 'QUEUED')) load(false); }, 800);
+
+  function onFrame(m) {
+    if (m.type === 'subscribed' || m.type === 'lagged') { load(false); return; } // resync after (re)connecting or missed frames
+    if (m.type !== 'task' || !m.data || !m.data.id) return;
+    const t = m.data;
+    remember(t);
+    const old = byId.get(t.id);
+    if (old && t.status === 'QUEUED' && old.status === 'QUEUED') {
+      t.queuePosition ??= old.queuePosition;
+      t.pendingReason ??= old.pendingReason;
+    }
+    if (!matches(t)) {
+      if (old) {
+        byId.delete(t.id);
+        items = items.filter((x) => x.id !== t.id);
+      }
+    } else {
+      byId.set(t.id, t);
+      if (old) items = items.map((x) => (x.id === t.id ? t : x));
+      else { items.unshift(t); fresh.add(t.id); }
+    }
+    renderRows();
+    if (t.status === 'QUEUED' || (old && old.status === 'QUEUED') || TERMINAL.has(t.status)) refreshQueue();
+  }
+
+  // Keyboard: j/k move between rows, x selects, Enter opens (the link).
+  function onKey(e) {
+    const tgt = e.target;
+    if (e.metaKey || e.ctrlKey || e.altKey || /^(INPUT|TEXTAREA|SELECT)$/.test(tgt.tagName) && tgt.type !== 'checkbox') return;
+    const rows = [...tbody.rows];
+    if (!rows.length) return;
+    const cur = tgt.closest && tgt.closest('tr[data-id]');
+    let i = cur ? rows.indexOf(cur) : -1;
+    if (e.key === 'j' || e.key === 'k') {
+      e.preventDefault();
+      i = e.key === 'j' ? Math.min(rows.length - 1, i + 1) : Math.max(0, i - 1);
+      rows[i].querySelector('.name a').focus();
+    } else if (e.key === 'x' && cur) {
+      e.preventDefault();
+      cur.querySelector('input[type=checkbox]').click();
+    }
+  }
+  document.addEventListener('keydown', onKey);
+
+  const tick = setInterval(() => {
+    const now = Date.now();
+    for (const tr of tbody.rows) {
+      const t = tr._task;
+      if (!t) continue;
+      const age = tr.querySelector('[data-age]');
+      if (age) age.textContent = fmtAge(parseTime(t.createdAt), now);
+      if (!TERMINAL.has(t.status) && t.startedAt) {
+        const d = tr.querySelector('[data-dur]');
+        if (d) d.textContent = fmtDuration(runDuration(t, now));
+      }
+    }
+  }, 1000);
+
+  const unsub = live.subscribe('/topic/tasks', onFrame);
+  const stopPoll = poller(() => load(false), 2000, '/topic/tasks');
+  load(false);
+  renderRows();
+
+  return () => {
+    ac.abort();
+    unsub();
+    stopPoll();
+    clearInterval(tick);
+    refreshQueue.cancel();
+    onText.cancel();
+    health.destroy();
+    document.removeEventListener('keydown', onKey);
+  };
+}

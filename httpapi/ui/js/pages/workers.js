@@ -1,0 +1,130 @@
+// Workers: each worker's state and heartbeat, its GPUs as tiles naming the
+// run and user holding each, its CPU slots. Live over /topic/workers, else
+// polled every 2 s.
+
+import { api } from '../api.js';
+import { live, poller } from '../live.js';
+import { h, replace, keyed, badge, fmtAge, parseTime, fmtBytes } from '../util.js';
+
+const ORDER = { RUNNING: 0, IDLE: 1, PENDING: 2, DOWN: 3 };
+
+export function mount(root) {
+  const ac = new AbortController();
+  const workers = new Map();   // id -> worker
+  const tasks = new Map();     // id -> task (or a promise while loading)
+  const counts = h('div', { class: 'chips', id: 'worker-counts' });
+  const grid = h('div', { class: 'workers', id: 'workers' });
+  const errBox = h('div', { class: 'notice error', hidden: true });
+  replace(root, h('div', { class: 'page-head' }, h('h1', null, 'Workers'), counts), errBox, grid);
+
+  function taskOf(id) {
+    const t = tasks.get(id);
+    if (t && !(t instanceof Promise)) return t;
+    if (!t) {
+      const p = api.task(id, ac.signal).then((x) => { tasks.set(id, x); render(); }).catch(() => tasks.delete(id));
+      tasks.set(id, p);
+    }
+    return null;
+  }
+
+  function holder(id) {
+    const t = taskOf(id);
+    return h('div', { class: 'holder' },
+      h('a', { href: '/runs/' + id, title: t ? t.name : id, dataset: { fk: 'gpu-' + id } }, t ? t.name || id : id.slice(0, 12)),
+      h('div', { class: 'user' }, t ? t.user + ' · ' + t.status.toLowerCase() : 'loading…'));
+  }
+
+  function card(w) {
+    const onGPU = new Set((w.gpus || []).filter((g) => g.taskId).map((g) => g.taskId));
+    const cpuRuns = (w.runningTasks || []).filter((id) => !onGPU.has(id));
+    const gpuTiles = (w.gpus || []).map((g) => h('div', { class: ['gpu', g.taskId && 'held'], dataset: { gpu: String(g.index), task: g.taskId || '' } },
+      h('div', { class: 'gpu-h' }, h('span', null, 'GPU ' + g.index), g.memoryMB ? h('span', null, fmtBytes(g.memoryMB * 1048576)) : null),
+      h('div', { class: 'gpu-name', title: g.name || '' }, g.name || 'GPU'),
+      g.taskId ? holder(g.taskId) : h('div', { class: 'free' }, 'free')));
+    const slots = [];
+    for (let i = 0; i < (w.slots || 0); i++) slots.push(h('span', { class: ['slot', i < cpuRuns.length && 'busy'] }));
+    const hb = parseTime(w.lastHeartbeatAt);
+    return h('section', { class: ['card', 'worker', w.state === 'DOWN' && 'down'], dataset: { worker: w.id, state: w.state } },
+      h('div', { class: 'worker-head' }, h('h2', null, w.id), badge(w.state)),
+      h('div', { class: 'worker-sub' },
+        h('span', null, w.host || ''),
+        h('span', { title: w.lastHeartbeatAt || '', dataset: { hb: w.lastHeartbeatAt || '' } }, hb ? 'heartbeat ' + fmtAge(hb) : 'no heartbeat'),
+        w.version ? h('span', null, 'v ' + w.version) : null,
+        w.master ? h('span', null, 'via ' + w.master) : null),
+      gpuTiles.length ? h('div', { class: 'gpus' }, gpuTiles) : h('p', { class: 'muted' }, 'No GPUs: CPU runs only.'),
+      w.slots ? h('div', { class: 'slots', 'aria-label': cpuRuns.length + ' of ' + w.slots + ' CPU slots busy' }, h('span', null, 'CPU slots'), slots, h('span', null, cpuRuns.length + ' / ' + w.slots + ' busy')) : null,
+      cpuRuns.length ? h('ul', { class: 'worker-runs' }, cpuRuns.map((id) => {
+        const t = taskOf(id);
+        return h('li', null, h('a', { href: '/runs/' + id, dataset: { fk: 'cpu-' + id } }, t ? t.name || id : id.slice(0, 12)), t ? ' · ' + t.user : '');
+      })) : null);
+  }
+
+  function render() {
+    const ws = [...workers.values()].sort((a, b) => (ORDER[a.state] ?? 9) - (ORDER[b.state] ?? 9) || a.id.localeCompare(b.id));
+    const c = {};
+    for (const w of ws) c[w.state] = (c[w.state] || 0) + 1;
+    replace(counts, Object.entries(c).map(([s, n]) => h('span', { class: 'chip' }, badge(s), h('span', { class: 'count' }, String(n)))));
+    if (!ws.length) {
+      grid._keyed = null;
+      replace(grid, h('div', { class: 'empty' }, h('strong', null, 'No workers'), 'Start one with ', h('code', null, 'rlsched worker --master HOST:9000'), ' or ', h('code', null, 'rlsched up'), '.'));
+      return;
+    }
+    if (!grid._keyed) replace(grid);
+    keyed(grid, ws, (w) => w.id, sig, card);
+  }
+
+  // sig is what a worker's card shows, but its heartbeat time (ticked apart).
+  function sig(w) {
+    const held = (w.runningTasks || []).map((id) => {
+      const t = tasks.get(id);
+      return t && !(t instanceof Promise) ? [id, t.name, t.user, t.status] : [id];
+    });
+    return JSON.stringify([{ ...w, lastHeartbeatAt: undefined }, held]);
+  }
+
+  function tickHeartbeats() {
+    for (const card of grid.querySelectorAll('[data-worker]')) {
+      const w = workers.get(card.dataset.worker);
+      const el = card.querySelector('[data-hb]');
+      if (!w || !el) continue;
+      const hb = parseTime(w.lastHeartbeatAt);
+      el.dataset.hb = w.lastHeartbeatAt || '';
+      el.title = w.lastHeartbeatAt || '';
+      el.textContent = hb ? 'heartbeat ' + fmtAge(hb) : 'no heartbeat';
+    }
+  }
+
+  async function load() {
+    try {
+      const r = await api.workers(ac.signal);
+      workers.clear();
+      for (const w of r.items || []) workers.set(w.id, w);
+      // Forget runs no GPU or slot holds any more (their status changes).
+      const held = new Set();
+      for (const w of workers.values()) for (const id of w.runningTasks || []) held.add(id);
+      for (const id of [...tasks.keys()]) if (!held.has(id)) tasks.delete(id);
+      errBox.hidden = true;
+      render();
+      tickHeartbeats();
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      errBox.textContent = 'Cannot load workers: ' + e.message;
+      errBox.hidden = false;
+    }
+  }
+
+  function onFrame(m) {
+    if (m.type === 'subscribed' || m.type === 'lagged') { load(); return; }
+    if (m.type === 'worker' && m.data && m.data.id) {
+      workers.set(m.data.id, m.data);
+      render();
+      tickHeartbeats();
+    }
+  }
+
+  const unsub = live.subscribe('/topic/workers', onFrame);
+  const stopPoll = poller(load, 2000, '/topic/workers');
+  const tick = setInterval(tickHeartbeats, 1000);
+  load();
+  return () => { ac.abort(); unsub(); stopPoll(); clearInterval(tick); };
+}

@@ -1,0 +1,252 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// The dashboard's pages and files are public; every client-side route
+// answers index.html, and nothing outside the embedded files is reachable.
+func TestUI_PagesAndFiles(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []string{"/", "/login", "/runs", "/runs/r-abc_123", "/submit", "/compare", "/workers", "/health", "/compare?ids=a,b"} {
+		r := e.req("GET", p, "", nil)
+		if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(string(r.body), `<script type="module" src="/static/js/app.js">`) {
+			t.Fatalf("GET %s: %d %s %.80q", p, r.status, r.header.Get("Content-Type"), r.body)
+		}
+		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("GET %s: CSP %q", p, csp)
+		}
+		if r.header.Get("X-Frame-Options") != "DENY" || r.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: headers %v", p, r.header)
+		}
+	}
+	for p, ct := range map[string]string{
+		"/static/js/app.js":         "text/javascript",
+		"/static/js/pages/runs.js":  "text/javascript",
+		"/static/style.css":         "text/css",
+		"/static/favicon.svg":       "image/svg+xml",
+		"/static/js/logview.js":     "text/javascript",
+		"/static/js/%61pp.js":       "text/javascript", // escapes are undone per segment
+		"/static/js/pages/login.js": "text/javascript",
+	} {
+		r := e.req("GET", p, "", nil)
+		if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), ct) || len(r.body) == 0 {
+			t.Errorf("GET %s: %d %s", p, r.status, r.header.Get("Content-Type"))
+		}
+	}
+	for _, p := range []string{"/static/", "/static/nope.js", "/static/index.html", "/static/../ui.go",
+		"/static/..%2Fui.go", "/static/js/../../ui.go", "/runs/a/b", "/runs/bad%20id", "/nope", "/index.html", "/ui/index.html"} {
+		r := e.req("GET", p, "", nil)
+		if r.status != 404 && r.status != 400 {
+			t.Errorf("GET %s: %d, want 404 (or 400)", p, r.status)
+			continue
+		}
+		r.errCode(t)
+	}
+	if r := e.req("POST", "/runs", "", nil); r.status != 405 {
+		t.Errorf("POST /runs: %d, want 405", r.status)
+	}
+	// API paths stay the API's: JSON errors, authentication.
+	if r := e.req("GET", "/api/tasks", "", nil); r.status != 401 {
+		t.Errorf("GET /api/tasks without a token: %d", r.status)
+	}
+}
+
+// Browsers revalidate (no-cache) and get 304 for an unchanged file.
+func TestUI_ETag(t *testing.T) {
+	e := newEnv(t)
+	r := e.req("GET", "/static/js/app.js", "", nil)
+	tag := r.header.Get("ETag")
+	if r.status != 200 || tag == "" || r.header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("first GET: %d etag %q cache %q", r.status, tag, r.header.Get("Cache-Control"))
+	}
+	r = e.req("GET", "/static/js/app.js", "", nil, "If-None-Match", tag)
+	if r.status != 304 || len(r.body) != 0 {
+		t.Fatalf("conditional GET: %d (%d bytes), want 304", r.status, len(r.body))
+	}
+	r = e.req("GET", "/static/js/app.js", "", nil, "If-None-Match", `"other", W/`+tag)
+	if r.status != 304 {
+		t.Fatalf("conditional GET with a list: %d, want 304", r.status)
+	}
+	r = e.req("GET", "/static/js/app.js", "", nil, "If-None-Match", `"stale"`)
+	if r.status != 200 {
+		t.Fatalf("stale conditional GET: %d, want 200", r.status)
+	}
+}
+
+// Every module the dashboard imports is embedded (a typo in an import path
+// would break the whole page in a browser).
+func TestUI_ImportsResolve(t *testing.T) {
+	for name, f := range uiFiles {
+		if !strings.HasSuffix(name, ".js") {
+			continue
+		}
+		dir := name[:strings.LastIndex(name, "/")+1]
+		for _, line := range strings.Split(string(f.body), "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, "import ") && !(strings.HasPrefix(line, "} from ") || strings.Contains(line, " from '")) {
+				continue
+			}
+			i := strings.Index(line, "from '")
+			if i < 0 {
+				continue
+			}
+			spec := line[i+6:]
+			spec = spec[:strings.IndexByte(spec, '\'')]
+			target := resolveImport(dir, spec)
+			if _, ok := uiFiles[target]; !ok {
+				t.Errorf("%s imports %s (%s), which is not embedded", name, spec, target)
+			}
+		}
+	}
+}
+
+func resolveImport(dir, spec string) string {
+	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	if dir == "" {
+		parts = nil
+	}
+	for _, p := range strings.Split(spec, "/") {
+		switch p {
+		case ".":
+		case "..":
+			if len(parts) > 0 {
+				parts = parts[:len(parts)-1]
+			}
+		default:
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// queueTask is the part of a Task the queue tests read.
+type queueTask struct {
+	ID            string `json:"id"`
+	Status        string `json:"status"`
+	QueuePosition int    `json:"queuePosition"`
+	PendingReason string `json:"pendingReason"`
+}
+
+// Without a QueueExplainer, positions follow the store's queue order and
+// reasons come from the workers' free GPUs and slots.
+func TestQueue_FallbackExplains(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	e.ctl.mu.Lock()
+	e.ctl.workers = []core.WorkerInfo{{
+		ID: "w1", State: core.WorkerRunning, Slots: 1, RunningTasks: []string{"busy-gpu", "busy-cpu"},
+		GPUs: []core.GPU{{Index: 0, TaskID: "busy-gpu"}, {Index: 1}},
+	}}
+	e.ctl.mu.Unlock()
+
+	big := e.submit(tok, map[string]any{"command": []string{"x"}, "gpus": 2})
+	time.Sleep(5 * time.Millisecond)
+	huge := e.submit(tok, map[string]any{"command": []string{"x"}, "gpus": 4})
+	time.Sleep(5 * time.Millisecond)
+	one := e.submit(tok, map[string]any{"command": []string{"x"}, "gpus": 1})
+	time.Sleep(5 * time.Millisecond)
+	cpu := e.submit(tok, map[string]any{"command": []string{"x"}})
+	urgent := e.submit(tok, map[string]any{"command": []string{"x"}, "gpus": 1, "priority": 5})
+	done := e.submit(tok, map[string]any{"command": []string{"x"}})
+	e.finish(done, core.StatusSucceeded)
+
+	r := e.req("GET", "/api/tasks?limit=50", tok, nil)
+	var list struct {
+		Items []queueTask `json:"items"`
+	}
+	mustJSON(t, r.body, &list)
+	got := map[string]queueTask{}
+	for _, it := range list.Items {
+		got[it.ID] = it
+	}
+	want := []struct {
+		id     string
+		pos    int
+		reason string
+	}{
+		{urgent, 1, "starting"},                                      // priority first; takes the free GPU
+		{big, 2, "needs 2 GPUs, the largest free block is 1"},        // GPU 1 is free now
+		{huge, 3, "needs 4 GPUs, but the largest worker has 2"},      // can never fit
+		{one, 4, "needs 1 GPU; runs ahead of it take the free ones"}, // GPU 1 went to urgent
+		{cpu, 5, "waits for a free CPU slot"},                        // the only slot is busy
+	}
+	for _, w := range want {
+		g := got[w.id]
+		if g.Status != "QUEUED" || g.QueuePosition != w.pos || !strings.Contains(g.PendingReason, w.reason) {
+			t.Errorf("run %s: position %d reason %q; want %d and %q", w.id, g.QueuePosition, g.PendingReason, w.pos, w.reason)
+		}
+	}
+	if g := got[done]; g.QueuePosition != 0 || g.PendingReason != "" {
+		t.Errorf("a finished run is explained: %+v", g)
+	}
+	if strings.Contains(string(r.body), `"queuePosition":0`) {
+		t.Errorf("queuePosition 0 is sent; it must be omitted: %s", r.body)
+	}
+	// GET /api/tasks/{id} explains too.
+	r = e.req("GET", "/api/tasks/"+huge, tok, nil)
+	var one1 queueTask
+	mustJSON(t, r.body, &one1)
+	if one1.QueuePosition != 3 || !strings.Contains(one1.PendingReason, "largest worker has 2") {
+		t.Errorf("GET one run: %s", r.body)
+	}
+}
+
+func TestQueue_NoWorkers(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	id := e.submit(tok, map[string]any{"command": []string{"x"}})
+	r := e.req("GET", "/api/tasks/"+id, tok, nil)
+	var q queueTask
+	mustJSON(t, r.body, &q)
+	if q.QueuePosition != 1 || q.PendingReason != "no worker is connected" {
+		t.Errorf("got %s", r.body)
+	}
+}
+
+// explainControl is a Control that explains the queue itself.
+type explainControl struct {
+	*testControl
+	calls [][]string
+}
+
+func (c *explainControl) Explain(_ context.Context, queued []core.Task) map[string]core.QueueInfo {
+	var ids []string
+	out := map[string]core.QueueInfo{}
+	for i, t := range queued {
+		ids = append(ids, t.ID)
+		out[t.ID] = core.QueueInfo{Position: 10 + i, Reason: "explained by the dispatcher"}
+	}
+	c.calls = append(c.calls, ids)
+	return out
+}
+
+func TestQueue_ExplainerWins(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	id := e.submit(tok, map[string]any{"command": []string{"x"}})
+	ctl := &explainControl{testControl: e.ctl}
+	s, err := New(Config{JWTSecret: testSecret, LogDir: e.logDir, BcryptCost: 4}, e.st, ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := []core.Task{{ID: id, Status: core.StatusQueued}, {ID: "other", Status: core.StatusRunning}}
+	s.explainQueue(context.Background(), tasks)
+	if tasks[0].QueuePosition != 10 || tasks[0].PendingReason != "explained by the dispatcher" || tasks[1].QueuePosition != 0 {
+		t.Fatalf("got %+v", tasks)
+	}
+	if len(ctl.calls) != 1 || len(ctl.calls[0]) != 1 || ctl.calls[0][0] != id {
+		t.Fatalf("Explain got %v; want only the queued run", ctl.calls)
+	}
+	b, _ := json.Marshal(core.Task{ID: "x"})
+	if strings.Contains(string(b), "queuePosition") || strings.Contains(string(b), "pendingReason") {
+		t.Fatalf("unexplained Task JSON carries the fields: %s", b)
+	}
+}
