@@ -57,6 +57,9 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb})
 	}
 	w.lastHeartbeat, w.lastSeen = now, now
+	// Count silence from the HelloAck, not from when the event loop read the
+	// Hello: under load the shard may get to it much later.
+	sess.lastSeen.Store(now.UnixNano())
 	for _, ref := range h.Runs {
 		rr := m.reg.runs[ref.TaskId]
 		if rr != nil && rr.workerID == h.WorkerId && rr.fence == ref.Fence && rr.attempt == int(ref.Attempt) {

@@ -56,13 +56,16 @@ func (m *Master) reapOnce(ctx context.Context) {
 	var stale []*session
 	m.reg.mu.Lock()
 	for _, w := range m.reg.workers {
-		if s := w.sess; s != nil && now.Sub(time.Unix(0, s.lastSeen.Load())) > m.cfg.HeartbeatTTL {
+		// A closed session waits for its shard to unregister it: closing it
+		// again on every pass would only flood the log.
+		if s := w.sess; s != nil && !s.closed.Load() && now.Sub(time.Unix(0, s.lastSeen.Load())) > m.cfg.HeartbeatTTL {
 			stale = append(stale, s)
 		}
 	}
 	m.reg.mu.Unlock()
 	for _, s := range stale {
 		m.log.Warn().Str("worker", s.workerID).Msg("closing a session silent for longer than the heartbeat TTL")
+		s.closed.Store(true)
 		_ = s.c.Close()
 	}
 	m.pending.Range(func(k, v any) bool {
