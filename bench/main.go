@@ -48,6 +48,8 @@ var scenarios = []scenario{
 		"15,000 workers reconnected and re-registered in ≤ 2 s", runConnectStorm},
 	{"rest-submit", "POST /api/train against the real master's REST, SQLite, ack after commit",
 		"≥ 5,000 submits/s, p99 ≤ 20 ms", runRestSubmit},
+	{"gateway", "GET /api/workers and POST /api/train through the gateway (every filter on), straight to the master, and through nginx",
+		"≥ 1.0× nginx's req/s as a plain proxy; p99 ≤ 5 ms at 50% of the gateway's peak", runGatewayBench},
 }
 
 func main() {

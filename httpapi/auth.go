@@ -160,8 +160,12 @@ func (s *Server) issueToken(u core.User, now, exp time.Time) (string, error) {
 }
 
 // authenticate verifies the caller's token (Authorization: Bearer, else the
-// jwt_token cookie) and returns the user as the store has it now.
+// jwt_token cookie), or the gateway's signed identity (gatewayauth.go), and
+// returns the user as the store has it now.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (core.User, *apiError) {
+	if u, e, done := s.gatewayUser(ctx); done { // identity signed by the gateway
+		return u, e
+	}
 	tok := ""
 	if h := string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)); h != "" {
 		const prefix = "bearer "

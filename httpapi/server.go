@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/gateway/signature"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -59,6 +60,16 @@ type Config struct {
 	Hub *logpipe.Hub
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
+
+	// Gateway identity (gatewayauth.go). GatewayTrustHeaders believes the
+	// X-User-* headers of a request the gateway signed with
+	// GatewaySharedSecret, at most GatewayMaxSkew old (default 300s);
+	// GatewayRequire also refuses authenticated requests it did not sign.
+	GatewayTrustHeaders bool
+	GatewayRequire      bool
+	GatewaySharedSecret []byte
+	GatewayMaxSkew      time.Duration
+	gatewaySigner       *signature.Signer // set by New
 }
 
 // Server serves the REST API. Handler, Serve and Shutdown are safe to call
@@ -82,6 +93,9 @@ type Server struct {
 func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	if len(cfg.JWTSecret) < 16 {
 		return nil, errors.New("cannot start the REST API: JWT secret must be at least 16 bytes; set JWT_SECRET")
+	}
+	if err := prepareGateway(&cfg); err != nil {
+		return nil, err
 	}
 	if st == nil || ctl == nil {
 		return nil, errors.New("BUG: httpapi.New needs a store and a control")

@@ -21,6 +21,7 @@ const usage = `rlsched: share GPU machines for reinforcement-learning runs.
 Servers:
   up       master + local workers on embedded defaults (SQLite, in-memory leases)
   master   the master: REST on MASTER_PORT, worker RPC on RPC_PORT
+  gateway  the gateway in front of masters: JWT, rate limit, canary, signing, fallback
   worker   a worker agent: rlsched worker --master host:port
   user     manage users in the store: rlsched user add NAME [--admin]
 
@@ -45,6 +46,8 @@ func main() {
 		err = runUp(ctx, args)
 	case name == "master":
 		err = runMaster(ctx, args)
+	case name == "gateway":
+		err = runGateway(ctx, args)
 	case name == "worker":
 		err = runWorker(ctx, args)
 	case name == "user":

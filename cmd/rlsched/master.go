@@ -19,6 +19,7 @@ import (
 	"github.com/rlsched/rlsched/core/store/mysql"
 	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/dispatch"
+	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/logpipe"
 )
@@ -31,6 +32,7 @@ type masterOpts struct {
 	mysqlDSN, redisAddr, redisPrefix  string
 	masterID                          string
 	jwtSecret, joinToken              string
+	gw                                masterGatewayOpts // mastergw.go
 }
 
 func (o *masterOpts) define(f envFlags, defaultBind string) {
@@ -47,6 +49,7 @@ func (o *masterOpts) define(f envFlags, defaultBind string) {
 	f.int(&o.taskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in seconds; a run whose worker is silent this long is LOST")
 	f.int(&o.cancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "seconds between SIGTERM and SIGKILL when a run is cancelled")
 	f.str(&o.masterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
+	o.gw.define(f)
 }
 
 func defaultDataDir() string {
@@ -72,6 +75,7 @@ type runningMaster struct {
 	log     zerolog.Logger
 	sqlite  string
 	logDir  string
+	nacos   *discovery.Registration // nil without NACOS_ADDR
 }
 
 func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runningMaster, error) {
@@ -137,15 +141,20 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		return nil, err
 	}
 	rm.rpcAddr = rm.disp.Addr()
-	rm.api, err = httpapi.New(httpapi.Config{
+	apiCfg := httpapi.Config{
 		JWTSecret: []byte(o.jwtSecret), LogDir: o.logDir, MasterID: id, Logger: log,
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(), Hub: rm.hub,
-	}, rm.st, rm.disp)
+	}
+	o.gw.apply(&apiCfg)
+	rm.api, err = httpapi.New(apiCfg, rm.st, rm.disp)
 	if err != nil {
 		return nil, err
 	}
 	go func() { rm.httpErr <- rm.api.Serve(rm.httpLn) }()
 	rm.url = "http://" + rm.httpLn.Addr().String()
+	if rm.nacos, err = o.gw.register(rm.httpLn.Addr(), o.bind, id, rm.rpcAddr, log); err != nil {
+		return nil, err
+	}
 	log.Info().Str("url", rm.url).Str("rpc", rm.rpcAddr).Str("store", o.sqlitePath).Str("logs", o.logDir).Msg("master started")
 	ok = true
 	return rm, nil
@@ -170,6 +179,7 @@ func openLeases(ctx context.Context, o masterOpts) (lease.Leases, error) {
 func (rm *runningMaster) close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	_ = rm.nacos.Close() // first: the gateways stop routing here before the API stops
 	if rm.api != nil {
 		rm.api.Shutdown()
 	} else if rm.httpLn != nil {

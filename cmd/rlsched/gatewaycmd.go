@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/discovery"
+)
+
+// gatewayOpts are the settings of `rlsched gateway` (API.md, Configuration).
+// The two secrets come from the environment only and have no default.
+type gatewayOpts struct {
+	bind                        string
+	port                        int
+	masters, canaryMasters      string
+	nacos                       nacosOpts
+	jwtEnforce                  bool
+	rateLimit                   bool
+	rateWindow, rateMax         int
+	redisAddr, redisPrefix      string
+	fallback                    bool
+	fallbackMS                  int
+	canaryUsers                 string
+	canaryPercent               int
+	healthIntervalMS, ejectSecs int
+	name                        string
+	jwtSecret, sharedSecret     string
+}
+
+// nacosOpts connect to Nacos; the password is read from NACOS_PASSWORD only.
+type nacosOpts struct {
+	addr, username, password, namespace, group string
+}
+
+func (o *nacosOpts) define(f envFlags) {
+	f.str(&o.addr, "nacos-addr", "NACOS_ADDR", "", "Nacos server(s), host:port[,host:port...] (empty: no Nacos)")
+	f.str(&o.username, "nacos-username", "NACOS_USERNAME", "", "Nacos user, when the server has auth on (password: env NACOS_PASSWORD)")
+	f.str(&o.namespace, "nacos-namespace", "NACOS_NAMESPACE", "", "Nacos namespace id (empty: public)")
+	f.str(&o.group, "nacos-group", "NACOS_GROUP", "DEFAULT_GROUP", "Nacos group")
+	o.password = os.Getenv("NACOS_PASSWORD")
+}
+
+func (o nacosOpts) options(log zerolog.Logger) discovery.Options {
+	return discovery.Options{Addr: o.addr, Username: o.username, Password: o.password,
+		Namespace: o.namespace, Group: o.group, Logger: log}
+}
+
+// define adds the gateway's flags. forUp leaves out what `rlsched up` takes
+// from its master (bind address, Redis) or does not use (upstream lists,
+// Nacos).
+func (o *gatewayOpts) define(f envFlags, forUp bool) {
+	if !forUp {
+		f.str(&o.bind, "bind", "RLSCHED_BIND", "0.0.0.0", "address to listen on")
+		f.str(&o.masters, "masters", "GATEWAY_MASTERS", "", "static masters, http://host:port[,...] (service "+gateway.ServiceStable+")")
+		f.str(&o.canaryMasters, "canary-masters", "GATEWAY_CANARY_MASTERS", "", "static canary masters, http://host:port[,...] (service "+gateway.ServiceCanary+")")
+		o.nacos.define(f)
+		f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address: share the rate limit with the other gateways (empty: per gateway)")
+		f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key")
+		f.str(&o.name, "name", "GATEWAY_NAME", "", "name of this gateway in logs and health (default host:port)")
+	}
+	f.int(&o.port, "gateway-port", "GATEWAY_PORT", 8081, "gateway port (0: any free port)")
+	envBool(f, &o.jwtEnforce, "jwt-enforce", "JWT_ENFORCE", true, "refuse requests without a valid token (except public paths)")
+	envBool(f, &o.rateLimit, "rate-limit-enabled", "RATE_LIMIT_ENABLED", true, "limit submissions (POST /api/train) per user, else per IP")
+	f.int(&o.rateWindow, "rate-limit-window-seconds", "RATE_LIMIT_WINDOW_SECONDS", 10, "rate-limit window")
+	f.int(&o.rateMax, "rate-limit-max-requests", "RATE_LIMIT_MAX_REQUESTS", 3, "submissions allowed per window")
+	envBool(f, &o.fallback, "fallback-enabled", "FALLBACK_ENABLED", true, "answer 503 SERVICE_UNAVAILABLE when no master answers (else 502/504)")
+	f.int(&o.fallbackMS, "fallback-timeout-ms", "FALLBACK_TIMEOUT_MS", 5000, "wait at most this long for a master's answer")
+	f.str(&o.canaryUsers, "canary-user-ids", "CANARY_USER_IDS", "", "user ids routed to the canary, comma-separated")
+	f.int(&o.canaryPercent, "canary-percent", "CANARY_PERCENT", 0, "percentage of users (else requests) routed to the canary, 0..100")
+	f.int(&o.healthIntervalMS, "health-interval-ms", "GATEWAY_HEALTH_INTERVAL_MS", 5000, "interval of the masters' health checks")
+	f.int(&o.ejectSecs, "eject-seconds", "GATEWAY_EJECT_SECONDS", 10, "how long a failing master is ejected at first (doubling while it keeps failing)")
+	o.jwtSecret, o.sharedSecret = os.Getenv("JWT_SECRET"), os.Getenv("GATEWAY_SHARED_SECRET")
+}
+
+// envBool defines a boolean flag whose default comes from env.
+func envBool(f envFlags, p *bool, name, env string, def bool, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		if b, err := strconv.ParseBool(strings.TrimSpace(v)); err == nil {
+			def = b
+		}
+	}
+	f.BoolVar(p, name, def, help+" (env "+env+")")
+}
+
+// runningGateway is a started gateway.
+type runningGateway struct {
+	gw       *gateway.Gateway
+	ln       net.Listener
+	url      string
+	watcher  *discovery.Watcher
+	redis    rueidis.Client
+	serveErr chan error
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func startGateway(o gatewayOpts, log zerolog.Logger) (*runningGateway, error) {
+	if o.jwtSecret == "" {
+		return nil, errors.New("JWT_SECRET is not set: give the gateway the masters' secret (rlsched up generates one)")
+	}
+	if o.sharedSecret == "" {
+		return nil, errors.New("GATEWAY_SHARED_SECRET is not set: give the gateway and the masters the same secret of at least 16 bytes")
+	}
+	masters, canaries := splitList(o.masters), splitList(o.canaryMasters)
+	if len(masters)+len(canaries) == 0 && o.nacos.addr == "" {
+		return nil, usageError{errors.New("no masters: give --masters http://host:port[,...] and/or NACOS_ADDR")}
+	}
+	rg := &runningGateway{serveErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			rg.close()
+		}
+	}()
+	var err error
+	if o.redisAddr != "" && o.rateLimit {
+		rg.redis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{o.redisAddr}, DisableCache: true})
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach Redis at %s for the rate limit: %w", o.redisAddr, err)
+		}
+	}
+	rg.ln, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.port)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on gateway port %d: %w", o.port, err)
+	}
+	name := o.name
+	if name == "" {
+		host, _ := os.Hostname()
+		name = host + ":" + strconv.Itoa(rg.ln.Addr().(*net.TCPAddr).Port)
+	}
+	rg.gw, err = gateway.New(gateway.Config{
+		JWTSecret: []byte(o.jwtSecret), SharedSecret: []byte(o.sharedSecret), AllowAnonymous: !o.jwtEnforce,
+		RateLimitDisabled: !o.rateLimit, RateLimitWindow: seconds(o.rateWindow), RateLimitMax: o.rateMax,
+		Redis: rg.redis, RedisPrefix: o.redisPrefix,
+		CanaryUserIDs: splitList(o.canaryUsers), CanaryPercent: o.canaryPercent,
+		FallbackDisabled: !o.fallback, UpstreamTimeout: time.Duration(o.fallbackMS) * time.Millisecond,
+		HealthInterval: time.Duration(o.healthIntervalMS) * time.Millisecond, EjectFor: seconds(o.ejectSecs),
+		Name: name, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := staticRoutes(rg.gw, gateway.ServiceStable, masters); err != nil {
+		return nil, usageError{fmt.Errorf("--masters: %w", err)}
+	}
+	if err := staticRoutes(rg.gw, gateway.ServiceCanary, canaries); err != nil {
+		return nil, usageError{fmt.Errorf("--canary-masters: %w", err)}
+	}
+	if o.nacos.addr != "" {
+		if rg.watcher, err = discovery.WatchGateway(o.nacos.options(log), rg.gw); err != nil {
+			return nil, err
+		}
+	}
+	go func() { rg.serveErr <- rg.gw.Serve(rg.ln) }()
+	rg.url = "http://" + rg.ln.Addr().String()
+	log.Info().Str("url", rg.url).Strs("masters", masters).Strs("canaryMasters", canaries).
+		Str("nacos", o.nacos.addr).Bool("redis", rg.redis != nil).Msg("gateway started")
+	ok = true
+	return rg, nil
+}
+
+func staticRoutes(g *gateway.Gateway, service string, urls []string) error {
+	insts := make([]gateway.Instance, 0, len(urls))
+	for _, u := range urls {
+		insts = append(insts, gateway.Instance{URL: strings.TrimSuffix(u, "/"), Service: service,
+			Canary: service == gateway.ServiceCanary})
+	}
+	return g.SetInstances("static", service, insts)
+}
+
+// close stops discovery first (no route changes while stopping), then the
+// proxy, then Redis.
+func (rg *runningGateway) close() {
+	if rg.watcher != nil {
+		rg.watcher.Close()
+	}
+	if rg.gw != nil {
+		_ = rg.gw.Shutdown()
+	} else if rg.ln != nil {
+		_ = rg.ln.Close()
+	}
+	if rg.redis != nil {
+		rg.redis.Close()
+	}
+}
+
+// startUpGateway starts the gateway of `rlsched up` in front of its master,
+// with the master's JWT secret, bind address and Redis, and sharedSecret
+// (the one the master trusts).
+func startUpGateway(o gatewayOpts, mo masterOpts, sharedSecret string, rm *runningMaster, log zerolog.Logger) (*runningGateway, error) {
+	o.bind, o.masters = mo.bind, rm.url
+	o.redisAddr, o.redisPrefix = mo.redisAddr, mo.redisPrefix
+	o.jwtSecret, o.sharedSecret = mo.jwtSecret, sharedSecret
+	return startGateway(o, log)
+}
+
+// runGateway is `rlsched gateway`.
+func runGateway(ctx context.Context, args []string) error {
+	var o gatewayOpts
+	f := newFlags("gateway")
+	o.define(f, false)
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	log := newLogger()
+	rg, err := startGateway(o, log)
+	if err != nil {
+		return err
+	}
+	defer rg.close()
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+		return nil
+	case err := <-rg.serveErr:
+		return fmt.Errorf("gateway stopped: %w", err)
+	}
+}

@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// The actuator (API.md, Gateway): /gateway-actuator/health, public, and
+// /gateway-actuator/gateway/routes, for admins (it shows the masters'
+// addresses).
+
+func isActuatorHealth(segs []string) bool {
+	return len(segs) == 2 && segs[1] == "health"
+}
+
+func (g *Gateway) actuator(ctx *fasthttp.RequestCtx, st *reqState) {
+	if !ctx.IsGet() && !ctx.IsHead() {
+		ctx.Response.Header.Set("Allow", "GET")
+		writeError(ctx, st.trace, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use GET for this path")
+		return
+	}
+	switch {
+	case isActuatorHealth(st.segs):
+		g.health(ctx)
+	case len(st.segs) == 3 && st.segs[1] == "gateway" && st.segs[2] == "routes":
+		if !st.verified || st.user.role != string(core.RoleAdmin) {
+			writeError(ctx, st.trace, fasthttp.StatusForbidden, codeForbidden, "the routes are for admins")
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusOK, g.Routes())
+	default:
+		writeError(ctx, st.trace, fasthttp.StatusNotFound, "not_found", "path not found")
+	}
+}
+
+type healthJSON struct {
+	Status   string                   `json:"status"`
+	Gateway  string                   `json:"gateway"`
+	Version  string                   `json:"version"`
+	Services map[string]serviceHealth `json:"services"`
+}
+
+type serviceHealth struct {
+	Available int `json:"available"`
+	Total     int `json:"total"`
+}
+
+// health is 200 UP while at least one stable instance takes requests, else
+// 503 DOWN (the gateway runs but can only answer the fallback).
+func (g *Gateway) health(ctx *fasthttp.RequestCtx) {
+	h := healthJSON{Status: "UP", Gateway: g.cfg.Name, Version: core.Version, Services: map[string]serviceHealth{}}
+	now := time.Now().UnixNano()
+	t := g.routes.Load()
+	stableUp := 0
+	for _, up := range t.all {
+		s := h.Services[up.Service]
+		s.Total++
+		if up.available(now) {
+			s.Available++
+			if !up.Canary {
+				stableUp++
+			}
+		}
+		h.Services[up.Service] = s
+	}
+	status := fasthttp.StatusOK
+	if stableUp == 0 {
+		h.Status, status = "DOWN", fasthttp.StatusServiceUnavailable
+	}
+	writeJSON(ctx, status, h)
+}
+
+// RouteInstance is one instance in the routes answer.
+type RouteInstance struct {
+	URL       string            `json:"url"`
+	Service   string            `json:"service"`
+	Canary    bool              `json:"canary"`
+	Source    string            `json:"source"`
+	Available bool              `json:"available"`
+	Healthy   bool              `json:"healthy"`
+	Down      bool              `json:"registryDown"`
+	Ejected   bool              `json:"ejected"`
+	EjectedTo *time.Time        `json:"ejectedUntil,omitempty"`
+	LastCheck *time.Time        `json:"lastCheck,omitempty"`
+	LastError string            `json:"lastError,omitempty"`
+	Conns     int               `json:"connections"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+}
+
+// Route is one service and its instances.
+type Route struct {
+	Service   string          `json:"service"`
+	Canary    bool            `json:"canary"`
+	Instances []RouteInstance `json:"instances"`
+}
+
+// RoutesJSON is /gateway-actuator/gateway/routes.
+type RoutesJSON struct {
+	Routes []Route `json:"routes"`
+}
+
+// Routes reports the routes: every service with its instances, canary or
+// not, available or not. Safe to call from any goroutine.
+func (g *Gateway) Routes() RoutesJSON {
+	now := time.Now()
+	out := RoutesJSON{Routes: []Route{}}
+	idx := map[string]int{}
+	for _, up := range g.routes.Load().all {
+		key := up.Service + "|" + boolStr(up.Canary)
+		i, ok := idx[key]
+		if !ok {
+			i = len(out.Routes)
+			idx[key] = i
+			out.Routes = append(out.Routes, Route{Service: up.Service, Canary: up.Canary, Instances: []RouteInstance{}})
+		}
+		ri := RouteInstance{URL: up.URL, Service: up.Service, Canary: up.Canary, Source: up.source,
+			Available: up.available(now.UnixNano()), Healthy: up.healthy.Load(), Down: up.down.Load(), Conns: up.conns.count()}
+		if m := up.meta.Load(); m != nil {
+			ri.Metadata = *m
+		}
+		if until := up.ejectedUntil.Load(); until != 0 && now.UnixNano() < until {
+			ri.Ejected = true
+			t := time.Unix(0, until).UTC()
+			ri.EjectedTo = &t
+		}
+		if lc := up.lastCheck.Load(); lc != 0 {
+			t := time.Unix(0, lc).UTC()
+			ri.LastCheck = &t
+		}
+		if e := up.lastError.Load(); e != nil {
+			ri.LastError = *e
+		}
+		out.Routes[i].Instances = append(out.Routes[i].Instances, ri)
+	}
+	return out
+}
+
+func boolStr(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}

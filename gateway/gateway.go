@@ -1,0 +1,498 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/gateway/signature"
+)
+
+// maxBufferedBody is the largest request body read whole (and so retryable);
+// larger and chunked bodies stream to the upstream. The masters refuse
+// bodies over 1 MiB, so every API request is buffered.
+const maxBufferedBody = 2 << 20
+
+// Gateway is the proxy. Handler, Serve, Shutdown and SetInstances are safe to
+// call from any goroutine.
+type Gateway struct {
+	cfg         Config
+	log         zerolog.Logger
+	verifier    *verifier
+	signer      *signature.Signer
+	limiter     limiter       // nil when the rate limit is off
+	local       *localLimiter // the local log; also the fallback when Redis fails
+	canaryUsers map[string]bool
+	metrics     *metrics
+	srv         *fasthttp.Server
+	metricsH    fasthttp.RequestHandler
+
+	routesMu sync.Mutex
+	sources  map[string][]Instance // by source and service
+	routes   atomic.Pointer[routeTable]
+	rr       atomic.Uint64
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	bg       sync.WaitGroup // health and sweep loops
+	checks   sync.WaitGroup // health checks running; Add under mu while !stopped
+
+	mu      sync.Mutex
+	stopped bool
+	lns     []net.Listener
+	tunnels map[*tunnel]struct{}
+
+	redisWarned atomic.Int64 // unix ns of the last "Redis failed" warning
+}
+
+// New checks cfg and returns a Gateway with no routes yet: call SetInstances
+// (or discovery) before traffic arrives.
+func New(cfg Config) (*Gateway, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		verifier:    newVerifier(cfg.JWTSecret, cfg.Now),
+		signer:      signature.NewSigner(cfg.SharedSecret),
+		canaryUsers: map[string]bool{},
+		sources:     map[string][]Instance{},
+		stop:        make(chan struct{}),
+		tunnels:     map[*tunnel]struct{}{},
+	}
+	for _, id := range cfg.CanaryUserIDs {
+		if id = strings.TrimSpace(id); id != "" {
+			g.canaryUsers[id] = true
+		}
+	}
+	g.routes.Store(&routeTable{})
+	var err error
+	if g.metrics, err = newMetrics(cfg.Registry, g); err != nil {
+		return nil, err
+	}
+	g.metricsH = g.metrics.handler()
+	if !cfg.RateLimitDisabled {
+		g.local = newLocalLimiter(cfg.RateLimitWindow, cfg.RateLimitMax, cfg.Now)
+		g.limiter = g.local
+		if cfg.Redis != nil {
+			if err := checkRedisPrefix(cfg.RedisPrefix); err != nil {
+				return nil, err
+			}
+			g.limiter = &redisLimiter{client: cfg.Redis, prefix: cfg.RedisPrefix, window: cfg.RateLimitWindow,
+				max: cfg.RateLimitMax, id: core.NewTraceID()[:12]}
+		}
+	}
+	g.srv = &fasthttp.Server{
+		Handler:               g.serve,
+		ErrorHandler:          g.transportError,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		// Bodies up to maxBufferedBody are read whole; larger ones stream.
+		StreamRequestBody:  true,
+		MaxRequestBodySize: maxBufferedBody,
+		ReadBufferSize:     16 << 10,
+		ReadTimeout:        60 * time.Second,
+		// No WriteTimeout: a download may take long. Writes are bounded by
+		// idleConn's per-write deadline instead.
+		IdleTimeout: 2 * time.Minute,
+		Logger:      fasthttpLogger{g.log},
+		// Never spool a form to temporary files: bodies pass through.
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		// The WebSocket tunnels close their client connections themselves.
+		KeepHijackedConns: true,
+	}
+	g.bg.Add(2)
+	go g.healthLoop()
+	go g.sweepLoop()
+	return g, nil
+}
+
+func checkRedisPrefix(p string) error {
+	if len(p) > 128 || strings.ContainsAny(p, "{}*?[]\\ \t\r\n") {
+		return errors.New("cannot start the gateway: REDIS_PREFIX must be 1–128 characters without braces, glob characters or spaces")
+	}
+	return nil
+}
+
+// Handler returns the gateway as a fasthttp handler.
+func (g *Gateway) Handler() fasthttp.RequestHandler { return g.serve }
+
+// Serve answers on ln until Shutdown; it returns nil after Shutdown.
+func (g *Gateway) Serve(ln net.Listener) error {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	g.lns = append(g.lns, ln)
+	g.mu.Unlock()
+	err := g.srv.Serve(idleListener{ln, g.cfg.StreamIdleTimeout})
+	g.mu.Lock()
+	stopped := g.stopped
+	g.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, closes WebSocket tunnels, waits for open requests
+// and stops the health checker.
+func (g *Gateway) Shutdown() error {
+	g.mu.Lock()
+	g.stopped = true
+	lns := g.lns
+	g.lns = nil
+	tunnels := make([]*tunnel, 0, len(g.tunnels))
+	for t := range g.tunnels {
+		tunnels = append(tunnels, t)
+	}
+	g.mu.Unlock()
+	for _, t := range tunnels {
+		t.close()
+	}
+	err := g.srv.Shutdown()
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	g.stopOnce.Do(func() { close(g.stop) })
+	g.bg.Wait()
+	g.checks.Wait()
+	for _, up := range g.routes.Load().all {
+		up.hc.CloseIdleConnections()
+	}
+	return err
+}
+
+// sweepLoop forgets idle subjects of the local rate limiter.
+func (g *Gateway) sweepLoop() {
+	defer g.bg.Done()
+	if g.local == nil {
+		return
+	}
+	t := time.NewTicker(g.cfg.RateLimitWindow)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-t.C:
+			g.local.sweep()
+		}
+	}
+}
+
+// reqState is what the filters learn about one request.
+type reqState struct {
+	trace    string
+	kind     pathKind
+	segs     []string
+	user     identity
+	verified bool
+	canary   bool
+	why      string // canary reason, for metrics
+	up       *upstream
+	outcome  string // for metrics: "ok", "fallback", "refused", "local"
+	// limited: the rate limit decided; remaining is what it left.
+	limited   bool
+	remaining int
+}
+
+// serve runs the filters in API.md's order, then proxies.
+func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	st := reqState{}
+	defer func() { g.finish(ctx, &st, start) }()
+
+	// 1. Trace id: the client's own when valid, else a new one; the
+	// upstream gets the same.
+	h := &ctx.Request.Header
+	if t := h.Peek("X-Trace-Id"); validTraceID(t) {
+		st.trace = string(t)
+	} else {
+		st.trace = core.NewTraceID()
+		h.Set("X-Trace-Id", st.trace)
+	}
+	ctx.Response.Header.Set("X-Trace-Id", st.trace)
+
+	// Identity headers come from this gateway only.
+	stripIdentity(h)
+
+	rawPath, ok := requestPath(h.RequestURI())
+	if !ok {
+		st.outcome = "refused"
+		writeError(ctx, st.trace, fasthttp.StatusBadRequest, codeBadRequest, "the request target must be a path starting with /")
+		return
+	}
+	var okPath bool
+	st.kind, st.segs, okPath = classify(rawPath)
+	if !okPath {
+		st.outcome = "refused"
+		writeError(ctx, st.trace, fasthttp.StatusBadRequest, codeBadRequest, "malformed escape in path")
+		return
+	}
+	if st.kind == pathMetrics {
+		st.outcome = "local"
+		g.metricsH(ctx)
+		return
+	}
+
+	// 2. JWT.
+	st.user, st.verified = g.verifier.verify(requestToken(ctx, st.kind == pathWS))
+	public := st.kind == pathPublic || (st.kind == pathActuator && isActuatorHealth(st.segs))
+	if !st.verified && !public && !g.cfg.AllowAnonymous {
+		st.outcome = "refused"
+		g.metrics.authRefused.Inc()
+		if wantsHTML(ctx) && st.kind != pathWS {
+			ctx.Response.Header.Set("Location", "/login")
+			ctx.Response.Header.Set("Cache-Control", "no-store")
+			ctx.SetStatusCode(fasthttp.StatusFound)
+			return
+		}
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
+		writeError(ctx, st.trace, fasthttp.StatusUnauthorized, codeUnauthorized,
+			"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie")
+		return
+	}
+	if st.kind == pathActuator {
+		st.outcome = "local"
+		g.actuator(ctx, &st)
+		return
+	}
+
+	// 3. Rate limit on submissions.
+	if st.kind == pathSubmit && ctx.IsPost() && g.limiter != nil {
+		if !g.rateLimit(ctx, &st) {
+			st.outcome = "refused"
+			return
+		}
+	}
+
+	// 4. Canary choice.
+	st.canary, st.why = g.chooseCanary(ctx, &st)
+
+	// 5. Signed identity.
+	if st.verified {
+		g.sign(ctx, &st, rawPath)
+	}
+
+	// 6. Proxy, with the fallback.
+	if st.kind == pathWS && ctx.Request.Header.ConnectionUpgrade() &&
+		bytes.EqualFold(ctx.Request.Header.Peek(fasthttp.HeaderUpgrade), []byte("websocket")) {
+		g.proxyWebSocket(ctx, &st)
+		return
+	}
+	g.proxy(ctx, &st)
+}
+
+// finish sets the routing headers, records metrics and logs the request.
+func (g *Gateway) finish(ctx *fasthttp.RequestCtx, st *reqState, start time.Time) {
+	if st.up != nil {
+		ctx.Response.Header.Set("X-Upstream-Service", st.up.Service)
+		if st.up.Canary {
+			ctx.Response.Header.Set("X-Canary", "true")
+		} else {
+			ctx.Response.Header.Set("X-Canary", "false")
+		}
+	}
+	ctx.Response.Header.Set("X-Trace-Id", st.trace)
+	if st.limited {
+		ctx.Response.Header.Set("X-RateLimit-Limit", strconv.Itoa(g.cfg.RateLimitMax))
+		ctx.Response.Header.Set("X-RateLimit-Remaining", strconv.Itoa(st.remaining))
+	}
+	status := ctx.Response.StatusCode()
+	d := time.Since(start)
+	service := ""
+	if st.up != nil {
+		service = st.up.Service
+	}
+	g.metrics.observe(st, status, service, d)
+	lvl := zerolog.DebugLevel
+	if status >= 500 {
+		lvl = zerolog.WarnLevel
+	}
+	if ev := g.log.WithLevel(lvl); ev.Enabled() {
+		ev = ev.Str("method", truncate(string(ctx.Method()), 16)).
+			Str("path", truncate(string(ctx.Request.Header.RequestURI()), 512)).
+			Int("status", status).Dur("duration", d).Str("traceId", st.trace).
+			Str("remote", ctx.RemoteIP().String())
+		if st.up != nil {
+			ev = ev.Str("upstream", st.up.URL)
+		}
+		if st.verified {
+			ev = ev.Str("userId", st.user.id)
+		}
+		ev.Msg("request")
+	}
+}
+
+// requestPath is the raw path of a request target, as the master's
+// URI().PathOriginal() sees it: up to '?' or '#'. Only origin-form targets
+// are proxied.
+func requestPath(uri []byte) ([]byte, bool) {
+	if len(uri) == 0 || uri[0] != '/' {
+		return nil, false
+	}
+	if i := bytes.IndexAny(uri, "?#"); i >= 0 {
+		uri = uri[:i]
+	}
+	return uri, true
+}
+
+// validTraceID is core.ValidTraceID without a regexp: 1–64 of [A-Za-z0-9_-].
+func validTraceID(b []byte) bool {
+	if len(b) == 0 || len(b) > 64 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// stripIdentity removes every X-User-* and X-Gateway-* header: only this
+// gateway may set them.
+func stripIdentity(h *fasthttp.RequestHeader) {
+	if raw := h.RawHeaders(); len(raw) > 0 && !hasIdentityHeader(raw) {
+		return // the common case, without walking (and copying) the headers
+	}
+	var del [8]string
+	n := 0
+	more := false
+	for k := range h.All() {
+		if len(k) > 7 && (bytes.EqualFold(k[:7], []byte("x-user-")) ||
+			len(k) > 10 && bytes.EqualFold(k[:10], []byte("x-gateway-"))) {
+			if n < len(del) {
+				del[n] = string(k)
+				n++
+			} else {
+				more = true
+			}
+		}
+	}
+	for _, k := range del[:n] {
+		h.Del(k)
+	}
+	if more { // a client sending that many is hostile; finish the job
+		stripIdentity(h)
+	}
+}
+
+// hasIdentityHeader reports whether raw request headers may hold an
+// X-User-* or X-Gateway-* header (any case); a false positive only costs
+// the slow path.
+func hasIdentityHeader(raw []byte) bool {
+	for i := 0; i+2 <= len(raw); i++ {
+		if (i == 0 || raw[i-1] == '\n') && (raw[i]|0x20) == 'x' && raw[i+1] == '-' {
+			rest := raw[i+2:]
+			if len(rest) >= 5 && bytes.EqualFold(rest[:5], []byte("user-")) ||
+				len(rest) >= 8 && bytes.EqualFold(rest[:8], []byte("gateway-")) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sign sets the identity headers and their signature.
+func (g *Gateway) sign(ctx *fasthttp.RequestCtx, st *reqState, rawPath []byte) {
+	h := &ctx.Request.Header
+	ts := signature.Timestamp(g.cfg.Now())
+	f := signature.Fields{
+		Method: string(ctx.Method()), Path: string(rawPath), TraceID: st.trace, Timestamp: ts,
+		UserID: st.user.id, UserName: st.user.name, UserRole: st.user.role,
+	}
+	h.Set(signature.HeaderUserID, st.user.id)
+	h.Set(signature.HeaderUserName, st.user.name)
+	h.Set(signature.HeaderUserRole, st.user.role)
+	h.Set(signature.HeaderTimestamp, ts)
+	var buf [64]byte
+	h.SetBytesV(signature.HeaderSignature, g.signer.Append(buf[:0], &f))
+}
+
+// transportError answers requests fasthttp could not read.
+func (g *Gateway) transportError(ctx *fasthttp.RequestCtx, err error) {
+	trace := core.NewTraceID()
+	if t := ctx.Request.Header.Peek("X-Trace-Id"); validTraceID(t) {
+		trace = string(t)
+	}
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		writeError(ctx, trace, fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "the request body is too large")
+	case errors.As(err, &small):
+		writeError(ctx, trace, fasthttp.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "the request headers are too large")
+	case errors.As(err, &ne) && ne.Timeout():
+		writeError(ctx, trace, fasthttp.StatusRequestTimeout, codeTimeout, "the request was not received in time")
+	default:
+		writeError(ctx, trace, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
+	}
+	ctx.Response.Header.Set("X-Trace-Id", trace)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+type fasthttpLogger struct{ log zerolog.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.log.Warn().Str("component", "fasthttp").Msgf(format, args...)
+}
+
+// idleListener bounds every write to a client by an idle deadline: no
+// response, however long, waits forever on a client that stopped reading.
+type idleListener struct {
+	net.Listener
+	idle time.Duration
+}
+
+func (l idleListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &idleConn{Conn: c, idle: l.idle}, nil
+}
+
+type idleConn struct {
+	net.Conn
+	idle time.Duration
+}
+
+func (c *idleConn) Write(p []byte) (int, error) {
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
+	return c.Conn.Write(p)
+}
+
+// background returns a context cancelled when the gateway stops.
+func (g *Gateway) background() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-g.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

@@ -1,0 +1,90 @@
+package gateway_test
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/internal/nacostest"
+)
+
+// Two masters register in a real Nacos-protocol server (Polaris), one as a
+// canary; a gateway follows them. A master that leaves (deregistered on
+// SIGTERM, or dropped by the server after a SIGKILL) leaves the routes and
+// comes back when it starts again.
+func TestProcessNacosDiscovery(t *testing.T) {
+	b := newBed(t)
+	nacos := nacostest.Start(t)
+	env := "NACOS_ADDR=" + nacos.Addr
+	stable := b.startMaster("stable-1", 0, env)
+	canary := b.startMaster("canary-1", 0, env, "SERVICE_NAME="+gateway.ServiceCanary)
+	ms := []*master{stable, canary}
+	alice := registerOn(t, ms, "alice")
+	g := b.startGateway("gw", []string{env})
+
+	// want waits until the routes hold exactly the masters of want (by URL:
+	// service), each available: one that left is gone from the list, not
+	// merely marked unhealthy by the gateway's checks.
+	want := func(what string, want map[string]string) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() (bool, string) {
+			r := routes(t, g.url, alice.token)
+			got := map[string]string{}
+			for _, rt := range r.Routes {
+				for _, in := range rt.Instances {
+					if in.Source != "nacos" {
+						continue
+					}
+					got[in.URL] = in.Service
+					if !in.Available {
+						got[in.URL] += " (unavailable)"
+					}
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return false, fmt.Sprintf("%s: routes %v, want %v", what, got, want)
+			}
+			return true, ""
+		})
+	}
+	both := map[string]string{stable.url: gateway.ServiceStable, canary.url: gateway.ServiceCanary}
+	want("both registered", both)
+	r := routes(t, g.url, alice.token)
+	if in, _ := instance(r, canary.url); !in.Canary || in.Metadata["masterId"] != "canary-1" || in.Metadata["canary"] != "true" {
+		t.Fatalf("canary instance %+v", in)
+	}
+	route := func(header ...string) (string, string) {
+		a := do(t, "GET", g.url+"/api/monitor/health", "", append(bearer(alice.token), header...)...)
+		return healthMaster(t, a), a.header.Get("X-Upstream-Service")
+	}
+	if m, svc := route(); m != "stable-1" || svc != gateway.ServiceStable {
+		t.Fatalf("plain request went to %s (%s)", m, svc)
+	}
+	if m, svc := route("X-Canary", "true"); m != "canary-1" || svc != gateway.ServiceCanary {
+		t.Fatalf("X-Canary request went to %s (%s)", m, svc)
+	}
+
+	// SIGTERM: the canary deregisters on its way out.
+	canary.signal(t, syscall.SIGTERM)
+	canary.waitLog(t, 5*time.Second, "deregistered from Nacos")
+	want("canary stopped", map[string]string{stable.url: gateway.ServiceStable})
+	if m, _ := route("X-Canary", "true"); m != "stable-1" {
+		t.Fatalf("with no canary, X-Canary went to %s", m)
+	}
+	b.restart(canary)
+	want("canary back", both)
+	if m, _ := route("X-Canary", "true"); m != "canary-1" {
+		t.Fatalf("X-Canary went to %s after the canary came back", m)
+	}
+
+	// SIGKILL: no goodbye; the server drops the ephemeral instance.
+	stable.signal(t, syscall.SIGKILL)
+	want("stable killed", map[string]string{canary.url: gateway.ServiceCanary})
+	b.restart(stable)
+	want("stable back", both)
+	if m, _ := route(); m != "stable-1" {
+		t.Fatalf("plain request went to %s after the stable master came back", m)
+	}
+}

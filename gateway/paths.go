@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"bytes"
+	"net/url"
+	"strings"
+)
+
+// The gateway classifies a path the way the master routes it: the original
+// (still escaped) path split on "/", each segment unescaped. So "/api/%74rain"
+// is the submission route for the rate limit too, as the master sees it.
+
+// pathKind is what the filters need to know about a path.
+type pathKind uint8
+
+const (
+	pathPrivate  pathKind = iota // token required
+	pathPublic                   // API.md's public list
+	pathSubmit                   // POST /api/train: rate limited
+	pathWS                       // /ws: token also from ?token=
+	pathActuator                 // /gateway-actuator/...: answered here
+	pathMetrics                  // /metrics: answered here
+)
+
+// classify maps a raw request path to its kind; ok is false for a malformed
+// escape.
+func classify(raw []byte) (kind pathKind, segs []string, ok bool) {
+	if len(raw) == 0 || raw[0] != '/' {
+		return pathPrivate, nil, true
+	}
+	// Fast path for the common unescaped case.
+	if bytes.IndexByte(raw, '%') < 0 {
+		segs = strings.Split(string(raw[1:]), "/")
+	} else {
+		segs = strings.Split(string(raw[1:]), "/")
+		for i, s := range segs {
+			u, err := url.PathUnescape(s)
+			if err != nil {
+				return pathPrivate, nil, false
+			}
+			segs[i] = u
+		}
+	}
+	return kindOf(segs), segs, true
+}
+
+func kindOf(segs []string) pathKind {
+	n := len(segs)
+	switch {
+	case n == 1 && segs[0] == "metrics":
+		return pathMetrics
+	case n >= 1 && segs[0] == "gateway-actuator":
+		return pathActuator
+	case n == 1 && segs[0] == "ws":
+		return pathWS
+	case n == 2 && segs[0] == "api" && segs[1] == "train":
+		return pathSubmit
+	case n == 3 && segs[0] == "api" && segs[1] == "auth" &&
+		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout"):
+		return pathPublic
+	case n == 3 && segs[0] == "api" && segs[1] == "monitor" && segs[2] == "health":
+		return pathPublic
+	case n >= 1 && segs[0] == "api":
+		return pathPrivate
+	}
+	// The dashboard's login page and static files.
+	switch segs[0] {
+	case "login", "login.html", "favicon.ico", "robots.txt":
+		if n == 1 {
+			return pathPublic
+		}
+	case "assets", "static", "css", "js", "img", "fonts":
+		if n >= 2 {
+			return pathPublic
+		}
+	}
+	return pathPrivate
+}

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	f := func(path string, want pathKind) {
+		t.Helper()
+		got, _, ok := classify([]byte(path))
+		if !ok || got != want {
+			t.Errorf("classify(%q) = %v, %v; want %v", path, got, ok, want)
+		}
+	}
+	f("/api/train", pathSubmit)
+	f("/api/%74rain", pathSubmit) // the master unescapes segments too
+	f("/api/train/", pathPrivate)
+	f("//api/train", pathPrivate)
+	f("/api%2Ftrain", pathPrivate) // one segment "api/train" for the master: not its submit route
+	f("/api/auth/login", pathPublic)
+	f("/api/auth/register", pathPublic)
+	f("/api/auth/logout", pathPublic)
+	f("/api/auth/me", pathPrivate)
+	f("/api/monitor/health", pathPublic)
+	f("/api/monitor/logs/x", pathPrivate)
+	f("/login", pathPublic)
+	f("/static/app.js", pathPublic)
+	f("/static", pathPrivate)
+	f("/", pathPrivate)
+	f("/runs/r1", pathPrivate)
+	f("/ws", pathWS)
+	f("/metrics", pathMetrics)
+	f("/gateway-actuator/health", pathActuator)
+	if _, _, ok := classify([]byte("/api/%zz")); ok {
+		t.Error("a malformed escape is accepted")
+	}
+}
+
+func TestRequestPath(t *testing.T) {
+	f := func(uri, want string, wantOK bool) {
+		t.Helper()
+		got, ok := requestPath([]byte(uri))
+		if string(got) != want || ok != wantOK {
+			t.Errorf("requestPath(%q) = %q, %v", uri, got, ok)
+		}
+	}
+	f("/api/tasks?limit=5", "/api/tasks", true)
+	f("/a#frag", "/a", true)
+	f("/", "/", true)
+	f("http://evil/api/tasks", "", false)
+	f("*", "", false)
+}
+
+func TestValidTraceID(t *testing.T) {
+	for s, want := range map[string]bool{"abc-DEF_123": true, "": false, "a b": false, "ü": false,
+		fmt.Sprintf("%064d", 0): true, fmt.Sprintf("%065d", 0): false} {
+		if validTraceID([]byte(s)) != want {
+			t.Errorf("validTraceID(%q) != %v", s, want)
+		}
+	}
+}
+
+func TestCanaryBucketStable(t *testing.T) {
+	// Pinned values (FNV-1a 32, mod 100): every gateway, old or new, must
+	// split alike.
+	for key, want := range map[string]uint32{"": 61, "1": 44, "42": 11, "alice": 79} {
+		if got := canaryBucket(key); got != want {
+			t.Errorf("canaryBucket(%q) = %d, want %d", key, got, want)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// streamThreshold: a response body longer than this (or of unknown length)
+// is streamed under the idle deadline instead of the header deadline.
+const streamThreshold = 64 << 10
+
+// hopHeaders are hop-by-hop (RFC 9110 7.6.1): never forwarded. Connection's
+// own tokens are removed too.
+var hopHeaders = [...]string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+	"TE", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHop deletes the hop-by-hop headers and those Connection names.
+func removeHop(peek func(string) []byte, del func(string)) {
+	if c := peek("Connection"); len(c) > 0 {
+		for _, tok := range bytes.Split(c, []byte{','}) {
+			tok = bytes.TrimSpace(tok)
+			if len(tok) > 0 && !bytes.EqualFold(tok, []byte("close")) && !bytes.EqualFold(tok, []byte("keep-alive")) &&
+				!bytes.EqualFold(tok, []byte("upgrade")) {
+				del(string(tok))
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		del(k)
+	}
+}
+
+// forwardedHeaders adds X-Forwarded-For/-Host/-Proto for the upstream.
+func forwardedHeaders(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Request.Header
+	ip := ctx.RemoteIP().String()
+	if prior := h.Peek("X-Forwarded-For"); len(prior) > 0 {
+		h.Set("X-Forwarded-For", string(prior)+", "+ip)
+	} else {
+		h.Set("X-Forwarded-For", ip)
+	}
+	h.SetBytesV("X-Forwarded-Host", h.Host())
+	if ctx.IsTLS() {
+		h.Set("X-Forwarded-Proto", "https")
+	} else {
+		h.Set("X-Forwarded-Proto", "http")
+	}
+}
+
+func idempotent(method []byte) bool {
+	switch string(method) {
+	case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE":
+		return true
+	}
+	return false
+}
+
+// proxy forwards the request to an upstream and the answer back: the
+// request line and body as the client sent them, hop-by-hop headers
+// removed. A connection that could not be made is retried on another
+// instance for any method (nothing was sent); other failures only for
+// idempotent methods with a buffered body, within UpstreamTimeout overall.
+// When no attempt answers: the fallback.
+func (g *Gateway) proxy(ctx *fasthttp.RequestCtx, st *reqState) {
+	req := &ctx.Request
+	clientClose := req.Header.ConnectionClose()
+	removeHop(req.Header.Peek, req.Header.Del)
+	req.Header.Del("Expect") // 100-continue was this hop's business, done
+	forwardedHeaders(ctx)
+	req.UseHostHeader = true
+
+	// A body up to maxBufferedBody is in memory: make it a plain body, so
+	// a retry sends it again. A larger or chunked one streams, once.
+	replayable := true
+	if req.IsBodyStream() {
+		if cl := req.Header.ContentLength(); cl >= 0 && cl <= maxBufferedBody {
+			// Already read whole: drop the stream over it (SwapBody drains
+			// it into the buffer; Body would log a warning each time).
+			req.SwapBody(req.SwapBody(nil))
+		} else {
+			replayable = false
+		}
+	}
+	retryAny := replayable && idempotent(req.Header.Method())
+
+	deadline := time.Now().Add(g.cfg.UpstreamTimeout)
+	var tried [4]*upstream
+	ntried := 0
+	var lastErr error
+	timedOut := false
+	stale := 0
+	table := g.routes.Load()
+attempts:
+	for attempt := 0; attempt < g.cfg.MaxAttempts && ntried < len(tried); attempt++ {
+		up := table.pick(st.canary, g.rr.Add(1), time.Now().UnixNano(), tried[:ntried])
+		if up == nil {
+			break
+		}
+		tried[ntried] = up
+		ntried++
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			timedOut = true
+			break
+		}
+		ctx.Response.StreamBody = true
+		err := up.hc.DoTimeout(req, &ctx.Response, remaining)
+		if err == nil {
+			g.observe(up, 0)
+			g.metrics.attempt(up, "ok")
+			st.up = up
+			g.finishResponse(ctx, up)
+			if clientClose {
+				ctx.SetConnectionClose()
+			}
+			st.outcome = "ok"
+			return
+		}
+		lastErr = err
+		var de *dialError
+		switch {
+		case errors.As(err, new(staleConnError)):
+			// An idle connection the upstream had closed: nothing was sent.
+			// Not the instance's fault (idle timeouts, a restart); if it is
+			// down, the next connection will be refused.
+			g.metrics.attempt(up, "stale_conn")
+			up.hc.CloseIdleConnections() // its other idle ones are likely stale too
+			tried[ntried-1] = nil        // it may be tried again
+			ntried--
+			attempt-- // does not count
+			// A streamed body may have been read in part: it cannot go again.
+			if stale++; stale > 4 || !replayable {
+				break attempts
+			}
+			continue
+		case errors.Is(err, fasthttp.ErrNoFreeConns):
+			// This gateway's pool to it is full: not the instance's fault,
+			// and nothing was sent.
+			g.metrics.attempt(up, "pool_full")
+			continue
+		case errors.As(err, &de):
+			up.hc.CloseIdleConnections()
+			g.observe(up, failConnect)
+			g.metrics.attempt(up, "connect_error")
+			continue // nothing was sent: any method may go elsewhere
+		case isTimeout(err):
+			g.observe(up, failError)
+			g.metrics.attempt(up, "timeout")
+			timedOut = true
+		default:
+			g.observe(up, failError)
+			g.metrics.attempt(up, "error")
+		}
+		if timedOut || !retryAny {
+			break
+		}
+	}
+	ctx.Response.Reset()
+	if clientClose {
+		ctx.SetConnectionClose()
+	}
+	st.outcome = "fallback"
+	if ntried > 0 {
+		st.up = tried[ntried-1]
+	}
+	ev := g.log.Warn().Str("traceId", st.trace).Int("attempts", ntried).Bool("timeout", timedOut)
+	if lastErr != nil {
+		ev = ev.AnErr("reason", lastErr)
+	}
+	if ntried == 0 {
+		ev = ev.Str("reason", "no upstream instance")
+	}
+	ev.Msg("no upstream answered")
+	g.unavailable(ctx, st, timedOut)
+}
+
+// unavailable answers when no upstream did: API.md's fallback, or 502/504.
+func (g *Gateway) unavailable(ctx *fasthttp.RequestCtx, st *reqState, timedOut bool) {
+	g.metrics.fallbacks.Inc()
+	switch {
+	case !g.cfg.FallbackDisabled:
+		writeFallback(ctx, st.trace)
+	case timedOut:
+		writeError(ctx, st.trace, fasthttp.StatusGatewayTimeout, codeGatewayTimeout, "the upstream did not answer in time")
+	default:
+		writeError(ctx, st.trace, fasthttp.StatusBadGateway, codeBadGateway, "no upstream could be reached")
+	}
+}
+
+// finishResponse cleans the upstream's response for the client.
+func (g *Gateway) finishResponse(ctx *fasthttp.RequestCtx, up *upstream) {
+	rh := &ctx.Response.Header
+	removeHop(rh.Peek, rh.Del)
+	if ctx.Response.IsBodyStream() {
+		if cl := rh.ContentLength(); cl < 0 || cl > streamThreshold {
+			up.conns.stream(ctx.Response.LocalAddr(), g.cfg.StreamIdleTimeout)
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

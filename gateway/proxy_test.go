@@ -1,0 +1,605 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/signature"
+)
+
+func TestProxyStreamsLargeResponse(t *testing.T) {
+	const chunk, chunks = 1 << 20, 24
+	var want [sha256.Size]byte
+	{
+		h := sha256.New()
+		for i := 0; i < chunks; i++ {
+			h.Write(bytes.Repeat([]byte{byte('a' + i%26)}, chunk))
+		}
+		copy(want[:], h.Sum(nil))
+	}
+	up := upstream(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/octet-stream")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			for i := 0; i < chunks; i++ {
+				_, _ = w.Write(bytes.Repeat([]byte{byte('a' + i%26)}, chunk))
+				_ = w.Flush()
+				time.Sleep(60 * time.Millisecond) // ≈ 1.5 s in all, thrice the timeout
+			}
+		})
+	})
+	_, gwURL := startGW(t, gateway.Config{UpstreamTimeout: 500 * time.Millisecond, HealthInterval: time.Hour}, []string{up}, nil)
+	req, _ := http.NewRequest("GET", gwURL+"/api/tasks/r1/artifacts/model.bin", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken(t, 1, "alice", "USER"))
+	start := time.Now()
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	if err != nil {
+		t.Fatalf("after %d bytes: %v", n, err)
+	}
+	if n != chunk*chunks || !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Fatalf("got %d bytes (want %d), digest equal: %v", n, chunk*chunks, bytes.Equal(h.Sum(nil), want[:]))
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("the body came in %v: the upstream did not stream slowly, the test proves nothing", d)
+	}
+}
+
+func TestProxyStreamsLargeRequestBody(t *testing.T) {
+	up := upstream(t, func(ctx *fasthttp.RequestCtx) {
+		h := sha256.New()
+		var n int64
+		if s := ctx.RequestBodyStream(); s != nil {
+			n, _ = io.Copy(h, s)
+		} else {
+			n, _ = io.Copy(h, bytes.NewReader(ctx.PostBody()))
+		}
+		fmt.Fprintf(ctx, "%d %x", n, h.Sum(nil))
+	})
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
+	body := bytes.Repeat([]byte("0123456789abcdef"), 8<<20/16) // 8 MiB: beyond the buffering limit
+	sum := sha256.Sum256(body)
+	want := fmt.Sprintf("%d %x", len(body), sum)
+	tok := testToken(t, 1, "alice", "USER")
+	for _, chunked := range []bool{false, true} {
+		var r io.Reader = bytes.NewReader(body)
+		if chunked {
+			r = io.MultiReader(r) // unknown length: Transfer-Encoding: chunked
+		}
+		req, _ := http.NewRequest("PUT", gwURL+"/api/upload", r)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(got) != want {
+			t.Fatalf("chunked=%v: %d %q, want 200 %q", chunked, resp.StatusCode, got, want)
+		}
+	}
+}
+
+func TestProxyHopByHopAndForwardedHeaders(t *testing.T) {
+	seen := make(chan http.Header, 16)
+	up := upstream(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Request.Header.Peek("X-Trace-Id")) == "gateway-health-check" {
+			return
+		}
+		h := http.Header{}
+		for k, v := range ctx.Request.Header.All() {
+			h.Add(string(k), string(v))
+		}
+		seen <- h
+		ctx.Response.Header.Set("Connection", "X-Up-Private")
+		ctx.Response.Header.Set("X-Up-Private", "secret")
+		ctx.Response.Header.Set("Keep-Alive", "timeout=5")
+		ctx.Response.Header.Set("Proxy-Authenticate", "Basic")
+		ctx.Response.Header.Set("X-Kept", "yes")
+		ctx.SetBodyString("ok")
+	})
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
+	a := do(t, "GET", gwURL+"/api/tasks", "", append(bearer(testToken(t, 1, "alice", "USER")),
+		"Connection", "keep-alive, X-Client-Private", "X-Client-Private", "1", "Keep-Alive", "timeout=9",
+		"Proxy-Authorization", "Basic Zm9vOmJhcg==", "TE", "trailers", "X-Forwarded-For", "10.1.2.3",
+		"Host", "dashboard.example:8081")...)
+	if a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	h := <-seen
+	for _, k := range []string{"X-Client-Private", "Keep-Alive", "Proxy-Authorization", "Te"} {
+		if v := h.Get(k); v != "" {
+			t.Errorf("the upstream got hop-by-hop %s: %q", k, v)
+		}
+	}
+	if got := h.Get("X-Forwarded-For"); got != "10.1.2.3, 127.0.0.1" {
+		t.Errorf("X-Forwarded-For %q", got)
+	}
+	if got := h.Get("X-Forwarded-Host"); got != "dashboard.example:8081" {
+		t.Errorf("X-Forwarded-Host %q", got)
+	}
+	if got := h.Get("Host"); got != "dashboard.example:8081" {
+		t.Errorf("Host %q: the client's Host must reach the master (same-origin checks)", got)
+	}
+	if got := h.Get("X-Forwarded-Proto"); got != "http" {
+		t.Errorf("X-Forwarded-Proto %q", got)
+	}
+	for _, k := range []string{"X-Up-Private", "Keep-Alive", "Proxy-Authenticate"} {
+		if v := a.header.Get(k); v != "" {
+			t.Errorf("the client got hop-by-hop %s: %q", k, v)
+		}
+	}
+	if a.header.Get("X-Kept") != "yes" {
+		t.Errorf("an end-to-end header was lost: %v", a.header)
+	}
+}
+
+// resetUpstream closes every connection as soon as a request arrives.
+func resetUpstream(t testing.TB, hits *atomic.Int32) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				if n, _ := c.Read(buf); n > 0 && !bytes.Contains(buf[:n], []byte("/api/monitor/health")) {
+					hits.Add(1)
+				}
+				c.Close()
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+func TestRetriesOnlyIdempotent(t *testing.T) {
+	tok := bearer(testToken(t, 1, "alice", "USER"))
+	t.Run("GET goes to the next instance", func(t *testing.T) {
+		var hits atomic.Int32
+		bad := resetUpstream(t, &hits)
+		good := okUpstream(t, "good")
+		_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{bad, good}, nil)
+		for i := 0; i < 6; i++ {
+			if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 200 || string(a.body) != "good" {
+				t.Fatalf("GET %d: %d %s", i, a.status, a.body)
+			}
+		}
+		if hits.Load() == 0 {
+			t.Fatal("the broken instance was never tried: the test proves nothing")
+		}
+	})
+	t.Run("POST is not retried once sent", func(t *testing.T) {
+		var hits atomic.Int32
+		bad := resetUpstream(t, &hits)
+		_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{bad}, nil)
+		a := do(t, "POST", gwURL+"/api/tasks/r1/cancel", `{}`, tok...)
+		if a.status != 503 {
+			t.Fatalf("%d %s, want the fallback 503", a.status, a.body)
+		}
+		if n := hits.Load(); n != 1 {
+			t.Fatalf("the POST reached the upstream %d times, want once", n)
+		}
+	})
+	t.Run("any request goes elsewhere when the connection is refused", func(t *testing.T) {
+		dead := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		good := okUpstream(t, "good")
+		_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{dead, good}, nil)
+		for i := 0; i < 6; i++ {
+			if a := do(t, "POST", gwURL+"/api/tasks/r1/cancel", `{}`, tok...); a.status != 200 {
+				t.Fatalf("POST %d: %d %s", i, a.status, a.body)
+			}
+		}
+	})
+}
+
+// hangUpstream accepts connections and never answers.
+func hangUpstream(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return "http://" + ln.Addr().String()
+}
+
+func TestFallback(t *testing.T) {
+	tok := bearer(testToken(t, 1, "alice", "USER"))
+	const timeout = 400 * time.Millisecond
+	check := func(t *testing.T, cfg gateway.Config, up string, wantStatus int, wantCode string, slow bool) {
+		t.Helper()
+		cfg.UpstreamTimeout, cfg.HealthInterval = timeout, time.Hour
+		_, gwURL := startGW(t, cfg, []string{up}, nil)
+		start := time.Now()
+		a := do(t, "GET", gwURL+"/api/tasks", "", append(tok, "X-Trace-Id", "fallback-trace")...)
+		d := time.Since(start)
+		if a.status != wantStatus {
+			t.Fatalf("%d %s, want %d", a.status, a.body, wantStatus)
+		}
+		if slow && (d < timeout || d > timeout+time.Second) {
+			t.Fatalf("answered after %v, want just after FALLBACK_TIMEOUT (%v)", d, timeout)
+		}
+		if !slow && d > timeout {
+			t.Fatalf("answered after %v: a refused connection should fail fast", d)
+		}
+		var v struct {
+			Status, Message, TraceID string
+			Error                    struct{ Code, Message, TraceID string }
+		}
+		a.json(t, &v)
+		if v.Error.Code != wantCode || v.Error.TraceID != "fallback-trace" || a.header.Get("X-Trace-Id") != "fallback-trace" {
+			t.Fatalf("body %s, headers %v", a.body, a.header)
+		}
+		if wantStatus == 503 && (v.Status != "SERVICE_UNAVAILABLE" || v.Message != "Upstream service unavailable" || v.TraceID != "fallback-trace") {
+			t.Fatalf("fallback body %s", a.body)
+		}
+	}
+	dead := func(t *testing.T) string { return fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) }
+	t.Run("hang", func(t *testing.T) { check(t, gateway.Config{}, hangUpstream(t), 503, "unavailable", true) })
+	t.Run("down", func(t *testing.T) { check(t, gateway.Config{}, dead(t), 503, "unavailable", false) })
+	t.Run("hang without fallback", func(t *testing.T) {
+		check(t, gateway.Config{FallbackDisabled: true}, hangUpstream(t), 504, "gateway_timeout", true)
+	})
+	t.Run("down without fallback", func(t *testing.T) {
+		check(t, gateway.Config{FallbackDisabled: true}, dead(t), 502, "bad_gateway", false)
+	})
+	t.Run("no instance at all", func(t *testing.T) {
+		_, gwURL := startGW(t, gateway.Config{}, nil, nil)
+		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 503 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+	})
+}
+
+// recordUpstream answers 200 and hands over each request's headers.
+func recordUpstream(t testing.TB) (string, chan http.Header) {
+	ch := make(chan http.Header, 64)
+	url := upstream(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/api/monitor/health" && string(ctx.Request.Header.Peek("X-Trace-Id")) == "gateway-health-check" {
+			return
+		}
+		h := http.Header{}
+		for k, v := range ctx.Request.Header.All() {
+			h.Add(string(k), string(v))
+		}
+		h.Set(":method", string(ctx.Method()))
+		h.Set(":path", string(ctx.Request.Header.RequestURI()))
+		ch <- h
+		ctx.SetBodyString("ok")
+	})
+	return url, ch
+}
+
+func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
+	up, seen := recordUpstream(t)
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
+	forged := []string{"X-User-Id", "1", "X-User-Role", "ADMIN", "x-user-name", "root", "X-User-Extra", "x",
+		"X-Gateway-Signature", strings.Repeat("a", 64), "X-Gateway-Timestamp", "1"}
+
+	// Anonymous, public path: nothing of it arrives.
+	if a := do(t, "POST", gwURL+"/api/auth/login", `{}`, forged...); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	h := <-seen
+	for k := range h {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-user-") || strings.HasPrefix(lk, "x-gateway-") {
+			t.Errorf("a client-sent %s reached the upstream: %q", k, h.Get(k))
+		}
+	}
+
+	// Verified: the gateway's own identity, signed over everything.
+	tok := testToken(t, 42, "alice", "USER")
+	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(append(bearer(tok), forged...), "X-Trace-Id", "tr-1")...); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	h = <-seen
+	if h.Get("X-User-Id") != "42" || h.Get("X-User-Name") != "alice" || h.Get("X-User-Role") != "USER" || h.Get("X-User-Extra") != "" {
+		t.Fatalf("identity headers %v", h)
+	}
+	f := signature.Fields{Method: "GET", Path: "/api/tasks", TraceID: "tr-1", Timestamp: h.Get("X-Gateway-Timestamp"),
+		UserID: "42", UserName: "alice", UserRole: "USER"}
+	signer := signature.NewSigner([]byte(testShared))
+	if !signer.Valid(&f, h.Get("X-Gateway-Signature")) {
+		t.Fatalf("the signature does not verify: %v", h)
+	}
+	if !signature.Fresh(f.Timestamp, time.Now(), 5*time.Second) {
+		t.Fatalf("timestamp %q is not now", f.Timestamp)
+	}
+	if h.Get(":path") != "/api/tasks?limit=5" || h.Get("X-Trace-Id") != "tr-1" {
+		t.Fatalf("request line or trace changed: %v", h)
+	}
+	f.UserRole = "ADMIN"
+	if signer.Valid(&f, h.Get("X-Gateway-Signature")) {
+		t.Fatal("the signature does not cover the role")
+	}
+}
+
+func TestAuthFilter(t *testing.T) {
+	up, seen := recordUpstream(t)
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
+	valid := testToken(t, 7, "bob", "USER")
+	parts := strings.Split(valid, ".")
+	tampered := func() string {
+		// Same signature, payload claiming another user.
+		p := strings.NewReplacer(`"sub":"7"`, `"sub":"1"`).Replace(decodeSeg(t, parts[1]))
+		return parts[0] + "." + encodeSeg(p) + "." + parts[2]
+	}()
+	none := encodeSeg(`{"alg":"none","typ":"JWT"}`) + "." + parts[1] + "."
+	rs := encodeSeg(`{"alg":"RS256","typ":"JWT"}`) + "." + parts[1] + "." + parts[2]
+	expired := mint(t, testJWT, 7, "bob", "USER", time.Now().Add(-time.Minute))
+	wrongKey := mint(t, "another-secret-0123456789", 7, "bob", "USER", time.Now().Add(time.Hour))
+	noExp := func() string {
+		s, _ := jwtNoExp(testJWT)
+		return s
+	}()
+	for name, tok := range map[string]string{"none": none, "RS256 header": rs, "expired": expired,
+		"wrong key": wrongKey, "tampered": tampered, "no expiry": noExp, "garbage": "abc.def.ghi"} {
+		a := do(t, "GET", gwURL+"/api/tasks", "", bearer(tok)...)
+		if a.status != 401 || !strings.Contains(string(a.body), `"code":"unauthorized"`) || a.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s token: %d %s", name, a.status, a.body)
+		}
+	}
+	if a := do(t, "GET", gwURL+"/api/tasks", ""); a.status != 401 {
+		t.Errorf("no token: %d", a.status)
+	}
+	// Browsers are sent to the login page; the login page and static files
+	// are public.
+	a := do(t, "GET", gwURL+"/runs", "", "Accept", "text/html,application/xhtml+xml")
+	if a.status != 302 || a.header.Get("Location") != "/login" {
+		t.Errorf("HTML GET without a token: %d %v", a.status, a.header)
+	}
+	for _, p := range []string{"/login", "/static/app.js", "/api/monitor/health", "/gateway-actuator/health"} {
+		if a := do(t, "GET", gwURL+p, "", "Accept", "text/html"); a.status != 200 {
+			t.Errorf("public %s: %d %s", p, a.status, a.body)
+		}
+	}
+	// Valid: header, cookie; ?token= only on /ws.
+	if a := do(t, "GET", gwURL+"/api/tasks", "", bearer(valid)...); a.status != 200 {
+		t.Errorf("valid token: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", gwURL+"/runs", "", "Cookie", "jwt_token="+valid, "Accept", "text/html"); a.status != 200 {
+		t.Errorf("valid cookie: %d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", gwURL+"/api/tasks?token="+valid, ""); a.status != 401 {
+		t.Errorf("?token= outside /ws: %d", a.status)
+	}
+	// A malformed Authorization is no token, even with a good cookie.
+	if a := do(t, "GET", gwURL+"/api/tasks", "", "Authorization", "Basic eDp5", "Cookie", "jwt_token="+valid); a.status != 401 {
+		t.Errorf("malformed Authorization: %d", a.status)
+	}
+	// Escapes are judged as the master routes them.
+	if a := do(t, "POST", gwURL+"/api/auth/%6Cogin", `{}`); a.status != 200 {
+		t.Errorf("escaped public path: %d", a.status)
+	}
+	for len(seen) > 0 {
+		<-seen
+	}
+}
+
+func TestRateLimitLocal(t *testing.T) {
+	up := okUpstream(t, "m")
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour, AllowAnonymous: true, RateLimitWindow: 2 * time.Second}, []string{up}, nil)
+	alice, bob := bearer(testToken(t, 1, "alice", "USER")), bearer(testToken(t, 2, "bob", "USER"))
+	for i := 1; i <= 3; i++ {
+		a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)
+		if a.status != 200 || a.header.Get("X-RateLimit-Limit") != "3" || a.header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
+			t.Fatalf("submission %d: %d %v", i, a.status, a.header)
+		}
+	}
+	a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)
+	if a.status != 429 || a.header.Get("X-RateLimit-Limit") != "3" || a.header.Get("X-RateLimit-Remaining") != "0" ||
+		a.header.Get("Retry-After") == "" || !strings.Contains(string(a.body), `"code":"rate_limited"`) {
+		t.Fatalf("4th submission: %d %v %s", a.status, a.header, a.body)
+	}
+	// Per user: bob is not alice; per IP for the anonymous; the escaped path
+	// is the same route; other methods and paths are not limited.
+	if a := do(t, "POST", gwURL+"/api/train", `{}`, bob...); a.status != 200 {
+		t.Fatalf("bob: %d", a.status)
+	}
+	for i := 0; i < 3; i++ {
+		if a := do(t, "POST", gwURL+"/api/train", `{}`); a.status != 200 {
+			t.Fatalf("anonymous %d: %d", i, a.status)
+		}
+	}
+	if a := do(t, "POST", gwURL+"/api/%74rain", `{}`); a.status != 429 {
+		t.Fatalf("anonymous 4th, escaped: %d", a.status)
+	}
+	if a := do(t, "GET", gwURL+"/api/tasks", "", alice...); a.status != 200 {
+		t.Fatalf("GET while limited: %d", a.status)
+	}
+	// The window slides: after it, alice may submit again.
+	eventually(t, 5*time.Second, func() (bool, string) {
+		a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)
+		return a.status == 200, fmt.Sprintf("still %d", a.status)
+	})
+}
+
+// bucket is the gateway's canary hash, recomputed here: FNV-1a mod 100.
+func bucket(key string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return h % 100
+}
+
+func TestCanaryChoice(t *testing.T) {
+	stable, canary := okUpstream(t, "stable"), okUpstream(t, "canary")
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour, CanaryUserIDs: []string{"2"}, CanaryPercent: 30},
+		[]string{stable}, []string{canary})
+	route := func(a answer) string {
+		t.Helper()
+		if a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		c, svc := a.header.Get("X-Canary"), a.header.Get("X-Upstream-Service")
+		if (string(a.body) == "canary") != (c == "true") || (c == "true") != (svc == gateway.ServiceCanary) {
+			t.Fatalf("body %s, X-Canary %s, X-Upstream-Service %s", a.body, c, svc)
+		}
+		return string(a.body)
+	}
+	// A user below the percentage and one above.
+	var lowID, highID int64
+	for id := int64(3); lowID == 0 || highID == 0; id++ {
+		if bucket(fmt.Sprint(id)) < 30 {
+			lowID = id
+		} else {
+			highID = id
+		}
+	}
+	high := bearer(testToken(t, highID, "high", "USER"))
+	if got := route(do(t, "GET", gwURL+"/api/tasks", "", high...)); got != "stable" {
+		t.Fatalf("user %d above the percentage went to %s", highID, got)
+	}
+	if got := route(do(t, "GET", gwURL+"/api/tasks", "", append(high, "X-Canary", "true")...)); got != "canary" {
+		t.Fatalf("X-Canary: true went to %s", got)
+	}
+	if got := route(do(t, "GET", gwURL+"/api/tasks", "", bearer(testToken(t, 2, "listed", "USER"))...)); got != "canary" {
+		t.Fatalf("a whitelisted user went to %s", got)
+	}
+	if got := route(do(t, "GET", gwURL+"/api/tasks", "", append(high, "X-User-Id", "2")...)); got != "stable" {
+		t.Fatalf("a client-sent X-User-Id of a whitelisted user went to %s", got)
+	}
+	for i := 0; i < 5; i++ { // stable per user, whatever the trace id
+		if got := route(do(t, "GET", gwURL+"/api/tasks", "", bearer(testToken(t, lowID, "low", "USER"))...)); got != "canary" {
+			t.Fatalf("user %d below the percentage went to %s", lowID, got)
+		}
+	}
+	// Anonymous requests split by trace id.
+	n := map[string]int{}
+	for i := 0; i < 100; i++ {
+		trace := fmt.Sprintf("trace-%d", i)
+		want := "stable"
+		if bucket(trace) < 30 {
+			want = "canary"
+		}
+		if got := route(do(t, "GET", gwURL+"/api/monitor/health", "", "X-Trace-Id", trace)); got != want {
+			t.Fatalf("trace %s went to %s, want %s", trace, got, want)
+		}
+		n[want]++
+	}
+	if n["canary"] < 15 || n["canary"] > 45 {
+		t.Fatalf("split %v: not near 30%%", n)
+	}
+}
+
+func TestCanaryFallsBackToStable(t *testing.T) {
+	stable := okUpstream(t, "stable")
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{stable}, nil)
+	a := do(t, "GET", gwURL+"/api/monitor/health", "", "X-Canary", "true")
+	if a.status != 200 || string(a.body) != "stable" || a.header.Get("X-Canary") != "false" || a.header.Get("X-Upstream-Service") != gateway.ServiceStable {
+		t.Fatalf("%d %s %v", a.status, a.body, a.header)
+	}
+}
+
+func TestActuatorAndMetrics(t *testing.T) {
+	stable, canary := okUpstream(t, "stable"), okUpstream(t, "canary")
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: 100 * time.Millisecond}, []string{stable}, []string{canary})
+	a := do(t, "GET", gwURL+"/gateway-actuator/health", "")
+	var h struct {
+		Status   string
+		Services map[string]struct{ Available, Total int }
+	}
+	a.json(t, &h)
+	if a.status != 200 || h.Status != "UP" || h.Services[gateway.ServiceStable].Total != 1 || h.Services[gateway.ServiceCanary].Total != 1 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", ""); a.status != 401 {
+		t.Fatalf("routes without a token: %d", a.status)
+	}
+	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", "", bearer(testToken(t, 2, "bob", "USER"))...); a.status != 403 {
+		t.Fatalf("routes for a user: %d", a.status)
+	}
+	r := routes(t, gwURL, testToken(t, 1, "root", "ADMIN"))
+	in, ok := instance(r, canary)
+	if !ok || !in.Canary || in.Service != gateway.ServiceCanary || !in.Available {
+		t.Fatalf("routes %+v", r)
+	}
+	eventually(t, 5*time.Second, func() (bool, string) {
+		in, _ := instance(routes(t, gwURL, testToken(t, 1, "root", "ADMIN")), stable)
+		return in.LastCheck != nil, "no health check yet"
+	})
+	a = do(t, "GET", gwURL+"/metrics", "")
+	for _, want := range []string{"rlsched_gateway_requests_total", "rlsched_gateway_upstream_available", "go_goroutines"} {
+		if a.status != 200 || !bytes.Contains(a.body, []byte(want)) {
+			t.Fatalf("/metrics lacks %s: %d\n%.2000s", want, a.status, a.body)
+		}
+	}
+}
+
+func TestOutlierEjection(t *testing.T) {
+	var hits atomic.Int32
+	bad := resetUpstream(t, &hits)
+	good := okUpstream(t, "good")
+	g, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour, EjectAfter: 2, EjectFor: time.Hour}, []string{bad, good}, nil)
+	tok := bearer(testToken(t, 1, "alice", "USER"))
+	for i := 0; i < 10; i++ {
+		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 200 {
+			t.Fatalf("GET %d: %d", i, a.status)
+		}
+	}
+	if n := hits.Load(); n != 2 {
+		t.Fatalf("the failing instance got %d requests, want 2 before its ejection", n)
+	}
+	in, _ := instance(g.Routes(), bad)
+	if !in.Ejected || in.Available {
+		t.Fatalf("%+v", in)
+	}
+}
+
+// jwtNoExp signs a token without an expiry.
+func jwtNoExp(secret string) (string, error) {
+	return mintClaims(secret, map[string]any{"sub": "7", "name": "bob", "role": "USER"})
+}
+
+func mintClaims(secret string, claims map[string]any) (string, error) {
+	h := encodeSeg(`{"alg":"HS256","typ":"JWT"}`)
+	b, _ := json.Marshal(claims)
+	p := encodeSeg(string(b))
+	return h + "." + p + "." + hs256(secret, h+"."+p), nil
+}

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The submission limit (API.md, Gateway): at most max admissions per subject
+// (a verified user, else a client IP) in any window. Both backends keep a
+// sliding-window log, so "the 4th submission within 10 s" is refused exactly,
+// wherever the window boundaries fall.
+
+// decision is a limiter's answer.
+type decision struct {
+	allowed    bool
+	remaining  int
+	retryAfter time.Duration // when refused
+}
+
+// limiter admits or refuses one event of a subject. Safe for concurrent use.
+type limiter interface {
+	allow(ctx context.Context, subject string) (decision, error)
+}
+
+// localLimiter keeps the logs in this process, in shards.
+type localLimiter struct {
+	window time.Duration
+	max    int
+	now    func() time.Time
+	seed   maphash.Seed
+	shards [64]limitShard
+}
+
+type limitShard struct {
+	mu   sync.Mutex
+	logs map[string][]time.Time // admissions, oldest first, at most max
+	_    [40]byte               // keep shards on their own cache lines
+}
+
+func newLocalLimiter(window time.Duration, max int, now func() time.Time) *localLimiter {
+	l := &localLimiter{window: window, max: max, now: now, seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].logs = map[string][]time.Time{}
+	}
+	return l
+}
+
+func (l *localLimiter) allow(_ context.Context, subject string) (decision, error) {
+	sh := &l.shards[maphash.String(l.seed, subject)%uint64(len(l.shards))]
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	log := sh.logs[subject]
+	i := 0
+	for i < len(log) && !log[i].After(now.Add(-l.window)) {
+		i++
+	}
+	log = log[i:]
+	if len(log) < l.max {
+		log = append(log, now)
+		sh.logs[subject] = log
+		return decision{allowed: true, remaining: l.max - len(log)}, nil
+	}
+	sh.logs[subject] = log
+	retry := log[0].Add(l.window).Sub(now)
+	return decision{retryAfter: max(retry, time.Millisecond)}, nil
+}
+
+// sweep forgets subjects with no admission left in the window; the gateway
+// calls it every window, so memory follows the subjects of one window.
+func (l *localLimiter) sweep() {
+	cutoff := l.now().Add(-l.window)
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for k, log := range sh.logs {
+			if len(log) == 0 || !log[len(log)-1].After(cutoff) {
+				delete(sh.logs, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+//go:embed lua/ratelimit.lua
+var rateLimitLua string
+
+var rateLimitScript = rueidis.NewLuaScript(rateLimitLua)
+
+// redisLimiter shares the logs across gateways through one Lua script.
+type redisLimiter struct {
+	client rueidis.Client
+	prefix string
+	window time.Duration
+	max    int
+	id     string // this gateway, in members
+	seq    atomic.Uint64
+}
+
+// rateLimitKey is the one function that names a rate-limit key:
+// "{prefix}:gw_ratelimit:subject", under the deployment's hash tag like every
+// rlsched key (core/lease/redis).
+func rateLimitKey(prefix, subject string) string { return "{" + prefix + "}:gw_ratelimit:" + subject }
+
+func (l *redisLimiter) allow(ctx context.Context, subject string) (decision, error) {
+	member := l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+	vals, err := rateLimitScript.Exec(ctx, l.client, []string{rateLimitKey(l.prefix, subject)},
+		[]string{strconv.FormatInt(l.window.Milliseconds(), 10), strconv.Itoa(l.max), member}).ToArray()
+	if err != nil {
+		return decision{}, fmt.Errorf("cannot run the rate-limit script: %w", err)
+	}
+	if len(vals) != 3 {
+		return decision{}, errors.New("BUG: the rate-limit script answered other than 3 values")
+	}
+	var n [3]int64
+	for i, v := range vals {
+		if n[i], err = v.AsInt64(); err != nil {
+			return decision{}, fmt.Errorf("cannot read the rate-limit script's answer: %w", err)
+		}
+	}
+	if n[0] == 1 {
+		return decision{allowed: true, remaining: int(n[1])}, nil
+	}
+	return decision{retryAfter: time.Duration(n[2]) * time.Millisecond}, nil
+}

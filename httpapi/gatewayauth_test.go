@@ -1,0 +1,150 @@
+package httpapi
+
+import (
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/gateway/signature"
+)
+
+var testGatewaySecret = []byte("gateway-secret-0123456789")
+
+// newGatewayEnv is newEnv with the gateway's identity trusted (and required).
+func newGatewayEnv(t *testing.T, require bool) *testEnv {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	e := &testEnv{t: t, st: st, ctl: &testControl{st: st}, clock: &testClock{now: time.Now()},
+		logDir: filepath.Join(dir, "logs"), logs: &syncBuffer{}, client: &http.Client{Timeout: 30 * time.Second}}
+	srv, err := New(Config{
+		JWTSecret: testSecret, LogDir: e.logDir, DefaultTrainer: testTrainer, LeasesKind: "memory",
+		BcryptCost: bcrypt.MinCost, Logger: zerolog.New(e.logs), Now: e.clock.Now,
+		GatewayTrustHeaders: true, GatewayRequire: require, GatewaySharedSecret: testGatewaySecret,
+	}, st, e.ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		e.client.CloseIdleConnections()
+		_ = srv.Shutdown()
+		<-done
+	})
+	e.addr = ln.Addr().String()
+	e.url = "http://" + e.addr
+	return e
+}
+
+// signed returns the headers a gateway sends for the fields, signed with
+// secret at ts.
+func signed(secret []byte, method, path, trace string, ts time.Time, id int64, name, role string) []string {
+	f := signature.Fields{Method: method, Path: path, TraceID: trace, Timestamp: signature.Timestamp(ts),
+		UserID: strconv.FormatInt(id, 10), UserName: name, UserRole: role}
+	return []string{"X-Trace-Id", trace, signature.HeaderUserID, f.UserID, signature.HeaderUserName, name,
+		signature.HeaderUserRole, role, signature.HeaderTimestamp, f.Timestamp,
+		signature.HeaderSignature, signature.NewSigner(secret).Sign(&f)}
+}
+
+func TestGatewayIdentity(t *testing.T) {
+	e := newGatewayEnv(t, false)
+	_, aliceID := e.user("alice") // the first user: ADMIN
+	bobTok, bobID := e.user("bob")
+	me := func(token string, hdr ...string) (int, string) {
+		r := e.req("GET", "/api/auth/me", token, nil, hdr...)
+		return r.status, string(r.body)
+	}
+	now := e.clock.Now()
+
+	if st, body := me("", signed(testGatewaySecret, "GET", "/api/auth/me", "t1", now, bobID, "bob", "USER")...); st != 200 || !strings.Contains(body, `"username":"bob"`) {
+		t.Fatalf("signed identity: %d %s", st, body)
+	}
+	// The role comes from the store, not the header.
+	if st, body := me("", signed(testGatewaySecret, "GET", "/api/auth/me", "t2", now, aliceID, "alice", "USER")...); st != 200 || !strings.Contains(body, `"role":"ADMIN"`) {
+		t.Fatalf("role: %d %s", st, body)
+	}
+
+	refused := map[string][]string{
+		"wrong secret":    signed([]byte("another-secret-0123456789"), "GET", "/api/auth/me", "t", now, bobID, "bob", "USER"),
+		"other path":      signed(testGatewaySecret, "GET", "/api/tasks", "t", now, bobID, "bob", "USER"),
+		"other method":    signed(testGatewaySecret, "POST", "/api/auth/me", "t", now, bobID, "bob", "USER"),
+		"stale":           signed(testGatewaySecret, "GET", "/api/auth/me", "t", now.Add(-301*time.Second), bobID, "bob", "USER"),
+		"future":          signed(testGatewaySecret, "GET", "/api/auth/me", "t", now.Add(301*time.Second), bobID, "bob", "USER"),
+		"identity only":   {signature.HeaderUserID, strconv.FormatInt(aliceID, 10), signature.HeaderUserName, "alice", signature.HeaderUserRole, "ADMIN"},
+		"identity edited": append(signed(testGatewaySecret, "GET", "/api/auth/me", "t", now, bobID, "bob", "USER"), signature.HeaderUserID, strconv.FormatInt(aliceID, 10), signature.HeaderUserName, "alice"),
+	}
+	for name, hdr := range refused {
+		if st, body := me("", hdr...); st != 401 {
+			t.Errorf("%s: %d %s", name, st, body)
+		}
+		// With a token of its own, the request is the token's user: the
+		// headers gain nothing.
+		if st, body := me(bobTok, hdr...); st != 200 || !strings.Contains(body, `"username":"bob"`) {
+			t.Errorf("%s with bob's token: %d %s", name, st, body)
+		}
+	}
+	// A valid signature over a user this master does not know (deleted, or
+	// another store) is refused outright: the gateway vouched for it.
+	for name, hdr := range map[string][]string{
+		"unknown user":  signed(testGatewaySecret, "GET", "/api/auth/me", "t", now, 999, "ghost", "USER"),
+		"name mismatch": signed(testGatewaySecret, "GET", "/api/auth/me", "t", now, bobID, "alice", "USER"),
+	} {
+		if st, body := me(bobTok, hdr...); st != 401 {
+			t.Errorf("%s: %d %s", name, st, body)
+		}
+	}
+	if !strings.Contains(e.logs.String(), "gateway identity refused") {
+		t.Error("refused signatures are not logged")
+	}
+}
+
+func TestGatewayRequired(t *testing.T) {
+	e := newGatewayEnv(t, true)
+	tok, id := e.user("alice") // public routes stay open
+	if r := e.req("GET", "/api/auth/me", tok, nil); r.status != 401 || !strings.Contains(string(r.body), "gateway") {
+		t.Fatalf("a token without the gateway: %d %s", r.status, r.body)
+	}
+	hdr := signed(testGatewaySecret, "GET", "/api/auth/me", "t", e.clock.Now(), id, "alice", "ADMIN")
+	if r := e.req("GET", "/api/auth/me", "", nil, hdr...); r.status != 200 {
+		t.Fatalf("signed: %d %s", r.status, r.body)
+	}
+	e.clock.Add(10 * time.Minute)
+	if r := e.req("GET", "/api/auth/me", tok, nil, hdr...); r.status != 401 {
+		t.Fatalf("stale signature with a token: %d %s", r.status, r.body)
+	}
+}
+
+func TestGatewayConfig(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "rlsched.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for name, cfg := range map[string]Config{
+		"trust without a secret":   {GatewayTrustHeaders: true},
+		"require without a secret": {GatewayRequire: true},
+		"short secret":             {GatewayTrustHeaders: true, GatewaySharedSecret: []byte("short")},
+	} {
+		cfg.JWTSecret, cfg.BcryptCost = testSecret, bcrypt.MinCost
+		if _, err := New(cfg, st, &testControl{st: st}); err == nil || !strings.Contains(err.Error(), "GATEWAY_SHARED_SECRET") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
