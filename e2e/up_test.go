@@ -18,8 +18,9 @@ var upURLLine = regexp.MustCompile(`(?m)^\s*URL:\s+(\S+)\s*$`)
 // the URL it printed on stdout (checked against its JSON log).
 func (b *bed) startUp(name, dataDir string, extraEnv ...string) *master {
 	b.t.Helper()
-	p := b.start(name, b.env(extraEnv...), "up", "--data-dir", dataDir, "--master-port", "0", "--rpc-port", "0")
+	p := b.start(name, b.env(extraEnv...), "up", "--data-dir", dataDir, "--master-port", "0", "--rpc-port", "0", "--gateway-port", "0")
 	m := b.awaitMaster(p)
+	gw := p.waitLog(b.t, 30*time.Second, "gateway started", func(l logLine) bool { return l.msg() == "gateway started" })
 	var url string
 	eventually(b.t, 30*time.Second, func() (bool, string) {
 		if mm := upURLLine.FindStringSubmatch(p.stdout()); mm != nil {
@@ -31,9 +32,10 @@ func (b *bed) startUp(name, dataDir string, extraEnv ...string) *master {
 		}
 		return false, "rlsched up printed no URL: line; stdout:\n" + p.stdout()
 	})
-	if url != m.url {
-		b.t.Fatalf("rlsched up printed URL %s but logged url %s", url, m.url)
+	if url != gw.str("url") {
+		b.t.Fatalf("rlsched up printed URL %s but its gateway logged url %s", url, gw.str("url"))
 	}
+	m.url = url // everything below goes through the gateway, as a user's requests do
 	m.waitJoined(b.t, "local-0")
 	return m
 }

@@ -88,7 +88,7 @@ func startUp(t *testing.T, gpus int) *server {
 		t.Fatal(err)
 	}
 	defer errf.Close()
-	args := []string{"up", "--data-dir", filepath.Join(dir, "data"), "--master-port", "0", "--rpc-port", "0"}
+	args := []string{"up", "--data-dir", filepath.Join(dir, "data"), "--master-port", "0", "--rpc-port", "0", "--gateway-port", "0"}
 	if gpus >= 0 {
 		args = append(args, "--gpus", fmt.Sprint(gpus))
 	}
