@@ -112,7 +112,7 @@ func lockQueued(ctx context.Context, tx *sql.Tx, limit int) ([]core.Task, map[st
 	for i, id := range ids {
 		args[i] = id
 	}
-	ts, err := queryTasks(ctx, tx, taskCols+`WHERE t.id IN (?`+strings.Repeat(`, ?`, len(ids)-1)+`)`, args...)
+	ts, err := sqlutil.QueryTasks(ctx, tx, sqlutil.TaskCols+`WHERE t.id IN (?`+strings.Repeat(`, ?`, len(ids)-1)+`)`, args...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -111,7 +111,7 @@ func (s *Store) CreateTask(ctx context.Context, t *core.Task) error {
 
 // Task returns the run with id, or core.ErrNotFound.
 func (s *Store) Task(ctx context.Context, id string) (core.Task, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, taskCols+`WHERE t.id = ?`, id))
+	t, err := sqlutil.ScanTask(s.db.QueryRowContext(ctx, sqlutil.TaskCols+`WHERE t.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Task{}, fmt.Errorf("cannot find run %s: %w", id, core.ErrNotFound)
 	}

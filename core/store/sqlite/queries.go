@@ -36,7 +36,7 @@ func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, str
 		where = append(where, "(t.created_at < ? OR (t.created_at = ? AND t.id < ?))")
 		args = append(args, at, at, id)
 	}
-	q := taskCols
+	q := sqlutil.TaskCols
 	if len(where) > 0 {
 		q += "WHERE " + strings.Join(where, " AND ")
 	}
@@ -44,7 +44,7 @@ func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, str
 	// One row more than asked tells whether another page exists.
 	q += " ORDER BY t.created_at DESC, t.id DESC LIMIT ?"
 	args = append(args, limit+1)
-	ts, err := s.queryTasks(ctx, q, args...)
+	ts, err := sqlutil.QueryTasks(ctx, s.r, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("cannot list runs: %w", err)
 	}
@@ -62,7 +62,7 @@ func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
 	if limit <= 0 {
 		limit = sqlutil.DefaultLimit
 	}
-	ts, err := s.queryTasks(ctx, taskCols+`WHERE t.status = ?
+	ts, err := sqlutil.QueryTasks(ctx, s.r, sqlutil.TaskCols+`WHERE t.status = ?
 		ORDER BY t.priority DESC, t.created_at, t.id LIMIT ?`, string(core.StatusQueued), limit)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list queued runs: %w", err)
@@ -72,7 +72,7 @@ func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
 
 // ActiveTasks returns every DISPATCHED or RUNNING run, oldest first.
 func (s *Store) ActiveTasks(ctx context.Context) ([]core.Task, error) {
-	ts, err := s.queryTasks(ctx, taskCols+`WHERE t.status IN (?, ?) ORDER BY t.created_at, t.id`,
+	ts, err := sqlutil.QueryTasks(ctx, s.r, sqlutil.TaskCols+`WHERE t.status IN (?, ?) ORDER BY t.created_at, t.id`,
 		string(core.StatusDispatched), string(core.StatusRunning))
 	if err != nil {
 		return nil, fmt.Errorf("cannot list active runs: %w", err)

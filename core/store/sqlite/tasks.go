@@ -99,7 +99,7 @@ func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
 
 // Task returns the run with id, or core.ErrNotFound.
 func (s *Store) Task(ctx context.Context, id string) (core.Task, error) {
-	t, err := scanTask(s.r.QueryRowContext(ctx, taskCols+`WHERE t.id = ?`, id))
+	t, err := sqlutil.ScanTask(s.r.QueryRowContext(ctx, sqlutil.TaskCols+`WHERE t.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Task{}, fmt.Errorf("cannot find run %s: %w", id, core.ErrNotFound)
 	}

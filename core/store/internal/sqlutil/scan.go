@@ -1,26 +1,29 @@
-package sqlite
+package sqlutil
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
 
-// taskCols selects a run with its owner's username; scanTask reads them in
+// The row codec of both SQL backends: they share one schema of runs.
+
+// TaskCols selects a run with its owner's username; ScanTask reads them in
 // this order. The username comes from users, so it can never disagree with
 // user_id.
-const taskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.status, t.attempt,
+const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.status, t.attempt,
 	t.max_retries, t.command, t.params, t.gpus, t.priority, t.env, t.tags, t.workdir, t.worker,
 	t.gpu_indices, t.trace_id, t.exit_code, t.error, t.final_reward, t.git_commit, t.git_dirty,
 	t.timeout_seconds, t.created_at, t.started_at, t.finished_at, t.updated_at, t.fence
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
-type scanner interface{ Scan(dest ...any) error }
+// Scanner is a *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
 
-// scanTask reads one row selected with taskCols.
-func scanTask(sc scanner) (core.Task, error) {
+// ScanTask reads one row selected with TaskCols.
+func ScanTask(sc Scanner) (core.Task, error) {
 	var (
 		t                       core.Task
 		status, command, env    string
@@ -38,39 +41,44 @@ func scanTask(sc scanner) (core.Task, error) {
 	if err != nil {
 		return core.Task{}, err
 	}
-	t.Status, t.Params, t.FinalReward = core.Status(status), sqlutil.DecodeParams(params), reward
-	t.CreatedAt, t.UpdatedAt, t.Fence = sqlutil.Time(created), sqlutil.Time(updated), uint64(fence)
+	t.Status, t.Params, t.FinalReward = core.Status(status), DecodeParams(params), reward
+	t.CreatedAt, t.UpdatedAt, t.Fence = Time(created), Time(updated), uint64(fence)
 	if exitCode != nil {
 		c := int(*exitCode)
 		t.ExitCode = &c
 	}
-	t.StartedAt, t.FinishedAt = sqlutil.NullTime(started), sqlutil.NullTime(finished)
-	if t.Command, err = sqlutil.DecodeSlice[string](command); err != nil {
+	t.StartedAt, t.FinishedAt = NullTime(started), NullTime(finished)
+	if t.Command, err = DecodeSlice[string](command); err != nil {
 		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
 	}
-	if t.Tags, err = sqlutil.DecodeSlice[string](tags); err != nil {
+	if t.Tags, err = DecodeSlice[string](tags); err != nil {
 		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
 	}
-	if t.GPUIndices, err = sqlutil.DecodeSlice[int](gpuIndices); err != nil {
+	if t.GPUIndices, err = DecodeSlice[int](gpuIndices); err != nil {
 		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
 	}
-	if t.Env, err = sqlutil.DecodeMap(env); err != nil {
+	if t.Env, err = DecodeMap(env); err != nil {
 		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
 	}
 	return t, nil
 }
 
-// queryTasks runs a taskCols query on the read pool. The result is never
-// nil, so an empty page renders as [] in API JSON.
-func (s *Store) queryTasks(ctx context.Context, q string, args ...any) ([]core.Task, error) {
-	rows, err := s.r.QueryContext(ctx, q, args...)
+// Querier is a pool or a transaction.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// QueryTasks runs a TaskCols query on db (the pool or a transaction). The
+// result is never nil, so an empty page renders as [] in API JSON.
+func QueryTasks(ctx context.Context, db Querier, q string, args ...any) ([]core.Task, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := []core.Task{}
 	for rows.Next() {
-		t, err := scanTask(rows)
+		t, err := ScanTask(rows)
 		if err != nil {
 			return nil, err
 		}
