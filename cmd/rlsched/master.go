@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
 	"github.com/rlsched/rlsched/core/lease/redis"
@@ -127,6 +128,9 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	if id == "" {
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", host, o.rpcPort)
+		if o.rpcPort == 0 { // a free port is picked later: keep ids of several masters apart
+			id = fmt.Sprintf("%s-%s", host, core.NewTraceID()[:8])
+		}
 	}
 	hbTTL := seconds(max(o.hbTTL, 1))
 	rm.disp, err = dispatch.New(dispatch.Config{
