@@ -4,10 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/testbin"
 )
 
 // rlschedBin is the binary under test: $RLSCHED_BIN, or built once by TestMain.
@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 		// Every test skips itself (see newBed); nothing to build.
 		os.Exit(m.Run())
 	}
-	bin, cleanup, err := buildBinary()
+	bin, cleanup, err := testbin.Build("e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
@@ -28,35 +28,4 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
-}
-
-// buildBinary returns $RLSCHED_BIN when set (the Makefile builds it), else builds
-// ./cmd/rlsched into a temporary directory.
-func buildBinary() (string, func(), error) {
-	if b := os.Getenv("RLSCHED_BIN"); b != "" {
-		abs, err := filepath.Abs(b)
-		if err != nil {
-			return "", nil, err
-		}
-		if _, err := os.Stat(abs); err != nil {
-			return "", nil, fmt.Errorf("RLSCHED_BIN=%s: %w", b, err)
-		}
-		return abs, func() {}, nil
-	}
-	dir, err := os.MkdirTemp("", "rlsched-e2e-bin-")
-	if err != nil {
-		return "", nil, err
-	}
-	bin := filepath.Join(dir, "rlsched")
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	cmd := exec.Command(goTool, "build", "-o", bin, "github.com/rlsched/rlsched/cmd/rlsched")
-	cmd.Dir = ".." // the module root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("cannot build rlsched: %v\n%s", err, out)
-	}
-	return bin, func() { os.RemoveAll(dir) }, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/internal/testbin"
 )
 
 // Tests here run real sockets: in-process gateways in front of small fake
@@ -76,25 +77,8 @@ func rlschedBin(t testing.TB) string {
 		t.Skip("process tests need Linux")
 	}
 	binOnce.Do(func() {
-		if b := os.Getenv("RLSCHED_BIN"); b != "" {
-			binPath, binErr = filepath.Abs(b)
-			return
-		}
-		dir, err := os.MkdirTemp("", "rlsched-gateway-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "rlsched")
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-		}
-		cmd := exec.Command(goTool, "build", "-o", binPath, "github.com/rlsched/rlsched/cmd/rlsched")
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("cannot build rlsched: %v\n%s", err, out)
-		}
+		// The temporary binary lives as long as the test process.
+		binPath, _, binErr = testbin.Build("gateway")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
