@@ -194,6 +194,9 @@ func (g *Gateway) pipe(t *tunnel, client, upstream net.Conn) {
 	}
 	select {
 	case <-done:
+		// Both copies ended: a further receive would wait forever.
+		t.close()
+		return
 	case <-time.After(wsCloseGrace):
 	}
 	t.close()

@@ -13,7 +13,8 @@ import (
 // pendingReason. Explain gets the QUEUED runs of one answer and returns what
 // it knows, keyed by run id; runs it omits get no explanation. It must be
 // fast (it runs on every listing that shows a queued run) and must not block
-// the scheduler.
+// the scheduler. The master's dispatcher (dispatch.Master) implements it by
+// replaying its own scheduler; explainFallback serves any other Control.
 type QueueExplainer interface {
 	Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo
 }

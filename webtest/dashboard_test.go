@@ -266,6 +266,10 @@ func TestWorkersShowHeldGPU(t *testing.T) {
 		t.Errorf("queue info %q lacks the position", info)
 	}
 	b.screenshot("12-runs-queued")
+	// Its own page says the same, in the status card and the timeline.
+	b.click(fmt.Sprintf(`#runs-table tr[data-id=%q] td.name a`, big))
+	b.wait("the queued run's page", 15*time.Second, `(() => { const d = document.querySelector('#status-detail'); return d && d.textContent.includes('in queue') && d.textContent.includes('needs 3 GPUs'); })()`)
+	b.screenshot("12b-run-queued")
 
 	// Cancelling frees the tile without a reload.
 	b.click(`.mainnav a[href="/workers"]`)

@@ -66,7 +66,7 @@ export function healthStrip() {
       replace(el,
         stat('Queue', String(hl.queue ? hl.queue.queued : '—'), hl.queue && hl.queue.queued ? h('a', { href: '/runs?status=QUEUED' }, 'show queued runs') : 'nothing waiting', { dataset: { stat: 'queue' } }),
         stat('Workers', String((w.IDLE || 0) + (w.RUNNING || 0)) + ' up', STATES.filter((s) => w[s]).map((s) => w[s] + ' ' + s.toLowerCase()).join(' · ') || 'none connected', { dataset: { stat: 'workers' } }),
-        stat('GPUs free', g.total ? g.free + ' / ' + g.total : '—', g.total ? '' : 'CPU-only workers', { dataset: { stat: 'gpus' } }),
+        stat('GPUs free', g.total ? g.free + ' / ' + g.total : '—', !g.total ? 'CPU-only workers' : g.free ? 'on live workers' : 'all busy', { dataset: { stat: 'gpus' } }),
         stat('Log pipe', logpipeValue(hl.logpipe), logpipeDetail(hl.logpipe), { dataset: { stat: 'logpipe' } }),
         h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Master'), h('div', { class: 'value sm' }, badge(hl.status || 'DOWN')), h('div', { class: 'detail' }, h('a', { href: '/health' }, (hl.master || '') + ' · details'))));
     } catch (e) {

@@ -161,7 +161,7 @@ export function mount(root, ctx) {
     } else if (t.status === 'RUNNING' || t.status === 'DISPATCHED') {
       statusDetail = t.worker ? 'on ' + t.worker + ((t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : '') : '';
     } else if (t.exitCode != null) {
-      statusDetail = 'exit code ' + t.exitCode + (t.error ? ' · ' + t.error : '');
+      statusDetail = [exitText(t), endError(t)].filter(Boolean).join(' · ');
     } else if (t.error) statusDetail = t.error;
     const r = lastReward();
     const dur = runDuration(t, now);
@@ -235,12 +235,12 @@ export function mount(root, ctx) {
       items.push(h('li', { class: 'run' }, h('div', null, 'Running on ', h('strong', null, t.worker || '?'), (t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : '', (t.attempt || 1) > 1 ? ' · attempt ' + t.attempt : ''),
         h('div', { class: 'when' }, fmtTime(started) + (created != null ? ' · waited ' + fmtDuration(started - created) : ''))));
     } else if (!TERMINAL.has(t.status)) {
-      items.push(h('li', null, h('div', null, t.status === 'QUEUED' ? 'Waiting in the queue' : t.status === 'DISPATCHED' ? 'Sent to ' + (t.worker || 'a worker') : t.status), h('div', { class: 'when' }, t.pendingReason || '')));
+      items.push(h('li', null, h('div', null, t.status === 'QUEUED' ? 'Waiting in the queue' + (t.queuePosition ? ' · #' + t.queuePosition : '') : t.status === 'DISPATCHED' ? 'Sent to ' + (t.worker || 'a worker') : t.status), h('div', { class: 'when' }, t.pendingReason || '')));
     }
     if (TERMINAL.has(t.status)) {
       items.push(h('li', { class: t.status === 'SUCCEEDED' ? 'ok' : 'bad' },
-        h('div', null, badge(t.status), t.exitCode != null ? ' exit code ' + t.exitCode : ''),
-        t.error ? h('div', { class: 'muted' }, t.error) : null,
+        h('div', null, badge(t.status), exitText(t) ? ' ' + exitText(t) : ''),
+        endError(t) ? h('div', { class: 'muted' }, endError(t)) : null,
         h('div', { class: 'when' }, fmtTime(finished) + (started != null && finished != null ? ' · ran ' + fmtDuration(finished - started) : ''))));
     }
     replace(timelineBox, h('h2', null, 'Timeline'), bar, h('ol', { class: 'timeline' }, items));
@@ -453,4 +453,18 @@ export function mount(root, ctx) {
   })();
 
   return destroy;
+}
+
+// exitText says how the process ended. A negative code is the worker's
+// mark for "no exit status" (it was killed, or never started), not a number
+// worth showing; the error, when there is one, says which.
+function exitText(t) {
+  if (t.exitCode == null) return '';
+  if (t.exitCode >= 0) return 'exit code ' + t.exitCode;
+  return t.status === 'CANCELLED' || t.status === 'TIMEOUT' ? 'stopped by a signal' : '';
+}
+
+// endError is the run's error unless it only repeats its status.
+function endError(t) {
+  return t.error && t.error.toLowerCase() !== (t.status || '').toLowerCase() ? t.error : '';
 }

@@ -139,7 +139,7 @@ export function mount(root, ctx) {
       h('td', { class: 'hide-sm nowrap' }, placement(t)),
       h('td', { class: 'num hide-sm' }, t.attempt > 1 ? t.attempt + ' / ' + (t.maxRetries + 1) : String(t.attempt || 1)),
       h('td', { class: 'hide-sm nowrap', dataset: { age: t.createdAt || '' }, title: t.createdAt || '' }, fmtAge(parseTime(t.createdAt))),
-      h('td', { class: 'num nowrap', dataset: { dur: '1' } }, fmtDuration(runDuration(t))),
+      h('td', { class: 'num nowrap', dataset: { dur: '1' } }, t.startedAt ? fmtDuration(runDuration(t)) : h('span', { class: 'faint' }, '—')),
       h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')));
     tr._task = t;
     return tr;
