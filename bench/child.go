@@ -29,6 +29,7 @@ type command struct {
 	Op      string        `json:"op"`
 	Addr    string        `json:"addr,omitempty"`
 	Timeout time.Duration `json:"timeout,omitempty"`
+	Rate    float64       `json:"rate,omitempty"` // stream: lines/s per run (0: as fast as the window allows) for Timeout
 }
 
 type answer struct {
@@ -201,6 +202,9 @@ func roleFleet(cfgLine []byte, in *bufio.Reader, out *json.Encoder) error {
 			return answer{}
 		case "execs":
 			return answer{Execs: f.Execs()}
+		case "stream":
+			f.Stream(c.Rate, c.Timeout)
+			return answer{}
 		case "close":
 			f.CloseAll(c.Timeout)
 			s := f.Stats()
@@ -218,6 +222,7 @@ type naiveConfig struct {
 	RPC, HTTP string
 	Token     string
 	Interval  time.Duration
+	LogDir    string // "": output is acked, not stored
 }
 
 func roleNaive(cfgLine []byte, in *bufio.Reader, out *json.Encoder) error {
@@ -225,7 +230,7 @@ func roleNaive(cfgLine []byte, in *bufio.Reader, out *json.Encoder) error {
 	if err := json.Unmarshal(cfgLine, &cfg); err != nil {
 		return err
 	}
-	m := naive.New(naive.Config{Token: []byte(cfg.Token), Interval: cfg.Interval})
+	m := naive.New(naive.Config{Token: []byte(cfg.Token), Interval: cfg.Interval, LogDir: cfg.LogDir})
 	ln, err := net.Listen("tcp", cfg.RPC)
 	if err != nil {
 		_ = out.Encode(answer{Error: err.Error()})

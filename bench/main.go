@@ -50,6 +50,10 @@ var scenarios = []scenario{
 		"≥ 5,000 submits/s, p99 ≤ 20 ms", runRestSubmit},
 	{"gateway", "GET /api/workers and POST /api/train through the gateway (every filter on), straight to the master, and through nginx",
 		"≥ 1.0× nginx's req/s as a plain proxy; p99 ≤ 5 ms at 50% of the gateway's peak", runGatewayBench},
+	{"logs", "W simulated workers stream ~120-byte lines into the master's log files while S WebSocket clients follow runs live",
+		"≥ 1,000,000 lines/s (≥ 120 MB/s) from 1,000 workers into files with 100 live subscribers; ≥ 50% of raw loopback TCP; p99 worker-to-subscriber ≤ 50 ms below saturation; ≥ 5× the naive version", runLogs},
+	{"claims", "claim → renew → release cycles through the Redis lease backend (rueidis, Lua by EVALSHA) from many goroutines, beside redis-benchmark running the same scripts",
+		"none set in issue 5: the ratio of rueidis cycles/s to redis-benchmark's EVALSHA rate for the same three scripts is reported", runClaims},
 }
 
 func main() {

@@ -69,22 +69,37 @@ func runDispatch(e *env) (*report, error) {
 	}
 	var runs []*dispatchRun
 	for _, tmpfs := range places {
-		r, err := e.dispatchRlsched(tmpfs, workers, slots, n, repeats, latRates, latFor)
+		r, err := e.dispatchRlsched(dispatchBackend{tmpfs: tmpfs}, workers, slots, n, repeats, latRates, latFor)
 		if err != nil {
 			return nil, fmt.Errorf("rlsched master on %s: %w", placeName(tmpfs), err)
 		}
 		runs = append(runs, r)
 	}
 	disk := runs[0]
+	// The distributed backends, one at a time beside the embedded ones
+	// (SQLite on disk + in-memory leases = disk). In -quick they skip the
+	// latency phases to stay under 30 s.
+	distLat := pick(e, []int(nil), latRates)
+	var dist []*dispatchRun
+	for _, b := range []dispatchBackend{{redis: true}, {mysql: true}} {
+		r, err := e.dispatchRlsched(b, workers, slots, n, repeats, distLat, latFor)
+		if err != nil {
+			rep.note("rlsched master with %s: not measured: %v", b.describe(), err)
+			e.logf("rlsched master with %s: %v", b.describe(), err)
+			continue
+		}
+		dist = append(dist, r)
+	}
 
 	t := rep.newTable("Throughput (queue preloaded into the store)", "master", "runs/s (median)", "ratio to naive",
-		"master CPU per run", "master peak RSS")
-	for _, r := range append(runs, naiveRun) {
-		t.add(r.name, human(r.rate()), ratioStr(r.rate(), naiveRun.rate()), ms(medianDur(r.cpuPerRun)), mib(r.hwm))
+		"ratio to embedded (SQLite on disk, memory leases)", "master CPU per run", "master peak RSS")
+	for _, r := range append(append(runs, dist...), naiveRun) {
+		t.add(r.name, human(r.rate()), ratioStr(r.rate(), naiveRun.rate()), ratioStr(r.rate(), disk.rate()), ms(medianDur(r.cpuPerRun)), mib(r.hwm))
 	}
 	lt := rep.newTable("Submit-to-start latency (POST, open loop at a fixed rate; ExecuteTask arrival at the worker)",
 		"master", "offered runs/s", "accepted runs/s", "p50", "p99", "started / accepted")
-	for _, r := range append(runs, naiveRun) {
+	all := append(append(append([]*dispatchRun(nil), runs...), dist...), naiveRun)
+	for _, r := range all {
 		for _, l := range r.lats {
 			lt.add(r.name, human(float64(l.rate)), human(l.load.rate()), ms(l.p50), ms(l.p99), fmt.Sprintf("%d / %d", l.seen, l.load.ok))
 		}
@@ -107,23 +122,36 @@ func runDispatch(e *env) (*report, error) {
 		ms(l.p99), human(l.load.rate()), l.seen, l.load.ok)
 	rep.note("Each run is three fenced SQLite transactions in the master (QUEUED→DISPATCHED, →RUNNING, →SUCCEEDED), each a read then an UPDATE committed with synchronous=FULL through the store's single writer connection; the disk sustains %s fdatasync/s in this run, so at most ≈ %s runs/s can commit one transaction at a time.",
 		human(fsyncDisk), human(fsyncDisk/3))
-	for _, r := range append(runs, naiveRun) {
+	for _, r := range all {
 		for _, l := range r.lats {
 			if l.err != "" {
 				rep.note("%s at %d runs/s: %s", r.name, l.rate, l.err)
 			}
 		}
 	}
+	for _, r := range dist {
+		rep.note("%s: %s runs/s = %.2f× the embedded backends (SQLite on disk, memory leases) measured in the same run.", r.name, human(r.rate()), r.rate()/disk.rate())
+	}
 	rep.result = result{metric: "runs_per_s", value: disk.rate(), unit: "runs/s", ref: "naive_master", refValue: naiveRun.rate()}
 	return rep, nil
 }
 
-func (e *env) dispatchRlsched(onTmpfs bool, workers, slots, n, repeats int, latRates []int, latFor time.Duration) (*dispatchRun, error) {
+func (e *env) dispatchRlsched(b dispatchBackend, workers, slots, n, repeats int, latRates []int, latFor time.Duration) (*dispatchRun, error) {
+	onTmpfs := b.tmpfs
 	dataDir, err := e.dir("dispatch", onTmpfs)
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.startMaster(masterConf{name: "dispatch", dataDir: dataDir})
+	env, undo, err := b.prepare()
+	if err != nil {
+		return nil, err
+	}
+	defer undo()
+	var m *rlMaster
+	err = withEnv(env, func() error {
+		m, err = e.startMaster(masterConf{name: "dispatch", dataDir: dataDir})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -143,13 +171,21 @@ func (e *env) dispatchRlsched(onTmpfs bool, workers, slots, n, repeats int, latR
 	r := &dispatchRun{name: "rlsched, data on " + placeName(onTmpfs)}
 	db := filepath.Join(dataDir, "rlsched.db")
 	label := "dispatch-" + map[bool]string{false: "disk", true: "tmpfs"}[onTmpfs]
+	preload := func() error { return preloadQueue(db, n, []string{"/bin/true"}) }
+	switch {
+	case b.redis:
+		r.name, label = "rlsched, "+b.describe(), "dispatch-redis"
+	case b.mysql:
+		r.name, label = "rlsched, "+b.describe(), "dispatch-mysql"
+		preload = func() error { return preloadQueueMySQL(b.dsn, n, []string{"/bin/true"}) }
+	}
 	for i := 0; i < repeats; i++ {
 		if err := g.reset(); err != nil {
 			return nil, err
 		}
 		m.profile(fmt.Sprintf("%s-throughput-%d", label, i), true)
 		s0 := sample(m.pid())
-		if err := preloadQueue(db, n, []string{"/bin/true"}); err != nil {
+		if err := preload(); err != nil {
 			return nil, err
 		}
 		st, err := g.waitFinished(int64(n), time.Duration(max(120, n/50))*time.Second)

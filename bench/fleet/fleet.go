@@ -47,6 +47,11 @@ type Config struct {
 	// agent's backoff (100 ms doubling to 5 s, ±20%, back to 100 ms after a
 	// session of at least 5 s).
 	Reconnect bool
+	// LogStream makes every run a log streamer (see Stream) that never
+	// exits on its own; LogWindow is the credit window of unacked output
+	// bytes per connection (default the real worker's 4 MiB).
+	LogStream bool
+	LogWindow int
 }
 
 // Stats are counters since the last Reset (Connected and Joined are levels).
@@ -67,6 +72,14 @@ type Stats struct {
 	LastJoinNs   int64       `json:"lastJoinNs"`
 	RTT          hist.Sparse `json:"rtt"`
 	LastRefusal  string      `json:"lastRefusal,omitempty"`
+	// Log streaming (Config.LogStream), in lines of LineBytes.
+	LogLines  int64 `json:"logLines,omitempty"`  // written by the simulated runs
+	LogAcked  int64 `json:"logAcked,omitempty"`  // acked by the master (in its files)
+	LogFrames int64 `json:"logFrames,omitempty"` // LogData frames sent, resends included
+	LogBusy   int64 `json:"logBusy,omitempty"`   // LogAcks "busy"
+	LogGaps   int64 `json:"logGaps,omitempty"`
+	LogFenced int64 `json:"logFenced,omitempty"`
+	LogErrors int64 `json:"logErrors,omitempty"`
 }
 
 // Exec is the arrival of one ExecuteTask.
@@ -90,6 +103,7 @@ type Fleet struct {
 	hbSent, hbAcked, execs, finished, logAcks      atomic.Int64
 	firstExec, lastFinish, lastJoin                atomic.Int64
 	rtt                                            hist.Hist
+	streamCounters
 
 	mu          sync.Mutex
 	conns       []gnet.Conn // by worker index; nil while disconnected
@@ -232,13 +246,16 @@ func (f *Fleet) Stats() Stats {
 		Execs: f.execs.Load(), Finished: f.finished.Load(), LogAcks: f.logAcks.Load(),
 		FirstExecNs: f.firstExec.Load(), LastFinishNs: f.lastFinish.Load(), LastJoinNs: f.lastJoin.Load(),
 		RTT: f.rtt.Snapshot(), LastRefusal: refusal,
+		LogLines: f.logLines.Load(), LogAcked: f.logAcked.Load(), LogFrames: f.logFrames.Load(), LogBusy: f.logBusy.Load(),
+		LogGaps: f.logGaps.Load(), LogFenced: f.logFenced.Load(), LogErrors: f.logErrors.Load(),
 	}
 }
 
 // Reset zeroes the counters (not the levels Connected and Joined).
 func (f *Fleet) Reset() {
 	for _, c := range []*atomic.Int64{&f.dialErrors, &f.refused, &f.closed, &f.redials, &f.hbSent, &f.hbAcked,
-		&f.execs, &f.finished, &f.logAcks, &f.firstExec, &f.lastFinish, &f.lastJoin} {
+		&f.execs, &f.finished, &f.logAcks, &f.firstExec, &f.lastFinish, &f.lastJoin,
+		&f.logLines, &f.logAcked, &f.logFrames, &f.logBusy, &f.logGaps, &f.logFenced, &f.logErrors} {
 		c.Store(0)
 	}
 	f.rtt.Reset()

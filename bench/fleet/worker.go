@@ -23,6 +23,9 @@ type worker struct {
 	id  string
 	gen atomic.Uint32 // bumped at every (re)connect and close
 	due atomic.Uint32
+	// logArmed is the connection generation whose log tick is armed.
+	logArmed atomic.Uint32
+	buf      []byte // one frame's streamed lines (event loop only)
 
 	joined   bool
 	seq      uint64
@@ -44,6 +47,7 @@ type run struct {
 	logTotal uint64
 	logAcked uint64
 	finSent  bool
+	st       *stream // Config.LogStream
 }
 
 type handler struct {
@@ -205,7 +209,9 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 		w.execute(c, m)
 	case *pb.LogAck:
 		f.logAcks.Add(1)
-		if r := w.run(m.GetTaskId()); r != nil && r.attempt == m.GetAttempt() {
+		if r := w.run(m.GetTaskId()); r != nil && r.attempt == m.GetAttempt() && r.st != nil {
+			w.streamAck(c, r, m)
+		} else if r != nil && r.attempt == m.GetAttempt() {
 			if m.GetError() == "gap" || m.GetOffset() > r.logAcked {
 				r.logAcked = m.GetOffset()
 			}
@@ -260,6 +266,9 @@ func (w *worker) onDue(c gnet.Conn, bits uint32) {
 	if bits&dueHeartbeat != 0 && w.joined {
 		w.heartbeat(c)
 	}
+	if bits&dueLog != 0 {
+		w.pumpAll(c)
+	}
 	if bits&dueFinish != 0 {
 		now := time.Now().UnixNano()
 		for _, r := range w.runs {
@@ -277,7 +286,11 @@ func (w *worker) heartbeat(c gnet.Conn) {
 	w.sent[w.seq%uint64(len(w.sent))] = now.UnixNano()
 	hb := &pb.Heartbeat{Seq: w.seq, SentUnixMs: now.UnixMilli()}
 	for _, r := range w.runs {
-		hb.Runs = append(hb.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, AckedLogOffset: r.logAcked})
+		acked := r.logAcked
+		if r.st != nil {
+			acked = r.st.acked * LineBytes
+		}
+		hb.Runs = append(hb.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, AckedLogOffset: acked})
 	}
 	send(c, hb)
 	w.f.hbSent.Add(1)
@@ -304,6 +317,12 @@ func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
 	w.runs = append(w.runs, r)
 	send(c, &pb.TaskStarted{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Pid: int32(1000 + w.idx%30000),
 		StartedUnixMs: now / 1e6})
+	if f.cfg.LogStream {
+		// A streamer runs until the master cancels it or the fleet stops.
+		r.st = &stream{tmpl: lineTemplate(w.id, r.id)}
+		w.pumpAll(c)
+		return
+	}
 	if f.cfg.LogLines > 0 {
 		out := make([]byte, 0, 64*f.cfg.LogLines)
 		for i := 0; i < f.cfg.LogLines; i++ {

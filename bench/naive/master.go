@@ -31,6 +31,7 @@ import (
 type Config struct {
 	Token    []byte
 	Interval time.Duration // heartbeat interval told to workers
+	LogDir   string        // output files (logs.go); "": acked, not stored
 }
 
 // Master is the naive master. Its methods are safe for concurrent use.
@@ -40,6 +41,7 @@ type Master struct {
 	queue  []string // task ids, FIFO
 	free   []*wconn // one entry per free slot
 	nextID atomic.Int64
+	logs   naiveLogs
 }
 
 type wconn struct {
@@ -114,7 +116,7 @@ func (m *Master) serve(c net.Conn) {
 		case *pb.Heartbeat:
 			err = w.send(&pb.HeartbeatAck{Seq: x.GetSeq()})
 		case *pb.LogData:
-			err = w.send(&pb.LogAck{TaskId: x.GetTaskId(), Attempt: x.GetAttempt(), Offset: x.GetOffset() + uint64(len(x.GetData()))})
+			err = m.onLog(w, x)
 		case *pb.TaskFinished:
 			err = w.send(&pb.TaskFinishedAck{TaskId: x.GetTaskId(), Attempt: x.GetAttempt()})
 			m.addFree(w, 1)
@@ -179,6 +181,10 @@ func (m *Master) Submit(n int) []string {
 // for n ≤ 1000 and {"queued": n} otherwise.
 func (m *Master) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ws" {
+			m.serveWS(rw, r)
+			return
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/submit" {
 			http.Error(rw, "POST /submit?n=N", http.StatusNotFound)
 			return

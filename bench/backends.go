@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+	"github.com/redis/rueidis"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store/mysql"
+)
+
+// benchMySQLServer is the MariaDB the dispatch rows use (root, no password,
+// as the development services run it); each run gets a database of its own.
+const benchMySQLServer = "root@tcp(127.0.0.1:3306)/"
+
+// dispatchBackend is which store and leases a master under test uses.
+// The zero value is the embedded pair: SQLite and in-memory leases.
+type dispatchBackend struct {
+	tmpfs bool // SQLite on /dev/shm
+	redis bool // REDIS_ADDR: leases in the real Redis under a fresh REDIS_PREFIX
+	mysql bool // MYSQL_DSN: the store in a fresh MariaDB database
+	dsn   string
+}
+
+func (b dispatchBackend) describe() string {
+	switch {
+	case b.redis:
+		return "Redis leases (rueidis, 127.0.0.1:6379), SQLite on " + placeName(false)
+	case b.mysql:
+		return "MySQL store (MariaDB, 127.0.0.1:3306), memory leases"
+	}
+	return "data on " + placeName(b.tmpfs)
+}
+
+// prepare creates what the backend needs (a Redis prefix, a database) and
+// returns the master's environment for it and how to remove it again.
+func (b *dispatchBackend) prepare() (env []string, undo func(), err error) {
+	undo = func() {}
+	tag := fmt.Sprintf("%d_%d", os.Getpid(), time.Now().UnixNano())
+	switch {
+	case b.redis:
+		prefix := "bench-dispatch-" + tag
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{benchRedisAddr}, DisableCache: true})
+		if err != nil {
+			return nil, undo, fmt.Errorf("cannot reach Redis at %s: %w", benchRedisAddr, err)
+		}
+		return []string{"REDIS_ADDR=" + benchRedisAddr, "REDIS_PREFIX=" + prefix},
+			func() { dropPrefix(c, prefix); c.Close() }, nil
+	case b.mysql:
+		name := "rlsched_bench_" + tag
+		root, err := sql.Open("mysql", benchMySQLServer)
+		if err != nil {
+			return nil, undo, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := root.ExecContext(ctx, "CREATE DATABASE `"+name+"`"); err != nil {
+			root.Close()
+			return nil, undo, fmt.Errorf("cannot create a MySQL database on 127.0.0.1:3306: %w", err)
+		}
+		b.dsn = benchMySQLServer + name
+		return []string{"MYSQL_DSN=" + b.dsn}, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = root.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+			root.Close()
+		}, nil
+	}
+	return nil, undo, nil
+}
+
+// withEnv runs f with kv ("K=V") set in this process's environment, which
+// startMaster passes on to the master (it appends its own settings to
+// os.Environ()); scenarios run one at a time, so nothing else sees them.
+func withEnv(kv []string, f func() error) error {
+	var restore []func()
+	for _, s := range kv {
+		k, v, _ := strings.Cut(s, "=")
+		old, had := os.LookupEnv(k)
+		_ = os.Setenv(k, v)
+		restore = append(restore, func() {
+			if had {
+				_ = os.Setenv(k, old)
+			} else {
+				_ = os.Unsetenv(k)
+			}
+		})
+	}
+	defer func() {
+		for _, r := range restore {
+			r()
+		}
+	}()
+	return f()
+}
+
+// preloadQueueMySQL is preloadQueue for the MySQL store: one run through
+// store.CreateTask, the rest copies of its row made by INSERT … SELECT in
+// one transaction (new ids, trace ids, creation times), the column list
+// read from the table itself.
+func preloadQueueMySQL(dsn string, n int, argv []string) error {
+	ctx := context.Background()
+	st, err := mysql.Open(dsn)
+	if err != nil {
+		return err
+	}
+	uid, err := ensureUser(st)
+	if err != nil {
+		st.Close()
+		return err
+	}
+	tmpl := core.Task{UserID: uid, Name: "bench", Command: argv, Attempt: 1, MaxRetries: 0,
+		Env: map[string]string{}, Tags: []string{}, TraceID: core.NewTraceID()}
+	err = st.CreateTask(ctx, &tmpl)
+	st.Close()
+	if err != nil {
+		return fmt.Errorf("cannot create the template run: %w", err)
+	}
+	if n <= 1 {
+		return nil
+	}
+	cfg, err := driver.ParseDSN(dsn)
+	if err != nil {
+		return err
+	}
+	cfg.InterpolateParams = true
+	conn, err := driver.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT column_name FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = 'tasks' ORDER BY ordinal_position`)
+	if err != nil {
+		return fmt.Errorf("cannot read the tasks columns: %w", err)
+	}
+	var cols, exprs, kinds []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			rows.Close()
+			return err
+		}
+		cols = append(cols, "`"+c+"`")
+		switch c {
+		case "id", "trace_id":
+			exprs, kinds = append(exprs, "?"), append(kinds, c)
+		case "created_at", "updated_at":
+			exprs, kinds = append(exprs, "`"+c+"` + ?"), append(kinds, "offset")
+		default:
+			exprs = append(exprs, "`"+c+"`")
+		}
+	}
+	rows.Close()
+	q := fmt.Sprintf("INSERT INTO tasks (%s) SELECT %s FROM tasks WHERE id = ?", strings.Join(cols, ", "), strings.Join(exprs, ", "))
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	base := time.Now().UnixMilli()
+	args := make([]any, len(kinds)+1)
+	for i := 1; i < n; i++ {
+		for j, k := range kinds {
+			switch k {
+			case "id":
+				args[j] = fmt.Sprintf("r%011xb%09d", base, i)
+			case "trace_id":
+				args[j] = core.NewTraceID()
+			case "offset":
+				args[j] = int64(i) // nanoseconds: keeps FIFO order
+			}
+		}
+		args[len(kinds)] = tmpl.ID
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("cannot copy run %d: %w", i, err)
+		}
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rlsched/rlsched/bench/fleet"
+	"github.com/rlsched/rlsched/bench/internal/echo"
+)
+
+// logPhase is one streaming phase against one master.
+type logPhase struct {
+	name        string
+	offered     float64 // lines/s offered in total (0: as fast as the windows allow)
+	lines       float64 // lines/s: lines written in the phase / (phase + drain), all acked
+	window      float64 // lines/s acked in the last 80% of the phase
+	subLines    float64 // lines/s the subscribers read
+	p50, p99    time.Duration
+	samples     uint64
+	cpu         time.Duration
+	measured    time.Duration // the last 80% of the phase
+	busy, gaps  int64
+	lagged      int64
+	drained     bool
+	frames      int64
+	subErr      string
+	fenced, bad int64
+	loadCPU     time.Duration // the simulated workers' processes, same window
+	subCPU      time.Duration // this process: the WebSocket subscribers
+	drain       time.Duration // from the end of the phase until every line was acked
+	inFlight    int64         // lines written and not acked at the end of the phase
+	ackFrames   int64         // LogAck frames the workers received in the last 80%
+}
+
+func (p *logPhase) mbps() float64 { return p.lines * fleet.LineBytes / 1e6 }
+
+// logTarget is a master under the logs load.
+type logTarget struct {
+	name   string
+	phases []*logPhase
+	hwm    int64
+	files  string // what the file check found
+}
+
+// runLogs streams lines from W simulated workers (one dispatched run each)
+// into the master's log files while S WebSocket clients follow S of the
+// runs live. Two phases: as fast as the credit windows allow (throughput),
+// then paced at half that rate (latency below saturation).
+func runLogs(e *env) (*report, error) {
+	w, s := pick(e, 100, 1000), pick(e, 10, 100)
+	d := pick(e, 2*time.Second, 10*time.Second)
+	rep := &report{size: fmt.Sprintf("%s simulated workers (one streaming run each), %d WebSocket subscribers, %d-byte lines, %v a phase",
+		human(float64(w)), s, fleet.LineBytes, d)}
+
+	// Raw loopback: the same bytes (64 KiB blocks of lines, the worker's
+	// largest frame) over as many connections, read and discarded.
+	block := bytes.Repeat(bytes.Repeat([]byte("x"), fleet.LineBytes-1), 1)
+	block = append(block, '\n')
+	block = bytes.Repeat(block, (64<<10)/fleet.LineBytes)
+	// With many connections the kernel's TCP memory (tcp_mem) can throttle
+	// every socket, so the loopback is measured with W connections and with
+	// at most 64, and the better figure is the ceiling.
+	type rawRun struct {
+		conns int
+		bps   float64
+	}
+	var raws []rawRun
+	raw := 0.0
+	for _, n := range []int{w, min(w, 64)} {
+		if len(raws) > 0 && n == raws[0].conns {
+			break
+		}
+		bps, err := echo.Stream(n, block, pick(e, 500*time.Millisecond, 3*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("raw loopback: %w", err)
+		}
+		e.logf("raw loopback TCP, %d connections: %.0f MB/s (%.0f lines/s)", n, bps/1e6, bps/fleet.LineBytes)
+		raws = append(raws, rawRun{n, bps})
+		raw = max(raw, bps)
+	}
+	rawLines := raw / fleet.LineBytes
+
+	rl, err := e.logsRlsched(w, s, d)
+	if err != nil {
+		return nil, fmt.Errorf("rlsched master: %w", err)
+	}
+	nv, err := e.logsNaive(w, s, d)
+	if err != nil {
+		return nil, fmt.Errorf("naive master: %w", err)
+	}
+	top, paced := rl.phases[0], rl.phases[1]
+	nvMax := nv.phases[0]
+
+	t := rep.newTable("Output streamed into files (lines acked by the master = written to LOG_DIR/<id>.log)",
+		"master", "phase", "offered lines/s", "lines/s", "MB/s", "lines/s acked in the last 80% of the phase", "ratio to raw loopback", "ratio to naive",
+		"subscribers read lines/s", "p50 write→read", "p99 write→read", "master CPU", "simulated workers' CPU", "subscribers' CPU (harness)", "busy / gap acks", "lagged", "in flight at the end → drained in")
+	for _, tg := range []*logTarget{rl, nv} {
+		for _, p := range tg.phases {
+			off := "max (window-limited)"
+			if p.offered > 0 {
+				off = human(p.offered)
+			}
+			cpu := fmt.Sprintf("%.2f s in %.1f s (%.2f cores, %s a line)", p.cpu.Seconds(), p.measured.Seconds(),
+				p.cpu.Seconds()/p.measured.Seconds(), nsPerLine(p))
+			t.add(tg.name, p.name, off, human(p.lines), human(p.mbps()), human(p.window), ratioStr(p.lines, rawLines), ratioStr(p.lines, nvMax.lines),
+				human(p.subLines), ms(p.p50), ms(p.p99), cpu, fmt.Sprintf("%.2f cores", p.loadCPU.Seconds()/p.measured.Seconds()),
+				fmt.Sprintf("%.2f cores", p.subCPU.Seconds()/p.measured.Seconds()), fmt.Sprintf("%d / %d", p.busy, p.gaps), fmt.Sprint(p.lagged), drainStr(p))
+		}
+	}
+	mt := rep.newTable("Master process", "master", "peak RSS", "log files")
+	mt.add(rl.name, mib(rl.hwm), rl.files)
+	mt.add(nv.name, mib(nv.hwm), nv.files)
+	ref := rep.newTable("References measured in the same run", "reference", "value")
+	for _, r := range raws {
+		ref.add(fmt.Sprintf("raw loopback TCP, %d connections streaming the same lines in 64 KiB writes into a read-and-discard server", r.conns),
+			fmt.Sprintf("%s MB/s = %s lines/s", human(r.bps/1e6), human(r.bps/fleet.LineBytes)))
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_mem"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 3 {
+			hi, _ := strconv.ParseInt(f[2], 10, 64)
+			ref.add("kernel TCP memory for all sockets (net.ipv4.tcp_mem, pressure … maximum)", fmt.Sprintf("%s … %s", mib(mustInt(f[1])*4096), mib(hi*4096)))
+			if int64(w)*4<<20 > hi*4096 {
+				rep.note("%s workers × a 4 MiB credit window (%s) exceed the kernel's TCP memory maximum (%s): at saturation the loopback sockets themselves are throttled (memory pressure), which shows in the raw reference with %d connections too.",
+					human(float64(w)), mib(int64(w)*4<<20), mib(hi*4096), w)
+			}
+		}
+	}
+	ref.add("naive master (goroutine per connection, one mutex, one write(2) per line into files, one WebSocket frame per line)",
+		fmt.Sprintf("%s lines/s (%s MB/s)", human(nvMax.lines), human(nvMax.mbps())))
+
+	rep.goal(top.lines >= 1e6 && w >= 1000 && s >= 100, "≥ 1,000,000 lines/s (≥ 120 MB/s) from 1,000 workers into files with 100 live subscribers: %s lines/s (%s MB/s) from %s workers with %d subscribers",
+		human(top.lines), human(top.mbps()), human(float64(w)), s)
+	rep.goal(top.lines >= 0.5*rawLines, "≥ 50%% of raw loopback: %.0f%% (%s of %s MB/s, the better of the loopback figures)", 100*top.lines/rawLines, human(top.mbps()), human(raw/1e6))
+	rep.goal(paced.p99 <= 50*time.Millisecond && paced.samples > 0, "p99 worker-to-subscriber ≤ 50 ms below saturation: p99 %s at %s lines/s offered (%s of the measured maximum; %d lines timed)",
+		ms(paced.p99), human(paced.offered), "50%", paced.samples)
+	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
+	rep.note("Lines/s: every line the simulated runs wrote during the phase, divided by the time from the phase's start until the master had acked the last of them (LogAck comes after write(2) into LOG_DIR/<id>.log), so a backlog left in flight at the end counts against it; acks come in bursts, so the ack rate of the last 80%% of the phase is shown beside it. CPU columns cover that last 80%%. Subscribers' lines/s and latency come from the WebSocket frames they decoded. Each line carries the time the simulated worker first wrote it to its socket (%d bytes a line); resends after a busy or gap ack keep it, so pauses count in the latency.", fleet.LineBytes)
+	rep.note("The simulated workers send as the real worker does (worker/session.go): LogData frames of at most 64 KiB, at most 4 MiB unacked per connection, resend from the acked offset after busy/gap with its 100 ms → 5 s backoff; they share the machine's cores with the master, the subscribers and the harness.")
+	for _, tg := range []*logTarget{rl, nv} {
+		for _, p := range tg.phases {
+			if !p.drained && tg != nv {
+				rep.note("%s, %s: not every line was acked within %s after the phase", tg.name, p.name, ms(p.drain))
+			}
+			if p.subErr != "" {
+				rep.note("%s, %s: subscriber error: %s", tg.name, p.name, p.subErr)
+			}
+			if p.fenced > 0 || p.bad > 0 {
+				rep.note("%s, %s: %d fenced and %d failed acks", tg.name, p.name, p.fenced, p.bad)
+			}
+		}
+	}
+	// Where the master's time goes, for whoever works on logpipe/dispatch.
+	if top.busy > 0 {
+		rep.note("Flow control, the first cause: %s connections × a 4 MiB credit window is %s MiB of output the workers may have in flight, against the master's 64 MiB log queue (logpipe.WriterConfig.QueueBytes); at saturation the queue fills, frames are refused \"busy\" (%d times in the max phase, %d frames behind them came back as gaps), and each refused run pauses 100 ms doubling to 5 s. Acks then come in bursts: %s lines/s in the last 80%% of the phase but %s lines/s over the phase and its drain, and the last %s MB took %s to be acked. The master used only %.2f cores meanwhile.",
+			human(float64(w)), human(float64(w*4)), top.busy, top.gaps, human(top.window), human(top.lines),
+			human(float64(top.inFlight)*fleet.LineBytes/1e6), ms(top.drain), top.cpu.Seconds()/top.measured.Seconds())
+	}
+	rep.note("CPU profile of the master in the max phase (-quick -profile, taken while this scenario was written): the writer goroutines hold 55–70%% of the master's CPU — write(2) of the batches ≈ 20%%, the hub encoding every log batch as a JSON string for /ws (appendJSONString) 12–16%% with only 10 subscribers, the metric extractor scanning every line for RLSCHED_METRIC/FINAL_REWARD (bytes.Index) 11–17%%; the gnet event loops 15–30%%, of which protobuf Unmarshal copying each LogData's up-to-64 KiB payload (consumeBytesNoZero) is 6–17%%; GC and large allocations ≈ 10%%. Rerun with -profile DIR for the current figures (DIR/logs-max.cpu.pprof).")
+	rep.result = result{metric: "lines_per_s", value: top.lines, unit: "lines/s", ref: "raw_loopback_tcp", refValue: rawLines}
+	return rep, nil
+}
+
+func mustInt(s string) int64 {
+	v, _ := strconv.ParseInt(s, 10, 64)
+	return v
+}
+
+func drainStr(p *logPhase) string {
+	v := fmt.Sprintf("%s MB → %s", human(float64(p.inFlight)*fleet.LineBytes/1e6), ms(p.drain))
+	if !p.drained {
+		v += " (not drained)"
+	}
+	return v
+}
+
+func samplePids(pids []int) []procSample {
+	out := make([]procSample, len(pids))
+	for i, pid := range pids {
+		out[i] = sample(pid)
+	}
+	return out
+}
+
+func nsPerLine(p *logPhase) string {
+	n := p.window * p.measured.Seconds()
+	if n <= 0 {
+		return "–"
+	}
+	return us(time.Duration(float64(p.cpu) / n))
+}
+
+// startLogFleet starts simulated workers whose runs stream (fleet.Config.LogStream).
+func (e *env) startLogFleet(addr string, n int) (*fleetGroup, error) {
+	k := (n + perChild - 1) / perChild
+	g := &fleetGroup{n: n}
+	for i := 0; i < k; i++ {
+		cn := n / k
+		if i < n%k {
+			cn++
+		}
+		first := i*(n/k) + min(i, n%k)
+		cfg := fleet.Config{Addr: addr, N: cn, First: first, Prefix: "lw", LocalIP: e.localIP(), Token: benchJoinToken,
+			Slots: 1, RunFor: time.Hour, RecordExec: true, LogStream: true}
+		c, err := e.startChild("fleet", cfg)
+		if err != nil {
+			g.stop()
+			return nil, err
+		}
+		g.kids = append(g.kids, c)
+	}
+	return g, nil
+}
+
+// logStats sums the log counters of every child (fleet.Stats.Log*).
+func (g *fleetGroup) logStats() (*fleet.Stats, error) {
+	var mu sync.Mutex
+	out := &fleet.Stats{}
+	err := g.each(func(_ int, c *child) error {
+		a, err := c.call(command{Op: "stats"})
+		if err != nil || a.Stats == nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		s := a.Stats
+		out.Execs += s.Execs
+		out.Refused += s.Refused
+		if s.LastRefusal != "" {
+			out.LastRefusal = s.LastRefusal
+		}
+		out.LogAcks += s.LogAcks
+		out.LogLines += s.LogLines
+		out.LogAcked += s.LogAcked
+		out.LogFrames += s.LogFrames
+		out.LogBusy += s.LogBusy
+		out.LogGaps += s.LogGaps
+		out.LogFenced += s.LogFenced
+		out.LogErrors += s.LogErrors
+		return nil
+	})
+	return out, err
+}
+
+func (g *fleetGroup) stream(rate float64, d time.Duration) error {
+	return g.each(func(_ int, c *child) error {
+		_, err := c.call(command{Op: "stream", Rate: rate, Timeout: d})
+		return err
+	})
+}
+
+// waitExecs waits until n runs were dispatched to the fleet and returns their ids.
+func (g *fleetGroup) waitExecs(n int, timeout time.Duration) ([]string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := g.logStats()
+		if err != nil {
+			return nil, err
+		}
+		if st.Execs >= int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("only %d of %d runs were dispatched within %v (refusals %d %s)", st.Execs, n, timeout, st.Refused, st.LastRefusal)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	execs, err := g.execs()
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(execs))
+	for _, x := range execs {
+		ids = append(ids, x.TaskID)
+	}
+	return ids, nil
+}
+
+// logPhaseRun streams for d at rate lines/s per run and measures the last
+// 80% of it; then waits until every line is acked.
+func (e *env) logPhaseRun(name string, g *fleetGroup, subs *logSubs, pid int, rate float64, w int, d, drainFor time.Duration) (*logPhase, error) {
+	p := &logPhase{name: name, offered: rate * float64(w)}
+	st0, err := g.logStats()
+	if err != nil {
+		return nil, err
+	}
+	subs.begin()
+	if err := g.stream(rate, d); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	time.Sleep(d / 5)
+	a, err := g.logStats()
+	if err != nil {
+		return nil, err
+	}
+	s0, sl0, f0, h0 := sample(pid), subs.lines.Load(), samplePids(g.pids()), sample(os.Getpid())
+	time.Sleep(time.Until(began.Add(d)))
+	b, err := g.logStats()
+	if err != nil {
+		return nil, err
+	}
+	s1, sl1, f1, h1 := sample(pid), subs.lines.Load(), samplePids(g.pids()), sample(os.Getpid())
+	p.subCPU = h0.cpuTo(h1)
+	for i := range f0 {
+		p.loadCPU += f0[i].cpuTo(f1[i])
+	}
+	p.measured = s1.at.Sub(s0.at)
+	if p.measured <= 0 {
+		return nil, fmt.Errorf("%s: empty measuring window", name)
+	}
+	p.window = float64(b.LogAcked-a.LogAcked) / p.measured.Seconds()
+	p.ackFrames = b.LogAcks - a.LogAcks
+	p.subLines = float64(sl1-sl0) / p.measured.Seconds()
+	p.cpu = s0.cpuTo(s1)
+	// Drain: every line written is acked (the files hold it all). At
+	// saturation each connection may have a whole credit window in flight.
+	drainFrom := time.Now()
+	deadline := drainFrom.Add(drainFor)
+	var end *fleet.Stats
+	for first := true; ; first = false {
+		if end, err = g.logStats(); err != nil {
+			return nil, err
+		}
+		if first {
+			p.inFlight = end.LogLines - end.LogAcked
+		}
+		if end.LogAcked >= end.LogLines || time.Now().After(deadline) {
+			p.drained = end.LogAcked >= end.LogLines
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.drain = time.Since(drainFrom)
+	// Acks come in bursts (a window fills, the master catches up), so the
+	// headline is every line of the phase over the time until the last one
+	// was acked, not the ack rate of one stretch.
+	p.lines = float64(end.LogAcked-st0.LogAcked) / time.Since(began).Seconds()
+	// Let the subscribers read the tail: until their count stands still.
+	for last, until := int64(-1), time.Now().Add(5*time.Second); time.Now().Before(until); time.Sleep(100 * time.Millisecond) {
+		cur := subs.lines.Load()
+		if cur == last {
+			break
+		}
+		last = cur
+	}
+	h := subs.lat.Load()
+	p.p50, p.p99, p.samples = h.QuantileDuration(0.5), h.QuantileDuration(0.99), h.Count()
+	p.busy, p.gaps = end.LogBusy-st0.LogBusy, end.LogGaps-st0.LogGaps
+	p.fenced, p.bad = end.LogFenced-st0.LogFenced, end.LogErrors-st0.LogErrors
+	p.lagged = subs.lagged.Load()
+	if v, ok := subs.firstErr.Load().(string); ok {
+		p.subErr = v
+	}
+	e.logf("%s: %d LogAck frames received in the last 80%% of the phase (%.0f lines/s acked there)", name, p.ackFrames, p.window)
+	e.logf("%s: %.0f lines/s (%.1f MB/s) acked, subscribers %.0f lines/s, p50 %v p99 %v, master CPU %v in %v, busy %d gaps %d lagged %d",
+		name, p.lines, p.mbps(), p.subLines, p.p50, p.p99, p.cpu.Round(time.Millisecond), p.measured.Round(time.Millisecond), p.busy, p.gaps, p.lagged)
+	return p, nil
+}
+
+func (e *env) logsRlsched(w, s int, d time.Duration) (*logTarget, error) {
+	dataDir, err := e.dir("logs", false)
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.startMaster(masterConf{name: "logs", dataDir: dataDir})
+	if err != nil {
+		return nil, err
+	}
+	defer m.stop()
+	tok, err := m.login()
+	if err != nil {
+		return nil, err
+	}
+	g, err := e.startLogFleet(m.rpc, w)
+	if err != nil {
+		return nil, err
+	}
+	defer g.stop()
+	if j, err := g.connect("", 60*time.Second); err != nil || j < int64(w) {
+		return nil, fmt.Errorf("only %d of %d workers joined: %v", j, w, err)
+	}
+	if err := preloadQueue(filepath.Join(dataDir, "rlsched.db"), w, []string{"/bin/sh", "-c", "yes"}); err != nil {
+		return nil, err
+	}
+	ids, err := g.waitExecs(w, 60*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	wsURL := strings.Replace(m.url, "http://", "ws://", 1) + "/ws?token=" + tok
+	subs, err := dialLogSubs(wsURL, ids[:min(s, len(ids))])
+	if err != nil {
+		return nil, err
+	}
+	defer subs.close()
+	tg := &logTarget{name: "rlsched master (gnet → ring → batch writers → files + hub → /ws)"}
+	m.profile("logs-max", true)
+	pm, err := e.logPhaseRun("rlsched max", g, subs, m.pid(), 0, w, d, pick(e, 8*time.Second, 180*time.Second))
+	m.profile("logs-max", false)
+	if err != nil {
+		return nil, err
+	}
+	pm.name = "max"
+	tg.phases = append(tg.phases, pm)
+	rate := max(pm.lines/2/float64(w), 1)
+	m.profile("logs-paced", true)
+	pp, err := e.logPhaseRun("rlsched paced", g, subs, m.pid(), rate, w, d, 30*time.Second)
+	m.profile("logs-paced", false)
+	if err != nil {
+		return nil, err
+	}
+	pp.name = "paced at 50% of max"
+	tg.phases = append(tg.phases, pp)
+	_, tg.hwm = m.mem()
+	st, err := g.logStats()
+	if err != nil {
+		return nil, err
+	}
+	tg.files = checkLogFiles(filepath.Join(dataDir, "logs"), ids, st.LogAcked)
+	return tg, nil
+}
+
+func (e *env) logsNaive(w, s int, d time.Duration) (*logTarget, error) {
+	rpcPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	logDir, err := e.dir("logs-naive", false)
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.startChild("naive", naiveConfig{RPC: fmt.Sprintf("127.0.0.1:%d", rpcPort),
+		HTTP: fmt.Sprintf("127.0.0.1:%d", httpPort), Token: benchJoinToken, Interval: 10 * time.Second, LogDir: logDir})
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	g, err := e.startLogFleet(fmt.Sprintf("127.0.0.1:%d", rpcPort), w)
+	if err != nil {
+		return nil, err
+	}
+	defer g.stop()
+	if j, err := g.connect("", 60*time.Second); err != nil || j < int64(w) {
+		return nil, fmt.Errorf("only %d of %d workers joined: %v", j, w, err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	if _, err := newTarget(base, fmt.Sprintf("/submit?n=%d", w), "", nil, 1).post(); err != nil {
+		return nil, err
+	}
+	ids, err := g.waitExecs(w, 60*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	subs, err := dialLogSubs(fmt.Sprintf("ws://127.0.0.1:%d/ws", httpPort), ids[:min(s, len(ids))])
+	if err != nil {
+		return nil, err
+	}
+	defer subs.close()
+	tg := &logTarget{name: "naive master (goroutine per connection, one mutex, write(2) per line)"}
+	// The last phase: a bounded drain (the file check counts acked lines only).
+	p, err := e.logPhaseRun("naive max", g, subs, c.pid(), 0, w, d, pick(e, 2*time.Second, 5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	p.name = "max"
+	tg.phases = append(tg.phases, p)
+	_, tg.hwm, _ = procMem(c.pid())
+	st, err := g.logStats()
+	if err != nil {
+		return nil, err
+	}
+	tg.files = checkLogFiles(logDir, ids, st.LogAcked)
+	return tg, nil
+}
+
+// checkLogFiles compares what the log files hold with the lines acked: the
+// master must never ack a byte that is not in its file.
+func checkLogFiles(dir string, ids []string, ackedLines int64) string {
+	var bodyBytes int64
+	files := 0
+	for _, id := range ids {
+		fi, err := os.Stat(filepath.Join(dir, id+".log"))
+		if err != nil {
+			continue
+		}
+		files++
+		bodyBytes += fi.Size()
+	}
+	want := ackedLines * fleet.LineBytes
+	verdict := "ok"
+	if bodyBytes < want {
+		verdict = "SHORT: acked bytes missing"
+	}
+	return fmt.Sprintf("%d files, %s MB on disk for %s MB acked (%s; headers included)", files, human(float64(bodyBytes)/1e6), human(float64(want)/1e6), verdict)
+}
