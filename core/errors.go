@@ -14,4 +14,8 @@ var (
 	ErrLeaseHeld = errors.New("lease already held")
 	// ErrLeaseLost means a renewal or release found no lease with that token.
 	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable means a backend (the store, the lease service) could not
+	// be reached: nothing was done, and the same call may succeed later.
+	// Callers retry with backoff; the API answers 503.
+	ErrUnavailable = errors.New("unavailable")
 )

@@ -84,6 +84,9 @@ func storeError(err error, what string) *apiError {
 		return errNotFound(what)
 	case errors.Is(err, core.ErrConflict), errors.Is(err, core.ErrFenced):
 		return &apiError{fasthttp.StatusConflict, codeConflict, what + " changed or already exists; reload and try again"}
+	case errors.Is(err, core.ErrUnavailable):
+		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable,
+			"the store cannot be reached; try again later"}
 	}
 	return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "the store is unavailable; try again later"}
 }

@@ -4,8 +4,10 @@
 // skipped on a developer's machine and fails under CI=true, so CI can never
 // go green by skipping. scripts/services.sh starts both services locally.
 //
-// It only dials; it never creates, changes or deletes anything on the
-// services, and imports no driver.
+// Require* only dial; they never create, change or delete anything on the
+// shared services, and the package imports no driver. Tests that stop,
+// restart or flush a service start a private one: StartRedis, StartMariaDB
+// (instances.go).
 package testsvc
 
 import (

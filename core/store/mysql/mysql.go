@@ -89,7 +89,7 @@ func Open(dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open mysql store: %w", err)
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(unavailableConnector{conn}) // errors.go: dial failures are core.ErrUnavailable
 	db.SetMaxOpenConns(maxOpenConns)
 	db.SetMaxIdleConns(maxIdleConns)
 	db.SetConnMaxLifetime(connMaxLifetime)
