@@ -109,7 +109,11 @@ func (p *hbProbe) join(withRun bool) error {
 	if err != nil {
 		return err
 	}
-	p.per = 64
+	// One heartbeat at a time, each waiting for its ack: the master
+	// coalesces heartbeats that queue up behind each other (only the
+	// newest is handled and acked), so a batch would measure fewer
+	// heartbeats than were sent.
+	p.per = 1
 	for range p.per {
 		p.batch = append(p.batch, one...)
 	}
@@ -152,7 +156,7 @@ func (p *hbProbe) write(m proto.Message) error {
 	return err
 }
 
-// beat sends about n heartbeats (whole batches) and reads every ack.
+// beat sends n heartbeats, one at a time, and reads every ack.
 func (p *hbProbe) beat(n int) (int, error) {
 	sent := 0
 	_ = p.c.SetDeadline(time.Now().Add(60 * time.Second))

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -200,8 +201,12 @@ func AppendFrame(dst []byte, m proto.Message) ([]byte, error) {
 		return dst, fmt.Errorf("BUG: %T is not a protocol message", m)
 	}
 	start := len(dst)
+	// Sized first, so a fresh frame is one allocation rather than a header
+	// regrown by the body; the marshal then reuses the computed size.
+	size := proto.MarshalOptions{}.Size(m)
+	dst = slices.Grow(dst, HeaderSize+size)
 	dst = append(dst, byte(Magic>>8), byte(Magic&0xFF), Version, byte(t), 0, 0, 0, 0)
-	dst, err := proto.MarshalOptions{}.MarshalAppend(dst, m)
+	dst, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, m)
 	if err != nil {
 		return dst[:start], fmt.Errorf("cannot encode %s: %w", t, err)
 	}

@@ -63,6 +63,8 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 	for _, ref := range h.Runs {
 		rr := m.reg.runs[ref.TaskId]
 		if rr != nil && rr.workerID == h.WorkerId && rr.fence == ref.Fence && rr.attempt == int(ref.Attempt) {
+			// Another master may have held the run meanwhile.
+			rr.view = nil
 			adopt = append(adopt, rr)
 		} else {
 			kill = append(kill, ref.TaskId)
@@ -87,7 +89,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 		}
 		kept = append(kept, rr)
 	}
-	_ = m.ls.Touch(ctx, h.WorkerId, m.cfg.MasterID, m.cfg.HeartbeatTTL)
+	m.touchPresence(ctx, sess, now)
 	err := sess.send(&pb.HelloAck{Session: sess.id, HeartbeatIntervalMs: m.cfg.HeartbeatInterval.Milliseconds(),
 		LeaseTtlMs: m.cfg.LeaseTTL.Milliseconds(), MasterId: m.cfg.MasterID, KillTaskIds: kill})
 	m.log.Info().Str("worker", h.WorkerId).Str("host", h.Host).Int("gpus", len(h.Gpus)).Int32("slots", h.Slots).

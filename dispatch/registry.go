@@ -3,6 +3,7 @@ package dispatch
 import (
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,13 @@ type runRec struct {
 	workerID string
 	gpus     []int // indices; empty for a CPU-slot run
 	started  bool
+	// view is the run as this master last wrote it while holding the run
+	// on its current session (nil: unknown, read it). It lets a fenced
+	// update skip reading the run first; see updateTask.
+	view *core.Task
+	// starting is closed when the run's TaskStarted has been recorded;
+	// nil when none is in flight (see startPending).
+	starting chan struct{}
 }
 
 func (r *registry) init() {
@@ -80,30 +88,58 @@ type capacity struct {
 	freeSlots int
 }
 
+// capacityLocked is w's free resources. It allocates only the free GPU
+// list: the scheduler builds one for every connected worker on each pass.
 func (w *workerRec) capacityLocked() capacity {
-	used := map[int]bool{}
+	var usedBuf [16]int
+	used := usedBuf[:0]
 	cpuRuns := 0
 	for _, rr := range w.runs {
 		if len(rr.gpus) == 0 {
 			cpuRuns++
 		}
-		for _, g := range rr.gpus {
-			used[g] = true
-		}
+		used = append(used, rr.gpus...)
 	}
 	c := capacity{workerID: w.id, freeSlots: w.slots - cpuRuns}
 	for _, g := range w.gpus {
-		if !used[g.Index] {
+		if !slices.Contains(used, g.Index) {
 			c.freeGPUs = append(c.freeGPUs, g.Index)
 		}
 	}
 	return c
 }
 
+// hasFreeLocked reports whether w is connected with anything free, without
+// building its capacity.
+func (w *workerRec) hasFreeLocked() bool {
+	if w.sess == nil || w.sess.closed.Load() {
+		return false
+	}
+	cpuRuns, gpuRuns := 0, 0
+	for _, rr := range w.runs {
+		if len(rr.gpus) == 0 {
+			cpuRuns++
+		}
+		gpuRuns += len(rr.gpus)
+	}
+	return cpuRuns < w.slots || gpuRuns < len(w.gpus)
+}
+
+// anyFreeLocked reports whether some connected worker has anything free;
+// it stops at the first, so it is cheap whenever placement is possible.
+func (r *registry) anyFreeLocked() bool {
+	for _, w := range r.workers {
+		if w.hasFreeLocked() {
+			return true
+		}
+	}
+	return false
+}
+
 // capacitiesLocked lists connected workers with anything free, sorted by id
 // so placement is deterministic.
 func (r *registry) capacitiesLocked() []capacity {
-	var out []capacity
+	out := make([]capacity, 0, len(r.workers))
 	for _, w := range r.workers {
 		if w.sess == nil || w.sess.closed.Load() {
 			continue
@@ -113,7 +149,7 @@ func (r *registry) capacitiesLocked() []capacity {
 			out = append(out, c)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].workerID < out[j].workerID })
+	slices.SortFunc(out, func(a, b capacity) int { return strings.Compare(a.workerID, b.workerID) })
 	return out
 }
 

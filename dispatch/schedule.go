@@ -29,11 +29,17 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 }
 
 // schedule runs one pass and reports whether another may place more.
+//
+// The capacities of all workers are built only when there is both a free
+// resource somewhere and a queued run: every joining worker wakes the
+// scheduler, and building them for 15,000 workers at each of those wakes,
+// under the registry lock that every Hello also takes, was what made a
+// reconnect storm slow.
 func (m *Master) schedule(ctx context.Context) bool {
 	m.reg.mu.Lock()
-	caps := m.reg.capacitiesLocked()
+	free := m.reg.anyFreeLocked()
 	m.reg.mu.Unlock()
-	if len(caps) == 0 {
+	if !free {
 		return false
 	}
 	tasks, err := m.st.QueuedTasks(ctx, scheduleBatch)
@@ -41,6 +47,15 @@ func (m *Master) schedule(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			m.log.Error().Err(err).Msg("cannot read the queue")
 		}
+		return false
+	}
+	if len(tasks) == 0 {
+		return false
+	}
+	m.reg.mu.Lock()
+	caps := m.reg.capacitiesLocked()
+	m.reg.mu.Unlock()
+	if len(caps) == 0 {
 		return false
 	}
 	var batch []*placement
@@ -131,7 +146,7 @@ func (m *Master) dispatch(ctx context.Context, batch []*placement) int {
 func (m *Master) send(p *placement) {
 	t, rr, fence, workerID, gpus := p.t, p.rr, p.fence, p.rr.workerID, p.gpus
 	m.reg.mu.Lock()
-	rr.fence = fence
+	rr.fence, rr.view = fence, t
 	var sess *session
 	if w := m.reg.workers[workerID]; w != nil {
 		sess = w.sess

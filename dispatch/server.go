@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core/lease"
 )
 
 // server is the gnet event handler. Its callbacks run on event loops and
@@ -44,8 +45,14 @@ type session struct {
 	c        gnet.Conn
 	shard    *shard
 	closed   atomic.Bool
-	lastSeen atomic.Int64 // unix nanos of the last frame
-	fenced   atomic.Int64 // LogData refused as fenced, to thin out the warnings
+	lastSeen atomic.Int64                 // unix nanos of the last frame
+	fenced   atomic.Int64                 // LogData refused as fenced, to thin out the warnings
+	hb       atomic.Pointer[pb.Heartbeat] // the newest heartbeat not yet handled
+
+	// Only on the shard's goroutine (onHello, onHeartbeat):
+	touched int64           // unix nanos of the last presence refresh; 0: none
+	renew   []lease.Renewal // scratch of onHeartbeat
+	ack     pb.HeartbeatAck // scratch of onHeartbeat
 }
 
 // send encodes m and queues it on the connection. Safe from any goroutine.
@@ -180,9 +187,15 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 	sess.lastSeen.Store(time.Now().UnixNano())
 	switch msg := msg.(type) {
 	case *pb.Heartbeat:
-		sess.shard.pushFree(func() { s.m.onHeartbeat(sess, msg) })
+		// At most one heartbeat of a session waits on its shard: a newer
+		// one replaces it there (its ack covers every earlier seq), so a
+		// shard that falls behind does not queue more than one per worker.
+		if sess.hb.Swap(msg) == nil {
+			sess.shard.pushHeartbeat(sess)
+		}
 	case *pb.TaskStarted:
-		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg) })
+		done := s.m.startPending(sess, msg)
+		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg, done) })
 	case *pb.LogData:
 		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:

@@ -25,11 +25,16 @@ func (m *Master) runFor(sess *session, taskID string, attempt int32, fence uint6
 	return rr
 }
 
+// onHeartbeat runs on the session's shard goroutine (pushed free of the
+// shard's async work). It allocates little, since at 100,000 workers it is
+// the master's most frequent work: the context, the renewal list and the
+// ack are the shard's or the session's, reused (they are only touched on
+// that goroutine), and the worker's presence is refreshed only every half
+// presence TTL (see touchPresence).
 func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
+	ctx := sess.shard.callCtx(m.ctx)
 	now := time.Now()
-	var renew []lease.Renewal
+	renew := sess.renew[:0]
 	var lost []string
 	m.reg.mu.Lock()
 	w := m.reg.workers[sess.workerID]
@@ -54,14 +59,70 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 			}
 		}
 	}
-	_ = m.ls.Touch(ctx, sess.workerID, m.cfg.MasterID, m.cfg.HeartbeatTTL)
+	clear(renew) // no task ids kept alive by the scratch slice
+	sess.renew = renew[:0]
+	m.touchPresence(ctx, sess, now)
 	if len(lost) > 0 {
 		m.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
 	}
-	_ = sess.send(&pb.HeartbeatAck{Seq: hb.Seq, LostTaskIds: lost})
+	ack := &sess.ack
+	ack.Seq, ack.LostTaskIds = hb.Seq, lost
+	_ = sess.send(ack) // encoded before send returns, so the ack is free again
+	ack.LostTaskIds = nil
 }
 
-func (m *Master) onStarted(sess *session, ts *pb.TaskStarted) {
+// presenceTTL is the TTL of a worker's presence: the heartbeat TTL plus
+// the half of it during which touchPresence skips refreshing, so presence
+// never ends sooner after a worker's last heartbeat than with a refresh at
+// every heartbeat.
+func (m *Master) presenceTTL() time.Duration {
+	return m.cfg.HeartbeatTTL + m.cfg.HeartbeatTTL/2
+}
+
+// touchPresence refreshes the worker's presence when its last refresh is
+// half a heartbeat TTL old: with the default TTL of three intervals that
+// is every other heartbeat, and one lease-backend call (a Redis round trip)
+// saved in two. Only on the session's shard goroutine.
+func (m *Master) touchPresence(ctx context.Context, sess *session, now time.Time) {
+	if sess.touched != 0 && now.UnixNano()-sess.touched < int64(m.cfg.HeartbeatTTL/2) {
+		return
+	}
+	if err := m.ls.Touch(ctx, sess.workerID, m.cfg.MasterID, m.presenceTTL()); err == nil {
+		sess.touched = now.UnixNano()
+	}
+}
+
+// startPending marks a run's TaskStarted as in flight, on the event loop
+// that read it, so the TaskFinished after it (which runs concurrently, see
+// shard) can wait for it: both would otherwise swap from DISPATCHED, and the
+// loser read the run and swap again. The returned channel is closed by
+// onStarted; nil when the report is stale.
+func (m *Master) startPending(sess *session, ts *pb.TaskStarted) chan struct{} {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	rr := m.reg.runs[ts.TaskId]
+	if rr == nil || rr.workerID != sess.workerID || rr.attempt != int(ts.Attempt) || rr.fence != ts.Fence {
+		return nil
+	}
+	rr.starting = make(chan struct{})
+	return rr.starting
+}
+
+// startDone closes a TaskStarted's channel from startPending.
+func (m *Master) startDone(id string, done chan struct{}) {
+	if done == nil {
+		return
+	}
+	m.reg.mu.Lock()
+	if rr := m.reg.runs[id]; rr != nil && rr.starting == done {
+		rr.starting = nil
+	}
+	m.reg.mu.Unlock()
+	close(done)
+}
+
+func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, done chan struct{}) {
+	defer m.startDone(ts.TaskId, done)
 	rr := m.runFor(sess, ts.TaskId, ts.Attempt, ts.Fence)
 	if rr == nil {
 		m.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
@@ -136,6 +197,9 @@ func (s *session) LogAcked(a logpipe.Ack) {
 		s.shard.push(func() {
 			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 			defer cancel()
+			// Dropped whatever the outcome: the view no longer tells the
+			// stored reward.
+			m.dropView(id)
 			if err := m.st.SetFinalReward(ctx, id, v); err != nil {
 				m.log.Warn().Str("task", id).Err(err).Msg("cannot store the final reward")
 			}
@@ -145,7 +209,12 @@ func (s *session) LogAcked(a logpipe.Ack) {
 }
 
 func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
-	defer func() { _ = sess.send(&pb.TaskFinishedAck{TaskId: tf.TaskId, Attempt: tf.Attempt}) }()
+	ack := true // false: the worker keeps its report and sends it again after reconnecting
+	defer func() {
+		if ack {
+			_ = sess.send(&pb.TaskFinishedAck{TaskId: tf.TaskId, Attempt: tf.Attempt})
+		}
+	}()
 	rr := m.runFor(sess, tf.TaskId, tf.Attempt, tf.Fence)
 	if rr == nil {
 		m.log.Warn().Str("worker", sess.workerID).Str("task", tf.TaskId).Uint64("fence", tf.Fence).Msg("ignoring TaskFinished with a stale fence")
@@ -159,17 +228,46 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	}
 	m.reg.mu.Lock()
 	_, cancelled := m.reg.cancels[tf.TaskId]
+	starting := rr.starting
 	m.reg.mu.Unlock()
-	err := m.updateTask(ctx, tf.TaskId, tf.Fence, func(t *core.Task) bool {
+	if starting != nil {
+		select {
+		case <-starting:
+		case <-ctx.Done():
+		}
+	}
+	change := func(t *core.Task) bool {
 		if !t.Status.Active() {
 			return false
 		}
 		finishFromReport(t, tf, cancelled)
 		return true
-	})
+	}
+	err := m.updateTask(ctx, tf.TaskId, tf.Fence, change)
+	// A store that cannot be reached must not lose the report: the worker
+	// forgets it once acked, and nothing would ever write the run's end.
+	// Retry with backoff (onFinished runs on a goroutine of its own, see
+	// shard.pushAsync); the ack, the lease and the registry entry wait.
+	for delay := 100 * time.Millisecond; errors.Is(err, core.ErrUnavailable) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
+		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
+		select {
+		case <-m.ctx.Done():
+		case <-time.After(delay):
+		}
+		rctx, rcancel := context.WithTimeout(m.ctx, 10*time.Second)
+		err = m.updateTask(rctx, tf.TaskId, tf.Fence, change)
+		rcancel()
+	}
+	if errors.Is(err, core.ErrUnavailable) { // shutting down with the store away
+		ack = false
+		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
+		return
+	}
 	if err != nil {
 		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
 	}
+	ctx, cancel = context.WithTimeout(m.ctx, 10*time.Second) // the first may be spent by the retries
+	defer cancel()
 	m.release(ctx, rr)
 	m.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
 		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
@@ -232,7 +330,29 @@ func (m *Master) release(ctx context.Context, rr *runRec) {
 // updateTask applies change to the stored run if it still carries fence,
 // retrying when a concurrent writer with the same fence moved the status.
 // change returns false to leave the run alone.
+//
+// A run this master placed and holds comes with the view it last wrote
+// (runRec.view), and the fenced swap is tried on that view first, without
+// reading the run: the swap on (fence, status) succeeds only if nobody
+// changed the status since, and every write of a run but the final reward
+// changes its status (a fence's statuses never repeat), so the other fields
+// are then as the view has them. A final reward drops the view (LogAcked),
+// as does a new session (onHello). When the swap fails, or change declines
+// the view, the run is read as before.
 func (m *Master) updateTask(ctx context.Context, id string, fence uint64, change func(*core.Task) bool) error {
+	if v, ok := m.viewOf(id, fence); ok {
+		exp := store.Expect{Fence: v.Fence, Status: v.Status}
+		if change(&v) {
+			err := m.st.UpdateTask(ctx, &v, exp)
+			if err == nil {
+				m.setView(id, fence, &v)
+				return nil
+			}
+			if !errors.Is(err, core.ErrFenced) {
+				return err
+			}
+		}
+	}
 	for try := 0; try < 5; try++ {
 		t, err := m.st.Task(ctx, id)
 		if err != nil {
@@ -246,9 +366,42 @@ func (m *Master) updateTask(ctx context.Context, id string, fence uint64, change
 			return nil
 		}
 		err = m.st.UpdateTask(ctx, &t, exp)
+		if err == nil {
+			m.setView(id, fence, &t)
+		}
 		if !errors.Is(err, core.ErrFenced) {
 			return err
 		}
 	}
 	return core.ErrFenced
+}
+
+// viewOf returns a copy of the view of the run id placed here with fence.
+func (m *Master) viewOf(id string, fence uint64) (core.Task, bool) {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	rr := m.reg.runs[id]
+	if rr == nil || rr.fence != fence || rr.view == nil || rr.view.Fence != fence {
+		return core.Task{}, false
+	}
+	return *rr.view, true
+}
+
+// setView records t as the run's latest write, when the run is still
+// placed here with fence.
+func (m *Master) setView(id string, fence uint64, t *core.Task) {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	if rr := m.reg.runs[id]; rr != nil && rr.fence == fence {
+		rr.view = t
+	}
+}
+
+// dropView forgets the run's view: the next update reads the run.
+func (m *Master) dropView(id string) {
+	m.reg.mu.Lock()
+	defer m.reg.mu.Unlock()
+	if rr := m.reg.runs[id]; rr != nil {
+		rr.view = nil
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/store"
@@ -208,5 +210,77 @@ func TestTaskStore_PublishesBatches(t *testing.T) {
 	}
 	if ev = sink.take(); len(ev) != 1 || ev[0].Status != core.StatusRunning {
 		t.Fatalf("after UpdateTask: %+v", ev)
+	}
+}
+
+// An update's event is built from the written fields and the run's fixed
+// ones, without reading the run back: it must be exactly the run as a read
+// gives it, for a remembered run and for one the decorator never saw.
+func TestTaskStore_EventIsTheStoredRun(t *testing.T) {
+	ctx := context.Background()
+	raw := openSQLite(t)
+	sink := &recordSink{}
+	st := TaskStore(store.NewBatcher(raw, 0), sink)
+	u := core.User{Username: "carol", PasswordHash: "x"}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		t.Fatal(err)
+	}
+	seen := core.Task{UserID: u.ID, Name: "n", Project: "p", Command: []string{"python", "x.py"},
+		Params: json.RawMessage(`{ "lr": 0.1 }`), GPUs: 2, Priority: 3, Env: map[string]string{"A": "1"},
+		Tags: []string{"t"}, Workdir: "/w", TraceID: "tr", TimeoutSeconds: 60, MaxRetries: 1,
+		Code: core.CodeInfo{GitCommit: "abc", GitDirty: true}}
+	unseen := seen
+	unseen.ID = "r-unseen"
+	if err := st.CreateTask(ctx, &seen); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.CreateTask(ctx, &unseen); err != nil { // not through the decorator
+		t.Fatal(err)
+	}
+	check := func(what string, id string) {
+		t.Helper()
+		ev := sink.take()
+		want, err := raw.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ev) != 1 {
+			t.Fatalf("%s: %d events", what, len(ev))
+		}
+		got, _ := json.Marshal(ev[0])
+		exp, _ := json.Marshal(want)
+		if string(got) != string(exp) {
+			t.Fatalf("%s: event\n%s\nstored\n%s", what, got, exp)
+		}
+	}
+	check("create", seen.ID)
+	for _, id := range []string{seen.ID, unseen.ID} {
+		cur, err := raw.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := []func(*core.Task){
+			func(t *core.Task) {
+				t.Status, t.Fence, t.Worker, t.GPUIndices = core.StatusDispatched, 9, "w1", []int{0, 1}
+			},
+			func(t *core.Task) { now := time.Now(); t.Status, t.StartedAt = core.StatusRunning, &now },
+			func(t *core.Task) {
+				now, code, r := time.Now(), 0, 2.5
+				t.Status, t.FinishedAt, t.ExitCode, t.FinalReward = core.StatusSucceeded, &now, &code, &r
+			},
+		}
+		for i, step := range steps {
+			next := cur
+			step(&next)
+			if err := st.UpdateTask(ctx, &next, store.Expect{Fence: cur.Fence, Status: cur.Status}); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("%s step %d", id, i), id)
+			cur = next
+		}
+		if err := st.SetFinalReward(ctx, id, 4); err != nil {
+			t.Fatal(err)
+		}
+		check(id+" final reward", id)
 	}
 }

@@ -29,8 +29,10 @@ const readConns = 8
 
 // Store is a store.Store on one SQLite file.
 type Store struct {
-	w *sql.DB // the single writer connection
-	r *sql.DB // query_only read pool
+	w  *sql.DB // the single writer connection
+	r  *sql.DB // query_only read pool
+	ws *stmtCache
+	rs *stmtCache
 }
 
 // Open opens (creating when missing) the database at path, applies pending
@@ -59,6 +61,10 @@ func Open(path string) (*Store, error) {
 		_ = w.Close()
 		return nil, err
 	}
+	if s.ws, err = newStmtCache(context.Background(), w, writeStmts...); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("cannot open sqlite store %q: %w", path, err)
+	}
 	// Opened after migrating: WAL mode is then already set in the file, and
 	// query_only guards against a write slipping onto a read connection.
 	r, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)"+
@@ -69,7 +75,7 @@ func Open(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
-	s.r = r
+	s.r, s.rs = r, &stmtCache{db: r, lazy: true, m: map[string]*sql.Stmt{}}
 	if err := s.Ping(context.Background()); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -94,7 +100,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes both pools; the store must not be used afterwards.
 func (s *Store) Close() error {
 	var errR error
+	if s.ws != nil {
+		s.ws.close()
+	}
 	if s.r != nil {
+		s.rs.close()
 		errR = s.r.Close()
 	}
 	if err := errors.Join(errR, s.w.Close()); err != nil {

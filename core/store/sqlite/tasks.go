@@ -14,6 +14,14 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
+const (
+	selectOwner    = `SELECT username FROM users WHERE id = ?`
+	setFinalReward = `UPDATE tasks SET final_reward = ?, updated_at = ? WHERE id = ?`
+)
+
+// writeStmts are the writes prepared once on the writer connection.
+var writeStmts = []string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask}
+
 // CreateTask inserts t as a new QUEUED run with fence 0. An empty ID gets a
 // new one; zero CreatedAt/UpdatedAt become now. t.UserID must name an
 // existing user (core.ErrNotFound otherwise) and t.User is set from it; a
@@ -51,7 +59,11 @@ func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
 			owner, seen := owners[t.UserID]
 			if !seen {
 				var name string
-				err := tx.QueryRowContext(ctx, `SELECT username FROM users WHERE id = ?`, t.UserID).Scan(&name)
+				sel, err := s.ws.inTx(ctx, tx, selectOwner)
+				if err != nil {
+					return err
+				}
+				err = sel.QueryRowContext(ctx, t.UserID).Scan(&name)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 				case err != nil:
@@ -67,7 +79,7 @@ func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
 			}
 			if ins == nil {
 				var err error
-				if ins, err = tx.PrepareContext(ctx, sqlutil.InsertTask); err != nil {
+				if ins, err = s.ws.inTx(ctx, tx, sqlutil.InsertTask); err != nil {
 					return err
 				}
 				defer ins.Close()
@@ -99,7 +111,7 @@ func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
 
 // Task returns the run with id, or core.ErrNotFound.
 func (s *Store) Task(ctx context.Context, id string) (core.Task, error) {
-	t, err := sqlutil.ScanTask(s.r.QueryRowContext(ctx, sqlutil.TaskCols+`WHERE t.id = ?`, id))
+	t, err := sqlutil.ScanTask(s.rs.QueryRowContext(ctx, sqlutil.TaskCols+`WHERE t.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Task{}, fmt.Errorf("cannot find run %s: %w", id, core.ErrNotFound)
 	}
@@ -135,7 +147,7 @@ func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
 		return errs
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, sqlutil.UpdateTask)
+		stmt, err := s.ws.inTx(ctx, tx, sqlutil.UpdateTask)
 		if err != nil {
 			return err
 		}
@@ -183,8 +195,7 @@ func (s *Store) SetFinalReward(ctx context.Context, id string, v float64) error 
 	if err := sqlutil.CheckFinite("final reward", v); err != nil {
 		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE tasks SET final_reward = ?, updated_at = ? WHERE id = ?`,
-		v, time.Now().UnixNano(), id)
+	res, err := s.ws.ExecContext(ctx, setFinalReward, v, time.Now().UnixNano(), id)
 	if err != nil {
 		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
 	}

@@ -1,0 +1,39 @@
+package dispatch
+
+import (
+	"testing"
+
+	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+// Heartbeats a worker sends faster than its shard handles them coalesce:
+// some seqs get no ack of their own, but acks come in seq order and the
+// newest is always acked (its ack covers the earlier ones on the worker).
+func TestHeartbeatsCoalesceAndTheNewestIsAcked(t *testing.T) {
+	h := newHarness(t, nil)
+	p := dial(t, h.m.Addr())
+	p.hello("w-hb", 1, 0)
+	const n = 2000
+	var burst []byte
+	for seq := uint64(1); seq <= n; seq++ {
+		var err error
+		if burst, err = codec.AppendFrame(burst, &pb.Heartbeat{Seq: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.c.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	acks := 0
+	for last < n {
+		ack := p.expect(&pb.HeartbeatAck{}).(*pb.HeartbeatAck)
+		if ack.Seq <= last {
+			t.Fatalf("ack of seq %d after the ack of %d", ack.Seq, last)
+		}
+		last = ack.Seq
+		acks++
+	}
+	t.Logf("%d heartbeats, %d acks", n, acks)
+}
