@@ -37,6 +37,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
 	now := time.Now()
+	m.helloFromStore(ctx, h) // cancel.go: runs another master placed, persisted cancels
 	listed := map[string]*pb.RunRef{}
 	for _, ref := range h.Runs {
 		listed[ref.TaskId] = ref

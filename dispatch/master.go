@@ -40,6 +40,12 @@ type Config struct {
 	// OnWorker, when set, receives a worker's view after each change of its
 	// state or runs (for live dashboards). It must not block.
 	OnWorker func(core.WorkerInfo)
+	// OnCancel, when set, is told of each cancel request of an active run
+	// after the store recorded it, so other masters can deliver it at once
+	// (CancelNotified). It must not block. Setting it says masters are
+	// several: the master then also looks for requests in the store every
+	// heartbeat interval.
+	OnCancel func(taskID string)
 	// Logs writes the runs' output: event loops submit LogData frames to it
 	// and it acks them. The caller owns it (closes it after Stop). When nil,
 	// the master makes its own over the files passed to New, with the store
@@ -112,7 +118,8 @@ func New(cfg Config, st store.Store, ls lease.Leases, files *logpipe.Files) (*Ma
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs) or a log dir (files)")
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, ls: ls, files: files, logs: cfg.Logs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, files: files, logs: cfg.Logs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.reg.init()
 	return m, nil
 }

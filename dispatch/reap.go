@@ -18,6 +18,7 @@ const helloTimeout = 10 * time.Second
 func (m *Master) reapLoop(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
+	lastSweep := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -25,6 +26,12 @@ func (m *Master) reapLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		m.reapOnce(ctx)
+		// Only with several masters (OnCancel set) can a request be in the
+		// store and not in this master's memory while it runs.
+		if m.cfg.OnCancel != nil && time.Since(lastSweep) >= m.cfg.HeartbeatInterval {
+			lastSweep = time.Now()
+			m.sweepCancels(ctx)
+		}
 	}
 }
 
@@ -91,6 +98,11 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 	_, cancelled := m.reg.cancels[id]
 	delete(m.reg.cancels, id)
 	m.reg.mu.Unlock()
+	if !cancelled {
+		// The request may have gone to another master, or before a restart.
+		req, err := m.st.CancelRequested(ctx, []string{id})
+		cancelled = err == nil && req[id]
+	}
 	var wasLost bool
 	err := m.updateTask(ctx, id, fence, func(t *core.Task) bool {
 		if !t.Status.Active() {

@@ -4,42 +4,132 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
 )
 
 // recover rebuilds the registry from the store after a (re)start. The store
 // is the truth: every DISPATCHED or RUNNING run gets its lease back for one
 // TTL, so its worker can reconnect and re-adopt it with its fencing token;
 // runs whose workers never come back are reaped as LOST.
+//
+// With several masters, the others' runs are among them: Restore leaves a
+// live lease alone (ErrLeaseHeld; the same worker and fence is merely
+// renewed), so this never takes a run from the master that holds it. The
+// registry keeps such runs, so that their workers can move here.
 func (m *Master) recover(ctx context.Context) error {
-	max, err := m.st.MaxFence(ctx)
+	active, err := m.rebuildLeases(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot read the highest fence: %w", err)
-	}
-	if err := m.ls.EnsureFenceAbove(ctx, max); err != nil {
-		return fmt.Errorf("cannot raise the fencing counter: %w", err)
-	}
-	active, err := m.st.ActiveTasks(ctx)
-	if err != nil {
-		return fmt.Errorf("cannot read active runs: %w", err)
+		return err
 	}
 	for _, t := range active {
 		if t.Worker == "" || t.Fence == 0 {
 			m.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
 			continue
 		}
-		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.cfg.LeaseTTL)
-		if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
-			return fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
-		}
 		m.reg.mu.Lock()
 		m.reg.addRunLocked(&runRec{taskID: t.ID, attempt: t.Attempt, fence: t.Fence, traceID: t.TraceID,
 			workerID: t.Worker, gpus: t.GPUIndices, started: t.Status == core.StatusRunning})
 		m.reg.mu.Unlock()
 	}
+	ids := make([]string, len(active))
+	for i, t := range active {
+		ids[i] = t.ID
+	}
+	m.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
 	if len(active) > 0 {
 		m.log.Info().Int("runs", len(active)).Msg("waiting for workers to re-adopt active runs")
 	}
 	return nil
+}
+
+// rebuildLeases makes the lease backend's state complete from the store:
+// the fencing counter above every fence the store knows, the lease of
+// every active run (unless a live one exists), then the ready mark. It
+// returns the active runs. Used at start, and when the backend lost its
+// state (Redis restarted empty or flushed): then every master does it, and
+// Restore makes their work idempotent.
+func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
+	max, err := m.st.MaxFence(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the highest fence: %w", err)
+	}
+	if err := m.ls.EnsureFenceAbove(ctx, max); err != nil {
+		return nil, fmt.Errorf("cannot raise the fencing counter: %w", err)
+	}
+	active, err := m.st.ActiveTasks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read active runs: %w", err)
+	}
+	for _, t := range active {
+		if t.Worker == "" || t.Fence == 0 {
+			continue
+		}
+		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.cfg.LeaseTTL)
+		if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
+			return nil, fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
+		}
+	}
+	if err := m.ls.MarkReady(ctx); err != nil {
+		return nil, err
+	}
+	return active, nil
+}
+
+// resetGuard is the lease backend as the dispatcher uses it: when Claim or
+// Renew finds that the backend lost its state (lease.ErrReset), it rebuilds
+// the state from the store and retries, instead of reporting the run's
+// lease lost (which would stop a healthy run) or failing the placement.
+type resetGuard struct {
+	lease.Leases
+	m *Master
+
+	mu    sync.Mutex
+	fixed time.Time // when the last rebuild finished
+}
+
+// rebuild runs one rebuild at a time; callers that waited for another's
+// rebuild do not repeat it.
+func (g *resetGuard) rebuild(ctx context.Context, seen time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.fixed.After(seen) {
+		return nil
+	}
+	m := g.m
+	m.log.Warn().Msg("the lease backend lost its state (Redis restarted empty or flushed): rebuilding it from the store")
+	active, err := m.rebuildLeases(ctx)
+	if err != nil {
+		m.log.Error().Err(err).Msg("cannot rebuild the lease state")
+		return err
+	}
+	g.fixed = time.Now()
+	m.log.Info().Int("runs", len(active)).Msg("lease state rebuilt")
+	return nil
+}
+
+func (g *resetGuard) Claim(ctx context.Context, taskID, workerID string, ttl time.Duration) (uint64, error) {
+	seen := time.Now()
+	f, err := g.Leases.Claim(ctx, taskID, workerID, ttl)
+	if errors.Is(err, lease.ErrReset) && g.rebuild(ctx, seen) == nil {
+		f, err = g.Leases.Claim(ctx, taskID, workerID, ttl)
+	}
+	return f, err
+}
+
+func (g *resetGuard) Renew(ctx context.Context, rs []lease.Renewal, ttl time.Duration) []error {
+	seen := time.Now()
+	errs := g.Leases.Renew(ctx, rs, ttl)
+	for _, err := range errs {
+		if errors.Is(err, lease.ErrReset) {
+			if g.rebuild(ctx, seen) == nil {
+				errs = g.Leases.Renew(ctx, rs, ttl)
+			}
+			break
+		}
+	}
+	return errs
 }

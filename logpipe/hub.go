@@ -82,6 +82,11 @@ type hubTopic struct {
 	subs     map[*subscription]struct{}
 	carry    []byte
 	carryOff int64
+	// end is the file offset after the last bytes announced (by this
+	// process's writer or the file poller, hub_poll.go); localAt the unix
+	// nanoseconds of the last local announcement.
+	end     int64
+	localAt atomic.Int64
 }
 
 // logMsg is a piece of a run's log as published: raw bytes at off, and the
@@ -143,6 +148,7 @@ func (h *Hub) LogAppended(taskID string, fileOffset int64, data []byte) {
 	sh := h.shard(taskID)
 	sh.mu.RLock()
 	if t := sh.logs[taskID]; t != nil {
+		t.localAt.Store(nanotime())
 		t.publishLog(h, fileOffset, data, false)
 	}
 	sh.mu.RUnlock()
@@ -165,6 +171,9 @@ func (h *Hub) flushLog(taskID string) {
 func (t *hubTopic) publishLog(h *Hub, off int64, data []byte, flush bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if e := off + int64(len(data)); len(data) > 0 && e > t.end {
+		t.end = e
+	}
 	var raw []byte
 	if len(t.carry) > 0 {
 		if len(data) > 0 && t.carryOff+int64(len(t.carry)) != off {
@@ -245,11 +254,13 @@ func (h *Hub) attach(sub *subscription) {
 		h.subscriptions.Add(1)
 		return
 	}
+	size := h.fileSize(sub.taskID) // hub_poll.go: where a poll starts
 	sh := h.shard(sub.taskID)
 	sh.mu.Lock()
 	t := sh.logs[sub.taskID]
 	if t == nil {
 		t = newHubTopic(sub.name, TopicKindLogs)
+		t.end = size
 		sh.logs[sub.taskID] = t
 	}
 	t.mu.Lock()

@@ -92,6 +92,9 @@ type WriterConfig struct {
 	// MaxOpenFiles bounds the log files open at once, across writers (least
 	// recently used closed first); default 1024.
 	MaxOpenFiles int
+	// SharedDir says other processes (masters) may append to the files too
+	// (writer_shared.go).
+	SharedDir bool
 	// Logger for write errors.
 	Logger zerolog.Logger
 }

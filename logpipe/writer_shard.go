@@ -178,6 +178,12 @@ func (s *writerShard) writeRun(g groupRef) {
 		}
 		if rf == nil && openErr == nil {
 			if rf, openErr = s.files.open(g.taskID); openErr == nil {
+				if openErr = s.revalidate(rf); openErr != nil { // writer_shared.go
+					s.files.broken(rf)
+					rf = nil
+				}
+			}
+			if openErr == nil {
 				st = rf.st
 			} else {
 				s.storageError(g.taskID, openErr)

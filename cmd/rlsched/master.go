@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/cluster"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
 	"github.com/rlsched/rlsched/core/lease/redis"
@@ -42,7 +43,7 @@ func (o *masterOpts) define(f envFlags, defaultBind string) {
 	f.int(&o.masterPort, "master-port", "MASTER_PORT", 8082, "REST/WebSocket port (0: any free port)")
 	f.int(&o.rpcPort, "rpc-port", "RPC_PORT", 9000, "worker RPC port (0: any free port)")
 	f.str(&o.sqlitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
-	f.str(&o.logDir, "log-dir", "LOG_DIR", "", "run log directory (default DATA_DIR/logs)")
+	f.str(&o.logDir, "log-dir", "LOG_DIR", "", "run log directory (default DATA_DIR/logs); several masters must share one (a shared filesystem across machines)")
 	f.str(&o.mysqlDSN, "mysql-dsn", "MYSQL_DSN", "", "MySQL DSN (empty: SQLite)")
 	f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address (empty: in-memory leases)")
 	f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key, so deployments can share one Redis")
@@ -67,6 +68,8 @@ type runningMaster struct {
 	ls      lease.Leases
 	logs    *logpipe.Writer
 	hub     *logpipe.Hub
+	node    *cluster.Node // nil without REDIS_ADDR: one master alone
+	noPoll  context.CancelFunc
 	disp    *dispatch.Master
 	api     *httpapi.Server
 	httpLn  net.Listener
@@ -105,25 +108,12 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 			rm.close(context.Background())
 		}
 	}()
-	var err error
-	if rm.raw, err = openStore(o); err != nil {
+	raw, err := openStore(o)
+	if err != nil { // raw may be a typed nil: never keep it for close
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
+	rm.raw = raw
 	rm.hub = logpipe.NewHub(logpipe.HubConfig{LogDir: o.logDir})
-	// Single-row writes (REST submissions, the dispatcher's transitions)
-	// are group-committed by the Batcher; the event publisher stays
-	// outermost so every committed change still reaches the hub.
-	rm.st = logpipe.TaskStore(store.NewBatcher(rm.raw, 0), rm.hub)
-	if rm.ls, err = openLeases(ctx, o); err != nil {
-		return nil, fmt.Errorf("cannot open the lease store: %w", err)
-	}
-	if rm.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: o.logDir, Store: rm.st, Sink: rm.hub, Logger: log}); err != nil {
-		return nil, err
-	}
-	rm.httpLn, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.masterPort)))
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", o.masterPort, err)
-	}
 	id := o.masterID
 	if id == "" {
 		host, _ := os.Hostname()
@@ -132,14 +122,60 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 			id = fmt.Sprintf("%s-%s", host, core.NewTraceID()[:8])
 		}
 	}
+	// With Redis, masters may be several (one store, one Redis): events and
+	// worker views of the others reach this master's hub through the
+	// cluster node, and what happens here reaches theirs.
+	var events logpipe.EventSink = rm.hub
+	if o.redisAddr != "" {
+		if rm.node, err = cluster.New(cluster.Config{Addr: o.redisAddr, Prefix: o.redisPrefix, MasterID: id,
+			Local: rm.hub, Logger: log}); err != nil {
+			return nil, fmt.Errorf("cannot join the cluster over redis at %s: %w", o.redisAddr, err)
+		}
+		events = rm.node
+	}
+	// Single-row writes (REST submissions, the dispatcher's transitions)
+	// are group-committed by the Batcher; the event publisher stays
+	// outermost so every committed change still reaches the hub.
+	rm.st = logpipe.TaskStore(store.NewBatcher(rm.raw, 0), events)
+	if rm.ls, err = openLeases(ctx, o); err != nil {
+		return nil, fmt.Errorf("cannot open the lease store: %w", err)
+	}
+	// Several masters share LOG_DIR (one filesystem, or a shared one across
+	// machines): a run's log is written by whichever master its worker is
+	// connected to, so the writer checks files it holds open for growth by
+	// others, and the hub polls the files that live tails follow here.
+	shared := rm.node != nil
+	if rm.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: o.logDir, Store: rm.st, Sink: rm.hub,
+		SharedDir: shared, Logger: log}); err != nil {
+		return nil, err
+	}
+	if shared {
+		var pctx context.Context
+		pctx, rm.noPoll = context.WithCancel(context.Background())
+		go rm.hub.PollFiles(pctx, 200*time.Millisecond)
+	}
+	rm.httpLn, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.masterPort)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", o.masterPort, err)
+	}
 	hbTTL := seconds(max(o.hbTTL, 1))
-	rm.disp, err = dispatch.New(dispatch.Config{
+	dcfg := dispatch.Config{
 		Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.rpcPort)), MasterID: id, JoinToken: []byte(o.joinToken),
 		HeartbeatInterval: hbTTL / 3, HeartbeatTTL: hbTTL, LeaseTTL: seconds(max(o.taskTTL, 1)),
-		CancelGrace: seconds(max(o.cancelGrace, 1)), Logger: log, Logs: rm.logs, OnWorker: rm.hub.WorkerChanged,
-	}, rm.st, rm.ls, nil)
+		CancelGrace: seconds(max(o.cancelGrace, 1)), Logger: log, Logs: rm.logs, OnWorker: events.WorkerChanged,
+	}
+	if rm.node != nil {
+		dcfg.OnCancel = rm.node.Cancel
+	}
+	rm.disp, err = dispatch.New(dcfg, rm.st, rm.ls, nil)
 	if err != nil {
 		return nil, err
+	}
+	var ctl httpapi.Control = rm.disp
+	if rm.node != nil {
+		rm.node.Attach(cluster.Hooks{Workers: rm.disp.Workers, Cancel: rm.disp.CancelNotified, Task: rm.disp.RemoteTaskChanged})
+		rm.node.Start()
+		ctl = clusterControl{rm.disp, rm.node}
 	}
 	if err := rm.disp.Start(ctx); err != nil {
 		return nil, err
@@ -150,7 +186,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(), Hub: rm.hub,
 	}
 	o.gw.apply(&apiCfg)
-	rm.api, err = httpapi.New(apiCfg, rm.st, rm.disp)
+	rm.api, err = httpapi.New(apiCfg, rm.st, ctl)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +195,14 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	if rm.nacos, err = o.gw.register(rm.httpLn.Addr(), o.bind, id, rm.rpcAddr, log); err != nil {
 		return nil, err
 	}
-	log.Info().Str("url", rm.url).Str("rpc", rm.rpcAddr).Str("store", o.sqlitePath).Str("logs", o.logDir).Msg("master started")
+	storeDesc, leaseDesc := o.sqlitePath, "memory"
+	if o.mysqlDSN != "" {
+		storeDesc = "mysql" // not the DSN: it may hold a password
+	}
+	if o.redisAddr != "" {
+		leaseDesc = "redis " + o.redisAddr + " prefix " + o.redisPrefix
+	}
+	log.Info().Str("url", rm.url).Str("rpc", rm.rpcAddr).Str("store", storeDesc).Str("leases", leaseDesc).Str("logs", o.logDir).Msg("master started")
 	ok = true
 	return rm, nil
 }
@@ -175,7 +218,7 @@ func openStore(o masterOpts) (store.Store, error) {
 // openLeases picks Redis when REDIS_ADDR is set, else in-memory leases.
 func openLeases(ctx context.Context, o masterOpts) (lease.Leases, error) {
 	if o.redisAddr != "" {
-		return redis.Open(ctx, o.redisAddr, redis.Options{Prefix: o.redisPrefix})
+		return redis.Open(ctx, o.redisAddr, redis.Options{Prefix: o.redisPrefix, DetectReset: true})
 	}
 	return memory.New(), nil
 }
@@ -191,6 +234,12 @@ func (rm *runningMaster) close(ctx context.Context) {
 	}
 	if rm.disp != nil {
 		_ = rm.disp.Stop(ctx)
+	}
+	if rm.node != nil {
+		rm.node.Close()
+	}
+	if rm.noPoll != nil {
+		rm.noPoll()
 	}
 	if rm.logs != nil {
 		rm.logs.Close()
@@ -225,3 +274,12 @@ func runMaster(ctx context.Context, args []string) error {
 		return fmt.Errorf("REST server stopped: %w", err)
 	}
 }
+
+// clusterControl is the dispatcher as the REST API sees it when masters are
+// several: /api/workers lists the workers of every master.
+type clusterControl struct {
+	*dispatch.Master
+	node *cluster.Node
+}
+
+func (c clusterControl) Workers() []core.WorkerInfo { return c.node.Workers() }

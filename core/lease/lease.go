@@ -7,8 +7,17 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrReset means the backend lost its state (a Redis restarted empty, or
+// was flushed) and nobody has rebuilt it yet: Claim and Renew refuse
+// rather than hand out tokens below those the store knows, or call a run
+// lost whose lease merely vanished. The caller rebuilds (EnsureFenceAbove
+// over the store's highest fence, Restore of every active run, MarkReady)
+// and retries.
+var ErrReset = errors.New("the lease backend lost its state")
 
 // Lease of one run.
 type Lease struct {
@@ -47,6 +56,12 @@ type Leases interface {
 	Get(ctx context.Context, taskID string) (Lease, bool, error)
 	// EnsureFenceAbove raises the token counter to at least min.
 	EnsureFenceAbove(ctx context.Context, min uint64) error
+	// MarkReady records that the backend's state is complete (after a
+	// master raised the counter and restored the leases of active runs).
+	// A backend that can lose its state without its users noticing (Redis)
+	// answers Claim and Renew with ErrReset until it is called, and again
+	// once the state is lost; others ignore it.
+	MarkReady(ctx context.Context) error
 
 	// Touch marks a worker present for ttl, attached to a master.
 	Touch(ctx context.Context, workerID, masterID string, ttl time.Duration) error

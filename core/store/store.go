@@ -84,6 +84,14 @@ type Store interface {
 	// MaxFence returns the highest fence any run carries, so a lease backend
 	// that lost its counter can continue above it.
 	MaxFence(ctx context.Context) (uint64, error)
+	// RequestCancel durably records that a user asked to cancel the run,
+	// so that whichever master holds (or later re-adopts) its worker stops
+	// it, also after a master restart. Recording it twice is not an error;
+	// core.ErrNotFound when the run does not exist.
+	RequestCancel(ctx context.Context, id string) error
+	// CancelRequested returns which of ids have a recorded cancel request
+	// (a map of only those).
+	CancelRequested(ctx context.Context, ids []string) (map[string]bool, error)
 
 	// AppendMetrics stores points of a run.
 	AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error

@@ -101,6 +101,11 @@ func (h Harness) open(t *testing.T) Backend {
 	if b.Leases == nil || b.Advance == nil {
 		t.Fatal("leasetest: Harness.New returned a Backend without Leases or Advance")
 	}
+	// A fresh backend is empty and complete: what a master marks after
+	// rebuilding it from the store.
+	if err := b.MarkReady(t.Context()); err != nil {
+		t.Fatalf("MarkReady: %v", err)
+	}
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
 			t.Errorf("Close: %v", err)

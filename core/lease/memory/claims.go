@@ -161,3 +161,6 @@ func checkClaim(taskID, workerID string, ttl time.Duration) error {
 	}
 	return checkTTL(ttl)
 }
+
+// MarkReady does nothing: memory leases live and die with the process.
+func (l *Leases) MarkReady(ctx context.Context) error { return nil }

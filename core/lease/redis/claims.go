@@ -28,7 +28,7 @@ func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Du
 	if err != nil {
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
 	}
-	res, err := claimScript.Exec(ctx, l.c, []string{l.k.fence, l.k.leases, l.k.expiry},
+	res, err := claimScript.Exec(ctx, l.c, l.readyKeys(l.k.fence, l.k.leases, l.k.expiry),
 		[]string{taskID, workerID, ms}).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
@@ -37,6 +37,9 @@ func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Du
 		return 0, fmt.Errorf("cannot claim run %q: BUG: claim script returned %d values", taskID, len(res))
 	}
 	code, _ := res[0].AsInt64()
+	if code == -1 {
+		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, lease.ErrReset)
+	}
 	fence, err := parseFence(&res[1])
 	if err != nil {
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
@@ -128,7 +131,10 @@ func (l *Leases) renew(ctx context.Context, rs []lease.Renewal, ms string, errs 
 	for _, r := range rs {
 		args = append(args, r.TaskID, fenceArg(r.Fence))
 	}
-	got, err := renewScript.Exec(ctx, l.c, []string{l.k.leases, l.k.expiry}, args).AsIntSlice()
+	got, err := renewScript.Exec(ctx, l.c, l.readyKeys(l.k.leases, l.k.expiry), args).AsIntSlice()
+	if err == nil && len(got) > 0 && got[0] == -1 {
+		err = lease.ErrReset
+	}
 	if err == nil && len(got) != len(rs) {
 		err = fmt.Errorf("BUG: renew script returned %d verdicts for %d renewals", len(got), len(rs))
 	}
@@ -229,4 +235,26 @@ func checkFence(f uint64) error {
 		return fmt.Errorf("fence %d is above 2^63-1", f)
 	}
 	return nil
+}
+
+// MarkReady sets the ready marker that Claim and Renew require: the state
+// is complete. Redis loses it with everything else on FLUSHALL or a
+// restart without persistence, which is how the loss is noticed.
+func (l *Leases) MarkReady(ctx context.Context) error {
+	if err := l.check(ctx); err != nil {
+		return fmt.Errorf("cannot mark the lease state ready: %w", err)
+	}
+	if err := l.c.Do(ctx, l.c.B().Set().Key(l.k.ready).Value("1").Build()).Error(); err != nil {
+		return fmt.Errorf("cannot mark the lease state ready: %w", err)
+	}
+	return nil
+}
+
+// readyKeys appends the ready marker to a script's keys when the backend
+// detects resets (Options.DetectReset).
+func (l *Leases) readyKeys(ks ...string) []string {
+	if l.detect {
+		ks = append(ks, l.k.ready)
+	}
+	return ks
 }

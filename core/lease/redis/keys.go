@@ -15,6 +15,7 @@ const (
 	nameExpiry   = "lease_expiry"  // zset: task ID -> expiry (ms, Redis clock)
 	namePresence = "presence"      // zset: worker ID -> expiry (ms, Redis clock)
 	nameMasters  = "presence_host" // hash: worker ID -> master ID
+	nameReady    = "ready"         // string: set by MarkReady; gone after a flush or an empty restart
 )
 
 // key is the one function that builds a key: "{prefix}:name". The braces
@@ -25,7 +26,7 @@ func key(prefix, name string) string { return "{" + prefix + "}:" + name }
 
 // keys are the keys of one deployment, built once.
 type keys struct {
-	fence, leases, expiry, presence, masters string
+	fence, leases, expiry, presence, masters, ready string
 }
 
 func newKeys(prefix string) keys {
@@ -35,6 +36,7 @@ func newKeys(prefix string) keys {
 		expiry:   key(prefix, nameExpiry),
 		presence: key(prefix, namePresence),
 		masters:  key(prefix, nameMasters),
+		ready:    key(prefix, nameReady),
 	}
 }
 

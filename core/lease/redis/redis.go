@@ -48,6 +48,12 @@ type Options struct {
 	// so several deployments, or tests, share one Redis without meeting.
 	// Default DefaultPrefix. REDIS_PREFIX in the master's environment.
 	Prefix string
+	// DetectReset makes Claim and Renew fail with lease.ErrReset while the
+	// ready marker (MarkReady) is missing: after Redis lost its state to a
+	// restart without persistence or a FLUSHALL, and before a master
+	// rebuilt it from the store. Masters set it; a user without a store to
+	// rebuild from (a benchmark) leaves it off.
+	DetectReset bool
 }
 
 // Leases is the Redis backend of lease.Leases. All methods are safe for
@@ -57,6 +63,7 @@ type Leases struct {
 	owned  bool // Close closes c
 	k      keys
 	closed atomic.Bool
+	detect bool // Options.DetectReset
 }
 
 var _ lease.Leases = (*Leases)(nil)
@@ -76,7 +83,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Leases, error) {
 	if err := checkEviction(ctx, c); err != nil {
 		return nil, err
 	}
-	return &Leases{c: c, k: newKeys(o.Prefix)}, nil
+	return &Leases{c: c, k: newKeys(o.Prefix), detect: o.DetectReset}, nil
 }
 
 // Open connects to the Redis at addr (host:port) and returns a backend that

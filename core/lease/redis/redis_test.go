@@ -92,8 +92,7 @@ func open(t *testing.T) (*Leases, rueidis.Client, string) {
 func TestConformance(t *testing.T) {
 	leasetest.Run(t, leasetest.Harness{
 		New: func(t *testing.T) leasetest.Backend {
-			l, _, _ := open(t)
-			return leasetest.Backend{Leases: l, Advance: time.Sleep}
+			return leasetest.Backend{Leases: openDetect(t), Advance: time.Sleep}
 		},
 		TTL:         500 * time.Millisecond,
 		RandomSteps: 200,

@@ -94,6 +94,15 @@ var migrations = [][]string{
 			CONSTRAINT metrics_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 2: cancel requests, apart from the run row so that recording one is
+	// not a state change of the run (masters check it on re-adoption).
+	{
+		`CREATE TABLE IF NOT EXISTS cancel_requests (
+			task_id      VARCHAR(64) NOT NULL PRIMARY KEY,
+			requested_at BIGINT      NOT NULL,
+			CONSTRAINT cancel_requests_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -68,6 +68,12 @@ var migrations = []string{
 		value   REAL    NOT NULL,
 		PRIMARY KEY (task_id, name, step)
 	) WITHOUT ROWID;`,
+	// 2: cancel requests, apart from the run row so that recording one is
+	// not a state change of the run (cancel.go).
+	`CREATE TABLE cancel_requests (
+		task_id      TEXT    PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+		requested_at INTEGER NOT NULL
+	) WITHOUT ROWID;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"QueueOrder", testQueueOrder},
 		{"ActiveAndCounts", testActiveAndCounts},
 		{"MaxFence", testMaxFence},
+		{"CancelRequests", testCancelRequests},
 		{"SetFinalReward", testSetFinalReward},
 		{"ListPagination", testListPagination},
 		{"ListStableUnderInserts", testListStableUnderInserts},

@@ -11,6 +11,12 @@
 local fence_key, leases_key, expiry_key = KEYS[1], KEYS[2], KEYS[3]
 local task, worker, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
+-- KEYS[4], when given, is the ready marker: without it the counter may
+-- have restarted from zero. Returns {-1, '0', ''} (lease.ErrReset).
+if KEYS[4] and redis.call('EXISTS', KEYS[4]) == 0 then
+  return {-1, '0', ''}
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 

@@ -9,6 +9,12 @@
 local leases_key, expiry_key = KEYS[1], KEYS[2]
 local ttl = tonumber(ARGV[1])
 
+-- KEYS[3], when given, is the ready marker: without it the leases may have
+-- vanished with the whole state, not expired. Returns {-1} (lease.ErrReset).
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 0 then
+  return {-1}
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = string.format('%.0f', now + ttl)

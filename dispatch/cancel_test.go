@@ -1,0 +1,131 @@
+package dispatch
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/logpipe"
+)
+
+// TestCancelThroughAnotherMaster: two masters on one store and one lease
+// backend. A cancel sent to the master that does not hold the worker is
+// passed on at once (OnCancel → CancelNotified), and is in the store: when
+// the worker moves to that master, which never placed the run, the master
+// adopts the run from the store and stops it.
+func TestCancelThroughAnotherMaster(t *testing.T) {
+	h := newHarness(t, nil)
+	m2 := secondMaster(t, h, h.m.CancelNotified)
+	run := h.submit(t, 0, "x") // after m2 started: m2 knows nothing of it
+	p := dial(t, h.m.Addr())
+	p.hello("w1", 1, 0)
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
+	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+
+	if _, err := m2.Cancel(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ct := p.expect(&pb.CancelTask{}).(*pb.CancelTask); ct.TaskId != run.ID || ct.Fence != ex.Fence {
+		t.Fatalf("CancelTask through the other master: %v", ct)
+	}
+
+	// The worker moves to m2 before stopping the run.
+	p.c.Close()
+	p2 := dial(t, m2.Addr())
+	ack := p2.hello("w1", 1, 0, &pb.RunRef{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
+	if len(ack.KillTaskIds) != 0 {
+		t.Fatalf("m2 killed the run it did not place: %v", ack.KillTaskIds)
+	}
+	if ct := p2.expect(&pb.CancelTask{}).(*pb.CancelTask); ct.TaskId != run.ID || ct.Fence != ex.Fence {
+		t.Fatalf("CancelTask after the move: %v", ct)
+	}
+	p2.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_CANCELLED, Signal: "SIGTERM", ExitCode: -1})
+	p2.expect(&pb.TaskFinishedAck{})
+	if got := h.task(t, run.ID); got.Status != core.StatusCancelled {
+		t.Fatalf("status %s, want CANCELLED", got.Status)
+	}
+}
+
+// TestCancelLostRunEndsCancelled: a request recorded by another master (or
+// before a restart) is found in the store when the run is lost, and the run
+// ends CANCELLED instead of being requeued.
+func TestCancelLostRunEndsCancelled(t *testing.T) {
+	h := newHarness(t, nil)
+	run := h.submit(t, 0, "x")
+	p := dial(t, h.m.Addr())
+	p.hello("w1", 1, 0)
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
+	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	// Recorded by another master: this one's memory knows nothing.
+	if err := h.st.RequestCancel(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The worker comes back without the run: it is lost, and ends CANCELLED.
+	p.c.Close()
+	p2 := dial(t, h.m.Addr())
+	p2.hello("w1", 1, 0)
+	eventually(t, "CANCELLED", func() bool { return h.task(t, run.ID).Status == core.StatusCancelled })
+}
+
+// secondMaster starts another master on h's store and lease backend.
+func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Master {
+	t.Helper()
+	files, err := logpipe.NewFiles(filepath.Join(h.dir, "logs2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := h.m.ls.(*resetGuard).Leases
+	m2, err := New(Config{Addr: "127.0.0.1:0", MasterID: "m2", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
+		LeaseTTL: 5 * time.Second, Logger: zerolog.New(h.logs), OnCancel: onCancel}, h.st, ls, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = m2.Stop(ctx)
+		files.CloseAll()
+	})
+	return m2
+}
+
+// TestRecoveredRunForgottenWhenItEnds: a master started while another one
+// runs a run keeps it from recovery (its worker may move here), and drops
+// it when the other master reports the run ended.
+func TestRecoveredRunForgottenWhenItEnds(t *testing.T) {
+	h := newHarness(t, nil)
+	run := h.submit(t, 0, "x")
+	p := dial(t, h.m.Addr())
+	p.hello("w1", 1, 0)
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
+	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	m2 := secondMaster(t, h, nil)
+	lists := func() bool {
+		for _, w := range m2.Workers() {
+			if w.ID == "w1" && len(w.RunningTasks) == 1 {
+				return true
+			}
+		}
+		return false
+	}
+	if !lists() {
+		t.Fatalf("m2 did not recover the run: %+v", m2.Workers())
+	}
+	p.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
+	p.expect(&pb.TaskFinishedAck{})
+	m2.RemoteTaskChanged(h.task(t, run.ID))
+	if lists() {
+		t.Fatalf("m2 still lists the ended run: %+v", m2.Workers())
+	}
+}

@@ -1,0 +1,552 @@
+package e2e
+
+// Several masters on one MySQL and one Redis (issue 5): events, cancels,
+// logs and the worker list work through any master, and the runs survive
+// losing one master. Each test has a database and a Redis key prefix of its
+// own (and, when it restarts Redis, a Redis of its own).
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/rlsched/rlsched/internal/testsvc"
+)
+
+// mmBackends returns the env of masters sharing a database of their own on
+// the shared MySQL (dropped at the end), the Redis at redisAddr (the shared
+// one when empty) under a prefix of their own, and one LOG_DIR.
+func mmBackends(t *testing.T, b *bed, redisAddr string) []string {
+	t.Helper()
+	server := testsvc.RequireMySQL(t)
+	if redisAddr == "" {
+		redisAddr = testsvc.RequireRedis(t)
+	}
+	name := "e2e_multi_" + randHex(6)
+	db, err := sql.Open("mysql", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		db.Close()
+		t.Fatalf("cannot create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Logf("cannot drop database %s: %v", name, err)
+		}
+		db.Close()
+	})
+	return []string{"MYSQL_DSN=" + strings.TrimRight(server, "/") + "/" + name,
+		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-multi-" + randHex(6),
+		"LOG_DIR=" + filepath.Join(b.dir, "shared-logs")}
+}
+
+// mmStartMasters starts n masters on env, each with a data dir of its own.
+func (b *bed) mmStartMasters(n int, env []string) []*master {
+	b.t.Helper()
+	var ms []*master
+	for i := range n {
+		name := fmt.Sprintf("master-%c", 'a'+i)
+		ms = append(ms, b.startMaster(name, filepath.Join(b.dir, name), 0, 0, env...))
+	}
+	return ms
+}
+
+// mmRPCList is the --master list of a worker that prefers ms[first].
+func mmRPCList(ms []*master, first int) string {
+	var l []string
+	for i := range ms {
+		l = append(l, ms[(first+i)%len(ms)].rpc)
+	}
+	return strings.Join(l, ",")
+}
+
+// mmEvents follows /topic/tasks and /topic/workers on one master and keeps
+// the statuses each run was seen in.
+type mmEvents struct {
+	conn *websocket.Conn
+	mu   sync.Mutex
+	seen map[string][]string // run → statuses in order
+	wkrs map[string]string   // worker → last state
+	done chan struct{}
+}
+
+func mmWatchEvents(t *testing.T, base, token string) *mmEvents {
+	t.Helper()
+	u, _ := url.Parse(base)
+	u.Scheme, u.Path, u.RawQuery = "ws", "/ws", "token="+url.QueryEscape(token)
+	c, _, err := websocket.DefaultDialer.Dial(u.String(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &mmEvents{conn: c, seen: map[string][]string{}, wkrs: map[string]string{}, done: make(chan struct{})}
+	for _, topic := range []string{"/topic/tasks", "/topic/workers"} {
+		if err := c.WriteJSON(map[string]any{"op": "subscribe", "topic": topic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		defer close(w.done)
+		for {
+			_, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			var f struct {
+				Type string `json:"type"`
+				Data struct {
+					ID     string `json:"id"`
+					Status string `json:"status"`
+					State  string `json:"state"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(msg, &f) != nil {
+				continue
+			}
+			w.mu.Lock()
+			switch f.Type {
+			case "task":
+				w.seen[f.Data.ID] = append(w.seen[f.Data.ID], f.Data.Status)
+			case "worker":
+				w.wkrs[f.Data.ID] = f.Data.State
+			}
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-w.done })
+	return w
+}
+
+// waitSeen waits until the client saw run id in status st.
+func (w *mmEvents) waitSeen(t *testing.T, id, st string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, func() (bool, string) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, s := range w.seen[id] {
+			if s == st {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("run %s seen as %v, want %s", id, w.seen[id], st)
+	})
+}
+
+// mmWorkerList is GET /api/workers: id → (state, master).
+func mmWorkerList(c *client) (map[string][2]string, error) {
+	r, err := c.do("GET", "/api/workers", nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.status != 200 {
+		return nil, fmt.Errorf("GET /api/workers: %s", r)
+	}
+	var ws []struct {
+		ID     string `json:"id"`
+		State  string `json:"state"`
+		Master string `json:"master"`
+	}
+	if err := json.Unmarshal(r.body, &ws); err != nil {
+		var wrapped struct {
+			Items []struct {
+				ID     string `json:"id"`
+				State  string `json:"state"`
+				Master string `json:"master"`
+			} `json:"items"`
+		}
+		if err2 := json.Unmarshal(r.body, &wrapped); err2 != nil {
+			return nil, fmt.Errorf("GET /api/workers: %v in %s", err, r)
+		}
+		ws = wrapped.Items
+	}
+	out := map[string][2]string{}
+	for _, w := range ws {
+		out[w.ID] = [2]string{w.State, w.Master}
+	}
+	return out, nil
+}
+
+// mmTickScript prints a numbered line every 0.2 s for ten minutes.
+const mmTickScript = `import time
+for i in range(3000):
+    print("tick", i, flush=True)
+    time.sleep(0.2)
+`
+
+// TestMultiMasterBasics: two masters, two workers (one on each). A run's
+// events reach WebSocket clients on both masters; /api/workers of each
+// lists both workers connected; logs are readable and live-tailable through
+// the master that does not write them; a cancel sent to the master that
+// does not hold the run's worker stops the run.
+func TestMultiMasterBasics(t *testing.T) {
+	b := newBed(t)
+	env := mmBackends(t, b, "")
+	ms := b.mmStartMasters(2, env)
+	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 1)
+	b.mmStartWorker("worker-w2", mmRPCList(ms, 1), "w2", 1)
+	ms[0].waitJoined(t, "w1")
+	ms[1].waitJoined(t, "w2")
+	holder := map[string]int{"w1": 0, "w2": 1}
+
+	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
+	onB := newClient(t, ms[1].url).login("alice") // one user table, one JWT secret
+	clients := []*client{alice, onB}
+	evs := []*mmEvents{mmWatchEvents(t, ms[0].url, alice.token), mmWatchEvents(t, ms[1].url, onB.token)}
+
+	// One slot per worker: two runs take both workers, so each master holds
+	// one of them and each client sees one run through the other master.
+	r1, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-u", "-c", mmTickScript}})
+	r2, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-u", "-c", mmTickScript}})
+	runs := map[string]string{} // run → worker
+	for _, id := range []string{r1, r2} {
+		tk := alice.waitStatus(id, "RUNNING", 30*time.Second)
+		runs[id] = tk.Worker
+		for i, ev := range evs {
+			ev.waitSeen(t, id, "RUNNING", 10*time.Second)
+			_ = i
+		}
+	}
+	if runs[r1] == runs[r2] {
+		t.Fatalf("both runs on %s with one slot each", runs[r1])
+	}
+
+	// Every master lists both workers, connected, each on its own master.
+	for i, c := range clients {
+		eventually(t, 15*time.Second, func() (bool, string) {
+			ws, err := mmWorkerList(c)
+			if err != nil {
+				return false, err.Error()
+			}
+			for w, m := range holder {
+				got := ws[w]
+				if got[0] != "RUNNING" {
+					return false, fmt.Sprintf("master %d lists %s as %v: %v", i, w, got, ws)
+				}
+				_ = m
+			}
+			return true, ""
+		})
+	}
+
+	// Logs through either master, and a live tail through the other one.
+	for id, w := range runs {
+		other := clients[1-holder[w]]
+		other.waitLogContains(id, "tick 3\n", 20*time.Second)
+		tail := &wsTail{t: t}
+		if err := tail.connect(other.base, other.token, id); err != nil {
+			t.Fatal(err)
+		}
+		text, _ := other.logText(id)
+		// More than the file held when we subscribed: live bytes came.
+		if err := tail.read(len(text)+40, other, id); err != nil {
+			t.Fatalf("live tail of %s through the other master: %v (got %d bytes)", id, err, len(tail.got))
+		}
+		tail.conn.Close()
+		whole, _ := other.logText(id)
+		if !strings.HasPrefix(whole, string(tail.got)) {
+			t.Fatalf("tail of %s differs from the file: %q vs %q", id, tail.got, whole)
+		}
+	}
+
+	// Cancel each run through the master that does not hold its worker.
+	for id, w := range runs {
+		procs := waitRunProcs(t, id, 1, 10*time.Second)
+		clients[1-holder[w]].must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
+		eventually(t, time.Duration(cancelGraceSeconds+5)*time.Second, func() (bool, string) {
+			return groupGone(procs[0].pgid), fmt.Sprintf("run %s still running after a cancel through the other master", id)
+		})
+		alice.waitStatus(id, "CANCELLED", 15*time.Second)
+		for _, ev := range evs {
+			ev.waitSeen(t, id, "CANCELLED", 10*time.Second)
+		}
+	}
+}
+
+// mmOutScript prints 60 lines naming its run, 0.1 s apart.
+const mmOutScript = `import os, time
+tid = os.environ["RLSCHED_TASK_ID"]
+for i in range(60):
+    print("%s line %d %s" % (tid, i, "x" * 40), flush=True)
+    time.sleep(0.1)
+`
+
+func mmOutWant(traceID, id string) []byte {
+	var b bytes.Buffer
+	b.WriteString("TRACE_ID:" + traceID + "\n")
+	for i := range 60 {
+		fmt.Fprintf(&b, "%s line %d %s\n", id, i, strings.Repeat("x", 40))
+	}
+	return b.Bytes()
+}
+
+// TestMultiMasterKillOne: SIGKILL one of two masters while 50 runs are
+// running: the workers move to the other master, every run ends SUCCEEDED
+// in its first attempt, and every log is complete, byte for byte.
+func TestMultiMasterKillOne(t *testing.T) {
+	b := newBed(t)
+	env := mmBackends(t, b, "")
+	ms := b.mmStartMasters(2, env)
+	for i := range 3 {
+		id := fmt.Sprintf("w%d", i+1)
+		b.mmStartWorker("worker-"+id, mmRPCList(ms, i%2), id, 20)
+	}
+	ms[0].waitJoined(t, "w1")
+	ms[0].waitJoined(t, "w3")
+	ms[1].waitJoined(t, "w2")
+	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
+	onB := newClient(t, ms[1].url).login("alice")
+
+	traces := map[string]string{}
+	var ids []string
+	for range 50 {
+		id, tr := b.submit(alice, map[string]any{"command": []string{"python3", "-u", "-c", mmOutScript}})
+		traces[id] = tr
+		ids = append(ids, id)
+	}
+	running := alice.waitAllStatus(ids, "RUNNING", 60*time.Second)
+	// A live tail on b of a run that a writes, across a's death.
+	var followed string
+	for _, id := range ids {
+		if w := running[id].Worker; w == "w1" || w == "w3" {
+			followed = id
+			break
+		}
+	}
+	if followed == "" {
+		t.Fatal("no run on the workers of master a")
+	}
+	live := &wsTail{t: t}
+	if err := live.connect(onB.base, onB.token, followed); err != nil {
+		t.Fatal(err)
+	}
+	defer live.conn.Close()
+	if err := live.read(len("TRACE_ID:")+200, onB, followed); err != nil {
+		t.Fatalf("live tail on b before the kill: %v", err)
+	}
+	ms[0].kill(t)
+	// The workers of the dead master re-adopt their runs on the other one.
+	for _, w := range []string{"w1", "w3"} {
+		l := ms[1].waitJoined(t, w)
+		t.Logf("%s moved: %v", w, l)
+	}
+	final := onB.waitAllStatus(ids, "SUCCEEDED", 120*time.Second)
+	want := mmOutWant(traces[followed], followed)
+	if err := live.read(len(want), onB, followed); err != nil {
+		t.Fatalf("live tail on b after the kill: %v (%d of %d bytes)", err, len(live.got), len(want))
+	}
+	if !bytes.Equal(live.got, want) {
+		t.Errorf("live tail of %s on b: %d bytes, want %d; first difference at %d", followed, len(live.got), len(want), firstDiff(live.got, want))
+	}
+	for _, id := range ids {
+		if tk := final[id]; tk.Attempt != 1 {
+			t.Errorf("run %v: want attempt 1 (never rerun)", tk)
+		}
+		want := mmOutWant(traces[id], id)
+		got, err := os.ReadFile(filepath.Join(b.dir, "shared-logs", id+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("log of %s: %d bytes, want %d; first difference at %d:\n%s", id, len(got), len(want),
+				firstDiff(got, want), tail(string(got), 5))
+		}
+		text, err := onB.logText(id)
+		if err != nil || text != string(want) {
+			t.Errorf("log of %s through the surviving master: %d bytes, %v", id, len(text), err)
+		}
+	}
+}
+
+// mmSpanScript notes its start and stop (run, attempt, unix ns) in the file
+// named by its argument, printing a line every 0.1 s for 8 s between.
+const mmSpanScript = `import os, sys, time
+tid, a = os.environ["RLSCHED_TASK_ID"], os.environ["RLSCHED_ATTEMPT"]
+def note(what):
+    with open(sys.argv[1], "a") as f:
+        f.write("%s %s %s %d\n" % (what, tid, a, time.time_ns()))
+note("start")
+for i in range(80):
+    print(i, flush=True)
+    time.sleep(0.1)
+note("stop")
+`
+
+// mmCheckSpans verifies that each run of ids executed exactly once: one start
+// and one stop line, in that order, and nothing of any other run id.
+func mmCheckSpans(t *testing.T, path string, ids []string) {
+	t.Helper()
+	body, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ starts, stops []string }
+	spans := map[string]*span{}
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			t.Fatalf("bad span line %q", line)
+		}
+		s := spans[f[1]]
+		if s == nil {
+			s = &span{}
+			spans[f[1]] = s
+		}
+		if f[0] == "start" {
+			s.starts = append(s.starts, f[3])
+		} else {
+			s.stops = append(s.stops, f[3])
+		}
+	}
+	for _, id := range ids {
+		s := spans[id]
+		if s == nil || len(s.starts) != 1 || len(s.stops) != 1 || len(s.starts[0]) != len(s.stops[0]) || s.starts[0] > s.stops[0] {
+			t.Errorf("run %s executed as %+v; want one start, then one stop", id, s)
+		}
+	}
+}
+
+// rebuilds counts the times a master logged that it rebuilt the lease
+// state (the log's times have whole seconds only: counting is exact).
+func (m *master) rebuilds() int {
+	n := 0
+	for _, l := range m.logs() {
+		if l.msg() == "lease state rebuilt" {
+			n++
+		}
+	}
+	return n
+}
+
+// mmWaitRebuilt waits until one of ms logged more rebuilds than before
+// (a master with nothing to claim or renew has no reason to); it returns
+// which one and the time since at when it saw it (an upper bound, by 50 ms
+// polls).
+func mmWaitRebuilt(t *testing.T, ms []*master, before []int, at time.Time, timeout time.Duration) (string, time.Duration) {
+	t.Helper()
+	var who string
+	eventually(t, timeout, func() (bool, string) {
+		for i, m := range ms {
+			if m.rebuilds() > before[i] {
+				who = m.name
+				return true, ""
+			}
+		}
+		return false, "no master has rebuilt the lease state"
+	})
+	return who, time.Since(at)
+}
+
+// TestMultiMasterRedisFlush (issue 5, fault 3): Redis is restarted empty,
+// then flushed, while runs are running on two masters. A master notices
+// (the lease scripts find the ready mark gone) at its next heartbeat or
+// claim, rebuilds the fencing counter and the leases of every active run
+// from the store within two heartbeat intervals, and work goes on: every run ends SUCCEEDED in its first attempt, no run executes
+// twice (the runs note their start and stop), and new runs are placed.
+func TestMultiMasterRedisFlush(t *testing.T) {
+	b := newBed(t)
+	r := testsvc.StartRedis(t) // its own: restarting the shared one would hit other tests
+	env := mmBackends(t, b, r.Addr())
+	ms := b.mmStartMasters(2, env)
+	// w1 (on master a) cannot take all of the first 8 runs: both masters
+	// hold runs when Redis loses its state.
+	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 5)
+	b.mmStartWorker("worker-w2", mmRPCList(ms, 1), "w2", 15)
+	ms[0].waitJoined(t, "w1")
+	ms[1].waitJoined(t, "w2")
+	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
+	spans := filepath.Join(b.dir, "spans.txt")
+	submit := func(n int) []string {
+		var ids []string
+		for range n {
+			id, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-u", "-c", mmSpanScript, spans}})
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	hb := time.Duration(hbTTLSeconds) * time.Second / 3
+
+	ids := submit(8)
+	alice.waitAllStatus(ids, "RUNNING", 60*time.Second)
+	before := []int{ms[0].rebuilds(), ms[1].rebuilds()}
+	at := time.Now()
+	r.Kill()
+	r.Start()
+	who, took := mmWaitRebuilt(t, ms, before, at, 20*time.Second)
+	t.Logf("%s rebuilt the lease state %v after Redis restarted empty", who, took.Round(time.Millisecond))
+	if took > 2*hb+time.Second { // two heartbeats, and the restart itself
+		t.Errorf("%s rebuilt %v after the restart; want within two heartbeat intervals (%v)", who, took, 2*hb)
+	}
+	more := submit(8)
+	alice.waitAllStatus(more, "RUNNING", 30*time.Second)
+
+	before = []int{ms[0].rebuilds(), ms[1].rebuilds()}
+	at = time.Now()
+	r.Flush()
+	who, took = mmWaitRebuilt(t, ms, before, at, 20*time.Second)
+	t.Logf("%s rebuilt the lease state %v after FLUSHALL", who, took.Round(time.Millisecond))
+	if took > 2*hb {
+		t.Errorf("%s rebuilt %v after FLUSHALL; want within two heartbeat intervals (%v)", who, took, 2*hb)
+	}
+	last := submit(4)
+	all := append(append(ids, more...), last...)
+	final := alice.waitAllStatus(all, "SUCCEEDED", 120*time.Second)
+	for _, id := range all {
+		if tk := final[id]; tk.Attempt != 1 {
+			t.Errorf("run %v: want attempt 1", tk)
+		}
+	}
+	mmCheckSpans(t, spans, all)
+}
+
+// mmStartWorker runs a worker with its own data dir and slots CPU slots;
+// rpc may list several masters (comma-separated), the first preferred.
+func (b *bed) mmStartWorker(name, rpc, id string, slots int) *proc {
+	b.t.Helper()
+	env := b.env("WORKER_JOIN_TOKEN=" + b.joinToken)
+	return b.start(name, env, "worker", "--master", rpc, "--id", id, "--slots", fmt.Sprint(slots),
+		"--gpus", "0", "--data-dir", filepath.Join(b.dir, "worker-"+id))
+}
+
+// TestMultiMasterCancelWhileMoving: the master holding a run's worker is
+// SIGKILLed and the run is cancelled through the other master before the
+// worker reached it: the request is in the store, so the master the worker
+// moves to stops the run when it re-adopts it.
+func TestMultiMasterCancelWhileMoving(t *testing.T) {
+	b := newBed(t)
+	env := mmBackends(t, b, "")
+	ms := b.mmStartMasters(2, env)
+	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 2)
+	ms[0].waitJoined(t, "w1")
+	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
+	onB := newClient(t, ms[1].url).login("alice")
+	id, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-u", "-c", mmTickScript}})
+	alice.waitStatus(id, "RUNNING", 30*time.Second)
+	procs := waitRunProcs(t, id, 1, 10*time.Second)
+	ms[0].kill(t)
+	onB.must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
+	l := ms[1].waitJoined(t, "w1")
+	t.Logf("w1 moved: %v", l)
+	eventually(t, time.Duration(cancelGraceSeconds+10)*time.Second, func() (bool, string) {
+		return groupGone(procs[0].pgid), fmt.Sprintf("run %s still running after its cancel", id)
+	})
+	if tk := onB.waitStatus(id, "CANCELLED", 15*time.Second); tk.Attempt != 1 {
+		t.Errorf("cancelled run %v; want attempt 1", tk)
+	}
+}
