@@ -137,7 +137,8 @@ type Writer struct {
 	closeOnce  sync.Once
 
 	frames, bytes, lines, dupBytes, gaps, busy, batches atomic.Int64
-	writeErrors, metricErrors                           atomic.Int64
+	writeErrors, metricErrors, metricDropped            atomic.Int64
+	retry                                               *metricRetry // nil without a Store
 
 	errMu     sync.Mutex
 	lastErr   string
@@ -159,6 +160,9 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	w := &Writer{cfg: cfg, log: cfg.Logger.With().Str("component", "logpipe").Logger(), seed: maphash.MakeSeed()}
 	if cfg.Sink != nil {
 		w.sink.Store(&sinkRef{cfg.Sink})
+	}
+	if cfg.Store != nil {
+		w.retry = newMetricRetry(w)
 	}
 	perFiles := max(cfg.MaxOpenFiles/cfg.Writers, 1)
 	perBytes := max(cfg.QueueBytes/int64(cfg.Writers), 1)
@@ -235,6 +239,9 @@ func (w *Writer) Close() {
 			close(s.quit)
 		}
 		w.wg.Wait()
+		if w.retry != nil {
+			w.retry.close()
+		}
 	})
 }
 
@@ -247,6 +254,10 @@ func (w *Writer) Stats() map[string]any {
 		queued += s.queued.Load()
 		capacity += int64(s.ring.Cap())
 		open += s.open.Load()
+	}
+	retrying := 0
+	if w.retry != nil {
+		retrying = w.retry.pending()
 	}
 	w.errMu.Lock()
 	status, lastErr, lastAt := "ok", w.lastErr, ""
@@ -270,6 +281,8 @@ func (w *Writer) Stats() map[string]any {
 		"batches":         w.batches.Load(),
 		"errors":          w.writeErrors.Load(),
 		"metric_errors":   w.metricErrors.Load(),
+		"metric_retrying": retrying,
+		"metric_dropped":  w.metricDropped.Load(),
 		"last_error":      lastErr,
 		"last_error_at":   lastAt,
 		"queue_depth":     depth,

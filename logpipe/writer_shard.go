@@ -340,7 +340,8 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 	defer cancel()
 	if err := store.AppendMetrics(ctx, taskID, s.pts); err != nil {
 		s.w.metricErrors.Add(1)
-		s.w.log.Warn().Str("task", taskID).Err(err).Msg("cannot store metrics")
+		s.w.log.Warn().Str("task", taskID).Err(err).Int("points", len(s.pts)).Msg("cannot store metrics; keeping them to retry")
+		s.w.retry.add(taskID, s.pts) // copies: s.pts is reused
 	}
 }
 

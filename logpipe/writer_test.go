@@ -493,6 +493,35 @@ func TestWriter_MetricStoreErrorsCounted(t *testing.T) {
 	}
 }
 
+// TestWriter_MetricsKeptWhileStoreDown: points the store refused are
+// written once it answers again (their bytes are acked, never resent).
+func TestWriter_MetricsKeptWhileStoreDown(t *testing.T) {
+	store := &memStore{fail: errors.New("db down")}
+	a := newAcks()
+	w := newWriter(t, WriterConfig{Store: store})
+	submit(t, w, Frame{TaskID: "m", Attempt: 1, Data: []byte("RLSCHED_METRIC {\"step\": 1, \"r\": 1}\nRLSCHED_METRIC {\"step\": 2, \"r\": 4}\n"), Ack: a})
+	a.waitAck(t, "m", 0)
+	if got := w.Stats()["metric_retrying"]; got != 2 {
+		t.Fatalf("metric_retrying = %v, want 2", got)
+	}
+	store.mu.Lock()
+	store.fail = nil
+	store.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		store.mu.Lock()
+		n := len(store.points["m"])
+		store.mu.Unlock()
+		if n == 2 && w.Stats()["metric_retrying"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("points not stored after the store came back: %d, stats %v", n, w.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestWriter_RestartAndAttempts: a new writer on the same dir continues
 // each run at the offset the files hold, and a new attempt gets its marker.
 func TestWriter_RestartAndAttempts(t *testing.T) {
