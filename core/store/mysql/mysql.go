@@ -29,6 +29,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
@@ -57,7 +58,7 @@ var _ store.Store = (*Store)(nil)
 
 // Open connects to the database named in dsn (go-sql-driver syntax, e.g.
 // "rlsched:secret@tcp(db:3306)/rlsched"), applies pending migrations and
-// returns the store. The database must exist. Whatever the DSN says,
+// returns the store. A database that does not exist yet is created. Whatever the DSN says,
 // parseTime is off (times are integers), CLIENT_FOUND_ROWS is on (the
 // fenced UPDATE counts matched rows), parameters are interpolated client-side
 // (one round trip per statement) and the session runs in strict mode.
@@ -98,7 +99,16 @@ func Open(dsn string) (*Store, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
+	err = db.PingContext(ctx)
+	var me *driver.MySQLError
+	if errors.As(err, &me) && me.Number == errUnknownDatabase {
+		// A new deployment: create the database (as the user would by hand),
+		// so that "MYSQL_DSN=…/rlsched" is all a first master needs.
+		if err = createDatabase(ctx, cfg); err == nil {
+			err = db.PingContext(ctx)
+		}
+	}
+	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("cannot reach mysql store %s/%s: %w; check that MySQL or MariaDB runs there "+
 			"and the DSN's user may log in (scripts/services.sh starts a local MariaDB)", cfg.Addr, cfg.DBName, err)
@@ -108,6 +118,27 @@ func Open(dsn string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// errUnknownDatabase is ER_BAD_DB_ERROR.
+const errUnknownDatabase = 1049
+
+// createDatabase creates cfg.DBName on the server (utf8mb4, byte-wise
+// collation like every column here) if it does not exist.
+func createDatabase(ctx context.Context, cfg *driver.Config) error {
+	c := cfg.Clone()
+	c.DBName = ""
+	conn, err := driver.NewConnector(c)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	q := "CREATE DATABASE IF NOT EXISTS `" + strings.ReplaceAll(cfg.DBName, "`", "``") + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("database %s does not exist and cannot be created: %w", cfg.DBName, err)
+	}
+	return nil
 }
 
 // Kind names the backend for /api/monitor/health.
