@@ -1,6 +1,7 @@
 package main
 
 import (
+	_ "embed"
 	"fmt"
 	"io"
 	"math"
@@ -161,8 +162,16 @@ profile of the master for every measured window (` + "`go tool pprof -top DIR/<w
 		}
 		fmt.Fprintf(&b, "\nReproduce: `%s` (%.0f s). Last line:\n\n```\n%s\n```\n\n", r.command, r.elapsed.Seconds(), r.result.line(r.scenario.name))
 	}
+	b.WriteString(changes)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
+
+// changes is the record of what was changed for performance and what it
+// measured before and after (numbers from their own A/B runs, kept here
+// because every run of -all rewrites the tables above).
+//
+//go:embed changes.md
+var changes string
 
 func capitalise(s string) string {
 	if s == "" {
