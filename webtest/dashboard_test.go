@@ -248,6 +248,8 @@ func TestWorkersShowHeldGPU(t *testing.T) {
 	t.Cleanup(func() { a.cancel(id) })
 	tk := a.waitStatus(id, "RUNNING", 60*time.Second)
 	b.wait("the held GPU tile", 15*time.Second, fmt.Sprintf(`document.querySelector('#workers .gpu.held[data-task=%q]') !== null`, id))
+	// The tile follows the run's status live, not the status it was first loaded with.
+	b.wait("the tile saying running", 15*time.Second, fmt.Sprintf(`(() => { const e = document.querySelector('#workers .gpu.held[data-task=%q] .user'); return e && e.textContent.includes('running'); })()`, id))
 	tile := b.text(fmt.Sprintf(`#workers .gpu.held[data-task=%q]`, id))
 	if !strings.Contains(tile, "gpu-sleeper") || !strings.Contains(tile, "erin") {
 		t.Errorf("the GPU tile says %q, want the run's name and its user", tile)

@@ -122,9 +122,18 @@ export function mount(root) {
     }
   }
 
+  // A held run's status (dispatched → running) changes without its worker's
+  // view changing: follow the runs this page shows.
+  function onTask(m) {
+    if (m.type !== 'task' || !m.data || !tasks.has(m.data.id)) return;
+    tasks.set(m.data.id, m.data);
+    render();
+  }
+
   const unsub = live.subscribe('/topic/workers', onFrame);
+  const unsubTasks = live.subscribe('/topic/tasks', onTask);
   const stopPoll = poller(load, 2000, '/topic/workers');
   const tick = setInterval(tickHeartbeats, 1000);
   load();
-  return () => { ac.abort(); unsub(); stopPoll(); clearInterval(tick); };
+  return () => { ac.abort(); unsub(); unsubTasks(); stopPoll(); clearInterval(tick); };
 }
