@@ -31,7 +31,16 @@ func faultSharedBackends(t *testing.T) []string {
 	t.Helper()
 	server := testsvc.RequireMySQL(t)
 	redisAddr := testsvc.RequireRedis(t)
-	name := "e2e_fault_" + randHex(6)
+	return []string{"MYSQL_DSN=" + tempDatabase(t, server, "e2e_fault_"),
+		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-fault-" + randHex(6)}
+}
+
+// tempDatabase creates a database of its own on the MySQL server (a DSN
+// without a database name) for one test, drops it at cleanup, and returns
+// its DSN.
+func tempDatabase(t *testing.T, server, prefix string) string {
+	t.Helper()
+	name := prefix + randHex(6)
 	db, err := sql.Open("mysql", server)
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +59,7 @@ func faultSharedBackends(t *testing.T) []string {
 		}
 		db.Close()
 	})
-	return []string{"MYSQL_DSN=" + strings.TrimRight(server, "/") + "/" + name,
-		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-fault-" + randHex(6)}
+	return strings.TrimRight(server, "/") + "/" + name
 }
 
 // faultPrivateBackends returns the env of a master on a private MariaDB (which

@@ -7,8 +7,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -34,26 +32,7 @@ func mmBackends(t *testing.T, b *bed, redisAddr string) []string {
 	if redisAddr == "" {
 		redisAddr = testsvc.RequireRedis(t)
 	}
-	name := "e2e_multi_" + randHex(6)
-	db, err := sql.Open("mysql", server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		db.Close()
-		t.Fatalf("cannot create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Logf("cannot drop database %s: %v", name, err)
-		}
-		db.Close()
-	})
-	return []string{"MYSQL_DSN=" + strings.TrimRight(server, "/") + "/" + name,
+	return []string{"MYSQL_DSN=" + tempDatabase(t, server, "e2e_multi_"),
 		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-multi-" + randHex(6),
 		"LOG_DIR=" + filepath.Join(b.dir, "shared-logs")}
 }
