@@ -126,7 +126,7 @@ func runLogs(e *env) (*report, error) {
 			hi, _ := strconv.ParseInt(f[2], 10, 64)
 			ref.add("kernel TCP memory for all sockets (net.ipv4.tcp_mem, pressure … maximum)", fmt.Sprintf("%s … %s", mib(mustInt(f[1])*4096), mib(hi*4096)))
 			if int64(w)*4<<20 > hi*4096 {
-				rep.note("%s workers × a 4 MiB credit window (%s) exceed the kernel's TCP memory maximum (%s): at saturation the loopback sockets themselves are throttled (memory pressure), which shows in the raw reference with %d connections too.",
+				rep.note("%s connections × 4 MiB in flight each (%s) would exceed the kernel's TCP memory maximum (%s): the loopback sockets themselves are throttled (memory pressure), which shows in the raw reference with %d connections; the master's granted window (log_window) keeps the workers well below it.",
 					human(float64(w)), mib(int64(w)*4<<20), mib(hi*4096), w)
 			}
 		}
@@ -141,7 +141,7 @@ func runLogs(e *env) (*report, error) {
 		ms(paced.p99), human(paced.offered), "50%", paced.samples)
 	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
 	rep.note("Lines/s: every line the simulated runs wrote during the phase, divided by the time from the phase's start until the master had acked the last of them (LogAck comes after write(2) into LOG_DIR/<id>.log), so a backlog left in flight at the end counts against it; acks come in bursts, so the ack rate of the last 80%% of the phase is shown beside it. CPU columns cover that last 80%%. Subscribers' lines/s and latency come from the WebSocket frames they decoded. Each line carries the time the simulated worker first wrote it to its socket (%d bytes a line); resends after a busy or gap ack keep it, so pauses count in the latency.", fleet.LineBytes)
-	rep.note("The simulated workers send as the real worker does (worker/session.go): LogData frames of at most 64 KiB, at most 4 MiB unacked per connection, resend from the acked offset after busy/gap with its 100 ms → 5 s backoff; they share the machine's cores with the master, the subscribers and the harness.")
+	rep.note("The simulated workers send as the real worker does (worker/session.go): LogData frames of at most 64 KiB, at most the window the master grants (log_window in HelloAck and LogAck: its 64 MiB log queue shared by the connections sending output, 64 KiB–4 MiB) unacked per connection, resend from the acked offset after busy/gap with its 20 ms → 1 s jittered pause; they share the machine's cores with the master, the subscribers and the harness.")
 	for _, tg := range []*logTarget{rl, nv} {
 		for _, p := range tg.phases {
 			if !p.drained && tg != nv {
@@ -157,11 +157,11 @@ func runLogs(e *env) (*report, error) {
 	}
 	// Where the master's time goes, for whoever works on logpipe/dispatch.
 	if top.busy > 0 {
-		rep.note("Flow control, the first cause: %s connections × a 4 MiB credit window is %s MiB of output the workers may have in flight, against the master's 64 MiB log queue (logpipe.WriterConfig.QueueBytes); at saturation the queue fills, frames are refused \"busy\" (%d times in the max phase, %d frames behind them came back as gaps), and each refused run pauses 100 ms doubling to 5 s. Acks then come in bursts: %s lines/s in the last 80%% of the phase but %s lines/s over the phase and its drain, and the last %s MB took %s to be acked. The master used only %.2f cores meanwhile.",
-			human(float64(w)), human(float64(w*4)), top.busy, top.gaps, human(top.window), human(top.lines),
+		rep.note("Busy refusals: %s connections share the master's 64 MiB log queue through the granted window; the queue still filled %d times in the max phase (%d frames behind them came back as gaps), and each refused run pauses 20 ms doubling to 1 s. Acks: %s lines/s in the last 80%% of the phase, %s lines/s over the phase and its drain; the last %s MB took %s to be acked. The master used %.2f cores meanwhile.",
+			human(float64(w)), top.busy, top.gaps, human(top.window), human(top.lines),
 			human(float64(top.inFlight)*fleet.LineBytes/1e6), ms(top.drain), top.cpu.Seconds()/top.measured.Seconds())
 	}
-	rep.note("CPU profile of the master in the max phase (-quick -profile, taken while this scenario was written): the writer goroutines hold 55–70%% of the master's CPU — write(2) of the batches ≈ 20%%, the hub encoding every log batch as a JSON string for /ws (appendJSONString) 12–16%% with only 10 subscribers, the metric extractor scanning every line for RLSCHED_METRIC/FINAL_REWARD (bytes.Index) 11–17%%; the gnet event loops 15–30%%, of which protobuf Unmarshal copying each LogData's up-to-64 KiB payload (consumeBytesNoZero) is 6–17%%; GC and large allocations ≈ 10%%. Rerun with -profile DIR for the current figures (DIR/logs-max.cpu.pprof).")
+	rep.note("Where the master's CPU goes in the paced phase (-profile, session 2, after the changes in the last section): write/writev of the batches ≈ 40%%, protobuf Unmarshal copying each LogData payload ≈ 10%%, one socket write per ack ≈ 9%%, GC. Rerun with -profile DIR for current figures (DIR/logs-max.cpu.pprof).")
 	rep.result = result{metric: "lines_per_s", value: top.lines, unit: "lines/s", ref: "raw_loopback_tcp", refValue: rawLines}
 	return rep, nil
 }

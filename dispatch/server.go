@@ -48,6 +48,10 @@ type session struct {
 	lastSeen atomic.Int64                 // unix nanos of the last frame
 	fenced   atomic.Int64                 // LogData refused as fenced, to thin out the warnings
 	hb       atomic.Pointer[pb.Heartbeat] // the newest heartbeat not yet handled
+	// logSender: counted in the log writer's senders (AddSender), which
+	// size the credit windows. The connection's event loop only.
+	logSender bool
+	logFlow   logFlow // logpipe_flow.go
 
 	// Only on the shard's goroutine (onHello, onHeartbeat):
 	touched int64           // unix nanos of the last presence refresh; 0: none
@@ -111,6 +115,10 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	sess := cc.sess
 	sess.closed.Store(true)
+	s.m.logs.AddConn(-1)
+	if sess.logSender {
+		s.m.logs.AddSender(-1)
+	}
 	sess.shard.push(func() { s.m.sessionClosed(sess, err) })
 	return gnet.None
 }
@@ -180,6 +188,7 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
 		sess.lastSeen.Store(time.Now().UnixNano())
 		cc.sess = sess
+		s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
 		sess.shard.push(func() { s.m.onHello(sess, hello) })
 		return gnet.None
 	}

@@ -168,9 +168,18 @@ func (m *Master) onLogData(sess *session, ld *pb.LogData) {
 		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Error: "fenced"})
 		return
 	}
+	if !sess.logSender {
+		sess.logSender = true
+		m.logs.AddSender(1)
+	}
+	if sess.logFlow.drop(ld) {
+		return // behind a frame refused "busy": the worker resends it (logpipe_flow.go)
+	}
 	f := logpipe.Frame{TaskID: ld.TaskId, TraceID: traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
 	if !m.logs.Submit(f) {
-		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy})
+		sess.logFlow.busy(ld)
+		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy,
+			LogWindow: m.logs.LogWindow()})
 	}
 }
 
@@ -205,7 +214,13 @@ func (s *session) LogAcked(a logpipe.Ack) {
 			}
 		})
 	}
-	_ = s.send(&pb.LogAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Offset: a.Offset, Error: a.Err})
+	if a.Err == "" || a.Err == logpipe.AckGap {
+		s.logFlow.acked(a.TaskID, a.Attempt, a.Offset)
+	}
+	// Every ack carries the window, so a worker follows the number of
+	// connections sending output (logpipe.Writer.LogWindow).
+	_ = s.send(&pb.LogAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Offset: a.Offset, Error: a.Err,
+		LogWindow: s.m.logs.LogWindow()})
 }
 
 func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {

@@ -27,11 +27,16 @@
 //
 // The master holds at most WriterConfig.QueueBytes of output. A worker has a
 // window of unacked bytes per connection, so a slow disk slows the acks and
-// with them the senders. When a ring is full anyway, Submit reports false
-// and the event loop answers the frame at once with LogAck{offset: the
-// frame's offset, error: "busy"}: nothing of the frame was kept; the worker
-// pauses that run's output (with backoff) and resends from there. Frames it
-// sent behind the refused one come back as gaps and are resent too. A write
+// with them the senders. The master grants that window (HelloAck and every
+// LogAck carry log_window, Writer.LogWindow): the queue's bytes shared by
+// the connections sending output, so that however many workers stream they
+// cannot together have much more in flight than the queue takes. When a
+// ring is full anyway, Submit reports false and the event loop answers the
+// frame at once with LogAck{offset: the frame's offset, error: "busy"}:
+// nothing of the frame was kept; the worker pauses that run's output (with
+// a short jittered backoff) and resends from there. Frames it sent behind
+// the refused one are dropped unanswered until the resend (package
+// dispatch, logpipe_flow.go), since the worker rewound past them. A write
 // that fails (disk full, LOG_DIR unwritable) acks the run's frames with the
 // error; the worker keeps the bytes in its spool and retries with backoff,
 // and Writer.Stats reports the failure until a write succeeds again.

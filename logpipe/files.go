@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rlsched/rlsched/core"
 )
 
@@ -288,6 +290,56 @@ func (rf *runFile) write(p []byte) error {
 			_ = rf.f.Truncate(rf.st.size)
 		}
 		return fmt.Errorf("cannot write log file %s.log: %w", rf.id, err)
+	}
+	return nil
+}
+
+// writev appends the slices with as few writev(2) calls as it takes, so a
+// batch of a run's frames reaches the file without first being copied into
+// one buffer. A partial write is undone like write's. iov is not modified.
+func (rf *runFile) writev(iov [][]byte) error {
+	rc, err := rf.f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("cannot write log file %s.log: %w", rf.id, err)
+	}
+	var werr error
+	wrote := false
+	cerr := rc.Write(func(fd uintptr) bool {
+		for len(iov) > 0 {
+			k := min(len(iov), 1024) // IOV_MAX
+			n, err := unix.Writev(int(fd), iov[:k])
+			if err == unix.EINTR {
+				continue
+			}
+			if n > 0 {
+				wrote = true
+			}
+			if err != nil {
+				werr = err
+				return true
+			}
+			if n == 0 {
+				werr = io.ErrShortWrite
+				return true
+			}
+			for len(iov) > 0 && n >= len(iov[0]) {
+				n -= len(iov[0])
+				iov = iov[1:]
+			}
+			if n > 0 { // short write inside a slice: the caller's slices stay as they are
+				iov = append([][]byte{iov[0][n:]}, iov[1:]...)
+			}
+		}
+		return true
+	})
+	if werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		if wrote {
+			_ = rf.f.Truncate(rf.st.size)
+		}
+		return fmt.Errorf("cannot write log file %s.log: %w", rf.id, werr)
 	}
 	return nil
 }

@@ -74,3 +74,38 @@ func TestExtractor(t *testing.T) {
 		t.Fatalf("fallback final %v %v", v, ok)
 	}
 }
+
+// writev writes every slice once, in order, past IOV_MAX slices too, and
+// leaves the caller's slices as they were.
+func TestRunFileWritev(t *testing.T) {
+	dir := t.TempDir()
+	set := newFileSet(dir, 4)
+	defer set.closeAll()
+	rf, err := set.open("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var iov [][]byte
+	var want []byte
+	for i := 0; i < 3000; i++ {
+		b := []byte{byte('a' + i%26), byte('0' + i%10)}
+		if i%7 == 0 {
+			b = nil // empty slices are fine
+		}
+		iov = append(iov, b)
+		want = append(want, b...)
+	}
+	keep := append([][]byte(nil), iov...)
+	if err := rf.writev(iov); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "r1.log"))
+	if string(got) != string(want) {
+		t.Fatalf("file has %d bytes, want %d", len(got), len(want))
+	}
+	for i := range iov {
+		if len(iov[i]) != len(keep[i]) {
+			t.Fatalf("slice %d changed", i)
+		}
+	}
+}

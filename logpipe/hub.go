@@ -14,6 +14,7 @@ package logpipe
 // bytes are in the file (written; not necessarily synced), in file order.
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -145,11 +146,20 @@ func (h *Hub) LogAppended(taskID string, fileOffset int64, data []byte) {
 	if len(data) == 0 || fileOffset < 0 {
 		return
 	}
+	parts := [1][]byte{data}
+	h.logAppendedParts(taskID, fileOffset, parts[:])
+}
+
+// logAppendedParts is LogAppended for bytes in pieces (partsSink).
+func (h *Hub) logAppendedParts(taskID string, fileOffset int64, parts [][]byte) {
+	if fileOffset < 0 {
+		return
+	}
 	sh := h.shard(taskID)
 	sh.mu.RLock()
 	if t := sh.logs[taskID]; t != nil {
 		t.localAt.Store(nanotime())
-		t.publishLog(h, fileOffset, data, false)
+		t.publishLog(h, fileOffset, parts, false)
 	}
 	sh.mu.RUnlock()
 }
@@ -165,29 +175,36 @@ func (h *Hub) flushLog(taskID string) {
 	sh.mu.RUnlock()
 }
 
-// publishLog sends data at off to the topic's subscribers, after the carry
-// when it continues it. flush sends an unfinished character rather than
-// keeping it back.
-func (t *hubTopic) publishLog(h *Hub, off int64, data []byte, flush bool) {
+// publishLog sends parts, the bytes at off, to the topic's subscribers,
+// after the carry when it continues it. flush sends an unfinished character
+// rather than keeping it back. The bytes are copied.
+func (t *hubTopic) publishLog(h *Hub, off int64, parts [][]byte, flush bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := off + int64(len(data)); len(data) > 0 && e > t.end {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if e := off + int64(n); n > 0 && e > t.end {
 		t.end = e
 	}
 	var raw []byte
 	if len(t.carry) > 0 {
-		if len(data) > 0 && t.carryOff+int64(len(t.carry)) != off {
+		if n > 0 && t.carryOff+int64(len(t.carry)) != off {
 			// Not contiguous (the writer skipped bytes): the carry goes alone.
 			t.sendLocked(h, t.carryOff, t.carry)
 			t.carry = nil
 		} else {
-			raw = append(t.carry, data...)
+			raw = slices.Grow(t.carry, n)
 			off = t.carryOff
 			t.carry = nil
 		}
 	}
 	if raw == nil {
-		raw = append([]byte(nil), data...)
+		raw = make([]byte, 0, n)
+	}
+	for _, p := range parts {
+		raw = append(raw, p...)
 	}
 	if !flush {
 		if n := utf8Cut(raw); n < len(raw) {
@@ -203,7 +220,8 @@ func (t *hubTopic) publishLog(h *Hub, off int64, data []byte, flush bool) {
 
 func (t *hubTopic) sendLocked(h *Hub, off int64, raw []byte) {
 	m := &logMsg{off: off, raw: raw}
-	m.frame = appendLogFrame(make([]byte, 0, len(raw)+len(t.name)+96), t.name, off, raw)
+	// Room for an escaped newline every 16 bytes and the envelope.
+	m.frame = appendLogFrame(make([]byte, 0, len(raw)+len(raw)/16+len(t.name)+96), t.name, off, raw)
 	h.published.Add(1)
 	for sub := range t.subs {
 		sub.owner.deliverLog(sub, m)
@@ -212,9 +230,12 @@ func (t *hubTopic) sendLocked(h *Hub, off int64, raw []byte) {
 
 // TaskChanged publishes a run's new state on /topic/tasks.
 func (h *Hub) TaskChanged(task core.Task) {
-	frame, err := encodeEvent(TopicTasks, "task", taskJSON(task))
-	if err == nil {
-		h.tasks.publishEvent(h, frame)
+	// Encoding is skipped with nobody listening: every run change comes
+	// here, three per run (profiles of the dispatch benchmark).
+	if h.tasks.listened() {
+		if frame, err := encodeEvent(TopicTasks, "task", taskJSON(task)); err == nil {
+			h.tasks.publishEvent(h, frame)
+		}
 	}
 	if task.Status.Terminal() && core.ValidTaskID(task.ID) {
 		h.flushLog(task.ID)
@@ -223,10 +244,21 @@ func (h *Hub) TaskChanged(task core.Task) {
 
 // WorkerChanged publishes a worker's new view on /topic/workers.
 func (h *Hub) WorkerChanged(w core.WorkerInfo) {
+	if !h.workers.listened() {
+		return
+	}
 	frame, err := encodeEvent(TopicWorkers, "worker", workerJSON(w))
 	if err == nil {
 		h.workers.publishEvent(h, frame)
 	}
+}
+
+// listened reports whether the topic has a subscriber now; one attaching
+// right after misses the event as it would have a moment earlier.
+func (t *hubTopic) listened() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.subs) > 0
 }
 
 func (t *hubTopic) publishEvent(h *Hub, frame []byte) {
@@ -330,6 +362,7 @@ func (h *Hub) Stats() HubStats {
 }
 
 var (
+	_ partsSink = (*Hub)(nil)
 	_ LogSink   = (*Hub)(nil)
 	_ EventSink = (*Hub)(nil)
 )

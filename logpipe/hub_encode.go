@@ -2,6 +2,7 @@ package logpipe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"strconv"
@@ -83,6 +84,13 @@ func appendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Log output is mostly printable ASCII: skip 8 such bytes at a time.
+		for i+8 <= len(s) && plainASCII8(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		b := s[i]
 		if b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
@@ -125,6 +133,21 @@ func appendJSONString(dst, s []byte) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plainASCII8 reports whether none of the 8 bytes in x needs attention in a
+// JSON string: each is ASCII, at least 0x20, and neither '"' nor '\\'.
+// (v - lsb*c) &^ v & msb is non-zero exactly when some byte of v is below c
+// (for bytes under 0x80; bytes with the top bit are caught by x & msb).
+func plainASCII8(x uint64) bool {
+	q := x ^ (lsb * '"')
+	b := x ^ (lsb * '\\')
+	return (((x-lsb*0x20)&^x)|((q-lsb)&^q)|((b-lsb)&^b)|x)&msb == 0
 }
 
 // utf8Cut returns the length of the longest prefix of b that does not end

@@ -49,9 +49,12 @@ func (x *Extractor) resume(before []byte, whole bool) {
 	}
 }
 
-// feedAppend is Feed appending to pts.
+// feedAppend is Feed appending to pts. Metric lines are rare in training
+// output, so rather than test every line it searches the complete lines for
+// the two markers (bytes.Index skips ahead with a vectorised scan for their
+// first bytes) and parses only the lines holding one, in order.
 func (x *Extractor) feedAppend(pts []core.MetricPoint, data []byte) []core.MetricPoint {
-	for len(data) > 0 {
+	if len(x.partial) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {
 			if len(x.partial)+len(data) <= maxLine {
@@ -59,15 +62,46 @@ func (x *Extractor) feedAppend(pts []core.MetricPoint, data []byte) []core.Metri
 			} else {
 				x.partial = x.partial[:0]
 			}
-			break
+			return pts
 		}
-		line := data[:nl]
-		if len(x.partial) > 0 {
-			line = append(x.partial, line...)
-			x.partial = x.partial[:0]
-		}
+		line := append(x.partial, data[:nl]...)
+		x.partial = x.partial[:0]
 		pts = x.line(bytes.TrimRight(line, "\r"), pts)
 		data = data[nl+1:]
+	}
+	last := bytes.LastIndexByte(data, '\n')
+	if rest := data[last+1:]; len(rest) > 0 {
+		if len(rest) <= maxLine {
+			x.partial = append(x.partial, rest...)
+		}
+	}
+	if last < 0 {
+		return pts
+	}
+	lines := data[:last+1] // complete lines only
+	nextF, nextM := -2, -2 // next marker at or after pos; -1: none left; -2: not searched
+	for pos := 0; pos < len(lines); {
+		if nextF != -1 && nextF < pos {
+			if nextF = bytes.Index(lines[pos:], finalPrefix); nextF >= 0 {
+				nextF += pos
+			}
+		}
+		if nextM != -1 && nextM < pos {
+			if nextM = bytes.Index(lines[pos:], metricPrefix); nextM >= 0 {
+				nextM += pos
+			}
+		}
+		at := nextF
+		if at < 0 || (nextM >= 0 && nextM < at) {
+			at = nextM
+		}
+		if at < 0 {
+			break
+		}
+		start := bytes.LastIndexByte(lines[pos:at], '\n') + 1 + pos
+		end := at + bytes.IndexByte(lines[at:], '\n') // lines ends with '\n'
+		pts = x.line(bytes.TrimRight(lines[start:end], "\r"), pts)
+		pos = end + 1
 	}
 	return pts
 }

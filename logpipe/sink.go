@@ -21,3 +21,9 @@ type EventSink interface {
 	TaskChanged(t core.Task)
 	WorkerChanged(w core.WorkerInfo)
 }
+
+// partsSink is a LogSink that takes the appended bytes in pieces and copies
+// what it keeps (the Hub), so the writer need not join a batch's frames.
+type partsSink interface {
+	logAppendedParts(taskID string, fileOffset int64, parts [][]byte)
+}

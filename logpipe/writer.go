@@ -79,7 +79,9 @@ type WriterConfig struct {
 	// Writers is the number of writer goroutines, each with its own ring and
 	// its own runs (by task id hash); default min(4, GOMAXPROCS).
 	Writers int
-	// QueueFrames bounds each writer's ring; default 4096 (a power of two).
+	// QueueFrames bounds each writer's ring; default 16384 (a power of two):
+	// a thousand workers with a few small frames each in flight must not
+	// fill it before QueueBytes does.
 	QueueFrames int
 	// QueueBytes bounds the output bytes queued across all writers; default
 	// 64 MiB. Past either bound Submit refuses (the caller answers "busy").
@@ -104,7 +106,7 @@ func (c *WriterConfig) defaults() {
 		c.Writers = min(4, runtime.GOMAXPROCS(0))
 	}
 	if c.QueueFrames <= 0 {
-		c.QueueFrames = 4096
+		c.QueueFrames = 16384
 	}
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = 64 << 20
@@ -139,6 +141,9 @@ type Writer struct {
 	frames, bytes, lines, dupBytes, gaps, busy, batches atomic.Int64
 	writeErrors, metricErrors, metricDropped            atomic.Int64
 	retry                                               *metricRetry // nil without a Store
+
+	senders atomic.Int64 // connections sending output (AddSender)
+	conns   atomic.Int64 // connections that may send output (AddConn)
 
 	errMu     sync.Mutex
 	lastErr   string
@@ -306,4 +311,44 @@ func (w *Writer) wrote() {
 	if w.failing.Load() {
 		w.failing.Store(false)
 	}
+}
+
+// Credit windows (LogAck.log_window): bounds of what one connection may have
+// sent and not yet acked.
+const (
+	// MaxLogWindow is the worker's own default.
+	MaxLogWindow = 4 << 20
+	// MinLogWindow is one largest LogData payload.
+	MinLogWindow = 64 << 10
+)
+
+// AddSender counts a connection that sends output (+1), or one that went
+// away (-1), for LogWindow. Safe from any goroutine.
+func (w *Writer) AddSender(delta int) { w.senders.Add(int64(delta)) }
+
+// AddConn counts a worker connection (+1) or one that closed (-1), for
+// HelloWindow. Safe from any goroutine.
+func (w *Writer) AddConn(delta int) { w.conns.Add(int64(delta)) }
+
+// LogWindow is the credit window to grant each connection now: the queue's
+// bytes shared by the connections sending output, so that together they
+// cannot have more in flight than the queue takes and "busy" refusals stay
+// rare however many workers stream; never below one largest frame nor above
+// the worker's default. Safe from any goroutine.
+func (w *Writer) LogWindow() uint32 { return w.window(w.senders.Load()) }
+
+// HelloWindow is the window of a connection that just joined: shared by
+// every connection, as any may start sending, and at most helloWindowMax,
+// so that a fleet of workers that join together and then all stream cannot
+// swamp the queue before their first acks carry LogWindow. Safe from any
+// goroutine.
+func (w *Writer) HelloWindow() uint32 {
+	return min(w.window(max(w.conns.Load(), w.senders.Load())), helloWindowMax)
+}
+
+// helloWindowMax: a worker's first acks, a few batches later, raise it.
+const helloWindowMax = 1 << 20
+
+func (w *Writer) window(n int64) uint32 {
+	return uint32(min(max(w.cfg.QueueBytes/max(n, 1), MinLogWindow), MaxLogWindow))
 }

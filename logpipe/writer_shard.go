@@ -38,7 +38,7 @@ type writerShard struct {
 	pieces []piece
 	acks   []pendingAck
 	pts    []core.MetricPoint
-	buf    []byte
+	iov    [][]byte
 }
 
 // groupRef lists a run's items in a batch: first, then next[] links.
@@ -249,22 +249,20 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 		return
 	}
 	sink := s.w.sink.Load()
-	var data []byte
-	switch {
-	case len(s.pieces) == 1:
-		data = s.pieces[0].b // a frame's own bytes: the writer owns them
-	case sink != nil: // the sink may keep the bytes: a buffer of their own
-		n := 0
-		for _, p := range s.pieces {
-			n += len(p.b)
-		}
-		data = join(make([]byte, 0, n), s.pieces)
-	default:
-		data = join(s.buf[:0], s.pieces)
-		s.buf = data[:0]
-	}
 	fileOff := rf.st.size
-	if err := rf.write(data); err != nil {
+	var err error
+	if len(s.pieces) == 1 {
+		err = rf.write(s.pieces[0].b)
+	} else {
+		// Written as they are (writev): most runs have no live reader, so
+		// their bytes are never joined; the hub copies what it sends.
+		s.iov = s.iov[:0]
+		for _, p := range s.pieces {
+			s.iov = append(s.iov, p.b)
+		}
+		err = rf.writev(s.iov)
+	}
+	if err != nil {
 		s.storageError(taskID, err)
 		for i := range s.acks {
 			a := &s.acks[i].ack
@@ -275,13 +273,26 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 			a.Err = err.Error()
 		}
 		s.files.broken(rf)
+		clear(s.iov)
 		return
 	}
 	rf.st = st
 	s.w.wrote()
 	if sink != nil {
-		sink.s.LogAppended(taskID, fileOff, data)
+		switch ps, ok := sink.s.(partsSink); {
+		case len(s.pieces) == 1:
+			sink.s.LogAppended(taskID, fileOff, s.pieces[0].b) // the frame's own bytes: the writer owns them
+		case ok:
+			ps.logAppendedParts(taskID, fileOff, s.iov)
+		default: // the sink may keep the bytes: a buffer of their own
+			n := 0
+			for _, p := range s.pieces {
+				n += len(p.b)
+			}
+			sink.s.LogAppended(taskID, fileOff, join(make([]byte, 0, n), s.pieces))
+		}
 	}
+	clear(s.iov) // drop references to the frames' data
 	s.extract(taskID, rf, fileOff)
 }
 

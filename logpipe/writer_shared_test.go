@@ -29,3 +29,33 @@ func TestWriter_SharedDirMoveAndBack(t *testing.T) {
 		t.Fatalf("file %q, want %q", got, want)
 	}
 }
+
+// The credit window shares the queue among the connections sending output,
+// within one largest frame and the worker's default; a joining connection
+// gets the share of every connection.
+func TestWriterLogWindow(t *testing.T) {
+	w, err := NewWriter(WriterConfig{Dir: t.TempDir(), QueueBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if got := w.LogWindow(); got != MaxLogWindow {
+		t.Fatalf("no senders: %d", got)
+	}
+	w.AddSender(32)
+	if got := w.LogWindow(); got != 2<<20 {
+		t.Fatalf("32 senders: %d", got)
+	}
+	w.AddSender(10000 - 32)
+	if got := w.LogWindow(); got != MinLogWindow {
+		t.Fatalf("10000 senders: %d", got)
+	}
+	w.AddSender(-10000)
+	if got := w.HelloWindow(); got != helloWindowMax {
+		t.Fatalf("hello window alone: %d", got)
+	}
+	w.AddConn(256)
+	if got, want := w.HelloWindow(), uint32(256<<10); got != want || w.LogWindow() != MaxLogWindow {
+		t.Fatalf("256 connections: hello %d, want %d; log %d", got, want, w.LogWindow())
+	}
+}

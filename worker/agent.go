@@ -30,6 +30,7 @@ type agent struct {
 	runs        map[string]*run // by task id
 	sess        *session        // the joined session, nil while disconnected
 	leaseTTL    time.Duration   // from the last HelloAck
+	logWindow   int             // credit window of the session; from HelloAck and LogAcks (windowFrom)
 	lastRenewal time.Time       // send time of the last renewal the master acked
 	stopping    bool
 }
@@ -140,6 +141,7 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.leaseTTL = time.Duration(ack.GetLeaseTtlMs()) * time.Millisecond
+	a.logWindow = windowFrom(ack.GetLogWindow(), logWindow)
 	if a.leaseTTL <= 0 {
 		a.leaseTTL = defaultLeaseTTL
 	}
@@ -189,6 +191,11 @@ func (a *agent) cancel(m *pb.CancelTask) {
 func (a *agent) logAck(m *pb.LogAck) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	w := windowFrom(m.GetLogWindow(), a.logWindow)
+	if w > a.logWindow {
+		defer a.kickLocked() // more room: send now (runs before the unlock)
+	}
+	a.logWindow = w
 	r := a.runs[m.GetTaskId()]
 	if r == nil || r.attempt != m.GetAttempt() {
 		return
@@ -197,12 +204,13 @@ func (a *agent) logAck(m *pb.LogAck) {
 	case "":
 		r.sent = max(r.sent, r.out.Ack(m.GetOffset()))
 		r.retry.Reset()
+		r.busyRetry.Reset()
 	case "busy":
 		// The master's log queue was full: nothing from Offset on was
 		// taken. Resend from there after a pause; what was sent behind it
-		// comes back as gaps.
+		// the master drops unanswered (an older one answers it as gaps).
 		r.sent = max(r.out.Acked(), min(r.sent, m.GetOffset()))
-		if d, ok := r.backoffLocked(); ok {
+		if d, ok := r.busyBackoffLocked(); ok {
 			r.log.Debug().Dur("retry_in", d).Msg("master log queue busy; pausing output")
 		}
 		return // the writer resends once the pause is over
@@ -231,6 +239,17 @@ func (a *agent) logAck(m *pb.LogAck) {
 	a.kickLocked()
 }
 
+// windowFrom is the credit window a master granted (HelloAck or LogAck
+// log_window), or cur when it named none (0: an older master, or no
+// change). It never exceeds the worker's own logWindow, nor goes below one
+// byte, whatever the master says.
+func windowFrom(granted uint32, cur int) int {
+	if granted == 0 {
+		return cur
+	}
+	return min(max(int(granted), 1), logWindow)
+}
+
 // backoffLocked pauses the run's output for the next backoff delay, unless
 // a pause is already running (the refusals of frames that were in flight
 // together count once). Caller holds agent.mu.
@@ -240,6 +259,21 @@ func (r *run) backoffLocked() (time.Duration, bool) {
 		return 0, false
 	}
 	d := r.retry.Delay()
+	r.retryAt = now.Add(d)
+	return d, true
+}
+
+// busyBackoffLocked is backoffLocked for a "busy" refusal: a full queue
+// drains in a fraction of a second, so the pause starts shorter and stops
+// growing sooner than for a master that cannot store output, and it is
+// jittered so the runs refused together do not come back together.
+func (r *run) busyBackoffLocked() (time.Duration, bool) {
+	now := time.Now()
+	if now.Before(r.retryAt) {
+		return 0, false
+	}
+	r.busyRetry.min, r.busyRetry.max = busyBackoffMin, busyBackoffMax
+	d := r.busyRetry.Delay()
 	r.retryAt = now.Add(d)
 	return d, true
 }

@@ -168,3 +168,47 @@ func TestSpool_SpillsWhileUnacked(t *testing.T) {
 		return os.IsNotExist(err)
 	})
 }
+
+// TestLogWindow_GrantedByMaster: a master may grant a smaller credit window
+// (HelloAck.log_window): the worker keeps to it; a LogAck naming a larger
+// one releases more, and every byte arrives once.
+func TestLogWindow_GrantedByMaster(t *testing.T) {
+	const granted = 100 << 10
+	m := newFakeMaster(t, testToken)
+	m.setAck(func(*pb.Hello) *pb.HelloAck {
+		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: 30_000, MasterId: "m1", LogWindow: granted}
+	})
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	mc.ackLogs.Store(false)
+	const size = 1 << 20
+	mc.send(&pb.ExecuteTask{TaskId: "t-g", Attempt: 1, Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
+	waitFor(t, 20*time.Second, "the granted window to fill", func() bool { return len(m.log("t-g", 1)) == granted })
+	quiet := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(quiet) {
+		if n := len(m.log("t-g", 1)); n > granted {
+			t.Fatalf("%d bytes sent unacked, granted %d", n, granted)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// An ack for nothing new, granting 2×: the worker may send as much again.
+	mc.send(&pb.LogAck{TaskId: "t-g", Attempt: 1, Offset: 0, LogWindow: 2 * granted})
+	waitFor(t, 20*time.Second, "the larger window to fill", func() bool { return len(m.log("t-g", 1)) == 2*granted })
+	mc.ackLogs.Store(true)
+	mc.ackLog("t-g", 1, uint64(len(m.log("t-g", 1))), false)
+	mc.finished(t, "t-g", 30*time.Second)
+	if got := m.log("t-g", 1); len(got) != size {
+		t.Fatalf("log %d bytes, want %d", len(got), size)
+	}
+}
+
+func TestWindowFrom(t *testing.T) {
+	for _, c := range []struct {
+		granted  uint32
+		cur, out int
+	}{{0, 1234, 1234}, {0, 0, 0}, {64 << 10, logWindow, 64 << 10}, {1 << 30, 5, logWindow}, {1, 5, 1}} {
+		if got := windowFrom(c.granted, c.cur); got != c.out {
+			t.Fatalf("windowFrom(%d, %d) = %d, want %d", c.granted, c.cur, got, c.out)
+		}
+	}
+}

@@ -36,7 +36,8 @@ type run struct {
 	fin          *pb.TaskFinished // the report, once the process is reaped and its output read
 	stopOutcome  pb.Outcome       // CANCELLED or TIMEOUT once a stop was asked for
 	termSent     bool
-	retry        backoff   // output refused (busy, or the master cannot store it): resend with backoff
+	retry        backoff   // output refused (the master cannot store it): resend with backoff
+	busyRetry    backoff   // output refused "busy" (the master's queue was full)
 	retryAt      time.Time // no output is sent before then
 	reaped       bool
 	forgotten    bool

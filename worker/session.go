@@ -21,7 +21,9 @@ const (
 	// logWindow is the credit window of a connection: the output bytes of
 	// all runs together sent and not yet acked. It bounds what the master
 	// buffers for this worker; a slow master disk slows the acks, so the
-	// sending, so the runs (through their spools), never the master.
+	// sending, so the runs (through their spools), never the master. A
+	// master may grant less (HelloAck and LogAck log_window), to share its
+	// queue among many workers; never more.
 	logWindow = 4 << 20
 	// passBudget bounds the output bytes one writer pass collects.
 	passBudget = 1 << 20
@@ -250,6 +252,10 @@ func (a *agent) collect(budget int) (msgs []proto.Message, started []*run) {
 		r.sent = max(r.sent, acked)
 		inflight += int(r.sent - acked)
 	}
+	window := a.logWindow
+	if window <= 0 {
+		window = logWindow
+	}
 	now := time.Now()
 	used := 0
 	for _, r := range a.runs {
@@ -257,11 +263,11 @@ func (a *agent) collect(budget int) (msgs []proto.Message, started []*run) {
 			msgs = append(msgs, r.startedMsg)
 			started = append(started, r)
 		}
-		for used < budget && inflight < logWindow && !now.Before(r.retryAt) {
+		for used < budget && inflight < window && !now.Before(r.retryAt) {
 			if r.sent >= r.out.End() {
 				break
 			}
-			data := r.out.ReadAt(r.sent, min(logChunk, logWindow-inflight))
+			data := r.out.ReadAt(r.sent, min(logChunk, window-inflight))
 			if len(data) == 0 {
 				break
 			}

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"sync/atomic"
@@ -145,6 +146,9 @@ func (w *worker) logWindowLines() uint64 {
 	if win <= 0 {
 		win = defaultLogWindow
 	}
+	if w.granted > 0 { // as worker/agent.go's windowFrom
+		win = min(win, w.granted)
+	}
 	return uint64(max(win/LineBytes, 1))
 }
 
@@ -227,7 +231,9 @@ func (w *worker) streamAck(c gnet.Conn, r *run, m *pb.LogAck) {
 	case "busy":
 		f.logBusy.Add(1)
 		s.sent = max(s.acked, min(s.sent, off))
-		s.pause()
+		if s.pausedUntil <= time.Now().UnixNano() { // as worker/agent.go: frames refused together count once
+			s.pauseBusy()
+		}
 		return
 	case "gap":
 		f.logGaps.Add(1)
@@ -258,6 +264,14 @@ func (s *stream) ackTo(f *Fleet, line uint64) {
 	if i > 0 {
 		s.batches = append(s.batches[:0], s.batches[i:]...)
 	}
+}
+
+// pauseBusy is the real worker's pause after "busy" (busyBackoffLocked):
+// 20 ms doubling to 1 s, ±20%.
+func (s *stream) pauseBusy() {
+	s.backoff = min(max(s.backoff, 20*time.Millisecond), time.Second)
+	s.pausedUntil = time.Now().Add(time.Duration(float64(s.backoff) * (0.8 + 0.4*rand.Float64()))).UnixNano()
+	s.backoff = min(2*s.backoff, time.Second)
 }
 
 func (s *stream) pause() {

@@ -34,6 +34,7 @@ type worker struct {
 	interval time.Duration
 	opened   time.Time
 	backoff  time.Duration // next redial delay (Config.Reconnect)
+	granted  int           // credit window the master granted (HelloAck/LogAck log_window); 0: none
 }
 
 // run is a simulated run held by a worker.
@@ -194,6 +195,7 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 		}
 		send(c, hello)
 	case *pb.HelloAck:
+		w.granted = int(m.GetLogWindow())
 		for _, id := range m.GetKillTaskIds() {
 			w.forget(id)
 		}
@@ -209,6 +211,9 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 		w.execute(c, m)
 	case *pb.LogAck:
 		f.logAcks.Add(1)
+		if g := int(m.GetLogWindow()); g > 0 {
+			w.granted = g
+		}
 		if r := w.run(m.GetTaskId()); r != nil && r.attempt == m.GetAttempt() && r.st != nil {
 			w.streamAck(c, r, m)
 		} else if r != nil && r.attempt == m.GetAttempt() {

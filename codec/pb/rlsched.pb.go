@@ -373,7 +373,11 @@ type HelloAck struct {
 	LeaseTtlMs          int64                  `protobuf:"varint,3,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
 	MasterId            string                 `protobuf:"bytes,4,opt,name=master_id,json=masterId,proto3" json:"master_id,omitempty"`
 	// Runs from Hello.runs that the master no longer recognises: kill them.
-	KillTaskIds   []string `protobuf:"bytes,5,rep,name=kill_task_ids,json=killTaskIds,proto3" json:"kill_task_ids,omitempty"`
+	KillTaskIds []string `protobuf:"bytes,5,rep,name=kill_task_ids,json=killTaskIds,proto3" json:"kill_task_ids,omitempty"`
+	// The most output bytes (all runs together) the worker may have sent and
+	// not yet acked on this connection; 0: the worker's default (4 MiB).
+	// LogAck.log_window updates it.
+	LogWindow     uint32 `protobuf:"varint,6,opt,name=log_window,json=logWindow,proto3" json:"log_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -441,6 +445,13 @@ func (x *HelloAck) GetKillTaskIds() []string {
 		return x.KillTaskIds
 	}
 	return nil
+}
+
+func (x *HelloAck) GetLogWindow() uint32 {
+	if x != nil {
+		return x.LogWindow
+	}
+	return 0
 }
 
 type Heartbeat struct {
@@ -841,11 +852,14 @@ func (x *LogData) GetData() []byte {
 }
 
 type LogAck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"` // durable up to (exclusive)
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`    // non-empty: the master could not store the bytes
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Offset  uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"` // durable up to (exclusive)
+	Error   string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`    // non-empty: the master could not store the bytes
+	// The connection's credit window from now on (see HelloAck.log_window);
+	// 0: unchanged.
+	LogWindow     uint32 `protobuf:"varint,5,opt,name=log_window,json=logWindow,proto3" json:"log_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -906,6 +920,13 @@ func (x *LogAck) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *LogAck) GetLogWindow() uint32 {
+	if x != nil {
+		return x.LogWindow
+	}
+	return 0
 }
 
 type Metric struct {
@@ -1459,14 +1480,16 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04gpus\x18\x04 \x03(\v2\x0f.rlsched.v1.GPUR\x04gpus\x12\x14\n" +
 	"\x05slots\x18\x05 \x01(\x05R\x05slots\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\tR\aversion\x12&\n" +
-	"\x04runs\x18\a \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\"\xbb\x01\n" +
+	"\x04runs\x18\a \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\"\xda\x01\n" +
 	"\bHelloAck\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12 \n" +
 	"\flease_ttl_ms\x18\x03 \x01(\x03R\n" +
 	"leaseTtlMs\x12\x1b\n" +
 	"\tmaster_id\x18\x04 \x01(\tR\bmasterId\x12\"\n" +
-	"\rkill_task_ids\x18\x05 \x03(\tR\vkillTaskIds\"\x82\x01\n" +
+	"\rkill_task_ids\x18\x05 \x03(\tR\vkillTaskIds\x12\x1d\n" +
+	"\n" +
+	"log_window\x18\x06 \x01(\rR\tlogWindow\"\x82\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
 	"\x04runs\x18\x02 \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12\x19\n" +
@@ -1505,12 +1528,14 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x12\n" +
-	"\x04data\x18\x05 \x01(\fR\x04data\"i\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\"\x88\x01\n" +
 	"\x06LogAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xd8\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"log_window\x18\x05 \x01(\rR\tlogWindow\"\xd8\x01\n" +
 	"\x06Metric\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
