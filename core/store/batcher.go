@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,22 +17,43 @@ const DefaultMaxBatch = 512
 // rows, so it runs under its own context, not any one caller's.
 const batchTimeout = 30 * time.Second
 
-// Batcher is a Store whose CreateTask and UpdateTask are group-committed:
-// concurrent calls are coalesced into one CreateTasks / UpdateTasks (one
-// transaction, one durable commit) of at most MaxBatch rows. While a batch
-// commits, the next one forms from the calls that arrive meanwhile, so a
-// lone caller pays one commit and a crowd shares them. Each caller blocks
-// until its own row's result, which is exactly what the single-row call
-// would have returned. Everything else passes through to the wrapped store
-// (UpdateTasks and CreateTasks too: they are already batches).
+// TaskWriter is a Store that can insert runs and apply fenced updates in
+// one transaction. The Batcher then commits the creates and updates that
+// wait at the same time together: one durable commit (one fsync on
+// SQLite) instead of two, and no second committer waiting for the store's
+// only writer connection.
+type TaskWriter interface {
+	// WriteTasks is CreateTasks(creates) then UpdateTasks(updates), in
+	// one transaction: cerrs and uerrs are as those would return them,
+	// and an error of the transaction itself is every row's error.
+	WriteTasks(ctx context.Context, creates []*core.Task, updates []Update) (cerrs, uerrs []error)
+}
+
+// Batcher is a Store whose CreateTask, UpdateTask and UpdateTasks are
+// group-committed: concurrent calls are coalesced into one CreateTasks /
+// UpdateTasks (one transaction, one durable commit) of at most MaxBatch
+// rows (a larger UpdateTasks goes alone, still in one transaction). While a
+// batch commits, the next one forms from the calls that arrive meanwhile,
+// so a lone caller pays one commit and a crowd shares them. Each caller
+// blocks until its own rows' results, which are exactly what the direct
+// call would have returned. When the store is a TaskWriter, creates and
+// updates share the batches; otherwise each has its own (on a store with
+// many connections they commit in parallel). Everything else passes
+// through to the wrapped store (CreateTasks too: it is already a batch).
 //
-// A caller whose context ends while its row still waits for a batch gets
-// ctx.Err() and its row is never written; once the row is in a committing
+// A caller whose context ends while its rows still wait for a batch gets
+// ctx.Err() and its rows are never written; once they are in a committing
 // batch the caller waits for the outcome.
 type Batcher struct {
 	Store
-	creates batchQueue[*core.Task]
-	updates batchQueue[Update]
+	creates *batchQueue[batchRow] // the same queue as updates with a TaskWriter
+	updates *batchQueue[batchRow]
+}
+
+// batchRow is one create (task set) or update of a batch.
+type batchRow struct {
+	create *core.Task
+	update Update
 }
 
 // NewBatcher wraps st. maxBatch ≤ 0 means DefaultMaxBatch.
@@ -40,27 +62,90 @@ func NewBatcher(st Store, maxBatch int) *Batcher {
 		maxBatch = DefaultMaxBatch
 	}
 	b := &Batcher{Store: st}
-	b.creates = batchQueue[*core.Task]{max: maxBatch, commit: st.CreateTasks}
-	b.updates = batchQueue[Update]{max: maxBatch, commit: st.UpdateTasks}
+	if tw, ok := st.(TaskWriter); ok {
+		q := &batchQueue[batchRow]{max: maxBatch, commit: func(ctx context.Context, rows []batchRow) []error {
+			return writeMixed(ctx, tw, rows)
+		}}
+		b.creates, b.updates = q, q
+		return b
+	}
+	b.creates = &batchQueue[batchRow]{max: maxBatch, commit: func(ctx context.Context, rows []batchRow) []error {
+		ts := make([]*core.Task, len(rows))
+		for i, r := range rows {
+			ts[i] = r.create
+		}
+		return st.CreateTasks(ctx, ts)
+	}}
+	b.updates = &batchQueue[batchRow]{max: maxBatch, commit: func(ctx context.Context, rows []batchRow) []error {
+		us := make([]Update, len(rows))
+		for i, r := range rows {
+			us[i] = r.update
+		}
+		return st.UpdateTasks(ctx, us)
+	}}
 	return b
+}
+
+// writeMixed commits rows, creates and updates, in one WriteTasks. Creates
+// go first, so an update never misses a run created in the same batch;
+// the updates keep their order.
+func writeMixed(ctx context.Context, tw TaskWriter, rows []batchRow) []error {
+	var cs []*core.Task
+	var us []Update
+	for _, r := range rows {
+		if r.create != nil {
+			cs = append(cs, r.create)
+		} else {
+			us = append(us, r.update)
+		}
+	}
+	cerrs, uerrs := tw.WriteTasks(ctx, cs, us)
+	errs := make([]error, len(rows))
+	ci, ui := 0, 0
+	for i, r := range rows {
+		if r.create != nil {
+			errs[i] = cerrs[ci]
+			ci++
+		} else {
+			errs[i] = uerrs[ui]
+			ui++
+		}
+	}
+	return errs
 }
 
 // CreateTask inserts t in the next group commit.
 func (b *Batcher) CreateTask(ctx context.Context, t *core.Task) error {
-	return b.creates.do(ctx, t)
+	return b.creates.do(ctx, batchRow{create: t})
 }
 
 // UpdateTask applies the fenced update in the next group commit.
 func (b *Batcher) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
-	return b.updates.do(ctx, Update{Task: t, Expect: exp})
+	return b.updates.do(ctx, batchRow{update: Update{Task: t, Expect: exp}})
 }
 
-// batchCall is one caller's row waiting in a batchQueue.
+// UpdateTasks applies us in order, all in the same group commit (so still
+// in one transaction), shared with whatever else waits.
+func (b *Batcher) UpdateTasks(ctx context.Context, us []Update) []error {
+	if len(us) == 0 {
+		return nil
+	}
+	rows := make([]batchRow, len(us))
+	for i, u := range us {
+		rows[i] = batchRow{update: u}
+	}
+	return b.updates.doMany(ctx, rows)
+}
+
+// batchCall is one caller's rows waiting in a batchQueue; they always
+// commit together.
 type batchCall[T any] struct {
 	ctx   context.Context
-	row   T
+	one   [1]T // rows' backing array for a single row
+	rows  []T
 	state atomic.Int32 // callWaiting → callTaken (by the committer) or callAbandoned (by the caller)
-	err   error
+	errs  []error
+	one0  [1]error
 	done  chan struct{}
 }
 
@@ -78,6 +163,7 @@ type batchQueue[T any] struct {
 
 	mu      sync.Mutex
 	pending []*batchCall[T]
+	rows    int // in pending
 	running bool
 }
 
@@ -85,9 +171,30 @@ func (q *batchQueue[T]) do(ctx context.Context, row T) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c := &batchCall[T]{ctx: ctx, row: row, done: make(chan struct{})}
+	c := &batchCall[T]{ctx: ctx, done: make(chan struct{})}
+	c.one[0] = row
+	c.rows, c.errs = c.one[:], c.one0[:]
+	return q.wait(c)[0]
+}
+
+// doMany commits rows together, in order, in one batch.
+func (q *batchQueue[T]) doMany(ctx context.Context, rows []T) []error {
+	errs := make([]error, len(rows))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	c := &batchCall[T]{ctx: ctx, rows: rows, errs: errs, done: make(chan struct{})}
+	return q.wait(c)
+}
+
+// wait queues c and returns its rows' results.
+func (q *batchQueue[T]) wait(c *batchCall[T]) []error {
 	q.mu.Lock()
 	q.pending = append(q.pending, c)
+	q.rows += len(c.rows)
 	if !q.running {
 		q.running = true
 		go q.run()
@@ -95,13 +202,16 @@ func (q *batchQueue[T]) do(ctx context.Context, row T) error {
 	q.mu.Unlock()
 	select {
 	case <-c.done:
-		return c.err
-	case <-ctx.Done():
+		return c.errs
+	case <-c.ctx.Done():
 		if c.state.CompareAndSwap(callWaiting, callAbandoned) {
-			return ctx.Err()
+			for i := range c.errs {
+				c.errs[i] = c.ctx.Err()
+			}
+			return c.errs
 		}
 		<-c.done // already committing: its outcome is the answer
-		return c.err
+		return c.errs
 	}
 }
 
@@ -110,8 +220,18 @@ func (q *batchQueue[T]) run() {
 	var calls []*batchCall[T]
 	var rows []T
 	for {
+		// Let the goroutines that are ready run first: under load they are
+		// the callers about to queue (a worker's burst of reports), and a
+		// batch that waits for them costs one commit instead of several.
+		// Idle, this costs a yield and no wait.
+		runtime.Gosched()
 		q.mu.Lock()
-		n := min(len(q.pending), q.max)
+		// Whole calls, up to max rows; a call larger than max goes alone.
+		n, nrows := 0, 0
+		for n < len(q.pending) && (n == 0 || nrows+len(q.pending[n].rows) <= q.max) {
+			nrows += len(q.pending[n].rows)
+			n++
+		}
 		if n == 0 {
 			q.running = false
 			q.mu.Unlock()
@@ -120,6 +240,7 @@ func (q *batchQueue[T]) run() {
 		calls = append(calls[:0], q.pending[:n]...)
 		clear(q.pending[:n])
 		q.pending = q.pending[n:]
+		q.rows -= nrows
 		if len(q.pending) == 0 {
 			q.pending = nil // let the backing array go
 		}
@@ -130,7 +251,7 @@ func (q *batchQueue[T]) run() {
 		for _, c := range calls {
 			if c.state.CompareAndSwap(callWaiting, callTaken) {
 				live = append(live, c)
-				rows = append(rows, c.row)
+				rows = append(rows, c.rows...)
 			}
 		}
 		if len(live) == 0 {
@@ -139,18 +260,19 @@ func (q *batchQueue[T]) run() {
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		errs := q.commit(ctx, rows)
 		cancel()
-		for i, c := range live {
-			c.err = errs[i]
+		for _, c := range live {
+			errs = errs[copy(c.errs, errs):]
 			close(c.done)
 		}
 		clear(rows)
 	}
 }
 
-// PendingUpdates is how many UpdateTask calls wait for a batch (not the
-// one committing); for tests and metrics.
+// PendingUpdates is how many rows wait for a batch (not the one
+// committing): updates, and creates too when they share the batches (a
+// TaskWriter); for tests and metrics.
 func (b *Batcher) PendingUpdates() int {
 	b.updates.mu.Lock()
 	defer b.updates.mu.Unlock()
-	return len(b.updates.pending)
+	return b.updates.rows
 }

@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,5 +142,90 @@ func TestBatcherCreate(t *testing.T) {
 	}
 	if err := b.CreateTask(t.Context(), &core.Task{ID: "x"}); err != nil {
 		t.Fatalf("x: %v", err)
+	}
+}
+
+// mixedStore is a fakeStore that is also a store.TaskWriter; it records
+// each WriteTasks call as "creates+updates".
+type mixedStore struct {
+	fakeStore
+	writes []string
+}
+
+func (m *mixedStore) WriteTasks(ctx context.Context, cs []*core.Task, us []store.Update) ([]error, []error) {
+	if m.entered != nil {
+		m.entered <- struct{}{}
+	}
+	if m.gate != nil {
+		<-m.gate
+	}
+	m.mu.Lock()
+	m.writes = append(m.writes, fmt.Sprintf("%d+%d", len(cs), len(us)))
+	m.mu.Unlock()
+	f := fakeStore{}
+	return f.CreateTasks(ctx, cs), f.UpdateTasks(ctx, us)
+}
+
+func TestBatcherMixesCreatesAndUpdates(t *testing.T) {
+	m := &mixedStore{fakeStore: fakeStore{gate: make(chan struct{}), entered: make(chan struct{}, 100)}}
+	b := store.NewBatcher(m, 10)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := b.CreateTask(t.Context(), &core.Task{ID: "first"}); err != nil {
+			t.Errorf("first: %v", err)
+		}
+	})
+	<-m.entered
+	for i := range 3 {
+		wg.Go(func() {
+			id := "c"
+			if i == 0 {
+				id = "dup"
+			}
+			if err := b.CreateTask(t.Context(), &core.Task{ID: id}); (id == "dup") != errors.Is(err, core.ErrConflict) {
+				t.Errorf("create %s: %v", id, err)
+			}
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			tk := core.Task{ID: "u"}
+			if err := b.UpdateTask(t.Context(), &tk, store.Expect{}); err != nil || tk.Worker != "written" {
+				t.Errorf("update: %v %q", err, tk.Worker)
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.PendingUpdates() < 3+4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// A batch larger than the bound, queued after them, still commits as
+	// one, alone.
+	big := make([]store.Update, 12)
+	for i := range big {
+		id := "big"
+		if i == 3 {
+			id = "fenced"
+		}
+		big[i] = store.Update{Task: &core.Task{ID: id}}
+	}
+	wg.Go(func() {
+		errs := b.UpdateTasks(t.Context(), big)
+		for i, err := range errs {
+			if (i == 3) != errors.Is(err, core.ErrFenced) || i != 3 && err != nil {
+				t.Errorf("big row %d: %v", i, err)
+			}
+		}
+	})
+	for b.PendingUpdates() < 3+4+12 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(m.gate)
+	wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got := strings.Join(m.writes, " ")
+	if got != "1+0 3+4 0+12" {
+		t.Fatalf("writes %q, want 1+0 3+4 0+12", got)
 	}
 }

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/store"
@@ -16,9 +18,24 @@ func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, str
 	return sqlutil.ListTasks(ctx, s.rs, f)
 }
 
+// queuedTasks is sqlutil.QueuedTasks' query on the partial index of
+// QUEUED runs (tasks_queued, migration 3): the status is a literal, since a
+// partial index serves only a query whose WHERE names its condition, and
+// the index is named, since without statistics the planner prefers the
+// equality on tasks_status_newest and a sort (TestQueueIndex).
+var queuedTasks = strings.Replace(sqlutil.TaskCols, "FROM tasks t ", "FROM tasks t INDEXED BY tasks_queued ", 1) +
+	`WHERE t.status = 'QUEUED' ORDER BY t.priority DESC, t.created_at, t.id LIMIT ?`
+
 // QueuedTasks implements store.Store.
 func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
-	return sqlutil.QueuedTasks(ctx, s.rs, limit)
+	if limit <= 0 {
+		limit = sqlutil.DefaultLimit
+	}
+	ts, err := sqlutil.QueryTasks(ctx, s.rs, queuedTasks, limit)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list queued runs: %w", err)
+	}
+	return ts, nil
 }
 
 // ActiveTasks implements store.Store.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rlsched/rlsched/core"
@@ -126,5 +127,65 @@ func TestReadPoolIsReadOnly(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "rlsched.db"))
 	if _, err := s.r.ExecContext(t.Context(), `DELETE FROM users`); err == nil {
 		t.Fatal("write on the read pool succeeded")
+	}
+}
+
+// queuePlan is how SQLite runs QueuedTasks' query.
+func queuePlan(t *testing.T, s *Store) string {
+	t.Helper()
+	rows, err := s.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+queuedTasks, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
+
+// TestQueueIndex: the queue is read through the partial index of QUEUED
+// runs, also in a file made before it existed (migration 3), with no sort.
+func TestQueueIndex(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rlsched.db")
+	s := openTemp(t, path)
+	if p := queuePlan(t, s); !strings.Contains(p, "tasks_queued") || strings.Contains(p, "TEMP B-TREE") {
+		t.Fatalf("plan %q, want the tasks_queued index without a sort", p)
+	}
+	// Back to schema 2, with a queued run, then reopen.
+	u := core.User{Username: "alice", PasswordHash: "h"}
+	if err := s.CreateUser(t.Context(), &u); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTask(t.Context(), &core.Task{ID: "q1", UserID: u.ID, Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.ExecContext(t.Context(), `DROP INDEX tasks_queued;
+		CREATE INDEX tasks_queue ON tasks(status, priority DESC, created_at, id);
+		DELETE FROM schema_migrations WHERE version = 3`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, path)
+	if vs := appliedVersions(t, s); len(vs) != len(migrations) {
+		t.Fatalf("schema_migrations %v after upgrade", vs)
+	}
+	if p := queuePlan(t, s); !strings.Contains(p, "tasks_queued") {
+		t.Fatalf("plan %q after upgrade, want tasks_queued", p)
+	}
+	q, err := s.QueuedTasks(t.Context(), 0)
+	if err != nil || len(q) != 1 || q[0].ID != "q1" {
+		t.Fatalf("queue after upgrade: %+v, %v", q, err)
 	}
 }

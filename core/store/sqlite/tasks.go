@@ -12,7 +12,10 @@ import (
 	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.TaskWriter = (*Store)(nil)
+)
 
 const (
 	selectOwner    = `SELECT username FROM users WHERE id = ?`
@@ -34,79 +37,116 @@ func (s *Store) CreateTask(ctx context.Context, t *core.Task) error {
 // rolls back only its own statement in SQLite, so the other rows still
 // commit; owners are checked before inserting.
 func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
-	errs := make([]error, len(ts))
-	pre := make([]error, len(ts))
-	rows := make([]sqlutil.TaskRow, len(ts))
-	names := make([]string, len(ts))
-	now := time.Now()
-	todo := 0
-	for i, t := range ts {
-		if rows[i], pre[i] = sqlutil.PrepareCreate(t, now); pre[i] == nil {
-			todo++
-		}
-	}
-	copy(errs, pre)
-	if todo == 0 {
-		return errs
+	cerrs, _ := s.WriteTasks(ctx, ts, nil)
+	return cerrs
+}
+
+// WriteTasks is CreateTasks(creates) then UpdateTasks(updates) in one
+// transaction (store.TaskWriter): the Batcher commits the submissions and
+// the run changes that wait at the same time with one fsync.
+func (s *Store) WriteTasks(ctx context.Context, creates []*core.Task, updates []store.Update) (cerrs, uerrs []error) {
+	c := newCreateBatch(creates)
+	u := newUpdateBatch(updates)
+	if c.todo == 0 && u.todo == 0 {
+		return c.errs, u.errs
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		owners := map[int64]*string{}
-		var ins *sql.Stmt
-		for i, t := range ts {
-			if pre[i] != nil {
-				continue
-			}
-			owner, seen := owners[t.UserID]
-			if !seen {
-				var name string
-				sel, err := s.ws.inTx(ctx, tx, selectOwner)
-				if err != nil {
-					return err
-				}
-				err = sel.QueryRowContext(ctx, t.UserID).Scan(&name)
-				switch {
-				case errors.Is(err, sql.ErrNoRows):
-				case err != nil:
-					return err
-				default:
-					owner = &name
-				}
-				owners[t.UserID] = owner
-			}
-			if owner == nil {
-				errs[i] = fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
-				continue
-			}
-			if ins == nil {
-				var err error
-				if ins, err = s.ws.inTx(ctx, tx, sqlutil.InsertTask); err != nil {
-					return err
-				}
-				defer ins.Close()
-			}
-			_, err := ins.ExecContext(ctx, sqlutil.InsertArgs(t, rows[i])...)
-			if isUnique(err) {
-				errs[i] = fmt.Errorf("cannot create run %s: id taken: %w", t.ID, core.ErrConflict)
-				continue
-			}
+		if err := s.createInTx(ctx, tx, creates, c); err != nil {
+			return err
+		}
+		return s.updateInTx(ctx, tx, updates, u)
+	})
+	if err != nil {
+		sqlutil.TxFailed(c.errs, c.pre, func(i int) string { return "cannot create run " + creates[i].ID }, err)
+		sqlutil.TxFailed(u.errs, u.pre, func(i int) string { return "cannot update run " + updates[i].Task.ID }, err)
+		return c.errs, u.errs
+	}
+	for i, t := range creates {
+		if c.errs[i] == nil {
+			t.User = c.names[i]
+			sqlutil.Normalize(t, c.rows[i])
+		}
+	}
+	for i, up := range updates {
+		if u.errs[i] == nil {
+			sqlutil.Applied(up.Task, u.rows[i].Row)
+		}
+	}
+	return c.errs, u.errs
+}
+
+// createBatch is the state of CreateTasks' rows: pre their errors before
+// the transaction, errs their results.
+type createBatch struct {
+	errs, pre []error
+	rows      []sqlutil.TaskRow
+	names     []string
+	todo      int
+}
+
+func newCreateBatch(ts []*core.Task) *createBatch {
+	c := &createBatch{errs: make([]error, len(ts)), pre: make([]error, len(ts)),
+		rows: make([]sqlutil.TaskRow, len(ts)), names: make([]string, len(ts))}
+	now := time.Now()
+	for i, t := range ts {
+		if c.rows[i], c.pre[i] = sqlutil.PrepareCreate(t, now); c.pre[i] == nil {
+			c.todo++
+		}
+	}
+	copy(c.errs, c.pre)
+	return c
+}
+
+// createInTx inserts the rows of c without an error yet.
+func (s *Store) createInTx(ctx context.Context, tx *sql.Tx, ts []*core.Task, c *createBatch) error {
+	if c.todo == 0 {
+		return nil
+	}
+	owners := map[int64]*string{}
+	var ins *sql.Stmt
+	for i, t := range ts {
+		if c.pre[i] != nil {
+			continue
+		}
+		owner, seen := owners[t.UserID]
+		if !seen {
+			var name string
+			sel, err := s.ws.inTx(ctx, tx, selectOwner)
 			if err != nil {
 				return err
 			}
-			names[i] = *owner
+			err = sel.QueryRowContext(ctx, t.UserID).Scan(&name)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return err
+			default:
+				owner = &name
+			}
+			owners[t.UserID] = owner
 		}
-		return nil
-	})
-	if err != nil {
-		sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot create run " + ts[i].ID }, err)
-		return errs
-	}
-	for i, t := range ts {
-		if errs[i] == nil {
-			t.User = names[i]
-			sqlutil.Normalize(t, rows[i])
+		if owner == nil {
+			c.errs[i] = fmt.Errorf("cannot create run %s: owner %d: %w", t.ID, t.UserID, core.ErrNotFound)
+			continue
 		}
+		if ins == nil {
+			var err error
+			if ins, err = s.ws.inTx(ctx, tx, sqlutil.InsertTask); err != nil {
+				return err
+			}
+			defer ins.Close()
+		}
+		_, err := ins.ExecContext(ctx, sqlutil.InsertArgs(t, c.rows[i])...)
+		if isUnique(err) {
+			c.errs[i] = fmt.Errorf("cannot create run %s: id taken: %w", t.ID, core.ErrConflict)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.names[i] = *owner
 	}
-	return errs
+	return nil
 }
 
 // Task returns the run with id, or core.ErrNotFound.
@@ -132,61 +172,63 @@ func (s *Store) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) 
 // UpdateTasks runs UpdateTask's conditional UPDATE for every row, in order,
 // in one transaction: one commit (and one fsync) for the whole batch.
 func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
-	errs := make([]error, len(us))
-	pre := make([]error, len(us))
-	rows := make([]sqlutil.PreparedUpdate, len(us))
+	_, uerrs := s.WriteTasks(ctx, nil, us)
+	return uerrs
+}
+
+// updateBatch is the state of UpdateTasks' rows, as createBatch.
+type updateBatch struct {
+	errs, pre []error
+	rows      []sqlutil.PreparedUpdate
+	todo      int
+}
+
+func newUpdateBatch(us []store.Update) *updateBatch {
+	u := &updateBatch{errs: make([]error, len(us)), pre: make([]error, len(us)), rows: make([]sqlutil.PreparedUpdate, len(us))}
 	now := time.Now()
-	todo := 0
-	for i, u := range us {
-		if rows[i], pre[i] = sqlutil.PrepareUpdate(u, now); pre[i] == nil {
-			todo++
+	for i, up := range us {
+		if u.rows[i], u.pre[i] = sqlutil.PrepareUpdate(up, now); u.pre[i] == nil {
+			u.todo++
 		}
 	}
-	copy(errs, pre)
-	if todo == 0 {
-		return errs
+	copy(u.errs, u.pre)
+	return u
+}
+
+// updateInTx applies the rows of u without an error yet.
+func (s *Store) updateInTx(ctx context.Context, tx *sql.Tx, us []store.Update, u *updateBatch) error {
+	if u.todo == 0 {
+		return nil
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := s.ws.inTx(ctx, tx, sqlutil.UpdateTask)
+	stmt, err := s.ws.inTx(ctx, tx, sqlutil.UpdateTask)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i, up := range us {
+		if u.pre[i] != nil {
+			continue
+		}
+		res, err := stmt.ExecContext(ctx, u.rows[i].Args...)
 		if err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for i, u := range us {
-			if pre[i] != nil {
-				continue
-			}
-			res, err := stmt.ExecContext(ctx, rows[i].Args...)
-			if err != nil {
-				return err
-			}
-			// id is the key, so one row means the swap happened.
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 1 {
-				continue
-			}
-			switch err := taskExists(ctx, tx, u.Task.ID); {
-			case errors.Is(err, core.ErrNotFound):
-				errs[i] = fmt.Errorf("cannot update run %s: %w", u.Task.ID, err)
-			case err != nil:
-				return err
-			default:
-				errs[i] = sqlutil.FencedErr(u.Task.ID, u.Expect)
-			}
+		// id is the key, so one row means the swap happened.
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		sqlutil.TxFailed(errs, pre, func(i int) string { return "cannot update run " + us[i].Task.ID }, err)
-		return errs
-	}
-	for i, u := range us {
-		if errs[i] == nil {
-			sqlutil.Applied(u.Task, rows[i].Row)
+		switch err := taskExists(ctx, tx, up.Task.ID); {
+		case errors.Is(err, core.ErrNotFound):
+			u.errs[i] = fmt.Errorf("cannot update run %s: %w", up.Task.ID, err)
+		case err != nil:
+			return err
+		default:
+			u.errs[i] = sqlutil.FencedErr(up.Task.ID, up.Expect)
 		}
 	}
-	return errs
+	return nil
 }
 
 // SetFinalReward records a run's final reward (and bumps updated_at) without

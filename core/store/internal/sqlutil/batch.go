@@ -80,7 +80,9 @@ func PrepareUpdate(u store.Update, now time.Time) (PreparedUpdate, error) {
 // gpuIndices and the times normalised).
 func Applied(t *core.Task, r TaskRow) {
 	t.UpdatedAt = Time(r.Updated)
-	t.GPUIndices, _ = DecodeSlice[int](r.GPUIndices)
+	// What EncodeInts wrote reads back as the same numbers; copied so the
+	// task shares no list with the caller's.
+	t.GPUIndices = append([]int{}, t.GPUIndices...)
 	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
 }
 

@@ -117,6 +117,23 @@ func EncodeJSON(v any, empty string) (string, error) {
 	return string(b), nil
 }
 
+// EncodeInts is EncodeJSON(v, "[]") for a list of ints, without
+// reflection: every fenced update writes the run's GPU indices.
+func EncodeInts(v []int) string {
+	if len(v) == 0 {
+		return "[]"
+	}
+	b := make([]byte, 0, 2+4*len(v))
+	b = append(b, '[')
+	for i, n := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return string(append(b, ']'))
+}
+
 // DecodeSlice reads a JSON array column; the result is never nil, so an
 // empty list renders as [] in API JSON rather than null.
 func DecodeSlice[T any](s string) ([]T, error) {

@@ -57,9 +57,7 @@ func EncodeUpdate(t *core.Task) (TaskRow, error) {
 		}
 	}
 	r.FinalReward = t.FinalReward
-	if r.GPUIndices, err = EncodeJSON(t.GPUIndices, "[]"); err != nil {
-		return r, err
-	}
+	r.GPUIndices = EncodeInts(t.GPUIndices)
 	if r.Updated, err = Nanos(t.UpdatedAt); err != nil {
 		return r, err
 	}
