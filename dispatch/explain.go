@@ -136,17 +136,15 @@ func replay(f fleet, queue []core.Task) map[string]core.QueueInfo {
 	}
 
 	// One scheduler pass reads the first scheduleBatch queued runs and
-	// places those that fit; another follows only when it placed some, over
-	// the first scheduleBatch runs still queued.
+	// places those that fit (when none fits, the first scheduleDeep); another
+	// follows only when it placed some, over the first scheduleBatch runs
+	// still queued.
 	startsOn := map[string]string{}
 	examined := map[string]bool{}
 	var placedOrder []*core.Task // runs that start, in the order they take capacity
 	caps := f.caps
 	rest := live
-	for len(caps) > 0 && len(rest) > 0 {
-		win := rest[:min(scheduleBatch, len(rest))]
-		var left []*core.Task
-		placed := 0
+	pass := func(win []*core.Task) (left []*core.Task, placed int) {
 		for _, t := range win {
 			examined[t.ID] = true
 			w, gpus := place(t.GPUs, caps)
@@ -159,7 +157,18 @@ func replay(f fleet, queue []core.Task) map[string]core.QueueInfo {
 			placedOrder = append(placedOrder, t)
 			placed++
 		}
+		return left, placed
+	}
+	for len(caps) > 0 && len(rest) > 0 {
+		win := rest[:min(scheduleBatch, len(rest))]
+		left, placed := pass(win)
 		full := len(win) == scheduleBatch
+		if placed == 0 && full {
+			// As the scheduler does: nothing fits the first page, so it
+			// looks scheduleDeep runs deep.
+			pass(rest[len(win):min(scheduleDeep, len(rest))])
+			break
+		}
 		rest = append(left, rest[len(win):]...)
 		if placed == 0 || !full {
 			break

@@ -195,16 +195,26 @@ func TestExplainReplay(t *testing.T) {
 		}
 	}
 
-	// A full window of runs that cannot start hides the runs behind it from
-	// the scheduler, even one that would fit.
+	// A full window of runs that cannot start does not hide a run behind it
+	// that fits (the scheduler then looks scheduleDeep runs deep), but one
+	// past scheduleDeep waits.
 	var q []core.Task
 	for i := 0; i < scheduleBatch; i++ {
 		q = append(q, mk(core.NewTaskID(), 2, 1))
 	}
 	q = append(q, mk("small", 1, 0))
 	got = replay(f(), q)
-	if w := (core.QueueInfo{Position: scheduleBatch + 1, Reason: "waiting behind 256 queued runs the scheduler looks at first"}); got["small"] != w {
-		t.Fatalf("small: got %+v, want %+v", got["small"], w)
+	if got["small"].Reason != "starting on a" && got["small"].Reason != "starting on b" {
+		t.Fatalf("small behind a stuck page: got %+v, want it starting", got["small"])
+	}
+	deep := append([]core.Task(nil), q[:scheduleBatch]...)
+	for len(deep) < scheduleDeep {
+		deep = append(deep, mk(core.NewTaskID(), 2, 1))
+	}
+	deep = append(deep, mk("far", 1, 0))
+	got = replay(f(), deep)
+	if w := (core.QueueInfo{Position: scheduleDeep + 1, Reason: "waiting behind 4096 queued runs the scheduler looks at first"}); got["far"] != w {
+		t.Fatalf("far: got %+v, want %+v", got["far"], w)
 	}
 	// One that does start opens the window by one more run per pass.
 	q[0].GPUs = 1

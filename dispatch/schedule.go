@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
@@ -9,7 +10,14 @@ import (
 	"github.com/rlsched/rlsched/core/store"
 )
 
-const scheduleBatch = 256
+// scheduleBatch is how many queued runs a pass reads. When none of them
+// fits what is free, the pass looks scheduleDeep runs deep instead, so a
+// head of the queue that fits nowhere now (say 256 runs wanting 8 GPUs on
+// 4-GPU machines) cannot starve a run further back that would fit.
+const (
+	scheduleBatch = 256
+	scheduleDeep  = 4096
+)
 
 // scheduleLoop places queued runs whenever woken (a submission, a worker
 // joining, a run ending) and once a second as a safety net.
@@ -58,6 +66,26 @@ func (m *Master) schedule(ctx context.Context) bool {
 	if len(caps) == 0 {
 		return false
 	}
+	batch := m.placeAll(ctx, tasks, caps)
+	if len(batch) == 0 && len(tasks) == scheduleBatch {
+		// Nothing placed, so caps is untouched and still has room.
+		deep, err := m.st.QueuedTasks(ctx, scheduleDeep)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Error().Err(err).Msg("cannot read the queue")
+			}
+			return false
+		}
+		if len(deep) > scheduleBatch {
+			batch = m.placeAll(ctx, deep[scheduleBatch:], caps)
+		}
+	}
+	return m.dispatch(ctx, batch) > 0 && len(tasks) == scheduleBatch
+}
+
+// placeAll places the runs of tasks that fit caps, in order, taking what
+// each uses from caps, and claims their leases.
+func (m *Master) placeAll(ctx context.Context, tasks []core.Task, caps []capacity) []*placement {
 	var batch []*placement
 	for i := range tasks {
 		t := &tasks[i]
@@ -70,7 +98,7 @@ func (m *Master) schedule(ctx context.Context) bool {
 			batch = append(batch, p)
 		}
 	}
-	return m.dispatch(ctx, batch) > 0 && len(tasks) == scheduleBatch
+	return batch
 }
 
 // placement is a run the scheduler placed and claimed a lease for, not yet
@@ -98,7 +126,11 @@ func (m *Master) claim(ctx context.Context, t *core.Task, workerID string, gpus 
 
 	fence, err := m.ls.Claim(ctx, t.ID, workerID, m.cfg.LeaseTTL)
 	if err != nil {
-		m.log.Warn().Str("task", t.ID).Err(err).Msg("cannot claim run")
+		ev := m.log.Warn()
+		if errors.Is(err, core.ErrLeaseHeld) { // another master took it first: a normal race
+			ev = m.log.Debug()
+		}
+		ev.Str("task", t.ID).Err(err).Msg("cannot claim run")
 		m.unplace(rr)
 		return nil
 	}
