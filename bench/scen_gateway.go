@@ -401,7 +401,10 @@ func runGatewayBench(e *env) (*report, error) {
 			}
 		}
 	}
-	refName := targets[len(targets)-1].name // nginx, else the master
+	refName := targets[0].name // the master, or nginx when it runs
+	if haveNginx {
+		refName = targets[len(targets)-1].name
+	}
 	for _, r := range reqs {
 		tb := rep.newTable(r.name+", closed loop", "path", "req/s (median)", "ratio to "+gwShortName(refName), "p50", "p99",
 			"proxy CPU per request", "errors")
