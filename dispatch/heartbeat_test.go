@@ -37,3 +37,21 @@ func TestHeartbeatsCoalesceAndTheNewestIsAcked(t *testing.T) {
 	}
 	t.Logf("%d heartbeats, %d acks", n, acks)
 }
+
+// A heartbeat the worker sent before it saw a run's TaskFinishedAck still
+// lists the run: it must not come back as lost (the worker would drop the
+// run's report), while a run the master never placed does.
+func TestHeartbeatAfterFinishIsNotLost(t *testing.T) {
+	h := newHarness(t, nil)
+	p := dial(t, h.m.Addr())
+	p.hello("w-end", 1, 0)
+	run := h.submit(t, 0, "true")
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
+	p.expect(&pb.TaskFinishedAck{})
+	p.send(&pb.Heartbeat{Seq: 1, Runs: []*pb.RunRef{{TaskId: run.ID, Attempt: 1, Fence: ex.Fence}, {TaskId: "r-unknown", Attempt: 1, Fence: 99}}})
+	ack := p.expect(&pb.HeartbeatAck{}).(*pb.HeartbeatAck)
+	if len(ack.LostTaskIds) != 1 || ack.LostTaskIds[0] != "r-unknown" {
+		t.Fatalf("lost %v, want only the unknown run", ack.LostTaskIds)
+	}
+}

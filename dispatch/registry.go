@@ -17,6 +17,27 @@ type registry struct {
 	workers map[string]*workerRec
 	runs    map[string]*runRec   // by task id
 	cancels map[string]time.Time // runs whose cancel was requested, by task id
+	// ended: runs whose end this master recorded lately, by task id, so a
+	// heartbeat the worker sent before it saw the TaskFinishedAck does not
+	// get them reported lost. Pruned by endedLocked.
+	ended map[string]time.Time
+}
+
+// endedKeep is how long a recorded end is remembered: longer than a
+// heartbeat in flight, short enough to stay small.
+const endedKeep = time.Minute
+
+// endedLocked remembers that id's end was recorded, forgetting ends
+// older than endedKeep when the map has grown.
+func (r *registry) endedLocked(id string, now time.Time) {
+	if len(r.ended) >= 1024 {
+		for k, t := range r.ended {
+			if now.Sub(t) > endedKeep {
+				delete(r.ended, k)
+			}
+		}
+	}
+	r.ended[id] = now
 }
 
 type workerRec struct {
@@ -52,6 +73,7 @@ func (r *registry) init() {
 	r.workers = map[string]*workerRec{}
 	r.runs = map[string]*runRec{}
 	r.cancels = map[string]time.Time{}
+	r.ended = map[string]time.Time{}
 }
 
 func (r *registry) workerLocked(id string) *workerRec {

@@ -45,17 +45,27 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	w.lastHeartbeat = now
 	for _, ref := range hb.Runs {
 		rr := m.reg.runs[ref.TaskId]
-		if rr != nil && rr.workerID == sess.workerID && rr.fence == ref.Fence && rr.attempt == int(ref.Attempt) {
+		switch {
+		case rr != nil && rr.workerID == sess.workerID && rr.fence == ref.Fence && rr.attempt == int(ref.Attempt):
 			renew = append(renew, lease.Renewal{TaskID: ref.TaskId, Fence: ref.Fence})
-		} else {
+		case rr == nil && !m.reg.ended[ref.TaskId].IsZero():
+			// Its end is recorded; the worker had not seen the ack yet.
+		default:
 			lost = append(lost, ref.TaskId)
 		}
 	}
 	m.reg.mu.Unlock()
 	if len(renew) > 0 {
 		for i, err := range m.ls.Renew(ctx, renew, m.cfg.LeaseTTL) {
-			if err != nil {
+			switch {
+			case err == nil:
+			case errors.Is(err, core.ErrLeaseLost):
 				lost = append(lost, renew[i].TaskID)
+			default:
+				// A slow or restarting lease backend is not a lost lease:
+				// the next heartbeat renews it. Killing the run here would
+				// throw away work and its pending report.
+				m.log.Warn().Str("worker", sess.workerID).Str("task", renew[i].TaskID).Err(err).Msg("cannot renew a run's lease now; retrying at the next heartbeat")
 			}
 		}
 	}
@@ -329,15 +339,20 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool) {
 }
 
 // release drops a finished run's lease and frees its resources.
+//
+// The run leaves the registry before its lease is released: a heartbeat in
+// between would otherwise find the run placed, fail to renew its lease and
+// tell the worker to stop it, before the worker had its TaskFinishedAck.
 func (m *Master) release(ctx context.Context, rr *runRec) {
-	if err := m.ls.Release(ctx, rr.taskID, rr.fence); err != nil && !errors.Is(err, core.ErrLeaseLost) {
-		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
-	}
 	m.reg.mu.Lock()
 	if cur := m.reg.runs[rr.taskID]; cur == rr {
 		m.reg.removeRunLocked(rr.taskID)
+		m.reg.endedLocked(rr.taskID, time.Now())
 	}
 	m.reg.mu.Unlock()
+	if err := m.ls.Release(ctx, rr.taskID, rr.fence); err != nil && !errors.Is(err, core.ErrLeaseLost) {
+		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
+	}
 	m.logs.Forget(rr.taskID)
 	m.workerChanged(rr.workerID)
 }
