@@ -21,7 +21,9 @@ export function mount(root) {
     const t = tasks.get(id);
     if (t && !(t instanceof Promise)) return t;
     if (!t) {
-      const p = api.task(id, ac.signal).then((x) => { tasks.set(id, x); render(); }).catch(() => tasks.delete(id));
+      // A task event that came while this was in flight is newer: keep it.
+      const p = api.task(id, ac.signal).then((x) => { if (tasks.get(id) === p) { tasks.set(id, x); render(); } })
+        .catch(() => { if (tasks.get(id) === p) tasks.delete(id); });
       tasks.set(id, p);
     }
     return null;
