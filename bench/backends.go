@@ -110,17 +110,9 @@ func preloadQueueMySQL(dsn string, n int, argv []string) error {
 	if err != nil {
 		return err
 	}
-	uid, err := ensureUser(st)
+	tmplID, err := createTemplateRun(ctx, st, argv)
 	if err != nil {
-		st.Close()
 		return err
-	}
-	tmpl := core.Task{UserID: uid, Name: "bench", Command: argv, Attempt: 1, MaxRetries: 0,
-		Env: map[string]string{}, Tags: []string{}, TraceID: core.NewTraceID()}
-	err = st.CreateTask(ctx, &tmpl)
-	st.Close()
-	if err != nil {
-		return fmt.Errorf("cannot create the template run: %w", err)
 	}
 	if n <= 1 {
 		return nil
@@ -178,7 +170,7 @@ func preloadQueueMySQL(dsn string, n int, argv []string) error {
 				args[j] = int64(i) // nanoseconds: keeps FIFO order
 			}
 		}
-		args[len(kinds)] = tmpl.ID
+		args[len(kinds)] = tmplID
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("cannot copy run %d: %w", i, err)
 		}

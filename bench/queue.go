@@ -35,6 +35,22 @@ func ensureUser(st store.Store) (int64, error) {
 	return u.ID, nil
 }
 
+// createTemplateRun stores, through store.CreateTask (the production
+// insert), the run the preloads copy, closes st and returns the run's id.
+func createTemplateRun(ctx context.Context, st store.Store, argv []string) (string, error) {
+	defer st.Close()
+	uid, err := ensureUser(st)
+	if err != nil {
+		return "", err
+	}
+	tmpl := core.Task{UserID: uid, Name: "bench", Command: argv, Attempt: 1, MaxRetries: 0,
+		Env: map[string]string{}, Tags: []string{}, TraceID: core.NewTraceID()}
+	if err := st.CreateTask(ctx, &tmpl); err != nil {
+		return "", fmt.Errorf("cannot create the template run: %w", err)
+	}
+	return tmpl.ID, nil
+}
+
 // preloadQueue puts n QUEUED runs of argv into the SQLite store at dbPath
 // in one transaction, while the master may be running (WAL lets another
 // process write; the master's scheduler sees the rows at its next pass, at
@@ -51,17 +67,9 @@ func preloadQueue(dbPath string, n int, argv []string) error {
 	if err != nil {
 		return err
 	}
-	uid, err := ensureUser(st)
+	tmplID, err := createTemplateRun(ctx, st, argv)
 	if err != nil {
-		st.Close()
 		return err
-	}
-	tmpl := core.Task{UserID: uid, Name: "bench", Command: argv, Attempt: 1, MaxRetries: 0,
-		Env: map[string]string{}, Tags: []string{}, TraceID: core.NewTraceID()}
-	err = st.CreateTask(ctx, &tmpl)
-	st.Close()
-	if err != nil {
-		return fmt.Errorf("cannot create the template run: %w", err)
 	}
 	if n <= 1 {
 		return nil
@@ -119,7 +127,7 @@ func preloadQueue(dbPath string, n int, argv []string) error {
 				args[j] = int64(i) // nanoseconds: keeps FIFO order
 			}
 		}
-		args[len(kinds)] = tmpl.ID
+		args[len(kinds)] = tmplID
 		if _, err := stmt.ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("cannot copy run %d: %w", i, err)
 		}
