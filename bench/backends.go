@@ -11,7 +11,6 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 	"github.com/redis/rueidis"
 
-	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/store/mysql"
 )
 
@@ -128,52 +127,7 @@ func preloadQueueMySQL(dsn string, n int, argv []string) error {
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT column_name FROM information_schema.columns
-		WHERE table_schema = DATABASE() AND table_name = 'tasks' ORDER BY ordinal_position`)
-	if err != nil {
-		return fmt.Errorf("cannot read the tasks columns: %w", err)
-	}
-	var cols, exprs, kinds []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			rows.Close()
-			return err
-		}
-		cols = append(cols, "`"+c+"`")
-		switch c {
-		case "id", "trace_id":
-			exprs, kinds = append(exprs, "?"), append(kinds, c)
-		case "created_at", "updated_at":
-			exprs, kinds = append(exprs, "`"+c+"` + ?"), append(kinds, "offset")
-		default:
-			exprs = append(exprs, "`"+c+"`")
-		}
-	}
-	rows.Close()
-	q := fmt.Sprintf("INSERT INTO tasks (%s) SELECT %s FROM tasks WHERE id = ?", strings.Join(cols, ", "), strings.Join(exprs, ", "))
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	base := time.Now().UnixMilli()
-	args := make([]any, len(kinds)+1)
-	for i := 1; i < n; i++ {
-		for j, k := range kinds {
-			switch k {
-			case "id":
-				args[j] = fmt.Sprintf("r%011xb%09d", base, i)
-			case "trace_id":
-				args[j] = core.NewTraceID()
-			case "offset":
-				args[j] = int64(i) // nanoseconds: keeps FIFO order
-			}
-		}
-		args[len(kinds)] = tmplID
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return fmt.Errorf("cannot copy run %d: %w", i, err)
-		}
-	}
-	return tx.Commit()
+	return copyRuns(ctx, db, `SELECT column_name FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = 'tasks' ORDER BY ordinal_position`,
+		func(c string) string { return "`" + c + "`" }, tmplID, n)
 }

@@ -79,26 +79,33 @@ func preloadQueue(dbPath string, n int, argv []string) error {
 		return err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('tasks') ORDER BY cid`)
+	return copyRuns(ctx, db, `SELECT name FROM pragma_table_info('tasks') ORDER BY cid`, func(c string) string { return c }, tmplID, n)
+}
+
+// copyRuns inserts n-1 copies of run tmplID in one transaction, each with
+// a new id and trace id and creation times 1 ns apart (FIFO order). The
+// column list comes from the table itself (colsQuery), so the copy follows
+// schema changes; quote quotes a column name in the backend's dialect.
+func copyRuns(ctx context.Context, db *sql.DB, colsQuery string, quote func(string) string, tmplID string, n int) error {
+	rows, err := db.QueryContext(ctx, colsQuery)
 	if err != nil {
 		return fmt.Errorf("cannot read the tasks columns: %w", err)
 	}
-	var cols, exprs []string
-	var kinds []string // which per-row argument each "?" takes
+	var cols, exprs, kinds []string
 	for rows.Next() {
 		var c string
 		if err := rows.Scan(&c); err != nil {
 			rows.Close()
 			return err
 		}
-		cols = append(cols, c)
+		cols = append(cols, quote(c))
 		switch c {
 		case "id", "trace_id":
 			exprs, kinds = append(exprs, "?"), append(kinds, c)
 		case "created_at", "updated_at":
-			exprs, kinds = append(exprs, c+" + ?"), append(kinds, "offset")
+			exprs, kinds = append(exprs, quote(c)+" + ?"), append(kinds, "offset")
 		default:
-			exprs = append(exprs, c)
+			exprs = append(exprs, quote(c))
 		}
 	}
 	rows.Close()
