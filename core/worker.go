@@ -32,4 +32,8 @@ type WorkerInfo struct {
 	LastHeartbeatAt time.Time   `json:"lastHeartbeatAt"`
 	Master          string      `json:"master"`
 	Version         string      `json:"version"`
+	// Isolation is how the worker isolates runs: "uid" (each run under a
+	// uid of its own) or "none" (runs share the worker's uid and can act
+	// as it).
+	Isolation string `json:"isolation"`
 }

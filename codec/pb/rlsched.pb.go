@@ -275,14 +275,24 @@ func (x *GPU) GetMemoryMb() int64 {
 }
 
 type Hello struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Proof         []byte                 `protobuf:"bytes,2,opt,name=proof,proto3" json:"proof,omitempty"` // HMAC-SHA256(join token, nonce || worker_id)
-	Host          string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
-	Gpus          []*GPU                 `protobuf:"bytes,4,rep,name=gpus,proto3" json:"gpus,omitempty"`
-	Slots         int32                  `protobuf:"varint,5,opt,name=slots,proto3" json:"slots,omitempty"`
-	Version       string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
-	Runs          []*RunRef              `protobuf:"bytes,7,rep,name=runs,proto3" json:"runs,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Proof    []byte                 `protobuf:"bytes,2,opt,name=proof,proto3" json:"proof,omitempty"` // HMAC-SHA256(join token, nonce || worker_id)
+	Host     string                 `protobuf:"bytes,3,opt,name=host,proto3" json:"host,omitempty"`
+	Gpus     []*GPU                 `protobuf:"bytes,4,rep,name=gpus,proto3" json:"gpus,omitempty"`
+	Slots    int32                  `protobuf:"varint,5,opt,name=slots,proto3" json:"slots,omitempty"`
+	Version  string                 `protobuf:"bytes,6,opt,name=version,proto3" json:"version,omitempty"`
+	Runs     []*RunRef              `protobuf:"bytes,7,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Random token persisted in the worker's data dir on its first start: a
+	// reconnect of the same worker carries the same one; a second worker
+	// started under the same id does not, and is refused while the first is
+	// connected.
+	Instance string `protobuf:"bytes,8,opt,name=instance,proto3" json:"instance,omitempty"`
+	// The worker's wall clock when it sent the Hello, to detect a skewed clock.
+	SentUnixMs int64 `protobuf:"varint,9,opt,name=sent_unix_ms,json=sentUnixMs,proto3" json:"sent_unix_ms,omitempty"`
+	// How runs are isolated on this worker: "uid" (each run under a uid of its
+	// own) or "none" (runs share the worker's uid).
+	Isolation     string `protobuf:"bytes,10,opt,name=isolation,proto3" json:"isolation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -364,6 +374,27 @@ func (x *Hello) GetRuns() []*RunRef {
 		return x.Runs
 	}
 	return nil
+}
+
+func (x *Hello) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *Hello) GetSentUnixMs() int64 {
+	if x != nil {
+		return x.SentUnixMs
+	}
+	return 0
+}
+
+func (x *Hello) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
 }
 
 type HelloAck struct {
@@ -587,8 +618,11 @@ type ExecuteTask struct {
 	TraceId        string                 `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	TimeoutSeconds int64                  `protobuf:"varint,9,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
 	ParamsJson     string                 `protobuf:"bytes,10,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The rlsched user who owns the run (RUN_AS=user runs it as the Unix
+	// account of that name).
+	User          string `protobuf:"bytes,11,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteTask) Reset() {
@@ -687,6 +721,13 @@ func (x *ExecuteTask) GetTimeoutSeconds() int64 {
 func (x *ExecuteTask) GetParamsJson() string {
 	if x != nil {
 		return x.ParamsJson
+	}
+	return ""
+}
+
+func (x *ExecuteTask) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -1472,7 +1513,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\"\xcb\x01\n" +
+	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\"\xa7\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x14\n" +
 	"\x05proof\x18\x02 \x01(\fR\x05proof\x12\x12\n" +
@@ -1480,7 +1521,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04gpus\x18\x04 \x03(\v2\x0f.rlsched.v1.GPUR\x04gpus\x12\x14\n" +
 	"\x05slots\x18\x05 \x01(\x05R\x05slots\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\tR\aversion\x12&\n" +
-	"\x04runs\x18\a \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\"\xda\x01\n" +
+	"\x04runs\x18\a \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12\x1a\n" +
+	"\binstance\x18\b \x01(\tR\binstance\x12 \n" +
+	"\fsent_unix_ms\x18\t \x01(\x03R\n" +
+	"sentUnixMs\x12\x1c\n" +
+	"\tisolation\x18\n" +
+	" \x01(\tR\tisolation\"\xda\x01\n" +
 	"\bHelloAck\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12 \n" +
@@ -1498,7 +1544,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"sentUnixMs\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xf6\x02\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\x8a\x03\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1512,7 +1558,8 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\t \x01(\x03R\x0etimeoutSeconds\x12\x1f\n" +
 	"\vparams_json\x18\n" +
 	" \x01(\tR\n" +
-	"paramsJson\x1a6\n" +
+	"paramsJson\x12\x12\n" +
+	"\x04user\x18\v \x01(\tR\x04user\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x01\n" +
