@@ -42,12 +42,14 @@ type Group struct {
 	// Counts counts the runs by status.
 	Counts map[core.Status]int `json:"counts"`
 	// Series is the step-aligned mean ± std of the runs' Series, in step
-	// order; empty when no run has a point.
+	// order (bucketed when they do not share steps, see curve); empty when
+	// no run has a point.
 	Series []Point `json:"series,omitempty"`
 }
 
 // Summary is the mean, sample standard deviation (n−1 in the denominator;
-// 0 for a single value), minimum and maximum of values.
+// 0 for a single value), minimum and maximum of values. A figure too large
+// for float64 (a sum of huge rewards) is written as JSON null.
 type Summary struct {
 	Mean float64 `json:"mean"`
 	Std  float64 `json:"std"`
@@ -55,8 +57,18 @@ type Summary struct {
 	Max  float64 `json:"max"`
 }
 
-// Point is one step of a group's curve: the mean and sample standard
-// deviation of the values the N runs that logged this step logged at it.
+// MarshalJSON writes {"mean","std","min","max"}.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	b := appendFloat(append([]byte(nil), `{"mean":`...), s.Mean)
+	b = appendFloat(append(b, `,"std":`...), s.Std)
+	b = appendFloat(append(b, `,"min":`...), s.Min)
+	b = appendFloat(append(b, `,"max":`...), s.Max)
+	return append(b, '}'), nil
+}
+
+// Point is one point of a group's curve: the mean and sample standard
+// deviation of the values the N runs that logged this step (or in this
+// bucket, see curve) logged at it.
 type Point struct {
 	Step float64
 	Mean float64
@@ -66,10 +78,19 @@ type Point struct {
 
 // MarshalJSON writes API.md's [step, mean, std, n].
 func (p Point) MarshalJSON() ([]byte, error) {
-	b := append(strconv.AppendFloat([]byte{'['}, p.Step, 'g', -1, 64), ',')
-	b = append(strconv.AppendFloat(b, p.Mean, 'g', -1, 64), ',')
-	b = append(strconv.AppendFloat(b, p.Std, 'g', -1, 64), ',')
+	b := append(appendFloat([]byte{'['}, p.Step), ',')
+	b = append(appendFloat(b, p.Mean), ',')
+	b = append(appendFloat(b, p.Std), ',')
 	return append(strconv.AppendInt(b, int64(p.N), 10), ']'), nil
+}
+
+// appendFloat writes f as JSON: null when it is not finite, which JSON
+// cannot write.
+func appendFloat(b []byte, f float64) []byte {
+	if !finite(f) {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
 
 // GroupKey is the group of a run with these params: the canonical JSON of

@@ -107,6 +107,16 @@ func TestSummarizeBuckets(t *testing.T) {
 	if want := `[[0.5,1.5,0.7071067811865476,2],[2.5,3.5,0.7071067811865476,2],[4.5,5.5,0.7071067811865476,2],[6.5,7.5,0.7071067811865476,2]]`; string(got) != want {
 		t.Errorf("interleaved series %s, want %s", got, want)
 	}
+	// Values too large to average in float64 are written as null, never
+	// as text JSON cannot parse.
+	big := []Run{
+		{ID: "x", Params: json.RawMessage(`{"seed":1}`), FinalReward: ptr(math.MaxFloat64), Series: [][2]float64{{1, math.MaxFloat64}}},
+		{ID: "y", Params: json.RawMessage(`{"seed":2}`), FinalReward: ptr(math.MaxFloat64), Series: [][2]float64{{1, -math.MaxFloat64}}},
+	}
+	groups, _ = Summarize(big, 0)
+	if got, err := json.Marshal(groups); err != nil || !json.Valid(got) || !strings.Contains(string(got), `"mean":null`) {
+		t.Errorf("huge values: %s %v", got, err)
+	}
 	// Steps at the ends of float64's range do not overflow the bucketing.
 	huge := []Run{{ID: "h", Series: [][2]float64{{-math.MaxFloat64, 1}, {0, 2}, {math.MaxFloat64, 3}}}}
 	if groups, err := Summarize(huge, 2); err != nil || len(groups[0].Series) != 2 {
