@@ -226,20 +226,33 @@ func (s *Spec) parseBase(raw json.RawMessage) error {
 	if isNull(p) {
 		return nil
 	}
-	kvs, err := objectOf(p)
+	kvs, err := paramObject(p, "base.params", "")
 	if err != nil {
-		return fieldErr("base.params", "%v", err)
+		return err
 	}
 	for _, e := range kvs {
-		if !ValidParamName(e.key) {
-			return fieldErr("base.params", "name %q must be %s", truncate(e.key, 64), paramNameRule)
-		}
 		if err := checkValue(e.val); err != nil {
 			return fieldErr("base.params."+e.key, "%v", err)
 		}
 	}
 	s.baseParams = kvs
 	return nil
+}
+
+// paramObject decodes field, an object of param name: anything, refusing
+// a name that is not a param name; shape ends the message of a malformed
+// object.
+func paramObject(raw json.RawMessage, field, shape string) ([]kv, error) {
+	kvs, err := objectOf(raw)
+	if err != nil {
+		return nil, fieldErr(field, "%v%s", err, shape)
+	}
+	for _, e := range kvs {
+		if !ValidParamName(e.key) {
+			return nil, fieldErr(field, "name %q must be %s", truncate(e.key, 64), paramNameRule)
+		}
+	}
+	return kvs, nil
 }
 
 // checkValue refuses a param value that cannot become one argv element:
@@ -284,14 +297,11 @@ func (s *Spec) parseGrid(raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
-	kvs, err := objectOf(raw)
+	kvs, err := paramObject(raw, "grid", " of name: [values]")
 	if err != nil {
-		return fieldErr("grid", "%v of name: [values]", err)
+		return err
 	}
 	for _, e := range kvs {
-		if !ValidParamName(e.key) {
-			return fieldErr("grid", "name %q must be %s", truncate(e.key, 64), paramNameRule)
-		}
 		field := "grid." + e.key
 		vs, err := arrayOf(e.val)
 		if err != nil {
@@ -308,14 +318,11 @@ func (s *Spec) parseGrid(raw json.RawMessage) error {
 
 func (s *Spec) parseRandom(raw, samples json.RawMessage) error {
 	if !isNull(raw) {
-		kvs, err := objectOf(raw)
+		kvs, err := paramObject(raw, "random", " of name: {dist, min, max, values}")
 		if err != nil {
-			return fieldErr("random", "%v of name: {dist, min, max, values}", err)
+			return err
 		}
 		for _, e := range kvs {
-			if !ValidParamName(e.key) {
-				return fieldErr("random", "name %q must be %s", truncate(e.key, 64), paramNameRule)
-			}
 			if s.inGrid(e.key) {
 				return fieldErr("random."+e.key, "%s is in grid too; give it in one place", e.key)
 			}
