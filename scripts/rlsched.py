@@ -1,5 +1,7 @@
-"""Helpers for training scripts started by rlsched.
+"""rlsched from Python: helpers for training scripts, and a client for the REST API.
 
+Training scripts started by rlsched
+-----------------------------------
 The worker puts the directory holding this file on PYTHONPATH, so a run can
 ``import rlsched`` and report to the scheduler:
 
@@ -9,14 +11,45 @@ The worker puts the directory holding this file on PYTHONPATH, so a run can
     out = rlsched.output_dir()                 # $RLSCHED_OUTPUT_DIR or ./outputs, created
     cfg = rlsched.params()                     # json.loads($RLSCHED_PARAMS) or {}
 
+The client (a notebook, a script on a laptop)
+---------------------------------------------
+The master serves this file at /rlsched.py, so anything that reaches it can
+fetch it; the client talks to the REST API of API.md:
+
+    import rlsched
+    c = rlsched.Client("http://127.0.0.1:8081")
+    c.login("alice", "a-long-password")        # or Client(url, token="<jwt>")
+    run = c.submit(algorithm="PPO", episodes=300, params={"gamma": 0.99})
+    task = c.wait(run, timeout=600)            # the final Task, a dict
+    print(task["status"], task["finalReward"])
+    print(c.metrics(run)["episode_reward"][-1])    # [step, value]
+    for t in c.runs(project="cartpole", status="SUCCEEDED"):
+        print(t["id"], t["finalReward"])
+    sw = c.sweep(base={"algorithm": "PPO", "episodes": 300},
+                 grid={"lr": [3e-4, 1e-3]}, seed_count=3)
+    try:
+        c.task("no-such-run")
+    except rlsched.APIError as e:
+        print(e.status, e.code, e.message, e.traceId)  # 404 not_found ...
+
+Keyword arguments of submit, sweep, rerun and runs may be written in
+snake_case (max_retries, seed_count); they are sent in the API's camelCase.
+
 Only the standard library is used.
 """
 
+import datetime
 import json
 import os
+import shutil
 import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
-__all__ = ["metric", "final_reward", "output_dir", "params"]
+__all__ = ["metric", "final_reward", "output_dir", "params", "Client", "APIError"]
 
 METRIC_PREFIX = "RLSCHED_METRIC "
 FINAL_PREFIX = "FINAL_REWARD:"
@@ -58,3 +91,290 @@ def params():
         print("rlsched: ignoring RLSCHED_PARAMS, not a JSON object", file=sys.stderr, flush=True)
         return {}
     return value
+
+
+# ---------------------------------------------------------------------------
+# The client.
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT")
+
+# The HTTP status the API answers with each error code (API.md "Common
+# rules"), for an answer that carries no error body of its own.
+_STATUS_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+                 409: "conflict", 413: "payload_too_large", 429: "rate_limited", 503: "unavailable"}
+
+
+class APIError(Exception):
+    """An error the API answered (or a server that could not be reached).
+
+    ``status`` is the HTTP status (None when no answer came), ``code`` the
+    API's snake_case code (``not_found``, ``bad_request``, ...; ``unavailable``
+    when the server could not be reached), ``message`` its sentence and
+    ``traceId`` the request's trace id, to quote when asking an admin.
+    """
+
+    def __init__(self, status, code, message, traceId=""):
+        self.status = status
+        self.code = code
+        self.message = message
+        self.traceId = traceId
+        text = "%s: %s" % (code, message)
+        if status is not None:
+            text = "%d %s" % (status, text)
+        if traceId:
+            text += " (trace %s)" % traceId
+        super().__init__(text)
+
+    @property
+    def trace_id(self):
+        return self.traceId
+
+
+def _error_from(status, trace_id, body):
+    """The APIError of an HTTP answer: API.md's error body when it has one."""
+    try:
+        err = json.loads(body.decode("utf-8"))["error"]
+        return APIError(status, str(err["code"]), str(err.get("message", "")), str(err.get("traceId") or trace_id or ""))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        text = body.decode("utf-8", "replace").strip()[:300] or "HTTP %d" % status
+        return APIError(status, _STATUS_CODES.get(status, "http_%d" % status), text, trace_id or "")
+
+
+def _camel(name):
+    """max_retries -> maxRetries; a name without '_' stays as it is."""
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _body(fields):
+    """Top-level names in camelCase; values (params, env, grid) untouched."""
+    return {_camel(k): v for k, v in fields.items() if v is not None}
+
+
+def _query_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        return v.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(v, (list, tuple)):
+        return ",".join(_query_value(x) for x in v)
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _query(filters, params=None):
+    """The query string of a runs() call: filters in camelCase, None dropped,
+    and params={"lr": 0.001} as param.lr=0.001."""
+    pairs = [(_camel(k), _query_value(v)) for k, v in sorted(filters.items()) if v is not None]
+    for k, v in sorted((params or {}).items()):
+        pairs.append(("param." + k, _query_value(v)))
+    return urllib.parse.urlencode(pairs)
+
+
+def _artifact_target(path, to):
+    """Where download() writes artifact ``path``: ``to`` itself, or, when
+    ``to`` is an existing directory, ``path`` inside it. A path that could
+    leave that directory is refused before anything is asked."""
+    if not path or "\x00" in path or path.startswith("/") or any(p in ("..", "") for p in path.split("/")):
+        raise ValueError("artifact path %r must be relative, without empty or '..' parts" % (path,))
+    if os.path.isdir(to):
+        return os.path.join(to, *path.split("/"))
+    return to
+
+
+class Client:
+    """A client of one rlsched master or gateway.
+
+    ``url`` is its base address (``http://host:8081``); ``token`` a JWT from
+    login (or call ``login``). Every method raises APIError when the API
+    answers an error. ``timeout`` bounds each HTTP request, in seconds.
+    One Client may be used from several threads: it holds no state but the
+    token.
+    """
+
+    def __init__(self, url, token=None, timeout=30.0):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://, e.g. http://127.0.0.1:8081")
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    # -- HTTP ---------------------------------------------------------------
+
+    def _open(self, method, path, body=None, accept="application/json"):
+        data = None
+        headers = {"Accept": accept}
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            return urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            with e:
+                raise _error_from(e.code, e.headers.get("X-Trace-Id", ""), e.read()) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise APIError(None, "unavailable", "cannot reach %s: %s" % (self.url, reason)) from None
+
+    def _json(self, method, path, body=None):
+        with self._open(method, path, body) as resp:
+            raw = resp.read()
+            trace = resp.headers.get("X-Trace-Id", "")
+            status = resp.status
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except ValueError:
+            raise APIError(status, "bad_response", "the answer is not JSON: %r" % raw[:200], trace) from None
+
+    @staticmethod
+    def _id(run_id):
+        return urllib.parse.quote(str(run_id), safe="")
+
+    # -- auth ---------------------------------------------------------------
+
+    def login(self, username, password):
+        """Log in, keep the token for the next calls and return the answer
+        ``{"token", "expiresAt", "user"}``."""
+        ans = self._json("POST", "/api/auth/login", {"username": username, "password": password})
+        self.token = ans["token"]
+        return ans
+
+    # -- runs ---------------------------------------------------------------
+
+    def submit(self, **spec):
+        """Submit a run (POST /api/train) and return its id.
+
+        ``spec`` holds the fields of API.md "Runs": ``command=[argv]`` or
+        ``algorithm=``, ``episodes=``, ``learning_rate=``, then ``name``,
+        ``project``, ``params={...}``, ``gpus``, ``priority``, ``max_retries``,
+        ``timeout_seconds``, ``env={...}``, ``workdir``, ``tags=[...]``.
+        """
+        return self._json("POST", "/api/train", _body(spec))["id"]
+
+    def task(self, run_id):
+        """The Task of a run, a dict (API.md "Runs")."""
+        return self._json("GET", "/api/tasks/" + self._id(run_id))
+
+    def wait(self, run_id, timeout=None, poll=1.0):
+        """Wait until the run has finished and return its final Task.
+
+        Raises TimeoutError when ``timeout`` seconds pass first (None: wait
+        as long as it takes). A master that cannot be reached for a while
+        (restarting, 503) is asked again at the next poll.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        status = "unknown"
+        while True:
+            try:
+                t = self.task(run_id)
+                status = t["status"]
+                if status in TERMINAL:
+                    return t
+            except APIError as e:
+                if e.code != "unavailable":
+                    raise
+                status = "unreachable (%s)" % e.message
+            if deadline is not None and time.monotonic() + poll > deadline:
+                raise TimeoutError("run %s still %s after %ss" % (run_id, status, timeout))
+            time.sleep(poll)
+
+    def runs(self, limit=None, page_size=500, params=None, **filters):
+        """The runs matching ``filters`` (GET /api/tasks), newest first, as a
+        list of Tasks; it follows nextCursor until the last page, or until
+        ``limit`` runs.
+
+        Filters are the query parameters of API.md: ``status``, ``user``,
+        ``project``, ``tag``, ``name``, ``sweep``, ``created_after`` and
+        ``created_before`` (a datetime or an RFC 3339 string), and
+        ``params={"lr": 0.001}`` for ``?param.lr=0.001``.
+        """
+        out = []
+        cursor = ""
+        if limit is not None and limit <= 0:
+            return out
+        while True:
+            size = page_size if limit is None else min(page_size, limit - len(out))
+            q = dict(filters, limit=size, cursor=cursor or None)
+            page = self._json("GET", "/api/tasks?" + _query(q, params))
+            out.extend(page.get("items") or [])
+            cursor = page.get("nextCursor") or ""
+            if not cursor or (limit is not None and len(out) >= limit):
+                return out if limit is None else out[:limit]
+
+    def cancel(self, run_id):
+        """Cancel a run; returns its Task (the cancel is under way)."""
+        return self._json("POST", "/api/tasks/%s/cancel" % self._id(run_id))
+
+    def rerun(self, run_id, **overrides):
+        """Submit a new run with the spec of ``run_id``, ``overrides`` (the
+        fields of submit) written over it; returns the new run's id."""
+        return self._json("POST", "/api/tasks/%s/rerun" % self._id(run_id), _body(overrides))["id"]
+
+    def metrics(self, run_id, names=None):
+        """The run's metric series: ``{name: [[step, value], ...]}``, all of
+        them or those in ``names``."""
+        path = "/api/tasks/%s/metrics" % self._id(run_id)
+        if names:
+            path += "?" + urllib.parse.urlencode({"names": ",".join(names)})
+        return self._json("GET", path)["series"]
+
+    def logs(self, run_id, offset=0, limit=None):
+        """A part of the run's log from byte ``offset``: the answer of API.md
+        "Logs", ``{"content": [lines], "offset", "nextOffset", "eof"}``; pass
+        ``nextOffset`` as the next call's offset to follow the log."""
+        q = {"offset": int(offset)}
+        if limit is not None:
+            q["limit"] = int(limit)
+        return self._json("GET", "/api/monitor/logs/%s?%s" % (self._id(run_id), urllib.parse.urlencode(q)))
+
+    # -- run outputs ----------------------------------------------------------
+
+    def artifacts(self, run_id, attempt=None):
+        """The files the run wrote to its output directory: a list of
+        ``{"path", "size", "sha256", ...}`` (API.md "Run outputs")."""
+        path = "/api/tasks/%s/artifacts" % self._id(run_id)
+        if attempt is not None:
+            path += "?attempt=%d" % int(attempt)
+        return self._json("GET", path)["items"]
+
+    def download(self, run_id, path, to):
+        """Download artifact ``path`` of the run to the file ``to`` (or into
+        the existing directory ``to``, keeping ``path``'s folders) and return
+        where it went. The file appears complete or not at all."""
+        target = _artifact_target(path, to)
+        url = "/api/tasks/%s/artifacts/%s" % (self._id(run_id), urllib.parse.quote(path, safe="/"))
+        folder = os.path.dirname(os.path.abspath(target))
+        with self._open("GET", url, accept="*/*") as resp:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".rlsched-", dir=folder)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    shutil.copyfileobj(resp, f, 1 << 20)
+                os.replace(tmp, target)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        return target
+
+    # -- sweeps ---------------------------------------------------------------
+
+    def sweep(self, **spec):
+        """Submit a sweep (POST /api/sweeps) and return the answer
+        ``{"id", "runs": [ids]}``.
+
+        ``spec`` holds the fields of API.md "Sweeps and seed groups":
+        ``name``, ``project``, ``base={...}`` (the fields of submit),
+        ``grid={"lr": [3e-4, 1e-3]}``, ``random={"lr": {"dist":
+        "loguniform", "min": 1e-5, "max": 1e-2}}`` with ``samples=n``,
+        ``seeds=[...]`` or ``seed_count=n``, ``max_parallel=n`` and
+        ``random_seed=n``.
+        """
+        return self._json("POST", "/api/sweeps", _body(spec))

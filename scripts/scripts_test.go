@@ -479,3 +479,91 @@ print("PARAMS", json.dumps(rlsched.params(), sort_keys=True))
 		t.Errorf("./outputs not created: %v", err)
 	}
 }
+
+// clientUnitProg checks the parts of rlsched.Client that need no server: the
+// error type, how arguments become bodies and queries, where a download may
+// write, and what an unreachable server gives. It prints OK at the end.
+const clientUnitProg = `
+import datetime, os, socket, sys, tempfile, rlsched
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+
+# APIError carries the API's fields and reads well.
+e = rlsched.APIError(404, "not_found", "run r1 not found", "abc")
+check(isinstance(e, Exception) and (e.status, e.code, e.message, e.traceId, e.trace_id) == (404, "not_found", "run r1 not found", "abc", "abc"), "APIError fields")
+check(str(e) == "404 not_found: run r1 not found (trace abc)", "APIError text: %s" % e)
+check(str(rlsched.APIError(None, "unavailable", "down")) == "unavailable: down", "APIError without status")
+
+# An answer's error body; a body that is not one (a proxy's page) still gives a code.
+e = rlsched._error_from(400, "hdr", b'{"error":{"code":"bad_request","message":"gpus must be 0..64","traceId":"t1"}}')
+check((e.status, e.code, e.message, e.traceId) == (400, "bad_request", "gpus must be 0..64", "t1"), "error body: %r" % (e.__dict__,))
+e = rlsched._error_from(403, "hdr", b'{"error":{"code":"forbidden","message":"no"}}')
+check(e.traceId == "hdr", "trace id from the header when the body has none")
+e = rlsched._error_from(502, "", b"<html>Bad Gateway</html>")
+check((e.status, e.code, e.message) == (502, "http_502", "<html>Bad Gateway</html>"), "non-JSON body: %r" % (e.__dict__,))
+e = rlsched._error_from(503, "", b"")
+check((e.code, e.message) == ("unavailable", "HTTP 503"), "empty body: %r" % (e.__dict__,))
+e = rlsched._error_from(404, "", b'{"error":"nope"}')
+check(e.code == "not_found", "malformed error body")
+
+# snake_case names become camelCase at the top level only.
+check(rlsched._camel("max_retries") == "maxRetries" and rlsched._camel("seedCount") == "seedCount" and rlsched._camel("timeout_seconds") == "timeoutSeconds", "camel")
+b = rlsched._body({"max_retries": 2, "params": {"n_steps": 128}, "env": {"MY_VAR": "1"}, "name": None, "seed_count": 3})
+check(b == {"maxRetries": 2, "params": {"n_steps": 128}, "env": {"MY_VAR": "1"}, "seedCount": 3}, "body: %r" % (b,))
+
+# Filters as a query string.
+q = rlsched._query({"status": "SUCCEEDED", "project": "a b", "user": None, "created_after": datetime.datetime(2026, 1, 2, 3, 4, 5), "tag": ["x", "y"], "limit": 5},
+                   {"lr": 0.001, "algo": "PPO", "norm": True})
+check(q == "createdAfter=2026-01-02T03%3A04%3A05Z&limit=5&project=a+b&status=SUCCEEDED&tag=x%2Cy&param.algo=PPO&param.lr=0.001&param.norm=true", "query: " + q)
+
+# download refuses a path that could leave the target folder, before any request.
+d = tempfile.mkdtemp()
+for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "a/", "a\x00b"]:
+    try:
+        rlsched._artifact_target(bad, d)
+        check(False, "artifact path %r accepted" % bad)
+    except ValueError:
+        pass
+check(rlsched._artifact_target("ckpt/model.pt", d) == os.path.join(d, "ckpt", "model.pt"), "into a directory")
+check(rlsched._artifact_target("ckpt/model.pt", os.path.join(d, "m.pt")) == os.path.join(d, "m.pt"), "to a file")
+
+# A URL must be http(s); a trailing slash is dropped.
+try:
+    rlsched.Client("localhost:8081")
+    check(False, "a URL without scheme accepted")
+except ValueError:
+    pass
+check(rlsched.Client("http://h:1/").url == "http://h:1", "trailing slash")
+
+# Nothing listens on a port that was just freed: every call raises APIError
+# "unavailable", and wait keeps asking until its timeout.
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+c = rlsched.Client("http://127.0.0.1:%d" % port, token="t", timeout=5)
+try:
+    c.task("r1")
+    check(False, "no error from a closed port")
+except rlsched.APIError as e:
+    check(e.status is None and e.code == "unavailable" and ("127.0.0.1:%d" % port) in e.message, "unreachable: %r" % (e.__dict__,))
+try:
+    c.wait("r1", timeout=0.3, poll=0.05)
+    check(False, "wait returned without a server")
+except TimeoutError as e:
+    check("r1" in str(e) and "unreachable" in str(e), "wait timeout: %s" % e)
+check(c.runs(limit=0) == [], "runs(limit=0) asks nothing")
+print("OK")
+`
+
+// TestClientUnit runs clientUnitProg against the rlsched.py here;
+// e2e/pyclient_test.go tests the client against a real master.
+func TestClientUnit(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Dir(scriptPath(t, "rlsched.py"))
+	env := append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH="+dir)
+	r := runPy(t, env, "-c", clientUnitProg)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "OK" {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}

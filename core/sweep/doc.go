@@ -1,0 +1,10 @@
+// Package sweep is the pure logic of sweeps and seed groups (API.md "Sweeps
+// and seed groups"): it parses and validates a sweep spec, expands it into
+// its members' params, summarises the members' runs into groups (final
+// reward mean ± std, step-aligned mean ± std curves) and picks the members a
+// retry reruns.
+//
+// It never does I/O: no store, no clock, no global randomness. The same
+// spec always expands to the same members in the same order, so the REST
+// layer can create them in one transaction and a test can predict them.
+package sweep

@@ -1,0 +1,181 @@
+package sweep
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// pcgStream is the second word of the PCG generator's seed: a constant, so
+// the draws depend on RandomSeed alone. math/rand/v2's sequences for a seed
+// are pinned by Go's own regression test (regress_test.go), so a sweep
+// expands the same across Go releases; TestMembersRandomGolden pins ours.
+const pcgStream = 0x7377656570 // "sweep"
+
+// Member is one run of a sweep.
+type Member struct {
+	// Index is the member's place in the sweep's order, from 0.
+	Index int
+	// Cell is the member's grid and random values as a compact JSON object,
+	// names sorted.
+	Cell json.RawMessage
+	// Seed is the member's seed, nil when the sweep gives no seeds.
+	Seed *int64
+	// Params is what the member's run is submitted with: base.params in
+	// their order, each grid, random and seed value written over the base
+	// value of the same name or, when base has none, appended (cell names
+	// sorted, seed last). The order is the order of the run's "--key value"
+	// flags.
+	Params json.RawMessage
+	// Label names the member briefly, as flags are written:
+	// "gamma=0.99 lr=0.001 seed=3".
+	Label string
+}
+
+// Members expands the spec into its Size() members, always the same ones in
+// the same order: grid cells in lexicographic order of the grid's names
+// sorted (the first name varies slowest, each name's values in the order
+// given), the random samples of a cell next, the seeds innermost. The i-th
+// member has cell i / len(Seeds) and seed Seeds[i % len(Seeds)]. Every cell
+// gets the same random samples.
+func (s *Spec) Members() []Member {
+	samples := s.draw()
+	seeds := s.Seeds
+	out := make([]Member, 0, s.Size())
+	for _, gc := range s.gridCells() {
+		for _, sample := range samples {
+			cell := mergeSorted(gc, sample)
+			cellJSON := appendObject(nil, cell)
+			label := labelOf(cell)
+			if seeds == nil {
+				out = append(out, Member{
+					Index: len(out), Cell: cellJSON, Params: s.params(cell, nil), Label: label,
+				})
+				continue
+			}
+			for _, seed := range seeds {
+				l := SeedParam + "=" + strconv.FormatInt(seed, 10)
+				if label != "" {
+					l = label + " " + l
+				}
+				out = append(out, Member{
+					Index: len(out), Cell: cellJSON, Seed: &seed, Params: s.params(cell, &seed), Label: l,
+				})
+			}
+		}
+	}
+	return out
+}
+
+// gridCells lists the grid's cells, each sorted by name (the axes are).
+func (s *Spec) gridCells() [][]kv {
+	cells := [][]kv{{}}
+	for _, a := range s.grid {
+		next := make([][]kv, 0, len(cells)*len(a.values))
+		for _, c := range cells {
+			for _, v := range a.values {
+				next = append(next, append(append(make([]kv, 0, len(c)+1), c...), kv{a.name, v}))
+			}
+		}
+		cells = next
+	}
+	return cells
+}
+
+// draw makes the random samples, each sorted by name: sample by sample,
+// each param in name order, from one generator seeded with RandomSeed.
+// Without random params it is one empty sample.
+func (s *Spec) draw() [][]kv {
+	if len(s.random) == 0 {
+		return [][]kv{{}}
+	}
+	rng := rand.New(rand.NewPCG(s.RandomSeed, pcgStream))
+	out := make([][]kv, s.samples)
+	for i := range out {
+		sample := make([]kv, len(s.random))
+		for j, p := range s.random {
+			sample[j] = kv{p.name, p.draw(rng)}
+		}
+		out[i] = sample
+	}
+	return out
+}
+
+func (p *randomParam) draw(rng *rand.Rand) json.RawMessage {
+	switch p.dist {
+	case Choice:
+		return p.values[rng.IntN(len(p.values))]
+	case Int:
+		lo, hi := int64(p.min), int64(p.max)
+		return strconv.AppendInt(nil, lo+rng.Int64N(hi-lo+1), 10)
+	case LogUniform:
+		u := rng.Float64()
+		lmin, lmax := math.Log(p.min), math.Log(p.max)
+		v := math.Exp(lmin*(1-u) + lmax*u)
+		return formatFloat(min(max(v, p.min), p.max)) // exp may round past a bound
+	default: // Uniform; Parse admits no other
+		u := rng.Float64()
+		// min*(1-u) + max*u, not min + (max-min)*u: max-min may overflow.
+		return formatFloat(min(max(p.min*(1-u)+p.max*u, p.min), p.max))
+	}
+}
+
+func formatFloat(v float64) json.RawMessage {
+	return strconv.AppendFloat(nil, v, 'g', -1, 64)
+}
+
+// mergeSorted merges two name-sorted lists whose names are distinct.
+func mergeSorted(a, b []kv) []kv {
+	out := make([]kv, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].key < b[0].key {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// params is base.params overwritten by cell, then by the seed.
+func (s *Spec) params(cell []kv, seed *int64) json.RawMessage {
+	kvs := append(make([]kv, 0, len(s.baseParams)+len(cell)+1), s.baseParams...)
+	set := func(key string, val json.RawMessage) {
+		for i := range kvs {
+			if kvs[i].key == key {
+				kvs[i].val = val
+				return
+			}
+		}
+		kvs = append(kvs, kv{key, val})
+	}
+	for _, e := range cell {
+		set(e.key, e.val)
+	}
+	if seed != nil {
+		set(SeedParam, strconv.AppendInt(nil, *seed, 10))
+	}
+	return appendObject(nil, kvs)
+}
+
+// labelOf writes a cell as "name=value ...", a string value as it is and
+// any other as its JSON text, as the run's flags show them.
+func labelOf(cell []kv) string {
+	var b strings.Builder
+	for i, e := range cell {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(e.key)
+		b.WriteByte('=')
+		var str string
+		if e.val[0] == '"' && json.Unmarshal(e.val, &str) == nil {
+			b.WriteString(str)
+		} else {
+			b.Write(e.val)
+		}
+	}
+	return b.String()
+}

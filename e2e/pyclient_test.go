@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pyClientProg drives rlsched.Client against a real system the way a
+// notebook would. It prints "RUN <id>" for each run it makes (so the test
+// cleans them up even when it fails midway) and "OK" when every check held.
+const pyClientProg = `
+import os, sys, tempfile, time, rlsched
+
+url, user, password = os.environ["E2E_URL"], os.environ["E2E_USER"], os.environ["E2E_PASSWORD"]
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what, flush=True)
+        sys.exit(1)
+
+def made(rid):
+    print("RUN", rid, flush=True)
+    return rid
+
+def fails(fn, status, code):
+    try:
+        fn()
+    except rlsched.APIError as e:
+        check(e.status == status and e.code == code and e.message and e.traceId,
+              "want %d %s, got %s" % (status, code, e))
+        return e
+    check(False, "no APIError, want %d %s" % (status, code))
+
+# Without a token, and with a wrong password: 401.
+fails(lambda: rlsched.Client(url).runs(), 401, "unauthorized")
+fails(lambda: rlsched.Client(url).login(user, "not-the-password"), 401, "unauthorized")
+c = rlsched.Client(url)
+ans = c.login(user, password)
+check(ans["user"]["username"] == user and c.token == ans["token"], "login: %r" % (ans,))
+
+# A run reporting through the run helpers (the worker puts rlsched on PYTHONPATH).
+prog = ("import rlsched\n"
+        "for s in (1, 2, 3):\n"
+        "    rlsched.metric(s, episode_reward=2.5 * s, loss=1.0 / s)\n"
+        "rlsched.final_reward(7.5)\n")
+rid = made(c.submit(command=["python3", "-c", prog], name="pyclient", project="pyclient-e2e",
+                    params={"lr": 0.001}, max_retries=0, tags=["py"]))
+t = c.wait(rid, timeout=120, poll=0.2)
+check(t["id"] == rid and t["status"] == "SUCCEEDED" and t["finalReward"] == 7.5 and t["user"] == user
+      and t["maxRetries"] == 0 and t["params"] == {"lr": 0.001} and t["tags"] == ["py"]
+      and t["command"][-2:] == ["--lr", "0.001"], "finished run: %r" % (t,))
+check(c.task(rid) == t, "task() differs from wait()'s Task")
+m = c.metrics(rid)
+check(m["episode_reward"] == [[1, 2.5], [2, 5.0], [3, 7.5]] and [p[0] for p in m["loss"]] == [1, 2, 3], "metrics: %r" % (m,))
+check(list(c.metrics(rid, names=["loss"])) == ["loss"], "metrics(names=)")
+log = c.logs(rid)
+check(log["content"][0] == "TRACE_ID:" + t["traceId"] and "FINAL_REWARD:7.5" in log["content"]
+      and log["nextOffset"] > 0, "logs: %r" % (log,))
+check(c.logs(rid, offset=log["nextOffset"])["content"] == [], "logs past the end")
+arts = c.artifacts(rid)
+check(isinstance(arts, list) and all("path" in a for a in arts), "artifacts: %r" % (arts,))
+to = tempfile.mkdtemp()
+fails(lambda: c.download(rid, "no/such/file.txt", to), 404, "not_found")
+check(os.listdir(to) == [], "a failed download left %r" % (os.listdir(to),))
+
+# rerun: the same spec, one field overridden.
+r2 = made(c.rerun(rid, name="pyclient-again"))
+t2 = c.wait(r2, timeout=120, poll=0.2)
+check(r2 != rid and t2["status"] == "SUCCEEDED" and t2["name"] == "pyclient-again" and t2["command"] == t["command"],
+      "rerun: %r" % (t2,))
+
+# runs(): every page followed, newest first, no run twice; limit stops early.
+more = [made(c.submit(command=["true"], project="pyclient-e2e")) for _ in range(3)]
+for i in more:
+    check(c.wait(i, timeout=120, poll=0.2)["status"] == "SUCCEEDED", "run %s" % i)
+want = {rid, r2, *more}
+got = c.runs(project="pyclient-e2e", page_size=2)
+ids = [x["id"] for x in got]
+check(set(ids) == want and len(ids) == len(want), "runs(): %r, want %r" % (ids, want))
+check([x["createdAt"] for x in got] == sorted((x["createdAt"] for x in got), reverse=True), "runs() not newest first")
+check([x["id"] for x in c.runs(project="pyclient-e2e", limit=3, page_size=2)] == ids[:3], "runs(limit=3)")
+check({x["id"] for x in c.runs(project="pyclient-e2e", status="SUCCEEDED")} == want, "runs(status=)")
+check(c.runs(project="pyclient-e2e", status="FAILED") == [], "runs(status=FAILED)")
+check(c.runs(project="no-such-project") == [], "runs() of an unknown project")
+
+# cancel, and wait's timeout.
+s = made(c.submit(command=["sleep", "600"], project="pyclient-e2e-cancel"))
+deadline = time.monotonic() + 60
+while c.task(s)["status"] != "RUNNING":
+    check(time.monotonic() < deadline, "run %s never RUNNING" % s)
+    time.sleep(0.1)
+try:
+    c.wait(s, timeout=0.5, poll=0.1)
+    check(False, "wait returned on a running run")
+except TimeoutError as e:
+    check(s in str(e) and "RUNNING" in str(e), "timeout: %s" % e)
+check(c.cancel(s)["id"] == s, "cancel")
+check(c.wait(s, timeout=60, poll=0.2)["status"] == "CANCELLED", "cancelled run")
+fails(lambda: c.cancel(s), 409, "conflict")
+
+# Errors carry the API's code, message and trace id.
+e = fails(lambda: c.task("r0000000000000000000000"), 404, "not_found")
+fails(lambda: c.metrics("r0000000000000000000000"), 404, "not_found")
+fails(lambda: c.submit(), 400, "bad_request")
+e = fails(lambda: c.submit(command=["true"], gpus=-1), 400, "bad_request")
+check("gpus" in e.message, "message names the field: %s" % e)
+
+# A sweep: once the endpoint exists its members are runs with their seeds;
+# until then the API answers 404.
+try:
+    ans = c.sweep(name="py", project="pyclient-e2e-sweep", base={"command": ["true"]},
+                  grid={"lr": [0.1, 0.2]}, seed_count=2)
+    for r in ans["runs"]:
+        made(r)
+    check(ans["id"] and len(ans["runs"]) == 4, "sweep: %r" % (ans,))
+    seeds = sorted((c.task(r)["params"]["lr"], c.task(r)["params"]["seed"]) for r in ans["runs"])
+    check(seeds == [(0.1, 0), (0.1, 1), (0.2, 0), (0.2, 1)], "sweep members: %r" % (seeds,))
+except rlsched.APIError as e:
+    check(e.status == 404 and e.code == "not_found", "sweep: %s" % e)
+print("OK", flush=True)
+`
+
+// TestPythonClient: scripts/rlsched.py's Client against `rlsched up`
+// (through its gateway): login, submit, wait, metrics, logs, runs across
+// pages, rerun, cancel, and errors raised as APIError with the API's code.
+func TestPythonClient(t *testing.T) {
+	b := newBed(t)
+	scripts, err := filepath.Abs(filepath.Join("..", "scripts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(scripts, "rlsched.py")); err != nil {
+		t.Fatalf("the client: %v", err)
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("python3: %v", err) // newBed's package doc: e2e needs python3
+	}
+	up := b.startUp("up", filepath.Join(b.dir, "data"))
+	signup(t, up.url, "alice", "ADMIN")
+
+	prog := filepath.Join(b.dir, "client.py")
+	if err := os.WriteFile(prog, []byte(pyClientProg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, prog)
+	cmd.Env = append(b.env(), "PYTHONPATH="+scripts, "PYTHONDONTWRITEBYTECODE=1",
+		"E2E_URL="+up.url, "E2E_USER=alice", "E2E_PASSWORD="+password)
+	cmd.Dir = b.dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	for _, line := range strings.Split(out.String(), "\n") {
+		if id, ok := strings.CutPrefix(line, "RUN "); ok {
+			b.track(strings.TrimSpace(id))
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the client script did not finish within 4 minutes; output:\n%s", out.String())
+	}
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(out.String()), "OK") {
+		t.Fatalf("client script: %v; output:\n%s", err, out.String())
+	}
+}
