@@ -114,7 +114,7 @@ func (c Config) withDefaults() (Config, error) {
 	case c.SpoolDisk < 0:
 		c.SpoolDisk = 0
 	}
-	if c.RunAs, err = resolveRunAs(c.RunAs); err != nil {
+	if c.RunAs, err = ResolveRunAs(c.RunAs); err != nil {
 		return c, err
 	}
 	if c.RunUIDs == (UIDRange{}) {

@@ -82,9 +82,9 @@ func (id *runIdentity) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}
 }
 
-// resolveRunAs picks the default mode and refuses a mode this worker cannot
+// ResolveRunAs picks the default mode and refuses a mode this worker cannot
 // provide.
-func resolveRunAs(mode string) (string, error) {
+func ResolveRunAs(mode string) (string, error) {
 	root := os.Geteuid() == 0
 	switch mode {
 	case "":
