@@ -71,6 +71,7 @@ func runUp(ctx context.Context, args []string) error {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { stopWorkers(); wg.Wait() }()
+	workerErr := make(chan error, workers)
 	runAs, err := worker.ResolveRunAs(wo.runAs)
 	if err != nil {
 		return err
@@ -86,8 +87,11 @@ func runUp(ctx context.Context, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Run returns an error only when the worker cannot start (its
+			// data dir out of its runs' reach, say): up without its
+			// workers would serve a queue that never moves.
 			if err := worker.Run(wctx, cfg); err != nil && wctx.Err() == nil {
-				log.Error().Err(err).Str("worker", cfg.ID).Msg("worker stopped")
+				workerErr <- fmt.Errorf("local worker %s: %w", cfg.ID, err)
 			}
 		}()
 	}
@@ -118,6 +122,8 @@ Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
 		return fmt.Errorf("REST server stopped: %w", err)
 	case err := <-rg.serveErr:
 		return fmt.Errorf("gateway stopped: %w", err)
+	case err := <-workerErr:
+		return err
 	}
 }
 
