@@ -225,7 +225,12 @@ var workerEnv = map[string]bool{"CUDA_VISIBLE_DEVICES": true, "CUDA_DEVICE_ORDER
 // (workerEnv, RLSCHED_*), or a name no environment can hold. Names are
 // compared upper-cased, as the REST API does.
 func checkTaskEnv(env map[string]string) error {
+	keys := make([]string, 0, len(env))
 	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the same task always gets the same error
+	for _, k := range keys {
 		up := strings.ToUpper(k)
 		switch {
 		case k == "" || strings.ContainsAny(k, "=\x00"):
