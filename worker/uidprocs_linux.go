@@ -121,3 +121,40 @@ func waitPidfds(fds []unix.PollFd, d time.Duration) {
 		fds = rest
 	}
 }
+
+// uidsMapped refuses a range of which some uid is not mapped into this
+// process's user namespace (a worker that is "root" in a container with a
+// small subordinate range): setuid to it would fail at every start.
+func uidsMapped(r UIDRange) error {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return nil // no user namespaces: every uid exists
+	}
+	return uidsMappedIn(r, b)
+}
+
+// uidsMappedIn is uidsMapped for the uid_map contents b.
+func uidsMappedIn(r UIDRange, b []byte) error {
+	// Each line maps [inside, inside+count); the extents do not overlap.
+	next := uint64(r.First)
+	for next <= uint64(r.Last) {
+		found := false
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			f := bytes.Fields(sc.Bytes())
+			if len(f) != 3 {
+				continue
+			}
+			inside, err1 := strconv.ParseUint(string(f[0]), 10, 64)
+			count, err2 := strconv.ParseUint(string(f[2]), 10, 64)
+			if err1 == nil && err2 == nil && inside <= next && next < inside+count {
+				next, found = inside+count, true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("uid %d of RUN_UID_RANGE %s is not mapped in this user namespace (/proc/self/uid_map): pick a range inside the mapped uids", next, r)
+		}
+	}
+	return nil
+}

@@ -81,6 +81,9 @@ func newUIDPool(r UIDRange, dir string, log zerolog.Logger) (*uidPool, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
+	if err := uidsMapped(r); err != nil {
+		return nil, err
+	}
 	if _, err := secure.EnsureDir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("cannot prepare the uid lock directory: %w", err)
 	}

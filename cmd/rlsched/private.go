@@ -57,13 +57,14 @@ func (o *masterOpts) privatePaths(log zerolog.Logger) error {
 //	  workers/       0711  one worker data dir per local worker (worker/isolation.go)
 //
 // A data dir of the earlier layout (secrets.env, rlsched.db and logs/ in DIR
-// itself) is moved into DIR/master.
-func upLayout(dir string, log zerolog.Logger) (masterDir, workersDir string, err error) {
+// itself) is moved into DIR/master, less what keep names (a SQLITE_PATH or
+// LOG_DIR set explicitly stays where it was pointed).
+func upLayout(dir string, keep map[string]bool, log zerolog.Logger) (masterDir, workersDir string, err error) {
 	masterDir, workersDir = filepath.Join(dir, "master"), filepath.Join(dir, "workers")
 	if err := ensureDir(dir, 0o711, log); err != nil {
 		return "", "", err
 	}
-	if err := migrateUpState(dir, masterDir, log); err != nil {
+	if err := migrateUpState(dir, masterDir, keep, log); err != nil {
 		return "", "", err
 	}
 	if err := ensureDir(masterDir, 0o700, log); err != nil {
@@ -78,12 +79,15 @@ func upLayout(dir string, log zerolog.Logger) (masterDir, workersDir string, err
 // upStateNames are what the master kept in up's data dir before issue 12.
 var upStateNames = []string{"secrets.env", "rlsched.db", "rlsched.db-wal", "rlsched.db-shm", "rlsched.db-journal", "logs"}
 
-func migrateUpState(dir, masterDir string, log zerolog.Logger) error {
+func migrateUpState(dir, masterDir string, keep map[string]bool, log zerolog.Logger) error {
 	if _, err := os.Lstat(masterDir); !errors.Is(err, fs.ErrNotExist) {
 		return nil // already in the new layout (or unreadable: ensureDir says so)
 	}
 	var found []string
 	for _, n := range upStateNames {
+		if keep[n] {
+			continue
+		}
 		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
 			found = append(found, n)
 		}

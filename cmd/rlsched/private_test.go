@@ -34,7 +34,7 @@ func TestUpLayout_MovesEarlierState(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	masterDir, workersDir, err := upLayout(dir, zerolog.Nop())
+	masterDir, workersDir, err := upLayout(dir, nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestUpLayout_MovesEarlierState(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "secrets.env"), []byte("stray"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := upLayout(dir, zerolog.Nop()); err != nil {
+	if _, _, err := upLayout(dir, nil, zerolog.Nop()); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(masterDir, "secrets.env")); string(b) != files["secrets.env"] {
@@ -125,5 +125,27 @@ func TestJoinToken(t *testing.T) {
 	}
 	if _, err := joinToken(file); err == nil || !strings.Contains(err.Error(), "chmod 600 "+file) {
 		t.Fatalf("a file others can read: %v", err)
+	}
+}
+
+// TestUpLayout_KeepsConfiguredPaths: a LOG_DIR set explicitly to the old
+// place is not moved from under its owner.
+func TestUpLayout_KeepsConfiguredPaths(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets.env"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	masterDir, _, err := upLayout(dir, map[string]bool{"logs": true}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs")); err != nil {
+		t.Errorf("the configured LOG_DIR was moved: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(masterDir, "secrets.env")); err != nil {
+		t.Errorf("secrets.env was not moved: %v", err)
 	}
 }

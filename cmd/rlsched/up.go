@@ -36,7 +36,9 @@ func runUp(ctx context.Context, args []string) error {
 	}
 	log := newLogger()
 	upDir := o.dataDir
-	masterDir, workersDir, err := upLayout(upDir, log)
+	db := o.sqlitePath != "" || o.mysqlDSN != ""
+	keep := map[string]bool{"logs": o.logDir != "", "rlsched.db": db, "rlsched.db-wal": db, "rlsched.db-shm": db, "rlsched.db-journal": db}
+	masterDir, workersDir, err := upLayout(upDir, keep, log)
 	if err != nil {
 		return err
 	}
