@@ -21,7 +21,10 @@ func EnsureDir(dir string, perm fs.FileMode) (string, error) {
 	switch err := os.Mkdir(dir, perm); {
 	case err == nil:
 		// Mkdir applies the umask: set the mode exactly.
-		return "", os.Chmod(dir, perm)
+		if err := os.Chmod(dir, perm); err != nil {
+			return "", fmt.Errorf("cannot set %s to mode %o: %w", dir, perm, err)
+		}
+		return "", nil
 	case !errors.Is(err, fs.ErrExist):
 		return "", fmt.Errorf("cannot create %s: %w", dir, err)
 	}
