@@ -81,7 +81,9 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 		wdir := filepath.Join(dataDir, "worker-"+strconv.Itoa(i))
 		cmd := exec.Command(bin, "worker", "--master", m.rpc, "--id", fmt.Sprintf("bench-proc-%d", i),
 			"--slots", strconv.Itoa(slots), "--gpus", "0", "--data-dir", wdir)
-		cmd.Env = append(os.Environ(), "WORKER_JOIN_TOKEN="+benchJoinToken, "LOG_FORMAT=json")
+		// RUN_AS=none: the worker's data dir is inside the master's (mode
+		// 0700), and the scenario measures dispatch, not uid handling.
+		cmd.Env = append(os.Environ(), "WORKER_JOIN_TOKEN="+benchJoinToken, "LOG_FORMAT=json", "RUN_AS=none")
 		logf, err := os.Create(filepath.Join(e.tmp, fmt.Sprintf("worker-%d-%d.log", i, time.Now().UnixNano())))
 		if err != nil {
 			return nil, err

@@ -40,7 +40,8 @@ func startRealWorker(t *testing.T, id, addr string) *syncWriter {
 	done := make(chan error, 1)
 	go func() {
 		done <- worker.Run(ctx, worker.Config{ID: id, Masters: []string{addr}, JoinToken: string(token),
-			DataDir: t.TempDir(), Slots: 1, Grace: time.Second, Logger: zerolog.New(logs).With().Timestamp().Logger()})
+			DataDir: t.TempDir(), Slots: 1, Grace: time.Second, Logger: zerolog.New(logs).With().Timestamp().Logger(),
+			RunAs: worker.RunAsNone}) // the log pipe under test does not care whose uid runs have
 	}()
 	t.Cleanup(func() {
 		cancel()

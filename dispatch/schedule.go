@@ -187,7 +187,7 @@ func (m *Master) send(p *placement) {
 	m.reg.mu.Unlock()
 
 	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
-		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params)}
+		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params), User: t.User}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}

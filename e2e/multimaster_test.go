@@ -451,6 +451,14 @@ func TestMultiMasterRedisFlush(t *testing.T) {
 	ms[1].waitJoined(t, "w2")
 	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
 	spans := filepath.Join(b.dir, "spans.txt")
+	// The runs (under uids of their own when the worker is root) append to
+	// it: it must exist and be writable by every uid.
+	if err := os.WriteFile(spans, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(spans, 0o666); err != nil {
+		t.Fatal(err)
+	}
 	submit := func(n int) []string {
 		var ids []string
 		for range n {

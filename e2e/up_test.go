@@ -59,7 +59,7 @@ func TestUpPPO(t *testing.T) {
 	}
 
 	// The log file: TRACE_ID first, then the trainer's output.
-	file := logFile(t, data, id)
+	file := logFile(t, filepath.Join(data, "master"), id) // up keeps the master's state in DATA_DIR/master
 	first, _, _ := strings.Cut(file, "\n")
 	if first != "TRACE_ID:"+traceID {
 		t.Errorf("first line of the log file is %q, want %q", first, "TRACE_ID:"+traceID)

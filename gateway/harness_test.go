@@ -128,6 +128,13 @@ func newBed(t *testing.T) *bed {
 	rlschedBin(t)
 	t.Parallel()
 	b := &bed{t: t, dir: t.TempDir(), jwtSecret: "jwt-" + randHex(16), shared: "gw-" + randHex(16), joinTok: "join-" + randHex(16)}
+	// Runs under uids of their own (a worker run as root) must reach the
+	// workers' data dirs in here; t.TempDir's parent is mode 0700.
+	for _, d := range []string{filepath.Dir(b.dir), b.dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(b.cleanup)
 	return b
 }

@@ -77,6 +77,13 @@ func startUp(t *testing.T, gpus int) *server {
 		t.Skip("browser tests need Linux and the rlsched binary")
 	}
 	dir := t.TempDir()
+	// Runs under uids of their own (up run as root) must reach the local
+	// worker's data dir in here; t.TempDir's parent is mode 0700.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	s := &server{t: t, dir: dir, outPath: filepath.Join(dir, "up.stdout"), errPath: filepath.Join(dir, "up.stderr"), done: make(chan struct{})}
 	out, err := os.Create(s.outPath)
 	if err != nil {

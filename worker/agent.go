@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,7 +21,8 @@ type agent struct {
 	cfg        Config
 	log        zerolog.Logger
 	scriptsDir string
-	guard      *guard // nil when the guard could not start
+	iso        *isolation // whose uid each run gets, and its private dir
+	guard      *guard     // nil when the guard could not start
 	spawner    *spawner
 	procs      sync.WaitGroup // one per started process, done once it is reaped
 
@@ -49,8 +49,8 @@ func Run(ctx context.Context, cfg Config) error {
 		log:  cfg.Logger.With().Str("worker", cfg.ID).Logger(),
 		runs: map[string]*run{},
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "outputs"), 0o755); err != nil {
-		return fmt.Errorf("cannot create outputs dir in %s: %w", cfg.DataDir, err)
+	if a.iso, err = newIsolation(cfg, a.log); err != nil {
+		return err
 	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {

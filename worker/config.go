@@ -30,8 +30,10 @@ type Config struct {
 	JoinToken string
 	// Host is reported to the master; default os.Hostname().
 	Host string
-	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>) and the
-	// materialised scripts (DataDir/scripts). Required; made absolute.
+	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>), the
+	// materialised scripts (DataDir/scripts) and the output spool
+	// (DataDir/spool); see isolation.go's prepareDataDir for the modes.
+	// Required; made absolute.
 	DataDir string
 	// GPUs of this machine (DetectGPUs, or SyntheticGPUs for --gpus N).
 	GPUs []GPU
@@ -48,6 +50,16 @@ type Config struct {
 	// blocks on its next write until the master acks.
 	SpoolMemory int
 	SpoolDisk   int64
+	// RunAs decides whose uid runs get (isolation.go): RunAsDynamic,
+	// RunAsUser or RunAsNone; "" picks RunAsDynamic for a worker running as
+	// root on Linux, else RunAsNone. RunAsDynamic and RunAsUser need root.
+	RunAs string
+	// RunUIDs is the range RunAsDynamic hands out, one uid per live run;
+	// default 61000-61999.
+	RunUIDs UIDRange
+	// UIDLockDir holds a lock file per uid in use, so that the workers of a
+	// machine never give one uid to two runs; default /run/rlsched/uids.
+	UIDLockDir string
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -101,6 +113,18 @@ func (c Config) withDefaults() (Config, error) {
 		c.SpoolDisk = defaultSpoolDisk
 	case c.SpoolDisk < 0:
 		c.SpoolDisk = 0
+	}
+	if c.RunAs, err = ResolveRunAs(c.RunAs); err != nil {
+		return c, err
+	}
+	if c.RunUIDs == (UIDRange{}) {
+		c.RunUIDs = defaultUIDRange
+	}
+	if err := c.RunUIDs.validate(); err != nil {
+		return c, fmt.Errorf("cannot start worker: RUN_UID_RANGE: %w", err)
+	}
+	if c.UIDLockDir == "" {
+		c.UIDLockDir = defaultUIDLockDir
 	}
 	return c, nil
 }

@@ -104,12 +104,13 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, time.T
 
 	a.mu.Lock()
 	hello := &pb.Hello{
-		WorkerId: a.cfg.ID,
-		Proof:    joinProof(a.cfg.JoinToken, ch.GetNonce(), a.cfg.ID),
-		Host:     a.cfg.Host,
-		Slots:    int32(a.cfg.Slots),
-		Version:  core.Version,
-		Runs:     a.refsLocked(),
+		WorkerId:  a.cfg.ID,
+		Proof:     joinProof(a.cfg.JoinToken, ch.GetNonce(), a.cfg.ID),
+		Host:      a.cfg.Host,
+		Slots:     int32(a.cfg.Slots),
+		Version:   core.Version,
+		Runs:      a.refsLocked(),
+		Isolation: a.iso.helloIsolation(),
 	}
 	a.mu.Unlock()
 	for _, g := range a.cfg.GPUs {

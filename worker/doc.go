@@ -6,7 +6,8 @@
 // bytes, block a run's output on a dead connection (bytes wait in the run's
 // spool instead, and a full spool blocks the run, never drops), or leave a
 // process behind when a run ends, when its lease is lost, or when the worker
-// itself dies (the guard process, guard.go, kills what is left).
+// itself dies (the guard process, guard.go, kills what is left), nor give one
+// uid to two live runs or a run any secret of rlsched (isolation.go).
 //
 // Goroutines: one reader and one writer per connection, a heartbeat ticker per
 // connection, a self-fencing ticker, and per run an output pump and a reaper.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -66,6 +67,7 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 			a.mu.Unlock()
 			r.pipe.Close()
 			pipeW.Close()
+			a.iso.release(r)
 			return
 		}
 		err = a.spawner.start(cmd)
@@ -86,6 +88,7 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
+	a.iso.release(r) // nothing runs under its uid
 	r.out.Close()
 	a.mu.Lock()
 	r.fin = startFailedMsg(m, err)
@@ -132,12 +135,17 @@ func (a *agent) startedLocked(r *run, cmd *exec.Cmd, m *pb.ExecuteTask) {
 			r.stopLocked(a, pb.Outcome_OUTCOME_TIMEOUT, a.cfg.Grace)
 		})
 	}
-	r.log.Info().Int("pid", r.pgid).Str("dir", cmd.Dir).Msg("run started")
+	ev := r.log.Info().Int("pid", r.pgid).Str("dir", cmd.Dir)
+	if r.ident != nil {
+		ev = ev.Uint32("uid", r.ident.uid)
+	}
+	ev.Msg("run started")
 }
 
 // prepare validates m and builds its command, with stdout and stderr on one
 // pipe whose read end it stores in r.pipe. It returns the write end, which
-// the caller closes after Start.
+// the caller closes after Start. It sets r.ident and r.outDir; on an error
+// the caller releases them (a.iso.release).
 func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) {
 	if !core.ValidTaskID(m.GetTaskId()) {
 		return nil, nil, fmt.Errorf("invalid task id %q: want [A-Za-z0-9_-]{1,64}", m.GetTaskId())
@@ -146,10 +154,14 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, errors.New("empty argv")
 	}
 	argv := make([]string, len(m.GetArgv()))
+	var scriptArgs []string
 	for i, arg := range m.GetArgv() {
 		p, err := resolveScript(a.scriptsDir, arg)
 		if err != nil {
 			return nil, nil, err
+		}
+		if p != arg {
+			scriptArgs = append(scriptArgs, p)
 		}
 		argv[i] = p
 	}
@@ -158,63 +170,113 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 			return nil, nil, fmt.Errorf("GPU %d is not on this worker", g)
 		}
 	}
-	outDir := filepath.Join(a.cfg.DataDir, "outputs", m.GetTaskId(), strconv.Itoa(int(m.GetAttempt())))
-	if err := os.MkdirAll(outDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("cannot create output dir: %w", err)
+	if err := checkTaskEnv(m.GetEnv()); err != nil {
+		return nil, nil, err
 	}
-	dir := outDir
-	if wd := m.GetWorkdir(); wd != "" {
-		if !filepath.IsAbs(wd) {
-			return nil, nil, fmt.Errorf("workdir %q must be an absolute path", wd)
-		}
+	wd := m.GetWorkdir()
+	if wd != "" && !filepath.IsAbs(wd) {
+		return nil, nil, fmt.Errorf("workdir %q must be an absolute path", wd)
+	}
+	var err error
+	if r.ident, err = a.iso.acquire(m); err != nil {
+		return nil, nil, err
+	}
+	if r.outDir, err = a.iso.makeRunDir(m, r.ident); err != nil {
+		return nil, nil, err
+	}
+	dir := r.outDir
+	if wd != "" {
 		dir = wd
 	}
-	env, err := a.runEnv(m, outDir)
+	if err := checkReach(r.ident, dir, scriptArgs); err != nil {
+		return nil, nil, err
+	}
+	env := a.runEnv(m, r.outDir, r.ident)
+	path, note, err := lookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
+	}
+	if note != "" {
+		r.log.Info().Msg(note)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
 	}
-	// argv[0] is looked up on the worker's PATH; exec, never a shell.
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
+	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
+	// uid would (lookPath); exec.Command would use the worker's.
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.Stdout = pw // one pipe for both keeps their order
 	cmd.Stderr = pw
-	cmd.SysProcAttr = runProcAttr()
+	cmd.SysProcAttr = runProcAttr(r.ident.credential())
 	r.pipe = pr
 	return cmd, pw, nil
 }
 
-// secretEnv names variables a run must never inherit: with the join token a
-// user could join as any worker and forge its reports; with the JWT secret
-// mint an admin token.
-var secretEnv = map[string]bool{"WORKER_JOIN_TOKEN": true, "JWT_SECRET": true, "GATEWAY_SHARED_SECRET": true,
-	"MYSQL_DSN": true, "NACOS_PASSWORD": true, "REDIS_PASSWORD": true}
+// workerEnv names what the worker sets in a run's environment, which a task
+// may not set: the GPUs it was given and its identity are not its to change,
+// nor which devices CUDA, ROCm or the NVIDIA container runtime expose, nor
+// what the dynamic linker preloads into every process of the run.
+// LD_LIBRARY_PATH stays allowed: labs point it at their CUDA libraries.
+var workerEnv = map[string]bool{"CUDA_VISIBLE_DEVICES": true, "CUDA_DEVICE_ORDER": true, "NVIDIA_VISIBLE_DEVICES": true,
+	"HIP_VISIBLE_DEVICES": true, "ROCR_VISIBLE_DEVICES": true, "GPU_DEVICE_ORDINAL": true, "LD_PRELOAD": true}
 
-// inheritedEnv is the worker's environment without secrets.
-func inheritedEnv() []string {
+// checkTaskEnv refuses a task env that names a variable the worker sets
+// (workerEnv, RLSCHED_*), or a name no environment can hold. Names are
+// compared upper-cased, as the REST API does.
+func checkTaskEnv(env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // the same task always gets the same error
+	for _, k := range keys {
+		up := strings.ToUpper(k)
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			return fmt.Errorf("invalid env name %q", k)
+		case workerEnv[up] || strings.HasPrefix(up, "RLSCHED_"):
+			return fmt.Errorf("env %s is set by the worker; remove it from the task", k)
+		}
+	}
+	return nil
+}
+
+// inheritedEnv is the worker's environment without secrets and, for a run
+// under its own uid, without what describes the worker's user.
+func inheritedEnv(id *runIdentity) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !secretEnv[k] {
+		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !dropIdentityEnv(id, k) {
 			env = append(env, kv)
 		}
 	}
 	return env
 }
 
-// runEnv returns the worker's environment (less secrets), then the run's variables, then
-// the task's env. A task may not set CUDA_VISIBLE_DEVICES or RLSCHED_*: the
-// GPUs it was given and its identity are not its to change.
-func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
+// envValue is the value exec.Cmd would use for key: the last one in env.
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// runEnv returns the worker's environment (less secrets), then the run's
+// variables (for a run under its own uid: HOME, TMPDIR, USER and LOGNAME of
+// its own), then the task's env, checked by checkTaskEnv.
+func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *runIdentity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
 	}
-	env := append(inheritedEnv(),
+	env := append(inheritedEnv(id),
 		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
+		// nvidia-smi numbers GPUs in PCI bus order, CUDA by default fastest
+		// first: without this, CUDA_VISIBLE_DEVICES could name another GPU.
+		"CUDA_DEVICE_ORDER=PCI_BUS_ID",
 		"RLSCHED_TASK_ID="+m.GetTaskId(),
 		"RLSCHED_ATTEMPT="+strconv.Itoa(int(m.GetAttempt())),
 		"RLSCHED_TRACE_ID="+m.GetTraceId(),
@@ -222,6 +284,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
 		"RLSCHED_OUTPUT_DIR="+outDir,
 		"PYTHONUNBUFFERED=1",
 	)
+	env = append(env, identityEnv(id, outDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {
@@ -229,15 +292,9 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v := m.GetEnv()[k]
-		switch {
-		case k == "" || strings.ContainsAny(k, "=\x00"):
-			return nil, fmt.Errorf("invalid env name %q", k)
-		case k == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(k, "RLSCHED_"):
-			return nil, fmt.Errorf("env %s is set by the worker; remove it from the task", k)
-		case k == "PYTHONPATH":
+		if v := m.GetEnv()[k]; k == "PYTHONPATH" {
 			pythonPath = v
-		default:
+		} else {
 			env = append(env, k+"="+v)
 		}
 	}
@@ -247,7 +304,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string) ([]string, error) {
 		pythonPath = a.scriptsDir
 	}
 	// exec.Cmd keeps the last value of a duplicated name.
-	return append(env, "PYTHONPATH="+pythonPath), nil
+	return append(env, "PYTHONPATH="+pythonPath)
 }
 
 // pump copies the run's merged output into its spool until EOF. A full
@@ -299,12 +356,14 @@ func (a *agent) reap(r *run) {
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 		r.log.Info().Int("pgid", pgid).Msg("killed processes the run left in its group")
 	}
+	a.iso.sweep(r) // and, under a uid of its own, those that left the group
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
 	if err := a.guard.remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
+	a.iso.release(r)
 
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -80,7 +80,7 @@ func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
 		ID:                "w1",
 		Masters:           []string{m.addr()},
 		JoinToken:         testToken,
-		DataDir:           t.TempDir(),
+		DataDir:           reachableTempDir(t),
 		GPUs:              SyntheticGPUs(2),
 		HeartbeatInterval: 100 * time.Millisecond,
 		Grace:             500 * time.Millisecond,

@@ -15,7 +15,7 @@ import (
 func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 	m := newFakeMaster(t, testToken)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+t.TempDir())
+	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+reachableTempDir(t))
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd.Stdout, cmd.Stderr = lw, lw

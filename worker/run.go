@@ -23,6 +23,8 @@ type run struct {
 	out     *spool.Buffer
 	log     zerolog.Logger
 	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed
+	ident   *runIdentity  // whose uid the run has; nil: the worker's own (RunAsNone)
+	outDir  string        // the run's private dir, once created
 	pumped  chan struct{} // closed when the pump has read the pipe to its end
 	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 

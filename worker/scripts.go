@@ -15,6 +15,8 @@ const scriptsPrefix = "@scripts/"
 
 // materialiseScripts writes scripts.FS into dir (atomically per file, so
 // workers sharing a data dir never see a half-written script) and returns dir.
+// The files are the worker's, mode 0755: every run's uid may read and run
+// them, none may change them.
 func materialiseScripts(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cannot create scripts dir: %w", err)

@@ -87,7 +87,7 @@ func TestShutdown_StopsRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{ID: "w-stop", Masters: []string{m.addr()}, JoinToken: testToken,
-			DataDir: t.TempDir(), Grace: 300 * time.Millisecond, Logger: newTestLogger(lw)})
+			DataDir: reachableTempDir(t), Grace: 300 * time.Millisecond, Logger: newTestLogger(lw)})
 	}()
 	mc := m.next(t)
 	mc.send(&pb.ExecuteTask{TaskId: "t-trap", Attempt: 1,

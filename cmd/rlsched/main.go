@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/cli"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/worker"
 )
 
@@ -40,6 +41,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	name, args := os.Args[1], os.Args[2:]
+	if slices.Contains([]string{"up", "master", "gateway", "worker"}, name) {
+		// Servers hold secrets (their environment, keys in memory): no
+		// process of the same uid (a run where runs share it) may read
+		// them through /proc or ptrace.
+		if err := secure.NoDump(); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsched: warning:", err)
+		}
+	}
 	var err error
 	switch {
 	case name == "up":

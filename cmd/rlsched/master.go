@@ -54,7 +54,12 @@ func (o *masterOpts) define(f envFlags, defaultBind string) {
 	o.gw.define(f)
 }
 
+// defaultDataDir: a system service's place as root (a home under /root is
+// out of the runs' reach, and `up` keeps their output dirs in its data dir).
 func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/rlsched"
+	}
 	if d, err := os.UserHomeDir(); err == nil {
 		return filepath.Join(d, ".local", "share", "rlsched")
 	}
@@ -261,6 +266,9 @@ func runMaster(ctx context.Context, args []string) error {
 	}
 	o.jwtSecret, o.joinToken = os.Getenv("JWT_SECRET"), os.Getenv("WORKER_JOIN_TOKEN")
 	log := newLogger()
+	if err := o.privatePaths(log); err != nil {
+		return err
+	}
 	rm, err := startMaster(ctx, o, log)
 	if err != nil {
 		return err

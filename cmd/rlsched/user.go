@@ -25,7 +25,7 @@ func runUser(ctx context.Context, args []string) error {
 	var dataDir, sqlitePath string
 	var admin bool
 	f := newFlags("user add")
-	f.str(&dataDir, "data-dir", "RLSCHED_DATA_DIR", defaultDataDir(), "data directory of the master")
+	f.str(&dataDir, "data-dir", "RLSCHED_DATA_DIR", defaultDataDir(), "data directory of the master (of rlsched up: its DATA_DIR/master)")
 	f.str(&sqlitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
 	f.BoolVar(&admin, "admin", false, "make the user an ADMIN")
 	if err := f.parse(args[2:]); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,20 +12,41 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/worker"
 )
 
 type workerOpts struct {
 	masters, id, dataDir string
 	gpus, slots          int
+	runAs, uidRange      string
+	tokenFile            string
 }
 
 func (o *workerOpts) define(f envFlags) {
 	f.str(&o.masters, "master", "RLSCHED_MASTER", "127.0.0.1:9000", "master RPC addresses, host:port[,host:port...] tried in order")
 	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name)")
-	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", filepath.Join(defaultDataDir(), "worker"), "directory for run outputs")
+	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", defaultWorkerDir(), "directory for run outputs, the built-in scripts and the output spool")
 	f.int(&o.gpus, "gpus", "RLSCHED_GPUS", -1, "GPUs to offer when nvidia-smi is absent (-1: detect)")
 	f.int(&o.slots, "slots", "RLSCHED_SLOTS", runtime.NumCPU(), "CPU slots for runs that need no GPU")
+	f.str(&o.tokenFile, "join-token-file", "WORKER_JOIN_TOKEN_FILE", "", "file holding the join token, mode 0600 (instead of env WORKER_JOIN_TOKEN)")
+	o.defineIsolation(f)
+}
+
+// defineIsolation adds the flags that say whose uid runs get; `up` has them too.
+func (o *workerOpts) defineIsolation(f envFlags) {
+	f.str(&o.runAs, "run-as", "RUN_AS", "", "whose uid runs get: dynamic (a uid of --uid-range per run), user (the Unix account named like the run's owner) or none (the worker's); default dynamic as root, else none")
+	f.str(&o.uidRange, "uid-range", "RUN_UID_RANGE", "61000-61999", "uids RUN_AS=dynamic gives runs, one per live run: FIRST-LAST")
+}
+
+// defaultWorkerDir: as root outside the master's default data dir, so that
+// a master and a worker of one machine keep their modes apart (the master's
+// 0700, the worker's 0711 for runs to pass).
+func defaultWorkerDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/rlsched-worker"
+	}
+	return filepath.Join(defaultDataDir(), "worker")
 }
 
 var nonIDChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
@@ -32,7 +54,7 @@ var nonIDChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
 // workerConfig resolves GPUs (nvidia-smi first, then --gpus) and the id.
 func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config, error) {
 	if token == "" {
-		return worker.Config{}, errors.New("WORKER_JOIN_TOKEN is not set: use the master's join token")
+		return worker.Config{}, errors.New("WORKER_JOIN_TOKEN is not set: give the worker the master's join token in WORKER_JOIN_TOKEN_FILE (a file of mode 0600) or WORKER_JOIN_TOKEN")
 	}
 	host, _ := os.Hostname()
 	id := o.id
@@ -55,8 +77,12 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if len(masters) == 0 {
 		return worker.Config{}, usageError{errors.New("--master is empty")}
 	}
+	uids, err := worker.ParseUIDRange(o.uidRange)
+	if err != nil {
+		return worker.Config{}, usageError{fmt.Errorf("RUN_UID_RANGE: %w", err)}
+	}
 	return worker.Config{ID: id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
-		GPUs: gpus, Slots: o.slots, Logger: log}, nil
+		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {
@@ -67,7 +93,12 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
-	cfg, err := workerConfig(o, os.Getenv("WORKER_JOIN_TOKEN"), log)
+	token, err := joinToken(o.tokenFile)
+	if err != nil {
+		return err
+	}
+	secure.ScrubEnv() // read: the guard and the runs must not inherit them
+	cfg, err := workerConfig(o, token, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,227 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// need is the access a run's uid needs to the last element of a path; every
+// directory on the way needs search (x) permission.
+type need int
+
+const (
+	needExec   need = iota // a program: x, and r when it is a #! script
+	needRead               // a file the run opens (a built-in script)
+	needSearch             // a directory the run enters (its working directory)
+)
+
+// maxShebangDepth bounds how many #! interpreters canAccess follows.
+const maxShebangDepth = 4
+
+// canAccess reports why uid:gid (with no supplementary groups: runs get
+// none) cannot reach path with the access n, or nil. It reads mode bits:
+// the kernel has the last word (a POSIX ACL may grant more, a read-only or
+// noexec mount deny more), so nil means "the modes allow it", and an element
+// that carries an ACL is left to the kernel. path must be absolute.
+func canAccess(path string, uid, gid uint32, n need) error {
+	return canAccessDepth(path, uid, gid, n, 0)
+}
+
+func canAccessDepth(path string, uid, gid uint32, n need, depth int) error {
+	if err := canTraverse(path, uid, gid); err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	if real != path {
+		// The directories the symlinks lead through are traversed too.
+		if err := canTraverse(real, uid, gid); err != nil {
+			return err
+		}
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return err
+	}
+	mode := st.Mode()
+	switch n {
+	case needSearch:
+		if !mode.IsDir() {
+			return fmt.Errorf("%s is not a directory", path)
+		}
+		return permits(real, st, uid, gid, 1, "enter")
+	case needRead:
+		return permits(real, st, uid, gid, 4, "read")
+	}
+	if !mode.IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	if err := permits(real, st, uid, gid, 1, "execute"); err != nil {
+		return err
+	}
+	interp, ok := shebang(real)
+	if !ok {
+		return nil
+	}
+	// The kernel runs the interpreter with the script as an argument: the
+	// script must be readable, and the interpreter executable.
+	if err := permits(real, st, uid, gid, 4, "read"); err != nil {
+		return err
+	}
+	if depth >= maxShebangDepth || !filepath.IsAbs(interp) {
+		return nil
+	}
+	if err := canAccessDepth(interp, uid, gid, needExec, depth+1); err != nil {
+		return fmt.Errorf("its interpreter %s: %w", interp, err)
+	}
+	return nil
+}
+
+// canTraverse checks search permission on every directory above path.
+func canTraverse(path string, uid, gid uint32) error {
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return err
+		}
+		if err := permits(dir, st, uid, gid, 1, "enter"); err != nil {
+			return err
+		}
+		if dir == "/" || dir == "." {
+			return nil
+		}
+	}
+}
+
+// permits checks one permission bit (4 read, 1 execute/search) of st for
+// uid:gid, in the owner, group or other class as the kernel picks it.
+func permits(path string, st fs.FileInfo, uid, gid uint32, bit fs.FileMode, verb string) error {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	perm := st.Mode().Perm()
+	var have fs.FileMode
+	switch {
+	case sys.Uid == uid:
+		have = perm >> 6 & 7
+	case sys.Gid == gid:
+		have = perm >> 3 & 7
+	default:
+		have = perm & 7
+	}
+	if have&bit != 0 || hasACL(path) {
+		return nil
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is mode %04o", path, perm)
+	}
+	return fmt.Errorf("%s is mode %04o: it cannot %s it", path, perm, verb)
+}
+
+// shebang returns the interpreter a "#!" script names.
+func shebang(path string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := f.Read(buf)
+	line, ok := bytes.CutPrefix(buf[:n], []byte("#!"))
+	if !ok {
+		return "", false
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	f2 := strings.Fields(string(line))
+	if len(f2) == 0 {
+		return "", false
+	}
+	return f2[0], true
+}
+
+// safePath is searched after the run's PATH when a run under its own uid
+// cannot reach the program its PATH names first: where distributions put
+// programs every user may run.
+var safePath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
+
+// errNotFound mirrors exec's message for a program missing from PATH.
+func errNotFound(name string) error {
+	return fmt.Errorf("exec: %q: executable file not found in $PATH", name)
+}
+
+// lookPath resolves argv[0] the way execvp would as the run's uid: a name
+// with a slash is taken as is (relative to dir, the run's working directory);
+// a bare name is searched in the run's PATH, skipping absolute entries only.
+// For a run under its own uid (id != nil) a candidate that uid cannot
+// execute is skipped, and safePath is searched last; when nothing fits, the
+// error names the first candidate and why that uid cannot run it. note is set
+// when the program found is not the one the worker's own lookup would pick.
+func lookPath(name, pathEnv, dir string, id *runIdentity) (path, note string, err error) {
+	if strings.Contains(name, "/") {
+		if id == nil {
+			return name, "", nil // exec reports what is wrong
+		}
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := canAccess(p, id.uid, id.gid, needExec); err != nil {
+			return "", "", fmt.Errorf("%s cannot be run by %s: %w; make it executable by every user, or set RUN_AS=none", name, id, err)
+		}
+		return name, "", nil
+	}
+	dirs := filepath.SplitList(pathEnv)
+	if id != nil {
+		dirs = append(dirs, safePath...)
+	}
+	var first string
+	var why error
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" || !filepath.IsAbs(d) || seen[d] {
+			continue // a relative PATH entry would depend on the run's cwd
+		}
+		seen[d] = true
+		c := filepath.Join(d, name)
+		if st, err := os.Stat(c); err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		if id == nil {
+			return c, "", nil
+		}
+		err := canAccess(c, id.uid, id.gid, needExec)
+		if err == nil {
+			if first != "" {
+				note = fmt.Sprintf("%s resolves to %s, which %s cannot execute (%v); using %s", name, first, id, why, c)
+			}
+			return c, note, nil
+		}
+		if first == "" {
+			first, why = c, err
+		}
+	}
+	if first == "" {
+		return "", "", errNotFound(name)
+	}
+	return "", "", fmt.Errorf("%s resolves to %s, which %s cannot execute: %v; install %s where every user can run it, e.g. /usr/bin/%s, or set RUN_AS=none",
+		name, first, id, why, name, name)
+}
+
+// hasACL reports whether path carries a POSIX access ACL.
+func hasACL(path string) bool {
+	_, err := getxattrSize(path, "system.posix_acl_access")
+	return err == nil
+}
+
+var errNoXattr = errors.New("no xattr support")

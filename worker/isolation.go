@@ -1,0 +1,377 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/secure"
+)
+
+// Whose uid a run gets (Config.RunAs, RUN_AS).
+const (
+	// RunAsDynamic: a uid of Config.RunUIDs that no other live run holds,
+	// with the same number as its gid. The default for a worker run as root.
+	RunAsDynamic = "dynamic"
+	// RunAsUser: the Unix account named like the run's rlsched user, which
+	// must exist on the worker (uid ≥ minUserUID).
+	RunAsUser = "user"
+	// RunAsNone: the worker's own uid, as before issue 12. The default, and
+	// the only choice, for a worker not run as root.
+	RunAsNone = "none"
+)
+
+const (
+	// minUserUID: RUN_AS=user never runs as root or a system account;
+	// nor as nobody, whose uid unrelated daemons and NFS share.
+	minUserUID = 1000
+	nobodyUID  = 65534
+	// defaultUIDLockDir holds the lock files of the uids in use on this machine.
+	defaultUIDLockDir = "/run/rlsched/uids"
+	// uidKillTimeout bounds how long the end of a run waits for the
+	// processes of its uid that left its group to die.
+	uidKillTimeout = 10 * time.Second
+)
+
+// isolation starts each run under the uid Config.RunAs names, with a
+// private directory of its own. Its methods are safe for concurrent use.
+type isolation struct {
+	mode    string
+	uids    *uidPool // RunAsDynamic only
+	log     zerolog.Logger
+	own     struct{ uid, gid int }
+	dataDir string
+	outputs string // DataDir/outputs
+	scripts string // DataDir/scripts
+}
+
+// runIdentity is who one run runs as; nil for RunAsNone.
+type runIdentity struct {
+	uid, gid uint32
+	name     string    // the Unix account (RunAsUser); "" for a dynamic uid
+	home     string    // the account's home (RunAsUser)
+	lease    *uidLease // RunAsDynamic: the uid's lock, held until its processes are gone
+}
+
+func (id *runIdentity) String() string {
+	if id.name != "" {
+		return fmt.Sprintf("uid %d (%s)", id.uid, id.name)
+	}
+	return fmt.Sprintf("uid %d", id.uid)
+}
+
+// credential is the run's SysProcAttr.Credential: its uid and gid and no
+// supplementary groups (Groups empty with NoSetGroups false clears them),
+// so it gets none of the worker's groups nor the account's.
+func (id *runIdentity) credential() *syscall.Credential {
+	if id == nil {
+		return nil
+	}
+	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}
+}
+
+// ResolveRunAs picks the default mode and refuses a mode this worker cannot
+// provide.
+func ResolveRunAs(mode string) (string, error) {
+	root := os.Geteuid() == 0
+	switch mode {
+	case "":
+		if root && runtime.GOOS == "linux" {
+			return RunAsDynamic, nil
+		}
+		return RunAsNone, nil
+	case RunAsDynamic, RunAsUser:
+		if runtime.GOOS != "linux" {
+			return "", fmt.Errorf("cannot start worker: RUN_AS=%s needs Linux; set RUN_AS=none", mode)
+		}
+		if !root {
+			return "", fmt.Errorf("cannot start worker: RUN_AS=%s starts runs under other uids, which needs a worker running as root (it runs as uid %d); run it as root, or set RUN_AS=none", mode, os.Geteuid())
+		}
+		return mode, nil
+	case RunAsNone:
+		return mode, nil
+	}
+	return "", fmt.Errorf("cannot start worker: RUN_AS=%q: want dynamic, user or none", mode)
+}
+
+// newIsolation prepares the data dir's layout for cfg.RunAs (see
+// prepareDataDir) and, for RunAsDynamic, the uid pool. It logs a warning
+// when runs share the worker's uid.
+func newIsolation(cfg Config, log zerolog.Logger) (*isolation, error) {
+	iso := &isolation{mode: cfg.RunAs, log: log, dataDir: cfg.DataDir,
+		outputs: filepath.Join(cfg.DataDir, "outputs"), scripts: filepath.Join(cfg.DataDir, "scripts")}
+	iso.own.uid, iso.own.gid = os.Geteuid(), os.Getegid()
+	if iso.mode == RunAsDynamic {
+		var err error
+		if iso.uids, err = newUIDPool(cfg.RunUIDs, cfg.UIDLockDir, log); err != nil {
+			return nil, fmt.Errorf("cannot start worker: %w", err)
+		}
+	}
+	if err := iso.prepareDataDir(); err != nil {
+		return nil, err
+	}
+	switch iso.mode {
+	case RunAsNone:
+		log.Warn().Int("uid", iso.own.uid).Msg("runs share the worker's uid (isolation: none): a run can signal and ptrace the other runs, " +
+			"kill the worker, and read the worker's files (its join token file, spool, data dir); run the worker as root so that each run gets a uid of its own (RUN_AS)")
+	case RunAsDynamic:
+		// Every dynamic uid is in the "other" class of the data dir's
+		// ancestors: check once that such a uid reaches the run-facing tree.
+		probe := cfg.RunUIDs.First
+		for _, p := range []string{iso.outputs, iso.scripts} {
+			if err := canAccess(p, probe, probe, needSearch); err != nil {
+				return nil, fmt.Errorf("cannot start worker: runs under their own uids (RUN_AS=dynamic) cannot reach %s: %w; "+
+					"put the data dir under directories every user may enter (chmod o+x on each, or a data dir such as /var/lib/rlsched-worker), or set RUN_AS=none",
+					p, err)
+			}
+		}
+		if need := cfg.Slots + len(cfg.GPUs); cfg.RunUIDs.size() < need {
+			log.Warn().Str("range", cfg.RunUIDs.String()).Int("runs", need).
+				Msg("RUN_UID_RANGE holds fewer uids than this worker may run at once; runs beyond it fail to start")
+		}
+		log.Info().Str("run_as", iso.mode).Str("uid_range", cfg.RunUIDs.String()).Msg("each run gets a uid of its own")
+	case RunAsUser:
+		log.Info().Str("run_as", iso.mode).Msg("each run runs as the Unix account named like its rlsched user")
+	}
+	return iso, nil
+}
+
+// helloIsolation is Hello.isolation: "uid" when runs get uids of their own.
+func (iso *isolation) helloIsolation() string {
+	if iso.mode == RunAsNone {
+		return "none"
+	}
+	return "uid"
+}
+
+// prepareDataDir gives the data dir its layout, fixing the modes of what an
+// earlier version left:
+//
+//	DataDir/            0711  the worker's; runs may pass, not list
+//	  spool/            0700  unacked output (worker/spool), never a run's
+//	  scripts/          0755  the built-in scripts, readable, not writable, by runs
+//	  outputs/          0711
+//	    <task>/         0711
+//	      <attempt>/    0700  the run's private dir, owned by its uid while it runs
+func (iso *isolation) prepareDataDir() error {
+	for _, d := range []struct {
+		path string
+		perm fs.FileMode
+	}{{iso.dataDir, 0o711}, {iso.outputs, 0o711}, {iso.scripts, 0o755}} {
+		changed, err := secure.EnsureDir(d.path, d.perm)
+		if err != nil {
+			return fmt.Errorf("cannot start worker: %w", err)
+		}
+		if changed != "" {
+			iso.log.Info().Str("change", changed).Msg("set the mode of a worker directory")
+		}
+	}
+	return iso.tightenOutputs()
+}
+
+// tightenOutputs closes the output dirs of earlier runs: task dirs become
+// 0711, attempt dirs lose every bit for others, and an attempt dir still
+// owned by a dynamic uid (its worker died before giving it back) returns to
+// the worker. What it cannot fix it logs: the run dirs of new runs are made
+// right one by one anyway.
+func (iso *isolation) tightenOutputs() error {
+	tasks, err := os.ReadDir(iso.outputs)
+	if err != nil {
+		return fmt.Errorf("cannot start worker: cannot list %s: %w", iso.outputs, err)
+	}
+	warn := func(p string, err error) {
+		iso.log.Warn().Err(err).Str("dir", p).Msg("cannot close the output dir of an earlier run to other uids")
+	}
+	for _, t := range tasks {
+		if !t.IsDir() {
+			continue
+		}
+		taskDir := filepath.Join(iso.outputs, t.Name())
+		if err := os.Chmod(taskDir, 0o711); err != nil {
+			warn(taskDir, err)
+			continue
+		}
+		attempts, err := os.ReadDir(taskDir)
+		if err != nil {
+			warn(taskDir, err)
+			continue
+		}
+		for _, a := range attempts {
+			if !a.IsDir() { // a symlink is no directory here: never followed
+				continue
+			}
+			p := filepath.Join(taskDir, a.Name())
+			st, err := os.Lstat(p)
+			if err != nil {
+				continue
+			}
+			if st.Mode().Perm()&0o077 != 0 {
+				if err := os.Chmod(p, st.Mode().Perm()&0o700); err != nil {
+					warn(p, err)
+				}
+			}
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && iso.uids != nil && sys.Uid >= iso.uids.r.First && sys.Uid <= iso.uids.r.Last {
+				if err := os.Lchown(p, iso.own.uid, iso.own.gid); err != nil {
+					warn(p, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// acquire picks the identity of the run m names: nil for RunAsNone.
+func (iso *isolation) acquire(m *pb.ExecuteTask) (*runIdentity, error) {
+	switch iso.mode {
+	case RunAsDynamic:
+		l, err := iso.uids.acquire()
+		if err != nil {
+			return nil, err
+		}
+		return &runIdentity{uid: l.uid, gid: l.uid, lease: l}, nil
+	case RunAsUser:
+		return lookupRunUser(m.GetUser())
+	}
+	return nil, nil
+}
+
+// lookupRunUser is RunAsUser's identity for the rlsched user name.
+func lookupRunUser(name string) (*runIdentity, error) {
+	if name == "" {
+		return nil, errors.New("RUN_AS=user, but the master named no owner for this run (ExecuteTask.user): upgrade the master, or set RUN_AS=dynamic")
+	}
+	if !core.ValidUsername(name) {
+		return nil, fmt.Errorf("RUN_AS=user: invalid user name %q", name)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		var unknown user.UnknownUserError
+		if errors.As(err, &unknown) {
+			return nil, fmt.Errorf("RUN_AS=user runs each run as the Unix account named like its rlsched user, and this worker has no account %q: create it (useradd %s), or set RUN_AS=dynamic", name, name)
+		}
+		return nil, fmt.Errorf("cannot look up the Unix account %q: %w", name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("the Unix account %q has uid %q gid %q, not numbers", name, u.Uid, u.Gid)
+	}
+	if uid < minUserUID || uid == nobodyUID {
+		return nil, fmt.Errorf("the Unix account %q has uid %d: RUN_AS=user runs only as regular accounts (uid ≥ %d), never as root, nobody or a system account", name, uid, minUserUID)
+	}
+	return &runIdentity{uid: uint32(uid), gid: uint32(gid), name: u.Username, home: u.HomeDir}, nil
+}
+
+// makeRunDir creates the run's private dir, DataDir/outputs/<task>/<attempt>
+// (mode 0700), owned by id's uid when it has one.
+func (iso *isolation) makeRunDir(m *pb.ExecuteTask, id *runIdentity) (string, error) {
+	taskDir := filepath.Join(iso.outputs, m.GetTaskId())
+	if err := os.Mkdir(taskDir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("cannot create output dir: %w", err)
+	}
+	if err := os.Chmod(taskDir, 0o711); err != nil {
+		return "", fmt.Errorf("cannot create output dir: %w", err)
+	}
+	dir := filepath.Join(taskDir, strconv.Itoa(int(m.GetAttempt())))
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("cannot create output dir: %w", err)
+	}
+	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("cannot create output dir: %s is not a directory", dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", fmt.Errorf("cannot create output dir: %w", err)
+	}
+	if id != nil {
+		if err := os.Lchown(dir, int(id.uid), int(id.gid)); err != nil {
+			return "", fmt.Errorf("cannot give the output dir to %s: %w", id, err)
+		}
+	}
+	return dir, nil
+}
+
+// checkReach fails a run under its own uid that could not enter its working
+// directory or read a built-in script it names, with the reason.
+func checkReach(id *runIdentity, dir string, scriptArgs []string) error {
+	if id == nil {
+		return nil
+	}
+	if err := canAccess(dir, id.uid, id.gid, needSearch); err != nil {
+		return fmt.Errorf("workdir %s cannot be entered by %s: %w; use a directory every user may enter, or set RUN_AS=none", dir, id, err)
+	}
+	for _, p := range scriptArgs {
+		if err := canAccess(p, id.uid, id.gid, needRead); err != nil {
+			return fmt.Errorf("the built-in script %s cannot be read by %s: %w", p, id, err)
+		}
+	}
+	return nil
+}
+
+// identityEnv is what a run under its own uid gets instead of the worker's
+// HOME, TMPDIR, USER and LOGNAME; the worker's XDG_* directories belong to
+// the worker's user and are dropped (filtered by dropIdentityEnv).
+func identityEnv(id *runIdentity, outDir string) []string {
+	if id == nil {
+		return nil
+	}
+	home, name := outDir, fmt.Sprintf("rlsched-%d", id.uid)
+	if id.name != "" {
+		home, name = id.home, id.name
+	}
+	return []string{"HOME=" + home, "TMPDIR=" + outDir, "USER=" + name, "LOGNAME=" + name}
+}
+
+// dropIdentityEnv reports an inherited variable that describes the worker's
+// own user, which a run under another uid must not inherit.
+func dropIdentityEnv(id *runIdentity, key string) bool {
+	return id != nil && strings.HasPrefix(key, "XDG_")
+}
+
+// sweep kills what is left of a dynamic uid once its run's leader exited:
+// processes that left the run's group (setsid) are found by their uid.
+func (iso *isolation) sweep(r *run) {
+	id := r.ident
+	if id == nil || id.lease == nil {
+		return
+	}
+	killed, left, err := killUID(id.uid, uidKillTimeout)
+	switch {
+	case err != nil:
+		r.log.Error().Err(err).Uint32("uid", id.uid).Msg("cannot look for the run's processes by uid")
+	case left > 0:
+		r.log.Error().Uint32("uid", id.uid).Int("left", left).
+			Msg("processes of the run's uid outlived SIGKILL; the uid is not given to another run while they live")
+	case killed > 0:
+		r.log.Info().Uint32("uid", id.uid).Int("killed", killed).Msg("killed processes of the run's uid that had left its group")
+	}
+}
+
+// release gives back what acquire and makeRunDir took: a dynamic uid's
+// output dir returns to the worker (a later run under the same uid must not
+// reach it), then the uid is freed. Call it once the run's processes are
+// gone (or never started).
+func (iso *isolation) release(r *run) {
+	id := r.ident
+	if id == nil || id.lease == nil {
+		return
+	}
+	if r.outDir != "" {
+		if err := os.Lchown(r.outDir, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.log.Error().Err(err).Str("dir", r.outDir).Msg("cannot take the output dir back from the run's uid; keeping the uid")
+			return // never hand out a uid that still owns a finished run's files
+		}
+	}
+	id.lease.release()
+}

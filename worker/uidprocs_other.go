@@ -1,0 +1,16 @@
+//go:build unix && !linux
+
+package worker
+
+import (
+	"errors"
+	"time"
+)
+
+var errNoProc = errors.New("runs under their own uids need Linux (/proc, pidfds)")
+
+func uidProcesses(uint32) ([]int, error) { return nil, errNoProc }
+
+func killUID(uint32, time.Duration) (int, int, error) { return 0, 0, errNoProc }
+
+func uidsMapped(UIDRange) error { return nil }

@@ -1,0 +1,7 @@
+//go:build linux
+
+package worker
+
+import "golang.org/x/sys/unix"
+
+func getxattrSize(path, name string) (int, error) { return unix.Getxattr(path, name, nil) }
