@@ -31,7 +31,7 @@ type agent struct {
 	sess        *session        // the joined session, nil while disconnected
 	leaseTTL    time.Duration   // from the last HelloAck
 	logWindow   int             // credit window of the session; from HelloAck and LogAcks (windowFrom)
-	lastRenewal time.Time       // send time of the last renewal the master acked
+	lastRenewal sentAt          // send time of the last renewal the master acked
 	stopping    bool
 }
 
@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return err
 	}
-	if a.guard, err = startGuard(); err != nil {
+	if a.guard, err = startGuard(a.log); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed worker")
 	}
 	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).
@@ -137,7 +137,7 @@ func (a *agent) refsLocked() []*pb.RunRef {
 // adopt makes s the joined session after its HelloAck: it applies the lease
 // TTL, counts the Hello as a renewal, kills the runs the master disowns and
 // rewinds every other run's output to its acked offset.
-func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent time.Time) {
+func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.leaseTTL = time.Duration(ack.GetLeaseTtlMs()) * time.Millisecond
@@ -145,15 +145,13 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent time.Time) {
 	if a.leaseTTL <= 0 {
 		a.leaseTTL = defaultLeaseTTL
 	}
-	if helloSent.After(a.lastRenewal) {
-		a.lastRenewal = helloSent
-	}
 	for _, id := range ack.GetKillTaskIds() {
 		if r := a.runs[id]; r != nil {
 			r.log.Warn().Msg("master disowns the run (kill_task_ids): killing it")
 			a.forgetLocked(r, false)
 		}
 	}
+	a.renewedLocked(helloSent) // the runs the master kept
 	for _, r := range a.runs {
 		r.sent = r.out.Acked()
 		r.finSent = false
@@ -296,20 +294,18 @@ func (a *agent) finishedAck(m *pb.TaskFinishedAck) {
 func (a *agent) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if sent, ok := s.hbSent[m.GetSeq()]; ok {
-		if sent.After(a.lastRenewal) {
-			a.lastRenewal = sent
-		}
-		for seq := range s.hbSent {
-			if seq <= m.GetSeq() {
-				delete(s.hbSent, seq)
-			}
-		}
-	}
 	for _, id := range m.GetLostTaskIds() {
 		if r := a.runs[id]; r != nil {
 			r.log.Warn().Msg("master reports the run's lease lost: killing it")
 			a.forgetLocked(r, false)
+		}
+	}
+	if sent, ok := s.hbSent[m.GetSeq()]; ok {
+		a.renewedLocked(sent) // the runs not lost
+		for seq := range s.hbSent {
+			if seq <= m.GetSeq() {
+				delete(s.hbSent, seq)
+			}
 		}
 	}
 }
