@@ -20,6 +20,7 @@ import (
 // guard's; nothing that holds those takes agent.mu.
 type agent struct {
 	cfg        Config
+	instance   string // Hello.instance, kept in the data dir
 	log        zerolog.Logger
 	scriptsDir string
 	guard      *guard // nil when the guard could not start
@@ -38,16 +39,27 @@ type agent struct {
 // Run runs a worker until ctx is cancelled: it joins a master (failing over
 // along cfg.Masters), runs what it is given, and on cancellation stops its
 // runs (SIGTERM, cfg.Grace, SIGKILL), waits for them, and returns nil. It
-// returns an error only when it cannot start (bad config, unwritable DataDir).
+// returns an error only when it cannot start (bad config, unwritable DataDir,
+// DataDir in use by another worker).
 func Run(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return err
 	}
+	// Before anything touches the dir: it may be another live worker's.
+	dir, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer dir.close()
+	if cfg.ID == "" {
+		cfg.ID = defaultID(cfg.Host, dir.suffix)
+	}
 	a := &agent{
-		cfg:  cfg,
-		log:  cfg.Logger.With().Str("worker", cfg.ID).Logger(),
-		runs: map[string]*run{},
+		cfg:      cfg,
+		instance: dir.instance,
+		log:      cfg.Logger.With().Str("worker", cfg.ID).Logger(),
+		runs:     map[string]*run{},
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "outputs"), 0o755); err != nil {
 		return fmt.Errorf("cannot create outputs dir in %s: %w", cfg.DataDir, err)
@@ -60,7 +72,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if a.guard, err = startGuard(a.log); err != nil {
-		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed worker")
+		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).
 		Str("data_dir", cfg.DataDir).Msg("worker starting")

@@ -110,16 +110,18 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, sentAt
 		Slots:    int32(a.cfg.Slots),
 		Version:  core.Version,
 		Runs:     a.refsLocked(),
+		Instance: a.instance,
 	}
 	a.mu.Unlock()
 	for _, g := range a.cfg.GPUs {
 		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB})
 	}
+	helloSent := sentNow()
+	hello.SentUnixMs = helloSent.at.UnixMilli()
 	frame, err := codec.AppendFrame(nil, hello)
 	if err != nil {
 		return nil, sentAt{}, err
 	}
-	helloSent := sentNow()
 	if _, err := conn.Write(frame); err != nil {
 		return nil, sentAt{}, fmt.Errorf("cannot send Hello: %w", err)
 	}

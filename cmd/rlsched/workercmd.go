@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 
@@ -21,24 +20,20 @@ type workerOpts struct {
 
 func (o *workerOpts) define(f envFlags) {
 	f.str(&o.masters, "master", "RLSCHED_MASTER", "127.0.0.1:9000", "master RPC addresses, host:port[,host:port...] tried in order")
-	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name)")
-	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", filepath.Join(defaultDataDir(), "worker"), "directory for run outputs")
+	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name and a short id kept in --data-dir)")
+	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", filepath.Join(defaultDataDir(), "worker"),
+		"directory for run outputs and the worker's identity; one per worker")
 	f.int(&o.gpus, "gpus", "RLSCHED_GPUS", -1, "GPUs to offer when nvidia-smi is absent (-1: detect)")
 	f.int(&o.slots, "slots", "RLSCHED_SLOTS", runtime.NumCPU(), "CPU slots for runs that need no GPU")
 }
 
-var nonIDChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
-// workerConfig resolves GPUs (nvidia-smi first, then --gpus) and the id.
+// workerConfig resolves GPUs (nvidia-smi first, then --gpus); an empty id
+// is left to the worker, which derives it from its data dir.
 func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config, error) {
 	if token == "" {
 		return worker.Config{}, errors.New("WORKER_JOIN_TOKEN is not set: use the master's join token")
 	}
 	host, _ := os.Hostname()
-	id := o.id
-	if id == "" {
-		id = nonIDChars.ReplaceAllString(host, "-")
-	}
 	gpus, err := worker.DetectGPUs()
 	if err != nil {
 		log.Warn().Err(err).Msg("nvidia-smi failed; using --gpus")
@@ -55,7 +50,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if len(masters) == 0 {
 		return worker.Config{}, usageError{errors.New("--master is empty")}
 	}
-	return worker.Config{ID: id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
+	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, Logger: log}, nil
 }
 
