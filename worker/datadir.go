@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A data dir belongs to one live worker at a time, and gives it its
@@ -57,10 +59,10 @@ func lockDataDir(dir string) (*dataDir, error) {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder := "another worker"
-			if pid := lockHolder(path); pid > 0 {
+			if pid := lockHolder(f); pid > 0 {
 				holder += " (pid " + strconv.Itoa(pid) + ")"
 			}
 			return nil, fmt.Errorf("cannot start worker: data dir %s is in use by %s; "+
@@ -85,10 +87,19 @@ func lockDataDir(dir string) (*dataDir, error) {
 	return d, nil
 }
 
-// lockHolder reads the pid the holder of the lock wrote; 0 when unknown
-// (it may not have written it yet).
-func lockHolder(path string) int {
-	b, err := os.ReadFile(path)
+// lockHolder returns the pid holding the flock on f, 0 when it cannot tell:
+// from /proc/locks, which the kernel updates with the lock, else from the
+// pid the holder wrote into the file (it may not have yet, or may be a
+// previous holder's).
+func lockHolder(f *os.File) int {
+	if fi, err := f.Stat(); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			if pid := flockHolder(st); pid > 0 {
+				return pid
+			}
+		}
+	}
+	b, err := os.ReadFile(f.Name())
 	if err != nil {
 		return 0
 	}
@@ -97,6 +108,28 @@ func lockHolder(path string) int {
 		return 0
 	}
 	return pid
+}
+
+// flockHolder finds the holder of a FLOCK on the file st describes in
+// /proc/locks, whose lines read "1: FLOCK  ADVISORY  WRITE <pid>
+// <major>:<minor>:<inode> 0 EOF" (major and minor in hex).
+func flockHolder(st *syscall.Stat_t) int {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return 0
+	}
+	dev := uint64(st.Dev)
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), st.Ino)
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[1] != "FLOCK" || f[5] != want { // "->" lines are waiters
+			continue
+		}
+		if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 {
+			return pid
+		}
+	}
+	return 0
 }
 
 // close releases the dir.

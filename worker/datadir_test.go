@@ -23,6 +23,11 @@ func TestDataDir_OneHolderAndAStableIdentity(t *testing.T) {
 	if len(d.instance) != 2*instanceLen || len(d.suffix) != 2*suffixLen {
 		t.Fatalf("instance %q, suffix %q", d.instance, d.suffix)
 	}
+	// The pid in the file may be stale (a previous holder's): the kernel's
+	// record of the lock names the holder.
+	if err := os.WriteFile(filepath.Join(dir, lockFile), []byte("999999999\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	_, err = lockDataDir(dir)
 	if err == nil {
 		t.Fatal("a second lock of a held data dir succeeded")
