@@ -109,7 +109,7 @@ func (a *agent) reapedLocked(r *run) {
 	}
 	if d := a.deadlineLocked(r); d != 0 && leaseClock() > d {
 		r.log.Error().Dur("lease_ttl", a.leaseTTL).
-			Msg("run ended past its lease deadline (the guard kills it then); forgotten without a report (it may run elsewhere by now)")
+			Msg("self-fencing: the run ended past its lease deadline (the guard kills it then); forgotten without a report (it may run elsewhere by now)")
 		a.forgetLocked(r, true)
 	}
 }
