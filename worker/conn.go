@@ -85,7 +85,7 @@ func (a *agent) connect(ctx context.Context, addr string) (joined bool, err erro
 }
 
 // handshake answers the master's Challenge with a Hello and reads the
-// HelloAck. It returns when the Hello was sent, for self-fencing.
+// HelloAck. It returns when the Hello was sent: the lease deadlines count from it.
 func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, sentAt, error) {
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	m, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
