@@ -154,3 +154,58 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 		t.Errorf("guard environment %q lacks the runtime's GOTRACEBACK", env)
 	}
 }
+
+// TestGuard_StoppedGuardNeverBlocksTheWorker: with the guard process
+// stopped and its pipe full, registering and renewing still return at once,
+// and the guard reads the latest record once it runs again.
+func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
+	g, err := startGuard(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := g.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	// Groups above the kernel's pid limit (2^22): no process can have them.
+	var pgids []int
+	for i := range 2000 {
+		pgids = append(pgids, 1<<23+i)
+	}
+	for _, p := range pgids {
+		if err := g.add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// ~40 KB of lines per round: the 64 KiB pipe is full after two.
+		for i := range 200 {
+			g.renew(leaseClock()+time.Hour+time.Duration(i), pgids)
+		}
+		for _, p := range pgids[:1000] {
+			g.remove(p)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("renewals blocked on a stopped guard")
+	}
+	if d, ok := g.deadline(pgids[1999]); !ok || d < leaseClock()+59*time.Minute {
+		t.Fatalf("record of group %d: %v, %v; want the last renewal's deadline", pgids[1999], d, ok)
+	}
+	if _, ok := g.deadline(pgids[0]); ok {
+		t.Fatal("a removed group is still in the record")
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	closed := make(chan struct{})
+	go func() { g.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("close did not return once the guard ran again")
+	}
+}
