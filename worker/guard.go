@@ -1,7 +1,7 @@
 package worker
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
 // The guard is a second process that kills what the worker can no longer
@@ -78,40 +79,61 @@ func MaybeGuard() {
 	if os.Getenv(guardEnv) != "1" {
 		return
 	}
-	os.Exit(serveGuard(os.Stdin, os.Stderr))
-}
-
-// serveGuard reads registrations from r and kills groups whose deadline
-// passed, until EOF; then it kills every group still registered.
-func serveGuard(r io.Reader, errw io.Writer) int {
 	// Only EOF stops the guard: a Ctrl-C meant for the worker must not take
 	// the guard down before the worker's runs are gone.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	lines := make(chan string, 64)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	os.Exit(serveGuard(0, os.Stderr))
+}
+
+// serveGuard reads registrations from fd and kills groups whose deadline
+// passed, until EOF; then it kills every group still registered.
+//
+// One loop, on poll(2): it reads whatever the worker has written before it
+// looks at the deadlines, so a renewal already in the pipe when the guard
+// gets the CPU back (a loaded machine) is never beaten by the kill it
+// cancels.
+func serveGuard(fd int, errw io.Writer) int {
 	tab := guardTable{}
-	timer := time.NewTimer(guardIdle)
+	buf := make([]byte, 64<<10)
+	var partial []byte
+	timeout := guardIdle
 	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				for _, pgid := range tab.all() {
-					if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
-						fmt.Fprintf(errw, "rlsched guard: worker gone, killed process group %d\n", pgid)
-					}
+		for {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, int((timeout+time.Millisecond-1)/time.Millisecond))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				fmt.Fprintf(errw, "rlsched guard: cannot poll the worker's pipe: %v\n", err)
+				return guardExit(tab, errw)
+			}
+			if n == 0 {
+				break // timed out: nothing more to read
+			}
+			k, err := unix.Read(fd, buf)
+			if k <= 0 {
+				if err == unix.EINTR || err == unix.EAGAIN {
+					continue
 				}
-				return 0
+				return guardExit(tab, errw) // EOF: the worker is gone
 			}
-			if err := tab.apply(line); err != nil {
-				fmt.Fprintf(errw, "rlsched guard: %v\n", err)
+			partial = append(partial, buf[:k]...)
+			for {
+				i := bytes.IndexByte(partial, '\n')
+				if i < 0 {
+					break
+				}
+				if err := tab.apply(string(partial[:i])); err != nil {
+					fmt.Fprintf(errw, "rlsched guard: %v\n", err)
+				}
+				partial = partial[i+1:]
 			}
-		case <-timer.C:
+			if len(partial) > 1024 {
+				fmt.Fprintf(errw, "rlsched guard: ignoring a line of over 1 KiB\n")
+				partial = partial[:0]
+			}
+			timeout = 0 // drain what else is there, then look at the clock
 		}
 		now := leaseClock()
 		for _, e := range tab.expire(now) {
@@ -120,8 +142,18 @@ func serveGuard(r io.Reader, errw io.Writer) int {
 					e.pgid, (now - e.deadline).Round(time.Millisecond))
 			}
 		}
-		timer.Reset(tab.wait(now))
+		timeout = tab.wait(now)
 	}
+}
+
+// guardExit kills every group still registered: the worker is gone.
+func guardExit(tab guardTable, errw io.Writer) int {
+	for _, pgid := range tab.all() {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
+			fmt.Fprintf(errw, "rlsched guard: worker gone, killed process group %d\n", pgid)
+		}
+	}
+	return 0
 }
 
 // guardTable is the guard's registry: process group → lease deadline

@@ -91,7 +91,7 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 		return cmd.Process.Pid
 	}
-	const ttl = 500 * time.Millisecond
+	const ttl = 2 * time.Second // the renewing loop below may stall that long on a loaded machine
 	g.renew(leaseClock()+ttl, nil)
 	lapsing, renewed := start(), start()
 	for _, p := range []int{lapsing, renewed} {
@@ -207,5 +207,33 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 	case <-closed:
 	case <-time.After(20 * time.Second):
 		t.Fatal("close did not return once the guard ran again")
+	}
+}
+
+// TestServeGuard_ReadsEverythingBeforeKilling: a renewal that reached the
+// pipe together with (or soon after) the deadline it replaces wins: the
+// guard reads all it has been sent before it looks at the clock.
+func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	pgid := cmd.Process.Pid
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	now := leaseClock()
+	fmt.Fprintf(w, "+%d %d\n+%d %d\n-%d\n", pgid, now-time.Second, pgid, now+time.Hour, pgid)
+	w.Close()
+	var out strings.Builder
+	if code := serveGuard(int(r.Fd()), &out); code != 0 {
+		t.Fatalf("serveGuard: %d", code)
+	}
+	if groupGone(pgid) {
+		t.Fatalf("the guard killed a group whose renewal it had been sent; it said:\n%s", out.String())
 	}
 }
