@@ -62,8 +62,8 @@ func guardEnviron(env []string) []string {
 }
 
 // guardPoll bounds how long the guard sleeps between looks at the clock
-// while it holds a deadline. Go's timers run on CLOCK_MONOTONIC, which
-// stands still while the machine is suspended; deadlines are on
+// while it holds a deadline. poll(2)'s timeout runs on CLOCK_MONOTONIC,
+// which stands still while the machine is suspended; deadlines are on
 // CLOCK_BOOTTIME, which does not. After a resume, a deadline that passed
 // during the suspension is seen within guardPoll: the runs, thawed with the
 // guard, execute that long at most.
