@@ -19,6 +19,7 @@ import (
 // guard's; nothing that holds those takes agent.mu.
 type agent struct {
 	cfg        Config
+	instance   string // Hello.instance, kept in the data dir
 	log        zerolog.Logger
 	scriptsDir string
 	iso        *isolation // whose uid each run gets, and its private dir
@@ -31,23 +32,34 @@ type agent struct {
 	sess        *session        // the joined session, nil while disconnected
 	leaseTTL    time.Duration   // from the last HelloAck
 	logWindow   int             // credit window of the session; from HelloAck and LogAcks (windowFrom)
-	lastRenewal time.Time       // send time of the last renewal the master acked
+	lastRenewal sentAt          // send time of the last renewal the master acked
 	stopping    bool
 }
 
 // Run runs a worker until ctx is cancelled: it joins a master (failing over
 // along cfg.Masters), runs what it is given, and on cancellation stops its
 // runs (SIGTERM, cfg.Grace, SIGKILL), waits for them, and returns nil. It
-// returns an error only when it cannot start (bad config, unwritable DataDir).
+// returns an error only when it cannot start (bad config, unwritable DataDir,
+// DataDir in use by another worker).
 func Run(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return err
 	}
+	// Before anything touches the dir: it may be another live worker's.
+	dir, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer dir.close()
+	if cfg.ID == "" {
+		cfg.ID = defaultID(cfg.Host, dir.suffix)
+	}
 	a := &agent{
-		cfg:  cfg,
-		log:  cfg.Logger.With().Str("worker", cfg.ID).Logger(),
-		runs: map[string]*run{},
+		cfg:      cfg,
+		instance: dir.instance,
+		log:      cfg.Logger.With().Str("worker", cfg.ID).Logger(),
+		runs:     map[string]*run{},
 	}
 	if a.iso, err = newIsolation(cfg, a.log); err != nil {
 		return err
@@ -59,8 +71,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return err
 	}
-	if a.guard, err = startGuard(); err != nil {
-		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed worker")
+	if a.guard, err = startGuard(a.log); err != nil {
+		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).
 		Str("data_dir", cfg.DataDir).Msg("worker starting")
@@ -137,7 +149,7 @@ func (a *agent) refsLocked() []*pb.RunRef {
 // adopt makes s the joined session after its HelloAck: it applies the lease
 // TTL, counts the Hello as a renewal, kills the runs the master disowns and
 // rewinds every other run's output to its acked offset.
-func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent time.Time) {
+func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.leaseTTL = time.Duration(ack.GetLeaseTtlMs()) * time.Millisecond
@@ -145,15 +157,13 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent time.Time) {
 	if a.leaseTTL <= 0 {
 		a.leaseTTL = defaultLeaseTTL
 	}
-	if helloSent.After(a.lastRenewal) {
-		a.lastRenewal = helloSent
-	}
 	for _, id := range ack.GetKillTaskIds() {
 		if r := a.runs[id]; r != nil {
 			r.log.Warn().Msg("master disowns the run (kill_task_ids): killing it")
 			a.forgetLocked(r, false)
 		}
 	}
+	a.renewedLocked(helloSent) // the runs the master kept
 	for _, r := range a.runs {
 		r.sent = r.out.Acked()
 		r.finSent = false
@@ -296,20 +306,18 @@ func (a *agent) finishedAck(m *pb.TaskFinishedAck) {
 func (a *agent) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if sent, ok := s.hbSent[m.GetSeq()]; ok {
-		if sent.After(a.lastRenewal) {
-			a.lastRenewal = sent
-		}
-		for seq := range s.hbSent {
-			if seq <= m.GetSeq() {
-				delete(s.hbSent, seq)
-			}
-		}
-	}
 	for _, id := range m.GetLostTaskIds() {
 		if r := a.runs[id]; r != nil {
 			r.log.Warn().Msg("master reports the run's lease lost: killing it")
 			a.forgetLocked(r, false)
+		}
+	}
+	if sent, ok := s.hbSent[m.GetSeq()]; ok {
+		a.renewedLocked(sent) // the runs not lost
+		for seq := range s.hbSent {
+			if seq <= m.GetSeq() {
+				delete(s.hbSent, seq)
+			}
 		}
 	}
 }

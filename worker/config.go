@@ -21,7 +21,9 @@ type GPU struct {
 
 // Config of a worker. Zero values get the defaults named on each field.
 type Config struct {
-	// ID names the worker to the master: [A-Za-z0-9_-]{1,64}. Required.
+	// ID names the worker to the master: [A-Za-z0-9_-]{1,64}. Default: the
+	// host name, a dash and a short random suffix kept in DataDir
+	// (myhost-3f9a2c), so each data dir is one identity.
 	ID string
 	// Masters are host:port RPC addresses, tried in order; on failure the
 	// worker fails over to the next one. Required.
@@ -31,8 +33,10 @@ type Config struct {
 	// Host is reported to the master; default os.Hostname().
 	Host string
 	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>), the
-	// materialised scripts (DataDir/scripts) and the output spool
-	// (DataDir/spool); see isolation.go's prepareDataDir for the modes.
+	// materialised scripts (DataDir/scripts), the output spool (DataDir/spool)
+	// and the worker's identity (datadir.go); see isolation.go's
+	// prepareDataDir for the modes. One live worker per dir: a second one
+	// fails to start.
 	// Required; made absolute.
 	DataDir string
 	// GPUs of this machine (DetectGPUs, or SyntheticGPUs for --gpus N).
@@ -76,7 +80,7 @@ const (
 
 // withDefaults validates c and fills in the defaults.
 func (c Config) withDefaults() (Config, error) {
-	if !core.ValidWorkerID(c.ID) {
+	if c.ID != "" && !core.ValidWorkerID(c.ID) {
 		return c, fmt.Errorf("cannot start worker: id %q must match [A-Za-z0-9_-]{1,64}", c.ID)
 	}
 	if len(c.Masters) == 0 {

@@ -85,21 +85,21 @@ func (a *agent) connect(ctx context.Context, addr string) (joined bool, err erro
 }
 
 // handshake answers the master's Challenge with a Hello and reads the
-// HelloAck. It returns when the Hello was sent, for self-fencing.
-func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, time.Time, error) {
+// HelloAck. It returns when the Hello was sent: the lease deadlines count from it.
+func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, sentAt, error) {
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
 	m, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("cannot read Challenge: %w", err)
+		return nil, sentAt{}, fmt.Errorf("cannot read Challenge: %w", err)
 	}
 	var ch *pb.Challenge
 	switch m := m.(type) {
 	case *pb.Challenge:
 		ch = m
 	case *pb.Goodbye:
-		return nil, time.Time{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
+		return nil, sentAt{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
 	default:
-		return nil, time.Time{}, fmt.Errorf("master sent %s before its Challenge", codec.TypeOf(m))
+		return nil, sentAt{}, fmt.Errorf("master sent %s before its Challenge", codec.TypeOf(m))
 	}
 
 	a.mu.Lock()
@@ -111,32 +111,34 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, time.T
 		Version:   core.Version,
 		Runs:      a.refsLocked(),
 		Isolation: a.iso.helloIsolation(),
+		Instance:  a.instance,
 	}
 	a.mu.Unlock()
 	for _, g := range a.cfg.GPUs {
 		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB})
 	}
+	helloSent := sentNow()
+	hello.SentUnixMs = helloSent.at.UnixMilli()
 	frame, err := codec.AppendFrame(nil, hello)
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, sentAt{}, err
 	}
-	helloSent := time.Now()
 	if _, err := conn.Write(frame); err != nil {
-		return nil, time.Time{}, fmt.Errorf("cannot send Hello: %w", err)
+		return nil, sentAt{}, fmt.Errorf("cannot send Hello: %w", err)
 	}
 
 	m, _, err = codec.ReadFrame(br, codec.DefaultMaxBody, nil)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("cannot read HelloAck: %w", err)
+		return nil, sentAt{}, fmt.Errorf("cannot read HelloAck: %w", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	switch m := m.(type) {
 	case *pb.HelloAck:
 		return m, helloSent, nil
 	case *pb.Goodbye:
-		return nil, time.Time{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
+		return nil, sentAt{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
 	default:
-		return nil, time.Time{}, fmt.Errorf("master sent %s instead of HelloAck", codec.TypeOf(m))
+		return nil, sentAt{}, fmt.Errorf("master sent %s instead of HelloAck", codec.TypeOf(m))
 	}
 }
 

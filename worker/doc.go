@@ -6,11 +6,14 @@
 // bytes, block a run's output on a dead connection (bytes wait in the run's
 // spool instead, and a full spool blocks the run, never drops), or leave a
 // process behind when a run ends, when its lease is lost, or when the worker
-// itself dies (the guard process, guard.go, kills what is left), nor give one
-// uid to two live runs or a run any secret of rlsched (isolation.go).
+// itself dies (the guard process, guard.go, kills what is left), or let a run
+// execute past its lease deadline (the guard kills it even when the worker
+// is frozen; docs/reliability.md), nor give one uid to two live runs or a run
+// any secret of rlsched (isolation.go).
 //
 // Goroutines: one reader and one writer per connection, a heartbeat ticker per
-// connection, a self-fencing ticker, and per run an output pump and a reaper.
+// connection, a self-fencing ticker, the writer of the guard's pipe, and per
+// run an output pump and a reaper.
 // All run state is guarded by agent.mu; the writer is the only goroutine that
 // touches the connection for writing, and nothing a run does waits for it.
 package worker

@@ -348,6 +348,7 @@ func (a *agent) reap(r *run) {
 	a.mu.Lock()
 	r.reaped = true
 	r.stopTimersLocked()
+	a.reapedLocked(r) // past its lease deadline: forgotten
 	pgid, started := r.pgid, r.startedAt
 	a.mu.Unlock()
 

@@ -162,8 +162,9 @@ type masterConn struct {
 	hello *pb.Hello
 	in    chan proto.Message // every frame but heartbeats
 
-	ackHB   atomic.Bool // answer heartbeats
-	ackLogs atomic.Bool // answer LogData
+	ackHB   atomic.Bool  // answer heartbeats
+	hbAckAt atomic.Int64 // when the last HeartbeatAck was written, Unix ns
+	ackLogs atomic.Bool  // answer LogData
 	// refuse, when set, is asked about each LogData first: a non-empty
 	// answer refuses the frame (nothing stored) with that LogAck error.
 	refuse atomic.Pointer[func(*pb.LogData) string]
@@ -207,6 +208,7 @@ func (mc *masterConn) readLoop(br *bufio.Reader) {
 			mc.mu.Unlock()
 			if mc.ackHB.Load() {
 				mc.send(&pb.HeartbeatAck{Seq: msg.GetSeq(), LostTaskIds: lost})
+				mc.hbAckAt.Store(time.Now().UnixNano())
 			}
 			continue
 		case *pb.LogData:

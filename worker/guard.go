@@ -1,28 +1,76 @@
 package worker
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 )
 
-// The guard kills what a dead worker leaves behind. Pdeathsig only reaches a
-// run's direct child; its descendants would outlive a SIGKILLed worker. So at
-// start the worker re-executes its own binary with RLSCHED_GUARD=1 in a
-// process group of its own, its stdin the read end of a pipe. The worker
-// writes "+<pgid>\n" when a run starts and "-<pgid>\n" when its group is
-// gone. When the guard reads EOF the worker has exited (the kernel closes
-// the pipe even on SIGKILL), so the guard SIGKILLs every group still
-// registered and exits.
+// The guard is a second process that kills what the worker can no longer
+// answer for, on two occasions:
+//
+//   - The worker died. Pdeathsig only reaches a run's direct child; its
+//     descendants would outlive a SIGKILLed worker. When the guard reads EOF
+//     on its stdin, the worker has exited (the kernel closes the pipe even on
+//     SIGKILL), so it SIGKILLs every group still registered and exits.
+//   - A run's lease deadline passed: no renewal of it was acked for a whole
+//     lease TTL, counted from the renewal's send time, so the master may
+//     have given the run to another worker. The guard SIGKILLs the run's
+//     group whether or not the worker is responsive (paused by SIGSTOP, a GC
+//     pause, swapped out, stuck in a write): the worker's own selfFence is
+//     only the second line, as it runs in the process that may be frozen.
+//
+// The worker re-executes its own binary with RLSCHED_GUARD=1 in a process
+// group of its own (a group-wide signal to the worker does not reach it), its
+// stdin the read end of a pipe, and writes one line per change:
+// "+<pgid> <deadline>" registers a run's group or moves its deadline, and
+// "-<pgid>" forgets a group that is gone. Deadlines are CLOCK_BOOTTIME
+// nanoseconds (leaseClock), a clock both processes share that no wall-clock
+// step moves; 0 means none.
 
 const guardEnv = "RLSCHED_GUARD"
+
+// guardKeepEnv names the only variables the guard inherits: the Go
+// runtime's own knobs. The worker's environment holds the join token and
+// other secrets; the guard needs none, and a process that leaks nothing
+// cannot be made to leak it.
+var guardKeepEnv = map[string]bool{"GORACE": true, "GODEBUG": true, "GOTRACEBACK": true,
+	"GOMAXPROCS": true, "GOGC": true, "GOMEMLIMIT": true, "GOCOVERDIR": true}
+
+// guardEnviron is the guard's environment: guardKeepEnv from env, and
+// RLSCHED_GUARD=1.
+func guardEnviron(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); guardKeepEnv[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, guardEnv+"=1")
+}
+
+// guardPoll bounds how long the guard sleeps between looks at the clock
+// while it holds a deadline. poll(2)'s timeout runs on CLOCK_MONOTONIC,
+// which stands still while the machine is suspended; deadlines are on
+// CLOCK_BOOTTIME, which does not. After a resume, a deadline that passed
+// during the suspension is seen within guardPoll: the runs, thawed with the
+// guard, execute that long at most.
+const guardPoll = 250 * time.Millisecond
+
+// guardIdle is the guard's sleep while it holds no deadline.
+const guardIdle = time.Hour
 
 // MaybeGuard runs the guard and exits when this process was started as one
 // (RLSCHED_GUARD=1); otherwise it returns at once. Call it first thing in
@@ -31,35 +79,76 @@ func MaybeGuard() {
 	if os.Getenv(guardEnv) != "1" {
 		return
 	}
-	os.Exit(serveGuard(os.Stdin, os.Stderr))
-}
-
-// serveGuard reads registrations from r until EOF, then kills every group
-// still registered.
-func serveGuard(r io.Reader, errw io.Writer) int {
 	// Only EOF stops the guard: a Ctrl-C meant for the worker must not take
 	// the guard down before the worker's runs are gone.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	groups := map[int]bool{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if len(line) < 2 {
-			continue
+	os.Exit(serveGuard(0, os.Stderr))
+}
+
+// serveGuard reads registrations from fd and kills groups whose deadline
+// passed, until EOF; then it kills every group still registered.
+//
+// One loop, on poll(2): it reads whatever the worker has written before it
+// looks at the deadlines, so a renewal already in the pipe when the guard
+// gets the CPU back (a loaded machine) is never beaten by the kill it
+// cancels.
+func serveGuard(fd int, errw io.Writer) int {
+	tab := guardTable{}
+	buf := make([]byte, 64<<10)
+	var partial []byte
+	timeout := guardIdle
+	for {
+		for {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, int((timeout+time.Millisecond-1)/time.Millisecond))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				fmt.Fprintf(errw, "rlsched guard: cannot poll the worker's pipe: %v\n", err)
+				return guardExit(tab, errw)
+			}
+			if n == 0 {
+				break // timed out: nothing more to read
+			}
+			k, err := unix.Read(fd, buf)
+			if k <= 0 {
+				if err == unix.EINTR || err == unix.EAGAIN {
+					continue
+				}
+				return guardExit(tab, errw) // EOF: the worker is gone
+			}
+			partial = append(partial, buf[:k]...)
+			for {
+				i := bytes.IndexByte(partial, '\n')
+				if i < 0 {
+					break
+				}
+				if err := tab.apply(string(partial[:i])); err != nil {
+					fmt.Fprintf(errw, "rlsched guard: %v\n", err)
+				}
+				partial = partial[i+1:]
+			}
+			if len(partial) > 1024 {
+				fmt.Fprintf(errw, "rlsched guard: ignoring a line of over 1 KiB\n")
+				partial = partial[:0]
+			}
+			timeout = 0 // drain what else is there, then look at the clock
 		}
-		pgid, err := strconv.Atoi(line[1:])
-		if err != nil || pgid <= 1 {
-			fmt.Fprintf(errw, "rlsched guard: ignoring line %q\n", line)
-			continue
+		now := leaseClock()
+		for _, e := range tab.expire(now) {
+			if err := syscall.Kill(-e.pgid, syscall.SIGKILL); err == nil {
+				fmt.Fprintf(errw, "rlsched guard: lease of process group %d expired %v ago with no renewal acked; killed the group (the run may be running elsewhere by now)\n",
+					e.pgid, (now - e.deadline).Round(time.Millisecond))
+			}
 		}
-		switch line[0] {
-		case '+':
-			groups[pgid] = true
-		case '-':
-			delete(groups, pgid)
-		}
+		timeout = tab.wait(now)
 	}
-	for pgid := range groups {
+}
+
+// guardExit kills every group still registered: the worker is gone.
+func guardExit(tab guardTable, errw io.Writer) int {
+	for _, pgid := range tab.all() {
 		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 			fmt.Fprintf(errw, "rlsched guard: worker gone, killed process group %d\n", pgid)
 		}
@@ -67,60 +156,252 @@ func serveGuard(r io.Reader, errw io.Writer) int {
 	return 0
 }
 
-// guard is the worker's end of the pipe. Its methods are safe for
-// concurrent use; a nil *guard ignores every call.
-type guard struct {
-	mu     sync.Mutex
-	w      *os.File
-	cmd    *exec.Cmd
-	broken bool
+// guardTable is the guard's registry: process group → lease deadline
+// (CLOCK_BOOTTIME; 0: none). Owned by serveGuard's goroutine.
+type guardTable map[int]time.Duration
+
+// apply handles one line from the worker.
+func (t guardTable) apply(line string) error {
+	line = strings.TrimSpace(line)
+	if len(line) < 2 {
+		return fmt.Errorf("ignoring line %q", line)
+	}
+	pgidStr, deadlineStr, _ := strings.Cut(line[1:], " ")
+	pgid, err := strconv.Atoi(pgidStr)
+	if err != nil || pgid <= 1 {
+		return fmt.Errorf("ignoring line %q: bad process group", line)
+	}
+	switch line[0] {
+	case '+':
+		d, err := strconv.ParseInt(deadlineStr, 10, 64)
+		if err != nil || d < 0 {
+			return fmt.Errorf("ignoring line %q: bad deadline", line)
+		}
+		t[pgid] = time.Duration(d)
+	case '-':
+		delete(t, pgid)
+	default:
+		return fmt.Errorf("ignoring line %q", line)
+	}
+	return nil
 }
 
-// startGuard starts the guard process.
-func startGuard() (*guard, error) {
+type expired struct {
+	pgid     int
+	deadline time.Duration
+}
+
+// expire removes and returns the groups whose deadline is before now.
+func (t guardTable) expire(now time.Duration) []expired {
+	var out []expired
+	for pgid, d := range t {
+		if d > 0 && d < now {
+			out = append(out, expired{pgid, d})
+			delete(t, pgid)
+		}
+	}
+	return out
+}
+
+// wait is how long to sleep before the next deadline: at most guardPoll,
+// or guardIdle when there is none.
+func (t guardTable) wait(now time.Duration) time.Duration {
+	w := guardIdle
+	for _, d := range t {
+		if d > 0 {
+			w = min(w, guardPoll, max(d-now, 0)+time.Millisecond)
+		}
+	}
+	return w
+}
+
+func (t guardTable) all() []int {
+	out := make([]int, 0, len(t))
+	for pgid := range t {
+		out = append(out, pgid)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// guard is the worker's record of every run's process group and lease
+// deadline, mirrored to the guard process. Callers change the record under
+// mu; one writer goroutine sends the changes, so a guard that stopped
+// reading (its pipe full) never blocks a caller, and the deadlines it reads
+// when it runs again are the latest. The record is kept even when the guard
+// process could not start or is gone: selfFence reads it. Its methods are
+// safe for concurrent use; a nil *guard ignores every call.
+type guard struct {
+	w    *os.File  // nil: no guard process
+	cmd  *exec.Cmd // nil: no guard process
+	log  zerolog.Logger
+	wake chan struct{}
+	done chan struct{} // closed when the writer returned
+
+	mu     sync.Mutex
+	want   map[int]time.Duration // pgid → lease deadline (leaseClock)
+	lease  time.Duration         // deadline of the last acked renewal: a new run's
+	closed bool
+	broken error // the pipe to the guard process failed
+	told   bool  // broken was returned once
+}
+
+func newGuard(log zerolog.Logger) *guard {
+	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}}
+}
+
+// startGuard starts the guard process and its writer. On error it still
+// returns a guard that keeps the record, without a process behind it.
+func startGuard(log zerolog.Logger) (*guard, error) {
+	g := newGuard(log)
+	err := g.start()
+	if err != nil {
+		g.told = true // the caller reports err
+		g.broken = err
+		close(g.done)
+		return g, err
+	}
+	go g.writeLoop()
+	return g, nil
+}
+
+func (g *guard) start() error {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("cannot find own executable for the guard: %w", err)
+		return fmt.Errorf("cannot find own executable for the guard: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("cannot create guard pipe: %w", err)
+		return fmt.Errorf("cannot create guard pipe: %w", err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), guardEnv+"=1")
+	cmd.Env = guardEnviron(os.Environ())
 	cmd.Stdin = r
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
-		return nil, fmt.Errorf("cannot start guard %s: %w", exe, err)
+		return fmt.Errorf("cannot start guard %s: %w", exe, err)
 	}
 	r.Close()
-	return &guard{w: w, cmd: cmd}, nil
+	g.w, g.cmd = w, cmd
+	return nil
 }
 
-func (g *guard) send(op byte, pgid int) error {
+// writeLoop sends the guard what changed in want since the last write.
+func (g *guard) writeLoop() {
+	defer close(g.done)
+	sent := map[int]time.Duration{}
+	var buf []byte
+	for {
+		<-g.wake
+		g.mu.Lock()
+		buf = buf[:0]
+		for pgid := range sent {
+			if _, ok := g.want[pgid]; !ok {
+				buf = fmt.Appendf(buf, "-%d\n", pgid)
+				delete(sent, pgid)
+			}
+		}
+		for pgid, d := range g.want {
+			if old, ok := sent[pgid]; !ok || old != d {
+				buf = fmt.Appendf(buf, "+%d %d\n", pgid, d)
+				sent[pgid] = d
+			}
+		}
+		closed := g.closed
+		g.mu.Unlock()
+		if len(buf) > 0 {
+			if _, err := g.w.Write(buf); err != nil {
+				g.mu.Lock()
+				g.broken = fmt.Errorf("cannot reach the guard process; runs may outlive a crashed or frozen worker: %w", err)
+				g.mu.Unlock()
+				return
+			}
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func (g *guard) pokeLocked() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add registers a run's process group with the deadline of the last acked
+// renewal: the master claimed the run before it sent it, and renews it with
+// the first heartbeat that lists it. It returns an error when no guard
+// process will kill the group.
+func (g *guard) add(pgid int) error {
 	if g == nil {
 		return nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.broken {
-		return nil
+	if _, ok := g.want[pgid]; !ok {
+		g.want[pgid] = g.lease
 	}
-	if _, err := fmt.Fprintf(g.w, "%c%d\n", op, pgid); err != nil {
-		g.broken = true
-		return fmt.Errorf("cannot reach the guard process; runs may outlive a crashed worker: %w", err)
-	}
-	return nil
+	g.pokeLocked()
+	return g.errLocked()
 }
 
-// add registers a run's process group.
-func (g *guard) add(pgid int) error { return g.send('+', pgid) }
+// errLocked returns the pipe's failure the first time it is asked.
+func (g *guard) errLocked() error {
+	if g.broken == nil || g.told {
+		return nil
+	}
+	g.told = true
+	return g.broken
+}
 
 // remove forgets a process group that is gone.
-func (g *guard) remove(pgid int) error { return g.send('-', pgid) }
+func (g *guard) remove(pgid int) error {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.want, pgid)
+	g.pokeLocked()
+	return g.errLocked()
+}
+
+// renew moves the deadline of the groups a renewal acked to deadline, which
+// also becomes the deadline of runs registered from now on.
+func (g *guard) renew(deadline time.Duration, pgids []int) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lease = max(g.lease, deadline)
+	for _, pgid := range pgids {
+		if d, ok := g.want[pgid]; ok && deadline > d {
+			g.want[pgid] = deadline
+		}
+	}
+	g.pokeLocked()
+}
+
+// deadline returns the lease deadline of a registered group.
+func (g *guard) deadline(pgid int) (time.Duration, bool) {
+	if g == nil {
+		return 0, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	d, ok := g.want[pgid]
+	return d, ok
+}
+
+// guardCloseWait bounds how long close waits for a guard that does not
+// read (stopped by a signal): the worker's exit does not depend on it.
+const guardCloseWait = 5 * time.Second
 
 // close ends the guard (it kills whatever is still registered) and reaps it.
 func (g *guard) close() {
@@ -128,8 +409,26 @@ func (g *guard) close() {
 		return
 	}
 	g.mu.Lock()
-	g.w.Close()
-	g.broken = true
+	g.closed = true
+	g.pokeLocked()
 	g.mu.Unlock()
-	_ = g.cmd.Wait()
+	select {
+	case <-g.done: // the last changes are written
+	case <-time.After(guardCloseWait):
+	}
+	if g.w != nil {
+		g.w.Close() // EOF for the guard; also ends a write to a guard that stopped reading
+	}
+	<-g.done
+	if g.cmd == nil {
+		return
+	}
+	exited := make(chan struct{})
+	go func() { _ = g.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(guardCloseWait):
+		g.log.Warn().Int("pid", g.cmd.Process.Pid).
+			Msg("the guard process did not exit (stopped?); it kills what is left once it runs again")
+	}
 }

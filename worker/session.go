@@ -52,7 +52,7 @@ type session struct {
 
 	// Guarded by agent.mu.
 	seq    uint64
-	hbSent map[uint64]time.Time // heartbeat seq → send time, until acked
+	hbSent map[uint64]sentAt // heartbeat seq → send time, until acked
 }
 
 func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck) *session {
@@ -69,7 +69,7 @@ func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck) *session
 		ctrl:     make(chan proto.Message, ctrlQueue),
 		kickc:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
-		hbSent:   map[uint64]time.Time{},
+		hbSent:   map[uint64]sentAt{},
 	}
 }
 
@@ -100,7 +100,7 @@ func (s *session) closed() bool {
 
 // serve runs the session until the connection fails or the master says
 // Goodbye, and returns why.
-func (s *session) serve(br *bufio.Reader, ack *pb.HelloAck, helloSent time.Time) error {
+func (s *session) serve(br *bufio.Reader, ack *pb.HelloAck, helloSent sentAt) error {
 	s.a.adopt(s, ack, helloSent)
 	var wg sync.WaitGroup
 	wg.Go(s.writeLoop)
@@ -170,12 +170,12 @@ func (a *agent) heartbeat(s *session) *pb.Heartbeat {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s.seq++
-	now := time.Now()
+	now := sentNow()
 	s.hbSent[s.seq] = now
 	if s.seq > 1024 {
 		delete(s.hbSent, s.seq-1024) // never acked: stop remembering it
 	}
-	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.UnixMilli()}
+	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.at.UnixMilli()}
 }
 
 // writeLoop writes heartbeats, then run reports and output, every time it

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 
@@ -25,8 +24,8 @@ type workerOpts struct {
 
 func (o *workerOpts) define(f envFlags) {
 	f.str(&o.masters, "master", "RLSCHED_MASTER", "127.0.0.1:9000", "master RPC addresses, host:port[,host:port...] tried in order")
-	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name)")
-	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", defaultWorkerDir(), "directory for run outputs, the built-in scripts and the output spool")
+	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name and a short id kept in --data-dir)")
+	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", defaultWorkerDir(), "directory for run outputs, the built-in scripts, the output spool and the worker's identity; one per worker")
 	f.int(&o.gpus, "gpus", "RLSCHED_GPUS", -1, "GPUs to offer when nvidia-smi is absent (-1: detect)")
 	f.int(&o.slots, "slots", "RLSCHED_SLOTS", runtime.NumCPU(), "CPU slots for runs that need no GPU")
 	f.str(&o.tokenFile, "join-token-file", "WORKER_JOIN_TOKEN_FILE", "", "file holding the join token, mode 0600 (instead of env WORKER_JOIN_TOKEN)")
@@ -49,18 +48,13 @@ func defaultWorkerDir() string {
 	return filepath.Join(defaultDataDir(), "worker")
 }
 
-var nonIDChars = regexp.MustCompile(`[^A-Za-z0-9_-]`)
-
-// workerConfig resolves GPUs (nvidia-smi first, then --gpus) and the id.
+// workerConfig resolves GPUs (nvidia-smi first, then --gpus); an empty id
+// is left to the worker, which derives it from its data dir.
 func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config, error) {
 	if token == "" {
 		return worker.Config{}, errors.New("WORKER_JOIN_TOKEN is not set: give the worker the master's join token in WORKER_JOIN_TOKEN_FILE (a file of mode 0600) or WORKER_JOIN_TOKEN")
 	}
 	host, _ := os.Hostname()
-	id := o.id
-	if id == "" {
-		id = nonIDChars.ReplaceAllString(host, "-")
-	}
 	gpus, err := worker.DetectGPUs()
 	if err != nil {
 		log.Warn().Err(err).Msg("nvidia-smi failed; using --gpus")
@@ -81,7 +75,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if err != nil {
 		return worker.Config{}, usageError{fmt.Errorf("RUN_UID_RANGE: %w", err)}
 	}
-	return worker.Config{ID: id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
+	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, Logger: log}, nil
 }
 

@@ -203,20 +203,27 @@ func tailFile(path string, lines int) string {
 // Redis is a private redis-server of one test. It keeps nothing on disk, so
 // a restarted instance starts empty (as a production Redis without
 // persistence would after a crash).
-type Redis struct{ s *server }
+type Redis struct {
+	s   *server
+	dir string // everything the server writes is in here
+}
 
 // StartRedis starts a redis-server on a free port of 127.0.0.1 and stops it
-// when t ends.
-func StartRedis(t testing.TB) *Redis {
+// when t ends. extra are more redis-server arguments; they override the
+// defaults (e.g. "--maxmemory-policy", "allkeys-lru").
+func StartRedis(t testing.TB, extra ...string) *Redis {
 	t.Helper()
 	bin := findBinary(t, "Redis server", []string{"redis-server"}, "/usr/bin", "/usr/local/bin", "/usr/sbin")
 	dir := t.TempDir()
-	r := &Redis{}
+	r := &Redis{dir: dir}
 	r.s = &server{t: t, name: "redis-server", logf: filepath.Join(dir, "redis.log"), ready: redisPing}
 	r.s.args = func() []string {
-		return []string{bin, "--port", strconv.Itoa(r.s.port), "--bind", "127.0.0.1", "--save", "",
-			"--appendonly", "no", "--dir", dir, "--protected-mode", "no", "--daemonize", "no",
-			"--maxmemory-policy", "noeviction"}
+		// Every path the server could write (working dir, pid file) is in
+		// the instance's own dir; no unix socket.
+		a := []string{bin, "--port", strconv.Itoa(r.s.port), "--bind", "127.0.0.1", "--save", "",
+			"--appendonly", "no", "--dir", dir, "--pidfile", filepath.Join(dir, "redis.pid"), "--unixsocket", "",
+			"--protected-mode", "no", "--daemonize", "no", "--maxmemory-policy", "noeviction"}
+		return append(a, extra...) // a later directive wins
 	}
 	newServer(t, r.s)
 	return r
@@ -275,7 +282,10 @@ func redisCmd(addr, cmd, want string) error {
 // MariaDB is a private MariaDB server of one test, with a database
 // MariaDBDatabase and a user root without password reachable over TCP.
 // Its data directory lives in t.TempDir(), so data survives Stop/Start.
-type MariaDB struct{ s *server }
+type MariaDB struct {
+	s    *server
+	dirs []string // everything the server writes is in one of these
+}
 
 // StartMariaDB initialises a data directory, starts mariadbd on a free port
 // of 127.0.0.1 and stops it when t ends. It takes about a second or two.
@@ -285,22 +295,35 @@ func StartMariaDB(t testing.TB) *MariaDB {
 	install := findBinary(t, "MariaDB installer", []string{"mariadb-install-db", "mysql_install_db"}, "/usr/bin", "/usr/local/bin", "/usr/sbin")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	// A unix socket path must fit in 108 bytes; t.TempDir() of a long
-	// test name may not.
+	// Every path the server writes is the instance's own: its temporary
+	// tables (--tmpdir; the default /tmp is shared by every test package
+	// running at once, and mariadb-install-db once failed there with
+	// "Could not remove temporary table '/tmp/#sql-temptable-…'"), its
+	// socket and its pid file. The installer gets them too: it runs the
+	// server in bootstrap mode. A unix socket path must fit in 108 bytes;
+	// t.TempDir() of a long test name may not, so the socket lives in a
+	// short dir of its own.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	sockDir, err := os.MkdirTemp("", "mdb")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	paths := []string{"--tmpdir=" + tmp, "--socket=" + filepath.Join(sockDir, "s"),
+		"--pid-file=" + filepath.Join(dir, "mariadbd.pid")}
 	logf := filepath.Join(dir, "mariadb.log")
 	asRoot := os.Geteuid() == 0
 
-	args := []string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--skip-name-resolve"}
+	args := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal",
+		"--skip-test-db", "--skip-name-resolve"}, paths...)
 	if asRoot {
 		args = append(args, "--user=root")
 	}
 	cmd := exec.Command(install, args...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("testsvc: %s failed (%v):\n%s", install, err, out)
 	}
@@ -309,14 +332,13 @@ func StartMariaDB(t testing.TB) *MariaDB {
 		t.Fatal(err)
 	}
 
-	m := &MariaDB{}
+	m := &MariaDB{dirs: []string{dir, sockDir}}
 	m.s = &server{t: t, name: "mariadbd", logf: logf, ready: mysqlGreets}
 	m.s.args = func() []string {
-		a := []string{bin, "--no-defaults", "--datadir=" + data, "--socket=" + filepath.Join(sockDir, "s"),
-			"--port=" + strconv.Itoa(m.s.port), "--bind-address=127.0.0.1", "--skip-name-resolve",
-			"--pid-file=" + filepath.Join(dir, "mariadbd.pid"), "--init-file=" + initSQL,
-			"--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
-			"--performance-schema=OFF", "--max-connections=300", "--log-error=" + logf}
+		a := append([]string{bin, "--no-defaults", "--datadir=" + data}, paths...)
+		a = append(a, "--port="+strconv.Itoa(m.s.port), "--bind-address=127.0.0.1", "--skip-name-resolve",
+			"--init-file="+initSQL, "--skip-log-bin", "--innodb-buffer-pool-size=32M", "--innodb-log-file-size=16M",
+			"--performance-schema=OFF", "--max-connections=300", "--log-error="+logf)
 		if asRoot {
 			a = append(a, "--user=root") // mariadbd refuses to run as root without it
 		}

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -163,36 +161,7 @@ func TestEvictionRule(t *testing.T) {
 // shared one must not have its config changed under other tests) and checks
 // that New refuses it and says how to fix it.
 func TestEvictionRefused(t *testing.T) {
-	testsvc.RequireRedis(t)
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed here: " + err.Error())
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
-		"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			_ = c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("own redis-server on %s never answered: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	addr := testsvc.StartRedis(t, "--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru").Addr()
 	l, err := Open(t.Context(), addr, Options{Prefix: "x"})
 	if err == nil {
 		_ = l.Close()

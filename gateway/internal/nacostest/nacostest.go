@@ -195,8 +195,16 @@ func start(bin, dir string) (*Server, error) {
 		return nil, err
 	}
 	defer logf.Close()
+	// Everything the server writes stays in run: its store and logs are
+	// relative to it, and its config cache goes to os.TempDir(), which
+	// TMPDIR points there too (the shared /tmp belongs to every test).
+	tmp := filepath.Join(run, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin, "start", "-c", "polaris-server.yaml")
 	cmd.Dir = run
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

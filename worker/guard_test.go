@@ -1,0 +1,239 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+func TestGuardTable_Success(t *testing.T) {
+	f := func(lines []string, now time.Duration, wantExpired []int, wantLeft []int, wantWait time.Duration) {
+		t.Helper()
+		tab := guardTable{}
+		for _, l := range lines {
+			if err := tab.apply(l); err != nil {
+				t.Fatalf("apply(%q): %v", l, err)
+			}
+		}
+		var got []int
+		for _, e := range tab.expire(now) {
+			got = append(got, e.pgid)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, wantExpired) {
+			t.Errorf("%q at %v: expired %v, want %v", lines, now, got, wantExpired)
+		}
+		if left := tab.all(); !slices.Equal(left, wantLeft) {
+			t.Errorf("%q at %v: left %v, want %v", lines, now, left, wantLeft)
+		}
+		if w := tab.wait(now); w != wantWait {
+			t.Errorf("%q at %v: wait %v, want %v", lines, now, w, wantWait)
+		}
+	}
+	s, ms := time.Second, time.Millisecond
+	f([]string{"+10 5000000000"}, 4*s, nil, []int{10}, guardPoll)                   // a second left: sleep the poll bound
+	f([]string{"+10 5000000000"}, 4900*ms, nil, []int{10}, 101*ms)                  // woken just before the deadline
+	f([]string{"+10 5000000000"}, 5*s, nil, []int{10}, ms)                          // at the deadline: not yet
+	f([]string{"+10 5000000000"}, 6*s, []int{10}, nil, guardIdle)                   // nothing left to watch
+	f([]string{"+10 5000000000", "+10 9000000000"}, 6*s, nil, []int{10}, guardPoll) // renewed
+	f([]string{"+10 5000000000", "-10"}, 6*s, nil, nil, guardIdle)                  // gone before its deadline
+	f([]string{"+10 0"}, 1000*s, nil, []int{10}, guardIdle)                         // no deadline
+	f([]string{"+10 5000000000", "+11 7000000000", " +12 1000000000 "}, 6*s, []int{10, 12}, []int{11}, guardPoll)
+	f([]string{"+11 6100000000"}, 6*s, nil, []int{11}, 101*ms)
+}
+
+func TestGuardTable_Failure(t *testing.T) {
+	f := func(line string) {
+		t.Helper()
+		tab := guardTable{7: 42}
+		if err := tab.apply(line); err == nil {
+			t.Errorf("apply(%q) succeeded", line)
+		}
+		if len(tab) != 1 || tab[7] != 42 {
+			t.Errorf("apply(%q) changed the table: %v", line, tab)
+		}
+	}
+	f("")
+	f("+")
+	f("+1 5")  // group 1 would be init's
+	f("+0 5")  // kill(-0) is the guard's own group
+	f("+-5 5") // negative
+	f("+x 5")
+	f("+7")     // no deadline
+	f("+7 -1")  // negative deadline
+	f("+7 1.5") // not nanoseconds
+	f("*7 5")
+}
+
+// TestGuard_KillsAtLeaseDeadline runs the real guard process: a group whose
+// lease is renewed lives, a group whose deadline passes is SIGKILLed soon
+// after it, not before.
+func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
+	g, err := startGuard(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	start := func() int {
+		cmd := exec.Command("sleep", "600")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go cmd.Wait()
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		return cmd.Process.Pid
+	}
+	const ttl = 2 * time.Second // the renewing loop below may stall that long on a loaded machine
+	g.renew(leaseClock()+ttl, nil)
+	lapsing, renewed := start(), start()
+	for _, p := range []int{lapsing, renewed} {
+		if err := g.add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline, _ := g.deadline(lapsing)
+	// Renew one group until the other is gone.
+	for !groupGone(lapsing) {
+		if leaseClock() > deadline+5*time.Second {
+			t.Fatalf("group %d still alive 5s past its lease deadline", lapsing)
+		}
+		g.renew(leaseClock()+ttl, []int{renewed})
+		time.Sleep(20 * time.Millisecond)
+	}
+	if now := leaseClock(); now < deadline {
+		t.Fatalf("group killed %v before its lease deadline", deadline-now)
+	}
+	if groupGone(renewed) {
+		t.Fatal("the renewed group was killed too")
+	}
+	// Once the worker is gone (the pipe closes), the guard kills the rest.
+	g.close()
+	waitGroupGone(t, renewed, 5*time.Second)
+}
+
+// TestGuard_EnvironmentHasNoSecrets: the guard process does not inherit the
+// join token or any other variable of the worker but the Go runtime's.
+func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
+	t.Setenv("WORKER_JOIN_TOKEN", "join-secret-123")
+	t.Setenv("JWT_SECRET", "jwt-secret-456")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-789")
+	t.Setenv("GOTRACEBACK", "all")
+	g, err := startGuard(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	path := fmt.Sprintf("/proc/%d/environ", g.cmd.Process.Pid)
+	var env []string
+	waitFor(t, 10*time.Second, "the guard to exec", func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		return slices.Contains(env, "RLSCHED_GUARD=1") // before exec it shows ours
+	})
+	for _, kv := range env {
+		if strings.Contains(kv, "secret") {
+			t.Errorf("guard environment holds %q", kv)
+		}
+		k, _, _ := strings.Cut(kv, "=")
+		if k != guardEnv && !guardKeepEnv[k] {
+			t.Errorf("guard environment holds %s, not a Go runtime variable", k)
+		}
+	}
+	if !slices.Contains(env, "GOTRACEBACK=all") {
+		t.Errorf("guard environment %q lacks the runtime's GOTRACEBACK", env)
+	}
+}
+
+// TestGuard_StoppedGuardNeverBlocksTheWorker: with the guard process
+// stopped and its pipe full, registering and renewing still return at once,
+// and the guard reads the latest record once it runs again.
+func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
+	g, err := startGuard(zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := g.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	// Groups above the kernel's pid limit (2^22): no process can have them.
+	var pgids []int
+	for i := range 2000 {
+		pgids = append(pgids, 1<<23+i)
+	}
+	for _, p := range pgids {
+		if err := g.add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// ~40 KB of lines per round: the 64 KiB pipe is full after two.
+		for i := range 200 {
+			g.renew(leaseClock()+time.Hour+time.Duration(i), pgids)
+		}
+		for _, p := range pgids[:1000] {
+			g.remove(p)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("renewals blocked on a stopped guard")
+	}
+	if d, ok := g.deadline(pgids[1999]); !ok || d < leaseClock()+59*time.Minute {
+		t.Fatalf("record of group %d: %v, %v; want the last renewal's deadline", pgids[1999], d, ok)
+	}
+	if _, ok := g.deadline(pgids[0]); ok {
+		t.Fatal("a removed group is still in the record")
+	}
+	syscall.Kill(pid, syscall.SIGCONT)
+	closed := make(chan struct{})
+	go func() { g.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("close did not return once the guard ran again")
+	}
+}
+
+// TestServeGuard_ReadsEverythingBeforeKilling: a renewal that reached the
+// pipe together with (or soon after) the deadline it replaces wins: the
+// guard reads all it has been sent before it looks at the clock.
+func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	pgid := cmd.Process.Pid
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	now := leaseClock()
+	fmt.Fprintf(w, "+%d %d\n+%d %d\n-%d\n", pgid, now-time.Second, pgid, now+time.Hour, pgid)
+	w.Close()
+	var out strings.Builder
+	if code := serveGuard(int(r.Fd()), &out); code != 0 {
+		t.Fatalf("serveGuard: %d", code)
+	}
+	if groupGone(pgid) {
+		t.Fatalf("the guard killed a group whose renewal it had been sent; it said:\n%s", out.String())
+	}
+}
