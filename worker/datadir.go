@@ -54,10 +54,13 @@ func lockDataDir(dir string) (*dataDir, error) {
 		return nil, fmt.Errorf("cannot create data dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// 0600: runs may traverse the dir (0711) but have no business reading
+	// the worker's identity.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open %s: %w", path, err)
 	}
+	_ = f.Chmod(0o600) // an older worker made it 0644
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		defer f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -161,7 +164,7 @@ func persistedToken(path string, n int) (string, error) {
 	tok := hex.EncodeToString(raw)
 	// Written whole or not at all: a crash mid-write leaves no half token.
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("cannot write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -33,7 +33,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+t.TempDir())
+	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+reachableTempDir(t))
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(lw, &out), io.MultiWriter(lw, &out)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
