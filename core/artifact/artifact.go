@@ -104,6 +104,7 @@ type Hasher struct {
 	h    hash.Hash
 	n    int64
 	want int64
+	err  error
 }
 
 // NewHasher returns a Hasher for a reader of size bytes (-1: unknown).
@@ -111,8 +112,16 @@ func NewHasher(size int64) *Hasher { return &Hasher{h: sha256.New(), want: size}
 
 // Reader returns r with every byte read from it hashed. It reports ErrSize
 // as soon as r yields more than the announced size, and at EOF when it
-// yielded less, so a wrong length never reaches a commit.
-func (h *Hasher) Reader(r io.Reader) io.Reader { return hashReader{r: r, h: h} }
+// yielded less, so a wrong length never reaches a commit; once ctx is done
+// the next read returns ctx's error, so a cancelled Put stops reading.
+func (h *Hasher) Reader(ctx context.Context, r io.Reader) io.Reader {
+	return hashReader{ctx: ctx, r: r, h: h}
+}
+
+// Err returns the first error Reader returned other than io.EOF: the
+// source's own, ErrSize or the context's. A backend whose upload failed
+// reports it rather than what its client made of it.
+func (h *Hasher) Err() error { return h.err }
 
 // Sum returns the blob read so far.
 func (h *Hasher) Sum() Blob {
@@ -120,11 +129,23 @@ func (h *Hasher) Sum() Blob {
 }
 
 type hashReader struct {
-	r io.Reader
-	h *Hasher
+	ctx context.Context
+	r   io.Reader
+	h   *Hasher
 }
 
 func (r hashReader) Read(p []byte) (int, error) {
+	n, err := r.read(p)
+	if err != nil && err != io.EOF && r.h.err == nil {
+		r.h.err = err
+	}
+	return n, err
+}
+
+func (r hashReader) read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
 	n, err := r.r.Read(p)
 	r.h.h.Write(p[:n])
 	r.h.n += int64(n)

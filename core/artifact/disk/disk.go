@@ -95,7 +95,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader, size int64) (artifact.Blob
 		}
 	}()
 	h := artifact.NewHasher(size)
-	if _, err := io.Copy(f, h.Reader(ctxReader{ctx, r})); err != nil {
+	if _, err := io.Copy(f, h.Reader(ctx, r)); err != nil {
 		return artifact.Blob{}, fmt.Errorf("cannot store the artifact: %w", err)
 	}
 	b := h.Sum()
@@ -131,19 +131,6 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// ctxReader ends a Put whose context is done at the next read.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // Open implements artifact.Store.
