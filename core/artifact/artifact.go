@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
+	"sync/atomic"
 )
 
 // Blob describes one stored blob.
@@ -34,7 +36,8 @@ type Blob struct {
 type Store interface {
 	// Put stores everything r yields and returns its digest and size. size
 	// is the length the caller expects, or -1 when unknown; a different
-	// length is an error. Put streams: memory stays bounded whatever the
+	// length is ErrSize (Put reads one byte past size to see r end there,
+	// so r must end, not block, after its bytes). Put streams: memory stays bounded whatever the
 	// size (the s3 backend holds one multipart part). Until it returns
 	// successfully nothing of the new blob is visible: a reader that fails
 	// midway, a wrong size or a cancelled ctx leave no blob behind. Putting
@@ -99,32 +102,66 @@ func CheckRange(size, off, n int64) (int64, error) {
 }
 
 // Hasher counts and hashes what passes through it; wrap Put's reader with
-// Reader and read Sum when the reader is drained.
+// Reader and read Sum when the reader is drained. Sum and Err may be
+// called while another goroutine reads (an HTTP transport may still be
+// reading a request body when the call that sent it returned).
 type Hasher struct {
-	h    hash.Hash
-	n    int64
-	want int64
-	err  error
+	readMu sync.Mutex // serialises reads of the source
+	mu     sync.Mutex // guards the fields below
+	h      hash.Hash
+	n      int64
+	want   int64
+	err    error
+	ended  bool // the source was seen to end, or to yield too much
+	done   atomic.Bool
 }
 
 // NewHasher returns a Hasher for a reader of size bytes (-1: unknown).
 func NewHasher(size int64) *Hasher { return &Hasher{h: sha256.New(), want: size} }
 
+// errEnded is what a read after Close gets.
+var errEnded = errors.New("read after the Put ended")
+
 // Reader returns r with every byte read from it hashed. It reports ErrSize
-// as soon as r yields more than the announced size, and at EOF when it
-// yielded less, so a wrong length never reaches a commit; once ctx is done
-// the next read returns ctx's error, so a cancelled Put stops reading.
+// as soon as r yields more than the announced size (it reads one byte
+// ahead when the announced size is reached: a source with a size must end
+// there), and at EOF when it yielded less, so a wrong length never reaches
+// a commit; once ctx is done the next read returns ctx's error, so a
+// cancelled Put stops reading.
 func (h *Hasher) Reader(ctx context.Context, r io.Reader) io.Reader {
-	return hashReader{ctx: ctx, r: r, h: h}
+	return &hashReader{ctx: ctx, r: r, h: h}
 }
+
+// Finish makes sure the source ended where announced, for clients that
+// stop reading at the announced size (or never start, at size 0): it reads
+// one byte ahead unless a read already saw the end. It returns Err.
+func (h *Hasher) Finish(ctx context.Context, r io.Reader) error {
+	h.mu.Lock()
+	check := !h.ended && h.err == nil && h.want >= 0 && h.n == h.want
+	h.mu.Unlock()
+	if check {
+		_, _ = (&hashReader{ctx: ctx, r: r, h: h}).lookahead(nil)
+	}
+	return h.Err()
+}
+
+// Close makes every later read fail without touching the source, which
+// the caller may reuse once Put returned.
+func (h *Hasher) Close() { h.done.Store(true) }
 
 // Err returns the first error Reader returned other than io.EOF: the
 // source's own, ErrSize or the context's. A backend whose upload failed
 // reports it rather than what its client made of it.
-func (h *Hasher) Err() error { return h.err }
+func (h *Hasher) Err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
 
 // Sum returns the blob read so far.
 func (h *Hasher) Sum() Blob {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return Blob{SHA256: hex.EncodeToString(h.h.Sum(nil)), Size: h.n}
 }
 
@@ -134,28 +171,67 @@ type hashReader struct {
 	h   *Hasher
 }
 
-func (r hashReader) Read(p []byte) (int, error) {
-	n, err := r.read(p)
-	if err != nil && err != io.EOF && r.h.err == nil {
-		r.h.err = err
+func (r *hashReader) Read(p []byte) (int, error) {
+	return r.lookahead(p)
+}
+
+// lookahead reads into p (nothing when p is empty) and, when the announced
+// size is reached, one byte more to see that the source ends there.
+func (r *hashReader) lookahead(p []byte) (int, error) {
+	h := r.h
+	if h.done.Load() {
+		return 0, errEnded
+	}
+	if err := r.ctx.Err(); err != nil {
+		h.record(err)
+		return 0, err
+	}
+	h.readMu.Lock()
+	defer h.readMu.Unlock()
+	var n int
+	var err error
+	if len(p) > 0 {
+		n, err = r.r.Read(p)
+	}
+	h.mu.Lock()
+	h.h.Write(p[:n])
+	h.n += int64(n)
+	total, want := h.n, h.want
+	h.mu.Unlock()
+	extra := false
+	if want >= 0 && total == want && err == nil {
+		var one [1]byte
+		m, perr := r.r.Read(one[:])
+		switch {
+		case m > 0:
+			extra = true
+		case perr != nil:
+			err = perr
+		}
+	}
+	if want >= 0 {
+		if total > want || extra {
+			err = fmt.Errorf("the reader yields more than the announced %d bytes: %w", want, ErrSize)
+		} else if err == io.EOF && total != want {
+			err = fmt.Errorf("the reader ended after %d of the announced %d bytes: %w", total, want, ErrSize)
+		}
+	}
+	if err != nil {
+		h.mu.Lock()
+		h.ended = true
+		h.mu.Unlock()
+	}
+	if err != nil && err != io.EOF {
+		h.record(err)
 	}
 	return n, err
 }
 
-func (r hashReader) read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
+// record keeps the first error.
+func (h *Hasher) record(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = err
 	}
-	n, err := r.r.Read(p)
-	r.h.h.Write(p[:n])
-	r.h.n += int64(n)
-	if w := r.h.want; w >= 0 {
-		if r.h.n > w {
-			return n, fmt.Errorf("the reader yields more than the announced %d bytes: %w", w, ErrSize)
-		}
-		if err == io.EOF && r.h.n != w {
-			return n, fmt.Errorf("the reader ended after %d of the announced %d bytes: %w", r.h.n, w, ErrSize)
-		}
-	}
-	return n, err
 }

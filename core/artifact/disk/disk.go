@@ -95,6 +95,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader, size int64) (artifact.Blob
 		}
 	}()
 	h := artifact.NewHasher(size)
+	defer h.Close()
 	if _, err := io.Copy(f, h.Reader(ctx, r)); err != nil {
 		return artifact.Blob{}, fmt.Errorf("cannot store the artifact: %w", err)
 	}

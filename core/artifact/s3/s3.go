@@ -136,6 +136,7 @@ func (s *Store) Put(ctx context.Context, r io.Reader, size int64) (artifact.Blob
 	_, _ = rand.Read(rnd[:])
 	tmp := s.prefix + "tmp/" + hex.EncodeToString(rnd[:])
 	h := artifact.NewHasher(size)
+	defer h.Close()
 	hr := h.Reader(ctx, r)
 	// The temporary key goes whatever happens: copied, a duplicate, or
 	// failed.
@@ -144,18 +145,14 @@ func (s *Store) Put(ctx context.Context, r io.Reader, size int64) (artifact.Blob
 		PartSize:    PartSize,
 		ContentType: "application/octet-stream",
 	})
-	if err == nil && size >= 0 {
-		// The client stops after size bytes; one more read finds a reader
-		// that yields more than announced.
-		var one [1]byte
-		if _, rerr := hr.Read(one[:]); rerr != io.EOF {
-			err = rerr
-		}
+	// The source's own failure (or ErrSize) wins over what the client made
+	// of it, and fails an upload the server accepted: the client stops
+	// reading at the announced size (at 0 it reads nothing), and the server
+	// may answer before the client saw that the reader yields more.
+	if herr := h.Finish(ctx, r); herr != nil {
+		err = herr
 	}
 	if err != nil {
-		if herr := h.Err(); herr != nil {
-			err = herr // the source failed, whatever the client made of it
-		}
 		return artifact.Blob{}, fmt.Errorf("cannot upload the artifact to S3: %w", err)
 	}
 	b := h.Sum()
