@@ -29,7 +29,7 @@ bench-go:
 
 proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
-	protoc --go_out=. --go_opt=paths=source_relative codec/pb/rlsched.proto
+	protoc --go_out=. --go_opt=paths=source_relative codec/pb/rlsched.proto worker/tfevents/tbpb/tfevents.proto
 
 fuzz:
 	$(GO) test ./codec -run '^$$' -fuzz FuzzDecoder -fuzztime 60s
