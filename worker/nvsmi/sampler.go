@@ -475,3 +475,35 @@ func (p *problems) String() string {
 	}
 	return s
 }
+
+// SameForeign reports whether s and o list the same foreign processes on
+// the same GPUs: the heartbeat resends the list only when it changed. A nil
+// sample has none.
+func (s *Sample) SameForeign(o *Sample) bool {
+	var a, b []GPUState
+	if s != nil {
+		a = s.GPUs
+	}
+	if o != nil {
+		b = o.GPUs
+	}
+	foreignOf := func(gs []GPUState) map[int][]Process {
+		m := map[int][]Process{}
+		for _, g := range gs {
+			if len(g.Foreign) > 0 {
+				m[g.Index] = g.Foreign
+			}
+		}
+		return m
+	}
+	fa, fb := foreignOf(a), foreignOf(b)
+	if len(fa) != len(fb) {
+		return false
+	}
+	for idx, pa := range fa {
+		if !slices.Equal(pa, fb[idx]) {
+			return false
+		}
+	}
+	return true
+}

@@ -354,3 +354,29 @@ func TestForeignUserWithoutName(t *testing.T) {
 		t.Fatalf("foreign %+v, want %+v", smp.GPUs[0].Foreign, want)
 	}
 }
+
+func TestSameForeign(t *testing.T) {
+	mk := func(foreign ...[]Process) *Sample {
+		s := &Sample{}
+		for i, f := range foreign {
+			s.GPUs = append(s.GPUs, GPUState{GPU: GPU{Index: i, UtilizationPct: i}, Foreign: f})
+		}
+		return s
+	}
+	bob := Process{PID: 1, User: "bob", Command: "python", MemoryMB: 5}
+	f := func(a, b *Sample, want bool) {
+		t.Helper()
+		if a.SameForeign(b) != want || b.SameForeign(a) != want {
+			t.Fatalf("SameForeign(%+v, %+v) != %v", a, b, want)
+		}
+	}
+	f(nil, nil, true)
+	f(nil, mk(nil, nil), true)
+	f(mk(nil), mk(nil, nil, nil), true) // utilisation and GPU count do not matter
+	f(mk(nil, []Process{bob}), mk(nil, []Process{bob}), true)
+	f(nil, mk([]Process{bob}), false)
+	f(mk([]Process{bob}, nil), mk(nil, []Process{bob}), false)
+	bigger := bob
+	bigger.MemoryMB = 6
+	f(mk([]Process{bob}), mk([]Process{bigger}), false)
+}
