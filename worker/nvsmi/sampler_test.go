@@ -104,7 +104,9 @@ func TestSamplerRun(t *testing.T) {
 func TestSamplerProblemsOnce(t *testing.T) {
 	fake := fakesmi.Install(t)
 	fake.SetGPUs(fakesmi.GPUs(2, "Tesla T4")...)
-	s, probs := newSampler(t, fake, Config{GPUs: []int{0, 1}, Timeout: time.Second})
+	// The default timeout: a shorter one could time out a healthy fake on
+	// a loaded machine.
+	s, probs := newSampler(t, fake, Config{GPUs: []int{0, 1}})
 
 	expect := func(what string, want ...string) {
 		t.Helper()
@@ -138,7 +140,7 @@ func TestSamplerProblemsOnce(t *testing.T) {
 	// Hung: timed out, the sample still comes.
 	fake.SetBehaviour(fakesmi.QueryGPU, fakesmi.Behaviour{Hang: true})
 	smp := sample(t, s)
-	if smp.Problem != "nvidia-smi --query-gpu timed out after 1s" {
+	if smp.Problem != "nvidia-smi --query-gpu timed out after 5s" {
 		t.Fatalf("hung: %+v", smp)
 	}
 	fake.SetBehaviour(fakesmi.QueryGPU, fakesmi.Behaviour{})
@@ -155,7 +157,7 @@ func TestSamplerProblemsOnce(t *testing.T) {
 	}
 	fake.SetBehaviour(fakesmi.QueryGPU, fakesmi.Behaviour{Spaces: 3})
 	sample(t, s)
-	expect("recovered", notFound, "", "nvidia-smi --query-gpu timed out after 1s", want, "")
+	expect("recovered", notFound, "", "nvidia-smi --query-gpu timed out after 5s", want, "")
 }
 
 // TestSamplerAppsFailureKeepsForeign: when only the process query fails, the
@@ -297,11 +299,17 @@ func TestForeignOddCommand(t *testing.T) {
 func TestForeignGoneOrHidden(t *testing.T) {
 	fake := fakesmi.Install(t)
 	fake.SetGPUs(fakesmi.GPUs(2, "Tesla T4")...)
-	exited := exec.Command("true")
-	if err := exited.Run(); err != nil {
+	// A pid above pid_max is in no /proc: as a pid that exited, without the
+	// chance of the kernel reusing it while the test runs.
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
 		t.Fatal(err)
 	}
-	gone := exited.Process.Pid
+	pidMax, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := pidMax + 1
 	zombie := exec.Command("true")
 	if err := zombie.Start(); err != nil {
 		t.Fatal(err)
