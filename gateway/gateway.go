@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/auth"
 )
 
 // maxBufferedBody is the largest request body read whole (and so retryable);
@@ -28,7 +29,7 @@ const maxBufferedBody = 2 << 20
 type Gateway struct {
 	cfg         Config
 	log         zerolog.Logger
-	verifier    *verifier
+	tokens      *auth.Tokens
 	signer      *signature.Signer
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
@@ -64,7 +65,7 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		verifier:    newVerifier(cfg.JWTSecret, cfg.Now),
+		tokens:      auth.NewTokens(cfg.JWTSecret, cfg.Now),
 		signer:      signature.NewSigner(cfg.SharedSecret),
 		canaryUsers: map[string]bool{},
 		sources:     map[string][]Instance{},
@@ -251,7 +252,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	}
 
 	// 2. JWT.
-	st.user, st.verified = g.verifier.verify(requestToken(ctx, st.kind == pathWS))
+	st.user, st.verified = g.verify(ctx, st.kind == pathWS)
 	public := st.kind == pathPublic || (st.kind == pathActuator && isActuatorHealth(st.segs))
 	if !st.verified && !public && !g.cfg.AllowAnonymous {
 		st.outcome = "refused"

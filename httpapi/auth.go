@@ -3,34 +3,24 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/auth"
 )
 
 // CookieName carries the login token for browsers and WebSockets.
-const CookieName = "jwt_token"
+const CookieName = auth.CookieName
 
 const (
 	minPasswordChars = 8
 	maxPasswordBytes = 72 // bcrypt's limit
 	storeTimeout     = 10 * time.Second
 )
-
-// claims of an rlsched token: sub is the user id; name and role are for
-// clients and the gateway, the master re-reads the user by id.
-type claims struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
-	jwt.RegisteredClaims
-}
 
 type credentials struct {
 	Username string `json:"username"`
@@ -105,7 +95,7 @@ func (s *Server) login(r *request) *apiError {
 	}
 	now := s.cfg.Now()
 	exp := now.Add(s.cfg.TokenTTL)
-	tok, err := s.issueToken(u, now, exp)
+	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role)}, now, exp)
 	if err != nil {
 		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
 		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
@@ -146,52 +136,23 @@ func (s *Server) me(r *request) *apiError {
 	return s.writeJSON(r, fasthttp.StatusOK, userView(r.user))
 }
 
-func (s *Server) issueToken(u core.User, now, exp time.Time) (string, error) {
-	c := claims{
-		Name: u.Username,
-		Role: string(u.Role),
-		RegisteredClaims: jwt.RegisteredClaims{
-			Subject:   strconv.FormatInt(u.ID, 10),
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(exp),
-		},
-	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.cfg.JWTSecret)
-}
-
-// authenticate verifies the caller's token (Authorization: Bearer, else the
-// jwt_token cookie), or the gateway's signed identity (gatewayauth.go), and
-// returns the user as the store has it now.
-func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (core.User, *apiError) {
+// authenticate verifies the caller's token (Authorization: Bearer, else
+// ?token= when query is true, else the jwt_token cookie), or the gateway's
+// signed identity (gatewayauth.go), and returns the user as the store has it
+// now.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx, query bool) (core.User, *apiError) {
 	if u, e, done := s.gatewayUser(ctx); done { // identity signed by the gateway
 		return u, e
 	}
-	tok := ""
-	if h := string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)); h != "" {
-		const prefix = "bearer "
-		if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-			return core.User{}, errUnauthorized
-		}
-		tok = strings.TrimSpace(h[len(prefix):])
-	} else {
-		tok = string(ctx.Request.Header.Cookie(CookieName))
-	}
-	if tok == "" || len(tok) > 8192 {
+	tok, src := auth.FromRequest(&ctx.Request, query)
+	if src == auth.None {
 		return core.User{}, errUnauthorized
 	}
-	var c claims
-	_, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return s.cfg.JWTSecret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(s.cfg.Now),
-	)
-	if err != nil {
+	who, ok := s.tokens.Verify(tok)
+	if !ok {
 		return core.User{}, errUnauthorized
 	}
-	id, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || id <= 0 {
-		return core.User{}, errUnauthorized
-	}
+	id := who.UserID
 	sctx, cancel := storeCtx()
 	defer cancel()
 	u, err := s.st.UserByID(sctx, id)

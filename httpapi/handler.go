@@ -94,7 +94,7 @@ func (s *Server) dispatch(r *request) *apiError {
 			fmt.Sprintf("use %s for this path", rt.method)}
 	}
 	if !rt.public {
-		u, e := s.authenticate(r.ctx)
+		u, e := s.authenticate(r.ctx, false)
 		if e != nil {
 			r.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
 			return e

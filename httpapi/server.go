@@ -20,6 +20,7 @@ import (
 
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -80,6 +81,8 @@ type Server struct {
 	ctl Control
 	log zerolog.Logger
 	srv *fasthttp.Server
+	// tokens issues and verifies login tokens under cfg.JWTSecret.
+	tokens *auth.Tokens
 
 	mu      sync.Mutex
 	stopped bool
@@ -121,7 +124,8 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
 	}
-	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy}
+	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
+		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now)}
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler(),
 		ErrorHandler:       s.handleTransportError,

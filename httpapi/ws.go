@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -50,17 +51,11 @@ func (s *Server) ws(r *request) *apiError {
 			"live updates are off on this master; poll the REST API instead"}
 	}
 	ctx := r.ctx
-	viaCookie := false
-	if len(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)) == 0 {
-		// Browsers cannot set headers on a WebSocket: ?token= stands in
-		// for Authorization, and authenticate does the rest.
-		if tok := ctx.QueryArgs().Peek("token"); len(tok) > 0 {
-			ctx.Request.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+string(tok))
-		} else {
-			viaCookie = true
-		}
-	}
-	u, e := s.authenticate(ctx)
+	// Browsers cannot set headers on a WebSocket: ?token= stands in for
+	// Authorization.
+	_, src := auth.FromRequest(&ctx.Request, true)
+	viaCookie := src == auth.Cookie
+	u, e := s.authenticate(ctx, true)
 	if e != nil {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
 		return e
