@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
 )
 
@@ -235,14 +236,14 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	rawPath, ok := requestPath(h.RequestURI())
 	if !ok {
 		st.outcome = "refused"
-		writeError(ctx, st.trace, fasthttp.StatusBadRequest, codeBadRequest, "the request target must be a path starting with /")
+		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "the request target must be a path starting with /")
 		return
 	}
 	var okPath bool
 	st.kind, st.segs, okPath = classify(rawPath)
 	if !okPath {
 		st.outcome = "refused"
-		writeError(ctx, st.trace, fasthttp.StatusBadRequest, codeBadRequest, "malformed escape in path")
+		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "malformed escape in path")
 		return
 	}
 	if st.kind == pathMetrics {
@@ -264,7 +265,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
-		writeError(ctx, st.trace, fasthttp.StatusUnauthorized, codeUnauthorized,
+		writeError(ctx, st.trace, fasthttp.StatusUnauthorized, apierr.Unauthorized,
 			"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie")
 		return
 	}
@@ -432,18 +433,7 @@ func (g *Gateway) transportError(ctx *fasthttp.RequestCtx, err error) {
 	if t := ctx.Request.Header.Peek("X-Trace-Id"); validTraceID(t) {
 		trace = string(t)
 	}
-	var small *fasthttp.ErrSmallBuffer
-	var ne net.Error
-	switch {
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		writeError(ctx, trace, fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "the request body is too large")
-	case errors.As(err, &small):
-		writeError(ctx, trace, fasthttp.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "the request headers are too large")
-	case errors.As(err, &ne) && ne.Timeout():
-		writeError(ctx, trace, fasthttp.StatusRequestTimeout, codeTimeout, "the request was not received in time")
-	default:
-		writeError(ctx, trace, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
-	}
+	apierr.Write(ctx, trace, apierr.Transport(err))
 	ctx.Response.Header.Set("X-Trace-Id", trace)
 }
 

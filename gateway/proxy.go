@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/internal/apierr"
 )
 
 // streamThreshold: a response body longer than this (or of unknown length)
@@ -185,11 +187,11 @@ func (g *Gateway) unavailable(ctx *fasthttp.RequestCtx, st *reqState, timedOut b
 	g.metrics.fallbacks.Inc()
 	switch {
 	case !g.cfg.FallbackDisabled:
-		writeFallback(ctx, st.trace)
+		apierr.WriteFallback(ctx, st.trace)
 	case timedOut:
-		writeError(ctx, st.trace, fasthttp.StatusGatewayTimeout, codeGatewayTimeout, "the upstream did not answer in time")
+		writeError(ctx, st.trace, fasthttp.StatusGatewayTimeout, apierr.GatewayTimeout, "the upstream did not answer in time")
 	default:
-		writeError(ctx, st.trace, fasthttp.StatusBadGateway, codeBadGateway, "no upstream could be reached")
+		writeError(ctx, st.trace, fasthttp.StatusBadGateway, apierr.BadGateway, "no upstream could be reached")
 	}
 }
 

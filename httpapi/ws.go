@@ -226,7 +226,7 @@ func (s *Server) wsHandle(sub *logpipe.Subscriber, typ int, msg []byte) error {
 	}
 	var op wsOp
 	if e := decodeJSON(msg, &op); e != nil {
-		return fail("", e.code, "%s", e.message)
+		return fail("", e.Code, "%s", e.Message)
 	}
 	topic := truncate(op.Topic, 200)
 	switch op.Op {
@@ -262,7 +262,7 @@ func (s *Server) wsSubscribe(sub *logpipe.Subscriber, op wsOp, fail func(topic, 
 		cancel()
 		if err != nil {
 			e := storeError(err, "run "+id)
-			return fail(topic, e.code, "%s", e.message)
+			return fail(topic, e.Code, "%s", e.Message)
 		}
 		o.RunEnded = t.Status.Terminal()
 	}
