@@ -16,7 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/internal/testsvc"
 )
 

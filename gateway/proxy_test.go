@@ -17,7 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/signature"
 )
 
 func TestProxyStreamsLargeResponse(t *testing.T) {

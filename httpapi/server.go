@@ -19,8 +19,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/gateway/signature"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
