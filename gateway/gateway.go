@@ -17,13 +17,9 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/signature"
 )
-
-// maxBufferedBody is the largest request body read whole (and so retryable);
-// larger and chunked bodies stream to the upstream. The masters refuse
-// bodies over 1 MiB, so every API request is buffered.
-const maxBufferedBody = 2 << 20
 
 // Gateway is the proxy. Handler, Serve, Shutdown and SetInstances are safe to
 // call from any goroutine.
@@ -100,9 +96,10 @@ func New(cfg Config) (*Gateway, error) {
 		ErrorHandler:          g.transportError,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		// Bodies up to maxBufferedBody are read whole; larger ones stream.
-		StreamRequestBody:  true,
-		MaxRequestBodySize: maxBufferedBody,
+		// Bodies are read whole (so a request can be retried and its body
+		// signed); over the API's limit, transportError answers 413 here
+		// rather than streaming what the masters would refuse.
+		MaxRequestBodySize: apierr.MaxBody,
 		ReadBufferSize:     16 << 10,
 		ReadTimeout:        60 * time.Second,
 		// No WriteTimeout: a download may take long. Writes are bounded by
@@ -141,7 +138,7 @@ func (g *Gateway) Serve(ln net.Listener) error {
 	}
 	g.lns = append(g.lns, ln)
 	g.mu.Unlock()
-	err := g.srv.Serve(idleListener{ln, g.cfg.StreamIdleTimeout})
+	err := g.srv.Serve(&linger.Listener{Listener: idleListener{ln, g.cfg.StreamIdleTimeout}})
 	g.mu.Lock()
 	stopped := g.stopped
 	g.mu.Unlock()
@@ -434,6 +431,9 @@ func (g *Gateway) transportError(ctx *fasthttp.RequestCtx, err error) {
 		trace = string(t)
 	}
 	apierr.Write(ctx, trace, apierr.Transport(err))
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		linger.Arm(ctx.Conn()) // the client may still be sending
+	}
 	ctx.Response.Header.Set("X-Trace-Id", trace)
 }
 

@@ -67,7 +67,8 @@ func idempotent(method []byte) bool {
 // request line and body as the client sent them, hop-by-hop headers
 // removed. A connection that could not be made is retried on another
 // instance for any method (nothing was sent); other failures only for
-// idempotent methods with a buffered body, within UpstreamTimeout overall.
+// idempotent methods (every body is in memory), within UpstreamTimeout
+// overall.
 // When no attempt answers: the fallback.
 func (g *Gateway) proxy(ctx *fasthttp.RequestCtx, st *reqState) {
 	req := &ctx.Request
@@ -77,19 +78,7 @@ func (g *Gateway) proxy(ctx *fasthttp.RequestCtx, st *reqState) {
 	forwardedHeaders(ctx)
 	req.UseHostHeader = true
 
-	// A body up to maxBufferedBody is in memory: make it a plain body, so
-	// a retry sends it again. A larger or chunked one streams, once.
-	replayable := true
-	if req.IsBodyStream() {
-		if cl := req.Header.ContentLength(); cl >= 0 && cl <= maxBufferedBody {
-			// Already read whole: drop the stream over it (SwapBody drains
-			// it into the buffer; Body would log a warning each time).
-			req.SwapBody(req.SwapBody(nil))
-		} else {
-			replayable = false
-		}
-	}
-	retryAny := replayable && idempotent(req.Header.Method())
+	retryAny := idempotent(req.Header.Method())
 
 	deadline := time.Now().Add(g.cfg.UpstreamTimeout)
 	var tried [4]*upstream
@@ -136,8 +125,7 @@ attempts:
 			tried[ntried-1] = nil        // it may be tried again
 			ntried--
 			attempt-- // does not count
-			// A streamed body may have been read in part: it cannot go again.
-			if stale++; stale > 4 || !replayable {
+			if stale++; stale > 4 {
 				break attempts
 			}
 			continue

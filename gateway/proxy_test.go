@@ -66,38 +66,65 @@ func TestProxyStreamsLargeResponse(t *testing.T) {
 	}
 }
 
-func TestProxyStreamsLargeRequestBody(t *testing.T) {
+// TestProxyRefusesLargeRequestBody: a body over the API's 1 MiB is answered
+// 413 payload_too_large by the gateway itself, declared or chunked, and the
+// upstream never sees it (it used to be streamed there and come back as the
+// fallback's 503). A client that sends all of it before reading can do so
+// and then read the answer (the connection lingers; internal/linger).
+func TestProxyRefusesLargeRequestBody(t *testing.T) {
+	var reached atomic.Int32
 	up := upstream(t, func(ctx *fasthttp.RequestCtx) {
-		h := sha256.New()
-		var n int64
-		if s := ctx.RequestBodyStream(); s != nil {
-			n, _ = io.Copy(h, s)
-		} else {
-			n, _ = io.Copy(h, bytes.NewReader(ctx.PostBody()))
+		if string(ctx.Path()) == "/api/train" {
+			reached.Add(1)
 		}
-		fmt.Fprintf(ctx, "%d %x", n, h.Sum(nil))
 	})
 	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
-	body := bytes.Repeat([]byte("0123456789abcdef"), 8<<20/16) // 8 MiB: beyond the buffering limit
-	sum := sha256.Sum256(body)
-	want := fmt.Sprintf("%d %x", len(body), sum)
 	tok := testToken(t, 1, "alice", "USER")
+	body := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // 3 MiB
 	for _, chunked := range []bool{false, true} {
 		var r io.Reader = bytes.NewReader(body)
 		if chunked {
 			r = io.MultiReader(r) // unknown length: Transfer-Encoding: chunked
 		}
-		req, _ := http.NewRequest("PUT", gwURL+"/api/upload", r)
+		req, _ := http.NewRequest("POST", gwURL+"/api/train", r)
 		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := httpClient.Do(req)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("chunked=%v: %v", chunked, err)
 		}
 		got, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || string(got) != want {
-			t.Fatalf("chunked=%v: %d %q, want 200 %q", chunked, resp.StatusCode, got, want)
+		var e struct {
+			Error struct{ Code, Message string }
 		}
+		if resp.StatusCode != 413 || json.Unmarshal(got, &e) != nil || e.Error.Code != "payload_too_large" {
+			t.Fatalf("chunked=%v: %d %q, want 413 payload_too_large", chunked, resp.StatusCode, got)
+		}
+	}
+	// Sent whole before reading, larger than loopback's socket buffers.
+	big := bytes.Repeat([]byte("x"), 12<<20)
+	addr := strings.TrimPrefix(gwURL, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := fmt.Fprintf(c, "POST /api/train HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		addr, tok, len(big), big); err != nil {
+		t.Fatalf("the connection broke while sending: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || !bytes.Contains(got, []byte(`"payload_too_large"`)) {
+		t.Fatalf("%d %q", resp.StatusCode, got)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the upstream saw %d oversized requests", n)
 	}
 }
 

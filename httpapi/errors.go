@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/linger"
 )
 
 // apiError is an answer other than success: status, code and a sentence for
@@ -127,6 +128,9 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 		trace = core.NewTraceID()
 	}
 	e := (*apiError)(apierr.Transport(err))
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		linger.Arm(ctx.Conn()) // the client may still be sending
+	}
 	ctx.Response.Header.Set("X-Trace-Id", trace)
 	writeError(ctx, trace, e)
 	s.log.Info().

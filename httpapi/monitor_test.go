@@ -171,3 +171,38 @@ func TestTransportErrors(t *testing.T) {
 	f("garbage", "NOT HTTP AT ALL\r\n\r\n", 400, "bad_request")
 	f("bad content-length", "POST /api/train HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "bad_request")
 }
+
+// TestOversizedBodyAnsweredNotReset: a client that sends its whole body
+// before it reads (as most do) can send it and then read the 413 with the
+// error body, rather than see its connection reset mid-send, however far the
+// body is over the limit (up to linger's cap). The body is larger than
+// loopback's socket buffers, so the server must read it.
+func TestOversizedBodyAnsweredNotReset(t *testing.T) {
+	e := newEnv(t)
+	body := strings.Repeat("x", 12<<20)
+	for i := range 5 {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, werr := io.WriteString(c, fmt.Sprintf("POST /api/train HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			e.addr, len(body), body))
+		if werr != nil { // what a client that stops at a failed write reports
+			c.Close()
+			t.Fatalf("attempt %d: the connection broke while sending: %v", i, werr)
+		}
+		rs, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			t.Fatalf("attempt %d: no answer: %v", i, err)
+		}
+		b, _ := io.ReadAll(rs.Body)
+		rs.Body.Close()
+		c.Close()
+		r := resp{rs.StatusCode, rs.Header, b}
+		if rs.StatusCode != 413 || r.errCode(t) != "payload_too_large" {
+			t.Fatalf("attempt %d: %d %s", i, rs.StatusCode, b)
+		}
+	}
+}

@@ -19,19 +19,21 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.
-const MaxBodySize = 1 << 20
+const MaxBodySize = apierr.MaxBody
 
-// readBodyLimit is where fasthttp itself stops reading a body (413 from the
-// ErrorHandler, and the connection is closed unread). Between MaxBodySize and
-// it, the body is read whole and refused by the handler, so a client that
-// sends its body before reading the answer still gets the 413 instead of a
-// reset connection.
+// readBodyLimit is where fasthttp itself stops reading a body: the
+// ErrorHandler answers 413 and the connection closes, lingering
+// (internal/linger) so that a client still sending reads the answer rather
+// than a reset. Between MaxBodySize and it, the body is read whole and
+// refused by the handler, and the connection stays open.
 const readBodyLimit = 2 * MaxBodySize
 
 // Config of a Server. Zero values get the documented defaults.
@@ -155,7 +157,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	err := s.srv.Serve(ln)
+	err := s.srv.Serve(&linger.Listener{Listener: ln})
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()
