@@ -12,7 +12,7 @@ import (
 // identity is a caller whose token the gateway verified. Its fields go to
 // the master in the signed X-User-* headers.
 type identity struct {
-	id, name, role string
+	id, name, role, version string
 }
 
 func (i identity) ok() bool { return i.id != "" }
@@ -26,7 +26,8 @@ func (g *Gateway) verify(ctx *fasthttp.RequestCtx, ws bool) (identity, bool) {
 	if !ok || !auth.HeaderSafe(who.Name) || !auth.HeaderSafe(who.Role) {
 		return identity{}, false
 	}
-	return identity{id: strconv.FormatInt(who.UserID, 10), name: who.Name, role: who.Role}, true
+	return identity{id: strconv.FormatInt(who.UserID, 10), name: who.Name, role: who.Role,
+		version: strconv.FormatInt(who.Version, 10)}, true
 }
 
 // wantsHTML reports a browser navigation: a GET or HEAD that accepts HTML.

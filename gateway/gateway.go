@@ -51,6 +51,11 @@ type Gateway struct {
 	tunnels map[*tunnel]struct{}
 
 	redisWarned atomic.Int64 // unix ns of the last "Redis failed" warning
+
+	// Nonces of signatures: unique per gateway (a random prefix) and per
+	// request (a counter); they need not be unpredictable.
+	noncePrefix string
+	nonceSeq    atomic.Uint64
 }
 
 // New checks cfg and returns a Gateway with no routes yet: call SetInstances
@@ -68,6 +73,7 @@ func New(cfg Config) (*Gateway, error) {
 		sources:     map[string][]Instance{},
 		stop:        make(chan struct{}),
 		tunnels:     map[*tunnel]struct{}{},
+		noncePrefix: core.NewTraceID()[:16] + "-",
 	}
 	for _, id := range cfg.CanaryUserIDs {
 		if id = strings.TrimSpace(id); id != "" {
@@ -283,10 +289,11 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	// 4. Canary choice.
 	st.canary, st.why = g.chooseCanary(ctx, &st)
 
-	// 5. Signed identity.
-	if st.verified {
-		g.sign(ctx, &st, rawPath)
-	}
+	// 5. The forwarded headers, and the signature over the request as the
+	// master will receive it (every request: the master believes the
+	// client's address and Host only from a signed one).
+	forwardedHeaders(ctx)
+	g.sign(&ctx.Request, ctx.RemoteIP().String(), st.user)
 
 	// 6. Proxy, with the fallback.
 	if st.kind == pathWS && ctx.Request.Header.ConnectionUpgrade() &&
@@ -408,19 +415,22 @@ func hasIdentityHeader(raw []byte) bool {
 	return false
 }
 
-// sign sets the identity headers and their signature.
-func (g *Gateway) sign(ctx *fasthttp.RequestCtx, st *reqState, rawPath []byte) {
-	h := &ctx.Request.Header
-	ts := signature.Timestamp(g.cfg.Now())
-	f := signature.Fields{
-		Method: string(ctx.Method()), Path: string(rawPath), TraceID: st.trace, Timestamp: ts,
-		UserID: st.user.id, UserName: st.user.name, UserRole: st.user.role,
+// sign sets the headers the gateway vouches for (the timestamp, a nonce, the
+// client's address and, when verified, the identity) and their signature
+// over req as the master will receive it (internal/signature).
+func (g *Gateway) sign(req *fasthttp.Request, clientIP string, who identity) {
+	h := &req.Header
+	if who.ok() {
+		h.Set(signature.HeaderUserID, who.id)
+		h.Set(signature.HeaderUserName, who.name)
+		h.Set(signature.HeaderUserRole, who.role)
+		h.Set(signature.HeaderTokenVersion, who.version)
 	}
-	h.Set(signature.HeaderUserID, st.user.id)
-	h.Set(signature.HeaderUserName, st.user.name)
-	h.Set(signature.HeaderUserRole, st.user.role)
-	h.Set(signature.HeaderTimestamp, ts)
 	var buf [64]byte
+	h.SetBytesV(signature.HeaderTimestamp, signature.AppendTimestamp(buf[:0], g.cfg.Now()))
+	h.SetBytesV(signature.HeaderNonce, strconv.AppendUint(append(buf[:0], g.noncePrefix...), g.nonceSeq.Add(1), 36))
+	h.Set(signature.HeaderClientIP, clientIP)
+	f := signature.Of(req)
 	h.SetBytesV(signature.HeaderSignature, g.signer.Append(buf[:0], &f))
 }
 

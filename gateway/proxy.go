@@ -38,7 +38,8 @@ func removeHop(peek func(string) []byte, del func(string)) {
 	}
 }
 
-// forwardedHeaders adds X-Forwarded-For/-Host/-Proto for the upstream.
+// forwardedHeaders adds X-Forwarded-For/-Host/-Proto for the upstream;
+// X-Forwarded-Host is the client's Host, which the signature covers.
 func forwardedHeaders(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Request.Header
 	ip := ctx.RemoteIP().String()
@@ -75,7 +76,6 @@ func (g *Gateway) proxy(ctx *fasthttp.RequestCtx, st *reqState) {
 	clientClose := req.Header.ConnectionClose()
 	removeHop(req.Header.Peek, req.Header.Del)
 	req.Header.Del("Expect") // 100-continue was this hop's business, done
-	forwardedHeaders(ctx)
 	req.UseHostHeader = true
 
 	retryAny := idempotent(req.Header.Method())
@@ -101,6 +101,9 @@ attempts:
 			break
 		}
 		ctx.Response.StreamBody = true
+		// The master's own name, as a plain proxy sends it; the client's
+		// is in the signed X-Forwarded-Host.
+		req.Header.SetHost(up.host)
 		err := up.hc.DoTimeout(req, &ctx.Response, remaining)
 		if err == nil {
 			g.observe(up, 0)

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,8 +168,10 @@ func TestProxyHopByHopAndForwardedHeaders(t *testing.T) {
 	if got := h.Get("X-Forwarded-Host"); got != "dashboard.example:8081" {
 		t.Errorf("X-Forwarded-Host %q", got)
 	}
-	if got := h.Get("Host"); got != "dashboard.example:8081" {
-		t.Errorf("Host %q: the client's Host must reach the master (same-origin checks)", got)
+	// The master is addressed by its own name, as by any plain proxy; the
+	// client's Host travels in X-Forwarded-Host, under the signature.
+	if got := h.Get("Host"); got != strings.TrimPrefix(up, "http://") {
+		t.Errorf("Host %q, want the upstream's %s", got, up)
 	}
 	if got := h.Get("X-Forwarded-Proto"); got != "http" {
 		t.Errorf("X-Forwarded-Proto %q", got)
@@ -335,6 +339,9 @@ func recordUpstream(t testing.TB) (string, chan http.Header) {
 		}
 		h.Set(":method", string(ctx.Method()))
 		h.Set(":path", string(ctx.Request.Header.RequestURI()))
+		// Whether the request verifies as a master would check it.
+		f := signature.Of(&ctx.Request)
+		h.Set(":signed", strconv.FormatBool(signature.NewSigner([]byte(testShared)).Valid(&f, string(ctx.Request.Header.Peek(signature.HeaderSignature)))))
 		ch <- h
 		ctx.SetBodyString("ok")
 	})
@@ -347,15 +354,19 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 	forged := []string{"X-User-Id", "1", "X-User-Role", "ADMIN", "x-user-name", "root", "X-User-Extra", "x",
 		"X-Gateway-Signature", strings.Repeat("a", 64), "X-Gateway-Timestamp", "1"}
 
-	// Anonymous, public path: nothing of it arrives.
+	// Anonymous, public path: none of it arrives; the gateway signs the
+	// request without an identity.
 	if a := do(t, "POST", gwURL+"/api/auth/login", `{}`, forged...); a.status != 200 {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 	h := <-seen
 	for k := range h {
-		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-user-") || strings.HasPrefix(lk, "x-gateway-") {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-user-") {
 			t.Errorf("a client-sent %s reached the upstream: %q", k, h.Get(k))
 		}
+	}
+	if h.Get(":signed") != "true" || h.Get("X-Gateway-Signature") == forged[9] || h.Get("X-Gateway-Timestamp") == "1" {
+		t.Errorf("the anonymous request is not the gateway's own signed one: %v", h)
 	}
 
 	// Verified: the gateway's own identity, signed over everything.
@@ -364,13 +375,16 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 	h = <-seen
-	if h.Get("X-User-Id") != "42" || h.Get("X-User-Name") != "alice" || h.Get("X-User-Role") != "USER" || h.Get("X-User-Extra") != "" {
+	if h.Get("X-User-Id") != "42" || h.Get("X-User-Name") != "alice" || h.Get("X-User-Role") != "USER" ||
+		h.Get("X-User-Token-Version") != "0" || h.Get("X-User-Extra") != "" {
 		t.Fatalf("identity headers %v", h)
 	}
-	f := signature.Fields{Method: "GET", Path: "/api/tasks", TraceID: "tr-1", Timestamp: h.Get("X-Gateway-Timestamp"),
-		UserID: "42", UserName: "alice", UserRole: "USER"}
+	empty := sha256.Sum256(nil)
+	f := signature.Fields{Method: "GET", Host: strings.TrimPrefix(gwURL, "http://"), Path: "/api/tasks", Query: "limit=5",
+		BodySHA256: hex.EncodeToString(empty[:]), TraceID: "tr-1", Timestamp: h.Get("X-Gateway-Timestamp"),
+		Nonce: h.Get("X-Gateway-Nonce"), ClientIP: "127.0.0.1", UserID: "42", UserName: "alice", UserRole: "USER", Version: "0"}
 	signer := signature.NewSigner([]byte(testShared))
-	if !signer.Valid(&f, h.Get("X-Gateway-Signature")) {
+	if !signer.Valid(&f, h.Get("X-Gateway-Signature")) || h.Get(":signed") != "true" {
 		t.Fatalf("the signature does not verify: %v", h)
 	}
 	if !signature.Fresh(f.Timestamp, time.Now(), 5*time.Second) {
@@ -379,9 +393,24 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 	if h.Get(":path") != "/api/tasks?limit=5" || h.Get("X-Trace-Id") != "tr-1" {
 		t.Fatalf("request line or trace changed: %v", h)
 	}
-	f.UserRole = "ADMIN"
-	if signer.Valid(&f, h.Get("X-Gateway-Signature")) {
-		t.Fatal("the signature does not cover the role")
+	for name, edit := range map[string]func(f *signature.Fields){
+		"role":  func(f *signature.Fields) { f.UserRole = "ADMIN" },
+		"query": func(f *signature.Fields) { f.Query = "limit=500" },
+		"nonce": func(f *signature.Fields) { f.Nonce = "another" },
+		"host":  func(f *signature.Fields) { f.Host = "evil.example" },
+	} {
+		g := f
+		edit(&g)
+		if signer.Valid(&g, h.Get("X-Gateway-Signature")) {
+			t.Errorf("the signature does not cover the %s", name)
+		}
+	}
+	// Nonces differ from request to request.
+	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(bearer(tok), "X-Trace-Id", "tr-1")...); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	if h2 := <-seen; h2.Get("X-Gateway-Nonce") == f.Nonce || h2.Get(":signed") != "true" {
+		t.Fatalf("a second request reused nonce %q", f.Nonce)
 	}
 }
 

@@ -140,11 +140,11 @@ func (s *Server) me(r *request) *apiError {
 // ?token= when query is true, else the jwt_token cookie), or the gateway's
 // signed identity (gatewayauth.go), and returns the user as the store has it
 // now.
-func (s *Server) authenticate(ctx *fasthttp.RequestCtx, query bool) (core.User, *apiError) {
-	if u, e, done := s.gatewayUser(ctx); done { // identity signed by the gateway
+func (s *Server) authenticate(r *request, query bool) (core.User, *apiError) {
+	if u, e, done := s.gatewayUser(r); done { // identity signed by the gateway
 		return u, e
 	}
-	tok, src := auth.FromRequest(&ctx.Request, query)
+	tok, src := auth.FromRequest(&r.ctx.Request, query)
 	if src == auth.None {
 		return core.User{}, errUnauthorized
 	}

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store/sqlite"
@@ -53,14 +55,32 @@ func newGatewayEnv(t *testing.T, require bool) *testEnv {
 	return e
 }
 
-// signed returns the headers a gateway sends for the fields, signed with
-// secret at ts.
-func signed(secret []byte, method, path, trace string, ts time.Time, id int64, name, role string) []string {
-	f := signature.Fields{Method: method, Path: path, TraceID: trace, Timestamp: signature.Timestamp(ts),
-		UserID: strconv.FormatInt(id, 10), UserName: name, UserRole: role}
-	return []string{"X-Trace-Id", trace, signature.HeaderUserID, f.UserID, signature.HeaderUserName, name,
-		signature.HeaderUserRole, role, signature.HeaderTimestamp, f.Timestamp,
-		signature.HeaderSignature, signature.NewSigner(secret).Sign(&f)}
+// signed returns the headers a gateway sends for a bodiless request to
+// target (path and query) with that identity, signed with secret at ts
+// under a nonce of its own.
+func signed(secret []byte, method, target, trace string, ts time.Time, id int64, name, role string) []string {
+	return signedBody(secret, method, target, "", trace, ts, id, name, role)
+}
+
+var nonceSeq atomic.Int64
+
+// signedBody is signed for a request with body.
+func signedBody(secret []byte, method, target, body, trace string, ts time.Time, id int64, name, role string) []string {
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.Header.SetRequestURI(target)
+	req.SetBodyString(body)
+	hdr := []string{"X-Trace-Id", trace, signature.HeaderTimestamp, signature.Timestamp(ts),
+		signature.HeaderNonce, "test-" + strconv.FormatInt(nonceSeq.Add(1), 10), signature.HeaderClientIP, "192.0.2.7"}
+	if id != 0 {
+		hdr = append(hdr, signature.HeaderUserID, strconv.FormatInt(id, 10), signature.HeaderUserName, name,
+			signature.HeaderUserRole, role, signature.HeaderTokenVersion, "0")
+	}
+	for i := 0; i < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	f := signature.Of(&req)
+	return append(hdr, signature.HeaderSignature, signature.NewSigner(secret).Sign(&f))
 }
 
 func TestGatewayIdentity(t *testing.T) {
@@ -146,5 +166,41 @@ func TestGatewayConfig(t *testing.T) {
 		if _, err := New(cfg, st, &testControl{st: st}); err == nil || !strings.Contains(err.Error(), "GATEWAY_SHARED_SECRET") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestGatewaySignatureCoversQueryBodyNonce (issue 12): a signature is good
+// for one request: not again (the nonce), not with another query, not with
+// another body.
+func TestGatewaySignatureCoversQueryBodyNonce(t *testing.T) {
+	e := newGatewayEnv(t, false)
+	_, bobID := e.user("bob")
+	now := e.clock.Now()
+
+	hdr := signed(testGatewaySecret, "GET", "/api/tasks?limit=5", "t1", now, bobID, "bob", "USER")
+	if r := e.req("GET", "/api/tasks?limit=5", "", nil, hdr...); r.status != 200 {
+		t.Fatalf("signed: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/tasks?limit=5", "", nil, hdr...); r.status != 401 {
+		t.Fatalf("the same signed request again: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(e.logs.String(), "used before") {
+		t.Error("a replay is not logged as one")
+	}
+	hdr = signed(testGatewaySecret, "GET", "/api/tasks?limit=5", "t2", now, bobID, "bob", "USER")
+	if r := e.req("GET", "/api/tasks?limit=500", "", nil, hdr...); r.status != 401 {
+		t.Fatalf("another query: %d %s", r.status, r.body)
+	}
+
+	body := `{"command":["true"]}`
+	hdr = signedBody(testGatewaySecret, "POST", "/api/train", body, "t3", now, bobID, "bob", "USER")
+	hdr = append(hdr, "Content-Type", "application/json")
+	if r := e.req("POST", "/api/train", "", `{"command":["rm","-rf","/"]}`, hdr...); r.status != 401 {
+		t.Fatalf("another body: %d %s", r.status, r.body)
+	}
+	hdr = signedBody(testGatewaySecret, "POST", "/api/train", body, "t4", now, bobID, "bob", "USER")
+	hdr = append(hdr, "Content-Type", "application/json")
+	if r := e.req("POST", "/api/train", "", body, hdr...); r.status != 202 {
+		t.Fatalf("the signed body: %d %s", r.status, r.body)
 	}
 }

@@ -17,9 +17,10 @@ import (
 type request struct {
 	ctx   *fasthttp.RequestCtx
 	trace string
-	user  core.User // the verified caller; zero on public routes
-	id    string    // the run id of the path, validated
-	rest  []string  // path segments after the id (artifact paths)
+	user  core.User   // the verified caller; zero on public routes
+	gw    gatewaySeen // what the gateway's signature vouched for
+	id    string      // the run id of the path, validated
+	rest  []string    // path segments after the id (artifact paths)
 }
 
 type handlerFunc func(r *request) *apiError
@@ -84,6 +85,7 @@ func (s *Server) dispatch(r *request) *apiError {
 	if len(r.ctx.Request.Body()) > MaxBodySize {
 		return errTooLarge
 	}
+	r.gw = s.checkGateway(r.ctx)
 	rt, e := s.route(r.ctx.Request.URI().PathOriginal())
 	if e != nil {
 		return e
@@ -94,7 +96,7 @@ func (s *Server) dispatch(r *request) *apiError {
 			fmt.Sprintf("use %s for this path", rt.method)}
 	}
 	if !rt.public {
-		u, e := s.authenticate(r.ctx, false)
+		u, e := s.authenticate(r, false)
 		if e != nil {
 			r.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
 			return e

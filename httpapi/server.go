@@ -73,6 +73,7 @@ type Config struct {
 	GatewaySharedSecret []byte
 	GatewayMaxSkew      time.Duration
 	gatewaySigner       *signature.Signer // set by New
+	gatewayNonces       *signature.Nonces // set by New
 }
 
 // Server serves the REST API. Handler, Serve and Shutdown are safe to call

@@ -55,7 +55,7 @@ func (s *Server) ws(r *request) *apiError {
 	// Authorization.
 	_, src := auth.FromRequest(&ctx.Request, true)
 	viaCookie := src == auth.Cookie
-	u, e := s.authenticate(ctx, true)
+	u, e := s.authenticate(r, true)
 	if e != nil {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
 		return e

@@ -1,14 +1,20 @@
 // Package signature is the MAC between the gateway and the masters: the
-// gateway signs the identity it verified, the master checks the signature
-// before it believes the identity headers (API.md, Gateway).
+// gateway signs every request it forwards, and a master believes what the
+// gateway vouches for (the caller's identity, the Host and client address it
+// saw) only when the signature is valid, fresh and not seen before (API.md,
+// Gateway; docs/API.md).
 //
-// The MAC covers the method, the path, the trace id, the timestamp AND the
-// three identity headers, so a captured signature cannot be replayed with
-// another identity. It never reads the clock or a header itself: callers pass
-// every field, and judge freshness with Fresh.
+// The MAC covers the method, the Host the client used, the path AND the
+// query, a SHA-256 of the body, the trace id, the timestamp, a nonce, the
+// client's address and the identity headers (with the token's version), so a
+// captured signature cannot be replayed with another identity, another body
+// or another query, nor replayed at all inside the skew window (Nonces).
+// Both sides read the fields from the request with Of, so they cannot drift
+// apart. It never reads the clock itself: callers pass it.
 package signature
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,29 +22,74 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
-// Headers the gateway sets on every request it forwards with an identity.
-// Clients cannot send them: the gateway strips every X-User-* and
-// X-Gateway-* header a client sends.
+// Headers the gateway sets on every request it forwards. Clients cannot send
+// them: the gateway strips every X-User-* and X-Gateway-* header a client
+// sends. The identity headers are absent on an anonymous request.
 const (
-	HeaderUserID    = "X-User-Id"
-	HeaderUserName  = "X-User-Name"
-	HeaderUserRole  = "X-User-Role"
-	HeaderTimestamp = "X-Gateway-Timestamp"
-	HeaderSignature = "X-Gateway-Signature"
+	HeaderUserID       = "X-User-Id"
+	HeaderUserName     = "X-User-Name"
+	HeaderUserRole     = "X-User-Role"
+	HeaderTokenVersion = "X-User-Token-Version"
+	HeaderTimestamp    = "X-Gateway-Timestamp"
+	HeaderNonce        = "X-Gateway-Nonce"
+	HeaderClientIP     = "X-Gateway-Client-Ip"
+	HeaderSignature    = "X-Gateway-Signature"
+	// HeaderForwardedHost carries the Host the client sent to the gateway
+	// (the gateway sends the master's own host as Host).
+	HeaderForwardedHost = "X-Forwarded-Host"
 )
 
 // version starts every signed message, so a future format cannot be
-// confused with this one.
-const version = "rlsched-gateway-v1"
+// confused with this one (v1 covered neither query, body nor nonce).
+const version = "rlsched-gateway-v2"
 
-// Fields are what the MAC covers. The timestamp is Unix milliseconds in
-// decimal (X-Gateway-Timestamp); Path is the request's path as sent, still
-// escaped, without the query.
+// Fields are what the MAC covers. Timestamp is Unix milliseconds in decimal
+// (X-Gateway-Timestamp). Path and Query are the request target as sent,
+// still escaped, split at the first '?' (a '#' and what follows is not
+// part of either). BodySHA256 is the hex SHA-256 of the body.
 type Fields struct {
-	Method, Path, TraceID, Timestamp string
-	UserID, UserName, UserRole       string
+	Method, Host, Path, Query, BodySHA256 string
+	TraceID, Timestamp, Nonce, ClientIP   string
+	UserID, UserName, UserRole, Version   string
+}
+
+// emptySHA256 is the hash of an empty body, the common case.
+var emptySHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
+
+// Of reads the fields of req as it travels from the gateway to the master:
+// the gateway calls it after setting the headers above (but the signature),
+// the master on what it received.
+func Of(req *fasthttp.Request) Fields {
+	h := &req.Header
+	target := h.RequestURI()
+	if i := bytes.IndexByte(target, '#'); i >= 0 {
+		target = target[:i]
+	}
+	path, query, _ := bytes.Cut(target, []byte{'?'})
+	sum := emptySHA256
+	if b := req.Body(); len(b) > 0 {
+		s := sha256.Sum256(b)
+		sum = hex.EncodeToString(s[:])
+	}
+	return Fields{
+		Method:     string(h.Method()),
+		Host:       string(h.Peek(HeaderForwardedHost)),
+		Path:       string(path),
+		Query:      string(query),
+		BodySHA256: sum,
+		TraceID:    string(h.Peek("X-Trace-Id")),
+		Timestamp:  string(h.Peek(HeaderTimestamp)),
+		Nonce:      string(h.Peek(HeaderNonce)),
+		ClientIP:   string(h.Peek(HeaderClientIP)),
+		UserID:     string(h.Peek(HeaderUserID)),
+		UserName:   string(h.Peek(HeaderUserName)),
+		UserRole:   string(h.Peek(HeaderUserRole)),
+		Version:    string(h.Peek(HeaderTokenVersion)),
+	}
 }
 
 // Signer computes and checks signatures under one secret. Its methods are
@@ -60,10 +111,11 @@ func (s *Signer) sum(dst []byte, f *Fields) []byte {
 	h := s.pool.Get().(hash.Hash)
 	h.Reset()
 	// Newlines separate the fields: none of them can hold one (header
-	// values and request paths cannot), so the encoding is unambiguous.
-	var buf [512]byte
+	// values and request targets cannot), so the encoding is unambiguous.
+	var buf [1024]byte
 	b := append(buf[:0], version...)
-	for _, v := range [...]string{f.Method, f.Path, f.TraceID, f.Timestamp, f.UserID, f.UserName, f.UserRole} {
+	for _, v := range [...]string{f.Method, f.Host, f.Path, f.Query, f.BodySHA256, f.TraceID, f.Timestamp,
+		f.Nonce, f.ClientIP, f.UserID, f.UserName, f.UserRole, f.Version} {
 		b = append(b, '\n')
 		b = append(b, v...)
 	}
@@ -104,11 +156,17 @@ func AppendTimestamp(dst []byte, t time.Time) []byte {
 	return strconv.AppendInt(dst, t.UnixMilli(), 10)
 }
 
+// ParseTimestamp reads an X-Gateway-Timestamp: Unix milliseconds > 0.
+func ParseTimestamp(ts string) (int64, bool) {
+	ms, err := strconv.ParseInt(ts, 10, 64)
+	return ms, err == nil && ms > 0
+}
+
 // Fresh reports whether ts (Unix milliseconds) lies within maxSkew of now,
 // in either direction.
 func Fresh(ts string, now time.Time, maxSkew time.Duration) bool {
-	ms, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || ms <= 0 {
+	ms, ok := ParseTimestamp(ts)
+	if !ok {
 		return false
 	}
 	d := now.Sub(time.UnixMilli(ms))
