@@ -95,7 +95,7 @@ func (s *Server) login(r *request) *apiError {
 	}
 	now := s.cfg.Now()
 	exp := now.Add(s.cfg.TokenTTL)
-	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role)}, now, exp)
+	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
 	if err != nil {
 		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
 		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
@@ -117,7 +117,20 @@ func (s *Server) login(r *request) *apiError {
 	}{tok, exp.UTC().Format(time.RFC3339), userView(u)})
 }
 
+// logout ends the caller's sign-in: it revokes every token of the user
+// (the token version goes up; store.Store.BumpTokenVersion) and clears the
+// cookie. Without a valid token there is nothing to revoke, and the cookie
+// is cleared all the same.
 func (s *Server) logout(r *request) *apiError {
+	if u, e := s.authenticate(r, false); e == nil {
+		ctx, cancel := storeCtx()
+		_, err := s.st.BumpTokenVersion(ctx, u.ID)
+		cancel()
+		if err != nil {
+			return storeError(err, "user")
+		}
+		s.log.Info().Str("traceId", r.trace).Int64("userId", u.ID).Msg("signed out: the user's tokens are revoked")
+	}
 	c := fasthttp.AcquireCookie()
 	defer fasthttp.ReleaseCookie(c)
 	c.SetKey(CookieName)
@@ -152,7 +165,15 @@ func (s *Server) authenticate(r *request, query bool) (core.User, *apiError) {
 	if !ok {
 		return core.User{}, errUnauthorized
 	}
-	id := who.UserID
+	return s.currentUser(who.UserID, who.Version)
+}
+
+// currentUser reads the user of a token (or of the gateway's signed
+// identity) as the store has it now, refusing a token whose version is not
+// the user's: it was revoked (a logout, a change of role). The store is read
+// on every request, on every master, so a revocation holds from the next
+// request on, wherever it lands.
+func (s *Server) currentUser(id, version int64) (core.User, *apiError) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	u, err := s.st.UserByID(sctx, id)
@@ -161,6 +182,9 @@ func (s *Server) authenticate(r *request, query bool) (core.User, *apiError) {
 			return core.User{}, errUnauthorized
 		}
 		return core.User{}, storeError(err, "user")
+	}
+	if u.TokenVersion != version {
+		return core.User{}, errRevoked
 	}
 	return u, nil
 }

@@ -44,6 +44,8 @@ var (
 		"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie"}
 	errTooLarge       = (*apiError)(apierr.ErrTooLarge)
 	errBadCredentials = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized, "wrong username or password"}
+	errRevoked        = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
+		"this sign-in has ended (a logout, or a change of your role): sign in again"}
 )
 
 // writeError answers with e in API.md's error shape.

@@ -117,14 +117,13 @@ func (s *Server) gatewayUser(r *request) (u core.User, e *apiError, done bool) {
 	if err != nil || id <= 0 {
 		return core.User{}, errUnauthorized, true
 	}
-	sctx, cancel := storeCtx()
-	defer cancel()
-	u, err = s.st.UserByID(sctx, id)
+	version, err := strconv.ParseInt(gw.tokenVersion, 10, 64)
 	if err != nil {
-		if errors.Is(err, core.ErrNotFound) {
-			return core.User{}, errUnauthorized, true
-		}
-		return core.User{}, storeError(err, "user"), true
+		return core.User{}, errUnauthorized, true
+	}
+	u, e = s.currentUser(id, version)
+	if e != nil {
+		return core.User{}, e, true
 	}
 	if u.Username != gw.userName {
 		return core.User{}, errUnauthorized, true
