@@ -74,6 +74,13 @@ type Config struct {
 	EjectFor    time.Duration
 	MaxEjectFor time.Duration
 
+	// PublicHosts are names this gateway answers to besides its defaults
+	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
+	// listen port of each Serve; every interface's address and the host
+	// name when bound to all): PUBLIC_HOSTS. "*" turns the check off.
+	// Requests under any other Host are refused 421 (internal/guard).
+	PublicHosts []string
+
 	// Name is this gateway in logs and health answers.
 	Name   string
 	Logger zerolog.Logger

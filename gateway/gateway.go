@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/signature"
 )
@@ -27,6 +29,7 @@ type Gateway struct {
 	cfg         Config
 	log         zerolog.Logger
 	tokens      *auth.Tokens
+	hosts       guard.Hosts
 	signer      *signature.Signer
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
@@ -79,6 +82,9 @@ func New(cfg Config) (*Gateway, error) {
 		if id = strings.TrimSpace(id); id != "" {
 			g.canaryUsers[id] = true
 		}
+	}
+	if err := g.hosts.Add(cfg.PublicHosts...); err != nil {
+		return nil, fmt.Errorf("cannot start the gateway: PUBLIC_HOSTS: %w", err)
 	}
 	g.routes.Store(&routeTable{})
 	var err error
@@ -144,6 +150,10 @@ func (g *Gateway) Serve(ln net.Listener) error {
 	}
 	g.lns = append(g.lns, ln)
 	g.mu.Unlock()
+	if err := g.hosts.Add(guard.DefaultNames(ln.Addr())...); err != nil {
+		return fmt.Errorf("BUG: default host names: %w", err)
+	}
+	g.log.Info().Strs("hosts", g.hosts.Names()).Msg("answering to these host names (PUBLIC_HOSTS adds more)")
 	err := g.srv.Serve(&linger.Listener{Listener: idleListener{ln, g.cfg.StreamIdleTimeout}})
 	g.mu.Lock()
 	stopped := g.stopped
@@ -247,6 +257,15 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	if !okPath {
 		st.outcome = "refused"
 		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "malformed escape in path")
+		return
+	}
+	// A page of another site whose name now points here (DNS rebinding)
+	// sends its own name; monitoring answers whatever name a prober uses.
+	if st.kind != pathMetrics && !(st.kind == pathActuator && isActuatorHealth(st.segs)) && !g.hosts.Allows(h.Host()) {
+		st.outcome = "refused"
+		writeError(ctx, st.trace, fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
+			"this gateway does not answer to the name "+strconv.Quote(truncate(string(h.Host()), 128))+
+				"; open it by one of its own names, or add this one to PUBLIC_HOSTS")
 		return
 	}
 	if st.kind == pathMetrics {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 
 	"github.com/valyala/fasthttp"
@@ -47,6 +48,11 @@ var (
 	errRevoked        = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
 		"this sign-in has ended (a logout, or a change of your role): sign in again"}
 )
+
+func errMisdirected(host []byte) *apiError {
+	return &apiError{fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
+		fmt.Sprintf("this server does not answer to the name %q; open it by one of its own names, or add this one to PUBLIC_HOSTS", truncate(string(host), 128))}
+}
 
 // writeError answers with e in API.md's error shape.
 func writeError(ctx *fasthttp.RequestCtx, traceID string, e *apiError) {

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"net"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
@@ -23,36 +20,9 @@ var testGatewaySecret = []byte("gateway-secret-0123456789")
 // newGatewayEnv is newEnv with the gateway's identity trusted (and required).
 func newGatewayEnv(t *testing.T, require bool) *testEnv {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	e := &testEnv{t: t, st: st, ctl: &testControl{st: st}, clock: &testClock{now: time.Now()},
-		logDir: filepath.Join(dir, "logs"), logs: &syncBuffer{}, client: &http.Client{Timeout: 30 * time.Second}}
-	srv, err := New(Config{
-		JWTSecret: testSecret, LogDir: e.logDir, DefaultTrainer: testTrainer, LeasesKind: "memory",
-		BcryptCost: bcrypt.MinCost, Logger: zerolog.New(e.logs), Now: e.clock.Now,
-		GatewayTrustHeaders: true, GatewayRequire: require, GatewaySharedSecret: testGatewaySecret,
-	}, st, e.ctl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		e.client.CloseIdleConnections()
-		_ = srv.Shutdown()
-		<-done
+	return newEnvWith(t, func(c *Config) {
+		c.GatewayTrustHeaders, c.GatewayRequire, c.GatewaySharedSecret = true, require, testGatewaySecret
 	})
-	e.addr = ln.Addr().String()
-	e.url = "http://" + e.addr
-	return e
 }
 
 // signed returns the headers a gateway sends for a bodiless request to

@@ -86,7 +86,14 @@ func (s *Server) dispatch(r *request) *apiError {
 		return errTooLarge
 	}
 	r.gw = s.checkGateway(r.ctx)
-	rt, e := s.route(r.ctx.Request.URI().PathOriginal())
+	raw := r.ctx.Request.URI().PathOriginal()
+	// A page of another site whose name now points here (DNS rebinding)
+	// sends its own name. The gateway checked the names it was sent; the
+	// monitoring endpoint answers whatever name a prober uses.
+	if !r.gw.signed && !s.hosts.Allows(r.ctx.Host()) && string(raw) != "/api/monitor/health" {
+		return errMisdirected(r.ctx.Host())
+	}
+	rt, e := s.route(raw)
 	if e != nil {
 		return e
 	}

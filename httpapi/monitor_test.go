@@ -148,28 +148,28 @@ func TestTransportErrors(t *testing.T) {
 		}
 	}
 	// A declared length far over 1 MiB is refused before the body is read.
-	f("content-length", fmt.Sprintf("POST /api/train HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 100*MaxBodySize),
+	f("content-length", fmt.Sprintf("POST /api/train HTTP/1.1\r\nHost: "+e.addr+"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 100*MaxBodySize),
 		413, "payload_too_large")
 	// A chunked body that grows past the limit.
 	chunk := strings.Repeat("a", 64<<10)
 	var sb strings.Builder
-	sb.WriteString("POST /api/auth/register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	sb.WriteString("POST /api/auth/register HTTP/1.1\r\nHost: " + e.addr + "\r\nTransfer-Encoding: chunked\r\n\r\n")
 	for i := 0; i < 17; i++ {
 		fmt.Fprintf(&sb, "%x\r\n%s\r\n", len(chunk), chunk)
 	}
 	sb.WriteString("0\r\n\r\n")
 	f("chunked", sb.String(), 413, "payload_too_large")
-	f("bad escape", "GET /api/tasks/%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request")
+	f("bad escape", "GET /api/tasks/%zz HTTP/1.1\r\nHost: "+e.addr+"\r\n\r\n", 400, "bad_request")
 	// A chunked body past fasthttp's own limit: the ErrorHandler's 413.
 	var huge strings.Builder
-	huge.WriteString("POST /api/train HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	huge.WriteString("POST /api/train HTTP/1.1\r\nHost: " + e.addr + "\r\nTransfer-Encoding: chunked\r\n\r\n")
 	for i := 0; i < 3*readBodyLimit/len(chunk); i++ {
 		fmt.Fprintf(&huge, "%x\r\n%s\r\n", len(chunk), chunk)
 	}
 	huge.WriteString("0\r\n\r\n")
 	f("chunked past the hard limit", huge.String(), 413, "payload_too_large")
 	f("garbage", "NOT HTTP AT ALL\r\n\r\n", 400, "bad_request")
-	f("bad content-length", "POST /api/train HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "bad_request")
+	f("bad content-length", "POST /api/train HTTP/1.1\r\nHost: "+e.addr+"\r\nContent-Length: -5\r\n\r\n", 400, "bad_request")
 }
 
 // TestOversizedBodyAnsweredNotReset: a client that sends its whole body

@@ -21,6 +21,7 @@ import (
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/logpipe"
@@ -64,6 +65,13 @@ type Config struct {
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
 
+	// PublicHosts are names this master answers to besides its defaults
+	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
+	// listen port of each Serve; every interface's address and the host
+	// name when bound to all): PUBLIC_HOSTS. "*" turns the check off.
+	// Requests under any other Host are refused 421 (internal/guard).
+	PublicHosts []string
+
 	// Gateway identity (gatewayauth.go). GatewayTrustHeaders believes the
 	// X-User-* headers of a request the gateway signed with
 	// GatewaySharedSecret, at most GatewayMaxSkew old (default 300s);
@@ -86,6 +94,8 @@ type Server struct {
 	srv *fasthttp.Server
 	// tokens issues and verifies login tokens under cfg.JWTSecret.
 	tokens *auth.Tokens
+	// hosts are the names this master answers to.
+	hosts guard.Hosts
 
 	mu      sync.Mutex
 	stopped bool
@@ -129,6 +139,9 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
 		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now)}
+	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
+		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler(),
 		ErrorHandler:       s.handleTransportError,
@@ -158,6 +171,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	if err := s.hosts.Add(guard.DefaultNames(ln.Addr())...); err != nil {
+		return fmt.Errorf("BUG: default host names: %w", err)
+	}
+	s.log.Info().Strs("hosts", s.hosts.Names()).Msg("answering to these host names (PUBLIC_HOSTS adds more)")
 	err := s.srv.Serve(&linger.Listener{Listener: ln})
 	s.mu.Lock()
 	stopped := s.stopped
