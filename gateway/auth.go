@@ -18,16 +18,16 @@ type identity struct {
 func (i identity) ok() bool { return i.id != "" }
 
 // verify checks the request's token (internal/auth) and returns its
-// identity; a token whose name or role could not travel in a header is
-// refused.
-func (g *Gateway) verify(ctx *fasthttp.RequestCtx, ws bool) (identity, bool) {
-	tok, _ := auth.FromRequest(&ctx.Request, ws)
+// identity and where the token came from; a token whose name or role could
+// not travel in a header is refused.
+func (g *Gateway) verify(ctx *fasthttp.RequestCtx, ws bool) (identity, auth.Source, bool) {
+	tok, src := auth.FromRequest(&ctx.Request, ws)
 	who, ok := g.tokens.Verify(tok)
 	if !ok || !auth.HeaderSafe(who.Name) || !auth.HeaderSafe(who.Role) {
-		return identity{}, false
+		return identity{}, src, false
 	}
 	return identity{id: strconv.FormatInt(who.UserID, 10), name: who.Name, role: who.Role,
-		version: strconv.FormatInt(who.Version, 10)}, true
+		version: strconv.FormatInt(who.Version, 10)}, src, true
 }
 
 // wantsHTML reports a browser navigation: a GET or HEAD that accepts HTML.

@@ -275,7 +275,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	}
 
 	// 2. JWT.
-	st.user, st.verified = g.verify(ctx, st.kind == pathWS)
+	var src auth.Source
+	st.user, src, st.verified = g.verify(ctx, st.kind == pathWS)
 	public := st.kind == pathPublic || (st.kind == pathActuator && isActuatorHealth(st.segs))
 	if !st.verified && !public && !g.cfg.AllowAnonymous {
 		st.outcome = "refused"
@@ -295,6 +296,16 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		st.outcome = "local"
 		g.actuator(ctx, &st)
 		return
+	}
+
+	// A cookie comes along with any page's request: a state-changing one
+	// must be this site's own (internal/guard).
+	if guard.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
+		if why := guard.CrossSite(h, string(h.Host())); why != "" {
+			st.outcome = "refused"
+			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, why)
+			return
+		}
 	}
 
 	// 3. Rate limit on submissions.

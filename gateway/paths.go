@@ -76,3 +76,10 @@ func kindOf(segs []string) pathKind {
 	}
 	return pathPrivate
 }
+
+// isSessionPath: sign-in, registration or sign-out, which a page of another
+// site must not make a browser do (login CSRF).
+func isSessionPath(segs []string) bool {
+	return len(segs) == 3 && segs[0] == "api" && segs[1] == "auth" &&
+		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout")
+}

@@ -139,3 +139,12 @@ func (r *request) clientIP() string {
 	}
 	return r.ctx.RemoteIP().String()
 }
+
+// site is the host[:port] the caller's browser addressed: the Host the
+// gateway signed for a request it forwarded, else this request's Host.
+func (r *request) site() string {
+	if r.gw.signed && r.gw.host != "" {
+		return r.gw.host
+	}
+	return string(r.ctx.Host())
+}

@@ -36,12 +36,25 @@ var nonceSeq atomic.Int64
 
 // signedBody is signed for a request with body.
 func signedBody(secret []byte, method, target, body, trace string, ts time.Time, id int64, name, role string) []string {
+	return signedAs(secret, method, target, body, "", trace, ts, id, name, role)
+}
+
+// signedBodyHost is signedBody for an anonymous request the client sent to
+// the gateway under host.
+func signedBodyHost(secret []byte, method, target, body, host, trace string, ts time.Time) []string {
+	return signedAs(secret, method, target, body, host, trace, ts, 0, "", "")
+}
+
+func signedAs(secret []byte, method, target, body, host, trace string, ts time.Time, id int64, name, role string) []string {
 	var req fasthttp.Request
 	req.Header.SetMethod(method)
 	req.Header.SetRequestURI(target)
 	req.SetBodyString(body)
 	hdr := []string{"X-Trace-Id", trace, signature.HeaderTimestamp, signature.Timestamp(ts),
 		signature.HeaderNonce, "test-" + strconv.FormatInt(nonceSeq.Add(1), 10), signature.HeaderClientIP, "192.0.2.7"}
+	if host != "" {
+		hdr = append(hdr, signature.HeaderForwardedHost, host)
+	}
 	if id != 0 {
 		hdr = append(hdr, signature.HeaderUserID, strconv.FormatInt(id, 10), signature.HeaderUserName, name,
 			signature.HeaderUserRole, role, signature.HeaderTokenVersion, "0")

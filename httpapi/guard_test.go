@@ -71,3 +71,63 @@ func TestPublicHostsConfigured(t *testing.T) {
 		t.Errorf("a URL in PUBLIC_HOSTS: %v", err)
 	}
 }
+
+// TestCSRF (issue 12): a state-changing request signed in by the cookie
+// must be JSON and come from this site (Origin, or Sec-Fetch-Site:
+// same-origin); one with a Bearer token is not affected. Login, register and
+// logout from a browser follow the rule too (login CSRF).
+func TestCSRF(t *testing.T) {
+	e := newGatewayEnv(t, false)
+	tok, _ := e.user("alice")
+	body := map[string]any{"command": []string{"true"}}
+	cookie := func(more ...string) []string { return append([]string{"Cookie", "jwt_token=" + tok}, more...) }
+	json := "application/json"
+	f := func(name string, want int, path, token string, body any, hdr ...string) {
+		t.Helper()
+		r := e.req("POST", path, token, body, hdr...)
+		if r.status != want {
+			t.Errorf("%s: %d, want %d (%s)", name, r.status, want, r.body)
+		} else if want == 403 && r.errCode(t) != "forbidden" {
+			t.Errorf("%s: code %s", name, r.errCode(t))
+		}
+	}
+	// Refused: what a page of another site can make a browser send.
+	f("cross-origin cookie POST", 403, "/api/train", "", body, cookie("Content-Type", json, "Origin", "http://evil.example")...)
+	f("cross-site fetch metadata", 403, "/api/train", "", body, cookie("Content-Type", json, "Sec-Fetch-Site", "cross-site")...)
+	f("a form's content type", 403, "/api/train", "", `{"command":["true"]}`, cookie("Content-Type", "text/plain", "Origin", e.url)...)
+	f("no content type", 403, "/api/train", "", `{"command":["true"]}`, cookie("Origin", e.url)...)
+	f("no origin at all", 403, "/api/train", "", body, cookie("Content-Type", json)...)
+	f("origin null", 403, "/api/train", "", body, cookie("Content-Type", json, "Origin", "null")...)
+	f("another port", 403, "/api/train", "", body, cookie("Content-Type", json, "Origin", "http://127.0.0.1:1")...)
+	f("cancel without a body", 403, "/api/tasks/r1/cancel", "", nil, cookie("Origin", "http://evil.example")...)
+	f("login CSRF", 403, "/api/auth/login", "", `{"username":"alice","password":"password-alice"}`,
+		"Content-Type", "text/plain", "Origin", "http://evil.example")
+	f("login from another site", 403, "/api/auth/login", "", map[string]string{"username": "alice", "password": "password-alice"},
+		"Content-Type", json, "Origin", "http://evil.example")
+	f("register from another site", 403, "/api/auth/register", "", map[string]string{"username": "mallory", "password": "mallory-pw"},
+		"Content-Type", json, "Sec-Fetch-Site", "cross-site")
+	f("logout from another site", 403, "/api/auth/logout", "", nil, cookie("Origin", "http://evil.example")...)
+	if _, err := e.st.UserByName(t.Context(), "mallory"); err == nil {
+		t.Error("a cross-site registration created the user")
+	}
+
+	// Allowed: the dashboard's own requests, and every Bearer request.
+	f("same origin", 202, "/api/train", "", body, cookie("Content-Type", json, "Origin", e.url)...)
+	f("same origin, charset", 202, "/api/train", "", body, cookie("Content-Type", "application/json; charset=utf-8", "Origin", e.url)...)
+	f("fetch metadata same-origin", 202, "/api/train", "", body, cookie("Content-Type", json, "Sec-Fetch-Site", "same-origin")...)
+	f("bearer, no origin", 202, "/api/train", tok, body)
+	f("bearer from another origin", 202, "/api/train", tok, body, "Origin", "http://evil.example")
+	f("CLI login", 200, "/api/auth/login", "", map[string]string{"username": "alice", "password": "password-alice"})
+	f("dashboard login", 200, "/api/auth/login", "", map[string]string{"username": "alice", "password": "password-alice"},
+		"Content-Type", json, "Origin", e.url)
+	// Through the gateway, this site is the Host the client used, which
+	// the gateway signed.
+	hdr := signedBodyHost(testGatewaySecret, "POST", "/api/auth/login", `{"username":"alice","password":"password-alice"}`,
+		"rlsched.lab.example:8081", "gw2", e.clock.Now())
+	f("through the gateway", 200, "/api/auth/login", "", `{"username":"alice","password":"password-alice"}`,
+		append(hdr, "Content-Type", json, "Origin", "http://rlsched.lab.example:8081")...)
+	hdr = signedBodyHost(testGatewaySecret, "POST", "/api/auth/login", `{"username":"alice","password":"password-alice"}`,
+		"rlsched.lab.example:8081", "gw3", e.clock.Now())
+	f("through the gateway, from another site", 403, "/api/auth/login", "", `{"username":"alice","password":"password-alice"}`,
+		append(hdr, "Content-Type", json, "Origin", "http://evil.example")...)
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
 )
 
 // request is one API call as handlers see it.
@@ -29,7 +31,10 @@ type handlerFunc func(r *request) *apiError
 type route struct {
 	method string // "" accepts any method (only for paths that are always refused)
 	public bool
-	h      handlerFunc
+	// session: sign-in, registration or sign-out, which a page of another
+	// site must not make a browser do either (login CSRF).
+	session bool
+	h       handlerFunc
 	// hasID: the path names a run (r.id); it is validated after
 	// authentication and before the handler runs.
 	hasID bool
@@ -102,6 +107,13 @@ func (s *Server) dispatch(r *request) *apiError {
 		return &apiError{fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed,
 			fmt.Sprintf("use %s for this path", rt.method)}
 	}
+	// A cookie comes along with any page's request: a state-changing one
+	// must be this site's own (internal/guard).
+	if _, src := auth.FromRequest(&r.ctx.Request, false); guard.Applies(&r.ctx.Request.Header, src == auth.Cookie, rt.session) {
+		if why := guard.CrossSite(&r.ctx.Request.Header, r.site()); why != "" {
+			return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
+		}
+	}
 	if !rt.public {
 		u, e := s.authenticate(r, false)
 		if e != nil {
@@ -153,11 +165,11 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 	const get, post = fasthttp.MethodGet, fasthttp.MethodPost
 	switch {
 	case is("api", "auth", "register"):
-		return route{method: post, public: true, h: s.register}, nil
+		return route{method: post, public: true, session: true, h: s.register}, nil
 	case is("api", "auth", "login"):
-		return route{method: post, public: true, h: s.login}, nil
+		return route{method: post, public: true, session: true, h: s.login}, nil
 	case is("api", "auth", "logout"):
-		return route{method: post, public: true, h: s.logout}, nil
+		return route{method: post, public: true, session: true, h: s.logout}, nil
 	case is("api", "auth", "me"):
 		return route{method: get, h: s.me}, nil
 	case is("api", "monitor", "health"):

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/fasthttp/websocket"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -68,7 +67,7 @@ func (s *Server) ws(r *request) *apiError {
 	}
 	// A cookie comes along with any page's request; only pages of this
 	// site may use it (a token proves itself).
-	if viaCookie && !wsSameOrigin(ctx) {
+	if viaCookie && !wsSameOrigin(r) {
 		return &apiError{fasthttp.StatusForbidden, codeForbidden,
 			"a WebSocket signed in by cookie must come from this site's pages; send ?token= instead"}
 	}
@@ -92,22 +91,11 @@ func (s *Server) ws(r *request) *apiError {
 	return nil
 }
 
-// wsSameOrigin: no Origin (not a browser), or the Origin's host is the
-// host the request was sent to (directly or through the gateway).
-func wsSameOrigin(ctx *fasthttp.RequestCtx) bool {
-	origin := string(ctx.Request.Header.Peek("Origin"))
-	if origin == "" {
-		return true
-	}
-	o, err := url.Parse(origin)
-	if err != nil || o.Host == "" {
-		return false
-	}
-	if strings.EqualFold(o.Host, string(ctx.Host())) {
-		return true
-	}
-	fwd, _, _ := strings.Cut(string(ctx.Request.Header.Peek("X-Forwarded-Host")), ",")
-	return fwd != "" && strings.EqualFold(o.Host, strings.TrimSpace(fwd))
+// wsSameOrigin: no Origin (not a browser), or the Origin is the site the
+// request was sent to (directly, or through the gateway: internal/guard).
+func wsSameOrigin(r *request) bool {
+	origin := string(r.ctx.Request.Header.Peek("Origin"))
+	return origin == "" || guard.SameOrigin(origin, r.site())
 }
 
 func (s *Server) wsPing() time.Duration {
