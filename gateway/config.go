@@ -33,7 +33,8 @@ type Config struct {
 	// RateLimitDisabled turns the submission limit off (RATE_LIMIT_ENABLED=false).
 	RateLimitDisabled bool
 	// RateLimitWindow and RateLimitMax: at most Max submissions (POST
-	// /api/train) per user, else per client IP, in any Window; default 10 s, 3.
+	// /api/train and POST /api/tasks/{id}/rerun) per user, else per client
+	// IP, in any Window; default 10 s, 3.
 	RateLimitWindow time.Duration
 	RateLimitMax    int
 	// Redis, when set, shares the limit across gateways (REDIS_ADDR); keys

@@ -512,6 +512,19 @@ func TestRateLimitLocal(t *testing.T) {
 	if a := do(t, "GET", gwURL+"/api/tasks", "", alice...); a.status != 200 {
 		t.Fatalf("GET while limited: %d", a.status)
 	}
+	// A rerun is a submission: it counts against the same budget.
+	if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", `{}`, alice...); a.status != 429 {
+		t.Fatalf("a rerun while limited: %d", a.status)
+	}
+	carol := bearer(testToken(t, 3, "carol", "USER"))
+	for i := 1; i <= 3; i++ {
+		if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", "", carol...); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
+			t.Fatalf("carol's rerun %d: %d %v", i, a.status, a.header)
+		}
+	}
+	if a := do(t, "POST", gwURL+"/api/train", `{}`, carol...); a.status != 429 {
+		t.Fatalf("carol's submission after three reruns: %d", a.status)
+	}
 	// The window slides: after it, alice may submit again.
 	eventually(t, 5*time.Second, func() (bool, string) {
 		a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)

@@ -75,7 +75,7 @@ func (o *gatewayOpts) define(f envFlags, forUp bool) {
 	envBool(f, &o.jwtEnforce, "jwt-enforce", "JWT_ENFORCE", true, "refuse requests without a valid token (except public paths)")
 	// Off by default under `up`: one lab machine whose users submit sweeps
 	// from scripts; a shared gateway limits by default.
-	envBool(f, &o.rateLimit, "rate-limit-enabled", "RATE_LIMIT_ENABLED", !forUp, "limit submissions (POST /api/train) per user, else per IP")
+	envBool(f, &o.rateLimit, "rate-limit-enabled", "RATE_LIMIT_ENABLED", !forUp, "limit submissions (POST /api/train and reruns) per user, else per IP")
 	f.int(&o.rateWindow, "rate-limit-window-seconds", "RATE_LIMIT_WINDOW_SECONDS", 10, "rate-limit window")
 	f.int(&o.rateMax, "rate-limit-max-requests", "RATE_LIMIT_MAX_REQUESTS", 3, "submissions allowed per window")
 	envBool(f, &o.fallback, "fallback-enabled", "FALLBACK_ENABLED", true, "answer 503 SERVICE_UNAVAILABLE when no master answers (else 502/504)")
