@@ -238,8 +238,8 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 			if !envKeyRe.MatchString(k) {
 				return errBadRequest("env key %q must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 128)", truncate(k, 64))
 			}
-			if up := strings.ToUpper(k); strings.HasPrefix(up, "RLSCHED_") || up == "CUDA_VISIBLE_DEVICES" {
-				return errBadRequest("env key %q is set by rlsched and may not be overridden", k)
+			if why := core.ReservedEnv(k); why != "" {
+				return errBadRequest("env.%s may not be set: %s", k, why)
 			}
 			if strings.IndexByte(v, 0) >= 0 {
 				return errBadRequest("env %q contains a NUL byte", k)
