@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -10,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
 )
 
@@ -74,6 +77,9 @@ func (s *Server) login(r *request) *apiError {
 	if e := decodeJSON(r.ctx.PostBody(), &c); e != nil {
 		return e
 	}
+	if len(c.Password) > maxPasswordBytes { // as at register: bcrypt reads no further
+		return errBadRequest("password must be at most %d bytes", maxPasswordBytes)
+	}
 	ctx, cancel := storeCtx()
 	defer cancel()
 	var u core.User
@@ -81,18 +87,34 @@ func (s *Server) login(r *request) *apiError {
 	if core.ValidUsername(c.Username) {
 		u, err = s.st.UserByName(ctx, c.Username)
 	}
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		return storeError(err, "user")
+	}
+	known := "" // the user to count failures against: only one that exists
+	if err == nil {
+		known = u.Username
+	}
+	addr := r.clientIP()
+	if d := s.throttle.wait(known, addr, s.cfg.Now()); d > 0 {
+		secs := int((d + time.Second - 1) / time.Second)
+		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+		s.log.Warn().Str("traceId", r.trace).Str("user", truncate(c.Username, 64)).Str("addr", addr).
+			Msg("sign-in throttled")
+		return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
+			fmt.Sprintf("too many failed sign-ins for this user or from this address; try again in %d s", secs)}
+	}
 	if err != nil {
-		if !errors.Is(err, core.ErrNotFound) {
-			return storeError(err, "user")
-		}
 		// Same cost as a real comparison, so timing does not tell which
 		// usernames exist.
 		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(c.Password))
+		s.throttle.failed("", addr, s.cfg.Now())
 		return errBadCredentials
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(c.Password)) != nil {
+		s.throttle.failed(known, addr, s.cfg.Now())
 		return errBadCredentials
 	}
+	s.throttle.succeeded(known)
 	now := s.cfg.Now()
 	exp := now.Add(s.cfg.TokenTTL)
 	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)

@@ -36,22 +36,22 @@ var nonceSeq atomic.Int64
 
 // signedBody is signed for a request with body.
 func signedBody(secret []byte, method, target, body, trace string, ts time.Time, id int64, name, role string) []string {
-	return signedAs(secret, method, target, body, "", trace, ts, id, name, role)
+	return signedAs(secret, method, target, body, "", trace, ts, id, name, role, "192.0.2.7")
 }
 
 // signedBodyHost is signedBody for an anonymous request the client sent to
 // the gateway under host.
 func signedBodyHost(secret []byte, method, target, body, host, trace string, ts time.Time) []string {
-	return signedAs(secret, method, target, body, host, trace, ts, 0, "", "")
+	return signedAs(secret, method, target, body, host, trace, ts, 0, "", "", "192.0.2.7")
 }
 
-func signedAs(secret []byte, method, target, body, host, trace string, ts time.Time, id int64, name, role string) []string {
+func signedAs(secret []byte, method, target, body, host, trace string, ts time.Time, id int64, name, role, clientIP string) []string {
 	var req fasthttp.Request
 	req.Header.SetMethod(method)
 	req.Header.SetRequestURI(target)
 	req.SetBodyString(body)
 	hdr := []string{"X-Trace-Id", trace, signature.HeaderTimestamp, signature.Timestamp(ts),
-		signature.HeaderNonce, "test-" + strconv.FormatInt(nonceSeq.Add(1), 10), signature.HeaderClientIP, "192.0.2.7"}
+		signature.HeaderNonce, "test-" + strconv.FormatInt(nonceSeq.Add(1), 10), signature.HeaderClientIP, clientIP}
 	if host != "" {
 		hdr = append(hdr, signature.HeaderForwardedHost, host)
 	}

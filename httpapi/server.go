@@ -96,6 +96,8 @@ type Server struct {
 	tokens *auth.Tokens
 	// hosts are the names this master answers to.
 	hosts guard.Hosts
+	// throttle counts failed sign-ins (throttle.go).
+	throttle *throttle
 
 	mu      sync.Mutex
 	stopped bool
@@ -138,7 +140,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
 	}
 	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
-		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now)}
+		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle()}
 	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
 		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
 	}
