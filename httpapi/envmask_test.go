@@ -80,3 +80,36 @@ func TestEnvMasked(t *testing.T) {
 		t.Errorf("alice's own rerun lost her env: %v", got)
 	}
 }
+
+// TestParamsDepth (issue 12): params nested deeper than 32 levels are
+// refused 400 naming params, at submit and rerun; 32 levels are fine.
+func TestParamsDepth(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	nested := func(n int) string {
+		return `{"command":["true"],"params":{"a":` + strings.Repeat(`[`, n-1) + `1` + strings.Repeat(`]`, n-1) + `}}`
+	}
+	id := e.submit(tok, nested(32))
+	for _, body := range []string{nested(33), `{"command":["true"],"params":{"a":` + strings.Repeat(`{"b":`, 40) + `1` + strings.Repeat(`}`, 40) + `}}`,
+		`{"command":["true"],"params":{"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ in a string is no nesting"}}`} {
+		want := 400
+		if strings.Contains(body, "in a string") {
+			want = 202
+		}
+		for _, path := range []string{"/api/train", "/api/tasks/" + id + "/rerun"} {
+			r := e.req("POST", path, tok, body)
+			if r.status != want || (want == 400 && (r.errCode(t) != "bad_request" || !strings.Contains(string(r.body), "params"))) {
+				t.Errorf("%s %.60s…: %d %s", path, body, r.status, r.body)
+			}
+		}
+	}
+}
+
+func TestJSONDepth(t *testing.T) {
+	for raw, want := range map[string]int{`1`: 0, `{}`: 1, `{"a":[1,{"b":2}]}`: 3, `["\"[[[", "\\"]`: 1,
+		`{"a":"]]]]"}`: 1, `[[],[[]]]`: 3} {
+		if got := jsonDepth([]byte(raw)); got != want {
+			t.Errorf("jsonDepth(%s) = %d, want %d", raw, got, want)
+		}
+	}
+}
