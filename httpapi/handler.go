@@ -34,7 +34,10 @@ type route struct {
 	// session: sign-in, registration or sign-out, which a page of another
 	// site must not make a browser do either (login CSRF).
 	session bool
-	h       handlerFunc
+	// probe: public and read-only, for monitoring, which may know this
+	// master by any name (no Host check).
+	probe bool
+	h     handlerFunc
 	// hasID: the path names a run (r.id); it is validated after
 	// authentication and before the handler runs.
 	hasID bool
@@ -91,16 +94,15 @@ func (s *Server) dispatch(r *request) *apiError {
 		return errTooLarge
 	}
 	r.gw = s.checkGateway(r.ctx)
-	raw := r.ctx.Request.URI().PathOriginal()
-	// A page of another site whose name now points here (DNS rebinding)
-	// sends its own name. The gateway checked the names it was sent; the
-	// monitoring endpoint answers whatever name a prober uses.
-	if !r.gw.signed && !s.hosts.Allows(r.ctx.Host()) && string(raw) != "/api/monitor/health" {
-		return errMisdirected(r.ctx.Host())
-	}
-	rt, e := s.route(raw)
+	rt, e := s.route(r.ctx.Request.URI().PathOriginal())
 	if e != nil {
 		return e
+	}
+	// A page of another site whose name now points here (DNS rebinding)
+	// sends its own name. The gateway checked the names it was sent; a
+	// probe's endpoint answers whatever name the prober uses.
+	if !r.gw.signed && !rt.probe && !s.hosts.Allows(r.ctx.Host()) {
+		return errMisdirected(r.ctx.Host())
 	}
 	if rt.method != "" && string(r.ctx.Method()) != rt.method {
 		r.ctx.Response.Header.Set("Allow", rt.method)
@@ -173,7 +175,7 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 	case is("api", "auth", "me"):
 		return route{method: get, h: s.me}, nil
 	case is("api", "monitor", "health"):
-		return route{method: get, public: true, h: s.health}, nil
+		return route{method: get, public: true, probe: true, h: s.health}, nil
 	case is("api", "train"):
 		return route{method: post, h: s.submit}, nil
 	case is("api", "tasks"):
