@@ -109,13 +109,6 @@ func (s *Server) dispatch(r *request) *apiError {
 		return &apiError{fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed,
 			fmt.Sprintf("use %s for this path", rt.method)}
 	}
-	// A cookie comes along with any page's request: a state-changing one
-	// must be this site's own (internal/guard).
-	if _, src := auth.FromRequest(&r.ctx.Request, false); guard.Applies(&r.ctx.Request.Header, src == auth.Cookie, rt.session) {
-		if why := guard.CrossSite(&r.ctx.Request.Header, r.site()); why != "" {
-			return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
-		}
-	}
 	if !rt.public {
 		u, e := s.authenticate(r, false)
 		if e != nil {
@@ -123,6 +116,14 @@ func (s *Server) dispatch(r *request) *apiError {
 			return e
 		}
 		r.user = u
+	}
+	// A cookie comes along with any page's request: a state-changing one
+	// signed in by it must be this site's own (internal/guard). After
+	// authentication: a request that proves no one gets its 401 first.
+	if _, src := auth.FromRequest(&r.ctx.Request, false); guard.Applies(&r.ctx.Request.Header, src == auth.Cookie, rt.session) {
+		if why := guard.CrossSite(&r.ctx.Request.Header, r.site()); why != "" {
+			return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
+		}
 	}
 	if rt.hasID {
 		if !core.ValidTaskID(rt.id) {
