@@ -460,8 +460,7 @@ func (g *Gateway) sign(req *fasthttp.Request, clientIP string, who identity) {
 	h.SetBytesV(signature.HeaderTimestamp, signature.AppendTimestamp(buf[:0], g.cfg.Now()))
 	h.SetBytesV(signature.HeaderNonce, strconv.AppendUint(append(buf[:0], g.noncePrefix...), g.nonceSeq.Add(1), 36))
 	h.Set(signature.HeaderClientIP, clientIP)
-	f := signature.Of(req)
-	h.SetBytesV(signature.HeaderSignature, g.signer.Append(buf[:0], &f))
+	h.SetBytesV(signature.HeaderSignature, g.signer.AppendRequest(buf[:0], req))
 }
 
 // transportError answers requests fasthttp could not read.

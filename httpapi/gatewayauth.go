@@ -67,33 +67,34 @@ func (s *Server) checkGateway(ctx *fasthttp.RequestCtx) gatewaySeen {
 	if signer == nil {
 		return gatewaySeen{}
 	}
-	sig := string(ctx.Request.Header.Peek(signature.HeaderSignature))
-	if sig == "" {
+	h := &ctx.Request.Header
+	if len(h.Peek(signature.HeaderSignature)) == 0 {
 		return gatewaySeen{}
 	}
-	f := signature.Of(&ctx.Request)
+	tsHeader, nonce := string(h.Peek(signature.HeaderTimestamp)), string(h.Peek(signature.HeaderNonce))
 	now := s.cfg.Now()
 	why := ""
-	switch ts, ok := signature.ParseTimestamp(f.Timestamp); {
-	case !ok || !signature.Fresh(f.Timestamp, now, s.cfg.GatewayMaxSkew):
+	switch ts, ok := signature.ParseTimestamp(tsHeader); {
+	case !ok || !signature.Fresh(tsHeader, now, s.cfg.GatewayMaxSkew):
 		why = "stale or malformed X-Gateway-Timestamp"
-	case f.Nonce == "" || len(f.Nonce) > 64:
+	case nonce == "" || len(nonce) > 64:
 		why = "missing or malformed X-Gateway-Nonce"
-	case !signer.Valid(&f, sig):
+	case !signer.ValidRequest(&ctx.Request):
 		why = "bad X-Gateway-Signature"
 	default:
 		// Only a valid signature reaches the cache: nobody else can fill it.
-		if err := s.cfg.gatewayNonces.Check(f.Nonce, ts, now); err != nil {
+		if err := s.cfg.gatewayNonces.Check(nonce, ts, now); err != nil {
 			why = err.Error()
 		}
 	}
 	if why != "" {
-		s.log.Warn().Str("traceId", truncate(f.TraceID, 64)).Str("remote", ctx.RemoteIP().String()).
+		s.log.Warn().Str("traceId", truncate(string(h.Peek("X-Trace-Id")), 64)).Str("remote", ctx.RemoteIP().String()).
 			Str("reason", why).Msg("gateway identity refused")
 		return gatewaySeen{}
 	}
-	return gatewaySeen{signed: true, host: f.Host, clientIP: f.ClientIP,
-		userID: f.UserID, userName: f.UserName, tokenVersion: f.Version}
+	return gatewaySeen{signed: true, host: string(h.Peek(signature.HeaderForwardedHost)),
+		clientIP: string(h.Peek(signature.HeaderClientIP)), userID: string(h.Peek(signature.HeaderUserID)),
+		userName: string(h.Peek(signature.HeaderUserName)), tokenVersion: string(h.Peek(signature.HeaderTokenVersion))}
 }
 
 // gatewayUser is authenticate's first step: the user of a request whose

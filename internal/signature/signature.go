@@ -9,8 +9,9 @@
 // client's address and the identity headers (with the token's version), so a
 // captured signature cannot be replayed with another identity, another body
 // or another query, nor replayed at all inside the skew window (Nonces).
-// Both sides read the fields from the request with Of, so they cannot drift
-// apart. It never reads the clock itself: callers pass it.
+// Both sides read the fields from the request through one function
+// (AppendRequest, ValidRequest), so they cannot drift apart. It never reads the
+// clock itself: callers pass it.
 package signature
 
 import (
@@ -20,6 +21,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,36 +62,57 @@ type Fields struct {
 // emptySHA256 is the hash of an empty body, the common case.
 var emptySHA256 = func() string { s := sha256.Sum256(nil); return hex.EncodeToString(s[:]) }()
 
-// Of reads the fields of req as it travels from the gateway to the master:
-// the gateway calls it after setting the headers above (but the signature),
-// the master on what it received.
-func Of(req *fasthttp.Request) Fields {
+// appendMessage appends the signed message of req to dst: the one reader of
+// the fields on both sides (the gateway after setting the headers above but
+// the signature, the master on what it received), without allocating.
+// Newlines separate the fields: none of them can hold one (header values and
+// request targets cannot), so the encoding is unambiguous.
+func appendMessage(dst []byte, req *fasthttp.Request) []byte {
 	h := &req.Header
 	target := h.RequestURI()
 	if i := bytes.IndexByte(target, '#'); i >= 0 {
 		target = target[:i]
 	}
 	path, query, _ := bytes.Cut(target, []byte{'?'})
-	sum := emptySHA256
+	dst = append(dst, version...)
+	for _, v := range [...][]byte{h.Method(), h.Peek(HeaderForwardedHost), path, query} {
+		dst = append(append(dst, '\n'), v...)
+	}
+	dst = append(dst, '\n')
 	if b := req.Body(); len(b) > 0 {
-		s := sha256.Sum256(b)
-		sum = hex.EncodeToString(s[:])
+		sum := sha256.Sum256(b)
+		dst = hex.AppendEncode(dst, sum[:])
+	} else {
+		dst = append(dst, emptySHA256...)
 	}
-	return Fields{
-		Method:     string(h.Method()),
-		Host:       string(h.Peek(HeaderForwardedHost)),
-		Path:       string(path),
-		Query:      string(query),
-		BodySHA256: sum,
-		TraceID:    string(h.Peek("X-Trace-Id")),
-		Timestamp:  string(h.Peek(HeaderTimestamp)),
-		Nonce:      string(h.Peek(HeaderNonce)),
-		ClientIP:   string(h.Peek(HeaderClientIP)),
-		UserID:     string(h.Peek(HeaderUserID)),
-		UserName:   string(h.Peek(HeaderUserName)),
-		UserRole:   string(h.Peek(HeaderUserRole)),
-		Version:    string(h.Peek(HeaderTokenVersion)),
+	for _, k := range [...]string{"X-Trace-Id", HeaderTimestamp, HeaderNonce, HeaderClientIP,
+		HeaderUserID, HeaderUserName, HeaderUserRole, HeaderTokenVersion} {
+		dst = append(append(dst, '\n'), h.Peek(k)...)
 	}
+	return dst
+}
+
+// append appends the signed message of f to dst.
+func (f *Fields) append(dst []byte) []byte {
+	dst = append(dst, version...)
+	for _, v := range [...]string{f.Method, f.Host, f.Path, f.Query, f.BodySHA256, f.TraceID, f.Timestamp,
+		f.Nonce, f.ClientIP, f.UserID, f.UserName, f.UserRole, f.Version} {
+		dst = append(append(dst, '\n'), v...)
+	}
+	return dst
+}
+
+// Of reads the fields of req as the MAC sees them (for tests and logs; the
+// gateway and the master sign and check requests with AppendRequest and
+// ValidRequest, which read them the same way).
+func Of(req *fasthttp.Request) Fields {
+	parts := strings.SplitN(string(appendMessage(nil, req)), "\n", 14)
+	var f Fields
+	for i, p := range []*string{&f.Method, &f.Host, &f.Path, &f.Query, &f.BodySHA256, &f.TraceID, &f.Timestamp,
+		&f.Nonce, &f.ClientIP, &f.UserID, &f.UserName, &f.UserRole, &f.Version} {
+		*p = parts[i+1]
+	}
+	return f
 }
 
 // Signer computes and checks signatures under one secret. Its methods are
@@ -106,37 +129,45 @@ func NewSigner(secret []byte) *Signer {
 	return s
 }
 
-// sum appends the raw MAC of f to dst.
-func (s *Signer) sum(dst []byte, f *Fields) []byte {
+// mac appends the raw MAC of the message msg to dst.
+func (s *Signer) mac(dst, msg []byte) []byte {
 	h := s.pool.Get().(hash.Hash)
 	h.Reset()
-	// Newlines separate the fields: none of them can hold one (header
-	// values and request targets cannot), so the encoding is unambiguous.
-	var buf [1024]byte
-	b := append(buf[:0], version...)
-	for _, v := range [...]string{f.Method, f.Host, f.Path, f.Query, f.BodySHA256, f.TraceID, f.Timestamp,
-		f.Nonce, f.ClientIP, f.UserID, f.UserName, f.UserRole, f.Version} {
-		b = append(b, '\n')
-		b = append(b, v...)
-	}
-	h.Write(b)
+	h.Write(msg)
 	dst = h.Sum(dst)
 	s.pool.Put(h)
 	return dst
 }
 
-// Append appends the hex signature of f to dst (X-Gateway-Signature).
-func (s *Signer) Append(dst []byte, f *Fields) []byte {
-	var raw [sha256.Size]byte
-	sum := s.sum(raw[:0], f)
-	return hex.AppendEncode(dst, sum)
-}
-
 // Sign returns the hex signature of f.
-func (s *Signer) Sign(f *Fields) string { return string(s.Append(nil, f)) }
+func (s *Signer) Sign(f *Fields) string {
+	var buf [1024]byte
+	var raw [sha256.Size]byte
+	return hex.EncodeToString(s.mac(raw[:0], f.append(buf[:0])))
+}
 
 // Valid reports, in constant time, whether sig is the hex signature of f.
 func (s *Signer) Valid(f *Fields, sig string) bool {
+	var buf [1024]byte
+	return s.valid(f.append(buf[:0]), sig)
+}
+
+// AppendRequest appends the hex signature of req (X-Gateway-Signature) to
+// dst; the headers it covers must be set.
+func (s *Signer) AppendRequest(dst []byte, req *fasthttp.Request) []byte {
+	var buf [1024]byte
+	var raw [sha256.Size]byte
+	return hex.AppendEncode(dst, s.mac(raw[:0], appendMessage(buf[:0], req)))
+}
+
+// ValidRequest reports, in constant time, whether req carries its own
+// signature in X-Gateway-Signature.
+func (s *Signer) ValidRequest(req *fasthttp.Request) bool {
+	var buf [1024]byte
+	return s.valid(appendMessage(buf[:0], req), string(req.Header.Peek(HeaderSignature)))
+}
+
+func (s *Signer) valid(msg []byte, sig string) bool {
 	if len(sig) != hex.EncodedLen(sha256.Size) {
 		return false
 	}
@@ -145,7 +176,7 @@ func (s *Signer) Valid(f *Fields, sig string) bool {
 		return false
 	}
 	var raw [sha256.Size]byte
-	return hmac.Equal(got[:], s.sum(raw[:0], f))
+	return hmac.Equal(got[:], s.mac(raw[:0], msg))
 }
 
 // Timestamp formats t for X-Gateway-Timestamp.

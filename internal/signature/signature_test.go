@@ -115,11 +115,14 @@ func TestOf(t *testing.T) {
 	if err := got.Read(bufio.NewReader(strings.NewReader(req.String()))); err != nil {
 		t.Fatal(err)
 	}
-	if g := Of(&got); !s.Valid(&g, string(got.Header.Peek(HeaderSignature))) {
+	if g := Of(&got); !s.Valid(&g, string(got.Header.Peek(HeaderSignature))) || !s.ValidRequest(&got) {
 		t.Fatalf("the received request does not verify: %+v", g)
 	}
+	if a := string(s.AppendRequest(nil, &req)); a != sig {
+		t.Fatalf("AppendRequest %s, Sign(Of) %s", a, sig)
+	}
 	got.SetBodyString(`{"gpus":8}`)
-	if g := Of(&got); s.Valid(&g, sig) {
+	if g := Of(&got); s.Valid(&g, sig) || s.ValidRequest(&got) {
 		t.Fatal("another body verifies")
 	}
 	var empty fasthttp.Request
