@@ -187,12 +187,17 @@ func runLogout(inv *invocation, args []string) int {
 	}
 	saved := inv.loadCredentials()
 	if saved != nil && saved.Server != "" && saved.Token != "" {
-		// Best effort: the token is stateless, the server only clears its cookie.
+		// The server revokes the user's tokens (every sign-in of the user
+		// ends); the local file goes whatever it answers.
 		if base, err := normalizeServer(saved.Server); err == nil {
 			c := &client{base: base, token: saved.Token, hc: &http.Client{Timeout: 3 * time.Second}}
 			ctx, cancel := context.WithTimeout(inv.ctx, 3*time.Second)
-			_, _ = c.do(ctx, http.MethodPost, "/api/auth/logout", nil, nil, "")
+			_, err := c.do(ctx, http.MethodPost, "/api/auth/logout", nil, nil, "")
 			cancel()
+			var ne *netError
+			if errors.As(err, &ne) {
+				fmt.Fprintf(inv.env.Stderr, "warning: cannot reach %s to revoke the token; it stays valid until it expires\n", base)
+			}
 		}
 	}
 	removed, err := inv.removeCredentials()

@@ -45,10 +45,12 @@ type Env struct {
 	// where the git commit is read); default os.Getwd().
 	Dir string
 
-	// Test hooks: poll intervals and clock.
+	// Test hooks: poll intervals and clock; ttyOut treats Stdout as a
+	// terminal.
 	waitEvery time.Duration // submit --wait: GET /api/tasks/{id}
 	logsEvery time.Duration // logs -f
 	now       func() time.Time
+	ttyOut    bool
 }
 
 const (
@@ -146,6 +148,19 @@ func Usage(w io.Writer) {
 // goroutines with different Envs.
 func Run(ctx context.Context, name string, args []string, env Env) int {
 	env = env.withDefaults()
+	// Terminal controls in what the CLI prints are shown, not obeyed
+	// (safeWriter): always on stderr (messages), and on stdout when it is a
+	// terminal; into a file or a pipe, stdout carries the server's bytes
+	// exactly (a log is the run's output).
+	rawOut, rawErr := env.Stdout, env.Stderr
+	safeErr := newSafeWriter(rawErr)
+	defer safeErr.flush()
+	env.Stderr = safeErr
+	if env.ttyOut || env.isTerminal(rawOut) {
+		safeOut := newSafeWriter(rawOut)
+		defer safeOut.flush()
+		env.Stdout = safeOut
+	}
 	c := commands[name]
 	if c == nil {
 		fmt.Fprintf(env.Stderr, "rlsched: unknown command %q; client commands are: %s\n",
@@ -155,17 +170,21 @@ func Run(ctx context.Context, name string, args []string, env Env) int {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	inv := &invocation{ctx: ctx, env: env, cmd: c}
+	inv := &invocation{ctx: ctx, env: env, cmd: c, rawStdout: rawOut, rawStderr: rawErr}
 	return c.run(inv, args)
 }
 
 // invocation is one run of one command.
 type invocation struct {
-	ctx    context.Context
-	env    Env
-	cmd    *command
-	fs     *flagSet
-	server string // value of --server
+	ctx context.Context
+	// env's Stderr, and Stdout on a terminal, show terminal controls in
+	// what they print (safeWriter); rawStdout and rawStderr are the writers
+	// as given, for the CLI's own escapes and logs --raw.
+	env                  Env
+	rawStdout, rawStderr io.Writer
+	cmd                  *command
+	fs                   *flagSet
+	server               string // value of --server
 }
 
 // errorf prints "rlsched NAME: msg" on stderr.

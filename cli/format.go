@@ -136,12 +136,12 @@ func shellQuote(s string) string {
 
 // isTerminal reports whether w is a terminal that understands \r and
 // erase-line, so a progress line may be redrawn in place.
-func (inv *invocation) isTerminal(w io.Writer) bool {
+func (e Env) isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	if t := inv.env.Getenv("TERM"); t == "dumb" {
+	if t := e.Getenv("TERM"); t == "dumb" {
 		return false
 	}
 	st, err := f.Stat()

@@ -121,6 +121,7 @@ func runLogs(inv *invocation, args []string) int {
 	follow := fs.Bool("f", false, "follow: keep printing until the run has ended")
 	fs.alias("follow", "f")
 	offset := fs.Int64("offset", 0, "start at byte `N` of the log")
+	raw := fs.Bool("raw", false, "print the log's bytes as they are, terminal escapes included (only for a run you trust: they reach your terminal)")
 	p, code, ok := inv.start(args, 1, 1)
 	if !ok {
 		return code
@@ -135,6 +136,9 @@ func runLogs(inv *invocation, args []string) int {
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code
+	}
+	if *raw {
+		inv.env.Stdout = inv.rawStdout // only the log goes to stdout
 	}
 	if *follow {
 		err := inv.followLogs(c, id, *offset)

@@ -98,7 +98,7 @@ func (inv *invocation) waitRun(c *client, id string, w waitFlags) int {
 // showing a progress line on stderr: redrawn in place on a terminal, else a
 // new line when the status changes.
 func (inv *invocation) pollTask(c *client, id string, done func(core.Task) bool) (core.Task, []byte, error) {
-	tty := done != nil && inv.isTerminal(inv.env.Stderr)
+	tty := done != nil && inv.env.isTerminal(inv.rawStderr)
 	start := inv.env.now()
 	out := outage{inv: inv}
 	last := ""
@@ -106,7 +106,7 @@ func (inv *invocation) pollTask(c *client, id string, done func(core.Task) bool)
 		t, raw, err := c.getTask(inv.ctx, id)
 		if err != nil {
 			if tty && last != "" {
-				fmt.Fprint(inv.env.Stderr, "\r\033[K")
+				fmt.Fprint(inv.rawStderr, "\r\033[K")
 				last = ""
 			}
 			if !out.failed(err) {
@@ -119,11 +119,12 @@ func (inv *invocation) pollTask(c *client, id string, done func(core.Task) bool)
 			}
 			finished := done(t)
 			if tty {
-				if finished {
-					fmt.Fprint(inv.env.Stderr, "\r\033[K")
-				} else {
+				// The CLI's own escapes raw, the line (names from the
+				// server) through the safe writer.
+				fmt.Fprint(inv.rawStderr, "\r\033[K")
+				if !finished {
 					line := progressLine(t, inv.env.now().Sub(start), true)
-					fmt.Fprint(inv.env.Stderr, "\r\033[K"+line)
+					fmt.Fprint(inv.env.Stderr, line)
 					last = line
 				}
 			} else if line := progressLine(t, 0, false); line != last && !finished {

@@ -105,11 +105,14 @@ const (
 )
 
 // User is an account. PasswordHash is bcrypt and never leaves the server.
+// TokenVersion is stamped into every token issued to the user; raising it
+// (logout, a change of role) revokes every token issued before.
 type User struct {
 	ID           int64     `json:"id"`
 	Username     string    `json:"username"`
 	Role         Role      `json:"role"`
 	PasswordHash string    `json:"-"`
+	TokenVersion int64     `json:"-"`
 	CreatedAt    time.Time `json:"createdAt"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/apierr"
 )
 
 // The actuator (API.md, Gateway): /gateway-actuator/health, public, and
@@ -19,7 +20,7 @@ func isActuatorHealth(segs []string) bool {
 func (g *Gateway) actuator(ctx *fasthttp.RequestCtx, st *reqState) {
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Response.Header.Set("Allow", "GET")
-		writeError(ctx, st.trace, fasthttp.StatusMethodNotAllowed, "method_not_allowed", "use GET for this path")
+		writeError(ctx, st.trace, fasthttp.StatusMethodNotAllowed, apierr.MethodNotAllowed, "use GET for this path")
 		return
 	}
 	switch {
@@ -27,12 +28,12 @@ func (g *Gateway) actuator(ctx *fasthttp.RequestCtx, st *reqState) {
 		g.health(ctx)
 	case len(st.segs) == 3 && st.segs[1] == "gateway" && st.segs[2] == "routes":
 		if !st.verified || st.user.role != string(core.RoleAdmin) {
-			writeError(ctx, st.trace, fasthttp.StatusForbidden, codeForbidden, "the routes are for admins")
+			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, "the routes are for admins")
 			return
 		}
 		writeJSON(ctx, fasthttp.StatusOK, g.Routes())
 	default:
-		writeError(ctx, st.trace, fasthttp.StatusNotFound, "not_found", "path not found")
+		writeError(ctx, st.trace, fasthttp.StatusNotFound, apierr.NotFound, "path not found")
 	}
 }
 

@@ -33,7 +33,8 @@ type Config struct {
 	// RateLimitDisabled turns the submission limit off (RATE_LIMIT_ENABLED=false).
 	RateLimitDisabled bool
 	// RateLimitWindow and RateLimitMax: at most Max submissions (POST
-	// /api/train) per user, else per client IP, in any Window; default 10 s, 3.
+	// /api/train and POST /api/tasks/{id}/rerun) per user, else per client
+	// IP, in any Window; default 10 s, 3.
 	RateLimitWindow time.Duration
 	RateLimitMax    int
 	// Redis, when set, shares the limit across gateways (REDIS_ADDR); keys
@@ -73,6 +74,13 @@ type Config struct {
 	EjectAfter  int
 	EjectFor    time.Duration
 	MaxEjectFor time.Duration
+
+	// PublicHosts are names this gateway answers to besides its defaults
+	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
+	// listen port of each Serve; every interface's address and the host
+	// name when bound to all): PUBLIC_HOSTS. "*" turns the check off.
+	// Requests under any other Host are refused 421 (internal/guard).
+	PublicHosts []string
 
 	// Name is this gateway in logs and health answers.
 	Name   string

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/internal/apierr"
 )
 
 // redisTimeout bounds one rate-limit call to Redis; past it the local log
@@ -40,7 +42,7 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 	secs := int((d.retryAfter + time.Second - 1) / time.Second)
 	rh.Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	g.metrics.rateLimited.Inc()
-	writeError(ctx, st.trace, fasthttp.StatusTooManyRequests, codeRateLimited,
+	writeError(ctx, st.trace, fasthttp.StatusTooManyRequests, apierr.RateLimited,
 		"too many submissions: at most "+strconv.Itoa(g.cfg.RateLimitMax)+" per "+g.cfg.RateLimitWindow.String()+
 			"; retry after "+strconv.Itoa(max(secs, 1))+" s")
 	return false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -15,20 +16,20 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/linger"
+	"github.com/rlsched/rlsched/internal/signature"
 )
-
-// maxBufferedBody is the largest request body read whole (and so retryable);
-// larger and chunked bodies stream to the upstream. The masters refuse
-// bodies over 1 MiB, so every API request is buffered.
-const maxBufferedBody = 2 << 20
 
 // Gateway is the proxy. Handler, Serve, Shutdown and SetInstances are safe to
 // call from any goroutine.
 type Gateway struct {
 	cfg         Config
 	log         zerolog.Logger
-	verifier    *verifier
+	tokens      *auth.Tokens
+	hosts       guard.Hosts
 	signer      *signature.Signer
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
@@ -53,6 +54,11 @@ type Gateway struct {
 	tunnels map[*tunnel]struct{}
 
 	redisWarned atomic.Int64 // unix ns of the last "Redis failed" warning
+
+	// Nonces of signatures: unique per gateway (a random prefix) and per
+	// request (a counter); they need not be unpredictable.
+	noncePrefix string
+	nonceSeq    atomic.Uint64
 }
 
 // New checks cfg and returns a Gateway with no routes yet: call SetInstances
@@ -64,17 +70,21 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		verifier:    newVerifier(cfg.JWTSecret, cfg.Now),
+		tokens:      auth.NewTokens(cfg.JWTSecret, cfg.Now),
 		signer:      signature.NewSigner(cfg.SharedSecret),
 		canaryUsers: map[string]bool{},
 		sources:     map[string][]Instance{},
 		stop:        make(chan struct{}),
 		tunnels:     map[*tunnel]struct{}{},
+		noncePrefix: core.NewTraceID()[:16] + "-",
 	}
 	for _, id := range cfg.CanaryUserIDs {
 		if id = strings.TrimSpace(id); id != "" {
 			g.canaryUsers[id] = true
 		}
+	}
+	if err := g.hosts.Add(cfg.PublicHosts...); err != nil {
+		return nil, fmt.Errorf("cannot start the gateway: PUBLIC_HOSTS: %w", err)
 	}
 	g.routes.Store(&routeTable{})
 	var err error
@@ -98,9 +108,10 @@ func New(cfg Config) (*Gateway, error) {
 		ErrorHandler:          g.transportError,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		// Bodies up to maxBufferedBody are read whole; larger ones stream.
-		StreamRequestBody:  true,
-		MaxRequestBodySize: maxBufferedBody,
+		// Bodies are read whole (so a request can be retried and its body
+		// signed); over the API's limit, transportError answers 413 here
+		// rather than streaming what the masters would refuse.
+		MaxRequestBodySize: apierr.MaxBody,
 		ReadBufferSize:     16 << 10,
 		ReadTimeout:        60 * time.Second,
 		// No WriteTimeout: a download may take long. Writes are bounded by
@@ -139,7 +150,11 @@ func (g *Gateway) Serve(ln net.Listener) error {
 	}
 	g.lns = append(g.lns, ln)
 	g.mu.Unlock()
-	err := g.srv.Serve(idleListener{ln, g.cfg.StreamIdleTimeout})
+	if err := g.hosts.Add(guard.DefaultNames(ln.Addr())...); err != nil {
+		return fmt.Errorf("BUG: default host names: %w", err)
+	}
+	g.log.Info().Strs("hosts", g.hosts.Names()).Msg("answering to these host names (PUBLIC_HOSTS adds more)")
+	err := g.srv.Serve(&linger.Listener{Listener: idleListener{ln, g.cfg.StreamIdleTimeout}})
 	g.mu.Lock()
 	stopped := g.stopped
 	g.mu.Unlock()
@@ -234,14 +249,23 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	rawPath, ok := requestPath(h.RequestURI())
 	if !ok {
 		st.outcome = "refused"
-		writeError(ctx, st.trace, fasthttp.StatusBadRequest, codeBadRequest, "the request target must be a path starting with /")
+		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "the request target must be a path starting with /")
 		return
 	}
 	var okPath bool
 	st.kind, st.segs, okPath = classify(rawPath)
 	if !okPath {
 		st.outcome = "refused"
-		writeError(ctx, st.trace, fasthttp.StatusBadRequest, codeBadRequest, "malformed escape in path")
+		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "malformed escape in path")
+		return
+	}
+	// A page of another site whose name now points here (DNS rebinding)
+	// sends its own name; monitoring answers whatever name a prober uses.
+	if st.kind != pathMetrics && !(st.kind == pathActuator && isActuatorHealth(st.segs)) && !g.hosts.Allows(h.Host()) {
+		st.outcome = "refused"
+		writeError(ctx, st.trace, fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
+			"this gateway does not answer to the name "+strconv.Quote(truncate(string(h.Host()), 128))+
+				"; open it by one of its own names, or add this one to PUBLIC_HOSTS")
 		return
 	}
 	if st.kind == pathMetrics {
@@ -251,7 +275,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	}
 
 	// 2. JWT.
-	st.user, st.verified = g.verifier.verify(requestToken(ctx, st.kind == pathWS))
+	var src auth.Source
+	st.user, src, st.verified = g.verify(ctx, st.kind == pathWS)
 	public := st.kind == pathPublic || (st.kind == pathActuator && isActuatorHealth(st.segs))
 	if !st.verified && !public && !g.cfg.AllowAnonymous {
 		st.outcome = "refused"
@@ -263,7 +288,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
-		writeError(ctx, st.trace, fasthttp.StatusUnauthorized, codeUnauthorized,
+		writeError(ctx, st.trace, fasthttp.StatusUnauthorized, apierr.Unauthorized,
 			"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie")
 		return
 	}
@@ -271,6 +296,16 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		st.outcome = "local"
 		g.actuator(ctx, &st)
 		return
+	}
+
+	// A cookie comes along with any page's request: a state-changing one
+	// must be this site's own (internal/guard).
+	if guard.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
+		if why := guard.CrossSite(h, string(h.Host())); why != "" {
+			st.outcome = "refused"
+			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, why)
+			return
+		}
 	}
 
 	// 3. Rate limit on submissions.
@@ -284,10 +319,11 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	// 4. Canary choice.
 	st.canary, st.why = g.chooseCanary(ctx, &st)
 
-	// 5. Signed identity.
-	if st.verified {
-		g.sign(ctx, &st, rawPath)
-	}
+	// 5. The forwarded headers, and the signature over the request as the
+	// master will receive it (every request: the master believes the
+	// client's address and Host only from a signed one).
+	forwardedHeaders(ctx)
+	g.sign(&ctx.Request, ctx.RemoteIP().String(), st.user)
 
 	// 6. Proxy, with the fallback.
 	if st.kind == pathWS && ctx.Request.Header.ConnectionUpgrade() &&
@@ -409,20 +445,22 @@ func hasIdentityHeader(raw []byte) bool {
 	return false
 }
 
-// sign sets the identity headers and their signature.
-func (g *Gateway) sign(ctx *fasthttp.RequestCtx, st *reqState, rawPath []byte) {
-	h := &ctx.Request.Header
-	ts := signature.Timestamp(g.cfg.Now())
-	f := signature.Fields{
-		Method: string(ctx.Method()), Path: string(rawPath), TraceID: st.trace, Timestamp: ts,
-		UserID: st.user.id, UserName: st.user.name, UserRole: st.user.role,
+// sign sets the headers the gateway vouches for (the timestamp, a nonce, the
+// client's address and, when verified, the identity) and their signature
+// over req as the master will receive it (internal/signature).
+func (g *Gateway) sign(req *fasthttp.Request, clientIP string, who identity) {
+	h := &req.Header
+	if who.ok() {
+		h.Set(signature.HeaderUserID, who.id)
+		h.Set(signature.HeaderUserName, who.name)
+		h.Set(signature.HeaderUserRole, who.role)
+		h.Set(signature.HeaderTokenVersion, who.version)
 	}
-	h.Set(signature.HeaderUserID, st.user.id)
-	h.Set(signature.HeaderUserName, st.user.name)
-	h.Set(signature.HeaderUserRole, st.user.role)
-	h.Set(signature.HeaderTimestamp, ts)
 	var buf [64]byte
-	h.SetBytesV(signature.HeaderSignature, g.signer.Append(buf[:0], &f))
+	h.SetBytesV(signature.HeaderTimestamp, signature.AppendTimestamp(buf[:0], g.cfg.Now()))
+	h.SetBytesV(signature.HeaderNonce, strconv.AppendUint(append(buf[:0], g.noncePrefix...), g.nonceSeq.Add(1), 36))
+	h.Set(signature.HeaderClientIP, clientIP)
+	h.SetBytesV(signature.HeaderSignature, g.signer.AppendRequest(buf[:0], req))
 }
 
 // transportError answers requests fasthttp could not read.
@@ -431,17 +469,9 @@ func (g *Gateway) transportError(ctx *fasthttp.RequestCtx, err error) {
 	if t := ctx.Request.Header.Peek("X-Trace-Id"); validTraceID(t) {
 		trace = string(t)
 	}
-	var small *fasthttp.ErrSmallBuffer
-	var ne net.Error
-	switch {
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		writeError(ctx, trace, fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "the request body is too large")
-	case errors.As(err, &small):
-		writeError(ctx, trace, fasthttp.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "the request headers are too large")
-	case errors.As(err, &ne) && ne.Timeout():
-		writeError(ctx, trace, fasthttp.StatusRequestTimeout, codeTimeout, "the request was not received in time")
-	default:
-		writeError(ctx, trace, fasthttp.StatusBadRequest, codeBadRequest, "malformed HTTP request")
+	apierr.Write(ctx, trace, apierr.Transport(err))
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		linger.Arm(ctx.Conn()) // the client may still be sending
 	}
 	ctx.Response.Header.Set("X-Trace-Id", trace)
 }

@@ -54,9 +54,12 @@ func (g *Gateway) check(up *upstream) {
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI(up.URL + healthPath)
+	req.Header.SetRequestURI(healthPath)
+	req.Header.SetHost(up.host)
+	req.UseHostHeader = true
 	req.Header.Set("X-Trace-Id", "gateway-health-check")
 	req.Header.Set("Accept", "application/json")
+	g.sign(req, "", identity{}) // so a master that checks Host knows it is this gateway
 	err := up.hc.DoTimeout(req, resp, g.cfg.HealthTimeout)
 	up.lastCheck.Store(time.Now().UnixNano())
 	if err == nil && resp.StatusCode() == fasthttp.StatusOK {

@@ -16,7 +16,7 @@ type pathKind uint8
 const (
 	pathPrivate  pathKind = iota // token required
 	pathPublic                   // API.md's public list
-	pathSubmit                   // POST /api/train: rate limited
+	pathSubmit                   // POST /api/train or /api/tasks/{id}/rerun: rate limited
 	pathWS                       // /ws: token also from ?token=
 	pathActuator                 // /gateway-actuator/...: answered here
 	pathMetrics                  // /metrics: answered here
@@ -55,6 +55,8 @@ func kindOf(segs []string) pathKind {
 		return pathWS
 	case n == 2 && segs[0] == "api" && segs[1] == "train":
 		return pathSubmit
+	case n == 4 && segs[0] == "api" && segs[1] == "tasks" && segs[3] == "rerun":
+		return pathSubmit // a new run like any submission
 	case n == 3 && segs[0] == "api" && segs[1] == "auth" &&
 		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout"):
 		return pathPublic
@@ -75,4 +77,11 @@ func kindOf(segs []string) pathKind {
 		}
 	}
 	return pathPrivate
+}
+
+// isSessionPath: sign-in, registration or sign-out, which a page of another
+// site must not make a browser do (login CSRF).
+func isSessionPath(segs []string) bool {
+	return len(segs) == 3 && segs[0] == "api" && segs[1] == "auth" &&
+		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout")
 }

@@ -16,6 +16,10 @@ func TestClassify(t *testing.T) {
 	f("/api/train", pathSubmit)
 	f("/api/%74rain", pathSubmit) // the master unescapes segments too
 	f("/api/train/", pathPrivate)
+	f("/api/tasks/r1/rerun", pathSubmit) // a rerun is a submission (issue 12)
+	f("/api/tasks/r%31/re%72un", pathSubmit)
+	f("/api/tasks/r1/cancel", pathPrivate)
+	f("/api/tasks/r1/rerun/x", pathPrivate)
 	f("//api/train", pathPrivate)
 	f("/api%2Ftrain", pathPrivate) // one segment "api/train" for the master: not its submit route
 	f("/api/auth/login", pathPublic)

@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/internal/testsvc"
 )
 
@@ -205,20 +206,20 @@ func TestProcessCanaryAndSignedIdentity(t *testing.T) {
 	replay := func(path string, change ...string) answer {
 		t.Helper()
 		hs := []string{}
-		for _, k := range []string{"X-Trace-Id", signature.HeaderUserID, signature.HeaderUserName, signature.HeaderUserRole,
-			signature.HeaderTimestamp, signature.HeaderSignature} {
+		for _, k := range []string{"X-Trace-Id", signature.HeaderForwardedHost, signature.HeaderUserID, signature.HeaderUserName,
+			signature.HeaderUserRole, signature.HeaderTokenVersion, signature.HeaderTimestamp, signature.HeaderNonce,
+			signature.HeaderClientIP, signature.HeaderSignature} {
 			hs = append(hs, k, captured.Get(k))
 		}
 		return do(t, "GET", stable.url+path, "", append(hs, change...)...) // later pairs win
-	}
-	if a := replay("/api/auth/me"); a.status != 200 || !strings.Contains(string(a.body), `"username":"bob"`) {
-		t.Fatalf("the captured request itself: %d %s", a.status, a.body)
 	}
 	for name, c := range map[string][]string{
 		"another user":       {signature.HeaderUserID, fmt.Sprint(alice.id), signature.HeaderUserName, "alice"},
 		"another role":       {signature.HeaderUserRole, "ADMIN"},
 		"another trace id":   {"X-Trace-Id", "replayed-trace"},
 		"another timestamp":  {signature.HeaderTimestamp, signature.Timestamp(time.Now().Add(time.Second))},
+		"another nonce":      {signature.HeaderNonce, "another-nonce"},
+		"another host":       {signature.HeaderForwardedHost, "evil.example"},
 		"no signature":       {signature.HeaderSignature, ""},
 		"a forged signature": {signature.HeaderSignature, strings.Repeat("0", 64)},
 	} {
@@ -229,14 +230,31 @@ func TestProcessCanaryAndSignedIdentity(t *testing.T) {
 	if a := replay("/api/tasks"); a.status != 401 {
 		t.Errorf("replayed on another path: %d %s", a.status, a.body)
 	}
+	if a := replay("/api/auth/me?limit=1"); a.status != 401 {
+		t.Errorf("replayed with another query: %d %s", a.status, a.body)
+	}
+	// The captured request (which the recorder, not this master, got) is
+	// taken once; the same again is a replay.
+	if a := replay("/api/auth/me"); a.status != 200 || !strings.Contains(string(a.body), `"username":"bob"`) {
+		t.Fatalf("the captured request itself: %d %s", a.status, a.body)
+	}
+	if a := replay("/api/auth/me"); a.status != 401 {
+		t.Fatalf("the captured request a second time: %d %s", a.status, a.body)
+	}
 	// Freshness: a correct signature over an old timestamp is refused.
 	signer := signature.NewSigner([]byte(b.shared))
 	sign := func(ts time.Time) answer {
-		f := signature.Fields{Method: "GET", Path: "/api/auth/me", TraceID: "fresh-trace", Timestamp: signature.Timestamp(ts),
-			UserID: fmt.Sprint(bob.id), UserName: "bob", UserRole: "USER"}
-		return do(t, "GET", stable.url+"/api/auth/me", "", "X-Trace-Id", f.TraceID, signature.HeaderUserID, f.UserID,
-			signature.HeaderUserName, f.UserName, signature.HeaderUserRole, f.UserRole,
-			signature.HeaderTimestamp, f.Timestamp, signature.HeaderSignature, signer.Sign(&f))
+		var req fasthttp.Request
+		req.Header.SetMethod("GET")
+		req.Header.SetRequestURI("/api/auth/me")
+		hs := []string{"X-Trace-Id", "fresh-trace", signature.HeaderUserID, fmt.Sprint(bob.id), signature.HeaderUserName, "bob",
+			signature.HeaderUserRole, "USER", signature.HeaderTokenVersion, "0", signature.HeaderTimestamp, signature.Timestamp(ts),
+			signature.HeaderNonce, "fresh-" + ts.String()}
+		for i := 0; i < len(hs); i += 2 {
+			req.Header.Set(hs[i], hs[i+1])
+		}
+		f := signature.Of(&req)
+		return do(t, "GET", stable.url+"/api/auth/me", "", append(hs, signature.HeaderSignature, signer.Sign(&f))...)
 	}
 	if a := sign(time.Now()); a.status != 200 {
 		t.Fatalf("freshly signed: %d %s", a.status, a.body)

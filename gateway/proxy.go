@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/internal/apierr"
 )
 
 // streamThreshold: a response body longer than this (or of unknown length)
@@ -36,7 +38,8 @@ func removeHop(peek func(string) []byte, del func(string)) {
 	}
 }
 
-// forwardedHeaders adds X-Forwarded-For/-Host/-Proto for the upstream.
+// forwardedHeaders adds X-Forwarded-For/-Host/-Proto for the upstream;
+// X-Forwarded-Host is the client's Host, which the signature covers.
 func forwardedHeaders(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Request.Header
 	ip := ctx.RemoteIP().String()
@@ -65,29 +68,17 @@ func idempotent(method []byte) bool {
 // request line and body as the client sent them, hop-by-hop headers
 // removed. A connection that could not be made is retried on another
 // instance for any method (nothing was sent); other failures only for
-// idempotent methods with a buffered body, within UpstreamTimeout overall.
+// idempotent methods (every body is in memory), within UpstreamTimeout
+// overall.
 // When no attempt answers: the fallback.
 func (g *Gateway) proxy(ctx *fasthttp.RequestCtx, st *reqState) {
 	req := &ctx.Request
 	clientClose := req.Header.ConnectionClose()
 	removeHop(req.Header.Peek, req.Header.Del)
 	req.Header.Del("Expect") // 100-continue was this hop's business, done
-	forwardedHeaders(ctx)
 	req.UseHostHeader = true
 
-	// A body up to maxBufferedBody is in memory: make it a plain body, so
-	// a retry sends it again. A larger or chunked one streams, once.
-	replayable := true
-	if req.IsBodyStream() {
-		if cl := req.Header.ContentLength(); cl >= 0 && cl <= maxBufferedBody {
-			// Already read whole: drop the stream over it (SwapBody drains
-			// it into the buffer; Body would log a warning each time).
-			req.SwapBody(req.SwapBody(nil))
-		} else {
-			replayable = false
-		}
-	}
-	retryAny := replayable && idempotent(req.Header.Method())
+	retryAny := idempotent(req.Header.Method())
 
 	deadline := time.Now().Add(g.cfg.UpstreamTimeout)
 	var tried [4]*upstream
@@ -110,6 +101,9 @@ attempts:
 			break
 		}
 		ctx.Response.StreamBody = true
+		// The master's own name, as a plain proxy sends it; the client's
+		// is in the signed X-Forwarded-Host.
+		req.Header.SetHost(up.host)
 		err := up.hc.DoTimeout(req, &ctx.Response, remaining)
 		if err == nil {
 			g.observe(up, 0)
@@ -134,8 +128,7 @@ attempts:
 			tried[ntried-1] = nil        // it may be tried again
 			ntried--
 			attempt-- // does not count
-			// A streamed body may have been read in part: it cannot go again.
-			if stale++; stale > 4 || !replayable {
+			if stale++; stale > 4 {
 				break attempts
 			}
 			continue
@@ -185,11 +178,11 @@ func (g *Gateway) unavailable(ctx *fasthttp.RequestCtx, st *reqState, timedOut b
 	g.metrics.fallbacks.Inc()
 	switch {
 	case !g.cfg.FallbackDisabled:
-		writeFallback(ctx, st.trace)
+		apierr.WriteFallback(ctx, st.trace)
 	case timedOut:
-		writeError(ctx, st.trace, fasthttp.StatusGatewayTimeout, codeGatewayTimeout, "the upstream did not answer in time")
+		writeError(ctx, st.trace, fasthttp.StatusGatewayTimeout, apierr.GatewayTimeout, "the upstream did not answer in time")
 	default:
-		writeError(ctx, st.trace, fasthttp.StatusBadGateway, codeBadGateway, "no upstream could be reached")
+		writeError(ctx, st.trace, fasthttp.StatusBadGateway, apierr.BadGateway, "no upstream could be reached")
 	}
 }
 

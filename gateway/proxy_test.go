@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/signature"
 )
 
 func TestProxyStreamsLargeResponse(t *testing.T) {
@@ -66,38 +68,65 @@ func TestProxyStreamsLargeResponse(t *testing.T) {
 	}
 }
 
-func TestProxyStreamsLargeRequestBody(t *testing.T) {
+// TestProxyRefusesLargeRequestBody: a body over the API's 1 MiB is answered
+// 413 payload_too_large by the gateway itself, declared or chunked, and the
+// upstream never sees it (it used to be streamed there and come back as the
+// fallback's 503). A client that sends all of it before reading can do so
+// and then read the answer (the connection lingers; internal/linger).
+func TestProxyRefusesLargeRequestBody(t *testing.T) {
+	var reached atomic.Int32
 	up := upstream(t, func(ctx *fasthttp.RequestCtx) {
-		h := sha256.New()
-		var n int64
-		if s := ctx.RequestBodyStream(); s != nil {
-			n, _ = io.Copy(h, s)
-		} else {
-			n, _ = io.Copy(h, bytes.NewReader(ctx.PostBody()))
+		if string(ctx.Path()) == "/api/train" {
+			reached.Add(1)
 		}
-		fmt.Fprintf(ctx, "%d %x", n, h.Sum(nil))
 	})
 	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
-	body := bytes.Repeat([]byte("0123456789abcdef"), 8<<20/16) // 8 MiB: beyond the buffering limit
-	sum := sha256.Sum256(body)
-	want := fmt.Sprintf("%d %x", len(body), sum)
 	tok := testToken(t, 1, "alice", "USER")
+	body := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16) // 3 MiB
 	for _, chunked := range []bool{false, true} {
 		var r io.Reader = bytes.NewReader(body)
 		if chunked {
 			r = io.MultiReader(r) // unknown length: Transfer-Encoding: chunked
 		}
-		req, _ := http.NewRequest("PUT", gwURL+"/api/upload", r)
+		req, _ := http.NewRequest("POST", gwURL+"/api/train", r)
 		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := httpClient.Do(req)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("chunked=%v: %v", chunked, err)
 		}
 		got, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || string(got) != want {
-			t.Fatalf("chunked=%v: %d %q, want 200 %q", chunked, resp.StatusCode, got, want)
+		var e struct {
+			Error struct{ Code, Message string }
 		}
+		if resp.StatusCode != 413 || json.Unmarshal(got, &e) != nil || e.Error.Code != "payload_too_large" {
+			t.Fatalf("chunked=%v: %d %q, want 413 payload_too_large", chunked, resp.StatusCode, got)
+		}
+	}
+	// Sent whole before reading, larger than loopback's socket buffers.
+	big := bytes.Repeat([]byte("x"), 12<<20)
+	addr := strings.TrimPrefix(gwURL, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := fmt.Fprintf(c, "POST /api/train HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		addr, tok, len(big), big); err != nil {
+		t.Fatalf("the connection broke while sending: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || !bytes.Contains(got, []byte(`"payload_too_large"`)) {
+		t.Fatalf("%d %q", resp.StatusCode, got)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the upstream saw %d oversized requests", n)
 	}
 }
 
@@ -119,7 +148,7 @@ func TestProxyHopByHopAndForwardedHeaders(t *testing.T) {
 		ctx.Response.Header.Set("X-Kept", "yes")
 		ctx.SetBodyString("ok")
 	})
-	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{up}, nil)
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour, PublicHosts: []string{"dashboard.example:8081"}}, []string{up}, nil)
 	a := do(t, "GET", gwURL+"/api/tasks", "", append(bearer(testToken(t, 1, "alice", "USER")),
 		"Connection", "keep-alive, X-Client-Private", "X-Client-Private", "1", "Keep-Alive", "timeout=9",
 		"Proxy-Authorization", "Basic Zm9vOmJhcg==", "TE", "trailers", "X-Forwarded-For", "10.1.2.3",
@@ -139,8 +168,10 @@ func TestProxyHopByHopAndForwardedHeaders(t *testing.T) {
 	if got := h.Get("X-Forwarded-Host"); got != "dashboard.example:8081" {
 		t.Errorf("X-Forwarded-Host %q", got)
 	}
-	if got := h.Get("Host"); got != "dashboard.example:8081" {
-		t.Errorf("Host %q: the client's Host must reach the master (same-origin checks)", got)
+	// The master is addressed by its own name, as by any plain proxy; the
+	// client's Host travels in X-Forwarded-Host, under the signature.
+	if got := h.Get("Host"); got != strings.TrimPrefix(up, "http://") {
+		t.Errorf("Host %q, want the upstream's %s", got, up)
 	}
 	if got := h.Get("X-Forwarded-Proto"); got != "http" {
 		t.Errorf("X-Forwarded-Proto %q", got)
@@ -308,6 +339,14 @@ func recordUpstream(t testing.TB) (string, chan http.Header) {
 		}
 		h.Set(":method", string(ctx.Method()))
 		h.Set(":path", string(ctx.Request.Header.RequestURI()))
+		// Whether the request verifies as a master would check it (a
+		// master reads bodies whole; this upstream streams them).
+		if bs := ctx.RequestBodyStream(); bs != nil {
+			b, _ := io.ReadAll(bs)
+			ctx.Request.SetBody(b)
+		}
+		f := signature.Of(&ctx.Request)
+		h.Set(":signed", strconv.FormatBool(signature.NewSigner([]byte(testShared)).Valid(&f, string(ctx.Request.Header.Peek(signature.HeaderSignature)))))
 		ch <- h
 		ctx.SetBodyString("ok")
 	})
@@ -320,15 +359,19 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 	forged := []string{"X-User-Id", "1", "X-User-Role", "ADMIN", "x-user-name", "root", "X-User-Extra", "x",
 		"X-Gateway-Signature", strings.Repeat("a", 64), "X-Gateway-Timestamp", "1"}
 
-	// Anonymous, public path: nothing of it arrives.
+	// Anonymous, public path: none of it arrives; the gateway signs the
+	// request without an identity.
 	if a := do(t, "POST", gwURL+"/api/auth/login", `{}`, forged...); a.status != 200 {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 	h := <-seen
 	for k := range h {
-		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-user-") || strings.HasPrefix(lk, "x-gateway-") {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-user-") {
 			t.Errorf("a client-sent %s reached the upstream: %q", k, h.Get(k))
 		}
+	}
+	if h.Get(":signed") != "true" || h.Get("X-Gateway-Signature") == forged[9] || h.Get("X-Gateway-Timestamp") == "1" {
+		t.Errorf("the anonymous request is not the gateway's own signed one: %v", h)
 	}
 
 	// Verified: the gateway's own identity, signed over everything.
@@ -337,13 +380,16 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 	h = <-seen
-	if h.Get("X-User-Id") != "42" || h.Get("X-User-Name") != "alice" || h.Get("X-User-Role") != "USER" || h.Get("X-User-Extra") != "" {
+	if h.Get("X-User-Id") != "42" || h.Get("X-User-Name") != "alice" || h.Get("X-User-Role") != "USER" ||
+		h.Get("X-User-Token-Version") != "0" || h.Get("X-User-Extra") != "" {
 		t.Fatalf("identity headers %v", h)
 	}
-	f := signature.Fields{Method: "GET", Path: "/api/tasks", TraceID: "tr-1", Timestamp: h.Get("X-Gateway-Timestamp"),
-		UserID: "42", UserName: "alice", UserRole: "USER"}
+	empty := sha256.Sum256(nil)
+	f := signature.Fields{Method: "GET", Host: strings.TrimPrefix(gwURL, "http://"), Path: "/api/tasks", Query: "limit=5",
+		BodySHA256: hex.EncodeToString(empty[:]), TraceID: "tr-1", Timestamp: h.Get("X-Gateway-Timestamp"),
+		Nonce: h.Get("X-Gateway-Nonce"), ClientIP: "127.0.0.1", UserID: "42", UserName: "alice", UserRole: "USER", Version: "0"}
 	signer := signature.NewSigner([]byte(testShared))
-	if !signer.Valid(&f, h.Get("X-Gateway-Signature")) {
+	if !signer.Valid(&f, h.Get("X-Gateway-Signature")) || h.Get(":signed") != "true" {
 		t.Fatalf("the signature does not verify: %v", h)
 	}
 	if !signature.Fresh(f.Timestamp, time.Now(), 5*time.Second) {
@@ -352,9 +398,24 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 	if h.Get(":path") != "/api/tasks?limit=5" || h.Get("X-Trace-Id") != "tr-1" {
 		t.Fatalf("request line or trace changed: %v", h)
 	}
-	f.UserRole = "ADMIN"
-	if signer.Valid(&f, h.Get("X-Gateway-Signature")) {
-		t.Fatal("the signature does not cover the role")
+	for name, edit := range map[string]func(f *signature.Fields){
+		"role":  func(f *signature.Fields) { f.UserRole = "ADMIN" },
+		"query": func(f *signature.Fields) { f.Query = "limit=500" },
+		"nonce": func(f *signature.Fields) { f.Nonce = "another" },
+		"host":  func(f *signature.Fields) { f.Host = "evil.example" },
+	} {
+		g := f
+		edit(&g)
+		if signer.Valid(&g, h.Get("X-Gateway-Signature")) {
+			t.Errorf("the signature does not cover the %s", name)
+		}
+	}
+	// Nonces differ from request to request.
+	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(bearer(tok), "X-Trace-Id", "tr-1")...); a.status != 200 {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	if h2 := <-seen; h2.Get("X-Gateway-Nonce") == f.Nonce || h2.Get(":signed") != "true" {
+		t.Fatalf("a second request reused nonce %q", f.Nonce)
 	}
 }
 
@@ -450,6 +511,19 @@ func TestRateLimitLocal(t *testing.T) {
 	}
 	if a := do(t, "GET", gwURL+"/api/tasks", "", alice...); a.status != 200 {
 		t.Fatalf("GET while limited: %d", a.status)
+	}
+	// A rerun is a submission: it counts against the same budget.
+	if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", `{}`, alice...); a.status != 429 {
+		t.Fatalf("a rerun while limited: %d", a.status)
+	}
+	carol := bearer(testToken(t, 3, "carol", "USER"))
+	for i := 1; i <= 3; i++ {
+		if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", "", carol...); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
+			t.Fatalf("carol's rerun %d: %d %v", i, a.status, a.header)
+		}
+	}
+	if a := do(t, "POST", gwURL+"/api/train", `{}`, carol...); a.status != 429 {
+		t.Fatalf("carol's submission after three reruns: %d", a.status)
 	}
 	// The window slides: after it, alice may submit again.
 	eventually(t, 5*time.Second, func() (bool, string) {

@@ -43,6 +43,7 @@ type upstream struct {
 	meta   atomic.Pointer[map[string]string]
 	source string
 	addr   string // host:port
+	host   string // the URL's host, sent as Host
 	hc     *fasthttp.HostClient
 	conns  *connTracker
 
@@ -87,6 +88,9 @@ func (g *Gateway) newUpstream(source string, in Instance) (*upstream, error) {
 		return nil, err
 	}
 	up := &upstream{Instance: Instance{URL: in.URL, Service: in.Service, Canary: in.Canary}, source: source, addr: addr}
+	if u, err := url.Parse(in.URL); err == nil {
+		up.host = u.Host
+	}
 	up.setRegistryView(in)
 	up.conns = &connTracker{conns: map[netip.AddrPort]*upConn{}, dialTimeout: min(g.cfg.UpstreamTimeout, 3*time.Second)}
 	up.hc = &fasthttp.HostClient{

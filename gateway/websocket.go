@@ -49,7 +49,6 @@ func (g *Gateway) proxyWebSocket(ctx *fasthttp.RequestCtx, st *reqState) {
 	removeHop(req.Header.Peek, req.Header.Del)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
-	forwardedHeaders(ctx)
 
 	deadline := time.Now().Add(g.cfg.UpstreamTimeout)
 	var tried [4]*upstream
@@ -57,7 +56,7 @@ func (g *Gateway) proxyWebSocket(ctx *fasthttp.RequestCtx, st *reqState) {
 	timedOut := false
 	var lastErr error
 	table := g.routes.Load()
-	head := req.Header.AppendBytes(nil)
+	var head []byte
 	for attempt := 0; attempt < g.cfg.MaxAttempts && ntried < len(tried); attempt++ {
 		up := table.pick(st.canary, g.rr.Add(1), time.Now().UnixNano(), tried[:ntried])
 		if up == nil {
@@ -78,6 +77,8 @@ func (g *Gateway) proxyWebSocket(ctx *fasthttp.RequestCtx, st *reqState) {
 			continue
 		}
 		_ = conn.SetDeadline(deadline)
+		req.Header.SetHost(up.host) // as proxy does
+		head = req.Header.AppendBytes(head[:0])
 		resp := fasthttp.AcquireResponse()
 		br := bufio.NewReaderSize(conn, 4096)
 		if _, err = conn.Write(head); err == nil {

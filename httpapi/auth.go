@@ -3,34 +3,27 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/auth"
 )
 
 // CookieName carries the login token for browsers and WebSockets.
-const CookieName = "jwt_token"
+const CookieName = auth.CookieName
 
 const (
 	minPasswordChars = 8
 	maxPasswordBytes = 72 // bcrypt's limit
 	storeTimeout     = 10 * time.Second
 )
-
-// claims of an rlsched token: sub is the user id; name and role are for
-// clients and the gateway, the master re-reads the user by id.
-type claims struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
-	jwt.RegisteredClaims
-}
 
 type credentials struct {
 	Username string `json:"username"`
@@ -84,6 +77,9 @@ func (s *Server) login(r *request) *apiError {
 	if e := decodeJSON(r.ctx.PostBody(), &c); e != nil {
 		return e
 	}
+	if len(c.Password) > maxPasswordBytes { // as at register: bcrypt reads no further
+		return errBadRequest("password must be at most %d bytes", maxPasswordBytes)
+	}
 	ctx, cancel := storeCtx()
 	defer cancel()
 	var u core.User
@@ -91,21 +87,37 @@ func (s *Server) login(r *request) *apiError {
 	if core.ValidUsername(c.Username) {
 		u, err = s.st.UserByName(ctx, c.Username)
 	}
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		return storeError(err, "user")
+	}
+	known := "" // the user to count failures against: only one that exists
+	if err == nil {
+		known = u.Username
+	}
+	addr := r.clientIP()
+	if d := s.throttle.wait(known, addr, s.cfg.Now()); d > 0 {
+		secs := int((d + time.Second - 1) / time.Second)
+		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+		s.log.Warn().Str("traceId", r.trace).Str("user", truncate(c.Username, 64)).Str("addr", addr).
+			Msg("sign-in throttled")
+		return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
+			fmt.Sprintf("too many failed sign-ins for this user or from this address; try again in %d s", secs)}
+	}
 	if err != nil {
-		if !errors.Is(err, core.ErrNotFound) {
-			return storeError(err, "user")
-		}
 		// Same cost as a real comparison, so timing does not tell which
 		// usernames exist.
 		_ = bcrypt.CompareHashAndPassword(s.dummyHash, []byte(c.Password))
+		s.throttle.failed("", addr, s.cfg.Now())
 		return errBadCredentials
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(c.Password)) != nil {
+		s.throttle.failed(known, addr, s.cfg.Now())
 		return errBadCredentials
 	}
+	s.throttle.succeeded(known)
 	now := s.cfg.Now()
 	exp := now.Add(s.cfg.TokenTTL)
-	tok, err := s.issueToken(u, now, exp)
+	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
 	if err != nil {
 		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
 		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
@@ -127,7 +139,20 @@ func (s *Server) login(r *request) *apiError {
 	}{tok, exp.UTC().Format(time.RFC3339), userView(u)})
 }
 
+// logout ends the caller's sign-in: it revokes every token of the user
+// (the token version goes up; store.Store.BumpTokenVersion) and clears the
+// cookie. Without a valid token there is nothing to revoke, and the cookie
+// is cleared all the same.
 func (s *Server) logout(r *request) *apiError {
+	if u, e := s.authenticate(r, false); e == nil {
+		ctx, cancel := storeCtx()
+		_, err := s.st.BumpTokenVersion(ctx, u.ID)
+		cancel()
+		if err != nil {
+			return storeError(err, "user")
+		}
+		s.log.Info().Str("traceId", r.trace).Int64("userId", u.ID).Msg("signed out: the user's tokens are revoked")
+	}
 	c := fasthttp.AcquireCookie()
 	defer fasthttp.ReleaseCookie(c)
 	c.SetKey(CookieName)
@@ -146,52 +171,31 @@ func (s *Server) me(r *request) *apiError {
 	return s.writeJSON(r, fasthttp.StatusOK, userView(r.user))
 }
 
-func (s *Server) issueToken(u core.User, now, exp time.Time) (string, error) {
-	c := claims{
-		Name: u.Username,
-		Role: string(u.Role),
-		RegisteredClaims: jwt.RegisteredClaims{
-			Subject:   strconv.FormatInt(u.ID, 10),
-			IssuedAt:  jwt.NewNumericDate(now),
-			ExpiresAt: jwt.NewNumericDate(exp),
-		},
-	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.cfg.JWTSecret)
-}
-
-// authenticate verifies the caller's token (Authorization: Bearer, else the
-// jwt_token cookie), or the gateway's signed identity (gatewayauth.go), and
-// returns the user as the store has it now.
-func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (core.User, *apiError) {
-	if u, e, done := s.gatewayUser(ctx); done { // identity signed by the gateway
+// authenticate verifies the caller's token (Authorization: Bearer, else
+// ?token= when query is true, else the jwt_token cookie), or the gateway's
+// signed identity (gatewayauth.go), and returns the user as the store has it
+// now.
+func (s *Server) authenticate(r *request, query bool) (core.User, *apiError) {
+	if u, e, done := s.gatewayUser(r); done { // identity signed by the gateway
 		return u, e
 	}
-	tok := ""
-	if h := string(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)); h != "" {
-		const prefix = "bearer "
-		if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-			return core.User{}, errUnauthorized
-		}
-		tok = strings.TrimSpace(h[len(prefix):])
-	} else {
-		tok = string(ctx.Request.Header.Cookie(CookieName))
-	}
-	if tok == "" || len(tok) > 8192 {
+	tok, src := auth.FromRequest(&r.ctx.Request, query)
+	if src == auth.None {
 		return core.User{}, errUnauthorized
 	}
-	var c claims
-	_, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return s.cfg.JWTSecret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(),
-		jwt.WithTimeFunc(s.cfg.Now),
-	)
-	if err != nil {
+	who, ok := s.tokens.Verify(tok)
+	if !ok {
 		return core.User{}, errUnauthorized
 	}
-	id, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || id <= 0 {
-		return core.User{}, errUnauthorized
-	}
+	return s.currentUser(who.UserID, who.Version)
+}
+
+// currentUser reads the user of a token (or of the gateway's signed
+// identity) as the store has it now, refusing a token whose version is not
+// the user's: it was revoked (a logout, a change of role). The store is read
+// on every request, on every master, so a revocation holds from the next
+// request on, wherever it lands.
+func (s *Server) currentUser(id, version int64) (core.User, *apiError) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	u, err := s.st.UserByID(sctx, id)
@@ -200,6 +204,9 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (core.User, *apiError) {
 			return core.User{}, errUnauthorized
 		}
 		return core.User{}, storeError(err, "user")
+	}
+	if u.TokenVersion != version {
+		return core.User{}, errRevoked
 	}
 	return u, nil
 }

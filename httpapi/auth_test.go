@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/rlsched/rlsched/core"
 )
 
 func TestNew_Failure(t *testing.T) {
@@ -224,5 +226,65 @@ func TestAccessLog(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Fatalf("access log line %q lacks %s", line, want)
 		}
+	}
+}
+
+// TestLogoutRevokes (issue 12): logout ends the token it was sent with, by
+// bearer or by cookie, and through the gateway; a change of role ends every
+// token of the user. A new login works at once.
+func TestLogoutRevokes(t *testing.T) {
+	e := newGatewayEnv(t, false)
+	e.user("root")
+	tok, id := e.user("alice")
+	me := func(tok string, hdr ...string) int {
+		t.Helper()
+		return e.req("GET", "/api/auth/me", tok, nil, hdr...).status
+	}
+	other, _ := e.login("alice", "password-alice") // a second sign-in, elsewhere
+	if s := me(tok); s != 200 {
+		t.Fatalf("before logout: %d", s)
+	}
+	if r := e.req("POST", "/api/auth/logout", tok, nil); r.status != 204 {
+		t.Fatalf("logout: %d %s", r.status, r.body)
+	}
+	if s := me(tok); s != 401 {
+		t.Fatalf("the token after its logout: %d", s)
+	}
+	if s := me(other); s != 401 {
+		t.Fatalf("another token of the user after a logout: %d", s)
+	}
+	// Through the gateway: the signed identity carries the token's version.
+	if s := me("", signed(testGatewaySecret, "GET", "/api/auth/me", "g1", e.clock.Now(), id, "alice", "USER")...); s != 401 {
+		t.Fatalf("a gateway-signed identity of version 0 after the logout: %d", s)
+	}
+
+	// By cookie, as the dashboard does.
+	tok, _ = e.login("alice", "password-alice")
+	cookie := []string{"Cookie", "jwt_token=" + tok, "Content-Type", "application/json", "Origin", e.url}
+	if s := me("", cookie...); s != 200 {
+		t.Fatalf("by cookie before logout: %d", s)
+	}
+	if r := e.req("POST", "/api/auth/logout", "", nil, cookie...); r.status != 204 {
+		t.Fatalf("logout by cookie: %d %s", r.status, r.body)
+	}
+	if s := me("", cookie...); s != 401 {
+		t.Fatalf("the cookie after its logout: %d", s)
+	}
+	// Logout without a (valid) token still clears the cookie.
+	if r := e.req("POST", "/api/auth/logout", tok, nil); r.status != 204 {
+		t.Fatalf("logout with a revoked token: %d %s", r.status, r.body)
+	}
+
+	// A change of role ends the tokens issued before it.
+	tok, _ = e.login("alice", "password-alice")
+	if err := e.st.SetUserRole(t.Context(), id, core.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if s := me(tok); s != 401 {
+		t.Fatalf("a token from before a role change: %d", s)
+	}
+	tok, _ = e.login("alice", "password-alice")
+	if r := e.req("GET", "/api/auth/me", tok, nil); r.status != 200 || r.json(t)["role"] != "ADMIN" {
+		t.Fatalf("after signing in again: %d %s", r.status, r.body)
 	}
 }

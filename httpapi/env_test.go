@@ -131,6 +131,12 @@ type testEnv struct {
 
 func newEnv(t *testing.T) *testEnv {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the Config changed by edit (when not nil).
+func newEnvWith(t *testing.T, edit func(*Config)) *testEnv {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
 	if err != nil {
@@ -146,7 +152,7 @@ func newEnv(t *testing.T) *testEnv {
 		logs:   &syncBuffer{},
 		client: &http.Client{Timeout: 30 * time.Second},
 	}
-	srv, err := New(Config{
+	cfg := Config{
 		JWTSecret:      testSecret,
 		LogDir:         e.logDir,
 		DefaultTrainer: testTrainer,
@@ -154,7 +160,11 @@ func newEnv(t *testing.T) *testEnv {
 		BcryptCost:     bcrypt.MinCost,
 		Logger:         zerolog.New(e.logs),
 		Now:            e.clock.Now,
-	}, st, e.ctl)
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	srv, err := New(cfg, st, e.ctl)
 	if err != nil {
 		t.Fatalf("cannot create server: %v", err)
 	}
@@ -242,6 +252,10 @@ func (e *testEnv) req(method, path, token string, body any, hdr ...string) resp 
 		rq.Header.Set("Authorization", "Bearer "+token)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if strings.EqualFold(hdr[i], "Host") {
+			rq.Host = hdr[i+1]
+			continue
+		}
 		rq.Header.Set(hdr[i], hdr[i+1])
 	}
 	rs, err := e.client.Do(rq)

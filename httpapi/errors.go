@@ -4,41 +4,36 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"reflect"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/linger"
 )
 
-// Error codes of API.md.
+// apiError is an answer other than success: status, code and a sentence for
+// a person. It is internal/apierr's Error, as a type of this package so that
+// handlers can write its literals unkeyed.
+type apiError apierr.Error
+
+func (e *apiError) Error() string { return (*apierr.Error)(e).Error() }
+
+// Error codes of API.md (internal/apierr).
 const (
-	codeBadRequest       = "bad_request"
-	codeUnauthorized     = "unauthorized"
-	codeForbidden        = "forbidden"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeConflict         = "conflict"
-	codePayloadTooLarge  = "payload_too_large"
-	codeHeaderTooLarge   = "header_too_large"
-	codeTimeout          = "request_timeout"
-	codeUnavailable      = "unavailable"
-	codeInternal         = "internal"
+	codeBadRequest       = apierr.BadRequest
+	codeUnauthorized     = apierr.Unauthorized
+	codeForbidden        = apierr.Forbidden
+	codeNotFound         = apierr.NotFound
+	codeMethodNotAllowed = apierr.MethodNotAllowed
+	codeConflict         = apierr.Conflict
+	codeUnavailable      = apierr.Unavailable
+	codeInternal         = apierr.Internal
 )
-
-// apiError is an answer other than success: status, code and a sentence for a
-// person.
-type apiError struct {
-	status  int
-	code    string
-	message string
-}
-
-func (e *apiError) Error() string { return e.code + ": " + e.message }
 
 func errBadRequest(format string, args ...any) *apiError {
-	return &apiError{fasthttp.StatusBadRequest, codeBadRequest, fmt.Sprintf(format, args...)}
+	return (*apiError)(apierr.New(fasthttp.StatusBadRequest, codeBadRequest, format, args...))
 }
 
 func errNotFound(what string) *apiError {
@@ -48,28 +43,20 @@ func errNotFound(what string) *apiError {
 var (
 	errUnauthorized = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
 		"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie"}
-	errTooLarge = &apiError{fasthttp.StatusRequestEntityTooLarge, codePayloadTooLarge,
-		fmt.Sprintf("the request body is larger than %d bytes", MaxBodySize)}
+	errTooLarge       = (*apiError)(apierr.ErrTooLarge)
 	errBadCredentials = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized, "wrong username or password"}
+	errRevoked        = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
+		"this sign-in has ended (a logout, or a change of your role): sign in again"}
 )
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	TraceID string `json:"traceId"`
+func errMisdirected(host []byte) *apiError {
+	return &apiError{fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
+		fmt.Sprintf("this server does not answer to the name %q; open it by one of its own names, or add this one to PUBLIC_HOSTS", truncate(string(host), 128))}
 }
 
 // writeError answers with e in API.md's error shape.
 func writeError(ctx *fasthttp.RequestCtx, traceID string, e *apiError) {
-	b, _ := json.Marshal(errorBody{errorDetail{e.code, e.message, traceID}})
-	ctx.Response.ResetBody()
-	ctx.SetStatusCode(e.status)
-	ctx.SetContentType("application/json; charset=utf-8")
-	ctx.SetBody(b)
+	apierr.Write(ctx, traceID, (*apierr.Error)(e))
 }
 
 // storeError maps an error of the store or the dispatcher to an answer: typed
@@ -148,25 +135,16 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 	if !core.ValidTraceID(trace) {
 		trace = core.NewTraceID()
 	}
-	var e *apiError
-	var small *fasthttp.ErrSmallBuffer
-	var ne net.Error
-	switch {
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		e = errTooLarge
-	case errors.As(err, &small):
-		e = &apiError{fasthttp.StatusRequestHeaderFieldsTooLarge, codeHeaderTooLarge, "the request headers are too large"}
-	case errors.As(err, &ne) && ne.Timeout():
-		e = &apiError{fasthttp.StatusRequestTimeout, codeTimeout, "the request was not received in time"}
-	default:
-		e = errBadRequest("malformed HTTP request")
+	e := (*apiError)(apierr.Transport(err))
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		linger.Arm(ctx.Conn()) // the client may still be sending
 	}
 	ctx.Response.Header.Set("X-Trace-Id", trace)
 	writeError(ctx, trace, e)
 	s.log.Info().
 		Str("method", truncate(string(ctx.Method()), 16)).
 		Str("path", truncate(string(ctx.Request.URI().PathOriginal()), 512)).
-		Int("status", e.status).
+		Int("status", e.Status).
 		Str("traceId", trace).
 		AnErr("reason", err).
 		Msg("request refused")

@@ -26,8 +26,8 @@ func TestStoreErrorStatus(t *testing.T) {
 		{errors.New("something else"), 503, codeUnavailable},
 	} {
 		e := storeError(c.err, "task")
-		if e.status != c.status || e.code != c.code || e.message == "" {
-			t.Errorf("storeError(%v) = %d %s %q; want %d %s", c.err, e.status, e.code, e.message, c.status, c.code)
+		if e.Status != c.status || e.Code != c.code || e.Message == "" {
+			t.Errorf("storeError(%v) = %d %s %q; want %d %s", c.err, e.Status, e.Code, e.Message, c.status, c.code)
 		}
 	}
 }

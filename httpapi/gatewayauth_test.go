@@ -1,19 +1,18 @@
 package httpapi
 
 import (
-	"net"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store/sqlite"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/signature"
 )
 
 var testGatewaySecret = []byte("gateway-secret-0123456789")
@@ -21,46 +20,50 @@ var testGatewaySecret = []byte("gateway-secret-0123456789")
 // newGatewayEnv is newEnv with the gateway's identity trusted (and required).
 func newGatewayEnv(t *testing.T, require bool) *testEnv {
 	t.Helper()
-	dir := t.TempDir()
-	st, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	e := &testEnv{t: t, st: st, ctl: &testControl{st: st}, clock: &testClock{now: time.Now()},
-		logDir: filepath.Join(dir, "logs"), logs: &syncBuffer{}, client: &http.Client{Timeout: 30 * time.Second}}
-	srv, err := New(Config{
-		JWTSecret: testSecret, LogDir: e.logDir, DefaultTrainer: testTrainer, LeasesKind: "memory",
-		BcryptCost: bcrypt.MinCost, Logger: zerolog.New(e.logs), Now: e.clock.Now,
-		GatewayTrustHeaders: true, GatewayRequire: require, GatewaySharedSecret: testGatewaySecret,
-	}, st, e.ctl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		e.client.CloseIdleConnections()
-		_ = srv.Shutdown()
-		<-done
+	return newEnvWith(t, func(c *Config) {
+		c.GatewayTrustHeaders, c.GatewayRequire, c.GatewaySharedSecret = true, require, testGatewaySecret
 	})
-	e.addr = ln.Addr().String()
-	e.url = "http://" + e.addr
-	return e
 }
 
-// signed returns the headers a gateway sends for the fields, signed with
-// secret at ts.
-func signed(secret []byte, method, path, trace string, ts time.Time, id int64, name, role string) []string {
-	f := signature.Fields{Method: method, Path: path, TraceID: trace, Timestamp: signature.Timestamp(ts),
-		UserID: strconv.FormatInt(id, 10), UserName: name, UserRole: role}
-	return []string{"X-Trace-Id", trace, signature.HeaderUserID, f.UserID, signature.HeaderUserName, name,
-		signature.HeaderUserRole, role, signature.HeaderTimestamp, f.Timestamp,
-		signature.HeaderSignature, signature.NewSigner(secret).Sign(&f)}
+// signed returns the headers a gateway sends for a bodiless request to
+// target (path and query) with that identity, signed with secret at ts
+// under a nonce of its own.
+func signed(secret []byte, method, target, trace string, ts time.Time, id int64, name, role string) []string {
+	return signedBody(secret, method, target, "", trace, ts, id, name, role)
+}
+
+var nonceSeq atomic.Int64
+
+// signedBody is signed for a request with body.
+func signedBody(secret []byte, method, target, body, trace string, ts time.Time, id int64, name, role string) []string {
+	return signedAs(secret, method, target, body, "", trace, ts, id, name, role, "192.0.2.7")
+}
+
+// signedBodyHost is signedBody for an anonymous request the client sent to
+// the gateway under host.
+func signedBodyHost(secret []byte, method, target, body, host, trace string, ts time.Time) []string {
+	return signedAs(secret, method, target, body, host, trace, ts, 0, "", "", "192.0.2.7")
+}
+
+func signedAs(secret []byte, method, target, body, host, trace string, ts time.Time, id int64, name, role, clientIP string) []string {
+	var req fasthttp.Request
+	req.Header.SetMethod(method)
+	req.Header.SetRequestURI(target)
+	req.SetBodyString(body)
+	hdr := []string{"X-Trace-Id", trace, signature.HeaderTimestamp, signature.Timestamp(ts),
+		signature.HeaderNonce, "test-" + strconv.FormatInt(nonceSeq.Add(1), 10), signature.HeaderClientIP, clientIP}
+	if host != "" {
+		hdr = append(hdr, signature.HeaderForwardedHost, host)
+	}
+	if id != 0 {
+		hdr = append(hdr, signature.HeaderUserID, strconv.FormatInt(id, 10), signature.HeaderUserName, name,
+			signature.HeaderUserRole, role, signature.HeaderTokenVersion, "0")
+	}
+	for i := 0; i < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	f := signature.Of(&req)
+	return append(hdr, signature.HeaderSignature, signature.NewSigner(secret).Sign(&f))
 }
 
 func TestGatewayIdentity(t *testing.T) {
@@ -146,5 +149,41 @@ func TestGatewayConfig(t *testing.T) {
 		if _, err := New(cfg, st, &testControl{st: st}); err == nil || !strings.Contains(err.Error(), "GATEWAY_SHARED_SECRET") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestGatewaySignatureCoversQueryBodyNonce (issue 12): a signature is good
+// for one request: not again (the nonce), not with another query, not with
+// another body.
+func TestGatewaySignatureCoversQueryBodyNonce(t *testing.T) {
+	e := newGatewayEnv(t, false)
+	_, bobID := e.user("bob")
+	now := e.clock.Now()
+
+	hdr := signed(testGatewaySecret, "GET", "/api/tasks?limit=5", "t1", now, bobID, "bob", "USER")
+	if r := e.req("GET", "/api/tasks?limit=5", "", nil, hdr...); r.status != 200 {
+		t.Fatalf("signed: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/tasks?limit=5", "", nil, hdr...); r.status != 401 {
+		t.Fatalf("the same signed request again: %d %s", r.status, r.body)
+	}
+	if !strings.Contains(e.logs.String(), "used before") {
+		t.Error("a replay is not logged as one")
+	}
+	hdr = signed(testGatewaySecret, "GET", "/api/tasks?limit=5", "t2", now, bobID, "bob", "USER")
+	if r := e.req("GET", "/api/tasks?limit=500", "", nil, hdr...); r.status != 401 {
+		t.Fatalf("another query: %d %s", r.status, r.body)
+	}
+
+	body := `{"command":["true"]}`
+	hdr = signedBody(testGatewaySecret, "POST", "/api/train", body, "t3", now, bobID, "bob", "USER")
+	hdr = append(hdr, "Content-Type", "application/json")
+	if r := e.req("POST", "/api/train", "", `{"command":["rm","-rf","/"]}`, hdr...); r.status != 401 {
+		t.Fatalf("another body: %d %s", r.status, r.body)
+	}
+	hdr = signedBody(testGatewaySecret, "POST", "/api/train", body, "t4", now, bobID, "bob", "USER")
+	hdr = append(hdr, "Content-Type", "application/json")
+	if r := e.req("POST", "/api/train", "", body, hdr...); r.status != 202 {
+		t.Fatalf("the signed body: %d %s", r.status, r.body)
 	}
 }

@@ -11,15 +11,18 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
 )
 
 // request is one API call as handlers see it.
 type request struct {
 	ctx   *fasthttp.RequestCtx
 	trace string
-	user  core.User // the verified caller; zero on public routes
-	id    string    // the run id of the path, validated
-	rest  []string  // path segments after the id (artifact paths)
+	user  core.User   // the verified caller; zero on public routes
+	gw    gatewaySeen // what the gateway's signature vouched for
+	id    string      // the run id of the path, validated
+	rest  []string    // path segments after the id (artifact paths)
 }
 
 type handlerFunc func(r *request) *apiError
@@ -28,7 +31,13 @@ type handlerFunc func(r *request) *apiError
 type route struct {
 	method string // "" accepts any method (only for paths that are always refused)
 	public bool
-	h      handlerFunc
+	// session: sign-in, registration or sign-out, which a page of another
+	// site must not make a browser do either (login CSRF).
+	session bool
+	// probe: public and read-only, for monitoring, which may know this
+	// master by any name (no Host check).
+	probe bool
+	h     handlerFunc
 	// hasID: the path names a run (r.id); it is validated after
 	// authentication and before the handler runs.
 	hasID bool
@@ -84,9 +93,16 @@ func (s *Server) dispatch(r *request) *apiError {
 	if len(r.ctx.Request.Body()) > MaxBodySize {
 		return errTooLarge
 	}
+	r.gw = s.checkGateway(r.ctx)
 	rt, e := s.route(r.ctx.Request.URI().PathOriginal())
 	if e != nil {
 		return e
+	}
+	// A page of another site whose name now points here (DNS rebinding)
+	// sends its own name. The gateway checked the names it was sent; a
+	// probe's endpoint answers whatever name the prober uses.
+	if !r.gw.signed && !rt.probe && !s.hosts.Allows(r.ctx.Host()) {
+		return errMisdirected(r.ctx.Host())
 	}
 	if rt.method != "" && string(r.ctx.Method()) != rt.method {
 		r.ctx.Response.Header.Set("Allow", rt.method)
@@ -94,12 +110,20 @@ func (s *Server) dispatch(r *request) *apiError {
 			fmt.Sprintf("use %s for this path", rt.method)}
 	}
 	if !rt.public {
-		u, e := s.authenticate(r.ctx)
+		u, e := s.authenticate(r, false)
 		if e != nil {
 			r.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
 			return e
 		}
 		r.user = u
+	}
+	// A cookie comes along with any page's request: a state-changing one
+	// signed in by it must be this site's own (internal/guard). After
+	// authentication: a request that proves no one gets its 401 first.
+	if _, src := auth.FromRequest(&r.ctx.Request, false); guard.Applies(&r.ctx.Request.Header, src == auth.Cookie, rt.session) {
+		if why := guard.CrossSite(&r.ctx.Request.Header, r.site()); why != "" {
+			return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
+		}
 	}
 	if rt.hasID {
 		if !core.ValidTaskID(rt.id) {
@@ -144,15 +168,15 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 	const get, post = fasthttp.MethodGet, fasthttp.MethodPost
 	switch {
 	case is("api", "auth", "register"):
-		return route{method: post, public: true, h: s.register}, nil
+		return route{method: post, public: true, session: true, h: s.register}, nil
 	case is("api", "auth", "login"):
-		return route{method: post, public: true, h: s.login}, nil
+		return route{method: post, public: true, session: true, h: s.login}, nil
 	case is("api", "auth", "logout"):
-		return route{method: post, public: true, h: s.logout}, nil
+		return route{method: post, public: true, session: true, h: s.logout}, nil
 	case is("api", "auth", "me"):
 		return route{method: get, h: s.me}, nil
 	case is("api", "monitor", "health"):
-		return route{method: get, public: true, h: s.health}, nil
+		return route{method: get, public: true, probe: true, h: s.health}, nil
 	case is("api", "train"):
 		return route{method: post, h: s.submit}, nil
 	case is("api", "tasks"):

@@ -148,26 +148,61 @@ func TestTransportErrors(t *testing.T) {
 		}
 	}
 	// A declared length far over 1 MiB is refused before the body is read.
-	f("content-length", fmt.Sprintf("POST /api/train HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 100*MaxBodySize),
+	f("content-length", fmt.Sprintf("POST /api/train HTTP/1.1\r\nHost: "+e.addr+"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 100*MaxBodySize),
 		413, "payload_too_large")
 	// A chunked body that grows past the limit.
 	chunk := strings.Repeat("a", 64<<10)
 	var sb strings.Builder
-	sb.WriteString("POST /api/auth/register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	sb.WriteString("POST /api/auth/register HTTP/1.1\r\nHost: " + e.addr + "\r\nTransfer-Encoding: chunked\r\n\r\n")
 	for i := 0; i < 17; i++ {
 		fmt.Fprintf(&sb, "%x\r\n%s\r\n", len(chunk), chunk)
 	}
 	sb.WriteString("0\r\n\r\n")
 	f("chunked", sb.String(), 413, "payload_too_large")
-	f("bad escape", "GET /api/tasks/%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_request")
+	f("bad escape", "GET /api/tasks/%zz HTTP/1.1\r\nHost: "+e.addr+"\r\n\r\n", 400, "bad_request")
 	// A chunked body past fasthttp's own limit: the ErrorHandler's 413.
 	var huge strings.Builder
-	huge.WriteString("POST /api/train HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	huge.WriteString("POST /api/train HTTP/1.1\r\nHost: " + e.addr + "\r\nTransfer-Encoding: chunked\r\n\r\n")
 	for i := 0; i < 3*readBodyLimit/len(chunk); i++ {
 		fmt.Fprintf(&huge, "%x\r\n%s\r\n", len(chunk), chunk)
 	}
 	huge.WriteString("0\r\n\r\n")
 	f("chunked past the hard limit", huge.String(), 413, "payload_too_large")
 	f("garbage", "NOT HTTP AT ALL\r\n\r\n", 400, "bad_request")
-	f("bad content-length", "POST /api/train HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "bad_request")
+	f("bad content-length", "POST /api/train HTTP/1.1\r\nHost: "+e.addr+"\r\nContent-Length: -5\r\n\r\n", 400, "bad_request")
+}
+
+// TestOversizedBodyAnsweredNotReset: a client that sends its whole body
+// before it reads (as most do) can send it and then read the 413 with the
+// error body, rather than see its connection reset mid-send, however far the
+// body is over the limit (up to linger's cap). The body is larger than
+// loopback's socket buffers, so the server must read it.
+func TestOversizedBodyAnsweredNotReset(t *testing.T) {
+	e := newEnv(t)
+	body := strings.Repeat("x", 12<<20)
+	for i := range 5 {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, werr := io.WriteString(c, fmt.Sprintf("POST /api/train HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			e.addr, len(body), body))
+		if werr != nil { // what a client that stops at a failed write reports
+			c.Close()
+			t.Fatalf("attempt %d: the connection broke while sending: %v", i, werr)
+		}
+		rs, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			t.Fatalf("attempt %d: no answer: %v", i, err)
+		}
+		b, _ := io.ReadAll(rs.Body)
+		rs.Body.Close()
+		c.Close()
+		r := resp{rs.StatusCode, rs.Header, b}
+		if rs.StatusCode != 413 || r.errCode(t) != "payload_too_large" {
+			t.Fatalf("attempt %d: %d %s", i, rs.StatusCode, b)
+		}
+	}
 }

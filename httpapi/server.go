@@ -19,18 +19,22 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/linger"
+	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.
-const MaxBodySize = 1 << 20
+const MaxBodySize = apierr.MaxBody
 
-// readBodyLimit is where fasthttp itself stops reading a body (413 from the
-// ErrorHandler, and the connection is closed unread). Between MaxBodySize and
-// it, the body is read whole and refused by the handler, so a client that
-// sends its body before reading the answer still gets the 413 instead of a
-// reset connection.
+// readBodyLimit is where fasthttp itself stops reading a body: the
+// ErrorHandler answers 413 and the connection closes, lingering
+// (internal/linger) so that a client still sending reads the answer rather
+// than a reset. Between MaxBodySize and it, the body is read whole and
+// refused by the handler, and the connection stays open.
 const readBodyLimit = 2 * MaxBodySize
 
 // Config of a Server. Zero values get the documented defaults.
@@ -61,6 +65,13 @@ type Config struct {
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
 
+	// PublicHosts are names this master answers to besides its defaults
+	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
+	// listen port of each Serve; every interface's address and the host
+	// name when bound to all): PUBLIC_HOSTS. "*" turns the check off.
+	// Requests under any other Host are refused 421 (internal/guard).
+	PublicHosts []string
+
 	// Gateway identity (gatewayauth.go). GatewayTrustHeaders believes the
 	// X-User-* headers of a request the gateway signed with
 	// GatewaySharedSecret, at most GatewayMaxSkew old (default 300s);
@@ -70,6 +81,7 @@ type Config struct {
 	GatewaySharedSecret []byte
 	GatewayMaxSkew      time.Duration
 	gatewaySigner       *signature.Signer // set by New
+	gatewayNonces       *signature.Nonces // set by New
 }
 
 // Server serves the REST API. Handler, Serve and Shutdown are safe to call
@@ -80,6 +92,12 @@ type Server struct {
 	ctl Control
 	log zerolog.Logger
 	srv *fasthttp.Server
+	// tokens issues and verifies login tokens under cfg.JWTSecret.
+	tokens *auth.Tokens
+	// hosts are the names this master answers to.
+	hosts guard.Hosts
+	// throttle counts failed sign-ins (throttle.go).
+	throttle *throttle
 
 	mu      sync.Mutex
 	stopped bool
@@ -121,7 +139,11 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
 	}
-	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy}
+	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
+		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle()}
+	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
+		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
+	}
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler(),
 		ErrorHandler:       s.handleTransportError,
@@ -151,7 +173,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	err := s.srv.Serve(ln)
+	if err := s.hosts.Add(guard.DefaultNames(ln.Addr())...); err != nil {
+		return fmt.Errorf("BUG: default host names: %w", err)
+	}
+	s.log.Info().Strs("hosts", s.hosts.Names()).Msg("answering to these host names (PUBLIC_HOSTS adds more)")
+	err := s.srv.Serve(&linger.Listener{Listener: ln})
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()

@@ -30,6 +30,10 @@ const (
 	maxTagChars       = 64
 	maxWorkdirBytes   = 4096
 	maxParams         = 256
+	// maxParamsDepth bounds the nesting of params (the object itself is
+	// level 1): every reader of a run's params, here and in each run's own
+	// code, walks it recursively.
+	maxParamsDepth = 32
 )
 
 var (
@@ -238,8 +242,8 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 			if !envKeyRe.MatchString(k) {
 				return errBadRequest("env key %q must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 128)", truncate(k, 64))
 			}
-			if up := strings.ToUpper(k); strings.HasPrefix(up, "RLSCHED_") || up == "CUDA_VISIBLE_DEVICES" {
-				return errBadRequest("env key %q is set by rlsched and may not be overridden", k)
+			if why := core.ReservedEnv(k); why != "" {
+				return errBadRequest("env.%s may not be set: %s", k, why)
 			}
 			if strings.IndexByte(v, 0) >= 0 {
 				return errBadRequest("env %q contains a NUL byte", k)
@@ -309,6 +313,9 @@ func (sp *spec) defaultName() string {
 // order: strings as they are, anything else as its compact JSON text. It also
 // returns the object compacted.
 func paramArgs(raw []byte) (args []string, compact []byte, err error) {
+	if d := jsonDepth(raw); d > maxParamsDepth {
+		return nil, nil, fmt.Errorf("nested %d levels deep; at most %d", d, maxParamsDepth)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -363,6 +370,34 @@ func paramArgs(raw []byte) (args []string, compact []byte, err error) {
 		return nil, nil, fmt.Errorf("malformed JSON object")
 	}
 	return args, buf.Bytes(), nil
+}
+
+// jsonDepth is the deepest nesting of objects and arrays in a JSON text
+// (brackets inside strings do not count); it does not validate the text.
+func jsonDepth(raw []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func equalStrings(a, b []string) bool {

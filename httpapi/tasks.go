@@ -58,6 +58,9 @@ func (s *Server) rerunTask(r *request) *apiError {
 		return storeError(err, "run "+r.id)
 	}
 	sp := s.specOf(orig)
+	if !orig.EnvVisibleTo(r.user) {
+		sp.env = nil // another user's env values are not theirs to reuse
+	}
 	if body := r.ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
 		var b submitBody
 		if e := decodeJSON(body, &b); e != nil {
@@ -154,7 +157,7 @@ func (s *Server) listTasks(r *request) *apiError {
 	}
 	views := make([]core.Task, 0, len(items))
 	for _, t := range items {
-		views = append(views, taskView(t))
+		views = append(views, viewFor(r.user, t))
 	}
 	s.explainQueue(ctx, views)
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
@@ -176,7 +179,7 @@ func (s *Server) getTask(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "run "+r.id)
 	}
-	v := []core.Task{taskView(t)}
+	v := []core.Task{viewFor(r.user, t)}
 	s.explainQueue(ctx, v)
 	return s.writeJSON(r, fasthttp.StatusOK, v[0])
 }
@@ -203,7 +206,7 @@ func (s *Server) cancelTask(r *request) *apiError {
 		return storeError(err, "run "+t.ID)
 	}
 	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int64("userId", r.user.ID).Msg("run cancel requested")
-	return s.writeJSON(r, fasthttp.StatusAccepted, taskView(nt))
+	return s.writeJSON(r, fasthttp.StatusAccepted, viewFor(r.user, nt))
 }
 
 // taskMetrics is GET /api/tasks/{id}/metrics?names=a,b.
@@ -264,6 +267,16 @@ func (s *Server) getArtifact(r *request) *apiError {
 		return storeError(err, "run "+r.id)
 	}
 	return errNotFound("artifact")
+}
+
+// viewFor is t as the API shows it to u: env values masked unless u owns
+// the run or is an admin.
+func viewFor(u core.User, t core.Task) core.Task {
+	v := taskView(t)
+	if !t.EnvVisibleTo(u) {
+		v = v.MaskEnv()
+	}
+	return v
 }
 
 // taskView is t as the API shows it: arrays never null, env and params

@@ -381,13 +381,14 @@ func TestTasks_Rerun(t *testing.T) {
 		return e.task(m["id"].(string))
 	}
 
-	// Same spec, new owner.
+	// Same spec, new owner; another user's env values are not copied
+	// (issue 12: they are the owner's to see).
 	n := rerun(bob, orig, "")
 	if n.ID == orig || n.UserID != bobID || n.User != "bob" || n.Status != core.StatusQueued || n.Attempt != 1 {
 		t.Fatalf("rerun identity: %+v", n)
 	}
 	if !reflect.DeepEqual(n.Command, o.Command) || string(n.Params) != string(o.Params) || n.GPUs != 1 || n.Priority != 3 ||
-		n.MaxRetries != 2 || n.Env["SEED"] != "7" || !reflect.DeepEqual(n.Tags, []string{"x"}) || n.Workdir != "/w" ||
+		n.MaxRetries != 2 || len(n.Env) != 0 || !reflect.DeepEqual(n.Tags, []string{"x"}) || n.Workdir != "/w" ||
 		n.TimeoutSeconds != 60 || n.Project != "cartpole" || n.Name != "first" || n.Code.GitCommit != "c0ffee" {
 		t.Fatalf("rerun spec differs:\n orig %+v\n new  %+v", o, n)
 	}

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/fasthttp/websocket"
@@ -14,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -50,17 +50,11 @@ func (s *Server) ws(r *request) *apiError {
 			"live updates are off on this master; poll the REST API instead"}
 	}
 	ctx := r.ctx
-	viaCookie := false
-	if len(ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)) == 0 {
-		// Browsers cannot set headers on a WebSocket: ?token= stands in
-		// for Authorization, and authenticate does the rest.
-		if tok := ctx.QueryArgs().Peek("token"); len(tok) > 0 {
-			ctx.Request.Header.Set(fasthttp.HeaderAuthorization, "Bearer "+string(tok))
-		} else {
-			viaCookie = true
-		}
-	}
-	u, e := s.authenticate(ctx)
+	// Browsers cannot set headers on a WebSocket: ?token= stands in for
+	// Authorization.
+	_, src := auth.FromRequest(&ctx.Request, true)
+	viaCookie := src == auth.Cookie
+	u, e := s.authenticate(r, true)
 	if e != nil {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
 		return e
@@ -73,7 +67,7 @@ func (s *Server) ws(r *request) *apiError {
 	}
 	// A cookie comes along with any page's request; only pages of this
 	// site may use it (a token proves itself).
-	if viaCookie && !wsSameOrigin(ctx) {
+	if viaCookie && !wsSameOrigin(r) {
 		return &apiError{fasthttp.StatusForbidden, codeForbidden,
 			"a WebSocket signed in by cookie must come from this site's pages; send ?token= instead"}
 	}
@@ -97,22 +91,11 @@ func (s *Server) ws(r *request) *apiError {
 	return nil
 }
 
-// wsSameOrigin: no Origin (not a browser), or the Origin's host is the
-// host the request was sent to (directly or through the gateway).
-func wsSameOrigin(ctx *fasthttp.RequestCtx) bool {
-	origin := string(ctx.Request.Header.Peek("Origin"))
-	if origin == "" {
-		return true
-	}
-	o, err := url.Parse(origin)
-	if err != nil || o.Host == "" {
-		return false
-	}
-	if strings.EqualFold(o.Host, string(ctx.Host())) {
-		return true
-	}
-	fwd, _, _ := strings.Cut(string(ctx.Request.Header.Peek("X-Forwarded-Host")), ",")
-	return fwd != "" && strings.EqualFold(o.Host, strings.TrimSpace(fwd))
+// wsSameOrigin: no Origin (not a browser), or the Origin is the site the
+// request was sent to (directly, or through the gateway: internal/guard).
+func wsSameOrigin(r *request) bool {
+	origin := string(r.ctx.Request.Header.Peek("Origin"))
+	return origin == "" || guard.SameOrigin(origin, r.site())
 }
 
 func (s *Server) wsPing() time.Duration {
@@ -231,7 +214,7 @@ func (s *Server) wsHandle(sub *logpipe.Subscriber, typ int, msg []byte) error {
 	}
 	var op wsOp
 	if e := decodeJSON(msg, &op); e != nil {
-		return fail("", e.code, "%s", e.message)
+		return fail("", e.Code, "%s", e.Message)
 	}
 	topic := truncate(op.Topic, 200)
 	switch op.Op {
@@ -267,7 +250,7 @@ func (s *Server) wsSubscribe(sub *logpipe.Subscriber, op wsOp, fail func(topic, 
 		cancel()
 		if err != nil {
 			e := storeError(err, "run "+id)
-			return fail(topic, e.code, "%s", e.message)
+			return fail(topic, e.Code, "%s", e.Message)
 		}
 		o.RunEnded = t.Status.Terminal()
 	}

@@ -415,3 +415,34 @@ func TestPollingFallback(t *testing.T) {
 	}
 	b.screenshot("17-run-polling")
 }
+
+// TestSignInRedirectStaysOnSite (issue 12): the page a sign-in returns to
+// (?next=) is a path of this site only. Tricks that a naive "starts with /,
+// not //" check lets through (a backslash, a tab or newline that the URL
+// parser drops, their percent-escapes) land on /runs instead of another
+// host; a real path of the site is honoured.
+func TestSignInRedirectStaysOnSite(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	s.api().signup("hugo")
+	b := newBrowser(t)
+	for _, next := range []string{`/\evil.example/`, `/%5Cevil.example/`, `/%09/evil.example/`, `/%0A/evil.example/`,
+		`//evil.example/`, `/%2F/evil.example/`, `https://evil.example/`, `/%5C%5Cevil.example`, `%2F%2Fevil.example`} {
+		b.open(s.url + "/login?next=" + strings.ReplaceAll(strings.ReplaceAll(next, `\`, `%5C`), "\t", "%09"))
+		b.wait("the login form", 15*time.Second, `document.querySelector('#username') !== null && location.pathname === '/login'`)
+		b.typeInto("#username", "hugo")
+		b.typeInto("#password", password)
+		b.click("#auth-submit")
+		b.wait("the runs page", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/runs'`, s.url))
+		// Sign out again for the next case.
+		b.click("#signout")
+		b.wait("the login page after signing out", 10*time.Second, `location.pathname === '/login'`)
+	}
+	b.open(s.url + "/login?next=" + "%2Fhealth")
+	b.wait("the login form", 15*time.Second, `document.querySelector('#username') !== null`)
+	b.typeInto("#username", "hugo")
+	b.typeInto("#password", password)
+	b.click("#auth-submit")
+	b.wait("the page named by next", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/health'`, s.url))
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/gateway/discovery"
+	"github.com/rlsched/rlsched/internal/guard"
 )
 
 // gatewayOpts are the settings of `rlsched gateway` (API.md, Configuration).
@@ -34,6 +35,7 @@ type gatewayOpts struct {
 	canaryPercent               int
 	healthIntervalMS, ejectSecs int
 	name                        string
+	publicHosts                 string
 	jwtSecret, sharedSecret     string
 }
 
@@ -67,12 +69,13 @@ func (o *gatewayOpts) define(f envFlags, forUp bool) {
 		f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address: share the rate limit with the other gateways (empty: per gateway)")
 		f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key")
 		f.str(&o.name, "name", "GATEWAY_NAME", "", "name of this gateway in logs and health (default host:port)")
+		f.str(&o.publicHosts, "public-hosts", "PUBLIC_HOSTS", "", "more names (host or host:port, comma-separated) the gateway answers to besides localhost and the bound address; others are refused 421 (DNS rebinding); * turns the check off")
 	}
 	f.int(&o.port, "gateway-port", "GATEWAY_PORT", 8081, "gateway port (0: any free port)")
 	envBool(f, &o.jwtEnforce, "jwt-enforce", "JWT_ENFORCE", true, "refuse requests without a valid token (except public paths)")
 	// Off by default under `up`: one lab machine whose users submit sweeps
 	// from scripts; a shared gateway limits by default.
-	envBool(f, &o.rateLimit, "rate-limit-enabled", "RATE_LIMIT_ENABLED", !forUp, "limit submissions (POST /api/train) per user, else per IP")
+	envBool(f, &o.rateLimit, "rate-limit-enabled", "RATE_LIMIT_ENABLED", !forUp, "limit submissions (POST /api/train and reruns) per user, else per IP")
 	f.int(&o.rateWindow, "rate-limit-window-seconds", "RATE_LIMIT_WINDOW_SECONDS", 10, "rate-limit window")
 	f.int(&o.rateMax, "rate-limit-max-requests", "RATE_LIMIT_MAX_REQUESTS", 3, "submissions allowed per window")
 	envBool(f, &o.fallback, "fallback-enabled", "FALLBACK_ENABLED", true, "answer 503 SERVICE_UNAVAILABLE when no master answers (else 502/504)")
@@ -155,7 +158,7 @@ func startGateway(o gatewayOpts, log zerolog.Logger) (*runningGateway, error) {
 		CanaryUserIDs: splitList(o.canaryUsers), CanaryPercent: o.canaryPercent,
 		FallbackDisabled: !o.fallback, UpstreamTimeout: time.Duration(o.fallbackMS) * time.Millisecond,
 		HealthInterval: time.Duration(o.healthIntervalMS) * time.Millisecond, EjectFor: seconds(o.ejectSecs),
-		Name: name, Logger: log,
+		PublicHosts: guard.SplitList(o.publicHosts), Name: name, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -205,10 +208,10 @@ func (rg *runningGateway) close() {
 }
 
 // startUpGateway starts the gateway of `rlsched up` in front of its master,
-// with the master's JWT secret, bind address and Redis, and sharedSecret
-// (the one the master trusts).
+// with the master's JWT secret, bind address, public names and Redis, and
+// sharedSecret (the one the master trusts).
 func startUpGateway(o gatewayOpts, mo masterOpts, sharedSecret string, rm *runningMaster, log zerolog.Logger) (*runningGateway, error) {
-	o.bind, o.masters = mo.bind, rm.url
+	o.bind, o.masters, o.publicHosts = mo.bind, rm.url, mo.publicHosts
 	o.redisAddr, o.redisPrefix = mo.redisAddr, mo.redisPrefix
 	o.jwtSecret, o.sharedSecret = mo.jwtSecret, sharedSecret
 	return startGateway(o, log)

@@ -23,6 +23,7 @@ import (
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -34,6 +35,7 @@ type masterOpts struct {
 	mysqlDSN, redisAddr, redisPrefix  string
 	masterID                          string
 	jwtSecret, joinToken              string
+	publicHosts                       string
 	gw                                masterGatewayOpts // mastergw.go
 }
 
@@ -51,6 +53,7 @@ func (o *masterOpts) define(f envFlags, defaultBind string) {
 	f.int(&o.taskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in seconds; a run whose worker is silent this long is LOST")
 	f.int(&o.cancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "seconds between SIGTERM and SIGKILL when a run is cancelled")
 	f.str(&o.masterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
+	f.str(&o.publicHosts, "public-hosts", "PUBLIC_HOSTS", "", "more names (host or host:port, comma-separated) the REST API and the gateway answer to besides localhost and the bound address; others are refused 421 (DNS rebinding); * turns the check off")
 	o.gw.define(f)
 }
 
@@ -189,6 +192,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	apiCfg := httpapi.Config{
 		JWTSecret: []byte(o.jwtSecret), LogDir: o.logDir, MasterID: id, Logger: log,
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(), Hub: rm.hub,
+		PublicHosts: guard.SplitList(o.publicHosts),
 	}
 	o.gw.apply(&apiCfg)
 	rm.api, err = httpapi.New(apiCfg, rm.st, ctl)

@@ -48,6 +48,14 @@ type Store interface {
 	CreateUser(ctx context.Context, u *core.User) error
 	UserByName(ctx context.Context, username string) (core.User, error)
 	UserByID(ctx context.Context, id int64) (core.User, error)
+	// BumpTokenVersion raises the user's token version by one, revoking
+	// every token issued before (logout), and returns the new version;
+	// core.ErrNotFound for an unknown id.
+	BumpTokenVersion(ctx context.Context, id int64) (int64, error)
+	// SetUserRole changes the user's role and, when it changes, bumps the
+	// token version in the same write (tokens name the role they were
+	// issued with); core.ErrNotFound for an unknown id.
+	SetUserRole(ctx context.Context, id int64, role core.Role) error
 
 	// CreateTask inserts a new run (status QUEUED, fence 0). CreatedAt and
 	// UpdatedAt are set when zero.

@@ -103,6 +103,12 @@ var migrations = [][]string{
 			CONSTRAINT cancel_requests_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 3: a user's token version, stamped into tokens and raised to revoke
+	// them (logout, a change of role). MySQL 8 has no ADD COLUMN IF NOT
+	// EXISTS: migrate treats "duplicate column" as done.
+	{
+		`ALTER TABLE users ADD COLUMN token_version BIGINT NOT NULL DEFAULT 0`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.
@@ -154,7 +160,9 @@ func (s *Store) migrate(ctx context.Context, dbName string) error {
 	for i := top; i < len(migrations); i++ {
 		version := i + 1
 		for _, stmt := range migrations[i] {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			// An ADD COLUMN that ran before a crash, short of recording
+			// its version, is done.
+			if _, err := conn.ExecContext(ctx, stmt); err != nil && !isErr(err, errDupFieldName) {
 				return fmt.Errorf("cannot apply migration %d: %w", version, err)
 			}
 		}

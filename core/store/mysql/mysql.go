@@ -187,6 +187,7 @@ const (
 	errDupEntry        = 1062 // ER_DUP_ENTRY
 	errNoReferencedRow = 1452 // ER_NO_REFERENCED_ROW_2
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
+	errDupFieldName    = 1060 // ER_DUP_FIELDNAME
 )
 
 // isErr reports whether err is MySQL error number n.

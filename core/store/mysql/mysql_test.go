@@ -450,3 +450,44 @@ func TestTakeQueuedDoesNotBlockSubmissions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTokenVersionMigration: a database from before migration 3 gets the
+// token_version column, 0 for its existing users; and a master that added
+// the column but died before recording the migration leaves a database the
+// next one opens.
+func TestTokenVersionMigration(t *testing.T) {
+	s, dsn := openTemp(t)
+	u := core.User{Username: "alice", PasswordHash: "h"}
+	if err := s.CreateUser(t.Context(), &u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BumpTokenVersion(t.Context(), u.ID); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(s *Store, qs ...string) {
+		t.Helper()
+		for _, q := range qs {
+			if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	exec(s, `ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version = 3`)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got, err := s2.UserByID(t.Context(), u.ID); err != nil || got.TokenVersion != 0 {
+		t.Fatalf("after the migration: %+v, %v", got, err)
+	}
+	exec(s2, `DELETE FROM schema_migrations WHERE version = 3`) // the column stays
+	s3, err := Open(dsn)
+	if err != nil {
+		t.Fatalf("reopen after a half-recorded migration: %v", err)
+	}
+	_ = s3.Close()
+}

@@ -81,6 +81,9 @@ var migrations = []string{
 	// the status literally so the planner can use it.
 	`DROP INDEX tasks_queue;
 	CREATE INDEX tasks_queued ON tasks(priority DESC, created_at, id) WHERE status = 'QUEUED';`,
+	// 4: a user's token version, stamped into tokens and raised to revoke
+	// them (logout, a change of role).
+	`ALTER TABLE users ADD COLUMN token_version INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

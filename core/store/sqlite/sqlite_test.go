@@ -189,3 +189,31 @@ func TestQueueIndex(t *testing.T) {
 		t.Fatalf("queue after upgrade: %+v, %v", q, err)
 	}
 }
+
+// TestTokenVersionMigration: a database from before migration 4 gets the
+// token_version column, 0 for its existing users.
+func TestTokenVersionMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rlsched.db")
+	s := openTemp(t, path)
+	u := core.User{Username: "alice", PasswordHash: "h"}
+	if err := s.CreateUser(t.Context(), &u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BumpTokenVersion(t.Context(), u.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Back to schema 3.
+	for _, q := range []string{`ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version = 4`} {
+		if _, err := s.w.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, path)
+	got, err := s.UserByID(t.Context(), u.ID)
+	if err != nil || got.TokenVersion != 0 || got.Username != "alice" {
+		t.Fatalf("after the migration: %+v, %v", got, err)
+	}
+}

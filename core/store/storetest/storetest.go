@@ -39,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Users", testUsers},
 		{"FirstUserRace", testFirstUserRace},
+		{"TokenVersion", testTokenVersion},
 		{"TaskRoundTrip", testTaskRoundTrip},
 		{"TaskDefaults", testTaskDefaults},
 		{"CreateTaskErrors", testCreateTaskErrors},

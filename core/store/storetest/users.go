@@ -54,7 +54,7 @@ func testUsers(t *testing.T, s store.Store) {
 		}
 		for _, got := range []core.User{byName, byID} {
 			if got.ID != want.ID || got.Username != want.Username || got.Role != want.Role ||
-				got.PasswordHash != want.PasswordHash || !got.CreatedAt.Equal(want.CreatedAt) {
+				got.PasswordHash != want.PasswordHash || !got.CreatedAt.Equal(want.CreatedAt) || got.TokenVersion != 0 {
 				t.Fatalf("lookup of %s: got %+v, want %+v", want.Username, got, want)
 			}
 		}
@@ -64,6 +64,81 @@ func testUsers(t *testing.T, s store.Store) {
 	}
 	if _, err := s.UserByID(ctx, carol.ID+100); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("UserByID(unknown): got %v, want ErrNotFound", err)
+	}
+}
+
+// testTokenVersion: a new user's version is 0; BumpTokenVersion raises it
+// by one and returns it; SetUserRole raises it only when the role changes;
+// both refuse an unknown user; concurrent bumps are all counted.
+func testTokenVersion(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := core.User{Username: "alice", PasswordHash: "x"}
+	other := core.User{Username: "bob", PasswordHash: "x"}
+	for _, p := range []*core.User{&u, &other} {
+		if err := s.CreateUser(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func(id int64) (int64, core.Role) {
+		t.Helper()
+		got, err := s.UserByID(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byName, err := s.UserByName(ctx, got.Username)
+		if err != nil || byName.TokenVersion != got.TokenVersion {
+			t.Fatalf("UserByName's version %d differs from UserByID's %d (%v)", byName.TokenVersion, got.TokenVersion, err)
+		}
+		return got.TokenVersion, got.Role
+	}
+	if v, _ := version(u.ID); v != 0 {
+		t.Fatalf("new user at version %d, want 0", v)
+	}
+	for want := int64(1); want <= 2; want++ {
+		got, err := s.BumpTokenVersion(ctx, u.ID)
+		if err != nil || got != want {
+			t.Fatalf("BumpTokenVersion: %d, %v; want %d", got, err, want)
+		}
+		if v, _ := version(u.ID); v != want {
+			t.Fatalf("after a bump: version %d, want %d", v, want)
+		}
+	}
+	if v, _ := version(other.ID); v != 0 {
+		t.Fatalf("another user's version moved to %d", v)
+	}
+	if err := s.SetUserRole(ctx, other.ID, core.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if v, r := version(other.ID); v != 1 || r != core.RoleAdmin {
+		t.Fatalf("after a role change: version %d role %s, want 1 ADMIN", v, r)
+	}
+	if err := s.SetUserRole(ctx, other.ID, core.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := version(other.ID); v != 1 {
+		t.Fatalf("setting the same role bumped the version to %d", v)
+	}
+	if err := s.SetUserRole(ctx, other.ID, "ROOT"); err == nil {
+		t.Fatal("SetUserRole took an unknown role")
+	}
+	if _, err := s.BumpTokenVersion(ctx, other.ID+100); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("BumpTokenVersion(unknown): %v, want ErrNotFound", err)
+	}
+	if err := s.SetUserRole(ctx, other.ID+100, core.RoleUser); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("SetUserRole(unknown): %v, want ErrNotFound", err)
+	}
+	const n = 8
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if _, err := s.BumpTokenVersion(ctx, u.ID); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if v, _ := version(u.ID); v != 2+n {
+		t.Fatalf("after %d concurrent bumps: version %d, want %d", n, v, 2+n)
 	}
 }
 

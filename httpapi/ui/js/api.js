@@ -34,10 +34,10 @@ async function errorOf(res) {
 // A 401 on anything but the auth endpoints announces 'rl:unauthorized'.
 export async function request(path, { method = 'GET', body, signal, headers = {} } = {}) {
   const init = { method, headers: { Accept: 'application/json', ...headers }, credentials: 'same-origin', signal };
-  if (body !== undefined) {
-    init.headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
-  }
+  // Every state-changing request is JSON, body or not: the server refuses
+  // a cookie-signed one that is not (a page of another site cannot send it).
+  if (body !== undefined || method !== 'GET') init.headers['Content-Type'] = 'application/json';
+  if (body !== undefined) init.body = JSON.stringify(body);
   let res;
   try {
     res = await fetch(path, init);

@@ -3,7 +3,7 @@
 
 import { api, session, ApiError } from './api.js';
 import { live } from './live.js';
-import { h, replace, toast } from './util.js';
+import { h, replace, safeNext, toast } from './util.js';
 import * as loginPage from './pages/login.js';
 import * as runsPage from './pages/runs.js';
 import * as runPage from './pages/run.js';
@@ -131,9 +131,6 @@ async function render() {
   }
 }
 
-export function safeNext(n) {
-  return n && n.startsWith('/') && !n.startsWith('//') && !n.startsWith('/login') ? n : '/runs';
-}
 
 async function signOut() {
   try { await api.logout(); } catch { /* the cookie goes anyway on the next 401 */ }

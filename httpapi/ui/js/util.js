@@ -181,6 +181,25 @@ export function paramText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+// safeNext is where a sign-in may return to: a path of this site, given as
+// ?next=. Anything else is /runs: a path must start with exactly one '/'
+// followed by neither '/' nor '\' (browsers read '/\host' as '//host'),
+// and hold no control character or backslash, before or after decoding
+// (the URL parser drops tabs and newlines, so '/%09/host' is '//host'); and
+// resolved against this page it must stay on this origin.
+export function safeNext(n) {
+  const fallback = '/runs';
+  if (typeof n !== 'string' || n === '') return fallback;
+  let d;
+  try { d = decodeURIComponent(n); } catch { return fallback; }
+  const bad = (s) => !/^\/(?![\/\\])/.test(s) || /[\u0000-\u001f\u007f-\u009f\\]/.test(s);
+  if (bad(n) || bad(d)) return fallback;
+  let u;
+  try { u = new URL(n, location.origin); } catch { return fallback; }
+  if (u.origin !== location.origin || u.pathname.startsWith('/login')) return fallback;
+  return u.pathname + u.search + u.hash;
+}
+
 // isOwnerOrAdmin: may user cancel run t?
 export function mayCancel(user, t) {
   return !!user && (user.role === 'ADMIN' || user.id === t.userId);

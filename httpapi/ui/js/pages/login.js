@@ -2,7 +2,7 @@
 // nothing here stores the token.
 
 import { api, ApiError } from '../api.js';
-import { h, replace } from '../util.js';
+import { h, replace, safeNext } from '../util.js';
 
 export function mount(root, ctx) {
   let mode = ctx.query.get('mode') === 'register' ? 'register' : 'login';
@@ -105,9 +105,6 @@ export function mount(root, ctx) {
   return null;
 }
 
-function safeNext(n) {
-  return n && n.startsWith('/') && !n.startsWith('//') && !n.startsWith('/login') ? n : '/runs';
-}
 
 function svgMark() {
   const ns = 'http://www.w3.org/2000/svg';

@@ -159,7 +159,10 @@ export function mount(root, ctx) {
       }
       syncMode();
       for (const [k, v] of Object.entries(p)) addParam(k, paramText(v));
-      for (const [k, v] of Object.entries(t.env || {})) addEnv(k, v);
+      // Another user's env values are not shown to us ("***"): keep the
+      // names, leave the values to fill in.
+      const mine = ctx.user && (ctx.user.id === t.userId || ctx.user.role === 'ADMIN');
+      for (const [k, v] of Object.entries(t.env || {})) addEnv(k, mine ? v : '');
       fields.gpus.input.value = t.gpus;
       fields.priority.input.value = t.priority;
       fields.maxRetries.input.value = t.maxRetries;
@@ -296,8 +299,8 @@ export function mount(root, ctx) {
       const key = err.status === 400 ? serverField(msg) : '';
       let input;
       if (key === 'env' || key === 'params') {
-        // Point at the row the message names ("env key \"X\" …", "params: name \"x\" …").
-        const m = msg.match(/"([^"]+)"/);
+        // Point at the row the message names ("env.X …", "env key \"X\" …", "params: name \"x\" …").
+        const m = msg.match(/^env\.(\w+)/) || msg.match(/"([^"]+)"/);
         const rows = key === 'env' ? envRows : paramRows;
         if (m) input = [...rows.querySelectorAll('.kvrow input:first-child')].find((i) => i.value.trim() === m[1]);
       }
