@@ -213,17 +213,10 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	return cmd, pw, nil
 }
 
-// workerEnv names what the worker sets in a run's environment, which a task
-// may not set: the GPUs it was given and its identity are not its to change,
-// nor which devices CUDA, ROCm or the NVIDIA container runtime expose, nor
-// what the dynamic linker preloads into every process of the run.
-// LD_LIBRARY_PATH stays allowed: labs point it at their CUDA libraries.
-var workerEnv = map[string]bool{"CUDA_VISIBLE_DEVICES": true, "CUDA_DEVICE_ORDER": true, "NVIDIA_VISIBLE_DEVICES": true,
-	"HIP_VISIBLE_DEVICES": true, "ROCR_VISIBLE_DEVICES": true, "GPU_DEVICE_ORDINAL": true, "LD_PRELOAD": true}
-
-// checkTaskEnv refuses a task env that names a variable the worker sets
-// (workerEnv, RLSCHED_*), or a name no environment can hold. Names are
-// compared upper-cased, as the REST API does.
+// checkTaskEnv refuses a task env that names a variable rlsched reserves
+// (core.ReservedEnv, the rule the REST API applies at submit: the GPUs and
+// identity the worker sets, device selection, LD_PRELOAD), or a name no
+// environment can hold.
 func checkTaskEnv(env map[string]string) error {
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -231,12 +224,11 @@ func checkTaskEnv(env map[string]string) error {
 	}
 	slices.Sort(keys) // the same task always gets the same error
 	for _, k := range keys {
-		up := strings.ToUpper(k)
-		switch {
-		case k == "" || strings.ContainsAny(k, "=\x00"):
+		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("invalid env name %q", k)
-		case workerEnv[up] || strings.HasPrefix(up, "RLSCHED_"):
-			return fmt.Errorf("env %s is set by the worker; remove it from the task", k)
+		}
+		if why := core.ReservedEnv(k); why != "" {
+			return fmt.Errorf("env %s is refused: %s; remove it from the task", k, why)
 		}
 	}
 	return nil

@@ -333,7 +333,7 @@ func TestIsolation_StartRefusals(t *testing.T) {
 	f("unreachable-wd", &pb.ExecuteTask{Argv: []string{"true"}, Workdir: private}, "workdir "+private+" cannot be entered by uid 6206")
 	for _, k := range []string{"CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
 		"ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "LD_PRELOAD", "ld_preload"} {
-		f("env-"+strings.ToLower(k), &pb.ExecuteTask{Argv: []string{"true"}, Env: map[string]string{k: "0"}}, "env "+k+" is set by the worker")
+		f("env-"+strings.ToLower(k), &pb.ExecuteTask{Argv: []string{"true"}, Env: map[string]string{k: "0"}}, "env "+k+" is refused")
 	}
 	// Both uids are free again: two runs at once still start.
 	for _, id := range []string{"again-1", "again-2"} {
