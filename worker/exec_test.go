@@ -179,7 +179,7 @@ func TestExecute_StartFailed(t *testing.T) {
 	f("no-script", []string{"python3", "@scripts/nope.py"}, nil, nil, "no script")
 	f("bad-script", []string{"python3", "@scripts/../etc/passwd"}, nil, nil, "invalid script")
 	f("no-binary", []string{"/nonexistent/bin/x"}, nil, nil, "no such file")
-	f("reserved-env", []string{"true"}, map[string]string{"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, nil, "set by the worker")
+	f("reserved-env", []string{"true"}, map[string]string{"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, nil, "set by rlsched")
 	f("bad-gpu", []string{"true"}, nil, []int32{7}, "GPU 7")
 	if _, err := os.Stat(filepath.Join(cfg.DataDir, "escape")); !os.IsNotExist(err) {
 		t.Fatalf("an invalid task id touched the filesystem: %v", err)
