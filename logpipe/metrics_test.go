@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -85,48 +83,4 @@ func samePoints(a, b []core.MetricPoint) bool {
 		return m
 	}
 	return len(a) == len(b) && reflect.DeepEqual(key(a), key(b))
-}
-
-// The 8-byte fast path escapes exactly what the byte loop escapes, wherever
-// the byte that needs escaping falls.
-func TestAppendJSONStringFastPath(t *testing.T) {
-	slow := func(s []byte) string {
-		var b strings.Builder
-		b.WriteByte('"')
-		for _, r := range string(s) {
-			switch {
-			case r == '"' || r == '\\':
-				b.WriteByte('\\')
-				b.WriteRune(r)
-			case r == '\n':
-				b.WriteString(`\n`)
-			case r == '\r':
-				b.WriteString(`\r`)
-			case r == '\t':
-				b.WriteString(`\t`)
-			case r < 0x20:
-				b.WriteString(`\u00`)
-				b.WriteByte(hexDigits[r>>4])
-				b.WriteByte(hexDigits[r&0xF])
-			case r == utf8.RuneError:
-				b.WriteString(`\ufffd`)
-			case r == '\u2028' || r == '\u2029':
-				b.WriteString(`\u202`)
-				b.WriteByte(hexDigits[r&0xF])
-			default:
-				b.WriteRune(r)
-			}
-		}
-		b.WriteByte('"')
-		return b.String()
-	}
-	for c := 0; c < 256; c++ {
-		for pos := 0; pos < 19; pos++ {
-			in := bytes.Repeat([]byte("abcdefgh"), 3)[:19]
-			in[pos] = byte(c)
-			if got, want := string(appendJSONString(nil, in)), slow(in); got != want {
-				t.Fatalf("byte 0x%02x at %d: got %s, want %s", c, pos, got, want)
-			}
-		}
-	}
 }

@@ -279,11 +279,11 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 	rf.st = st
 	s.w.wrote()
 	if sink != nil {
-		switch ps, ok := sink.s.(partsSink); {
+		switch ps, ok := sink.s.(PartsSink); {
 		case len(s.pieces) == 1:
 			sink.s.LogAppended(taskID, fileOff, s.pieces[0].b) // the frame's own bytes: the writer owns them
 		case ok:
-			ps.logAppendedParts(taskID, fileOff, s.iov)
+			ps.LogAppendedParts(taskID, fileOff, s.iov)
 		default: // the sink may keep the bytes: a buffer of their own
 			n := 0
 			for _, p := range s.pieces {

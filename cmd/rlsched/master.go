@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/cluster"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/cluster"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
 	"github.com/rlsched/rlsched/core/lease/redis"
@@ -23,6 +23,7 @@ import (
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -67,7 +68,7 @@ type runningMaster struct {
 	raw     store.Store
 	ls      lease.Leases
 	logs    *logpipe.Writer
-	hub     *logpipe.Hub
+	hub     *live.Hub
 	node    *cluster.Node // nil without REDIS_ADDR: one master alone
 	noPoll  context.CancelFunc
 	disp    *dispatch.Master
@@ -113,7 +114,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
 	rm.raw = raw
-	rm.hub = logpipe.NewHub(logpipe.HubConfig{LogDir: o.logDir})
+	rm.hub = live.NewHub(live.HubConfig{LogDir: o.logDir})
 	id := o.masterID
 	if id == "" {
 		host, _ := os.Hostname()
@@ -125,7 +126,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	// With Redis, masters may be several (one store, one Redis): events and
 	// worker views of the others reach this master's hub through the
 	// cluster node, and what happens here reaches theirs.
-	var events logpipe.EventSink = rm.hub
+	var events core.EventSink = rm.hub
 	if o.redisAddr != "" {
 		if rm.node, err = cluster.New(cluster.Config{Addr: o.redisAddr, Prefix: o.redisPrefix, MasterID: id,
 			Local: rm.hub, Logger: log}); err != nil {
@@ -136,7 +137,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	// Single-row writes (REST submissions, the dispatcher's transitions)
 	// are group-committed by the Batcher; the event publisher stays
 	// outermost so every committed change still reaches the hub.
-	rm.st = logpipe.TaskStore(store.NewBatcher(rm.raw, 0), events)
+	rm.st = store.Publishing(store.NewBatcher(rm.raw, 0), events)
 	if rm.ls, err = openLeases(ctx, o); err != nil {
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)
 	}

@@ -11,6 +11,10 @@
 // all of its workers every SnapshotInterval; the others keep them and drop
 // a master's views when its snapshots stop for three intervals (it died),
 // so /api/workers shows the cluster's workers on every master.
+//
+// What it must never do: block a caller on Redis (a full outgoing queue
+// drops the message and counts it in Dropped; dashboards resync over REST),
+// or be the truth of anything the store holds.
 package cluster
 
 import (
@@ -29,19 +33,13 @@ import (
 	"github.com/rlsched/rlsched/core"
 )
 
-// Sink receives changes for live views (logpipe.EventSink; the hub).
-type Sink interface {
-	TaskChanged(t core.Task)
-	WorkerChanged(w core.WorkerInfo)
-}
-
 // Config of a Node.
 type Config struct {
 	Addr             string // Redis host:port
 	Prefix           string // REDIS_PREFIX: the channel is <prefix>:cluster
 	MasterID         string
-	Local            Sink          // the local hub
-	SnapshotInterval time.Duration // default 5s
+	Local            core.EventSink // the local hub
+	SnapshotInterval time.Duration  // default 5s
 	Logger           zerolog.Logger
 }
 
