@@ -70,9 +70,21 @@ type MetricStore interface {
 type WriterConfig struct {
 	// Dir is LOG_DIR, created if missing. Required.
 	Dir string
-	// Store receives metric points; nil for none. Final rewards go out in
-	// the Acks.
+	// Store receives metric points, through a queue of their own
+	// (metricqueue.go); nil for none. Final rewards go out in the Acks.
 	Store MetricStore
+	// MetricQueuePoints bounds the metric points waiting for the store;
+	// default 1 Mi (≈ 40 MiB). Past it new points are dropped and counted.
+	MetricQueuePoints int
+	// MaxRunLogBytes caps a run's log file (RUN_MAX_LOG_BYTES; default
+	// DefaultMaxRunLogBytes, < 0: no cap). Output past it is acked but not
+	// stored, and the file ends with one line saying so.
+	MaxRunLogBytes int64
+	// MaxRunMetricPoints caps the metric points stored per run
+	// (RUN_MAX_METRIC_POINTS; default DefaultMaxRunMetricPoints, < 0: no
+	// cap); past it points are dropped and counted (metric_capped). Counted
+	// by the master writing the run's log, from when it last read the file.
+	MaxRunMetricPoints int
 	// Sink receives every byte appended to a log file; nil for none (see
 	// also SetSink).
 	Sink LogSink
@@ -120,7 +132,22 @@ func (c *WriterConfig) defaults() {
 	if c.MaxOpenFiles <= 0 {
 		c.MaxOpenFiles = 1024
 	}
+	if c.MetricQueuePoints <= 0 {
+		c.MetricQueuePoints = 1 << 20
+	}
+	if c.MaxRunLogBytes == 0 {
+		c.MaxRunLogBytes = DefaultMaxRunLogBytes
+	}
+	if c.MaxRunMetricPoints == 0 {
+		c.MaxRunMetricPoints = DefaultMaxRunMetricPoints
+	}
 }
+
+// Defaults of the per-run caps (docs/decisions.md, issue 12).
+const (
+	DefaultMaxRunLogBytes     = 1 << 30
+	DefaultMaxRunMetricPoints = 1_000_000
+)
 
 // Writer takes LogData frames from any goroutine without blocking (Submit)
 // and appends them to the runs' log files from its own goroutines: frames of
@@ -139,8 +166,9 @@ type Writer struct {
 	closeOnce  sync.Once
 
 	frames, bytes, lines, dupBytes, gaps, busy, batches atomic.Int64
-	writeErrors, metricErrors, metricDropped            atomic.Int64
-	retry                                               *metricRetry // nil without a Store
+	writeErrors                                         atomic.Int64
+	cappedRuns, cappedBytes, metricCapped               atomic.Int64 // per-run caps
+	metrics                                             *metricQueue // nil without a Store
 
 	senders atomic.Int64 // connections sending output (AddSender)
 	conns   atomic.Int64 // connections that may send output (AddConn)
@@ -167,7 +195,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		w.sink.Store(&sinkRef{cfg.Sink})
 	}
 	if cfg.Store != nil {
-		w.retry = newMetricRetry(w)
+		w.metrics = newMetricQueue(cfg.Store, cfg.MetricQueuePoints, w.log)
 	}
 	perFiles := max(cfg.MaxOpenFiles/cfg.Writers, 1)
 	perBytes := max(cfg.QueueBytes/int64(cfg.Writers), 1)
@@ -186,6 +214,18 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		w.wg.Go(s.run)
 	}
 	return w, nil
+}
+
+// WaitMetrics returns once the metric points of run id extracted so far
+// were handed to the store (stored, or kept to retry after an error), or
+// when ctx ends: a run's end is recorded after its metrics (MetricsFirst).
+// Safe from any goroutine; it waits for the store, so never call it from
+// an event loop.
+func (w *Writer) WaitMetrics(ctx context.Context, id string) error {
+	if w.metrics == nil {
+		return nil
+	}
+	return w.metrics.wait(ctx, id)
 }
 
 // Dir is the directory holding the log files.
@@ -244,8 +284,8 @@ func (w *Writer) Close() {
 			close(s.quit)
 		}
 		w.wg.Wait()
-		if w.retry != nil {
-			w.retry.close()
+		if w.metrics != nil {
+			w.metrics.close() // after the writers: their last points are queued
 		}
 	})
 }
@@ -260,9 +300,11 @@ func (w *Writer) Stats() map[string]any {
 		capacity += int64(s.ring.Cap())
 		open += s.open.Load()
 	}
-	retrying := 0
-	if w.retry != nil {
-		retrying = w.retry.pending()
+	var metricsHeld, retrying int
+	var metricErrors, metricDropped int64
+	if w.metrics != nil {
+		metricsHeld, retrying = w.metrics.stats()
+		metricErrors, metricDropped = w.metrics.errors.Load(), w.metrics.dropped.Load()
 	}
 	w.errMu.Lock()
 	status, lastErr, lastAt := "ok", w.lastErr, ""
@@ -285,9 +327,13 @@ func (w *Writer) Stats() map[string]any {
 		"busy":            w.busy.Load(),
 		"batches":         w.batches.Load(),
 		"errors":          w.writeErrors.Load(),
-		"metric_errors":   w.metricErrors.Load(),
+		"metric_errors":   metricErrors,
+		"metric_queued":   metricsHeld,
 		"metric_retrying": retrying,
-		"metric_dropped":  w.metricDropped.Load(),
+		"metric_dropped":  metricDropped,
+		"metric_capped":   w.metricCapped.Load(),
+		"capped_runs":     w.cappedRuns.Load(),
+		"capped_bytes":    w.cappedBytes.Load(),
 		"last_error":      lastErr,
 		"last_error_at":   lastAt,
 		"queue_depth":     depth,
@@ -311,44 +357,4 @@ func (w *Writer) wrote() {
 	if w.failing.Load() {
 		w.failing.Store(false)
 	}
-}
-
-// Credit windows (LogAck.log_window): bounds of what one connection may have
-// sent and not yet acked.
-const (
-	// MaxLogWindow is the worker's own default.
-	MaxLogWindow = 4 << 20
-	// MinLogWindow is one largest LogData payload.
-	MinLogWindow = 64 << 10
-)
-
-// AddSender counts a connection that sends output (+1), or one that went
-// away (-1), for LogWindow. Safe from any goroutine.
-func (w *Writer) AddSender(delta int) { w.senders.Add(int64(delta)) }
-
-// AddConn counts a worker connection (+1) or one that closed (-1), for
-// HelloWindow. Safe from any goroutine.
-func (w *Writer) AddConn(delta int) { w.conns.Add(int64(delta)) }
-
-// LogWindow is the credit window to grant each connection now: the queue's
-// bytes shared by the connections sending output, so that together they
-// cannot have more in flight than the queue takes and "busy" refusals stay
-// rare however many workers stream; never below one largest frame nor above
-// the worker's default. Safe from any goroutine.
-func (w *Writer) LogWindow() uint32 { return w.window(w.senders.Load()) }
-
-// HelloWindow is the window of a connection that just joined: shared by
-// every connection, as any may start sending, and at most helloWindowMax,
-// so that a fleet of workers that join together and then all stream cannot
-// swamp the queue before their first acks carry LogWindow. Safe from any
-// goroutine.
-func (w *Writer) HelloWindow() uint32 {
-	return min(w.window(max(w.conns.Load(), w.senders.Load())), helloWindowMax)
-}
-
-// helloWindowMax: a worker's first acks, a few batches later, raise it.
-const helloWindowMax = 1 << 20
-
-func (w *Writer) window(n int64) uint32 {
-	return uint32(min(max(w.cfg.QueueBytes/max(n, 1), MinLogWindow), MaxLogWindow))
 }

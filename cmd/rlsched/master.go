@@ -34,6 +34,7 @@ type masterOpts struct {
 	hbTTL, taskTTL, cancelGrace       int // seconds
 	mysqlDSN, redisAddr, redisPrefix  string
 	masterID                          string
+	runMaxLogBytes, runMaxMetrics     int
 	jwtSecret, joinToken              string
 	gw                                masterGatewayOpts // mastergw.go
 }
@@ -52,6 +53,10 @@ func (o *masterOpts) define(f envFlags, defaultBind string) {
 	f.int(&o.taskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in seconds; a run whose worker is silent this long is LOST")
 	f.int(&o.cancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "seconds between SIGTERM and SIGKILL when a run is cancelled")
 	f.str(&o.masterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
+	f.int(&o.runMaxLogBytes, "run-max-log-bytes", "RUN_MAX_LOG_BYTES", logpipe.DefaultMaxRunLogBytes,
+		"most bytes of a run's log file; output past it is acknowledged but not stored (-1: no cap)")
+	f.int(&o.runMaxMetrics, "run-max-metric-points", "RUN_MAX_METRIC_POINTS", logpipe.DefaultMaxRunMetricPoints,
+		"most metric points stored per run; later points are dropped and counted (-1: no cap)")
 	o.gw.define(f)
 }
 
@@ -134,22 +139,26 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 		}
 		events = rm.node
 	}
-	// Single-row writes (REST submissions, the dispatcher's transitions)
-	// are group-committed by the Batcher; the event publisher stays
-	// outermost so every committed change still reaches the hub.
-	rm.st = store.Publishing(store.NewBatcher(rm.raw, 0), events)
 	if rm.ls, err = openLeases(ctx, o); err != nil {
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)
 	}
+	// Single-row writes (REST submissions, the dispatcher's transitions)
+	// are group-committed by the Batcher. Metric points go to it from the
+	// log writer's own queue.
+	batched := store.NewBatcher(rm.raw, 0)
 	// Several masters share LOG_DIR (one filesystem, or a shared one across
 	// machines): a run's log is written by whichever master its worker is
 	// connected to, so the writer checks files it holds open for growth by
 	// others, and the hub polls the files that live tails follow here.
 	shared := rm.node != nil
-	if rm.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: o.logDir, Store: rm.st, Sink: rm.hub,
-		SharedDir: shared, Logger: log}); err != nil {
+	if rm.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: o.logDir, Store: batched, Sink: rm.hub,
+		SharedDir: shared, MaxRunLogBytes: int64(o.runMaxLogBytes), MaxRunMetricPoints: o.runMaxMetrics, Logger: log}); err != nil {
 		return nil, err
 	}
+	// A run's end is written after its metric points (MetricsFirst); the
+	// event publisher stays outermost so every committed change reaches
+	// the hub.
+	rm.st = store.Publishing(logpipe.MetricsFirst(batched, rm.logs), events)
 	if shared {
 		var pctx context.Context
 		pctx, rm.noPoll = context.WithCancel(context.Background())
@@ -168,7 +177,7 @@ func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runnin
 	if rm.node != nil {
 		dcfg.OnCancel = rm.node.Cancel
 	}
-	rm.disp, err = dispatch.New(dcfg, rm.st, rm.ls, nil)
+	rm.disp, err = dispatch.New(dcfg, rm.st, rm.ls)
 	if err != nil {
 		return nil, err
 	}
