@@ -169,9 +169,6 @@ func (m *Master) Stop(ctx context.Context) error {
 	return err
 }
 
-// Logs is the writer of the runs' output (for its Stats and SetSink).
-func (m *Master) Logs() *logpipe.Writer { return m.logs }
-
 // LogStats is the log writer's health, for /api/monitor/health.
 func (m *Master) LogStats() map[string]any {
 	if m.logs == nil {

@@ -85,8 +85,7 @@ type WriterConfig struct {
 	// cap); past it points are dropped and counted (metric_capped). Counted
 	// by the master writing the run's log, from when it last read the file.
 	MaxRunMetricPoints int
-	// Sink receives every byte appended to a log file; nil for none (see
-	// also SetSink).
+	// Sink receives every byte appended to a log file; nil for none.
 	Sink LogSink
 	// Writers is the number of writer goroutines, each with its own ring and
 	// its own runs (by task id hash); default min(4, GOMAXPROCS).
@@ -158,7 +157,6 @@ type Writer struct {
 	log    zerolog.Logger
 	seed   maphash.Seed
 	shards []*writerShard
-	sink   atomic.Pointer[sinkRef]
 	wg     sync.WaitGroup
 
 	closing    atomic.Bool
@@ -179,8 +177,6 @@ type Writer struct {
 	failing   atomic.Bool // the last write failed and none succeeded since
 }
 
-type sinkRef struct{ s LogSink }
-
 // NewWriter creates cfg.Dir and starts the writer goroutines.
 func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.Dir == "" {
@@ -191,9 +187,6 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	}
 	cfg.defaults()
 	w := &Writer{cfg: cfg, log: cfg.Logger.With().Str("component", "logpipe").Logger(), seed: maphash.MakeSeed()}
-	if cfg.Sink != nil {
-		w.sink.Store(&sinkRef{cfg.Sink})
-	}
 	if cfg.Store != nil {
 		w.metrics = newMetricQueue(cfg.Store, cfg.MetricQueuePoints, w.log)
 	}
@@ -230,16 +223,6 @@ func (w *Writer) WaitMetrics(ctx context.Context, id string) error {
 
 // Dir is the directory holding the log files.
 func (w *Writer) Dir() string { return w.cfg.Dir }
-
-// SetSink replaces the LogSink (nil: none). Safe from any goroutine; batches
-// written after it returns go to the new sink.
-func (w *Writer) SetSink(s LogSink) {
-	if s == nil {
-		w.sink.Store(nil)
-		return
-	}
-	w.sink.Store(&sinkRef{s})
-}
 
 func (w *Writer) shardFor(taskID string) *writerShard {
 	return w.shards[maphash.String(w.seed, taskID)%uint64(len(w.shards))]

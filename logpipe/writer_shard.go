@@ -248,7 +248,7 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 	if len(s.pieces) == 0 {
 		return
 	}
-	sink := s.w.sink.Load()
+	sink := s.w.cfg.Sink
 	fileOff := rf.st.size
 	// Written as they are (writev): most runs have no live reader, so
 	// their bytes are never joined; the hub copies what it sends.
@@ -288,9 +288,9 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 	rf.st = st
 	s.w.wrote()
 	if sink != nil && len(s.iov) > 0 {
-		switch ps, ok := sink.s.(PartsSink); {
+		switch ps, ok := sink.(PartsSink); {
 		case len(s.iov) == 1:
-			sink.s.LogAppended(taskID, fileOff, s.iov[0]) // the frame's own bytes: the writer owns them
+			sink.LogAppended(taskID, fileOff, s.iov[0]) // the frame's own bytes: the writer owns them
 		case ok:
 			ps.LogAppendedParts(taskID, fileOff, s.iov)
 		default: // the sink may keep the bytes: a buffer of their own
@@ -302,7 +302,7 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 			for _, b := range s.iov {
 				buf = append(buf, b...)
 			}
-			sink.s.LogAppended(taskID, fileOff, buf)
+			sink.LogAppended(taskID, fileOff, buf)
 		}
 	}
 	clear(s.iov) // drop references to the frames' data
