@@ -21,7 +21,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -47,10 +46,18 @@ type Config struct {
 type message struct {
 	Origin  string            `json:"o"`
 	Kind    string            `json:"k"` // task | worker | workers | cancel
-	Task    *core.Task        `json:"t,omitempty"`
+	Task    *wireTask         `json:"t,omitempty"`
 	Worker  *core.WorkerInfo  `json:"w,omitempty"`
 	Workers []core.WorkerInfo `json:"ws,omitempty"`
 	ID      string            `json:"id,omitempty"`
+}
+
+// wireTask is a run as masters exchange it: its view, with the fence that
+// core.Task's JSON leaves out for clients (a master forgets a run another
+// one took over by comparing fences).
+type wireTask struct {
+	core.Task
+	Fence uint64 `json:"fence"`
 }
 
 type remoteView struct {
@@ -144,13 +151,7 @@ func (n *Node) Dropped() int64 { return n.dropped.Load() }
 func (n *Node) TaskChanged(t core.Task) {
 	n.cfg.Local.TaskChanged(t)
 	// What JSON cannot carry, the hub would not show either.
-	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
-		t.FinalReward = nil
-	}
-	if len(t.Params) > 0 && !json.Valid(t.Params) {
-		t.Params = nil
-	}
-	n.publish(message{Kind: "task", Task: &t})
+	n.publish(message{Kind: "task", Task: &wireTask{Task: t.View(), Fence: t.Fence}})
 }
 
 // WorkerChanged delivers a local worker view. A view of a worker this
@@ -241,9 +242,11 @@ func (n *Node) receive(msg rueidis.PubSubMessage) {
 		if m.Task == nil {
 			return
 		}
-		n.cfg.Local.TaskChanged(*m.Task)
+		t := m.Task.Task
+		t.Fence = m.Task.Fence
+		n.cfg.Local.TaskChanged(t)
 		if f := n.getHooks().Task; f != nil {
-			f(*m.Task)
+			f(t)
 		}
 	case "worker":
 		if m.Worker == nil {

@@ -1,9 +1,79 @@
 package core
 
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"math"
+)
+
 // EventSink receives run and worker changes for live views (/topic/tasks,
 // /topic/workers): the live hub, and the cluster node that forwards them to
 // the other masters. Implementations must not block.
 type EventSink interface {
 	TaskChanged(t Task)
 	WorkerChanged(w WorkerInfo)
+}
+
+// View is t as clients see it, over REST and on /topic/tasks alike: arrays
+// never null, env and params objects, no value JSON cannot encode. The
+// fence never leaves the masters (its JSON tag is "-"): knowing a run's
+// fence is half of what a worker needs to report for it.
+func (t Task) View() Task {
+	if t.Command == nil {
+		t.Command = []string{}
+	}
+	if t.Tags == nil {
+		t.Tags = []string{}
+	}
+	if t.GPUIndices == nil {
+		t.GPUIndices = []int{}
+	}
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
+		t.Params = json.RawMessage("{}")
+	}
+	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
+		t.FinalReward = nil
+	}
+	return t
+}
+
+// MaskedValue replaces every env value of a run shown to a user who may not
+// see it (EnvVisibleTo).
+const MaskedValue = "***"
+
+// MaskedEnv is t with every env value replaced by MaskedValue (the names
+// stay): how a run looks to users other than its owner and the admins. t's
+// own map is not changed.
+func (t Task) MaskedEnv() Task {
+	if len(t.Env) == 0 {
+		return t
+	}
+	env := maps.Clone(t.Env)
+	for k := range env {
+		env[k] = MaskedValue
+	}
+	t.Env = env
+	return t
+}
+
+// EnvVisibleTo reports whether u may see t's env values: u owns the run or
+// is an admin.
+func (t Task) EnvVisibleTo(u User) bool {
+	return u.Role == RoleAdmin || (u.ID != 0 && u.ID == t.UserID)
+}
+
+// View is w as clients see it (GET /api/workers, /topic/workers): arrays
+// never null.
+func (w WorkerInfo) View() WorkerInfo {
+	if w.GPUs == nil {
+		w.GPUs = []GPU{}
+	}
+	if w.RunningTasks == nil {
+		w.RunningTasks = []string{}
+	}
+	return w
 }

@@ -125,7 +125,7 @@ func (s *Server) wsPing() time.Duration {
 // serveWS runs one connection: this goroutine reads, a second writes.
 func (s *Server) serveWS(conn *websocket.Conn, hub *live.Hub, u core.User, trace string, shutdown <-chan struct{}) {
 	log := s.log.With().Str("traceId", trace).Int64("userId", u.ID).Logger()
-	sub := hub.NewSubscriber()
+	sub := hub.NewSubscriber(u)
 	stop := make(chan struct{})
 	writerDone := make(chan struct{})
 	defer func() {

@@ -78,9 +78,10 @@ func TestUTF8Cut(t *testing.T) {
 	f("\xe6\x97\xa5", 3)
 }
 
-func TestTaskJSON(t *testing.T) {
+// The task events are the one task view, encoded.
+func TestTaskEventIsTheView(t *testing.T) {
 	nan := math.NaN()
-	b, err := encodeEvent(TopicTasks, "task", taskJSON(core.Task{ID: "r1", Params: []byte("null"), FinalReward: &nan}))
+	b, err := encodeEvent(TopicTasks, "task", core.Task{ID: "r1", Params: []byte("null"), FinalReward: &nan, Fence: 7}.View())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +90,9 @@ func TestTaskJSON(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Fatalf("%s lacks %s", s, want)
 		}
+	}
+	if strings.Contains(s, "fence") {
+		t.Fatalf("%s shows the fence", s)
 	}
 }
 

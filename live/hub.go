@@ -235,13 +235,27 @@ func (t *hubTopic) sendLocked(h *Hub, off int64, raw []byte) {
 	}
 }
 
-// TaskChanged publishes a run's new state on /topic/tasks.
+// TaskChanged publishes a run's new state on /topic/tasks: its env values
+// to the subscribers who may see them (core.Task.EnvVisibleTo), "***" to
+// the others. The event is encoded at most twice, full and masked, and
+// each encoding shared by the subscribers that get it.
 func (h *Hub) TaskChanged(task core.Task) {
 	// Encoding is skipped with nobody listening: every run change comes
 	// here, three per run (profiles of the dispatch benchmark).
 	if h.tasks.listened() {
-		if frame, err := encodeEvent(TopicTasks, "task", taskJSON(task)); err == nil {
-			h.tasks.publishEvent(h, frame)
+		v := task.View()
+		full, err := encodeEvent(TopicTasks, "task", v)
+		masked := full
+		if err == nil && len(v.Env) > 0 {
+			masked, err = encodeEvent(TopicTasks, "task", v.MaskedEnv())
+		}
+		if err == nil {
+			h.tasks.publishEvents(h, func(viewer core.User) []byte {
+				if task.EnvVisibleTo(viewer) {
+					return full
+				}
+				return masked
+			})
 		}
 	}
 	if task.Status.Terminal() && core.ValidTaskID(task.ID) {
@@ -254,9 +268,9 @@ func (h *Hub) WorkerChanged(w core.WorkerInfo) {
 	if !h.workers.listened() {
 		return
 	}
-	frame, err := encodeEvent(TopicWorkers, "worker", workerJSON(w))
+	frame, err := encodeEvent(TopicWorkers, "worker", w.View())
 	if err == nil {
-		h.workers.publishEvent(h, frame)
+		h.workers.publishEvents(h, func(core.User) []byte { return frame })
 	}
 }
 
@@ -268,7 +282,10 @@ func (t *hubTopic) listened() bool {
 	return len(t.subs) > 0
 }
 
-func (t *hubTopic) publishEvent(h *Hub, frame []byte) {
+// publishEvents offers each subscriber of the topic the frame frameFor
+// picks for its viewer; frameFor must not block (it picks among frames
+// encoded before).
+func (t *hubTopic) publishEvents(h *Hub, frameFor func(viewer core.User) []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.subs) == 0 {
@@ -276,7 +293,7 @@ func (t *hubTopic) publishEvent(h *Hub, frame []byte) {
 	}
 	h.published.Add(1)
 	for sub := range t.subs {
-		sub.owner.deliverEvent(sub, frame)
+		sub.owner.deliverEvent(sub, frameFor(sub.owner.viewer))
 	}
 }
 

@@ -224,7 +224,7 @@ func TestPublishing_EventIsTheStoredRun(t *testing.T) {
 		}
 		got, _ := json.Marshal(ev[0])
 		exp, _ := json.Marshal(want)
-		if string(got) != string(exp) {
+		if string(got) != string(exp) || ev[0].Fence != want.Fence { // the fence is not in the JSON
 			t.Fatalf("%s: event\n%s\nstored\n%s", what, got, exp)
 		}
 	}
