@@ -30,12 +30,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/rediskey"
 )
 
 // Config of a Node.
 type Config struct {
 	Addr             string // Redis host:port
-	Prefix           string // REDIS_PREFIX: the channel is <prefix>:cluster
+	Prefix           string // REDIS_PREFIX: the channel is <prefix>:cluster (package rediskey)
 	MasterID         string
 	Local            core.EventSink // the local hub
 	SnapshotInterval time.Duration  // default 5s
@@ -93,12 +94,15 @@ func New(cfg Config) (*Node, error) {
 	if cfg.MasterID == "" || cfg.Local == nil {
 		return nil, errors.New("BUG: a cluster node needs a master id and a local sink")
 	}
+	if err := rediskey.Check(cfg.Prefix); err != nil {
+		return nil, err
+	}
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.Addr}, DisableCache: true})
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With().Str("component", "cluster").Logger(), c: c,
-		channel: cfg.Prefix + ":cluster", out: make(chan []byte, 8192),
+		channel: rediskey.Channel(cfg.Prefix, rediskey.Cluster), out: make(chan []byte, 8192),
 		remote: map[string]map[string]remoteView{}, lastSnap: map[string]time.Time{}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/gateway/signature"
+	"github.com/rlsched/rlsched/internal/rediskey"
 )
 
 // maxBufferedBody is the largest request body read whole (and so retryable);
@@ -86,8 +88,8 @@ func New(cfg Config) (*Gateway, error) {
 		g.local = newLocalLimiter(cfg.RateLimitWindow, cfg.RateLimitMax, cfg.Now)
 		g.limiter = g.local
 		if cfg.Redis != nil {
-			if err := checkRedisPrefix(cfg.RedisPrefix); err != nil {
-				return nil, err
+			if err := rediskey.Check(cfg.RedisPrefix); err != nil {
+				return nil, fmt.Errorf("cannot start the gateway: %w", err)
 			}
 			g.limiter = &redisLimiter{client: cfg.Redis, prefix: cfg.RedisPrefix, window: cfg.RateLimitWindow,
 				max: cfg.RateLimitMax, id: core.NewTraceID()[:12]}
@@ -117,13 +119,6 @@ func New(cfg Config) (*Gateway, error) {
 	go g.healthLoop()
 	go g.sweepLoop()
 	return g, nil
-}
-
-func checkRedisPrefix(p string) error {
-	if len(p) > 128 || strings.ContainsAny(p, "{}*?[]\\ \t\r\n") {
-		return errors.New("cannot start the gateway: REDIS_PREFIX must be 1–128 characters without braces, glob characters or spaces")
-	}
-	return nil
 }
 
 // Handler returns the gateway as a fasthttp handler.
