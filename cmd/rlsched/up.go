@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rlsched/rlsched/masterd"
 	"github.com/rlsched/rlsched/worker"
 )
 
@@ -18,7 +19,7 @@ import (
 // the same code paths as a distributed deployment. It is the only place
 // where secrets get defaults: generated once and kept in DATA_DIR/secrets.env.
 func runUp(ctx context.Context, args []string) error {
-	var o masterOpts
+	var o masterFlags
 	var wo workerOpts
 	var workers int
 	var gwo gatewayOpts
@@ -32,21 +33,22 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
-	secretsPath := filepath.Join(o.dataDir, "secrets.env")
+	secretsPath := filepath.Join(o.cfg.DataDir, "secrets.env")
 	secrets, err := loadOrCreateSecrets(secretsPath)
 	if err != nil {
 		return err
 	}
-	o.jwtSecret, o.joinToken = firstNonEmpty(os.Getenv("JWT_SECRET"), secrets["JWT_SECRET"]),
+	mc := o.config(log)
+	mc.JWTSecret, mc.JoinToken = firstNonEmpty(os.Getenv("JWT_SECRET"), secrets["JWT_SECRET"]),
 		firstNonEmpty(os.Getenv("WORKER_JOIN_TOKEN"), secrets["WORKER_JOIN_TOKEN"])
-	o.gw.sharedSecret = firstNonEmpty(os.Getenv("GATEWAY_SHARED_SECRET"), secrets["GATEWAY_SHARED_SECRET"])
-	o.gw.trustHeaders = true
-	rm, err := startMaster(ctx, o, log)
+	mc.Gateway.SharedSecret = firstNonEmpty(os.Getenv("GATEWAY_SHARED_SECRET"), secrets["GATEWAY_SHARED_SECRET"])
+	mc.Gateway.TrustHeaders = true
+	rm, err := masterd.Start(ctx, mc)
 	if err != nil {
 		return err
 	}
-	defer rm.close(context.Background())
-	rg, err := startUpGateway(gwo, o, o.gw.sharedSecret, rm, log)
+	defer rm.Close(context.Background())
+	rg, err := startUpGateway(gwo, mc, mc.Gateway.SharedSecret, rm.URL(), log)
 	if err != nil {
 		return err
 	}
@@ -56,10 +58,10 @@ func runUp(ctx context.Context, args []string) error {
 	var wg sync.WaitGroup
 	defer func() { stopWorkers(); wg.Wait() }()
 	for i := 0; i < workers; i++ {
-		wo.masters = rm.rpcAddr
+		wo.masters = rm.RPCAddr()
 		wo.id = fmt.Sprintf("local-%d", i)
-		wo.dataDir = filepath.Join(o.dataDir, "workers", wo.id)
-		cfg, err := workerConfig(wo, o.joinToken, log)
+		wo.dataDir = filepath.Join(mc.DataDir, "workers", wo.id)
+		cfg, err := workerConfig(wo, mc.JoinToken, log)
 		if err != nil {
 			return err
 		}
@@ -84,12 +86,12 @@ rlsched is up.
 Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
       bin/rlsched login -u alice -p 'a-long-password' --server %s
       bin/rlsched submit --algorithm PPO --episodes 200 --wait
-`, rg.url, rm.url, rm.rpcAddr, o.dataDir, rm.sqlite, rm.logDir, secretsPath, rg.url, rg.url)
+`, rg.url, rm.URL(), rm.RPCAddr(), mc.DataDir, rm.SQLitePath(), rm.LogDir(), secretsPath, rg.url, rg.url)
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 		return nil
-	case err := <-rm.httpErr:
+	case err := <-rm.Err():
 		return fmt.Errorf("REST server stopped: %w", err)
 	case err := <-rg.serveErr:
 		return fmt.Errorf("gateway stopped: %w", err)
