@@ -90,6 +90,10 @@ type WriterConfig struct {
 	// Writers is the number of writer goroutines, each with its own ring and
 	// its own runs (by task id hash); default min(4, GOMAXPROCS).
 	Writers int
+	// Queue is the queue before each writer: "ring" (the default, the
+	// lock-free ring) or "chan" (a buffered channel, for benchmarks that
+	// compare the two; RLSCHED_LOG_QUEUE).
+	Queue string
 	// QueueFrames bounds each writer's ring; default 16384 (a power of two):
 	// a thousand workers with a few small frames each in flight must not
 	// fill it before QueueBytes does.
@@ -186,6 +190,9 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		return nil, fmt.Errorf("cannot create log dir %s: %w", cfg.Dir, err)
 	}
 	cfg.defaults()
+	if _, err := newFrameQueue(cfg.Queue, 2); err != nil {
+		return nil, fmt.Errorf("cannot start log writer: %w", err)
+	}
 	w := &Writer{cfg: cfg, log: cfg.Logger.With().Str("component", "logpipe").Logger(), seed: maphash.MakeSeed()}
 	if cfg.Store != nil {
 		w.metrics = newMetricQueue(cfg.Store, cfg.MetricQueuePoints, w.log)
@@ -193,11 +200,11 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	perFiles := max(cfg.MaxOpenFiles/cfg.Writers, 1)
 	perBytes := max(cfg.QueueBytes/int64(cfg.Writers), 1)
 	for range cfg.Writers {
+		q, _ := newFrameQueue(cfg.Queue, cfg.QueueFrames) // checked above
 		s := &writerShard{
 			w:         w,
-			ring:      NewRing[frameItem](cfg.QueueFrames),
+			q:         q,
 			maxQueued: perBytes,
-			wake:      make(chan struct{}, 1),
 			quit:      make(chan struct{}),
 			files:     newFileSet(cfg.Dir, perFiles),
 			groups:    map[string]int{},
@@ -278,9 +285,9 @@ func (w *Writer) Close() {
 func (w *Writer) Stats() map[string]any {
 	var depth, queued, capacity, open int64
 	for _, s := range w.shards {
-		depth += int64(s.ring.Len())
+		depth += int64(s.q.depth())
 		queued += s.queued.Load()
-		capacity += int64(s.ring.Cap())
+		capacity += int64(s.q.capacity())
 		open += s.open.Load()
 	}
 	var metricsHeld, retrying int

@@ -3,7 +3,6 @@ package logpipe
 import (
 	"bytes"
 	"errors"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -17,15 +16,13 @@ type frameItem struct {
 	forget bool
 }
 
-// writerShard is one writer goroutine with its ring and the files of the
+// writerShard is one writer goroutine with its queue and the files of the
 // runs that hash to it. Fields below files are its goroutine's only.
 type writerShard struct {
 	w         *Writer
-	ring      *Ring[frameItem]
-	queued    atomic.Int64 // bytes of Data in the ring
+	q         frameQueue   // the ring (queue.go)
+	queued    atomic.Int64 // bytes of Data in the queue
 	maxQueued int64
-	sleeping  atomic.Bool   // the goroutine is about to wait on wake
-	wake      chan struct{} // capacity 1
 	quit      chan struct{} // closed by Close once no Submit is in progress
 	open      atomic.Int64  // files open, for Stats
 
@@ -51,8 +48,8 @@ type pendingAck struct {
 	ack Ack
 }
 
-// push queues it without blocking; false when the ring or its byte bound is
-// full. Safe from any goroutine.
+// push queues it without blocking; false when the queue or its byte bound
+// is full. Safe from any goroutine.
 func (s *writerShard) push(it frameItem) bool {
 	n := int64(len(it.Data))
 	// A frame is always taken into an empty queue, however large.
@@ -60,70 +57,40 @@ func (s *writerShard) push(it frameItem) bool {
 		s.queued.Add(-n)
 		return false
 	}
-	if !s.ring.TryPush(it) {
+	if !s.q.push(it) {
 		s.queued.Add(-n)
 		return false
-	}
-	// Pairs with the goroutine's Store(true) then Len() in take: with
-	// sequentially consistent atomics either it sees this push or this
-	// sees it sleeping and wakes it.
-	if s.sleeping.Load() {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
 	}
 	return true
 }
 
-// take waits for the next item; false once Close was called and the ring
-// is drained.
-func (s *writerShard) take() (frameItem, bool) {
-	for {
-		if it, ok := s.ring.TryPop(); ok {
-			return it, true
-		}
-		if s.ring.Len() > 0 { // claimed by a producer, not yet published
-			runtime.Gosched()
-			continue
-		}
-		s.sleeping.Store(true)
-		if s.ring.Len() > 0 {
-			s.sleeping.Store(false)
-			continue
-		}
-		select {
-		case <-s.wake:
-		case <-s.quit:
-			// No Submit is in progress any more, so an empty ring stays empty.
-			if s.ring.Len() == 0 {
-				s.sleeping.Store(false)
-				return frameItem{}, false
-			}
-		}
-		s.sleeping.Store(false)
-	}
-}
+// popChunk is how many frames the writer takes from its queue at once (one
+// CAS of the ring's head for all of them): small enough that a batch
+// overshoots FlushBytes by little, large enough to amortise the counter.
+const popChunk = 32
 
 func (s *writerShard) run() {
 	defer s.files.closeAll()
 	cfg := &s.w.cfg
 	for {
-		it, ok := s.take()
-		if !ok {
+		if !s.q.wait(s.quit) {
 			return
 		}
-		s.batch = append(s.batch[:0], it)
-		size := len(it.Data)
+		s.batch = s.q.popBatch(s.batch[:0], popChunk)
+		size := 0
+		for i := range s.batch {
+			size += len(s.batch[i].Data)
+		}
 		deadline := time.Now().Add(cfg.FlushInterval)
 		for size < cfg.FlushBytes {
-			it, ok := s.ring.TryPop()
-			if !ok {
+			n := len(s.batch)
+			if s.batch = s.q.popBatch(s.batch, popChunk); len(s.batch) == n {
 				break
 			}
-			s.batch = append(s.batch, it)
-			size += len(it.Data)
-			if len(s.batch)%256 == 0 && time.Now().After(deadline) {
+			for i := n; i < len(s.batch); i++ {
+				size += len(s.batch[i].Data)
+			}
+			if len(s.batch)%256 < popChunk && time.Now().After(deadline) {
 				break
 			}
 		}

@@ -223,9 +223,18 @@ func TestWriter_OffsetsExactlyOnce(t *testing.T) {
 // random resends of old chunks, a window of unacked bytes, resend from the
 // acked offset on a gap or busy); every file, and what the sink saw, must be
 // byte for byte the runs' output.
-func TestWriter_ManyProducersExact(t *testing.T) {
+// forEachQueue runs f once with each queue a writer can have (queue.go).
+func forEachQueue(t *testing.T, f func(t *testing.T, queue string)) {
+	for _, q := range []string{"ring", "chan"} {
+		t.Run(q, func(t *testing.T) { f(t, q) })
+	}
+}
+
+func TestWriter_ManyProducersExact(t *testing.T) { forEachQueue(t, testManyProducersExact) }
+
+func testManyProducersExact(t *testing.T, queue string) {
 	sink := &recSink{t: t}
-	w := newWriter(t, WriterConfig{Sink: sink, Writers: 3, QueueFrames: 64, QueueBytes: 256 << 10, MaxOpenFiles: 6})
+	w := newWriter(t, WriterConfig{Sink: sink, Writers: 3, QueueFrames: 64, QueueBytes: 256 << 10, MaxOpenFiles: 6, Queue: queue})
 	const producers, runsEach = 6, 4
 	outputs := map[string][]byte{}
 	for p := range producers {
@@ -328,9 +337,13 @@ func TestWriter_ManyProducersExact(t *testing.T) {
 // Submit takes exactly what the ring holds, then refuses at once; the
 // refused frames are counted as busy and nothing of them is written.
 func TestWriter_FullQueueRefusesWithoutBlocking(t *testing.T) {
+	forEachQueue(t, testFullQueueRefusesWithoutBlocking)
+}
+
+func testFullQueueRefusesWithoutBlocking(t *testing.T, queue string) {
 	sink := &recSink{t: t, block: make(chan struct{}), in: make(chan struct{}, 1)}
 	a := newAcks()
-	w := newWriter(t, WriterConfig{Sink: sink, Writers: 1, QueueFrames: 4})
+	w := newWriter(t, WriterConfig{Sink: sink, Writers: 1, QueueFrames: 4, Queue: queue})
 	frame := func(off uint64) Frame {
 		return Frame{TaskID: "r", TraceID: "t", Attempt: 1, Offset: off, Data: []byte("0123456789"), Ack: a}
 	}
@@ -597,9 +610,17 @@ func TestWriter_CloseDrains(t *testing.T) {
 	}
 }
 
+// BenchmarkWriter moves frames through the whole writer (queue, batch,
+// writev, ack), with each queue it can have.
 func BenchmarkWriter(b *testing.B) {
+	for _, q := range []string{"ring", "chan"} {
+		b.Run(q, func(b *testing.B) { benchmarkWriter(b, q) })
+	}
+}
+
+func benchmarkWriter(b *testing.B, queue string) {
 	const runs = 64
-	w, err := NewWriter(WriterConfig{Dir: b.TempDir()})
+	w, err := NewWriter(WriterConfig{Dir: b.TempDir(), Queue: queue})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -683,5 +704,11 @@ func TestWriter_RunLogCap(t *testing.T) {
 	send(w2, 2, "attempt two\n")
 	if got := readLog(t, dir, "c"); got != want {
 		t.Fatalf("after restart and a new attempt: file %q\nwant %q", got, want)
+	}
+}
+
+func TestWriter_UnknownQueueRefused(t *testing.T) {
+	if _, err := NewWriter(WriterConfig{Dir: t.TempDir(), Queue: "lifo"}); err == nil || !strings.Contains(err.Error(), "ring or chan") {
+		t.Fatalf("NewWriter with an unknown queue: %v", err)
 	}
 }

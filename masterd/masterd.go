@@ -56,8 +56,9 @@ type Config struct {
 	CancelGrace  time.Duration // RLSCHED_CANCEL_GRACE_SECONDS: SIGTERM to SIGKILL on cancel (default 10 s)
 	MasterID     string        // RLSCHED_MASTER_ID; default host-rpcport (host-random with a free port)
 
-	RunMaxLogBytes     int64 // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
-	RunMaxMetricPoints int   // RUN_MAX_METRIC_POINTS: a run's stored metric points at most (0: the default, < 0: none)
+	LogQueue           string // RLSCHED_LOG_QUEUE: the log writers' queue, ring (default) or chan (for benchmarks)
+	RunMaxLogBytes     int64  // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
+	RunMaxMetricPoints int    // RUN_MAX_METRIC_POINTS: a run's stored metric points at most (0: the default, < 0: none)
 
 	// JWTSecret (JWT_SECRET, at least 16 bytes) and JoinToken
 	// (WORKER_JOIN_TOKEN) are required; only `rlsched up` generates them.
@@ -133,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	// others, and the hub polls the files that live tails follow here.
 	shared := m.node != nil
 	if m.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: cfg.LogDir, Store: batched, Sink: m.hub,
-		SharedDir: shared, MaxRunLogBytes: cfg.RunMaxLogBytes, MaxRunMetricPoints: cfg.RunMaxMetricPoints,
+		SharedDir: shared, Queue: cfg.LogQueue, MaxRunLogBytes: cfg.RunMaxLogBytes, MaxRunMetricPoints: cfg.RunMaxMetricPoints,
 		Logger: log}); err != nil {
 		return nil, err
 	}

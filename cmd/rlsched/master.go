@@ -34,6 +34,7 @@ func (o *masterFlags) define(f envFlags, defaultBind string) {
 	f.seconds(&c.TaskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in `seconds`; a run whose worker is silent this long is LOST")
 	f.seconds(&c.CancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "`seconds` between SIGTERM and SIGKILL when a run is cancelled")
 	f.str(&c.MasterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
+	f.str(&c.LogQueue, "log-queue", "RLSCHED_LOG_QUEUE", "ring", "queue between the event loops and the log writers: ring, or chan (to compare them in benchmarks)")
 	f.int64(&c.RunMaxLogBytes, "run-max-log-bytes", "RUN_MAX_LOG_BYTES", logpipe.DefaultMaxRunLogBytes,
 		"most bytes of a run's log file; output past it is acknowledged but not stored (-1: no cap)")
 	f.int(&c.RunMaxMetricPoints, "run-max-metric-points", "RUN_MAX_METRIC_POINTS", logpipe.DefaultMaxRunMetricPoints,
