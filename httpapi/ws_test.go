@@ -715,3 +715,34 @@ func TestWS_ShutdownClosesSessions(t *testing.T) {
 		t.Logf("subscribers right after shutdown: %d", st.Subscribers)
 	}
 }
+
+// /topic/tasks shows a run's env values to its owner and admins only
+// (issue 12); everyone else gets "***" for each, and nobody the fence.
+func TestWS_TasksTopicMasksEnv(t *testing.T) {
+	e := newWSEnv(t, live.HubConfig{}, 0)
+	adminTok, _ := e.user("admin") // the first user is the admin
+	aliceTok, _ := e.user("alice")
+	bobTok, _ := e.user("bob")
+	clients := map[string]*wsClient{}
+	for name, tok := range map[string]string{"admin": adminTok, "alice": aliceTok, "bob": bobTok} {
+		c := e.connect(tok)
+		c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
+		c.expect("subscribed", live.TopicTasks)
+		clients[name] = c
+	}
+	id := e.submit(aliceTok, `{"command":["train"],"env":{"WANDB_API_KEY":"s3cret"}}`)
+	for name, want := range map[string]string{"admin": "s3cret", "alice": "s3cret", "bob": core.MaskedValue} {
+		f := clients[name].expect("task", live.TopicTasks)
+		var task struct {
+			ID  string            `json:"id"`
+			Env map[string]string `json:"env"`
+		}
+		mustJSON(t, f.Data, &task)
+		if task.ID != id || task.Env["WANDB_API_KEY"] != want {
+			t.Errorf("%s sees %s, want env value %q", name, f.raw, want)
+		}
+		if bytes.Contains(f.raw, []byte(`"fence"`)) {
+			t.Errorf("%s sees the fence: %s", name, f.raw)
+		}
+	}
+}

@@ -96,6 +96,17 @@
 // and never wrap in practice. The race detector models these atomics the
 // same way, which the -race tests rely on.
 //
+// TryPopBatch takes up to max values with one CAS: it reads head = pos,
+// then the seq of cells pos, pos+1, ... while seq == (that position)+1 (each
+// Load an acquire of the value its producer published), and claims the n
+// positions found by CAS of head from pos to pos+n. The CAS succeeds only if
+// no other consumer advanced head meanwhile, so the n cells are this
+// consumer's alone; no producer can write them before the consumer's
+// Store(seq = position + 2^k) of each, which follows its read of the value:
+// the argument above holds cell by cell. The writer, the ring's only
+// consumer, takes 32 at a time, paying for the shared head once per 32
+// frames instead of once per frame.
+//
 // Progress: TryPush and TryPop never wait for a lock, but a producer stopped
 // between its CAS and its Store delays the consumers of later positions
 // (TryPop reports empty until it publishes), as in Vyukov's original; the
