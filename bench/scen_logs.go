@@ -136,11 +136,24 @@ func runLogs(e *env) (*report, error) {
 	}
 	mt.add(nv.name, mib(nv.hwm), nv.files)
 	if len(rls) > 1 {
-		qt := rep.newTable("The queue between the event loops and the log writers, measured side by side in this run (-logs-queue)",
-			"queue", "max lines/s", "master CPU a line at max", "paced: p50 / p99 write→read", "paced: master CPU a line", "max lines/s relative to "+rls[0].queue)
+		qt := rep.newTable("The queue between the event loops and the log writers, measured side by side in this run (-logs-queue; a queue named twice is measured in rounds, in the order given)",
+			"queue", "max lines/s", "master CPU a line at max", "paced: p50 / p99 write→read", "paced: master CPU a line")
+		byQueue := map[string][]float64{}
+		var order []string
 		for _, tg := range rls {
 			mx, pc := tg.phases[0], tg.phases[1]
-			qt.add(tg.queue, human(mx.lines), nsPerLine(mx), ms(pc.p50)+" / "+ms(pc.p99), nsPerLine(pc), fmt.Sprintf("%.2f", mx.lines/rls[0].phases[0].lines))
+			qt.add(tg.queue, human(mx.lines), nsPerLine(mx), ms(pc.p50)+" / "+ms(pc.p99), nsPerLine(pc))
+			if byQueue[tg.queue] == nil {
+				order = append(order, tg.queue)
+			}
+			byQueue[tg.queue] = append(byQueue[tg.queue], mx.lines)
+		}
+		if len(order) > 1 {
+			base := median(byQueue[order[0]])
+			for _, q := range order {
+				m := median(byQueue[q])
+				rep.note("Log queue %s: median max %s lines/s over %d round(s), %.2f× %s's.", q, human(m), len(byQueue[q]), m/base, order[0])
+			}
 		}
 	}
 	ref := rep.newTable("References measured in the same run", "reference", "value")

@@ -109,28 +109,32 @@
 //
 // Progress: TryPush and TryPop never wait for a lock, but a producer stopped
 // between its CAS and its Store delays the consumers of later positions
-// (TryPop reports empty until it publishes), as in Vyukov's original; the
-// writer goroutine then yields and tries again.
+// (TryPop reports empty, Ready false, until it publishes), as in Vyukov's
+// original; the writer goroutine then sleeps until it does (below).
 //
-// Benchmarks (ring_bench_test.go) against a mutex-guarded slice drained by
-// swapping, padded mutex shards and a buffered channel: on the 2-vCPU VM
-// this was written on, the ring moved items through one consumer more
-// slowly than the slice and the channel (it hands items over one at a time;
-// they hand over batches, or park), and refusing a push when full cost
-// about what the channel's lock-free full check costs. Every variant moves
-// millions of frames a second; the target load is tens of thousands. The
-// ring is kept because the design asks for a lock-free queue and its push
-// never takes a lock even when it succeeds, which should matter with many
-// event loops on many cores; measure there before relying on it. A buffered
-// channel with select/default is the drop-in alternative: the Writer uses
-// only TryPush, TryPop and Len.
+// Benchmarks: ring_bench_test.go against a mutex-guarded slice drained by
+// swapping, padded mutex shards and a buffered channel, one consumer
+// spinning when empty; writer_bench_test.go through the whole writer with
+// either queue; and the `logs` scenario of bench/, which runs a master with
+// each queue side by side in one run (-logs-queue; bench/changes.md has the
+// figures). In isolation the channel, which parks its consumer, beats a
+// spinning ring on two cores. In the writer the ring wins once its consumer
+// never spins: it takes 32 frames per CAS and sleeps until the oldest push
+// is published (below), where a channel takes its lock for every send and
+// every receive. The channel is kept as the writer's alternative queue
+// (WriterConfig.Queue "chan") so that every measurement can show both.
 //
 // # Waking the writer
 //
-// A writer goroutine with nothing to do sets its sleeping flag, checks the
-// ring once more, and waits on a channel of capacity 1; a producer that sees
-// the flag after its push sends on the channel without blocking. With
-// sequentially consistent atomics either the writer's second check sees the
-// push or the producer sees the flag, so a frame never waits for a wake-up
-// that does not come.
+// A writer goroutine with nothing ready sets its sleeping flag, checks once
+// more whether the oldest push is published (Ring.Ready: claimed is not
+// enough), and waits on a channel of capacity 1; a producer that sees the
+// flag after publishing its push sends on the channel without blocking.
+// With sequentially consistent atomics either the writer's second check
+// sees the publication or the producer sees the flag, so a frame never
+// waits for a wake-up that does not come. A producer stopped between its
+// claim and its publication (preempted, its event loop's thread
+// descheduled) therefore costs the writer a sleep, not a spin on the
+// processor the producer needs; the frames behind it wait for it, as in
+// any FIFO.
 package logpipe

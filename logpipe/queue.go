@@ -2,7 +2,6 @@ package logpipe
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 )
 
@@ -15,11 +14,12 @@ type frameQueue interface {
 	// push queues it and reports true, or false at once when full. Any
 	// goroutine; never blocks.
 	push(it frameItem) bool
-	// wait returns true once something is queued, false once quit is
+	// wait returns true once an item is ready to pop, false once quit is
 	// closed and nothing is left. The writer goroutine only.
 	wait(quit <-chan struct{}) bool
-	// popBatch appends up to max of the oldest items to dst. The writer
-	// goroutine only; never blocks.
+	// popBatch appends up to max of the oldest ready items to dst (at least
+	// one after wait returned true). The writer goroutine only; never
+	// blocks, never spins.
 	popBatch(dst []frameItem, max int) []frameItem
 	// depth and capacity are for Stats; any goroutine.
 	depth() int
@@ -48,9 +48,9 @@ func (q *ringFrames) push(it frameItem) bool {
 	if !q.r.TryPush(it) {
 		return false
 	}
-	// Pairs with wait's Store(true) then Len(): with sequentially
-	// consistent atomics either it sees this push or this sees it sleeping
-	// and wakes it.
+	// After the push is published. Pairs with wait's Store(true) then
+	// Ready(): with sequentially consistent atomics either it sees this
+	// push or this sees it sleeping and wakes it.
 	if q.sleeping.Load() {
 		select {
 		case q.wake <- struct{}{}:
@@ -60,17 +60,22 @@ func (q *ringFrames) push(it frameItem) bool {
 	return true
 }
 
+// wait sleeps until the oldest push is published, not merely claimed: a
+// producer stopped between the two (preempted, its thread descheduled)
+// wakes the writer when it publishes, instead of the writer spinning on
+// the processor the producer needs.
 func (q *ringFrames) wait(quit <-chan struct{}) bool {
-	for q.r.Len() == 0 {
+	for !q.r.Ready() {
 		q.sleeping.Store(true)
-		if q.r.Len() > 0 {
+		if q.r.Ready() {
 			q.sleeping.Store(false)
 			break
 		}
 		select {
 		case <-q.wake:
 		case <-quit:
-			// No Submit is in progress any more, so an empty ring stays empty.
+			// No Submit is in progress any more: every push is published,
+			// and an empty ring stays empty.
 			if q.r.Len() == 0 {
 				q.sleeping.Store(false)
 				return false
@@ -82,14 +87,7 @@ func (q *ringFrames) wait(quit <-chan struct{}) bool {
 }
 
 func (q *ringFrames) popBatch(dst []frameItem, max int) []frameItem {
-	for {
-		n := len(dst)
-		dst = q.r.TryPopBatch(dst, max)
-		if len(dst) > n || q.r.Len() == 0 {
-			return dst
-		}
-		runtime.Gosched() // claimed by a producer, not yet published
-	}
+	return q.r.TryPopBatch(dst, max)
 }
 
 func (q *ringFrames) depth() int    { return q.r.Len() }

@@ -131,6 +131,15 @@ func (r *Ring[T]) TryPopBatch(dst []T, max int) []T {
 	}
 }
 
+// Ready reports whether the oldest value is published, so that TryPop or
+// TryPopBatch would take it now (with several consumers, a hint: another
+// may take it first). A push claimed but not yet published is not ready.
+// Safe from any goroutine; never blocks.
+func (r *Ring[T]) Ready() bool {
+	pos := r.head.Load()
+	return r.cells[pos&r.mask].seq.Load() == pos+1 // acquire, as TryPop's
+}
+
 // Len is the number of values pushed and not yet popped, including pushes
 // claimed but not yet published. Exact only when nobody pushes or pops.
 func (r *Ring[T]) Len() int {

@@ -172,8 +172,8 @@ func TestRing_ManyProducersExactDelivery(t *testing.T) {
 // ring's wrap, and nothing from an empty ring.
 func TestRing_PopBatch(t *testing.T) {
 	r := NewRing[int](8)
-	if got := r.TryPopBatch(nil, 4); len(got) != 0 {
-		t.Fatalf("batch from an empty ring: %v", got)
+	if got := r.TryPopBatch(nil, 4); len(got) != 0 || r.Ready() {
+		t.Fatalf("batch from an empty ring: %v, ready %v", got, r.Ready())
 	}
 	next := 0
 	for lap := 0; lap < 5; lap++ {
@@ -183,14 +183,17 @@ func TestRing_PopBatch(t *testing.T) {
 			}
 			next++
 		}
+		if !r.Ready() {
+			t.Fatalf("lap %d: not ready with 6 pushed", lap)
+		}
 		got := r.TryPopBatch(nil, 4)
 		got = r.TryPopBatch(got, 4)
 		want := []int{next - 6, next - 5, next - 4, next - 3, next - 2, next - 1}
 		if !slices.Equal(got, want) {
 			t.Fatalf("lap %d: %v want %v", lap, got, want)
 		}
-		if r.Len() != 0 {
-			t.Fatalf("lap %d: Len %d", lap, r.Len())
+		if r.Len() != 0 || r.Ready() {
+			t.Fatalf("lap %d: Len %d, ready %v after taking all", lap, r.Len(), r.Ready())
 		}
 	}
 }
