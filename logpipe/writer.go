@@ -87,14 +87,14 @@ type WriterConfig struct {
 	MaxRunMetricPoints int
 	// Sink receives every byte appended to a log file; nil for none.
 	Sink LogSink
-	// Writers is the number of writer goroutines, each with its own ring and
+	// Writers is the number of writer goroutines, each with its own queue and
 	// its own runs (by task id hash); default min(4, GOMAXPROCS).
 	Writers int
 	// Queue is the queue before each writer: "ring" (the default, the
 	// lock-free ring) or "chan" (a buffered channel, for benchmarks that
 	// compare the two; RLSCHED_LOG_QUEUE).
 	Queue string
-	// QueueFrames bounds each writer's ring; default 16384 (a power of two):
+	// QueueFrames bounds each writer's queue; default 16384 (a power of two):
 	// a thousand workers with a few small frames each in flight must not
 	// fill it before QueueBytes does.
 	QueueFrames int
@@ -102,7 +102,7 @@ type WriterConfig struct {
 	// 64 MiB. Past either bound Submit refuses (the caller answers "busy").
 	QueueBytes int64
 	// FlushBytes and FlushInterval end a batch: a writer takes frames until
-	// its ring is empty, the batch holds FlushBytes (default 1 MiB), or its
+	// its queue is empty, the batch holds FlushBytes (default 1 MiB), or its
 	// first frame waited FlushInterval (default 20 ms); then it writes.
 	FlushBytes    int
 	FlushInterval time.Duration

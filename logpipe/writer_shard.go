@@ -20,7 +20,7 @@ type frameItem struct {
 // runs that hash to it. Fields below files are its goroutine's only.
 type writerShard struct {
 	w         *Writer
-	q         frameQueue   // the ring (queue.go)
+	q         frameQueue   // the ring, or a channel (queue.go)
 	queued    atomic.Int64 // bytes of Data in the queue
 	maxQueued int64
 	quit      chan struct{} // closed by Close once no Submit is in progress
