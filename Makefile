@@ -25,7 +25,7 @@ bench:
 
 # The Go micro-benchmarks of the hot paths (codec, ring, writer, hub).
 bench-go:
-	$(GO) test -run '^$$' -bench . -benchmem ./codec ./logpipe
+	$(GO) test -run '^$$' -bench . -benchmem ./codec ./logpipe ./live
 
 proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12

@@ -31,7 +31,7 @@ import (
 type hbProbe struct {
 	m     *dispatch.Master
 	st    *sqlite.Store
-	files *logpipe.Files
+	logs  *logpipe.Writer
 	c     net.Conn
 	br    *bufio.Reader
 	batch []byte // prebuilt heartbeat frames
@@ -47,22 +47,24 @@ func newHBProbe(dir string, withRun bool) (*hbProbe, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := logpipe.NewFiles(filepath.Join(dir, "logs"))
+	logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(dir, "logs"), Store: st})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
 	m, err := dispatch.New(dispatch.Config{Addr: "127.0.0.1:0", MasterID: "probe", JoinToken: []byte(benchJoinToken),
-		Logger: zerolog.Nop()}, st, memory.New(), files)
+		Logger: zerolog.Nop(), Logs: logs}, st, memory.New())
 	if err != nil {
+		logs.Close()
 		st.Close()
 		return nil, err
 	}
 	if err := m.Start(ctx); err != nil {
+		logs.Close()
 		st.Close()
 		return nil, err
 	}
-	p := &hbProbe{m: m, st: st, files: files, buf: make([]byte, 64<<10)}
+	p := &hbProbe{m: m, st: st, logs: logs, buf: make([]byte, 64<<10)}
 	if err := p.join(withRun); err != nil {
 		p.close()
 		return nil, err
@@ -202,7 +204,7 @@ func (p *hbProbe) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = p.m.Stop(ctx)
-	p.files.CloseAll()
+	p.logs.Close()
 	p.st.Close()
 }
 

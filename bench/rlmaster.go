@@ -34,6 +34,7 @@ type masterConf struct {
 	taskTTL  int // WORKER_TASK_TTL_SECONDS
 	restPort int // 0: pick a free one
 	rpcPort  int
+	env      []string // more of the master's environment, KEY=VALUE
 }
 
 // rlMaster is a running `rlsched master` process.
@@ -82,6 +83,7 @@ func (e *env) startMaster(c masterConf) (*rlMaster, error) {
 		"JWT_SECRET="+benchJWTSecret, "WORKER_JOIN_TOKEN="+benchJoinToken,
 		"WORKER_HB_TTL_SECONDS="+strconv.Itoa(c.hbTTL), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(c.taskTTL),
 		"LOG_FORMAT=json")
+	m.cmd.Env = append(m.cmd.Env, c.env...)
 	if e.profDir != "" {
 		m.cmd.Env = append(m.cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +42,14 @@ type logPhase struct {
 
 func (p *logPhase) mbps() float64 { return p.lines * fleet.LineBytes / 1e6 }
 
+// logsQueues are the log queues of the rlsched master the logs scenario
+// measures, one master each, in this order.
+var logsQueues = flag.String("logs-queue", "ring,chan", "logs scenario: the rlsched master's log queues to measure side by side in one run (ring, chan or ring,chan; the first is the headline)")
+
 // logTarget is a master under the logs load.
 type logTarget struct {
 	name   string
+	queue  string // the rlsched master's log queue (RLSCHED_LOG_QUEUE); "" for the naive one
 	phases []*logPhase
 	hwm    int64
 	files  string // what the file check found
@@ -86,10 +93,20 @@ func runLogs(e *env) (*report, error) {
 	}
 	rawLines := raw / fleet.LineBytes
 
-	rl, err := e.logsRlsched(w, s, d)
-	if err != nil {
-		return nil, fmt.Errorf("rlsched master: %w", err)
+	// The master's queue between event loops and writers, each variant
+	// measured in this run (-logs-queue); the first is the headline.
+	var rls []*logTarget
+	for _, q := range strings.Split(*logsQueues, ",") {
+		if q = strings.TrimSpace(q); q != "ring" && q != "chan" {
+			return nil, fmt.Errorf("-logs-queue: unknown queue %q: use ring, chan or ring,chan", q)
+		}
+		tg, err := e.logsRlsched(w, s, d, q)
+		if err != nil {
+			return nil, fmt.Errorf("rlsched master (%s): %w", q, err)
+		}
+		rls = append(rls, tg)
 	}
+	rl := rls[0]
 	nv, err := e.logsNaive(w, s, d)
 	if err != nil {
 		return nil, fmt.Errorf("naive master: %w", err)
@@ -100,7 +117,7 @@ func runLogs(e *env) (*report, error) {
 	t := rep.newTable("Output streamed into files (lines acked by the master = written to LOG_DIR/<id>.log)",
 		"master", "phase", "offered lines/s", "lines/s", "MB/s", "lines/s acked in the last 80% of the phase", "ratio to raw loopback", "ratio to naive",
 		"subscribers read lines/s", "p50 write→read", "p99 write→read", "master CPU", "simulated workers' CPU", "subscribers' CPU (harness)", "busy / gap acks", "lagged", "in flight at the end → drained in")
-	for _, tg := range []*logTarget{rl, nv} {
+	for _, tg := range append(slices.Clone(rls), nv) {
 		for _, p := range tg.phases {
 			off := "max (window-limited)"
 			if p.offered > 0 {
@@ -114,8 +131,31 @@ func runLogs(e *env) (*report, error) {
 		}
 	}
 	mt := rep.newTable("Master process", "master", "peak RSS", "log files")
-	mt.add(rl.name, mib(rl.hwm), rl.files)
+	for _, tg := range rls {
+		mt.add(tg.name, mib(tg.hwm), tg.files)
+	}
 	mt.add(nv.name, mib(nv.hwm), nv.files)
+	if len(rls) > 1 {
+		qt := rep.newTable("The queue between the event loops and the log writers, measured side by side in this run (-logs-queue; a queue named twice is measured in rounds, in the order given)",
+			"queue", "max lines/s", "master CPU a line at max", "paced: p50 / p99 write→read", "paced: master CPU a line")
+		byQueue := map[string][]float64{}
+		var order []string
+		for _, tg := range rls {
+			mx, pc := tg.phases[0], tg.phases[1]
+			qt.add(tg.queue, human(mx.lines), nsPerLine(mx), ms(pc.p50)+" / "+ms(pc.p99), nsPerLine(pc))
+			if byQueue[tg.queue] == nil {
+				order = append(order, tg.queue)
+			}
+			byQueue[tg.queue] = append(byQueue[tg.queue], mx.lines)
+		}
+		if len(order) > 1 {
+			base := median(byQueue[order[0]])
+			for _, q := range order {
+				m := median(byQueue[q])
+				rep.note("Log queue %s: median max %s lines/s over %d round(s), %.2f× %s's.", q, human(m), len(byQueue[q]), m/base, order[0])
+			}
+		}
+	}
 	ref := rep.newTable("References measured in the same run", "reference", "value")
 	for _, r := range raws {
 		ref.add(fmt.Sprintf("raw loopback TCP, %d connections streaming the same lines in 64 KiB writes into a read-and-discard server", r.conns),
@@ -142,7 +182,7 @@ func runLogs(e *env) (*report, error) {
 	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
 	rep.note("Lines/s: every line the simulated runs wrote during the phase, divided by the time from the phase's start until the master had acked the last of them (LogAck comes after write(2) into LOG_DIR/<id>.log), so a backlog left in flight at the end counts against it; acks come in bursts, so the ack rate of the last 80%% of the phase is shown beside it. CPU columns cover that last 80%%. Subscribers' lines/s and latency come from the WebSocket frames they decoded. Each line carries the time the simulated worker first wrote it to its socket (%d bytes a line); resends after a busy or gap ack keep it, so pauses count in the latency.", fleet.LineBytes)
 	rep.note("The simulated workers send as the real worker does (worker/session.go): LogData frames of at most 64 KiB, at most the window the master grants (log_window in HelloAck and LogAck: its 64 MiB log queue shared by the connections sending output, 64 KiB–4 MiB) unacked per connection, resend from the acked offset after busy/gap with its 20 ms → 1 s jittered pause; they share the machine's cores with the master, the subscribers and the harness.")
-	for _, tg := range []*logTarget{rl, nv} {
+	for _, tg := range append(slices.Clone(rls), nv) {
 		for _, p := range tg.phases {
 			if !p.drained && tg != nv {
 				rep.note("%s, %s: not every line was acked within %s after the phase", tg.name, p.name, ms(p.drain))
@@ -161,7 +201,7 @@ func runLogs(e *env) (*report, error) {
 			human(float64(w)), top.busy, top.gaps, human(top.window), human(top.lines),
 			human(float64(top.inFlight)*fleet.LineBytes/1e6), ms(top.drain), top.cpu.Seconds()/top.measured.Seconds())
 	}
-	rep.note("Where the master's CPU goes in the paced phase (-profile, session 2, after the changes in the last section): write/writev of the batches ≈ 40%%, protobuf Unmarshal copying each LogData payload ≈ 10%%, one socket write per ack ≈ 9%%, GC. Rerun with -profile DIR for current figures (DIR/logs-max.cpu.pprof).")
+	rep.note("Where the master's CPU goes in the paced phase (-profile, session 2, after the changes in the last section): write/writev of the batches ≈ 40%%, protobuf Unmarshal copying each LogData payload ≈ 10%%, one socket write per ack ≈ 9%%, GC. Rerun with -profile DIR for current figures (DIR/logs-max-ring.cpu.pprof).")
 	rep.result = result{metric: "lines_per_s", value: top.lines, unit: "lines/s", ref: "raw_loopback_tcp", refValue: rawLines}
 	return rep, nil
 }
@@ -363,12 +403,12 @@ func (e *env) logPhaseRun(name string, g *fleetGroup, subs *logSubs, pid int, ra
 	return p, nil
 }
 
-func (e *env) logsRlsched(w, s int, d time.Duration) (*logTarget, error) {
-	dataDir, err := e.dir("logs", false)
+func (e *env) logsRlsched(w, s int, d time.Duration, queue string) (*logTarget, error) {
+	dataDir, err := e.dir("logs-"+queue, false)
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.startMaster(masterConf{name: "logs", dataDir: dataDir})
+	m, err := e.startMaster(masterConf{name: "logs-" + queue, dataDir: dataDir, env: []string{"RLSCHED_LOG_QUEUE=" + queue}})
 	if err != nil {
 		return nil, err
 	}
@@ -398,19 +438,19 @@ func (e *env) logsRlsched(w, s int, d time.Duration) (*logTarget, error) {
 		return nil, err
 	}
 	defer subs.close()
-	tg := &logTarget{name: "rlsched master (gnet → ring → batch writers → files + hub → /ws)"}
-	m.profile("logs-max", true)
-	pm, err := e.logPhaseRun("rlsched max", g, subs, m.pid(), 0, w, d, pick(e, 8*time.Second, 180*time.Second))
-	m.profile("logs-max", false)
+	tg := &logTarget{name: "rlsched master (gnet → " + queue + " → batch writers → files + hub → /ws)", queue: queue}
+	m.profile("logs-max-"+queue, true)
+	pm, err := e.logPhaseRun("rlsched "+queue+" max", g, subs, m.pid(), 0, w, d, pick(e, 8*time.Second, 180*time.Second))
+	m.profile("logs-max-"+queue, false)
 	if err != nil {
 		return nil, err
 	}
 	pm.name = "max"
 	tg.phases = append(tg.phases, pm)
 	rate := max(pm.lines/2/float64(w), 1)
-	m.profile("logs-paced", true)
-	pp, err := e.logPhaseRun("rlsched paced", g, subs, m.pid(), rate, w, d, 30*time.Second)
-	m.profile("logs-paced", false)
+	m.profile("logs-paced-"+queue, true)
+	pp, err := e.logPhaseRun("rlsched "+queue+" paced", g, subs, m.pid(), rate, w, d, 30*time.Second)
+	m.profile("logs-paced-"+queue, false)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/httpapi"
-	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/live"
 )
 
 // nopControl stands in for the dispatcher of a real REST server.
@@ -58,7 +58,7 @@ func (l *lockedBuffer) String() string {
 type realServer struct {
 	url    string
 	st     store.Store
-	hub    *logpipe.Hub
+	hub    *live.Hub
 	logDir string
 	access *lockedBuffer
 }
@@ -76,8 +76,8 @@ func newRealServer(t *testing.T, withHub bool) *realServer {
 		t.Fatal(err)
 	}
 	if withHub {
-		rs.hub = logpipe.NewHub(logpipe.HubConfig{LogDir: rs.logDir, HistoryChunk: 1000})
-		rs.st = logpipe.TaskStore(raw, rs.hub)
+		rs.hub = live.NewHub(live.HubConfig{LogDir: rs.logDir, HistoryChunk: 1000})
+		rs.st = store.Publishing(raw, rs.hub)
 	}
 	srv, err := httpapi.New(httpapi.Config{
 		JWTSecret:  []byte("cli-test-secret-0123456789"),

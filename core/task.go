@@ -80,8 +80,10 @@ type Task struct {
 	FinishedAt     *time.Time        `json:"finishedAt"`
 	UpdatedAt      time.Time         `json:"updatedAt"`
 	// Fence is the fencing token of the lease that owns the current attempt
-	// (0 while queued). Every state change is conditional on it.
-	Fence uint64 `json:"fence"`
+	// (0 while queued). Every state change is conditional on it. It is
+	// internal to the masters (never in the JSON of a run; package cluster
+	// carries it between masters in its own message).
+	Fence uint64 `json:"-"`
 	// QueuePosition (1 = next to run) and PendingReason explain a QUEUED
 	// run's wait; the API fills them when it answers, nothing stores them.
 	QueuePosition int    `json:"queuePosition,omitempty"`

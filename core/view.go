@@ -1,23 +1,89 @@
 package core
 
-// MaskedEnvValue stands in for every env value of a run its viewer may not
-// read.
-const MaskedEnvValue = "***"
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"math"
+)
 
-// MaskEnv returns t with every env value replaced by MaskedEnvValue (the
-// names stay): a run's env values are its owner's and the admins' to see
-// (they often hold credentials). t itself is not changed.
-func (t Task) MaskEnv() Task {
-	if len(t.Env) == 0 {
-		return t
+// EventSink receives run and worker changes for live views (/topic/tasks,
+// /topic/workers): the live hub, and the cluster node that forwards them to
+// the other masters. Implementations must not block.
+type EventSink interface {
+	TaskChanged(t Task)
+	WorkerChanged(w WorkerInfo)
+}
+
+// View is t as clients see it, over REST and on /topic/tasks alike: arrays
+// never null, env and params objects, no value JSON cannot encode. The
+// fence never leaves the masters (its JSON tag is "-"): knowing a run's
+// fence is half of what a worker needs to report for it.
+func (t Task) View() Task {
+	if t.Command == nil {
+		t.Command = []string{}
 	}
-	m := make(map[string]string, len(t.Env))
-	for k := range t.Env {
-		m[k] = MaskedEnvValue
+	if t.Tags == nil {
+		t.Tags = []string{}
 	}
-	t.Env = m
+	if t.GPUIndices == nil {
+		t.GPUIndices = []int{}
+	}
+	if t.Env == nil {
+		t.Env = map[string]string{}
+	}
+	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
+		t.Params = json.RawMessage("{}")
+	}
+	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
+		t.FinalReward = nil
+	}
 	return t
 }
 
-// EnvVisibleTo reports whether u may read the env values of t.
-func (t Task) EnvVisibleTo(u User) bool { return t.UserID == u.ID || u.Role == RoleAdmin }
+// MaskedValue replaces every env value of a run shown to a user who may not
+// see it (EnvVisibleTo).
+const MaskedValue = "***"
+
+// MaskedEnv is t with every env value replaced by MaskedValue (the names
+// stay): how a run looks to users other than its owner and the admins. t's
+// own map is not changed.
+func (t Task) MaskedEnv() Task {
+	if len(t.Env) == 0 {
+		return t
+	}
+	env := maps.Clone(t.Env)
+	for k := range env {
+		env[k] = MaskedValue
+	}
+	t.Env = env
+	return t
+}
+
+// EnvVisibleTo reports whether u may see t's env values: u owns the run or
+// is an admin.
+func (t Task) EnvVisibleTo(u User) bool {
+	return u.Role == RoleAdmin || (u.ID != 0 && u.ID == t.UserID)
+}
+
+// ViewFor is t as u sees it: its View, with the env values masked unless u
+// owns the run or is an admin.
+func (t Task) ViewFor(u User) Task {
+	v := t.View()
+	if !t.EnvVisibleTo(u) {
+		v = v.MaskedEnv()
+	}
+	return v
+}
+
+// View is w as clients see it (GET /api/workers, /topic/workers): arrays
+// never null.
+func (w WorkerInfo) View() WorkerInfo {
+	if w.GPUs == nil {
+		w.GPUs = []GPU{}
+	}
+	if w.RunningTasks == nil {
+		w.RunningTasks = []string{}
+	}
+	return w
+}

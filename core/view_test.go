@@ -1,23 +1,55 @@
 package core
 
-import "testing"
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
 
-func TestMaskEnv(t *testing.T) {
-	orig := Task{UserID: 1, Env: map[string]string{"TOKEN": "s3cret", "SEED": "1"}}
-	m := orig.MaskEnv()
-	if len(m.Env) != 2 || m.Env["TOKEN"] != MaskedEnvValue || m.Env["SEED"] != MaskedEnvValue {
+func TestTaskView(t *testing.T) {
+	b, err := json.Marshal(Task{ID: "r1", Fence: 42, Params: json.RawMessage("not json")}.View())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{`"params":{}`, `"command":[]`, `"env":{}`, `"tags":[]`, `"gpuIndices":[]`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%s lacks %s", s, want)
+		}
+	}
+	if strings.Contains(s, "fence") || strings.Contains(s, "42") {
+		t.Errorf("the view shows the fence: %s", s)
+	}
+}
+
+func TestTaskMaskedEnv(t *testing.T) {
+	run := Task{UserID: 3, Env: map[string]string{"TOKEN": "s3cret", "SEED": "1"}}
+	m := run.MaskedEnv()
+	if m.Env["TOKEN"] != MaskedValue || m.Env["SEED"] != MaskedValue || len(m.Env) != 2 {
 		t.Fatalf("masked env %v", m.Env)
 	}
-	if orig.Env["TOKEN"] != "s3cret" {
-		t.Fatal("MaskEnv changed the task it was called on")
+	if run.Env["TOKEN"] != "s3cret" {
+		t.Fatal("MaskedEnv changed the run's own map")
 	}
-	if (Task{}).MaskEnv().Env != nil {
-		t.Fatal("an empty env came back non-nil")
-	}
-	for u, want := range map[User]bool{{ID: 1}: true, {ID: 2, Role: RoleAdmin}: true, {ID: 2, Role: RoleUser}: false} {
-		if got := orig.EnvVisibleTo(u); got != want {
+	f := func(u User, want bool) {
+		t.Helper()
+		if got := run.EnvVisibleTo(u); got != want {
 			t.Errorf("EnvVisibleTo(%+v) = %v, want %v", u, got, want)
 		}
+	}
+	f(User{ID: 3, Role: RoleUser}, true)
+	f(User{ID: 4, Role: RoleAdmin}, true)
+	f(User{ID: 4, Role: RoleUser}, false)
+	f(User{}, false)
+	if (Task{}).EnvVisibleTo(User{}) {
+		t.Error("a run without owner is visible to the zero user")
+	}
+}
+
+func TestWorkerView(t *testing.T) {
+	b, _ := json.Marshal(WorkerInfo{ID: "w"}.View())
+	if s := string(b); !strings.Contains(s, `"gpus":[]`) || !strings.Contains(s, `"runningTasks":[]`) {
+		t.Fatalf("worker view %s", s)
 	}
 }
 

@@ -77,13 +77,13 @@ func TestCancelLostRunEndsCancelled(t *testing.T) {
 // secondMaster starts another master on h's store and lease backend.
 func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Master {
 	t.Helper()
-	files, err := logpipe.NewFiles(filepath.Join(h.dir, "logs2"))
+	logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(h.dir, "logs2"), Store: h.st, Logger: zerolog.New(h.logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ls := h.m.ls.(*resetGuard).Leases
 	m2, err := New(Config{Addr: "127.0.0.1:0", MasterID: "m2", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
-		LeaseTTL: 5 * time.Second, Logger: zerolog.New(h.logs), OnCancel: onCancel}, h.st, ls, files)
+		LeaseTTL: 5 * time.Second, Logger: zerolog.New(h.logs), OnCancel: onCancel, Logs: logs}, logpipe.MetricsFirst(h.st, logs), ls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Master {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = m2.Stop(ctx)
-		files.CloseAll()
+		logs.Close()
 	})
 	return m2
 }

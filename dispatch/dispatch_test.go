@@ -41,17 +41,19 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := logpipe.NewFiles(filepath.Join(dir, "logs"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &syncWriter{b: &strings.Builder{}}
 	cfg := Config{Addr: "127.0.0.1:0", MasterID: "m1", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
 		LeaseTTL: time.Second, Logger: zerolog.New(logs)}
 	if mut != nil {
 		mut(&cfg)
 	}
-	m, err := New(cfg, st, memory.New(), files)
+	ownLogs := cfg.Logs == nil
+	if ownLogs {
+		if cfg.Logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(dir, "logs"), Store: st, Logger: cfg.Logger}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := New(cfg, logpipe.MetricsFirst(st, cfg.Logs), memory.New())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,9 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = m.Stop(ctx)
-		files.CloseAll()
+		if ownLogs {
+			cfg.Logs.Close()
+		}
 		st.Close()
 	})
 	u := core.User{Username: "owner", PasswordHash: "x"}

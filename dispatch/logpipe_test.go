@@ -129,13 +129,14 @@ func TestLogPipe_MasterRestartMidStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files, err := logpipe.NewFiles(logDir)
+		mLogger := zerolog.New(mlog).With().Timestamp().Logger()
+		logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: logDir, Store: st, Logger: mLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := Config{Addr: addr, MasterID: "m1", JoinToken: token, Logger: zerolog.New(mlog).With().Timestamp().Logger()}
+		cfg := Config{Addr: addr, MasterID: "m1", JoinToken: token, Logger: mLogger, Logs: logs}
 		streamTimings(&cfg)
-		m, err := New(cfg, st, memory.New(), files)
+		m, err := New(cfg, logpipe.MetricsFirst(st, logs), memory.New())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +151,7 @@ func TestLogPipe_MasterRestartMidStream(t *testing.T) {
 				if err := m.Stop(ctx); err != nil {
 					t.Errorf("stop: %v", err)
 				}
+				logs.Close()
 				st.Close()
 			})
 		}

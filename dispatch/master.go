@@ -47,9 +47,7 @@ type Config struct {
 	// heartbeat interval.
 	OnCancel func(taskID string)
 	// Logs writes the runs' output: event loops submit LogData frames to it
-	// and it acks them. The caller owns it (closes it after Stop). When nil,
-	// the master makes its own over the files passed to New, with the store
-	// for metrics, and closes it in Stop.
+	// and it acks them. Required; the caller owns it (closes it after Stop).
 	Logs   *logpipe.Writer
 	Logger zerolog.Logger
 }
@@ -87,13 +85,11 @@ func (c *Config) defaults() error {
 
 // Master runs the dispatcher. Its exported methods are safe for concurrent use.
 type Master struct {
-	cfg   Config
-	log   zerolog.Logger
-	st    store.Store
-	ls    lease.Leases
-	files *logpipe.Files  // only for its Dir, when Config.Logs is nil
-	logs  *logpipe.Writer // set by New or Start
-	own   bool            // logs was made by Start and is closed by Stop
+	cfg  Config
+	log  zerolog.Logger
+	st   store.Store
+	ls   lease.Leases
+	logs *logpipe.Writer
 
 	eng     gnet.Engine
 	addr    string
@@ -108,17 +104,16 @@ type Master struct {
 	runErr chan error
 }
 
-// New builds a master; Start runs it. Run output goes to cfg.Logs, or, when
-// that is nil, to a writer over files' directory that the master makes.
-func New(cfg Config, st store.Store, ls lease.Leases, files *logpipe.Files) (*Master, error) {
+// New builds a master; Start runs it. Run output goes to cfg.Logs.
+func New(cfg Config, st store.Store, ls lease.Leases) (*Master, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if cfg.Logs == nil && files == nil {
-		return nil, errors.New("BUG: a master needs a log writer (Config.Logs) or a log dir (files)")
+	if cfg.Logs == nil {
+		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, files: files, logs: cfg.Logs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, logs: cfg.Logs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.reg.init()
 	return m, nil
@@ -128,13 +123,6 @@ func New(cfg Config, st store.Store, ls lease.Leases, files *logpipe.Files) (*Ma
 // and the reaper, and returns once the server listens.
 func (m *Master) Start(ctx context.Context) error {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	if m.logs == nil {
-		w, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: m.files.Dir(), Store: m.st, Logger: m.cfg.Logger})
-		if err != nil {
-			return err
-		}
-		m.logs, m.own = w, true
-	}
 	if err := m.recover(ctx); err != nil {
 		return err
 	}
@@ -170,8 +158,7 @@ func (m *Master) Addr() string { return m.addr }
 // MasterID names this master.
 func (m *Master) MasterID() string { return m.cfg.MasterID }
 
-// Stop closes the server and waits for the background goroutines. A log
-// writer the master made is closed after writing what it holds.
+// Stop closes the server and waits for the background goroutines.
 func (m *Master) Stop(ctx context.Context) error {
 	if m.cancel == nil {
 		return nil
@@ -179,14 +166,8 @@ func (m *Master) Stop(ctx context.Context) error {
 	err := m.eng.Stop(ctx)
 	m.cancel()
 	m.wg.Wait()
-	if m.own {
-		m.logs.Close()
-	}
 	return err
 }
-
-// Logs is the writer of the runs' output (for its Stats and SetSink).
-func (m *Master) Logs() *logpipe.Writer { return m.logs }
 
 // LogStats is the log writer's health, for /api/monitor/health.
 func (m *Master) LogStats() map[string]any {

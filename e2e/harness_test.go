@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 // Short TTLs so that leases expire within seconds (see cmd/rlsched/master.go).
@@ -70,14 +72,9 @@ func newBed(t *testing.T) *bed {
 		t.Skip("end-to-end tests need Linux and the rlsched binary")
 	}
 	t.Parallel()
-	b := &bed{t: t, dir: t.TempDir(), jwtSecret: "e2e-jwt-" + randHex(16), joinToken: "join-" + randHex(16)}
 	// Runs under uids of their own (a worker run as root) must reach the
-	// workers' data dirs in here; t.TempDir's parent is mode 0700.
-	for _, d := range []string{filepath.Dir(b.dir), b.dir} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// workers' data dirs in here.
+	b := &bed{t: t, dir: testutil.ReachableTempDir(t), jwtSecret: "e2e-jwt-" + randHex(16), joinToken: "join-" + randHex(16)}
 	t.Cleanup(b.cleanup)
 	return b
 }

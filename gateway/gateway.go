@@ -20,6 +20,7 @@ import (
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/internal/linger"
+	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/internal/signature"
 )
 
@@ -96,8 +97,8 @@ func New(cfg Config) (*Gateway, error) {
 		g.local = newLocalLimiter(cfg.RateLimitWindow, cfg.RateLimitMax, cfg.Now)
 		g.limiter = g.local
 		if cfg.Redis != nil {
-			if err := checkRedisPrefix(cfg.RedisPrefix); err != nil {
-				return nil, err
+			if err := rediskey.Check(cfg.RedisPrefix); err != nil {
+				return nil, fmt.Errorf("cannot start the gateway: %w", err)
 			}
 			g.limiter = &redisLimiter{client: cfg.Redis, prefix: cfg.RedisPrefix, window: cfg.RateLimitWindow,
 				max: cfg.RateLimitMax, id: core.NewTraceID()[:12]}
@@ -128,13 +129,6 @@ func New(cfg Config) (*Gateway, error) {
 	go g.healthLoop()
 	go g.sweepLoop()
 	return g, nil
-}
-
-func checkRedisPrefix(p string) error {
-	if len(p) > 128 || strings.ContainsAny(p, "{}*?[]\\ \t\r\n") {
-		return errors.New("cannot start the gateway: REDIS_PREFIX must be 1–128 characters without braces, glob characters or spaces")
-	}
-	return nil
 }
 
 // Handler returns the gateway as a fasthttp handler.

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testutil"
+
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
@@ -127,14 +129,9 @@ func newBed(t *testing.T) *bed {
 	t.Helper()
 	rlschedBin(t)
 	t.Parallel()
-	b := &bed{t: t, dir: t.TempDir(), jwtSecret: "jwt-" + randHex(16), shared: "gw-" + randHex(16), joinTok: "join-" + randHex(16)}
 	// Runs under uids of their own (a worker run as root) must reach the
-	// workers' data dirs in here; t.TempDir's parent is mode 0700.
-	for _, d := range []string{filepath.Dir(b.dir), b.dir} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// workers' data dirs in here.
+	b := &bed{t: t, dir: testutil.ReachableTempDir(t), jwtSecret: "jwt-" + randHex(16), shared: "gw-" + randHex(16), joinTok: "join-" + randHex(16)}
 	t.Cleanup(b.cleanup)
 	return b
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/rlsched/rlsched/internal/rediskey"
 )
 
 // The submission limit (API.md, Gateway): at most max admissions per subject
@@ -106,10 +108,11 @@ type redisLimiter struct {
 	seq    atomic.Uint64
 }
 
-// rateLimitKey is the one function that names a rate-limit key:
-// "{prefix}:gw_ratelimit:subject", under the deployment's hash tag like every
-// rlsched key (core/lease/redis).
-func rateLimitKey(prefix, subject string) string { return "{" + prefix + "}:gw_ratelimit:" + subject }
+// rateLimitKey names a rate-limit key: "{prefix}:gw_ratelimit:subject"
+// (package rediskey builds every key).
+func rateLimitKey(prefix, subject string) string {
+	return rediskey.Key(prefix, rediskey.RateLimit+subject)
+}
 
 func (l *redisLimiter) allow(ctx context.Context, subject string) (decision, error) {
 	member := l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)

@@ -16,9 +16,7 @@ func (s *Server) workers(r *request) *apiError {
 	ws := s.ctl.Workers()
 	items := make([]core.WorkerInfo, 0, len(ws))
 	for _, w := range ws {
-		w.GPUs = append([]core.GPU{}, w.GPUs...)
-		w.RunningTasks = append([]string{}, w.RunningTasks...)
-		items = append(items, w)
+		items = append(items, w.View())
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		Items []core.WorkerInfo `json:"items"`

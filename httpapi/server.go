@@ -24,7 +24,7 @@ import (
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/signature"
-	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/live"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.
@@ -61,7 +61,7 @@ type Config struct {
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
 	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.
-	Hub *logpipe.Hub
+	Hub *live.Hub
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
 

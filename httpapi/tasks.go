@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"strconv"
@@ -157,7 +156,7 @@ func (s *Server) listTasks(r *request) *apiError {
 	}
 	views := make([]core.Task, 0, len(items))
 	for _, t := range items {
-		views = append(views, viewFor(r.user, t))
+		views = append(views, t.ViewFor(r.user))
 	}
 	s.explainQueue(ctx, views)
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
@@ -179,7 +178,7 @@ func (s *Server) getTask(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "run "+r.id)
 	}
-	v := []core.Task{viewFor(r.user, t)}
+	v := []core.Task{t.ViewFor(r.user)}
 	s.explainQueue(ctx, v)
 	return s.writeJSON(r, fasthttp.StatusOK, v[0])
 }
@@ -206,7 +205,7 @@ func (s *Server) cancelTask(r *request) *apiError {
 		return storeError(err, "run "+t.ID)
 	}
 	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int64("userId", r.user.ID).Msg("run cancel requested")
-	return s.writeJSON(r, fasthttp.StatusAccepted, viewFor(r.user, nt))
+	return s.writeJSON(r, fasthttp.StatusAccepted, nt.ViewFor(r.user))
 }
 
 // taskMetrics is GET /api/tasks/{id}/metrics?names=a,b.
@@ -267,40 +266,6 @@ func (s *Server) getArtifact(r *request) *apiError {
 		return storeError(err, "run "+r.id)
 	}
 	return errNotFound("artifact")
-}
-
-// viewFor is t as the API shows it to u: env values masked unless u owns
-// the run or is an admin.
-func viewFor(u core.User, t core.Task) core.Task {
-	v := taskView(t)
-	if !t.EnvVisibleTo(u) {
-		v = v.MaskEnv()
-	}
-	return v
-}
-
-// taskView is t as the API shows it: arrays never null, env and params
-// objects, no value JSON cannot encode.
-func taskView(t core.Task) core.Task {
-	if t.Command == nil {
-		t.Command = []string{}
-	}
-	if t.Tags == nil {
-		t.Tags = []string{}
-	}
-	if t.GPUIndices == nil {
-		t.GPUIndices = []int{}
-	}
-	if t.Env == nil {
-		t.Env = map[string]string{}
-	}
-	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
-		t.Params = json.RawMessage("{}")
-	}
-	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
-		t.FinalReward = nil
-	}
-	return t
 }
 
 func finiteOrNil(v float64) any {

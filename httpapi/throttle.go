@@ -90,15 +90,15 @@ func record(m map[string][]time.Time, key string, now time.Time) {
 	if !ok && len(m) >= maxThrottled {
 		return
 	}
-	fails = live(fails, now)
+	fails = recent(fails, now)
 	if len(fails) == loginFailures {
 		fails = fails[1:]
 	}
 	m[key] = append(fails, now)
 }
 
-// live drops the failures that left the window.
-func live(fails []time.Time, now time.Time) []time.Time {
+// recent drops the failures that left the window.
+func recent(fails []time.Time, now time.Time) []time.Time {
 	i := 0
 	for i < len(fails) && !fails[i].Add(loginWindow).After(now) {
 		i++
@@ -115,7 +115,7 @@ func (th *throttle) sweepLocked(now time.Time) {
 	th.swept = now
 	for _, m := range []map[string][]time.Time{th.users, th.addrs} {
 		for k, fails := range m {
-			if len(live(fails, now)) == 0 {
+			if len(recent(fails, now)) == 0 {
 				delete(m, k)
 			}
 		}

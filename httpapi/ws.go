@@ -14,10 +14,10 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/guard"
-	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/live"
 )
 
-// GET /ws: API.md's WebSocket, a thin transport over logpipe.Hub. Each
+// GET /ws: API.md's WebSocket, a thin transport over live.Hub. Each
 // connection is one hub Subscriber: the read loop (the hijacked connection's
 // goroutine) answers ops by queueing frames on it, and one writer goroutine
 // drains the queue onto the socket, sending pings between. Nothing here
@@ -106,9 +106,9 @@ func (s *Server) wsPing() time.Duration {
 }
 
 // serveWS runs one connection: this goroutine reads, a second writes.
-func (s *Server) serveWS(conn *websocket.Conn, hub *logpipe.Hub, u core.User, trace string, shutdown <-chan struct{}) {
+func (s *Server) serveWS(conn *websocket.Conn, hub *live.Hub, u core.User, trace string, shutdown <-chan struct{}) {
 	log := s.log.With().Str("traceId", trace).Int64("userId", u.ID).Logger()
-	sub := hub.NewSubscriber()
+	sub := hub.NewSubscriber(u)
 	stop := make(chan struct{})
 	writerDone := make(chan struct{})
 	defer func() {
@@ -146,7 +146,7 @@ func (s *Server) serveWS(conn *websocket.Conn, hub *logpipe.Hub, u core.User, tr
 // allows control frames from the reader beside it). It returns when the
 // reader stops, the server shuts down or a write fails, closing the socket
 // so the reader stops too.
-func (s *Server) wsWrite(conn *websocket.Conn, sub *logpipe.Subscriber, ping time.Duration,
+func (s *Server) wsWrite(conn *websocket.Conn, sub *live.Subscriber, ping time.Duration,
 	stop, shutdown <-chan struct{}, done chan<- struct{}, log zerolog.Logger) {
 	defer close(done)
 	defer func() {
@@ -204,7 +204,7 @@ type wsErrorDetail struct {
 
 // wsHandle answers one client message. Its error means the connection must
 // close (the queue is full or closed); a bad message gets an error frame.
-func (s *Server) wsHandle(sub *logpipe.Subscriber, typ int, msg []byte) error {
+func (s *Server) wsHandle(sub *live.Subscriber, typ int, msg []byte) error {
 	fail := func(topic, code, format string, args ...any) error {
 		b, _ := json.Marshal(wsErrorFrame{"error", topic, wsErrorDetail{code, fmt.Sprintf(format, args...)}})
 		return sub.Send(b)
@@ -221,7 +221,7 @@ func (s *Server) wsHandle(sub *logpipe.Subscriber, typ int, msg []byte) error {
 	case "subscribe":
 		return s.wsSubscribe(sub, op, fail)
 	case "unsubscribe":
-		if _, _, err := logpipe.ParseTopic(op.Topic); err != nil {
+		if _, _, err := live.ParseTopic(op.Topic); err != nil {
 			return fail(topic, codeBadRequest, "%v", err)
 		}
 		return sub.Unsubscribe(op.Topic)
@@ -231,20 +231,20 @@ func (s *Server) wsHandle(sub *logpipe.Subscriber, typ int, msg []byte) error {
 	return fail(topic, codeBadRequest, "unknown op %q: use subscribe or unsubscribe", truncate(op.Op, 64))
 }
 
-func (s *Server) wsSubscribe(sub *logpipe.Subscriber, op wsOp, fail func(topic, code, format string, args ...any) error) error {
+func (s *Server) wsSubscribe(sub *live.Subscriber, op wsOp, fail func(topic, code, format string, args ...any) error) error {
 	topic := truncate(op.Topic, 200)
-	kind, id, err := logpipe.ParseTopic(op.Topic)
+	kind, id, err := live.ParseTopic(op.Topic)
 	if err != nil {
 		return fail(topic, codeBadRequest, "%v", err)
 	}
-	var o logpipe.SubscribeOptions
+	var o live.SubscribeOptions
 	if op.Offset != nil {
 		if *op.Offset < 0 {
 			return fail(topic, codeBadRequest, "offset must be a byte offset ≥ 0")
 		}
 		o.Offset = *op.Offset
 	}
-	if kind == logpipe.TopicKindLogs {
+	if kind == live.TopicKindLogs {
 		ctx, cancel := storeCtx()
 		t, err := s.st.Task(ctx, id)
 		cancel()
@@ -257,9 +257,9 @@ func (s *Server) wsSubscribe(sub *logpipe.Subscriber, op wsOp, fail func(topic, 
 	switch err := sub.Subscribe(op.Topic, o); {
 	case err == nil:
 		return nil
-	case errors.Is(err, logpipe.ErrTooManySubscriptions):
+	case errors.Is(err, live.ErrTooManySubscriptions):
 		return fail(topic, codeTooManySubscriptions, "%v; unsubscribe from another topic first", err)
-	case errors.Is(err, logpipe.ErrQueueFull), errors.Is(err, logpipe.ErrClosed):
+	case errors.Is(err, live.ErrQueueFull), errors.Is(err, live.ErrClosed):
 		return err
 	default:
 		return fail(topic, codeBadRequest, "%v", err)

@@ -21,8 +21,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/core/store/sqlite"
-	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/live"
 )
 
 // wsFailAfter bounds every wait; reaching it fails the test, it never
@@ -31,13 +32,13 @@ const wsFailAfter = 30 * time.Second
 
 type wsEnv struct {
 	*testEnv
-	hub *logpipe.Hub
+	hub *live.Hub
 	srv *Server
 }
 
-// newWSEnv is newEnv with a hub: the store is wrapped by logpipe.TaskStore
+// newWSEnv is newEnv with a hub: the store is wrapped by store.Publishing
 // so /topic/tasks sees every write, as the master wires it.
-func newWSEnv(t *testing.T, hc logpipe.HubConfig, ping time.Duration) *wsEnv {
+func newWSEnv(t *testing.T, hc live.HubConfig, ping time.Duration) *wsEnv {
 	t.Helper()
 	dir := t.TempDir()
 	raw, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
@@ -50,8 +51,8 @@ func newWSEnv(t *testing.T, hc logpipe.HubConfig, ping time.Duration) *wsEnv {
 		t.Fatal(err)
 	}
 	hc.LogDir = logDir
-	hub := logpipe.NewHub(hc)
-	st := logpipe.TaskStore(raw, hub)
+	hub := live.NewHub(hc)
+	st := store.Publishing(raw, hub)
 	e := &testEnv{
 		t:      t,
 		st:     st,
@@ -222,7 +223,7 @@ func (c *wsClient) expectError(code string) wsFrame {
 // runLog writes a run's log file and announces each append to the hub
 // after writing it, as the batch writers do.
 type runLog struct {
-	hub *logpipe.Hub
+	hub *live.Hub
 	id  string
 	f   *os.File
 
@@ -306,7 +307,7 @@ func logLine(i int) []byte {
 }
 
 func TestWS_AuthRequired(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{}, 0)
+	e := newWSEnv(t, live.HubConfig{}, 0)
 	tok, _ := e.user("alice")
 	f := func(q string, want int, hdr ...string) {
 		t.Helper()
@@ -317,7 +318,7 @@ func TestWS_AuthRequired(t *testing.T) {
 			}
 			c := &wsClient{t: t, conn: conn}
 			c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
-			c.expect("subscribed", logpipe.TopicTasks)
+			c.expect("subscribed", live.TopicTasks)
 			conn.Close()
 			return
 		}
@@ -379,10 +380,10 @@ func TestWS_UnavailableWithoutHub(t *testing.T) {
 // the middle, and one reconnects with its last offset: each gets every
 // byte once, in order.
 func TestWS_LogsExactlyOnceWhileAppending(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{HistoryChunk: 4096}, 0)
+	e := newWSEnv(t, live.HubConfig{HistoryChunk: 4096}, 0)
 	tok, _ := e.user("alice")
 	id := e.submit(tok, `{"command":["train"]}`)
-	topic := logpipe.LogTopic(id)
+	topic := live.LogTopic(id)
 	log := e.newRunLog(id)
 	log.write(t, []byte("TRACE_ID:"+e.task(id).TraceID+"\n"))
 	for i := 0; i < 500; i++ {
@@ -444,7 +445,7 @@ func TestWS_LogsExactlyOnceWhileAppending(t *testing.T) {
 
 // Garbage gets an error frame and the connection stays usable.
 func TestWS_BadInputGetsErrorFrames(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{MaxSubscriptions: 3}, 0)
+	e := newWSEnv(t, live.HubConfig{MaxSubscriptions: 3}, 0)
 	tok, _ := e.user("alice")
 	id := e.submit(tok, `{"command":["train"]}`)
 	c := e.connect(tok)
@@ -479,21 +480,21 @@ func TestWS_BadInputGetsErrorFrames(t *testing.T) {
 	// Still usable: subscriptions work, up to the limit.
 	id2 := e.submit(tok, `{"command":["train"]}`)
 	c.send(`{"op":"subscribe","topic":"/topic/tasks","extra":"ignored"}`)
-	c.expect("subscribed", logpipe.TopicTasks)
+	c.expect("subscribed", live.TopicTasks)
 	c.send(`{"op":"subscribe","topic":"/topic/workers"}`)
-	c.expect("subscribed", logpipe.TopicWorkers)
-	c.subscribe(logpipe.LogTopic(id), 0)
-	c.expect("subscribed", logpipe.LogTopic(id))
+	c.expect("subscribed", live.TopicWorkers)
+	c.subscribe(live.LogTopic(id), 0)
+	c.expect("subscribed", live.LogTopic(id))
 	c.send(`{"op":"subscribe","topic":"/topic/logs/other"}`)
 	if fr := c.expectError(codeNotFound); fr.Topic != "/topic/logs/other" {
 		t.Fatalf("the error frame names its topic: %s", fr.raw)
 	}
-	c.subscribe(logpipe.LogTopic(id2), 0)
+	c.subscribe(live.LogTopic(id2), 0)
 	c.expectError(codeTooManySubscriptions)
 	c.send(`{"op":"unsubscribe","topic":"/topic/workers"}`)
-	c.expect("unsubscribed", logpipe.TopicWorkers)
-	c.subscribe(logpipe.LogTopic(id2), 0)
-	c.expect("subscribed", logpipe.LogTopic(id2))
+	c.expect("unsubscribed", live.TopicWorkers)
+	c.subscribe(live.LogTopic(id2), 0)
+	c.expect("subscribed", live.LogTopic(id2))
 
 	// A message over the read limit ends the connection.
 	c.send(`{"op":"subscribe","topic":"` + strings.Repeat("x", wsReadLimit) + `"}`)
@@ -507,10 +508,10 @@ func TestWS_BadInputGetsErrorFrames(t *testing.T) {
 // of the log never waits; it fetches the gap over REST and has every byte.
 // /topic/tasks lags the same way, without an offset.
 func TestWS_SlowClientLaggedPublisherNeverBlocks(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{QueueBytes: 64 << 10}, 0)
+	e := newWSEnv(t, live.HubConfig{QueueBytes: 64 << 10}, 0)
 	tok, _ := e.user("alice")
 	id := e.submit(tok, `{"command":["train"]}`)
-	topic := logpipe.LogTopic(id)
+	topic := live.LogTopic(id)
 	log := e.newRunLog(id)
 
 	conn, status, body, err := e.dialWS("?token="+tok, 128<<10)
@@ -522,7 +523,7 @@ func TestWS_SlowClientLaggedPublisherNeverBlocks(t *testing.T) {
 	c.subscribe(topic, 0)
 	c.expect("subscribed", topic)
 	c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
-	c.expect("subscribed", logpipe.TopicTasks)
+	c.expect("subscribed", live.TopicTasks)
 	log.write(t, []byte("TRACE_ID:x\n"))
 	fl := &logFollower{t: t, topic: topic}
 	fl.readUntil(c, int64(len(log.bytes())))
@@ -570,7 +571,7 @@ func TestWS_SlowClientLaggedPublisherNeverBlocks(t *testing.T) {
 	taskLagged := false
 	for fl.next < end {
 		fr := c.read()
-		if fr.Topic == logpipe.TopicTasks {
+		if fr.Topic == live.TopicTasks {
 			if fr.Type == "lagged" {
 				taskLagged = true
 			}
@@ -582,10 +583,10 @@ func TestWS_SlowClientLaggedPublisherNeverBlocks(t *testing.T) {
 	e.hub.TaskChanged(core.Task{ID: id, Status: core.StatusSucceeded})
 	for {
 		fr := c.read()
-		if fr.Topic == logpipe.TopicTasks && fr.Type == "lagged" {
+		if fr.Topic == live.TopicTasks && fr.Type == "lagged" {
 			taskLagged = true
 		}
-		if fr.Topic == logpipe.TopicTasks && fr.Type == "task" && bytes.Contains(fr.Data, []byte(`"SUCCEEDED"`)) {
+		if fr.Topic == live.TopicTasks && fr.Type == "task" && bytes.Contains(fr.Data, []byte(`"SUCCEEDED"`)) {
 			break
 		}
 	}
@@ -597,17 +598,17 @@ func TestWS_SlowClientLaggedPublisherNeverBlocks(t *testing.T) {
 	}
 }
 
-// /topic/tasks carries every write of a run through the TaskStore
+// /topic/tasks carries every write of a run through the publishing store
 // decorator: submission, cancellation.
 func TestWS_TasksTopic(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{}, 0)
+	e := newWSEnv(t, live.HubConfig{}, 0)
 	tok, _ := e.user("alice")
 	c := e.connect(tok)
 	c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
-	c.expect("subscribed", logpipe.TopicTasks)
+	c.expect("subscribed", live.TopicTasks)
 	id := e.submit(tok, `{"command":["train"],"name":"cartpole"}`)
 	var task core.Task
-	f := c.expect("task", logpipe.TopicTasks)
+	f := c.expect("task", live.TopicTasks)
 	mustJSON(t, f.Data, &task)
 	if task.ID != id || task.Status != core.StatusQueued || task.Name != "cartpole" || task.User != "alice" {
 		t.Fatalf("submitted: %s", f.raw)
@@ -615,32 +616,32 @@ func TestWS_TasksTopic(t *testing.T) {
 	if r := e.req("POST", "/api/tasks/"+id+"/cancel", tok, nil); r.status != http.StatusAccepted {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	f = c.expect("task", logpipe.TopicTasks)
+	f = c.expect("task", live.TopicTasks)
 	mustJSON(t, f.Data, &task)
 	if task.ID != id || task.Status != core.StatusCancelled {
 		t.Fatalf("cancelled: %s", f.raw)
 	}
 	// Workers come from the dispatcher's hook, straight to the hub.
 	c.send(`{"op":"subscribe","topic":"/topic/workers"}`)
-	c.expect("subscribed", logpipe.TopicWorkers)
+	c.expect("subscribed", live.TopicWorkers)
 	e.hub.WorkerChanged(core.WorkerInfo{ID: "w1", Host: "gpu-a", State: core.WorkerIdle})
-	f = c.expect("worker", logpipe.TopicWorkers)
+	f = c.expect("worker", live.TopicWorkers)
 	var w core.WorkerInfo
 	mustJSON(t, f.Data, &w)
 	if w.ID != "w1" || w.State != core.WorkerIdle {
 		t.Fatalf("worker: %s", f.raw)
 	}
 	c.send(`{"op":"unsubscribe","topic":"/topic/tasks"}`)
-	c.expect("unsubscribed", logpipe.TopicTasks)
+	c.expect("unsubscribed", live.TopicTasks)
 	e.submit(tok, `{"command":["train"]}`)
 	e.hub.WorkerChanged(core.WorkerInfo{ID: "w1", State: core.WorkerRunning})
-	c.expect("worker", logpipe.TopicWorkers) // and no task frame before it
+	c.expect("worker", live.TopicWorkers) // and no task frame before it
 }
 
 // The server pings; a client that answers stays, one that does not is
 // disconnected after 2.5 ping intervals.
 func TestWS_Keepalive(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{}, 300*time.Millisecond)
+	e := newWSEnv(t, live.HubConfig{}, 300*time.Millisecond)
 	tok, _ := e.user("alice")
 
 	// The good client reads all along (pongs are sent from its reads).
@@ -696,11 +697,11 @@ func TestWS_Keepalive(t *testing.T) {
 
 // Shutdown ends WebSocket sessions with "going away".
 func TestWS_ShutdownClosesSessions(t *testing.T) {
-	e := newWSEnv(t, logpipe.HubConfig{}, 0)
+	e := newWSEnv(t, live.HubConfig{}, 0)
 	tok, _ := e.user("alice")
 	c := e.connect(tok)
 	c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
-	c.expect("subscribed", logpipe.TopicTasks)
+	c.expect("subscribed", live.TopicTasks)
 	done := make(chan error, 1)
 	go func() { done <- e.srv.Shutdown() }()
 	_, err := c.tryRead()
@@ -712,5 +713,36 @@ func TestWS_ShutdownClosesSessions(t *testing.T) {
 	}
 	if st := e.hub.Stats(); st.Subscribers != 0 {
 		t.Logf("subscribers right after shutdown: %d", st.Subscribers)
+	}
+}
+
+// /topic/tasks shows a run's env values to its owner and admins only
+// (issue 12); everyone else gets "***" for each, and nobody the fence.
+func TestWS_TasksTopicMasksEnv(t *testing.T) {
+	e := newWSEnv(t, live.HubConfig{}, 0)
+	adminTok, _ := e.user("admin") // the first user is the admin
+	aliceTok, _ := e.user("alice")
+	bobTok, _ := e.user("bob")
+	clients := map[string]*wsClient{}
+	for name, tok := range map[string]string{"admin": adminTok, "alice": aliceTok, "bob": bobTok} {
+		c := e.connect(tok)
+		c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
+		c.expect("subscribed", live.TopicTasks)
+		clients[name] = c
+	}
+	id := e.submit(aliceTok, `{"command":["train"],"env":{"WANDB_API_KEY":"s3cret"}}`)
+	for name, want := range map[string]string{"admin": "s3cret", "alice": "s3cret", "bob": core.MaskedValue} {
+		f := clients[name].expect("task", live.TopicTasks)
+		var task struct {
+			ID  string            `json:"id"`
+			Env map[string]string `json:"env"`
+		}
+		mustJSON(t, f.Data, &task)
+		if task.ID != id || task.Env["WANDB_API_KEY"] != want {
+			t.Errorf("%s sees %s, want env value %q", name, f.raw, want)
+		}
+		if bytes.Contains(f.raw, []byte(`"fence"`)) {
+			t.Errorf("%s sees the fence: %s", name, f.raw)
+		}
 	}
 }

@@ -1,7 +1,14 @@
-// Package logpipe turns the output bytes of runs into one log file per run
+// Package logpipe is the log pipe of the master: it turns the output bytes
+// of runs, as LogData frames from the event loops, into one log file per run
 // (LOG_DIR/<taskId>.log, first line TRACE_ID:<traceId>, attempts after the
-// first each preceded by one marker line), into metric points, and into a
-// live stream for the WebSocket hub.
+// first each preceded by one marker line) and the metric points printed in
+// them, and acks each frame once its bytes are in the file.
+//
+// What it must never do: block an event loop (Submit refuses instead of
+// waiting), buffer without bound (each ring is bounded in frames and in
+// bytes, the metric queue in points), ack bytes that are not in the file
+// (past a run's cap: that are not meant to be), write a byte twice, or make
+// an ack wait for the store.
 //
 // Offsets make delivery exactly-once into the file: each attempt's output is
 // addressed by byte offset from 0; bytes the file already has are dropped and
@@ -15,31 +22,52 @@
 // allocation. The writer takes a batch (until its ring is empty, the batch
 // holds FlushBytes, or FlushInterval passed), groups it by run keeping each
 // run's order, appends each run's new bytes with one write, hands them to the
-// LogSink at their file offset, feeds them to the run's metric extractor
-// (points batched per run into the store), and only then acks the offset to
-// the worker. Files stay open in a bounded LRU cache per writer.
+// LogSink (the live hub) at their file offset, feeds them to the run's
+// metric extractor, queues the points it finds for the store, and only then
+// acks the offset to the worker. Files stay open in a bounded LRU cache per
+// writer.
 //
-// What it must never do: block an event loop (Submit refuses instead of
-// waiting), buffer without bound (each ring is bounded in frames and in
-// bytes), ack bytes that are not in the file, or write a byte twice.
+// # Metric points
+//
+// A metric line is `RLSCHED_METRIC {json}` or `FINAL_REWARD:x` at the start
+// of a line (metrics.go). The final reward travels in the Ack (the acker
+// records it in order with the run's other updates); the points go to the
+// MetricStore through a queue of their own with one goroutine
+// (metricqueue.go), so a slow or unavailable store never holds up a writer
+// or an ack. A full queue drops the points offered and counts them; points
+// the store refuses are retried with backoff. Because the bytes are acked
+// before their points are stored, a run's end is written only after its
+// points (MetricsFirst, a store decorator the master wraps its store in).
+//
+// # Per-run caps
+//
+// A run's log file holds at most WriterConfig.MaxRunLogBytes
+// (RUN_MAX_LOG_BYTES): the output that would pass it is cut there, one line
+// saying the cap was reached is written, and later output of the run (later
+// attempts too) is acked but not stored, though still scanned for metrics. A
+// run stores at most MaxRunMetricPoints (RUN_MAX_METRIC_POINTS) metric
+// points; later ones are dropped and counted (Stats: capped_bytes,
+// metric_capped).
 //
 // # Back-pressure
 //
 // The master holds at most WriterConfig.QueueBytes of output. A worker has a
 // window of unacked bytes per connection, so a slow disk slows the acks and
-// with them the senders. The master grants that window (HelloAck and every
-// LogAck carry log_window, Writer.LogWindow): the queue's bytes shared by
-// the connections sending output, so that however many workers stream they
-// cannot together have much more in flight than the queue takes. When a
-// ring is full anyway, Submit reports false and the event loop answers the
-// frame at once with LogAck{offset: the frame's offset, error: "busy"}:
-// nothing of the frame was kept; the worker pauses that run's output (with
-// a short jittered backoff) and resends from there. Frames it sent behind
-// the refused one are dropped unanswered until the resend (package
-// dispatch, logpipe_flow.go), since the worker rewound past them. A write
-// that fails (disk full, LOG_DIR unwritable) acks the run's frames with the
-// error; the worker keeps the bytes in its spool and retries with backoff,
-// and Writer.Stats reports the failure until a write succeeds again.
+// with them the senders. The window is computed here, on the master, and
+// only here (credit.go): HelloAck and every LogAck carry log_window
+// (Writer.LogWindow), the queue's bytes shared by the connections sending
+// output, so that however many workers stream they cannot together have
+// much more in flight than the queue takes; the worker obeys it, clamped
+// only by its own upper bound. When a ring is full anyway, Submit reports
+// false and the event loop answers the frame at once with LogAck{offset: the
+// frame's offset, error: "busy"}: nothing of the frame was kept; the worker
+// pauses that run's output (with a short jittered backoff) and resends from
+// there. Frames it sent behind the refused one are dropped unanswered until
+// the resend (package dispatch, logpipe_flow.go), since the worker rewound
+// past them. A write that fails (disk full, LOG_DIR unwritable) acks the
+// run's frames with the error; the worker keeps the bytes in its spool and
+// retries with backoff, and Writer.Stats reports the failure until a write
+// succeeds again.
 //
 // # The ring
 //
@@ -68,30 +96,45 @@
 // and never wrap in practice. The race detector models these atomics the
 // same way, which the -race tests rely on.
 //
+// TryPopBatch takes up to max values with one CAS: it reads head = pos,
+// then the seq of cells pos, pos+1, ... while seq == (that position)+1 (each
+// Load an acquire of the value its producer published), and claims the n
+// positions found by CAS of head from pos to pos+n. The CAS succeeds only if
+// no other consumer advanced head meanwhile, so the n cells are this
+// consumer's alone; no producer can write them before the consumer's
+// Store(seq = position + 2^k) of each, which follows its read of the value:
+// the argument above holds cell by cell. The writer, the ring's only
+// consumer, takes 32 at a time, paying for the shared head once per 32
+// frames instead of once per frame.
+//
 // Progress: TryPush and TryPop never wait for a lock, but a producer stopped
 // between its CAS and its Store delays the consumers of later positions
-// (TryPop reports empty until it publishes), as in Vyukov's original; the
-// writer goroutine then yields and tries again.
+// (TryPop reports empty, Ready false, until it publishes), as in Vyukov's
+// original; the writer goroutine then sleeps until it does (below).
 //
-// Benchmarks (ring_bench_test.go) against a mutex-guarded slice drained by
-// swapping, padded mutex shards and a buffered channel: on the 2-vCPU VM
-// this was written on, the ring moved items through one consumer more
-// slowly than the slice and the channel (it hands items over one at a time;
-// they hand over batches, or park), and refusing a push when full cost
-// about what the channel's lock-free full check costs. Every variant moves
-// millions of frames a second; the target load is tens of thousands. The
-// ring is kept because the design asks for a lock-free queue and its push
-// never takes a lock even when it succeeds, which should matter with many
-// event loops on many cores; measure there before relying on it. A buffered
-// channel with select/default is the drop-in alternative: the Writer uses
-// only TryPush, TryPop and Len.
+// Benchmarks: ring_bench_test.go against a mutex-guarded slice drained by
+// swapping, padded mutex shards and a buffered channel, one consumer
+// spinning when empty; writer_bench_test.go through the whole writer with
+// either queue; and the `logs` scenario of bench/, which runs a master with
+// each queue side by side in one run (-logs-queue; bench/changes.md has the
+// figures). In isolation the channel, which parks its consumer, beats a
+// spinning ring on two cores. In the writer the ring wins once its consumer
+// never spins: it takes 32 frames per CAS and sleeps until the oldest push
+// is published (below), where a channel takes its lock for every send and
+// every receive. The channel is kept as the writer's alternative queue
+// (WriterConfig.Queue "chan") so that every measurement can show both.
 //
 // # Waking the writer
 //
-// A writer goroutine with nothing to do sets its sleeping flag, checks the
-// ring once more, and waits on a channel of capacity 1; a producer that sees
-// the flag after its push sends on the channel without blocking. With
-// sequentially consistent atomics either the writer's second check sees the
-// push or the producer sees the flag, so a frame never waits for a wake-up
-// that does not come.
+// A writer goroutine with nothing ready sets its sleeping flag, checks once
+// more whether the oldest push is published (Ring.Ready: claimed is not
+// enough), and waits on a channel of capacity 1; a producer that sees the
+// flag after publishing its push sends on the channel without blocking.
+// With sequentially consistent atomics either the writer's second check
+// sees the publication or the producer sees the flag, so a frame never
+// waits for a wake-up that does not come. A producer stopped between its
+// claim and its publication (preempted, its event loop's thread
+// descheduled) therefore costs the writer a sleep, not a spin on the
+// processor the producer needs; the frames behind it wait for it, as in
+// any FIFO.
 package logpipe

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +23,20 @@ var ErrGap = errors.New("gap: offset beyond stored bytes")
 // markerPrefix starts the line written before the output of attempt ≥ 2.
 const markerPrefix = "=== rlsched attempt "
 
+// capPrefix starts the line written once, when a run's log reaches its cap
+// (WriterConfig.MaxRunLogBytes); nothing is written after it.
+const capPrefix = "=== rlsched: this run's log reached "
+
+func capMarker(lastNL bool, max int64) []byte {
+	var mk []byte
+	if !lastNL {
+		mk = append(mk, '\n')
+	}
+	mk = append(mk, capPrefix...)
+	mk = strconv.AppendInt(mk, max, 10)
+	return append(mk, " bytes (RUN_MAX_LOG_BYTES); the rest of its output is not stored ===\n"...)
+}
+
 // Path returns the log file of a run; id must be valid.
 func Path(dir, taskID string) (string, error) {
 	if !core.ValidTaskID(taskID) {
@@ -36,8 +49,11 @@ func Path(dir, taskID string) (string, error) {
 type fileState struct {
 	size    int64  // file size
 	attempt int    // attempt whose output the file ends with; 0 while empty
-	have    uint64 // bytes of that attempt's output in the file
+	have    uint64 // bytes of that attempt's output in the file, or acked past the cap
 	lastNL  bool   // the file ends with '\n'
+	// capped: the file reached its cap and ends with the cap marker; output
+	// is acked and not stored (have then counts what was acked).
+	capped bool
 }
 
 // piece is a part of a staged write: header, marker or output.
@@ -45,13 +61,19 @@ type piece struct {
 	b       []byte
 	attempt int    // for output: the attempt it belongs to; 0 for header/marker
 	offset  uint64 // for output: offset of b[0] in the attempt's output
+	// drop: output past the run's cap, acked and fed to the metric
+	// extractor but not written.
+	drop bool
 }
 
 // stage computes what appending data (attempt's output at offset) does to
 // the file described by st, appending the bytes to write to pieces. It
 // returns the fresh part of data (possibly empty). Bytes already present are
 // skipped; an offset past the end is ErrGap; an older attempt is refused.
-func (st *fileState) stage(pieces []piece, traceID string, attempt int, offset uint64, data []byte) ([]piece, []byte, error) {
+// Output that would take the file past maxSize (≤ 0: no cap) is cut there,
+// the cap marker written after it, and it and all later output of the run
+// staged as dropped.
+func (st *fileState) stage(pieces []piece, traceID string, attempt int, offset uint64, data []byte, maxSize int64) ([]piece, []byte, error) {
 	if attempt < 1 {
 		return pieces, nil, fmt.Errorf("invalid attempt %d", attempt)
 	}
@@ -64,6 +86,8 @@ func (st *fileState) stage(pieces []piece, traceID string, attempt int, offset u
 	switch {
 	case attempt < st.attempt:
 		return pieces, nil, fmt.Errorf("stale attempt %d: the log is at attempt %d", attempt, st.attempt)
+	case attempt > st.attempt && st.capped:
+		st.attempt, st.have = attempt, 0 // no marker after the cap's
 	case attempt > st.attempt:
 		var mk []byte
 		if !st.lastNL {
@@ -74,6 +98,19 @@ func (st *fileState) stage(pieces []piece, traceID string, attempt int, offset u
 		st.size += int64(len(mk))
 		st.attempt, st.have, st.lastNL = attempt, 0, true
 	}
+	if st.capped {
+		// Nothing is stored, so nothing can be missing: no gaps, only
+		// duplicates of what was acked.
+		end := offset + uint64(len(data))
+		if end <= st.have {
+			return pieces, nil, nil
+		}
+		from := max(st.have, offset)
+		fresh := data[from-offset:]
+		pieces = append(pieces, piece{b: fresh, attempt: attempt, offset: from, drop: true})
+		st.have = end
+		return pieces, fresh, nil
+	}
 	if offset > st.have {
 		return pieces, nil, ErrGap
 	}
@@ -82,10 +119,25 @@ func (st *fileState) stage(pieces []piece, traceID string, attempt int, offset u
 		return pieces, nil, nil
 	}
 	fresh := data[skip:]
-	pieces = append(pieces, piece{b: fresh, attempt: attempt, offset: st.have})
-	st.size += int64(len(fresh))
-	st.have += uint64(len(fresh))
-	st.lastNL = fresh[len(fresh)-1] == '\n'
+	keep := fresh
+	if maxSize > 0 && st.size+int64(len(fresh)) > maxSize {
+		keep = fresh[:max(maxSize-st.size, 0)]
+	}
+	if len(keep) > 0 {
+		pieces = append(pieces, piece{b: keep, attempt: attempt, offset: st.have})
+		st.size += int64(len(keep))
+		st.have += uint64(len(keep))
+		st.lastNL = keep[len(keep)-1] == '\n'
+	}
+	if len(keep) < len(fresh) {
+		mk := capMarker(st.lastNL, maxSize)
+		pieces = append(pieces, piece{b: mk})
+		st.size += int64(len(mk))
+		st.lastNL, st.capped = true, true
+		rest := fresh[len(keep):]
+		pieces = append(pieces, piece{b: rest, attempt: attempt, offset: st.have, drop: true})
+		st.have += uint64(len(rest))
+	}
 	return pieces, fresh, nil
 }
 
@@ -98,15 +150,18 @@ type runFile struct {
 	known bool // st describes the file as this process last left it
 
 	// Metric extraction, for the writer that owns the file.
-	x           *Extractor
+	x           *extractor
 	xAttempt    int
 	reported    float64
 	hasReported bool
+	// points counts the metric points queued for the run since its state
+	// was last read from the file (WriterConfig.MaxRunMetricPoints).
+	points int
 }
 
 // fileSet holds the runs' log files with at most maxOpen open at once
 // (least recently used closed first). Not safe for concurrent use: one
-// owner (a writer goroutine, or Files under its mutex).
+// owner, a writer goroutine.
 type fileSet struct {
 	dir     string
 	gauge   *atomic.Int64 // files open, for Stats; may be nil
@@ -228,7 +283,7 @@ func (rf *runFile) recover() error {
 	if rf.known && st.Size() == rf.st.size {
 		return nil
 	}
-	rf.st, rf.known, rf.x = fileState{size: st.Size()}, true, nil
+	rf.st, rf.known, rf.x, rf.points = fileState{size: st.Size()}, true, nil, 0
 	if rf.st.size == 0 {
 		return nil
 	}
@@ -243,6 +298,13 @@ func (rf *runFile) recover() error {
 	}
 	rf.st.attempt, rf.st.have = 1, uint64(len(data)-nl-1)
 	rf.st.lastNL = data[len(data)-1] == '\n'
+	if i := bytes.LastIndexByte(data[:len(data)-1], '\n'); rf.st.lastNL && i >= nl && bytes.HasPrefix(data[i+1:], []byte(capPrefix)) {
+		// Capped (the cap marker is the last line: nothing is written after
+		// it): the worker's acked offsets are past what the file holds, and
+		// every offset is taken from here on (stage).
+		rf.st.capped = true
+		data = data[:i+1] // the attempt markers before the cap
+	}
 	for pos := nl + 1; pos < len(data); {
 		i := bytes.Index(data[pos:], []byte("\n"+markerPrefix))
 		if i < 0 {
@@ -262,6 +324,9 @@ func (rf *runFile) recover() error {
 			rf.st.attempt, rf.st.have = n, uint64(len(data)-(start+end+1))
 		}
 		pos = start + end + 1
+	}
+	if rf.st.capped {
+		rf.st.have = 0
 	}
 	return nil
 }
@@ -344,18 +409,6 @@ func (rf *runFile) writev(iov [][]byte) error {
 	return nil
 }
 
-// join returns the pieces as one byte slice: the only piece itself when
-// there is one (no copy), else their concatenation appended to buf.
-func join(buf []byte, pieces []piece) []byte {
-	if len(pieces) == 1 {
-		return pieces[0].b
-	}
-	for _, p := range pieces {
-		buf = append(buf, p.b...)
-	}
-	return buf
-}
-
 // tail returns up to n bytes of the file before position end, not before
 // position start.
 func (rf *runFile) tail(start, end int64, n int) []byte {
@@ -368,82 +421,4 @@ func (rf *runFile) tail(start, end int64, n int) []byte {
 		return nil
 	}
 	return b
-}
-
-// Files appends run output to per-run log files (LOG_DIR/<taskId>.log)
-// synchronously, the caller waiting for the disk. Safe for concurrent use.
-// It must never be called from a gnet event loop; the event loops go through
-// a Writer instead.
-type Files struct {
-	mu  sync.Mutex
-	set *fileSet
-}
-
-// NewFiles keeps log files in dir, creating it.
-func NewFiles(dir string) (*Files, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create log dir %s: %w", dir, err)
-	}
-	return &Files{set: newFileSet(dir, 256)}, nil
-}
-
-// Dir is the directory holding the files.
-func (fs *Files) Dir() string { return fs.set.dir }
-
-// Append writes data, the output of attempt at offset, to the run's file and
-// returns how many bytes of the attempt the file now holds and the part of
-// data that was new. Bytes already present are skipped; an offset past the
-// end returns ErrGap with have. An attempt older than the file's current one
-// is refused as stale.
-func (fs *Files) Append(taskID, traceID string, attempt int, offset uint64, data []byte) (uint64, []byte, error) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	rf, err := fs.set.open(taskID)
-	if err != nil {
-		return 0, nil, err
-	}
-	st := rf.st
-	pieces, fresh, err := st.stage(nil, traceID, attempt, offset, data)
-	if len(pieces) > 0 {
-		if werr := rf.write(join(nil, pieces)); werr != nil {
-			fs.set.broken(rf)
-			return rf.st.have, nil, werr
-		}
-		rf.st = st
-	}
-	if err != nil {
-		if errors.Is(err, ErrGap) {
-			return st.have, nil, err
-		}
-		return 0, nil, err
-	}
-	return st.have, fresh, nil
-}
-
-// Have returns how many bytes of attempt the run's file holds.
-func (fs *Files) Have(taskID string, attempt int) (uint64, error) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	rf, err := fs.set.open(taskID)
-	if err != nil {
-		return 0, err
-	}
-	if rf.st.attempt != attempt {
-		return 0, nil
-	}
-	return rf.st.have, nil
-}
-
-// Close closes the run's file (it is reopened on the next Append).
-func (fs *Files) Close(taskID string) {
-	fs.mu.Lock()
-	fs.set.forget(taskID)
-	fs.mu.Unlock()
-}
-
-// CloseAll closes every open file.
-func (fs *Files) CloseAll() {
-	fs.mu.Lock()
-	fs.set.closeAll()
-	fs.mu.Unlock()
 }

@@ -7,71 +7,60 @@ import (
 	"testing"
 )
 
+// TestAppendExactlyOnce: each attempt's output is addressed by offset;
+// duplicates and overlaps are dropped, a future offset refused, and a
+// restarted writer continues at the offset the file holds.
 func TestAppendExactlyOnce(t *testing.T) {
 	dir := t.TempDir()
-	fs, err := NewFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := func(attempt int, off uint64, data string, wantHave uint64, wantErr error) {
+	a := newAcks()
+	w := newWriter(t, WriterConfig{Dir: dir})
+	f := func(w *Writer, attempt int, off uint64, data string, wantHave uint64, wantErr string) {
 		t.Helper()
-		have, _, err := fs.Append("r1", "tr", attempt, off, []byte(data))
-		if !errors.Is(err, wantErr) || have != wantHave {
-			t.Fatalf("Append(%d,%d,%q) = %d,%v want %d,%v", attempt, off, data, have, err, wantHave, wantErr)
+		n := a.count()
+		submit(t, w, Frame{TaskID: "r1", TraceID: "tr", Attempt: attempt, Offset: off, Data: []byte(data), Ack: a})
+		if ack := a.waitAck(t, "r1", n); ack.Err != wantErr || ack.Offset != wantHave {
+			t.Fatalf("append(%d,%d,%q) = %d,%q want %d,%q", attempt, off, data, ack.Offset, ack.Err, wantHave, wantErr)
 		}
 	}
-	f(1, 0, "abc", 3, nil)
-	f(1, 0, "abc", 3, nil)     // duplicate dropped
-	f(1, 1, "bcde", 5, nil)    // overlap: only "de" written
-	f(1, 9, "zz", 5, ErrGap)   // future offset refused
-	f(2, 0, "xyz\n", 4, nil)   // new attempt: marker after a newline
-	f(2, 2, "z\nmore", 8, nil) // overlap
-	got, _ := os.ReadFile(filepath.Join(dir, "r1.log"))
+	f(w, 1, 0, "abc", 3, "")
+	f(w, 1, 0, "abc", 3, "")     // duplicate dropped
+	f(w, 1, 1, "bcde", 5, "")    // overlap: only "de" written
+	f(w, 1, 9, "zz", 5, AckGap)  // future offset refused
+	f(w, 2, 0, "xyz\n", 4, "")   // new attempt: marker after a newline
+	f(w, 2, 2, "z\nmore", 8, "") // overlap
 	want := "TRACE_ID:tr\nabcde\n=== rlsched attempt 2 ===\nxyz\nmore"
-	if string(got) != want {
+	if got := readLog(t, dir, "r1"); got != want {
 		t.Fatalf("file %q want %q", got, want)
 	}
-	if _, _, err := fs.Append("r1", "tr", 1, 0, []byte("late")); err == nil {
+	n := a.count()
+	submit(t, w, Frame{TaskID: "r1", TraceID: "tr", Attempt: 1, Data: []byte("late"), Ack: a})
+	if ack := a.waitAck(t, "r1", n); ack.Err == "" {
 		t.Fatal("stale attempt accepted")
 	}
 
 	// A restarted master reopens the file and continues at the same offset.
-	fs.CloseAll()
-	fs2, _ := NewFiles(dir)
-	if have, _ := fs2.Have("r1", 2); have != 8 {
-		t.Fatalf("recovered have=%d want 8", have)
-	}
-	if have, fresh, err := fs2.Append("r1", "tr", 2, 4, []byte("more!")); err != nil || have != 9 || string(fresh) != "!" {
-		t.Fatalf("after reopen: %d %v", have, err)
+	w.Close()
+	w2 := newWriter(t, WriterConfig{Dir: dir})
+	f(w2, 2, 4, "more", 8, "") // what the file holds: a duplicate
+	f(w2, 2, 4, "more!", 9, "")
+	if got := readLog(t, dir, "r1"); got != want+"!" {
+		t.Fatalf("after reopen: file %q want %q", got, want+"!")
 	}
 }
 
 func TestBadIDNeverTouchesPath(t *testing.T) {
-	fs, _ := NewFiles(t.TempDir())
+	dir := t.TempDir()
+	a := newAcks()
+	w := newWriter(t, WriterConfig{Dir: filepath.Join(dir, "logs")})
 	for _, id := range []string{"../x", "a/b", "", "a\x00b"} {
-		if _, _, err := fs.Append(id, "t", 1, 0, []byte("x")); err == nil {
+		n := a.count()
+		submit(t, w, Frame{TaskID: id, TraceID: "t", Attempt: 1, Data: []byte("x"), Ack: a})
+		if ack := a.waitAck(t, id, n); ack.Err == "" {
 			t.Fatalf("id %q accepted", id)
 		}
 	}
-}
-
-func TestExtractor(t *testing.T) {
-	var x Extractor
-	pts := x.Feed([]byte("hello\nRLSCHED_METRIC {\"step\": 3, \"episode_reward\": 1"))
-	if len(pts) != 0 {
-		t.Fatalf("partial line gave %v", pts)
-	}
-	pts = x.Feed([]byte("2.5, \"loss\": 0.5}\nRLSCHED_METRIC {bad json}\nFINAL_REWARD: 99.5\n"))
-	if len(pts) != 2 {
-		t.Fatalf("got %v", pts)
-	}
-	if v, ok := x.FinalReward(); !ok || v != 99.5 {
-		t.Fatalf("final %v %v", v, ok)
-	}
-	var y Extractor
-	y.Feed([]byte("RLSCHED_METRIC {\"step\":1,\"episode_reward\":7}\n"))
-	if v, ok := y.FinalReward(); !ok || v != 7 {
-		t.Fatalf("fallback final %v %v", v, ok)
+	if _, err := os.Stat(filepath.Join(dir, "x.log")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file outside LOG_DIR: %v", err)
 	}
 }
 

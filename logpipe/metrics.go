@@ -9,87 +9,92 @@ import (
 	"github.com/rlsched/rlsched/core"
 )
 
-// Extractor finds metric lines in one run's output as it streams past,
-// keeping the partial last line between chunks. Not safe for concurrent use:
-// one extractor per run, fed in offset order.
-type Extractor struct {
+// extractor finds metric lines in one run's output as it streams past,
+// keeping the partial last line between chunks. A metric line starts with
+// its marker: `RLSCHED_METRIC {json}` or `FINAL_REWARD:x` at the very start
+// of a line (a marker inside a line is output like any other, so a run
+// cannot be made to report what it merely echoes). Not safe for concurrent
+// use: one extractor per run, fed in offset order.
+type extractor struct {
 	partial []byte
-	// Final is the last FINAL_REWARD value seen; HasFinal says one was.
-	Final    float64
-	HasFinal bool
-	// LastEpisodeReward is the last episode_reward metric (used as the final
+	long    bool // inside a line longer than maxLine: skip to its end
+	// final is the last FINAL_REWARD value seen; hasFinal says one was.
+	final    float64
+	hasFinal bool
+	// lastEpisodeReward is the last episode_reward metric (the final
 	// reward when the run never prints FINAL_REWARD).
-	LastEpisodeReward    float64
-	HasLastEpisodeReward bool
+	lastEpisodeReward    float64
+	hasLastEpisodeReward bool
 }
 
-const maxLine = 1 << 20 // longer lines are not metric lines; drop the partial
+const maxLine = 1 << 20 // longer lines are not metric lines
 
 var (
 	metricPrefix = []byte("RLSCHED_METRIC ")
 	finalPrefix  = []byte("FINAL_REWARD:")
 )
 
-// Feed scans data and returns the metric points of every complete line.
-func (x *Extractor) Feed(data []byte) []core.MetricPoint {
-	return x.feedAppend(nil, data)
-}
-
 // resume starts a fresh extractor in the middle of an output stream whose
 // preceding bytes end with before: the partial last line of before is kept,
 // so a metric line split across the point where this extractor took over is
 // still found. whole says before reaches back to the start of the output
-// (so all of it is the partial line when it has no newline).
-func (x *Extractor) resume(before []byte, whole bool) {
-	x.partial = x.partial[:0]
+// (so all of it is the partial line when it has no newline); otherwise a
+// before without a newline leaves the extractor inside a line it skips.
+func (x *extractor) resume(before []byte, whole bool) {
+	x.partial, x.long = x.partial[:0], false
 	if i := bytes.LastIndexByte(before, '\n'); i >= 0 {
 		x.partial = append(x.partial, before[i+1:]...)
 	} else if whole {
 		x.partial = append(x.partial, before...)
+	} else {
+		x.long = len(before) > 0
 	}
 }
 
-// feedAppend is Feed appending to pts. Metric lines are rare in training
-// output, so rather than test every line it searches the complete lines for
-// the two markers (bytes.Index skips ahead with a vectorised scan for their
-// first bytes) and parses only the lines holding one, in order.
-func (x *Extractor) feedAppend(pts []core.MetricPoint, data []byte) []core.MetricPoint {
-	if len(x.partial) > 0 {
+// feedAppend scans data, the next bytes of the output, and appends the
+// metric points of every line it completes to pts. Metric lines are rare in
+// training output, so rather than test every line it searches the complete
+// lines for the two markers (bytes.Index skips ahead with a vectorised scan
+// for their first bytes) and parses only the lines a marker starts, in
+// order.
+func (x *extractor) feedAppend(pts []core.MetricPoint, data []byte) []core.MetricPoint {
+	if x.long || len(x.partial) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		if nl < 0 {
-			if len(x.partial)+len(data) <= maxLine {
+			if !x.long && len(x.partial)+len(data) <= maxLine {
 				x.partial = append(x.partial, data...)
 			} else {
-				x.partial = x.partial[:0]
+				x.partial, x.long = x.partial[:0], true
 			}
 			return pts
 		}
-		line := append(x.partial, data[:nl]...)
-		x.partial = x.partial[:0]
-		pts = x.line(bytes.TrimRight(line, "\r"), pts)
+		if !x.long {
+			line := append(x.partial, data[:nl]...)
+			pts = x.line(bytes.TrimRight(line, "\r"), pts)
+		}
+		x.partial, x.long = x.partial[:0], false
 		data = data[nl+1:]
 	}
+	// data starts at the start of a line.
 	last := bytes.LastIndexByte(data, '\n')
 	if rest := data[last+1:]; len(rest) > 0 {
 		if len(rest) <= maxLine {
 			x.partial = append(x.partial, rest...)
+		} else {
+			x.long = true
 		}
 	}
 	if last < 0 {
 		return pts
 	}
 	lines := data[:last+1] // complete lines only
-	nextF, nextM := -2, -2 // next marker at or after pos; -1: none left; -2: not searched
+	nextF, nextM := -2, -2 // next marker at a line start at or after pos; -1: none left; -2: not searched
 	for pos := 0; pos < len(lines); {
 		if nextF != -1 && nextF < pos {
-			if nextF = bytes.Index(lines[pos:], finalPrefix); nextF >= 0 {
-				nextF += pos
-			}
+			nextF = lineStartIndex(lines, pos, finalPrefix)
 		}
 		if nextM != -1 && nextM < pos {
-			if nextM = bytes.Index(lines[pos:], metricPrefix); nextM >= 0 {
-				nextM += pos
-			}
+			nextM = lineStartIndex(lines, pos, metricPrefix)
 		}
 		at := nextF
 		if at < 0 || (nextM >= 0 && nextM < at) {
@@ -98,28 +103,45 @@ func (x *Extractor) feedAppend(pts []core.MetricPoint, data []byte) []core.Metri
 		if at < 0 {
 			break
 		}
-		start := bytes.LastIndexByte(lines[pos:at], '\n') + 1 + pos
 		end := at + bytes.IndexByte(lines[at:], '\n') // lines ends with '\n'
-		pts = x.line(bytes.TrimRight(lines[start:end], "\r"), pts)
+		pts = x.line(bytes.TrimRight(lines[at:end], "\r"), pts)
 		pos = end + 1
 	}
 	return pts
 }
 
-func (x *Extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint {
-	if i := bytes.Index(line, finalPrefix); i >= 0 {
-		v, err := strconv.ParseFloat(string(bytes.TrimSpace(line[i+len(finalPrefix):])), 64)
-		if err == nil && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			x.Final, x.HasFinal = v, true
+// lineStartIndex is the first index at or after from where marker starts a
+// line of b (b starts at a line start), or -1.
+func lineStartIndex(b []byte, from int, marker []byte) int {
+	for from < len(b) {
+		i := bytes.Index(b[from:], marker)
+		if i < 0 {
+			return -1
+		}
+		if i += from; i == 0 || b[i-1] == '\n' {
+			return i
+		}
+		from = i + 1
+	}
+	return -1
+}
+
+// line parses one complete line (without its newline); only a line that
+// starts with a marker counts.
+func (x *extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint {
+	if v, ok := bytes.CutPrefix(line, finalPrefix); ok {
+		f, err := strconv.ParseFloat(string(bytes.TrimSpace(v)), 64)
+		if err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+			x.final, x.hasFinal = f, true
 		}
 		return pts
 	}
-	i := bytes.Index(line, metricPrefix)
-	if i < 0 {
+	v, ok := bytes.CutPrefix(line, metricPrefix)
+	if !ok {
 		return pts
 	}
 	var m map[string]any
-	if json.Unmarshal(line[i+len(metricPrefix):], &m) != nil {
+	if json.Unmarshal(v, &m) != nil {
 		return pts
 	}
 	step := int64(0)
@@ -133,17 +155,17 @@ func (x *Extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint
 		}
 		pts = append(pts, core.MetricPoint{Step: step, Name: k, Value: f})
 		if k == "episode_reward" {
-			x.LastEpisodeReward, x.HasLastEpisodeReward = f, true
+			x.lastEpisodeReward, x.hasLastEpisodeReward = f, true
 		}
 	}
 	return pts
 }
 
-// FinalReward returns the run's final reward so far, per API.md: the last
+// finalReward returns the run's final reward so far, per API.md: the last
 // FINAL_REWARD line, else the last episode_reward metric.
-func (x *Extractor) FinalReward() (float64, bool) {
-	if x.HasFinal {
-		return x.Final, true
+func (x *extractor) finalReward() (float64, bool) {
+	if x.hasFinal {
+		return x.final, true
 	}
-	return x.LastEpisodeReward, x.HasLastEpisodeReward
+	return x.lastEpisodeReward, x.hasLastEpisodeReward
 }

@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/core"
 )
 
 // refExtract is the extractor's contract stated simply: every complete line,
 // in order, through line().
-func refExtract(data []byte) ([]core.MetricPoint, *Extractor) {
-	var x Extractor
+func refExtract(data []byte) ([]core.MetricPoint, *extractor) {
+	var x extractor
 	var pts []core.MetricPoint
 	for {
 		nl := bytes.IndexByte(data, '\n')
@@ -53,7 +51,7 @@ func TestExtractorChunkingMatchesLineScan(t *testing.T) {
 			out = append(out, "RLSCHED_METRIC {\"step\": 9, \"tail\": 1}"...) // no newline: not complete
 		}
 		want, wx := refExtract(out)
-		var x Extractor
+		var x extractor
 		var got []core.MetricPoint
 		for rest := out; len(rest) > 0; {
 			k := min(len(rest), 1+rng.IntN(80))
@@ -63,8 +61,8 @@ func TestExtractorChunkingMatchesLineScan(t *testing.T) {
 		if !samePoints(got, want) {
 			t.Fatalf("iteration %d: got %v, want %v for %q", iter, got, want, out)
 		}
-		gv, gok := x.FinalReward()
-		wv, wok := wx.FinalReward()
+		gv, gok := x.finalReward()
+		wv, wok := wx.finalReward()
 		if gv != wv || gok != wok {
 			t.Fatalf("iteration %d: final %v %v, want %v %v", iter, gv, gok, wv, wok)
 		}
@@ -87,46 +85,67 @@ func samePoints(a, b []core.MetricPoint) bool {
 	return len(a) == len(b) && reflect.DeepEqual(key(a), key(b))
 }
 
-// The 8-byte fast path escapes exactly what the byte loop escapes, wherever
-// the byte that needs escaping falls.
-func TestAppendJSONStringFastPath(t *testing.T) {
-	slow := func(s []byte) string {
-		var b strings.Builder
-		b.WriteByte('"')
-		for _, r := range string(s) {
-			switch {
-			case r == '"' || r == '\\':
-				b.WriteByte('\\')
-				b.WriteRune(r)
-			case r == '\n':
-				b.WriteString(`\n`)
-			case r == '\r':
-				b.WriteString(`\r`)
-			case r == '\t':
-				b.WriteString(`\t`)
-			case r < 0x20:
-				b.WriteString(`\u00`)
-				b.WriteByte(hexDigits[r>>4])
-				b.WriteByte(hexDigits[r&0xF])
-			case r == utf8.RuneError:
-				b.WriteString(`\ufffd`)
-			case r == '\u2028' || r == '\u2029':
-				b.WriteString(`\u202`)
-				b.WriteByte(hexDigits[r&0xF])
-			default:
-				b.WriteRune(r)
-			}
-		}
-		b.WriteByte('"')
-		return b.String()
+func TestExtractor(t *testing.T) {
+	var x extractor
+	pts := x.feedAppend(nil, []byte("hello\nRLSCHED_METRIC {\"step\": 3, \"episode_reward\": 1"))
+	if len(pts) != 0 {
+		t.Fatalf("partial line gave %v", pts)
 	}
-	for c := 0; c < 256; c++ {
-		for pos := 0; pos < 19; pos++ {
-			in := bytes.Repeat([]byte("abcdefgh"), 3)[:19]
-			in[pos] = byte(c)
-			if got, want := string(appendJSONString(nil, in)), slow(in); got != want {
-				t.Fatalf("byte 0x%02x at %d: got %s, want %s", c, pos, got, want)
+	pts = x.feedAppend(nil, []byte("2.5, \"loss\": 0.5}\nRLSCHED_METRIC {bad json}\nFINAL_REWARD: 99.5\n"))
+	if len(pts) != 2 {
+		t.Fatalf("got %v", pts)
+	}
+	if v, ok := x.finalReward(); !ok || v != 99.5 {
+		t.Fatalf("final %v %v", v, ok)
+	}
+	var y extractor
+	y.feedAppend(nil, []byte("RLSCHED_METRIC {\"step\":1,\"episode_reward\":7}\n"))
+	if v, ok := y.finalReward(); !ok || v != 7 {
+		t.Fatalf("fallback final %v %v", v, ok)
+	}
+}
+
+// Markers count only at the very start of a line (issue 12): a run that
+// echoes a marker inside a line, or after a carriage return, reports
+// nothing, however the output is cut into chunks.
+func TestExtractorMarkersOnlyAtLineStart(t *testing.T) {
+	f := func(out string, wantPts int, wantFinal float64, wantHas bool) {
+		t.Helper()
+		for chunk := 1; chunk <= len(out); chunk++ {
+			var x extractor
+			var pts []core.MetricPoint
+			for rest := []byte(out); len(rest) > 0; {
+				k := min(len(rest), chunk)
+				pts = x.feedAppend(pts, rest[:k])
+				rest = rest[k:]
+			}
+			if v, ok := x.finalReward(); len(pts) != wantPts || v != wantFinal || ok != wantHas {
+				t.Fatalf("%q in chunks of %d: %d points, final %v %v; want %d points, final %v %v",
+					out, chunk, len(pts), v, ok, wantPts, wantFinal, wantHas)
 			}
 		}
+	}
+	f("echo FINAL_REWARD: 5\n", 0, 0, false)
+	f("x RLSCHED_METRIC {\"step\": 1, \"episode_reward\": 3}\n", 0, 0, false)
+	f("progress 50%\rFINAL_REWARD: 7\n", 0, 0, false)
+	f(" FINAL_REWARD: 7\n", 0, 0, false)
+	f("FINAL_REWARD: 7\nsay FINAL_REWARD: 9\n", 0, 7, true)
+	f("RLSCHED_METRIC {\"step\": 1, \"episode_reward\": 3}\nlog RLSCHED_METRIC {\"step\": 2, \"episode_reward\": 4}\n", 1, 3, true)
+	f("aFINAL_REWARD: 1\nFINAL_REWARD: 2\r\n", 0, 2, true)
+}
+
+// A line longer than maxLine is skipped to its end: a marker that falls
+// at a chunk boundary inside it is not at a line start.
+func TestExtractorLongLineSkippedToItsEnd(t *testing.T) {
+	var x extractor
+	long := bytes.Repeat([]byte("x"), maxLine+10)
+	x.feedAppend(nil, long)
+	x.feedAppend(nil, []byte("FINAL_REWARD: 3\n"))
+	if _, ok := x.finalReward(); ok {
+		t.Fatal("a marker inside an overlong line counted")
+	}
+	x.feedAppend(nil, []byte("FINAL_REWARD: 4\n"))
+	if v, ok := x.finalReward(); !ok || v != 4 {
+		t.Fatalf("final %v %v after the long line ended, want 4", v, ok)
 	}
 }

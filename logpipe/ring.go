@@ -92,6 +92,54 @@ func (r *Ring[T]) TryPop() (T, bool) {
 	}
 }
 
+// TryPopBatch appends to dst up to max of the oldest values, in order, and
+// returns it; dst comes back unchanged at once when none is ready. The
+// values are claimed with one CAS of head for the lot (see the package
+// comment), so a consumer that takes a batch pays for the shared counter
+// once, not once a value. Safe from any goroutine; never blocks.
+func (r *Ring[T]) TryPopBatch(dst []T, max int) []T {
+	var zero T
+	pos := r.head.Load()
+	for {
+		n := uint64(0)
+		for n < uint64(max) {
+			seq := r.cells[(pos+n)&r.mask].seq.Load() // acquire: val of pos+n was written
+			if seq != pos+n+1 {
+				break
+			}
+			n++
+		}
+		if n == 0 {
+			seq := r.cells[pos&r.mask].seq.Load()
+			if int64(seq-(pos+1)) < 0 { // empty, or its producer has not published yet
+				return dst
+			}
+			pos = r.head.Load() // another consumer took pos; catch up
+			continue
+		}
+		if !r.head.CompareAndSwap(pos, pos+n) {
+			pos = r.head.Load()
+			continue
+		}
+		for i := range n {
+			c := &r.cells[(pos+i)&r.mask]
+			dst = append(dst, c.val)
+			c.val = zero                                // let the GC have what the value references
+			c.seq.Store(pos + i + uint64(len(r.cells))) // release: free for the producer one lap on
+		}
+		return dst
+	}
+}
+
+// Ready reports whether the oldest value is published, so that TryPop or
+// TryPopBatch would take it now (with several consumers, a hint: another
+// may take it first). A push claimed but not yet published is not ready.
+// Safe from any goroutine; never blocks.
+func (r *Ring[T]) Ready() bool {
+	pos := r.head.Load()
+	return r.cells[pos&r.mask].seq.Load() == pos+1 // acquire, as TryPop's
+}
+
 // Len is the number of values pushed and not yet popped, including pushes
 // claimed but not yet published. Exact only when nobody pushes or pops.
 func (r *Ring[T]) Len() int {

@@ -41,6 +41,28 @@ func (q ringQueue) drain(f func(frameItem)) int {
 	}
 }
 
+// ringBatchQueue drains as the writer does: popChunk items per CAS.
+type ringBatchQueue struct {
+	r   *Ring[frameItem]
+	buf []frameItem
+}
+
+func (q *ringBatchQueue) push(it frameItem) bool { return q.r.TryPush(it) }
+func (q *ringBatchQueue) drain(f func(frameItem)) int {
+	n := 0
+	for {
+		q.buf = q.r.TryPopBatch(q.buf[:0], popChunk)
+		if len(q.buf) == 0 {
+			return n
+		}
+		for i := range q.buf {
+			f(q.buf[i])
+			q.buf[i] = frameItem{}
+		}
+		n += len(q.buf)
+	}
+}
+
 type mutexQueue struct {
 	mu    sync.Mutex
 	items []frameItem
@@ -146,6 +168,10 @@ func BenchmarkQueue(b *testing.B) {
 		q := ringQueue{NewRing[frameItem](benchQueueSize)}
 		benchmarkQueue(b, spinPush(q), q.drain, false)
 	})
+	b.Run("ring-batch", func(b *testing.B) {
+		q := &ringBatchQueue{r: NewRing[frameItem](benchQueueSize)}
+		benchmarkQueue(b, spinPush(q), q.drain, false)
+	})
 	b.Run("mutex-slice", func(b *testing.B) {
 		q := &mutexQueue{limit: benchQueueSize}
 		benchmarkQueue(b, spinPush(q), q.drain, false)
@@ -241,6 +267,10 @@ func BenchmarkQueueSubmit(b *testing.B) {
 	}
 	b.Run("ring", func(b *testing.B) {
 		q := ringQueue{NewRing[frameItem](benchQueueSize)}
+		run(b, q.push, q.drain)
+	})
+	b.Run("ring-batch", func(b *testing.B) {
+		q := &ringBatchQueue{r: NewRing[frameItem](benchQueueSize)}
 		run(b, q.push, q.drain)
 	})
 	b.Run("mutex-slice", func(b *testing.B) {

@@ -2,6 +2,7 @@ package logpipe
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -69,7 +70,9 @@ type ringItem struct {
 }
 
 func TestRing_ManyProducersExactDelivery(t *testing.T) {
-	f := func(producers, consumers, perProducer, size int) {
+	// batch 0: consumers pop one at a time (TryPop), else up to batch at a
+	// time (TryPopBatch).
+	f := func(producers, consumers, perProducer, size, batch int) {
 		t.Helper()
 		r := NewRing[ringItem](size)
 		var wg sync.WaitGroup
@@ -90,6 +93,7 @@ func TestRing_ManyProducersExactDelivery(t *testing.T) {
 		count := 0
 		for c := 0; c < consumers; c++ {
 			popped.Go(func() {
+				var buf []ringItem
 				for {
 					mu.Lock()
 					done := count >= total
@@ -97,17 +101,29 @@ func TestRing_ManyProducersExactDelivery(t *testing.T) {
 					if done {
 						return
 					}
-					it, ok := r.TryPop()
-					if !ok {
+					buf = buf[:0]
+					if batch == 0 {
+						if it, ok := r.TryPop(); ok {
+							buf = append(buf, it)
+						}
+					} else {
+						buf = r.TryPopBatch(buf, batch)
+						if len(buf) > batch {
+							t.Errorf("TryPopBatch gave %d items, max %d", len(buf), batch)
+						}
+					}
+					if len(buf) == 0 {
 						runtime.Gosched()
 						continue
 					}
-					if it.payload[0] != byte(it.producer) || it.payload[1] != byte(it.seq) || it.payload[2] != byte(it.seq>>8) {
-						t.Errorf("payload of %d/%d is %v", it.producer, it.seq, it.payload)
+					for _, it := range buf {
+						if it.payload[0] != byte(it.producer) || it.payload[1] != byte(it.seq) || it.payload[2] != byte(it.seq>>8) {
+							t.Errorf("payload of %d/%d is %v", it.producer, it.seq, it.payload)
+						}
+						got[c] = append(got[c], it.producer*perProducer+it.seq)
 					}
-					got[c] = append(got[c], it.producer*perProducer+it.seq)
 					mu.Lock()
-					count++
+					count += len(buf)
 					mu.Unlock()
 				}
 			})
@@ -142,10 +158,44 @@ func TestRing_ManyProducersExactDelivery(t *testing.T) {
 			t.Fatalf("Len %d after draining", r.Len())
 		}
 	}
-	f(8, 1, 5000, 64)   // MPSC, as the writers use it, often full
-	f(8, 1, 2000, 4096) // MPSC, rarely full
-	f(4, 4, 3000, 16)   // MPMC, tiny ring
-	f(1, 1, 10000, 2)   // the smallest ring
+	f(8, 1, 5000, 64, 0)   // MPSC, often full
+	f(8, 1, 2000, 4096, 0) // MPSC, rarely full
+	f(4, 4, 3000, 16, 0)   // MPMC, tiny ring
+	f(1, 1, 10000, 2, 0)   // the smallest ring
+	f(8, 1, 5000, 64, 64)  // MPSC in batches, as the writers use it
+	f(8, 1, 2000, 4096, 7) // batches smaller than what is there
+	f(4, 4, 3000, 16, 5)   // MPMC in batches, tiny ring
+	f(1, 1, 10000, 2, 3)   // the smallest ring, batches larger than it
+}
+
+// TryPopBatch takes what is ready, in order, at most max, across the
+// ring's wrap, and nothing from an empty ring.
+func TestRing_PopBatch(t *testing.T) {
+	r := NewRing[int](8)
+	if got := r.TryPopBatch(nil, 4); len(got) != 0 || r.Ready() {
+		t.Fatalf("batch from an empty ring: %v, ready %v", got, r.Ready())
+	}
+	next := 0
+	for lap := 0; lap < 5; lap++ {
+		for range 6 {
+			if !r.TryPush(next) {
+				t.Fatalf("push %d refused", next)
+			}
+			next++
+		}
+		if !r.Ready() {
+			t.Fatalf("lap %d: not ready with 6 pushed", lap)
+		}
+		got := r.TryPopBatch(nil, 4)
+		got = r.TryPopBatch(got, 4)
+		want := []int{next - 6, next - 5, next - 4, next - 3, next - 2, next - 1}
+		if !slices.Equal(got, want) {
+			t.Fatalf("lap %d: %v want %v", lap, got, want)
+		}
+		if r.Len() != 0 || r.Ready() {
+			t.Fatalf("lap %d: Len %d, ready %v after taking all", lap, r.Len(), r.Ready())
+		}
+	}
 }
 
 func TestRing_FullRefusesConcurrentPushes(t *testing.T) {

@@ -1,11 +1,9 @@
 package logpipe
 
-import "github.com/rlsched/rlsched/core"
-
 // LogSink receives the bytes appended to a run's log file, at their byte
 // offset in that file (the offsets of API.md's /topic/logs), in file order.
-// Implementations must not block: the WebSocket hub queues or drops
-// (sending `lagged`) rather than stall a writer.
+// Implementations must not block: the live hub queues or drops (sending
+// `lagged`) rather than stall a writer.
 //
 // A Writer calls it from its writer goroutines, after the bytes are written
 // to the file and before they are acked, in file order for each run (the
@@ -15,15 +13,11 @@ type LogSink interface {
 	LogAppended(taskID string, fileOffset int64, data []byte)
 }
 
-// EventSink receives run and worker changes for live views (/topic/tasks,
-// /topic/workers). Implementations must not block.
-type EventSink interface {
-	TaskChanged(t core.Task)
-	WorkerChanged(w core.WorkerInfo)
-}
-
-// partsSink is a LogSink that takes the appended bytes in pieces and copies
-// what it keeps (the Hub), so the writer need not join a batch's frames.
-type partsSink interface {
-	logAppendedParts(taskID string, fileOffset int64, parts [][]byte)
+// PartsSink is a LogSink that also takes the appended bytes in pieces, so
+// the writer need not join a batch's frames for it (the live hub, which
+// copies what it keeps). parts is reused after the call; the byte slices in
+// it are never modified.
+type PartsSink interface {
+	LogSink
+	LogAppendedParts(taskID string, fileOffset int64, parts [][]byte)
 }

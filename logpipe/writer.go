@@ -70,16 +70,31 @@ type MetricStore interface {
 type WriterConfig struct {
 	// Dir is LOG_DIR, created if missing. Required.
 	Dir string
-	// Store receives metric points; nil for none. Final rewards go out in
-	// the Acks.
+	// Store receives metric points, through a queue of their own
+	// (metricqueue.go); nil for none. Final rewards go out in the Acks.
 	Store MetricStore
-	// Sink receives every byte appended to a log file; nil for none (see
-	// also SetSink).
+	// MetricQueuePoints bounds the metric points waiting for the store;
+	// default 1 Mi (≈ 40 MiB). Past it new points are dropped and counted.
+	MetricQueuePoints int
+	// MaxRunLogBytes caps a run's log file (RUN_MAX_LOG_BYTES; default
+	// DefaultMaxRunLogBytes, < 0: no cap). Output past it is acked but not
+	// stored, and the file ends with one line saying so.
+	MaxRunLogBytes int64
+	// MaxRunMetricPoints caps the metric points stored per run
+	// (RUN_MAX_METRIC_POINTS; default DefaultMaxRunMetricPoints, < 0: no
+	// cap); past it points are dropped and counted (metric_capped). Counted
+	// by the master writing the run's log, from when it last read the file.
+	MaxRunMetricPoints int
+	// Sink receives every byte appended to a log file; nil for none.
 	Sink LogSink
-	// Writers is the number of writer goroutines, each with its own ring and
+	// Writers is the number of writer goroutines, each with its own queue and
 	// its own runs (by task id hash); default min(4, GOMAXPROCS).
 	Writers int
-	// QueueFrames bounds each writer's ring; default 16384 (a power of two):
+	// Queue is the queue before each writer: "ring" (the default, the
+	// lock-free ring) or "chan" (a buffered channel, for benchmarks that
+	// compare the two; RLSCHED_LOG_QUEUE).
+	Queue string
+	// QueueFrames bounds each writer's queue; default 16384 (a power of two):
 	// a thousand workers with a few small frames each in flight must not
 	// fill it before QueueBytes does.
 	QueueFrames int
@@ -87,7 +102,7 @@ type WriterConfig struct {
 	// 64 MiB. Past either bound Submit refuses (the caller answers "busy").
 	QueueBytes int64
 	// FlushBytes and FlushInterval end a batch: a writer takes frames until
-	// its ring is empty, the batch holds FlushBytes (default 1 MiB), or its
+	// its queue is empty, the batch holds FlushBytes (default 1 MiB), or its
 	// first frame waited FlushInterval (default 20 ms); then it writes.
 	FlushBytes    int
 	FlushInterval time.Duration
@@ -120,7 +135,22 @@ func (c *WriterConfig) defaults() {
 	if c.MaxOpenFiles <= 0 {
 		c.MaxOpenFiles = 1024
 	}
+	if c.MetricQueuePoints <= 0 {
+		c.MetricQueuePoints = 1 << 20
+	}
+	if c.MaxRunLogBytes == 0 {
+		c.MaxRunLogBytes = DefaultMaxRunLogBytes
+	}
+	if c.MaxRunMetricPoints == 0 {
+		c.MaxRunMetricPoints = DefaultMaxRunMetricPoints
+	}
 }
+
+// Defaults of the per-run caps (docs/decisions.md, issue 12).
+const (
+	DefaultMaxRunLogBytes     = 1 << 30
+	DefaultMaxRunMetricPoints = 1_000_000
+)
 
 // Writer takes LogData frames from any goroutine without blocking (Submit)
 // and appends them to the runs' log files from its own goroutines: frames of
@@ -131,7 +161,6 @@ type Writer struct {
 	log    zerolog.Logger
 	seed   maphash.Seed
 	shards []*writerShard
-	sink   atomic.Pointer[sinkRef]
 	wg     sync.WaitGroup
 
 	closing    atomic.Bool
@@ -139,8 +168,9 @@ type Writer struct {
 	closeOnce  sync.Once
 
 	frames, bytes, lines, dupBytes, gaps, busy, batches atomic.Int64
-	writeErrors, metricErrors, metricDropped            atomic.Int64
-	retry                                               *metricRetry // nil without a Store
+	writeErrors                                         atomic.Int64
+	cappedRuns, cappedBytes, metricCapped               atomic.Int64 // per-run caps
+	metrics                                             *metricQueue // nil without a Store
 
 	senders atomic.Int64 // connections sending output (AddSender)
 	conns   atomic.Int64 // connections that may send output (AddConn)
@@ -151,8 +181,6 @@ type Writer struct {
 	failing   atomic.Bool // the last write failed and none succeeded since
 }
 
-type sinkRef struct{ s LogSink }
-
 // NewWriter creates cfg.Dir and starts the writer goroutines.
 func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.Dir == "" {
@@ -162,21 +190,21 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		return nil, fmt.Errorf("cannot create log dir %s: %w", cfg.Dir, err)
 	}
 	cfg.defaults()
-	w := &Writer{cfg: cfg, log: cfg.Logger.With().Str("component", "logpipe").Logger(), seed: maphash.MakeSeed()}
-	if cfg.Sink != nil {
-		w.sink.Store(&sinkRef{cfg.Sink})
+	if _, err := newFrameQueue(cfg.Queue, 2); err != nil {
+		return nil, fmt.Errorf("cannot start log writer: %w", err)
 	}
+	w := &Writer{cfg: cfg, log: cfg.Logger.With().Str("component", "logpipe").Logger(), seed: maphash.MakeSeed()}
 	if cfg.Store != nil {
-		w.retry = newMetricRetry(w)
+		w.metrics = newMetricQueue(cfg.Store, cfg.MetricQueuePoints, w.log)
 	}
 	perFiles := max(cfg.MaxOpenFiles/cfg.Writers, 1)
 	perBytes := max(cfg.QueueBytes/int64(cfg.Writers), 1)
 	for range cfg.Writers {
+		q, _ := newFrameQueue(cfg.Queue, cfg.QueueFrames) // checked above
 		s := &writerShard{
 			w:         w,
-			ring:      NewRing[frameItem](cfg.QueueFrames),
+			q:         q,
 			maxQueued: perBytes,
-			wake:      make(chan struct{}, 1),
 			quit:      make(chan struct{}),
 			files:     newFileSet(cfg.Dir, perFiles),
 			groups:    map[string]int{},
@@ -188,18 +216,20 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	return w, nil
 }
 
+// WaitMetrics returns once the metric points of run id extracted so far
+// were handed to the store (stored, or kept to retry after an error), or
+// when ctx ends: a run's end is recorded after its metrics (MetricsFirst).
+// Safe from any goroutine; it waits for the store, so never call it from
+// an event loop.
+func (w *Writer) WaitMetrics(ctx context.Context, id string) error {
+	if w.metrics == nil {
+		return nil
+	}
+	return w.metrics.wait(ctx, id)
+}
+
 // Dir is the directory holding the log files.
 func (w *Writer) Dir() string { return w.cfg.Dir }
-
-// SetSink replaces the LogSink (nil: none). Safe from any goroutine; batches
-// written after it returns go to the new sink.
-func (w *Writer) SetSink(s LogSink) {
-	if s == nil {
-		w.sink.Store(nil)
-		return
-	}
-	w.sink.Store(&sinkRef{s})
-}
 
 func (w *Writer) shardFor(taskID string) *writerShard {
 	return w.shards[maphash.String(w.seed, taskID)%uint64(len(w.shards))]
@@ -244,8 +274,8 @@ func (w *Writer) Close() {
 			close(s.quit)
 		}
 		w.wg.Wait()
-		if w.retry != nil {
-			w.retry.close()
+		if w.metrics != nil {
+			w.metrics.close() // after the writers: their last points are queued
 		}
 	})
 }
@@ -255,14 +285,16 @@ func (w *Writer) Close() {
 func (w *Writer) Stats() map[string]any {
 	var depth, queued, capacity, open int64
 	for _, s := range w.shards {
-		depth += int64(s.ring.Len())
+		depth += int64(s.q.depth())
 		queued += s.queued.Load()
-		capacity += int64(s.ring.Cap())
+		capacity += int64(s.q.capacity())
 		open += s.open.Load()
 	}
-	retrying := 0
-	if w.retry != nil {
-		retrying = w.retry.pending()
+	var metricsHeld, retrying int
+	var metricErrors, metricDropped int64
+	if w.metrics != nil {
+		metricsHeld, retrying = w.metrics.stats()
+		metricErrors, metricDropped = w.metrics.errors.Load(), w.metrics.dropped.Load()
 	}
 	w.errMu.Lock()
 	status, lastErr, lastAt := "ok", w.lastErr, ""
@@ -285,9 +317,13 @@ func (w *Writer) Stats() map[string]any {
 		"busy":            w.busy.Load(),
 		"batches":         w.batches.Load(),
 		"errors":          w.writeErrors.Load(),
-		"metric_errors":   w.metricErrors.Load(),
+		"metric_errors":   metricErrors,
+		"metric_queued":   metricsHeld,
 		"metric_retrying": retrying,
-		"metric_dropped":  w.metricDropped.Load(),
+		"metric_dropped":  metricDropped,
+		"metric_capped":   w.metricCapped.Load(),
+		"capped_runs":     w.cappedRuns.Load(),
+		"capped_bytes":    w.cappedBytes.Load(),
 		"last_error":      lastErr,
 		"last_error_at":   lastAt,
 		"queue_depth":     depth,
@@ -311,44 +347,4 @@ func (w *Writer) wrote() {
 	if w.failing.Load() {
 		w.failing.Store(false)
 	}
-}
-
-// Credit windows (LogAck.log_window): bounds of what one connection may have
-// sent and not yet acked.
-const (
-	// MaxLogWindow is the worker's own default.
-	MaxLogWindow = 4 << 20
-	// MinLogWindow is one largest LogData payload.
-	MinLogWindow = 64 << 10
-)
-
-// AddSender counts a connection that sends output (+1), or one that went
-// away (-1), for LogWindow. Safe from any goroutine.
-func (w *Writer) AddSender(delta int) { w.senders.Add(int64(delta)) }
-
-// AddConn counts a worker connection (+1) or one that closed (-1), for
-// HelloWindow. Safe from any goroutine.
-func (w *Writer) AddConn(delta int) { w.conns.Add(int64(delta)) }
-
-// LogWindow is the credit window to grant each connection now: the queue's
-// bytes shared by the connections sending output, so that together they
-// cannot have more in flight than the queue takes and "busy" refusals stay
-// rare however many workers stream; never below one largest frame nor above
-// the worker's default. Safe from any goroutine.
-func (w *Writer) LogWindow() uint32 { return w.window(w.senders.Load()) }
-
-// HelloWindow is the window of a connection that just joined: shared by
-// every connection, as any may start sending, and at most helloWindowMax,
-// so that a fleet of workers that join together and then all stream cannot
-// swamp the queue before their first acks carry LogWindow. Safe from any
-// goroutine.
-func (w *Writer) HelloWindow() uint32 {
-	return min(w.window(max(w.conns.Load(), w.senders.Load())), helloWindowMax)
-}
-
-// helloWindowMax: a worker's first acks, a few batches later, raise it.
-const helloWindowMax = 1 << 20
-
-func (w *Writer) window(n int64) uint32 {
-	return uint32(min(max(w.cfg.QueueBytes/max(n, 1), MinLogWindow), MaxLogWindow))
 }

@@ -2,9 +2,7 @@ package logpipe
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -18,15 +16,13 @@ type frameItem struct {
 	forget bool
 }
 
-// writerShard is one writer goroutine with its ring and the files of the
+// writerShard is one writer goroutine with its queue and the files of the
 // runs that hash to it. Fields below files are its goroutine's only.
 type writerShard struct {
 	w         *Writer
-	ring      *Ring[frameItem]
-	queued    atomic.Int64 // bytes of Data in the ring
+	q         frameQueue   // the ring, or a channel (queue.go)
+	queued    atomic.Int64 // bytes of Data in the queue
 	maxQueued int64
-	sleeping  atomic.Bool   // the goroutine is about to wait on wake
-	wake      chan struct{} // capacity 1
 	quit      chan struct{} // closed by Close once no Submit is in progress
 	open      atomic.Int64  // files open, for Stats
 
@@ -52,8 +48,8 @@ type pendingAck struct {
 	ack Ack
 }
 
-// push queues it without blocking; false when the ring or its byte bound is
-// full. Safe from any goroutine.
+// push queues it without blocking; false when the queue or its byte bound
+// is full. Safe from any goroutine.
 func (s *writerShard) push(it frameItem) bool {
 	n := int64(len(it.Data))
 	// A frame is always taken into an empty queue, however large.
@@ -61,70 +57,40 @@ func (s *writerShard) push(it frameItem) bool {
 		s.queued.Add(-n)
 		return false
 	}
-	if !s.ring.TryPush(it) {
+	if !s.q.push(it) {
 		s.queued.Add(-n)
 		return false
-	}
-	// Pairs with the goroutine's Store(true) then Len() in take: with
-	// sequentially consistent atomics either it sees this push or this
-	// sees it sleeping and wakes it.
-	if s.sleeping.Load() {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
 	}
 	return true
 }
 
-// take waits for the next item; false once Close was called and the ring
-// is drained.
-func (s *writerShard) take() (frameItem, bool) {
-	for {
-		if it, ok := s.ring.TryPop(); ok {
-			return it, true
-		}
-		if s.ring.Len() > 0 { // claimed by a producer, not yet published
-			runtime.Gosched()
-			continue
-		}
-		s.sleeping.Store(true)
-		if s.ring.Len() > 0 {
-			s.sleeping.Store(false)
-			continue
-		}
-		select {
-		case <-s.wake:
-		case <-s.quit:
-			// No Submit is in progress any more, so an empty ring stays empty.
-			if s.ring.Len() == 0 {
-				s.sleeping.Store(false)
-				return frameItem{}, false
-			}
-		}
-		s.sleeping.Store(false)
-	}
-}
+// popChunk is how many frames the writer takes from its queue at once (one
+// CAS of the ring's head for all of them): small enough that a batch
+// overshoots FlushBytes by little, large enough to amortise the counter.
+const popChunk = 32
 
 func (s *writerShard) run() {
 	defer s.files.closeAll()
 	cfg := &s.w.cfg
 	for {
-		it, ok := s.take()
-		if !ok {
+		if !s.q.wait(s.quit) {
 			return
 		}
-		s.batch = append(s.batch[:0], it)
-		size := len(it.Data)
+		s.batch = s.q.popBatch(s.batch[:0], popChunk)
+		size := 0
+		for i := range s.batch {
+			size += len(s.batch[i].Data)
+		}
 		deadline := time.Now().Add(cfg.FlushInterval)
 		for size < cfg.FlushBytes {
-			it, ok := s.ring.TryPop()
-			if !ok {
+			n := len(s.batch)
+			if s.batch = s.q.popBatch(s.batch, popChunk); len(s.batch) == n {
 				break
 			}
-			s.batch = append(s.batch, it)
-			size += len(it.Data)
-			if len(s.batch)%256 == 0 && time.Now().After(deadline) {
+			for i := n; i < len(s.batch); i++ {
+				size += len(s.batch[i].Data)
+			}
+			if len(s.batch)%256 < popChunk && time.Now().After(deadline) {
 				break
 			}
 		}
@@ -196,7 +162,7 @@ func (s *writerShard) writeRun(g groupRef) {
 		}
 		var fresh []byte
 		var err error
-		s.pieces, fresh, err = st.stage(s.pieces, it.TraceID, it.Attempt, it.Offset, it.Data)
+		s.pieces, fresh, err = st.stage(s.pieces, it.TraceID, it.Attempt, it.Offset, it.Data, s.w.cfg.MaxRunLogBytes)
 		switch {
 		case err == nil:
 			s.w.dupBytes.Add(int64(len(it.Data) - len(fresh)))
@@ -240,7 +206,8 @@ func (s *writerShard) sendAcks() {
 }
 
 // commit writes the staged pieces, moving rf to st, then hands the bytes to
-// the sink, extracts metrics and sends the acks. On a write error every ack
+// the sink, extracts metrics and sends the acks. Pieces past the run's cap
+// (drop) are not written, only extracted. On a write error every ack
 // becomes that error and the file is closed, to be read again on its next
 // use.
 func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
@@ -248,18 +215,22 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 	if len(s.pieces) == 0 {
 		return
 	}
-	sink := s.w.sink.Load()
+	sink := s.w.cfg.Sink
 	fileOff := rf.st.size
-	var err error
-	if len(s.pieces) == 1 {
-		err = rf.write(s.pieces[0].b)
-	} else {
-		// Written as they are (writev): most runs have no live reader, so
-		// their bytes are never joined; the hub copies what it sends.
-		s.iov = s.iov[:0]
-		for _, p := range s.pieces {
+	// Written as they are (writev): most runs have no live reader, so
+	// their bytes are never joined; the hub copies what it sends.
+	s.iov = s.iov[:0]
+	for _, p := range s.pieces {
+		if !p.drop {
 			s.iov = append(s.iov, p.b)
 		}
+	}
+	var err error
+	switch len(s.iov) {
+	case 0:
+	case 1:
+		err = rf.write(s.iov[0])
+	default:
 		err = rf.writev(s.iov)
 	}
 	if err != nil {
@@ -276,20 +247,29 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 		clear(s.iov)
 		return
 	}
+	if st.capped && !rf.st.capped {
+		s.w.cappedRuns.Add(1)
+		s.w.log.Warn().Str("task", taskID).Int64("max_bytes", s.w.cfg.MaxRunLogBytes).
+			Msg("a run's log reached RUN_MAX_LOG_BYTES: its further output is acked but not stored")
+	}
 	rf.st = st
 	s.w.wrote()
-	if sink != nil {
-		switch ps, ok := sink.s.(partsSink); {
-		case len(s.pieces) == 1:
-			sink.s.LogAppended(taskID, fileOff, s.pieces[0].b) // the frame's own bytes: the writer owns them
+	if sink != nil && len(s.iov) > 0 {
+		switch ps, ok := sink.(PartsSink); {
+		case len(s.iov) == 1:
+			sink.LogAppended(taskID, fileOff, s.iov[0]) // the frame's own bytes: the writer owns them
 		case ok:
-			ps.logAppendedParts(taskID, fileOff, s.iov)
+			ps.LogAppendedParts(taskID, fileOff, s.iov)
 		default: // the sink may keep the bytes: a buffer of their own
 			n := 0
-			for _, p := range s.pieces {
-				n += len(p.b)
+			for _, b := range s.iov {
+				n += len(b)
 			}
-			sink.s.LogAppended(taskID, fileOff, join(make([]byte, 0, n), s.pieces))
+			buf := make([]byte, 0, n)
+			for _, b := range s.iov {
+				buf = append(buf, b...)
+			}
+			sink.LogAppended(taskID, fileOff, buf)
 		}
 	}
 	clear(s.iov) // drop references to the frames' data
@@ -300,17 +280,22 @@ func (s *writerShard) commit(taskID string, rf *runFile, st fileState) {
 // to recover metric points when a run's extraction state was lost.
 const rescanLimit = 16 << 20
 
-// extract feeds the output pieces just written at fileOff to the run's
-// metric extractor and stores what it finds.
+// extract feeds the output pieces just written at fileOff (and those past
+// the run's cap) to the run's metric extractor and queues what it finds
+// for the store, up to the run's cap on metric points.
 func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 	s.pts = s.pts[:0]
 	pos := fileOff
-	var out, lines int64
+	var out, lines, dropped int64
 	for _, p := range s.pieces {
 		if p.attempt > 0 {
 			if rf.x == nil || rf.xAttempt != p.attempt {
-				rf.x, rf.xAttempt = &Extractor{}, p.attempt
-				if p.offset > 0 {
+				rf.x, rf.xAttempt = &extractor{}, p.attempt
+				if p.offset > 0 && p.drop {
+					// Past the cap the file does not hold the earlier
+					// output to read again: skip to the next line.
+					rf.x.long = true
+				} else if p.offset > 0 {
 					// Earlier output of this attempt was written by another
 					// process or before the state was dropped. A master killed
 					// between writing bytes and storing their metrics would
@@ -327,6 +312,10 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 				}
 			}
 			s.pts = rf.x.feedAppend(s.pts, p.b)
+			if p.drop {
+				dropped += int64(len(p.b))
+				continue
+			}
 			out += int64(len(p.b))
 			lines += int64(bytes.Count(p.b, []byte{'\n'}))
 		}
@@ -334,25 +323,28 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 	}
 	s.w.bytes.Add(out)
 	s.w.lines.Add(lines)
+	s.w.cappedBytes.Add(dropped)
 	if rf.x == nil {
 		return
 	}
-	if v, ok := rf.x.FinalReward(); ok && (!rf.hasReported || v != rf.reported) && len(s.acks) > 0 {
+	if v, ok := rf.x.finalReward(); ok && (!rf.hasReported || v != rf.reported) && len(s.acks) > 0 {
 		for i := range s.acks {
 			s.acks[i].ack.FinalReward = &v
 		}
 		rf.reported, rf.hasReported = v, true
 	}
-	store := s.w.cfg.Store
-	if store == nil || len(s.pts) == 0 {
-		return
+	if lim := s.w.cfg.MaxRunMetricPoints; lim > 0 && rf.points+len(s.pts) > lim {
+		keep := max(lim-rf.points, 0)
+		if rf.points < lim {
+			s.w.log.Warn().Str("task", taskID).Int("max_points", lim).
+				Msg("a run reached RUN_MAX_METRIC_POINTS: its further metric points are dropped")
+		}
+		s.w.metricCapped.Add(int64(len(s.pts) - keep))
+		s.pts = s.pts[:keep]
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := store.AppendMetrics(ctx, taskID, s.pts); err != nil {
-		s.w.metricErrors.Add(1)
-		s.w.log.Warn().Str("task", taskID).Err(err).Int("points", len(s.pts)).Msg("cannot store metrics; keeping them to retry")
-		s.w.retry.add(taskID, s.pts) // copies: s.pts is reused
+	rf.points += len(s.pts)
+	if s.w.metrics != nil && len(s.pts) > 0 {
+		s.w.metrics.add(taskID, s.pts) // copies: s.pts is reused
 	}
 }
 

@@ -223,9 +223,18 @@ func TestWriter_OffsetsExactlyOnce(t *testing.T) {
 // random resends of old chunks, a window of unacked bytes, resend from the
 // acked offset on a gap or busy); every file, and what the sink saw, must be
 // byte for byte the runs' output.
-func TestWriter_ManyProducersExact(t *testing.T) {
+// forEachQueue runs f once with each queue a writer can have (queue.go).
+func forEachQueue(t *testing.T, f func(t *testing.T, queue string)) {
+	for _, q := range []string{"ring", "chan"} {
+		t.Run(q, func(t *testing.T) { f(t, q) })
+	}
+}
+
+func TestWriter_ManyProducersExact(t *testing.T) { forEachQueue(t, testManyProducersExact) }
+
+func testManyProducersExact(t *testing.T, queue string) {
 	sink := &recSink{t: t}
-	w := newWriter(t, WriterConfig{Sink: sink, Writers: 3, QueueFrames: 64, QueueBytes: 256 << 10, MaxOpenFiles: 6})
+	w := newWriter(t, WriterConfig{Sink: sink, Writers: 3, QueueFrames: 64, QueueBytes: 256 << 10, MaxOpenFiles: 6, Queue: queue})
 	const producers, runsEach = 6, 4
 	outputs := map[string][]byte{}
 	for p := range producers {
@@ -328,9 +337,13 @@ func TestWriter_ManyProducersExact(t *testing.T) {
 // Submit takes exactly what the ring holds, then refuses at once; the
 // refused frames are counted as busy and nothing of them is written.
 func TestWriter_FullQueueRefusesWithoutBlocking(t *testing.T) {
+	forEachQueue(t, testFullQueueRefusesWithoutBlocking)
+}
+
+func testFullQueueRefusesWithoutBlocking(t *testing.T, queue string) {
 	sink := &recSink{t: t, block: make(chan struct{}), in: make(chan struct{}, 1)}
 	a := newAcks()
-	w := newWriter(t, WriterConfig{Sink: sink, Writers: 1, QueueFrames: 4})
+	w := newWriter(t, WriterConfig{Sink: sink, Writers: 1, QueueFrames: 4, Queue: queue})
 	frame := func(off uint64) Frame {
 		return Frame{TaskID: "r", TraceID: "t", Attempt: 1, Offset: off, Data: []byte("0123456789"), Ack: a}
 	}
@@ -468,6 +481,9 @@ func TestWriter_MetricsAcrossFramesAndRestart(t *testing.T) {
 	// A restarted master continues the line the last one left unfinished.
 	w2 := newWriter(t, WriterConfig{Dir: dir, Store: store})
 	send(w2, uint64(cut2), out[cut2:])
+	if err := w2.WaitMetrics(t.Context(), "m"); err != nil { // acks come before the store
+		t.Fatal(err)
+	}
 	store.mu.Lock()
 	defer store.mu.Unlock()
 	want := []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: 5}, {Step: 2, Name: "loss", Value: 0.25}}
@@ -488,6 +504,9 @@ func TestWriter_MetricStoreErrorsCounted(t *testing.T) {
 	if ack := a.waitAck(t, "m", 0); ack.Err != "" || ack.Offset == 0 {
 		t.Fatalf("a metric store error must not refuse the bytes: %+v", ack)
 	}
+	if err := w.WaitMetrics(t.Context(), "m"); err != nil { // acks come before the store
+		t.Fatal(err)
+	}
 	if st := w.Stats(); st["metric_errors"] != int64(1) {
 		t.Fatalf("stats %v", st)
 	}
@@ -501,6 +520,9 @@ func TestWriter_MetricsKeptWhileStoreDown(t *testing.T) {
 	w := newWriter(t, WriterConfig{Store: store})
 	submit(t, w, Frame{TaskID: "m", Attempt: 1, Data: []byte("RLSCHED_METRIC {\"step\": 1, \"r\": 1}\nRLSCHED_METRIC {\"step\": 2, \"r\": 4}\n"), Ack: a})
 	a.waitAck(t, "m", 0)
+	if err := w.WaitMetrics(t.Context(), "m"); err != nil { // acks come before the store
+		t.Fatal(err)
+	}
 	if got := w.Stats()["metric_retrying"]; got != 2 {
 		t.Fatalf("metric_retrying = %v, want 2", got)
 	}
@@ -588,9 +610,17 @@ func TestWriter_CloseDrains(t *testing.T) {
 	}
 }
 
+// BenchmarkWriter moves frames through the whole writer (queue, batch,
+// writev, ack), with each queue it can have.
 func BenchmarkWriter(b *testing.B) {
+	for _, q := range []string{"ring", "chan"} {
+		b.Run(q, func(b *testing.B) { benchmarkWriter(b, q) })
+	}
+}
+
+func benchmarkWriter(b *testing.B, queue string) {
 	const runs = 64
-	w, err := NewWriter(WriterConfig{Dir: b.TempDir()})
+	w, err := NewWriter(WriterConfig{Dir: b.TempDir(), Queue: queue})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -623,5 +653,62 @@ func BenchmarkWriter(b *testing.B) {
 	b.StopTimer()
 	if st := w.Stats(); st["gaps"] != int64(0) {
 		b.Fatalf("gaps: %v", st)
+	}
+}
+
+// TestWriter_RunLogCap: output that would take a run's log past
+// MaxRunLogBytes is acked but not stored; the file gets one line saying
+// so and nothing after it (a restarted master and later attempts
+// included), and a final reward printed past the cap still counts.
+func TestWriter_RunLogCap(t *testing.T) {
+	dir := t.TempDir()
+	sink := &recSink{t: t}
+	a := newAcks()
+	const max = 40
+	w := newWriter(t, WriterConfig{Dir: dir, Sink: sink, MaxRunLogBytes: max})
+	header := "TRACE_ID:tr\n"
+	var sent uint64
+	send := func(w *Writer, attempt int, s string) Ack {
+		t.Helper()
+		n := a.count()
+		submit(t, w, Frame{TaskID: "c", TraceID: "tr", Attempt: attempt, Offset: sent, Data: []byte(s), Ack: a})
+		sent += uint64(len(s))
+		ack := a.waitAck(t, "c", n)
+		if ack.Err != "" || ack.Offset != sent {
+			t.Fatalf("ack %+v, want offset %d", ack, sent)
+		}
+		return ack
+	}
+	send(w, 1, "0123456789\n")
+	send(w, 1, "abcdefghijklmnopqrstuvwxyz\n") // crosses the cap
+	if ack := send(w, 1, "FINAL_REWARD: 3\n"); ack.FinalReward == nil || *ack.FinalReward != 3 {
+		t.Fatalf("final reward past the cap: %+v", ack)
+	}
+	kept := (header + "0123456789\nabcdefghijklmnopqrstuvwxyz\n")[:max]
+	want := kept + "\n" + capPrefix + "40 bytes (RUN_MAX_LOG_BYTES); the rest of its output is not stored ===\n"
+	if got := readLog(t, dir, "c"); got != want {
+		t.Fatalf("file %q\nwant %q", got, want)
+	}
+	if got := string(sink.get("c")); got != want {
+		t.Fatalf("published %q\nwant %q", got, want)
+	}
+	if st := w.Stats(); st["capped_runs"] != int64(1) || st["capped_bytes"] != int64(len(header)+38+16-max) {
+		t.Fatalf("stats %v", st)
+	}
+	// A restarted master knows the file is capped: it takes the worker's
+	// offsets as they come and stores nothing, for later attempts too.
+	w.Close()
+	w2 := newWriter(t, WriterConfig{Dir: dir, MaxRunLogBytes: max})
+	send(w2, 1, "more\n")
+	sent = 0
+	send(w2, 2, "attempt two\n")
+	if got := readLog(t, dir, "c"); got != want {
+		t.Fatalf("after restart and a new attempt: file %q\nwant %q", got, want)
+	}
+}
+
+func TestWriter_UnknownQueueRefused(t *testing.T) {
+	if _, err := NewWriter(WriterConfig{Dir: t.TempDir(), Queue: "lifo"}); err == nil || !strings.Contains(err.Error(), "ring or chan") {
+		t.Fatalf("NewWriter with an unknown queue: %v", err)
 	}
 }

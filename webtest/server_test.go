@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 const password = "a-long-password"
@@ -76,14 +78,9 @@ func startUp(t *testing.T, gpus int) *server {
 	if rlschedBin == "" {
 		t.Skip("browser tests need Linux and the rlsched binary")
 	}
-	dir := t.TempDir()
 	// Runs under uids of their own (up run as root) must reach the local
-	// worker's data dir in here; t.TempDir's parent is mode 0700.
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// worker's data dir in here.
+	dir := testutil.ReachableTempDir(t)
 	s := &server{t: t, dir: dir, outPath: filepath.Join(dir, "up.stdout"), errPath: filepath.Join(dir, "up.stderr"), done: make(chan struct{})}
 	out, err := os.Create(s.outPath)
 	if err != nil {

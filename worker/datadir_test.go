@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 func TestDataDir_OneHolderAndAStableIdentity(t *testing.T) {
@@ -157,7 +158,7 @@ func TestRun_SecondWorkerOnADataDirExits(t *testing.T) {
 // the same after a restart on its dir; its Hello carries the dir's instance
 // token and its send time.
 func TestHello_IdentityFromTheDataDir(t *testing.T) {
-	dir := reachableTempDir(t)
+	dir := testutil.ReachableTempDir(t)
 	hello := func(dataDir string) *pb.Hello {
 		t.Helper()
 		m := newFakeMaster(t, testToken)
@@ -191,7 +192,7 @@ func TestHello_IdentityFromTheDataDir(t *testing.T) {
 	if h2.GetWorkerId() != h1.GetWorkerId() || h2.GetInstance() != h1.GetInstance() {
 		t.Fatalf("a restart on the same dir is %s/%s, was %s/%s", h2.GetWorkerId(), h2.GetInstance(), h1.GetWorkerId(), h1.GetInstance())
 	}
-	h3 := hello(reachableTempDir(t))
+	h3 := hello(testutil.ReachableTempDir(t))
 	if h3.GetWorkerId() == h1.GetWorkerId() || h3.GetInstance() == h1.GetInstance() {
 		t.Fatalf("another data dir on the same host is %s/%s too", h3.GetWorkerId(), h3.GetInstance())
 	}

@@ -12,24 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testutil"
+
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
 )
-
-// reachableTempDir is a t.TempDir that runs under their own uids can enter
-// (t.TempDir's parent is mode 0700): the data dir of a worker run as root.
-func reachableTempDir(t testing.TB) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 func needRoot(t *testing.T) {
 	t.Helper()
@@ -147,7 +136,7 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 // that it can execute, a system one last, and otherwise an error that names
 // what it cannot reach and why.
 func TestLookPath(t *testing.T) {
-	base := reachableTempDir(t)
+	base := testutil.ReachableTempDir(t)
 	mk := func(rel string, perm os.FileMode, body string) string {
 		p := filepath.Join(base, rel)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -208,7 +197,7 @@ func isoWorker(t *testing.T, m *fakeMaster, r UIDRange, edit func(*Config)) Conf
 	t.Helper()
 	needRoot(t)
 	return startWorker(t, m, func(c *Config) {
-		c.RunAs, c.RunUIDs, c.UIDLockDir = RunAsDynamic, r, filepath.Join(reachableTempDir(t), "uids")
+		c.RunAs, c.RunUIDs, c.UIDLockDir = RunAsDynamic, r, filepath.Join(testutil.ReachableTempDir(t), "uids")
 		if edit != nil {
 			edit(c)
 		}
@@ -257,7 +246,7 @@ func TestIsolation_RunsCannotSignalEachOther(t *testing.T) {
 	m := newFakeMaster(t, testToken)
 	cfg := isoWorker(t, m, UIDRange{First: 62050, Last: 62059}, nil)
 	mc := m.next(t)
-	pidFile := filepath.Join(reachableTempDir(t), "victim.pid")
+	pidFile := filepath.Join(testutil.ReachableTempDir(t), "victim.pid")
 	if err := os.WriteFile(pidFile, nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +347,7 @@ func TestIsolation_RunAsUser(t *testing.T) {
 	}
 	needRoot(t)
 	m := newFakeMaster(t, testToken)
-	startWorker(t, m, func(c *Config) { c.RunAs, c.DataDir = RunAsUser, reachableTempDir(t) })
+	startWorker(t, m, func(c *Config) { c.RunAs, c.DataDir = RunAsUser, testutil.ReachableTempDir(t) })
 	mc := m.next(t)
 	fin, out := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-nouser", Attempt: 1, User: "no-such-account-x", Argv: []string{"true"}})
 	if fin.GetOutcome() != pb.Outcome_OUTCOME_START_FAILED || !strings.Contains(fin.GetError(), "useradd") {
@@ -370,7 +359,7 @@ func TestIsolation_RunAsUser(t *testing.T) {
 // (0755 everywhere, a run dir still owned by a dynamic uid) is closed at start.
 func TestIsolation_TightensEarlierDirs(t *testing.T) {
 	needRoot(t)
-	dir := reachableTempDir(t)
+	dir := testutil.ReachableTempDir(t)
 	old := filepath.Join(dir, "outputs", "r-old", "1")
 	if err := os.MkdirAll(old, 0o755); err != nil {
 		t.Fatal(err)

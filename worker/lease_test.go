@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 // TestLease_FrozenWorkersRunDiesOnTime is issue 11's frozen worker: a worker
@@ -33,7 +34,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+reachableTempDir(t))
+	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+testutil.ReachableTempDir(t))
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(lw, &out), io.MultiWriter(lw, &out)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testutil"
 	"github.com/rs/zerolog"
 )
 
@@ -80,7 +81,7 @@ func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
 		ID:                "w1",
 		Masters:           []string{m.addr()},
 		JoinToken:         testToken,
-		DataDir:           reachableTempDir(t),
+		DataDir:           testutil.ReachableTempDir(t),
 		GPUs:              SyntheticGPUs(2),
 		HeartbeatInterval: 100 * time.Millisecond,
 		Grace:             500 * time.Millisecond,

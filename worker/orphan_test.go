@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 // TestOrphan_WorkerSIGKILLed runs a worker in a child process (this test
@@ -15,7 +16,7 @@ import (
 func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 	m := newFakeMaster(t, testToken)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+reachableTempDir(t))
+	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+testutil.ReachableTempDir(t))
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd.Stdout, cmd.Stderr = lw, lw

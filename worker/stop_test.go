@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 func TestCancel_TermKillsGroup(t *testing.T) {
@@ -87,7 +88,7 @@ func TestShutdown_StopsRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Config{ID: "w-stop", Masters: []string{m.addr()}, JoinToken: testToken,
-			DataDir: reachableTempDir(t), Grace: 300 * time.Millisecond, Logger: newTestLogger(lw)})
+			DataDir: testutil.ReachableTempDir(t), Grace: 300 * time.Millisecond, Logger: newTestLogger(lw)})
 	}()
 	mc := m.next(t)
 	mc.send(&pb.ExecuteTask{TaskId: "t-trap", Attempt: 1,

@@ -50,3 +50,43 @@ func (f envFlags) parse(args []string) error {
 }
 
 func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
+
+func (f envFlags) int64(p *int64, name, env string, def int64, help string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			def = n
+		}
+	}
+	if env != "" {
+		help += " (env " + env + ")"
+	}
+	f.Int64Var(p, name, def, help)
+}
+
+// seconds binds a flag given in whole seconds to a duration.
+func (f envFlags) seconds(p *time.Duration, name, env string, def int, help string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			def = n
+		}
+	}
+	if env != "" {
+		help += " (env " + env + ")"
+	}
+	*p = seconds(def)
+	f.Var((*secondsValue)(p), name, help)
+}
+
+// secondsValue is a duration read and shown as whole seconds.
+type secondsValue time.Duration
+
+func (s *secondsValue) String() string { return strconv.Itoa(int(time.Duration(*s) / time.Second)) }
+
+func (s *secondsValue) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("want whole seconds: %w", err)
+	}
+	*s = secondsValue(seconds(n))
+	return nil
+}

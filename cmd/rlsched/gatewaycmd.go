@@ -16,6 +16,7 @@ import (
 	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/masterd"
 )
 
 // gatewayOpts are the settings of `rlsched gateway` (API.md, Configuration).
@@ -210,10 +211,10 @@ func (rg *runningGateway) close() {
 // startUpGateway starts the gateway of `rlsched up` in front of its master,
 // with the master's JWT secret, bind address, public names and Redis, and
 // sharedSecret (the one the master trusts).
-func startUpGateway(o gatewayOpts, mo masterOpts, sharedSecret string, rm *runningMaster, log zerolog.Logger) (*runningGateway, error) {
-	o.bind, o.masters, o.publicHosts = mo.bind, rm.url, mo.publicHosts
-	o.redisAddr, o.redisPrefix = mo.redisAddr, mo.redisPrefix
-	o.jwtSecret, o.sharedSecret = mo.jwtSecret, sharedSecret
+func startUpGateway(o gatewayOpts, mc masterd.Config, sharedSecret, masterURL string, log zerolog.Logger) (*runningGateway, error) {
+	o.bind, o.masters, o.publicHosts = mc.Bind, masterURL, strings.Join(mc.PublicHosts, ",")
+	o.redisAddr, o.redisPrefix = mc.RedisAddr, mc.RedisPrefix
+	o.jwtSecret, o.sharedSecret = mc.JWTSecret, sharedSecret
 	return startGateway(o, log)
 }
 

@@ -2,59 +2,63 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/cluster"
-	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/lease/memory"
-	"github.com/rlsched/rlsched/core/lease/redis"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/mysql"
-	"github.com/rlsched/rlsched/core/store/sqlite"
-	"github.com/rlsched/rlsched/dispatch"
-	"github.com/rlsched/rlsched/gateway/discovery"
-	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/masterd"
 )
 
-// masterOpts are the settings of a master, from flags and environment.
-type masterOpts struct {
-	dataDir, bind, sqlitePath, logDir string
-	masterPort, rpcPort               int
-	hbTTL, taskTTL, cancelGrace       int // seconds
-	mysqlDSN, redisAddr, redisPrefix  string
-	masterID                          string
-	jwtSecret, joinToken              string
-	publicHosts                       string
-	gw                                masterGatewayOpts // mastergw.go
+// masterFlags are the flags of a master: each field of masterd.Config has
+// one flag and one environment variable (API.md, Configuration).
+type masterFlags struct {
+	cfg         masterd.Config
+	nacos       nacosOpts // → cfg.Gateway.Nacos once parsed (config)
+	publicHosts string    // → cfg.PublicHosts
 }
 
-func (o *masterOpts) define(f envFlags, defaultBind string) {
-	f.str(&o.dataDir, "data-dir", "RLSCHED_DATA_DIR", defaultDataDir(), "directory for the database, logs and outputs")
-	f.str(&o.bind, "bind", "RLSCHED_BIND", defaultBind, "address to listen on")
-	f.int(&o.masterPort, "master-port", "MASTER_PORT", 8082, "REST/WebSocket port (0: any free port)")
-	f.int(&o.rpcPort, "rpc-port", "RPC_PORT", 9000, "worker RPC port (0: any free port)")
-	f.str(&o.sqlitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
-	f.str(&o.logDir, "log-dir", "LOG_DIR", "", "run log directory (default DATA_DIR/logs); several masters must share one (a shared filesystem across machines)")
-	f.str(&o.mysqlDSN, "mysql-dsn", "MYSQL_DSN", "", "MySQL DSN (empty: SQLite)")
-	f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address (empty: in-memory leases)")
-	f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key, so deployments can share one Redis")
-	f.int(&o.hbTTL, "worker-hb-ttl", "WORKER_HB_TTL_SECONDS", 30, "seconds without a heartbeat before a worker counts as gone; workers beat every third of it")
-	f.int(&o.taskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in seconds; a run whose worker is silent this long is LOST")
-	f.int(&o.cancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "seconds between SIGTERM and SIGKILL when a run is cancelled")
-	f.str(&o.masterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
+func (o *masterFlags) define(f envFlags, defaultBind string) {
+	c := &o.cfg
+	f.str(&c.DataDir, "data-dir", "RLSCHED_DATA_DIR", defaultDataDir(), "directory for the database, logs and outputs")
+	f.str(&c.Bind, "bind", "RLSCHED_BIND", defaultBind, "address to listen on")
+	f.int(&c.MasterPort, "master-port", "MASTER_PORT", 8082, "REST/WebSocket port (0: any free port)")
+	f.int(&c.RPCPort, "rpc-port", "RPC_PORT", 9000, "worker RPC port (0: any free port)")
+	f.str(&c.SQLitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
+	f.str(&c.LogDir, "log-dir", "LOG_DIR", "", "run log directory (default DATA_DIR/logs); several masters must share one (a shared filesystem across machines)")
+	f.str(&c.MySQLDSN, "mysql-dsn", "MYSQL_DSN", "", "MySQL DSN (empty: SQLite)")
+	f.str(&c.RedisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address (empty: in-memory leases)")
+	f.str(&c.RedisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key, so deployments can share one Redis")
+	f.seconds(&c.HeartbeatTTL, "worker-hb-ttl", "WORKER_HB_TTL_SECONDS", 30, "`seconds` without a heartbeat before a worker counts as gone; workers beat every third of it")
+	f.seconds(&c.TaskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in `seconds`; a run whose worker is silent this long is LOST")
+	f.seconds(&c.CancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "`seconds` between SIGTERM and SIGKILL when a run is cancelled")
+	f.str(&c.MasterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
 	f.str(&o.publicHosts, "public-hosts", "PUBLIC_HOSTS", "", "more names (host or host:port, comma-separated) the REST API and the gateway answer to besides localhost and the bound address; others are refused 421 (DNS rebinding); * turns the check off")
-	o.gw.define(f)
+	f.str(&c.LogQueue, "log-queue", "RLSCHED_LOG_QUEUE", "ring", "queue between the event loops and the log writers: ring, or chan (to compare them in benchmarks)")
+	f.int64(&c.RunMaxLogBytes, "run-max-log-bytes", "RUN_MAX_LOG_BYTES", logpipe.DefaultMaxRunLogBytes,
+		"most bytes of a run's log file; output past it is acknowledged but not stored (-1: no cap)")
+	f.int(&c.RunMaxMetricPoints, "run-max-metric-points", "RUN_MAX_METRIC_POINTS", logpipe.DefaultMaxRunMetricPoints,
+		"most metric points stored per run; later points are dropped and counted (-1: no cap)")
+	defineGatewayTrust(f, &c.Gateway, &o.nacos) // mastergw.go
+}
+
+// config is the parsed Config, with the secrets from the environment
+// unless set already (rlsched up).
+func (o *masterFlags) config(log zerolog.Logger) masterd.Config {
+	c := o.cfg
+	c.Logger = log
+	c.Gateway.Nacos = o.nacos.options(log)
+	c.PublicHosts = guard.SplitList(o.publicHosts)
+	if c.JWTSecret == "" {
+		c.JWTSecret = os.Getenv("JWT_SECRET")
+	}
+	if c.JoinToken == "" {
+		c.JoinToken = os.Getenv("WORKER_JOIN_TOKEN")
+	}
+	return c
 }
 
 // defaultDataDir: a system service's place as root (a home under /root is
@@ -69,229 +73,24 @@ func defaultDataDir() string {
 	return ".rlsched"
 }
 
-// runningMaster is a started master: its store, dispatcher and REST server.
-type runningMaster struct {
-	st      store.Store // raw, group-committed and wrapped so that every run change reaches the hub
-	raw     store.Store
-	ls      lease.Leases
-	logs    *logpipe.Writer
-	hub     *logpipe.Hub
-	node    *cluster.Node // nil without REDIS_ADDR: one master alone
-	noPoll  context.CancelFunc
-	disp    *dispatch.Master
-	api     *httpapi.Server
-	httpLn  net.Listener
-	httpErr chan error
-	url     string
-	rpcAddr string
-	log     zerolog.Logger
-	sqlite  string
-	logDir  string
-	nacos   *discovery.Registration // nil without NACOS_ADDR
-}
-
-func startMaster(ctx context.Context, o masterOpts, log zerolog.Logger) (*runningMaster, error) {
-	if o.jwtSecret == "" {
-		return nil, errors.New("JWT_SECRET is not set: give the master a secret of at least 16 bytes (rlsched up generates one)")
-	}
-	if len(o.jwtSecret) < 16 {
-		return nil, errors.New("JWT_SECRET is too short: use at least 16 bytes")
-	}
-	if o.joinToken == "" {
-		return nil, errors.New("WORKER_JOIN_TOKEN is not set: give the master and its workers the same secret token")
-	}
-	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("cannot create data dir: %w", err)
-	}
-	if o.sqlitePath == "" {
-		o.sqlitePath = filepath.Join(o.dataDir, "rlsched.db")
-	}
-	if o.logDir == "" {
-		o.logDir = filepath.Join(o.dataDir, "logs")
-	}
-	rm := &runningMaster{log: log, sqlite: o.sqlitePath, logDir: o.logDir, httpErr: make(chan error, 1)}
-	ok := false
-	defer func() {
-		if !ok {
-			rm.close(context.Background())
-		}
-	}()
-	raw, err := openStore(o)
-	if err != nil { // raw may be a typed nil: never keep it for close
-		return nil, fmt.Errorf("cannot open the store: %w", err)
-	}
-	rm.raw = raw
-	rm.hub = logpipe.NewHub(logpipe.HubConfig{LogDir: o.logDir})
-	id := o.masterID
-	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, o.rpcPort)
-		if o.rpcPort == 0 { // a free port is picked later: keep ids of several masters apart
-			id = fmt.Sprintf("%s-%s", host, core.NewTraceID()[:8])
-		}
-	}
-	// With Redis, masters may be several (one store, one Redis): events and
-	// worker views of the others reach this master's hub through the
-	// cluster node, and what happens here reaches theirs.
-	var events logpipe.EventSink = rm.hub
-	if o.redisAddr != "" {
-		if rm.node, err = cluster.New(cluster.Config{Addr: o.redisAddr, Prefix: o.redisPrefix, MasterID: id,
-			Local: rm.hub, Logger: log}); err != nil {
-			return nil, fmt.Errorf("cannot join the cluster over redis at %s: %w", o.redisAddr, err)
-		}
-		events = rm.node
-	}
-	// Single-row writes (REST submissions, the dispatcher's transitions)
-	// are group-committed by the Batcher; the event publisher stays
-	// outermost so every committed change still reaches the hub.
-	rm.st = logpipe.TaskStore(store.NewBatcher(rm.raw, 0), events)
-	if rm.ls, err = openLeases(ctx, o); err != nil {
-		return nil, fmt.Errorf("cannot open the lease store: %w", err)
-	}
-	// Several masters share LOG_DIR (one filesystem, or a shared one across
-	// machines): a run's log is written by whichever master its worker is
-	// connected to, so the writer checks files it holds open for growth by
-	// others, and the hub polls the files that live tails follow here.
-	shared := rm.node != nil
-	if rm.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: o.logDir, Store: rm.st, Sink: rm.hub,
-		SharedDir: shared, Logger: log}); err != nil {
-		return nil, err
-	}
-	if shared {
-		var pctx context.Context
-		pctx, rm.noPoll = context.WithCancel(context.Background())
-		go rm.hub.PollFiles(pctx, 200*time.Millisecond)
-	}
-	rm.httpLn, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.masterPort)))
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", o.masterPort, err)
-	}
-	hbTTL := seconds(max(o.hbTTL, 1))
-	dcfg := dispatch.Config{
-		Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.rpcPort)), MasterID: id, JoinToken: []byte(o.joinToken),
-		HeartbeatInterval: hbTTL / 3, HeartbeatTTL: hbTTL, LeaseTTL: seconds(max(o.taskTTL, 1)),
-		CancelGrace: seconds(max(o.cancelGrace, 1)), Logger: log, Logs: rm.logs, OnWorker: events.WorkerChanged,
-	}
-	if rm.node != nil {
-		dcfg.OnCancel = rm.node.Cancel
-	}
-	rm.disp, err = dispatch.New(dcfg, rm.st, rm.ls, nil)
-	if err != nil {
-		return nil, err
-	}
-	var ctl httpapi.Control = rm.disp
-	if rm.node != nil {
-		rm.node.Attach(cluster.Hooks{Workers: rm.disp.Workers, Cancel: rm.disp.CancelNotified, Task: rm.disp.RemoteTaskChanged})
-		rm.node.Start()
-		ctl = clusterControl{rm.disp, rm.node}
-	}
-	if err := rm.disp.Start(ctx); err != nil {
-		return nil, err
-	}
-	rm.rpcAddr = rm.disp.Addr()
-	apiCfg := httpapi.Config{
-		JWTSecret: []byte(o.jwtSecret), LogDir: o.logDir, MasterID: id, Logger: log,
-		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: rm.ls.Kind(), Hub: rm.hub,
-		PublicHosts: guard.SplitList(o.publicHosts),
-	}
-	o.gw.apply(&apiCfg)
-	rm.api, err = httpapi.New(apiCfg, rm.st, ctl)
-	if err != nil {
-		return nil, err
-	}
-	go func() { rm.httpErr <- rm.api.Serve(rm.httpLn) }()
-	rm.url = "http://" + rm.httpLn.Addr().String()
-	if rm.nacos, err = o.gw.register(rm.httpLn.Addr(), o.bind, id, rm.rpcAddr, log); err != nil {
-		return nil, err
-	}
-	storeDesc, leaseDesc := o.sqlitePath, "memory"
-	if o.mysqlDSN != "" {
-		storeDesc = "mysql" // not the DSN: it may hold a password
-	}
-	if o.redisAddr != "" {
-		leaseDesc = "redis " + o.redisAddr + " prefix " + o.redisPrefix
-	}
-	log.Info().Str("url", rm.url).Str("rpc", rm.rpcAddr).Str("store", storeDesc).Str("leases", leaseDesc).Str("logs", o.logDir).Msg("master started")
-	ok = true
-	return rm, nil
-}
-
-// openStore picks MySQL when MYSQL_DSN is set, else SQLite.
-func openStore(o masterOpts) (store.Store, error) {
-	if o.mysqlDSN != "" {
-		return mysql.Open(o.mysqlDSN)
-	}
-	return sqlite.Open(o.sqlitePath)
-}
-
-// openLeases picks Redis when REDIS_ADDR is set, else in-memory leases.
-func openLeases(ctx context.Context, o masterOpts) (lease.Leases, error) {
-	if o.redisAddr != "" {
-		return redis.Open(ctx, o.redisAddr, redis.Options{Prefix: o.redisPrefix, DetectReset: true})
-	}
-	return memory.New(), nil
-}
-
-func (rm *runningMaster) close(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_ = rm.nacos.Close() // first: the gateways stop routing here before the API stops
-	if rm.api != nil {
-		rm.api.Shutdown()
-	} else if rm.httpLn != nil {
-		rm.httpLn.Close()
-	}
-	if rm.disp != nil {
-		_ = rm.disp.Stop(ctx)
-	}
-	if rm.node != nil {
-		rm.node.Close()
-	}
-	if rm.noPoll != nil {
-		rm.noPoll()
-	}
-	if rm.logs != nil {
-		rm.logs.Close()
-	}
-	if rm.ls != nil {
-		rm.ls.Close()
-	}
-	if rm.raw != nil {
-		rm.raw.Close()
-	}
-}
-
 func runMaster(ctx context.Context, args []string) error {
-	var o masterOpts
+	var o masterFlags
 	f := newFlags("master")
 	o.define(f, "0.0.0.0")
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	o.jwtSecret, o.joinToken = os.Getenv("JWT_SECRET"), os.Getenv("WORKER_JOIN_TOKEN")
-	log := newLogger()
-	if err := o.privatePaths(log); err != nil {
-		return err
-	}
-	rm, err := startMaster(ctx, o, log)
+	cfg := o.config(newLogger())
+	m, err := masterd.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer rm.close(context.Background())
+	defer m.Close(context.Background())
 	select {
 	case <-ctx.Done():
-		log.Info().Msg("shutting down")
+		cfg.Logger.Info().Msg("shutting down")
 		return nil
-	case err := <-rm.httpErr:
+	case err := <-m.Err():
 		return fmt.Errorf("REST server stopped: %w", err)
 	}
 }
-
-// clusterControl is the dispatcher as the REST API sees it when masters are
-// several: /api/workers lists the workers of every master.
-type clusterControl struct {
-	*dispatch.Master
-	node *cluster.Node
-}
-
-func (c clusterControl) Workers() []core.WorkerInfo { return c.node.Workers() }

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/rlsched/rlsched/internal/secure"
+	"github.com/rlsched/rlsched/masterd"
 	"github.com/rlsched/rlsched/worker"
 )
 
@@ -20,7 +21,7 @@ import (
 // where secrets get defaults: generated once and kept in
 // DATA_DIR/master/secrets.env (upLayout has the data dir's layout).
 func runUp(ctx context.Context, args []string) error {
-	var o masterOpts
+	var o masterFlags
 	var wo workerOpts
 	var workers int
 	var gwo gatewayOpts
@@ -35,36 +36,34 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
-	upDir := o.dataDir
-	db := o.sqlitePath != "" || o.mysqlDSN != ""
-	keep := map[string]bool{"logs": o.logDir != "", "rlsched.db": db, "rlsched.db-wal": db, "rlsched.db-shm": db, "rlsched.db-journal": db}
-	masterDir, workersDir, err := upLayout(upDir, keep, log)
+	upDir := o.cfg.DataDir
+	db := o.cfg.SQLitePath != "" || o.cfg.MySQLDSN != ""
+	keep := map[string]bool{"logs": o.cfg.LogDir != "", "rlsched.db": db, "rlsched.db-wal": db, "rlsched.db-shm": db, "rlsched.db-journal": db}
+	masterDir, workersDir, err := masterd.UpLayout(upDir, keep, log)
 	if err != nil {
 		return err
 	}
-	o.dataDir = masterDir
-	if err := o.privatePaths(log); err != nil {
-		return err
-	}
+	o.cfg.DataDir = masterDir
 	secretsPath := filepath.Join(masterDir, "secrets.env")
-	if err := tightenFile(secretsPath, log); err != nil {
+	if err := masterd.TightenFile(secretsPath, log); err != nil {
 		return err
 	}
 	secrets, err := loadOrCreateSecrets(secretsPath)
 	if err != nil {
 		return err
 	}
-	o.jwtSecret, o.joinToken = firstNonEmpty(os.Getenv("JWT_SECRET"), secrets["JWT_SECRET"]),
+	mc := o.config(log)
+	mc.JWTSecret, mc.JoinToken = firstNonEmpty(os.Getenv("JWT_SECRET"), secrets["JWT_SECRET"]),
 		firstNonEmpty(os.Getenv("WORKER_JOIN_TOKEN"), secrets["WORKER_JOIN_TOKEN"])
-	o.gw.sharedSecret = firstNonEmpty(os.Getenv("GATEWAY_SHARED_SECRET"), secrets["GATEWAY_SHARED_SECRET"])
-	o.gw.trustHeaders = true
+	mc.Gateway.SharedSecret = firstNonEmpty(os.Getenv("GATEWAY_SHARED_SECRET"), secrets["GATEWAY_SHARED_SECRET"])
+	mc.Gateway.TrustHeaders = true
 	secure.ScrubEnv() // read: the local workers' guards and runs must not inherit them
-	rm, err := startMaster(ctx, o, log)
+	rm, err := masterd.Start(ctx, mc)
 	if err != nil {
 		return err
 	}
-	defer rm.close(context.Background())
-	rg, err := startUpGateway(gwo, o, o.gw.sharedSecret, rm, log)
+	defer rm.Close(context.Background())
+	rg, err := startUpGateway(gwo, mc, mc.Gateway.SharedSecret, rm.URL(), log)
 	if err != nil {
 		return err
 	}
@@ -79,10 +78,10 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 	for i := 0; i < workers; i++ {
-		wo.masters = rm.rpcAddr
+		wo.masters = rm.RPCAddr()
 		wo.id = fmt.Sprintf("local-%d", i)
 		wo.dataDir = filepath.Join(workersDir, wo.id)
-		cfg, err := workerConfig(wo, o.joinToken, log)
+		cfg, err := workerConfig(wo, mc.JoinToken, log)
 		if err != nil {
 			return err
 		}
@@ -115,12 +114,12 @@ rlsched is up.
 Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
       bin/rlsched login -u alice -p 'a-long-password' --server %s
       bin/rlsched submit --algorithm PPO --episodes 200 --wait
-`, rg.url, rm.url, rm.rpcAddr, upDir, rm.sqlite, rm.logDir, secretsPath, isolation, rg.url, rg.url)
+`, rg.url, rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, isolation, rg.url, rg.url)
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 		return nil
-	case err := <-rm.httpErr:
+	case err := <-rm.Err():
 		return fmt.Errorf("REST server stopped: %w", err)
 	case err := <-rg.serveErr:
 		return fmt.Errorf("gateway stopped: %w", err)

@@ -1,8 +1,8 @@
 // Package lease owns run leases with fencing tokens and worker presence.
 // Claim, renew, release and reap are each atomic; every claim gets a token
 // from a monotonic counter, so a stale owner can be recognised anywhere.
-// Backends: memory (default) and, later, redis (rueidis + Lua); both must
-// pass the conformance suite in leasetest.
+// Backends: memory (default, one master) and redis (rueidis + Lua, several
+// masters); both must pass the conformance suite in leasetest.
 package lease
 
 import (

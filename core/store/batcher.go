@@ -267,12 +267,3 @@ func (q *batchQueue[T]) run() {
 		clear(rows)
 	}
 }
-
-// PendingUpdates is how many rows wait for a batch (not the one
-// committing): updates, and creates too when they share the batches (a
-// TaskWriter); for tests and metrics.
-func (b *Batcher) PendingUpdates() int {
-	b.updates.mu.Lock()
-	defer b.updates.mu.Unlock()
-	return b.updates.rows
-}

@@ -40,11 +40,13 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/internal/rediskey"
 )
 
 // Options configure New and Open.
 type Options struct {
-	// Prefix names the deployment: every key is "{Prefix}:name" (see key),
+	// Prefix names the deployment: every key is "{Prefix}:name" (package
+	// rediskey),
 	// so several deployments, or tests, share one Redis without meeting.
 	// Default DefaultPrefix. REDIS_PREFIX in the master's environment.
 	Prefix string
@@ -77,7 +79,7 @@ func New(ctx context.Context, c rueidis.Client, o Options) (*Leases, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if err := checkPrefix(o.Prefix); err != nil {
+	if err := rediskey.Check(o.Prefix); err != nil {
 		return nil, fmt.Errorf("cannot use redis leases: %w", err)
 	}
 	if err := checkEviction(ctx, c); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/leasetest"
+	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/internal/testsvc"
 )
 
@@ -124,7 +125,7 @@ func TestKeys(t *testing.T) {
 	got := scanKeys(t, ctx, c, prefix)
 	slices.Sort(got)
 	var want []string
-	for _, n := range []string{nameFence, nameLeases, nameExpiry, namePresence, nameMasters} {
+	for _, n := range []string{rediskey.Fence, rediskey.Leases, rediskey.Expiry, rediskey.Presence, rediskey.Masters} {
 		want = append(want, "{"+prefix+"}:"+n)
 	}
 	slices.Sort(want)
@@ -309,10 +310,10 @@ func TestPresence(t *testing.T) {
 	if err := l.Touch(ctx, "d", "m2", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.Do(ctx, c.B().Zcard().Key(key(prefix, namePresence)).Build()).AsInt64(); err != nil || n != 1 {
+	if n, err := c.Do(ctx, c.B().Zcard().Key(rediskey.Key(prefix, rediskey.Presence)).Build()).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("presence holds %d workers after Touch, %v; want 1", n, err)
 	}
-	if n, err := c.Do(ctx, c.B().Hlen().Key(key(prefix, nameMasters)).Build()).AsInt64(); err != nil || n != 1 {
+	if n, err := c.Do(ctx, c.B().Hlen().Key(rediskey.Key(prefix, rediskey.Masters)).Build()).AsInt64(); err != nil || n != 1 {
 		t.Fatalf("presence masters hold %d workers after Touch, %v; want 1", n, err)
 	}
 	if m, ok, err := l.Presence(ctx, "d"); err != nil || !ok || m != "m2" {

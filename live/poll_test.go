@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ func TestPollFollowsOtherWriters(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{})
 	l := newTestLog(t, h, "r1")
 	l.writeSilently(t, []byte("TRACE_ID:x\nfirst line\n"))
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	defer s.Close()
 	topic := LogTopic("r1")
 	if err := s.Subscribe(topic, SubscribeOptions{}); err != nil {

@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestHub_CatchUpSurvivesPendingOverflow(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		log.write(t, lineText(i))
 	}
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	if err := s.Subscribe(LogTopic("r1"), SubscribeOptions{}); err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestHub_CatchUpSurvivesPendingOverflow(t *testing.T) {
 func TestHub_GapFilledFromFile(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{})
 	log := newTestLog(t, h, "r1")
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	topic := LogTopic("r1")
 	if err := s.Subscribe(topic, SubscribeOptions{}); err != nil {
@@ -74,7 +74,7 @@ func TestHub_GapFilledFromFile(t *testing.T) {
 // contract) are skipped with a lagged frame, never waited for forever.
 func TestHub_AnnouncedBytesMissingFromFile(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{})
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	topic := LogTopic("r1")
 	if err := s.Subscribe(topic, SubscribeOptions{}); err != nil {
@@ -95,7 +95,7 @@ func TestHub_AnnouncedBytesMissingFromFile(t *testing.T) {
 // keeps it back for the next; the end of the run sends what is left.
 func TestHub_LiveNeverSplitsCharacters(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{})
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	topic := LogTopic("r1")
 	if err := s.Subscribe(topic, SubscribeOptions{}); err != nil {
@@ -139,7 +139,7 @@ func TestHub_HistoryAndUnfinishedCharacter(t *testing.T) {
 	ri := []byte("日")
 	log.write(t, append([]byte("ab"), ri[:2]...))
 
-	ended := h.NewSubscriber()
+	ended := h.NewSubscriber(testViewer)
 	t.Cleanup(ended.Close)
 	if err := ended.Subscribe(LogTopic("r1"), SubscribeOptions{RunEnded: true}); err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestHub_HistoryAndUnfinishedCharacter(t *testing.T) {
 		<-live
 	}
 
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	if err := s.Subscribe(LogTopic("r1"), SubscribeOptions{}); err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestHub_OffsetAheadOfFile(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{})
 	log := newTestLog(t, h, "r1")
 	log.write(t, []byte("0123"))
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	if err := s.Subscribe(LogTopic("r1"), SubscribeOptions{Offset: 6}); err != nil {
 		t.Fatal(err)

@@ -1,17 +1,21 @@
-package logpipe
-
-// The hub fans log bytes and run/worker changes out to live subscribers
-// (API.md "WebSocket /ws"), in the manner of centrifuge's hub: subscribers in
-// sharded maps, a message encoded once and its bytes shared by every
-// subscriber's queue, a queue per subscriber bounded in bytes. It never
-// blocks a publisher: a subscriber whose queue is full is skipped ahead and
-// told so with a `lagged` frame. It does no network I/O; httpapi's /ws
-// drains each Subscriber with one writer goroutine.
+// Package live fans changes out to live subscribers (API.md "WebSocket
+// /ws"): /topic/tasks, /topic/workers and /topic/logs/<taskId>, in the
+// manner of centrifuge's hub: subscribers in sharded maps, a message encoded
+// once and its bytes shared by every subscriber's queue, a queue per
+// subscriber bounded in bytes.
+//
+// What it must never do: block a publisher (a subscriber whose queue is full
+// is skipped ahead and told so with a `lagged` frame), write to a network
+// connection (httpapi's /ws drains each Subscriber with one writer
+// goroutine), or write a log file (package logpipe does; the hub only reads
+// them).
 //
 // Log topics resume from a byte offset: the history comes from the run's log
 // file, then the live stream, every byte once and in order. The file is the
 // buffer that makes this exact: LogAppended must be called only after the
-// bytes are in the file (written; not necessarily synced), in file order.
+// bytes are in the file (written; not necessarily synced), in file order,
+// which logpipe's writers guarantee (logpipe.LogSink).
+package live
 
 import (
 	"slices"
@@ -19,6 +23,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/logpipe"
 )
 
 // Defaults of HubConfig.
@@ -43,7 +48,7 @@ type HubConfig struct {
 	HistoryChunk int
 }
 
-// Hub is the fan-out. It implements LogSink and EventSink; all its methods
+// Hub is the fan-out. It implements logpipe.LogSink and core.EventSink; all its methods
 // are safe to call from any goroutine and none of them blocks on a
 // subscriber.
 type Hub struct {
@@ -84,7 +89,7 @@ type hubTopic struct {
 	carry    []byte
 	carryOff int64
 	// end is the file offset after the last bytes announced (by this
-	// process's writer or the file poller, hub_poll.go); localAt the unix
+	// process's writer or the file poller, poll.go); localAt the unix
 	// nanoseconds of the last local announcement.
 	end     int64
 	localAt atomic.Int64
@@ -147,11 +152,13 @@ func (h *Hub) LogAppended(taskID string, fileOffset int64, data []byte) {
 		return
 	}
 	parts := [1][]byte{data}
-	h.logAppendedParts(taskID, fileOffset, parts[:])
+	h.LogAppendedParts(taskID, fileOffset, parts[:])
 }
 
-// logAppendedParts is LogAppended for bytes in pieces (partsSink).
-func (h *Hub) logAppendedParts(taskID string, fileOffset int64, parts [][]byte) {
+// LogAppendedParts is LogAppended for bytes in pieces (logpipe.PartsSink):
+// the writer need not join a batch's frames, the hub copies them into the
+// one buffer it sends.
+func (h *Hub) LogAppendedParts(taskID string, fileOffset int64, parts [][]byte) {
 	if fileOffset < 0 {
 		return
 	}
@@ -228,13 +235,27 @@ func (t *hubTopic) sendLocked(h *Hub, off int64, raw []byte) {
 	}
 }
 
-// TaskChanged publishes a run's new state on /topic/tasks.
+// TaskChanged publishes a run's new state on /topic/tasks: its env values
+// to the subscribers who may see them (core.Task.EnvVisibleTo), "***" to
+// the others. The event is encoded at most twice, full and masked, and
+// each encoding shared by the subscribers that get it.
 func (h *Hub) TaskChanged(task core.Task) {
 	// Encoding is skipped with nobody listening: every run change comes
 	// here, three per run (profiles of the dispatch benchmark).
 	if h.tasks.listened() {
-		if frame, err := encodeEvent(TopicTasks, "task", taskJSON(task)); err == nil {
-			h.tasks.publishEvent(h, frame)
+		v := task.View()
+		full, err := encodeEvent(TopicTasks, "task", v)
+		masked := full
+		if err == nil && len(v.Env) > 0 {
+			masked, err = encodeEvent(TopicTasks, "task", v.MaskedEnv())
+		}
+		if err == nil {
+			h.tasks.publishEvents(h, func(viewer core.User) []byte {
+				if task.EnvVisibleTo(viewer) {
+					return full
+				}
+				return masked
+			})
 		}
 	}
 	if task.Status.Terminal() && core.ValidTaskID(task.ID) {
@@ -247,9 +268,9 @@ func (h *Hub) WorkerChanged(w core.WorkerInfo) {
 	if !h.workers.listened() {
 		return
 	}
-	frame, err := encodeEvent(TopicWorkers, "worker", workerJSON(w))
+	frame, err := encodeEvent(TopicWorkers, "worker", w.View())
 	if err == nil {
-		h.workers.publishEvent(h, frame)
+		h.workers.publishEvents(h, func(core.User) []byte { return frame })
 	}
 }
 
@@ -261,7 +282,10 @@ func (t *hubTopic) listened() bool {
 	return len(t.subs) > 0
 }
 
-func (t *hubTopic) publishEvent(h *Hub, frame []byte) {
+// publishEvents offers each subscriber of the topic the frame frameFor
+// picks for its viewer; frameFor must not block (it picks among frames
+// encoded before).
+func (t *hubTopic) publishEvents(h *Hub, frameFor func(viewer core.User) []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.subs) == 0 {
@@ -269,7 +293,7 @@ func (t *hubTopic) publishEvent(h *Hub, frame []byte) {
 	}
 	h.published.Add(1)
 	for sub := range t.subs {
-		sub.owner.deliverEvent(sub, frame)
+		sub.owner.deliverEvent(sub, frameFor(sub.owner.viewer))
 	}
 }
 
@@ -286,7 +310,7 @@ func (h *Hub) attach(sub *subscription) {
 		h.subscriptions.Add(1)
 		return
 	}
-	size := h.fileSize(sub.taskID) // hub_poll.go: where a poll starts
+	size := h.fileSize(sub.taskID) // poll.go: where a poll starts
 	sh := h.shard(sub.taskID)
 	sh.mu.Lock()
 	t := sh.logs[sub.taskID]
@@ -362,7 +386,7 @@ func (h *Hub) Stats() HubStats {
 }
 
 var (
-	_ partsSink = (*Hub)(nil)
-	_ LogSink   = (*Hub)(nil)
-	_ EventSink = (*Hub)(nil)
+	_ logpipe.PartsSink = (*Hub)(nil)
+	_ logpipe.LogSink   = (*Hub)(nil)
+	_ core.EventSink    = (*Hub)(nil)
 )

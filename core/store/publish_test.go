@@ -1,4 +1,4 @@
-package logpipe
+package store_test
 
 import (
 	"context"
@@ -48,16 +48,16 @@ func openSQLite(t *testing.T) store.Store {
 }
 
 // The decorator is a store like any other.
-func TestTaskStore_Conformance(t *testing.T) {
+func TestPublishing_Conformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		return TaskStore(openSQLite(t), &recordSink{})
+		return store.Publishing(openSQLite(t), &recordSink{})
 	})
 }
 
-func TestTaskStore_PublishesWrites(t *testing.T) {
+func TestPublishing_PublishesWrites(t *testing.T) {
 	ctx := context.Background()
 	sink := &recordSink{}
-	st := TaskStore(openSQLite(t), sink)
+	st := store.Publishing(openSQLite(t), sink)
 	u := core.User{Username: "alice", PasswordHash: "x"}
 	if err := st.CreateUser(ctx, &u); err != nil {
 		t.Fatal(err)
@@ -101,10 +101,10 @@ func TestTaskStore_PublishesWrites(t *testing.T) {
 
 // Concurrent writers of one run: its events come out in commit order, the
 // last one being the run as stored.
-func TestTaskStore_EventsInCommitOrder(t *testing.T) {
+func TestPublishing_EventsInCommitOrder(t *testing.T) {
 	ctx := context.Background()
 	sink := &recordSink{}
-	st := TaskStore(openSQLite(t), sink)
+	st := store.Publishing(openSQLite(t), sink)
 	u := core.User{Username: "alice", PasswordHash: "x"}
 	if err := st.CreateUser(ctx, &u); err != nil {
 		t.Fatal(err)
@@ -146,36 +146,11 @@ func TestTaskStore_EventsInCommitOrder(t *testing.T) {
 	}
 }
 
-func TestTaskStore_FeedsTheTasksTopic(t *testing.T) {
-	h, _ := newTestHub(t, HubConfig{})
-	st := TaskStore(openSQLite(t), h)
-	s := h.NewSubscriber()
-	t.Cleanup(s.Close)
-	if err := s.Subscribe(TopicTasks, SubscribeOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	expectOne(t, s, "subscribed", TopicTasks)
-	ctx := context.Background()
-	u := core.User{Username: "bob", PasswordHash: "x"}
-	if err := st.CreateUser(ctx, &u); err != nil {
-		t.Fatal(err)
-	}
-	task := core.Task{UserID: u.ID, Command: []string{"true"}}
-	if err := st.CreateTask(ctx, &task); err != nil {
-		t.Fatal(err)
-	}
-	f := expectOne(t, s, "task", TopicTasks)
-	var data core.Task
-	if err := json.Unmarshal(f.Data, &data); err != nil || data.ID != task.ID || data.User != "bob" {
-		t.Fatalf("task frame: %s", f.raw)
-	}
-}
-
 // The batch methods publish each row that succeeded, and only those.
-func TestTaskStore_PublishesBatches(t *testing.T) {
+func TestPublishing_PublishesBatches(t *testing.T) {
 	ctx := context.Background()
 	sink := &recordSink{}
-	st := TaskStore(store.NewBatcher(openSQLite(t), 0), sink)
+	st := store.Publishing(store.NewBatcher(openSQLite(t), 0), sink)
 	u := core.User{Username: "alice", PasswordHash: "x"}
 	if err := st.CreateUser(ctx, &u); err != nil {
 		t.Fatal(err)
@@ -216,11 +191,11 @@ func TestTaskStore_PublishesBatches(t *testing.T) {
 // An update's event is built from the written fields and the run's fixed
 // ones, without reading the run back: it must be exactly the run as a read
 // gives it, for a remembered run and for one the decorator never saw.
-func TestTaskStore_EventIsTheStoredRun(t *testing.T) {
+func TestPublishing_EventIsTheStoredRun(t *testing.T) {
 	ctx := context.Background()
 	raw := openSQLite(t)
 	sink := &recordSink{}
-	st := TaskStore(store.NewBatcher(raw, 0), sink)
+	st := store.Publishing(store.NewBatcher(raw, 0), sink)
 	u := core.User{Username: "carol", PasswordHash: "x"}
 	if err := st.CreateUser(ctx, &u); err != nil {
 		t.Fatal(err)
@@ -249,7 +224,7 @@ func TestTaskStore_EventIsTheStoredRun(t *testing.T) {
 		}
 		got, _ := json.Marshal(ev[0])
 		exp, _ := json.Marshal(want)
-		if string(got) != string(exp) {
+		if string(got) != string(exp) || ev[0].Fence != want.Fence { // the fence is not in the JSON
 			t.Fatalf("%s: event\n%s\nstored\n%s", what, got, exp)
 		}
 	}
@@ -282,44 +257,5 @@ func TestTaskStore_EventIsTheStoredRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(id+" final reward", id)
-	}
-}
-
-// TestRunLocks: a run's lock holds back only writes of that run, a batch
-// locks each run once, and no lock outlives its holders.
-func TestRunLocks(t *testing.T) {
-	var l runLocks
-	unlockA := l.lock("a")
-	// Other runs, "a"'s stripe-mates under the old striping included,
-	// do not wait for "a".
-	l.lockAll([]string{"c", "b", "c"})()
-	got := make(chan struct{})
-	go func() {
-		defer l.lock("a")()
-		close(got)
-	}()
-	select {
-	case <-got:
-		t.Fatal("a second holder of run a did not wait")
-	case <-time.After(20 * time.Millisecond):
-	}
-	unlockA()
-	select {
-	case <-got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the waiter of run a never got the lock")
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l.mu.Lock()
-		n := len(l.m)
-		l.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d locks left after every unlock", n)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -105,8 +105,15 @@ func TestTwoMasters(t *testing.T) {
 		return b.sink.taskCount("probe") > 0
 	})
 
-	a.n.TaskChanged(core.Task{ID: "r1", Status: core.StatusQueued})
+	a.n.TaskChanged(core.Task{ID: "r1", Status: core.StatusQueued, Fence: 5})
 	eventually(t, "B sees r1", func() bool { return b.sink.taskCount("r1") == 1 })
+	b.sink.mu.Lock()
+	for _, tk := range b.sink.tasks {
+		if tk.ID == "r1" && tk.Fence != 5 {
+			t.Errorf("B got r1 with fence %d, want 5: masters exchange the fence", tk.Fence)
+		}
+	}
+	b.sink.mu.Unlock()
 	if n := a.sink.taskCount("r1"); n != 1 {
 		t.Fatalf("A's own clients got r1 %d times, want once", n)
 	}

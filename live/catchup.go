@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"unicode/utf8"
+
+	"github.com/rlsched/rlsched/logpipe"
 )
 
 // A log subscription starts by catching up: one goroutine reads the run's
@@ -28,7 +30,7 @@ func (s *Subscriber) startCatchUpLocked(sub *subscription) {
 func (s *Subscriber) catchUp(sub *subscription) {
 	defer s.catchups.Done()
 	h := s.hub
-	path, err := Path(h.cfg.LogDir, sub.taskID)
+	path, err := logpipe.Path(h.cfg.LogDir, sub.taskID)
 	if err != nil {
 		panic("BUG: a log subscription with an invalid run id: " + err.Error())
 	}

@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"errors"

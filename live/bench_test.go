@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ func BenchmarkHub_LogFanOut(b *testing.B) {
 			var wg sync.WaitGroup
 			var frames atomic.Int64
 			for i := 0; i < subs; i++ {
-				s := h.NewSubscriber()
+				s := h.NewSubscriber(testViewer)
 				if err := s.Subscribe(LogTopic("r1"), SubscribeOptions{}); err != nil {
 					b.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package logpipe
+package store
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 )
 
 // rereadTimeout bounds the read-back of a run after a write, also when the
@@ -19,7 +18,7 @@ const rereadTimeout = 5 * time.Second
 // it the memory is dropped and refilled (a miss only costs a read-back).
 const maxFixed = 1 << 16
 
-// TaskStore wraps st so that every run it creates or changes (CreateTask(s),
+// Publishing wraps st so that every run it creates or changes (CreateTask(s),
 // UpdateTask(s), SetFinalReward) is published to sink as the store now has it.
 // Writes that fail publish nothing, and a failed read-back only loses the
 // event, never the write. Everything else passes through. Safe for
@@ -35,13 +34,17 @@ const maxFixed = 1 << 16
 // field of a run whose other mutable fields it does not know, and a run not
 // remembered, read the run back. (Profiles of the dispatch benchmark had the
 // read-back at a third of the master's CPU.)
-func TaskStore(st store.Store, sink EventSink) store.Store {
-	return &taskStore{Store: st, sink: sink, fixed: map[string]*core.Task{}}
+//
+// It must be the outermost store of the master: a decorator outside it
+// could change a run without the change being published.
+func Publishing(st Store, sink core.EventSink) Store {
+	return &publisher{Store: st, sink: sink, fixed: map[string]*core.Task{}}
 }
 
-type taskStore struct {
-	store.Store
-	sink EventSink
+// publisher is the store of Publishing.
+type publisher struct {
+	Store
+	sink core.EventSink
 	// locks serialise the writes of one run with its publication, so a
 	// run's events go out in the order its writes committed. They are per
 	// run, not striped: a write holds its lock until its group commit, and
@@ -58,7 +61,7 @@ type taskStore struct {
 }
 
 // remember keeps t's fixed fields, copied, unless already known.
-func (ts *taskStore) remember(t *core.Task) *core.Task {
+func (ts *publisher) remember(t *core.Task) *core.Task {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
 	if f := ts.fixed[t.ID]; f != nil {
@@ -79,13 +82,13 @@ func (ts *taskStore) remember(t *core.Task) *core.Task {
 }
 
 // known returns the remembered fixed fields of run id, or nil.
-func (ts *taskStore) known(id string) *core.Task {
+func (ts *publisher) known(id string) *core.Task {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
 	return ts.fixed[id]
 }
 
-func (ts *taskStore) forget(id string) {
+func (ts *publisher) forget(id string) {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
 	delete(ts.fixed, id)
@@ -115,7 +118,7 @@ func clonePtr[T any](p *T) *T {
 }
 
 // publishWritten publishes the run t as its successful update left it.
-func (ts *taskStore) publishWritten(ctx context.Context, t *core.Task) {
+func (ts *publisher) publishWritten(ctx context.Context, t *core.Task) {
 	f := ts.known(t.ID)
 	if f == nil {
 		ts.publish(ctx, t.ID)
@@ -129,12 +132,12 @@ func (ts *taskStore) publishWritten(ctx context.Context, t *core.Task) {
 
 // publishCreated publishes a run just created: the store has made t look
 // as a read of it will.
-func (ts *taskStore) publishCreated(t *core.Task) {
+func (ts *publisher) publishCreated(t *core.Task) {
 	f := ts.remember(t)
 	ts.sink.TaskChanged(written(f, t))
 }
 
-func (ts *taskStore) Task(ctx context.Context, id string) (core.Task, error) {
+func (ts *publisher) Task(ctx context.Context, id string) (core.Task, error) {
 	t, err := ts.Store.Task(ctx, id)
 	if err == nil && !t.Status.Terminal() {
 		ts.remember(&t)
@@ -142,7 +145,7 @@ func (ts *taskStore) Task(ctx context.Context, id string) (core.Task, error) {
 	return t, err
 }
 
-func (ts *taskStore) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
+func (ts *publisher) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
 	out, err := ts.Store.QueuedTasks(ctx, limit)
 	for i := range out {
 		ts.remember(&out[i])
@@ -150,7 +153,7 @@ func (ts *taskStore) QueuedTasks(ctx context.Context, limit int) ([]core.Task, e
 	return out, err
 }
 
-func (ts *taskStore) ActiveTasks(ctx context.Context) ([]core.Task, error) {
+func (ts *publisher) ActiveTasks(ctx context.Context) ([]core.Task, error) {
 	out, err := ts.Store.ActiveTasks(ctx)
 	for i := range out {
 		ts.remember(&out[i])
@@ -212,7 +215,7 @@ func (l *runLocks) lockAll(ids []string) func() {
 	}
 }
 
-func (ts *taskStore) CreateTask(ctx context.Context, t *core.Task) error {
+func (ts *publisher) CreateTask(ctx context.Context, t *core.Task) error {
 	if t.ID == "" {
 		// The store assigns nothing else an id could depend on; serialise
 		// after the write, when the id is known.
@@ -231,7 +234,7 @@ func (ts *taskStore) CreateTask(ctx context.Context, t *core.Task) error {
 	return nil
 }
 
-func (ts *taskStore) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) error {
+func (ts *publisher) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
 	defer ts.locks.lock(t.ID)()
 	if err := ts.Store.UpdateTask(ctx, t, exp); err != nil {
 		return err
@@ -242,7 +245,7 @@ func (ts *taskStore) UpdateTask(ctx context.Context, t *core.Task, exp store.Exp
 
 // CreateTasks creates ts in one batch of the wrapped store and publishes
 // each run created.
-func (ts *taskStore) CreateTasks(ctx context.Context, tasks []*core.Task) []error {
+func (ts *publisher) CreateTasks(ctx context.Context, tasks []*core.Task) []error {
 	ids := make([]string, len(tasks))
 	for i, t := range tasks {
 		if t.ID == "" {
@@ -262,7 +265,7 @@ func (ts *taskStore) CreateTasks(ctx context.Context, tasks []*core.Task) []erro
 
 // UpdateTasks applies us in one batch of the wrapped store and publishes
 // each run changed (once per row that succeeded, in row order).
-func (ts *taskStore) UpdateTasks(ctx context.Context, us []store.Update) []error {
+func (ts *publisher) UpdateTasks(ctx context.Context, us []Update) []error {
 	ids := make([]string, len(us))
 	for i, u := range us {
 		ids[i] = u.Task.ID
@@ -277,7 +280,7 @@ func (ts *taskStore) UpdateTasks(ctx context.Context, us []store.Update) []error
 	return errs
 }
 
-func (ts *taskStore) SetFinalReward(ctx context.Context, id string, v float64) error {
+func (ts *publisher) SetFinalReward(ctx context.Context, id string, v float64) error {
 	defer ts.locks.lock(id)()
 	if err := ts.Store.SetFinalReward(ctx, id, v); err != nil {
 		return err
@@ -287,7 +290,7 @@ func (ts *taskStore) SetFinalReward(ctx context.Context, id string, v float64) e
 }
 
 // publish reads run id back and publishes it as stored.
-func (ts *taskStore) publish(ctx context.Context, id string) {
+func (ts *publisher) publish(ctx context.Context, id string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
 	defer cancel()
 	t, err := ts.Store.Task(rctx, id)

@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"bytes"
@@ -12,7 +12,12 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rlsched/rlsched/core"
 )
+
+// testViewer reads every topic in full (an admin sees every run's env).
+var testViewer = core.User{ID: 1, Username: "admin", Role: core.RoleAdmin}
 
 // failAfter bounds every wait of these tests; reaching it is a failure, never
 // a way to synchronise.

@@ -1,10 +1,12 @@
-package logpipe
+package live
 
 import (
 	"context"
 	"io"
 	"os"
 	"time"
+
+	"github.com/rlsched/rlsched/logpipe"
 )
 
 // With several masters and one shared LOG_DIR, a run's bytes are written by
@@ -25,7 +27,7 @@ func nanotime() int64 { return time.Now().UnixNano() }
 
 // fileSize is the size of a run's log file now, 0 when it has none.
 func (h *Hub) fileSize(taskID string) int64 {
-	p, err := Path(h.cfg.LogDir, taskID)
+	p, err := logpipe.Path(h.cfg.LogDir, taskID)
 	if err != nil {
 		return 0
 	}
@@ -89,7 +91,7 @@ func (h *Hub) pollTopic(sh *hubShard, id string, buf []byte) {
 	if size <= end {
 		return
 	}
-	p, err := Path(h.cfg.LogDir, id)
+	p, err := logpipe.Path(h.cfg.LogDir, id)
 	if err != nil {
 		return
 	}

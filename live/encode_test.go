@@ -1,6 +1,7 @@
-package logpipe
+package live
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strings"
@@ -77,9 +78,10 @@ func TestUTF8Cut(t *testing.T) {
 	f("\xe6\x97\xa5", 3)
 }
 
-func TestTaskJSON(t *testing.T) {
+// The task events are the one task view, encoded.
+func TestTaskEventIsTheView(t *testing.T) {
 	nan := math.NaN()
-	b, err := encodeEvent(TopicTasks, "task", taskJSON(core.Task{ID: "r1", Params: []byte("null"), FinalReward: &nan}))
+	b, err := encodeEvent(TopicTasks, "task", core.Task{ID: "r1", Params: []byte("null"), FinalReward: &nan, Fence: 7}.View())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +89,53 @@ func TestTaskJSON(t *testing.T) {
 	for _, want := range []string{`"params":{}`, `"finalReward":null`, `"command":[]`, `"env":{}`, `"tags":[]`, `"gpuIndices":[]`} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("%s lacks %s", s, want)
+		}
+	}
+	if strings.Contains(s, "fence") {
+		t.Fatalf("%s shows the fence", s)
+	}
+}
+
+// The 8-byte fast path escapes exactly what the byte loop escapes, wherever
+// the byte that needs escaping falls.
+func TestAppendJSONStringFastPath(t *testing.T) {
+	slow := func(s []byte) string {
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, r := range string(s) {
+			switch {
+			case r == '"' || r == '\\':
+				b.WriteByte('\\')
+				b.WriteRune(r)
+			case r == '\n':
+				b.WriteString(`\n`)
+			case r == '\r':
+				b.WriteString(`\r`)
+			case r == '\t':
+				b.WriteString(`\t`)
+			case r < 0x20:
+				b.WriteString(`\u00`)
+				b.WriteByte(hexDigits[r>>4])
+				b.WriteByte(hexDigits[r&0xF])
+			case r == utf8.RuneError:
+				b.WriteString(`\ufffd`)
+			case r == '\u2028' || r == '\u2029':
+				b.WriteString(`\u202`)
+				b.WriteByte(hexDigits[r&0xF])
+			default:
+				b.WriteRune(r)
+			}
+		}
+		b.WriteByte('"')
+		return b.String()
+	}
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 19; pos++ {
+			in := bytes.Repeat([]byte("abcdefgh"), 3)[:19]
+			in[pos] = byte(c)
+			if got, want := string(appendJSONString(nil, in)), slow(in); got != want {
+				t.Fatalf("byte 0x%02x at %d: got %s, want %s", c, pos, got, want)
+			}
 		}
 	}
 }

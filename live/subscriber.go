@@ -1,8 +1,10 @@
-package logpipe
+package live
 
 import (
 	"errors"
 	"sync"
+
+	"github.com/rlsched/rlsched/core"
 )
 
 // Errors of Subscriber.
@@ -22,8 +24,9 @@ var (
 //
 // Every method is safe to call from any goroutine.
 type Subscriber struct {
-	hub   *Hub
-	ready chan struct{} // holds a token while frames wait
+	hub    *Hub
+	viewer core.User     // who reads: picks the frames of /topic/tasks (env values or "***")
+	ready  chan struct{} // holds a token while frames wait
 
 	mu      sync.Mutex
 	drained sync.Cond // on mu: the queue shrank, or a subscription closed
@@ -69,9 +72,11 @@ type SubscribeOptions struct {
 	RunEnded bool
 }
 
-// NewSubscriber returns a subscriber with no subscriptions.
-func (h *Hub) NewSubscriber() *Subscriber {
-	s := &Subscriber{hub: h, ready: make(chan struct{}, 1), subs: map[string]*subscription{}}
+// NewSubscriber returns a subscriber with no subscriptions that reads as
+// viewer, the authenticated user of the connection: /topic/tasks shows it
+// a run's env values only when viewer owns the run or is an admin.
+func (h *Hub) NewSubscriber(viewer core.User) *Subscriber {
+	s := &Subscriber{hub: h, viewer: viewer, ready: make(chan struct{}, 1), subs: map[string]*subscription{}}
 	s.drained.L = &s.mu
 	h.subscribers.Add(1)
 	return s

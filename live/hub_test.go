@@ -1,4 +1,4 @@
-package logpipe
+package live
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestHub_FanOutSharesEncodedBytes(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{})
 	var subs []*Subscriber
 	for i := 0; i < 3; i++ {
-		s := h.NewSubscriber()
+		s := h.NewSubscriber(testViewer)
 		t.Cleanup(s.Close)
 		if err := s.Subscribe(TopicTasks, SubscribeOptions{}); err != nil {
 			t.Fatal(err)
@@ -119,7 +119,7 @@ func TestHub_FanOutSharesEncodedBytes(t *testing.T) {
 
 	// Workers only reach their subscribers.
 	h.WorkerChanged(core.WorkerInfo{ID: "w1", State: core.WorkerIdle})
-	w := h.NewSubscriber()
+	w := h.NewSubscriber(testViewer)
 	t.Cleanup(w.Close)
 	if err := w.Subscribe(TopicWorkers, SubscribeOptions{}); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestHub_FanOutSharesEncodedBytes(t *testing.T) {
 
 func TestHub_UnsubscribeAndClose(t *testing.T) {
 	h, live := newTestHub(t, HubConfig{MaxSubscriptions: 2})
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	if err := s.Subscribe(TopicTasks, SubscribeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestHub_UnsubscribeAndClose(t *testing.T) {
 func TestHub_BoundedQueueLagged(t *testing.T) {
 	const bound = 4 << 10
 	h, live := newTestHub(t, HubConfig{QueueBytes: bound})
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	topic := LogTopic("r1")
 	for _, tp := range []string{TopicTasks, topic} {
@@ -276,7 +276,7 @@ func TestHub_BoundedQueueLagged(t *testing.T) {
 
 func TestHub_SendBound(t *testing.T) {
 	h, _ := newTestHub(t, HubConfig{QueueBytes: 100})
-	s := h.NewSubscriber()
+	s := h.NewSubscriber(testViewer)
 	t.Cleanup(s.Close)
 	var err error
 	for i := 0; i < 100 && err == nil; i++ {
@@ -357,7 +357,7 @@ func TestHub_ResumeExactlyOnce(t *testing.T) {
 			defer wg.Done()
 			f := &follower{t: t, topic: topic, next: start}
 			for round := 0; round < 2; round++ {
-				f.s = h.NewSubscriber()
+				f.s = h.NewSubscriber(testViewer)
 				if err := f.s.Subscribe(topic, SubscribeOptions{Offset: f.next}); err != nil {
 					t.Error(err)
 					return

@@ -1,14 +1,10 @@
-package logpipe
+package live
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"math"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/rlsched/rlsched/core"
 )
 
 // Frames of API.md's WebSocket, encoded by appending into a caller's buffer.
@@ -163,39 +159,4 @@ func utf8Cut(b []byte) int {
 		}
 	}
 	return len(b)
-}
-
-// taskJSON is t as the REST API shows it (httpapi's taskView): arrays never
-// null, params an object, no value JSON cannot encode.
-func taskJSON(t core.Task) core.Task {
-	if t.Command == nil {
-		t.Command = []string{}
-	}
-	if t.Tags == nil {
-		t.Tags = []string{}
-	}
-	if t.GPUIndices == nil {
-		t.GPUIndices = []int{}
-	}
-	if t.Env == nil {
-		t.Env = map[string]string{}
-	}
-	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
-		t.Params = json.RawMessage("{}")
-	}
-	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
-		t.FinalReward = nil
-	}
-	return t
-}
-
-// workerJSON is w as GET /api/workers shows it: arrays never null.
-func workerJSON(w core.WorkerInfo) core.WorkerInfo {
-	if w.GPUs == nil {
-		w.GPUs = []core.GPU{}
-	}
-	if w.RunningTasks == nil {
-		w.RunningTasks = []string{}
-	}
-	return w
 }

@@ -11,13 +11,16 @@
 // all of its workers every SnapshotInterval; the others keep them and drop
 // a master's views when its snapshots stop for three intervals (it died),
 // so /api/workers shows the cluster's workers on every master.
+//
+// What it must never do: block a caller on Redis (a full outgoing queue
+// drops the message and counts it in Dropped; dashboards resync over REST),
+// or be the truth of anything the store holds.
 package cluster
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -27,21 +30,16 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/rediskey"
 )
-
-// Sink receives changes for live views (logpipe.EventSink; the hub).
-type Sink interface {
-	TaskChanged(t core.Task)
-	WorkerChanged(w core.WorkerInfo)
-}
 
 // Config of a Node.
 type Config struct {
 	Addr             string // Redis host:port
-	Prefix           string // REDIS_PREFIX: the channel is <prefix>:cluster
+	Prefix           string // REDIS_PREFIX: the channel is <prefix>:cluster (package rediskey)
 	MasterID         string
-	Local            Sink          // the local hub
-	SnapshotInterval time.Duration // default 5s
+	Local            core.EventSink // the local hub
+	SnapshotInterval time.Duration  // default 5s
 	Logger           zerolog.Logger
 }
 
@@ -49,10 +47,18 @@ type Config struct {
 type message struct {
 	Origin  string            `json:"o"`
 	Kind    string            `json:"k"` // task | worker | workers | cancel
-	Task    *core.Task        `json:"t,omitempty"`
+	Task    *wireTask         `json:"t,omitempty"`
 	Worker  *core.WorkerInfo  `json:"w,omitempty"`
 	Workers []core.WorkerInfo `json:"ws,omitempty"`
 	ID      string            `json:"id,omitempty"`
+}
+
+// wireTask is a run as masters exchange it: its view, with the fence that
+// core.Task's JSON leaves out for clients (a master forgets a run another
+// one took over by comparing fences).
+type wireTask struct {
+	core.Task
+	Fence uint64 `json:"fence"`
 }
 
 type remoteView struct {
@@ -88,12 +94,15 @@ func New(cfg Config) (*Node, error) {
 	if cfg.MasterID == "" || cfg.Local == nil {
 		return nil, errors.New("BUG: a cluster node needs a master id and a local sink")
 	}
+	if err := rediskey.Check(cfg.Prefix); err != nil {
+		return nil, err
+	}
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.Addr}, DisableCache: true})
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.With().Str("component", "cluster").Logger(), c: c,
-		channel: cfg.Prefix + ":cluster", out: make(chan []byte, 8192),
+		channel: rediskey.Channel(cfg.Prefix, rediskey.Cluster), out: make(chan []byte, 8192),
 		remote: map[string]map[string]remoteView{}, lastSnap: map[string]time.Time{}}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	return n, nil
@@ -146,13 +155,7 @@ func (n *Node) Dropped() int64 { return n.dropped.Load() }
 func (n *Node) TaskChanged(t core.Task) {
 	n.cfg.Local.TaskChanged(t)
 	// What JSON cannot carry, the hub would not show either.
-	if t.FinalReward != nil && (math.IsNaN(*t.FinalReward) || math.IsInf(*t.FinalReward, 0)) {
-		t.FinalReward = nil
-	}
-	if len(t.Params) > 0 && !json.Valid(t.Params) {
-		t.Params = nil
-	}
-	n.publish(message{Kind: "task", Task: &t})
+	n.publish(message{Kind: "task", Task: &wireTask{Task: t.View(), Fence: t.Fence}})
 }
 
 // WorkerChanged delivers a local worker view. A view of a worker this
@@ -243,9 +246,11 @@ func (n *Node) receive(msg rueidis.PubSubMessage) {
 		if m.Task == nil {
 			return
 		}
-		n.cfg.Local.TaskChanged(*m.Task)
+		t := m.Task.Task
+		t.Fence = m.Task.Fence
+		n.cfg.Local.TaskChanged(t)
 		if f := n.getHooks().Task; f != nil {
-			f(*m.Task)
+			f(t)
 		}
 	case "worker":
 		if m.Worker == nil {

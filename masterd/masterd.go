@@ -1,0 +1,322 @@
+// Package masterd composes a master from a Config: it opens the durable
+// store and the lease backend, stacks the store's decorators, and starts
+// the log pipe, the live hub, the cluster node, the dispatcher and the REST
+// server, and stops them in the reverse order. cmd/rlsched only parses
+// flags into a Config; `rlsched up`, `rlsched master` and the tests start a
+// master the same way.
+//
+// What it must never do: hold logic of a room (placement, logs, REST): it
+// only builds the rooms and connects them, in the order written here.
+package masterd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/cluster"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/core/lease/memory"
+	"github.com/rlsched/rlsched/core/lease/redis"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/mysql"
+	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/dispatch"
+	"github.com/rlsched/rlsched/gateway/discovery"
+	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/internal/rediskey"
+	"github.com/rlsched/rlsched/live"
+	"github.com/rlsched/rlsched/logpipe"
+)
+
+// Config is the settings of a master. cmd/rlsched binds one flag (and
+// environment variable) to each field; zero values get the defaults named.
+type Config struct {
+	DataDir    string // RLSCHED_DATA_DIR: the database, logs and outputs; created private (mode 0700, private.go)
+	Bind       string // RLSCHED_BIND: the address to listen on
+	MasterPort int    // MASTER_PORT: REST and WebSocket (0: a free port)
+	RPCPort    int    // RPC_PORT: the workers' RPC (0: a free port)
+	SQLitePath string // SQLITE_PATH; default DataDir/rlsched.db
+	LogDir     string // LOG_DIR; default DataDir/logs. Several masters share one.
+
+	MySQLDSN    string // MYSQL_DSN: the store is MySQL when set, else SQLite
+	RedisAddr   string // REDIS_ADDR: leases in Redis and a cluster member when set, else in memory and alone
+	RedisPrefix string // REDIS_PREFIX: every Redis key's prefix; default rlsched
+
+	HeartbeatTTL time.Duration // WORKER_HB_TTL_SECONDS: a worker silent this long is gone; it beats every third of it (default 30 s)
+	TaskTTL      time.Duration // WORKER_TASK_TTL_SECONDS: the run lease (default 2 min)
+	CancelGrace  time.Duration // RLSCHED_CANCEL_GRACE_SECONDS: SIGTERM to SIGKILL on cancel (default 10 s)
+	MasterID     string        // RLSCHED_MASTER_ID; default host-rpcport (host-random with a free port)
+	// PublicHosts (PUBLIC_HOSTS) are more names the REST API answers to
+	// besides localhost and the bound address (DNS rebinding; httpapi).
+	PublicHosts []string
+
+	LogQueue           string // RLSCHED_LOG_QUEUE: the log writers' queue, ring (default) or chan (for benchmarks)
+	RunMaxLogBytes     int64  // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
+	RunMaxMetricPoints int    // RUN_MAX_METRIC_POINTS: a run's stored metric points at most (0: the default, < 0: none)
+
+	// JWTSecret (JWT_SECRET, at least 16 bytes) and JoinToken
+	// (WORKER_JOIN_TOKEN) are required; only `rlsched up` generates them.
+	JWTSecret, JoinToken string
+
+	Gateway Gateway // trust in the gateway and registration in Nacos (gateway.go)
+	Logger  zerolog.Logger
+}
+
+// Master is a started master. Its methods are safe for concurrent use.
+type Master struct {
+	cfg     Config
+	raw     store.Store // the backend, closed last
+	st      store.Store // raw, group-committed, metrics first, published: what every room writes through
+	ls      lease.Leases
+	logs    *logpipe.Writer
+	hub     *live.Hub
+	node    *cluster.Node // nil without REDIS_ADDR: one master alone
+	noPoll  context.CancelFunc
+	disp    *dispatch.Master
+	api     *httpapi.Server
+	httpLn  net.Listener
+	httpErr chan error
+	url     string
+	rpcAddr string
+	nacos   *discovery.Registration // nil without NACOS_ADDR
+}
+
+// Start starts a master; on error everything started is stopped again.
+func Start(ctx context.Context, cfg Config) (*Master, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	m := &Master{cfg: cfg, httpErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			m.Close(context.Background())
+		}
+	}()
+	raw, err := openStore(cfg)
+	if err != nil { // raw may be a typed nil: never keep it for Close
+		return nil, fmt.Errorf("cannot open the store: %w", err)
+	}
+	m.raw = raw
+	ls, err := openLeases(ctx, cfg)
+	if err != nil { // ls may be a typed nil: never keep it for Close
+		return nil, fmt.Errorf("cannot open the lease store: %w", err)
+	}
+	m.ls = ls
+	m.hub = live.NewHub(live.HubConfig{LogDir: cfg.LogDir})
+	// With Redis, masters may be several (one store, one Redis): events and
+	// worker views of the others reach this master's hub through the
+	// cluster node, and what happens here reaches theirs.
+	var events core.EventSink = m.hub
+	if cfg.RedisAddr != "" {
+		if m.node, err = cluster.New(cluster.Config{Addr: cfg.RedisAddr, Prefix: cfg.RedisPrefix, MasterID: cfg.MasterID,
+			Local: m.hub, Logger: log}); err != nil {
+			return nil, fmt.Errorf("cannot join the cluster over redis at %s: %w", cfg.RedisAddr, err)
+		}
+		events = m.node
+	}
+	// The store's decorators, innermost first: single-row writes (REST
+	// submissions, the dispatcher's transitions) are group-committed by the
+	// Batcher, which also takes the log pipe's metric points; a run's end is
+	// written after its metric points (MetricsFirst); the event publisher
+	// is outermost, so every committed change reaches the hub.
+	batched := store.NewBatcher(m.raw, 0)
+	// Several masters share LOG_DIR (one filesystem, or a shared one across
+	// machines): a run's log is written by whichever master its worker is
+	// connected to, so the writer checks files it holds open for growth by
+	// others, and the hub polls the files that live tails follow here.
+	shared := m.node != nil
+	if m.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: cfg.LogDir, Store: batched, Sink: m.hub,
+		SharedDir: shared, Queue: cfg.LogQueue, MaxRunLogBytes: cfg.RunMaxLogBytes, MaxRunMetricPoints: cfg.RunMaxMetricPoints,
+		Logger: log}); err != nil {
+		return nil, err
+	}
+	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), events)
+	if shared {
+		var pctx context.Context
+		pctx, m.noPoll = context.WithCancel(context.Background())
+		go m.hub.PollFiles(pctx, 200*time.Millisecond)
+	}
+	m.httpLn, err = net.Listen("tcp", net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.MasterPort)))
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", cfg.MasterPort, err)
+	}
+	dcfg := dispatch.Config{
+		Addr: net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
+		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
+		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
+	}
+	if m.node != nil {
+		dcfg.OnCancel = m.node.Cancel
+	}
+	if m.disp, err = dispatch.New(dcfg, m.st, m.ls); err != nil {
+		return nil, err
+	}
+	var ctl httpapi.Control = m.disp
+	if m.node != nil {
+		m.node.Attach(cluster.Hooks{Workers: m.disp.Workers, Cancel: m.disp.CancelNotified, Task: m.disp.RemoteTaskChanged})
+		m.node.Start()
+		ctl = clusterControl{m.disp, m.node}
+	}
+	if err := m.disp.Start(ctx); err != nil {
+		return nil, err
+	}
+	m.rpcAddr = m.disp.Addr()
+	apiCfg := httpapi.Config{
+		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
+		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
+		PublicHosts: cfg.PublicHosts,
+	}
+	cfg.Gateway.apply(&apiCfg)
+	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {
+		return nil, err
+	}
+	go func() { m.httpErr <- m.api.Serve(m.httpLn) }()
+	m.url = "http://" + m.httpLn.Addr().String()
+	if m.nacos, err = cfg.Gateway.register(m.httpLn.Addr(), cfg.Bind, cfg.MasterID, m.rpcAddr, log); err != nil {
+		return nil, err
+	}
+	storeDesc, leaseDesc := cfg.SQLitePath, "memory"
+	if cfg.MySQLDSN != "" {
+		storeDesc = "mysql" // not the DSN: it may hold a password
+	}
+	if cfg.RedisAddr != "" {
+		leaseDesc = "redis " + cfg.RedisAddr + " prefix " + cfg.RedisPrefix
+	}
+	log.Info().Str("url", m.url).Str("rpc", m.rpcAddr).Str("store", storeDesc).Str("leases", leaseDesc).Str("logs", cfg.LogDir).Msg("master started")
+	ok = true
+	return m, nil
+}
+
+// defaults checks the secrets and fills in the defaults.
+func (c *Config) defaults() error {
+	if c.JWTSecret == "" {
+		return errors.New("JWT_SECRET is not set: give the master a secret of at least 16 bytes (rlsched up generates one)")
+	}
+	if len(c.JWTSecret) < 16 {
+		return errors.New("JWT_SECRET is too short: use at least 16 bytes")
+	}
+	if c.JoinToken == "" {
+		return errors.New("WORKER_JOIN_TOKEN is not set: give the master and its workers the same secret token")
+	}
+	if c.DataDir == "" {
+		return errors.New("no data dir given (RLSCHED_DATA_DIR)")
+	}
+	if c.SQLitePath == "" {
+		c.SQLitePath = filepath.Join(c.DataDir, "rlsched.db")
+	}
+	if c.LogDir == "" {
+		c.LogDir = filepath.Join(c.DataDir, "logs")
+	}
+	if err := c.privatePaths(c.Logger); err != nil {
+		return err
+	}
+	if c.RedisPrefix == "" {
+		c.RedisPrefix = rediskey.DefaultPrefix
+	}
+	if err := rediskey.Check(c.RedisPrefix); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		p   *time.Duration
+		def time.Duration
+	}{{&c.HeartbeatTTL, 30 * time.Second}, {&c.TaskTTL, 2 * time.Minute}, {&c.CancelGrace, 10 * time.Second}} {
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+		*d.p = max(*d.p, time.Second)
+	}
+	if c.MasterID == "" {
+		host, _ := os.Hostname()
+		c.MasterID = fmt.Sprintf("%s-%d", host, c.RPCPort)
+		if c.RPCPort == 0 { // a free port is picked later: keep ids of several masters apart
+			c.MasterID = fmt.Sprintf("%s-%s", host, core.NewTraceID()[:8])
+		}
+	}
+	return nil
+}
+
+// openStore picks MySQL when MYSQL_DSN is set, else SQLite.
+func openStore(c Config) (store.Store, error) {
+	if c.MySQLDSN != "" {
+		return mysql.Open(c.MySQLDSN)
+	}
+	return sqlite.Open(c.SQLitePath)
+}
+
+// openLeases picks Redis when REDIS_ADDR is set, else in-memory leases.
+func openLeases(ctx context.Context, c Config) (lease.Leases, error) {
+	if c.RedisAddr != "" {
+		return redis.Open(ctx, c.RedisAddr, redis.Options{Prefix: c.RedisPrefix, DetectReset: true})
+	}
+	return memory.New(), nil
+}
+
+// URL is the REST API's address, http://host:port.
+func (m *Master) URL() string { return m.url }
+
+// RPCAddr is the address workers join at.
+func (m *Master) RPCAddr() string { return m.rpcAddr }
+
+// MasterID names this master.
+func (m *Master) MasterID() string { return m.cfg.MasterID }
+
+// SQLitePath and LogDir are where the master keeps its database (when
+// SQLite) and its run logs.
+func (m *Master) SQLitePath() string { return m.cfg.SQLitePath }
+func (m *Master) LogDir() string     { return m.cfg.LogDir }
+
+// Err receives the REST server's error if it stops on its own.
+func (m *Master) Err() <-chan error { return m.httpErr }
+
+// Close stops the master, last started first, within ctx (at most 10 s):
+// the gateways stop routing here, then the REST API, the dispatcher, the
+// cluster node, the log pipe (it writes what it holds), the leases and the
+// store.
+func (m *Master) Close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_ = m.nacos.Close() // first: the gateways stop routing here before the API stops
+	if m.api != nil {
+		m.api.Shutdown()
+	} else if m.httpLn != nil {
+		m.httpLn.Close()
+	}
+	if m.disp != nil {
+		_ = m.disp.Stop(ctx)
+	}
+	if m.node != nil {
+		m.node.Close()
+	}
+	if m.noPoll != nil {
+		m.noPoll()
+	}
+	if m.logs != nil {
+		m.logs.Close()
+	}
+	if m.ls != nil {
+		m.ls.Close()
+	}
+	if m.raw != nil {
+		m.raw.Close()
+	}
+}
+
+// clusterControl is the dispatcher as the REST API sees it when masters are
+// several: /api/workers lists the workers of every master.
+type clusterControl struct {
+	*dispatch.Master
+	node *cluster.Node
+}
+
+func (c clusterControl) Workers() []core.WorkerInfo { return c.node.Workers() }
