@@ -151,7 +151,7 @@ func (p *peer) expect(want proto.Message) proto.Message {
 
 func (p *peer) hello(id string, slots int32, gpus int, runs ...*pb.RunRef) *pb.HelloAck {
 	p.t.Helper()
-	h := &pb.Hello{WorkerId: id, Proof: HelloProof(token, p.nonce, id), Host: "test", Slots: slots, Runs: runs}
+	h := &pb.Hello{WorkerId: id, Proof: codec.JoinProof(token, p.nonce, id), Host: "test", Slots: slots, Runs: runs}
 	for i := 0; i < gpus; i++ {
 		h.Gpus = append(h.Gpus, &pb.GPU{Index: int32(i), Name: "gpu"})
 	}

@@ -3,29 +3,21 @@ package dispatch
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
 )
 
-// HelloProof is what a worker sends to prove it knows the join token.
-func HelloProof(token, nonce []byte, workerID string) []byte {
-	mac := hmac.New(sha256.New, token)
-	mac.Write(nonce)
-	mac.Write([]byte(workerID))
-	return mac.Sum(nil)
-}
-
 func (m *Master) verifyHello(nonce []byte, h *pb.Hello) error {
 	if !core.ValidWorkerID(h.WorkerId) {
 		return fmt.Errorf("invalid worker id %q", h.WorkerId)
 	}
-	if !hmac.Equal(h.Proof, HelloProof(m.cfg.JoinToken, nonce, h.WorkerId)) {
+	if !hmac.Equal(h.Proof, codec.JoinProof(m.cfg.JoinToken, nonce, h.WorkerId)) {
 		return fmt.Errorf("join token proof of worker %q does not match: check WORKER_JOIN_TOKEN", h.WorkerId)
 	}
 	return nil

@@ -123,37 +123,22 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic parses every complete frame in the inbound buffer: header first,
-// the length checked against the limit before waiting for the body, then the
-// body decoded (copied out of gnet's buffer) before Discard.
+// OnTraffic parses every complete frame in the inbound buffer with
+// codec.NextFrom (Peek → Next → Discard): the header's length is checked
+// against the limit before the body is waited for, and the body is decoded
+// (copied out of gnet's buffer) before it is discarded.
 func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 	cc, _ := c.Context().(*conn)
 	if cc == nil {
 		return gnet.Close
 	}
 	for {
-		hdr, err := c.Peek(codec.HeaderSize)
-		if err != nil || len(hdr) < codec.HeaderSize {
+		msg, err := codec.NextFrom(c, s.m.cfg.MaxFrame)
+		if err != nil {
+			return s.refuse(cc, "bad frame", err)
+		}
+		if msg == nil {
 			return gnet.None // need more bytes
-		}
-		h, err := codec.ParseHeader(hdr, s.m.cfg.MaxFrame)
-		if err != nil {
-			return s.refuse(cc, "bad frame header", err)
-		}
-		total := codec.HeaderSize + int(h.Length)
-		if c.InboundBuffered() < total {
-			return gnet.None
-		}
-		frame, err := c.Peek(total)
-		if err != nil {
-			return gnet.None
-		}
-		msg, err := codec.DecodeBody(h.Type, frame[codec.HeaderSize:])
-		if err != nil {
-			return s.refuse(cc, "bad frame body", err)
-		}
-		if _, err := c.Discard(total); err != nil {
-			return gnet.Close
 		}
 		if act := s.handle(cc, msg); act != gnet.None {
 			return act
