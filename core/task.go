@@ -82,18 +82,22 @@ type Task struct {
 	// Fence is the fencing token of the lease that owns the current attempt
 	// (0 while queued). Every state change is conditional on it.
 	Fence uint64 `json:"fence"`
-	// QueuePosition (1 = next to run) and PendingReason explain a QUEUED
-	// run's wait; the API fills them when it answers, nothing stores them.
+	// QueuePosition (1 = next to run), PendingReason and PendingCode
+	// explain a QUEUED run's wait; the API fills them when it answers,
+	// nothing stores them.
 	QueuePosition int    `json:"queuePosition,omitempty"`
 	PendingReason string `json:"pendingReason,omitempty"`
+	PendingCode   string `json:"pendingCode,omitempty"`
 }
 
 // QueueInfo explains why a QUEUED run waits: its place in the queue (1 =
-// next to run) and a sentence such as "needs 2 GPUs, the largest free block
-// is 1".
+// next to run), a sentence such as "needs 2 GPUs, the largest free block
+// is 1", and that reason's code (API.md's pendingCode: "resources",
+// "no_worker", "priority", ...; empty for a run about to start).
 type QueueInfo struct {
 	Position int
 	Reason   string
+	Code     string
 }
 
 // Role of a user.

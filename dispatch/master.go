@@ -100,7 +100,8 @@ type Master struct {
 	shards  []*shard
 	wake    chan struct{}
 	reg     registry
-	pending sync.Map // *conn → struct{}: connections waiting for Hello
+	explain explainer // explain.go
+	pending sync.Map  // *conn → struct{}: connections waiting for Hello
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/plan"
 )
 
 // registry is the master's view of its workers and the runs placed on them.
@@ -103,16 +104,10 @@ func (r *registry) removeRunLocked(taskID string) *runRec {
 	return rr
 }
 
-// capacity is a connected worker's free resources, the input of placement.
-type capacity struct {
-	workerID  string
-	freeGPUs  []int
-	freeSlots int
-}
-
-// capacityLocked is w's free resources. It allocates only the free GPU
-// list: the scheduler builds one for every connected worker on each pass.
-func (w *workerRec) capacityLocked() capacity {
+// freeLocked is w's free resources, as the planner sees them. It allocates
+// only the free GPU list: the scheduler builds one for every connected
+// worker on each pass.
+func (w *workerRec) freeLocked() plan.Worker {
 	var usedBuf [16]int
 	used := usedBuf[:0]
 	cpuRuns := 0
@@ -122,10 +117,10 @@ func (w *workerRec) capacityLocked() capacity {
 		}
 		used = append(used, rr.gpus...)
 	}
-	c := capacity{workerID: w.id, freeSlots: w.slots - cpuRuns}
+	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns}
 	for _, g := range w.gpus {
 		if !slices.Contains(used, g.Index) {
-			c.freeGPUs = append(c.freeGPUs, g.Index)
+			c.FreeGPUs = append(c.FreeGPUs, g.Index)
 		}
 	}
 	return c
@@ -147,9 +142,11 @@ func (w *workerRec) hasFreeLocked() bool {
 	return cpuRuns < w.slots || gpuRuns < len(w.gpus)
 }
 
-// anyFreeLocked reports whether some connected worker has anything free;
-// it stops at the first, so it is cheap whenever placement is possible.
-func (r *registry) anyFreeLocked() bool {
+// anyFree reports whether some connected worker has anything free; it
+// stops at the first, so it is cheap whenever placement is possible.
+func (r *registry) anyFree() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, w := range r.workers {
 		if w.hasFreeLocked() {
 			return true
@@ -158,20 +155,46 @@ func (r *registry) anyFreeLocked() bool {
 	return false
 }
 
-// capacitiesLocked lists connected workers with anything free, sorted by id
-// so placement is deterministic.
-func (r *registry) capacitiesLocked() []capacity {
-	out := make([]capacity, 0, len(r.workers))
+// snapshot is the planner's view of the registry for queue: the connected
+// workers with anything free (sorted by id, so placement is deterministic),
+// the size of the largest, and which runs of queue are already placed.
+func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := plan.Snapshot{Free: make([]plan.Worker, 0, len(r.workers))}
 	for _, w := range r.workers {
 		if w.sess == nil || w.sess.closed.Load() {
 			continue
 		}
-		c := w.capacityLocked()
-		if len(c.freeGPUs) > 0 || c.freeSlots > 0 {
-			out = append(out, c)
+		s.Connected++
+		s.MaxGPUs, s.MaxSlots = max(s.MaxGPUs, len(w.gpus)), max(s.MaxSlots, w.slots)
+		if c := w.freeLocked(); len(c.FreeGPUs) > 0 || c.FreeSlots > 0 {
+			s.Free = append(s.Free, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b capacity) int { return strings.Compare(a.workerID, b.workerID) })
+	slices.SortFunc(s.Free, func(a, b plan.Worker) int { return strings.Compare(a.ID, b.ID) })
+	s.InFlight = r.inFlightLocked(queue)
+	return s
+}
+
+// inFlight lists the runs of queue that are placed here already (the store
+// has them QUEUED until the placement is recorded): task id → worker.
+func (r *registry) inFlight(queue []core.Task) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inFlightLocked(queue)
+}
+
+func (r *registry) inFlightLocked(queue []core.Task) map[string]string {
+	var out map[string]string
+	for i := range queue {
+		if rr := r.runs[queue[i].ID]; rr != nil {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[rr.taskID] = rr.workerID
+		}
+	}
 	return out
 }
 
