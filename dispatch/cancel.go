@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
@@ -22,7 +21,7 @@ func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
 			return t, core.ErrConflict
 		case t.Status == core.StatusQueued || t.Status == core.StatusLost:
 			exp := store.Expect{Fence: t.Fence, Status: t.Status}
-			now := time.Now().UTC()
+			now := m.now().UTC()
 			t.Status, t.FinishedAt, t.Error = core.StatusCancelled, &now, "cancelled"
 			err := m.st.UpdateTask(ctx, &t, exp)
 			if errors.Is(err, core.ErrFenced) {
@@ -37,7 +36,7 @@ func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
 				return t, err
 			}
 			m.reg.mu.Lock()
-			m.reg.cancels[id] = time.Now()
+			m.reg.cancels[id] = m.now()
 			rr := m.reg.runs[id]
 			m.reg.mu.Unlock()
 			if rr != nil {
@@ -77,7 +76,7 @@ func (m *Master) CancelNotified(id string) {
 	m.reg.mu.Lock()
 	rr := m.reg.runs[id]
 	if rr != nil {
-		m.reg.cancels[id] = time.Now()
+		m.reg.cancels[id] = m.now()
 	}
 	m.reg.mu.Unlock()
 	if rr != nil {
@@ -100,7 +99,7 @@ func (m *Master) loadCancels(ctx context.Context, ids []string) {
 	if len(req) == 0 {
 		return
 	}
-	now := time.Now()
+	now := m.now()
 	m.reg.mu.Lock()
 	for id := range req {
 		if m.reg.runs[id] != nil {

@@ -50,7 +50,7 @@ func (m *Master) claim(ctx context.Context, p plan.Placement) *claimed {
 	m.reg.addRunLocked(rr)
 	m.reg.mu.Unlock()
 
-	fence, err := m.ls.Claim(ctx, t.ID, p.Worker, m.cfg.LeaseTTL)
+	fence, err := m.ls.Claim(ctx, t.ID, p.Worker, m.leaseHold())
 	if err != nil {
 		ev := m.log.Warn()
 		if errors.Is(err, core.ErrLeaseHeld) { // another master took it first: a normal race

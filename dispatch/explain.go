@@ -37,6 +37,8 @@ func (m *Master) Explain(ctx context.Context, queued []core.Task) map[string]cor
 	e := &m.explain
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Wall time, not Config.Clock: the cache's age is compared with the
+	// runs' CreatedAt, which the REST layer stamps.
 	fresh := e.info != nil && time.Since(e.at) < explainTTL
 	for _, t := range queued {
 		if !fresh {

@@ -61,7 +61,7 @@ func explainNow(t *testing.T, m *Master, runs []core.Task, want map[string]core.
 // lets the real scheduler run it, and checks both agree; then the runs left
 // queued get the reasons the scheduler's state gives them.
 func TestExplainMatchesScheduler(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.HeartbeatTTL = time.Minute })
+	h := newClockedHarness(t, nil)
 	base := time.Now().Add(-time.Hour)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
 	// Store order: p1, p2 (priority 5), then p3..p6 by age.

@@ -28,7 +28,7 @@ func (m *Master) verifyHello(nonce []byte, h *pb.Hello) error {
 func (m *Master) onHello(sess *session, h *pb.Hello) {
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
-	now := time.Now()
+	now := m.now()
 	m.helloFromStore(ctx, h) // cancel.go: runs another master placed, persisted cancels
 	listed := map[string]*pb.RunRef{}
 	for _, ref := range h.Runs {
@@ -100,7 +100,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 // keepLease renews an adopted run's lease, re-creating it from the store
 // when the lease backend lost it (a restarted master on memory leases).
 func (m *Master) keepLease(ctx context.Context, rr *runRec) error {
-	errs := m.ls.Renew(ctx, []lease.Renewal{{TaskID: rr.taskID, Fence: rr.fence}}, m.cfg.LeaseTTL)
+	errs := m.ls.Renew(ctx, []lease.Renewal{{TaskID: rr.taskID, Fence: rr.fence}}, m.leaseHold())
 	if errs[0] == nil {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (m *Master) keepLease(ctx context.Context, rr *runRec) error {
 	if !t.Status.Active() || t.Fence != rr.fence || t.Worker != rr.workerID {
 		return fmt.Errorf("the store has the run %s with fence %d on %q", t.Status, t.Fence, t.Worker)
 	}
-	return m.ls.Restore(ctx, rr.taskID, rr.workerID, rr.fence, m.cfg.LeaseTTL)
+	return m.ls.Restore(ctx, rr.taskID, rr.workerID, rr.fence, m.leaseHold())
 }
 
 func (m *Master) sessionClosed(sess *session, err error) {

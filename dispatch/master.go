@@ -32,7 +32,7 @@ type Config struct {
 	JoinToken         []byte
 	HeartbeatInterval time.Duration // told to workers; default 10s
 	HeartbeatTTL      time.Duration // a session silent this long is closed; default 3 intervals
-	LeaseTTL          time.Duration // run lease; default 2 min
+	LeaseTTL          time.Duration // run lease as workers are told; held for longer (leaseHold); default 2 min
 	CancelGrace       time.Duration // SIGTERM → SIGKILL on the worker; default 10s
 	ReapInterval      time.Duration // default LeaseTTL/10, at most 1s
 	MaxFrame          int           // default codec.DefaultMaxBody
@@ -46,6 +46,12 @@ type Config struct {
 	// several: the master then also looks for requests in the store every
 	// heartbeat interval.
 	OnCancel func(taskID string)
+	// Clock is the time the dispatcher decides by: when a session is
+	// silent, the Hello deadline, the times written into runs. (Leases
+	// expire by their backend's own clock.) Tests pass a fake one, the
+	// same to memory.WithClock, and advance it instead of sleeping through
+	// TTLs. Default time.Now.
+	Clock func() time.Time
 	// Logs writes the runs' output: event loops submit LogData frames to it
 	// and it acks them. The caller owns it (closes it after Stop). When nil,
 	// the master makes its own over the files passed to New, with the store
@@ -81,6 +87,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Shards <= 0 {
 		c.Shards = 8
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return nil
 }
@@ -196,6 +205,21 @@ func (m *Master) LogStats() map[string]any {
 	}
 	return m.logs.Stats()
 }
+
+// leaseHold is how long the master holds a run's lease from a claim or
+// renewal: the TTL the worker is told (LeaseTTL) plus a margin for the two
+// clocks running at different rates, 10% and 1 s. The worker stops the run
+// by itself once a whole TTL passed since it sent its last acknowledged
+// renewal, which is before the master received it; so by the time the
+// master reaps the lease and requeues the run, the worker's own deadline
+// has passed even if its clock ran up to 10% slow (docs/protocol.md,
+// "Heartbeats and leases").
+func (m *Master) leaseHold() time.Duration {
+	return m.cfg.LeaseTTL + m.cfg.LeaseTTL/10 + time.Second
+}
+
+// now is the dispatcher's clock (Config.Clock).
+func (m *Master) now() time.Time { return m.cfg.Clock() }
 
 // Notify wakes the scheduler.
 func (m *Master) Notify() {

@@ -18,7 +18,7 @@ const helloTimeout = 10 * time.Second
 func (m *Master) reapLoop(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
-	lastSweep := time.Now()
+	lastSweep := m.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -28,8 +28,8 @@ func (m *Master) reapLoop(ctx context.Context) {
 		m.reapOnce(ctx)
 		// Only with several masters (OnCancel set) can a request be in the
 		// store and not in this master's memory while it runs.
-		if m.cfg.OnCancel != nil && time.Since(lastSweep) >= m.cfg.HeartbeatInterval {
-			lastSweep = time.Now()
+		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
+			lastSweep = m.now()
 			m.sweepCancels(ctx)
 		}
 	}
@@ -59,7 +59,7 @@ func (m *Master) reapOnce(ctx context.Context) {
 			break
 		}
 	}
-	now := time.Now()
+	now := m.now()
 	var stale []*session
 	m.reg.mu.Lock()
 	for _, w := range m.reg.workers {
@@ -109,7 +109,7 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 			return false
 		}
 		if cancelled {
-			now := time.Now().UTC()
+			now := m.now().UTC()
 			t.Status, t.FinishedAt, t.Error = core.StatusCancelled, &now, "cancelled; "+reason
 			return true
 		}
@@ -132,7 +132,7 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 			t.Worker, t.GPUIndices, t.StartedAt, t.ExitCode = "", nil, nil, nil
 			return true
 		}
-		now := time.Now().UTC()
+		now := m.now().UTC()
 		t.Status, t.FinishedAt = core.StatusFailed, &now
 		t.Error = fmt.Sprintf("lost after %d attempt(s): %s", t.Attempt, reason)
 		return true

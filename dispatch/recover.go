@@ -68,7 +68,7 @@ func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 		if t.Worker == "" || t.Fence == 0 {
 			continue
 		}
-		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.cfg.LeaseTTL)
+		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.leaseHold())
 		if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
 			return nil, fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
 		}

@@ -13,7 +13,7 @@ import (
 // TestScheduleLooksPastAStuckPage: a full page of queued runs that fit
 // nowhere must not starve a run further back that fits.
 func TestScheduleLooksPastAStuckPage(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.HeartbeatTTL = time.Minute })
+	h := newClockedHarness(t, nil)
 	base := time.Now().Add(-time.Hour)
 	var ts []*core.Task
 	for i := range plan.Batch + 20 {

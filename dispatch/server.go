@@ -93,7 +93,7 @@ func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 }
 
 func (s *server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	cc := &conn{c: c, opened: time.Now()}
+	cc := &conn{c: c, opened: s.m.now()}
 	_, _ = rand.Read(cc.nonce[:])
 	c.SetContext(cc)
 	s.m.pending.Store(cc, struct{}{})
@@ -171,14 +171,14 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		cc.hello = true
 		s.m.pending.Delete(cc)
 		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
-		sess.lastSeen.Store(time.Now().UnixNano())
+		sess.lastSeen.Store(s.m.now().UnixNano())
 		cc.sess = sess
 		s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
 		sess.shard.push(func() { s.m.onHello(sess, hello) })
 		return gnet.None
 	}
 	sess := cc.sess
-	sess.lastSeen.Store(time.Now().UnixNano())
+	sess.lastSeen.Store(s.m.now().UnixNano())
 	switch msg := msg.(type) {
 	case *pb.Heartbeat:
 		// At most one heartbeat of a session waits on its shard: a newer

@@ -33,7 +33,7 @@ func (m *Master) runFor(sess *session, taskID string, attempt int32, fence uint6
 // presence TTL (see touchPresence).
 func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	ctx := sess.shard.callCtx(m.ctx)
-	now := time.Now()
+	now := m.now()
 	renew := sess.renew[:0]
 	var lost []string
 	m.reg.mu.Lock()
@@ -56,7 +56,7 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	}
 	m.reg.mu.Unlock()
 	if len(renew) > 0 {
-		for i, err := range m.ls.Renew(ctx, renew, m.cfg.LeaseTTL) {
+		for i, err := range m.ls.Renew(ctx, renew, m.leaseHold()) {
 			switch {
 			case err == nil:
 			case errors.Is(err, core.ErrLeaseLost):
@@ -147,7 +147,7 @@ func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, done chan struct{}
 		t.Status = core.StatusRunning
 		at := time.UnixMilli(ts.StartedUnixMs).UTC()
 		if ts.StartedUnixMs == 0 {
-			at = time.Now().UTC()
+			at = m.now().UTC()
 		}
 		t.StartedAt = &at
 		return true
@@ -265,7 +265,7 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		if !t.Status.Active() {
 			return false
 		}
-		finishFromReport(t, tf, cancelled)
+		finishFromReport(t, tf, cancelled, m.now())
 		return true
 	}
 	err := m.updateTask(ctx, tf.TaskId, tf.Fence, change)
@@ -299,9 +299,10 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	m.Notify()
 }
 
-// finishFromReport sets the terminal fields of t from a worker's report.
-func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool) {
-	now := time.Now().UTC()
+// finishFromReport sets the terminal fields of t from a worker's report
+// received at now.
+func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, now time.Time) {
+	now = now.UTC()
 	t.FinishedAt = &now
 	if t.StartedAt == nil {
 		t.StartedAt = &now
@@ -347,7 +348,7 @@ func (m *Master) release(ctx context.Context, rr *runRec) {
 	m.reg.mu.Lock()
 	if cur := m.reg.runs[rr.taskID]; cur == rr {
 		m.reg.removeRunLocked(rr.taskID)
-		m.reg.endedLocked(rr.taskID, time.Now())
+		m.reg.endedLocked(rr.taskID, m.now())
 	}
 	m.reg.mu.Unlock()
 	if err := m.ls.Release(ctx, rr.taskID, rr.fence); err != nil && !errors.Is(err, core.ErrLeaseLost) {
