@@ -41,14 +41,9 @@ func (m *Master) execute(ctx context.Context, ps []plan.Placement) int {
 func (m *Master) claim(ctx context.Context, p plan.Placement) *claimed {
 	t := p.Task
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs}
-	m.reg.mu.Lock()
-	w := m.reg.workers[p.Worker]
-	if w == nil || w.sess == nil || m.reg.runs[t.ID] != nil {
-		m.reg.mu.Unlock()
+	if !m.reg.place(rr) {
 		return nil
 	}
-	m.reg.addRunLocked(rr)
-	m.reg.mu.Unlock()
 
 	fence, err := m.ls.Claim(ctx, t.ID, p.Worker, m.leaseHold())
 	if err != nil {
@@ -57,19 +52,10 @@ func (m *Master) claim(ctx context.Context, p plan.Placement) *claimed {
 			ev = m.log.Debug()
 		}
 		ev.Str("task", t.ID).Err(err).Msg("cannot claim run")
-		m.unplace(rr)
+		m.reg.remove(rr)
 		return nil
 	}
 	return &claimed{t: t, rr: rr, fence: fence, exp: store.Expect{Fence: t.Fence, Status: core.StatusQueued}}
-}
-
-// unplace forgets a placement that did not happen.
-func (m *Master) unplace(rr *runRec) {
-	m.reg.mu.Lock()
-	if m.reg.runs[rr.taskID] == rr {
-		m.reg.removeRunLocked(rr.taskID)
-	}
-	m.reg.mu.Unlock()
 }
 
 // dispatch records every claimed run in the store at once (QUEUED →
@@ -91,7 +77,7 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
 		if errs[i] != nil {
 			// Cancelled or taken meanwhile: give the lease back.
 			_ = m.ls.Release(ctx, c.t.ID, c.fence)
-			m.unplace(c.rr)
+			m.reg.remove(c.rr)
 			continue
 		}
 		placed++
@@ -103,17 +89,13 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
 // send tells a recorded run's worker to start it.
 func (m *Master) send(c *claimed) {
 	t, rr, fence, workerID, gpus := c.t, c.rr, c.fence, c.rr.workerID, c.rr.gpus
-	m.reg.mu.Lock()
-	rr.fence, rr.view = fence, t
-	var sess *session
-	if w := m.reg.workers[workerID]; w != nil {
-		sess = w.sess
-	}
-	_, cancelRequested := m.reg.cancels[t.ID]
-	m.reg.mu.Unlock()
+	view := *t // not t: that would keep the whole page of the queue alive
+	rr.view.Store(&view)
+	sess, cancelRequested := m.reg.sent(rr, fence)
 
 	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
-		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params)}
+		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
+		User: t.User}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}

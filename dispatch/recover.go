@@ -30,10 +30,7 @@ func (m *Master) recover(ctx context.Context) error {
 			m.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
 			continue
 		}
-		m.reg.mu.Lock()
-		m.reg.addRunLocked(&runRec{taskID: t.ID, attempt: t.Attempt, fence: t.Fence, traceID: t.TraceID,
-			workerID: t.Worker, gpus: t.GPUIndices, started: t.Status == core.StatusRunning})
-		m.reg.mu.Unlock()
+		m.reg.adopt(recordOf(t))
 	}
 	ids := make([]string, len(active))
 	for i, t := range active {

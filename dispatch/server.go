@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/core/lease"
 )
 
 // server is the gnet event handler. Its callbacks run on event loops and
@@ -35,44 +33,6 @@ type conn struct {
 	hello  bool
 	sess   *session
 	opened time.Time
-}
-
-// session is a verified worker connection.
-type session struct {
-	m        *Master
-	id       string
-	workerID string
-	c        gnet.Conn
-	shard    *shard
-	closed   atomic.Bool
-	lastSeen atomic.Int64                 // unix nanos of the last frame
-	fenced   atomic.Int64                 // LogData refused as fenced, to thin out the warnings
-	hb       atomic.Pointer[pb.Heartbeat] // the newest heartbeat not yet handled
-	// logSender: counted in the log writer's senders (AddSender), which
-	// size the credit windows. The connection's event loop only.
-	logSender bool
-	logFlow   logFlow // logpipe_flow.go
-
-	// Only on the shard's goroutine (onHello, onHeartbeat):
-	touched int64           // unix nanos of the last presence refresh; 0: none
-	renew   []lease.Renewal // scratch of onHeartbeat
-	ack     pb.HeartbeatAck // scratch of onHeartbeat
-}
-
-// send encodes m and queues it on the connection. Safe from any goroutine.
-func (s *session) send(m proto.Message) error {
-	if s.closed.Load() {
-		return net.ErrClosed
-	}
-	return asyncSend(s.c, m)
-}
-
-func asyncSend(c gnet.Conn, m proto.Message) error {
-	buf, err := codec.AppendFrame(nil, m)
-	if err != nil {
-		return err
-	}
-	return c.AsyncWrite(buf, nil)
 }
 
 func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
@@ -160,6 +120,7 @@ func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
 }
 
 func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
+	now := s.m.now()
 	if !cc.hello {
 		hello, ok := msg.(*pb.Hello)
 		if !ok {
@@ -170,15 +131,17 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		}
 		cc.hello = true
 		s.m.pending.Delete(cc)
-		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
-		sess.lastSeen.Store(s.m.now().UnixNano())
+		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
+			remote: addrString(cc.c.RemoteAddr()), c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
+		sess.lastSeen.Store(now.UnixNano())
+		s.m.checkSkew(sess, hello, now)
 		cc.sess = sess
 		s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
 		sess.shard.push(func() { s.m.onHello(sess, hello) })
 		return gnet.None
 	}
 	sess := cc.sess
-	sess.lastSeen.Store(s.m.now().UnixNano())
+	sess.lastSeen.Store(now.UnixNano())
 	switch msg := msg.(type) {
 	case *pb.Heartbeat:
 		// At most one heartbeat of a session waits on its shard: a newer
@@ -188,8 +151,8 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 			sess.shard.pushHeartbeat(sess)
 		}
 	case *pb.TaskStarted:
-		done := s.m.startPending(sess, msg)
-		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg, done) })
+		gate := s.m.startPending(sess, msg)
+		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg, gate) })
 	case *pb.LogData:
 		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
