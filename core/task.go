@@ -8,7 +8,8 @@ import (
 )
 
 // Status is a run's state. QUEUED → DISPATCHED → RUNNING → SUCCEEDED |
-// FAILED | CANCELLED | TIMEOUT; LOST → QUEUED (attempt + 1) or FAILED.
+// FAILED | CANCELLED | TIMEOUT; LOST → QUEUED (attempt + 1) or FAILED. The
+// moves allowed are the table in transition.go, made by the functions there.
 type Status string
 
 const (

@@ -21,8 +21,9 @@ func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
 			return t, core.ErrConflict
 		case t.Status == core.StatusQueued || t.Status == core.StatusLost:
 			exp := store.Expect{Fence: t.Fence, Status: t.Status}
-			now := m.now().UTC()
-			t.Status, t.FinishedAt, t.Error = core.StatusCancelled, &now, "cancelled"
+			if err := t.Cancel("cancelled", m.now()); err != nil {
+				return t, err
+			}
 			err := m.st.UpdateTask(ctx, &t, exp)
 			if errors.Is(err, core.ErrFenced) {
 				continue // dispatched meanwhile: cancel it on its worker

@@ -67,9 +67,9 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
 	}
 	us := make([]store.Update, len(batch))
 	for i, c := range batch {
-		t := c.t
-		t.Status, t.Fence, t.Worker, t.GPUIndices, t.Error = core.StatusDispatched, c.fence, c.rr.workerID, c.rr.gpus, ""
-		us[i] = store.Update{Task: t, Expect: c.exp}
+		// From the queue's page, so QUEUED: Dispatch cannot refuse it.
+		_ = c.t.Dispatch(c.rr.workerID, c.rr.gpus, c.fence)
+		us[i] = store.Update{Task: c.t, Expect: c.exp}
 	}
 	errs := m.st.UpdateTasks(ctx, us)
 	placed := 0

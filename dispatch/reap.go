@@ -86,16 +86,11 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 	}
 	var wasLost bool
 	err := m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
-		if !t.Status.Active() {
-			return false
-		}
 		if cancelled {
-			now := m.now().UTC()
-			t.Status, t.FinishedAt, t.Error = core.StatusCancelled, &now, "cancelled; "+reason
-			return true
+			return t.Status.Active() && t.Cancel("cancelled; "+reason, m.now()) == nil
 		}
-		t.Status, t.Error, wasLost = core.StatusLost, reason, true
-		return true
+		wasLost = t.Status.Active() && t.Lose(reason) == nil
+		return wasLost
 	})
 	if err != nil || !wasLost {
 		if err != nil && !errors.Is(err, core.ErrNotFound) {
@@ -105,18 +100,9 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 	}
 	var requeued bool
 	err = m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
-		if t.Status != core.StatusLost {
-			return false
-		}
-		if t.Attempt <= t.MaxRetries {
-			t.Status, t.Attempt, requeued = core.StatusQueued, t.Attempt+1, true
-			t.Worker, t.GPUIndices, t.StartedAt, t.ExitCode = "", nil, nil, nil
-			return true
-		}
-		now := m.now().UTC()
-		t.Status, t.FinishedAt = core.StatusFailed, &now
-		t.Error = fmt.Sprintf("lost after %d attempt(s): %s", t.Attempt, reason)
-		return true
+		var err error
+		requeued, err = t.Requeue(reason, m.now())
+		return err == nil
 	})
 	if err != nil {
 		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")

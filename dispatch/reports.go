@@ -138,14 +138,7 @@ func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
 	if ts.StartedUnixMs != 0 && !sess.skewed {
 		at = time.UnixMilli(ts.StartedUnixMs)
 	}
-	err := m.updateTask(ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool {
-		if t.Status != core.StatusDispatched {
-			return false
-		}
-		at := at.UTC()
-		t.Status, t.StartedAt = core.StatusRunning, &at
-		return true
-	})
+	err := m.updateTask(ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
 	if err != nil {
 		m.log.Warn().Str("task", ts.TaskId).Err(err).Msg("cannot mark run RUNNING")
 	}
@@ -238,13 +231,7 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		case <-ctx.Done():
 		}
 	}
-	change := func(t *core.Task) bool {
-		if !t.Status.Active() {
-			return false
-		}
-		finishFromReport(t, tf, cancelled, m.now())
-		return true
-	}
+	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, m.now()) == nil }
 	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
 	// A store that cannot be reached must not lose the report: the worker
 	// forgets it once acked, and nothing would ever write the run's end.
@@ -276,44 +263,39 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	m.Notify()
 }
 
-// finishFromReport sets the terminal fields of t from a worker's report
-// received at now.
-func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, now time.Time) {
-	now = now.UTC()
-	t.FinishedAt = &now
-	if t.StartedAt == nil {
-		t.StartedAt = &now
-	}
+// finishFromReport ends the active run t as a worker's report says, at
+// now (core.Task.Finish); it fails when t is no longer active.
+func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, now time.Time) error {
 	code := int(tf.ExitCode)
-	t.ExitCode = &code
-	t.Error = tf.Error
+	exit, msg := &code, tf.Error
+	var status core.Status
 	switch {
 	case tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || cancelRequested:
-		t.Status = core.StatusCancelled
-		if t.Error == "" {
-			t.Error = "cancelled"
+		status = core.StatusCancelled
+		if msg == "" {
+			msg = "cancelled"
 		}
 	case tf.Outcome == pb.Outcome_OUTCOME_TIMEOUT:
-		t.Status = core.StatusTimeout
-		if t.Error == "" {
-			t.Error = fmt.Sprintf("timed out after %d s", t.TimeoutSeconds)
+		status = core.StatusTimeout
+		if msg == "" {
+			msg = fmt.Sprintf("timed out after %d s", t.TimeoutSeconds)
 		}
 	case tf.Outcome == pb.Outcome_OUTCOME_START_FAILED:
-		t.Status = core.StatusFailed
-		t.ExitCode = nil
+		status, exit = core.StatusFailed, nil
 	case tf.Signal != "":
-		t.Status = core.StatusFailed
-		if t.Error == "" {
-			t.Error = "killed by " + tf.Signal
+		status = core.StatusFailed
+		if msg == "" {
+			msg = "killed by " + tf.Signal
 		}
 	case code == 0:
-		t.Status = core.StatusSucceeded
+		status = core.StatusSucceeded
 	default:
-		t.Status = core.StatusFailed
-		if t.Error == "" {
-			t.Error = fmt.Sprintf("exit code %d", code)
+		status = core.StatusFailed
+		if msg == "" {
+			msg = fmt.Sprintf("exit code %d", code)
 		}
 	}
+	return t.Finish(status, exit, msg, now)
 }
 
 // release drops a finished run's lease and frees its resources.
