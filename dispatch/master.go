@@ -36,7 +36,21 @@ type Config struct {
 	CancelGrace       time.Duration // SIGTERM → SIGKILL on the worker; default 10s
 	ReapInterval      time.Duration // default LeaseTTL/10, at most 1s
 	MaxFrame          int           // default codec.DefaultMaxBody
-	Shards            int           // ordered work queues; default 8
+	// MaxHelloFrame limits the frames of a connection that has not sent
+	// its Hello yet, so an unauthenticated peer holds little memory; it
+	// fits the Hello of a worker listing about 250 runs. Default 16 KiB.
+	MaxHelloFrame int
+	// MaxOutbound is how many bytes queued for a worker and not yet taken
+	// by its socket a connection may hold; past it the worker is a slow
+	// consumer and its connection is closed. Default 2 × MaxFrame.
+	MaxOutbound int
+	Shards      int // ordered work queues; default 8
+	// ShardBacklog bounds the functions waiting on one shard; a worker
+	// whose report finds its shard full is disconnected. Default 65,536.
+	ShardBacklog int
+	// ShardAsync bounds the goroutines recording one shard's TaskStarted
+	// and TaskFinished reports at once. Default 64.
+	ShardAsync int
 	// OnWorker, when set, receives a worker's view after each change of its
 	// state or runs (for live dashboards). It must not block.
 	OnWorker func(core.WorkerInfo)
@@ -85,8 +99,21 @@ func (c *Config) defaults() error {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = codec.DefaultMaxBody
 	}
+	if c.MaxHelloFrame <= 0 {
+		c.MaxHelloFrame = 16 << 10
+	}
+	c.MaxHelloFrame = min(c.MaxHelloFrame, c.MaxFrame)
+	if c.MaxOutbound <= 0 {
+		c.MaxOutbound = 2 * c.MaxFrame
+	}
 	if c.Shards <= 0 {
 		c.Shards = 8
+	}
+	if c.ShardBacklog <= 0 {
+		c.ShardBacklog = 1 << 16
+	}
+	if c.ShardAsync <= 0 {
+		c.ShardAsync = 64
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -149,7 +176,7 @@ func (m *Master) Start(ctx context.Context) error {
 		return err
 	}
 	for i := 0; i < m.cfg.Shards; i++ {
-		s := newShard()
+		s := newShard(m.cfg.ShardBacklog, m.cfg.ShardAsync)
 		m.shards = append(m.shards, s)
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); s.run(m.ctx) }()

@@ -93,9 +93,13 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	for {
-		msg, err := codec.NextFrom(c, s.m.cfg.MaxFrame)
+		limit, what := s.m.cfg.MaxFrame, "bad frame"
+		if !cc.hello {
+			limit, what = s.m.cfg.MaxHelloFrame, "bad frame before Hello"
+		}
+		msg, err := codec.NextFrom(c, limit)
 		if err != nil {
-			return s.refuse(cc, "bad frame", err)
+			return s.refuse(cc, what, err)
 		}
 		if msg == nil {
 			return gnet.None // need more bytes
@@ -137,8 +141,7 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		s.m.checkSkew(sess, hello, now)
 		cc.sess = sess
 		s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
-		sess.shard.push(func() { s.m.onHello(sess, hello) })
-		return gnet.None
+		return s.admit(sess, false, func() { s.m.onHello(sess, hello) })
 	}
 	sess := cc.sess
 	sess.lastSeen.Store(now.UnixNano())
@@ -152,17 +155,34 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		}
 	case *pb.TaskStarted:
 		gate := s.m.startPending(sess, msg)
-		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg, gate) })
+		if act := s.admit(sess, true, func() { s.m.onStarted(sess, msg, gate) }); act != gnet.None {
+			s.m.startDone(sess, msg.TaskId, gate)
+			return act
+		}
 	case *pb.LogData:
 		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
-		sess.shard.pushAsync(func() { s.m.onFinished(sess, msg) })
+		return s.admit(sess, true, func() { s.m.onFinished(sess, msg) })
 	case *pb.Metric, *pb.ArtifactChunk:
 		// Not used yet: metrics come from log lines, artifacts later.
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}
 	return gnet.None
+}
+
+// admit queues f, a report of sess's worker, on its shard (async: beside
+// it, see shard). When the shard is full it closes the connection instead,
+// with a logged reason: the worker resends its unacknowledged reports after
+// reconnecting, and the master's memory stays bounded.
+func (s *server) admit(sess *session, async bool, f func()) gnet.Action {
+	if sess.shard.tryPush(f, async) {
+		return gnet.None
+	}
+	reason := fmt.Sprintf("the master's work queue for this worker is full (%d waiting); reconnect and resend", s.m.cfg.ShardBacklog)
+	s.m.log.Warn().Str("worker", sess.workerID).Str("remote", sess.remote).Msg("closing connection: " + reason)
+	sess.closeFor(reason)
+	return gnet.Close
 }
 
 var shardSeed = maphash.MakeSeed()

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 
@@ -63,11 +65,13 @@ func (s *session) run(id string) *runRec {
 }
 
 // closeFor closes the connection for reason, which the disconnect's log
-// line names. Safe from any goroutine.
-func (s *session) closeFor(reason string) {
-	s.closeReason.CompareAndSwap(nil, &reason)
+// line names; false when it was closed for a reason already. Safe from any
+// goroutine.
+func (s *session) closeFor(reason string) bool {
+	first := s.closeReason.CompareAndSwap(nil, &reason)
 	s.closed.Store(true)
 	_ = s.c.Close()
+	return first
 }
 
 // send encodes m and queues it on the connection. Safe from any goroutine.
@@ -75,13 +79,34 @@ func (s *session) send(m proto.Message) error {
 	if s.closed.Load() {
 		return net.ErrClosed
 	}
-	return asyncSend(s.c, m)
-}
-
-func asyncSend(c gnet.Conn, m proto.Message) error {
 	buf, err := codec.AppendFrame(nil, m)
 	if err != nil {
 		return err
 	}
-	return c.AsyncWrite(buf, nil)
+	return s.c.AsyncWrite(buf, checkOutbound)
+}
+
+// ErrSlowConsumer is why the master closes the connection of a worker that
+// does not take what the master sends: more than Config.MaxOutbound bytes
+// wait for its socket.
+var ErrSlowConsumer = errors.New("slow consumer")
+
+// checkOutbound runs on the connection's event loop after each of its
+// async writes (a static function: no closure allocated per frame). What
+// the socket did not take waits in gnet's outbound buffer; past the limit
+// the connection is closed, with a logged reason, rather than buffered
+// without end.
+func checkOutbound(c gnet.Conn, _ error) error {
+	cc, _ := c.Context().(*conn)
+	if cc == nil || cc.sess == nil {
+		return nil
+	}
+	s := cc.sess
+	if n, limit := c.OutboundBuffered(), s.m.cfg.MaxOutbound; n > limit {
+		reason := fmt.Sprintf("%v: %d bytes wait for its socket (limit %d)", ErrSlowConsumer, n, limit)
+		if s.closeFor(reason) {
+			s.m.log.Warn().Str("worker", s.workerID).Str("remote", s.remote).Msg("closing connection: " + reason)
+		}
+	}
+	return nil
 }

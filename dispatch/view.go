@@ -13,7 +13,7 @@ import (
 //
 // The fenced swap on (fence, status) succeeds only if nobody changed the
 // status since, and every write of a run but the final reward changes its
-// status (a fence's statuses never repeat), so when the
+// status (a fence's statuses never repeat: core.Transitions), so when the
 // swap succeeds the other fields are as the view has them. A final reward
 // drops the view (dropView, from LogAcked), as does a new session of the
 // run's worker (registry.join: another master may have held the run).
