@@ -1,11 +1,13 @@
 // Package dispatch is the master side of the RPC: a gnet server speaking the
-// framed protocol of package codec, worker sessions, the scheduler that
-// places queued runs on workers, and the reaper that turns expired leases
-// into LOST runs.
+// framed protocol of package codec, worker sessions, the registry of workers
+// and the runs placed on them, the scheduler that carries out what package
+// plan decides, and the reaper that turns expired leases into LOST runs.
+// docs/architecture.md ("dispatch") lists its files.
 //
 // Event loops only parse frames and hand them on: they never block on the
-// store, the lease backend or a disk. Work for one worker runs in order on
-// one of a fixed set of shard goroutines (not a goroutine per connection).
+// store, the lease backend, a disk, or the registry's mutex. Work for one
+// worker runs in order on one of a fixed set of shard goroutines (not a
+// goroutine per connection), and every queue on the way is bounded.
 package dispatch
 
 import (
