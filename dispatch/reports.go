@@ -235,8 +235,8 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
 	// A store that cannot be reached must not lose the report: the worker
 	// forgets it once acked, and nothing would ever write the run's end.
-	// Retry with backoff (onFinished runs beside the shard, see
-	// shard.pushAsync); the ack, the lease and the registry entry wait.
+	// Retry with backoff (onFinished runs beside the shard, on its async
+	// pool); the ack, the lease and the registry entry wait.
 	for delay := 100 * time.Millisecond; errors.Is(err, core.ErrUnavailable) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
 		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
 		select {

@@ -25,8 +25,9 @@ type server struct {
 }
 
 // conn is the per-connection state kept in gnet's Conn context. Only the
-// connection's event loop touches nonce and hello; sess is set by the loop
-// once Hello is verified and read by shards afterwards.
+// connection's event loop touches nonce, hello and sess (set once the Hello
+// is verified); the reaper reads c and opened of connections still
+// waiting for their Hello (Master.pending).
 type conn struct {
 	c      gnet.Conn
 	nonce  [16]byte

@@ -17,7 +17,7 @@ import (
 // the master's own work (a session's close, a final reward), always queues:
 // one per session or per acked log batch.
 //
-// Work pushed with pushAsync (a run's TaskStarted and TaskFinished, whose
+// Work pushed async (tryPush with async: a run's TaskStarted and TaskFinished, whose
 // fenced store writes are group-committed) is started in order but runs
 // beside the shard, on at most maxAsync goroutines, so one worker's many
 // runs share commits instead of waiting for one commit each; further async
