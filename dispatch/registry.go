@@ -149,6 +149,7 @@ func (e *endedRuns) add(id string, now time.Time) {
 	}
 	if e.head > len(e.order)/2 { // reuse the array: amortised O(1) per add
 		n := copy(e.order, e.order[e.head:])
+		clear(e.order[n:])
 		e.order, e.head = e.order[:n], 0
 	}
 	e.at[id] = now
