@@ -39,7 +39,7 @@ func TestShortFramesBeforeHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	closedByMaster(t, p)
-	if log := h.logs.String(); !strings.Contains(log, "bad frame before Hello") || !strings.Contains(log, "limit 1024") {
+	if log := h.logs.String(); !strings.Contains(log, "bad frame header") || !strings.Contains(log, "limit 1024, the limit before a Hello") {
 		t.Fatalf("no logged reason:\n%s", log)
 	}
 	// After the Hello the full limit applies.

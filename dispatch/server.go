@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"net"
@@ -94,12 +95,19 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	for {
-		limit, what := s.m.cfg.MaxFrame, "bad frame"
+		limit := s.m.cfg.MaxFrame
 		if !cc.hello {
-			limit, what = s.m.cfg.MaxHelloFrame, "bad frame before Hello"
+			limit = s.m.cfg.MaxHelloFrame
 		}
 		msg, err := codec.NextFrom(c, limit)
 		if err != nil {
+			what := "bad frame header"
+			if errors.Is(err, codec.ErrBody) {
+				what = "bad frame body"
+			}
+			if !cc.hello && errors.Is(err, codec.ErrTooLarge) {
+				err = fmt.Errorf("%w, the limit before a Hello", err)
+			}
 			return s.refuse(cc, what, err)
 		}
 		if msg == nil {
