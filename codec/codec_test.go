@@ -158,12 +158,8 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
-		h, err := ParseHeader(frame, DefaultMaxBody)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := DecodeBody(h.Type, frame[HeaderSize:]); err != nil {
-			b.Fatal(err)
+		if _, n, err := Next(frame, DefaultMaxBody); err != nil || n != len(frame) {
+			b.Fatal(n, err)
 		}
 	}
 }
