@@ -38,7 +38,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mut func(*Config)) *harness {
 	t.Helper()
-	return startHarness(t, nil, mut)
+	return startHarness(t, nil, nil, mut)
 }
 
 // newClockedHarness is newHarness on a fake clock that the master and its
@@ -48,15 +48,21 @@ func newClockedHarness(t *testing.T, mut func(*Config)) *harness {
 	t.Helper()
 	c := leasetest.NewClock()
 	c.Advance(time.Since(c.Now())) // from a fixed instant to about now
-	return startHarness(t, c, mut)
+	return startHarness(t, c, nil, mut)
 }
 
-func startHarness(t *testing.T, clock *leasetest.Clock, mut func(*Config)) *harness {
+// startHarness starts a master on a fresh SQLite store (as wrap returns
+// it, when set) and memory leases, on clock when it is not nil.
+func startHarness(t *testing.T, clock *leasetest.Clock, wrap func(store.Store) store.Store, mut func(*Config)) *harness {
 	t.Helper()
 	dir := t.TempDir()
+	var st store.Store
 	st, err := sqlite.Open(filepath.Join(dir, "db.sqlite"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		st = wrap(st)
 	}
 	files, err := logpipe.NewFiles(filepath.Join(dir, "logs"))
 	if err != nil {

@@ -2,13 +2,17 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease/leasetest"
+	"github.com/rlsched/rlsched/core/store"
 )
 
 // The worker is told the lease TTL and stops its runs a TTL after it sent
@@ -67,5 +71,42 @@ func TestSilentSessionIsClosed(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "silent for longer than the heartbeat TTL") {
 		t.Fatalf("no logged reason:\n%s", h.logs.String())
+	}
+}
+
+// flakyEnds is a store whose connection breaks (an error that is not
+// core.ErrUnavailable, as a MySQL server going away mid-statement gives)
+// on the first writes of a run's end.
+type flakyEnds struct {
+	store.Store
+	left atomic.Int32
+}
+
+func (s *flakyEnds) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) error {
+	if t.Status.Terminal() && s.left.Add(-1) >= 0 {
+		return errors.New("cannot update run: cannot commit transaction: invalid connection")
+	}
+	return s.Store.UpdateTask(ctx, t, exp)
+}
+
+// A run's end that the store did not take is retried, and acked to the
+// worker only once stored: the run never stays DISPATCHED with its report
+// forgotten.
+func TestUnrecordedEndIsRetried(t *testing.T) {
+	flaky := &flakyEnds{}
+	flaky.left.Store(3)
+	clock := leasetest.NewClock() // stands still: the silent fake worker stays connected
+	h := startHarness(t, clock, func(s store.Store) store.Store { flaky.Store = s; return flaky }, nil)
+	p := dial(t, h.m.Addr())
+	p.hello("w-flaky", 1, 0)
+	run := h.submit(t, 0, "x")
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
+	p.expect(&pb.TaskFinishedAck{})
+	if got := h.task(t, run.ID); got.Status != core.StatusSucceeded {
+		t.Fatalf("acked with the run %s; want the end stored first", got.Status)
+	}
+	if flaky.left.Load() >= 0 {
+		t.Fatalf("the end was stored without the failures (%d left)", flaky.left.Load())
 	}
 }

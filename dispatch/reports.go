@@ -233,11 +233,12 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	}
 	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, m.now()) == nil }
 	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
-	// A store that cannot be reached must not lose the report: the worker
+	// A store that did not answer must not lose the report: the worker
 	// forgets it once acked, and nothing would ever write the run's end.
 	// Retry with backoff (onFinished runs beside the shard, on its async
-	// pool); the ack, the lease and the registry entry wait.
-	for delay := 100 * time.Millisecond; errors.Is(err, core.ErrUnavailable) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
+	// pool); the ack, the lease and the registry entry wait. A retry after
+	// a write that did land finds the run ended and changes nothing.
+	for delay := 100 * time.Millisecond; undecided(err) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
 		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
 		select {
 		case <-m.ctx.Done():
@@ -247,7 +248,7 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		err = m.updateTask(rctx, rr, tf.TaskId, tf.Fence, change)
 		rcancel()
 	}
-	if errors.Is(err, core.ErrUnavailable) { // shutting down with the store away
+	if undecided(err) { // shutting down with the store away
 		ack = false
 		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
 		return
@@ -261,6 +262,14 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	m.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
 		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
 	m.Notify()
+}
+
+// undecided reports whether err leaves a store write's outcome unknown:
+// the store was away (core.ErrUnavailable), the connection broke in the
+// middle of a statement, or the call timed out. Only a fenced, missing or
+// conflicting run is an answer.
+func undecided(err error) bool {
+	return err != nil && !errors.Is(err, core.ErrFenced) && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrConflict)
 }
 
 // finishFromReport ends the active run t as a worker's report says, at
