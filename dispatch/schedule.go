@@ -24,7 +24,7 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 	}
 }
 
-// schedule runs one pass: it reads a page of the queue, has plan.Plan place
+// schedule runs one pass: it reads a page of the queue, has plan.Place place
 // it on a snapshot of the registry, and executes the placements (execute.go).
 // It reports whether another pass may place more (plan.PassAgain).
 //
@@ -50,8 +50,8 @@ func (m *Master) schedule(ctx context.Context) bool {
 	if len(snap.Free) == 0 {
 		return false
 	}
-	res := plan.Plan(snap, tasks)
-	if plan.LookDeeper(len(res.Placements), len(tasks)) {
+	placements := plan.Place(snap, tasks)
+	if plan.LookDeeper(len(placements), len(tasks)) {
 		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -61,8 +61,8 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 		if len(deep) > len(tasks) {
 			snap.InFlight = m.reg.inFlight(deep)
-			res = plan.Plan(snap, deep)
+			placements = plan.Place(snap, deep)
 		}
 	}
-	return plan.PassAgain(m.execute(ctx, res.Placements), len(tasks))
+	return plan.PassAgain(m.execute(ctx, placements), len(tasks))
 }

@@ -86,65 +86,81 @@ func PassAgain(placed, read int) bool { return placed > 0 && read == Batch }
 // still queued and places every one that fits what is free (GPU runs
 // best-fit, CPU runs to the most free slots), skipping those that do not
 // (backfill); when none fits, it looks Deep runs deep (LookDeeper); another
-// pass follows while PassAgain. s is not changed.
+// pass follows while PassAgain. It explains every run. s is not changed.
 //
-// The scheduler gives Plan the runs it read, so its Placements are one
-// pass; Explain gives it more of the queue and gets every pass's.
-func Plan(s Snapshot, queue []core.Task) Result {
-	var live []*core.Task
-	res := Result{Waiting: make(map[string]core.QueueInfo, len(queue))}
+// Explain gives Plan a long stretch of the queue and gets every pass's
+// placements; the scheduler calls Place with the page it read.
+func Plan(s Snapshot, queue []core.Task) Result { return plan(s, queue, true) }
+
+// Place is Plan without the reasons, for the scheduler: the placements of
+// the runs it read.
+func Place(s Snapshot, queue []core.Task) []Placement { return plan(s, queue, false).Placements }
+
+func plan(s Snapshot, queue []core.Task, explain bool) Result {
+	var res Result
+	if explain {
+		res.Waiting = make(map[string]core.QueueInfo, len(queue))
+	}
+	live := make([]*core.Task, 0, len(queue)) // the runs not in flight; a run's position is its index + 1
 	for i := range queue {
 		t := &queue[i]
 		if w, ok := s.InFlight[t.ID]; ok {
-			res.Waiting[t.ID] = core.QueueInfo{Reason: "starting on " + w}
+			if explain {
+				res.Waiting[t.ID] = core.QueueInfo{Reason: "starting on " + w}
+			}
 			continue
 		}
 		live = append(live, t)
 	}
-	pos := make(map[string]int, len(live))
-	for i, t := range live {
-		pos[t.ID] = i + 1
-	}
 
 	free := append([]Worker(nil), s.Free...) // taken from as runs are placed
-	startsOn := map[string]string{}
-	examined := map[string]bool{}
-	pass := func(win []*core.Task) (placed int) {
-		for _, t := range win {
-			examined[t.ID] = true
+	on := make([]string, len(live))          // the worker a live run starts on
+	examined := make([]bool, len(live))
+	var placed []int // indices into live, in the order of placement
+	pass := func(win []int) (n int) {
+		for _, i := range win {
+			t := live[i]
+			examined[i] = true
 			w, gpus := place(t.GPUs, free)
 			if w < 0 {
 				continue // does not fit now; smaller runs behind it may
 			}
 			take(free, w, gpus)
-			startsOn[t.ID] = free[w].ID
+			on[i] = free[w].ID
+			placed = append(placed, i)
 			res.Placements = append(res.Placements, Placement{Task: t, Worker: free[w].ID, GPUs: gpus})
-			placed++
+			n++
 		}
-		return placed
+		return n
 	}
-	for rest := live; len(rest) > 0; {
+	rest := make([]int, len(live))
+	for i := range rest {
+		rest[i] = i
+	}
+	for len(rest) > 0 {
 		win := rest[:min(Batch, len(rest))]
-		placed := pass(win)
-		if LookDeeper(placed, len(win)) {
-			placed = pass(rest[len(win):min(Deep, len(rest))])
+		n := pass(win)
+		if LookDeeper(n, len(win)) {
+			n = pass(rest[len(win):min(Deep, len(rest))])
 		}
-		if !PassAgain(placed, len(win)) {
+		if !PassAgain(n, len(win)) {
 			break
 		}
-		left := rest[:0:0]
-		for _, t := range rest {
-			if startsOn[t.ID] == "" {
-				left = append(left, t)
+		left := rest[:0] // in place: rest is read ahead of where left writes
+		for _, i := range rest {
+			if on[i] == "" {
+				left = append(left, i)
 			}
 		}
 		rest = left
 	}
 
-	f := fleetOf(s)
-	for _, t := range live {
-		code, why := reason(t, f, startsOn[t.ID], examined[t.ID], res.Placements, pos)
-		res.Waiting[t.ID] = core.QueueInfo{Position: pos[t.ID], Reason: why, Code: code}
+	if explain {
+		f := fleetOf(s)
+		for i, t := range live {
+			code, why := reason(i, live, f, on[i], examined[i], placed)
+			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}
+		}
 	}
 	return res
 }
@@ -199,9 +215,11 @@ func fleetOf(s Snapshot) fleet {
 	return f
 }
 
-// reason says why t has not started: first what can never fit it on the
-// connected workers, then what is not free now, then the runs ahead of it.
-func reason(t *core.Task, f fleet, startsOn string, examined bool, placed []Placement, pos map[string]int) (code, why string) {
+// reason says why live[i] has not started: first what can never fit it on
+// the connected workers, then what is not free now, then the runs ahead of
+// it (placed: indices into live, in the order of placement).
+func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, placed []int) (code, why string) {
+	t := live[i]
 	switch {
 	case f.connected == 0:
 		return CodeNoWorker, "no worker is connected"
@@ -220,21 +238,24 @@ func reason(t *core.Task, f fleet, startsOn string, examined bool, placed []Plac
 	case t.GPUs == 0 && f.freeSlots == 0:
 		return CodeResources, "needs a CPU slot, every slot is busy"
 	case !examined:
-		return CodePriority, fmt.Sprintf("waiting behind %d queued runs the scheduler looks at first", pos[t.ID]-1)
+		return CodePriority, fmt.Sprintf("waiting behind %d queued runs the scheduler looks at first", i)
 	}
 	// It would fit what is free now, but runs ahead of it take it first.
-	return behind(t, placed, pos)
+	return behind(i, live, placed)
 }
 
-// behind says which runs ahead of t take the resources t would fit in.
-func behind(t *core.Task, placed []Placement, pos map[string]int) (code, why string) {
+// behind says which runs ahead of live[i] take the resources it would fit
+// in.
+func behind(i int, live []*core.Task, placed []int) (code, why string) {
+	t := live[i]
 	n, higher := 0, 0
-	for _, p := range placed {
-		if pos[p.Task.ID] >= pos[t.ID] || (t.GPUs == 0) != (p.Task.GPUs == 0) {
+	for _, j := range placed {
+		p := live[j]
+		if j >= i || (t.GPUs == 0) != (p.GPUs == 0) {
 			continue
 		}
 		n++
-		if p.Task.Priority > t.Priority {
+		if p.Priority > t.Priority {
 			higher++
 		}
 	}

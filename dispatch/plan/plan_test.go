@@ -190,6 +190,9 @@ func TestPlanProperties(t *testing.T) {
 		if !reflect.DeepEqual(clone(s), before) {
 			t.Fatal("Plan changed its snapshot")
 		}
+		if got := Place(s, q); !reflect.DeepEqual(got, res.Placements) {
+			t.Fatalf("Place and Plan disagree:\n%v\n%v", got, res.Placements)
+		}
 		free := map[string]Worker{}
 		for _, w := range s.Free {
 			free[w.ID] = w
@@ -280,10 +283,10 @@ func TestPlanProperties(t *testing.T) {
 	})
 }
 
-// TestPlanIsTheSchedulersPasses: the scheduler plans only the page it read
-// (plan.Batch runs, or plan.Deep when LookDeeper), executes, and reads
-// again while PassAgain. Explain plans the whole queue at once. Both must
-// start the same runs on the same GPUs in the same order.
+// TestPlanIsTheSchedulersPasses: the scheduler places only the page it read
+// (Batch runs, or Deep when LookDeeper), executes, and reads again while
+// PassAgain. Explain plans the whole queue at once. Both must start the
+// same runs on the same GPUs in the same order.
 func TestPlanIsTheSchedulersPasses(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := farm(t)
@@ -294,12 +297,12 @@ func TestPlanIsTheSchedulersPasses(t *testing.T) {
 		cur, rest := clone(s), slices.Clone(q)
 		for len(cur.Free) > 0 && len(rest) > 0 {
 			page := rest[:min(Batch, len(rest))]
-			res := Plan(cur, page)
-			if LookDeeper(len(res.Placements), len(page)) {
-				res = Plan(cur, rest[:min(Deep, len(rest))])
+			placements := Place(cur, page)
+			if LookDeeper(len(placements), len(page)) {
+				placements = Place(cur, rest[:min(Deep, len(rest))])
 			}
 			started := map[string]bool{}
-			for _, p := range res.Placements {
+			for _, p := range placements {
 				got = append(got, Placement{Task: &core.Task{ID: p.Task.ID}, Worker: p.Worker, GPUs: p.GPUs})
 				started[p.Task.ID] = true
 				for i := range cur.Free {
@@ -310,7 +313,7 @@ func TestPlanIsTheSchedulersPasses(t *testing.T) {
 			}
 			cur.Free = slices.DeleteFunc(cur.Free, func(w Worker) bool { return len(w.FreeGPUs) == 0 && w.FreeSlots <= 0 })
 			rest = slices.DeleteFunc(rest, func(r core.Task) bool { return started[r.ID] })
-			if !PassAgain(len(res.Placements), len(page)) {
+			if !PassAgain(len(placements), len(page)) {
 				break
 			}
 		}
@@ -324,4 +327,24 @@ func TestPlanIsTheSchedulersPasses(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A scheduler pass of the dispatch benchmark: a page of CPU runs over 100
+// workers with 16 free slots each.
+func BenchmarkPlace(b *testing.B) {
+	var s Snapshot
+	for i := range 100 {
+		s.Free = append(s.Free, Worker{ID: fmt.Sprintf("w%03d", i), FreeSlots: 16})
+	}
+	s.Connected, s.MaxSlots = 100, 16
+	q := make([]core.Task, Batch)
+	for i := range q {
+		q[i] = queued(fmt.Sprintf("r%d", i), 0, 0)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Place(s, q)) != Batch {
+			b.Fatal("not all placed")
+		}
+	}
 }
