@@ -51,7 +51,8 @@ type Config struct {
 	// whose report finds its shard full is disconnected. Default 65,536.
 	ShardBacklog int
 	// ShardAsync bounds the goroutines recording one shard's TaskStarted
-	// and TaskFinished reports at once. Default 64.
+	// and TaskFinished reports at once: enough that the writes of many runs
+	// share a group commit. Default 256.
 	ShardAsync int
 	// OnWorker, when set, receives a worker's view after each change of its
 	// state or runs (for live dashboards). It must not block.
@@ -115,7 +116,7 @@ func (c *Config) defaults() error {
 		c.ShardBacklog = 1 << 16
 	}
 	if c.ShardAsync <= 0 {
-		c.ShardAsync = 64
+		c.ShardAsync = 256
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
