@@ -32,7 +32,7 @@ proto:
 	protoc --go_out=. --go_opt=paths=source_relative codec/pb/rlsched.proto worker/tfevents/tbpb/tfevents.proto
 
 fuzz:
-	$(GO) test ./codec -run '^$$' -fuzz FuzzDecoder -fuzztime 60s
+	$(GO) test ./codec -run '^$$' -fuzz FuzzNext -fuzztime 60s
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

@@ -89,7 +89,7 @@ func (p *hbProbe) join(withRun bool) error {
 		return fmt.Errorf("got %T instead of Challenge", msg)
 	}
 	const id = "probe-worker"
-	hello := &pb.Hello{WorkerId: id, Proof: dispatch.HelloProof([]byte(benchJoinToken), ch.GetNonce(), id), Slots: 1, Version: "bench"}
+	hello := &pb.Hello{WorkerId: id, Proof: codec.JoinProof([]byte(benchJoinToken), ch.GetNonce(), id), Slots: 1, Version: "bench"}
 	if err := p.write(hello); err != nil {
 		return err
 	}

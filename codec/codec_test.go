@@ -32,12 +32,12 @@ func TestRoundTripByteByByte(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var d Decoder
+	var in inbound
 	var got []proto.Message
 	for i := range stream {
-		d.Feed(stream[i : i+1])
+		in.feed(stream[i : i+1])
 		for {
-			m, _, err := d.Next()
+			m, err := NextFrom(&in, DefaultMaxBody)
 			if err != nil {
 				t.Fatalf("byte %d: %v", i, err)
 			}
@@ -56,8 +56,43 @@ func TestRoundTripByteByByte(t *testing.T) {
 			t.Fatalf("message %d: got %v want %v", i, got[i], want[i])
 		}
 	}
-	if d.Buffered() != 0 {
-		t.Fatalf("%d bytes left over", d.Buffered())
+	if in.InboundBuffered() != 0 {
+		t.Fatalf("%d bytes left over", in.InboundBuffered())
+	}
+}
+
+// A header announcing more than the limit is refused before its body is
+// there: the master never buffers a frame it would refuse.
+func TestNextRefusesTheLengthBeforeTheBody(t *testing.T) {
+	hdr := []byte{0x52, 0x4C, 1, byte(TypeHello), 0, 0, 0x10, 0}
+	if _, n, err := Next(hdr, 1024); !errors.Is(err, ErrTooLarge) || n != 0 {
+		t.Fatalf("Next: n=%d err=%v, want ErrTooLarge", n, err)
+	}
+	var in inbound
+	in.feed(hdr)
+	if _, err := NextFrom(&in, 1024); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("NextFrom: %v, want ErrTooLarge", err)
+	}
+	if _, _, err := ReadFrame(bufioReader(bytes.NewReader(hdr)), 1024, nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("ReadFrame: %v, want ErrTooLarge", err)
+	}
+	// Within the limit, the same header waits for its body.
+	if m, n, err := Next(hdr, DefaultMaxBody); m != nil || n != 0 || err != nil {
+		t.Fatalf("Next within the limit: %v %d %v, want need more", m, n, err)
+	}
+}
+
+func TestNextConsumesOneFrame(t *testing.T) {
+	a, _ := AppendFrame(nil, &pb.Heartbeat{Seq: 1})
+	both, _ := AppendFrame(append([]byte(nil), a...), &pb.Goodbye{})
+	m, n, err := Next(both, DefaultMaxBody)
+	if err != nil || n != len(a) || m.(*pb.Heartbeat).Seq != 1 {
+		t.Fatalf("got %v %d %v, want the heartbeat of %d bytes", m, n, err, len(a))
+	}
+	// An empty body is a whole frame of just the header.
+	m, n, err = Next(both[n:], DefaultMaxBody)
+	if _, ok := m.(*pb.Goodbye); !ok || n != HeaderSize || err != nil {
+		t.Fatalf("got %v %d %v, want a Goodbye of %d bytes", m, n, err, HeaderSize)
 	}
 }
 
@@ -86,9 +121,7 @@ func TestBadHeaders(t *testing.T) {
 
 func TestBodyDoesNotDecode(t *testing.T) {
 	frame := []byte{0x52, 0x4C, 1, byte(TypeHello), 0, 0, 0, 3, 0xFF, 0xFF, 0xFF}
-	var d Decoder
-	d.Feed(frame)
-	if _, _, err := d.Next(); !errors.Is(err, ErrBody) {
+	if _, _, err := Next(frame, DefaultMaxBody); !errors.Is(err, ErrBody) {
 		t.Fatalf("got %v, want ErrBody", err)
 	}
 }
@@ -125,12 +158,8 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
-		h, err := ParseHeader(frame, DefaultMaxBody)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := DecodeBody(h.Type, frame[HeaderSize:]); err != nil {
-			b.Fatal(err)
+		if _, n, err := Next(frame, DefaultMaxBody); err != nil || n != len(frame) {
+			b.Fatal(n, err)
 		}
 	}
 }

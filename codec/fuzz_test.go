@@ -3,17 +3,46 @@ package codec
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 )
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
-// FuzzDecoder feeds arbitrary bytes split at an arbitrary point (the way a
-// TCP read splits a frame) and checks that decoding never panics, never
-// returns a message after an error, and decodes the same whether fed whole
-// or in two pieces.
-func FuzzDecoder(f *testing.F) {
+// inbound is a connection's receive buffer as gnet keeps it: bytes are
+// appended as reads arrive, peeked, and discarded once parsed. Discarded
+// bytes are overwritten, so a message that aliased them would show it.
+type inbound struct{ buf []byte }
+
+func (in *inbound) feed(p []byte)        { in.buf = append(in.buf, p...) }
+func (in *inbound) InboundBuffered() int { return len(in.buf) }
+
+func (in *inbound) Peek(n int) ([]byte, error) {
+	if n > len(in.buf) {
+		return nil, io.ErrShortBuffer
+	}
+	return in.buf[:n], nil
+}
+
+func (in *inbound) Discard(n int) (int, error) {
+	for i := range in.buf[:n] {
+		in.buf[i] = 0xAA
+	}
+	in.buf = append(in.buf[:0], in.buf[n:]...)
+	return n, nil
+}
+
+// FuzzNext drives the parser the master runs (NextFrom over an event
+// loop's buffer) and the one the worker runs (ReadFrame over a bufio
+// reader) with arbitrary bytes: fed whole, split in two at an arbitrary
+// point (as a TCP read splits a frame), and byte by byte. Neither may
+// panic, and all four must decode the same messages and fail at the same
+// frame.
+func FuzzNext(f *testing.F) {
 	for _, m := range sample() {
 		fr, _ := AppendFrame(nil, m)
 		f.Add(fr, uint16(3))
@@ -21,38 +50,79 @@ func FuzzDecoder(f *testing.F) {
 		bad := bytes.Clone(fr)
 		bad[len(bad)-1] ^= 0xFF
 		f.Add(bad, uint16(9))
+		two, _ := AppendFrame(bytes.Clone(fr), m)
+		f.Add(two, uint16(len(fr)+1))
 	}
 	f.Add([]byte{0x52, 0x4C, 1, 2, 0xFF, 0xFF, 0xFF, 0xFF}, uint16(4))
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"), uint16(2))
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
-		whole := drain(t, [][]byte{data})
+		const max = 1 << 16
+		whole := drain(t, max, data)
 		cut := int(split) % (len(data) + 1)
-		parts := drain(t, [][]byte{data[:cut], data[cut:]})
-		if whole != parts {
+		if parts := drain(t, max, data[:cut], data[cut:]); parts != whole {
 			t.Fatalf("whole=%q split at %d=%q", whole, cut, parts)
+		}
+		var bytewise [][]byte
+		for i := range data {
+			bytewise = append(bytewise, data[i:i+1])
+		}
+		if got := drain(t, max, bytewise...); got != whole {
+			t.Fatalf("whole=%q byte by byte=%q", whole, got)
+		}
+		if got := readAll(t, max, data); got != whole {
+			t.Fatalf("NextFrom=%q ReadFrame=%q", whole, got)
 		}
 	})
 }
 
-func drain(t *testing.T, chunks [][]byte) string {
-	d := Decoder{MaxBody: 1 << 16}
+// drain feeds chunks into an inbound buffer, as reads arrive, and parses
+// every whole frame after each, the way the master's OnTraffic does.
+func drain(t *testing.T, max int, chunks ...[]byte) string {
+	var in inbound
 	var out bytes.Buffer
 	for _, c := range chunks {
-		d.Feed(c)
+		in.feed(c)
 		for {
-			m, typ, err := d.Next()
+			m, err := NextFrom(&in, max)
 			if err != nil {
-				out.WriteString("ERR")
-				return out.String()
+				return out.String() + "ERR"
 			}
 			if m == nil {
 				break
 			}
-			if TypeOf(m) != typ {
-				t.Fatalf("type %v decoded as %T", typ, m)
-			}
-			out.WriteString(typ.String() + ";")
+			out.WriteString(describe(t, m))
 		}
 	}
 	return out.String()
+}
+
+// readAll reads frames as the worker does until the input ends; an input
+// that ends inside a frame is the "need more" of NextFrom.
+func readAll(t *testing.T, max int, data []byte) string {
+	r := bufio.NewReaderSize(bytes.NewReader(data), 16)
+	var out bytes.Buffer
+	var buf []byte
+	for {
+		m, b, err := ReadFrame(r, max, buf)
+		buf = b
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return out.String()
+		}
+		if err != nil {
+			return out.String() + "ERR"
+		}
+		out.WriteString(describe(t, m))
+	}
+}
+
+func describe(t *testing.T, m proto.Message) string {
+	typ := TypeOf(m)
+	if typ == 0 {
+		t.Fatalf("decoded %T, not a protocol message", m)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		t.Fatalf("a decoded %s does not encode: %v", typ, err)
+	}
+	return fmt.Sprintf("%s:%x;", typ, b)
 }

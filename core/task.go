@@ -8,7 +8,8 @@ import (
 )
 
 // Status is a run's state. QUEUED → DISPATCHED → RUNNING → SUCCEEDED |
-// FAILED | CANCELLED | TIMEOUT; LOST → QUEUED (attempt + 1) or FAILED.
+// FAILED | CANCELLED | TIMEOUT; LOST → QUEUED (attempt + 1) or FAILED. The
+// moves allowed are the table in transition.go, made by the functions there.
 type Status string
 
 const (
@@ -84,18 +85,22 @@ type Task struct {
 	// internal to the masters (never in the JSON of a run; package cluster
 	// carries it between masters in its own message).
 	Fence uint64 `json:"-"`
-	// QueuePosition (1 = next to run) and PendingReason explain a QUEUED
-	// run's wait; the API fills them when it answers, nothing stores them.
+	// QueuePosition (1 = next to run), PendingReason and PendingCode
+	// explain a QUEUED run's wait; the API fills them when it answers,
+	// nothing stores them.
 	QueuePosition int    `json:"queuePosition,omitempty"`
 	PendingReason string `json:"pendingReason,omitempty"`
+	PendingCode   string `json:"pendingCode,omitempty"`
 }
 
 // QueueInfo explains why a QUEUED run waits: its place in the queue (1 =
-// next to run) and a sentence such as "needs 2 GPUs, the largest free block
-// is 1".
+// next to run), a sentence such as "needs 2 GPUs, the largest free block
+// is 1", and that reason's code (API.md's pendingCode: "resources",
+// "no_worker", "priority", ...; empty for a run about to start).
 type QueueInfo struct {
 	Position int
 	Reason   string
+	Code     string
 }
 
 // Role of a user.

@@ -18,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease/leasetest"
 	"github.com/rlsched/rlsched/core/lease/memory"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/core/store/sqlite"
@@ -32,18 +33,45 @@ type harness struct {
 	dir   string
 	logs  *syncWriter
 	owner core.User
+	clock *leasetest.Clock // nil: real time
 }
 
 func newHarness(t *testing.T, mut func(*Config)) *harness {
 	t.Helper()
+	return startHarness(t, nil, nil, mut)
+}
+
+// newClockedHarness is newHarness on a fake clock that the master and its
+// memory leases share: nothing expires and no session goes silent until
+// the test advances it (h.clock.Advance).
+func newClockedHarness(t *testing.T, mut func(*Config)) *harness {
+	t.Helper()
+	c := leasetest.NewClock()
+	c.Advance(time.Since(c.Now())) // from a fixed instant to about now
+	return startHarness(t, c, nil, mut)
+}
+
+// startHarness starts a master on a fresh SQLite store (as wrap returns
+// it, when set) and memory leases, on clock when it is not nil.
+func startHarness(t *testing.T, clock *leasetest.Clock, wrap func(store.Store) store.Store, mut func(*Config)) *harness {
+	t.Helper()
 	dir := t.TempDir()
+	var st store.Store
 	st, err := sqlite.Open(filepath.Join(dir, "db.sqlite"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	if wrap != nil {
+		st = wrap(st)
+	}
 	logs := &syncWriter{b: &strings.Builder{}}
 	cfg := Config{Addr: "127.0.0.1:0", MasterID: "m1", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
 		LeaseTTL: time.Second, Logger: zerolog.New(logs)}
+	ls := memory.New()
+	if clock != nil {
+		cfg.Clock = clock.Now
+		ls = memory.New(memory.WithClock(clock.Now))
+	}
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -53,7 +81,7 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 			t.Fatal(err)
 		}
 	}
-	m, err := New(cfg, logpipe.MetricsFirst(st, cfg.Logs), memory.New())
+	m, err := New(cfg, logpipe.MetricsFirst(st, cfg.Logs), ls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +101,7 @@ func newHarness(t *testing.T, mut func(*Config)) *harness {
 	if err := st.CreateUser(context.Background(), &u); err != nil {
 		t.Fatal(err)
 	}
-	return &harness{m: m, st: st, dir: dir, logs: logs, owner: u}
+	return &harness{m: m, st: st, dir: dir, logs: logs, owner: u, clock: clock}
 }
 
 func (h *harness) submit(t *testing.T, gpus int, argv ...string) core.Task {
@@ -155,7 +183,7 @@ func (p *peer) expect(want proto.Message) proto.Message {
 
 func (p *peer) hello(id string, slots int32, gpus int, runs ...*pb.RunRef) *pb.HelloAck {
 	p.t.Helper()
-	h := &pb.Hello{WorkerId: id, Proof: HelloProof(token, p.nonce, id), Host: "test", Slots: slots, Runs: runs}
+	h := &pb.Hello{WorkerId: id, Proof: codec.JoinProof(token, p.nonce, id), Host: "test", Slots: slots, Runs: runs}
 	for i := 0; i < gpus; i++ {
 		h.Gpus = append(h.Gpus, &pb.GPU{Index: int32(i), Name: "gpu"})
 	}
@@ -175,9 +203,9 @@ func eventually(t *testing.T, what string, f func() bool) {
 }
 
 func TestRunLifecycle(t *testing.T) {
-	// The fake worker never heartbeats: a TTL longer than the test, so a
+	// The fake worker never heartbeats: on a clock that stands still, a
 	// loaded machine's pauses between steps do not close its session.
-	h := newHarness(t, func(c *Config) { c.HeartbeatTTL = time.Minute })
+	h := newClockedHarness(t, nil)
 	p := dial(t, h.m.Addr())
 	p.hello("w1", 1, 0)
 	task := h.submit(t, 0, "echo", "hi")
@@ -303,12 +331,13 @@ func mustFrame(t *testing.T, m proto.Message) []byte {
 }
 
 func TestLostRunIsRequeuedThenFailed(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.LeaseTTL = 300 * time.Millisecond; c.ReapInterval = 20 * time.Millisecond })
+	h := newClockedHarness(t, func(c *Config) { c.ReapInterval = 10 * time.Millisecond })
 	task := h.submit(t, 0, "x")
 	p := dial(t, h.m.Addr())
 	p.hello("w3", 1, 0)
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.c.Close() // the worker dies without a word: its lease expires
+	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
 	eventually(t, "requeue with attempt 2", func() bool {
 		got := h.task(t, task.ID)
 		return got.Status == core.StatusQueued && got.Attempt == 2 && got.Fence == ex.Fence
@@ -320,6 +349,7 @@ func TestLostRunIsRequeuedThenFailed(t *testing.T) {
 		t.Fatalf("second attempt %v", ex2)
 	}
 	p2.c.Close()
+	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
 	eventually(t, "FAILED after retries", func() bool { return h.task(t, task.ID).Status == core.StatusFailed })
 }
 

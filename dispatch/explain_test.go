@@ -8,6 +8,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/plan"
 	"github.com/rlsched/rlsched/httpapi"
 )
 
@@ -56,11 +57,11 @@ func explainNow(t *testing.T, m *Master, runs []core.Task, want map[string]core.
 	t.FailNow()
 }
 
-// TestExplainMatchesScheduler predicts a scheduling pass from the replay,
+// TestExplainMatchesScheduler predicts a scheduling pass from the plan,
 // lets the real scheduler run it, and checks both agree; then the runs left
 // queued get the reasons the scheduler's state gives them.
 func TestExplainMatchesScheduler(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.HeartbeatTTL = time.Minute })
+	h := newClockedHarness(t, nil)
 	base := time.Now().Add(-time.Hour)
 	at := func(i int) time.Time { return base.Add(time.Duration(i) * time.Second) }
 	// Store order: p1, p2 (priority 5), then p3..p6 by age.
@@ -89,28 +90,27 @@ func TestExplainMatchesScheduler(t *testing.T) {
 	}()
 	defer func() { close(stop); wg.Wait() }()
 
-	none := core.QueueInfo{Reason: "no worker is connected"}
 	want := map[string]core.QueueInfo{}
 	for i, r := range all {
-		want[r.ID] = core.QueueInfo{Position: i + 1, Reason: none.Reason}
+		want[r.ID] = core.QueueInfo{Position: i + 1, Reason: "no worker is connected", Code: plan.CodeNoWorker}
 	}
 	explainNow(t, h.m, all, want)
 
-	// What the replay says one worker with 3 GPUs and 1 CPU slot will get.
+	// What the plan says one worker with 3 GPUs and 1 CPU slot will get.
 	queue, err := h.st.QueuedTasks(context.Background(), 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := fleet{connected: 1, maxGPUs: 3, maxSlots: 1, largestFree: 3, freeSlots: 1,
-		caps: []capacity{{workerID: "w", freeGPUs: []int{0, 1, 2}, freeSlots: 1}}}
+	w := plan.Snapshot{Connected: 1, MaxGPUs: 3, MaxSlots: 1,
+		Free: []plan.Worker{{ID: "w", FreeGPUs: []int{0, 1, 2}, FreeSlots: 1}}}
 	predicted := map[string]bool{}
-	for id, qi := range replay(w, queue) {
+	for id, qi := range plan.Plan(w, queue).Waiting {
 		if qi.Reason == "starting on w" {
 			predicted[id] = true
 		}
 	}
 	if len(predicted) != 3 || !predicted[p1.ID] || !predicted[p4.ID] || !predicted[p5.ID] {
-		t.Fatalf("replay predicts %v; want p1, p4 and p5", predicted)
+		t.Fatalf("the plan predicts %v; want p1, p4 and p5", predicted)
 	}
 
 	p := dial(t, h.m.Addr())
@@ -119,33 +119,33 @@ func TestExplainMatchesScheduler(t *testing.T) {
 	for len(started) < len(predicted) {
 		ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 		if !predicted[ex.TaskId] {
-			t.Fatalf("the scheduler started %s, which the replay said waits", ex.TaskId)
+			t.Fatalf("the scheduler started %s, which the plan said waits", ex.TaskId)
 		}
 		started[ex.TaskId] = true
 	}
 
 	left := []core.Task{p2, p3, p6}
 	explainNow(t, h.m, left, map[string]core.QueueInfo{
-		p2.ID: {Position: 1, Reason: "needs 2 GPUs, every GPU is busy"},
-		p3.ID: {Position: 2, Reason: "needs 4 GPUs, no worker has that many (the largest has 3)"},
-		p6.ID: {Position: 3, Reason: "needs a CPU slot, every slot is busy"},
+		p2.ID: {Position: 1, Reason: "needs 2 GPUs, every GPU is busy", Code: plan.CodeResources},
+		p3.ID: {Position: 2, Reason: "needs 4 GPUs, no worker has that many (the largest has 3)", Code: plan.CodeNoWorker},
+		p6.ID: {Position: 3, Reason: "needs a CPU slot, every slot is busy", Code: plan.CodeResources},
 	})
 	// The 1-GPU run ends: one GPU is free, still not the two p2 needs.
 	ex4 := h.task(t, p4.ID)
 	p.send(&pb.TaskFinished{TaskId: p4.ID, Attempt: 1, Fence: ex4.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
 	p.expect(&pb.TaskFinishedAck{})
 	explainNow(t, h.m, left, map[string]core.QueueInfo{
-		p2.ID: {Position: 1, Reason: "needs 2 GPUs, the largest free block is 1"},
-		p3.ID: {Position: 2, Reason: "needs 4 GPUs, no worker has that many (the largest has 3)"},
-		p6.ID: {Position: 3, Reason: "needs a CPU slot, every slot is busy"},
+		p2.ID: {Position: 1, Reason: "needs 2 GPUs, the largest free block is 1", Code: plan.CodeResources},
+		p3.ID: {Position: 2, Reason: "needs 4 GPUs, no worker has that many (the largest has 3)", Code: plan.CodeNoWorker},
+		p6.ID: {Position: 3, Reason: "needs a CPU slot, every slot is busy", Code: plan.CodeResources},
 	})
 
 	// The worker goes away: nothing can start.
 	p.c.Close()
 	explainNow(t, h.m, left, map[string]core.QueueInfo{
-		p2.ID: {Position: 1, Reason: "no worker is connected"},
-		p3.ID: {Position: 2, Reason: "no worker is connected"},
-		p6.ID: {Position: 3, Reason: "no worker is connected"},
+		p2.ID: {Position: 1, Reason: "no worker is connected", Code: plan.CodeNoWorker},
+		p3.ID: {Position: 2, Reason: "no worker is connected", Code: plan.CodeNoWorker},
+		p6.ID: {Position: 3, Reason: "no worker is connected", Code: plan.CodeNoWorker},
 	})
 }
 
@@ -164,62 +164,5 @@ func TestExplainNewRunIsNotServedFromCache(t *testing.T) {
 	// Runs the store no longer has queued get no explanation.
 	if got := h.m.Explain(context.Background(), []core.Task{{ID: "gone", Status: core.StatusQueued}}); len(got) != 0 {
 		t.Fatalf("got %+v", got)
-	}
-}
-
-// TestExplainReplay covers the states the live scheduler leaves too briefly
-// to observe: free capacity that runs ahead take first, and the window of
-// scheduleBatch runs one pass reads.
-func TestExplainReplay(t *testing.T) {
-	mk := func(id string, gpus, prio int) core.Task {
-		return core.Task{ID: id, GPUs: gpus, Priority: prio, Status: core.StatusQueued}
-	}
-	f := func() fleet {
-		return fleet{connected: 2, maxGPUs: 2, maxSlots: 1, largestFree: 1, freeSlots: 1,
-			caps: []capacity{{workerID: "a", freeGPUs: []int{1}, freeSlots: 1}, {workerID: "b", freeGPUs: []int{0}}}}
-	}
-	got := replay(f(), []core.Task{
-		mk("hi1", 1, 9), mk("hi2", 1, 8), mk("lo", 1, 0), mk("cpu1", 0, 0), mk("cpu2", 0, 0), mk("big", 2, 0),
-	})
-	want := map[string]core.QueueInfo{
-		"hi1":  {Position: 1, Reason: "starting on a"},
-		"hi2":  {Position: 2, Reason: "starting on b"},
-		"lo":   {Position: 3, Reason: "waiting behind 2 higher-priority runs that take the free GPUs"},
-		"cpu1": {Position: 4, Reason: "starting on a"},
-		"cpu2": {Position: 5, Reason: "waiting behind 1 older run that takes the free CPU slots"},
-		"big":  {Position: 6, Reason: "needs 2 GPUs, the largest free block is 1"},
-	}
-	for id, w := range want {
-		if got[id] != w {
-			t.Errorf("%s: got %+v, want %+v", id, got[id], w)
-		}
-	}
-
-	// A full window of runs that cannot start does not hide a run behind it
-	// that fits (the scheduler then looks scheduleDeep runs deep), but one
-	// past scheduleDeep waits.
-	var q []core.Task
-	for i := 0; i < scheduleBatch; i++ {
-		q = append(q, mk(core.NewTaskID(), 2, 1))
-	}
-	q = append(q, mk("small", 1, 0))
-	got = replay(f(), q)
-	if got["small"].Reason != "starting on a" && got["small"].Reason != "starting on b" {
-		t.Fatalf("small behind a stuck page: got %+v, want it starting", got["small"])
-	}
-	deep := append([]core.Task(nil), q[:scheduleBatch]...)
-	for len(deep) < scheduleDeep {
-		deep = append(deep, mk(core.NewTaskID(), 2, 1))
-	}
-	deep = append(deep, mk("far", 1, 0))
-	got = replay(f(), deep)
-	if w := (core.QueueInfo{Position: scheduleDeep + 1, Reason: "waiting behind 4096 queued runs the scheduler looks at first"}); got["far"] != w {
-		t.Fatalf("far: got %+v, want %+v", got["far"], w)
-	}
-	// One that does start opens the window by one more run per pass.
-	q[0].GPUs = 1
-	got = replay(f(), q)
-	if got["small"].Reason != "starting on b" {
-		t.Fatalf("small after a pass that placed: %+v", got["small"])
 	}
 }

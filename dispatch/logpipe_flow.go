@@ -23,7 +23,7 @@ import (
 // repeated bytes an earlier frame brought), the worker goes on from the acked
 // offset, not from X, and those frames must not be dropped. So the session
 // remembers, per run, the highest offset acked, and an ack past X ends the
-// dropping; both sides take logMu, so an ack cannot slip between them.
+// dropping; both take the flow's mutex, so an ack cannot slip between them.
 
 // logFlow is a session's per-run flow state. Its map is bounded by the runs
 // a worker holds at once; runs that ended are dropped when it grows.

@@ -1,11 +1,13 @@
 // Package dispatch is the master side of the RPC: a gnet server speaking the
-// framed protocol of package codec, worker sessions, the scheduler that
-// places queued runs on workers, and the reaper that turns expired leases
-// into LOST runs.
+// framed protocol of package codec, worker sessions, the registry of workers
+// and the runs placed on them, the scheduler that carries out what package
+// plan decides, and the reaper that turns expired leases into LOST runs.
+// docs/architecture.md ("dispatch") lists its files.
 //
 // Event loops only parse frames and hand them on: they never block on the
-// store, the lease backend or a disk. Work for one worker runs in order on
-// one of a fixed set of shard goroutines (not a goroutine per connection).
+// store, the lease backend, a disk, or the registry's mutex. Work for one
+// worker runs in order on one of a fixed set of shard goroutines (not a
+// goroutine per connection), and every queue on the way is bounded.
 package dispatch
 
 import (
@@ -32,11 +34,26 @@ type Config struct {
 	JoinToken         []byte
 	HeartbeatInterval time.Duration // told to workers; default 10s
 	HeartbeatTTL      time.Duration // a session silent this long is closed; default 3 intervals
-	LeaseTTL          time.Duration // run lease; default 2 min
+	LeaseTTL          time.Duration // run lease as workers are told; held for longer (leaseHold); default 2 min
 	CancelGrace       time.Duration // SIGTERM → SIGKILL on the worker; default 10s
 	ReapInterval      time.Duration // default LeaseTTL/10, at most 1s
 	MaxFrame          int           // default codec.DefaultMaxBody
-	Shards            int           // ordered work queues; default 8
+	// MaxHelloFrame limits the frames of a connection that has not sent
+	// its Hello yet, so an unauthenticated peer holds little memory; it
+	// fits the Hello of a worker listing about 250 runs. Default 16 KiB.
+	MaxHelloFrame int
+	// MaxOutbound is how many bytes queued for a worker and not yet taken
+	// by its socket a connection may hold; past it the worker is a slow
+	// consumer and its connection is closed. Default 2 × MaxFrame.
+	MaxOutbound int
+	Shards      int // ordered work queues; default 8
+	// ShardBacklog bounds the functions waiting on one shard; a worker
+	// whose report finds its shard full is disconnected. Default 65,536.
+	ShardBacklog int
+	// ShardAsync bounds the goroutines recording one shard's TaskStarted
+	// and TaskFinished reports at once: enough that the writes of many runs
+	// share a group commit. Default 256.
+	ShardAsync int
 	// OnWorker, when set, receives a worker's view after each change of its
 	// state or runs (for live dashboards). It must not block.
 	OnWorker func(core.WorkerInfo)
@@ -46,6 +63,12 @@ type Config struct {
 	// several: the master then also looks for requests in the store every
 	// heartbeat interval.
 	OnCancel func(taskID string)
+	// Clock is the time the dispatcher decides by: when a session is
+	// silent, the Hello deadline, the times written into runs. (Leases
+	// expire by their backend's own clock.) Tests pass a fake one, the
+	// same to memory.WithClock, and advance it instead of sleeping through
+	// TTLs. Default time.Now.
+	Clock func() time.Time
 	// Logs writes the runs' output: event loops submit LogData frames to it
 	// and it acks them. Required; the caller owns it (closes it after Stop).
 	Logs   *logpipe.Writer
@@ -77,8 +100,24 @@ func (c *Config) defaults() error {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = codec.DefaultMaxBody
 	}
+	if c.MaxHelloFrame <= 0 {
+		c.MaxHelloFrame = 16 << 10
+	}
+	c.MaxHelloFrame = min(c.MaxHelloFrame, c.MaxFrame)
+	if c.MaxOutbound <= 0 {
+		c.MaxOutbound = 2 * c.MaxFrame
+	}
 	if c.Shards <= 0 {
 		c.Shards = 8
+	}
+	if c.ShardBacklog <= 0 {
+		c.ShardBacklog = 1 << 16
+	}
+	if c.ShardAsync <= 0 {
+		c.ShardAsync = 256
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	return nil
 }
@@ -96,7 +135,8 @@ type Master struct {
 	shards  []*shard
 	wake    chan struct{}
 	reg     registry
-	pending sync.Map // *conn → struct{}: connections waiting for Hello
+	explain explainer // explain.go
+	pending sync.Map  // *conn → struct{}: connections waiting for Hello
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -127,7 +167,7 @@ func (m *Master) Start(ctx context.Context) error {
 		return err
 	}
 	for i := 0; i < m.cfg.Shards; i++ {
-		s := newShard()
+		s := newShard(m.cfg.ShardBacklog, m.cfg.ShardAsync)
 		m.shards = append(m.shards, s)
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); s.run(m.ctx) }()
@@ -176,6 +216,21 @@ func (m *Master) LogStats() map[string]any {
 	}
 	return m.logs.Stats()
 }
+
+// leaseHold is how long the master holds a run's lease from a claim or
+// renewal: the TTL the worker is told (LeaseTTL) plus a margin for the two
+// clocks running at different rates, 10% and 1 s. The worker stops the run
+// by itself once a whole TTL passed since it sent its last acknowledged
+// renewal, which is before the master received it; so by the time the
+// master reaps the lease and requeues the run, the worker's own deadline
+// has passed even if its clock ran up to 10% slow (docs/protocol.md,
+// "Heartbeats and leases").
+func (m *Master) leaseHold() time.Duration {
+	return m.cfg.LeaseTTL + m.cfg.LeaseTTL/10 + time.Second
+}
+
+// now is the dispatcher's clock (Config.Clock).
+func (m *Master) now() time.Time { return m.cfg.Clock() }
 
 // Notify wakes the scheduler.
 func (m *Master) Notify() {

@@ -18,7 +18,7 @@ const helloTimeout = 10 * time.Second
 func (m *Master) reapLoop(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
-	lastSweep := time.Now()
+	lastSweep := m.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -28,8 +28,8 @@ func (m *Master) reapLoop(ctx context.Context) {
 		m.reapOnce(ctx)
 		// Only with several masters (OnCancel set) can a request be in the
 		// store and not in this master's memory while it runs.
-		if m.cfg.OnCancel != nil && time.Since(lastSweep) >= m.cfg.HeartbeatInterval {
-			lastSweep = time.Now()
+		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
+			lastSweep = m.now()
 			m.sweepCancels(ctx)
 		}
 	}
@@ -45,12 +45,7 @@ func (m *Master) reapOnce(ctx context.Context) {
 			break
 		}
 		for _, l := range expired {
-			m.reg.mu.Lock()
-			rr := m.reg.runs[l.TaskID]
-			if rr != nil && rr.fence == l.Fence {
-				m.reg.removeRunLocked(l.TaskID)
-			}
-			m.reg.mu.Unlock()
+			m.reg.expired(l.TaskID, l.Fence)
 			m.logs.Forget(l.TaskID)
 			m.workerChanged(l.WorkerID)
 			m.lost(ctx, l.TaskID, l.Fence, fmt.Sprintf("lease of worker %s expired", l.WorkerID))
@@ -59,21 +54,10 @@ func (m *Master) reapOnce(ctx context.Context) {
 			break
 		}
 	}
-	now := time.Now()
-	var stale []*session
-	m.reg.mu.Lock()
-	for _, w := range m.reg.workers {
-		// A closed session waits for its shard to unregister it: closing it
-		// again on every pass would only flood the log.
-		if s := w.sess; s != nil && !s.closed.Load() && now.Sub(time.Unix(0, s.lastSeen.Load())) > m.cfg.HeartbeatTTL {
-			stale = append(stale, s)
-		}
-	}
-	m.reg.mu.Unlock()
-	for _, s := range stale {
+	now := m.now()
+	for _, s := range m.reg.silent(now, m.cfg.HeartbeatTTL) {
 		m.log.Warn().Str("worker", s.workerID).Msg("closing a session silent for longer than the heartbeat TTL")
-		s.closed.Store(true)
-		_ = s.c.Close()
+		s.closeFor("silent for longer than the heartbeat TTL")
 	}
 	m.pending.Range(func(k, v any) bool {
 		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
@@ -88,33 +72,25 @@ func (m *Master) reapOnce(ctx context.Context) {
 // runGone ends a placed run that its worker no longer has.
 func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
 	m.release(ctx, rr)
-	m.lost(ctx, rr.taskID, rr.fence, reason)
+	m.lost(ctx, rr.taskID, rr.fence.Load(), reason)
 }
 
 // lost marks an active run LOST, then requeues it with attempt + 1 while
 // retries last, else FAILED; a run whose cancel was requested ends CANCELLED.
 func (m *Master) lost(ctx context.Context, id string, fence uint64, reason string) {
-	m.reg.mu.Lock()
-	_, cancelled := m.reg.cancels[id]
-	delete(m.reg.cancels, id)
-	m.reg.mu.Unlock()
+	cancelled := m.reg.takeCancel(id)
 	if !cancelled {
 		// The request may have gone to another master, or before a restart.
 		req, err := m.st.CancelRequested(ctx, []string{id})
 		cancelled = err == nil && req[id]
 	}
 	var wasLost bool
-	err := m.updateTask(ctx, id, fence, func(t *core.Task) bool {
-		if !t.Status.Active() {
-			return false
-		}
+	err := m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
 		if cancelled {
-			now := time.Now().UTC()
-			t.Status, t.FinishedAt, t.Error = core.StatusCancelled, &now, "cancelled; "+reason
-			return true
+			return t.Status.Active() && t.Cancel("cancelled; "+reason, m.now()) == nil
 		}
-		t.Status, t.Error, wasLost = core.StatusLost, reason, true
-		return true
+		wasLost = t.Status.Active() && t.Lose(reason) == nil
+		return wasLost
 	})
 	if err != nil || !wasLost {
 		if err != nil && !errors.Is(err, core.ErrNotFound) {
@@ -123,19 +99,10 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 		return
 	}
 	var requeued bool
-	err = m.updateTask(ctx, id, fence, func(t *core.Task) bool {
-		if t.Status != core.StatusLost {
-			return false
-		}
-		if t.Attempt <= t.MaxRetries {
-			t.Status, t.Attempt, requeued = core.StatusQueued, t.Attempt+1, true
-			t.Worker, t.GPUIndices, t.StartedAt, t.ExitCode = "", nil, nil, nil
-			return true
-		}
-		now := time.Now().UTC()
-		t.Status, t.FinishedAt = core.StatusFailed, &now
-		t.Error = fmt.Sprintf("lost after %d attempt(s): %s", t.Attempt, reason)
-		return true
+	err = m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
+		var err error
+		requeued, err = t.Requeue(reason, m.now())
+		return err == nil
 	})
 	if err != nil {
 		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")

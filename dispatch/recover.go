@@ -30,10 +30,7 @@ func (m *Master) recover(ctx context.Context) error {
 			m.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
 			continue
 		}
-		m.reg.mu.Lock()
-		m.reg.addRunLocked(&runRec{taskID: t.ID, attempt: t.Attempt, fence: t.Fence, traceID: t.TraceID,
-			workerID: t.Worker, gpus: t.GPUIndices, started: t.Status == core.StatusRunning})
-		m.reg.mu.Unlock()
+		m.reg.adopt(recordOf(t))
 	}
 	ids := make([]string, len(active))
 	for i, t := range active {
@@ -68,7 +65,7 @@ func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 		if t.Worker == "" || t.Fence == 0 {
 			continue
 		}
-		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.cfg.LeaseTTL)
+		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.leaseHold())
 		if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
 			return nil, fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
 		}

@@ -1,79 +1,78 @@
 package dispatch
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/plan"
 )
 
 // registry is the master's view of its workers and the runs placed on them.
-// One mutex guards it; methods ending in Locked expect it held.
+// It owns its maps and its mutex: nothing outside this file touches them,
+// and every method takes the mutex itself (those ending in Locked expect it
+// held). No method does I/O or blocks while holding it.
+//
+// The event loops never take the mutex: the reports they check per frame
+// (LogData, TaskStarted) look the run up in their session's own table of
+// its worker's runs (session.run), which the registry republishes, copied,
+// whenever a run is added to or removed from that worker.
 type registry struct {
 	mu      sync.Mutex
 	workers map[string]*workerRec
-	runs    map[string]*runRec   // by task id
-	cancels map[string]time.Time // runs whose cancel was requested, by task id
-	// ended: runs whose end this master recorded lately, by task id, so a
-	// heartbeat the worker sent before it saw the TaskFinishedAck does not
-	// get them reported lost. Pruned by endedLocked.
-	ended map[string]time.Time
-}
-
-// endedKeep is how long a recorded end is remembered: longer than a
-// heartbeat in flight, short enough to stay small.
-const endedKeep = time.Minute
-
-// endedLocked remembers that id's end was recorded, forgetting ends
-// older than endedKeep when the map has grown.
-func (r *registry) endedLocked(id string, now time.Time) {
-	if len(r.ended) >= 1024 {
-		for k, t := range r.ended {
-			if now.Sub(t) > endedKeep {
-				delete(r.ended, k)
-			}
-		}
-	}
-	r.ended[id] = now
+	runs    map[string]*runRec  // by task id
+	cancels map[string]struct{} // runs whose cancel was requested, by task id
+	ended   endedRuns
 }
 
 type workerRec struct {
-	id, host, version string
-	gpus              []core.GPU
-	slots             int
-	sess              *session // nil while disconnected
-	runs              map[string]*runRec
-	lastHeartbeat     time.Time
-	lastSeen          time.Time
+	id, host, version, isolation string
+	gpus                         []core.GPU
+	slots                        int
+	sess                         *session // nil while disconnected
+	runs                         map[string]*runRec
+	lastHeartbeat                time.Time // of the last session; the live one keeps its own
 }
 
 // runRec is a run placed on a worker: its GPUs or CPU slot are taken until
-// the run is removed.
+// the run is removed. taskID, attempt, traceID, workerID and gpus never
+// change; the rest is safe to read without the registry's mutex.
 type runRec struct {
 	taskID   string
 	attempt  int
-	fence    uint64 // 0 while the claim is in flight
 	traceID  string
 	workerID string
 	gpus     []int // indices; empty for a CPU-slot run
-	started  bool
+	// fence is set once the claim returned it; 0 while it is in flight.
+	fence atomic.Uint64
 	// view is the run as this master last wrote it while holding the run
-	// on its current session (nil: unknown, read it). It lets a fenced
-	// update skip reading the run first; see updateTask.
-	view *core.Task
-	// starting is closed when the run's TaskStarted has been recorded;
-	// nil when none is in flight (see startPending).
-	starting chan struct{}
+	// (nil: unknown, read it); see view.go.
+	view atomic.Pointer[core.Task]
+	// starting is closed when the run's TaskStarted has been recorded; nil
+	// when none is in flight (see Master.startPending).
+	starting atomic.Pointer[startGate]
+}
+
+// reports is the one fence check: whether a report about rr's run (a
+// TaskStarted, LogData, TaskFinished, a heartbeat's or a Hello's entry)
+// from workerID for attempt under fence comes from the run's current
+// holder. Fence 0 is never handed out, so it never matches (not even a
+// claim still in flight). A nil rr never matches.
+func (rr *runRec) reports(workerID string, attempt int32, fence uint64) bool {
+	return rr != nil && fence != 0 && rr.workerID == workerID && rr.attempt == int(attempt) && rr.fence.Load() == fence
 }
 
 func (r *registry) init() {
 	r.workers = map[string]*workerRec{}
 	r.runs = map[string]*runRec{}
-	r.cancels = map[string]time.Time{}
-	r.ended = map[string]time.Time{}
+	r.cancels = map[string]struct{}{}
+	r.ended.at = map[string]time.Time{}
 }
 
 func (r *registry) workerLocked(id string) *workerRec {
@@ -87,54 +86,388 @@ func (r *registry) workerLocked(id string) *workerRec {
 
 func (r *registry) addRunLocked(rr *runRec) {
 	r.runs[rr.taskID] = rr
-	r.workerLocked(rr.workerID).runs[rr.taskID] = rr
+	w := r.workerLocked(rr.workerID)
+	w.runs[rr.taskID] = rr
+	w.publishLocked()
 }
 
-func (r *registry) removeRunLocked(taskID string) *runRec {
-	rr := r.runs[taskID]
-	if rr == nil {
+// removeLocked removes rr if it is still the run registered under its id.
+func (r *registry) removeLocked(rr *runRec) bool {
+	if r.runs[rr.taskID] != rr {
+		return false
+	}
+	delete(r.runs, rr.taskID)
+	if w := r.workers[rr.workerID]; w != nil {
+		delete(w.runs, rr.taskID)
+		w.publishLocked()
+	}
+	delete(r.cancels, rr.taskID)
+	return true
+}
+
+// publishLocked gives w's session a fresh copy of w's runs (session.run).
+func (w *workerRec) publishLocked() {
+	if w.sess == nil {
+		return
+	}
+	runs := make(map[string]*runRec, len(w.runs))
+	for id, rr := range w.runs {
+		runs[id] = rr
+	}
+	w.sess.runs.Store(&runs)
+}
+
+func (w *workerRec) connectedLocked() bool { return w.sess != nil && !w.sess.closed.Load() }
+
+// endedRuns remembers the runs whose end this master recorded lately, so a
+// heartbeat the worker sent before it saw the TaskFinishedAck does not get
+// them reported lost. Entries are kept in the order they were added, so
+// forgetting the old ones looks only at the oldest.
+type endedRuns struct {
+	at    map[string]time.Time
+	order []endedRun // oldest first, from head
+	head  int
+}
+
+type endedRun struct {
+	id string
+	at time.Time
+}
+
+// endedKeep is how long a recorded end is remembered: longer than a
+// heartbeat in flight, short enough to stay small.
+const endedKeep = time.Minute
+
+func (e *endedRuns) add(id string, now time.Time) {
+	for e.head < len(e.order) && now.Sub(e.order[e.head].at) > endedKeep {
+		old := e.order[e.head]
+		if e.at[old.id].Equal(old.at) { // not re-added since
+			delete(e.at, old.id)
+		}
+		e.order[e.head] = endedRun{}
+		e.head++
+	}
+	if e.head > len(e.order)/2 { // reuse the array: amortised O(1) per add
+		n := copy(e.order, e.order[e.head:])
+		clear(e.order[n:])
+		e.order, e.head = e.order[:n], 0
+	}
+	e.at[id] = now
+	e.order = append(e.order, endedRun{id: id, at: now})
+}
+
+func (e *endedRuns) has(id string) bool { _, ok := e.at[id]; return ok }
+
+// place registers rr on its worker for a claim; false when the worker is
+// not connected or the run is placed already.
+func (r *registry) place(rr *runRec) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[rr.workerID]
+	if w == nil || w.sess == nil || r.runs[rr.taskID] != nil {
+		return false
+	}
+	r.addRunLocked(rr)
+	return true
+}
+
+// adopt registers rr unless its run is known already (a run recovered
+// from the store, or taken over from another master).
+func (r *registry) adopt(rr *runRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[rr.taskID] == nil {
+		r.addRunLocked(rr)
+	}
+}
+
+// remove forgets rr (a placement that did not happen, a run another master
+// moved on) if it is still registered.
+func (r *registry) remove(rr *runRec) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removeLocked(rr)
+}
+
+// end removes rr, whose end was recorded at now, and remembers the end.
+func (r *registry) end(rr *runRec, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removeLocked(rr) {
+		r.ended.add(rr.taskID, now)
+	}
+}
+
+// expired removes the run whose lease (taskID, fence) expired, if it is
+// still the one registered.
+func (r *registry) expired(taskID string, fence uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rr := r.runs[taskID]; rr != nil && rr.fence.Load() == fence {
+		r.removeLocked(rr)
+	}
+}
+
+// sent records the fence of a claimed run, now recorded in the store, and
+// returns its worker's session (nil: disconnected meanwhile) and whether
+// its cancel was requested.
+func (r *registry) sent(rr *runRec, fence uint64) (*session, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rr.fence.Store(fence)
+	_, cancel := r.cancels[rr.taskID]
+	if w := r.workers[rr.workerID]; w != nil {
+		return w.sess, cancel
+	}
+	return nil, cancel
+}
+
+// run is the run registered under id, or nil.
+func (r *registry) run(id string) *runRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id]
+}
+
+// reported returns the run a report from sess's worker is about, or nil
+// when the report is stale (runRec.reports).
+func (r *registry) reported(sess *session, taskID string, attempt int32, fence uint64) *runRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rr := r.runs[taskID]; rr.reports(sess.workerID, attempt, fence) {
+		return rr
+	}
+	return nil
+}
+
+// endedLately reports which of ids had their end recorded lately.
+func (r *registry) endedLately(ids []string) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out map[string]bool
+	for _, id := range ids {
+		if r.runs[id] == nil && r.ended.has(id) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// joined is what join decided about a Hello.
+type joined struct {
+	refused string   // non-empty: the Hello is refused for this reason
+	old     *session // the session this one replaces, to close
+	adopt   []*runRec
+	gone    []*runRec // placed on the worker, not listed: lost
+	kill    []string  // listed, not the worker's to run
+	why     []string  // for the log: a line per refused entry of Hello.runs
+}
+
+// join registers sess as its worker's session and reconciles the runs its
+// Hello lists with the runs placed on the worker. A second worker under a
+// live worker's id (another instance token) is refused; the same instance
+// (a reconnect) replaces the old session. Of a run listed twice, the entry
+// that is the placed run counts (else the first). A listed run placed on
+// another worker (foreign: its worker per store or registry) is never
+// adopted.
+func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, now time.Time) joined {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workerLocked(h.WorkerId)
+	var j joined
+	if old := w.sess; old != nil && old != sess && old.instance != "" && sess.instance != "" &&
+		old.instance != sess.instance && !old.closed.Load() {
+		j.refused = fmt.Sprintf("worker id %s is already connected from %s; give each worker its own --id", h.WorkerId, old.remote)
+		return j
+	}
+	if old := w.sess; old != nil && old != sess {
+		j.old = old
+		old.closed.Store(true)
+	}
+	w.sess, w.host, w.version, w.slots, w.isolation = sess, h.Host, h.Version, int(h.Slots), h.Isolation
+	w.gpus = w.gpus[:0]
+	for _, g := range h.Gpus {
+		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb})
+	}
+	sess.lastHeartbeat.Store(now.UnixNano())
+	// Count silence from the HelloAck, not from when the event loop read the
+	// Hello: under load the shard may get to it much later.
+	sess.lastSeen.Store(now.UnixNano())
+
+	listed := make(map[string]*pb.RunRef, len(h.Runs))
+	for _, ref := range h.Runs {
+		prev, dup := listed[ref.TaskId]
+		if !dup {
+			listed[ref.TaskId] = ref
+			continue
+		}
+		rr := r.runs[ref.TaskId]
+		if rr.reports(h.WorkerId, ref.Attempt, ref.Fence) && !rr.reports(h.WorkerId, prev.Attempt, prev.Fence) {
+			listed[ref.TaskId] = ref
+		}
+		j.why = append(j.why, fmt.Sprintf("%s is listed twice; one entry is ignored", ref.TaskId))
+	}
+	for _, ref := range h.Runs {
+		if listed[ref.TaskId] != ref {
+			continue // a duplicate, or the entry of a run already decided
+		}
+		delete(listed, ref.TaskId)
+		rr := r.runs[ref.TaskId]
+		switch {
+		case rr.reports(h.WorkerId, ref.Attempt, ref.Fence):
+			rr.view.Store(nil) // another master may have held the run meanwhile
+			j.adopt = append(j.adopt, rr)
+			continue
+		case rr != nil && rr.workerID != h.WorkerId:
+			j.why = append(j.why, fmt.Sprintf("%s is placed on worker %s", ref.TaskId, rr.workerID))
+		case foreign[ref.TaskId] != "":
+			j.why = append(j.why, fmt.Sprintf("%s is placed on worker %s", ref.TaskId, foreign[ref.TaskId]))
+		}
+		j.kill = append(j.kill, ref.TaskId)
+	}
+	inHello := make(map[string]bool, len(h.Runs))
+	for _, ref := range h.Runs {
+		inHello[ref.TaskId] = true
+	}
+	for id, rr := range w.runs {
+		// A placed run the worker does not hold is lost: the worker restarted
+		// or the ExecuteTask died with the old connection. Claims still in
+		// flight (fence 0) are sent on the new session by the scheduler.
+		if !inHello[id] && rr.fence.Load() != 0 {
+			j.gone = append(j.gone, rr)
+		}
+	}
+	w.publishLocked()
+	return j
+}
+
+// leave unregisters sess, when it is still its worker's session.
+func (r *registry) leave(sess *session) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[sess.workerID]
+	if w == nil || w.sess != sess {
+		return false
+	}
+	w.sess = nil
+	w.lastHeartbeat = time.Unix(0, sess.lastHeartbeat.Load())
+	return true
+}
+
+// silent lists the open sessions whose last frame is older than ttl.
+func (r *registry) silent(now time.Time, ttl time.Duration) []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*session
+	for _, w := range r.workers {
+		// A closed session waits for its shard to unregister it: closing it
+		// again on every pass would only flood the log.
+		if s := w.sess; s != nil && !s.closed.Load() && now.Sub(time.Unix(0, s.lastSeen.Load())) > ttl {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// requestCancel records that id's cancel was requested and returns its run
+// when it is placed here.
+func (r *registry) requestCancel(id string) *runRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancels[id] = struct{}{}
+	return r.runs[id]
+}
+
+// cancelPlaced records a cancel request (from another master, or from the
+// store) for the runs among ids that are placed here and returns them.
+func (r *registry) cancelPlaced(ids ...string) []*runRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runRec
+	for _, id := range ids {
+		if rr := r.runs[id]; rr != nil {
+			r.cancels[id] = struct{}{}
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+// cancelRequested reports whether id's cancel was requested.
+func (r *registry) cancelRequested(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.cancels[id]
+	return ok
+}
+
+// takeCancel reports whether id's cancel was requested and forgets it.
+func (r *registry) takeCancel(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.cancels[id]
+	delete(r.cancels, id)
+	return ok
+}
+
+// cancelTarget is where a CancelTask for rr goes: its worker's session
+// (nil: not connected), when its cancel was requested and its fence is known.
+func (r *registry) cancelTarget(rr *runRec) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, requested := r.cancels[rr.taskID]
+	w := r.workers[rr.workerID]
+	if !requested || w == nil || rr.fence.Load() == 0 {
 		return nil
 	}
-	delete(r.runs, taskID)
-	if w := r.workers[rr.workerID]; w != nil {
-		delete(w.runs, taskID)
-	}
-	delete(r.cancels, taskID)
-	return rr
+	return w.sess
 }
 
-// capacity is a connected worker's free resources, the input of placement.
-type capacity struct {
-	workerID  string
-	freeGPUs  []int
-	freeSlots int
+// uncancelledHeld lists the runs on connected workers whose cancel was not
+// requested here, fence known.
+func (r *registry) uncancelledHeld() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, rr := range r.runs {
+		if _, ok := r.cancels[id]; ok || rr.fence.Load() == 0 {
+			continue
+		}
+		if w := r.workers[rr.workerID]; w != nil && w.sess != nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
-// capacityLocked is w's free resources. It allocates only the free GPU
-// list: the scheduler builds one for every connected worker on each pass.
-func (w *workerRec) capacityLocked() capacity {
-	var usedBuf [16]int
-	used := usedBuf[:0]
-	cpuRuns := 0
-	for _, rr := range w.runs {
-		if len(rr.gpus) == 0 {
-			cpuRuns++
-		}
-		used = append(used, rr.gpus...)
+// movedOn forgets the run t another master changed when this master keeps
+// it only from recovery (its worker is not connected here) and t shows it
+// ended or moved on. It returns the worker whose view changed, or "".
+func (r *registry) movedOn(t core.Task) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rr := r.runs[t.ID]
+	if rr == nil {
+		return ""
 	}
-	c := capacity{workerID: w.id, freeSlots: w.slots - cpuRuns}
-	for _, g := range w.gpus {
-		if !slices.Contains(used, g.Index) {
-			c.freeGPUs = append(c.freeGPUs, g.Index)
-		}
+	fence := rr.fence.Load()
+	if fence == 0 || (t.Status.Active() && t.Fence == fence && t.Worker == rr.workerID) {
+		return ""
 	}
-	return c
+	if w := r.workers[rr.workerID]; w != nil && w.sess != nil {
+		return "" // this master hears of it from the worker itself
+	}
+	r.removeLocked(rr)
+	return rr.workerID
 }
 
 // hasFreeLocked reports whether w is connected with anything free, without
-// building its capacity.
+// building its free list.
 func (w *workerRec) hasFreeLocked() bool {
-	if w.sess == nil || w.sess.closed.Load() {
+	if !w.connectedLocked() {
 		return false
 	}
 	cpuRuns, gpuRuns := 0, 0
@@ -147,9 +480,33 @@ func (w *workerRec) hasFreeLocked() bool {
 	return cpuRuns < w.slots || gpuRuns < len(w.gpus)
 }
 
-// anyFreeLocked reports whether some connected worker has anything free;
-// it stops at the first, so it is cheap whenever placement is possible.
-func (r *registry) anyFreeLocked() bool {
+// freeLocked is w's free resources, as the planner sees them. It allocates
+// only the free GPU list: the scheduler builds one for every connected
+// worker on each pass.
+func (w *workerRec) freeLocked() plan.Worker {
+	var usedBuf [16]int
+	used := usedBuf[:0]
+	cpuRuns := 0
+	for _, rr := range w.runs {
+		if len(rr.gpus) == 0 {
+			cpuRuns++
+		}
+		used = append(used, rr.gpus...)
+	}
+	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns}
+	for _, g := range w.gpus {
+		if !slices.Contains(used, g.Index) {
+			c.FreeGPUs = append(c.FreeGPUs, g.Index)
+		}
+	}
+	return c
+}
+
+// anyFree reports whether some connected worker has anything free; it
+// stops at the first, so it is cheap whenever placement is possible.
+func (r *registry) anyFree() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, w := range r.workers {
 		if w.hasFreeLocked() {
 			return true
@@ -158,25 +515,51 @@ func (r *registry) anyFreeLocked() bool {
 	return false
 }
 
-// capacitiesLocked lists connected workers with anything free, sorted by id
-// so placement is deterministic.
-func (r *registry) capacitiesLocked() []capacity {
-	out := make([]capacity, 0, len(r.workers))
+// snapshot is the planner's view of the registry for queue: the connected
+// workers with anything free (sorted by id, so placement is deterministic),
+// the size of the largest, and which runs of queue are already placed.
+func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := plan.Snapshot{Free: make([]plan.Worker, 0, len(r.workers))}
 	for _, w := range r.workers {
-		if w.sess == nil || w.sess.closed.Load() {
+		if !w.connectedLocked() {
 			continue
 		}
-		c := w.capacityLocked()
-		if len(c.freeGPUs) > 0 || c.freeSlots > 0 {
-			out = append(out, c)
+		s.Connected++
+		s.MaxGPUs, s.MaxSlots = max(s.MaxGPUs, len(w.gpus)), max(s.MaxSlots, w.slots)
+		if c := w.freeLocked(); len(c.FreeGPUs) > 0 || c.FreeSlots > 0 {
+			s.Free = append(s.Free, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b capacity) int { return strings.Compare(a.workerID, b.workerID) })
+	slices.SortFunc(s.Free, func(a, b plan.Worker) int { return strings.Compare(a.ID, b.ID) })
+	s.InFlight = r.inFlightLocked(queue)
+	return s
+}
+
+// inFlight lists the runs of queue that are placed here already (the store
+// has them QUEUED until the placement is recorded): task id → worker.
+func (r *registry) inFlight(queue []core.Task) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inFlightLocked(queue)
+}
+
+func (r *registry) inFlightLocked(queue []core.Task) map[string]string {
+	var out map[string]string
+	for i := range queue {
+		if rr := r.runs[queue[i].ID]; rr != nil {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[rr.taskID] = rr.workerID
+		}
+	}
 	return out
 }
 
 func (w *workerRec) stateLocked() core.WorkerState {
-	connected := w.sess != nil && !w.sess.closed.Load()
+	connected := w.connectedLocked()
 	switch {
 	case connected && len(w.runs) > 0:
 		return core.WorkerRunning
@@ -203,34 +586,32 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	for i := range gpus {
 		gpus[i].TaskID = holder[gpus[i].Index]
 	}
+	hb := w.lastHeartbeat
+	if w.sess != nil {
+		hb = time.Unix(0, w.sess.lastHeartbeat.Load())
+	}
 	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
-		RunningTasks: running, LastHeartbeatAt: w.lastHeartbeat, Master: master, Version: w.version}
+		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation}
 }
 
-// workerChanged reports a worker's new view to Config.OnWorker.
-func (m *Master) workerChanged(id string) {
-	if m.cfg.OnWorker == nil {
-		return
+// info is the view of worker id; false when unknown.
+func (r *registry) info(id, master string) (core.WorkerInfo, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[id]
+	if w == nil {
+		return core.WorkerInfo{}, false
 	}
-	m.reg.mu.Lock()
-	w := m.reg.workers[id]
-	var info core.WorkerInfo
-	if w != nil {
-		info = w.infoLocked(m.cfg.MasterID)
-	}
-	m.reg.mu.Unlock()
-	if w != nil {
-		m.cfg.OnWorker(info)
-	}
+	return w.infoLocked(master), true
 }
 
-// Workers lists every known worker, sorted by id.
-func (m *Master) Workers() []core.WorkerInfo {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	out := make([]core.WorkerInfo, 0, len(m.reg.workers))
-	for _, w := range m.reg.workers {
-		out = append(out, w.infoLocked(m.cfg.MasterID))
+// infos lists the views of every known worker, sorted by id.
+func (r *registry) infos(master string) []core.WorkerInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]core.WorkerInfo, 0, len(r.workers))
+	for _, w := range r.workers {
+		out = append(out, w.infoLocked(master))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

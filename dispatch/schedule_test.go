@@ -7,15 +7,16 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/plan"
 )
 
 // TestScheduleLooksPastAStuckPage: a full page of queued runs that fit
 // nowhere must not starve a run further back that fits.
 func TestScheduleLooksPastAStuckPage(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.HeartbeatTTL = time.Minute })
+	h := newClockedHarness(t, nil)
 	base := time.Now().Add(-time.Hour)
 	var ts []*core.Task
-	for i := range scheduleBatch + 20 {
+	for i := range plan.Batch + 20 {
 		ts = append(ts, &core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 4,
 			Attempt: 1, MaxRetries: 1, TraceID: core.NewTraceID(), Status: core.StatusQueued,
 			CreatedAt: base.Add(time.Duration(i) * time.Millisecond)})

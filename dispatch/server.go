@@ -2,10 +2,10 @@ package dispatch
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -15,7 +15,6 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/core/lease"
 )
 
 // server is the gnet event handler. Its callbacks run on event loops and
@@ -27,52 +26,15 @@ type server struct {
 }
 
 // conn is the per-connection state kept in gnet's Conn context. Only the
-// connection's event loop touches nonce and hello; sess is set by the loop
-// once Hello is verified and read by shards afterwards.
+// connection's event loop touches nonce, hello and sess (set once the Hello
+// is verified); the reaper reads c and opened of connections still
+// waiting for their Hello (Master.pending).
 type conn struct {
 	c      gnet.Conn
 	nonce  [16]byte
 	hello  bool
 	sess   *session
 	opened time.Time
-}
-
-// session is a verified worker connection.
-type session struct {
-	m        *Master
-	id       string
-	workerID string
-	c        gnet.Conn
-	shard    *shard
-	closed   atomic.Bool
-	lastSeen atomic.Int64                 // unix nanos of the last frame
-	fenced   atomic.Int64                 // LogData refused as fenced, to thin out the warnings
-	hb       atomic.Pointer[pb.Heartbeat] // the newest heartbeat not yet handled
-	// logSender: counted in the log writer's senders (AddSender), which
-	// size the credit windows. The connection's event loop only.
-	logSender bool
-	logFlow   logFlow // logpipe_flow.go
-
-	// Only on the shard's goroutine (onHello, onHeartbeat):
-	touched int64           // unix nanos of the last presence refresh; 0: none
-	renew   []lease.Renewal // scratch of onHeartbeat
-	ack     pb.HeartbeatAck // scratch of onHeartbeat
-}
-
-// send encodes m and queues it on the connection. Safe from any goroutine.
-func (s *session) send(m proto.Message) error {
-	if s.closed.Load() {
-		return net.ErrClosed
-	}
-	return asyncSend(s.c, m)
-}
-
-func asyncSend(c gnet.Conn, m proto.Message) error {
-	buf, err := codec.AppendFrame(nil, m)
-	if err != nil {
-		return err
-	}
-	return c.AsyncWrite(buf, nil)
 }
 
 func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
@@ -93,7 +55,7 @@ func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 }
 
 func (s *server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	cc := &conn{c: c, opened: time.Now()}
+	cc := &conn{c: c, opened: s.m.now()}
 	_, _ = rand.Read(cc.nonce[:])
 	c.SetContext(cc)
 	s.m.pending.Store(cc, struct{}{})
@@ -123,37 +85,33 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic parses every complete frame in the inbound buffer: header first,
-// the length checked against the limit before waiting for the body, then the
-// body decoded (copied out of gnet's buffer) before Discard.
+// OnTraffic parses every complete frame in the inbound buffer with
+// codec.NextFrom (Peek → Next → Discard): the header's length is checked
+// against the limit before the body is waited for, and the body is decoded
+// (copied out of gnet's buffer) before it is discarded.
 func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 	cc, _ := c.Context().(*conn)
 	if cc == nil {
 		return gnet.Close
 	}
 	for {
-		hdr, err := c.Peek(codec.HeaderSize)
-		if err != nil || len(hdr) < codec.HeaderSize {
+		limit := s.m.cfg.MaxFrame
+		if !cc.hello {
+			limit = s.m.cfg.MaxHelloFrame
+		}
+		msg, err := codec.NextFrom(c, limit)
+		if err != nil {
+			what := "bad frame header"
+			if errors.Is(err, codec.ErrBody) {
+				what = "bad frame body"
+			}
+			if !cc.hello && errors.Is(err, codec.ErrTooLarge) {
+				err = fmt.Errorf("%w, the limit before a Hello", err)
+			}
+			return s.refuse(cc, what, err)
+		}
+		if msg == nil {
 			return gnet.None // need more bytes
-		}
-		h, err := codec.ParseHeader(hdr, s.m.cfg.MaxFrame)
-		if err != nil {
-			return s.refuse(cc, "bad frame header", err)
-		}
-		total := codec.HeaderSize + int(h.Length)
-		if c.InboundBuffered() < total {
-			return gnet.None
-		}
-		frame, err := c.Peek(total)
-		if err != nil {
-			return gnet.None
-		}
-		msg, err := codec.DecodeBody(h.Type, frame[codec.HeaderSize:])
-		if err != nil {
-			return s.refuse(cc, "bad frame body", err)
-		}
-		if _, err := c.Discard(total); err != nil {
-			return gnet.Close
 		}
 		if act := s.handle(cc, msg); act != gnet.None {
 			return act
@@ -175,6 +133,7 @@ func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
 }
 
 func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
+	now := s.m.now()
 	if !cc.hello {
 		hello, ok := msg.(*pb.Hello)
 		if !ok {
@@ -185,15 +144,16 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		}
 		cc.hello = true
 		s.m.pending.Delete(cc)
-		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
-		sess.lastSeen.Store(time.Now().UnixNano())
+		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
+			remote: addrString(cc.c.RemoteAddr()), c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
+		sess.lastSeen.Store(now.UnixNano())
+		s.m.checkSkew(sess, hello, now)
 		cc.sess = sess
 		s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
-		sess.shard.push(func() { s.m.onHello(sess, hello) })
-		return gnet.None
+		return s.admit(sess, false, func() { s.m.onHello(sess, hello) })
 	}
 	sess := cc.sess
-	sess.lastSeen.Store(time.Now().UnixNano())
+	sess.lastSeen.Store(now.UnixNano())
 	switch msg := msg.(type) {
 	case *pb.Heartbeat:
 		// At most one heartbeat of a session waits on its shard: a newer
@@ -203,18 +163,35 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 			sess.shard.pushHeartbeat(sess)
 		}
 	case *pb.TaskStarted:
-		done := s.m.startPending(sess, msg)
-		sess.shard.pushAsync(func() { s.m.onStarted(sess, msg, done) })
+		gate := s.m.startPending(sess, msg)
+		if act := s.admit(sess, true, func() { s.m.onStarted(sess, msg, gate) }); act != gnet.None {
+			s.m.startDone(sess, msg.TaskId, gate)
+			return act
+		}
 	case *pb.LogData:
 		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
-		sess.shard.pushAsync(func() { s.m.onFinished(sess, msg) })
+		return s.admit(sess, true, func() { s.m.onFinished(sess, msg) })
 	case *pb.Metric, *pb.ArtifactChunk:
 		// Not used yet: metrics come from log lines, artifacts later.
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}
 	return gnet.None
+}
+
+// admit queues f, a report of sess's worker, on its shard (async: beside
+// it, see shard). When the shard is full it closes the connection instead,
+// with a logged reason: the worker resends its unacknowledged reports after
+// reconnecting, and the master's memory stays bounded.
+func (s *server) admit(sess *session, async bool, f func()) gnet.Action {
+	if sess.shard.tryPush(f, async) {
+		return gnet.None
+	}
+	reason := fmt.Sprintf("the master's work queue for this worker is full (%d waiting); reconnect and resend", s.m.cfg.ShardBacklog)
+	s.m.log.Warn().Str("worker", sess.workerID).Str("remote", sess.remote).Msg("closing connection: " + reason)
+	sess.closeFor(reason)
+	return gnet.Close
 }
 
 var shardSeed = maphash.MakeSeed()

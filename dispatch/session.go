@@ -1,437 +1,112 @@
 package dispatch
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
+	"net"
+	"sync/atomic"
 
+	"github.com/panjf2000/gnet/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/logpipe"
 )
 
-// runFor returns the run placed on sess's worker matching a report, or nil
-// when the report is stale (another attempt, another fence, another worker).
-func (m *Master) runFor(sess *session, taskID string, attempt int32, fence uint64) *runRec {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	rr := m.reg.runs[taskID]
-	if rr == nil || rr.workerID != sess.workerID || rr.attempt != int(attempt) || rr.fence != fence {
+// session is a verified worker connection. It is made by the connection's
+// event loop when the Hello's proof checks out, and registered by the
+// worker's shard (registry.join).
+type session struct {
+	m        *Master
+	id       string
+	workerID string
+	instance string // Hello.instance: "" from a worker that sends none
+	remote   string // the peer's address, for messages
+	c        gnet.Conn
+	shard    *shard
+	closed   atomic.Bool
+	// closeReason says why the master closed the connection (closeFor),
+	// for the disconnect's log line.
+	closeReason atomic.Pointer[string]
+	lastSeen    atomic.Int64 // unix nanos (Config.Clock) of the last frame
+	// lastHeartbeat: unix nanos (Config.Clock) of the Hello and then of
+	// each heartbeat handled, for the worker's view.
+	lastHeartbeat atomic.Int64
+	fenced        atomic.Int64                 // LogData refused as fenced, to thin out the warnings
+	hb            atomic.Pointer[pb.Heartbeat] // the newest heartbeat not yet handled
+	// runs is the registry's copy of the runs placed on this worker, by
+	// task id, republished (never changed) whenever one is added or
+	// removed: the event loop reads it for every LogData and TaskStarted
+	// without the registry's mutex (see run).
+	runs atomic.Pointer[map[string]*runRec]
+	// skewed: the worker's clock differs from the master's by more than
+	// maxClockSkew (Hello.sent_unix_ms), so its timestamps are not used.
+	// Set by the event loop before the session is shared.
+	skewed bool
+	// logSender: counted in the log writer's senders (AddSender), which
+	// size the credit windows. The connection's event loop only.
+	logSender bool
+	logFlow   logFlow // logpipe_flow.go
+
+	// Only on the shard's goroutine (onHello, onHeartbeat):
+	touched int64           // unix nanos of the last presence refresh; 0: none
+	renew   []lease.Renewal // scratch of onHeartbeat
+	ack     pb.HeartbeatAck // scratch of onHeartbeat
+}
+
+// run returns the run placed on this session's worker under id, or nil.
+// Safe from any goroutine; it takes no lock.
+func (s *session) run(id string) *runRec {
+	if runs := s.runs.Load(); runs != nil {
+		return (*runs)[id]
+	}
+	return nil
+}
+
+// closeFor closes the connection for reason, which the disconnect's log
+// line names; false when it was closed for a reason already. Safe from any
+// goroutine.
+func (s *session) closeFor(reason string) bool {
+	first := s.closeReason.CompareAndSwap(nil, &reason)
+	s.closed.Store(true)
+	_ = s.c.Close()
+	return first
+}
+
+// send encodes m and queues it on the connection. Safe from any goroutine.
+func (s *session) send(m proto.Message) error {
+	if s.closed.Load() {
+		return net.ErrClosed
+	}
+	buf, err := codec.AppendFrame(nil, m)
+	if err != nil {
+		return err
+	}
+	return s.c.AsyncWrite(buf, checkOutbound)
+}
+
+// ErrSlowConsumer is why the master closes the connection of a worker that
+// does not take what the master sends: more than Config.MaxOutbound bytes
+// wait for its socket.
+var ErrSlowConsumer = errors.New("slow consumer")
+
+// checkOutbound runs on the connection's event loop after each of its
+// async writes (a static function: no closure allocated per frame). What
+// the socket did not take waits in gnet's outbound buffer; past the limit
+// the connection is closed, with a logged reason, rather than buffered
+// without end.
+func checkOutbound(c gnet.Conn, _ error) error {
+	cc, _ := c.Context().(*conn)
+	if cc == nil || cc.sess == nil {
 		return nil
 	}
-	return rr
-}
-
-// onHeartbeat runs on the session's shard goroutine (pushed free of the
-// shard's async work). It allocates little, since at 100,000 workers it is
-// the master's most frequent work: the context, the renewal list and the
-// ack are the shard's or the session's, reused (they are only touched on
-// that goroutine), and the worker's presence is refreshed only every half
-// presence TTL (see touchPresence).
-func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
-	ctx := sess.shard.callCtx(m.ctx)
-	now := time.Now()
-	renew := sess.renew[:0]
-	var lost []string
-	m.reg.mu.Lock()
-	w := m.reg.workers[sess.workerID]
-	if w == nil || w.sess != sess {
-		m.reg.mu.Unlock()
-		return // a replaced session
-	}
-	w.lastHeartbeat = now
-	for _, ref := range hb.Runs {
-		rr := m.reg.runs[ref.TaskId]
-		switch {
-		case rr != nil && rr.workerID == sess.workerID && rr.fence == ref.Fence && rr.attempt == int(ref.Attempt):
-			renew = append(renew, lease.Renewal{TaskID: ref.TaskId, Fence: ref.Fence})
-		case rr == nil && !m.reg.ended[ref.TaskId].IsZero():
-			// Its end is recorded; the worker had not seen the ack yet.
-		default:
-			lost = append(lost, ref.TaskId)
+	s := cc.sess
+	if n, limit := c.OutboundBuffered(), s.m.cfg.MaxOutbound; n > limit {
+		reason := fmt.Sprintf("%v: %d bytes wait for its socket (limit %d)", ErrSlowConsumer, n, limit)
+		if s.closeFor(reason) {
+			s.m.log.Warn().Str("worker", s.workerID).Str("remote", s.remote).Msg("closing connection: " + reason)
 		}
 	}
-	m.reg.mu.Unlock()
-	if len(renew) > 0 {
-		for i, err := range m.ls.Renew(ctx, renew, m.cfg.LeaseTTL) {
-			switch {
-			case err == nil:
-			case errors.Is(err, core.ErrLeaseLost):
-				lost = append(lost, renew[i].TaskID)
-			default:
-				// A slow or restarting lease backend is not a lost lease:
-				// the next heartbeat renews it. Killing the run here would
-				// throw away work and its pending report.
-				m.log.Warn().Str("worker", sess.workerID).Str("task", renew[i].TaskID).Err(err).Msg("cannot renew a run's lease now; retrying at the next heartbeat")
-			}
-		}
-	}
-	clear(renew) // no task ids kept alive by the scratch slice
-	sess.renew = renew[:0]
-	m.touchPresence(ctx, sess, now)
-	if len(lost) > 0 {
-		m.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
-	}
-	ack := &sess.ack
-	ack.Seq, ack.LostTaskIds = hb.Seq, lost
-	_ = sess.send(ack) // encoded before send returns, so the ack is free again
-	ack.LostTaskIds = nil
-}
-
-// presenceTTL is the TTL of a worker's presence: the heartbeat TTL plus
-// the half of it during which touchPresence skips refreshing, so presence
-// never ends sooner after a worker's last heartbeat than with a refresh at
-// every heartbeat.
-func (m *Master) presenceTTL() time.Duration {
-	return m.cfg.HeartbeatTTL + m.cfg.HeartbeatTTL/2
-}
-
-// touchPresence refreshes the worker's presence when its last refresh is
-// half a heartbeat TTL old: with the default TTL of three intervals that
-// is every other heartbeat, and one lease-backend call (a Redis round trip)
-// saved in two. Only on the session's shard goroutine.
-func (m *Master) touchPresence(ctx context.Context, sess *session, now time.Time) {
-	if sess.touched != 0 && now.UnixNano()-sess.touched < int64(m.cfg.HeartbeatTTL/2) {
-		return
-	}
-	if err := m.ls.Touch(ctx, sess.workerID, m.cfg.MasterID, m.presenceTTL()); err == nil {
-		sess.touched = now.UnixNano()
-	}
-}
-
-// startPending marks a run's TaskStarted as in flight, on the event loop
-// that read it, so the TaskFinished after it (which runs concurrently, see
-// shard) can wait for it: both would otherwise swap from DISPATCHED, and the
-// loser read the run and swap again. The returned channel is closed by
-// onStarted; nil when the report is stale.
-func (m *Master) startPending(sess *session, ts *pb.TaskStarted) chan struct{} {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	rr := m.reg.runs[ts.TaskId]
-	if rr == nil || rr.workerID != sess.workerID || rr.attempt != int(ts.Attempt) || rr.fence != ts.Fence {
-		return nil
-	}
-	rr.starting = make(chan struct{})
-	return rr.starting
-}
-
-// startDone closes a TaskStarted's channel from startPending.
-func (m *Master) startDone(id string, done chan struct{}) {
-	if done == nil {
-		return
-	}
-	m.reg.mu.Lock()
-	if rr := m.reg.runs[id]; rr != nil && rr.starting == done {
-		rr.starting = nil
-	}
-	m.reg.mu.Unlock()
-	close(done)
-}
-
-func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, done chan struct{}) {
-	defer m.startDone(ts.TaskId, done)
-	rr := m.runFor(sess, ts.TaskId, ts.Attempt, ts.Fence)
-	if rr == nil {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
-		return
-	}
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
-	err := m.updateTask(ctx, ts.TaskId, ts.Fence, func(t *core.Task) bool {
-		if t.Status != core.StatusDispatched {
-			return false
-		}
-		t.Status = core.StatusRunning
-		at := time.UnixMilli(ts.StartedUnixMs).UTC()
-		if ts.StartedUnixMs == 0 {
-			at = time.Now().UTC()
-		}
-		t.StartedAt = &at
-		return true
-	})
-	if err != nil {
-		m.log.Warn().Str("task", ts.TaskId).Err(err).Msg("cannot mark run RUNNING")
-	}
-	m.reg.mu.Lock()
-	rr.started = true
-	m.reg.mu.Unlock()
-}
-
-// onLogData runs on the connection's event loop and never blocks there: it
-// checks the frame against the run placed on this worker (task, attempt,
-// fence) and hands it to the log writer, which acks it once the bytes are in
-// the file. A stale frame is answered "fenced"; when the writer's queue is
-// full, "busy" with the frame's offset, and the worker resends from there
-// after a pause (package logpipe, "Back-pressure").
-func (m *Master) onLogData(sess *session, ld *pb.LogData) {
-	traceID, ok := m.logTarget(sess, ld)
-	if !ok {
-		// Logged at the 1st, 2nd, 4th, 8th... refusal of the session: a
-		// worker that keeps sending cannot flood the log from the loop.
-		if n := sess.fenced.Add(1); n&(n-1) == 0 {
-			m.log.Warn().Str("worker", sess.workerID).Str("task", ld.TaskId).Int32("attempt", ld.Attempt).
-				Uint64("fence", ld.Fence).Int64("refused", n).Msg("refusing LogData with a stale fence")
-		}
-		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Error: "fenced"})
-		return
-	}
-	if !sess.logSender {
-		sess.logSender = true
-		m.logs.AddSender(1)
-	}
-	if sess.logFlow.drop(ld) {
-		return // behind a frame refused "busy": the worker resends it (logpipe_flow.go)
-	}
-	f := logpipe.Frame{TaskID: ld.TaskId, TraceID: traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
-	if !m.logs.Submit(f) {
-		sess.logFlow.busy(ld)
-		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy,
-			LogWindow: m.logs.LogWindow()})
-	}
-}
-
-// logTarget returns the trace id of the run a LogData belongs to, or false
-// when the frame is stale (another attempt, another fence, another worker).
-func (m *Master) logTarget(sess *session, ld *pb.LogData) (string, bool) {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	rr := m.reg.runs[ld.TaskId]
-	if rr == nil || rr.workerID != sess.workerID || rr.attempt != int(ld.Attempt) || rr.fence != ld.Fence || ld.Fence == 0 {
-		return "", false
-	}
-	return rr.traceID, true
-}
-
-// LogAcked sends the log writer's ack to the worker. Called by writer
-// goroutines; never blocks (AsyncWrite). A changed final reward is recorded
-// on the worker's shard first, so it is ordered with TaskStarted and
-// TaskFinished (whose read-modify-write of the run would otherwise undo it),
-// and it is queued there before the worker can see the ack and finish.
-func (s *session) LogAcked(a logpipe.Ack) {
-	if a.FinalReward != nil {
-		id, v, m := a.TaskID, *a.FinalReward, s.m
-		s.shard.push(func() {
-			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-			defer cancel()
-			// Dropped whatever the outcome: the view no longer tells the
-			// stored reward.
-			m.dropView(id)
-			if err := m.st.SetFinalReward(ctx, id, v); err != nil {
-				m.log.Warn().Str("task", id).Err(err).Msg("cannot store the final reward")
-			}
-		})
-	}
-	if a.Err == "" || a.Err == logpipe.AckGap {
-		s.logFlow.acked(a.TaskID, a.Attempt, a.Offset)
-	}
-	// Every ack carries the window, so a worker follows the number of
-	// connections sending output (logpipe.Writer.LogWindow).
-	_ = s.send(&pb.LogAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Offset: a.Offset, Error: a.Err,
-		LogWindow: s.m.logs.LogWindow()})
-}
-
-func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
-	ack := true // false: the worker keeps its report and sends it again after reconnecting
-	defer func() {
-		if ack {
-			_ = sess.send(&pb.TaskFinishedAck{TaskId: tf.TaskId, Attempt: tf.Attempt})
-		}
-	}()
-	rr := m.runFor(sess, tf.TaskId, tf.Attempt, tf.Fence)
-	if rr == nil {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", tf.TaskId).Uint64("fence", tf.Fence).Msg("ignoring TaskFinished with a stale fence")
-		return
-	}
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
-	if tf.Outcome == pb.Outcome_OUTCOME_LOST {
-		m.runGone(ctx, rr, "the worker stopped the run: "+tf.Error)
-		return
-	}
-	m.reg.mu.Lock()
-	_, cancelled := m.reg.cancels[tf.TaskId]
-	starting := rr.starting
-	m.reg.mu.Unlock()
-	if starting != nil {
-		select {
-		case <-starting:
-		case <-ctx.Done():
-		}
-	}
-	change := func(t *core.Task) bool {
-		if !t.Status.Active() {
-			return false
-		}
-		finishFromReport(t, tf, cancelled)
-		return true
-	}
-	err := m.updateTask(ctx, tf.TaskId, tf.Fence, change)
-	// A store that cannot be reached must not lose the report: the worker
-	// forgets it once acked, and nothing would ever write the run's end.
-	// Retry with backoff (onFinished runs on a goroutine of its own, see
-	// shard.pushAsync); the ack, the lease and the registry entry wait.
-	for delay := 100 * time.Millisecond; errors.Is(err, core.ErrUnavailable) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
-		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
-		select {
-		case <-m.ctx.Done():
-		case <-time.After(delay):
-		}
-		rctx, rcancel := context.WithTimeout(m.ctx, 10*time.Second)
-		err = m.updateTask(rctx, tf.TaskId, tf.Fence, change)
-		rcancel()
-	}
-	if errors.Is(err, core.ErrUnavailable) { // shutting down with the store away
-		ack = false
-		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
-		return
-	}
-	if err != nil {
-		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
-	}
-	ctx, cancel = context.WithTimeout(m.ctx, 10*time.Second) // the first may be spent by the retries
-	defer cancel()
-	m.release(ctx, rr)
-	m.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
-		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
-	m.Notify()
-}
-
-// finishFromReport sets the terminal fields of t from a worker's report.
-func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool) {
-	now := time.Now().UTC()
-	t.FinishedAt = &now
-	if t.StartedAt == nil {
-		t.StartedAt = &now
-	}
-	code := int(tf.ExitCode)
-	t.ExitCode = &code
-	t.Error = tf.Error
-	switch {
-	case tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || cancelRequested:
-		t.Status = core.StatusCancelled
-		if t.Error == "" {
-			t.Error = "cancelled"
-		}
-	case tf.Outcome == pb.Outcome_OUTCOME_TIMEOUT:
-		t.Status = core.StatusTimeout
-		if t.Error == "" {
-			t.Error = fmt.Sprintf("timed out after %d s", t.TimeoutSeconds)
-		}
-	case tf.Outcome == pb.Outcome_OUTCOME_START_FAILED:
-		t.Status = core.StatusFailed
-		t.ExitCode = nil
-	case tf.Signal != "":
-		t.Status = core.StatusFailed
-		if t.Error == "" {
-			t.Error = "killed by " + tf.Signal
-		}
-	case code == 0:
-		t.Status = core.StatusSucceeded
-	default:
-		t.Status = core.StatusFailed
-		if t.Error == "" {
-			t.Error = fmt.Sprintf("exit code %d", code)
-		}
-	}
-}
-
-// release drops a finished run's lease and frees its resources.
-//
-// The run leaves the registry before its lease is released: a heartbeat in
-// between would otherwise find the run placed, fail to renew its lease and
-// tell the worker to stop it, before the worker had its TaskFinishedAck.
-func (m *Master) release(ctx context.Context, rr *runRec) {
-	m.reg.mu.Lock()
-	if cur := m.reg.runs[rr.taskID]; cur == rr {
-		m.reg.removeRunLocked(rr.taskID)
-		m.reg.endedLocked(rr.taskID, time.Now())
-	}
-	m.reg.mu.Unlock()
-	if err := m.ls.Release(ctx, rr.taskID, rr.fence); err != nil && !errors.Is(err, core.ErrLeaseLost) {
-		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
-	}
-	m.logs.Forget(rr.taskID)
-	m.workerChanged(rr.workerID)
-}
-
-// updateTask applies change to the stored run if it still carries fence,
-// retrying when a concurrent writer with the same fence moved the status.
-// change returns false to leave the run alone.
-//
-// A run this master placed and holds comes with the view it last wrote
-// (runRec.view), and the fenced swap is tried on that view first, without
-// reading the run: the swap on (fence, status) succeeds only if nobody
-// changed the status since, and every write of a run but the final reward
-// changes its status (a fence's statuses never repeat), so the other fields
-// are then as the view has them. A final reward drops the view (LogAcked),
-// as does a new session (onHello). When the swap fails, or change declines
-// the view, the run is read as before.
-func (m *Master) updateTask(ctx context.Context, id string, fence uint64, change func(*core.Task) bool) error {
-	if v, ok := m.viewOf(id, fence); ok {
-		exp := store.Expect{Fence: v.Fence, Status: v.Status}
-		if change(&v) {
-			err := m.st.UpdateTask(ctx, &v, exp)
-			if err == nil {
-				m.setView(id, fence, &v)
-				return nil
-			}
-			if !errors.Is(err, core.ErrFenced) {
-				return err
-			}
-		}
-	}
-	for try := 0; try < 5; try++ {
-		t, err := m.st.Task(ctx, id)
-		if err != nil {
-			return err
-		}
-		if t.Fence != fence {
-			return core.ErrFenced
-		}
-		exp := store.Expect{Fence: t.Fence, Status: t.Status}
-		if !change(&t) {
-			return nil
-		}
-		err = m.st.UpdateTask(ctx, &t, exp)
-		if err == nil {
-			m.setView(id, fence, &t)
-		}
-		if !errors.Is(err, core.ErrFenced) {
-			return err
-		}
-	}
-	return core.ErrFenced
-}
-
-// viewOf returns a copy of the view of the run id placed here with fence.
-func (m *Master) viewOf(id string, fence uint64) (core.Task, bool) {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	rr := m.reg.runs[id]
-	if rr == nil || rr.fence != fence || rr.view == nil || rr.view.Fence != fence {
-		return core.Task{}, false
-	}
-	return *rr.view, true
-}
-
-// setView records t as the run's latest write, when the run is still
-// placed here with fence.
-func (m *Master) setView(id string, fence uint64, t *core.Task) {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	if rr := m.reg.runs[id]; rr != nil && rr.fence == fence {
-		rr.view = t
-	}
-}
-
-// dropView forgets the run's view: the next update reads the run.
-func (m *Master) dropView(id string) {
-	m.reg.mu.Lock()
-	defer m.reg.mu.Unlock()
-	if rr := m.reg.runs[id]; rr != nil {
-		rr.view = nil
-	}
+	return nil
 }

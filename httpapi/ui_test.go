@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/plan"
 )
 
 // The dashboard's pages and files are public; every client-side route
@@ -133,11 +134,44 @@ type queueTask struct {
 	Status        string `json:"status"`
 	QueuePosition int    `json:"queuePosition"`
 	PendingReason string `json:"pendingReason"`
+	PendingCode   string `json:"pendingCode"`
 }
 
-// Without a QueueExplainer, positions follow the store's queue order and
-// reasons come from the workers' free GPUs and slots.
-func TestQueue_FallbackExplains(t *testing.T) {
+// Explain makes the test Control explain the queue with the scheduler's
+// planner, over the workers the test sets.
+func (c *testControl) Explain(ctx context.Context, _ []core.Task) map[string]core.QueueInfo {
+	queue, err := c.st.QueuedTasks(ctx, 2000)
+	if err != nil {
+		return nil
+	}
+	var snap plan.Snapshot
+	for _, w := range c.Workers() {
+		if w.State != core.WorkerIdle && w.State != core.WorkerRunning {
+			continue
+		}
+		snap.Connected++
+		snap.MaxGPUs, snap.MaxSlots = max(snap.MaxGPUs, len(w.GPUs)), max(snap.MaxSlots, w.Slots)
+		free := plan.Worker{ID: w.ID, FreeSlots: w.Slots}
+		onGPU := map[string]bool{}
+		for _, g := range w.GPUs {
+			if g.TaskID == "" {
+				free.FreeGPUs = append(free.FreeGPUs, g.Index)
+			}
+			onGPU[g.TaskID] = true
+		}
+		for _, id := range w.RunningTasks {
+			if !onGPU[id] {
+				free.FreeSlots--
+			}
+		}
+		snap.Free = append(snap.Free, free)
+	}
+	return plan.Plan(snap, queue).Waiting
+}
+
+// The REST layer puts the explainer's positions, reasons and codes into
+// QUEUED runs only, in listings and single runs alike.
+func TestQueue_ExplainsQueuedRuns(t *testing.T) {
 	e := newEnv(t)
 	tok, _ := e.user("alice")
 	e.ctl.mu.Lock()
@@ -171,30 +205,31 @@ func TestQueue_FallbackExplains(t *testing.T) {
 		id     string
 		pos    int
 		reason string
+		code   string
 	}{
-		{urgent, 1, "starting"},                                      // priority first; takes the free GPU
-		{big, 2, "needs 2 GPUs, the largest free block is 1"},        // GPU 1 is free now
-		{huge, 3, "needs 4 GPUs, but the largest worker has 2"},      // can never fit
-		{one, 4, "needs 1 GPU; runs ahead of it take the free ones"}, // GPU 1 went to urgent
-		{cpu, 5, "waits for a free CPU slot"},                        // the only slot is busy
+		{urgent, 1, "starting on w1", ""},                                                     // priority first; takes the free GPU
+		{big, 2, "needs 2 GPUs, the largest free block is 1", "resources"},                    // GPU 1 is free now
+		{huge, 3, "needs 4 GPUs, no worker has that many (the largest has 2)", "no_worker"},   // can never fit
+		{one, 4, "waiting behind 1 higher-priority run that takes the free GPUs", "priority"}, // GPU 1 went to urgent
+		{cpu, 5, "needs a CPU slot, every slot is busy", "resources"},                         // the only slot is busy
 	}
 	for _, w := range want {
 		g := got[w.id]
-		if g.Status != "QUEUED" || g.QueuePosition != w.pos || !strings.Contains(g.PendingReason, w.reason) {
-			t.Errorf("run %s: position %d reason %q; want %d and %q", w.id, g.QueuePosition, g.PendingReason, w.pos, w.reason)
+		if g.Status != "QUEUED" || g.QueuePosition != w.pos || g.PendingReason != w.reason || g.PendingCode != w.code {
+			t.Errorf("run %s: position %d reason %q code %q; want %d, %q and %q", w.id, g.QueuePosition, g.PendingReason, g.PendingCode, w.pos, w.reason, w.code)
 		}
 	}
-	if g := got[done]; g.QueuePosition != 0 || g.PendingReason != "" {
+	if g := got[done]; g.QueuePosition != 0 || g.PendingReason != "" || g.PendingCode != "" {
 		t.Errorf("a finished run is explained: %+v", g)
 	}
-	if strings.Contains(string(r.body), `"queuePosition":0`) {
-		t.Errorf("queuePosition 0 is sent; it must be omitted: %s", r.body)
+	if strings.Contains(string(r.body), `"queuePosition":0`) || strings.Contains(string(r.body), `"pendingCode":""`) {
+		t.Errorf("an empty queuePosition or pendingCode is sent; it must be omitted: %s", r.body)
 	}
 	// GET /api/tasks/{id} explains too.
 	r = e.req("GET", "/api/tasks/"+huge, tok, nil)
 	var one1 queueTask
 	mustJSON(t, r.body, &one1)
-	if one1.QueuePosition != 3 || !strings.Contains(one1.PendingReason, "largest worker has 2") {
+	if one1.QueuePosition != 3 || !strings.Contains(one1.PendingReason, "the largest has 2") || one1.PendingCode != "no_worker" {
 		t.Errorf("GET one run: %s", r.body)
 	}
 }
@@ -206,7 +241,7 @@ func TestQueue_NoWorkers(t *testing.T) {
 	r := e.req("GET", "/api/tasks/"+id, tok, nil)
 	var q queueTask
 	mustJSON(t, r.body, &q)
-	if q.QueuePosition != 1 || q.PendingReason != "no worker is connected" {
+	if q.QueuePosition != 1 || q.PendingReason != "no worker is connected" || q.PendingCode != "no_worker" {
 		t.Errorf("got %s", r.body)
 	}
 }

@@ -3,8 +3,6 @@ package worker
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -142,10 +140,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, sentAt
 	}
 }
 
-// joinProof is HMAC-SHA256(key = join token, msg = nonce || worker id).
+// joinProof is codec.JoinProof with the token as the agent's config has it.
 func joinProof(token string, nonce []byte, workerID string) []byte {
-	mac := hmac.New(sha256.New, []byte(token))
-	mac.Write(nonce)
-	mac.Write([]byte(workerID))
-	return mac.Sum(nil)
+	return codec.JoinProof([]byte(token), nonce, workerID)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/dispatch"
 )
 
 // worker is one simulated worker. gen and due are shared with the timer
@@ -184,7 +183,7 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 	f := w.f
 	switch m := msg.(type) {
 	case *pb.Challenge:
-		hello := &pb.Hello{WorkerId: w.id, Proof: dispatch.HelloProof([]byte(f.cfg.Token), m.GetNonce(), w.id),
+		hello := &pb.Hello{WorkerId: w.id, Proof: codec.JoinProof([]byte(f.cfg.Token), m.GetNonce(), w.id),
 			Host: "sim-" + strconv.Itoa(w.idx), Slots: int32(f.cfg.Slots), Version: "bench"}
 		for i := 0; i < f.cfg.GPUs; i++ {
 			hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(i), Name: "SimGPU", MemoryMb: 81920})

@@ -24,7 +24,6 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/dispatch"
 )
 
 // Config of the naive master.
@@ -96,7 +95,7 @@ func (m *Master) serve(c net.Conn) {
 		return
 	}
 	hello, ok := msg.(*pb.Hello)
-	if !ok || !hmac.Equal(hello.GetProof(), dispatch.HelloProof(m.cfg.Token, nonce[:], hello.GetWorkerId())) {
+	if !ok || !hmac.Equal(hello.GetProof(), codec.JoinProof(m.cfg.Token, nonce[:], hello.GetWorkerId())) {
 		_ = w.send(&pb.Goodbye{Reason: "worker refused"})
 		return
 	}

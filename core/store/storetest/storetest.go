@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TaskDefaults", testTaskDefaults},
 		{"CreateTaskErrors", testCreateTaskErrors},
 		{"FencedUpdate", testFencedUpdate},
+		{"Transitions", testTransitions},
 		{"ConcurrentFencedUpdate", testConcurrentFencedUpdate},
 		{"CreateTasksMixed", testCreateTasksMixed},
 		{"UpdateTasksMixed", testUpdateTasksMixed},

@@ -1,0 +1,118 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/dispatch/plan"
+)
+
+// The executor does what plan.Plan decided: for each placement it claims the
+// run's lease, then records every claimed run in the store at once, then
+// sends each recorded run's ExecuteTask. It decides nothing: a placement it
+// cannot carry out (worker gone, lease held by another master, run changed
+// in the store) is dropped, and the run waits for the next pass.
+
+// claimed is a placement whose lease is claimed, not yet recorded.
+type claimed struct {
+	t     *core.Task
+	rr    *runRec
+	fence uint64
+	exp   store.Expect
+}
+
+// execute carries out ps and returns how many runs were recorded
+// DISPATCHED.
+func (m *Master) execute(ctx context.Context, ps []plan.Placement) int {
+	var batch []*claimed
+	for _, p := range ps {
+		if c := m.claim(ctx, p); c != nil {
+			batch = append(batch, c)
+		}
+	}
+	return m.dispatch(ctx, batch)
+}
+
+// claim registers p's run as placed on its worker and claims its lease; nil
+// when the worker is gone, the run is already placed or the claim failed.
+func (m *Master) claim(ctx context.Context, p plan.Placement) *claimed {
+	t := p.Task
+	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs}
+	if !m.reg.place(rr) {
+		return nil
+	}
+
+	fence, err := m.ls.Claim(ctx, t.ID, p.Worker, m.leaseHold())
+	if err != nil {
+		ev := m.log.Warn()
+		if errors.Is(err, core.ErrLeaseHeld) { // another master took it first: a normal race
+			ev = m.log.Debug()
+		}
+		ev.Str("task", t.ID).Err(err).Msg("cannot claim run")
+		m.reg.remove(rr)
+		return nil
+	}
+	return &claimed{t: t, rr: rr, fence: fence, exp: store.Expect{Fence: t.Fence, Status: core.StatusQueued}}
+}
+
+// dispatch records every claimed run in the store at once (QUEUED →
+// DISPATCHED, fenced, one UpdateTasks: one commit for the whole pass), then
+// sends each recorded run's ExecuteTask. It returns how many were recorded.
+func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
+	if len(batch) == 0 {
+		return 0
+	}
+	us := make([]store.Update, len(batch))
+	for i, c := range batch {
+		// From the queue's page, so QUEUED: Dispatch cannot refuse it.
+		_ = c.t.Dispatch(c.rr.workerID, c.rr.gpus, c.fence)
+		us[i] = store.Update{Task: c.t, Expect: c.exp}
+	}
+	errs := m.st.UpdateTasks(ctx, us)
+	placed := 0
+	for i, c := range batch {
+		if errs[i] != nil {
+			// Cancelled or taken meanwhile: give the lease back.
+			_ = m.ls.Release(ctx, c.t.ID, c.fence)
+			m.reg.remove(c.rr)
+			continue
+		}
+		placed++
+		m.send(c)
+	}
+	return placed
+}
+
+// send tells a recorded run's worker to start it.
+func (m *Master) send(c *claimed) {
+	t, rr, fence, workerID, gpus := c.t, c.rr, c.fence, c.rr.workerID, c.rr.gpus
+	view := *t // not t: that would keep the whole page of the queue alive
+	rr.view.Store(&view)
+	sess, cancelRequested := m.reg.sent(rr, fence)
+
+	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
+		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
+		User: t.User}
+	for _, g := range gpus {
+		msg.GpuIndices = append(msg.GpuIndices, int32(g))
+	}
+	var err error
+	if sess == nil {
+		err = errNoSession
+	} else {
+		err = sess.send(msg)
+	}
+	if err != nil {
+		// The lease expires and the reaper requeues the run.
+		m.log.Warn().Str("task", t.ID).Str("worker", workerID).Err(err).Msg("cannot send ExecuteTask")
+		return
+	}
+	m.workerChanged(workerID)
+	m.log.Info().Str("task", t.ID).Str("worker", workerID).Ints("gpus", gpus).Int("attempt", t.Attempt).Uint64("fence", fence).Msg("run dispatched")
+	if cancelRequested {
+		m.resendCancel(rr)
+	}
+}

@@ -1,0 +1,123 @@
+package dispatch
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+)
+
+// The hooks of several masters sharing one store (docs/decisions.md,
+// "Several masters"): cancels another master recorded, runs another master
+// placed or moved on, and the store lookups that stand in for a
+// notification that pub/sub lost.
+
+// CancelNotified delivers a cancel that another master recorded: when this
+// master holds the run's worker, the worker is told at once. A run it does
+// not hold is left to the master that does (or to the store check when the
+// worker re-adopts the run here).
+func (m *Master) CancelNotified(id string) {
+	for _, rr := range m.reg.cancelPlaced(id) {
+		m.resendCancel(rr)
+	}
+}
+
+// loadCancels marks the runs among ids whose cancel the store records, so a
+// run re-adopted here (after a restart, or from another master) is
+// stopped, and ends CANCELLED.
+func (m *Master) loadCancels(ctx context.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	req, err := m.st.CancelRequested(ctx, ids)
+	if err != nil {
+		m.log.Warn().Err(err).Msg("cannot read cancel requests")
+		return
+	}
+	if len(req) == 0 {
+		return
+	}
+	m.reg.cancelPlaced(slices.Collect(maps.Keys(req))...)
+}
+
+// helloFromStore prepares the registry for a worker's Hello (hello.go calls
+// it first): a run the worker lists that this master did not place — a
+// master that died placed it, after this one started — is taken over when
+// the store has it active on this worker with the same attempt and fence;
+// and the persisted cancel requests of the listed runs are loaded, so the
+// adoption that follows tells the worker to stop them. It returns the
+// listed runs the store has active on another worker (task id → that
+// worker): they are the other worker's, and the Hello handling kills them
+// here.
+func (m *Master) helloFromStore(ctx context.Context, h *pb.Hello) map[string]string {
+	var foreign map[string]string
+	ids := make([]string, 0, len(h.Runs))
+	for _, ref := range h.Runs {
+		ids = append(ids, ref.TaskId)
+		if ref.Fence == 0 || m.reg.run(ref.TaskId) != nil {
+			continue
+		}
+		t, err := m.st.Task(ctx, ref.TaskId)
+		if err != nil || !t.Status.Active() {
+			continue
+		}
+		if t.Worker != h.WorkerId {
+			if foreign == nil {
+				foreign = map[string]string{}
+			}
+			foreign[t.ID] = t.Worker
+			continue
+		}
+		if t.Fence != ref.Fence || t.Attempt != int(ref.Attempt) {
+			continue // not the run the store knows: the Hello handling kills it
+		}
+		m.reg.adopt(recordOf(t))
+	}
+	m.loadCancels(ctx, ids)
+	return foreign
+}
+
+// recordOf is the registry record of an active run t from the store.
+func recordOf(t core.Task) *runRec {
+	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: t.Worker, gpus: t.GPUIndices}
+	rr.fence.Store(t.Fence)
+	return rr
+}
+
+// sweepCancels looks up, in the store, cancel requests of the runs on this
+// master's connected workers that it has not seen, and delivers them: the
+// cross-master notification is best effort (pub/sub keeps nothing for a
+// master that was briefly disconnected), the store is not.
+func (m *Master) sweepCancels(ctx context.Context) {
+	ids := m.reg.uncancelledHeld()
+	if len(ids) == 0 {
+		return
+	}
+	req, err := m.st.CancelRequested(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn().Err(err).Msg("cannot read cancel requests")
+		}
+		return
+	}
+	for id := range req {
+		m.CancelNotified(id)
+	}
+}
+
+// RemoteTaskChanged takes a run change another master made (several
+// masters): a queued run wakes the scheduler, and a run this master keeps
+// only from recovery — its worker is not connected here — is forgotten once
+// it ended or moved on, so this master's view of that worker does not
+// list it for ever. A run whose worker is connected here is left alone:
+// this master hears of it from the worker itself.
+func (m *Master) RemoteTaskChanged(t core.Task) {
+	if t.Status == core.StatusQueued {
+		m.Notify()
+	}
+	if w := m.reg.movedOn(t); w != "" {
+		m.workerChanged(w)
+	}
+}

@@ -1,0 +1,287 @@
+// Package plan decides where queued runs start and why the others wait. It
+// is every placement rule of the master in one place: best-fit GPUs, CPU
+// runs to the most free slots, backfill past a run that does not fit, how
+// deep the scheduler looks, and the reason (with a code) given for each run
+// left queued. The scheduler executes what Plan returns; Explain shows it.
+// A new placement rule (quota, foreign GPUs, sweep limits, ...) goes here.
+//
+// Plan is a pure function of its arguments: this package never locks,
+// reads a clock, does I/O or keeps state, and it imports only core. The
+// caller takes the snapshot and does the side effects (package dispatch).
+package plan
+
+import (
+	"fmt"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Batch is how many queued runs one scheduler pass reads. When none of them
+// fits what is free, the pass looks Deep runs deep instead, so a head of
+// the queue that fits nowhere now (say 256 runs wanting 8 GPUs on 4-GPU
+// machines) cannot starve a run further back that would fit.
+const (
+	Batch = 256
+	Deep  = 4096
+)
+
+// Codes of a waiting run's reason (API.md, "Scheduling policy": pendingCode).
+// A run about to start has no code.
+const (
+	CodeResources = "resources" // no worker has that much free now
+	CodeNoWorker  = "no_worker" // no connected worker could ever fit it
+	CodePriority  = "priority"  // runs ahead of it take what it would fit in
+)
+
+// Worker is a connected worker with something free.
+type Worker struct {
+	ID        string
+	FreeGPUs  []int // indices, handed out from the front
+	FreeSlots int
+}
+
+// Snapshot is what Plan sees of the master: read-only, taken by the caller
+// at one instant.
+type Snapshot struct {
+	// Free lists the connected workers with anything free, sorted by ID
+	// (placement among equals goes to the first).
+	Free []Worker
+	// Connected counts the connected workers, free or not; MaxGPUs and
+	// MaxSlots are the most GPUs and CPU slots one of them has.
+	Connected, MaxGPUs, MaxSlots int
+	// InFlight holds the runs of the queue that are already placed on a
+	// worker (claimed, not yet recorded as DISPATCHED): task id → worker.
+	InFlight map[string]string
+}
+
+// Placement is a run to start: on Worker, with GPUs (empty: a CPU slot).
+type Placement struct {
+	Task   *core.Task // points into the queue given to Plan
+	Worker string
+	GPUs   []int
+}
+
+// Result of Plan.
+type Result struct {
+	// Placements in the order they take capacity, which is their order in
+	// the queue.
+	Placements []Placement
+	// Waiting explains every run of the queue: its position among the runs
+	// not in flight (1 = served next; 0 for a run in flight), and why it has
+	// not started. Placed runs are explained "starting on <worker>".
+	Waiting map[string]core.QueueInfo
+}
+
+// LookDeeper reports whether a pass that read read runs (Batch at most) and
+// placed placed of them reads Deep runs instead: nothing fitted a full page.
+func LookDeeper(placed, read int) bool { return placed == 0 && read == Batch }
+
+// PassAgain reports whether a pass that read read runs and placed placed of
+// them is followed by another: it placed some and the page was full, so the
+// queue may hold more that fit.
+func PassAgain(placed, read int) bool { return placed > 0 && read == Batch }
+
+// Plan places the runs of queue (in the store's order: priority, then age)
+// on s, as the scheduler's passes will: each pass reads the first Batch runs
+// still queued and places every one that fits what is free (GPU runs
+// best-fit, CPU runs to the most free slots), skipping those that do not
+// (backfill); when none fits, it looks Deep runs deep (LookDeeper); another
+// pass follows while PassAgain. It explains every run. s is not changed.
+//
+// Explain gives Plan a long stretch of the queue and gets every pass's
+// placements; the scheduler calls Place with the page it read.
+func Plan(s Snapshot, queue []core.Task) Result { return plan(s, queue, true) }
+
+// Place is Plan without the reasons, for the scheduler: the placements of
+// the runs it read.
+func Place(s Snapshot, queue []core.Task) []Placement { return plan(s, queue, false).Placements }
+
+func plan(s Snapshot, queue []core.Task, explain bool) Result {
+	var res Result
+	if explain {
+		res.Waiting = make(map[string]core.QueueInfo, len(queue))
+	}
+	live := make([]*core.Task, 0, len(queue)) // the runs not in flight; a run's position is its index + 1
+	for i := range queue {
+		t := &queue[i]
+		if w, ok := s.InFlight[t.ID]; ok {
+			if explain {
+				res.Waiting[t.ID] = core.QueueInfo{Reason: "starting on " + w}
+			}
+			continue
+		}
+		live = append(live, t)
+	}
+
+	free := append([]Worker(nil), s.Free...) // taken from as runs are placed
+	on := make([]string, len(live))          // the worker a live run starts on
+	examined := make([]bool, len(live))
+	var placed []int // indices into live, in the order of placement
+	pass := func(win []int) (n int) {
+		for _, i := range win {
+			t := live[i]
+			examined[i] = true
+			w, gpus := place(t.GPUs, free)
+			if w < 0 {
+				continue // does not fit now; smaller runs behind it may
+			}
+			take(free, w, gpus)
+			on[i] = free[w].ID
+			placed = append(placed, i)
+			res.Placements = append(res.Placements, Placement{Task: t, Worker: free[w].ID, GPUs: gpus})
+			n++
+		}
+		return n
+	}
+	rest := make([]int, len(live))
+	for i := range rest {
+		rest[i] = i
+	}
+	for len(rest) > 0 {
+		win := rest[:min(Batch, len(rest))]
+		n := pass(win)
+		if LookDeeper(n, len(win)) {
+			n = pass(rest[len(win):min(Deep, len(rest))])
+		}
+		if !PassAgain(n, len(win)) {
+			break
+		}
+		left := rest[:0] // in place: rest is read ahead of where left writes
+		for _, i := range rest {
+			if on[i] == "" {
+				left = append(left, i)
+			}
+		}
+		rest = left
+	}
+
+	if explain {
+		f := fleetOf(s)
+		for i, t := range live {
+			code, why := reason(i, live, f, on[i], examined[i], placed)
+			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}
+		}
+	}
+	return res
+}
+
+// place picks a worker among free for a run needing gpus GPUs (0: one CPU
+// slot). GPU runs go best-fit, to the worker with the fewest free GPUs that
+// still fit, so large runs find whole machines later; CPU runs go to the
+// worker with the most free slots. It returns the index into free and the
+// GPU indices taken, or -1.
+func place(gpus int, free []Worker) (int, []int) {
+	best := -1
+	for i, c := range free {
+		if gpus == 0 {
+			if c.FreeSlots > 0 && (best < 0 || c.FreeSlots > free[best].FreeSlots) {
+				best = i
+			}
+			continue
+		}
+		if len(c.FreeGPUs) >= gpus && (best < 0 || len(c.FreeGPUs) < len(free[best].FreeGPUs)) {
+			best = i
+		}
+	}
+	if best < 0 || gpus == 0 {
+		return best, nil
+	}
+	return best, append([]int(nil), free[best].FreeGPUs[:gpus]...)
+}
+
+// take removes what a placement used from free[i]. It reslices, never
+// writes into, the snapshot's GPU lists.
+func take(free []Worker, i int, gpus []int) {
+	if len(gpus) == 0 {
+		free[i].FreeSlots--
+		return
+	}
+	free[i].FreeGPUs = free[i].FreeGPUs[len(gpus):]
+}
+
+// fleet is what the reasons compare a run with.
+type fleet struct {
+	connected, maxGPUs, maxSlots int
+	largestFree                  int // the most free GPUs on one worker
+	freeSlots                    int // free CPU slots over all workers
+}
+
+func fleetOf(s Snapshot) fleet {
+	f := fleet{connected: s.Connected, maxGPUs: s.MaxGPUs, maxSlots: s.MaxSlots}
+	for _, w := range s.Free {
+		f.largestFree = max(f.largestFree, len(w.FreeGPUs))
+		f.freeSlots += max(w.FreeSlots, 0)
+	}
+	return f
+}
+
+// reason says why live[i] has not started: first what can never fit it on
+// the connected workers, then what is not free now, then the runs ahead of
+// it (placed: indices into live, in the order of placement).
+func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, placed []int) (code, why string) {
+	t := live[i]
+	switch {
+	case f.connected == 0:
+		return CodeNoWorker, "no worker is connected"
+	case t.GPUs > 0 && f.maxGPUs == 0:
+		return CodeNoWorker, fmt.Sprintf("needs %d GPU%s, no connected worker has a GPU", t.GPUs, plural(t.GPUs))
+	case t.GPUs > f.maxGPUs:
+		return CodeNoWorker, fmt.Sprintf("needs %d GPUs, no worker has that many (the largest has %d)", t.GPUs, f.maxGPUs)
+	case t.GPUs == 0 && f.maxSlots == 0:
+		return CodeNoWorker, "no connected worker has CPU slots; it needs one"
+	case startsOn != "":
+		return "", "starting on " + startsOn
+	case t.GPUs > 0 && f.largestFree == 0:
+		return CodeResources, fmt.Sprintf("needs %d GPU%s, every GPU is busy", t.GPUs, plural(t.GPUs))
+	case t.GPUs > f.largestFree:
+		return CodeResources, fmt.Sprintf("needs %d GPUs, the largest free block is %d", t.GPUs, f.largestFree)
+	case t.GPUs == 0 && f.freeSlots == 0:
+		return CodeResources, "needs a CPU slot, every slot is busy"
+	case !examined:
+		return CodePriority, fmt.Sprintf("waiting behind %d queued runs the scheduler looks at first", i)
+	}
+	// It would fit what is free now, but runs ahead of it take it first.
+	return behind(i, live, placed)
+}
+
+// behind says which runs ahead of live[i] take the resources it would fit
+// in.
+func behind(i int, live []*core.Task, placed []int) (code, why string) {
+	t := live[i]
+	n, higher := 0, 0
+	for _, j := range placed {
+		p := live[j]
+		if j >= i || (t.GPUs == 0) != (p.GPUs == 0) {
+			continue
+		}
+		n++
+		if p.Priority > t.Priority {
+			higher++
+		}
+	}
+	what := "free GPUs"
+	if t.GPUs == 0 {
+		what = "free CPU slots"
+	}
+	kind := "earlier"
+	switch {
+	case n == 0:
+		return CodeResources, "waiting for " + what
+	case higher == n:
+		kind = "higher-priority"
+	case higher == 0:
+		kind = "older"
+	}
+	verb := "take"
+	if n == 1 {
+		verb = "takes"
+	}
+	return CodePriority, fmt.Sprintf("waiting behind %d %s run%s that %s the %s", n, kind, plural(n), verb, what)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

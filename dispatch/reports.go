@@ -1,0 +1,322 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/logpipe"
+)
+
+// The handlers of a worker's reports: Heartbeat, TaskStarted, LogData and
+// TaskFinished. Each checks the report against the run placed on the
+// worker (runRec.reports) before it changes anything.
+
+// onHeartbeat runs on the session's shard goroutine (pushed free of the
+// shard's async work). It allocates little and takes no lock when every
+// listed run is the worker's, since at 100,000 workers it is the master's
+// most frequent work: the runs come from the session's own table, the
+// context, the renewal list and the ack are the shard's or the session's,
+// reused (they are only touched on that goroutine), and the worker's
+// presence is refreshed only every half presence TTL (see touchPresence).
+func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
+	if sess.closed.Load() {
+		return // replaced, refused or gone
+	}
+	ctx := sess.shard.callCtx(m.ctx)
+	now := m.now()
+	sess.lastHeartbeat.Store(now.UnixNano())
+	renew := sess.renew[:0]
+	var lost, other []string
+	for _, ref := range hb.Runs {
+		if sess.run(ref.TaskId).reports(sess.workerID, ref.Attempt, ref.Fence) {
+			renew = append(renew, lease.Renewal{TaskID: ref.TaskId, Fence: ref.Fence})
+		} else {
+			other = append(other, ref.TaskId)
+		}
+	}
+	if len(other) > 0 {
+		// A run whose end is recorded is not lost: the worker had not seen
+		// the TaskFinishedAck when it sent the heartbeat.
+		ended := m.reg.endedLately(other)
+		for _, id := range other {
+			if !ended[id] {
+				lost = append(lost, id)
+			}
+		}
+	}
+	if len(renew) > 0 {
+		for i, err := range m.ls.Renew(ctx, renew, m.leaseHold()) {
+			switch {
+			case err == nil:
+			case errors.Is(err, core.ErrLeaseLost):
+				lost = append(lost, renew[i].TaskID)
+			default:
+				// A slow or restarting lease backend is not a lost lease:
+				// the next heartbeat renews it. Killing the run here would
+				// throw away work and its pending report.
+				m.log.Warn().Str("worker", sess.workerID).Str("task", renew[i].TaskID).Err(err).Msg("cannot renew a run's lease now; retrying at the next heartbeat")
+			}
+		}
+	}
+	clear(renew) // no task ids kept alive by the scratch slice
+	sess.renew = renew[:0]
+	m.touchPresence(ctx, sess, now)
+	if len(lost) > 0 {
+		m.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
+	}
+	ack := &sess.ack
+	ack.Seq, ack.LostTaskIds = hb.Seq, lost
+	_ = sess.send(ack) // encoded before send returns, so the ack is free again
+	ack.LostTaskIds = nil
+}
+
+// presenceTTL is the TTL of a worker's presence: the heartbeat TTL plus
+// the half of it during which touchPresence skips refreshing, so presence
+// never ends sooner after a worker's last heartbeat than with a refresh at
+// every heartbeat.
+func (m *Master) presenceTTL() time.Duration {
+	return m.cfg.HeartbeatTTL + m.cfg.HeartbeatTTL/2
+}
+
+// touchPresence refreshes the worker's presence when its last refresh is
+// half a heartbeat TTL old: with the default TTL of three intervals that
+// is every other heartbeat, and one lease-backend call (a Redis round trip)
+// saved in two. Only on the session's shard goroutine.
+func (m *Master) touchPresence(ctx context.Context, sess *session, now time.Time) {
+	if sess.touched != 0 && now.UnixNano()-sess.touched < int64(m.cfg.HeartbeatTTL/2) {
+		return
+	}
+	if err := m.ls.Touch(ctx, sess.workerID, m.cfg.MasterID, m.presenceTTL()); err == nil {
+		sess.touched = now.UnixNano()
+	}
+}
+
+// startGate is a TaskStarted in flight: done is closed once it is recorded.
+type startGate struct{ done chan struct{} }
+
+// startPending marks a run's TaskStarted as in flight, on the event loop
+// that read it, so the TaskFinished after it (which runs concurrently, see
+// shard) can wait for it: both would otherwise swap from DISPATCHED, and the
+// loser read the run and swap again. onStarted opens the gate; nil when the
+// report is stale.
+func (m *Master) startPending(sess *session, ts *pb.TaskStarted) *startGate {
+	rr := sess.run(ts.TaskId)
+	if !rr.reports(sess.workerID, ts.Attempt, ts.Fence) {
+		return nil
+	}
+	g := &startGate{done: make(chan struct{})}
+	rr.starting.Store(g)
+	return g
+}
+
+// startDone opens a gate from startPending.
+func (m *Master) startDone(sess *session, id string, g *startGate) {
+	if g == nil {
+		return
+	}
+	if rr := sess.run(id); rr != nil {
+		rr.starting.CompareAndSwap(g, nil)
+	}
+	close(g.done)
+}
+
+func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
+	defer m.startDone(sess, ts.TaskId, gate)
+	rr := m.reg.reported(sess, ts.TaskId, ts.Attempt, ts.Fence)
+	if rr == nil {
+		m.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	at := m.now()
+	if ts.StartedUnixMs != 0 && !sess.skewed {
+		at = time.UnixMilli(ts.StartedUnixMs)
+	}
+	err := m.updateTask(ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
+	if err != nil {
+		m.log.Warn().Str("task", ts.TaskId).Err(err).Msg("cannot mark run RUNNING")
+	}
+}
+
+// onLogData runs on the connection's event loop and never blocks there: it
+// checks the frame against the run placed on this worker (task, attempt,
+// fence; from the session's own table, without a lock) and hands it to the
+// log writer, which acks it once the bytes are in the file. A stale frame is
+// answered "fenced"; when the writer's queue is full, "busy" with the
+// frame's offset, and the worker resends from there after a pause (package
+// logpipe, "Back-pressure").
+func (m *Master) onLogData(sess *session, ld *pb.LogData) {
+	rr := sess.run(ld.TaskId)
+	if !rr.reports(sess.workerID, ld.Attempt, ld.Fence) {
+		// Logged at the 1st, 2nd, 4th, 8th... refusal of the session: a
+		// worker that keeps sending cannot flood the log from the loop.
+		if n := sess.fenced.Add(1); n&(n-1) == 0 {
+			m.log.Warn().Str("worker", sess.workerID).Str("task", ld.TaskId).Int32("attempt", ld.Attempt).
+				Uint64("fence", ld.Fence).Int64("refused", n).Msg("refusing LogData with a stale fence")
+		}
+		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Error: "fenced"})
+		return
+	}
+	if !sess.logSender {
+		sess.logSender = true
+		m.logs.AddSender(1)
+	}
+	if sess.logFlow.drop(ld) {
+		return // behind a frame refused "busy": the worker resends it (logpipe_flow.go)
+	}
+	f := logpipe.Frame{TaskID: ld.TaskId, TraceID: rr.traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
+	if !m.logs.Submit(f) {
+		sess.logFlow.busy(ld)
+		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy,
+			LogWindow: m.logs.LogWindow()})
+	}
+}
+
+// LogAcked sends the log writer's ack to the worker. Called by writer
+// goroutines; never blocks (AsyncWrite). A changed final reward is recorded
+// on the worker's shard first, so it is ordered with TaskStarted and
+// TaskFinished (whose read-modify-write of the run would otherwise undo it),
+// and it is queued there before the worker can see the ack and finish.
+func (s *session) LogAcked(a logpipe.Ack) {
+	if a.FinalReward != nil {
+		id, v, m := a.TaskID, *a.FinalReward, s.m
+		s.shard.push(func() {
+			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+			defer cancel()
+			// Dropped whatever the outcome: the view no longer tells the
+			// stored reward.
+			m.dropView(id)
+			if err := m.st.SetFinalReward(ctx, id, v); err != nil {
+				m.log.Warn().Str("task", id).Err(err).Msg("cannot store the final reward")
+			}
+		})
+	}
+	if a.Err == "" || a.Err == logpipe.AckGap {
+		s.logFlow.acked(a.TaskID, a.Attempt, a.Offset)
+	}
+	// Every ack carries the window, so a worker follows the number of
+	// connections sending output (logpipe.Writer.LogWindow).
+	_ = s.send(&pb.LogAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Offset: a.Offset, Error: a.Err,
+		LogWindow: s.m.logs.LogWindow()})
+}
+
+func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
+	ack := true // false: the worker keeps its report and sends it again after reconnecting
+	defer func() {
+		if ack {
+			_ = sess.send(&pb.TaskFinishedAck{TaskId: tf.TaskId, Attempt: tf.Attempt})
+		}
+	}()
+	rr := m.reg.reported(sess, tf.TaskId, tf.Attempt, tf.Fence)
+	if rr == nil {
+		m.log.Warn().Str("worker", sess.workerID).Str("task", tf.TaskId).Uint64("fence", tf.Fence).Msg("ignoring TaskFinished with a stale fence")
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	if tf.Outcome == pb.Outcome_OUTCOME_LOST {
+		m.runGone(ctx, rr, "the worker stopped the run: "+tf.Error)
+		return
+	}
+	cancelled := m.reg.cancelRequested(tf.TaskId)
+	if g := rr.starting.Load(); g != nil {
+		select {
+		case <-g.done:
+		case <-ctx.Done():
+		}
+	}
+	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, m.now()) == nil }
+	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
+	// A store that did not answer must not lose the report: the worker
+	// forgets it once acked, and nothing would ever write the run's end.
+	// Retry with backoff (onFinished runs beside the shard, on its async
+	// pool); the ack, the lease and the registry entry wait. A retry after
+	// a write that did land finds the run ended and changes nothing.
+	for delay := 100 * time.Millisecond; undecided(err) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
+		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
+		select {
+		case <-m.ctx.Done():
+		case <-time.After(delay):
+		}
+		rctx, rcancel := context.WithTimeout(m.ctx, 10*time.Second)
+		err = m.updateTask(rctx, rr, tf.TaskId, tf.Fence, change)
+		rcancel()
+	}
+	if undecided(err) { // shutting down with the store away
+		ack = false
+		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
+		return
+	}
+	if err != nil {
+		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
+	}
+	ctx, cancel = context.WithTimeout(m.ctx, 10*time.Second) // the first may be spent by the retries
+	defer cancel()
+	m.release(ctx, rr)
+	m.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
+		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
+	m.Notify()
+}
+
+// undecided reports whether err leaves a store write's outcome unknown:
+// the store was away (core.ErrUnavailable), the connection broke in the
+// middle of a statement, or the call timed out. Only a fenced, missing or
+// conflicting run is an answer.
+func undecided(err error) bool {
+	return err != nil && !errors.Is(err, core.ErrFenced) && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrConflict)
+}
+
+// finishFromReport ends the active run t as a worker's report says, at
+// now (core.Task.Finish); it fails when t is no longer active.
+func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, now time.Time) error {
+	code := int(tf.ExitCode)
+	exit, msg := &code, tf.Error
+	var status core.Status
+	switch {
+	case tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || cancelRequested:
+		status = core.StatusCancelled
+		if msg == "" {
+			msg = "cancelled"
+		}
+	case tf.Outcome == pb.Outcome_OUTCOME_TIMEOUT:
+		status = core.StatusTimeout
+		if msg == "" {
+			msg = fmt.Sprintf("timed out after %d s", t.TimeoutSeconds)
+		}
+	case tf.Outcome == pb.Outcome_OUTCOME_START_FAILED:
+		status, exit = core.StatusFailed, nil
+	case tf.Signal != "":
+		status = core.StatusFailed
+		if msg == "" {
+			msg = "killed by " + tf.Signal
+		}
+	case code == 0:
+		status = core.StatusSucceeded
+	default:
+		status = core.StatusFailed
+		if msg == "" {
+			msg = fmt.Sprintf("exit code %d", code)
+		}
+	}
+	return t.Finish(status, exit, msg, now)
+}
+
+// release drops a finished run's lease and frees its resources.
+//
+// The run leaves the registry before its lease is released: a heartbeat in
+// between would otherwise find the run placed, fail to renew its lease and
+// tell the worker to stop it, before the worker had its TaskFinishedAck.
+func (m *Master) release(ctx context.Context, rr *runRec) {
+	m.reg.end(rr, m.now())
+	if err := m.ls.Release(ctx, rr.taskID, rr.fence.Load()); err != nil && !errors.Is(err, core.ErrLeaseLost) {
+		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
+	}
+	m.logs.Forget(rr.taskID)
+	m.workerChanged(rr.workerID)
+}
