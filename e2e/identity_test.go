@@ -169,8 +169,12 @@ func TestIdentityDefaultFlagsSharedDataDir(t *testing.T) {
 	b := newBed(t)
 	m := b.startMaster("master", filepath.Join(b.dir, "master"), 0, 0)
 	alice, _ := signup(t, m.url, "alice", "ADMIN")
-	home := filepath.Join(b.dir, "home") // the default data dir is under $HOME
-	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "HOME="+home)
+	// The default data dir (/var/lib/rlsched-worker as root, else under
+	// $HOME) is where three default-flag workers meet; the test points that
+	// default at a dir of its own through the flag's environment variable
+	// instead of touching the machine's.
+	dir := filepath.Join(b.dir, "home", ".local", "share", "rlsched", "worker")
+	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "RLSCHED_WORKER_DIR="+dir)
 	var ws []*proc
 	for i := range 3 {
 		ws = append(ws, b.start(fmt.Sprintf("worker-%d", i), env, "worker", "--master", m.rpc))
@@ -187,7 +191,6 @@ func TestIdentityDefaultFlagsSharedDataDir(t *testing.T) {
 		}
 		return n == 1, fmt.Sprintf("%d of 3 workers on one data dir still run; want 1", n)
 	})
-	dir := filepath.Join(home, ".local", "share", "rlsched", "worker")
 	for _, w := range ws {
 		if w != alive {
 			idWaitRefused(t, w, dir, alive.cmd.Process.Pid)

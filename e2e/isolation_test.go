@@ -99,7 +99,7 @@ func TestIsolation(t *testing.T) {
 		runIsolation(t, b, alice, bob, up.cmd.Process.Pid, func(victim string) attackTargets {
 			return attackTargets{
 				Read: map[string]string{"secrets": filepath.Join(master, "secrets.env"), "store": filepath.Join(master, "rlsched.db"),
-					"victim-log": filepath.Join(master, "logs", victim+".log"),
+					"victim-log":        filepath.Join(master, "logs", victim+".log"),
 					"victim-checkpoint": filepath.Join(data, "workers", "local-0", "outputs", victim, "1", "checkpoint")},
 				Append: map[string]string{"store": filepath.Join(master, "rlsched.db"), "victim-log": filepath.Join(master, "logs", victim+".log"),
 					"victim-output": filepath.Join(data, "workers", "local-0", "outputs", victim, "1", "planted")},
