@@ -1,0 +1,70 @@
+package promcheck
+
+import (
+	"strings"
+	"testing"
+)
+
+// recorder is a testing.TB whose Fatalf records the failure instead of
+// ending the test, so the helper's own verdict can be checked.
+type recorder struct {
+	testing.TB
+	failed string
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = format
+	for _, a := range args {
+		if s, ok := a.([]byte); ok {
+			r.failed += string(s)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	Promtool(t)
+	f := func(exposition, complaint string) {
+		t.Helper()
+		r := &recorder{TB: t}
+		Check(r, []byte(exposition))
+		if complaint == "" && r.failed != "" {
+			t.Errorf("clean exposition refused: %s", r.failed)
+		}
+		if complaint != "" && !strings.Contains(r.failed, complaint) {
+			t.Errorf("want a complaint %q, got %q", complaint, r.failed)
+		}
+	}
+	f("# HELP a_total Things.\n# TYPE a_total counter\na_total 1\n", "")
+	f("# HELP a Things.\n# TYPE a counter\na 1\n", `counter metrics should have "_total" suffix`)
+	f("# HELP a_ms Time.\n# TYPE a_ms gauge\na_ms 1\n", "abbreviated units")
+	f("# TYPE a gauge\na 1\n", "no help text")
+	f("a{ 1\n", "error while linting")
+}
+
+func TestValue(t *testing.T) {
+	fams := Parse(t, []byte(`# HELP g A gauge.
+# TYPE g gauge
+g{state="a"} 1
+g{state="b"} 2
+# HELP h A histogram.
+# TYPE h histogram
+h_bucket{le="1"} 3
+h_bucket{le="+Inf"} 4
+h_sum 5
+h_count 4
+`))
+	f := func(name string, labels []string, want float64, present bool) {
+		t.Helper()
+		got, ok := fams.Value(name, labels...)
+		if got != want || ok != present {
+			t.Errorf("%s%v = %v, %v; want %v, %v", name, labels, got, ok, want, present)
+		}
+	}
+	f("g", []string{"state", "b"}, 2, true)
+	f("g", []string{"state", "c"}, 0, false)
+	f("h", nil, 4, true)
+	f("nope", nil, 0, false)
+	if n := fams.Series("g"); n != 2 {
+		t.Errorf("Series(g) = %d, want 2", n)
+	}
+}
