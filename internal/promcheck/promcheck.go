@@ -1,6 +1,7 @@
 // Package promcheck lets tests hold a /metrics scrape to what Prometheus
 // accepts: `promtool check metrics` must find nothing to complain about,
-// and the samples are there to assert on.
+// and the samples are there to assert on. It also has promtool parse
+// PromQL (a dashboard's queries).
 //
 // promtool is $PROMTOOL, else the one on PATH (Debian's prometheus package
 // ships /usr/bin/promtool; .ci/run installs it). Without it a test is
@@ -11,10 +12,13 @@ package promcheck
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +57,41 @@ func Check(t testing.TB, exposition []byte) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// CheckPromQL fails t unless promtool parses every expression of exprs
+// (PromQL, with any Grafana variables already replaced): they go into a
+// rules file of recording rules, which `promtool check rules` parses with
+// Prometheus' own PromQL parser. names[i] says where exprs[i] came from in
+// the failure message.
+func CheckPromQL(t testing.TB, names, exprs []string) {
+	t.Helper()
+	tool := Promtool(t)
+	type rule struct {
+		Record string `json:"record"`
+		Expr   string `json:"expr"`
+	}
+	rules := make([]rule, len(exprs))
+	var legend strings.Builder
+	for i, e := range exprs {
+		rules[i] = rule{Record: fmt.Sprintf("check:expr_%d", i), Expr: e}
+		fmt.Fprintf(&legend, "check:expr_%d: %s\n", i, names[i])
+	}
+	// JSON is YAML, which promtool reads.
+	b, err := json.Marshal(map[string]any{"groups": []any{map[string]any{"name": "check", "rules": rules}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "rules.yml")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, tool, "check", "rules", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check rules: %v\n%s\n%s", err, out, legend.String())
 	}
 }
 

@@ -1,6 +1,7 @@
 package promcheck
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,14 +13,7 @@ type recorder struct {
 	failed string
 }
 
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.failed = format
-	for _, a := range args {
-		if s, ok := a.([]byte); ok {
-			r.failed += string(s)
-		}
-	}
-}
+func (r *recorder) Fatalf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
 
 func TestCheck(t *testing.T) {
 	Promtool(t)
@@ -39,6 +33,19 @@ func TestCheck(t *testing.T) {
 	f("# HELP a_ms Time.\n# TYPE a_ms gauge\na_ms 1\n", "abbreviated units")
 	f("# TYPE a gauge\na 1\n", "no help text")
 	f("a{ 1\n", "error while linting")
+}
+
+func TestCheckPromQL(t *testing.T) {
+	Promtool(t)
+	r := &recorder{TB: t}
+	CheckPromQL(r, []string{"good", "also good"}, []string{`sum by (le) (rate(a_bucket{x=~"y"}[5m]))`, `up == 1`})
+	if r.failed != "" {
+		t.Errorf("good PromQL refused: %s", r.failed)
+	}
+	CheckPromQL(r, []string{"good", "bad"}, []string{`up`, `sum(rate(a[5m])`})
+	if !strings.Contains(r.failed, "unclosed left parenthesis") || !strings.Contains(r.failed, "check:expr_1: bad") {
+		t.Errorf("bad PromQL: want promtool's complaint naming the expression, got %q", r.failed)
+	}
 }
 
 func TestValue(t *testing.T) {
