@@ -15,14 +15,18 @@ import (
 // a lock an event loop holds or query the store per call). A nil callback
 // leaves its metric out of the scrape.
 type Sources struct {
-	// Runs counts runs by status (rlsched_runs). Every status of core is
-	// reported, those missing from the map as 0; other keys are ignored.
+	// Runs counts runs by status (rlsched_runs), store-wide: every master
+	// of a deployment reports the same counts (dashboards take max()).
+	// Every status of core is reported, those missing from the map as 0;
+	// other keys are ignored.
 	Runs func() map[core.Status]int
-	// QueueDepth is the number of runs waiting for a worker.
+	// QueueDepth is the number of runs waiting for a worker, store-wide
+	// like Runs.
 	QueueDepth func() int
-	// Workers counts workers by state; reported like Runs.
+	// Workers counts the workers this master's registry holds by state
+	// (dashboards sum() over masters); reported like Runs.
 	Workers func() map[core.WorkerState]int
-	// GPUs counts the GPUs of live workers by state.
+	// GPUs counts the GPUs of the live workers of this master by state.
 	GPUs func() GPUCounts
 	// GPUUtilization calls emit once per GPU with a utilisation reading,
 	// ratio in 0..1. A (worker, gpu) emitted twice is reported once; a
