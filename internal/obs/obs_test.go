@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -395,4 +396,54 @@ func (badCollector) Describe(ch chan<- *prometheus.Desc) { ch <- badDesc }
 func (badCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(badDesc, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(badDesc, prometheus.GaugeValue, 2)
+}
+
+// Typed methods, route and upstream lookups, SetSources and scrapes from
+// many goroutines at once (run with -race), and every count arrives.
+func TestConcurrentUse(t *testing.T) {
+	m := NewMaster(MasterOptions{})
+	g := NewGateway(GatewayOptions{})
+	url := serve(t, m.Handler())
+	const workers, calls = 4, 500
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range calls {
+				m.Heartbeat()
+				m.LogBytes(2)
+				m.Route("/api/tasks/{id}").Observe(200, time.Millisecond)
+				g.Upstream(fmt.Sprintf("http://10.0.0.%d:1", j%3), "rl-master").Attempt(AttemptOK, time.Millisecond)
+				g.Service("rl-master").Request(GatewayAPI, 200, time.Millisecond)
+				if j%100 == 0 {
+					n := i * j
+					m.SetSources(Sources{QueueDepth: func() int { return n }})
+				}
+			}
+		}()
+	}
+	for range 5 {
+		promcheck.Parse(t, promcheck.Scrape(t, url))
+	}
+	wg.Wait()
+	fams := promcheck.Parse(t, promcheck.Scrape(t, url))
+	f := func(name string, want float64, labels ...string) {
+		t.Helper()
+		if got, _ := fams.Value(name, labels...); got != want {
+			t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+		}
+	}
+	f("rlsched_heartbeats_total", workers*calls)
+	f("rlsched_log_bytes_total", 2*workers*calls)
+	f("rlsched_http_requests_total", workers*calls, "route", "/api/tasks/{id}", "status_class", "2xx")
+	gfams := promcheck.Parse(t, promcheck.Scrape(t, serve(t, g.Handler())))
+	var attempts float64
+	for i := range 3 {
+		v, _ := gfams.Value("rlsched_gateway_upstream_attempts_total", "upstream", fmt.Sprintf("http://10.0.0.%d:1", i), "result", "ok")
+		attempts += v
+	}
+	if attempts != workers*calls {
+		t.Errorf("upstream attempts = %v, want %d", attempts, workers*calls)
+	}
 }
