@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/internal/rediskey"
 )
 
@@ -219,19 +220,16 @@ func (n *Node) publishLoop() {
 }
 
 func (n *Node) subscribeLoop() {
-	backoff := 100 * time.Millisecond
+	bo := backoff.Backoff{Max: 2 * time.Second}
 	for n.ctx.Err() == nil {
 		err := n.c.Receive(n.ctx, n.c.B().Subscribe().Channel(n.channel).Build(), n.receive)
 		if n.ctx.Err() != nil {
 			return
 		}
 		n.log.Warn().Err(err).Msg("cluster subscription ended; resubscribing")
-		select {
-		case <-n.ctx.Done():
+		if !backoff.Sleep(n.ctx, bo.Delay()) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 

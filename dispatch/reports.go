@@ -9,6 +9,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -238,12 +239,11 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	// Retry with backoff (onFinished runs beside the shard, on its async
 	// pool); the ack, the lease and the registry entry wait. A retry after
 	// a write that did land finds the run ended and changes nothing.
-	for delay := 100 * time.Millisecond; undecided(err) && m.ctx.Err() == nil; delay = min(2*delay, 5*time.Second) {
+	var bo backoff.Backoff
+	for undecided(err) && m.ctx.Err() == nil {
+		delay := bo.Delay()
 		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
-		select {
-		case <-m.ctx.Done():
-		case <-time.After(delay):
-		}
+		backoff.Sleep(m.ctx, delay)
 		rctx, rcancel := context.WithTimeout(m.ctx, 10*time.Second)
 		err = m.updateTask(rctx, rr, tf.TaskId, tf.Fence, change)
 		rcancel()

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 // The metric points a writer extracts are stored by a goroutine of their
@@ -123,8 +124,7 @@ func (q *metricQueue) wait(ctx context.Context, id string) error {
 
 func (q *metricQueue) loop() {
 	defer close(q.done)
-	const first, most = 200 * time.Millisecond, 5 * time.Second
-	delay := first
+	bo := backoff.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		select {
 		case <-q.quit:
@@ -138,16 +138,15 @@ func (q *metricQueue) loop() {
 				break
 			}
 			if ok {
-				delay = first
+				bo.Reset()
 				continue
 			}
 			select {
 			case <-q.quit:
 				q.flushOnce(context.Background())
 				return
-			case <-time.After(delay):
+			case <-time.After(bo.Delay()):
 			}
-			delay = min(2*delay, most)
 		}
 	}
 }

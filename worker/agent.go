@@ -282,7 +282,7 @@ func (r *run) busyBackoffLocked() (time.Duration, bool) {
 	if now.Before(r.retryAt) {
 		return 0, false
 	}
-	r.busyRetry.min, r.busyRetry.max = busyBackoffMin, busyBackoffMax
+	r.busyRetry.Min, r.busyRetry.Max = busyBackoffMin, busyBackoffMax
 	d := r.busyRetry.Delay()
 	r.retryAt = now.Add(d)
 	return d, true

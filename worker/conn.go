@@ -11,6 +11,7 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 const (
@@ -29,7 +30,7 @@ var errRefused = errors.New("master refused the worker")
 // ends it retries the same master first, and the backoff starts again from
 // its minimum if the session lasted stableSession.
 func (a *agent) connectLoop(ctx context.Context) {
-	var bo backoff
+	var bo backoff.Backoff
 	i := 0
 	for ctx.Err() == nil {
 		addr := a.cfg.Masters[i%len(a.cfg.Masters)]
@@ -52,7 +53,7 @@ func (a *agent) connectLoop(ctx context.Context) {
 			i++
 			a.log.Warn().Err(err).Str("master", addr).Msg("cannot join master; trying the next")
 		}
-		if !sleepCtx(ctx, bo.Delay()) {
+		if !backoff.Sleep(ctx, bo.Delay()) {
 			return
 		}
 	}

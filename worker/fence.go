@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/backoff"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -67,7 +69,7 @@ func (a *agent) fenceLoop(ctx context.Context) {
 		a.mu.Lock()
 		every := min(max(a.leaseTTL/20, 10*time.Millisecond), 500*time.Millisecond)
 		a.mu.Unlock()
-		if !sleepCtx(ctx, every) {
+		if !backoff.Sleep(ctx, every) {
 			return
 		}
 		a.selfFence(leaseClock())

@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"syscall"
 	"testing"
-	"time"
 )
 
 func TestParseGPUs_Success(t *testing.T) {
@@ -49,22 +48,6 @@ func TestSyntheticGPUs(t *testing.T) {
 	}
 	if got := SyntheticGPUs(0); len(got) != 0 {
 		t.Fatalf("SyntheticGPUs(0) = %+v", got)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	var b backoff
-	want := []time.Duration{100, 200, 400, 800, 1600, 3200, 5000, 5000}
-	for i, w := range want {
-		w *= time.Millisecond
-		d := b.Delay()
-		if d < w*8/10 || d > w*12/10 {
-			t.Fatalf("delay %d = %s, want %s ±20%%", i, d, w)
-		}
-	}
-	b.Reset()
-	if d := b.Delay(); d > 120*time.Millisecond {
-		t.Fatalf("after Reset: %s", d)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -38,9 +39,9 @@ type run struct {
 	fin          *pb.TaskFinished // the report, once the process is reaped and its output read
 	stopOutcome  pb.Outcome       // CANCELLED or TIMEOUT once a stop was asked for
 	termSent     bool
-	retry        backoff   // output refused (the master cannot store it): resend with backoff
-	busyRetry    backoff   // output refused "busy" (the master's queue was full)
-	retryAt      time.Time // no output is sent before then
+	retry        backoff.Backoff // output refused (the master cannot store it): resend with backoff
+	busyRetry    backoff.Backoff // output refused "busy" (the master's queue was full)
+	retryAt      time.Time       // no output is sent before then
 	reaped       bool
 	forgotten    bool
 	killTimer    *time.Timer
