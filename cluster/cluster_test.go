@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testutil"
+
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/testsvc"
 )
@@ -40,15 +42,10 @@ func (s *recSink) taskCount(id string) int {
 	return n
 }
 
+// eventually waits up to 10 s for cond (testutil.WaitFor).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, what, cond)
 }
 
 type member struct {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testutil"
+
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
@@ -191,15 +193,10 @@ func (p *peer) hello(id string, slots int32, gpus int, runs ...*pb.RunRef) *pb.H
 	return p.expect(&pb.HelloAck{}).(*pb.HelloAck)
 }
 
+// eventually waits up to 10 s for f (testutil.WaitFor).
 func eventually(t *testing.T, what string, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, what, f)
 }
 
 func TestRunLifecycle(t *testing.T) {

@@ -31,22 +31,8 @@ const (
 	password           = "a-long-password"
 )
 
-// eventually polls cond every 50 ms until it reports true, failing the test
-// with cond's last description when timeout passes first.
-func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually is testutil.Eventually.
+var eventually = testutil.Eventually
 
 // bed is one test's world: a directory, secrets, the processes it started
 // and the runs it submitted. Everything is killed when the test ends.

@@ -38,22 +38,8 @@ import (
 
 const password = "a-long-password"
 
-// eventually polls cond every 50 ms until it holds, or fails t with cond's
-// last description.
-func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// eventually is testutil.Eventually.
+var eventually = testutil.Eventually
 
 func randHex(n int) string {
 	b := make([]byte, n)

@@ -131,16 +131,10 @@ func call(t *testing.T, m *Master, method, path, token string, body, out any, wa
 	}
 }
 
-// eventually polls cond until it holds, failing after a minute.
+// eventually waits up to a minute for cond (testutil.WaitFor).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within a minute: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, time.Minute, what, cond)
 }
 
 type health struct {

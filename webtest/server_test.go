@@ -20,22 +20,8 @@ import (
 
 const password = "a-long-password"
 
-// eventually polls cond every 100 ms until it reports true, failing with its
-// last description when timeout passes first.
-func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// eventually is testutil.Eventually.
+var eventually = testutil.Eventually
 
 // server is a running `rlsched up`.
 type server struct {

@@ -108,17 +108,8 @@ func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
 	return cfg
 }
 
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor.
+var waitFor = testutil.WaitFor
 
 // groupGone reports whether no live process is left in process group pgid:
 // kill(-pgid, 0) fails with ESRCH, or (where init is slow to reap orphans)

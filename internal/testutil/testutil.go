@@ -1,5 +1,6 @@
 // Package testutil holds the helpers that tests of several packages share,
-// each written once: a temp dir that runs under uids of their own can enter.
+// each written once: a temp dir that runs under uids of their own can enter,
+// and polling until a condition holds.
 // It is imported by tests only.
 package testutil
 
@@ -7,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // ReachableTempDir is a t.TempDir that runs under uids of their own can
@@ -21,4 +23,28 @@ func ReachableTempDir(t testing.TB) string {
 		}
 	}
 	return dir
+}
+
+// Eventually polls cond every 20 ms until it reports true, failing t with
+// cond's last description once timeout has passed. The one "poll until" of
+// the tests: no test sleeps for a fixed time to let something happen.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitFor is Eventually for a condition described once, by what.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, timeout, func() (bool, string) { return cond(), what })
 }

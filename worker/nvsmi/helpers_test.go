@@ -8,19 +8,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
-// waitFor polls cond until it holds, failing t after 30 s (generous: the
-// machine running the tests may be loaded).
+// waitFor waits up to 30 s for cond (generous: the machine running the
+// tests may be loaded; testutil.WaitFor).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 30 s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // isZombie reports whether pid has exited but is not yet reaped (an orphan
