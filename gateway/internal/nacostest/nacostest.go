@@ -11,7 +11,6 @@
 package nacostest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -19,121 +18,29 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/toolbin"
 )
 
-// BinEnv names a ready polaris-server binary.
-const BinEnv = "RLSCHED_POLARIS_BIN"
-
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-)
+// Polaris is the Nacos-protocol server, built from tools/nacos-server and
+// cached by internal/toolbin (RLSCHED_POLARIS_BIN names a ready binary).
+var Polaris = &toolbin.Tool{
+	Name:    "polaris-server",
+	Module:  "tools/nacos-server",
+	Package: "github.com/polarismesh/polaris",
+	Env:     "RLSCHED_POLARIS_BIN",
+	What:    "the Polaris (Nacos-protocol) server",
+}
 
 // Binary returns the path of the polaris-server binary, building it once.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if b := os.Getenv(BinEnv); b != "" {
-		return b
-	}
-	buildOnce.Do(func() { buildBin, buildErr = build() })
-	if buildErr != nil {
-		msg := "nacostest: cannot build the Polaris (Nacos-protocol) server: " + buildErr.Error()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return buildBin
-}
-
-func cacheDir() (string, error) {
-	if d := os.Getenv("RLSCHED_CACHE_DIR"); d != "" {
-		return d, nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(home, ".cache", "rlsched"), nil
-}
-
-// moduleRoot finds the rlsched module root from the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			strings.HasPrefix(string(b), "module github.com/rlsched/rlsched\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no rlsched go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func build() (string, error) {
-	dir, err := cacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "polaris-server")
-	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
-		return bin, nil
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	// One build at a time across test binaries (go test runs packages in
-	// parallel): the others wait, then find the binary.
-	lock, err := os.OpenFile(bin+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
-		return bin, nil
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "-C", filepath.Join(root, "tools", "nacos-server"),
-		"build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "github.com/polarismesh/polaris")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("%v\n%s", err, out)
-	}
-	// Rename is atomic: a concurrent test binary sees the old state or a
-	// whole file.
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
-	}
-	return bin, nil
+	return Polaris.Binary(t)
 }
 
 // Server is a running Polaris.
