@@ -31,8 +31,14 @@ proto:
 	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	protoc --go_out=. --go_opt=paths=source_relative codec/pb/rlsched.proto worker/tfevents/tbpb/tfevents.proto
 
+# Every fuzz target in turn, a minute each (the parsers of untrusted input:
+# frames, TensorBoard files, nvidia-smi output, sweep specs, JSON escaping).
 fuzz:
 	$(GO) test ./codec -run '^$$' -fuzz FuzzNext -fuzztime 60s
+	$(GO) test ./worker/tfevents -run '^$$' -fuzz FuzzFeed -fuzztime 60s
+	$(GO) test ./worker/nvsmi -run '^$$' -fuzz FuzzParse -fuzztime 60s
+	$(GO) test ./core/sweep -run '^$$' -fuzz FuzzParse -fuzztime 60s
+	$(GO) test ./live -run '^$$' -fuzz FuzzAppendJSONString -fuzztime 60s
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
