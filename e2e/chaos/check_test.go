@@ -97,16 +97,20 @@ type checkInput struct {
 
 // checkResult is the verdict and the figures of the report.
 type checkResult struct {
-	Violations  []violation    `json:"violations"`
-	ByKind      map[string]int `json:"violationsByKind"`
-	Succeeded   int            `json:"succeeded"`
-	Exhausted   []string       `json:"retriesExhausted"` // FAILED, lost more times than maxRetries allowed
-	Attempts    map[int]int    `json:"attemptsHistogram"`
-	Executions  int            `json:"executions"`
-	Killed      int            `json:"executionsKilled"` // did not reach their end line
-	NoWorker    int            `json:"executionsWithoutWorker"`
-	Reads       int            `json:"statusReads"`
-	LogsChecked int            `json:"logsChecked"`
+	Violations []violation    `json:"violations"`
+	ByKind     map[string]int `json:"violationsByKind"`
+	Succeeded  int            `json:"succeeded"`
+	Exhausted  []string       `json:"retriesExhausted"` // FAILED, lost more times than maxRetries allowed
+	Attempts   map[int]int    `json:"attemptsHistogram"`
+	Executions int            `json:"executions"`
+	Killed     int            `json:"executionsKilled"` // did not reach their end line
+	NoWorker   int            `json:"executionsWithoutWorker"`
+	Reads      int            `json:"statusReads"`
+	// MinGapMs is the shortest time between one execution of a run dying
+	// and the next one starting, over the runs whose executions did not
+	// overlap (-1: no run ran twice): how close the soak came to an overlap.
+	MinGapMs    float64 `json:"minGapMs"`
+	LogsChecked int     `json:"logsChecked"`
 }
 
 func (r *checkResult) add(v violation) {
@@ -116,7 +120,7 @@ func (r *checkResult) add(v violation) {
 
 // check runs every checker.
 func check(in checkInput) *checkResult {
-	r := &checkResult{ByKind: map[string]int{}, Attempts: map[int]int{}}
+	r := &checkResult{ByKind: map[string]int{}, Attempts: map[int]int{}, MinGapMs: -1}
 	for _, p := range in.problems {
 		r.add(violation{Kind: vProcess, Detail: p})
 	}
@@ -221,6 +225,9 @@ func checkOverlaps(in checkInput, r *checkResult) {
 				}
 				ov := min(endOf(a, in.now), endOf(b, in.now)) - max(a.start, b.start)
 				if ov <= 0 {
+					if j == i+1 && (r.MinGapMs < 0 || ms(-ov) < r.MinGapMs) {
+						r.MinGapMs = ms(-ov)
+					}
 					continue
 				}
 				proved := max(min(a.last, b.last)-max(a.start, b.start), 0)

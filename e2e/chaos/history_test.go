@@ -19,7 +19,7 @@ import (
 )
 
 // runScript is the program of every run (python3 -c runScript HISTORY
-// SOCKET [SECONDS], no shell). It connects to the test's history socket first and
+// SOCKET [SECONDS [silent-first]], no shell). It connects to the test's history socket first and
 // says who it is (the test sees the connection end when the process dies,
 // however it dies),
 // then appends one line per event to the shared history file: "start",
@@ -31,7 +31,8 @@ import (
 // The nonce (pid.random) tells two executions of one attempt apart. Its
 // output is a function of the run id alone (see expectedOutput): every
 // attempt prints the same lines, a few of them to stderr, over 1–16 s (or
-// SECONDS), then it exits 0.
+// SECONDS), then it exits 0; with silent-first, attempt 1 prints nothing
+// and sleeps until it is killed.
 const runScript = `import hashlib, os, socket, sys, time
 hist, sock = sys.argv[1], sys.argv[2]
 tid, att = os.environ["RLSCHED_TASK_ID"], os.environ["RLSCHED_ATTEMPT"]
@@ -48,6 +49,8 @@ try:
 except OSError:
     note("nosock")
 note("start")
+if att == "1" and sys.argv[4:5] == ["silent-first"]:
+    time.sleep(600)  # prints nothing until it is killed
 h = hashlib.sha256(tid.encode()).digest()
 n = 10 + h[0] % 31
 pause = (float(sys.argv[3]) if len(sys.argv) > 3 else 1 + (h[1] % 150) / 10) / n

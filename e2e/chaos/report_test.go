@@ -89,7 +89,8 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n\n", total, r.Submissions["acked"], r.Submissions["refused"],
 		r.Submissions["indeterminate"], res.Succeeded, len(res.Exhausted), res.Executions, res.Killed, res.LogsChecked, res.Reads)
-	fmt.Fprintf(&b, "Attempts of the ended runs: %s.\n\n", histogram(res.Attempts))
+	fmt.Fprintf(&b, "Attempts of the ended runs: %s. Closest two executions of one run that did not overlap: %.0f ms apart.\n\n",
+		histogram(res.Attempts), res.MinGapMs)
 	fmt.Fprintf(&b, "Faults: %s.", counts(r.Faults))
 	if len(r.SkippedKind) > 0 {
 		fmt.Fprintf(&b, " Left out (%s=skip): %s.", knownEnv, strings.Join(r.SkippedKind, ", "))
