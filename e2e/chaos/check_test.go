@@ -78,6 +78,7 @@ const (
 	vProcess      = "process-crash"        // a master or worker panicked, logged BUG:, or exited by itself
 	vHistory      = "history-corrupt"      // the history could not be read
 	vTerminalFlip = "terminal-changed"     // a terminal status was later read as another one
+	vFlood        = "log-flood"            // a process logged one message hundreds of times a second: it spins
 )
 
 // checkInput is everything the soak recorded.
@@ -92,6 +93,7 @@ type checkInput struct {
 	slots     int   // CPU slots per worker
 	now       int64 // when the history was read: the end of executions still alive
 	problems  []string
+	floods    []string
 	histFlaws []string
 }
 
@@ -123,6 +125,9 @@ func check(in checkInput) *checkResult {
 	r := &checkResult{ByKind: map[string]int{}, Attempts: map[int]int{}, MinGapMs: -1}
 	for _, p := range in.problems {
 		r.add(violation{Kind: vProcess, Detail: p})
+	}
+	for _, p := range in.floods {
+		r.add(violation{Kind: vFlood, Detail: p})
 	}
 	for _, p := range in.histFlaws {
 		r.add(violation{Kind: vHistory, Detail: p})

@@ -243,3 +243,21 @@ func TestRunScript(t *testing.T) {
 		t.Errorf("history file mode: %v %v; want 0666 so runs under any uid append", fi.Mode(), err)
 	}
 }
+
+func TestFloods(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range floodLimit + 1 {
+		fmt.Fprintf(&b, `{"level":"error","message":"spin","time":"2026-01-01T00:00:00Z","i":%d}`+"\n", i)
+		fmt.Fprintf(&b, `{"level":"info","message":"request","time":"2026-01-01T00:00:00Z"}`+"\n")
+		fmt.Fprintf(&b, `{"level":"info","message":"calm","time":"2026-01-01T00:00:%02dZ"}`+"\n", i%60)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "w.1.log"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: "w", dir: dir, gen: 1}
+	got := p.floods()
+	if len(got) != 1 || !strings.Contains(got[0], `"spin" 201 times`) {
+		t.Errorf("floods: %q; want the spinning message only", got)
+	}
+}

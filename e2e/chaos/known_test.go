@@ -258,7 +258,7 @@ func (w *world) checkRuns(t *testing.T, subs []submission) *checkResult {
 	logs, logErrs := st.fetchLogs(subs, final)
 	execs, flaws := w.hist.executions(w.workerOfPid)
 	res := check(checkInput{acked: subs, final: final, execs: execs, logs: logs, logErrs: logErrs,
-		gpus: w.cfg.gpus, slots: w.cfg.slots, now: time.Now().UnixNano(), problems: w.processProblems(), histFlaws: flaws})
+		gpus: w.cfg.gpus, slots: w.cfg.slots, now: time.Now().UnixNano(), problems: w.processProblems(), floods: w.floods(), histFlaws: flaws})
 	for _, e := range execs {
 		t.Logf("execution: %v ended=%v exit %s", e, e.ended, stamp(e.end()))
 	}

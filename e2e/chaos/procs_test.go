@@ -280,3 +280,47 @@ func baseEnv(extra ...string) []string {
 
 // killPid SIGKILLs one process.
 func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
+
+// floodLimit is how often one message may be logged within one second
+// before the process counts as spinning (retrying or ping-ponging with no
+// backoff): a loop that burns a core and drowns the log.
+const floodLimit = 200
+
+// floods lists the messages an incarnation logged more than floodLimit
+// times within one second.
+func (p *proc) floods() []string {
+	var out []string
+	for _, path := range p.outputs() {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		perSecond := map[[2]string]int{}
+		worst := map[string]int{}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if len(line) == 0 || line[0] != '{' {
+				continue
+			}
+			var l struct {
+				Message string `json:"message"`
+				Time    string `json:"time"`
+			}
+			if json.Unmarshal(line, &l) != nil || l.Message == "request" {
+				continue
+			}
+			k := [2]string{l.Message, l.Time}
+			perSecond[k]++
+			if n := perSecond[k]; n > floodLimit && n > worst[l.Message] {
+				worst[l.Message] = n
+			}
+		}
+		f.Close()
+		for msg, n := range worst {
+			out = append(out, fmt.Sprintf("%s logged %q %d times within one second (limit %d): it spins", filepath.Base(path), msg, n, floodLimit))
+		}
+	}
+	return out
+}

@@ -65,7 +65,7 @@ func TestChaosSoak(t *testing.T) {
 	execs, flaws := w.hist.executions(w.workerOfPid)
 	res := check(checkInput{acked: acked, final: final, execs: execs, logs: logs, logErrs: logErrs,
 		reads: s.readsCopy(), gpus: w.cfg.gpus, slots: w.cfg.slots, now: time.Now().UnixNano(),
-		problems: w.processProblems(), histFlaws: flaws})
+		problems: w.processProblems(), floods: w.floods(), histFlaws: flaws})
 
 	rep := newReport(seed, dur, began, w.cfg, s.submissions(), nem, res, skip)
 	rep.FailedStart = w.failedStarts()

@@ -268,6 +268,15 @@ func (w *world) processProblems() []string {
 	return out
 }
 
+// floods lists the processes that spun (see proc.floods).
+func (w *world) floods() []string {
+	var out []string
+	for _, p := range w.procs() {
+		out = append(out, p.floods()...)
+	}
+	return out
+}
+
 // failedStarts counts the incarnations that exited before they were up
 // (a master cannot start while MariaDB is down; the test retries).
 func (w *world) failedStarts() int {
