@@ -26,6 +26,7 @@ type report struct {
 	Result      *checkResult   `json:"result"`
 	FailedStart int            `json:"failedStarts"` // exits before a process was up (a master while MariaDB is down)
 	FaultLog    []fault        `json:"faultLog"`
+	Diagnosis   string         `json:"diagnosis,omitempty"` // the masters' raw answers about runs that did not end
 
 	dir string // where write put it
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -57,6 +58,9 @@ func TestChaosSoak(t *testing.T) {
 	final, pending := s.drain(acked, 2*time.Minute+dur/10)
 	t.Logf("drain: %d acked runs, %d not ended, %v after the nemesis", len(acked), len(pending),
 		time.Since(nemesisDone).Round(time.Millisecond))
+	if len(pending) > 0 {
+		s.diagnoseStuck(t)
+	}
 	w.waitExecutionsGone(final, 30*time.Second)
 	endPoll()
 	bg.Wait()
@@ -68,7 +72,7 @@ func TestChaosSoak(t *testing.T) {
 		problems: w.processProblems(), floods: w.floods(), histFlaws: flaws})
 
 	rep := newReport(seed, dur, began, w.cfg, s.submissions(), nem, res, skip)
-	rep.FailedStart = w.failedStarts()
+	rep.FailedStart, rep.Diagnosis = w.failedStarts(), s.diag
 	rep.write(t)
 	w.reportDir = rep.dir
 	reportViolations(t, res)
@@ -77,6 +81,7 @@ func TestChaosSoak(t *testing.T) {
 // soak is the submitter and the status poller of a soak.
 type soak struct {
 	w     *world
+	diag  string // what the masters said about runs that did not end
 	mu    sync.Mutex
 	subs  []submission
 	reads []statusRead
@@ -213,6 +218,43 @@ func (s *soak) drain(acked []submission, timeout time.Duration) (map[string]task
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// diagnoseStuck logs, for runs that did not end, what each master says
+// about its workers (GPU by GPU, with the run it thinks holds it) and why
+// the first queued runs wait, and saves both answers raw for the report.
+func (s *soak) diagnoseStuck(t *testing.T) {
+	t.Helper()
+	var raw strings.Builder
+	for _, m := range s.w.masters {
+		for _, path := range []string{"/api/workers", "/api/tasks?status=QUEUED&limit=20"} {
+			r, err := s.w.api.do("GET", m.url, path, nil)
+			fmt.Fprintf(&raw, "== %s GET %s: %v\n%s\n", m.name, path, err, r.body)
+			if err != nil || r.status != 200 {
+				t.Logf("stuck runs: %s GET %s: %v %v", m.name, path, r, err)
+				continue
+			}
+			var ans struct {
+				Items []struct {
+					ID, State, Master, Status, PendingReason string
+					GPUs                                     []struct {
+						Index  int    `json:"index"`
+						TaskID string `json:"taskId"`
+					} `json:"gpus"`
+					RunningTasks []string `json:"runningTasks"`
+				} `json:"items"`
+			}
+			_ = json.Unmarshal(r.body, &ans)
+			for _, it := range ans.Items {
+				if strings.HasPrefix(path, "/api/workers") {
+					t.Logf("stuck runs: %s sees worker %s %s on %s, GPUs %+v, running %v", m.name, it.ID, it.State, it.Master, it.GPUs, it.RunningTasks)
+				} else {
+					t.Logf("stuck runs: %s: %s waits: %s", m.name, it.ID, it.PendingReason)
+				}
+			}
+		}
+	}
+	s.diag = raw.String()
 }
 
 // waitExecutionsGone waits until no execution of an ended run is alive (a
