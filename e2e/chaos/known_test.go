@@ -161,6 +161,118 @@ func TestChaosLogAfterSilentAttempt(t *testing.T) {
 	w.checkRuns(t, []submission{sub})
 }
 
+// TestChaosStaleExecute: a run is placed on a worker whose connection has
+// just become a black hole, so its ExecuteTask waits in the network. The
+// master requeues the run when the lease runs out and its next attempt
+// runs elsewhere; then the partition heals and the old ExecuteTask reaches
+// the worker, long after its lease died. The worker must not start it.
+// Found by the soak: the worker started it 2.2 s after attempt 2 had
+// started elsewhere, and the two ran at once (47 ms) until the master told
+// it to kill the run.
+func TestChaosStaleExecute(t *testing.T) {
+	needProcesses(t)
+	knownViolation(t, "issue 11 soak: a worker starts an ExecuteTask that reaches it after its lease expired")
+	w := startWorld(t, worldConfig{masters: 1, workers: 2, gpus: 2, slots: 2, hbTTL: 3, taskTTL: 4})
+	// A blocker takes all of one worker's GPUs, so the run can go only to
+	// the other (until the blocker is cancelled).
+	blocker := w.submitRun(t, 2, 300)
+	b := w.waitLive(t, blocker.ID, 1, 60*time.Second)
+	busy := w.workerByID(t, b.worker)
+	var target *workerProc
+	for _, wp := range w.workers {
+		if wp != busy {
+			target = wp
+		}
+	}
+	var run submission
+	for try := 1; ; try++ {
+		for _, l := range target.links {
+			l.set(linkBlackhole)
+		}
+		run = w.submitRun(t, 2, 10)
+		// The master places it on the black-holed worker if it does so
+		// before the worker's heartbeat TTL (3 s) runs out; it usually does.
+		if tk := w.waitPlaced(t, run.ID, 10*time.Second); tk.Worker == target.id {
+			break
+		}
+		joined := w.joins(target.id)
+		for _, l := range target.links {
+			l.set(linkOpen)
+		}
+		w.cancel(t, run.ID)
+		if try == 3 {
+			t.Fatalf("the master never placed the run on %s within its heartbeat TTL in 3 tries", target.id)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for w.joins(target.id) <= joined && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Logf("run %s attempt 1 placed on %s behind a black hole; cancelling the blocker on %s", run.ID, target.id, busy.id)
+	w.cancel(t, blocker.ID)
+	w.waitLive(t, run.ID, 2, 60*time.Second)
+	for _, l := range target.links {
+		l.set(linkOpen) // the held ExecuteTask of attempt 1 flows on
+	}
+	w.waitTerminal(t, run.ID, 90*time.Second)
+	w.checkRuns(t, []submission{run})
+	// The master kills a stale start within milliseconds once the worker
+	// reconnects, before the run's first act, so the history may not see
+	// it; the worker's own "run started" lines do. Attempt 1's can only
+	// come from the ExecuteTask held in the black hole.
+	starts := w.runStarts(run.ID)
+	if len(starts[2]) == 0 {
+		t.Fatalf("no worker logged \"run started\" for attempt 2 of %s (saw %v): the worker's log changed; update this test", run.ID, starts)
+	}
+	if ws := starts[1]; len(ws) > 0 {
+		t.Errorf("%v started attempt 1 of %s from an ExecuteTask that reached it after its lease had expired, while attempt 2 ran on %v",
+			ws, run.ID, starts[2])
+	}
+}
+
+// runStarts lists, by attempt, the workers that logged "run started" for a
+// run, over every incarnation.
+func (w *world) runStarts(id string) map[int][]string {
+	out := map[int][]string{}
+	for _, wp := range w.workers {
+		for _, f := range wp.outputs() {
+			for _, l := range parseLogFile(f) {
+				if l.str("message") == "run started" && l.str("task") == id {
+					var a int
+					fmt.Sscan(l.str("attempt"), &a)
+					out[a] = append(out[a], wp.id)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// waitPlaced waits until the run is no longer QUEUED (or timeout) and
+// returns it as last read.
+func (w *world) waitPlaced(t *testing.T, id string, timeout time.Duration) taskView {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var tk taskView
+	for time.Now().Before(deadline) {
+		r, err := w.api.do("GET", w.masters[0].url, "/api/tasks/"+id, nil)
+		if err == nil && r.status == 200 && json.Unmarshal(r.body, &tk) == nil && tk.Status != "QUEUED" {
+			return tk
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return tk
+}
+
+// cancel asks the first master to cancel a run.
+func (w *world) cancel(t *testing.T, id string) {
+	t.Helper()
+	r, err := w.api.do("POST", w.masters[0].url, "/api/tasks/"+id+"/cancel", nil)
+	if err != nil || (r.status != 202 && r.status != 409) {
+		t.Fatalf("cancel %s: %v %v", id, r, err)
+	}
+}
+
 // submitRun submits one soak run that lasts seconds (runScript's further
 // arguments follow), through the first master, and fails the test unless
 // it is acknowledged.

@@ -3,6 +3,7 @@ package chaos
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -95,20 +96,37 @@ func (l *link) serve(c net.Conn) {
 	}
 	l.conns[c], l.conns[up] = struct{}{}, struct{}{}
 	l.mu.Unlock()
+	var left atomic.Int32 // directions still copying
+	left.Store(2)
+	end := func() {
+		if left.Add(-1) > 0 {
+			return
+		}
+		_ = c.Close()
+		_ = up.Close()
+		l.mu.Lock()
+		delete(l.conns, c)
+		delete(l.conns, up)
+		l.mu.Unlock()
+	}
 	l.wg.Add(2)
-	go l.pipe(up, c)
-	go l.pipe(c, up)
+	go l.pipe(up, c, end)
+	go l.pipe(c, up, end)
 }
 
 // pipe copies src to dst; every chunk read waits while the link is a black
-// hole, and is dropped when it was cut meanwhile.
-func (l *link) pipe(dst, src net.Conn) {
+// hole, and is dropped when it was cut meanwhile. When src ends (or dst
+// refuses), only this direction ends, with a FIN after every byte it
+// carried, as TCP would: bytes the other side sent before it closed still
+// arrive, even when they were held in a black hole.
+func (l *link) pipe(dst, src net.Conn, end func()) {
 	defer l.wg.Done()
+	defer end()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if !l.pass(src) {
-			break
+			return
 		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -119,12 +137,12 @@ func (l *link) pipe(dst, src net.Conn) {
 			break
 		}
 	}
-	_ = dst.Close()
-	_ = src.Close()
-	l.mu.Lock()
-	delete(l.conns, dst)
-	delete(l.conns, src)
-	l.mu.Unlock()
+	if tc, ok := dst.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	if tc, ok := src.(*net.TCPConn); ok {
+		_ = tc.CloseRead()
+	}
 }
 
 // pass waits while the link is a black hole and reports whether c may

@@ -27,6 +27,7 @@ type report struct {
 	FailedStart int            `json:"failedStarts"` // exits before a process was up (a master while MariaDB is down)
 	FaultLog    []fault        `json:"faultLog"`
 	Diagnosis   string         `json:"diagnosis,omitempty"` // the masters' raw answers about runs that did not end
+	Acked       []submission   `json:"acked"`               // every acknowledged submission, for the post-mortem
 
 	dir string // where write put it
 }
@@ -39,6 +40,9 @@ func newReport(seed int64, dur time.Duration, began time.Time, cfg worldConfig, 
 		Submissions: map[string]int{}, Faults: nem.counts(), Result: res}
 	for _, s := range subs {
 		r.Submissions[s.Outcome]++
+		if s.Outcome == "acked" {
+			r.Acked = append(r.Acked, s)
+		}
 	}
 	for k := range skip {
 		r.SkippedKind = append(r.SkippedKind, k)
