@@ -17,10 +17,6 @@ const (
 	linkBlackhole                  // forwards nothing and answers nothing, like a dead route
 )
 
-func (s linkState) String() string {
-	return [...]string{"open", "cut", "blackhole"}[s]
-}
-
 // link is a TCP proxy on loopback between one worker and one master's RPC
 // port, so the test can partition them without iptables. A cut resets
 // every connection (the worker notices at once); a black hole holds every
