@@ -261,3 +261,21 @@ func TestFloods(t *testing.T) {
 		t.Errorf("floods: %q; want the spinning message only", got)
 	}
 }
+
+// TestHideGPUs: on a machine with nvidia-smi, the workers' PATH finds a
+// failing one first, so they fall back to --gpus.
+func TestHideGPUs(t *testing.T) {
+	real := t.TempDir()
+	if err := os.WriteFile(filepath.Join(real, "nvidia-smi"), []byte("#!/bin/sh\necho '0, H200, 143771 MiB'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", real+string(os.PathListSeparator)+os.Getenv("PATH"))
+	env := hideGPUs(t, t.TempDir())
+	if len(env) != 1 || !strings.HasPrefix(env[0], "PATH=") {
+		t.Fatalf("hideGPUs: %q; want a PATH", env)
+	}
+	t.Setenv("PATH", strings.TrimPrefix(env[0], "PATH=")) // the workers' PATH
+	if out, err := exec.Command("nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader").Output(); err == nil {
+		t.Errorf("nvidia-smi on the workers' PATH answered %q; want a failure", out)
+	}
+}

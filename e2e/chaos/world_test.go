@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,6 +112,7 @@ func startWorld(t *testing.T, cfg worldConfig) *world {
 	if err := w.api.signup(w.masters[0].url, "chaos"); err != nil {
 		t.Fatal(err)
 	}
+	gpuEnv := hideGPUs(t, w.dir)
 	for i := range cfg.workers {
 		id := fmt.Sprintf("w%d", i+1)
 		wp := &workerProc{proc: &proc{name: "worker-" + id, dir: w.dir, ready: logged("worker starting")}, id: id}
@@ -123,7 +125,7 @@ func startWorld(t *testing.T, cfg worldConfig) *world {
 		}
 		// CHAOS_WORKER reaches the runs (the worker passes its environment
 		// on, less secrets), so the history names the worker.
-		wp.env = baseEnv("WORKER_JOIN_TOKEN="+w.join, "CHAOS_WORKER="+id)
+		wp.env = baseEnv(append([]string{"WORKER_JOIN_TOKEN=" + w.join, "CHAOS_WORKER=" + id}, gpuEnv...)...)
 		wp.args = []string{"worker", "--master", strings.Join(addrs, ","), "--id", id,
 			"--gpus", strconv.Itoa(cfg.gpus), "--slots", strconv.Itoa(cfg.slots),
 			"--data-dir", filepath.Join(w.dir, "worker-"+id)}
@@ -138,6 +140,26 @@ func startWorld(t *testing.T, cfg worldConfig) *world {
 		}
 	}
 	return w
+}
+
+// hideGPUs returns the environment that makes workers offer the --gpus
+// synthetic GPUs on a machine with real ones: a PATH whose first nvidia-smi
+// fails (the worker then falls back to --gpus), so the soak's deployment
+// is the same everywhere. Without nvidia-smi it returns nothing.
+func hideGPUs(t *testing.T, dir string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("nvidia-smi"); err != nil {
+		return nil
+	}
+	bin := filepath.Join(dir, "fake-bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\necho 'the chaos soak hides the real GPUs' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 }
 
 // logged returns a proc.ready that looks for a log message.
