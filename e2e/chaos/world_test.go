@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testutil"
 )
 
 // worldConfig sizes a deployment.
@@ -77,7 +78,7 @@ func randHex(n int) string {
 // master and the admin user exists.
 func startWorld(t *testing.T, cfg worldConfig) *world {
 	t.Helper()
-	w := &world{t: t, cfg: cfg, dir: t.TempDir(), jwt: "chaos-jwt-" + randHex(16), join: "chaos-join-" + randHex(16), api: newAPI()}
+	w := &world{t: t, cfg: cfg, dir: testutil.ReachableTempDir(t), jwt: "chaos-jwt-" + randHex(16), join: "chaos-join-" + randHex(16), api: newAPI()}
 	share, err := os.MkdirTemp("", "rlsched-chaos-")
 	if err != nil {
 		t.Fatal(err)
