@@ -494,7 +494,19 @@ func TestTokenVersionMigration(t *testing.T) {
 	_ = s3.Close()
 }
 
-// TestCodeMigration: a database from before migration 4 gets the code
+// codeMigration is the version of the migration that adds code diffs.
+func codeMigration(t *testing.T) int {
+	t.Helper()
+	for i, m := range migrations {
+		if strings.Contains(strings.Join(m, "\n"), "code_diffs") {
+			return i + 1
+		}
+	}
+	t.Fatal("no migration creates code_diffs")
+	return 0
+}
+
+// TestCodeMigration: a database from before the code migration gets the code
 // columns (empty for its runs) and the diff table; a master that died
 // before recording the migration leaves a database the next one opens.
 func TestCodeMigration(t *testing.T) {
@@ -508,8 +520,9 @@ func TestCodeMigration(t *testing.T) {
 			}
 		}
 	}
+	v := codeMigration(t)
 	exec(s, `ALTER TABLE tasks DROP COLUMN git_remote, DROP COLUMN diff_id, DROP COLUMN diff_omitted`,
-		`DROP TABLE code_diffs`, `DELETE FROM schema_migrations WHERE version >= 4`)
+		`DROP TABLE code_diffs`, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +537,7 @@ func TestCodeMigration(t *testing.T) {
 	if _, err := s2.PutCodeDiff(t.Context(), []byte("+x\n")); err != nil {
 		t.Fatalf("PutCodeDiff after the migration: %v", err)
 	}
-	exec(s2, `DELETE FROM schema_migrations WHERE version >= 4`) // the columns stay
+	exec(s2, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v)) // the columns stay
 	_ = s2.Close()
 	s3, err := Open(dsn)
 	if err != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -218,7 +219,7 @@ func TestTokenVersionMigration(t *testing.T) {
 	}
 }
 
-// TestCodeMigration: a database from before migration 5 gets the code
+// TestCodeMigration: a database from before the code migration gets the code
 // columns, empty for its runs, and the diff table.
 func TestCodeMigration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rlsched.db")
@@ -231,9 +232,15 @@ func TestCodeMigration(t *testing.T) {
 	if err := s.CreateTask(t.Context(), &tk); err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema 4.
+	// Back to the schema before it.
+	v := 0
+	for i, m := range migrations {
+		if strings.Contains(m, "code_diffs") {
+			v = i + 1
+		}
+	}
 	for _, q := range []string{`ALTER TABLE tasks DROP COLUMN git_remote`, `ALTER TABLE tasks DROP COLUMN diff_id`,
-		`ALTER TABLE tasks DROP COLUMN diff_omitted`, `DROP TABLE code_diffs`, `DELETE FROM schema_migrations WHERE version = 5`} {
+		`ALTER TABLE tasks DROP COLUMN diff_omitted`, `DROP TABLE code_diffs`, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, v)} {
 		if _, err := s.w.ExecContext(t.Context(), q); err != nil {
 			t.Fatal(err)
 		}
