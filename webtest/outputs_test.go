@@ -115,7 +115,9 @@ func TestRunPageArtifacts(t *testing.T) {
 		t.Errorf("download link %q", href)
 	}
 	// The link serves the bytes REST lists.
-	got := eval[string](b, fmt.Sprintf(`fetch(%q).then((r) => r.text())`, href))
+	eval[bool](b, fmt.Sprintf(`(fetch(%q).then((r) => r.text()).then((t) => { window.__download = t; }), true)`, href))
+	b.wait("the download", 15*time.Second, `typeof window.__download === 'string'`)
+	got := eval[string](b, `window.__download`)
 	if !strings.Contains(got, `"episode": 30`) {
 		t.Errorf("the download link served %.200q", got)
 	}

@@ -379,7 +379,7 @@ export function mount(root, ctx) {
     artifactsPreview.hidden = false;
     const close = h('button', { type: 'button', class: 'btn btn-ghost btn-sm', 'aria-label': 'Close the preview' }, 'Close');
     close.addEventListener('click', () => { artifactsPreview.hidden = true; clear(artifactsPreview); });
-    const head = h('div', { class: 'card-head', style: { marginTop: '14px' } }, h('h3', { style: { margin: '0' } }, a.path), h('span', { class: 'faint' }, fmtBytes(a.size)), h('span', { class: 'spacer' }), close);
+    const head = h('div', { class: 'card-head', style: { marginTop: '14px' } }, h('strong', { class: 'mono' }, a.path), h('span', { class: 'faint' }, fmtBytes(a.size)), h('span', { class: 'spacer' }), close);
     replace(artifactsPreview, head, h('p', { class: 'muted' }, 'Loading…'));
     let body;
     try {
