@@ -759,6 +759,41 @@ for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "a/", "a\x00b"]:
 check(rlsched._artifact_target("ckpt/model.pt", d) == os.path.join(d, "ckpt", "model.pt"), "into a directory")
 check(rlsched._artifact_target("ckpt/model.pt", os.path.join(d, "m.pt")) == os.path.join(d, "m.pt"), "to a file")
 
+# The sha256 an artifact's ETag names, quoted, weak or bare; nothing else.
+sha = "ab" * 32
+check(rlsched._etag_sha256('"%s"' % sha) == sha and rlsched._etag_sha256('W/"%s"' % sha.upper()) == sha and rlsched._etag_sha256(sha) == sha, "etag sha256")
+check(rlsched._etag_sha256('"abc"') == "" and rlsched._etag_sha256("") == "" and rlsched._etag_sha256('"%s"' % ("zz" * 32)) == "", "etag without a sha256")
+
+# download checks the bytes against the ETag's sha256 and writes nothing on a mismatch.
+import hashlib, http.server, threading
+body = b'{"episode": 30}\n'
+seen = []
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        seen.append(self.path)
+        tag = hashlib.sha256(body).hexdigest() if "good" in self.path else "0" * 64
+        self.send_response(200)
+        self.send_header("ETag", '"%s"' % tag)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+c = rlsched.Client("http://127.0.0.1:%d" % srv.server_address[1], token="t")
+d = tempfile.mkdtemp()
+got = c.download("r1", "ckpt/good.json", d, attempt=2)
+check(got == os.path.join(d, "ckpt", "good.json") and open(got, "rb").read() == body, "download: %s" % got)
+check(seen[-1] == "/api/tasks/r1/artifacts/ckpt/good.json?attempt=2", "download path: %s" % seen[-1])
+try:
+    c.download("r1", "bad.json", d)
+    check(False, "a download whose bytes do not match its ETag succeeded")
+except rlsched.APIError as e:
+    check(e.code == "bad_response" and "bad.json" in e.message, "mismatch error: %r" % (e.__dict__,))
+check(sorted(os.listdir(d)) == ["ckpt"], "files left after a mismatch: %s" % os.listdir(d))
+srv.shutdown()
+
 # A URL must be http(s); a trailing slash is dropped.
 try:
     rlsched.Client("localhost:8081")
