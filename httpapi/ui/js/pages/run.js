@@ -507,7 +507,6 @@ export function mount(root, ctx) {
     if (TERMINAL.has(t.status) && (!prev || !TERMINAL.has(prev.status))) {
       if (stream) stream.runEnded();
       loadArtifacts();
-      if (prev) setTimeout(() => mergeRestMetrics(true), 1000);
     }
   }
 
@@ -564,7 +563,8 @@ export function mount(root, ctx) {
     setTask(first);
     renderCharts();
     if (!TERMINAL.has(t.status)) loadArtifacts();
-    mergeRestMetrics(TERMINAL.has(t.status));
+    mergeRestMetrics(false);
+    let finalMerged = false;
     const outputsPoll = setInterval(() => { if (!TERMINAL.has(t.status)) loadArtifacts(); }, ARTIFACTS_EVERY);
     cleanups.push(() => clearInterval(outputsPoll));
     const metricsPoll = setInterval(() => { if (!TERMINAL.has(t.status)) mergeRestMetrics(false); }, REST_METRICS_EVERY);
@@ -583,6 +583,9 @@ export function mount(root, ctx) {
         updateLogInfo(p);
         if (chartsDirty && Date.now() - lastChart > 250) renderCharts();
         if (p.eof) renderCharts();
+        // The whole log is read: the master's series, which saw every line
+        // (and may keep points a capped log lost), get their say.
+        if (p.eof && !finalMerged) { finalMerged = true; mergeRestMetrics(true); }
       },
       onError: (e) => { logInfo.textContent = 'log: ' + e.message + ' (retrying)'; },
     });
