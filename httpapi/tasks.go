@@ -282,9 +282,12 @@ func (s *Server) codeDiff(r *request) *apiError {
 			"only the run's owner or an admin may read its diff (it may hold secrets, as env values do)"}
 	}
 	etag := `"` + t.Code.DiffID + `"`
-	r.ctx.Response.Header.Set(fasthttp.HeaderETag, etag)
-	r.ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "private, no-cache")
+	cache := func() {
+		r.ctx.Response.Header.Set(fasthttp.HeaderETag, etag)
+		r.ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "private, no-cache")
+	}
 	if inm := string(r.ctx.Request.Header.Peek(fasthttp.HeaderIfNoneMatch)); inm != "" && etagMatches(inm, etag) {
+		cache()
 		r.ctx.SetStatusCode(fasthttp.StatusNotModified)
 		return nil
 	}
@@ -292,6 +295,7 @@ func (s *Server) codeDiff(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "diff of run "+t.ID)
 	}
+	cache()
 	r.ctx.SetStatusCode(fasthttp.StatusOK)
 	r.ctx.SetContentType("text/x-diff; charset=utf-8")
 	r.ctx.Response.Header.Set("Content-Disposition", `inline; filename="`+t.ID+`.diff"`)
