@@ -45,12 +45,13 @@ type Env struct {
 	// where the git commit is read); default os.Getwd().
 	Dir string
 
-	// Test hooks: poll intervals and clock; ttyOut treats Stdout as a
-	// terminal.
+	// Test hooks: poll intervals and clock; ttyOut and ttyErr treat Stdout
+	// and Stderr as terminals.
 	waitEvery time.Duration // submit --wait: GET /api/tasks/{id}
 	logsEvery time.Duration // logs -f
 	now       func() time.Time
 	ttyOut    bool
+	ttyErr    bool
 }
 
 const (
@@ -122,7 +123,7 @@ func Commands() []string {
 
 // order is the order of Usage's listing: the usual workflow first.
 var order = []string{"register", "login", "logout", "whoami", "submit", "ls", "show", "logs",
-	"cancel", "rerun", "metrics", "workers"}
+	"cancel", "rerun", "metrics", "artifacts", "download", "diff", "workers"}
 
 // Usage writes one line per client command, for the binary's top-level help.
 func Usage(w io.Writer) {

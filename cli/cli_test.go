@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -68,7 +67,7 @@ func (h *harness) login() {
 }
 
 func TestCommands(t *testing.T) {
-	want := []string{"cancel", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "whoami", "workers"}
+	want := []string{"artifacts", "cancel", "diff", "download", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "whoami", "workers"}
 	if got := Commands(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Commands() = %v, want %v", got, want)
 	}
@@ -276,45 +275,6 @@ func TestSubmit_CommandMode(t *testing.T) {
 	var ans submitAnswer
 	if err := json.Unmarshal([]byte(out), &ans); err != nil || ans.ID == "" || ans.Status != core.StatusQueued {
 		t.Errorf("--json output %q: %v", out, err)
-	}
-}
-
-func TestSubmit_RecordsGitCommit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	h := newHarness(t)
-	h.login()
-	dir := h.env.Dir
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com",
-			"-c", "commit.gpgsign=false"}, args...)...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q")
-	if err := os.WriteFile(filepath.Join(dir, "train.py"), []byte("print(1)\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git("add", ".")
-	git("commit", "-q", "-m", "init")
-	head := git("rev-parse", "HEAD")
-
-	h.mustRun(0, "submit", "--", "python3", "train.py")
-	if got := jsonString(h.trainBody()["code"]); got != `{"gitCommit":"`+head+`","gitDirty":false}` {
-		t.Errorf("clean tree: code = %s", got)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "train.py"), []byte("print(2)\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.mustRun(0, "submit", "--", "python3", "train.py")
-	if got := jsonString(h.trainBody()["code"]); got != `{"gitCommit":"`+head+`","gitDirty":true}` {
-		t.Errorf("dirty tree: code = %s", got)
 	}
 }
 

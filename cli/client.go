@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,10 +24,48 @@ type client struct {
 	username    string // of the saved login, for hints
 	otherServer string // the saved login's server when it is not base
 	hc          *http.Client
+	// dl carries downloads: no bound on the whole exchange (a checkpoint
+	// may take minutes), one on the wait for an answer; a stalled body is
+	// the reader's to notice (download.go).
+	dl *http.Client
+}
+
+func downloadClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = 60 * time.Second
+	return &http.Client{Transport: tr}
 }
 
 // maxBody bounds what the client reads of one response.
 const maxBody = 64 << 20
+
+// Request bodies: over gzipAbove bytes of JSON they go gzip-compressed
+// (docs/API.md), and on the wire at most maxWireBody (API.md: 1 MiB) fit.
+const (
+	gzipAbove   = 64 << 10
+	maxWireBody = 1 << 20
+)
+
+// encodeBody is the request body of v as sent: JSON, gzip-compressed when
+// larger than gzipAbove.
+func encodeBody(v any) (body []byte, gzipped bool, err error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false, fmt.Errorf("BUG: cannot encode request: %w", err)
+	}
+	if len(b) <= gzipAbove {
+		return b, false, nil
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, false, fmt.Errorf("cannot compress request: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, false, fmt.Errorf("cannot compress request: %w", err)
+	}
+	return buf.Bytes(), true, nil
+}
 
 // apiError is a non-2xx answer of the server.
 type apiError struct {
@@ -135,7 +174,7 @@ func (inv *invocation) newClient() (c *client, code int, ok bool) {
 	if err != nil {
 		return nil, inv.usageError("%v", err), false
 	}
-	c = &client{base: base, hc: &http.Client{Timeout: 60 * time.Second}}
+	c = &client{base: base, hc: &http.Client{Timeout: 60 * time.Second}, dl: downloadClient()}
 	if saved != nil {
 		c.username = saved.Username
 		if savedBase, err := normalizeServer(saved.Server); err == nil && savedBase == base {
@@ -161,41 +200,13 @@ type response struct {
 // do sends one request. body, when not nil, is sent as JSON. A non-2xx answer
 // is an *apiError, no answer a *netError.
 func (c *client) do(ctx context.Context, method, path string, q url.Values, body any, accept string) (*response, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
+	hdr := http.Header{}
+	if accept != "" {
+		hdr.Set("Accept", accept)
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("BUG: cannot encode request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, traceID, err := c.send(ctx, c.hc, method, path, q, body, hdr)
 	if err != nil {
-		return nil, fmt.Errorf("cannot build request for %s: %w", u, err)
-	}
-	traceID := core.NewTraceID()
-	req.Header.Set("X-Trace-Id", traceID)
-	req.Header.Set("User-Agent", "rlsched-cli/"+core.Version)
-	if accept == "" {
-		accept = "application/json"
-	}
-	req.Header.Set("Accept", accept)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, &netError{Server: c.base, Err: ctx.Err(), TraceID: traceID, Interrupted: true}
-		}
-		return nil, &netError{Server: c.base, Err: unwrapURLError(err), TraceID: traceID}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
@@ -217,6 +228,74 @@ func (c *client) do(ctx context.Context, method, path string, q url.Values, body
 		return nil, ae
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// send sends one request through hc and returns its answer, whatever the
+// status, with the trace id it carried; no answer is a *netError. hdr adds
+// headers (Accept defaults to JSON).
+func (c *client) send(ctx context.Context, hc *http.Client, method, path string, q url.Values, body any, hdr http.Header) (*http.Response, string, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	gzipped := false
+	if body != nil {
+		b, gz, err := encodeBody(body)
+		if err != nil {
+			return nil, "", err
+		}
+		rd, gzipped = bytes.NewReader(b), gz
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, "", fmt.Errorf("cannot build request for %s: %w", u, err)
+	}
+	traceID := core.NewTraceID()
+	req.Header.Set("X-Trace-Id", traceID)
+	req.Header.Set("User-Agent", "rlsched-cli/"+core.Version)
+	req.Header.Set("Accept", "application/json")
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if gzipped {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, traceID, &netError{Server: c.base, Err: ctx.Err(), TraceID: traceID, Interrupted: true}
+		}
+		return nil, traceID, &netError{Server: c.base, Err: unwrapURLError(err), TraceID: traceID}
+	}
+	return resp, traceID, nil
+}
+
+// stream GETs path for a download: the answer's body is for the caller to
+// read and close. A status other than 200 and 206 is an *apiError (its
+// body read); hdr adds headers (Range, If-Range).
+func (c *client) stream(ctx context.Context, path string, q url.Values, hdr http.Header) (*http.Response, error) {
+	resp, traceID, err := c.send(ctx, c.dl, http.MethodGet, path, q, nil, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusPartialContent {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	ae := parseAPIError(resp, b)
+	if ae.TraceID == "" {
+		ae.TraceID = traceID
+	}
+	ae.Hint = c.hint(ae, resp, path)
+	return nil, ae
 }
 
 func unwrapURLError(err error) error {

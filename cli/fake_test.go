@@ -1,6 +1,10 @@
 package cli
 
 import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -42,6 +46,32 @@ type fakeServer struct {
 	logJSON   bool // answer logs in JSON mode even for Accept: text/plain
 	logOffs   []int64
 	series    map[string]map[string][][2]float64
+	// Run outputs: files[id] are a run's artifacts (every version); cutFile
+	// makes the next GET of that path send cutAt bytes and drop the
+	// connection; corrupt serves other bytes than listed; fileReqs records
+	// the Range and If-Range of every artifact GET; diffs[id] is code.diff.
+	files     map[string][]fakeFile
+	cutFile   string
+	cutAt     int
+	corrupt   bool
+	fileReqs  []fileReq
+	diffs     map[string]string
+	trainEnc  string // Content-Encoding of the last POST /api/train
+	trainSize int    // its size on the wire
+}
+
+type fakeFile struct {
+	path     string
+	attempt  int
+	data     []byte
+	modified time.Time
+}
+
+type fileReq struct{ path, rng, ifRange, attempt string }
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -52,6 +82,8 @@ func newFakeServer(t *testing.T) *fakeServer {
 		statuses: map[string][]core.Status{},
 		logs:     map[string][]byte{},
 		series:   map[string]map[string][][2]float64{},
+		files:    map[string][]fakeFile{},
+		diffs:    map[string]string{},
 		logMax:   1 << 20,
 	}
 	mux := http.NewServeMux()
@@ -67,6 +99,9 @@ func newFakeServer(t *testing.T) *fakeServer {
 	mux.HandleFunc("GET /api/tasks/{id}/metrics", f.authed(f.metrics))
 	mux.HandleFunc("GET /api/monitor/logs/{id}", f.authed(f.logsHandler))
 	mux.HandleFunc("GET /api/workers", f.authed(f.workers))
+	mux.HandleFunc("GET /api/tasks/{id}/artifacts", f.authed(f.artifacts))
+	mux.HandleFunc("GET /api/tasks/{id}/artifacts/{path...}", f.authed(f.artifactFile))
+	mux.HandleFunc("GET /api/tasks/{id}/code.diff", f.authed(f.codeDiff))
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tid := r.Header.Get("X-Trace-Id")
 		if !core.ValidTraceID(tid) {
@@ -178,8 +213,30 @@ func (f *fakeServer) addTaskLocked(t core.Task) string {
 	return t.ID
 }
 
+// readBody reads a request body as the master does: inflated when sent
+// with Content-Encoding: gzip. It returns the bytes on the wire's count too.
+func readBody(r *http.Request) (body []byte, wire int, err error) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil || r.Header.Get("Content-Encoding") != "gzip" {
+		return raw, len(raw), err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, len(raw), err
+	}
+	body, err = io.ReadAll(zr)
+	return body, len(raw), err
+}
+
 func (f *fakeServer) train(w http.ResponseWriter, r *http.Request, user string) {
-	body, _ := io.ReadAll(r.Body)
+	body, wire, err := readBody(r)
+	if err != nil || wire > 1<<20 {
+		writeErr(w, r, 400, "bad_request", fmt.Sprintf("body of %d bytes: %v", wire, err))
+		return
+	}
+	f.mu.Lock()
+	f.trainEnc, f.trainSize = r.Header.Get("Content-Encoding"), wire
+	f.mu.Unlock()
 	var b struct {
 		Command   []string        `json:"command"`
 		Algorithm string          `json:"algorithm"`
@@ -269,7 +326,7 @@ func (f *fakeServer) cancel(w http.ResponseWriter, r *http.Request, user string)
 
 func (f *fakeServer) rerun(w http.ResponseWriter, r *http.Request, user string) {
 	id := r.PathValue("id")
-	body, _ := io.ReadAll(r.Body)
+	body, _, _ := readBody(r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rerunBody = body
@@ -362,6 +419,108 @@ func (f *fakeServer) workers(w http.ResponseWriter, r *http.Request, user string
 		{ID: "w2", Host: "gpu-b", State: core.WorkerDown, Slots: 2},
 	}
 	writeJSON(w, 200, map[string]any{"items": ws})
+}
+
+// addFile stores a version of an artifact of run id.
+func (f *fakeServer) addFile(id, path string, attempt int, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[id] = append(f.files[id], fakeFile{path, attempt, data, time.Now().Add(-2 * time.Minute)})
+}
+
+// versions are the files of id as API.md lists them: the newest version of
+// each path, or those of one attempt.
+func (f *fakeServer) versionsLocked(id, attempt string) []fakeFile {
+	newest := map[string]fakeFile{}
+	var order []string
+	for _, v := range f.files[id] {
+		if attempt != "" && strconv.Itoa(v.attempt) != attempt {
+			continue
+		}
+		if _, ok := newest[v.path]; !ok {
+			order = append(order, v.path)
+		}
+		if cur, ok := newest[v.path]; !ok || v.attempt >= cur.attempt {
+			newest[v.path] = v
+		}
+	}
+	out := make([]fakeFile, 0, len(order))
+	for _, p := range order {
+		out = append(out, newest[p])
+	}
+	return out
+}
+
+func (f *fakeServer) artifacts(w http.ResponseWriter, r *http.Request, user string) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.tasks[id]; !ok {
+		writeErr(w, r, 404, "not_found", "run "+id+" not found")
+		return
+	}
+	items := []map[string]any{}
+	for _, v := range f.versionsLocked(id, r.URL.Query().Get("attempt")) {
+		items = append(items, map[string]any{"path": v.path, "size": len(v.data), "sha256": sha(v.data),
+			"attempt": v.attempt, "modifiedAt": v.modified.UTC().Format(time.RFC3339Nano)})
+	}
+	writeJSON(w, 200, map[string]any{"items": items})
+}
+
+// artifactFile serves a file with ETag, Range and If-Range (net/http's
+// ServeContent, as a real server would), or cuts the transfer short.
+func (f *fakeServer) artifactFile(w http.ResponseWriter, r *http.Request, user string) {
+	id, path := r.PathValue("id"), r.PathValue("path")
+	attempt := r.URL.Query().Get("attempt")
+	f.mu.Lock()
+	f.fileReqs = append(f.fileReqs, fileReq{path, r.Header.Get("Range"), r.Header.Get("If-Range"), attempt})
+	var file *fakeFile
+	for _, v := range f.versionsLocked(id, attempt) {
+		if v.path == path {
+			file = &v
+		}
+	}
+	cut := f.cutFile == path
+	if cut {
+		f.cutFile = ""
+	}
+	cutAt, corrupt := f.cutAt, f.corrupt
+	f.mu.Unlock()
+	if file == nil {
+		writeErr(w, r, 404, "not_found", "artifact "+path+" not found")
+		return
+	}
+	w.Header().Set("ETag", `"`+sha(file.data)+`"`)
+	data := file.data
+	if corrupt {
+		data = bytes.ToUpper(data)
+	}
+	if cut {
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+		w.WriteHeader(200)
+		_, _ = w.Write(data[:cutAt])
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		panic(http.ErrAbortHandler) // the connection drops mid-body
+	}
+	http.ServeContent(w, r, "", file.modified, bytes.NewReader(data))
+}
+
+func (f *fakeServer) codeDiff(w http.ResponseWriter, r *http.Request, user string) {
+	id := r.PathValue("id")
+	f.mu.Lock()
+	d, ok := f.diffs[id]
+	f.mu.Unlock()
+	switch {
+	case !ok:
+		writeErr(w, r, 404, "not_found", "run "+id+" has no stored diff")
+	case user != "alice":
+		writeErr(w, r, 403, "forbidden", "only the run's owner or an admin may read its diff (it may hold secrets, as env values do)")
+	default:
+		w.Header().Set("Content-Type", "text/x-diff; charset=utf-8")
+		_, _ = io.WriteString(w, d)
+	}
 }
 
 // sortedKeys is for stable assertions on maps.

@@ -40,12 +40,15 @@ func init() {
 	})
 	register(&command{
 		name:    "rerun",
-		args:    "ID [--param KEY=VALUE ...] [--wait | --follow] [--json]",
+		args:    "ID [--param KEY=VALUE ...] [--resume-from RUN] [--wait | --follow] [--json]",
 		summary: "Start a new run with the same spec, optionally changing params; print its id.",
-		details: "--param values are merged into the original run's params (the others are kept).",
+		details: "--param values are merged into the original run's params (the others are kept).\n" +
+			"--resume-from RUN starts the new run with the newest output files of RUN (often ID itself)\n" +
+			"and RLSCHED_RESUME=1, so a trainer that checkpoints continues where RUN stopped.",
 		examples: []string{
 			"rlsched rerun $id",
 			"rlsched rerun $id --param lr=1e-4 --param seed=7 --wait",
+			"rlsched rerun $id --resume-from $id --param episodes=2000",
 		},
 		run: runRerun,
 	})
@@ -129,6 +132,8 @@ func runShow(inv *invocation, args []string) int {
 		{"error", orDash(oneLine(t.Error))},
 		{"finalReward", formatFloat(t.FinalReward, false)},
 		{"code", codeVer},
+		{"gitRemote", orDash(t.Code.GitRemote)},
+		{"diff", diffLine(t)},
 		{"createdAt", formatTime(&t.CreatedAt)},
 		{"startedAt", formatTime(t.StartedAt)},
 		{"finishedAt", formatTime(t.FinishedAt)},
@@ -141,6 +146,17 @@ func runShow(inv *invocation, args []string) int {
 		return inv.fail(err)
 	}
 	return ExitOK
+}
+
+// diffLine says whether the run's diff is stored and how to read it.
+func diffLine(t core.Task) string {
+	switch {
+	case t.Code.HasDiff:
+		return "stored: rlsched diff " + t.ID
+	case t.Code.DiffOmitted != "":
+		return "not stored: " + oneLine(t.Code.DiffOmitted)
+	}
+	return "-"
 }
 
 func compactJSON(raw json.RawMessage) string {
@@ -297,11 +313,16 @@ func runRerun(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	var params multiFlag
 	var w waitFlags
+	var resumeFrom string
 	fs.Var(&params, "param", "change hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
+	fs.StringVar(&resumeFrom, "resume-from", "", "start with the output files of run `RUN` in RLSCHED_OUTPUT_DIR, and RLSCHED_RESUME=1")
 	inv.addWaitFlags(&w)
 	p, code, ok := inv.start(args, 1, 1)
 	if !ok {
 		return code
+	}
+	if fs.isSet("resume-from") && !core.ValidTaskID(resumeFrom) {
+		return inv.usageError("invalid --resume-from %q: give the id of the run whose files to start from", resumeFrom)
 	}
 	if code, ok := inv.checkWaitFlags(&w); !ok {
 		return code
@@ -335,6 +356,9 @@ func runRerun(inv *invocation, args []string) int {
 		}
 		merged, _ := parseParams(params, base)
 		body["params"] = merged
+	}
+	if resumeFrom != "" {
+		body["resumeFrom"] = resumeFrom
 	}
 	var ans submitAnswer
 	raw, err := c.postJSON(inv.ctx, taskPath(id, "/rerun"), body, &ans)

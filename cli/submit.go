@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -26,8 +24,14 @@ your own command: everything after -- is the argv, run without a shell on the wo
 reads as one (3, 1e-4, true), else as a string. Params are appended to the argv as
 --KEY VALUE and given to the run as RLSCHED_PARAMS (JSON).
 
-When the current directory is in a git repository, the commit and whether the tree is dirty
-are recorded with the run.
+When the current directory is in a git repository, the commit, whether the tree is dirty,
+the upstream (else origin) remote without credentials and the uncommitted changes
+(git diff HEAD, binary files summarised, at most 2 MiB) are recorded with the run; untracked
+files are not in the diff (git add -N makes them part of it). The diff is shown only to you
+and the admins: rlsched diff ID.
+
+--resume-from ID starts the run with the newest files of run ID's output directory and
+RLSCHED_RESUME=1 (scripts/train.py then continues from its checkpoint.json).
 
 Only the id is printed on standard output, so id=$(rlsched submit ...) works. With --wait the
 progress and the final status go to standard error and the exit code is 0 only when the run
@@ -37,6 +41,7 @@ SUCCEEDED.`,
 			"rlsched submit --gpus 1 --param seed=3 --tag sweep -- python3 train.py --env CartPole-v1",
 			"id=$(rlsched submit --project cartpole -- python3 train.py) && rlsched logs -f $id",
 			"rlsched submit --wait --timeout 2h -- python3 train.py",
+			"rlsched submit --resume-from $id --algorithm ppo --episodes 1000",
 		},
 		run: runSubmit,
 	})
@@ -58,7 +63,8 @@ type submitRequest struct {
 	Env            map[string]string `json:"env,omitempty"`
 	Workdir        string            `json:"workdir,omitempty"`
 	Tags           []string          `json:"tags,omitempty"`
-	Code           *core.CodeInfo    `json:"code,omitempty"`
+	Code           *codeRequest      `json:"code,omitempty"`
+	ResumeFrom     string            `json:"resumeFrom,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -110,6 +116,7 @@ func runSubmit(inv *invocation, args []string) int {
 	fs.StringVar(&req.Project, "project", "", "`PROJECT` to group runs for comparison")
 	fs.Var(&tags, "tag", "add `TAG` to the run (repeatable)")
 	fs.StringVar(&workdir, "workdir", "", "`DIR` on the worker (default for a command: the current directory)")
+	fs.StringVar(&req.ResumeFrom, "resume-from", "", "start with the output files of run `ID` in RLSCHED_OUTPUT_DIR, and RLSCHED_RESUME=1")
 	inv.addWaitFlags(&w)
 	p := fs.parse(args)
 	if !p.help && p.problem == "" && len(p.pos) > 0 {
@@ -195,7 +202,13 @@ func runSubmit(inv *invocation, args []string) int {
 		}
 		req.TimeoutSeconds = &secs
 	}
-	req.Code = gitInfo(inv.ctx, inv.env.Dir)
+	if fs.isSet("resume-from") {
+		if !core.ValidTaskID(req.ResumeFrom) {
+			return inv.usageError("invalid --resume-from %q: give the id of the run whose files to start from", req.ResumeFrom)
+		}
+	}
+	req.Code = gitCode(inv.ctx, inv.env.Dir)
+	fitDiff(&req)
 
 	c, code, ok := inv.newClient()
 	if !ok {
@@ -273,30 +286,4 @@ func parseTimeout(s string) (int64, error) {
 		return 0, fmt.Errorf("--timeout must be positive, got %s", s)
 	}
 	return int64(math.Ceil(d.Seconds())), nil
-}
-
-// gitInfo returns the commit of the git work tree holding dir and whether it
-// has uncommitted changes; nil when dir is not in one (or git is missing).
-func gitInfo(ctx context.Context, dir string) *core.CodeInfo {
-	if dir == "" {
-		return nil
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	git := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = dir
-		out, err := cmd.Output()
-		return strings.TrimSpace(string(out)), err
-	}
-	commit, err := git("rev-parse", "HEAD")
-	if err != nil || commit == "" {
-		return nil
-	}
-	status, err := git("status", "--porcelain")
-	// A status that cannot be read cannot prove the tree clean.
-	return &core.CodeInfo{GitCommit: commit, GitDirty: err != nil || status != ""}
 }

@@ -45,12 +45,6 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// CodeInfo records the code version a run was submitted from.
-type CodeInfo struct {
-	GitCommit string `json:"gitCommit"`
-	GitDirty  bool   `json:"gitDirty"`
-}
-
 // Task is one training run. Its JSON form is API.md's Task.
 type Task struct {
 	ID             string            `json:"id"`

@@ -43,6 +43,9 @@ type route struct {
 	hasID bool
 	id    string
 	rest  []string
+	// submission: the body is a run's spec, which may carry a code diff:
+	// inflated (body.go), it may reach MaxSubmitBodySize.
+	submission bool
 }
 
 // Handler returns the API as a fasthttp handler, with trace ids, the access
@@ -135,6 +138,13 @@ func (s *Server) dispatch(r *request) *apiError {
 		return errNotFound("path")
 	}
 	r.rest = rt.rest
+	limit := MaxBodySize
+	if rt.submission {
+		limit = MaxSubmitBodySize
+	}
+	if e := inflateBody(&r.ctx.Request, limit); e != nil {
+		return e
+	}
 	return rt.h(r)
 }
 
@@ -178,7 +188,7 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 	case is("api", "monitor", "health"):
 		return route{method: get, public: true, probe: true, h: s.health}, nil
 	case is("api", "train"):
-		return route{method: post, h: s.submit}, nil
+		return route{method: post, h: s.submit, submission: true}, nil
 	case is("api", "tasks"):
 		return route{method: get, h: s.listTasks}, nil
 	case is("api", "workers"):
@@ -197,7 +207,9 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 		case len(segs) == 4 && segs[3] == "cancel":
 			rt.method, rt.h = post, s.cancelTask
 		case len(segs) == 4 && segs[3] == "rerun":
-			rt.method, rt.h = post, s.rerunTask
+			rt.method, rt.h, rt.submission = post, s.rerunTask, true
+		case len(segs) == 4 && segs[3] == "code.diff":
+			rt.method, rt.h = get, s.codeDiff
 		case len(segs) == 4 && segs[3] == "metrics":
 			rt.method, rt.h = get, s.taskMetrics
 		case len(segs) == 4 && segs[3] == "artifacts":

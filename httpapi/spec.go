@@ -60,7 +60,18 @@ type submitBody struct {
 	Env            *map[string]string `json:"env"`
 	Workdir        *string            `json:"workdir"`
 	Tags           *[]string          `json:"tags"`
-	Code           *core.CodeInfo     `json:"code"`
+	Code           *submitCode        `json:"code"`
+}
+
+// submitCode is a submission's code: core.CodeInfo as the client knows it,
+// with the diff itself, which the Task never carries (it is stored apart,
+// by content). hasDiff is the server's to say, so it is not read.
+type submitCode struct {
+	GitCommit   string `json:"gitCommit"`
+	GitDirty    bool   `json:"gitDirty"`
+	GitRemote   string `json:"gitRemote"`
+	Diff        string `json:"diff"`
+	DiffOmitted string `json:"diffOmitted"`
 }
 
 // spec is a run's submission, resolved: what a rerun repeats.
@@ -82,7 +93,10 @@ type spec struct {
 	env      map[string]string
 	tags     []string
 	workdir  string
-	code     core.CodeInfo
+	// code is the run's code record; diff, when set, is a new diff that
+	// create stores and names in code.DiffID.
+	code core.CodeInfo
+	diff []byte
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -270,13 +284,45 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		sp.workdir = *b.Workdir
 	}
 	if b.Code != nil {
-		if len(b.Code.GitCommit) > 64 || strings.IndexByte(b.Code.GitCommit, 0) >= 0 {
-			return errBadRequest("code.gitCommit must be at most 64 characters")
+		if e := applyCode(sp, b.Code); e != nil {
+			return e
 		}
-		sp.code = *b.Code
 	}
 	if len(sp.base) == 0 {
 		return errBadRequest("give command (an argv array) or algorithm")
+	}
+	return nil
+}
+
+// Limits of a submission's code (API.md "Run outputs").
+const (
+	maxGitCommitBytes   = 64
+	maxGitRemoteBytes   = 1024
+	maxDiffOmittedChars = 200
+)
+
+// applyCode replaces sp's code with c: a new record, with its own diff or
+// none (a rerun that sends code does not keep the original's diff).
+func applyCode(sp *spec, c *submitCode) *apiError {
+	if len(c.GitCommit) > maxGitCommitBytes || strings.IndexByte(c.GitCommit, 0) >= 0 {
+		return errBadRequest("code.gitCommit must be at most %d characters", maxGitCommitBytes)
+	}
+	remote := core.RedactRemote(c.GitRemote)
+	if len(remote) > maxGitRemoteBytes || strings.IndexByte(remote, 0) >= 0 {
+		return errBadRequest("code.gitRemote must be a URL of at most %d bytes", maxGitRemoteBytes)
+	}
+	if len(c.Diff) > core.MaxCodeDiffBytes {
+		return errBadRequest("code.diff is %d bytes, over the %d MiB limit: send it without the diff and say why in code.diffOmitted",
+			len(c.Diff), core.MaxCodeDiffBytes>>20)
+	}
+	if utf8.RuneCountInString(c.DiffOmitted) > maxDiffOmittedChars || strings.IndexByte(c.DiffOmitted, 0) >= 0 {
+		return errBadRequest("code.diffOmitted must be at most %d characters", maxDiffOmittedChars)
+	}
+	sp.code = core.CodeInfo{GitCommit: c.GitCommit, GitDirty: c.GitDirty, GitRemote: remote, DiffOmitted: c.DiffOmitted}
+	sp.diff = nil
+	if c.Diff != "" {
+		sp.diff = []byte(c.Diff)
+		sp.code.DiffOmitted = ""
 	}
 	return nil
 }

@@ -58,7 +58,13 @@ func (s *Server) rerunTask(r *request) *apiError {
 	}
 	sp := s.specOf(orig)
 	if !orig.EnvVisibleTo(r.user) {
-		sp.env = nil // another user's env values are not theirs to reuse
+		// Another user's env values and diff are not theirs to reuse (nor
+		// to read through the rerun's code.diff).
+		sp.env = nil
+		if sp.code.DiffID != "" {
+			sp.code.DiffID, sp.code.HasDiff = "", false
+			sp.code.DiffOmitted = "the diff of run " + orig.ID + " is shown only to its owner and admins"
+		}
 	}
 	if body := r.ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
 		var b submitBody
@@ -106,6 +112,13 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
+	if len(sp.diff) > 0 {
+		id, err := s.st.PutCodeDiff(ctx, sp.diff)
+		if err != nil {
+			return storeError(err, "code diff")
+		}
+		t.Code.DiffID, t.Code.HasDiff = id, true
+	}
 	if err := s.st.CreateTask(ctx, &t); err != nil {
 		return storeError(err, "run")
 	}
@@ -243,6 +256,66 @@ func (s *Server) taskMetrics(r *request) *apiError {
 		TaskID string              `json:"taskId"`
 		Series map[string][][2]any `json:"series"`
 	}{r.id, out})
+}
+
+// codeDiff is GET /api/tasks/{id}/code.diff: the `git diff HEAD` the run
+// was submitted with, to those who may see its env values (a diff can hold
+// secrets just as well).
+func (s *Server) codeDiff(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	t, err := s.st.Task(ctx, r.id)
+	if err != nil {
+		return storeError(err, "run "+r.id)
+	}
+	if t.Code.DiffID == "" {
+		why := "run " + t.ID + " has no stored diff"
+		if t.Code.DiffOmitted != "" {
+			why += ": " + t.Code.DiffOmitted
+		} else if !t.Code.GitDirty {
+			why += " (its work tree was clean, or no git repository)"
+		}
+		return &apiError{fasthttp.StatusNotFound, codeNotFound, why}
+	}
+	if !t.EnvVisibleTo(r.user) {
+		return &apiError{fasthttp.StatusForbidden, codeForbidden,
+			"only the run's owner or an admin may read its diff (it may hold secrets, as env values do)"}
+	}
+	etag := `"` + t.Code.DiffID + `"`
+	cache := func() {
+		r.ctx.Response.Header.Set(fasthttp.HeaderETag, etag)
+		r.ctx.Response.Header.Set(fasthttp.HeaderCacheControl, "private, no-cache")
+	}
+	if inm := string(r.ctx.Request.Header.Peek(fasthttp.HeaderIfNoneMatch)); inm != "" && etagMatches(inm, etag) {
+		cache()
+		r.ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return nil
+	}
+	diff, err := s.st.CodeDiff(ctx, t.Code.DiffID)
+	if err != nil {
+		return storeError(err, "diff of run "+t.ID)
+	}
+	cache()
+	r.ctx.SetStatusCode(fasthttp.StatusOK)
+	r.ctx.SetContentType("text/x-diff; charset=utf-8")
+	r.ctx.Response.Header.Set("Content-Disposition", `inline; filename="`+t.ID+`.diff"`)
+	// The bytes are the submitter's: never sniffed into a page, never
+	// scripted should a browser open them.
+	r.ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	r.ctx.Response.Header.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	r.ctx.SetBody(diff)
+	return nil
+}
+
+// etagMatches reports whether an If-None-Match value names etag (or is *).
+func etagMatches(header, etag string) bool {
+	for _, v := range strings.Split(header, ",") {
+		v = strings.TrimPrefix(strings.TrimSpace(v), "W/")
+		if v == "*" || v == etag {
+			return true
+		}
+	}
+	return false
 }
 
 // listArtifacts is GET /api/tasks/{id}/artifacts; artifacts do not flow to

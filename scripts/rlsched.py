@@ -39,9 +39,9 @@ Only the standard library is used.
 """
 
 import datetime
+import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -183,6 +183,15 @@ def _artifact_target(path, to):
     if os.path.isdir(to):
         return os.path.join(to, *path.split("/"))
     return to
+
+
+def _etag_sha256(etag):
+    """The sha256 an ETag names ("<64 hex>", maybe W/), else ""."""
+    v = etag.strip()
+    if v.startswith("W/"):
+        v = v[2:]
+    v = v.strip('"').lower()
+    return v if len(v) == 64 and all(c in "0123456789abcdef" for c in v) else ""
 
 
 class Client:
@@ -339,25 +348,41 @@ class Client:
 
     def artifacts(self, run_id, attempt=None):
         """The files the run wrote to its output directory: a list of
-        ``{"path", "size", "sha256", ...}`` (API.md "Run outputs")."""
+        ``{"path", "size", "sha256", "attempt", "modifiedAt"}`` (API.md "Run
+        outputs"), the newest version of each path, or those of ``attempt``."""
         path = "/api/tasks/%s/artifacts" % self._id(run_id)
         if attempt is not None:
             path += "?attempt=%d" % int(attempt)
         return self._json("GET", path)["items"]
 
-    def download(self, run_id, path, to):
-        """Download artifact ``path`` of the run to the file ``to`` (or into
-        the existing directory ``to``, keeping ``path``'s folders) and return
-        where it went. The file appears complete or not at all."""
+    def download(self, run_id, path, to, attempt=None):
+        """Download artifact ``path`` of the run (its newest version, or that
+        of ``attempt``) to the file ``to`` (or into the existing directory
+        ``to``, keeping ``path``'s folders) and return where it went. The file
+        appears complete or not at all, and only when its bytes hash to the
+        sha256 the server names in its ETag (APIError "bad_response"
+        otherwise)."""
         target = _artifact_target(path, to)
         url = "/api/tasks/%s/artifacts/%s" % (self._id(run_id), urllib.parse.quote(path, safe="/"))
+        if attempt is not None:
+            url += "?attempt=%d" % int(attempt)
         folder = os.path.dirname(os.path.abspath(target))
         with self._open("GET", url, accept="*/*") as resp:
+            want = _etag_sha256(resp.headers.get("ETag", ""))
             os.makedirs(folder, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".rlsched-", dir=folder)
             try:
+                digest = hashlib.sha256()
                 with os.fdopen(fd, "wb") as f:
-                    shutil.copyfileobj(resp, f, 1 << 20)
+                    while True:
+                        chunk = resp.read(1 << 20)
+                        if not chunk:
+                            break
+                        digest.update(chunk)
+                        f.write(chunk)
+                if want and digest.hexdigest() != want:
+                    raise APIError(resp.status, "bad_response", "%s: the bytes received hash to %s, the server named %s"
+                                   % (path, digest.hexdigest()[:12], want[:12]), resp.headers.get("X-Trace-Id", ""))
                 os.replace(tmp, target)
             except BaseException:
                 os.unlink(tmp)

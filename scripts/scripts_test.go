@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -266,28 +267,112 @@ func slicesEqual(a, b []float64) bool {
 	return true
 }
 
-// lineLog collects a process's output lines and closes first when the first metric line
-// arrives.
-type lineLog struct {
-	mu    sync.Mutex
-	lines []string
-	first chan struct{}
-	once  sync.Once
+// proc is a running python3 whose stdout lines are collected as they come.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	exited chan error
+
+	mu      sync.Mutex
+	lines   []string
+	step    int           // the last metric step printed
+	changed chan struct{} // closed and replaced at every line
 }
 
-func (l *lineLog) add(line string) {
-	l.mu.Lock()
-	l.lines = append(l.lines, line)
-	l.mu.Unlock()
-	if strings.HasPrefix(line, "RLSCHED_METRIC ") {
-		l.once.Do(func() { close(l.first) })
+// startPy starts python3 with args; the process is killed when the test ends.
+func startPy(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	t.Cleanup(cancel)
+	p := &proc{t: t, cmd: exec.CommandContext(ctx, python3(t), args...), exited: make(chan error, 1), changed: make(chan struct{})}
+	p.cmd.Env = env
+	p.cmd.Stderr = &p.stderr
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.add(sc.Text())
+		}
+	}()
+	go func() {
+		<-readDone // all reads finish before Wait closes the pipe
+		p.exited <- p.cmd.Wait()
+	}()
+	return p
+}
+
+func (p *proc) add(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, line)
+	if rest, ok := strings.CutPrefix(line, "RLSCHED_METRIC "); ok {
+		var m metricLine
+		if json.Unmarshal([]byte(rest), &m) == nil && m.Step != nil {
+			p.step = *m.Step
+		}
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *proc) text() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// waitStep waits until the run has printed the metric line of step n.
+func (p *proc) waitStep(n int) {
+	p.t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		p.mu.Lock()
+		step, changed := p.step, p.changed
+		p.mu.Unlock()
+		if step >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case err := <-p.exited:
+			p.t.Fatalf("exited before metric step %d: %v\nstdout:\n%s\nstderr:\n%s", n, err, tail(p.text(), 2000), p.stderr.String())
+		case <-deadline:
+			p.t.Fatalf("no metric step %d within a minute\nstdout:\n%s", n, tail(p.text(), 2000))
+		}
 	}
 }
 
-func (l *lineLog) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
+// signal sends sig and waits (3 s at most) for the exit, returning its code.
+func (p *proc) signal(sig syscall.Signal) int {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	var werr error
+	select {
+	case werr = <-p.exited:
+	case <-time.After(3 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		p.t.Fatalf("no exit within 3s of %v\nstdout tail:\n%s", sig, tail(p.text(), 2000))
+	}
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) {
+		p.t.Fatalf("exit %v after %v", werr, sig)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
 }
 
 func TestTrainSIGTERM(t *testing.T) {
@@ -297,72 +382,216 @@ func TestTrainSIGTERM(t *testing.T) {
 		t.Run(algo, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, python3(t), "-u", train, "--algo", algo, "--episodes", "1000000")
-			cmd.Env = pyEnv(dir)
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			log := &lineLog{first: make(chan struct{})}
-			readDone := make(chan struct{})
-			go func() {
-				defer close(readDone)
-				sc := bufio.NewScanner(stdout)
-				for sc.Scan() {
-					log.add(sc.Text())
-				}
-			}()
-			exited := make(chan error, 1)
-			go func() {
-				<-readDone // all reads finish before Wait closes the pipe
-				exited <- cmd.Wait()
-			}()
-
-			select {
-			case <-log.first:
-			case err := <-exited:
-				t.Fatalf("exited before the first metric line: %v\nstdout:\n%s\nstderr:\n%s", err, log.text(), stderr.String())
-			case <-time.After(time.Minute):
-				t.Fatalf("no metric line within a minute\nstdout:\n%s", log.text())
-			}
-			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
+			p := startPy(t, pyEnv(dir), "-u", train, "--algo", algo, "--episodes", "1000000")
+			p.waitStep(12)
 			sent := time.Now()
-			var werr error
-			select {
-			case werr = <-exited:
-			case <-time.After(3 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-				t.Fatalf("no exit within 3s of SIGTERM\nstdout tail:\n%s", tail(log.text(), 2000))
+			if code := p.signal(syscall.SIGTERM); code != 143 {
+				t.Fatalf("exit %d after SIGTERM, want 143\nstderr:\n%s", code, p.stderr.String())
 			}
 			took := time.Since(sent)
-			var ee *exec.ExitError
-			if !errors.As(werr, &ee) || ee.ExitCode() != 143 {
-				t.Fatalf("exit %v after SIGTERM, want code 143\nstderr:\n%s", werr, stderr.String())
-			}
-			out := log.text()
+			out := p.text()
 			if !strings.Contains(out, "SIGTERM") || !strings.Contains(out, "checkpoint saved") {
 				t.Errorf("no line reporting the SIGTERM checkpoint:\n%s", tail(out, 2000))
 			}
 			if strings.Contains(out, "FINAL_REWARD:") {
 				t.Errorf("a terminated run printed FINAL_REWARD")
 			}
+			// The last point between two updates: at most a PPO batch (4)
+			// behind the last episode printed.
 			c := readCheckpoint(t, dir)
-			if c.Algo != algo || c.Episode < 1 {
-				t.Errorf("checkpoint algo %q episode %d, want %s and >= 1", c.Algo, c.Episode, algo)
+			p.mu.Lock()
+			last := p.step
+			p.mu.Unlock()
+			if c.Algo != algo || c.Episode < 12-4 || c.Episode > last {
+				t.Errorf("checkpoint algo %q episode %d, want %s and 8..%d", c.Algo, c.Episode, algo, last)
 			}
-			t.Logf("%s: exited %v after SIGTERM, checkpoint at episode %d", algo, took.Round(time.Millisecond), c.Episode)
+			if m, _ := filepath.Glob(filepath.Join(dir, ".*")); len(m) > 0 {
+				t.Errorf("temporary files left in the output dir: %v", m)
+			}
+			t.Logf("%s: exited %v after SIGTERM, checkpoint at episode %d of %d printed", algo, took.Round(time.Millisecond), c.Episode, last)
 		})
 	}
+}
+
+// parseRunFrom is parseRun for a run whose metric steps start at first
+// (a resumed run): it returns the rewards of steps first, first+1, ...
+func parseRunFrom(t *testing.T, stdout string, first int) (rewards []float64, final float64) {
+	t.Helper()
+	var shifted []string
+	for _, line := range strings.Split(stdout, "\n") {
+		if rest, ok := strings.CutPrefix(line, "RLSCHED_METRIC "); ok {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(rest), &m); err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			step, _ := m["step"].(float64)
+			if int(step) < first {
+				t.Fatalf("metric step %v of a run resumed at episode %d", step, first-1)
+			}
+			m["step"] = int(step) - first + 1
+			b, _ := json.Marshal(m)
+			line = "RLSCHED_METRIC " + string(b)
+		}
+		shifted = append(shifted, line)
+	}
+	return parseRun(t, strings.Join(shifted, "\n"))
+}
+
+// TestTrainResume: a run stopped by SIGTERM, or killed outright, continues
+// from its checkpoint under RLSCHED_RESUME=1: "resumed from episode K",
+// metric steps from K+1, and the very rewards and final reward of a run
+// that was never stopped.
+func TestTrainResume(t *testing.T) {
+	t.Parallel()
+	train := scriptPath(t, "train.py")
+	const episodes = 60
+	for _, algo := range []string{"REINFORCE", "PPO"} {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+			t.Run(algo+"/"+sig.String(), func(t *testing.T) {
+				t.Parallel()
+				args := []string{"-u", train, "--algo", algo, "--episodes", strconv.Itoa(episodes), "--seed", "3"}
+				ref := runPy(t, pyEnv(t.TempDir()), args...)
+				if ref.code != 0 {
+					t.Fatalf("reference run: exit %d: %s", ref.code, ref.stderr)
+				}
+				want, wantFinal := parseRun(t, ref.stdout)
+
+				dir := t.TempDir()
+				// A slower run (a long first episode would do too): stop it at step 25.
+				p := startPy(t, pyEnv(dir), append(args[:len(args):len(args)], "--episodes", "1000000")...)
+				p.waitStep(25)
+				p.signal(sig)
+				c := readCheckpoint(t, dir)
+				p.mu.Lock()
+				last := p.step
+				p.mu.Unlock()
+				// SIGKILL leaves the last checkpoint written: at most 10
+				// episodes old (CHECKPOINT_EVERY).
+				if c.Episode > last || c.Episode < 25-10 {
+					t.Fatalf("checkpoint at episode %d after %v at step %d", c.Episode, sig, last)
+				}
+				if c.Episode >= episodes {
+					t.Fatalf("checkpoint at episode %d, past the %d of the resumed run", c.Episode, episodes)
+				}
+
+				r := runPy(t, pyEnv(dir, "RLSCHED_RESUME=1"), args...)
+				if r.code != 0 {
+					t.Fatalf("resumed run: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+				}
+				if !strings.Contains(r.stdout, fmt.Sprintf("resumed from episode %d\n", c.Episode)) {
+					t.Errorf("no line \"resumed from episode %d\":\n%s", c.Episode, tail(r.stdout, 1000))
+				}
+				got, final := parseRunFrom(t, r.stdout, c.Episode+1)
+				if len(got) != episodes-c.Episode || !slicesEqual(got, want[c.Episode:]) {
+					t.Errorf("resumed rewards differ from an uninterrupted run's after episode %d:\n got %v\nwant %v", c.Episode, got, want[c.Episode:])
+				}
+				if final != wantFinal {
+					t.Errorf("FINAL_REWARD %v, want the uninterrupted run's %v", final, wantFinal)
+				}
+				if c := readCheckpoint(t, dir); c.Episode != episodes {
+					t.Errorf("checkpoint after the resumed run at episode %d, want %d", c.Episode, episodes)
+				}
+			})
+		}
+	}
+}
+
+// TestTrainResumeBadCheckpoint: a checkpoint that cannot be this run's is
+// reported on stderr and the run starts from episode 1 (no crash); without
+// RLSCHED_RESUME=1 a checkpoint is not read at all.
+func TestTrainResumeBadCheckpoint(t *testing.T) {
+	t.Parallel()
+	train := scriptPath(t, "train.py")
+	args := []string{"-u", train, "--algo", "PPO", "--episodes", "12", "--seed", "1"}
+	ref := runPy(t, pyEnv(t.TempDir()), args...)
+	want, _ := parseRun(t, ref.stdout)
+	good := t.TempDir()
+	if r := runPy(t, pyEnv(good), args...); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	valid, err := os.ReadFile(filepath.Join(good, "checkpoint.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(m map[string]any)) string {
+		var m map[string]any
+		if err := json.Unmarshal(valid, &m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	state := func(m map[string]any) map[string]any { return m["state"].(map[string]any) }
+	cases := []struct{ name, data, why string }{
+		{"not JSON", "{not json", "cannot resume"},
+		{"truncated", string(valid[:len(valid)/2]), "cannot resume"},
+		{"empty", "", "cannot resume"},
+		{"a list", "[1, 2]", "not a JSON object"},
+		{"old format", `{"format": "rlsched-cartpole-linear-v1", "algo": "PPO", "episode": 5}`, "format"},
+		{"other algorithm", edit(func(m map[string]any) { m["algo"] = "REINFORCE" }), "REINFORCE run's"},
+		{"negative episode", edit(func(m map[string]any) { m["episode"] = -4 }), "episode"},
+		{"no state", edit(func(m map[string]any) { delete(m, "state") }), "incomplete"},
+		{"short weights", edit(func(m map[string]any) { m["weights"].(map[string]any)["value"] = []any{1, 2} }), "malformed"},
+		{"NaN", strings.Replace(edit(func(m map[string]any) { state(m)["adam"].(map[string]any)["t"] = "x" }), `"x"`, `NaN`, 1), "not a count"},
+		{"bad rng", edit(func(m map[string]any) { state(m)["rng"].(map[string]any)["env"] = []any{3, []any{1, 2}, nil} }), "cannot resume"},
+		{"a directory", "", "cannot resume"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "checkpoint.json")
+			if tc.name == "a directory" {
+				if err := os.Mkdir(path, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := os.WriteFile(path, []byte(tc.data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := runPy(t, pyEnv(dir, "RLSCHED_RESUME=1"), args...)
+			if tc.name == "a directory" && !strings.Contains(r.stderr, "cannot write the checkpoint "+path) {
+				t.Errorf("a checkpoint that cannot be written is not reported:\n%s", r.stderr)
+			}
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstderr:\n%s", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "cannot resume from "+path) || !strings.Contains(r.stderr, tc.why) ||
+				!strings.Contains(r.stderr, "starting from episode 1") || strings.Contains(r.stderr, "Traceback") {
+				t.Errorf("stderr lacks the reason (%q):\n%s", tc.why, r.stderr)
+			}
+			if strings.Contains(r.stdout, "resumed from") {
+				t.Errorf("resumed from a bad checkpoint:\n%s", r.stdout)
+			}
+			if got, _ := parseRun(t, r.stdout); !slicesEqual(got, want) {
+				t.Errorf("a fresh start differs from a first run: %v, want %v", got, want)
+			}
+		})
+	}
+	t.Run("no checkpoint", func(t *testing.T) {
+		t.Parallel()
+		r := runPy(t, pyEnv(t.TempDir(), "RLSCHED_RESUME=1"), args...)
+		if r.code != 0 || !strings.Contains(r.stderr, "no checkpoint.json yet") && !strings.Contains(r.stderr, "RLSCHED_RESUME=1 but no") {
+			t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+		}
+		if got, _ := parseRun(t, r.stdout); !slicesEqual(got, want) {
+			t.Errorf("rewards %v, want %v", got, want)
+		}
+	})
+	t.Run("not asked to resume", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "checkpoint.json"), valid, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := runPy(t, pyEnv(dir, "RLSCHED_RESUME="), args...)
+		if r.code != 0 || strings.Contains(r.stdout, "resumed from") {
+			t.Fatalf("exit %d, stdout:\n%s", r.code, r.stdout)
+		}
+		if got, _ := parseRun(t, r.stdout); !slicesEqual(got, want) {
+			t.Errorf("rewards %v, want %v", got, want)
+		}
+	})
 }
 
 func tail(s string, n int) string {
@@ -529,6 +758,41 @@ for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "a/", "a\x00b"]:
         pass
 check(rlsched._artifact_target("ckpt/model.pt", d) == os.path.join(d, "ckpt", "model.pt"), "into a directory")
 check(rlsched._artifact_target("ckpt/model.pt", os.path.join(d, "m.pt")) == os.path.join(d, "m.pt"), "to a file")
+
+# The sha256 an artifact's ETag names, quoted, weak or bare; nothing else.
+sha = "ab" * 32
+check(rlsched._etag_sha256('"%s"' % sha) == sha and rlsched._etag_sha256('W/"%s"' % sha.upper()) == sha and rlsched._etag_sha256(sha) == sha, "etag sha256")
+check(rlsched._etag_sha256('"abc"') == "" and rlsched._etag_sha256("") == "" and rlsched._etag_sha256('"%s"' % ("zz" * 32)) == "", "etag without a sha256")
+
+# download checks the bytes against the ETag's sha256 and writes nothing on a mismatch.
+import hashlib, http.server, threading
+body = b'{"episode": 30}\n'
+seen = []
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        seen.append(self.path)
+        tag = hashlib.sha256(body).hexdigest() if "good" in self.path else "0" * 64
+        self.send_response(200)
+        self.send_header("ETag", '"%s"' % tag)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+c = rlsched.Client("http://127.0.0.1:%d" % srv.server_address[1], token="t")
+d = tempfile.mkdtemp()
+got = c.download("r1", "ckpt/good.json", d, attempt=2)
+check(got == os.path.join(d, "ckpt", "good.json") and open(got, "rb").read() == body, "download: %s" % got)
+check(seen[-1] == "/api/tasks/r1/artifacts/ckpt/good.json?attempt=2", "download path: %s" % seen[-1])
+try:
+    c.download("r1", "bad.json", d)
+    check(False, "a download whose bytes do not match its ETag succeeded")
+except rlsched.APIError as e:
+    check(e.code == "bad_response" and "bad.json" in e.message, "mismatch error: %r" % (e.__dict__,))
+check(sorted(os.listdir(d)) == ["ckpt"], "files left after a mismatch: %s" % os.listdir(d))
+srv.shutdown()
 
 # A URL must be http(s); a trailing slash is dropped.
 try:

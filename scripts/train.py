@@ -20,9 +20,19 @@ one for the policy).
 
 Output: a progress line every 10 episodes, one ``RLSCHED_METRIC {"step": episode,
 "episode_reward": r}`` line per episode, and ``FINAL_REWARD:x`` at the end (x: mean reward
-of the last 10 episodes). A JSON checkpoint (weights, episode, algo, seed) goes to
-$RLSCHED_OUTPUT_DIR (or ./outputs) every 50 episodes and at the end; on SIGTERM the
-checkpoint is saved and the run exits with 143.
+of the last 10 episodes).
+
+Checkpoints: checkpoint.json in $RLSCHED_OUTPUT_DIR (or ./outputs) holds everything needed
+to continue: the episode, the weights, the value fit, Adam's state, both random generators
+and the last rewards. It is written at least every 10 episodes, at the end, and on SIGTERM
+(or SIGINT: the run then exits with 128 + the signal), each time whole (a temporary file,
+then os.replace). It always describes a point between two updates (the end of an episode for
+REINFORCE, of a batch of 4 for PPO), so a SIGTERM keeps the last such point and the episodes
+after it are played again. With RLSCHED_RESUME=1 (set by rlsched on a retried or resumed
+run) and a checkpoint there, training continues from it: ``resumed from episode K`` is
+printed, metric steps go on at K+1, and the rewards are the ones an uninterrupted run of the
+same seed would have had. A checkpoint that cannot be read (damaged, another format, another
+algorithm) is reported on stderr and the run starts from episode 1.
 
 Unknown ``--key value`` options (the scheduler appends every parameter) are ignored with a
 note on stderr.
@@ -35,6 +45,7 @@ import os
 import random
 import signal
 import sys
+import tempfile
 import time
 
 try:  # the worker puts the scripts directory on PYTHONPATH
@@ -73,8 +84,10 @@ def _output_dir():
 ALGOS = ("REINFORCE", "PPO")
 # Defaults tuned so that 200 episodes learn for seeds 0..4 in a few seconds.
 DEFAULT_LR = {"REINFORCE": 0.03, "PPO": 0.01}
-CHECKPOINT_EVERY = 50
+CHECKPOINT_EVERY = 10
 CHECKPOINT_NAME = "checkpoint.json"
+CHECKPOINT_FORMAT = "rlsched-cartpole-linear-v2"
+RECENT = 10  # rewards kept in a checkpoint: those FINAL_REWARD and the progress line average
 GAMMA = 0.99
 
 # ---------------------------------------------------------------------------- CartPole
@@ -153,9 +166,13 @@ class Run:
         self.u = [0.0] * (2 * NFEAT)
         self.t = 0
         self.episode = 0  # completed episodes
-        self.rewards = []
+        self.rewards = []  # of this process's episodes and the resumed checkpoint's recent ones
         self.stop_signal = 0
         self.started = time.monotonic()
+        self.start_episode = 0  # the episode resumed from
+        # The last state between two updates (snapshot()), what a checkpoint holds.
+        self.snap = self.snapshot()
+        self.saved_episode = 0
 
     # -- signals
 
@@ -274,16 +291,13 @@ class Run:
                 ),
                 flush=True,
             )
-        if self.episode % CHECKPOINT_EVERY == 0 and self.episode < self.episodes:
-            self.save()
-
     # -- checkpoints
 
-    def save(self):
-        path = os.path.join(_output_dir(), CHECKPOINT_NAME)
-        last = self.rewards[-10:]
-        data = {
-            "format": "rlsched-cartpole-linear-v1",
+    def snapshot(self):
+        """The whole training state now, as checkpoint.json holds it (a JSON object)."""
+        last = self.rewards[-RECENT:]
+        return {
+            "format": CHECKPOINT_FORMAT,
             "algo": self.algo,
             "seed": self.seed,
             "lr": self.lr,
@@ -292,13 +306,86 @@ class Run:
             "mean_reward_last10": (sum(last) / len(last)) if last else None,
             "weights": {"policy": [list(self.W[0]), list(self.W[1])], "value": list(self.v)},
             "features": "x/2.4, x_dot/3, theta/theta_limit, theta_dot/3, 1",
+            "state": {
+                "value_fit": {"A": [list(row) for row in self.vA], "b": list(self.vb), "n": self.vn},
+                "adam": {"m": list(self.m), "u": list(self.u), "t": self.t},
+                "rng": {"env": _rng_state(self.env_rng), "act": _rng_state(self.act_rng)},
+                "recent_rewards": list(last),
+            },
         }
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-            f.write("\n")
-        os.replace(tmp, path)
+
+    def between_updates(self, span):
+        """Record a consistent point (the next one is ``span`` episodes away) and write the
+        checkpoint when waiting for the next point would leave more than CHECKPOINT_EVERY
+        episodes since the last one written."""
+        self.snap = self.snapshot()
+        if self.episode - self.saved_episode + span > CHECKPOINT_EVERY:
+            self.save()
+
+    def save(self):
+        """Write the last consistent point to checkpoint.json, whole or not at all. A
+        checkpoint that cannot be written is reported on stderr; training goes on."""
+        out = _output_dir()
+        path = os.path.join(out, CHECKPOINT_NAME)
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix="." + CHECKPOINT_NAME + ".", suffix=".tmp", dir=out)
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.snap, f)
+                f.write("\n")
+            os.replace(tmp, path)
+        except OSError as e:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            print("train.py: cannot write the checkpoint %s: %s" % (path, e), file=sys.stderr, flush=True)
+            return path
+        self.saved_episode = self.snap["episode"]
         return path
+
+    def restore(self, data):
+        """Continue from checkpoint ``data`` (a parsed checkpoint.json); raise ValueError,
+        saying why, when it cannot be this run's."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        if data.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError("format %r, not %s" % (data.get("format"), CHECKPOINT_FORMAT))
+        if data.get("algo") != self.algo:
+            raise ValueError("it is a %s run's, this run is %s" % (data.get("algo"), self.algo))
+        episode = data.get("episode")
+        if not isinstance(episode, int) or isinstance(episode, bool) or episode < 0:
+            raise ValueError("episode %r is not a count" % (episode,))
+        try:
+            w, st = data["weights"], data["state"]
+            W = [_floats(w["policy"][0], NFEAT), _floats(w["policy"][1], NFEAT)]
+            if len(w["policy"]) != 2:
+                raise ValueError("the policy has %d rows, not 2" % len(w["policy"]))
+            v = _floats(w["value"], NFEAT)
+            fit = st["value_fit"]
+            vA = [_floats(row, NFEAT) for row in fit["A"]]
+            if len(vA) != NFEAT:
+                raise ValueError("the value fit has %d rows, not %d" % (len(vA), NFEAT))
+            vb = _floats(fit["b"], NFEAT)
+            vn = _floats([fit["n"]], 1)[0]
+            adam = st["adam"]
+            m, u = _floats(adam["m"], 2 * NFEAT), _floats(adam["u"], 2 * NFEAT)
+            t = adam["t"]
+            if not isinstance(t, int) or t < 0:
+                raise ValueError("Adam's step %r is not a count" % (t,))
+            env_rng, act_rng = random.Random(), random.Random()
+            env_rng.setstate(_rng_from(st["rng"]["env"]))
+            act_rng.setstate(_rng_from(st["rng"]["act"]))
+            recent = _floats(st["recent_rewards"], None)[-RECENT:]
+        except (KeyError, IndexError, TypeError) as e:
+            raise ValueError("incomplete or malformed (%s: %s)" % (type(e).__name__, e)) from None
+        self.W, self.v, self.vA, self.vb, self.vn = W, v, vA, vb, vn
+        self.m, self.u, self.t = m, u, t
+        self.env_rng, self.act_rng = env_rng, act_rng
+        self.episode = self.start_episode = self.saved_episode = episode
+        self.rewards = recent
+        self.snap = self.snapshot()
 
     # -- algorithms
 
@@ -326,6 +413,7 @@ class Run:
             self.adam_ascent(grad)
             self.fit_value(phis, returns, keep=0.8)
             self.finish_episode(reward)
+            self.between_updates(1)
 
     def ppo(self, batch_episodes=4, epochs=4, minibatch=128, clip=0.2, lam=0.95):
         """PPO (clipped surrogate) with GAE on a linear value baseline."""
@@ -376,6 +464,31 @@ class Run:
                     m = len(idx)
                     self.adam_ascent([g / m for g in grad])
             self.fit_value(b_phi, b_ret)
+            self.between_updates(batch_episodes)
+
+
+def _rng_state(rng):
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def _rng_from(state):
+    version, internal, gauss = state
+    if not isinstance(internal, list) or not all(isinstance(x, int) for x in internal):
+        raise ValueError("a random generator's state is malformed")
+    return (version, tuple(internal), gauss)
+
+
+def _floats(xs, n):
+    """xs as a list of finite floats, of length n (any length when n is None)."""
+    if not isinstance(xs, list) or (n is not None and len(xs) != n):
+        raise ValueError("a list of %s numbers is malformed" % (n if n is not None else "some"))
+    out = []
+    for x in xs:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise ValueError("%r is not a finite number" % (x,))
+        out.append(float(x))
+    return out
 
 
 def normalise(xs):
@@ -464,6 +577,29 @@ def parse(argv):
     return args
 
 
+def resume(run):
+    """With RLSCHED_RESUME=1, continue ``run`` from the checkpoint in the output directory;
+    without one, or from one that cannot be read, say so and start afresh."""
+    if os.environ.get("RLSCHED_RESUME") != "1":
+        return
+    path = os.path.join(_output_dir(), CHECKPOINT_NAME)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        run.restore(data)
+    except FileNotFoundError:
+        print("train.py: RLSCHED_RESUME=1 but no %s yet; starting from episode 1" % path, file=sys.stderr, flush=True)
+        return
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        print(
+            "train.py: cannot resume from %s: %s; starting from episode 1" % (path, e),
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    print("resumed from episode %d" % run.episode, flush=True)
+
+
 def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     run = Run(args.algo, args.episodes, args.lr, args.seed)
@@ -474,6 +610,7 @@ def main(argv=None):
         % (args.algo, args.episodes, args.lr, args.seed, _output_dir()),
         flush=True,
     )
+    resume(run)
     try:
         if args.algo == "PPO":
             run.ppo()
@@ -483,17 +620,18 @@ def main(argv=None):
         path = run.save()
         name = "SIGTERM" if run.stop_signal == signal.SIGTERM else "SIGINT"
         print(
-            "train.py: received %s after %d episodes; checkpoint saved to %s"
-            % (name, run.episode, path),
+            "train.py: received %s after %d episodes; checkpoint saved to %s (episode %d)"
+            % (name, run.episode, path, run.saved_episode),
             flush=True,
         )
         return 128 + run.stop_signal
+    run.snap = run.snapshot()
     path = run.save()
-    last = run.rewards[-10:]
-    final = sum(last) / len(last)
+    last = run.rewards[-RECENT:]
+    final = sum(last) / len(last) if last else 0.0
     print(
-        "train.py: done, %d episodes in %.1fs; checkpoint %s"
-        % (run.episode, time.monotonic() - run.started, path),
+        "train.py: done at episode %d (%d in %.1fs); checkpoint %s"
+        % (run.episode, run.episode - run.start_episode, time.monotonic() - run.started, path),
         flush=True,
     )
     _final_reward(round(final, 4))

@@ -32,4 +32,3 @@ func TestJoinToken(t *testing.T) {
 		t.Fatalf("a file others can read: %v", err)
 	}
 }
-

@@ -103,6 +103,15 @@ type Store interface {
 	// (a map of only those).
 	CancelRequested(ctx context.Context, ids []string) (map[string]bool, error)
 
+	// PutCodeDiff stores a submission's diff (`git diff HEAD`, 1 byte to
+	// core.MaxCodeDiffBytes) once by content and returns its id, the
+	// sha256 of its bytes in hex, for the runs' Code.DiffID. Storing the
+	// same bytes again is not an error. A diff nothing names any more (its
+	// submission failed) stays; it is never read.
+	PutCodeDiff(ctx context.Context, diff []byte) (string, error)
+	// CodeDiff returns the diff stored under id; core.ErrNotFound when none.
+	CodeDiff(ctx context.Context, id string) ([]byte, error)
+
 	// AppendMetrics stores points of a run.
 	AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error
 	// Metrics returns series by name, each as [step, value] pairs in step

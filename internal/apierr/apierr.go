@@ -24,6 +24,7 @@ const (
 	Timeout            = "request_timeout"
 	Conflict           = "conflict"
 	PayloadTooLarge    = "payload_too_large"
+	UnsupportedMedia   = "unsupported_media_type"
 	MisdirectedRequest = "misdirected_request"
 	RateLimited        = "rate_limited"
 	HeaderTooLarge     = "header_too_large"

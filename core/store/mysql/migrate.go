@@ -109,6 +109,19 @@ var migrations = [][]string{
 	{
 		`ALTER TABLE users ADD COLUMN token_version BIGINT NOT NULL DEFAULT 0`,
 	},
+	// 4: a run's code beyond its commit: the remote, the stored diff (by
+	// content: a rerun or a sweep's members share one copy) or why it was
+	// not stored (codediff.go).
+	{
+		`ALTER TABLE tasks ADD COLUMN git_remote VARCHAR(1024) NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN diff_id VARCHAR(64) NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN diff_omitted VARCHAR(255) NOT NULL DEFAULT ''`,
+		`CREATE TABLE IF NOT EXISTS code_diffs (
+			id         VARCHAR(64) NOT NULL PRIMARY KEY,
+			diff       LONGBLOB    NOT NULL,
+			created_at BIGINT      NOT NULL
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -472,7 +472,9 @@ func TestTokenVersionMigration(t *testing.T) {
 			}
 		}
 	}
-	exec(s, `ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version = 3`)
+	// Migrations after 3 are undone with it: migrate starts after the
+	// highest version recorded.
+	exec(s, `ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version >= 3`)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +486,59 @@ func TestTokenVersionMigration(t *testing.T) {
 	if got, err := s2.UserByID(t.Context(), u.ID); err != nil || got.TokenVersion != 0 {
 		t.Fatalf("after the migration: %+v, %v", got, err)
 	}
-	exec(s2, `DELETE FROM schema_migrations WHERE version = 3`) // the column stays
+	exec(s2, `DELETE FROM schema_migrations WHERE version >= 3`) // the columns stay
+	s3, err := Open(dsn)
+	if err != nil {
+		t.Fatalf("reopen after a half-recorded migration: %v", err)
+	}
+	_ = s3.Close()
+}
+
+// codeMigration is the version of the migration that adds code diffs.
+func codeMigration(t *testing.T) int {
+	t.Helper()
+	for i, m := range migrations {
+		if strings.Contains(strings.Join(m, "\n"), "code_diffs") {
+			return i + 1
+		}
+	}
+	t.Fatal("no migration creates code_diffs")
+	return 0
+}
+
+// TestCodeMigration: a database from before the code migration gets the code
+// columns (empty for its runs) and the diff table; a master that died
+// before recording the migration leaves a database the next one opens.
+func TestCodeMigration(t *testing.T) {
+	s, dsn := openTemp(t)
+	queue(t, s, 1)
+	exec := func(s *Store, qs ...string) {
+		t.Helper()
+		for _, q := range qs {
+			if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	v := codeMigration(t)
+	exec(s, `ALTER TABLE tasks DROP COLUMN git_remote, DROP COLUMN diff_id, DROP COLUMN diff_omitted`,
+		`DROP TABLE code_diffs`, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := s2.QueuedTasks(t.Context(), 0)
+	if err != nil || len(q) != 1 || q[0].Code != (core.CodeInfo{}) {
+		t.Fatalf("runs after the migration: %+v, %v", q, err)
+	}
+	if _, err := s2.PutCodeDiff(t.Context(), []byte("+x\n")); err != nil {
+		t.Fatalf("PutCodeDiff after the migration: %v", err)
+	}
+	exec(s2, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v)) // the columns stay
+	_ = s2.Close()
 	s3, err := Open(dsn)
 	if err != nil {
 		t.Fatalf("reopen after a half-recorded migration: %v", err)

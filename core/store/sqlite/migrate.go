@@ -84,6 +84,17 @@ var migrations = []string{
 	// 4: a user's token version, stamped into tokens and raised to revoke
 	// them (logout, a change of role).
 	`ALTER TABLE users ADD COLUMN token_version INTEGER NOT NULL DEFAULT 0;`,
+	// 5: a run's code beyond its commit: the remote, the stored diff (by
+	// content: a rerun or a sweep's members share one copy) or why it was
+	// not stored (codediff.go).
+	`ALTER TABLE tasks ADD COLUMN git_remote TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN diff_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN diff_omitted TEXT NOT NULL DEFAULT '';
+	CREATE TABLE code_diffs (
+		id         TEXT    PRIMARY KEY,
+		diff       BLOB    NOT NULL,
+		created_at INTEGER NOT NULL
+	);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -215,5 +216,44 @@ func TestTokenVersionMigration(t *testing.T) {
 	got, err := s.UserByID(t.Context(), u.ID)
 	if err != nil || got.TokenVersion != 0 || got.Username != "alice" {
 		t.Fatalf("after the migration: %+v, %v", got, err)
+	}
+}
+
+// TestCodeMigration: a database from before the code migration gets the code
+// columns, empty for its runs, and the diff table.
+func TestCodeMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rlsched.db")
+	s := openTemp(t, path)
+	u := core.User{Username: "alice", PasswordHash: "h"}
+	if err := s.CreateUser(t.Context(), &u); err != nil {
+		t.Fatal(err)
+	}
+	tk := core.Task{ID: "old", UserID: u.ID, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true}}
+	if err := s.CreateTask(t.Context(), &tk); err != nil {
+		t.Fatal(err)
+	}
+	// Back to the schema before it.
+	v := 0
+	for i, m := range migrations {
+		if strings.Contains(m, "code_diffs") {
+			v = i + 1
+		}
+	}
+	for _, q := range []string{`ALTER TABLE tasks DROP COLUMN git_remote`, `ALTER TABLE tasks DROP COLUMN diff_id`,
+		`ALTER TABLE tasks DROP COLUMN diff_omitted`, `DROP TABLE code_diffs`, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, v)} {
+		if _, err := s.w.ExecContext(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, path)
+	got, err := s.Task(t.Context(), "old")
+	if err != nil || got.Code != (core.CodeInfo{GitCommit: "abc", GitDirty: true}) {
+		t.Fatalf("run after the migration: %+v, %v", got.Code, err)
+	}
+	if _, err := s.PutCodeDiff(t.Context(), []byte("+x\n")); err != nil {
+		t.Fatalf("PutCodeDiff after the migration: %v", err)
 	}
 }

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListLimits", testListLimits},
 		{"BadCursor", testBadCursor},
 		{"Metrics", testMetrics},
+		{"CodeDiffs", testCodeDiffs},
 		{"PingKind", testPingKind},
 	}
 	for _, tc := range tests {

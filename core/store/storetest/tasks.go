@@ -24,7 +24,8 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		Tags:    []string{"baseline", "v2"},
 		Workdir: "/data/runs", Worker: "w-before", GPUIndices: []int{3, 1},
 		TraceID: "trace-abc", ExitCode: ptr(-1), Error: "old error", FinalReward: ptr(1.5),
-		Code:           core.CodeInfo{GitCommit: "0123456789abcdef", GitDirty: true},
+		Code: core.CodeInfo{GitCommit: "0123456789abcdef", GitDirty: true, GitRemote: "https://example.com/lab/rl.git",
+			DiffID: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", DiffOmitted: "a note"},
 		TimeoutSeconds: 3600,
 		CreatedAt:      at(0).In(time.FixedZone("CET", 3600)),
 		StartedAt:      ptr(at(time.Second)), FinishedAt: ptr(at(2 * time.Second)),
@@ -32,6 +33,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these
+	want.Code.HasDiff = true                                           // a run naming a diff has one
 	tk := in
 	if err := s.CreateTask(ctx, &tk); err != nil {
 		t.Fatalf("CreateTask: %v", err)

@@ -77,8 +77,27 @@ export const api = {
   cancel: (id) => request('/api/tasks/' + enc(id) + '/cancel', { method: 'POST' }),
   rerun: (id, body) => request('/api/tasks/' + enc(id) + '/rerun', { method: 'POST', body }),
   metrics: (id, names, signal) => request('/api/tasks/' + enc(id) + '/metrics' + qs({ names: names && names.join(',') }), { signal }),
-  artifacts: (id, signal) => request('/api/tasks/' + enc(id) + '/artifacts', { signal }),
-  artifactURL: (id, path) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/'),
+  // attempt: one attempt's files; absent, the newest version of each.
+  artifacts: (id, attempt, signal) => request('/api/tasks/' + enc(id) + '/artifacts' + qs({ attempt }), { signal }),
+  artifactURL: (id, path, attempt) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/') + qs({ attempt }),
+  codeDiffURL: (id) => '/api/tasks/' + enc(id) + '/code.diff',
+
+  // bytes GETs a file the API serves (a diff, an artifact) as bytes.
+  bytes: async (url, signal) => {
+    let res;
+    try {
+      res = await fetch(url, { headers: { Accept: '*/*' }, credentials: 'same-origin', signal });
+    } catch (e) {
+      if (e && e.name === 'AbortError') throw e;
+      throw new ApiError(0, 'network', 'Cannot reach the server; check the connection.');
+    }
+    if (!res.ok) {
+      const err = await errorOf(res);
+      if (res.status === 401) window.dispatchEvent(new CustomEvent('rl:unauthorized'));
+      throw err;
+    }
+    return new Uint8Array(await res.arrayBuffer());
+  },
   workers: (signal) => request('/api/workers', { signal }),
   health: async (signal) => {
     // 503 still carries the health document ("status":"DOWN").

@@ -75,7 +75,7 @@ func EncodeUpdate(t *core.Task) (TaskRow, error) {
 
 // Normalize makes t look as a read of it will: nil lists and maps empty,
 // params compacted, times in UTC without a monotonic reading, a zero
-// optional time nil. Backends call it after a successful write so the
+// optional time nil, HasDiff true when a diff is stored. Backends call it after a successful write so the
 // caller's copy matches the stored row.
 func Normalize(t *core.Task, r TaskRow) {
 	t.Command, _ = DecodeSlice[string](r.Command)
@@ -85,4 +85,5 @@ func Normalize(t *core.Task, r TaskRow) {
 	t.Params = DecodeParams(r.Params)
 	t.CreatedAt, t.UpdatedAt = Time(r.Created), Time(r.Updated)
 	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
+	t.Code.HasDiff = t.Code.DiffID != ""
 }

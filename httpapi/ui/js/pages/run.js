@@ -1,6 +1,7 @@
-// Run page: live status, the log tail, metric charts from the log's
-// RLSCHED_METRIC lines, everything recorded about the run, its attempts and
-// artifacts, and cancel / rerun.
+// Run page: live status, the log tail, metric charts (the log's
+// RLSCHED_METRIC lines as they come, and the master's other series, such as
+// TensorBoard scalars), everything recorded about the run, its code and diff,
+// its attempts and output files, and cancel / rerun.
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
@@ -15,6 +16,10 @@ import {
 
 const METRIC = 'RLSCHED_METRIC ';
 const MAX_CHARTS = 8;
+const PREVIEW_MAX = 64 << 10;    // artifacts up to this size get a preview
+const DIFF_MAX_LINES = 5000;     // lines of a diff shown; the rest is a download away
+const REST_METRICS_EVERY = 10000; // ms between looks at the master's series while running
+const ARTIFACTS_EVERY = 15000;   // ms between artifact lists while running
 
 export function mount(root, ctx) {
   const id = ctx.params.id;
@@ -23,6 +28,7 @@ export function mount(root, ctx) {
   let stream = null;
   const cleanups = [];
   const series = new Map();       // metric name -> [[step, value], ...]
+  const logNames = new Set();     // names the log's metric lines gave
   let metricPartial = '';
   let chartsDirty = false;
   const charts = new Map();       // name -> LineChart
@@ -37,7 +43,12 @@ export function mount(root, ctx) {
   const chartsNote = h('p', { class: 'muted', id: 'charts-note' }, 'Waiting for metric lines (', h('code', null, 'RLSCHED_METRIC {"step": n, "name": value}'), ').');
   const details = h('div', { class: 'grid grid-2' });
   const timelineBox = h('section', { class: 'card', id: 'timeline' });
+  const codeBox = h('section', { class: 'card', id: 'code' });
   const artifactsBox = h('section', { class: 'card', id: 'artifacts' });
+  const artifactsBody = h('div');
+  const artifactsPreview = h('div', { id: 'artifact-preview', hidden: true });
+  let artifactAttempt = '';       // '' = the newest version of each file
+  let artifactsShown = '';        // the attempts the selector offers, to rebuild it only on change
 
   // ---- the log ----
   const view = new LogView();
@@ -77,7 +88,11 @@ export function mount(root, ctx) {
     h('div', { style: { height: '16px' } }),
     details,
     h('div', { style: { height: '16px' } }),
-    h('div', { class: 'grid grid-2' }, timelineBox, artifactsBox));
+    h('div', { class: 'grid grid-2' }, timelineBox, codeBox),
+    h('div', { style: { height: '16px' } }),
+    artifactsBox);
+  replace(artifactsBox, h('div', { class: 'card-head' }, h('h2', null, 'Artifacts'), h('span', { class: 'spacer' }), h('span', { id: 'artifact-attempt-box' })),
+    artifactsBody, artifactsPreview);
 
   // ---- header, summary, details ----
   let confirming = false;
@@ -196,7 +211,7 @@ export function mount(root, ctx) {
       h('section', { class: 'card', id: 'details-meta' },
         h('h2', null, 'Record'),
         h('dl', { class: 'kv' },
-          h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('code', null, code.gitCommit.slice(0, 12)) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
+          h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('a', { href: '#code' }, h('code', null, code.gitCommit.slice(0, 12))) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
           h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
           h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
           h('dt', null, 'Workdir'), h('dd', null, t.workdir ? h('code', null, t.workdir) : h('span', { class: 'faint' }, "worker's default")),
@@ -246,25 +261,146 @@ export function mount(root, ctx) {
     replace(timelineBox, h('h2', null, 'Timeline'), bar, h('ol', { class: 'timeline' }, items));
   }
 
+  // ---- code ----
+  let codeSig = null;
+  function renderCode() {
+    const c = t.code || {};
+    const sig = JSON.stringify(c);
+    if (sig === codeSig) return; // an open diff stays open across live updates
+    codeSig = sig;
+    if (!c.gitCommit && !c.hasDiff && !c.diffOmitted) {
+      replace(codeBox, h('h2', null, 'Code'), h('p', { class: 'muted' }, 'No git commit recorded: the run was not submitted from a git repository by the CLI.'));
+      return;
+    }
+    const remote = c.gitRemote || '';
+    const rows = [
+      h('dt', null, 'Commit'), h('dd', null, c.gitCommit ? h('code', { id: 'code-commit' }, c.gitCommit) : h('span', { class: 'faint' }, 'none'),
+        ' ', c.gitDirty ? h('span', { class: 'tag', id: 'code-dirty' }, 'dirty') : h('span', { class: 'tag' }, 'clean')),
+      h('dt', null, 'Remote'), h('dd', { id: 'code-remote' }, remote
+        ? (/^https?:\/\//.test(remote) ? h('a', { href: remote, rel: 'noreferrer noopener', target: '_blank' }, remote) : h('code', null, remote))
+        : h('span', { class: 'faint' }, 'none')),
+    ];
+    let diffPart;
+    if (c.hasDiff && !mayCancel(ctx.user, t)) {
+      diffPart = h('p', { class: 'muted', id: 'diff-note' }, 'The uncommitted changes are recorded; only the owner and admins can read them (a diff can hold secrets).');
+    } else if (c.hasDiff) {
+      diffPart = diffDetails();
+    } else if (c.diffOmitted) {
+      diffPart = h('p', { class: 'muted', id: 'diff-note' }, 'Uncommitted changes not recorded: ' + c.diffOmitted);
+    } else {
+      diffPart = h('p', { class: 'muted', id: 'diff-note' }, c.gitDirty ? 'The work tree was dirty; no diff was recorded.' : 'The work tree was clean: the commit is the code.');
+    }
+    replace(codeBox, h('h2', null, 'Code'), h('dl', { class: 'kv' }, rows), diffPart);
+  }
+
+  // diffDetails is the diff, collapsed; opening it fetches and shows it.
+  function diffDetails() {
+    const body = h('div', { class: 'muted' }, 'Loading…');
+    const raw = h('a', { href: api.codeDiffURL(id), download: id + '.diff', class: 'btn btn-ghost btn-sm' }, 'Download .diff');
+    const d = h('details', { class: 'more', id: 'code-diff' }, h('summary', null, 'Uncommitted changes (git diff HEAD)'), body, h('div', { class: 'btn-row', style: { marginTop: '8px' } }, raw));
+    let loaded = false;
+    d.addEventListener('toggle', async () => {
+      if (!d.open || loaded) return;
+      loaded = true;
+      try {
+        const text = new TextDecoder('utf-8').decode(await api.bytes(api.codeDiffURL(id), ac.signal));
+        replace(body, diffView(text));
+      } catch (e) {
+        loaded = false;
+        if (e.name !== 'AbortError') replace(body, h('p', { class: 'notice error' }, 'Cannot load the diff: ' + e.message));
+      }
+    });
+    return d;
+  }
+
+  // ---- artifacts ----
+  function renderAttemptSelector() {
+    const box = document.getElementById('artifact-attempt-box');
+    const n = t ? (t.attempt || 1) : 1;
+    const want = n > 1 ? String(n) : '';
+    if (!box || want === artifactsShown) return;
+    artifactsShown = want;
+    if (n <= 1) { clear(box); return; }
+    const opts = [h('option', { value: '' }, 'Newest of each file')];
+    for (let a = 1; a <= n; a++) opts.push(h('option', { value: String(a) }, 'Attempt ' + a));
+    const sel = h('select', { id: 'artifact-attempt', 'aria-label': 'Files of attempt' }, opts);
+    sel.value = artifactAttempt;
+    sel.addEventListener('change', () => { artifactAttempt = sel.value; loadArtifacts(); });
+    replace(box, sel);
+  }
+
+  let artifactsSig = null;
   async function loadArtifacts() {
+    renderAttemptSelector();
+    const want = artifactAttempt;
     try {
-      const r = await api.artifacts(id, ac.signal);
+      const r = await api.artifacts(id, want || undefined, ac.signal);
+      if (want !== artifactAttempt) return; // the selector moved on meanwhile
       const items = r.items || [];
-      replace(artifactsBox, h('h2', null, 'Artifacts'),
-        items.length
-          ? h('ul', { class: 'artifacts' }, items.map((a) => h('li', null,
-            h('a', { href: api.artifactURL(id, a.path), download: a.path.split('/').pop() }, a.path),
-            h('span', { class: 'faint mono', title: a.sha256 || '' }, fmtBytes(a.size)))))
-          : h('p', { class: 'muted' }, TERMINAL.has(t.status) ? 'This run left no artifacts on the master.' : 'Artifacts appear here when the run uploads them.'));
+      const sig = want + '|' + JSON.stringify(items);
+      if (sig === artifactsSig) return;
+      artifactsSig = sig;
+      if (!items.length) {
+        replace(artifactsBody, h('p', { class: 'muted', id: 'artifacts-empty' }, want ? 'Attempt ' + want + ' left no files.'
+          : TERMINAL.has(t.status) ? 'This run left no files on the master.' : 'Files the run writes to $RLSCHED_OUTPUT_DIR appear here as they are uploaded.'));
+        return;
+      }
+      const total = items.reduce((n, a) => n + (a.size || 0), 0);
+      replace(artifactsBody,
+        h('div', { class: 'table-wrap' }, h('table', { class: 'data artifact-table', id: 'artifacts-table' },
+          h('thead', null, h('tr', null, h('th', null, 'Path'), h('th', { class: 'num' }, 'Size'), h('th', { class: 'num' }, 'Attempt'), h('th', null, 'Modified'), h('th', null, ''))),
+          h('tbody', null, items.map((a) => artifactRow(a, want))))),
+        h('p', { class: 'faint', style: { margin: '8px 2px 0' } }, items.length + ' file' + (items.length === 1 ? '' : 's') + ' · ' + fmtBytes(total)));
     } catch (e) {
-      if (e.name !== 'AbortError') replace(artifactsBox, h('h2', null, 'Artifacts'), h('p', { class: 'muted' }, 'Cannot list artifacts: ' + e.message));
+      if (e.name !== 'AbortError') replace(artifactsBody, h('p', { class: 'muted' }, 'Cannot list the files: ' + e.message));
     }
   }
 
-  // ---- metrics ----
+  function artifactRow(a, attempt) {
+    const url = api.artifactURL(id, a.path, attempt || undefined);
+    const modified = parseTime(a.modifiedAt);
+    const actions = h('td', { class: 'nowrap' }, h('a', { class: 'btn btn-ghost btn-sm', href: url, download: a.path.split('/').pop() }, 'Download'));
+    if (a.size <= PREVIEW_MAX) {
+      const b = h('button', { type: 'button', class: 'btn btn-sm preview-btn' }, 'Preview');
+      b.addEventListener('click', () => preview(a, url));
+      actions.prepend(b);
+    }
+    return h('tr', { dataset: { path: a.path } },
+      h('td', { class: 'mono path' }, h('a', { href: url, download: a.path.split('/').pop() }, a.path)),
+      h('td', { class: 'num nowrap', title: a.size + ' bytes' }, fmtBytes(a.size)),
+      h('td', { class: 'num' }, String(a.attempt || '')),
+      h('td', { class: 'nowrap', title: a.modifiedAt || '' }, modified ? fmtTime(modified) : '—'),
+      actions);
+  }
+
+  // preview shows a small file below the table: text escaped (it goes in
+  // as a text node), JSON pretty-printed, anything else refused.
+  async function preview(a, url) {
+    artifactsPreview.hidden = false;
+    const close = h('button', { type: 'button', class: 'btn btn-ghost btn-sm', 'aria-label': 'Close the preview' }, 'Close');
+    close.addEventListener('click', () => { artifactsPreview.hidden = true; clear(artifactsPreview); });
+    const head = h('div', { class: 'card-head', style: { marginTop: '14px' } }, h('strong', { class: 'mono' }, a.path), h('span', { class: 'faint' }, fmtBytes(a.size)), h('span', { class: 'spacer' }), close);
+    replace(artifactsPreview, head, h('p', { class: 'muted' }, 'Loading…'));
+    let body;
+    try {
+      const bytes = await api.bytes(url, ac.signal);
+      body = previewBody(a.path, bytes);
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      body = h('p', { class: 'notice error' }, 'Cannot load ' + a.path + ': ' + e.message);
+    }
+    replace(artifactsPreview, head, body);
+  }
+
+  // ---- metrics ----  // ---- metrics ----
+  // addPoint adds a point of a log line. A step at or before the last one
+  // (a resumed attempt playing episodes again, a step printed twice) replaces
+  // the points from there on, as the master keeps one value per step.
   function addPoint(name, step, v) {
     let s = series.get(name);
     if (!s) { s = []; series.set(name, s); }
+    logNames.add(name);
+    while (s.length && s[s.length - 1][0] >= step) s.pop();
     s.push([step, v]);
     chartsDirty = true;
   }
@@ -333,18 +469,23 @@ export function mount(root, ctx) {
     if (t) renderSummary();
   }
 
-  // The REST series win once the run is over (the master saw every line).
-  async function reconcileMetrics() {
+  // mergeRestMetrics takes the master's series: those the log does not
+  // carry (TensorBoard scalars, GPU samples) always; one the log gave too
+  // only once the run is over (final), when the master has seen every line,
+  // and only when it has more points.
+  async function mergeRestMetrics(final) {
     try {
       const r = await api.metrics(id, null, ac.signal);
-      let restPoints = 0, ours = 0;
-      for (const s of Object.values(r.series || {})) restPoints += s.length;
-      for (const s of series.values()) ours += s.length;
-      if (restPoints > ours) {
-        series.clear();
-        for (const [n, pts] of Object.entries(r.series || {})) series.set(n, pts.filter((p) => p[0] != null && p[1] != null));
-        renderCharts();
+      let changed = false;
+      for (const [n, pts] of Object.entries(r.series || {})) {
+        const clean = pts.filter((p) => p[0] != null && p[1] != null);
+        const mine = series.get(n);
+        if (logNames.has(n) && !(final && clean.length > (mine ? mine.length : 0))) continue;
+        if (mine && mine.length === clean.length && (!clean.length || mine[mine.length - 1][0] === clean[clean.length - 1][0])) continue;
+        series.set(n, clean);
+        changed = true;
       }
+      if (changed) renderCharts();
     } catch { /* keep what the log gave */ }
   }
 
@@ -361,10 +502,11 @@ export function mount(root, ctx) {
     renderSummary();
     renderDetails();
     renderTimeline();
+    renderCode();
+    renderAttemptSelector();
     if (TERMINAL.has(t.status) && (!prev || !TERMINAL.has(prev.status))) {
       if (stream) stream.runEnded();
       loadArtifacts();
-      if (prev) setTimeout(reconcileMetrics, 1000);
     }
   }
 
@@ -421,6 +563,12 @@ export function mount(root, ctx) {
     setTask(first);
     renderCharts();
     if (!TERMINAL.has(t.status)) loadArtifacts();
+    mergeRestMetrics(false);
+    let finalMerged = false;
+    const outputsPoll = setInterval(() => { if (!TERMINAL.has(t.status)) loadArtifacts(); }, ARTIFACTS_EVERY);
+    cleanups.push(() => clearInterval(outputsPoll));
+    const metricsPoll = setInterval(() => { if (!TERMINAL.has(t.status)) mergeRestMetrics(false); }, REST_METRICS_EVERY);
+    cleanups.push(() => clearInterval(metricsPoll));
     cleanups.push(live.subscribe('/topic/tasks', onTaskFrame));
     const stopPoll = poller(async () => { if (!TERMINAL.has(t.status)) await refreshTask(); }, 2000, '/topic/tasks');
     cleanups.push(stopPoll);
@@ -435,6 +583,9 @@ export function mount(root, ctx) {
         updateLogInfo(p);
         if (chartsDirty && Date.now() - lastChart > 250) renderCharts();
         if (p.eof) renderCharts();
+        // The whole log is read: the master's series, which saw every line
+        // (and may keep points a capped log lost), get their say.
+        if (p.eof && !finalMerged) { finalMerged = true; mergeRestMetrics(true); }
       },
       onError: (e) => { logInfo.textContent = 'log: ' + e.message + ' (retrying)'; },
     });
@@ -467,4 +618,41 @@ function exitText(t) {
 // endError is the run's error unless it only repeats its status.
 function endError(t) {
   return t.error && t.error.toLowerCase() !== (t.status || '').toLowerCase() ? t.error : '';
+}
+
+// diffView renders a diff as lines (text nodes: nothing in it is markup),
+// added, removed, hunk and file lines marked for colour; past
+// DIFF_MAX_LINES lines a note says the download has the rest.
+function diffView(text) {
+  const lines = text.split('\n');
+  if (lines.length && lines[lines.length - 1] === '') lines.pop();
+  const kind = (l) => (l.startsWith('diff ') || l.startsWith('index ') || l.startsWith('+++ ') || l.startsWith('--- ') ? 'meta'
+    : l.startsWith('@@') ? 'hunk' : l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : l.startsWith('Binary files ') ? 'meta' : null);
+  const shown = lines.slice(0, DIFF_MAX_LINES);
+  const pre = h('pre', { class: 'diffview', id: 'diff-text', tabindex: '0', 'aria-label': 'Diff' }, shown.map((l) => h('span', { class: kind(l) }, l + '\n')));
+  const files = lines.filter((l) => l.startsWith('diff --git ')).length;
+  const added = lines.filter((l) => l.startsWith('+') && !l.startsWith('+++ ')).length;
+  const removed = lines.filter((l) => l.startsWith('-') && !l.startsWith('--- ')).length;
+  return h('div', null,
+    h('p', { class: 'faint', id: 'diff-stat', style: { margin: '0 0 6px' } }, files + ' file' + (files === 1 ? '' : 's') + ' changed, ' + added + ' line' + (added === 1 ? '' : 's') + ' added, ' + removed + ' removed'),
+    pre,
+    lines.length > DIFF_MAX_LINES ? h('p', { class: 'muted' }, 'Showing the first ' + DIFF_MAX_LINES.toLocaleString('en-US') + ' of ' + lines.length.toLocaleString('en-US') + ' lines; the download has them all.') : null);
+}
+
+// previewBody shows a small file: JSON pretty-printed, other UTF-8 text as
+// it is, anything else (a NUL, bytes that are not UTF-8) as binary.
+function previewBody(path, bytes) {
+  let text;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    text = null;
+  }
+  if (text === null || text.includes('\u0000')) return h('p', { class: 'muted' }, 'A binary file (' + fmtBytes(bytes.length) + '): download it to look inside.');
+  if (/\.json$/i.test(path) || /^\s*[{[]/.test(text)) {
+    try {
+      text = JSON.stringify(JSON.parse(text), null, 2);
+    } catch { /* not JSON after all: shown as text */ }
+  }
+  return h('pre', { class: 'preview', id: 'preview-text', tabindex: '0' }, text);
 }
