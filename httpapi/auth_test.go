@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 )
 
 func TestNew_Failure(t *testing.T) {
@@ -277,7 +278,8 @@ func TestLogoutRevokes(t *testing.T) {
 
 	// A change of role ends the tokens issued before it.
 	tok, _ = e.login("alice", "password-alice")
-	if err := e.st.SetUserRole(t.Context(), id, core.RoleAdmin); err != nil {
+	admin := core.RoleAdmin
+	if _, err := e.st.UpdateUser(t.Context(), id, store.UserPatch{Role: &admin}); err != nil {
 		t.Fatal(err)
 	}
 	if s := me(tok); s != 401 {

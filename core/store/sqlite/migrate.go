@@ -84,6 +84,13 @@ var migrations = []string{
 	// 4: a user's token version, stamped into tokens and raised to revoke
 	// them (logout, a change of role).
 	`ALTER TABLE users ADD COLUMN token_version INTEGER NOT NULL DEFAULT 0;`,
+	// 5: user administration and notifications (issue 18). A deleted user
+	// keeps its row (its runs' owner) under core.DeletedUsername.
+	`ALTER TABLE users ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE users ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE users ADD COLUMN last_login_at INTEGER;
+	ALTER TABLE users ADD COLUMN notify_webhook TEXT NOT NULL DEFAULT '';
+	ALTER TABLE users ADD COLUMN notify_on TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate applies every migration the database has not recorded, each in
