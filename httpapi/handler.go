@@ -69,6 +69,10 @@ func (s *Server) apiRoutes() []*route {
 		{method: post, pattern: "/api/train", h: s.submit},
 		{method: get, pattern: "/api/tasks", h: s.listTasks},
 		{method: get, pattern: "/api/workers", h: s.workers},
+		{method: get, pattern: "/api/admin/users", admin: true, h: s.listUsers},
+		{method: post, pattern: "/api/admin/users", admin: true, h: s.addUser},
+		{method: patch, pattern: "/api/admin/users/{username}", admin: true, h: s.patchUser},
+		{method: del, pattern: "/api/admin/users/{username}", admin: true, h: s.deleteUser},
 		// Authenticates itself: it also takes ?token=.
 		{method: get, pattern: "/ws", public: true, h: s.ws},
 		{method: get, pattern: "/api/monitor/logs/{id...}", h: s.logs},

@@ -58,6 +58,9 @@ type Config struct {
 	BcryptCost int
 	// CookieSecure marks the jwt_token cookie Secure (set it behind HTTPS).
 	CookieSecure bool
+	// Registration is who may register (REGISTRATION): RegistrationOpen
+	// (the default), RegistrationClosed or RegistrationAdmin.
+	Registration string
 	Logger       zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
@@ -143,6 +146,14 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	if cfg.LogDir == "" {
 		cfg.LogDir = "logs"
+	}
+	switch cfg.Registration {
+	case "":
+		cfg.Registration = RegistrationOpen
+	case RegistrationOpen, RegistrationClosed, RegistrationAdmin:
+	default:
+		return nil, fmt.Errorf("cannot start the REST API: REGISTRATION must be %s, %s or %s, not %q",
+			RegistrationOpen, RegistrationClosed, RegistrationAdmin, cfg.Registration)
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = obs.NewMaster(obs.MasterOptions{})
