@@ -164,7 +164,9 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	}
 	var ctl httpapi.Control = m.disp
 	if m.node != nil {
-		m.node.Attach(cluster.Hooks{Workers: m.disp.Workers, Cancel: m.disp.CancelNotified, Task: m.disp.RemoteTaskChanged})
+		m.node.Attach(cluster.Hooks{Workers: m.disp.Workers, Cancel: m.disp.CancelNotified, Task: m.disp.RemoteTaskChanged,
+			Drain:  func(id string, on bool) { _, _ = m.disp.DrainWorker(id, on) }, // only its master knows it
+			Forget: func(id string) { _ = m.disp.ForgetWorker(id) }})
 		m.node.Start()
 		ctl = clusterControl{m.disp, m.node}
 	}
@@ -320,3 +322,45 @@ type clusterControl struct {
 }
 
 func (c clusterControl) Workers() []core.WorkerInfo { return c.node.Workers() }
+
+// DrainWorker drains the worker here and on the other masters (the one
+// holding it takes it). The view answered is this master's when the worker
+// is connected here, else the cluster's (its holder shows the new state at
+// its next publication).
+func (c clusterControl) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
+	w, err := c.Master.DrainWorker(id, drain)
+	c.node.Drain(id, drain)
+	if err == nil && w.State != core.WorkerDown && w.State != core.WorkerPending {
+		return w, nil
+	}
+	if v := c.view(id); v != nil {
+		return *v, nil
+	}
+	return w, err
+}
+
+// ForgetWorker forgets a DOWN worker here and on the other masters.
+func (c clusterControl) ForgetWorker(id string) error {
+	v := c.view(id)
+	if v == nil {
+		return core.ErrNotFound
+	}
+	if v.State != core.WorkerDown {
+		return fmt.Errorf("cannot forget worker %s (%s): %w", id, v.State, core.ErrConflict)
+	}
+	if err := c.Master.ForgetWorker(id); err != nil && !errors.Is(err, core.ErrNotFound) {
+		return err
+	}
+	c.node.Forget(id)
+	return nil
+}
+
+// view is the cluster's view of worker id, or nil.
+func (c clusterControl) view(id string) *core.WorkerInfo {
+	for _, w := range c.node.Workers() {
+		if w.ID == id {
+			return &w
+		}
+	}
+	return nil
+}

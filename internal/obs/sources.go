@@ -54,8 +54,7 @@ func (m *Master) SetSources(s Sources) { m.src.Store(&s) }
 var (
 	runStatuses = [...]core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning,
 		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout, core.StatusLost}
-	// DRAINING is issue 18's drain state, not yet in core.
-	workerStates = [...]core.WorkerState{core.WorkerIdle, core.WorkerRunning, core.WorkerPending, core.WorkerDown, "DRAINING"}
+	workerStates = [...]core.WorkerState{core.WorkerIdle, core.WorkerRunning, core.WorkerPending, core.WorkerDown, core.WorkerDraining}
 )
 
 var (
