@@ -54,3 +54,13 @@ func (m *Master) forgetDown() {
 		m.log.Info().Strs("workers", ids).Dur("after", m.cfg.ForgetAfter).Msg("forgot workers down for long")
 	}
 }
+
+// Backlog is the number of worker reports waiting on the dispatcher's
+// shards (the planner's inputs, for the metrics).
+func (m *Master) Backlog() int {
+	n := 0
+	for _, s := range m.shards {
+		n += int(s.pending.Load())
+	}
+	return n
+}

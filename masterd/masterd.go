@@ -32,6 +32,7 @@ import (
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/logpipe"
@@ -58,6 +59,16 @@ type Config struct {
 	// PublicHosts (PUBLIC_HOSTS) are more names the REST API answers to
 	// besides localhost and the bound address (DNS rebinding; httpapi).
 	PublicHosts []string
+	// Registration (REGISTRATION) is who may register: open (the default
+	// here; `rlsched up`), closed (a standalone master: admins add users)
+	// or admin (anyone, enabled by an admin).
+	Registration string
+	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
+	// sign-in cookie is marked Secure.
+	TLSProxy bool
+	// WorkerForget (WORKER_FORGET_SECONDS) is how long a DOWN worker stays
+	// listed; default 24 h.
+	WorkerForget time.Duration
 
 	LogQueue           string // RLSCHED_LOG_QUEUE: the log writers' queue, ring (default) or chan (for benchmarks)
 	RunMaxLogBytes     int64  // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
@@ -75,6 +86,7 @@ type Config struct {
 type Master struct {
 	cfg     Config
 	raw     store.Store // the backend, closed last
+	metrics *obs.Master // served at /metrics
 	st      store.Store // raw, group-committed, metrics first, published: what every room writes through
 	ls      lease.Leases
 	logs    *logpipe.Writer
@@ -108,6 +120,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
 	m.raw = raw
+	m.metrics = obs.NewMaster(obs.MasterOptions{})
 	ls, err := openLeases(ctx, cfg)
 	if err != nil { // ls may be a typed nil: never keep it for Close
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)
@@ -130,7 +143,9 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	// Batcher, which also takes the log pipe's metric points; a run's end is
 	// written after its metric points (MetricsFirst); the event publisher
 	// is outermost, so every committed change reaches the hub.
-	batched := store.NewBatcher(m.raw, 0)
+	// The metrics hear of every write at the backend (store.Observed): each
+	// call there is one transaction, and each run's change is seen once.
+	batched := store.NewBatcher(store.Observed(m.raw, m.metrics), 0)
 	// Several masters share LOG_DIR (one filesystem, or a shared one across
 	// machines): a run's log is written by whichever master its worker is
 	// connected to, so the writer checks files it holds open for growth by
@@ -155,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		Addr: net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
+		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel
@@ -174,10 +190,11 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.rpcAddr = m.disp.Addr()
+	m.metrics.SetSources(m.metricSources())
 	apiCfg := httpapi.Config{
 		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
-		PublicHosts: cfg.PublicHosts,
+		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {
