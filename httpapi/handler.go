@@ -63,6 +63,8 @@ func (s *Server) apiRoutes() []*route {
 		{method: post, pattern: "/api/auth/login", public: true, session: true, h: s.login},
 		{method: post, pattern: "/api/auth/logout", public: true, session: true, h: s.logout},
 		{method: get, pattern: "/api/auth/me", h: s.me},
+		{method: get, pattern: "/api/auth/me/notifications", h: s.getNotifications},
+		{method: put, pattern: "/api/auth/me/notifications", h: s.putNotifications},
 		{method: get, pattern: "/api/monitor/health", public: true, probe: true, h: s.health},
 		{method: get, pattern: "/metrics", public: true, probe: true, h: s.metrics},
 		{method: get, pattern: "/api/openapi.json", h: s.openAPI},

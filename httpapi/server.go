@@ -26,6 +26,7 @@ import (
 	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/live"
+	"github.com/rlsched/rlsched/notify"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.
@@ -68,6 +69,9 @@ type Config struct {
 	Hub *live.Hub
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
+	// NotifyTargets are where users' webhooks may go (NOTIFY_ALLOW_HOSTS);
+	// default any public host.
+	NotifyTargets *notify.Targets
 	// Metrics are the master's Prometheus metrics, served at /metrics; the
 	// API counts its requests there by route. Default: a new obs.Master.
 	Metrics *obs.Master
@@ -157,6 +161,9 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = obs.NewMaster(obs.MasterOptions{})
+	}
+	if cfg.NotifyTargets == nil {
+		cfg.NotifyTargets = &notify.Targets{}
 	}
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.DefaultTrainer = append([]string(nil), cfg.DefaultTrainer...)

@@ -36,6 +36,7 @@ import (
 	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/notify"
 )
 
 // Config is the settings of a master. cmd/rlsched binds one flag (and
@@ -66,6 +67,12 @@ type Config struct {
 	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
 	// sign-in cookie is marked Secure.
 	TLSProxy bool
+	// NotifyAllowHosts (NOTIFY_ALLOW_HOSTS) limits where users' webhooks
+	// may go (package notify); empty: any public host.
+	NotifyAllowHosts string
+	// PublicURL (PUBLIC_URL) is the dashboard's address as users open it,
+	// for the links in notifications.
+	PublicURL string
 	// WorkerForget (WORKER_FORGET_SECONDS) is how long a DOWN worker stays
 	// listed; default 24 h.
 	WorkerForget time.Duration
@@ -84,22 +91,23 @@ type Config struct {
 
 // Master is a started master. Its methods are safe for concurrent use.
 type Master struct {
-	cfg     Config
-	raw     store.Store // the backend, closed last
-	metrics *obs.Master // served at /metrics
-	st      store.Store // raw, group-committed, metrics first, published: what every room writes through
-	ls      lease.Leases
-	logs    *logpipe.Writer
-	hub     *live.Hub
-	node    *cluster.Node // nil without REDIS_ADDR: one master alone
-	noPoll  context.CancelFunc
-	disp    *dispatch.Master
-	api     *httpapi.Server
-	httpLn  net.Listener
-	httpErr chan error
-	url     string
-	rpcAddr string
-	nacos   *discovery.Registration // nil without NACOS_ADDR
+	cfg      Config
+	raw      store.Store // the backend, closed last
+	metrics  *obs.Master // served at /metrics
+	st       store.Store // raw, group-committed, metrics first, published: what every room writes through
+	ls       lease.Leases
+	logs     *logpipe.Writer
+	notifier *notify.Notifier
+	hub      *live.Hub
+	node     *cluster.Node // nil without REDIS_ADDR: one master alone
+	noPoll   context.CancelFunc
+	disp     *dispatch.Master
+	api      *httpapi.Server
+	httpLn   net.Listener
+	httpErr  chan error
+	url      string
+	rpcAddr  string
+	nacos    *discovery.Registration // nil without NACOS_ADDR
 }
 
 // Start starts a master; on error everything started is stopped again.
@@ -156,7 +164,16 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		Logger: log}); err != nil {
 		return nil, err
 	}
-	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), events)
+	targets, err := notify.ParseTargets(cfg.NotifyAllowHosts)
+	if err != nil {
+		return nil, err
+	}
+	// The notifier hears this master's own commits (beside the hub or the
+	// cluster node), so each run's end is sent once, by its writer.
+	if m.notifier, err = notify.New(notify.Config{Users: m.raw, Targets: targets, BaseURL: cfg.PublicURL, Logger: log}); err != nil {
+		return nil, err
+	}
+	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), sinks{events, m.notifier})
 	if shared {
 		var pctx context.Context
 		pctx, m.noPoll = context.WithCancel(context.Background())
@@ -195,6 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
+		NotifyTargets: targets,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {
@@ -323,11 +341,29 @@ func (m *Master) Close(ctx context.Context) {
 	if m.logs != nil {
 		m.logs.Close()
 	}
+	if m.notifier != nil {
+		m.notifier.Close()
+	}
 	if m.ls != nil {
 		m.ls.Close()
 	}
 	if m.raw != nil {
 		m.raw.Close()
+	}
+}
+
+// sinks hands each event to every sink in order.
+type sinks []core.EventSink
+
+func (s sinks) TaskChanged(t core.Task) {
+	for _, k := range s {
+		k.TaskChanged(t)
+	}
+}
+
+func (s sinks) WorkerChanged(w core.WorkerInfo) {
+	for _, k := range s {
+		k.WorkerChanged(w)
 	}
 }
 
