@@ -43,7 +43,8 @@ import (
 // environment variable) to each field; zero values get the defaults named.
 type Config struct {
 	DataDir    string // RLSCHED_DATA_DIR: the database, logs and outputs; created private (mode 0700, private.go)
-	Bind       string // RLSCHED_BIND: the address to listen on
+	Bind       string // RLSCHED_BIND: the address REST listens on
+	RPCBind    string // RLSCHED_RPC_BIND: the address the workers' RPC listens on; default Bind
 	MasterPort int    // MASTER_PORT: REST and WebSocket (0: a free port)
 	RPCPort    int    // RPC_PORT: the workers' RPC (0: a free port)
 	SQLitePath string // SQLITE_PATH; default DataDir/rlsched.db
@@ -184,7 +185,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", cfg.MasterPort, err)
 	}
 	dcfg := dispatch.Config{
-		Addr: net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
+		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
 		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics,
@@ -251,6 +252,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SQLitePath == "" {
 		c.SQLitePath = filepath.Join(c.DataDir, "rlsched.db")
+	}
+	if c.RPCBind == "" {
+		c.RPCBind = c.Bind
 	}
 	if c.LogDir == "" {
 		c.LogDir = filepath.Join(c.DataDir, "logs")
