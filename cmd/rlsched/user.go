@@ -34,6 +34,12 @@ func runUser(ctx context.Context, args []string) error {
 	f.str(&sqlitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
 	f.str(&dsn, "mysql-dsn", "MYSQL_DSN", "", "the master's MySQL DSN (empty: SQLite)")
 	f.BoolVar(&admin, "admin", false, "make the user an ADMIN")
+	if strings.HasPrefix(name, "-") { // --help, or flags before the name
+		if err := f.parse(args[1:]); err != nil {
+			return err
+		}
+		return usageError{errors.New("usage: rlsched user add NAME [--admin] [--data-dir D | --mysql-dsn DSN] < password")}
+	}
 	if err := f.parse(args[2:]); err != nil {
 		return err
 	}
