@@ -123,7 +123,7 @@ func Commands() []string {
 
 // order is the order of Usage's listing: the usual workflow first.
 var order = []string{"register", "login", "logout", "whoami", "submit", "ls", "show", "logs",
-	"cancel", "rerun", "metrics", "artifacts", "download", "diff", "workers"}
+	"cancel", "rerun", "metrics", "artifacts", "download", "diff", "workers", "user"}
 
 // Usage writes one line per client command, for the binary's top-level help.
 func Usage(w io.Writer) {

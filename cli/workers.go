@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/url"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -10,21 +12,30 @@ import (
 func init() {
 	register(&command{
 		name:    "workers",
-		args:    "[--json]",
-		summary: "List the workers: state, GPUs in use, running runs, last heartbeat.",
-		run:     runWorkers,
+		args:    "[--json] | drain ID | undrain ID | forget ID",
+		summary: "List the workers (state, GPUs in use, runs, last heartbeat); admins drain, undrain, forget.",
+		details: "drain: the worker finishes its runs and takes no new ones (DRAINING) until undrain, also\n" +
+			"after a restart: drain it, wait until `rlsched workers` shows it with no runs, then stop\n" +
+			"or upgrade it. forget: a DOWN worker leaves the list (it also does by itself after\n" +
+			"WORKER_FORGET_SECONDS); it is listed again when it comes back.",
+		examples: []string{"rlsched workers", "rlsched workers drain gpu1-3f9a2c", "rlsched workers forget gpu9-77aa01"},
+		run:      runWorkers,
 	})
 }
 
 func runWorkers(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
-	if _, code, ok := inv.start(args, 0, 0); !ok {
+	p, code, ok := inv.start(args, 0, 2)
+	if !ok {
 		return code
 	}
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code
+	}
+	if len(p.pos) > 0 {
+		return inv.workerAdmin(c, p.pos)
 	}
 	var ans struct {
 		Items []core.WorkerInfo `json:"items"`
@@ -61,5 +72,44 @@ func runWorkers(inv *invocation, args []string) int {
 	if len(ans.Items) == 0 {
 		fmt.Fprintln(inv.env.Stderr, "no workers have joined yet: start one with `rlsched worker`")
 	}
+	return ExitOK
+}
+
+// workerAdmin is drain, undrain or forget of one worker.
+func (inv *invocation) workerAdmin(c *client, pos []string) int {
+	if len(pos) != 2 {
+		return inv.usageError("give an operation and a worker id: drain ID, undrain ID or forget ID")
+	}
+	op, id := pos[0], pos[1]
+	if !core.ValidWorkerID(id) {
+		return inv.usageError("invalid worker id %q", id)
+	}
+	path := "/api/workers/" + url.PathEscape(id)
+	method := http.MethodDelete
+	switch op {
+	case "drain":
+		method, path = http.MethodPost, path+"/drain"
+	case "undrain":
+		path += "/drain"
+	case "forget":
+	default:
+		return inv.usageError("unknown operation %q: use drain, undrain or forget", op)
+	}
+	resp, err := c.do(inv.ctx, method, path, nil, nil, "")
+	if err != nil {
+		if ae, ok := err.(*apiError); ok && ae.Status == http.StatusNotFound {
+			ae.Hint = "list the workers with `rlsched workers`"
+		}
+		return inv.fail(adminHint(err))
+	}
+	if op == "forget" {
+		fmt.Fprintf(inv.env.Stdout, "forgot %s\n", id)
+		return ExitOK
+	}
+	var w core.WorkerInfo
+	if err := decodeInto(resp.body, &w, path); err != nil {
+		return inv.fail(err)
+	}
+	fmt.Fprintf(inv.env.Stdout, "%s: %s, %d run(s)\n", w.ID, w.State, len(w.RunningTasks))
 	return ExitOK
 }

@@ -47,11 +47,12 @@ type Config struct {
 // message is what travels on the channel.
 type message struct {
 	Origin  string            `json:"o"`
-	Kind    string            `json:"k"` // task | worker | workers | cancel
+	Kind    string            `json:"k"` // task | worker | workers | cancel | drain | forget
 	Task    *wireTask         `json:"t,omitempty"`
 	Worker  *core.WorkerInfo  `json:"w,omitempty"`
 	Workers []core.WorkerInfo `json:"ws,omitempty"`
 	ID      string            `json:"id,omitempty"`
+	Drain   bool              `json:"d,omitempty"` // drain: on or off
 }
 
 // wireTask is a run as masters exchange it: its view, with the fence that
@@ -119,6 +120,10 @@ type Hooks struct {
 	// wake the scheduler for a queued run, and to forget a run another
 	// master finished or requeued.
 	Task func(t core.Task)
+	// Drain and Forget receive an admin's drain and forget of a worker
+	// made on another master, for the one that holds the worker.
+	Drain  func(workerID string, drain bool)
+	Forget func(workerID string)
 }
 
 // Attach connects the node to its dispatcher.
@@ -175,6 +180,14 @@ func (n *Node) WorkerChanged(w core.WorkerInfo) {
 
 // Cancel tells the other masters that a run's cancel was requested.
 func (n *Node) Cancel(id string) { n.publish(message{Kind: "cancel", ID: id}) }
+
+// Drain tells the other masters that an admin drained (or undrained) a worker.
+func (n *Node) Drain(workerID string, drain bool) {
+	n.publish(message{Kind: "drain", ID: workerID, Drain: drain})
+}
+
+// Forget tells the other masters that an admin forgot a DOWN worker.
+func (n *Node) Forget(workerID string) { n.publish(message{Kind: "forget", ID: workerID}) }
 
 func (n *Node) publish(m message) {
 	m.Origin = n.cfg.MasterID
@@ -284,6 +297,14 @@ func (n *Node) receive(msg rueidis.PubSubMessage) {
 		if f := n.getHooks().Cancel; f != nil && m.ID != "" {
 			f(m.ID)
 		}
+	case "drain":
+		if f := n.getHooks().Drain; f != nil && m.ID != "" {
+			f(m.ID, m.Drain)
+		}
+	case "forget":
+		if f := n.getHooks().Forget; f != nil && m.ID != "" {
+			f(m.ID)
+		}
 	}
 }
 
@@ -318,7 +339,7 @@ func (n *Node) expire(now time.Time) {
 }
 
 func connected(w core.WorkerInfo) bool {
-	return w.State == core.WorkerIdle || w.State == core.WorkerRunning
+	return w.State == core.WorkerIdle || w.State == core.WorkerRunning || w.State == core.WorkerDraining
 }
 
 // remoteConnected returns another master's view of a worker it holds.

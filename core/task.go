@@ -4,6 +4,7 @@ package core
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -107,14 +108,35 @@ const (
 
 // User is an account. PasswordHash is bcrypt and never leaves the server.
 // TokenVersion is stamped into every token issued to the user; raising it
-// (logout, a change of role) revokes every token issued before.
+// (logout, a change of role, disabling, a new password) revokes every token
+// issued before.
 type User struct {
-	ID           int64     `json:"id"`
-	Username     string    `json:"username"`
-	Role         Role      `json:"role"`
-	PasswordHash string    `json:"-"`
-	TokenVersion int64     `json:"-"`
-	CreatedAt    time.Time `json:"createdAt"`
+	ID           int64      `json:"id"`
+	Username     string     `json:"username"`
+	Role         Role       `json:"role"`
+	PasswordHash string     `json:"-"`
+	TokenVersion int64      `json:"-"`
+	CreatedAt    time.Time  `json:"createdAt"`
+	Disabled     bool       `json:"disabled"`
+	LastLoginAt  *time.Time `json:"lastLoginAt"`
+	// Deleted: the account is gone. Its row stays, renamed DeletedUsername,
+	// so that its runs keep an owner.
+	Deleted bool `json:"-"`
+	// Notify is where the user hears about their runs' ends.
+	Notify Notify `json:"-"`
+}
+
+// DeletedUsername is the name a deleted user's row (and so its runs'
+// owner) takes: not a valid username, so no one can register or sign in
+// under it, and the old name is free again.
+func DeletedUsername(id int64) string { return "deleted user " + strconv.FormatInt(id, 10) }
+
+// Notify is a user's notification settings: a webhook URL (empty: none)
+// and the events it hears about, run statuses (SUCCEEDED, FAILED, ...) or
+// warning codes (idle_gpu).
+type Notify struct {
+	Webhook string   `json:"webhook"`
+	On      []string `json:"on"`
 }
 
 // MetricPoint is one value of one named series of a run.

@@ -3,14 +3,16 @@ package core
 import "time"
 
 // WorkerState as in DESIGN.md: IDLE and RUNNING have a live heartbeat;
-// PENDING lost it but still holds run leases; DOWN has neither.
+// PENDING lost it but still holds run leases; DOWN has neither. DRAINING
+// is connected and takes no new runs (an admin drained it); its runs go on.
 type WorkerState string
 
 const (
-	WorkerIdle    WorkerState = "IDLE"
-	WorkerRunning WorkerState = "RUNNING"
-	WorkerPending WorkerState = "PENDING"
-	WorkerDown    WorkerState = "DOWN"
+	WorkerIdle     WorkerState = "IDLE"
+	WorkerRunning  WorkerState = "RUNNING"
+	WorkerPending  WorkerState = "PENDING"
+	WorkerDown     WorkerState = "DOWN"
+	WorkerDraining WorkerState = "DRAINING"
 )
 
 // GPU of a worker, with the run holding it (empty when free).

@@ -24,6 +24,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -69,6 +70,12 @@ type Config struct {
 	// same to memory.WithClock, and advance it instead of sleeping through
 	// TTLs. Default time.Now.
 	Clock func() time.Time
+	// ForgetAfter is how long a DOWN worker stays listed
+	// (WORKER_FORGET_SECONDS); default 24 h.
+	ForgetAfter time.Duration
+	// Metrics receive the dispatcher's counts (heartbeats, scheduler
+	// passes); default a new obs.Master nobody serves.
+	Metrics *obs.Master
 	// Logs writes the runs' output: event loops submit LogData frames to it
 	// and it acks them. Required; the caller owns it (closes it after Stop).
 	Logs   *logpipe.Writer
@@ -118,6 +125,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
+	}
+	if c.ForgetAfter <= 0 {
+		c.ForgetAfter = 24 * time.Hour
+	}
+	if c.Metrics == nil {
+		c.Metrics = obs.NewMaster(obs.MasterOptions{})
 	}
 	return nil
 }

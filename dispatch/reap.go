@@ -13,12 +13,15 @@ var errNoSession = errors.New("worker not connected")
 
 const helloTimeout = 10 * time.Second
 
+// forgetEvery is how often DOWN workers past Config.ForgetAfter are dropped.
+const forgetEvery = time.Minute
+
 // reapLoop turns expired leases into LOST runs and closes sessions that
 // stopped heartbeating.
 func (m *Master) reapLoop(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
-	lastSweep := m.now()
+	lastSweep, lastForget := m.now(), m.now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,6 +34,10 @@ func (m *Master) reapLoop(ctx context.Context) {
 		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
 			lastSweep = m.now()
 			m.sweepCancels(ctx)
+		}
+		if m.now().Sub(lastForget) >= forgetEvery { // a pass over every worker: not each reap
+			lastForget = m.now()
+			m.forgetDown()
 		}
 	}
 }

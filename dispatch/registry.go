@@ -38,6 +38,9 @@ type workerRec struct {
 	sess                         *session // nil while disconnected
 	runs                         map[string]*runRec
 	lastHeartbeat                time.Time // of the last session; the live one keeps its own
+	// draining: an admin drained it; it takes no new runs (also after a
+	// reconnect) until undrained or forgotten.
+	draining bool
 }
 
 // runRec is a run placed on a worker: its GPUs or CPU slot are taken until
@@ -467,7 +470,7 @@ func (r *registry) movedOn(t core.Task) string {
 // hasFreeLocked reports whether w is connected with anything free, without
 // building its free list.
 func (w *workerRec) hasFreeLocked() bool {
-	if !w.connectedLocked() {
+	if !w.connectedLocked() || w.draining {
 		return false
 	}
 	cpuRuns, gpuRuns := 0, 0
@@ -528,7 +531,7 @@ func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
 		}
 		s.Connected++
 		s.MaxGPUs, s.MaxSlots = max(s.MaxGPUs, len(w.gpus)), max(s.MaxSlots, w.slots)
-		if c := w.freeLocked(); len(c.FreeGPUs) > 0 || c.FreeSlots > 0 {
+		if c := w.freeLocked(); !w.draining && (len(c.FreeGPUs) > 0 || c.FreeSlots > 0) {
 			s.Free = append(s.Free, c)
 		}
 	}
@@ -561,6 +564,8 @@ func (r *registry) inFlightLocked(queue []core.Task) map[string]string {
 func (w *workerRec) stateLocked() core.WorkerState {
 	connected := w.connectedLocked()
 	switch {
+	case connected && w.draining:
+		return core.WorkerDraining
 	case connected && len(w.runs) > 0:
 		return core.WorkerRunning
 	case connected:
@@ -614,5 +619,48 @@ func (r *registry) infos(master string) []core.WorkerInfo {
 		out = append(out, w.infoLocked(master))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// drain sets whether worker id takes new runs; false when unknown.
+func (r *registry) drain(id string, on bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[id]
+	if w == nil {
+		return false
+	}
+	w.draining = on
+	return true
+}
+
+// forget drops worker id when it is DOWN: core.ErrNotFound when unknown,
+// core.ErrConflict in any other state.
+func (r *registry) forget(id string) (core.WorkerState, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[id]
+	if w == nil {
+		return "", core.ErrNotFound
+	}
+	if st := w.stateLocked(); st != core.WorkerDown {
+		return st, core.ErrConflict
+	}
+	delete(r.workers, id)
+	return core.WorkerDown, nil
+}
+
+// forgetDown drops the DOWN workers last heard of before before and
+// returns their ids.
+func (r *registry) forgetDown(before time.Time) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, w := range r.workers {
+		if w.stateLocked() == core.WorkerDown && w.lastHeartbeat.Before(before) {
+			delete(r.workers, id)
+			out = append(out, id)
+		}
+	}
 	return out
 }

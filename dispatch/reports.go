@@ -28,6 +28,7 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	if sess.closed.Load() {
 		return // replaced, refused or gone
 	}
+	m.cfg.Metrics.Heartbeat()
 	ctx := sess.shard.callCtx(m.ctx)
 	now := m.now()
 	sess.lastHeartbeat.Store(now.UnixNano())

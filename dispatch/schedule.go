@@ -33,6 +33,7 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 // it for 15,000 workers at each of those wakes, under the registry lock
 // that every Hello also takes, was what made a reconnect storm slow.
 func (m *Master) schedule(ctx context.Context) bool {
+	start := time.Now()
 	if !m.reg.anyFree() {
 		return false
 	}
@@ -64,5 +65,7 @@ func (m *Master) schedule(ctx context.Context) bool {
 			placements = plan.Place(snap, deep)
 		}
 	}
-	return plan.PassAgain(m.execute(ctx, placements), len(tasks))
+	placed := m.execute(ctx, placements)
+	m.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
+	return plan.PassAgain(placed, len(tasks))
 }

@@ -266,9 +266,11 @@ type master struct {
 }
 
 // startMaster runs `rlsched master` on dataDir; port 0 picks a free one.
+// Its tests register their users (a standalone master's default is
+// REGISTRATION=closed).
 func (b *bed) startMaster(name, dataDir string, httpPort, rpcPort int, extraEnv ...string) *master {
 	b.t.Helper()
-	env := b.env(append([]string{"JWT_SECRET=" + b.jwtSecret, "WORKER_JOIN_TOKEN=" + b.joinToken}, extraEnv...)...)
+	env := b.env(append([]string{"JWT_SECRET=" + b.jwtSecret, "WORKER_JOIN_TOKEN=" + b.joinToken, "REGISTRATION=open"}, extraEnv...)...)
 	p := b.start(name, env, "master", "--data-dir", dataDir, "--bind", "127.0.0.1",
 		"--master-port", strconv.Itoa(httpPort), "--rpc-port", strconv.Itoa(rpcPort))
 	return b.awaitMaster(p)

@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/rueidis"
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rs/zerolog"
 )
 
@@ -85,9 +84,9 @@ type Config struct {
 	// Name is this gateway in logs and health answers.
 	Name   string
 	Logger zerolog.Logger
-	// Registry receives the gateway's metrics, served at /metrics; default
-	// a new one with the Go and process collectors.
-	Registry *prometheus.Registry
+	// Metrics are the gateway's Prometheus metrics, served at /metrics;
+	// default a new obs.Gateway.
+	Metrics *obs.Gateway
 	// Now is the clock of tokens and signatures; default time.Now.
 	Now func() time.Time
 }
@@ -130,10 +129,8 @@ func (c *Config) setDefaults() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-		c.Registry.MustRegister(collectors.NewGoCollector(),
-			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if c.Metrics == nil {
+		c.Metrics = obs.NewGateway(obs.GatewayOptions{})
 	}
 	if c.Name == "" {
 		c.Name = "gateway"

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/obs"
 )
 
 // redisTimeout bounds one rate-limit call to Redis; past it the local log
@@ -26,7 +27,7 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 	if err != nil {
 		// Redis is down or slow: limit in this process rather than not at
 		// all, and say so (at most every 10 s).
-		g.metrics.rateLimitErrors.Inc()
+		g.obs.RateLimitError()
 		if now := time.Now().UnixNano(); now-g.redisWarned.Load() > int64(10*time.Second) {
 			g.redisWarned.Store(now)
 			g.log.Warn().Err(err).Str("traceId", st.trace).Msg("rate limit: Redis failed; limiting in this gateway alone until it answers")
@@ -41,7 +42,7 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 	rh := &ctx.Response.Header
 	secs := int((d.retryAfter + time.Second - 1) / time.Second)
 	rh.Set("Retry-After", strconv.Itoa(max(secs, 1)))
-	g.metrics.rateLimited.Inc()
+	g.obs.RateLimited()
 	writeError(ctx, st.trace, fasthttp.StatusTooManyRequests, apierr.RateLimited,
 		"too many submissions: at most "+strconv.Itoa(g.cfg.RateLimitMax)+" per "+g.cfg.RateLimitWindow.String()+
 			"; retry after "+strconv.Itoa(max(secs, 1))+" s")
@@ -52,12 +53,12 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 // X-Canary: true header, a verified user in CANARY_USER_IDS, or the stable
 // percentage on the verified user id (else the trace id). A client-sent
 // X-User-Id plays no part: only the verified identity counts.
-func (g *Gateway) chooseCanary(ctx *fasthttp.RequestCtx, st *reqState) (bool, string) {
+func (g *Gateway) chooseCanary(ctx *fasthttp.RequestCtx, st *reqState) (bool, obs.CanaryReason) {
 	if v := ctx.Request.Header.Peek("X-Canary"); len(v) == 4 && (string(v) == "true" || string(v) == "True" || string(v) == "TRUE") {
-		return true, "header"
+		return true, obs.CanaryHeader
 	}
 	if st.verified && g.canaryUsers[st.user.id] {
-		return true, "user"
+		return true, obs.CanaryUser
 	}
 	if p := g.cfg.CanaryPercent; p > 0 {
 		key := st.trace
@@ -65,10 +66,10 @@ func (g *Gateway) chooseCanary(ctx *fasthttp.RequestCtx, st *reqState) (bool, st
 			key = st.user.id
 		}
 		if canaryBucket(key) < uint32(p) {
-			return true, "percent"
+			return true, obs.CanaryPercent
 		}
 	}
-	return false, ""
+	return false, 0
 }
 
 // canaryBucket is a stable hash of key mod 100 (FNV-1a), the same on every

@@ -20,6 +20,7 @@ import (
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/internal/linger"
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/internal/signature"
 )
@@ -35,9 +36,9 @@ type Gateway struct {
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
 	canaryUsers map[string]bool
-	metrics     *metrics
+	obs         *obs.Gateway
+	self        *obs.Service // requests the gateway answers itself
 	srv         *fasthttp.Server
-	metricsH    fasthttp.RequestHandler
 
 	routesMu sync.Mutex
 	sources  map[string][]Instance // by source and service
@@ -88,11 +89,8 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("cannot start the gateway: PUBLIC_HOSTS: %w", err)
 	}
 	g.routes.Store(&routeTable{})
-	var err error
-	if g.metrics, err = newMetrics(cfg.Registry, g); err != nil {
-		return nil, err
-	}
-	g.metricsH = g.metrics.handler()
+	g.obs, g.self = cfg.Metrics, cfg.Metrics.Service("")
+	g.obs.SetSources(obs.GatewaySources{Upstreams: g.upstreamStates})
 	if !cfg.RateLimitDisabled {
 		g.local = newLocalLimiter(cfg.RateLimitWindow, cfg.RateLimitMax, cfg.Now)
 		g.limiter = g.local
@@ -212,9 +210,8 @@ type reqState struct {
 	user     identity
 	verified bool
 	canary   bool
-	why      string // canary reason, for metrics
+	why      obs.CanaryReason // when canary
 	up       *upstream
-	outcome  string // for metrics: "ok", "fallback", "refused", "local"
 	// limited: the rate limit decided; remaining is what it left.
 	limited   bool
 	remaining int
@@ -242,29 +239,25 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 
 	rawPath, ok := requestPath(h.RequestURI())
 	if !ok {
-		st.outcome = "refused"
 		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "the request target must be a path starting with /")
 		return
 	}
 	var okPath bool
 	st.kind, st.segs, okPath = classify(rawPath)
 	if !okPath {
-		st.outcome = "refused"
 		writeError(ctx, st.trace, fasthttp.StatusBadRequest, apierr.BadRequest, "malformed escape in path")
 		return
 	}
 	// A page of another site whose name now points here (DNS rebinding)
 	// sends its own name; monitoring answers whatever name a prober uses.
 	if st.kind != pathMetrics && !(st.kind == pathActuator && isActuatorHealth(st.segs)) && !g.hosts.Allows(h.Host()) {
-		st.outcome = "refused"
 		writeError(ctx, st.trace, fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
 			"this gateway does not answer to the name "+strconv.Quote(truncate(string(h.Host()), 128))+
 				"; open it by one of its own names, or add this one to PUBLIC_HOSTS")
 		return
 	}
 	if st.kind == pathMetrics {
-		st.outcome = "local"
-		g.metricsH(ctx)
+		g.obs.Handler()(ctx)
 		return
 	}
 
@@ -273,8 +266,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	st.user, src, st.verified = g.verify(ctx, st.kind == pathWS)
 	public := st.kind == pathPublic || (st.kind == pathActuator && isActuatorHealth(st.segs))
 	if !st.verified && !public && !g.cfg.AllowAnonymous {
-		st.outcome = "refused"
-		g.metrics.authRefused.Inc()
+		g.obs.AuthRefused()
 		if wantsHTML(ctx) && st.kind != pathWS {
 			ctx.Response.Header.Set("Location", "/login")
 			ctx.Response.Header.Set("Cache-Control", "no-store")
@@ -287,7 +279,6 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if st.kind == pathActuator {
-		st.outcome = "local"
 		g.actuator(ctx, &st)
 		return
 	}
@@ -296,7 +287,6 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	// must be this site's own (internal/guard).
 	if guard.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
 		if why := guard.CrossSite(h, string(h.Host())); why != "" {
-			st.outcome = "refused"
 			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, why)
 			return
 		}
@@ -305,7 +295,6 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	// 3. Rate limit on submissions.
 	if st.kind == pathSubmit && ctx.IsPost() && g.limiter != nil {
 		if !g.rateLimit(ctx, &st) {
-			st.outcome = "refused"
 			return
 		}
 	}
@@ -345,11 +334,16 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, st *reqState, start time.Time
 	}
 	status := ctx.Response.StatusCode()
 	d := time.Since(start)
-	service := ""
-	if st.up != nil {
-		service = st.up.Service
+	if st.kind != pathMetrics { // a scrape is not traffic
+		svc := g.self
+		if st.up != nil {
+			svc = st.up.svc
+			if st.canary && st.up.Canary {
+				g.obs.Canary(st.why)
+			}
+		}
+		svc.Request(routeClass(st), status, d)
 	}
-	g.metrics.observe(st, status, service, d)
 	lvl := zerolog.DebugLevel
 	if status >= 500 {
 		lvl = zerolog.WarnLevel

@@ -304,7 +304,7 @@ func (b *bed) startMaster(name string, port int, extraEnv ...string) *master {
 		port = freePort(b.t)
 	}
 	m := &master{port: port, dataDir: filepath.Join(b.dir, "data-"+name),
-		env: b.env(append([]string{"GATEWAY_TRUST_HEADERS=true"}, extraEnv...)...)}
+		env: b.env(append([]string{"GATEWAY_TRUST_HEADERS=true", "REGISTRATION=open"}, extraEnv...)...)}
 	m.proc = b.start(name, m.env, "master", "--data-dir", m.dataDir, "--bind", "127.0.0.1",
 		"--master-port", strconv.Itoa(port), "--rpc-port", "0", "--master-id", name)
 	l := m.waitLog(b.t, 30*time.Second, "master started")

@@ -126,7 +126,7 @@ func (g *Gateway) observe(up *upstream, f failure) {
 	up.fails.Store(0)
 	up.ejectConnect.Store(f == failConnect)
 	up.ejectedUntil.Store(now.Add(d).UnixNano())
-	g.metrics.ejections.WithLabelValues(up.URL).Inc()
+	up.met.Ejected()
 	g.log.Warn().Str("upstream", up.URL).Str("service", up.Service).Dur("for", d).
 		Bool("connectionRefused", f == failConnect).Msg("upstream ejected")
 	if f == failConnect {

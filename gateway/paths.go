@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/url"
 	"strings"
+
+	"github.com/rlsched/rlsched/internal/obs"
 )
 
 // The gateway classifies a path the way the master routes it: the original
@@ -84,4 +86,23 @@ func kindOf(segs []string) pathKind {
 func isSessionPath(segs []string) bool {
 	return len(segs) == 3 && segs[0] == "api" && segs[1] == "auth" &&
 		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout")
+}
+
+// routeClass is the route label of a request's metrics.
+func routeClass(st *reqState) obs.GatewayRoute {
+	switch st.kind {
+	case pathSubmit:
+		return obs.GatewaySubmit
+	case pathWS:
+		return obs.GatewayWS
+	case pathActuator:
+		return obs.GatewayActuator
+	}
+	if len(st.segs) == 0 || st.segs[0] != "api" {
+		return obs.GatewayUI
+	}
+	if st.kind == pathPublic {
+		return obs.GatewayAuth
+	}
+	return obs.GatewayAPI
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/obs"
 )
 
 // streamThreshold: a response body longer than this (or of unknown length)
@@ -104,16 +105,16 @@ attempts:
 		// The master's own name, as a plain proxy sends it; the client's
 		// is in the signed X-Forwarded-Host.
 		req.Header.SetHost(up.host)
+		sent := time.Now()
 		err := up.hc.DoTimeout(req, &ctx.Response, remaining)
 		if err == nil {
 			g.observe(up, 0)
-			g.metrics.attempt(up, "ok")
+			up.met.Attempt(obs.AttemptOK, time.Since(sent))
 			st.up = up
 			g.finishResponse(ctx, up)
 			if clientClose {
 				ctx.SetConnectionClose()
 			}
-			st.outcome = "ok"
 			return
 		}
 		lastErr = err
@@ -123,7 +124,7 @@ attempts:
 			// An idle connection the upstream had closed: nothing was sent.
 			// Not the instance's fault (idle timeouts, a restart); if it is
 			// down, the next connection will be refused.
-			g.metrics.attempt(up, "stale_conn")
+			up.met.Attempt(obs.AttemptStaleConn, time.Since(sent))
 			up.hc.CloseIdleConnections() // its other idle ones are likely stale too
 			tried[ntried-1] = nil        // it may be tried again
 			ntried--
@@ -135,20 +136,20 @@ attempts:
 		case errors.Is(err, fasthttp.ErrNoFreeConns):
 			// This gateway's pool to it is full: not the instance's fault,
 			// and nothing was sent.
-			g.metrics.attempt(up, "pool_full")
+			up.met.Attempt(obs.AttemptPoolFull, time.Since(sent))
 			continue
 		case errors.As(err, &de):
 			up.hc.CloseIdleConnections()
 			g.observe(up, failConnect)
-			g.metrics.attempt(up, "connect_error")
+			up.met.Attempt(obs.AttemptConnectError, time.Since(sent))
 			continue // nothing was sent: any method may go elsewhere
 		case isTimeout(err):
 			g.observe(up, failError)
-			g.metrics.attempt(up, "timeout")
+			up.met.Attempt(obs.AttemptTimeout, time.Since(sent))
 			timedOut = true
 		default:
 			g.observe(up, failError)
-			g.metrics.attempt(up, "error")
+			up.met.Attempt(obs.AttemptError, time.Since(sent))
 		}
 		if timedOut || !retryAny {
 			break
@@ -158,7 +159,6 @@ attempts:
 	if clientClose {
 		ctx.SetConnectionClose()
 	}
-	st.outcome = "fallback"
 	if ntried > 0 {
 		st.up = tried[ntried-1]
 	}
@@ -175,7 +175,7 @@ attempts:
 
 // unavailable answers when no upstream did: API.md's fallback, or 502/504.
 func (g *Gateway) unavailable(ctx *fasthttp.RequestCtx, st *reqState, timedOut bool) {
-	g.metrics.fallbacks.Inc()
+	g.obs.Fallback()
 	switch {
 	case !g.cfg.FallbackDisabled:
 		apierr.WriteFallback(ctx, st.trace)

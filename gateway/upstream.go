@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/valyala/fasthttp"
 )
 
@@ -46,6 +47,8 @@ type upstream struct {
 	host   string // the URL's host, sent as Host
 	hc     *fasthttp.HostClient
 	conns  *connTracker
+	met    *obs.Upstream // this instance's attempts and ejections
+	svc    *obs.Service  // the requests its service answered
 
 	checking   atomic.Bool  // a check is running
 	healthy    atomic.Bool  // verdict of the active checks; true until one fails
@@ -92,6 +95,7 @@ func (g *Gateway) newUpstream(source string, in Instance) (*upstream, error) {
 		up.host = u.Host
 	}
 	up.setRegistryView(in)
+	up.met, up.svc = g.obs.Upstream(in.URL, in.Service), g.obs.Service(in.Service)
 	up.conns = &connTracker{conns: map[netip.AddrPort]*upConn{}, dialTimeout: min(g.cfg.UpstreamTimeout, 3*time.Second)}
 	up.hc = &fasthttp.HostClient{
 		Addr:                     addr,
@@ -256,9 +260,16 @@ func (g *Gateway) rebuildLocked() {
 	}
 	g.routes.Store(t)
 	if old != nil {
+		urls := map[string]bool{}
+		for _, up := range t.all {
+			urls[up.URL] = true
+		}
 		for _, up := range old.all {
 			if !seen[upKey(up.source, up.Instance)] {
 				up.hc.CloseIdleConnections()
+				if !urls[up.URL] { // gone from every source: its series go too
+					g.obs.ForgetUpstream(up.URL)
+				}
 				g.log.Info().Str("upstream", up.URL).Str("service", up.Service).Str("source", up.source).Msg("route removed")
 			}
 		}
@@ -267,6 +278,15 @@ func (g *Gateway) rebuildLocked() {
 		g.log.Info().Str("upstream", up.URL).Str("service", up.Service).Str("source", up.source).
 			Bool("canary", up.Canary).Msg("route added")
 		g.checkSoon(up)
+	}
+}
+
+// upstreamStates reports the route table at scrape time (obs.GatewaySources).
+func (g *Gateway) upstreamStates(emit func(obs.UpstreamState)) {
+	now := time.Now().UnixNano()
+	for _, up := range g.routes.Load().all {
+		emit(obs.UpstreamState{URL: up.URL, Service: up.Service, Canary: up.Canary,
+			Available: up.available(now), Conns: up.conns.count()})
 	}
 }
 

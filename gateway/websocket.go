@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/valyala/fasthttp"
 )
 
@@ -68,12 +69,13 @@ func (g *Gateway) proxyWebSocket(ctx *fasthttp.RequestCtx, st *reqState) {
 			timedOut = true
 			break
 		}
+		sent := time.Now()
 		d := net.Dialer{Deadline: deadline, KeepAlive: 30 * time.Second}
 		conn, err := d.Dial("tcp", up.addr)
 		if err != nil {
 			lastErr = err
 			g.observe(up, failConnect)
-			g.metrics.attempt(up, "connect_error")
+			up.met.Attempt(obs.AttemptConnectError, time.Since(sent))
 			continue
 		}
 		_ = conn.SetDeadline(deadline)
@@ -90,17 +92,16 @@ func (g *Gateway) proxyWebSocket(ctx *fasthttp.RequestCtx, st *reqState) {
 			lastErr = err
 			g.observe(up, failError)
 			if isTimeout(err) {
-				g.metrics.attempt(up, "timeout")
+				up.met.Attempt(obs.AttemptTimeout, time.Since(sent))
 				timedOut = true
 				break
 			}
-			g.metrics.attempt(up, "error")
+			up.met.Attempt(obs.AttemptError, time.Since(sent))
 			continue // the upgrade is a GET: idempotent
 		}
 		g.observe(up, 0)
-		g.metrics.attempt(up, "ok")
+		up.met.Attempt(obs.AttemptOK, time.Since(sent))
 		st.up = up
-		st.outcome = "ok"
 		if resp.StatusCode() != fasthttp.StatusSwitchingProtocols {
 			resp.CopyTo(&ctx.Response)
 			fasthttp.ReleaseResponse(resp)
@@ -112,7 +113,6 @@ func (g *Gateway) proxyWebSocket(ctx *fasthttp.RequestCtx, st *reqState) {
 		fasthttp.ReleaseResponse(resp)
 		return
 	}
-	st.outcome = "fallback"
 	if ntried > 0 {
 		st.up = tried[ntried-1]
 	}
@@ -149,8 +149,8 @@ func (g *Gateway) upgrade(ctx *fasthttp.RequestCtx, st *reqState, resp *fasthttp
 	trace, upURL := st.trace, st.up.URL
 	g.log.Info().Str("traceId", trace).Str("upstream", upURL).Msg("websocket opened")
 	ctx.Hijack(func(c net.Conn) {
-		g.metrics.wsActive.Inc()
-		defer g.metrics.wsActive.Dec()
+		g.obs.WebSocketOpened()
+		defer g.obs.WebSocketClosed()
 		t.mu.Lock()
 		closed := t.closed
 		t.client = c

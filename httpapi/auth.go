@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
 )
@@ -34,42 +35,82 @@ type userJSON struct {
 	ID       int64     `json:"id"`
 	Username string    `json:"username"`
 	Role     core.Role `json:"role"`
+	// Disabled shows only when true: a registration that waits for an
+	// admin (REGISTRATION=admin).
+	Disabled bool `json:"disabled,omitempty"`
 }
 
-func userView(u core.User) userJSON { return userJSON{u.ID, u.Username, u.Role} }
+func userView(u core.User) userJSON { return userJSON{u.ID, u.Username, u.Role, u.Disabled} }
 
 func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
+
+// Registration modes (REGISTRATION): anyone may register; no one may (admins
+// add users); or anyone may, and an admin enables the account.
+const (
+	RegistrationOpen   = "open"
+	RegistrationClosed = "closed"
+	RegistrationAdmin  = "admin"
+)
 
 func (s *Server) register(r *request) *apiError {
 	var c credentials
 	if e := decodeJSON(r.ctx.PostBody(), &c); e != nil {
 		return e
 	}
+	if s.cfg.Registration == RegistrationClosed {
+		return &apiError{fasthttp.StatusForbidden, codeForbidden,
+			"registration is closed on this server: ask an admin to add you (rlsched user add)"}
+	}
+	u, e := s.createUser(c, core.RoleUser, s.cfg.Registration == RegistrationAdmin)
+	if e != nil {
+		return e
+	}
+	return s.writeJSON(r, fasthttp.StatusCreated, userView(u))
+}
+
+// createUser checks c and stores a new user of role, disabled or not.
+func (s *Server) createUser(c credentials, role core.Role, disabled bool) (core.User, *apiError) {
 	if !core.ValidUsername(c.Username) {
-		return errBadRequest("username must be 3–32 of [A-Za-z0-9_.-]")
+		return core.User{}, errBadRequest("username must be 3–32 of [A-Za-z0-9_.-]")
 	}
-	if !utf8.ValidString(c.Password) || utf8.RuneCountInString(c.Password) < minPasswordChars {
-		return errBadRequest("password must be at least %d characters", minPasswordChars)
+	hash, e := s.hashPassword(c.Password)
+	if e != nil {
+		return core.User{}, e
 	}
-	if len(c.Password) > maxPasswordBytes {
-		return errBadRequest("password must be at most %d bytes", maxPasswordBytes)
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(c.Password), s.cfg.BcryptCost)
-	if err != nil {
-		return errBadRequest("cannot hash this password: %v", err)
-	}
-	u := core.User{Username: c.Username, Role: core.RoleUser, PasswordHash: string(hash)}
+	u := core.User{Username: c.Username, Role: role, PasswordHash: hash}
 	ctx, cancel := storeCtx()
 	defer cancel()
 	if err := s.st.CreateUser(ctx, &u); err != nil {
 		if errors.Is(err, core.ErrConflict) {
-			return &apiError{fasthttp.StatusConflict, codeConflict, "username " + c.Username + " is taken; choose another"}
+			return core.User{}, &apiError{fasthttp.StatusConflict, codeConflict, "username " + c.Username + " is taken; choose another"}
 		}
-		return storeError(err, "user")
+		return core.User{}, storeError(err, "user")
 	}
-	return s.writeJSON(r, fasthttp.StatusCreated, userView(u))
+	// The first user is an admin and is never left waiting for one.
+	if disabled && u.Role != core.RoleAdmin {
+		yes := true
+		var err error
+		if u, err = s.st.UpdateUser(ctx, u.ID, store.UserPatch{Disabled: &yes}); err != nil {
+			return core.User{}, storeError(err, "user")
+		}
+	}
+	return u, nil
+}
+
+// hashPassword checks a new password (8 characters to 72 bytes) and
+// hashes it.
+func (s *Server) hashPassword(pw string) (string, *apiError) {
+	if !utf8.ValidString(pw) || utf8.RuneCountInString(pw) < minPasswordChars || len(pw) > maxPasswordBytes {
+		return "", errBadRequest("password must be at least %d characters and at most %d bytes (bcrypt reads no further; a non-ASCII character takes 2 to 4 bytes)",
+			minPasswordChars, maxPasswordBytes)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(pw), s.cfg.BcryptCost)
+	if err != nil {
+		return "", errBadRequest("cannot hash this password: %v", err)
+	}
+	return string(hash), nil
 }
 
 func (s *Server) login(r *request) *apiError {
@@ -115,7 +156,13 @@ func (s *Server) login(r *request) *apiError {
 		return errBadCredentials
 	}
 	s.throttle.succeeded(known)
+	if u.Disabled { // told only to who knows the password
+		return errDisabled
+	}
 	now := s.cfg.Now()
+	if err := s.st.RecordLogin(ctx, u.ID, now); err != nil { // not worth refusing the sign-in
+		s.log.Warn().Err(err).Str("traceId", r.trace).Int64("userId", u.ID).Msg("cannot record the sign-in time")
+	}
 	exp := now.Add(s.cfg.TokenTTL)
 	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
 	if err != nil {
@@ -204,6 +251,13 @@ func (s *Server) currentUser(id, version int64) (core.User, *apiError) {
 			return core.User{}, errUnauthorized
 		}
 		return core.User{}, storeError(err, "user")
+	}
+	// Disabling and deleting also moved the version; these say why.
+	if u.Deleted {
+		return core.User{}, errUnauthorized
+	}
+	if u.Disabled {
+		return core.User{}, errDisabled
 	}
 	if u.TokenVersion != version {
 		return core.User{}, errRevoked

@@ -75,6 +75,39 @@ func (c *testControl) Workers() []core.WorkerInfo {
 
 func (c *testControl) MasterID() string { return "master-test" }
 
+// DrainWorker and ForgetWorker act on the listed workers as the
+// dispatcher does on its registry.
+func (c *testControl) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, w := range c.workers {
+		if w.ID == id {
+			if drain && w.State != core.WorkerDown && w.State != core.WorkerPending {
+				c.workers[i].State = core.WorkerDraining
+			} else if !drain && w.State == core.WorkerDraining {
+				c.workers[i].State = core.WorkerIdle
+			}
+			return c.workers[i], nil
+		}
+	}
+	return core.WorkerInfo{}, core.ErrNotFound
+}
+
+func (c *testControl) ForgetWorker(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, w := range c.workers {
+		if w.ID == id {
+			if w.State != core.WorkerDown {
+				return core.ErrConflict
+			}
+			c.workers = append(c.workers[:i], c.workers[i+1:]...)
+			return nil
+		}
+	}
+	return core.ErrNotFound
+}
+
 func (c *testControl) calls() (int, []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -46,7 +46,9 @@ var (
 	errTooLarge       = (*apiError)(apierr.ErrTooLarge)
 	errBadCredentials = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized, "wrong username or password"}
 	errRevoked        = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
-		"this sign-in has ended (a logout, or a change of your role): sign in again"}
+		"this sign-in has ended (a logout, a change of your role or password): sign in again"}
+	errDisabled = &apiError{fasthttp.StatusForbidden, codeForbidden,
+		"this account is disabled: ask an admin to enable it"}
 )
 
 func errMisdirected(host []byte) *apiError {

@@ -13,6 +13,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/obs"
 )
 
 // request is one API call as handlers see it.
@@ -21,35 +22,124 @@ type request struct {
 	trace string
 	user  core.User   // the verified caller; zero on public routes
 	gw    gatewaySeen // what the gateway's signature vouched for
-	id    string      // the run id of the path, validated
-	rest  []string    // path segments after the id (artifact paths)
+	rt    *route      // the route found; nil when none was
+	id    string      // the run id of the path ({id}), validated
+	param string      // the other parameter of the path ({name}), for its handler to check
+	rest  []string    // path segments of a {rest...} (artifact paths, static files)
 }
 
 type handlerFunc func(r *request) *apiError
 
-// route is what the router found for a path.
+// route is one entry of the router's table: a method and a path pattern.
 type route struct {
 	method string // "" accepts any method (only for paths that are always refused)
-	public bool
+	// pattern is the path's template, as in the OpenAPI document:
+	// literal segments, {id} (a run id, validated after authentication),
+	// {id...} (the rest of the path as one run id, so "../x" is one bad
+	// id), {name} (one segment for the handler: r.param) and {rest...}
+	// (one or more segments: r.rest).
+	pattern string
+	segs    []string // pattern split on "/"
+	public  bool
 	// session: sign-in, registration or sign-out, which a page of another
 	// site must not make a browser do either (login CSRF).
 	session bool
 	// probe: public and read-only, for monitoring, which may know this
 	// master by any name (no Host check).
 	probe bool
+	// admin: for admins only (403 for anyone else).
+	admin bool
 	h     handlerFunc
-	// hasID: the path names a run (r.id); it is validated after
-	// authentication and before the handler runs.
-	hasID bool
-	id    string
-	rest  []string
+	met   *obs.Route // the route's request metrics
 	// submission: the body is a run's spec, which may carry a code diff:
 	// inflated (body.go), it may reach MaxSubmitBodySize.
 	submission bool
 }
 
+// apiRoutes is the REST API: every path the OpenAPI document describes
+// (openapi_test.go holds the two to each other).
+func (s *Server) apiRoutes() []*route {
+	const get, post, put, patch, del = fasthttp.MethodGet, fasthttp.MethodPost, fasthttp.MethodPut,
+		fasthttp.MethodPatch, fasthttp.MethodDelete
+	rs := []*route{
+		{method: post, pattern: "/api/auth/register", public: true, session: true, h: s.register},
+		{method: post, pattern: "/api/auth/login", public: true, session: true, h: s.login},
+		{method: post, pattern: "/api/auth/logout", public: true, session: true, h: s.logout},
+		{method: get, pattern: "/api/auth/me", h: s.me},
+		{method: get, pattern: "/api/auth/me/notifications", h: s.getNotifications},
+		{method: put, pattern: "/api/auth/me/notifications", h: s.putNotifications},
+		{method: get, pattern: "/api/monitor/health", public: true, probe: true, h: s.health},
+		{method: get, pattern: "/metrics", public: true, probe: true, h: s.metrics},
+		{method: get, pattern: "/api/openapi.json", h: s.openAPI},
+		{method: post, pattern: "/api/train", submission: true, h: s.submit},
+		{method: get, pattern: "/api/tasks", h: s.listTasks},
+		{method: get, pattern: "/api/workers", h: s.workers},
+		{method: post, pattern: "/api/workers/{workerId}/drain", admin: true, h: s.drainWorker},
+		{method: del, pattern: "/api/workers/{workerId}/drain", admin: true, h: s.drainWorker},
+		{method: del, pattern: "/api/workers/{workerId}", admin: true, h: s.forgetWorker},
+		{method: get, pattern: "/api/admin/users", admin: true, h: s.listUsers},
+		{method: post, pattern: "/api/admin/users", admin: true, h: s.addUser},
+		{method: patch, pattern: "/api/admin/users/{username}", admin: true, h: s.patchUser},
+		{method: del, pattern: "/api/admin/users/{username}", admin: true, h: s.deleteUser},
+		// Authenticates itself: it also takes ?token=.
+		{method: get, pattern: "/ws", public: true, h: s.ws},
+		{method: get, pattern: "/api/monitor/logs/{id...}", h: s.logs},
+		{method: get, pattern: "/api/tasks/{id}", h: s.getTask},
+		{method: post, pattern: "/api/tasks/{id}/cancel", h: s.cancelTask},
+		{method: post, pattern: "/api/tasks/{id}/rerun", submission: true, h: s.rerunTask},
+		{method: get, pattern: "/api/tasks/{id}/code.diff", h: s.codeDiff},
+		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
+		{method: get, pattern: "/api/tasks/{id}/artifacts", h: s.listArtifacts},
+		{method: get, pattern: "/api/tasks/{id}/artifacts/{rest...}", h: s.getArtifact},
+	}
+	for _, rt := range rs {
+		rt.segs = strings.Split(rt.pattern[1:], "/")
+	}
+	return rs
+}
+
+// match reports whether segs fit rt's pattern, and fills r's parameters
+// from them when r is not nil.
+func (rt *route) match(segs []string, r *request) bool {
+	for i, p := range rt.segs {
+		if strings.HasSuffix(p, "...}") { // the rest, at least one segment
+			if i >= len(segs) {
+				return false
+			}
+			if r != nil {
+				if p == "{id...}" {
+					r.id = strings.Join(segs[i:], "/")
+				} else {
+					r.rest = segs[i:]
+				}
+			}
+			return true
+		}
+		if i >= len(segs) {
+			return false
+		}
+		switch {
+		case p == "{id}":
+			if r != nil {
+				r.id = segs[i]
+			}
+		case strings.HasPrefix(p, "{"):
+			if r != nil {
+				r.param = segs[i]
+			}
+		case p != segs[i]:
+			return false
+		}
+	}
+	return len(segs) == len(rt.segs)
+}
+
+// hasID: the pattern names a run, validated before the handler runs.
+func (rt *route) hasID() bool { return strings.Contains(rt.pattern, "{id") }
+
 // Handler returns the API as a fasthttp handler, with trace ids, the access
-// log and panic recovery around the router. Safe for concurrent use.
+// log, the request metrics and panic recovery around the router. Safe for
+// concurrent use.
 func (s *Server) Handler() fasthttp.RequestHandler {
 	return s.serve
 }
@@ -64,6 +154,12 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	r := &request{ctx: ctx, trace: trace}
 	defer func() {
 		status := ctx.Response.StatusCode()
+		d := time.Since(start)
+		met := s.unrouted
+		if r.rt != nil {
+			met = r.rt.met
+		}
+		met.Observe(status, d)
 		ev := s.log.Info()
 		if status >= 500 {
 			ev = s.log.Warn()
@@ -71,7 +167,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		ev = ev.Str("method", truncate(string(ctx.Method()), 16)).
 			Str("path", truncate(string(ctx.Request.URI().PathOriginal()), 512)).
 			Int("status", status).
-			Dur("duration", time.Since(start)).
+			Dur("duration", d).
 			Str("traceId", trace).
 			Str("remote", ctx.RemoteIP().String())
 		if r.user.ID != 0 {
@@ -97,20 +193,21 @@ func (s *Server) dispatch(r *request) *apiError {
 		return errTooLarge
 	}
 	r.gw = s.checkGateway(r.ctx)
-	rt, e := s.route(r.ctx.Request.URI().PathOriginal())
+	rt, allow, e := s.route(r)
 	if e != nil {
 		return e
 	}
+	r.rt = rt
 	// A page of another site whose name now points here (DNS rebinding)
 	// sends its own name. The gateway checked the names it was sent; a
 	// probe's endpoint answers whatever name the prober uses.
 	if !r.gw.signed && !rt.probe && !s.hosts.Allows(r.ctx.Host()) {
 		return errMisdirected(r.ctx.Host())
 	}
-	if rt.method != "" && string(r.ctx.Method()) != rt.method {
-		r.ctx.Response.Header.Set("Allow", rt.method)
+	if allow != "" {
+		r.ctx.Response.Header.Set("Allow", allow)
 		return &apiError{fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed,
-			fmt.Sprintf("use %s for this path", rt.method)}
+			fmt.Sprintf("use %s for this path", strings.ReplaceAll(allow, ", ", " or "))}
 	}
 	if !rt.public {
 		u, e := s.authenticate(r, false)
@@ -128,16 +225,15 @@ func (s *Server) dispatch(r *request) *apiError {
 			return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
 		}
 	}
-	if rt.hasID {
-		if !core.ValidTaskID(rt.id) {
-			return errBadRequest("malformed run id: use 1–64 of [A-Za-z0-9_-]")
-		}
-		r.id = rt.id
+	if rt.admin && r.user.Role != core.RoleAdmin {
+		return &apiError{fasthttp.StatusForbidden, codeForbidden, "only an admin may do this"}
+	}
+	if rt.hasID() && !core.ValidTaskID(r.id) {
+		return errBadRequest("malformed run id: use 1–64 of [A-Za-z0-9_-]")
 	}
 	if rt.h == nil {
 		return errNotFound("path")
 	}
-	r.rest = rt.rest
 	limit := MaxBodySize
 	if rt.submission {
 		limit = MaxSubmitBodySize
@@ -148,87 +244,64 @@ func (s *Server) dispatch(r *request) *apiError {
 	return rt.h(r)
 }
 
-// route maps a raw request path to its handler. It works on the original
-// (still escaped) path, unescaping segment by segment, so "..%2F.." is one
-// segment that fails id validation instead of a path fasthttp normalised away.
-func (s *Server) route(raw []byte) (route, *apiError) {
-	p := string(raw)
+// route finds r's route in the table (or the dashboard's), filling r's
+// path parameters. It works on the original (still escaped) path,
+// unescaping segment by segment, so "..%2F.." is one segment that fails id
+// validation instead of a path fasthttp normalised away. allow, when not
+// empty, lists the methods the path takes and r's is not among them.
+func (s *Server) route(r *request) (rt *route, allow string, e *apiError) {
+	p := string(r.ctx.Request.URI().PathOriginal())
 	if !strings.HasPrefix(p, "/") {
-		return route{}, errNotFound("path")
+		return nil, "", errNotFound("path")
 	}
 	segs := strings.Split(p[1:], "/")
 	for i, seg := range segs {
 		u, err := url.PathUnescape(seg)
 		if err != nil {
-			return route{}, errBadRequest("malformed escape in path")
+			return nil, "", errBadRequest("malformed escape in path")
 		}
 		segs[i] = u
 	}
-	is := func(want ...string) bool {
-		if len(segs) != len(want) {
-			return false
+	method := string(r.ctx.Method())
+	var methods []string
+	var first *route
+	for _, c := range s.routes {
+		if !c.match(segs, nil) {
+			continue
 		}
-		for i := range want {
-			if segs[i] != want[i] {
-				return false
-			}
+		if first == nil {
+			first = c
 		}
-		return true
-	}
-	const get, post = fasthttp.MethodGet, fasthttp.MethodPost
-	switch {
-	case is("api", "auth", "register"):
-		return route{method: post, public: true, session: true, h: s.register}, nil
-	case is("api", "auth", "login"):
-		return route{method: post, public: true, session: true, h: s.login}, nil
-	case is("api", "auth", "logout"):
-		return route{method: post, public: true, session: true, h: s.logout}, nil
-	case is("api", "auth", "me"):
-		return route{method: get, h: s.me}, nil
-	case is("api", "monitor", "health"):
-		return route{method: get, public: true, probe: true, h: s.health}, nil
-	case is("api", "train"):
-		return route{method: post, h: s.submit, submission: true}, nil
-	case is("api", "tasks"):
-		return route{method: get, h: s.listTasks}, nil
-	case is("api", "workers"):
-		return route{method: get, h: s.workers}, nil
-	case is("ws"): // authenticates itself: it also takes ?token=
-		return route{method: get, public: true, h: s.ws}, nil
-	case len(segs) >= 4 && segs[0] == "api" && segs[1] == "monitor" && segs[2] == "logs":
-		// The id is everything after logs/, so "../x" is one bad id.
-		return route{method: get, h: s.logs, hasID: true, id: strings.Join(segs[3:], "/")}, nil
-	case len(segs) >= 3 && segs[0] == "api" && segs[1] == "tasks":
-		id := segs[2]
-		rt := route{hasID: true, id: id}
-		switch {
-		case len(segs) == 3:
-			rt.method, rt.h = get, s.getTask
-		case len(segs) == 4 && segs[3] == "cancel":
-			rt.method, rt.h = post, s.cancelTask
-		case len(segs) == 4 && segs[3] == "rerun":
-			rt.method, rt.h, rt.submission = post, s.rerunTask, true
-		case len(segs) == 4 && segs[3] == "code.diff":
-			rt.method, rt.h = get, s.codeDiff
-		case len(segs) == 4 && segs[3] == "metrics":
-			rt.method, rt.h = get, s.taskMetrics
-		case len(segs) == 4 && segs[3] == "artifacts":
-			rt.method, rt.h = get, s.listArtifacts
-		case len(segs) >= 5 && segs[3] == "artifacts":
-			rt.method, rt.h, rt.rest = get, s.getArtifact, segs[4:]
-		default:
-			if core.ValidTaskID(id) {
-				return route{}, errNotFound("path")
-			}
-			// A bad id under /api/tasks/ is refused as such whatever follows
-			// (after authentication): rt.h stays nil, validation fails first.
+		if c.method == method {
+			c.match(segs, r)
+			return c, "", nil
 		}
-		return rt, nil
+		methods = append(methods, c.method)
 	}
-	if rt, ok := s.uiRoute(segs); ok { // the dashboard (ui.go)
-		return rt, nil
+	if first != nil {
+		return first, strings.Join(methods, ", "), nil
 	}
-	return route{}, errNotFound("path")
+	if rt, rest, ok := s.uiRoute(segs); ok { // the dashboard (ui.go)
+		r.rest = rest
+		if rt.method != method {
+			return rt, rt.method, nil
+		}
+		return rt, "", nil
+	}
+	if len(segs) >= 3 && segs[0] == "api" && segs[1] == "tasks" && !core.ValidTaskID(segs[2]) {
+		// A bad id under /api/tasks/ is refused as such whatever follows
+		// (after authentication): the route has no handler, validation
+		// fails first.
+		r.id = segs[2]
+		return s.badRun, "", nil
+	}
+	return nil, "", errNotFound("path")
+}
+
+// metrics is GET /metrics: the master's Prometheus metrics.
+func (s *Server) metrics(r *request) *apiError {
+	s.cfg.Metrics.Handler()(r.ctx)
+	return nil
 }
 
 // writeJSON answers with v as JSON.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -21,6 +22,62 @@ func (s *Server) workers(r *request) *apiError {
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		Items []core.WorkerInfo `json:"items"`
 	}{items})
+}
+
+// WorkerAdmin is implemented by a Control that lets admins drain and
+// forget workers (dispatch.Master; with several masters, masterd's
+// cluster control, which reaches the master holding the worker).
+type WorkerAdmin interface {
+	// DrainWorker sets whether worker id takes new runs and returns its
+	// view; core.ErrNotFound for an unknown worker.
+	DrainWorker(id string, drain bool) (core.WorkerInfo, error)
+	// ForgetWorker drops a DOWN worker; core.ErrNotFound for an unknown
+	// one, core.ErrConflict for one that is not DOWN.
+	ForgetWorker(id string) error
+}
+
+// drainWorker is POST (drain) and DELETE (resume) /api/workers/{workerId}/drain.
+func (s *Server) drainWorker(r *request) *apiError {
+	wa, e := s.workerAdmin(r)
+	if e != nil {
+		return e
+	}
+	drain := string(r.ctx.Method()) == fasthttp.MethodPost
+	w, err := wa.DrainWorker(r.param, drain)
+	if err != nil {
+		return storeError(err, "worker "+r.param)
+	}
+	s.log.Info().Str("traceId", r.trace).Int64("by", r.user.ID).Str("worker", r.param).Bool("drain", drain).Msg("worker drain changed")
+	return s.writeJSON(r, fasthttp.StatusOK, w.View())
+}
+
+// forgetWorker is DELETE /api/workers/{workerId}: a DOWN worker leaves the list.
+func (s *Server) forgetWorker(r *request) *apiError {
+	wa, e := s.workerAdmin(r)
+	if e != nil {
+		return e
+	}
+	if err := wa.ForgetWorker(r.param); err != nil {
+		if errors.Is(err, core.ErrConflict) {
+			return &apiError{fasthttp.StatusConflict, codeConflict,
+				"worker " + r.param + " is not DOWN: only a DOWN worker can be forgotten (drain it, stop it, then forget it)"}
+		}
+		return storeError(err, "worker "+r.param)
+	}
+	s.log.Info().Str("traceId", r.trace).Int64("by", r.user.ID).Str("worker", r.param).Msg("worker forgotten")
+	r.ctx.SetStatusCode(fasthttp.StatusNoContent)
+	return nil
+}
+
+func (s *Server) workerAdmin(r *request) (WorkerAdmin, *apiError) {
+	if !core.ValidWorkerID(r.param) {
+		return nil, errBadRequest("malformed worker id")
+	}
+	wa, ok := s.ctl.(WorkerAdmin)
+	if !ok {
+		return nil, &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "this master cannot drain or forget workers"}
+	}
+	return wa, nil
 }
 
 // LogStatser is implemented by a Control that can report its log pipe's
@@ -52,7 +109,7 @@ func (s *Server) health(r *request) *apiError {
 		Status:  "UP",
 		Master:  s.cfg.MasterID,
 		Version: core.Version,
-		Workers: map[core.WorkerState]int{core.WorkerIdle: 0, core.WorkerRunning: 0, core.WorkerPending: 0, core.WorkerDown: 0},
+		Workers: map[core.WorkerState]int{core.WorkerIdle: 0, core.WorkerRunning: 0, core.WorkerPending: 0, core.WorkerDown: 0, core.WorkerDraining: 0},
 		Logpipe: map[string]any{},
 		Store:   s.st.Kind(),
 		Leases:  s.cfg.LeasesKind,

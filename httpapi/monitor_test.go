@@ -65,7 +65,7 @@ func TestHealth(t *testing.T) {
 		Leases  string         `json:"leases"`
 	}
 	mustJSON(t, r.body, &h)
-	want := map[string]int{"IDLE": 2, "RUNNING": 0, "PENDING": 0, "DOWN": 1}
+	want := map[string]int{"IDLE": 2, "RUNNING": 0, "PENDING": 0, "DOWN": 1, "DRAINING": 0}
 	if h.Status != "UP" || h.Master != "master-test" || h.Version != core.Version || h.Store != "sqlite" ||
 		h.Leases != "memory" || h.Queue.Queued != 2 || h.Logpipe == nil || sprint(h.Workers) != sprint(want) {
 		t.Fatalf("health: %s", r.body)

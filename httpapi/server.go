@@ -23,8 +23,10 @@ import (
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/internal/linger"
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/live"
+	"github.com/rlsched/rlsched/notify"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.
@@ -57,6 +59,9 @@ type Config struct {
 	BcryptCost int
 	// CookieSecure marks the jwt_token cookie Secure (set it behind HTTPS).
 	CookieSecure bool
+	// Registration is who may register (REGISTRATION): RegistrationOpen
+	// (the default), RegistrationClosed or RegistrationAdmin.
+	Registration string
 	Logger       zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
@@ -64,6 +69,12 @@ type Config struct {
 	Hub *live.Hub
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
+	// NotifyTargets are where users' webhooks may go (NOTIFY_ALLOW_HOSTS);
+	// default any public host.
+	NotifyTargets *notify.Targets
+	// Metrics are the master's Prometheus metrics, served at /metrics; the
+	// API counts its requests there by route. Default: a new obs.Master.
+	Metrics *obs.Master
 
 	// PublicHosts are names this master answers to besides its defaults
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
@@ -98,6 +109,13 @@ type Server struct {
 	hosts guard.Hosts
 	// throttle counts failed sign-ins (throttle.go).
 	throttle *throttle
+	// routes is the REST API's table (handler.go); uiPage and uiStatic the
+	// dashboard's; badRun refuses a malformed run id under /api/tasks/;
+	// unrouted counts the requests no route took.
+	routes           []*route
+	uiPage, uiStatic *route
+	badRun           *route
+	unrouted         *obs.Route
 
 	mu      sync.Mutex
 	stopped bool
@@ -133,6 +151,20 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	if cfg.LogDir == "" {
 		cfg.LogDir = "logs"
 	}
+	switch cfg.Registration {
+	case "":
+		cfg.Registration = RegistrationOpen
+	case RegistrationOpen, RegistrationClosed, RegistrationAdmin:
+	default:
+		return nil, fmt.Errorf("cannot start the REST API: REGISTRATION must be %s, %s or %s, not %q",
+			RegistrationOpen, RegistrationClosed, RegistrationAdmin, cfg.Registration)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = obs.NewMaster(obs.MasterOptions{})
+	}
+	if cfg.NotifyTargets == nil {
+		cfg.NotifyTargets = &notify.Targets{}
+	}
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.DefaultTrainer = append([]string(nil), cfg.DefaultTrainer...)
 	dummy, err := bcrypt.GenerateFromPassword([]byte("rlsched-dummy-password"), cfg.BcryptCost)
@@ -144,6 +176,13 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
 		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
 	}
+	s.routes = s.apiRoutes()
+	for _, rt := range s.routes {
+		rt.met = cfg.Metrics.Route(rt.pattern)
+	}
+	s.uiPage, s.uiStatic = s.uiRoutes(cfg.Metrics)
+	s.unrouted = cfg.Metrics.Route("unmatched")
+	s.badRun = &route{pattern: "/api/tasks/{id}/{rest...}", met: s.unrouted}
 	s.srv = &fasthttp.Server{
 		Handler:            s.Handler(),
 		ErrorHandler:       s.handleTransportError,

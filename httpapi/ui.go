@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/obs"
 )
 
 // The dashboard: static files embedded in the binary, no build step. The
@@ -80,21 +81,29 @@ func uiContentType(p string) string {
 	return "application/octet-stream"
 }
 
+// uiRoutes are the dashboard's two routes: its pages and its static files.
+func (s *Server) uiRoutes(m *obs.Master) (page, static *route) {
+	page = &route{method: fasthttp.MethodGet, pattern: "/{page}", public: true, h: s.serveUIIndex, met: m.Route("ui")}
+	static = &route{method: fasthttp.MethodGet, pattern: "/static/{rest...}", public: true, h: s.serveUIStatic,
+		met: m.Route("ui/static")}
+	return page, static
+}
+
 // uiRoute maps the dashboard's paths (already split and unescaped) to the
 // handler: the client-side routes answer index.html, /static/<file> the file.
 // ok is false for any other path.
-func (s *Server) uiRoute(segs []string) (route, bool) {
-	page := route{method: fasthttp.MethodGet, public: true, h: s.serveUIIndex}
+func (s *Server) uiRoute(segs []string) (rt *route, rest []string, ok bool) {
 	switch {
 	case len(segs) == 1 && (segs[0] == "" || segs[0] == "login" || segs[0] == "runs" ||
-		segs[0] == "submit" || segs[0] == "compare" || segs[0] == "workers" || segs[0] == "health"):
-		return page, true
+		segs[0] == "submit" || segs[0] == "compare" || segs[0] == "workers" || segs[0] == "health" ||
+		segs[0] == "users"):
+		return s.uiPage, nil, true
 	case len(segs) == 2 && segs[0] == "runs" && core.ValidTaskID(segs[1]):
-		return page, true
+		return s.uiPage, nil, true
 	case len(segs) >= 2 && segs[0] == "static":
-		return route{method: fasthttp.MethodGet, public: true, h: s.serveUIStatic, rest: segs[1:]}, true
+		return s.uiStatic, segs[1:], true
 	}
-	return route{}, false
+	return nil, nil, false
 }
 
 func (s *Server) serveUIIndex(r *request) *apiError {

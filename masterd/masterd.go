@@ -32,16 +32,19 @@ import (
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/notify"
 )
 
 // Config is the settings of a master. cmd/rlsched binds one flag (and
 // environment variable) to each field; zero values get the defaults named.
 type Config struct {
 	DataDir    string // RLSCHED_DATA_DIR: the database, logs and outputs; created private (mode 0700, private.go)
-	Bind       string // RLSCHED_BIND: the address to listen on
+	Bind       string // RLSCHED_BIND: the address REST listens on
+	RPCBind    string // RLSCHED_RPC_BIND: the address the workers' RPC listens on; default Bind
 	MasterPort int    // MASTER_PORT: REST and WebSocket (0: a free port)
 	RPCPort    int    // RPC_PORT: the workers' RPC (0: a free port)
 	SQLitePath string // SQLITE_PATH; default DataDir/rlsched.db
@@ -58,6 +61,22 @@ type Config struct {
 	// PublicHosts (PUBLIC_HOSTS) are more names the REST API answers to
 	// besides localhost and the bound address (DNS rebinding; httpapi).
 	PublicHosts []string
+	// Registration (REGISTRATION) is who may register: open (the default
+	// here; `rlsched up`), closed (a standalone master: admins add users)
+	// or admin (anyone, enabled by an admin).
+	Registration string
+	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
+	// sign-in cookie is marked Secure.
+	TLSProxy bool
+	// NotifyAllowHosts (NOTIFY_ALLOW_HOSTS) limits where users' webhooks
+	// may go (package notify); empty: any public host.
+	NotifyAllowHosts string
+	// PublicURL (PUBLIC_URL) is the dashboard's address as users open it,
+	// for the links in notifications.
+	PublicURL string
+	// WorkerForget (WORKER_FORGET_SECONDS) is how long a DOWN worker stays
+	// listed; default 24 h.
+	WorkerForget time.Duration
 
 	LogQueue           string // RLSCHED_LOG_QUEUE: the log writers' queue, ring (default) or chan (for benchmarks)
 	RunMaxLogBytes     int64  // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
@@ -73,21 +92,23 @@ type Config struct {
 
 // Master is a started master. Its methods are safe for concurrent use.
 type Master struct {
-	cfg     Config
-	raw     store.Store // the backend, closed last
-	st      store.Store // raw, group-committed, metrics first, published: what every room writes through
-	ls      lease.Leases
-	logs    *logpipe.Writer
-	hub     *live.Hub
-	node    *cluster.Node // nil without REDIS_ADDR: one master alone
-	noPoll  context.CancelFunc
-	disp    *dispatch.Master
-	api     *httpapi.Server
-	httpLn  net.Listener
-	httpErr chan error
-	url     string
-	rpcAddr string
-	nacos   *discovery.Registration // nil without NACOS_ADDR
+	cfg      Config
+	raw      store.Store // the backend, closed last
+	metrics  *obs.Master // served at /metrics
+	st       store.Store // raw, group-committed, metrics first, published: what every room writes through
+	ls       lease.Leases
+	logs     *logpipe.Writer
+	notifier *notify.Notifier
+	hub      *live.Hub
+	node     *cluster.Node // nil without REDIS_ADDR: one master alone
+	noPoll   context.CancelFunc
+	disp     *dispatch.Master
+	api      *httpapi.Server
+	httpLn   net.Listener
+	httpErr  chan error
+	url      string
+	rpcAddr  string
+	nacos    *discovery.Registration // nil without NACOS_ADDR
 }
 
 // Start starts a master; on error everything started is stopped again.
@@ -108,6 +129,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
 	m.raw = raw
+	m.metrics = obs.NewMaster(obs.MasterOptions{})
 	ls, err := openLeases(ctx, cfg)
 	if err != nil { // ls may be a typed nil: never keep it for Close
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)
@@ -130,7 +152,9 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	// Batcher, which also takes the log pipe's metric points; a run's end is
 	// written after its metric points (MetricsFirst); the event publisher
 	// is outermost, so every committed change reaches the hub.
-	batched := store.NewBatcher(m.raw, 0)
+	// The metrics hear of every write at the backend (store.Observed): each
+	// call there is one transaction, and each run's change is seen once.
+	batched := store.NewBatcher(store.Observed(m.raw, m.metrics), 0)
 	// Several masters share LOG_DIR (one filesystem, or a shared one across
 	// machines): a run's log is written by whichever master its worker is
 	// connected to, so the writer checks files it holds open for growth by
@@ -141,7 +165,16 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		Logger: log}); err != nil {
 		return nil, err
 	}
-	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), events)
+	targets, err := notify.ParseTargets(cfg.NotifyAllowHosts)
+	if err != nil {
+		return nil, err
+	}
+	// The notifier hears this master's own commits (beside the hub or the
+	// cluster node), so each run's end is sent once, by its writer.
+	if m.notifier, err = notify.New(notify.Config{Users: m.raw, Targets: targets, BaseURL: cfg.PublicURL, Logger: log}); err != nil {
+		return nil, err
+	}
+	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), sinks{events, m.notifier})
 	if shared {
 		var pctx context.Context
 		pctx, m.noPoll = context.WithCancel(context.Background())
@@ -152,9 +185,10 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", cfg.MasterPort, err)
 	}
 	dcfg := dispatch.Config{
-		Addr: net.JoinHostPort(cfg.Bind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
+		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
+		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel
@@ -164,7 +198,9 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	}
 	var ctl httpapi.Control = m.disp
 	if m.node != nil {
-		m.node.Attach(cluster.Hooks{Workers: m.disp.Workers, Cancel: m.disp.CancelNotified, Task: m.disp.RemoteTaskChanged})
+		m.node.Attach(cluster.Hooks{Workers: m.disp.Workers, Cancel: m.disp.CancelNotified, Task: m.disp.RemoteTaskChanged,
+			Drain:  func(id string, on bool) { _, _ = m.disp.DrainWorker(id, on) }, // only its master knows it
+			Forget: func(id string) { _ = m.disp.ForgetWorker(id) }})
 		m.node.Start()
 		ctl = clusterControl{m.disp, m.node}
 	}
@@ -172,10 +208,12 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.rpcAddr = m.disp.Addr()
+	m.metrics.SetSources(m.metricSources())
 	apiCfg := httpapi.Config{
 		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
-		PublicHosts: cfg.PublicHosts,
+		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
+		NotifyTargets: targets,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {
@@ -214,6 +252,9 @@ func (c *Config) defaults() error {
 	}
 	if c.SQLitePath == "" {
 		c.SQLitePath = filepath.Join(c.DataDir, "rlsched.db")
+	}
+	if c.RPCBind == "" {
+		c.RPCBind = c.Bind
 	}
 	if c.LogDir == "" {
 		c.LogDir = filepath.Join(c.DataDir, "logs")
@@ -304,11 +345,29 @@ func (m *Master) Close(ctx context.Context) {
 	if m.logs != nil {
 		m.logs.Close()
 	}
+	if m.notifier != nil {
+		m.notifier.Close()
+	}
 	if m.ls != nil {
 		m.ls.Close()
 	}
 	if m.raw != nil {
 		m.raw.Close()
+	}
+}
+
+// sinks hands each event to every sink in order.
+type sinks []core.EventSink
+
+func (s sinks) TaskChanged(t core.Task) {
+	for _, k := range s {
+		k.TaskChanged(t)
+	}
+}
+
+func (s sinks) WorkerChanged(w core.WorkerInfo) {
+	for _, k := range s {
+		k.WorkerChanged(w)
 	}
 }
 
@@ -320,3 +379,45 @@ type clusterControl struct {
 }
 
 func (c clusterControl) Workers() []core.WorkerInfo { return c.node.Workers() }
+
+// DrainWorker drains the worker here and on the other masters (the one
+// holding it takes it). The view answered is this master's when the worker
+// is connected here, else the cluster's (its holder shows the new state at
+// its next publication).
+func (c clusterControl) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
+	w, err := c.Master.DrainWorker(id, drain)
+	c.node.Drain(id, drain)
+	if err == nil && w.State != core.WorkerDown && w.State != core.WorkerPending {
+		return w, nil
+	}
+	if v := c.view(id); v != nil {
+		return *v, nil
+	}
+	return w, err
+}
+
+// ForgetWorker forgets a DOWN worker here and on the other masters.
+func (c clusterControl) ForgetWorker(id string) error {
+	v := c.view(id)
+	if v == nil {
+		return core.ErrNotFound
+	}
+	if v.State != core.WorkerDown {
+		return fmt.Errorf("cannot forget worker %s (%s): %w", id, v.State, core.ErrConflict)
+	}
+	if err := c.Master.ForgetWorker(id); err != nil && !errors.Is(err, core.ErrNotFound) {
+		return err
+	}
+	c.node.Forget(id)
+	return nil
+}
+
+// view is the cluster's view of worker id, or nil.
+func (c clusterControl) view(id string) *core.WorkerInfo {
+	for _, w := range c.node.Workers() {
+		if w.ID == id {
+			return &w
+		}
+	}
+	return nil
+}

@@ -200,7 +200,13 @@ func (a *api) signup(name string) *api {
 	if st, b := a.do("POST", "/api/auth/register", map[string]string{"username": name, "password": password}); st != 201 {
 		a.t.Fatalf("register %s: %d %s", name, st, b)
 	}
-	st, b := a.do("POST", "/api/auth/login", map[string]string{"username": name, "password": password})
+	return a.login(name, password)
+}
+
+// login signs in as name.
+func (a *api) login(name, pw string) *api {
+	a.t.Helper()
+	st, b := a.do("POST", "/api/auth/login", map[string]string{"username": name, "password": pw})
 	if st != 200 {
 		a.t.Fatalf("login %s: %d %s", name, st, b)
 	}

@@ -38,6 +38,7 @@ type gatewayOpts struct {
 	name                        string
 	publicHosts                 string
 	jwtSecret, sharedSecret     string
+	tlsProxy                    bool
 }
 
 // nacosOpts connect to Nacos; the password is read from NACOS_PASSWORD only.
@@ -63,7 +64,9 @@ func (o nacosOpts) options(log zerolog.Logger) discovery.Options {
 // Nacos).
 func (o *gatewayOpts) define(f envFlags, forUp bool) {
 	if !forUp {
-		f.str(&o.bind, "bind", "RLSCHED_BIND", "0.0.0.0", "address to listen on")
+		f.str(&o.bind, "bind", "RLSCHED_BIND", "127.0.0.1", "address to listen on; 0.0.0.0: all interfaces")
+		envBool(f, &o.tlsProxy, "tls-proxy", "RLSCHED_TLS_PROXY", false,
+			"a proxy in front ends TLS (nginx, docs/deploy.md): bind to all interfaces without a warning")
 		f.str(&o.masters, "masters", "GATEWAY_MASTERS", "", "static masters, http://host:port[,...] (service "+gateway.ServiceStable+")")
 		f.str(&o.canaryMasters, "canary-masters", "GATEWAY_CANARY_MASTERS", "", "static canary masters, http://host:port[,...] (service "+gateway.ServiceCanary+")")
 		o.nacos.define(f)
@@ -232,6 +235,7 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rg.close()
+	warnOpenBind(log, "the gateway", rg.url, o.tlsProxy)
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")

@@ -24,7 +24,8 @@ Servers:
   master   the master: REST on MASTER_PORT, worker RPC on RPC_PORT
   gateway  the gateway in front of masters: JWT, rate limit, canary, signing, fallback
   worker   a worker agent: rlsched worker --master host:port
-  user     manage users in the store: rlsched user add NAME [--admin]
+  user     rlsched user add NAME [--admin]: add a user straight into the store (SQLite or MYSQL_DSN),
+           e.g. the first admin; user ls|role|disable|enable|passwd|rm go through REST (client)
 
 Client (talk REST to --server, default http://127.0.0.1:8082):
   %s
@@ -59,7 +60,7 @@ func main() {
 		err = runGateway(ctx, args)
 	case name == "worker":
 		err = runWorker(ctx, args)
-	case name == "user":
+	case name == "user" && len(args) > 0 && args[0] == "add": // the store itself; the rest is REST (cli)
 		err = runUser(ctx, args)
 	case name == "version" || name == "--version":
 		fmt.Println("rlsched", core.Version)

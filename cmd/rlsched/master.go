@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
 	"github.com/rlsched/rlsched/masterd"
@@ -21,10 +22,21 @@ type masterFlags struct {
 	publicHosts string    // → cfg.PublicHosts
 }
 
-func (o *masterFlags) define(f envFlags, defaultBind string) {
+// define adds a master's flags; registration is REGISTRATION's default
+// (open for `up`, closed for a standalone master).
+func (o *masterFlags) define(f envFlags, registration string) {
 	c := &o.cfg
 	f.str(&c.DataDir, "data-dir", "RLSCHED_DATA_DIR", defaultDataDir(), "directory for the database, logs and outputs")
-	f.str(&c.Bind, "bind", "RLSCHED_BIND", defaultBind, "address to listen on")
+	f.str(&c.Bind, "bind", "RLSCHED_BIND", "127.0.0.1", "address REST (and, unless --rpc-bind, the workers' RPC) listens on; 0.0.0.0: all interfaces")
+	f.str(&c.RPCBind, "rpc-bind", "RLSCHED_RPC_BIND", "", "address the workers' RPC listens on (default: --bind); the workers must reach it")
+	envBool(f, &c.TLSProxy, "tls-proxy", "RLSCHED_TLS_PROXY", false,
+		"a proxy in front ends TLS (nginx, docs/deploy.md): mark the sign-in cookie Secure, and bind to all interfaces without a warning")
+	f.str(&c.Registration, "registration", "REGISTRATION", registration,
+		"who may register: open (anyone), closed (admins add users: rlsched user add), admin (anyone; an admin enables the account)")
+	f.seconds(&c.WorkerForget, "worker-forget", "WORKER_FORGET_SECONDS", 86400, "`seconds` a DOWN worker stays in the worker list")
+	f.str(&c.NotifyAllowHosts, "notify-allow-hosts", "NOTIFY_ALLOW_HOSTS", "",
+		"hosts users' webhooks may go to (names, addresses, CIDR networks; these also on this network); empty: any public host")
+	f.str(&c.PublicURL, "public-url", "PUBLIC_URL", "", "the dashboard's address as users open it, for links in notifications (e.g. https://rlsched.lab.example)")
 	f.int(&c.MasterPort, "master-port", "MASTER_PORT", 8082, "REST/WebSocket port (0: any free port)")
 	f.int(&c.RPCPort, "rpc-port", "RPC_PORT", 9000, "worker RPC port (0: any free port)")
 	f.str(&c.SQLitePath, "sqlite-path", "SQLITE_PATH", "", "SQLite database file (default DATA_DIR/rlsched.db)")
@@ -76,7 +88,7 @@ func defaultDataDir() string {
 func runMaster(ctx context.Context, args []string) error {
 	var o masterFlags
 	f := newFlags("master")
-	o.define(f, "0.0.0.0")
+	o.define(f, httpapi.RegistrationClosed)
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -85,6 +97,7 @@ func runMaster(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	warnOpenBind(cfg.Logger, "the master's REST API", m.URL(), cfg.TLSProxy)
 	defer m.Close(context.Background())
 	select {
 	case <-ctx.Done():

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/masterd"
 	"github.com/rlsched/rlsched/worker"
@@ -26,7 +27,7 @@ func runUp(ctx context.Context, args []string) error {
 	var workers int
 	var gwo gatewayOpts
 	f := newFlags("up")
-	o.define(f, "127.0.0.1")
+	o.define(f, httpapi.RegistrationOpen)
 	gwo.define(f, true)
 	f.int(&workers, "workers", "RLSCHED_WORKERS", 1, "local workers to start")
 	f.int(&wo.gpus, "gpus", "RLSCHED_GPUS", -1, "GPUs per local worker when nvidia-smi is absent (-1: detect)")
@@ -57,6 +58,9 @@ func runUp(ctx context.Context, args []string) error {
 		firstNonEmpty(os.Getenv("WORKER_JOIN_TOKEN"), secrets["WORKER_JOIN_TOKEN"])
 	mc.Gateway.SharedSecret = firstNonEmpty(os.Getenv("GATEWAY_SHARED_SECRET"), secrets["GATEWAY_SHARED_SECRET"])
 	mc.Gateway.TrustHeaders = true
+	if mc.PublicURL == "" { // the gateway's, once it listens: links need a name users open
+		mc.PublicURL = upPublicURL(mc, gwo.port)
+	}
 	secure.ScrubEnv() // read: the local workers' guards and runs must not inherit them
 	rm, err := masterd.Start(ctx, mc)
 	if err != nil {
@@ -68,6 +72,8 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rg.close()
+	warnOpenBind(log, "the master's REST API", rm.URL(), mc.TLSProxy)
+	warnOpenBind(log, "the gateway", rg.url, mc.TLSProxy)
 
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup

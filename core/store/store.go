@@ -10,6 +10,7 @@ package store
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -17,6 +18,25 @@ import (
 // ErrBadCursor means a ListTasks cursor was not one this store handed out
 // (malformed or tampered with); the API answers 400.
 var ErrBadCursor = errors.New("bad cursor")
+
+// ErrLastAdmin refuses a change that would leave no enabled admin (the
+// API answers 409).
+var ErrLastAdmin = errors.New("it would leave no enabled admin; make another user an admin first")
+
+// UserPatch is a change of a user; nil fields stay as they are.
+type UserPatch struct {
+	Role         *core.Role
+	Disabled     *bool
+	PasswordHash *string
+}
+
+// UserSummary is a user with a summary of their runs.
+type UserSummary struct {
+	core.User
+	Runs       int     // every run, any status
+	ActiveRuns int     // DISPATCHED or RUNNING
+	GPUSeconds float64 // GPUs × time of every started run, those still going until now
+}
 
 // Filter selects runs for listing. Zero fields match everything.
 type Filter struct {
@@ -54,10 +74,27 @@ type Store interface {
 	// every token issued before (logout), and returns the new version;
 	// core.ErrNotFound for an unknown id.
 	BumpTokenVersion(ctx context.Context, id int64) (int64, error)
-	// SetUserRole changes the user's role and, when it changes, bumps the
-	// token version in the same write (tokens name the role they were
-	// issued with); core.ErrNotFound for an unknown id.
-	SetUserRole(ctx context.Context, id int64, role core.Role) error
+	// ListUsers returns every user not deleted, by id, with a summary of
+	// their runs; now ends the runs still going for GPUSeconds.
+	ListUsers(ctx context.Context, now time.Time) ([]UserSummary, error)
+	// UpdateUser applies p to the user in one write and returns the user
+	// as written. The token version goes up with it when the role changes,
+	// the user is disabled or gets a new password (tokens name the role
+	// they were issued with; a disabled user's and an old password's
+	// sign-ins end). core.ErrNotFound for an unknown or deleted id;
+	// ErrLastAdmin when it would leave no enabled admin.
+	UpdateUser(ctx context.Context, id int64, p UserPatch) (core.User, error)
+	// DeleteUser removes the account: it can no longer sign in, its tokens
+	// stop working, its name is free again, and its runs stay, owned by
+	// core.DeletedUsername(id). core.ErrNotFound for an unknown or deleted
+	// id; ErrLastAdmin for the last enabled admin.
+	DeleteUser(ctx context.Context, id int64) error
+	// RecordLogin sets the user's last sign-in time; core.ErrNotFound for
+	// an unknown id.
+	RecordLogin(ctx context.Context, id int64, at time.Time) error
+	// SetNotify replaces the user's notification settings; core.ErrNotFound
+	// for an unknown or deleted id.
+	SetNotify(ctx context.Context, id int64, n core.Notify) error
 
 	// CreateTask inserts a new run (status QUEUED, fence 0). CreatedAt and
 	// UpdatedAt are set when zero.

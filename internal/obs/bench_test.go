@@ -30,7 +30,7 @@ func BenchmarkHotPath(b *testing.B) {
 		})
 	}
 	f("Heartbeat", m.Heartbeat)
-	f("LogBytes", func() { m.LogBytes(512) })
+	f("RunMoved", func() { m.RunMoved(core.StatusQueued, core.StatusDispatched, time.Second) })
 	f("RunFinished", func() { m.RunFinished(core.StatusSucceeded) })
 	f("Dispatched", func() { m.Dispatched(3 * time.Second) })
 	f("StoreCommit", func() { m.StoreCommit(2*time.Millisecond, 32) })

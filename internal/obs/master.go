@@ -30,7 +30,7 @@ var finishedStatuses = [...]core.Status{core.StatusSucceeded, core.StatusFailed,
 // Master holds one master's metrics in its own registry.
 //
 // Every method is safe from any goroutine. The typed methods (Heartbeat,
-// LogBytes, RunFinished, ...) cost an atomic add or a histogram
+// RunMoved, StoreCommit, ...) cost an atomic add or a histogram
 // observation: call them on hot paths, on event loops included.
 type Master struct {
 	reg     *prometheus.Registry
@@ -44,8 +44,6 @@ type Master struct {
 	dispatch      prometheus.Histogram
 	schedPass     prometheus.Histogram
 	heartbeats    prometheus.Counter
-	logBytes      prometheus.Counter
-	logBusy       prometheus.Counter
 	storeCommit   prometheus.Histogram
 	storeBatch    prometheus.Histogram
 	artifactBytes prometheus.Counter
@@ -83,12 +81,10 @@ func NewMaster(opts MasterOptions) *Master {
 	}
 	m.lost = counter("rlsched_runs_lost_total", "Times a run was lost with its worker (then requeued or failed).")
 	m.dispatch = histogram("rlsched_dispatch_seconds",
-		"Time from a run's submission (or requeue) to its start on a worker.", dispatchBuckets)
+		"Time a run waited QUEUED: from its submission (or requeue) to its dispatch to a worker.", dispatchBuckets)
 	m.schedPass = histogram("rlsched_scheduler_pass_seconds",
 		"Time of one scheduler pass: plan the queue against the free GPUs and hand out placements.", passBuckets)
 	m.heartbeats = counter("rlsched_heartbeats_total", "Worker heartbeats received.")
-	m.logBytes = counter("rlsched_log_bytes_total", "Run log bytes taken into the log pipe (duplicates of resent bytes excluded).")
-	m.logBusy = counter("rlsched_logpipe_busy_total", "Log frames refused \"busy\" because the log pipe's queue was full (the worker resends).")
 	m.storeCommit = histogram("rlsched_store_commit_seconds", "Time of one store commit (a transaction, batched writes included).", commitBuckets)
 	m.storeBatch = histogram("rlsched_store_batch_rows", "Rows written by one batched store commit (log offsets, metric points, events).", batchBuckets)
 	m.artifactBytes = counter("rlsched_artifact_bytes_total", "Bytes of run output files received from workers.")
@@ -117,8 +113,22 @@ func (m *Master) Registry() *prometheus.Registry { return m.reg }
 // Handler serves the registry in Prometheus' text format (GET /metrics).
 func (m *Master) Handler() fasthttp.RequestHandler { return m.handler }
 
-// RunSubmitted counts an accepted run.
-func (m *Master) RunSubmitted() { m.submitted.Inc() }
+// RunsCreated counts n runs accepted (store.Observer).
+func (m *Master) RunsCreated(n int) { m.submitted.Add(float64(n)) }
+
+// RunMoved counts a committed change of a run's status (store.Observer):
+// a terminal status as RunFinished, LOST as RunLost, and the wait of a
+// run dispatched from the queue as Dispatched.
+func (m *Master) RunMoved(from, to core.Status, queued time.Duration) {
+	switch {
+	case to.Terminal():
+		m.RunFinished(to)
+	case to == core.StatusLost:
+		m.RunLost()
+	case from == core.StatusQueued && to == core.StatusDispatched:
+		m.Dispatched(queued)
+	}
+}
 
 // RunFinished counts a run that reached the terminal status s; any other
 // status counts nothing (LOST is RunLost).
@@ -138,8 +148,8 @@ func (m *Master) RunFinished(s core.Status) {
 // RunLost counts a run lost with its worker, whatever happens to it next.
 func (m *Master) RunLost() { m.lost.Inc() }
 
-// Dispatched records the wait of a run that started: from its submission
-// (or requeue) to its start on a worker.
+// Dispatched records the wait of a run dispatched to a worker: from its
+// submission (or requeue) on.
 func (m *Master) Dispatched(wait time.Duration) { m.dispatch.Observe(wait.Seconds()) }
 
 // SchedulerPass records the time of one scheduler pass.
@@ -147,12 +157,6 @@ func (m *Master) SchedulerPass(d time.Duration) { m.schedPass.Observe(d.Seconds(
 
 // Heartbeat counts one worker heartbeat.
 func (m *Master) Heartbeat() { m.heartbeats.Inc() }
-
-// LogBytes counts n run log bytes taken into the pipe.
-func (m *Master) LogBytes(n int) { m.logBytes.Add(float64(n)) }
-
-// LogBusy counts a log frame refused "busy".
-func (m *Master) LogBusy() { m.logBusy.Inc() }
 
 // StoreCommit records one store commit of d that wrote rows rows (0 when
 // the commit is not a batch: it is then left out of the batch sizes).

@@ -51,9 +51,9 @@ func exercisedMaster(t testing.TB) *Master {
 		},
 		WSSubscribers: func() int { return 4 },
 		PlannerQueue:  func() int { return 1 },
-		LogPipeQueue:  func() int { return 7 },
+		LogPipe:       func() LogPipeStats { return LogPipeStats{Bytes: 4096, Busy: 1, Queued: 7} },
 	})
-	m.RunSubmitted()
+	m.RunsCreated(1)
 	for _, s := range finishedStatuses {
 		m.RunFinished(s)
 	}
@@ -61,8 +61,6 @@ func exercisedMaster(t testing.TB) *Master {
 	m.Dispatched(1500 * time.Millisecond)
 	m.SchedulerPass(80 * time.Microsecond)
 	m.Heartbeat()
-	m.LogBytes(4096)
-	m.LogBusy()
 	m.StoreCommit(3*time.Millisecond, 17)
 	m.ArtifactBytes(1 << 20)
 	m.Route("/api/tasks/{id}").Observe(200, 2*time.Millisecond)
@@ -155,7 +153,7 @@ func TestMasterValuesMove(t *testing.T) {
 			t.Errorf("%s%v moved by %v (present %v), want %v", name, labels, after-before, ok, want)
 		}
 	}
-	f(m.RunSubmitted, "rlsched_runs_submitted_total", 1)
+	f(func() { m.RunsCreated(3) }, "rlsched_runs_submitted_total", 3)
 	f(func() { m.RunFinished(core.StatusFailed) }, "rlsched_runs_finished_total", 1, "status", "FAILED")
 	f(func() { m.RunFinished(core.StatusRunning) }, "rlsched_runs_finished_total", 0, "status", "FAILED")
 	f(func() { m.RunFinished(core.StatusTimeout) }, "rlsched_runs_finished_total", 1, "status", "TIMEOUT")
@@ -163,8 +161,6 @@ func TestMasterValuesMove(t *testing.T) {
 	f(func() { m.Dispatched(time.Minute) }, "rlsched_dispatch_seconds", 1)
 	f(func() { m.SchedulerPass(time.Millisecond) }, "rlsched_scheduler_pass_seconds", 1)
 	f(m.Heartbeat, "rlsched_heartbeats_total", 1)
-	f(func() { m.LogBytes(1000); m.LogBytes(24) }, "rlsched_log_bytes_total", 1024)
-	f(m.LogBusy, "rlsched_logpipe_busy_total", 1)
 	f(func() { m.StoreCommit(time.Millisecond, 5) }, "rlsched_store_commit_seconds", 1)
 	f(func() { m.StoreCommit(time.Millisecond, 5) }, "rlsched_store_batch_rows", 1)
 	f(func() { m.StoreCommit(time.Millisecond, 0) }, "rlsched_store_batch_rows", 0)
@@ -189,6 +185,27 @@ func TestMasterValuesMove(t *testing.T) {
 			t.Errorf("bucket le=%v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
 		}
 	}
+}
+
+// TestRunMoved: a store's report of a status change counts what it means.
+func TestRunMoved(t *testing.T) {
+	m := NewMaster(MasterOptions{})
+	url := serve(t, m.Handler())
+	f := func(call func(), name string, want float64, labels ...string) {
+		t.Helper()
+		before, _ := promcheck.Parse(t, promcheck.Scrape(t, url)).Value(name, labels...)
+		call()
+		after, _ := promcheck.Parse(t, promcheck.Scrape(t, url)).Value(name, labels...)
+		if after-before != want {
+			t.Errorf("%s%v moved by %v, want %v", name, labels, after-before, want)
+		}
+	}
+	f(func() { m.RunMoved(core.StatusRunning, core.StatusFailed, 0) }, "rlsched_runs_finished_total", 1, "status", "FAILED")
+	f(func() { m.RunMoved(core.StatusRunning, core.StatusLost, 0) }, "rlsched_runs_lost_total", 1)
+	f(func() { m.RunMoved(core.StatusLost, core.StatusQueued, 0) }, "rlsched_runs_lost_total", 0)
+	f(func() { m.RunMoved(core.StatusQueued, core.StatusDispatched, time.Second) }, "rlsched_dispatch_seconds", 1)
+	f(func() { m.RunMoved(core.StatusDispatched, core.StatusRunning, time.Second) }, "rlsched_dispatch_seconds", 0)
+	f(func() { m.RunMoved(core.StatusLost, core.StatusFailed, 0) }, "rlsched_runs_finished_total", 1, "status", "FAILED")
 }
 
 func TestMasterSources(t *testing.T) {
@@ -412,7 +429,7 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for j := range calls {
 				m.Heartbeat()
-				m.LogBytes(2)
+				m.RunsCreated(2)
 				m.Route("/api/tasks/{id}").Observe(200, time.Millisecond)
 				g.Upstream(fmt.Sprintf("http://10.0.0.%d:1", j%3), "rl-master").Attempt(AttemptOK, time.Millisecond)
 				g.Service("rl-master").Request(GatewayAPI, 200, time.Millisecond)
@@ -435,7 +452,7 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 	f("rlsched_heartbeats_total", workers*calls)
-	f("rlsched_log_bytes_total", 2*workers*calls)
+	f("rlsched_runs_submitted_total", 2*workers*calls)
 	f("rlsched_http_requests_total", workers*calls, "route", "/api/tasks/{id}", "status_class", "2xx")
 	gfams := promcheck.Parse(t, promcheck.Scrape(t, serve(t, g.Handler())))
 	var attempts float64

@@ -36,10 +36,15 @@ type Sources struct {
 	WSSubscribers func() int
 	// PlannerQueue is the number of events waiting for the planner.
 	PlannerQueue func() int
-	// LogPipeQueue is the number of log frames queued in the log pipe's
-	// writers, not yet on disk.
-	LogPipeQueue func() int
+	// LogPipe is the log pipe's counters (its own: the pipe counts them
+	// anyway, so the metrics read them rather than keep a twin).
+	LogPipe func() LogPipeStats
 }
+
+// LogPipeStats are the values of the log pipe's metrics: Bytes taken into
+// the pipe and Busy frames refused since start (counters), Queued frames
+// not yet written (a gauge).
+type LogPipeStats struct{ Bytes, Busy, Queued int64 }
 
 // GPUCounts are the values of rlsched_gpus. Busy: held by a run; Foreign:
 // not held by a run but used by a process no run started (given to no
@@ -54,8 +59,7 @@ func (m *Master) SetSources(s Sources) { m.src.Store(&s) }
 var (
 	runStatuses = [...]core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning,
 		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout, core.StatusLost}
-	// DRAINING is issue 18's drain state, not yet in core.
-	workerStates = [...]core.WorkerState{core.WorkerIdle, core.WorkerRunning, core.WorkerPending, core.WorkerDown, "DRAINING"}
+	workerStates = [...]core.WorkerState{core.WorkerIdle, core.WorkerRunning, core.WorkerPending, core.WorkerDown, core.WorkerDraining}
 )
 
 var (
@@ -66,8 +70,10 @@ var (
 	gpuUtilDesc    = prometheus.NewDesc("rlsched_gpu_utilization_ratio", "GPU utilisation at the worker's last sample, 0 to 1.", []string{"worker", "gpu"}, nil)
 	gpuDroppedDesc = prometheus.NewDesc("rlsched_gpu_utilization_series_dropped", "GPUs left out of rlsched_gpu_utilization_ratio at this scrape by its series cap.", nil, nil)
 	wsDesc         = prometheus.NewDesc("rlsched_ws_subscribers", "WebSocket clients connected to this master.", nil, nil)
-	plannerDesc    = prometheus.NewDesc("rlsched_planner_queue_length", "Events waiting for the scheduler's planner.", nil, nil)
+	plannerDesc    = prometheus.NewDesc("rlsched_planner_queue_length", "Events waiting for the scheduler's planner: worker reports queued on the dispatcher's shards.", nil, nil)
 	logQueueDesc   = prometheus.NewDesc("rlsched_logpipe_queue_depth", "Log frames queued in the log pipe, not yet written.", nil, nil)
+	logBytesDesc   = prometheus.NewDesc("rlsched_log_bytes_total", "Run log bytes taken into the log pipe (duplicates of resent bytes excluded).", nil, nil)
+	logBusyDesc    = prometheus.NewDesc("rlsched_logpipe_busy_total", "Log frames refused \"busy\" because the log pipe's queue was full (the worker resends).", nil, nil)
 )
 
 // masterCollector reports the Sources at scrape time.
@@ -75,7 +81,7 @@ type masterCollector struct{ m *Master }
 
 func (c *masterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runsDesc, queueDesc, workersDesc, gpusDesc, gpuUtilDesc,
-		gpuDroppedDesc, wsDesc, plannerDesc, logQueueDesc} {
+		gpuDroppedDesc, wsDesc, plannerDesc, logQueueDesc, logBytesDesc, logBusyDesc} {
 		ch <- d
 	}
 }
@@ -117,7 +123,12 @@ func (c *masterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	scalar(wsDesc, s.WSSubscribers)
 	scalar(plannerDesc, s.PlannerQueue)
-	scalar(logQueueDesc, s.LogPipeQueue)
+	if s.LogPipe != nil {
+		l := s.LogPipe()
+		gauge(logQueueDesc, int(l.Queued))
+		ch <- prometheus.MustNewConstMetric(logBytesDesc, prometheus.CounterValue, float64(l.Bytes))
+		ch <- prometheus.MustNewConstMetric(logBusyDesc, prometheus.CounterValue, float64(l.Busy))
+	}
 }
 
 type gpuReading struct {

@@ -122,6 +122,16 @@ var migrations = [][]string{
 			created_at BIGINT      NOT NULL
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 5: user administration and notifications (issue 18), one column a
+	// statement so that each is safe to run again. A deleted user keeps
+	// its row (its runs' owner) under core.DeletedUsername.
+	{
+		`ALTER TABLE users ADD COLUMN disabled BOOLEAN NOT NULL DEFAULT FALSE`,
+		`ALTER TABLE users ADD COLUMN deleted BOOLEAN NOT NULL DEFAULT FALSE`,
+		`ALTER TABLE users ADD COLUMN last_login_at BIGINT NULL`,
+		`ALTER TABLE users ADD COLUMN notify_webhook VARCHAR(2048) NOT NULL DEFAULT ''`,
+		`ALTER TABLE users ADD COLUMN notify_on VARCHAR(512) NOT NULL DEFAULT ''`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -3,12 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
 
@@ -86,20 +86,7 @@ func (s *Store) UserByID(ctx context.Context, id int64) (core.User, error) {
 
 // user looks a user up by one column; col is a constant of this file.
 func (s *Store) user(ctx context.Context, col string, key any) (core.User, error) {
-	var u core.User
-	var role string
-	var created int64
-	err := s.db.QueryRowContext(ctx,
-		`SELECT id, username, role, password_hash, token_version, created_at FROM users WHERE `+col+` = ?`, key).
-		Scan(&u.ID, &u.Username, &role, &u.PasswordHash, &u.TokenVersion, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.User{}, fmt.Errorf("cannot find user %v: %w", key, core.ErrNotFound)
-	}
-	if err != nil {
-		return core.User{}, fmt.Errorf("cannot read user %v: %w", key, err)
-	}
-	u.Role, u.CreatedAt = core.Role(role), sqlutil.Time(created)
-	return u, nil
+	return sqlutil.UserLookup(s.db.QueryRowContext(ctx, sqlutil.UserCols+`WHERE `+col+` = ?`, key), key)
 }
 
 // BumpTokenVersion implements store.Store.
@@ -124,25 +111,43 @@ func (s *Store) BumpTokenVersion(ctx context.Context, id int64) (int64, error) {
 	return v, nil
 }
 
-// SetUserRole implements store.Store.
-func (s *Store) SetUserRole(ctx context.Context, id int64, role core.Role) error {
-	if role != core.RoleUser && role != core.RoleAdmin {
-		return fmt.Errorf("cannot set the role of user %d: unknown role %q", id, role)
-	}
+// ListUsers implements store.Store.
+func (s *Store) ListUsers(ctx context.Context, now time.Time) ([]store.UserSummary, error) {
+	return sqlutil.ListUsers(ctx, s.db, now)
+}
+
+// forUpdate locks the rows a change of users reads: of two changes of two
+// admins at once, the second waits for the first and counts what it left.
+const forUpdate = " FOR UPDATE"
+
+// UpdateUser implements store.Store.
+func (s *Store) UpdateUser(ctx context.Context, id int64, p store.UserPatch) (core.User, error) {
+	var u core.User
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id = ?`, id).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return core.ErrNotFound
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE users SET role = ?, token_version = token_version + 1
-			WHERE id = ? AND role <> ?`, string(role), id, string(role))
+		var err error
+		u, err = sqlutil.UpdateUser(ctx, tx, forUpdate, id, p)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("cannot set the role of user %d: %w", id, err)
+		return core.User{}, fmt.Errorf("cannot change user %d: %w", id, err)
+	}
+	return u, nil
+}
+
+// DeleteUser implements store.Store.
+func (s *Store) DeleteUser(ctx context.Context, id int64) error {
+	if err := s.inTx(ctx, func(tx *sql.Tx) error { return sqlutil.DeleteUser(ctx, tx, forUpdate, id) }); err != nil {
+		return fmt.Errorf("cannot delete user %d: %w", id, err)
 	}
 	return nil
+}
+
+// RecordLogin implements store.Store.
+func (s *Store) RecordLogin(ctx context.Context, id int64, at time.Time) error {
+	return sqlutil.RecordLogin(ctx, s.db, id, at)
+}
+
+// SetNotify implements store.Store.
+func (s *Store) SetNotify(ctx context.Context, id int64, n core.Notify) error {
+	return sqlutil.SetNotify(ctx, s.db, id, n)
 }

@@ -95,6 +95,13 @@ var migrations = []string{
 		diff       BLOB    NOT NULL,
 		created_at INTEGER NOT NULL
 	);`,
+	// 6: user administration and notifications (issue 18). A deleted user
+	// keeps its row (its runs' owner) under core.DeletedUsername.
+	`ALTER TABLE users ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE users ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE users ADD COLUMN last_login_at INTEGER;
+	ALTER TABLE users ADD COLUMN notify_webhook TEXT NOT NULL DEFAULT '';
+	ALTER TABLE users ADD COLUMN notify_on TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate applies every migration the database has not recorded, each in

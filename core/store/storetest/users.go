@@ -68,7 +68,7 @@ func testUsers(t *testing.T, s store.Store) {
 }
 
 // testTokenVersion: a new user's version is 0; BumpTokenVersion raises it
-// by one and returns it; SetUserRole raises it only when the role changes;
+// by one and returns it; UpdateUser raises it only when the role changes;
 // both refuse an unknown user; concurrent bumps are all counted.
 func testTokenVersion(t *testing.T, s store.Store) {
 	ctx := t.Context()
@@ -106,26 +106,30 @@ func testTokenVersion(t *testing.T, s store.Store) {
 	if v, _ := version(other.ID); v != 0 {
 		t.Fatalf("another user's version moved to %d", v)
 	}
-	if err := s.SetUserRole(ctx, other.ID, core.RoleAdmin); err != nil {
+	setRole := func(id int64, r core.Role) error {
+		_, err := s.UpdateUser(ctx, id, store.UserPatch{Role: &r})
+		return err
+	}
+	if err := setRole(other.ID, core.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	if v, r := version(other.ID); v != 1 || r != core.RoleAdmin {
 		t.Fatalf("after a role change: version %d role %s, want 1 ADMIN", v, r)
 	}
-	if err := s.SetUserRole(ctx, other.ID, core.RoleAdmin); err != nil {
+	if err := setRole(other.ID, core.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := version(other.ID); v != 1 {
 		t.Fatalf("setting the same role bumped the version to %d", v)
 	}
-	if err := s.SetUserRole(ctx, other.ID, "ROOT"); err == nil {
-		t.Fatal("SetUserRole took an unknown role")
+	if err := setRole(other.ID, "ROOT"); err == nil {
+		t.Fatal("UpdateUser took an unknown role")
 	}
 	if _, err := s.BumpTokenVersion(ctx, other.ID+100); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("BumpTokenVersion(unknown): %v, want ErrNotFound", err)
 	}
-	if err := s.SetUserRole(ctx, other.ID+100, core.RoleUser); !errors.Is(err, core.ErrNotFound) {
-		t.Fatalf("SetUserRole(unknown): %v, want ErrNotFound", err)
+	if err := setRole(other.ID+100, core.RoleUser); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("UpdateUser(unknown): %v, want ErrNotFound", err)
 	}
 	const n = 8
 	var wg sync.WaitGroup

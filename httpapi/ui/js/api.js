@@ -99,6 +99,12 @@ export const api = {
     return new Uint8Array(await res.arrayBuffer());
   },
   workers: (signal) => request('/api/workers', { signal }),
+  drainWorker: (id, drain) => request('/api/workers/' + enc(id) + '/drain', { method: drain ? 'POST' : 'DELETE' }),
+  forgetWorker: (id) => request('/api/workers/' + enc(id), { method: 'DELETE' }),
+  users: (signal) => request('/api/admin/users', { signal }),
+  addUser: (body) => request('/api/admin/users', { method: 'POST', body }),
+  patchUser: (name, body) => request('/api/admin/users/' + enc(name), { method: 'PATCH', body }),
+  deleteUser: (name) => request('/api/admin/users/' + enc(name), { method: 'DELETE' }),
   health: async (signal) => {
     // 503 still carries the health document ("status":"DOWN").
     const res = await fetch('/api/monitor/health', { headers: { Accept: 'application/json' }, credentials: 'same-origin', signal });

@@ -11,6 +11,7 @@ import * as submitPage from './pages/submit.js';
 import * as comparePage from './pages/compare.js';
 import * as workersPage from './pages/workers.js';
 import * as healthPage from './pages/health.js';
+import * as usersPage from './pages/users.js';
 
 const routes = [
   { re: /^\/login$/, page: loginPage, nav: '', public: true, title: 'Sign in' },
@@ -20,6 +21,7 @@ const routes = [
   { re: /^\/compare$/, page: comparePage, nav: 'compare', title: 'Compare' },
   { re: /^\/workers$/, page: workersPage, nav: 'workers', title: 'Workers' },
   { re: /^\/health$/, page: healthPage, nav: 'health', title: 'Health' },
+  { re: /^\/users$/, page: usersPage, nav: 'users', title: 'Users' },
 ];
 
 const state = {
@@ -46,6 +48,8 @@ function setTitle(t) {
 function showChrome(on) {
   topbar.hidden = !on;
   if (!on) return;
+  const users = topbar.querySelector('[data-nav="users"]');
+  if (users) users.hidden = !(state.user && state.user.role === 'ADMIN');
   const who = document.getElementById('whoami');
   replace(who, state.user ? [h('span', null, state.user.username), state.user.role === 'ADMIN' ? h('span', { class: 'role' }, 'admin') : null] : '');
 }

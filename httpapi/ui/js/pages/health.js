@@ -5,7 +5,7 @@ import { api } from '../api.js';
 import { live } from '../live.js';
 import { h, replace, badge, fmtBytes, fmtNum } from '../util.js';
 
-const STATES = ['IDLE', 'RUNNING', 'PENDING', 'DOWN'];
+const STATES = ['IDLE', 'RUNNING', 'DRAINING', 'PENDING', 'DOWN'];
 
 function gpuCounts(workers) {
   let total = 0, free = 0;
@@ -65,7 +65,7 @@ export function healthStrip() {
       const g = gpuCounts(ws && ws.items);
       replace(el,
         stat('Queue', String(hl.queue ? hl.queue.queued : '—'), hl.queue && hl.queue.queued ? h('a', { href: '/runs?status=QUEUED' }, 'show queued runs') : 'nothing waiting', { dataset: { stat: 'queue' } }),
-        stat('Workers', String((w.IDLE || 0) + (w.RUNNING || 0)) + ' up', STATES.filter((s) => w[s]).map((s) => w[s] + ' ' + s.toLowerCase()).join(' · ') || 'none connected', { dataset: { stat: 'workers' } }),
+        stat('Workers', String((w.IDLE || 0) + (w.RUNNING || 0) + (w.DRAINING || 0)) + ' up', STATES.filter((s) => w[s]).map((s) => w[s] + ' ' + s.toLowerCase()).join(' · ') || 'none connected', { dataset: { stat: 'workers' } }),
         stat('GPUs free', g.total ? g.free + ' / ' + g.total : '—', !g.total ? 'CPU-only workers' : g.free ? 'on live workers' : 'all busy', { dataset: { stat: 'gpus' } }),
         stat('Log pipe', logpipeValue(hl.logpipe), logpipeDetail(hl.logpipe), { dataset: { stat: 'logpipe' } }),
         h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Master'), h('div', { class: 'value sm' }, badge(hl.status || 'DOWN')), h('div', { class: 'detail' }, h('a', { href: '/health' }, (hl.master || '') + ' · details'))));

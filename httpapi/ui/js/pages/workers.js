@@ -1,14 +1,16 @@
 // Workers: each worker's state and heartbeat, its GPUs as tiles naming the
-// run and user holding each, its CPU slots. Live over /topic/workers, else
-// polled every 2 s.
+// run and user holding each, its CPU slots; for admins, drain (finish its
+// runs, take none), undrain, and forget a DOWN worker. Live over
+// /topic/workers, else polled every 2 s.
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { h, replace, keyed, badge, fmtAge, parseTime, fmtBytes } from '../util.js';
+import { h, replace, keyed, badge, fmtAge, parseTime, fmtBytes, toast } from '../util.js';
 
-const ORDER = { RUNNING: 0, IDLE: 1, PENDING: 2, DOWN: 3 };
+const ORDER = { RUNNING: 0, IDLE: 1, DRAINING: 2, PENDING: 3, DOWN: 4 };
 
-export function mount(root) {
+export function mount(root, ctx) {
+  const admin = !!(ctx && ctx.user && ctx.user.role === 'ADMIN');
   const ac = new AbortController();
   const workers = new Map();   // id -> worker
   const tasks = new Map();     // id -> task (or a promise while loading)
@@ -47,7 +49,7 @@ export function mount(root) {
     for (let i = 0; i < (w.slots || 0); i++) slots.push(h('span', { class: ['slot', i < cpuRuns.length && 'busy'] }));
     const hb = parseTime(w.lastHeartbeatAt);
     return h('section', { class: ['card', 'worker', w.state === 'DOWN' && 'down'], dataset: { worker: w.id, state: w.state } },
-      h('div', { class: 'worker-head' }, h('h2', null, w.id), badge(w.state)),
+      h('div', { class: 'worker-head' }, h('h2', null, w.id), badge(w.state), admin ? actions(w) : null),
       h('div', { class: 'worker-sub' },
         h('span', null, w.host || ''),
         h('span', { title: w.lastHeartbeatAt || '', dataset: { hb: w.lastHeartbeatAt || '' } }, hb ? 'heartbeat ' + fmtAge(hb) : 'no heartbeat'),
@@ -59,6 +61,31 @@ export function mount(root) {
         const t = taskOf(id);
         return h('li', null, h('a', { href: '/runs/' + id, dataset: { fk: 'cpu-' + id } }, t ? t.name || id : id.slice(0, 12)), t ? ' · ' + t.user : '');
       })) : null);
+  }
+
+  // actions are an admin's buttons for w: drain or undrain a connected
+  // worker, forget a DOWN one.
+  function actions(w) {
+    const act = async (what, call) => {
+      errBox.hidden = true;
+      try {
+        const r = await call();
+        if (r && r.id) workers.set(r.id, r);
+        else workers.delete(w.id);
+        toast(what);
+        render();
+      } catch (e) {
+        errBox.textContent = e.message;
+        errBox.hidden = false;
+      }
+    };
+    const btn = (label, fk, f, danger) => h('button', { type: 'button', class: ['btn', 'btn-sm', danger ? 'btn-danger' : 'btn-ghost'], dataset: { fk: fk + '-' + w.id, action: fk }, onclick: f }, label);
+    if (w.state === 'DOWN') return h('div', { class: 'btn-row worker-actions' }, btn('Forget', 'forget', () => act('Forgot ' + w.id, () => api.forgetWorker(w.id)), true));
+    if (w.state === 'PENDING') return null;
+    const draining = w.state === 'DRAINING';
+    return h('div', { class: 'btn-row worker-actions' }, draining
+      ? btn('Undrain', 'undrain', () => act(w.id + ' takes runs again', () => api.drainWorker(w.id, false)))
+      : btn('Drain', 'drain', () => act(w.id + ' drains: it finishes its runs and takes no new ones', () => api.drainWorker(w.id, true))));
   }
 
   function render() {

@@ -1,0 +1,299 @@
+// Package notify tells users of their runs' ends: a user's webhook (API.md,
+// "Users, privacy, notifications") gets a Slack-compatible POST
+// {"text": ..., "run": Task} when one of their runs reaches a status they
+// asked for. A Notifier is a core.EventSink placed beside the live hub on
+// the run changes this master commits, so each run's end is sent by the
+// one master that wrote it.
+//
+// What it must never do: block the caller of TaskChanged (the store's
+// publisher, on the scheduler's and the reports' paths): events go into a
+// bounded queue, dropped and counted when it is full, and a few sender
+// goroutines do the store reads and the HTTP; or reach an address of the
+// master's own network that NOTIFY_ALLOW_HOSTS does not name (Targets).
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Events a user may ask for: the statuses a run ends in (LOST included: it
+// is requeued or fails next) and the warning codes of API.md.
+var (
+	Statuses = []string{string(core.StatusSucceeded), string(core.StatusFailed), string(core.StatusLost),
+		string(core.StatusTimeout), string(core.StatusCancelled)}
+	Warnings = []string{"idle_gpu", "gpu_foreign", "artifact_limit"}
+	// DefaultOn is what a webhook set without "on" hears: every end.
+	DefaultOn = []string{string(core.StatusSucceeded), string(core.StatusFailed),
+		string(core.StatusTimeout), string(core.StatusCancelled)}
+)
+
+// ValidEvent reports whether e is one of Statuses or Warnings.
+func ValidEvent(e string) bool { return slices.Contains(Statuses, e) || slices.Contains(Warnings, e) }
+
+// Users reads a run owner's settings.
+type Users interface {
+	UserByID(ctx context.Context, id int64) (core.User, error)
+}
+
+// Config of a Notifier; zero values get the defaults named.
+type Config struct {
+	Users   Users
+	Targets *Targets // NOTIFY_ALLOW_HOSTS; nil: any public host
+	// BaseURL is the dashboard's address as users open it (PUBLIC_URL),
+	// for the run's link; empty: no link.
+	BaseURL string
+	Queue   int           // events waiting at most; default 1024
+	Senders int           // goroutines sending; default 4
+	Timeout time.Duration // one POST; default 10 s
+	// Retries are the waits before each retry of a POST that failed (no
+	// answer, 408, 429 or 5xx); default 2 s, 10 s, 30 s.
+	Retries []time.Duration
+	Logger  zerolog.Logger
+}
+
+// Notifier sends run notifications. TaskChanged and WorkerChanged are safe
+// from any goroutine and never block; Close stops it.
+type Notifier struct {
+	cfg    Config
+	log    zerolog.Logger
+	client *http.Client
+	queue  chan core.Task
+	ctx    context.Context // cancelled by Close: ends the POSTs in flight
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	seen map[string]struct{} // run/attempt/status already queued (recent ones)
+
+	sent, failed, dropped atomic.Int64
+}
+
+const maxSeen = 1 << 14
+
+// New starts a Notifier's senders.
+func New(cfg Config) (*Notifier, error) {
+	if cfg.Users == nil {
+		return nil, errors.New("BUG: notify.New needs the users")
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = 1024
+	}
+	if cfg.Senders <= 0 {
+		cfg.Senders = 4
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Retries == nil {
+		cfg.Retries = []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second}
+	}
+	if cfg.Targets == nil {
+		cfg.Targets = &Targets{}
+	}
+	cfg.BaseURL = strings.TrimSuffix(cfg.BaseURL, "/")
+	n := &Notifier{cfg: cfg, log: cfg.Logger.With().Str("component", "notify").Logger(),
+		queue: make(chan core.Task, cfg.Queue), seen: map[string]struct{}{}}
+	n.ctx, n.stop = context.WithCancel(context.Background())
+	n.client = &http.Client{
+		Timeout: cfg.Timeout,
+		Transport: &http.Transport{
+			Proxy:               nil, // a proxy would dial what Targets never saw
+			DialContext:         cfg.Targets.dialContext,
+			TLSHandshakeTimeout: cfg.Timeout,
+			MaxIdleConns:        16,
+			IdleConnTimeout:     time.Minute,
+		},
+		// A redirect is not followed: the hook answered, wherever it points.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	for range cfg.Senders {
+		n.wg.Add(1)
+		go n.sender()
+	}
+	return n, nil
+}
+
+// TaskChanged queues a run that reached a status a user may hear of.
+func (n *Notifier) TaskChanged(t core.Task) {
+	if !t.Status.Terminal() && t.Status != core.StatusLost {
+		return
+	}
+	key := fmt.Sprintf("%s/%d/%s", t.ID, t.Attempt, t.Status)
+	n.mu.Lock()
+	if _, ok := n.seen[key]; ok { // a later write of an ended run (its final reward)
+		n.mu.Unlock()
+		return
+	}
+	if len(n.seen) >= maxSeen {
+		clear(n.seen)
+	}
+	n.seen[key] = struct{}{}
+	n.mu.Unlock()
+	select {
+	case n.queue <- t:
+	default:
+		if d := n.dropped.Add(1); d&(d-1) == 0 { // logged at 1, 2, 4, 8, ... drops
+			n.log.Warn().Int64("dropped", d).Msg("notification queue full: dropping run notifications")
+		}
+	}
+}
+
+// WorkerChanged is not notified.
+func (n *Notifier) WorkerChanged(core.WorkerInfo) {}
+
+// Close stops the senders; queued notifications are dropped, and those
+// being sent are cut.
+func (n *Notifier) Close() {
+	n.stop()
+	n.wg.Wait()
+	n.client.CloseIdleConnections()
+}
+
+// Stats are the notifications sent, given up and dropped since start.
+func (n *Notifier) Stats() (sent, failed, dropped int64) {
+	return n.sent.Load(), n.failed.Load(), n.dropped.Load()
+}
+
+func (n *Notifier) sender() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case t := <-n.queue:
+			n.notify(t)
+		}
+	}
+}
+
+// notify sends t's notification to its owner's webhook, when they asked for it.
+func (n *Notifier) notify(t core.Task) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeout)
+	u, err := n.cfg.Users.UserByID(ctx, t.UserID)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, core.ErrNotFound) {
+			n.log.Warn().Err(err).Str("task", t.ID).Msg("cannot read the run owner's notification settings")
+		}
+		return
+	}
+	on := u.Notify.On
+	if len(on) == 0 {
+		on = DefaultOn
+	}
+	if u.Notify.Webhook == "" || u.Deleted || !slices.Contains(on, string(t.Status)) {
+		return
+	}
+	body, err := json.Marshal(struct {
+		Text string    `json:"text"`
+		Run  core.Task `json:"run"`
+	}{n.text(t), t.View().MaskedEnv()}) // a webhook may post to a shared channel
+	if err != nil {
+		n.log.Error().Err(err).Str("task", t.ID).Msg("BUG: cannot encode a notification")
+		return
+	}
+	for try := 0; ; try++ {
+		retry, err := n.post(u.Notify.Webhook, body, t.TraceID)
+		if err == nil {
+			n.sent.Add(1)
+			n.log.Info().Str("task", t.ID).Str("status", string(t.Status)).Int64("userId", u.ID).Msg("run notification sent")
+			return
+		}
+		if !retry || try >= len(n.cfg.Retries) {
+			n.failed.Add(1)
+			n.log.Warn().Err(err).Str("task", t.ID).Int64("userId", u.ID).Int("attempts", try+1).Msg("cannot send a run notification; giving up")
+			return
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(n.cfg.Retries[try]):
+		}
+	}
+}
+
+// post sends one POST; retry says whether a failure may pass.
+func (n *Notifier) post(webhook string, body []byte, trace string) (retry bool, err error) {
+	if _, err := n.cfg.Targets.CheckURL(webhook); err != nil { // the list may have changed since it was set
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost, webhook, bytes.NewReader(body))
+	if err != nil {
+		return false, fmt.Errorf("cannot make the request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "rlsched/"+core.Version)
+	if trace != "" {
+		req.Header.Set("X-Trace-Id", trace)
+	}
+	resp, err := n.client.Do(req)
+	if err != nil {
+		var refused *refusedError // the same address will be refused again
+		return !errors.As(err, &refused), fmt.Errorf("cannot reach the webhook: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return false, nil
+	case c == http.StatusRequestTimeout || c == http.StatusTooManyRequests || c >= 500:
+		return true, fmt.Errorf("the webhook answered %d", c)
+	default:
+		return false, fmt.Errorf("the webhook answered %d", c)
+	}
+}
+
+// text is the message: the run's name (linked when BaseURL is set), its
+// status, exit code or error, run time and final reward.
+func (n *Notifier) text(t core.Task) string {
+	name := t.Name
+	if name == "" {
+		name = t.ID
+	}
+	var b strings.Builder
+	b.WriteString("rlsched: run ")
+	if n.cfg.BaseURL != "" {
+		fmt.Fprintf(&b, "<%s/runs/%s|%s>", n.cfg.BaseURL, t.ID, slackEscape(name))
+	} else {
+		fmt.Fprintf(&b, "%s (%s)", slackEscape(name), t.ID)
+	}
+	fmt.Fprintf(&b, " %s", t.Status)
+	if t.ExitCode != nil && *t.ExitCode != 0 {
+		fmt.Fprintf(&b, " (exit code %d)", *t.ExitCode)
+	}
+	if t.StartedAt != nil && t.FinishedAt != nil {
+		fmt.Fprintf(&b, " after %s", t.FinishedAt.Sub(*t.StartedAt).Round(time.Second))
+	}
+	if v := t.View().FinalReward; v != nil {
+		fmt.Fprintf(&b, "; final reward %g", *v)
+	}
+	if t.Error != "" && t.Status != core.StatusSucceeded {
+		e := t.Error
+		if len(e) > 200 {
+			e = e[:200] + "…"
+		}
+		fmt.Fprintf(&b, ": %s", slackEscape(e))
+	}
+	return b.String()
+}
+
+// slackEscape escapes the three characters Slack's message format gives a
+// meaning to.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}

@@ -1,0 +1,279 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/sqlite"
+)
+
+func TestTargets(t *testing.T) {
+	ctx := context.Background()
+	open, err := ParseTargets("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab, err := ParseTargets("127.0.0.1, hooks.lab.example, 10.9.0.0/16 [::1]")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseTargets("http://x/"); err == nil {
+		t.Fatal("ParseTargets took a URL")
+	}
+	f := func(tg *Targets, raw string, ok bool, want string) {
+		t.Helper()
+		err := tg.Check(ctx, raw)
+		if (err == nil) != ok || (want != "" && (err == nil || !strings.Contains(err.Error(), want))) {
+			t.Errorf("Check(%q) = %v, want ok %v (%q)", raw, err, ok, want)
+		}
+	}
+	f(open, "ftp://example.com/x", false, "http:// or https://")
+	f(open, "file:///etc/passwd", false, "http:// or https://")
+	f(open, "javascript:alert(1)", false, "http:// or https://")
+	f(open, "https:///nohost", false, "no host")
+	f(open, "https://"+strings.Repeat("a", MaxURLBytes), false, "longer")
+	f(open, "http://127.0.0.1:9/hook", false, "loopback")
+	f(open, "http://[::1]:9/hook", false, "loopback")
+	f(open, "http://169.254.169.254/latest/meta-data", false, "link-local")
+	f(open, "http://10.1.2.3/hook", false, "private")
+	f(open, "http://192.168.1.1/hook", false, "private")
+	f(open, "http://100.64.0.1/hook", false, "private")
+	f(open, "http://0.0.0.0/hook", false, "")
+	f(open, "http://[::ffff:127.0.0.1]/hook", false, "loopback")
+	f(open, "https://8.8.8.8/hook", true, "")
+	f(lab, "http://127.0.0.1:9/hook", true, "")
+	f(lab, "http://[::1]:9/hook", true, "")
+	f(lab, "http://10.9.3.4/hook", true, "")
+	f(lab, "http://10.8.3.4/hook", false, "NOTIFY_ALLOW_HOSTS does not name")
+	f(lab, "https://8.8.8.8/hook", false, "NOTIFY_ALLOW_HOSTS does not name")
+	if _, err := lab.CheckURL("https://HOOKS.lab.example./x"); err != nil {
+		t.Errorf("a listed name in another case: %v", err)
+	}
+}
+
+// receiver is a real local HTTP server that records the POSTs it gets and
+// answers each with the next status of answers (then 200).
+type receiver struct {
+	*httptest.Server
+	mu      sync.Mutex
+	bodies  [][]byte
+	headers []http.Header
+	answers []int
+	got     chan struct{}
+}
+
+func newReceiver(t *testing.T, answers ...int) *receiver {
+	r := &receiver{answers: answers, got: make(chan struct{}, 64)}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.bodies = append(r.bodies, b)
+		r.headers = append(r.headers, req.Header.Clone())
+		code := 200
+		if len(r.answers) > 0 {
+			code, r.answers = r.answers[0], r.answers[1:]
+		}
+		r.mu.Unlock()
+		w.WriteHeader(code)
+		r.got <- struct{}{}
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *receiver) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-r.got:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the receiver got %d of %d POSTs", len(r.all()), n)
+		}
+	}
+}
+
+func (r *receiver) all() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]byte(nil), r.bodies...)
+}
+
+// stats waits until n counts sent and failed notifications (the receiver
+// hears of a POST before its sender counts it).
+func stats(t *testing.T, n *Notifier, sent, failed int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, f, _ := n.Stats()
+		if s == sent && f == failed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sent %d failed %d, want %d and %d", s, f, sent, failed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type env struct {
+	st   store.Store
+	n    *Notifier
+	user core.User
+}
+
+func newEnv(t *testing.T, allow string, webhook string, on ...string) *env {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	u := core.User{Username: "alice", PasswordHash: "x"}
+	if err := st.CreateUser(context.Background(), &u); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetNotify(context.Background(), u.ID, core.Notify{Webhook: webhook, On: on}); err != nil {
+		t.Fatal(err)
+	}
+	tg, err := ParseTargets(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(Config{Users: st, Targets: tg, BaseURL: "https://rlsched.lab.example/", Senders: 1,
+		Retries: []time.Duration{time.Millisecond, time.Millisecond}, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	return &env{st: st, n: n, user: u}
+}
+
+func (e *env) run(id string, st core.Status) core.Task {
+	started := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
+	ended := started.Add(10*time.Hour + 2*time.Minute)
+	reward, code := 187.5, 1
+	return core.Task{ID: id, Name: "ppo <cartpole>", UserID: e.user.ID, User: e.user.Username, Status: st, Attempt: 1,
+		StartedAt: &started, FinishedAt: &ended, FinalReward: &reward, ExitCode: &code, Error: "exit status 1",
+		Env: map[string]string{"WANDB_API_KEY": "secret"}, TraceID: "trace-1"}
+}
+
+// TestNotifyFailedRun: a failed run POSTs a Slack-compatible body with the
+// run's name, status, run time, final reward and link, and the run with
+// its env values masked; a 5xx is retried, the event sent once.
+func TestNotifyFailedRun(t *testing.T) {
+	rcv := newReceiver(t, 503)
+	e := newEnv(t, "127.0.0.1", rcv.URL+"/hook")
+	t0 := e.run("r-1", core.StatusFailed)
+	e.n.TaskChanged(t0)
+	e.n.TaskChanged(t0) // a second write of the ended run (its final reward)
+	rcv.wait(t, 2)      // the 503, then the retry
+	bodies := rcv.all()
+	var got struct {
+		Text string    `json:"text"`
+		Run  core.Task `json:"run"`
+	}
+	if err := json.Unmarshal(bodies[1], &got); err != nil {
+		t.Fatalf("body %s: %v", bodies[1], err)
+	}
+	for _, want := range []string{"<https://rlsched.lab.example/runs/r-1|ppo &lt;cartpole&gt;>", "FAILED", "exit code 1",
+		"after 10h2m0s", "final reward 187.5", "exit status 1"} {
+		if !strings.Contains(got.Text, want) {
+			t.Errorf("text %q lacks %q", got.Text, want)
+		}
+	}
+	if got.Run.ID != "r-1" || got.Run.Status != core.StatusFailed || got.Run.Env["WANDB_API_KEY"] != core.MaskedValue {
+		t.Errorf("run in the body: %+v", got.Run)
+	}
+	rcv.mu.Lock()
+	h := rcv.headers[1]
+	rcv.mu.Unlock()
+	if h.Get("Content-Type") != "application/json" || h.Get("X-Trace-Id") != "trace-1" {
+		t.Errorf("headers %v", h)
+	}
+	// Nothing more comes: not the duplicate, not a third try.
+	e.n.TaskChanged(e.run("r-2", core.StatusFailed))
+	rcv.wait(t, 1) // one sender, in order: the duplicate would come first
+	if all := rcv.all(); len(all) != 3 || !strings.Contains(string(all[2]), `"id":"r-2"`) {
+		t.Fatalf("the receiver got %d POSTs, the last %s; want 3, the last of r-2", len(all), all[len(all)-1])
+	}
+	stats(t, e.n, 2, 0)
+}
+
+// TestNotifyFilters: only the statuses asked for; a 4xx is not retried;
+// the master's own network is refused without NOTIFY_ALLOW_HOSTS.
+func TestNotifyFilters(t *testing.T) {
+	rcv := newReceiver(t, 404)
+	e := newEnv(t, "127.0.0.1", rcv.URL, "TIMEOUT", "SUCCEEDED")
+	e.n.TaskChanged(e.run("r-run", core.StatusRunning))
+	e.n.TaskChanged(e.run("r-fail", core.StatusFailed)) // not asked for
+	e.n.TaskChanged(e.run("r-to", core.StatusTimeout))  // 404: given up at once
+	e.n.TaskChanged(e.run("r-ok", core.StatusSucceeded))
+	rcv.wait(t, 2)
+	var texts []string
+	for _, b := range rcv.all() {
+		var got struct{ Text string }
+		_ = json.Unmarshal(b, &got)
+		texts = append(texts, got.Text)
+	}
+	if len(texts) != 2 || !strings.Contains(texts[0], "TIMEOUT") || !strings.Contains(texts[1], "SUCCEEDED") {
+		t.Fatalf("notifications %q", texts)
+	}
+	stats(t, e.n, 1, 1)
+
+	shut := newReceiver(t)
+	e = newEnv(t, "", shut.URL) // no list: 127.0.0.1 is this network
+	e.n.TaskChanged(e.run("r-x", core.StatusFailed))
+	stats(t, e.n, 0, 1)
+	if n := len(shut.all()); n != 0 {
+		t.Fatalf("a loopback webhook got %d POSTs without NOTIFY_ALLOW_HOSTS", n)
+	}
+}
+
+// TestNotifyNeverBlocks: with the sender stuck on a slow webhook, events
+// past the queue are dropped and counted, and TaskChanged returns at once.
+func TestNotifyNeverBlocks(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	t.Cleanup(slow.Close)
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	u := core.User{Username: "alice", PasswordHash: "x"}
+	if err := st.CreateUser(context.Background(), &u); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetNotify(context.Background(), u.ID, core.Notify{Webhook: slow.URL}); err != nil {
+		t.Fatal(err)
+	}
+	tg, _ := ParseTargets("127.0.0.1")
+	n, err := New(Config{Users: st, Targets: tg, Queue: 2, Senders: 1, Timeout: time.Minute, Retries: []time.Duration{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	t.Cleanup(func() { close(release) }) // first: the handler returns, the server can close
+	start := time.Now()
+	for i := range 50 {
+		n.TaskChanged(core.Task{ID: "r" + string(rune('a'+i%26)) + string(rune('a'+i/26)), UserID: u.ID, Status: core.StatusFailed})
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("50 TaskChanged took %v", d)
+	}
+	if _, _, dropped := n.Stats(); dropped < 47 {
+		t.Fatalf("dropped %d of 50 with a queue of 2 and one sender, want at least 47", dropped)
+	}
+}
