@@ -10,7 +10,7 @@ import (
 func TestJoin_HelloAndHeartbeats(t *testing.T) {
 	m := newFakeMaster(t, testToken)
 	startWorker(t, m, nil)
-	mc := m.next(t) // the fake master delivers only connections whose proof checked out
+	mc := m.next(t) // the fake master delivers only connections whose Hello seal checked out
 	h := mc.hello
 	if h.GetWorkerId() != "w1" || h.GetSlots() != 2 || len(h.GetGpus()) != 2 || h.GetVersion() != core.Version || len(h.GetRuns()) != 0 {
 		t.Fatalf("unexpected Hello: %v", h)
@@ -26,7 +26,7 @@ func TestJoin_HelloAndHeartbeats(t *testing.T) {
 
 func TestJoin_WrongTokenBacksOff(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	startWorker(t, m, func(c *Config) { c.JoinToken = "wrong" })
+	startWorker(t, m, func(c *Config) { c.JoinToken = "not-the-join-token" })
 	waitFor(t, 15*time.Second, "5 refused attempts", func() bool { return len(m.refusalTimes()) >= 5 })
 	at := m.refusalTimes()
 	// Delays before attempts 2..5 are 100, 200, 400, 800 ms ±20%: no spinning.

@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-const testToken = "s3cret"
+const testToken = "worker-test-join-token"
 
 // Environment of a worker run in a child process by TestOrphanedRunsDie.
 const (
