@@ -25,6 +25,7 @@ Servers:
   gateway  the gateway in front of masters: JWT, rate limit, canary, signing, fallback
   worker   a worker agent: rlsched worker --master host:port
   user     manage users in the store: rlsched user add NAME [--admin]
+  worker-key  print the key of one worker id, to give its machine instead of the join token
 
 Client (talk REST to --server, default http://127.0.0.1:8082):
   %s
@@ -41,10 +42,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	name, args := os.Args[1], os.Args[2:]
-	if slices.Contains([]string{"up", "master", "gateway", "worker"}, name) {
-		// Servers hold secrets (their environment, keys in memory): no
-		// process of the same uid (a run where runs share it) may read
-		// them through /proc or ptrace.
+	if slices.Contains([]string{"up", "master", "gateway", "worker", "worker-key"}, name) {
+		// Servers hold secrets (their environment, keys in memory), and
+		// worker-key the join token: no process of the same uid (a run
+		// where runs share it) may read them through /proc or ptrace.
 		if err := secure.NoDump(); err != nil {
 			fmt.Fprintln(os.Stderr, "rlsched: warning:", err)
 		}
@@ -61,6 +62,8 @@ func main() {
 		err = runWorker(ctx, args)
 	case name == "user":
 		err = runUser(ctx, args)
+	case name == "worker-key":
+		err = runWorkerKey(args, os.Stdout)
 	case name == "version" || name == "--version":
 		fmt.Println("rlsched", core.Version)
 	case name == "help" || name == "-h" || name == "--help":
