@@ -174,7 +174,8 @@ func AcceptHello(frame, nm []byte, masterID string, keyFor func(workerID string)
 		return nil, Session{}, fmt.Errorf("the Hello of worker %q: %w", hello.GetWorkerId(), err)
 	}
 	if err := s.Recv.Open(frame); err != nil {
-		return nil, Session{}, fmt.Errorf("%w: the Hello of worker %q is not sealed with that worker's key", ErrTag, hello.GetWorkerId())
+		return nil, Session{}, fmt.Errorf("%w: the Hello of worker %q is not sealed with that worker's key for this connection (a wrong key, or a Hello replayed from another connection)",
+			ErrTag, hello.GetWorkerId())
 	}
 	return hello, s, nil
 }

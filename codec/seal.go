@@ -78,8 +78,8 @@ func (o *Opener) Open(frame []byte) error {
 	}
 	n := len(frame) - TagSize
 	if !hmac.Equal(o.k.tag(frame[:n]), frame[n:]) {
-		o.err = fmt.Errorf("%w: the tag of %s number %d of this connection does not match (forged, changed, replayed, reordered, or sealed with another key)",
-			ErrTag, Type(frame[3]&^FlagSealed), o.k.seq)
+		o.err = fmt.Errorf("%w: the tag of sealed frame %d of this connection (a %s) does not match: forged, changed, replayed, reordered, or sealed with another key",
+			ErrTag, o.k.seq, Type(frame[3]&^FlagSealed))
 		return o.err
 	}
 	o.k.seq++

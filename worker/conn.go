@@ -56,7 +56,7 @@ func (a *agent) connectLoop(ctx context.Context) {
 		case errors.Is(err, errImpostor):
 			i++
 			a.log.Error().Err(err).Str("master", addr).
-				Msgf("master at %s failed to prove it knows this worker's key; nothing it sent is obeyed: check that the address is the master's and that it has this worker's join token (retrying with backoff)", addr)
+				Msgf("master at %s failed to prove it knows this worker's key; nothing it sent is obeyed: check that the address is the master's, and that the master has the join token this worker's key derives from (retrying with backoff)", addr)
 		default:
 			i++
 			a.log.Warn().Err(err).Str("master", addr).Msg("cannot join master; trying the next")
