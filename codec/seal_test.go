@@ -2,6 +2,8 @@ package codec
 
 import (
 	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -344,4 +346,23 @@ func BenchmarkSealHeartbeat(b *testing.B) {
 		buf, _ = w.Send.AppendFrame(buf[:0], m)
 	}
 	b.SetBytes(int64(len(buf)))
+}
+
+// The tag is part of the protocol: AES-256-GMAC of header || body, nonce
+// 0^32 || seq.
+func TestTagIsGMACOfSeq(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	var k tagger
+	k.init(key)
+	frame := []byte("header+body of a frame")
+	blk, _ := aes.NewCipher(key)
+	g, _ := cipher.NewGCM(blk)
+	for seq := range uint64(3) {
+		k.seq = seq
+		nonce := make([]byte, 12)
+		nonce[11] = byte(seq)
+		if got, want := k.tag(frame), g.Seal(nil, nonce, nil, frame); !bytes.Equal(got, want) || len(got) != TagSize {
+			t.Fatalf("seq %d: tag %x, want %x", seq, got, want)
+		}
+	}
 }
