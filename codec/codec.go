@@ -16,7 +16,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -252,7 +251,12 @@ func appendFrame(dst []byte, m proto.Message, s *Sealer) ([]byte, error) {
 	// regrown by the body (and the tag); the marshal then reuses the
 	// computed size.
 	size := proto.MarshalOptions{}.Size(m)
-	dst = slices.Grow(dst, HeaderSize+size+tag)
+	if need := HeaderSize + size + tag; cap(dst)-len(dst) < need {
+		// Not slices.Grow: under -race it allocates twice.
+		grown := make([]byte, len(dst), len(dst)+need)
+		copy(grown, dst)
+		dst = grown
+	}
 	dst = append(dst, byte(Magic>>8), byte(Magic&0xFF), Version, typ, 0, 0, 0, 0)
 	dst, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, m)
 	if err != nil {
