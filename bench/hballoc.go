@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -25,17 +23,19 @@ import (
 
 // hbProbe drives a dispatch.Master in this process over loopback with one
 // worker connection, to count what the master allocates per heartbeat. The
-// client side allocates nothing per heartbeat (frames are prebuilt, acks
-// are read into a fixed buffer and not decoded), so runtime.MemStats deltas
-// are the master's: event loop, shard, handler, lease store and reply.
+// client side allocates nothing per heartbeat (the heartbeat is sealed into
+// a reused buffer, acks are read into a fixed buffer and their tags checked,
+// not decoded), so runtime.MemStats deltas are the master's: event loop,
+// shard, handler, lease store and reply.
 type hbProbe struct {
 	m     *dispatch.Master
 	st    *sqlite.Store
 	logs  *logpipe.Writer
 	c     net.Conn
 	br    *bufio.Reader
-	batch []byte // prebuilt heartbeat frames
-	per   int    // heartbeats in batch
+	keys  codec.Session
+	hb    *pb.Heartbeat
+	frame []byte // the heartbeat's frame, sealed anew for each
 	buf   []byte
 }
 
@@ -80,7 +80,7 @@ func (p *hbProbe) join(withRun bool) error {
 	p.c = c
 	p.br = bufio.NewReaderSize(c, 64<<10)
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-	msg, _, err := codec.ReadFrame(p.br, codec.DefaultMaxBody, nil)
+	msg, _, err := codec.ReadFrame(p.br, codec.DefaultMaxBody, nil, nil)
 	if err != nil {
 		return fmt.Errorf("cannot read Challenge: %w", err)
 	}
@@ -89,11 +89,16 @@ func (p *hbProbe) join(withRun bool) error {
 		return fmt.Errorf("got %T instead of Challenge", msg)
 	}
 	const id = "probe-worker"
-	hello := &pb.Hello{WorkerId: id, Proof: codec.JoinProof([]byte(benchJoinToken), ch.GetNonce(), id), Slots: 1, Version: "bench"}
-	if err := p.write(hello); err != nil {
+	hello := &pb.Hello{WorkerId: id, Slots: 1, Version: "bench"}
+	frame, keys, err := codec.WorkerHello(nil, codec.WorkerKey([]byte(benchJoinToken), id), ch, hello)
+	if err != nil {
 		return err
 	}
-	if msg, _, err = codec.ReadFrame(p.br, codec.DefaultMaxBody, nil); err != nil {
+	p.keys = keys
+	if _, err := p.c.Write(frame); err != nil {
+		return err
+	}
+	if msg, _, err = codec.ReadFrame(p.br, codec.DefaultMaxBody, nil, p.keys.Recv); err != nil {
 		return fmt.Errorf("cannot read HelloAck: %w", err)
 	}
 	if _, ok := msg.(*pb.HelloAck); !ok {
@@ -107,18 +112,8 @@ func (p *hbProbe) join(withRun bool) error {
 		}
 		hb.Runs = []*pb.RunRef{ref}
 	}
-	one, err := codec.AppendFrame(nil, hb)
-	if err != nil {
-		return err
-	}
-	// One heartbeat at a time, each waiting for its ack: the master
-	// coalesces heartbeats that queue up behind each other (only the
-	// newest is handled and acked), so a batch would measure fewer
-	// heartbeats than were sent.
-	p.per = 1
-	for range p.per {
-		p.batch = append(p.batch, one...)
-	}
+	p.hb = hb
+	p.frame = make([]byte, 0, 4096)
 	return nil
 }
 
@@ -136,7 +131,7 @@ func (p *hbProbe) placeRun() (*pb.RunRef, error) {
 	}
 	p.m.Notify()
 	for {
-		msg, _, err := codec.ReadFrame(p.br, codec.DefaultMaxBody, nil)
+		msg, _, err := codec.ReadFrame(p.br, codec.DefaultMaxBody, nil, p.keys.Recv)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read ExecuteTask: %w", err)
 		}
@@ -150,7 +145,7 @@ func (p *hbProbe) placeRun() (*pb.RunRef, error) {
 }
 
 func (p *hbProbe) write(m proto.Message) error {
-	b, err := codec.AppendFrame(nil, m)
+	b, err := p.keys.Send.AppendFrame(nil, m)
 	if err != nil {
 		return err
 	}
@@ -158,40 +153,42 @@ func (p *hbProbe) write(m proto.Message) error {
 	return err
 }
 
-// beat sends n heartbeats, one at a time, and reads every ack.
+// beat sends n heartbeats and reads every ack. One heartbeat at a time,
+// each waiting for its ack: the master coalesces heartbeats that queue up
+// behind each other (only the newest is handled and acked), so a batch
+// would measure fewer heartbeats than were sent.
 func (p *hbProbe) beat(n int) (int, error) {
-	sent := 0
 	_ = p.c.SetDeadline(time.Now().Add(60 * time.Second))
-	for sent < n {
-		if _, err := p.c.Write(p.batch); err != nil {
+	for sent := range n {
+		var err error
+		if p.frame, err = p.keys.Send.AppendFrame(p.frame[:0], p.hb); err != nil {
 			return sent, err
 		}
-		for range p.per {
-			if err := p.readAck(); err != nil {
-				return sent, err
-			}
+		if _, err := p.c.Write(p.frame); err != nil {
+			return sent, err
 		}
-		sent += p.per
+		if err := p.readAck(); err != nil {
+			return sent, err
+		}
 	}
-	return sent, nil
+	return n, nil
 }
 
-// readAck reads one frame into the fixed buffer; any frame but a
-// HeartbeatAck (a late TaskFinishedAck, say) is skipped.
+// readAck reads one frame into the fixed buffer and checks its tag; any
+// frame but a HeartbeatAck (a late TaskFinishedAck, say) is skipped.
 func (p *hbProbe) readAck() error {
 	for {
-		hdr := p.buf[:codec.HeaderSize]
-		if _, err := io.ReadFull(p.br, hdr); err != nil {
+		frame, h, err := codec.ReadRaw(p.br, len(p.buf), p.buf[:0])
+		if err != nil {
 			return err
 		}
-		n := int(binary.BigEndian.Uint32(hdr[4:]))
-		if n > len(p.buf) {
-			return fmt.Errorf("frame of %d bytes", n)
+		if !h.Sealed {
+			return fmt.Errorf("unsealed %s from the master", h.Type)
 		}
-		if _, err := io.ReadFull(p.br, p.buf[:n]); err != nil {
+		if err := p.keys.Recv.Open(frame); err != nil {
 			return err
 		}
-		if codec.Type(hdr[3]) == codec.TypeHeartbeatAck {
+		if h.Type == codec.TypeHeartbeatAck {
 			return nil
 		}
 	}

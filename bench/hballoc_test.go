@@ -22,7 +22,7 @@ func BenchmarkMasterHeartbeat(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			b.SetBytes(int64(len(p.batch) / p.per))
+			b.SetBytes(int64(len(p.frame)))
 			b.ResetTimer()
 			if _, err := p.beat(b.N); err != nil {
 				b.Fatal(err)

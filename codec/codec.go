@@ -1,15 +1,21 @@
 // Package codec frames the master⇄worker protocol: an 8-byte header (magic
-// 0x524C, version 1, message type, big-endian u32 body length) followed by a
-// protobuf body. It never trusts a length before checking it against the
-// limit, and it never panics on input: every malformed frame is an error that
-// says what was wrong, so the caller can close the connection with a reason.
+// 0x524C, version 1, message type, big-endian u32 length) followed by a
+// protobuf body and, on a sealed frame (the type byte's high bit set), a
+// 16-byte tag that authenticates the frame under its connection's session
+// key and sequence number (seal.go, keys.go). Every frame after the
+// master's Challenge is sealed.
+//
+// It never trusts a length before checking it against the limit, never
+// panics on input, and never hands out a message of a sealed stream whose
+// tag it has not checked: every malformed or unauthenticated frame is an
+// error that says what was wrong, so the caller can close the connection
+// with a reason.
 package codec
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -20,8 +26,13 @@ const (
 	Magic      uint16 = 0x524C // "RL"
 	Version    uint8  = 1
 	HeaderSize        = 8
-	// DefaultMaxBody is the default limit on a frame body (16 MiB).
+	// DefaultMaxBody is the default limit on a frame's length, body and
+	// tag (16 MiB).
 	DefaultMaxBody = 16 << 20
+	// FlagSealed in the type byte marks a sealed frame: its length counts
+	// a TagSize tag after the body. The tag covers the header, so the flag
+	// cannot be flipped unnoticed.
+	FlagSealed = 0x80
 )
 
 // Type is the message type byte of a frame.
@@ -147,12 +158,32 @@ var (
 	ErrType     = errors.New("unknown message type")
 	ErrTooLarge = errors.New("frame body over the size limit")
 	ErrBody     = errors.New("body does not decode")
+	// ErrTag: a sealed frame whose tag is not its sender's for this
+	// connection and sequence number (forged, changed, replayed, reordered
+	// or sealed with another key), or too short to hold one.
+	ErrTag = errors.New("frame not authenticated")
+	// ErrUnsealed: an unsealed frame (other than Goodbye) after the handshake.
+	ErrUnsealed = errors.New("frame not sealed")
+	// ErrSealed: a sealed frame where no session key is known yet.
+	ErrSealed = errors.New("sealed frame before the handshake")
 )
 
 // Header is a decoded frame header.
 type Header struct {
 	Type   Type
-	Length uint32
+	Length uint32 // the bytes after the header: body, and tag when Sealed
+	Sealed bool
+}
+
+// Size is the whole frame's size, header included.
+func (h Header) Size() int { return HeaderSize + int(h.Length) }
+
+// body returns the body of frame, a whole frame with header h.
+func (h Header) body(frame []byte) []byte {
+	if h.Sealed {
+		return frame[HeaderSize : len(frame)-TagSize]
+	}
+	return frame[HeaderSize:]
 }
 
 // ParseHeader checks the 8 header bytes in b against magic, version, type and
@@ -168,17 +199,21 @@ func ParseHeader(b []byte, maxBody int) (Header, error) {
 	if b[2] != Version {
 		return Header{}, fmt.Errorf("%w: got %d, want %d", ErrVersion, b[2], Version)
 	}
-	t := Type(b[3])
+	t := Type(b[3] &^ FlagSealed)
 	if !t.Valid() {
 		return Header{}, fmt.Errorf("%w: %d", ErrType, b[3])
 	}
+	sealed := b[3]&FlagSealed != 0
 	n := binary.BigEndian.Uint32(b[4:])
 	// A u32 cannot be negative on the wire, but a peer that wrote a negative
 	// int32 shows up here as a length over 2 GiB, which the limit catches.
 	if int64(n) > int64(maxBody) {
 		return Header{}, fmt.Errorf("%w: %d bytes for %s, limit %d", ErrTooLarge, n, t, maxBody)
 	}
-	return Header{Type: t, Length: n}, nil
+	if sealed && n < TagSize {
+		return Header{}, fmt.Errorf("%w: a sealed %s of %d bytes cannot hold its %d-byte tag", ErrTag, t, n, TagSize)
+	}
+	return Header{Type: t, Length: n, Sealed: sealed}, nil
 }
 
 // DecodeBody unmarshals body as a message of type t. The message does not
@@ -194,26 +229,46 @@ func DecodeBody(t Type, body []byte) (proto.Message, error) {
 	return m, nil
 }
 
-// AppendFrame appends the frame for m to dst and returns the extended slice.
+// AppendFrame appends the unsealed frame for m to dst and returns the
+// extended slice. Only a Challenge, and a Goodbye that closes a connection,
+// go out unsealed; everything else goes through a Sealer.
 func AppendFrame(dst []byte, m proto.Message) ([]byte, error) {
+	return appendFrame(dst, m, nil)
+}
+
+// appendFrame appends m's frame to dst, sealed by s unless s is nil.
+func appendFrame(dst []byte, m proto.Message, s *Sealer) ([]byte, error) {
 	t := TypeOf(m)
 	if t == 0 {
 		return dst, fmt.Errorf("BUG: %T is not a protocol message", m)
 	}
+	typ, tag := byte(t), 0
+	if s != nil {
+		typ, tag = typ|FlagSealed, TagSize
+	}
 	start := len(dst)
 	// Sized first, so a fresh frame is one allocation rather than a header
-	// regrown by the body; the marshal then reuses the computed size.
+	// regrown by the body (and the tag); the marshal then reuses the
+	// computed size.
 	size := proto.MarshalOptions{}.Size(m)
-	dst = slices.Grow(dst, HeaderSize+size)
-	dst = append(dst, byte(Magic>>8), byte(Magic&0xFF), Version, byte(t), 0, 0, 0, 0)
+	if need := HeaderSize + size + tag; cap(dst)-len(dst) < need {
+		// Not slices.Grow: under -race it allocates twice.
+		grown := make([]byte, len(dst), len(dst)+need)
+		copy(grown, dst)
+		dst = grown
+	}
+	dst = append(dst, byte(Magic>>8), byte(Magic&0xFF), Version, typ, 0, 0, 0, 0)
 	dst, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(dst, m)
 	if err != nil {
 		return dst[:start], fmt.Errorf("cannot encode %s: %w", t, err)
 	}
-	n := len(dst) - start - HeaderSize
+	n := len(dst) - start - HeaderSize + tag
 	if n > DefaultMaxBody {
 		return dst[:start], fmt.Errorf("cannot encode %s: %w: %d bytes", t, ErrTooLarge, n)
 	}
 	binary.BigEndian.PutUint32(dst[start+4:], uint32(n))
+	if s != nil {
+		dst = s.seal(dst, start)
+	}
 	return dst, nil
 }

@@ -14,7 +14,7 @@ import (
 func sample() []proto.Message {
 	return []proto.Message{
 		&pb.Challenge{Nonce: []byte("0123456789abcdef"), MasterId: "m1"},
-		&pb.Hello{WorkerId: "w1", Proof: []byte{1, 2, 3}, Host: "h", Slots: 2, Gpus: []*pb.GPU{{Index: 0, Name: "A100", MemoryMb: 40000}},
+		&pb.Hello{WorkerId: "w1", Nonce: []byte("fedcba9876543210"), Host: "h", Slots: 2, Gpus: []*pb.GPU{{Index: 0, Name: "A100", MemoryMb: 40000}},
 			Runs: []*pb.RunRef{{TaskId: "t1", Attempt: 1, Fence: 7, AckedLogOffset: 99}}},
 		&pb.Heartbeat{Seq: 3},
 		&pb.LogData{TaskId: "t1", Attempt: 1, Fence: 7, Offset: 10, Data: []byte("hello\n")},
@@ -37,7 +37,7 @@ func TestRoundTripByteByByte(t *testing.T) {
 	for i := range stream {
 		in.feed(stream[i : i+1])
 		for {
-			m, err := NextFrom(&in, DefaultMaxBody)
+			m, err := NextFrom(&in, DefaultMaxBody, nil)
 			if err != nil {
 				t.Fatalf("byte %d: %v", i, err)
 			}
@@ -65,19 +65,19 @@ func TestRoundTripByteByByte(t *testing.T) {
 // there: the master never buffers a frame it would refuse.
 func TestNextRefusesTheLengthBeforeTheBody(t *testing.T) {
 	hdr := []byte{0x52, 0x4C, 1, byte(TypeHello), 0, 0, 0x10, 0}
-	if _, n, err := Next(hdr, 1024); !errors.Is(err, ErrTooLarge) || n != 0 {
+	if _, n, err := Next(hdr, 1024, nil); !errors.Is(err, ErrTooLarge) || n != 0 {
 		t.Fatalf("Next: n=%d err=%v, want ErrTooLarge", n, err)
 	}
 	var in inbound
 	in.feed(hdr)
-	if _, err := NextFrom(&in, 1024); !errors.Is(err, ErrTooLarge) {
+	if _, err := NextFrom(&in, 1024, nil); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("NextFrom: %v, want ErrTooLarge", err)
 	}
-	if _, _, err := ReadFrame(bufioReader(bytes.NewReader(hdr)), 1024, nil); !errors.Is(err, ErrTooLarge) {
+	if _, _, err := ReadFrame(bufioReader(bytes.NewReader(hdr)), 1024, nil, nil); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("ReadFrame: %v, want ErrTooLarge", err)
 	}
 	// Within the limit, the same header waits for its body.
-	if m, n, err := Next(hdr, DefaultMaxBody); m != nil || n != 0 || err != nil {
+	if m, n, err := Next(hdr, DefaultMaxBody, nil); m != nil || n != 0 || err != nil {
 		t.Fatalf("Next within the limit: %v %d %v, want need more", m, n, err)
 	}
 }
@@ -85,12 +85,12 @@ func TestNextRefusesTheLengthBeforeTheBody(t *testing.T) {
 func TestNextConsumesOneFrame(t *testing.T) {
 	a, _ := AppendFrame(nil, &pb.Heartbeat{Seq: 1})
 	both, _ := AppendFrame(append([]byte(nil), a...), &pb.Goodbye{})
-	m, n, err := Next(both, DefaultMaxBody)
+	m, n, err := Next(both, DefaultMaxBody, nil)
 	if err != nil || n != len(a) || m.(*pb.Heartbeat).Seq != 1 {
 		t.Fatalf("got %v %d %v, want the heartbeat of %d bytes", m, n, err, len(a))
 	}
 	// An empty body is a whole frame of just the header.
-	m, n, err = Next(both[n:], DefaultMaxBody)
+	m, n, err = Next(both[n:], DefaultMaxBody, nil)
 	if _, ok := m.(*pb.Goodbye); !ok || n != HeaderSize || err != nil {
 		t.Fatalf("got %v %d %v, want a Goodbye of %d bytes", m, n, err, HeaderSize)
 	}
@@ -115,13 +115,16 @@ func TestBadHeaders(t *testing.T) {
 	f(hdr(Magic, 2, 2, 10), ErrVersion)
 	f(hdr(Magic, 1, 0, 10), ErrType)
 	f(hdr(Magic, 1, 200, 10), ErrType)
+	f(hdr(Magic, 1, FlagSealed, 20), ErrType)         // the flag alone names no type
+	f(hdr(Magic, 1, FlagSealed|2, TagSize-1), ErrTag) // no room for the tag
+	f(hdr(Magic, 1, FlagSealed|2, DefaultMaxBody+1), ErrTooLarge)
 	f(hdr(Magic, 1, 2, DefaultMaxBody+1), ErrTooLarge)
 	f(hdr(Magic, 1, 2, 0xFFFFFFFF), ErrTooLarge) // -1 as int32
 }
 
 func TestBodyDoesNotDecode(t *testing.T) {
 	frame := []byte{0x52, 0x4C, 1, byte(TypeHello), 0, 0, 0, 3, 0xFF, 0xFF, 0xFF}
-	if _, _, err := Next(frame, DefaultMaxBody); !errors.Is(err, ErrBody) {
+	if _, _, err := Next(frame, DefaultMaxBody, nil); !errors.Is(err, ErrBody) {
 		t.Fatalf("got %v, want ErrBody", err)
 	}
 }
@@ -136,7 +139,7 @@ func TestReadFrame(t *testing.T) {
 	for i, want := range sample() {
 		var m proto.Message
 		var err error
-		m, buf, err = ReadFrame(r, DefaultMaxBody, buf)
+		m, buf, err = ReadFrame(r, DefaultMaxBody, buf, nil)
 		if err != nil || !proto.Equal(m, want) {
 			t.Fatalf("frame %d: %v %v", i, m, err)
 		}
@@ -158,7 +161,7 @@ func BenchmarkDecodeHeartbeat(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(frame)))
 	for b.Loop() {
-		if _, n, err := Next(frame, DefaultMaxBody); err != nil || n != len(frame) {
+		if _, n, err := Next(frame, DefaultMaxBody, nil); err != nil || n != len(frame) {
 			b.Fatal(n, err)
 		}
 	}

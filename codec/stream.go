@@ -9,27 +9,39 @@ import (
 )
 
 // ReadFrame reads one frame from r (a blocking reader such as a worker's
-// net.Conn wrapped in bufio) and decodes it with Next. The header is checked
-// before the body is read. buf is scratch space reused between calls.
-func ReadFrame(r *bufio.Reader, maxBody int, buf []byte) (proto.Message, []byte, error) {
+// net.Conn wrapped in bufio) and decodes it with Next (o as there). The
+// header is checked before the body is read. buf is scratch space reused
+// between calls.
+func ReadFrame(r *bufio.Reader, maxBody int, buf []byte, o *Opener) (proto.Message, []byte, error) {
+	frame, _, err := ReadRaw(r, maxBody, buf)
+	if err != nil {
+		return nil, frame, err
+	}
+	m, _, err := Next(frame, maxBody, o)
+	return m, frame, err
+}
+
+// ReadRaw reads one whole frame from r into buf (grown when too small) and
+// returns it with its header, checked before the body is read.
+func ReadRaw(r *bufio.Reader, maxBody int, buf []byte) ([]byte, Header, error) {
 	hdr, err := r.Peek(HeaderSize)
 	if err != nil {
 		if len(hdr) > 0 && err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, buf, err
+		return buf, Header{}, err
 	}
-	if _, _, err := Next(hdr, maxBody); err != nil {
-		return nil, buf, err
+	h, err := ParseHeader(hdr, maxBody)
+	if err != nil {
+		return buf, Header{}, err
 	}
-	size := frameSize(hdr)
+	size := h.Size()
 	if cap(buf) < size {
 		buf = make([]byte, size)
 	}
 	buf = buf[:size]
 	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, buf, fmt.Errorf("cannot read a %s frame of %d bytes: %w", Type(buf[3]), size, err)
+		return buf, Header{}, fmt.Errorf("cannot read a %s frame of %d bytes: %w", h.Type, size, err)
 	}
-	m, _, err := Next(buf, maxBody)
-	return m, buf, err
+	return buf, h, nil
 }

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -34,7 +33,7 @@ func TestShortFramesBeforeHello(t *testing.T) {
 	h := newClockedHarness(t, func(c *Config) { c.MaxHelloFrame = 1024 })
 	p := dial(t, h.m.Addr())
 	big := &pb.Hello{WorkerId: "w-big", Host: strings.Repeat("h", 2000)}
-	frame := mustFrame(t, big)
+	frame := p.frame(big)
 	if _, err := p.c.Write(frame[:codec.HeaderSize]); err != nil { // the header alone
 		t.Fatal(err)
 	}
@@ -61,7 +60,7 @@ func TestFullShardClosesTheWorker(t *testing.T) {
 	sh.push(func() { <-block }) // the shard is busy: nothing drains
 	var burst []byte
 	for i := range 10 {
-		burst = append(burst, mustFrame(t, &pb.TaskFinished{TaskId: "r-unknown", Attempt: 1, Fence: uint64(i + 1)})...)
+		burst = append(burst, p.frame(&pb.TaskFinished{TaskId: "r-unknown", Attempt: 1, Fence: uint64(i + 1)})...)
 	}
 	if _, err := p.c.Write(burst); err != nil {
 		t.Fatal(err)
@@ -85,18 +84,23 @@ func TestSlowConsumerIsClosed(t *testing.T) {
 	p.hello("w-slow", 1, 0)
 	// Every stale LogData is answered with a LogAck "fenced": the worker
 	// sends them and never reads.
+	// Each frame is sealed anew (a frame sent twice would be a replay),
+	// and a chunk cut short by the write deadline is resent from where
+	// the socket stopped taking it.
 	id := strings.Repeat("r", 64)
-	var chunk bytes.Buffer
-	for chunk.Len() < 256<<10 {
-		chunk.Write(mustFrame(t, &pb.LogData{TaskId: id, Attempt: 1, Fence: 7}))
-	}
+	var chunk []byte
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(h.logs.String(), "slow consumer") {
 		if time.Now().After(deadline) {
 			t.Fatalf("not closed as a slow consumer:\n%s", h.logs.String())
 		}
+		for len(chunk) < 256<<10 {
+			chunk = append(chunk, p.frame(&pb.LogData{TaskId: id, Attempt: 1, Fence: 7})...)
+		}
 		_ = p.c.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := p.c.Write(chunk.Bytes()); err != nil {
+		n, err := p.c.Write(chunk)
+		chunk = chunk[n:]
+		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue

@@ -27,7 +27,7 @@ import (
 	"github.com/rlsched/rlsched/logpipe"
 )
 
-var token = []byte("test-join-token")
+var token = []byte("dispatch-test-join-token")
 
 type harness struct {
 	m     *Master
@@ -126,13 +126,17 @@ func (h *harness) task(t *testing.T, id string) core.Task {
 	return task
 }
 
-// peer is a protocol-level fake worker on a real socket.
+// peer is a protocol-level fake worker on a real socket. Its Hello is
+// sealed with key (nil: its id's key under token), and so is every frame it
+// sends after that; every frame it reads after its Hello is checked.
 type peer struct {
-	t     *testing.T
-	c     net.Conn
-	r     *bufio.Reader
-	nonce []byte
-	buf   []byte
+	t    *testing.T
+	c    net.Conn
+	r    *bufio.Reader
+	ch   *pb.Challenge
+	key  []byte
+	keys codec.Session // set by the Hello
+	buf  []byte
 }
 
 func dial(t *testing.T, addr string) *peer {
@@ -143,25 +147,45 @@ func dial(t *testing.T, addr string) *peer {
 	}
 	t.Cleanup(func() { c.Close() })
 	p := &peer{t: t, c: c, r: bufio.NewReader(c)}
-	ch := p.expect(&pb.Challenge{}).(*pb.Challenge)
-	p.nonce = ch.Nonce
+	p.ch = p.expect(&pb.Challenge{}).(*pb.Challenge)
 	return p
+}
+
+// frame encodes m as the peer's next frame: a Hello sealed as the first of
+// its session, anything after it sealed in that session, anything before
+// it unsealed.
+func (p *peer) frame(m proto.Message) []byte {
+	p.t.Helper()
+	var b []byte
+	var err error
+	switch h, hello := m.(*pb.Hello); {
+	case hello:
+		key := p.key
+		if key == nil {
+			key = codec.WorkerKey(token, h.WorkerId)
+		}
+		b, p.keys, err = codec.WorkerHello(nil, key, p.ch, h)
+	case p.keys.Send != nil:
+		b, err = p.keys.Send.AppendFrame(nil, m)
+	default:
+		b, err = codec.AppendFrame(nil, m)
+	}
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return b
 }
 
 func (p *peer) send(m proto.Message) {
 	p.t.Helper()
-	b, err := codec.AppendFrame(nil, m)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	if _, err := p.c.Write(b); err != nil {
+	if _, err := p.c.Write(p.frame(m)); err != nil {
 		p.t.Fatal(err)
 	}
 }
 
 func (p *peer) read() (proto.Message, error) {
 	_ = p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	m, buf, err := codec.ReadFrame(p.r, codec.DefaultMaxBody, p.buf)
+	m, buf, err := codec.ReadFrame(p.r, codec.DefaultMaxBody, p.buf, p.keys.Recv)
 	p.buf = buf
 	return m, err
 }
@@ -185,7 +209,7 @@ func (p *peer) expect(want proto.Message) proto.Message {
 
 func (p *peer) hello(id string, slots int32, gpus int, runs ...*pb.RunRef) *pb.HelloAck {
 	p.t.Helper()
-	h := &pb.Hello{WorkerId: id, Proof: codec.JoinProof(token, p.nonce, id), Host: "test", Slots: slots, Runs: runs}
+	h := &pb.Hello{WorkerId: id, Host: "test", Slots: slots, Runs: runs}
 	for i := 0; i < gpus; i++ {
 		h.Gpus = append(h.Gpus, &pb.GPU{Index: int32(i), Name: "gpu"})
 	}
@@ -278,22 +302,33 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 		binary.BigEndian.PutUint32(b[4:], n)
 		return b
 	}
-	cases := map[string][]byte{
-		"http":         []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
-		"version":      hdr(codec.Magic, 9, byte(codec.TypeHello), 0),
-		"unknown type": hdr(codec.Magic, 1, 99, 0),
-		"huge length":  hdr(codec.Magic, 1, byte(codec.TypeHello), 0xFFFFFFFF),
-		"bad body":     append(hdr(codec.Magic, 1, byte(codec.TypeHello), 3), 0xFF, 0xFF, 0xFF),
-		"not hello":    mustFrame(t, &pb.Heartbeat{Seq: 1}),
-		"wrong token":  mustFrame(t, &pb.Hello{WorkerId: "w", Proof: []byte("nope")}),
-		"bad id":       mustFrame(t, &pb.Hello{WorkerId: "../etc", Proof: []byte("nope")}),
+	// sealed is a Hello sealed by a peer with key (nil: the right one).
+	sealed := func(key []byte, hello *pb.Hello) func(*peer) []byte {
+		return func(p *peer) []byte {
+			p.key = key
+			return p.frame(hello)
+		}
+	}
+	raw := func(b []byte) func(*peer) []byte { return func(*peer) []byte { return b } }
+	cases := map[string]func(*peer) []byte{
+		"http":          raw([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")),
+		"version":       raw(hdr(codec.Magic, 9, byte(codec.TypeHello), 0)),
+		"unknown type":  raw(hdr(codec.Magic, 1, 99, 0)),
+		"huge length":   raw(hdr(codec.Magic, 1, byte(codec.TypeHello), 0xFFFFFFFF)),
+		"bad body":      raw(append(hdr(codec.Magic, 1, byte(codec.TypeHello)|codec.FlagSealed, 3+codec.TagSize), make([]byte, 3+codec.TagSize)...)),
+		"not hello":     func(p *peer) []byte { return p.frame(&pb.Heartbeat{Seq: 1}) },
+		"unsealed":      raw(func() []byte { b, _ := codec.AppendFrame(nil, &pb.Hello{WorkerId: "w"}); return b }()),
+		"wrong token":   sealed(codec.WorkerKey([]byte("not-the-join-token"), "w"), &pb.Hello{WorkerId: "w"}),
+		"another's key": sealed(codec.WorkerKey(token, "w-other"), &pb.Hello{WorkerId: "w"}),
+		"bad id":        sealed(codec.WorkerKey(token, "../etc"), &pb.Hello{WorkerId: "../etc"}),
 	}
 	for name, input := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := dial(t, h.m.Addr())
-			if _, err := p.c.Write(input); err != nil {
+			if _, err := p.c.Write(input(p)); err != nil {
 				t.Fatal(err)
 			}
+			p.keys = codec.Session{} // the master's refusal is not sealed
 			for {
 				m, err := p.read()
 				if err == io.EOF || (err != nil && strings.Contains(err.Error(), "reset")) {
@@ -309,7 +344,8 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 		})
 	}
 	out := h.logs.String()
-	for _, want := range []string{"bad magic", "over the size limit", "does not decode", "before Hello", "join token proof", "invalid worker id"} {
+	for _, want := range []string{"bad magic", "over the size limit", "does not decode", "Heartbeat before Hello",
+		"the Hello is not sealed", `the Hello of worker \"w\" is not sealed with that worker's key`, "invalid worker id"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("master log lacks %q", want)
 		}
@@ -317,14 +353,6 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 	// The master still serves good workers.
 	p := dial(t, h.m.Addr())
 	p.hello("good", 1, 0)
-}
-
-func mustFrame(t *testing.T, m proto.Message) []byte {
-	b, err := codec.AppendFrame(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func TestLostRunIsRequeuedThenFailed(t *testing.T) {

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"testing"
 
-	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 )
 
@@ -17,10 +16,7 @@ func TestHeartbeatsCoalesceAndTheNewestIsAcked(t *testing.T) {
 	const n = 2000
 	var burst []byte
 	for seq := uint64(1); seq <= n; seq++ {
-		var err error
-		if burst, err = codec.AppendFrame(burst, &pb.Heartbeat{Seq: seq}); err != nil {
-			t.Fatal(err)
-		}
+		burst = append(burst, p.frame(&pb.Heartbeat{Seq: seq})...)
 	}
 	if _, err := p.c.Write(burst); err != nil {
 		t.Fatal(err)

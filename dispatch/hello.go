@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"crypto/hmac"
 	"errors"
 	"fmt"
 	"time"
@@ -17,14 +16,17 @@ import (
 // the master warns and stops using the worker's timestamps.
 const maxClockSkew = 5 * time.Second
 
-func (m *Master) verifyHello(nonce []byte, h *pb.Hello) error {
-	if !core.ValidWorkerID(h.WorkerId) {
-		return fmt.Errorf("invalid worker id %q", h.WorkerId)
+// workerKey is the key of a worker id this master admits (codec.AcceptHello's
+// keyFor): derived from the join token, so the master keeps no table of
+// keys, and refused for an id outside WORKER_IDS when that is set.
+func (m *Master) workerKey(id string) ([]byte, error) {
+	if !core.ValidWorkerID(id) {
+		return nil, fmt.Errorf("invalid worker id %q", id)
 	}
-	if !hmac.Equal(h.Proof, codec.JoinProof(m.cfg.JoinToken, nonce, h.WorkerId)) {
-		return fmt.Errorf("join token proof of worker %q does not match: check WORKER_JOIN_TOKEN", h.WorkerId)
+	if m.cfg.allowed != nil && !m.cfg.allowed[id] {
+		return nil, fmt.Errorf("worker id %q is not in this master's WORKER_IDS: add it there to admit it", id)
 	}
-	return nil
+	return codec.WorkerKey(m.cfg.JoinToken, id), nil
 }
 
 // checkSkew compares the send time of a Hello, read at now, with the

@@ -7,16 +7,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 )
 
-// join sends h (its proof filled in) and returns the master's answer: a
-// HelloAck or a Goodbye.
+// join sends h and returns the master's answer: a HelloAck or a Goodbye.
 func (p *peer) join(h *pb.Hello) proto.Message {
 	p.t.Helper()
-	h.Proof = codec.JoinProof(token, p.nonce, h.WorkerId)
 	p.send(h)
 	for {
 		m, err := p.read()

@@ -30,9 +30,12 @@ import (
 
 // Config of a master's dispatcher.
 type Config struct {
-	Addr              string // RPC listen address, host:port; port 0 picks a free one
-	MasterID          string
-	JoinToken         []byte
+	Addr      string // RPC listen address, host:port; port 0 picks a free one
+	MasterID  string
+	JoinToken []byte // at least codec.MinJoinToken bytes; every worker's key derives from it
+	// WorkerIDs, when not empty, are the only worker ids admitted
+	// (WORKER_IDS); a Hello naming another is refused with a logged reason.
+	WorkerIDs         []string
 	HeartbeatInterval time.Duration // told to workers; default 10s
 	HeartbeatTTL      time.Duration // a session silent this long is closed; default 3 intervals
 	LeaseTTL          time.Duration // run lease as workers are told; held for longer (leaseHold); default 2 min
@@ -80,11 +83,23 @@ type Config struct {
 	// and it acks them. Required; the caller owns it (closes it after Stop).
 	Logs   *logpipe.Writer
 	Logger zerolog.Logger
+
+	allowed map[string]bool // WorkerIDs as a set (defaults); nil: any id
 }
 
 func (c *Config) defaults() error {
-	if len(c.JoinToken) == 0 {
-		return errors.New("a worker join token is required (WORKER_JOIN_TOKEN)")
+	if err := codec.CheckJoinToken(string(c.JoinToken)); err != nil {
+		return fmt.Errorf("WORKER_JOIN_TOKEN: %w", err)
+	}
+	c.allowed = nil
+	if len(c.WorkerIDs) > 0 {
+		c.allowed = make(map[string]bool, len(c.WorkerIDs))
+		for _, id := range c.WorkerIDs {
+			if !core.ValidWorkerID(id) {
+				return fmt.Errorf("WORKER_IDS: %q is not a worker id ([A-Za-z0-9_-]{1,64})", id)
+			}
+			c.allowed[id] = true
+		}
 	}
 	if c.MasterID == "" {
 		return errors.New("a master id is required")

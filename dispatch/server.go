@@ -26,13 +26,14 @@ type server struct {
 }
 
 // conn is the per-connection state kept in gnet's Conn context. Only the
-// connection's event loop touches nonce, hello and sess (set once the Hello
-// is verified); the reaper reads c and opened of connections still
-// waiting for their Hello (Master.pending).
+// connection's event loop touches nonce, hello, open and sess (set once
+// the Hello's seal is verified); the reaper reads c and opened of
+// connections still waiting for their Hello (Master.pending).
 type conn struct {
 	c      gnet.Conn
-	nonce  [16]byte
+	nonce  [codec.NonceSize]byte
 	hello  bool
+	open   *codec.Opener // checks every frame after the Hello
 	sess   *session
 	opened time.Time
 }
@@ -87,26 +88,30 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 
 // OnTraffic parses every complete frame in the inbound buffer with
 // codec.NextFrom (Peek → Next → Discard): the header's length is checked
-// against the limit before the body is waited for, and the body is decoded
-// (copied out of gnet's buffer) before it is discarded.
+// against the limit before the body is waited for, the tag is checked
+// before the body is decoded, and the body is decoded (copied out of gnet's
+// buffer) before it is discarded. The first frame is the Hello (accept).
 func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 	cc, _ := c.Context().(*conn)
 	if cc == nil {
 		return gnet.Close
 	}
 	for {
-		limit := s.m.cfg.MaxFrame
 		if !cc.hello {
-			limit = s.m.cfg.MaxHelloFrame
+			joined, act := s.accept(cc)
+			if !joined {
+				return act
+			}
+			continue
 		}
-		msg, err := codec.NextFrom(c, limit)
+		msg, err := codec.NextFrom(c, s.m.cfg.MaxFrame, cc.open)
 		if err != nil {
 			what := "bad frame header"
-			if errors.Is(err, codec.ErrBody) {
+			switch {
+			case errors.Is(err, codec.ErrTag), errors.Is(err, codec.ErrUnsealed):
+				what = "frame not authenticated"
+			case errors.Is(err, codec.ErrBody):
 				what = "bad frame body"
-			}
-			if !cc.hello && errors.Is(err, codec.ErrTooLarge) {
-				err = fmt.Errorf("%w, the limit before a Hello", err)
 			}
 			return s.refuse(cc, what, err)
 		}
@@ -117,6 +122,53 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 			return act
 		}
 	}
+}
+
+// accept reads a connection's first frame, which must be a Hello sealed
+// with the key of the worker id it names (codec.AcceptHello), and starts
+// the session. joined is false while the Hello is not all there (act
+// None) and when it is refused (act Close).
+func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
+	frame, h, err := codec.PeekFrame(cc.c, s.m.cfg.MaxHelloFrame)
+	if err != nil {
+		if errors.Is(err, codec.ErrTooLarge) {
+			err = fmt.Errorf("%w, the limit before a Hello", err)
+		}
+		return false, s.refuse(cc, "bad frame header", err)
+	}
+	if frame == nil {
+		return false, gnet.None // need more bytes
+	}
+	if h.Type != codec.TypeHello {
+		return false, s.refuse(cc, "protocol error", fmt.Errorf("%s before Hello", h.Type))
+	}
+	hello, keys, err := codec.AcceptHello(frame, cc.nonce[:], s.m.cfg.MasterID, s.m.workerKey)
+	if err != nil {
+		what := "worker refused"
+		switch {
+		case errors.Is(err, codec.ErrBody):
+			what = "bad frame body"
+		case errors.Is(err, codec.ErrTag):
+			err = fmt.Errorf("%w: give the worker this master's join token (WORKER_JOIN_TOKEN) or the key `rlsched worker-key` prints for its id", err)
+		}
+		return false, s.refuse(cc, what, err)
+	}
+	if _, err := cc.c.Discard(len(frame)); err != nil {
+		return false, s.refuse(cc, "protocol error", fmt.Errorf("cannot discard the Hello: %w", err))
+	}
+	now := s.m.now()
+	cc.hello, cc.open = true, keys.Recv
+	s.m.pending.Delete(cc)
+	sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
+		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId)}
+	sess.lastSeen.Store(now.UnixNano())
+	s.m.checkSkew(sess, hello, now)
+	cc.sess = sess
+	s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
+	if act := s.admit(sess, false, func() { s.m.onHello(sess, hello) }); act != gnet.None {
+		return false, act
+	}
+	return true, gnet.None
 }
 
 // refuse logs why a connection is closed and tells the peer, best effort.
@@ -132,26 +184,9 @@ func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
 	return gnet.Close
 }
 
+// handle acts on one authenticated frame of a joined worker.
 func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 	now := s.m.now()
-	if !cc.hello {
-		hello, ok := msg.(*pb.Hello)
-		if !ok {
-			return s.refuse(cc, "protocol error", fmt.Errorf("%T before Hello", msg))
-		}
-		if err := s.m.verifyHello(cc.nonce[:], hello); err != nil {
-			return s.refuse(cc, "worker refused", err)
-		}
-		cc.hello = true
-		s.m.pending.Delete(cc)
-		sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
-			remote: addrString(cc.c.RemoteAddr()), c: cc.c, shard: s.m.shardFor(hello.WorkerId)}
-		sess.lastSeen.Store(now.UnixNano())
-		s.m.checkSkew(sess, hello, now)
-		cc.sess = sess
-		s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
-		return s.admit(sess, false, func() { s.m.onHello(sess, hello) })
-	}
 	sess := cc.sess
 	sess.lastSeen.Store(now.UnixNano())
 	switch msg := msg.(type) {

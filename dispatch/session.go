@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
@@ -15,7 +16,7 @@ import (
 )
 
 // session is a verified worker connection. It is made by the connection's
-// event loop when the Hello's proof checks out, and registered by the
+// event loop when the Hello's seal checks out, and registered by the
 // worker's shard (registry.join).
 type session struct {
 	m        *Master
@@ -26,6 +27,10 @@ type session struct {
 	c        gnet.Conn
 	shard    *shard
 	closed   atomic.Bool
+	// sendMu orders what send seals and queues: frames reach the worker in
+	// the order of their sequence numbers. It guards seal.
+	sendMu sync.Mutex
+	seal   *codec.Sealer
 	// closeReason says why the master closed the connection (closeFor),
 	// for the disconnect's log line.
 	closeReason atomic.Pointer[string]
@@ -74,12 +79,18 @@ func (s *session) closeFor(reason string) bool {
 	return first
 }
 
-// send encodes m and queues it on the connection. Safe from any goroutine.
+// send seals m and queues it on the connection. Safe from any goroutine.
+// Seal and queue happen under sendMu: gnet runs a connection's async writes
+// in the order they were queued, so the worker gets the frames in the order
+// of their sequence numbers. Each frame is a buffer of its own, which gnet
+// keeps until the socket took it.
 func (s *session) send(m proto.Message) error {
 	if s.closed.Load() {
 		return net.ErrClosed
 	}
-	buf, err := codec.AppendFrame(nil, m)
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	buf, err := s.seal.AppendFrame(nil, m)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ var notBuilt = map[string]string{
 
 // secretNames must come from an EnvironmentFile or a token file, never a
 // unit's Environment= or a command line.
-var secretNames = []string{"JWT_SECRET", "WORKER_JOIN_TOKEN", "GATEWAY_SHARED_SECRET", "NACOS_PASSWORD", "MYSQL_DSN"}
+var secretNames = []string{"JWT_SECRET", "WORKER_JOIN_TOKEN", "WORKER_KEY", "GATEWAY_SHARED_SECRET", "NACOS_PASSWORD", "MYSQL_DSN"}
 
 // block is a fenced code block of deploy.md; path is the file it shows
 // when its first line is a comment naming one ("# /etc/...").

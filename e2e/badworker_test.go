@@ -109,7 +109,8 @@ func TestBadWorkersRefused(t *testing.T) {
 	}{
 		{"http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), "bad frame header"},
 		{"huge length", header(codec.Magic, codec.Version, codec.TypeHello, 0xFFFFFFFF), "bad frame header"},
-		{"undecodable Hello", append(header(codec.Magic, codec.Version, codec.TypeHello, 3), 0xFF, 0xFF, 0xFF), "bad frame body"},
+		{"undecodable Hello", append(header(codec.Magic, codec.Version, codec.TypeHello|codec.FlagSealed, 3+codec.TagSize), make([]byte, 3+codec.TagSize)...), "bad frame body"},
+		{"unsealed Hello", append(header(codec.Magic, codec.Version, codec.TypeHello, 4), 0x0A, 0x02, 'w', '1'), "worker refused"},
 		{"wrong version", header(codec.Magic, 2, codec.TypeHello, 0), "bad frame header"},
 		{"unknown type", header(codec.Magic, codec.Version, 0xEE, 0), "bad frame header"},
 		{"heartbeat before Hello", header(codec.Magic, codec.Version, codec.TypeHeartbeat, 0), "protocol error"},

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/cluster"
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
@@ -82,9 +83,12 @@ type Config struct {
 	RunMaxLogBytes     int64  // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
 	RunMaxMetricPoints int    // RUN_MAX_METRIC_POINTS: a run's stored metric points at most (0: the default, < 0: none)
 
-	// JWTSecret (JWT_SECRET, at least 16 bytes) and JoinToken
-	// (WORKER_JOIN_TOKEN) are required; only `rlsched up` generates them.
+	// JWTSecret (JWT_SECRET) and JoinToken (WORKER_JOIN_TOKEN), at least
+	// 16 bytes each, are required; only `rlsched up` generates them.
 	JWTSecret, JoinToken string
+	// WorkerIDs (WORKER_IDS), when not empty, are the only worker ids the
+	// master admits; others are refused with a logged reason.
+	WorkerIDs []string
 
 	Gateway Gateway // trust in the gateway and registration in Nacos (gateway.go)
 	Logger  zerolog.Logger
@@ -185,7 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("cannot listen for REST on port %d: %w", cfg.MasterPort, err)
 	}
 	dcfg := dispatch.Config{
-		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken),
+		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken), WorkerIDs: cfg.WorkerIDs,
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
 		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics,
@@ -245,8 +249,12 @@ func (c *Config) defaults() error {
 		return errors.New("JWT_SECRET is too short: use at least 16 bytes")
 	}
 	if c.JoinToken == "" {
-		return errors.New("WORKER_JOIN_TOKEN is not set: give the master and its workers the same secret token")
+		return errors.New("WORKER_JOIN_TOKEN is not set: give the master a secret of at least 16 bytes, and its workers the same token or their own keys (rlsched worker-key ID)")
 	}
+	if err := codec.CheckJoinToken(c.JoinToken); err != nil {
+		return fmt.Errorf("WORKER_JOIN_TOKEN: %w", err)
+	}
+
 	if c.DataDir == "" {
 		return errors.New("no data dir given (RLSCHED_DATA_DIR)")
 	}

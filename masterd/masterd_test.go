@@ -222,6 +222,8 @@ func TestStart_Refuses(t *testing.T) {
 	f(Config{JoinToken: joinToken}, "JWT_SECRET")
 	f(Config{JWTSecret: "short", JoinToken: joinToken}, "JWT_SECRET is too short")
 	f(Config{JWTSecret: "masterd-test-jwt-secret-0123456789"}, "WORKER_JOIN_TOKEN")
+	f(Config{JWTSecret: "masterd-test-jwt-secret-0123456789", JoinToken: "s3cret"}, "WORKER_JOIN_TOKEN: the join token is 6 bytes long, shorter than 16")
+	f(Config{JWTSecret: "masterd-test-jwt-secret-0123456789", JoinToken: joinToken, WorkerIDs: []string{"w1", "../x"}}, `WORKER_IDS: "../x" is not a worker id`)
 	f(Config{JWTSecret: "masterd-test-jwt-secret-0123456789", JoinToken: joinToken, RedisAddr: "127.0.0.1:1", RedisPrefix: "bad prefix"}, "REDIS_PREFIX")
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
 )
 
@@ -23,13 +24,17 @@ type GPU struct {
 type Config struct {
 	// ID names the worker to the master: [A-Za-z0-9_-]{1,64}. Default: the
 	// host name, a dash and a short random suffix kept in DataDir
-	// (myhost-3f9a2c), so each data dir is one identity.
+	// (myhost-3f9a2c), so each data dir is one identity; required with Key.
 	ID string
 	// Masters are host:port RPC addresses, tried in order; on failure the
 	// worker fails over to the next one. Required.
 	Masters []string
-	// JoinToken is the shared secret proven in Hello. Required.
+	// JoinToken is the farm's shared secret, from which the worker derives
+	// its own key (codec.WorkerKey); at least codec.MinJoinToken bytes.
+	// Key instead is that key alone (`rlsched worker-key ID`), so that the
+	// machine never holds the farm's token. Exactly one of them is required.
 	JoinToken string
+	Key       []byte
 	// Host is reported to the master; default os.Hostname().
 	Host string
 	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>), the
@@ -86,8 +91,22 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Masters) == 0 {
 		return c, errors.New("cannot start worker: no master address given; pass at least one host:port")
 	}
-	if c.JoinToken == "" {
-		return c, errors.New("cannot start worker: empty join token; pass the master's join token")
+	switch {
+	case c.JoinToken != "" && c.Key != nil:
+		return c, errors.New("cannot start worker: given both a join token and a worker key; give one")
+	case c.Key != nil:
+		if len(c.Key) != codec.WorkerKeySize {
+			return c, fmt.Errorf("cannot start worker: a worker key of %d bytes, want %d (as `rlsched worker-key ID` prints it, in hex)", len(c.Key), codec.WorkerKeySize)
+		}
+		if c.ID == "" {
+			return c, errors.New("cannot start worker: a worker key is the key of one worker id: pass that id (--id)")
+		}
+	case c.JoinToken == "":
+		return c, errors.New("cannot start worker: no join token or worker key; give the master's join token or this worker's key (rlsched worker-key ID)")
+	default:
+		if err := codec.CheckJoinToken(c.JoinToken); err != nil {
+			return c, fmt.Errorf("cannot start worker: %w", err)
+		}
 	}
 	if c.DataDir == "" {
 		return c, errors.New("cannot start worker: empty data dir")

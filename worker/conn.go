@@ -24,6 +24,11 @@ const (
 // errRefused wraps a Goodbye from the master.
 var errRefused = errors.New("master refused the worker")
 
+// errImpostor: the peer did not answer the Hello with a HelloAck sealed
+// under this worker's key, so it may be anyone that can take the master's
+// address; the worker obeys nothing it says.
+var errImpostor = errors.New("failed to prove it knows this worker's key")
+
 // connectLoop keeps the worker joined until ctx is done: it dials the
 // masters in order, failing over to the next on any failure, with backoff
 // (100 ms doubling to 5 s, ±20%) between attempts. After a joined session
@@ -49,6 +54,10 @@ func (a *agent) connectLoop(ctx context.Context) {
 			i++
 			a.log.Error().Err(err).Str("master", addr).
 				Msg("master refused this worker; check the join token and worker id (retrying with backoff)")
+		case errors.Is(err, errImpostor):
+			i++
+			a.log.Error().Err(err).Str("master", addr).
+				Msgf("master at %s failed to prove it knows this worker's key; nothing it sent is obeyed: check that the address is the master's, and that the master has the join token this worker's key derives from (retrying with backoff)", addr)
 		default:
 			i++
 			a.log.Warn().Err(err).Str("master", addr).Msg("cannot join master; trying the next")
@@ -72,39 +81,41 @@ func (a *agent) connect(ctx context.Context, addr string) (joined bool, err erro
 	defer stop()
 
 	br := bufio.NewReaderSize(conn, 64<<10)
-	ack, helloSent, err := a.handshake(conn, br)
+	ack, keys, helloSent, err := a.handshake(conn, br)
 	if err != nil {
 		return false, err
 	}
-	s := newSession(a, conn, addr, ack)
+	s := newSession(a, conn, addr, ack, keys)
 	s.log.Info().Str("master_id", ack.GetMasterId()).Str("session", ack.GetSession()).
 		Dur("heartbeat", s.interval).Int64("lease_ttl_ms", ack.GetLeaseTtlMs()).
 		Int("killed", len(ack.GetKillTaskIds())).Msg("joined master")
 	return true, s.serve(br, ack, helloSent)
 }
 
-// handshake answers the master's Challenge with a Hello and reads the
-// HelloAck. It returns when the Hello was sent: the lease deadlines count from it.
-func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, sentAt, error) {
+// handshake answers the master's Challenge with a Hello, sealed as the
+// first frame of the session its key and both nonces make, and reads the
+// HelloAck, whose tag must prove the master knows the same key before
+// anything in it is used. It returns when the Hello was sent: the lease
+// deadlines count from it.
+func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.Session, sentAt, error) {
 	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
-	m, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
+	m, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil, nil)
 	if err != nil {
-		return nil, sentAt{}, fmt.Errorf("cannot read Challenge: %w", err)
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("cannot read Challenge: %w", err)
 	}
 	var ch *pb.Challenge
 	switch m := m.(type) {
 	case *pb.Challenge:
 		ch = m
 	case *pb.Goodbye:
-		return nil, sentAt{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
 	default:
-		return nil, sentAt{}, fmt.Errorf("master sent %s before its Challenge", codec.TypeOf(m))
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("master sent %s before its Challenge", codec.TypeOf(m))
 	}
 
 	a.mu.Lock()
 	hello := &pb.Hello{
 		WorkerId:  a.cfg.ID,
-		Proof:     joinProof(a.cfg.JoinToken, ch.GetNonce(), a.cfg.ID),
 		Host:      a.cfg.Host,
 		Slots:     int32(a.cfg.Slots),
 		Version:   core.Version,
@@ -118,30 +129,37 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, sentAt
 	}
 	helloSent := sentNow()
 	hello.SentUnixMs = helloSent.at.UnixMilli()
-	frame, err := codec.AppendFrame(nil, hello)
+	frame, keys, err := codec.WorkerHello(nil, a.workerKey(), ch, hello)
 	if err != nil {
-		return nil, sentAt{}, err
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("cannot answer the Challenge: %w", err)
 	}
 	if _, err := conn.Write(frame); err != nil {
-		return nil, sentAt{}, fmt.Errorf("cannot send Hello: %w", err)
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("cannot send Hello: %w", err)
 	}
 
-	m, _, err = codec.ReadFrame(br, codec.DefaultMaxBody, nil)
+	m, _, err = codec.ReadFrame(br, codec.DefaultMaxBody, nil, keys.Recv)
+	if errors.Is(err, codec.ErrTag) || errors.Is(err, codec.ErrUnsealed) {
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("%w: %v", errImpostor, err)
+	}
 	if err != nil {
-		return nil, sentAt{}, fmt.Errorf("cannot read HelloAck: %w", err)
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("cannot read HelloAck: %w", err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	switch m := m.(type) {
 	case *pb.HelloAck:
-		return m, helloSent, nil
+		return m, keys, helloSent, nil
 	case *pb.Goodbye:
-		return nil, sentAt{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("%w: %s", errRefused, m.GetReason())
 	default:
-		return nil, sentAt{}, fmt.Errorf("master sent %s instead of HelloAck", codec.TypeOf(m))
+		return nil, codec.Session{}, sentAt{}, fmt.Errorf("master sent %s instead of HelloAck", codec.TypeOf(m))
 	}
 }
 
-// joinProof is codec.JoinProof with the token as the agent's config has it.
-func joinProof(token string, nonce []byte, workerID string) []byte {
-	return codec.JoinProof([]byte(token), nonce, workerID)
+// workerKey is this worker's key: given (Config.Key), or derived from the
+// join token for its id.
+func (a *agent) workerKey() []byte {
+	if a.cfg.Key != nil {
+		return a.cfg.Key
+	}
+	return codec.WorkerKey([]byte(a.cfg.JoinToken), a.cfg.ID)
 }

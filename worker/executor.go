@@ -75,7 +75,7 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 		if err == nil {
 			a.startedLocked(r, cmd, m)
 			a.mu.Unlock()
-			if err := a.guard.add(r.pgid); err != nil {
+			if err := a.guard.add(r.pgid, guardUID(r.ident)); err != nil {
 				log.Error().Err(err).Msg("guard")
 			}
 			go a.pump(r)

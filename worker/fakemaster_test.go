@@ -2,7 +2,6 @@ package worker
 
 import (
 	"bufio"
-	"crypto/hmac"
 	"crypto/rand"
 	"fmt"
 	"net"
@@ -18,8 +17,9 @@ import (
 )
 
 // fakeMaster is the master side of the protocol, small enough to read: it
-// challenges, checks the proof, acks heartbeats and stores output by offset
-// (dropping duplicates, answering "gap" beyond what it has) like the real one.
+// challenges, checks the Hello's seal (and seals and checks every frame
+// after it), acks heartbeats and stores output by offset (dropping
+// duplicates, answering "gap" beyond what it has) like the real one.
 type fakeMaster struct {
 	t     *testing.T
 	ln    net.Listener
@@ -79,21 +79,23 @@ func (m *fakeMaster) join(c net.Conn) {
 		c.Close()
 		return
 	}
-	msg, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
-	hello, ok := msg.(*pb.Hello)
-	if err != nil || !ok {
+	frame, h, err := codec.ReadRaw(br, codec.DefaultMaxBody, nil)
+	if err != nil || h.Type != codec.TypeHello {
 		c.Close()
 		return
 	}
-	if !hmac.Equal(hello.GetProof(), joinProof(m.token, nonce, hello.GetWorkerId())) {
+	hello, keys, err := codec.AcceptHello(frame, nonce, "m1", func(id string) ([]byte, error) {
+		return codec.WorkerKey([]byte(m.token), id), nil
+	})
+	if err != nil {
 		m.mu.Lock()
 		m.refusals = append(m.refusals, time.Now())
 		m.mu.Unlock()
-		mc.send(&pb.Goodbye{Reason: "bad join token proof"})
+		mc.send(&pb.Goodbye{Reason: err.Error()})
 		c.Close()
 		return
 	}
-	mc.hello = hello
+	mc.hello, mc.keys = hello, keys
 	m.mu.Lock()
 	ack := m.ackFn(hello)
 	m.mu.Unlock()
@@ -160,6 +162,7 @@ type masterConn struct {
 	m     *fakeMaster
 	c     net.Conn
 	hello *pb.Hello
+	keys  codec.Session      // set once the Hello checked out
 	in    chan proto.Message // every frame but heartbeats
 
 	ackHB   atomic.Bool  // answer heartbeats
@@ -178,13 +181,20 @@ type masterConn struct {
 	lastAck map[string]uint64
 }
 
+// send writes m, sealed once the Hello checked out. Safe from any goroutine.
 func (mc *masterConn) send(m proto.Message) error {
-	frame, err := codec.AppendFrame(nil, m)
+	mc.wmu.Lock()
+	defer mc.wmu.Unlock()
+	var frame []byte
+	var err error
+	if mc.keys.Send != nil {
+		frame, err = mc.keys.Send.AppendFrame(nil, m)
+	} else {
+		frame, err = codec.AppendFrame(nil, m)
+	}
 	if err != nil {
 		return err
 	}
-	mc.wmu.Lock()
-	defer mc.wmu.Unlock()
 	_, err = mc.c.Write(frame)
 	return err
 }
@@ -192,7 +202,7 @@ func (mc *masterConn) send(m proto.Message) error {
 func (mc *masterConn) readLoop(br *bufio.Reader) {
 	defer close(mc.in)
 	for {
-		msg, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil)
+		msg, _, err := codec.ReadFrame(br, codec.DefaultMaxBody, nil, mc.keys.Recv)
 		if err != nil {
 			return
 		}

@@ -24,7 +24,7 @@ import (
 //   - The worker died. Pdeathsig only reaches a run's direct child; its
 //     descendants would outlive a SIGKILLed worker. When the guard reads EOF
 //     on its stdin, the worker has exited (the kernel closes the pipe even on
-//     SIGKILL), so it SIGKILLs every group still registered and exits.
+//     SIGKILL), so it SIGKILLs every run still registered and exits.
 //   - A run's lease deadline passed: no renewal of it was acked for a whole
 //     lease TTL, counted from the renewal's send time, so the master may
 //     have given the run to another worker. The guard SIGKILLs the run's
@@ -35,10 +35,18 @@ import (
 // The worker re-executes its own binary with RLSCHED_GUARD=1 in a process
 // group of its own (a group-wide signal to the worker does not reach it), its
 // stdin the read end of a pipe, and writes one line per change:
-// "+<pgid> <deadline>" registers a run's group or moves its deadline, and
-// "-<pgid>" forgets a group that is gone. Deadlines are CLOCK_BOOTTIME
-// nanoseconds (leaseClock), a clock both processes share that no wall-clock
-// step moves; 0 means none.
+// "+<pgid> <deadline> [<uid>]" registers a run's group or moves its
+// deadline, and "-<pgid>" forgets a group that is gone. Deadlines are
+// CLOCK_BOOTTIME nanoseconds (leaseClock), a clock both processes share that
+// no wall-clock step moves; 0 means none.
+//
+// Killing a run is SIGKILL to its process group and, when the line names a
+// uid, to every process of that uid (killUID): a process that left the
+// group (setsid, a double fork) is out of reach of the group's signal, and
+// under RUN_AS=dynamic it would keep the uid busy. Only a dynamic uid is
+// ever named, which belongs to that one run; the uid of a RUN_AS=user run
+// is a person's account, whose other processes are not the run's, so such a
+// run is killed by its group alone.
 
 const guardEnv = "RLSCHED_GUARD"
 
@@ -141,24 +149,55 @@ func serveGuard(fd int, errw io.Writer) int {
 				fmt.Fprintf(errw, "rlsched guard: lease of process group %d expired %v ago with no renewal acked; killed the group (the run may be running elsewhere by now)\n",
 					e.pgid, (now - e.deadline).Round(time.Millisecond))
 			}
+			killRunUID(e.guardEntry, "lease expired", errw)
 		}
 		timeout = tab.wait(now)
 	}
 }
 
-// guardExit kills every group still registered: the worker is gone.
+// guardExit kills every run still registered: the worker is gone.
 func guardExit(tab guardTable, errw io.Writer) int {
 	for _, pgid := range tab.all() {
 		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 			fmt.Fprintf(errw, "rlsched guard: worker gone, killed process group %d\n", pgid)
 		}
+		killRunUID(tab[pgid], "worker gone", errw)
 	}
 	return 0
 }
 
-// guardTable is the guard's registry: process group → lease deadline
-// (CLOCK_BOOTTIME; 0: none). Owned by serveGuard's goroutine.
-type guardTable map[int]time.Duration
+// guardUIDKill bounds how long the guard spends on one uid's processes (a
+// process in uninterruptible sleep dies only when it wakes).
+const guardUIDKill = 2 * time.Second
+
+// killRunUID SIGKILLs, after its group, every process of a run's dynamic
+// uid (none when it has none), and says so on errw.
+func killRunUID(e guardEntry, why string, errw io.Writer) {
+	if e.uid == 0 {
+		return
+	}
+	killed, left, err := killUID(e.uid, guardUIDKill)
+	switch {
+	case err != nil:
+		fmt.Fprintf(errw, "rlsched guard: %s: cannot kill the processes of uid %d: %v\n", why, e.uid, err)
+	case left > 0:
+		fmt.Fprintf(errw, "rlsched guard: %s: %d processes of uid %d are left after %v\n", why, left, e.uid, guardUIDKill)
+	case killed > 0:
+		// Some may be of the group, not dead yet when looked for.
+		fmt.Fprintf(errw, "rlsched guard: %s: killed %d processes still running under the run's uid %d\n", why, killed, e.uid)
+	}
+}
+
+// guardTable is the guard's registry: process group → its run's lease
+// deadline and dynamic uid. Owned by serveGuard's goroutine.
+type guardTable map[int]guardEntry
+
+// guardEntry is one run: its lease deadline (CLOCK_BOOTTIME; 0: none) and
+// its dynamic uid (0: none, the group alone is the run's).
+type guardEntry struct {
+	deadline time.Duration
+	uid      uint32
+}
 
 // apply handles one line from the worker.
 func (t guardTable) apply(line string) error {
@@ -166,18 +205,27 @@ func (t guardTable) apply(line string) error {
 	if len(line) < 2 {
 		return fmt.Errorf("ignoring line %q", line)
 	}
-	pgidStr, deadlineStr, _ := strings.Cut(line[1:], " ")
+	pgidStr, rest, _ := strings.Cut(line[1:], " ")
 	pgid, err := strconv.Atoi(pgidStr)
 	if err != nil || pgid <= 1 {
 		return fmt.Errorf("ignoring line %q: bad process group", line)
 	}
 	switch line[0] {
 	case '+':
+		deadlineStr, uidStr, hasUID := strings.Cut(rest, " ")
 		d, err := strconv.ParseInt(deadlineStr, 10, 64)
 		if err != nil || d < 0 {
 			return fmt.Errorf("ignoring line %q: bad deadline", line)
 		}
-		t[pgid] = time.Duration(d)
+		e := guardEntry{deadline: time.Duration(d)}
+		if hasUID {
+			uid, err := strconv.ParseUint(uidStr, 10, 32)
+			if err != nil || uid == 0 {
+				return fmt.Errorf("ignoring line %q: bad uid", line)
+			}
+			e.uid = uint32(uid)
+		}
+		t[pgid] = e
 	case '-':
 		delete(t, pgid)
 	default:
@@ -187,16 +235,16 @@ func (t guardTable) apply(line string) error {
 }
 
 type expired struct {
-	pgid     int
-	deadline time.Duration
+	pgid int
+	guardEntry
 }
 
-// expire removes and returns the groups whose deadline is before now.
+// expire removes and returns the runs whose deadline is before now.
 func (t guardTable) expire(now time.Duration) []expired {
 	var out []expired
-	for pgid, d := range t {
-		if d > 0 && d < now {
-			out = append(out, expired{pgid, d})
+	for pgid, e := range t {
+		if e.deadline > 0 && e.deadline < now {
+			out = append(out, expired{pgid, e})
 			delete(t, pgid)
 		}
 	}
@@ -207,8 +255,8 @@ func (t guardTable) expire(now time.Duration) []expired {
 // or guardIdle when there is none.
 func (t guardTable) wait(now time.Duration) time.Duration {
 	w := guardIdle
-	for _, d := range t {
-		if d > 0 {
+	for _, e := range t {
+		if d := e.deadline; d > 0 {
 			w = min(w, guardPoll, max(d-now, 0)+time.Millisecond)
 		}
 	}
@@ -224,8 +272,8 @@ func (t guardTable) all() []int {
 	return out
 }
 
-// guard is the worker's record of every run's process group and lease
-// deadline, mirrored to the guard process. Callers change the record under
+// guard is the worker's record of every run's process group, lease deadline
+// and dynamic uid, mirrored to the guard process. Callers change the record under
 // mu; one writer goroutine sends the changes, so a guard that stopped
 // reading (its pipe full) never blocks a caller, and the deadlines it reads
 // when it runs again are the latest. The record is kept even when the guard
@@ -240,6 +288,7 @@ type guard struct {
 
 	mu     sync.Mutex
 	want   map[int]time.Duration // pgid → lease deadline (leaseClock)
+	uids   map[int]uint32        // pgid → the run's dynamic uid, for those that have one
 	lease  time.Duration         // deadline of the last acked renewal: a new run's
 	closed bool
 	broken error // the pipe to the guard process failed
@@ -247,7 +296,7 @@ type guard struct {
 }
 
 func newGuard(log zerolog.Logger) *guard {
-	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}}
+	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}}
 }
 
 // startGuard starts the guard process and its writer. On error it still
@@ -306,7 +355,11 @@ func (g *guard) writeLoop() {
 		}
 		for pgid, d := range g.want {
 			if old, ok := sent[pgid]; !ok || old != d {
-				buf = fmt.Appendf(buf, "+%d %d\n", pgid, d)
+				if uid := g.uids[pgid]; uid != 0 {
+					buf = fmt.Appendf(buf, "+%d %d %d\n", pgid, d, uid)
+				} else {
+					buf = fmt.Appendf(buf, "+%d %d\n", pgid, d)
+				}
 				sent[pgid] = d
 			}
 		}
@@ -335,9 +388,10 @@ func (g *guard) pokeLocked() {
 
 // add registers a run's process group with the deadline of the last acked
 // renewal: the master claimed the run before it sent it, and renews it with
-// the first heartbeat that lists it. It returns an error when no guard
-// process will kill the group.
-func (g *guard) add(pgid int) error {
+// the first heartbeat that lists it. uid is the run's dynamic uid (guardUID),
+// whose every process the guard kills with the group; 0 for none. It returns
+// an error when no guard process will kill the run.
+func (g *guard) add(pgid int, uid uint32) error {
 	if g == nil {
 		return nil
 	}
@@ -345,6 +399,9 @@ func (g *guard) add(pgid int) error {
 	defer g.mu.Unlock()
 	if _, ok := g.want[pgid]; !ok {
 		g.want[pgid] = g.lease
+		if uid != 0 {
+			g.uids[pgid] = uid
+		}
 	}
 	g.pokeLocked()
 	return g.errLocked()
@@ -367,6 +424,7 @@ func (g *guard) remove(pgid int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.want, pgid)
+	delete(g.uids, pgid)
 	g.pokeLocked()
 	return g.errLocked()
 }
@@ -431,4 +489,14 @@ func (g *guard) close() {
 		g.log.Warn().Int("pid", g.cmd.Process.Pid).
 			Msg("the guard process did not exit (stopped?); it kills what is left once it runs again")
 	}
+}
+
+// guardUID is the uid the guard may kill every process of for a run of
+// identity id: its dynamic uid, which no one else has while it runs; 0 (the
+// group alone) for a RUN_AS=user account or the worker's own uid.
+func guardUID(id *runIdentity) uint32 {
+	if id == nil || id.lease == nil {
+		return 0
+	}
+	return id.uid
 }

@@ -47,16 +47,35 @@ func TestGuardTable_Success(t *testing.T) {
 	f([]string{"+10 0"}, 1000*s, nil, []int{10}, guardIdle)                         // no deadline
 	f([]string{"+10 5000000000", "+11 7000000000", " +12 1000000000 "}, 6*s, []int{10, 12}, []int{11}, guardPoll)
 	f([]string{"+11 6100000000"}, 6*s, nil, []int{11}, 101*ms)
+	f([]string{"+10 5000000000 61000", "+11 0 61001"}, 6*s, []int{10}, []int{11}, guardIdle) // with dynamic uids
+}
+
+func TestGuardTable_UIDs(t *testing.T) {
+	tab := guardTable{}
+	for _, l := range []string{"+10 5 61000", "+11 5", "+12 5 61002", "+12 9 61002"} {
+		if err := tab.apply(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := guardTable{10: {5, 61000}, 11: {5, 0}, 12: {9, 61002}}
+	if len(tab) != len(want) {
+		t.Fatalf("table %v, want %v", tab, want)
+	}
+	for k, e := range want {
+		if tab[k] != e {
+			t.Fatalf("table %v, want %v", tab, want)
+		}
+	}
 }
 
 func TestGuardTable_Failure(t *testing.T) {
 	f := func(line string) {
 		t.Helper()
-		tab := guardTable{7: 42}
+		tab := guardTable{7: {deadline: 42, uid: 61000}}
 		if err := tab.apply(line); err == nil {
 			t.Errorf("apply(%q) succeeded", line)
 		}
-		if len(tab) != 1 || tab[7] != 42 {
+		if len(tab) != 1 || tab[7] != (guardEntry{42, 61000}) {
 			t.Errorf("apply(%q) changed the table: %v", line, tab)
 		}
 	}
@@ -70,6 +89,10 @@ func TestGuardTable_Failure(t *testing.T) {
 	f("+7 -1")  // negative deadline
 	f("+7 1.5") // not nanoseconds
 	f("*7 5")
+	f("+7 5 0") // uid 0 is root's: never a run's
+	f("+7 5 x")
+	f("+7 5 -1")
+	f("+7 5 4294967296")
 }
 
 // TestGuard_KillsAtLeaseDeadline runs the real guard process: a group whose
@@ -95,7 +118,7 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 	g.renew(leaseClock()+ttl, nil)
 	lapsing, renewed := start(), start()
 	for _, p := range []int{lapsing, renewed} {
-		if err := g.add(p); err != nil {
+		if err := g.add(p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +197,7 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 		pgids = append(pgids, 1<<23+i)
 	}
 	for _, p := range pgids {
-		if err := g.add(p); err != nil {
+		if err := g.add(p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,5 +258,69 @@ func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
 	}
 	if groupGone(pgid) {
 		t.Fatalf("the guard killed a group whose renewal it had been sent; it said:\n%s", out.String())
+	}
+}
+
+// escapee starts, under uid, a process group whose member leaves it with
+// setsid, and returns the group once both processes run.
+func escapee(t *testing.T, uid uint32) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "setsid sleep 600 & exec sleep 600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); killUID(uid, 5*time.Second) })
+	waitFor(t, 10*time.Second, fmt.Sprintf("two processes of uid %d", uid), func() bool {
+		pids, _ := uidProcesses(uid)
+		return len(pids) == 2
+	})
+	return cmd.Process.Pid
+}
+
+// TestServeGuard_KillsWhatLeftTheGroup: a run under a dynamic uid whose
+// process left its group (setsid) is killed whole, at the worker's end and
+// at its lease deadline; a run registered without a uid (RUN_AS=user: a
+// person's account) is killed by its group alone, and the process that left
+// it is not the guard's to kill.
+func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
+	needRoot(t)
+	const dynamic, expiring, account = 62040, 62041, 62042
+	pgDynamic, pgExpiring, pgAccount := escapee(t, dynamic), escapee(t, expiring), escapee(t, account)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out syncBuf
+	served := make(chan int)
+	go func() { served <- serveGuard(int(r.Fd()), &out) }()
+	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, leaseClock()+100*time.Millisecond, expiring, pgAccount)
+	waitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
+		pids, _ := uidProcesses(expiring)
+		return len(pids) == 0
+	})
+	if pids, _ := uidProcesses(dynamic); len(pids) != 2 {
+		t.Fatalf("uid %d has %v before its run's lease ended or the worker did", dynamic, pids)
+	}
+	w.Close() // the worker is gone
+	select {
+	case <-served:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the guard did not exit after EOF")
+	}
+	if pids, _ := uidProcesses(dynamic); len(pids) != 0 {
+		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, dynamic, out.String())
+	}
+	waitGroupGone(t, pgAccount, 5*time.Second)
+	if pids, _ := uidProcesses(account); len(pids) != 1 {
+		t.Fatalf("uid %d has %v; want only the process that left the run's group, which is not the guard's", account, pids)
+	}
+	for _, want := range []string{fmt.Sprintf("under the run's uid %d", expiring), "lease expired",
+		fmt.Sprintf("worker gone, killed process group %d", pgDynamic), fmt.Sprintf("under the run's uid %d", dynamic)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the guard did not say %q:\n%s", want, out.String())
+		}
 	}
 }

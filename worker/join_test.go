@@ -1,16 +1,18 @@
 package worker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
 )
 
 func TestJoin_HelloAndHeartbeats(t *testing.T) {
 	m := newFakeMaster(t, testToken)
 	startWorker(t, m, nil)
-	mc := m.next(t) // the fake master delivers only connections whose proof checked out
+	mc := m.next(t) // the fake master delivers only connections whose Hello seal checked out
 	h := mc.hello
 	if h.GetWorkerId() != "w1" || h.GetSlots() != 2 || len(h.GetGpus()) != 2 || h.GetVersion() != core.Version || len(h.GetRuns()) != 0 {
 		t.Fatalf("unexpected Hello: %v", h)
@@ -26,7 +28,7 @@ func TestJoin_HelloAndHeartbeats(t *testing.T) {
 
 func TestJoin_WrongTokenBacksOff(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	startWorker(t, m, func(c *Config) { c.JoinToken = "wrong" })
+	startWorker(t, m, func(c *Config) { c.JoinToken = "not-the-join-token" })
 	waitFor(t, 15*time.Second, "5 refused attempts", func() bool { return len(m.refusalTimes()) >= 5 })
 	at := m.refusalTimes()
 	// Delays before attempts 2..5 are 100, 200, 400, 800 ms ±20%: no spinning.
@@ -51,4 +53,38 @@ func TestJoin_FailsOverToNextMaster(t *testing.T) {
 	dead.ln.Close() // nothing listens there now
 	startWorker(t, m, func(c *Config) { c.Masters = []string{deadAddr, m.addr()} })
 	m.next(t)
+}
+
+// A worker given only its own key joins; with the key of another id it is
+// refused; a key needs an explicit id, and secrets too short are refused
+// at start.
+func TestJoin_WithItsOwnKey(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, func(c *Config) { c.JoinToken, c.Key = "", codec.WorkerKey([]byte(testToken), "w1") })
+	if mc := m.next(t); mc.hello.GetWorkerId() != "w1" {
+		t.Fatalf("joined as %q", mc.hello.GetWorkerId())
+	}
+
+	other := newFakeMaster(t, testToken)
+	startWorker(t, other, func(c *Config) { c.JoinToken, c.Key = "", codec.WorkerKey([]byte(testToken), "w2") })
+	waitFor(t, 15*time.Second, "a refusal", func() bool { return len(other.refusalTimes()) >= 1 })
+	select {
+	case mc := <-other.conns:
+		t.Fatalf("w1 joined with w2's key: %v", mc.hello)
+	default:
+	}
+
+	f := func(c Config, want string) {
+		t.Helper()
+		c.Masters, c.DataDir = []string{"127.0.0.1:1"}, t.TempDir()
+		if _, err := c.withDefaults(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("config %+v: %v, want an error with %q", c, err, want)
+		}
+	}
+	key := codec.WorkerKey([]byte(testToken), "w1")
+	f(Config{Key: key}, "pass that id (--id)")
+	f(Config{ID: "w1", Key: key[:16]}, "a worker key of 16 bytes")
+	f(Config{ID: "w1", Key: key, JoinToken: testToken}, "give one")
+	f(Config{ID: "w1", JoinToken: "s3cret"}, "shorter than 16")
+	f(Config{ID: "w1"}, "no join token or worker key")
 }

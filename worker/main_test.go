@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-const testToken = "s3cret"
+const testToken = "worker-test-join-token"
 
 // Environment of a worker run in a child process by TestOrphanedRunsDie.
 const (
@@ -73,13 +73,18 @@ func (w *testLog) stop() {
 	w.mu.Unlock()
 }
 
-// startWorker runs a worker against m until the test ends.
+// startWorker runs a worker against m (nil: edit names the masters) until
+// the test ends.
 func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
 	t.Helper()
 	lw := &testLog{t: t}
+	var masters []string
+	if m != nil {
+		masters = []string{m.addr()}
+	}
 	cfg := Config{
 		ID:                "w1",
-		Masters:           []string{m.addr()},
+		Masters:           masters,
 		JoinToken:         testToken,
 		DataDir:           testutil.ReachableTempDir(t),
 		GPUs:              SyntheticGPUs(2),

@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,4 +46,71 @@ func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 	cmd.Wait()
 	exited = true
 	waitGroupGone(t, pgid, 5*time.Second)
+}
+
+// TestOrphan_EscapedProcessesOfADynamicUID: a run under a dynamic uid
+// starts a process that leaves its group (setsid); the worker is
+// SIGKILLed; the guard kills the group and every process of the run's uid,
+// so nothing keeps the uid busy.
+func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
+	needRoot(t)
+	m := newFakeMaster(t, testToken)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+testutil.ReachableTempDir(t))
+	lw := &testLog{t: t}
+	defer lw.stop()
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := false
+	defer func() {
+		if !exited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	}()
+
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-escape", Attempt: 1,
+		Argv: []string{"sh", "-c", "setsid sleep 600 & echo started; wait"}})
+	pgid := int(mc.started(t, "t-escape").GetPid())
+	waitFor(t, 10*time.Second, "the escapee to start", func() bool { return m.log("t-escape", 1) == "started\n" })
+	uid := procUID(t, pgid)
+	t.Cleanup(func() { killUID(uid, 5*time.Second) })
+	if pids, _ := uidProcesses(uid); len(pids) < 2 {
+		t.Fatalf("uid %d runs %v; want the run's shell and its escaped sleep", uid, pids)
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	exited = true
+	waitGroupGone(t, pgid, 5*time.Second)
+	waitFor(t, 10*time.Second, "every process of the run's uid to be gone", func() bool {
+		pids, _ := uidProcesses(uid)
+		return len(pids) == 0
+	})
+}
+
+// procUID is the real uid of process pid.
+func procUID(t *testing.T, pid int) uint32 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				uid, err := strconv.ParseUint(f[0], 10, 32)
+				if err == nil {
+					return uint32(uid)
+				}
+			}
+		}
+	}
+	t.Fatalf("no uid in /proc/%d/status", pid)
+	return 0
 }

@@ -41,6 +41,8 @@ const (
 type session struct {
 	a        *agent
 	conn     net.Conn
+	seal     *codec.Sealer // the writer's
+	open     *codec.Opener // the reader's
 	addr     string
 	log      zerolog.Logger
 	interval time.Duration
@@ -55,7 +57,7 @@ type session struct {
 	hbSent map[uint64]sentAt // heartbeat seq → send time, until acked
 }
 
-func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck) *session {
+func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys codec.Session) *session {
 	interval := time.Duration(ack.GetHeartbeatIntervalMs()) * time.Millisecond
 	if interval <= 0 {
 		interval = a.cfg.HeartbeatInterval
@@ -63,6 +65,8 @@ func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck) *session
 	return &session{
 		a:        a,
 		conn:     conn,
+		seal:     keys.Send,
+		open:     keys.Recv,
 		addr:     addr,
 		log:      a.log.With().Str("master", addr).Logger(),
 		interval: interval,
@@ -112,17 +116,21 @@ func (s *session) serve(br *bufio.Reader, ack *pb.HelloAck, helloSent sentAt) er
 	return err
 }
 
-// readLoop reads and handles frames until an error.
+// readLoop reads and handles frames until an error. Every frame's tag is
+// checked before it is handled: one that fails ends the connection.
 func (s *session) readLoop(br *bufio.Reader) error {
 	idle := 3*s.interval + 5*time.Second
 	var buf []byte
 	for {
 		_ = s.conn.SetReadDeadline(time.Now().Add(idle))
-		m, b, err := codec.ReadFrame(br, codec.DefaultMaxBody, buf)
+		m, b, err := codec.ReadFrame(br, codec.DefaultMaxBody, buf, s.open)
 		buf = b
 		if err != nil {
 			if s.closed() {
 				return errors.New("connection closed by the worker")
+			}
+			if errors.Is(err, codec.ErrTag) || errors.Is(err, codec.ErrUnsealed) {
+				return fmt.Errorf("closing the connection: a frame from master %s is not authenticated, so it is not obeyed: %w", s.addr, err)
 			}
 			return fmt.Errorf("cannot read from master: %w", err)
 		}
@@ -183,7 +191,7 @@ func (a *agent) heartbeat(s *session) *pb.Heartbeat {
 func (s *session) writeLoop() {
 	t := time.NewTicker(logFlushInterval)
 	defer t.Stop()
-	w := &frameWriter{bw: bufio.NewWriterSize(s.conn, 256<<10)}
+	w := &frameWriter{bw: bufio.NewWriterSize(s.conn, 256<<10), seal: s.seal}
 	for {
 		var ctrl []proto.Message
 		select {
@@ -296,15 +304,17 @@ func (a *agent) markStarted(started []*run) {
 	a.mu.Unlock()
 }
 
-// frameWriter encodes frames into a reused buffer. Writer goroutine only.
+// frameWriter seals frames into a reused buffer. Writer goroutine only: the
+// frames reach the socket in the order of their sequence numbers.
 type frameWriter struct {
 	bw    *bufio.Writer
+	seal  *codec.Sealer
 	frame []byte
 }
 
 func (w *frameWriter) write(m proto.Message) error {
 	var err error
-	if w.frame, err = codec.AppendFrame(w.frame[:0], m); err != nil {
+	if w.frame, err = w.seal.AppendFrame(w.frame[:0], m); err != nil {
 		return err
 	}
 	_, err = w.bw.Write(w.frame)

@@ -1,7 +1,8 @@
 // Package fleet simulates many rlsched workers in one process. Each worker is
 // one real TCP connection speaking the real protocol (codec frames,
-// Challenge → Hello with the join-token proof → HelloAck, heartbeats,
-// ExecuteTask → TaskStarted → LogData → TaskFinished), multiplexed on a few
+// Challenge → Hello sealed with the worker's key → HelloAck, every frame
+// after it sealed, heartbeats, ExecuteTask → TaskStarted → LogData →
+// TaskFinished), multiplexed on a few
 // gnet client event loops: there is no goroutine per connection. A simulated
 // executor "runs" each run for a fixed time and can emit log and metric lines.
 //
@@ -22,6 +23,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/rlsched/rlsched/bench/internal/hist"
+	"github.com/rlsched/rlsched/codec"
 )
 
 // Config of a fleet.
@@ -125,7 +127,8 @@ func New(cfg Config) (*Fleet, error) {
 	f := &Fleet{cfg: cfg, conns: make([]gnet.Conn, cfg.N)}
 	f.firstExec.Store(0)
 	for i := 0; i < cfg.N; i++ {
-		f.workers = append(f.workers, &worker{f: f, idx: i, id: fmt.Sprintf("%s-%06d", cfg.Prefix, cfg.First+i)})
+		id := fmt.Sprintf("%s-%06d", cfg.Prefix, cfg.First+i)
+		f.workers = append(f.workers, &worker{f: f, idx: i, id: id, key: codec.WorkerKey([]byte(cfg.Token), id)})
 	}
 	cli, err := gnet.NewClient(&handler{f: f}, gnet.WithMulticore(true), gnet.WithNumEventLoop(cfg.Loops),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay), gnet.WithReadBufferCap(64<<10), gnet.WithLogger(quietLogger{}))

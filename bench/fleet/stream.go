@@ -9,7 +9,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 )
 
@@ -208,7 +207,7 @@ func (w *worker) pump(out []byte, r *run, now int64, room *uint64) []byte {
 		data := s.appendLines(w.buf[:0], s.sent, s.sent+k)
 		w.buf = data
 		var err error
-		out, err = codec.AppendFrame(out, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence,
+		out, err = w.appendFrame(out, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence,
 			Offset: s.sent * LineBytes, Data: data})
 		if err != nil {
 			break

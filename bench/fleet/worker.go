@@ -20,12 +20,14 @@ type worker struct {
 	f   *Fleet
 	idx int
 	id  string
+	key []byte        // the worker's key under the fleet's join token
 	gen atomic.Uint32 // bumped at every (re)connect and close
 	due atomic.Uint32
 	// logArmed is the connection generation whose log tick is armed.
 	logArmed atomic.Uint32
 	buf      []byte // one frame's streamed lines (event loop only)
 
+	sess     codec.Session // of the connection, once the Hello is sealed; zero in raw mode
 	joined   bool
 	seq      uint64
 	sent     [64]int64 // send time of heartbeat seq, by seq % 64
@@ -63,6 +65,7 @@ func (h *handler) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	f := h.f
 	gen := w.gen.Add(1)
 	w.opened = time.Now()
+	w.sess = codec.Session{}
 	f.mu.Lock()
 	f.conns[w.idx] = c
 	f.mu.Unlock()
@@ -111,29 +114,14 @@ func (h *handler) OnTraffic(c gnet.Conn) gnet.Action {
 		w.onDue(c, bits)
 	}
 	for {
-		hdr, err := c.Peek(codec.HeaderSize)
-		if err != nil || len(hdr) < codec.HeaderSize {
-			return gnet.None
-		}
-		hd, err := codec.ParseHeader(hdr, codec.DefaultMaxBody)
+		msg, err := codec.NextFrom(c, codec.DefaultMaxBody, w.sess.Recv)
 		if err != nil {
 			h.f.refusal(fmt.Sprintf("bad frame from the master: %v", err))
 			return gnet.Close
 		}
-		total := codec.HeaderSize + int(hd.Length)
-		if c.InboundBuffered() < total {
+		if msg == nil {
 			return gnet.None
 		}
-		frame, err := c.Peek(total)
-		if err != nil {
-			return gnet.None
-		}
-		msg, err := codec.DecodeBody(hd.Type, frame[codec.HeaderSize:])
-		if err != nil {
-			h.f.refusal(fmt.Sprintf("undecodable frame from the master: %v", err))
-			return gnet.Close
-		}
-		_, _ = c.Discard(total)
 		if act := w.handle(c, msg); act != gnet.None {
 			return act
 		}
@@ -147,11 +135,19 @@ func (f *Fleet) refusal(reason string) {
 	f.mu.Unlock()
 }
 
-func send(c gnet.Conn, m proto.Message) {
-	buf, err := codec.AppendFrame(nil, m)
+// send writes m, sealed once the Hello is out (unsealed in raw mode).
+func (w *worker) send(c gnet.Conn, m proto.Message) {
+	buf, err := w.appendFrame(nil, m)
 	if err == nil {
 		_, _ = c.Write(buf)
 	}
+}
+
+func (w *worker) appendFrame(dst []byte, m proto.Message) ([]byte, error) {
+	if w.sess.Send == nil {
+		return codec.AppendFrame(dst, m)
+	}
+	return w.sess.Send.AppendFrame(dst, m)
 }
 
 // join marks the worker joined and arms its heartbeats at a random phase.
@@ -183,8 +179,7 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 	f := w.f
 	switch m := msg.(type) {
 	case *pb.Challenge:
-		hello := &pb.Hello{WorkerId: w.id, Proof: codec.JoinProof([]byte(f.cfg.Token), m.GetNonce(), w.id),
-			Host: "sim-" + strconv.Itoa(w.idx), Slots: int32(f.cfg.Slots), Version: "bench"}
+		hello := &pb.Hello{WorkerId: w.id, Host: "sim-" + strconv.Itoa(w.idx), Slots: int32(f.cfg.Slots), Version: "bench"}
 		for i := 0; i < f.cfg.GPUs; i++ {
 			hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(i), Name: "SimGPU", MemoryMb: 81920})
 		}
@@ -192,7 +187,13 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 			hello.Runs = append(hello.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence,
 				AckedLogOffset: r.logAcked, Finished: r.exited})
 		}
-		send(c, hello)
+		frame, sess, err := codec.WorkerHello(nil, w.key, m, hello)
+		if err != nil {
+			f.refusal(fmt.Sprintf("cannot answer the Challenge: %v", err))
+			return gnet.Close
+		}
+		w.sess = sess
+		_, _ = c.Write(frame)
 	case *pb.HelloAck:
 		w.granted = int(m.GetLogWindow())
 		for _, id := range m.GetKillTaskIds() {
@@ -296,7 +297,7 @@ func (w *worker) heartbeat(c gnet.Conn) {
 		}
 		hb.Runs = append(hb.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, AckedLogOffset: acked})
 	}
-	send(c, hb)
+	w.send(c, hb)
 	w.f.hbSent.Add(1)
 }
 
@@ -319,7 +320,7 @@ func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
 	r := &run{id: m.GetTaskId(), attempt: m.GetAttempt(), fence: m.GetFence(), started: now,
 		endAt: now + int64(f.cfg.RunFor)}
 	w.runs = append(w.runs, r)
-	send(c, &pb.TaskStarted{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Pid: int32(1000 + w.idx%30000),
+	w.send(c, &pb.TaskStarted{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Pid: int32(1000 + w.idx%30000),
 		StartedUnixMs: now / 1e6})
 	if f.cfg.LogStream {
 		// A streamer runs until the master cancels it or the fleet stops.
@@ -337,7 +338,7 @@ func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
 			}
 		}
 		r.logTotal = uint64(len(out))
-		send(c, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Offset: 0, Data: out})
+		w.send(c, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Offset: 0, Data: out})
 	}
 	if f.cfg.RunFor <= 0 {
 		r.exited = true
@@ -357,6 +358,6 @@ func (w *worker) maybeFinish(c gnet.Conn, r *run) {
 
 func (w *worker) finish(c gnet.Conn, r *run, outcome pb.Outcome) {
 	r.finSent = true
-	send(c, &pb.TaskFinished{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, ExitCode: 0,
+	w.send(c, &pb.TaskFinished{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, ExitCode: 0,
 		DurationMs: (r.endAt - r.started) / 1e6, Outcome: outcome, LogBytes: r.logTotal})
 }

@@ -1,6 +1,7 @@
 // Package naive holds the benchmark references that speak rlsched's
 // protocols the simplest possible way: a goroutine-per-connection net.Conn
-// master (Challenge → Hello → HelloAck, heartbeats → acks, dispatch from an
+// master (Challenge → sealed Hello → HelloAck, every frame after it sealed
+// as the real master seals them, heartbeats → acks, dispatch from an
 // in-memory queue, nothing durable) and a net/http server that performs the
 // same SQLite insert as POST /api/train. They show what the machine and the
 // protocol allow, so the real master can be judged against them in the
@@ -9,7 +10,6 @@ package naive
 
 import (
 	"bufio"
-	"crypto/hmac"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -48,6 +48,7 @@ type wconn struct {
 	id   string
 	dead atomic.Bool
 	wmu  sync.Mutex
+	seal *codec.Sealer // nil until the Hello checked out
 	buf  []byte
 }
 
@@ -55,7 +56,11 @@ func (w *wconn) send(m proto.Message) error {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	var err error
-	w.buf, err = codec.AppendFrame(w.buf[:0], m)
+	if w.seal != nil {
+		w.buf, err = w.seal.AppendFrame(w.buf[:0], m)
+	} else {
+		w.buf, err = codec.AppendFrame(w.buf[:0], m)
+	}
 	if err != nil {
 		return err
 	}
@@ -89,25 +94,33 @@ func (m *Master) serve(c net.Conn) {
 		return
 	}
 	br := bufio.NewReaderSize(c, 4096)
-	var buf []byte
-	msg, buf, err := codec.ReadFrame(br, codec.DefaultMaxBody, buf)
+	frame, h, err := codec.ReadRaw(br, 16<<10, nil)
 	if err != nil {
 		return
 	}
-	hello, ok := msg.(*pb.Hello)
-	if !ok || !hmac.Equal(hello.GetProof(), codec.JoinProof(m.cfg.Token, nonce[:], hello.GetWorkerId())) {
-		_ = w.send(&pb.Goodbye{Reason: "worker refused"})
+	var hello *pb.Hello
+	var keys codec.Session
+	err = fmt.Errorf("%s before Hello", h.Type)
+	if h.Type == codec.TypeHello {
+		hello, keys, err = codec.AcceptHello(frame, nonce[:], "naive", func(id string) ([]byte, error) {
+			return codec.WorkerKey(m.cfg.Token, id), nil
+		})
+	}
+	if hello == nil {
+		_ = w.send(&pb.Goodbye{Reason: fmt.Sprintf("worker refused: %v", err)})
 		return
 	}
-	w.id = hello.GetWorkerId()
+	w.id, w.seal = hello.GetWorkerId(), keys.Send
 	if w.send(&pb.HelloAck{Session: w.id, HeartbeatIntervalMs: m.cfg.Interval.Milliseconds(),
 		LeaseTtlMs: 120000, MasterId: "naive"}) != nil {
 		return
 	}
 	defer w.dead.Store(true)
 	m.addFree(w, int(hello.GetSlots()))
+	var buf []byte
 	for {
-		msg, buf, err = codec.ReadFrame(br, codec.DefaultMaxBody, buf)
+		var msg proto.Message
+		msg, buf, err = codec.ReadFrame(br, codec.DefaultMaxBody, buf, keys.Recv)
 		if err != nil {
 			return
 		}

@@ -26,6 +26,7 @@ Servers:
   worker   a worker agent: rlsched worker --master host:port
   user     rlsched user add NAME [--admin]: add a user straight into the store (SQLite or MYSQL_DSN),
            e.g. the first admin; user ls|role|disable|enable|passwd|rm go through REST (client)
+  worker-key  print the key of one worker id, to give its machine instead of the join token
 
 Client (talk REST to --server, default http://127.0.0.1:8082):
   %s
@@ -42,10 +43,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	name, args := os.Args[1], os.Args[2:]
-	if slices.Contains([]string{"up", "master", "gateway", "worker"}, name) {
-		// Servers hold secrets (their environment, keys in memory): no
-		// process of the same uid (a run where runs share it) may read
-		// them through /proc or ptrace.
+	if slices.Contains([]string{"up", "master", "gateway", "worker", "worker-key"}, name) {
+		// Servers hold secrets (their environment, keys in memory), and
+		// worker-key the join token: no process of the same uid (a run
+		// where runs share it) may read them through /proc or ptrace.
 		if err := secure.NoDump(); err != nil {
 			fmt.Fprintln(os.Stderr, "rlsched: warning:", err)
 		}
@@ -62,6 +63,8 @@ func main() {
 		err = runWorker(ctx, args)
 	case name == "user" && len(args) > 0 && args[0] == "add": // the store itself; the rest is REST (cli)
 		err = runUser(ctx, args)
+	case name == "worker-key":
+		err = runWorkerKey(args, os.Stdout)
 	case name == "version" || name == "--version":
 		fmt.Println("rlsched", core.Version)
 	case name == "help" || name == "-h" || name == "--help":

@@ -20,6 +20,7 @@ type masterFlags struct {
 	cfg         masterd.Config
 	nacos       nacosOpts // → cfg.Gateway.Nacos once parsed (config)
 	publicHosts string    // → cfg.PublicHosts
+	workerIDs   string    // → cfg.WorkerIDs
 }
 
 // define adds a master's flags; registration is REGISTRATION's default
@@ -49,6 +50,7 @@ func (o *masterFlags) define(f envFlags, registration string) {
 	f.seconds(&c.CancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "`seconds` between SIGTERM and SIGKILL when a run is cancelled")
 	f.str(&c.MasterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
 	f.str(&o.publicHosts, "public-hosts", "PUBLIC_HOSTS", "", "more names (host or host:port, comma-separated) the REST API and the gateway answer to besides localhost and the bound address; others are refused 421 (DNS rebinding); * turns the check off")
+	f.str(&o.workerIDs, "worker-ids", "WORKER_IDS", "", "the only worker ids admitted (comma-separated; empty: any id whose Hello is sealed with its key)")
 	f.str(&c.LogQueue, "log-queue", "RLSCHED_LOG_QUEUE", "ring", "queue between the event loops and the log writers: ring, or chan (to compare them in benchmarks)")
 	f.int64(&c.RunMaxLogBytes, "run-max-log-bytes", "RUN_MAX_LOG_BYTES", logpipe.DefaultMaxRunLogBytes,
 		"most bytes of a run's log file; output past it is acknowledged but not stored (-1: no cap)")
@@ -64,6 +66,7 @@ func (o *masterFlags) config(log zerolog.Logger) masterd.Config {
 	c.Logger = log
 	c.Gateway.Nacos = o.nacos.options(log)
 	c.PublicHosts = guard.SplitList(o.publicHosts)
+	c.WorkerIDs = guard.SplitList(o.workerIDs)
 	if c.JWTSecret == "" {
 		c.JWTSecret = os.Getenv("JWT_SECRET")
 	}

@@ -19,16 +19,17 @@ type workerOpts struct {
 	masters, id, dataDir string
 	gpus, slots          int
 	runAs, uidRange      string
-	tokenFile            string
+	tokenFile, keyFile   string
 }
 
 func (o *workerOpts) define(f envFlags) {
 	f.str(&o.masters, "master", "RLSCHED_MASTER", "127.0.0.1:9000", "master RPC addresses, host:port[,host:port...] tried in order")
-	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name and a short id kept in --data-dir)")
+	f.str(&o.id, "id", "RLSCHED_WORKER_ID", "", "worker id (default: the host name and a short id kept in --data-dir; required with a worker key)")
 	f.str(&o.dataDir, "data-dir", "RLSCHED_WORKER_DIR", defaultWorkerDir(), "directory for run outputs, the built-in scripts, the output spool and the worker's identity; one per worker")
 	f.int(&o.gpus, "gpus", "RLSCHED_GPUS", -1, "GPUs to offer when nvidia-smi is absent (-1: detect)")
 	f.int(&o.slots, "slots", "RLSCHED_SLOTS", runtime.NumCPU(), "CPU slots for runs that need no GPU")
 	f.str(&o.tokenFile, "join-token-file", "WORKER_JOIN_TOKEN_FILE", "", "file holding the join token, mode 0600 (instead of env WORKER_JOIN_TOKEN)")
+	f.str(&o.keyFile, "key-file", "WORKER_KEY_FILE", "", "file holding this worker's own key (rlsched worker-key ID), mode 0600, instead of the join token (or env WORKER_KEY)")
 	o.defineIsolation(f)
 }
 
@@ -49,11 +50,9 @@ func defaultWorkerDir() string {
 }
 
 // workerConfig resolves GPUs (nvidia-smi first, then --gpus); an empty id
-// is left to the worker, which derives it from its data dir.
+// is left to the worker, which derives it from its data dir. The worker
+// joins with token; runWorker may give it a key instead.
 func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config, error) {
-	if token == "" {
-		return worker.Config{}, errors.New("WORKER_JOIN_TOKEN is not set: give the worker the master's join token in WORKER_JOIN_TOKEN_FILE (a file of mode 0600) or WORKER_JOIN_TOKEN")
-	}
 	host, _ := os.Hostname()
 	gpus, err := worker.DetectGPUs()
 	if err != nil {
@@ -87,14 +86,18 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
-	token, err := joinToken(o.tokenFile)
+	token, key, err := workerCredential(o.tokenFile, o.keyFile)
 	if err != nil {
 		return err
 	}
 	secure.ScrubEnv() // read: the guard and the runs must not inherit them
+	if key != nil && o.id == "" {
+		return usageError{errors.New("a worker key is the key of one worker id: pass that id with --id (or RLSCHED_WORKER_ID)")}
+	}
 	cfg, err := workerConfig(o, token, log)
 	if err != nil {
 		return err
 	}
+	cfg.Key = key
 	return worker.Run(ctx, cfg)
 }

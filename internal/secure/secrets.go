@@ -10,9 +10,10 @@ import (
 )
 
 // SecretEnv names the environment variables that hold rlsched's secrets. A
-// run must never inherit them: with the join token a user could join as a
-// worker and forge its reports; with the JWT secret mint an admin token.
-var SecretEnv = []string{"WORKER_JOIN_TOKEN", "JWT_SECRET", "GATEWAY_SHARED_SECRET",
+// run must never inherit them: with the join token (or a worker's key) a
+// user could join as a worker and forge its reports; with the JWT secret
+// mint an admin token.
+var SecretEnv = []string{"WORKER_JOIN_TOKEN", "WORKER_KEY", "JWT_SECRET", "GATEWAY_SHARED_SECRET",
 	"MYSQL_DSN", "NACOS_PASSWORD", "REDIS_PASSWORD"}
 
 // IsSecretEnv reports whether the variable name holds a secret.
