@@ -102,7 +102,7 @@ func startWorld(t *testing.T, cfg worldConfig) *world {
 		m.env = baseEnv("JWT_SECRET="+w.jwt, "WORKER_JOIN_TOKEN="+w.join, "MYSQL_DSN="+w.mdb.DSN(),
 			"REDIS_ADDR="+w.redis.Addr(), "REDIS_PREFIX=chaos", "LOG_DIR="+logDir,
 			"WORKER_HB_TTL_SECONDS="+strconv.Itoa(cfg.hbTTL), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(cfg.taskTTL),
-			"RLSCHED_CANCEL_GRACE_SECONDS=2")
+			"RLSCHED_CANCEL_GRACE_SECONDS=2", "REGISTRATION=open")
 		m.args = []string{"master", "--data-dir", filepath.Join(w.dir, name), "--bind", "127.0.0.1",
 			"--master-port", "0", "--rpc-port", "0", "--master-id", name}
 		if err := w.startMaster(m, 90*time.Second); err != nil {
