@@ -62,6 +62,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BadCursor", testBadCursor},
 		{"Metrics", testMetrics},
 		{"PingKind", testPingKind},
+		{"ListFind", testListFind},
+		{"SweepCreate", testSweepCreate},
+		{"SweepAllOrNothing", testSweepAllOrNothing},
+		{"SweepRetry", testSweepRetry},
+		{"SweepList", testSweepList},
+		{"SweepMetrics", testSweepMetrics},
+		{"SweepLimits", testSweepLimits},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

@@ -12,8 +12,12 @@ import (
 const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 	attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
 	gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
-	timeout_seconds, created_at, started_at, finished_at, updated_at, fence)
-	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?)`
+	timeout_seconds, created_at, started_at, finished_at, updated_at, fence,
+	sweep_id, rerun_of)
+	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?)`
+
+// InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
+const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?)`
 
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
@@ -30,6 +34,9 @@ func PrepareCreate(t *core.Task, now time.Time) (TaskRow, error) {
 	}
 	if !core.ValidTaskID(t.ID) {
 		return TaskRow{}, fmt.Errorf("cannot create run %q: invalid id", t.ID)
+	}
+	if (t.SweepID != "" && !core.ValidTaskID(t.SweepID)) || (t.RerunOf != "" && !core.ValidTaskID(t.RerunOf)) {
+		return TaskRow{}, fmt.Errorf("cannot create run %s: invalid sweep or rerun id", t.ID)
 	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
@@ -50,7 +57,8 @@ func InsertArgs(t *core.Task, r TaskRow) []any {
 	return []any{t.ID, t.Name, t.Project, t.UserID, string(t.Status),
 		t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
 		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
-		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence}
+		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence,
+		t.SweepID, t.RerunOf}
 }
 
 // PreparedUpdate is one row of a batch update, encoded.
