@@ -144,12 +144,11 @@ type Store interface {
 	// retries at once never rerun a member twice. It returns the new runs
 	// in member order; core.ErrNotFound for an unknown sweep.
 	RetrySweep(ctx context.Context, id string, rerun func(latest core.Task) core.Task) ([]core.Task, error)
-	// SweepMetrics returns the series name of each member's latest run of
-	// sweep id, by run id, as [step, value] pairs in step order (runs
-	// without points absent). It reads every member in a constant number
-	// of queries, whatever the sweep's size; core.ErrNotFound for an
-	// unknown sweep.
-	SweepMetrics(ctx context.Context, id, name string) (map[string][][2]float64, error)
+	// SweepMetrics returns each member's latest run of sweep id, in member
+	// order, with its series name. It reads every member in a constant
+	// number of queries, whatever the sweep's size; core.ErrNotFound for
+	// an unknown sweep.
+	SweepMetrics(ctx context.Context, id, name string) ([]MemberSeries, error)
 	// SweepLimits returns, of the sweeps ids, those with a cap on their
 	// active members (maxParallel > 0), with the cap and how many of their
 	// runs are DISPATCHED or RUNNING. Unknown ids are left out.

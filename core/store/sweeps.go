@@ -34,6 +34,18 @@ type Sweep struct {
 	Counts map[core.Status]int
 }
 
+// MemberSeries is a member's latest run as SweepMetrics reads it: what
+// seed groups and their curves need of it, and one series.
+type MemberSeries struct {
+	TaskID      string
+	Params      json.RawMessage
+	Status      core.Status
+	FinalReward *float64
+	// Points are the series as [step, value] pairs in step order; nil when
+	// the run has none.
+	Points [][2]float64
+}
+
 // SweepFilter selects sweeps for listing; zero fields match everything.
 type SweepFilter struct {
 	User   string // username

@@ -201,9 +201,9 @@ func (s *Store) RetrySweep(ctx context.Context, id string, rerun func(core.Task)
 
 // SweepMetrics implements store.Store: one REPEATABLE READ transaction for
 // the reads, then the packs of the ended runs it read as rows.
-func (s *Store) SweepMetrics(ctx context.Context, id, name string) (map[string][][2]float64, error) {
+func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, error) {
 	var packs []sqlutil.Pack
-	out, err := readTx(s, ctx, func(tx *sql.Tx) (map[string][][2]float64, error) {
+	out, err := readTx(s, ctx, func(tx *sql.Tx) ([]store.MemberSeries, error) {
 		out, p, err := sqlutil.SweepSeries(ctx, tx, id, name)
 		packs = p
 		return out, err

@@ -188,9 +188,9 @@ func (s *Store) RetrySweep(ctx context.Context, id string, rerun func(core.Task)
 // pool, then the packs of the ended runs it read as rows, written in
 // transactions of sqlutil.PacksPerTx so other writers are not held up.
 // A pack that cannot be written costs the next read only.
-func (s *Store) SweepMetrics(ctx context.Context, id, name string) (map[string][][2]float64, error) {
+func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, error) {
 	var packs []sqlutil.Pack
-	out, err := readTx(s, ctx, func(tx *sql.Tx) (map[string][][2]float64, error) {
+	out, err := readTx(s, ctx, func(tx *sql.Tx) ([]store.MemberSeries, error) {
 		out, p, err := sqlutil.SweepSeries(ctx, tx, id, name)
 		packs = p
 		return out, err

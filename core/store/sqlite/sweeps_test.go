@@ -107,7 +107,7 @@ func TestSweepMetricsPacks(t *testing.T) {
 		t.Fatalf("%d packs after a late point, want 1", n)
 	}
 	got, err := s.SweepMetrics(ctx, "s1", "r")
-	if err != nil || len(got["m0"]) != 2 || packs() != 2 {
+	if err != nil || len(got) != 3 || got[0].TaskID != "m0" || len(got[0].Points) != 2 || packs() != 2 {
 		t.Fatalf("after a late point: %v %v, %d packs", got, err, packs())
 	}
 }

@@ -340,9 +340,24 @@ func testSweepMetrics(t *testing.T, s store.Store) {
 	}
 	check := func(what string) {
 		t.Helper()
-		got, err := s.SweepMetrics(ctx, "s1", "r")
+		ms, err := s.SweepMetrics(ctx, "s1", "r")
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
+		}
+		runs, err := s.SweepRuns(ctx, "s1")
+		if err != nil || len(runs) != len(ms) {
+			t.Fatalf("%s: %d members, SweepRuns %d (%v)", what, len(ms), len(runs), err)
+		}
+		got := map[string][][2]float64{}
+		for i, m := range ms {
+			r := runs[i]
+			if m.TaskID != r.ID || string(m.Params) != string(r.Params) || m.Status != r.Status ||
+				!reflect.DeepEqual(m.FinalReward, r.FinalReward) {
+				t.Fatalf("%s: member %d is %+v, its latest run %+v", what, i, m, r)
+			}
+			if m.Points != nil {
+				got[m.TaskID] = m.Points
+			}
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s: got %v, want %v", what, got, want)
@@ -351,6 +366,9 @@ func testSweepMetrics(t *testing.T, s store.Store) {
 	check("active runs")
 	end(t, s, ts[0].ID, core.StatusSucceeded, 1)
 	end(t, s, ts[1].ID, core.StatusFailed, 2)
+	if err := s.SetFinalReward(ctx, ts[0].ID, 4.5); err != nil {
+		t.Fatal(err)
+	}
 	check("ended runs, first read")
 	check("ended runs, second read")
 	// A late point of an ended run (a store outage's backlog) is seen.
@@ -368,8 +386,8 @@ func testSweepMetrics(t *testing.T, s store.Store) {
 	add(retried[0].ID, core.MetricPoint{Step: 9, Name: "r", Value: 9})
 	want[retried[0].ID] = [][2]float64{{9, 9}}
 	check("the retry's points")
-	if got, err := s.SweepMetrics(ctx, "s1", "nope"); err != nil || len(got) != 0 {
-		t.Fatalf("SweepMetrics of an unknown name: %v %v", got, err)
+	if got, err := s.SweepMetrics(ctx, "s1", "nope"); err != nil || len(got) != 3 || got[0].Points != nil {
+		t.Fatalf("SweepMetrics of an unknown name: %+v %v", got, err)
 	}
 	// Metrics of one run are untouched by packing.
 	m, err := s.Metrics(ctx, ts[0].ID, nil)

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 )
 
 // Metric packs: the series of an ended run stored as one value per (run,
@@ -75,10 +75,12 @@ func DecodePack(b []byte) ([][2]float64, error) {
 	return out, nil
 }
 
-// The queries of SweepSeries: the packed series of a sweep's latest runs
-// (name, sweep id), and the others' points as rows, each run's in step
-// order (name, sweep id, name).
+// The queries of SweepSeries: a sweep's latest runs (sweep id), their
+// packed series (name, sweep id), and the others' points as rows, each
+// run's in step order (name, sweep id, name).
 const (
+	SeriesMembersQuery = `SELECT t.id, t.params, t.status, t.final_reward FROM sweep_members sm
+		JOIN tasks t ON t.id = sm.task_id WHERE sm.sweep_id = ? ORDER BY sm.member`
 	SeriesPacksQuery = `SELECT p.task_id, p.data FROM sweep_members sm
 		JOIN metric_packs p ON p.task_id = sm.task_id AND p.name = ? WHERE sm.sweep_id = ?`
 	SeriesRowsQuery = `SELECT m.task_id, m.step, m.value FROM sweep_members sm
@@ -97,18 +99,42 @@ type Pack struct {
 
 // SweepSeries reads series name of every member's latest run of sweep id
 // on db, which must be one read transaction (so that packs and rows come
-// from one snapshot): packed series in one query, the others' rows in one
-// more. It returns the series by run id and the packs to make of the ended
-// runs it read as rows; core.ErrNotFound for an unknown sweep.
-func SweepSeries(ctx context.Context, db Querier, id, name string) (map[string][][2]float64, []Pack, error) {
-	fail := func(err error) (map[string][][2]float64, []Pack, error) {
+// from one snapshot): the members in one query, packed series in one more,
+// the others' rows in a third. It returns the members in member order and
+// the packs to make of the ended runs it read as rows; core.ErrNotFound
+// for an unknown sweep.
+func SweepSeries(ctx context.Context, db Querier, id, name string) ([]store.MemberSeries, []Pack, error) {
+	fail := func(err error) ([]store.MemberSeries, []Pack, error) {
 		return nil, nil, fmt.Errorf("cannot read the metrics of sweep %s: %w", id, err)
 	}
 	if err := sweepExists(ctx, db, id); err != nil {
 		return fail(err)
 	}
-	out := map[string][][2]float64{}
-	rows, err := db.QueryContext(ctx, SeriesPacksQuery, name, id)
+	rows, err := db.QueryContext(ctx, SeriesMembersQuery, id)
+	if err != nil {
+		return fail(err)
+	}
+	out := []store.MemberSeries{}
+	at := map[string]int{}
+	for rows.Next() {
+		var m store.MemberSeries
+		var params *string
+		var st string
+		if err := rows.Scan(&m.TaskID, &params, &st, &m.FinalReward); err != nil {
+			rows.Close()
+			return fail(err)
+		}
+		m.Params, m.Status = DecodeParams(params), core.Status(st)
+		at[m.TaskID] = len(out)
+		out = append(out, m)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return fail(err)
+	}
+
+	rows, err = db.QueryContext(ctx, SeriesPacksQuery, name, id)
 	if err != nil {
 		return fail(err)
 	}
@@ -124,8 +150,8 @@ func SweepSeries(ctx context.Context, db Querier, id, name string) (map[string][
 			rows.Close()
 			return fail(fmt.Errorf("run %s: %w", tid, err))
 		}
-		if len(pts) > 0 {
-			out[tid] = pts
+		if i, ok := at[tid]; ok {
+			out[i].Points = pts
 		}
 	}
 	err = rows.Err()
@@ -134,62 +160,37 @@ func SweepSeries(ctx context.Context, db Querier, id, name string) (map[string][
 		return fail(err)
 	}
 
-	// The rest as rows, each member's in step order (the metrics key).
 	rows, err = db.QueryContext(ctx, SeriesRowsQuery, name, id, name)
 	if err != nil {
 		return fail(err)
 	}
-	var unpacked []string
+	defer rows.Close()
+	var unpacked []int
+	last := -1
 	for rows.Next() {
 		var tid string
 		var step int64
 		var v float64
 		if err := rows.Scan(&tid, &step, &v); err != nil {
-			rows.Close()
 			return fail(err)
 		}
-		s, seen := out[tid]
-		if !seen {
-			unpacked = append(unpacked, tid)
+		i, ok := at[tid]
+		if !ok {
+			continue
 		}
-		out[tid] = append(s, [2]float64{float64(step), v})
-	}
-	err = rows.Err()
-	rows.Close()
-	if err != nil || len(unpacked) == 0 {
-		if err != nil {
-			return fail(err)
+		if i != last {
+			unpacked, last = append(unpacked, i), i
 		}
-		return out, nil, nil
-	}
-
-	// Which of those runs ended: their series are complete, so packed.
-	args := make([]any, 0, len(Retryable)+2)
-	args = append(args, id, string(core.StatusSucceeded))
-	for _, st := range Retryable {
-		args = append(args, string(st))
-	}
-	rows, err = db.QueryContext(ctx, `SELECT t.id FROM sweep_members sm JOIN tasks t ON t.id = sm.task_id
-		WHERE sm.sweep_id = ? AND t.status IN (?`+strings.Repeat(", ?", len(Retryable))+`)`, args...)
-	if err != nil {
-		return fail(err)
-	}
-	defer rows.Close()
-	ended := map[string]bool{}
-	for rows.Next() {
-		var tid string
-		if err := rows.Scan(&tid); err != nil {
-			return fail(err)
-		}
-		ended[tid] = true
+		out[i].Points = append(out[i].Points, [2]float64{float64(step), v})
 	}
 	if err := rows.Err(); err != nil {
 		return fail(err)
 	}
+	// The ended runs' series are complete: packed, the next read is cheap.
 	var packs []Pack
-	for _, tid := range unpacked {
-		if s := out[tid]; ended[tid] && len(s) <= MaxPackPoints {
-			packs = append(packs, Pack{TaskID: tid, Name: name, Points: len(s), Data: EncodePack(s)})
+	for _, i := range unpacked {
+		if m := out[i]; m.Status.Terminal() && len(m.Points) <= MaxPackPoints {
+			packs = append(packs, Pack{TaskID: m.TaskID, Name: name, Points: len(m.Points), Data: EncodePack(m.Points)})
 		}
 	}
 	return out, packs, nil
