@@ -38,11 +38,14 @@ type route struct {
 	// master by any name (no Host check).
 	probe bool
 	h     handlerFunc
-	// hasID: the path names a run (r.id); it is validated after
-	// authentication and before the handler runs.
+	// hasID: the path names a run (r.id), or a sweep when idOf says so;
+	// it is validated after authentication and before the handler runs.
 	hasID bool
+	idOf  string // "" (a run) or "sweep"
 	id    string
 	rest  []string
+	// onGet, when set, answers GET on a path whose method is another.
+	onGet handlerFunc
 }
 
 // Handler returns the API as a fasthttp handler, with trace ids, the access
@@ -104,8 +107,15 @@ func (s *Server) dispatch(r *request) *apiError {
 	if !r.gw.signed && !rt.probe && !s.hosts.Allows(r.ctx.Host()) {
 		return errMisdirected(r.ctx.Host())
 	}
+	if rt.onGet != nil && r.ctx.IsGet() {
+		rt.method, rt.h = fasthttp.MethodGet, rt.onGet
+	}
 	if rt.method != "" && string(r.ctx.Method()) != rt.method {
-		r.ctx.Response.Header.Set("Allow", rt.method)
+		allow := rt.method
+		if rt.onGet != nil {
+			allow = fasthttp.MethodGet + ", " + allow
+		}
+		r.ctx.Response.Header.Set("Allow", allow)
 		return &apiError{fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed,
 			fmt.Sprintf("use %s for this path", rt.method)}
 	}
@@ -127,7 +137,11 @@ func (s *Server) dispatch(r *request) *apiError {
 	}
 	if rt.hasID {
 		if !core.ValidTaskID(rt.id) {
-			return errBadRequest("malformed run id: use 1–64 of [A-Za-z0-9_-]")
+			what := rt.idOf
+			if what == "" {
+				what = "run"
+			}
+			return errBadRequest("malformed %s id: use 1–64 of [A-Za-z0-9_-]", what)
 		}
 		r.id = rt.id
 	}
@@ -183,6 +197,27 @@ func (s *Server) route(raw []byte) (route, *apiError) {
 		return route{method: get, h: s.listTasks}, nil
 	case is("api", "workers"):
 		return route{method: get, h: s.workers}, nil
+	case is("api", "sweeps"):
+		return route{method: post, h: s.createSweep, onGet: s.listSweeps}, nil
+	case len(segs) >= 3 && len(segs) <= 4 && segs[0] == "api" && segs[1] == "sweeps":
+		rt := route{hasID: true, idOf: "sweep", id: segs[2]}
+		switch {
+		case len(segs) == 3:
+			rt.method, rt.h = get, s.getSweep
+		case segs[3] == "metrics":
+			rt.method, rt.h = get, s.sweepMetrics
+		case segs[3] == "retry":
+			rt.method, rt.h = post, s.retrySweep
+		case segs[3] == "cancel":
+			rt.method, rt.h = post, s.cancelSweep
+		default:
+			if core.ValidTaskID(segs[2]) {
+				return route{}, errNotFound("path")
+			}
+		}
+		return rt, nil
+	case is("rlsched.py"): // the Python client, for notebooks (API.md)
+		return route{method: get, public: true, h: s.pythonClient}, nil
 	case is("ws"): // authenticates itself: it also takes ?token=
 		return route{method: get, public: true, h: s.ws}, nil
 	case len(segs) >= 4 && segs[0] == "api" && segs[1] == "monitor" && segs[2] == "logs":
