@@ -68,7 +68,7 @@ func (h *harness) login() {
 }
 
 func TestCommands(t *testing.T) {
-	want := []string{"cancel", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "whoami", "workers"}
+	want := []string{"cancel", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "sweep", "whoami", "workers"}
 	if got := Commands(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Commands() = %v, want %v", got, want)
 	}

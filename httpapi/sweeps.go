@@ -198,11 +198,21 @@ var allStatuses = []core.Status{core.StatusQueued, core.StatusDispatched, core.S
 
 // getSweep is GET /api/sweeps/{id}: the sweep, each member's latest run,
 // and the seed groups (the members' params without seed) with their final
-// rewards' mean, std, min and max; ?format=csv gives the groups as CSV.
+// rewards' mean, std, min and max; ?format=csv gives the groups as CSV,
+// ?runs=false leaves the runs out (a poll of a large sweep's progress).
 func (s *Server) getSweep(r *request) *apiError {
-	csvOut, e := formatCSV(r.ctx.QueryArgs())
+	q := r.ctx.QueryArgs()
+	csvOut, e := formatCSV(q)
 	if e != nil {
 		return e
+	}
+	withRuns := true
+	switch v := string(q.Peek("runs")); v {
+	case "", "true":
+	case "false":
+		withRuns = false
+	default:
+		return errBadRequest("runs must be true or false")
 	}
 	ctx, cancel := sweepCtx()
 	defer cancel()
@@ -221,18 +231,21 @@ func (s *Server) getSweep(r *request) *apiError {
 	if csvOut {
 		return s.writeCSV(r, "sweep-"+sw.ID+".csv", groupRows(groups))
 	}
-	views := make([]core.Task, len(runs))
-	for i, t := range runs {
-		views[i] = t.ViewFor(r.user)
+	var views []core.Task
+	if withRuns {
+		views = make([]core.Task, len(runs))
+		for i, t := range runs {
+			views[i] = t.ViewFor(r.user)
+		}
+		s.explainQueue(ctx, views)
 	}
-	s.explainQueue(ctx, views)
 	if groups == nil {
 		groups = []sweep.Group{}
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		sweepSummary
 		Spec   json.RawMessage `json:"spec"`
-		Runs   []core.Task     `json:"runs"`
+		Runs   []core.Task     `json:"runs,omitempty"` // a sweep has members: absent only with runs=false
 		Groups []sweep.Group   `json:"groups"`
 	}{summaryOf(sw), specFor(sw, r.user), views, groups})
 }

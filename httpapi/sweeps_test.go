@@ -106,6 +106,10 @@ func TestSweep_Create(t *testing.T) {
 			t.Fatalf("runs not in member order: %v", a.Runs)
 		}
 	}
+	if b := e.req("GET", "/api/sweeps/"+id+"?runs=false", tok, nil); b.status != 200 || strings.Contains(string(b.body), `"runs":[{`) ||
+		!strings.Contains(string(b.body), `"groups":[{`) {
+		t.Fatalf("runs=false: %d %s", b.status, b.body)
+	}
 	if !strings.Contains(string(a.Spec), `"secret"`) {
 		t.Fatalf("the owner's spec lacks its env: %s", a.Spec)
 	}
