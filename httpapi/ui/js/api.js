@@ -79,7 +79,15 @@ export const api = {
   metrics: (id, names, signal) => request('/api/tasks/' + enc(id) + '/metrics' + qs({ names: names && names.join(',') }), { signal }),
   artifacts: (id, signal) => request('/api/tasks/' + enc(id) + '/artifacts', { signal }),
   artifactURL: (id, path) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/'),
+  tasksCSV: (q = {}) => '/api/tasks' + qs({ ...q, format: 'csv' }),
   workers: (signal) => request('/api/workers', { signal }),
+
+  sweeps: (q = {}, signal) => request('/api/sweeps' + qs(q), { signal }),
+  sweep: (id, signal) => request('/api/sweeps/' + enc(id), { signal }),
+  sweepMetrics: (id, name, signal) => request('/api/sweeps/' + enc(id) + '/metrics' + qs({ name }), { signal }),
+  retrySweep: (id) => request('/api/sweeps/' + enc(id) + '/retry', { method: 'POST' }),
+  cancelSweep: (id) => request('/api/sweeps/' + enc(id) + '/cancel', { method: 'POST' }),
+  sweepCSV: (id) => '/api/sweeps/' + enc(id) + '?format=csv',
   health: async (signal) => {
     // 503 still carries the health document ("status":"DOWN").
     const res = await fetch('/api/monitor/health', { headers: { Accept: 'application/json' }, credentials: 'same-origin', signal });
