@@ -98,6 +98,8 @@ type Server struct {
 	hosts guard.Hosts
 	// throttle counts failed sign-ins (throttle.go).
 	throttle *throttle
+	// curves keeps the curves answers of ended sweeps (sweeps.go).
+	curves *answerCache
 
 	mu      sync.Mutex
 	stopped bool
@@ -140,7 +142,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
 	}
 	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
-		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle()}
+		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle(), curves: newAnswerCache(curvesCacheBytes)}
 	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
 		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
 	}

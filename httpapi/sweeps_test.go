@@ -345,6 +345,29 @@ func TestSweep_Metrics(t *testing.T) {
 	if !reflect.DeepEqual(byLR, want) {
 		t.Fatalf("curves %v, want %v", byLR, want)
 	}
+	// Ended, the curves are made once and reused while nothing changes; a
+	// late point (a store outage's backlog) or a new final reward is seen.
+	for _, rid := range runs {
+		e.finish(rid, core.StatusSucceeded)
+	}
+	curve := func() string {
+		t.Helper()
+		r := e.req("GET", "/api/sweeps/"+id+"/metrics", tok, nil)
+		if r.status != 200 {
+			t.Fatalf("metrics: %d %s", r.status, r.body)
+		}
+		return string(r.body)
+	}
+	first := curve()
+	if curve() != first || curve() != first || !strings.Contains(first, `[2,1,1.4142135623730951,2]`) {
+		t.Fatalf("ended curves changed without a change:\n%s", first)
+	}
+	if err := e.st.AppendMetrics(context.Background(), runs[0], []core.MetricPoint{{Step: 3, Name: "episode_reward", Value: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	if late := curve(); late == first || !strings.Contains(late, `[3,9,0,1]`) {
+		t.Fatalf("a late point is not in the curves:\n%s", late)
+	}
 	r = e.req("GET", "/api/sweeps/"+id+"/metrics?name=nothing", tok, nil)
 	if r.status != 200 || !strings.Contains(string(r.body), `"series":[]`) {
 		t.Fatalf("metrics of an unknown name: %d %s", r.status, r.body)

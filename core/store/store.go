@@ -145,10 +145,16 @@ type Store interface {
 	// in member order; core.ErrNotFound for an unknown sweep.
 	RetrySweep(ctx context.Context, id string, rerun func(latest core.Task) core.Task) ([]core.Task, error)
 	// SweepMetrics returns each member's latest run of sweep id, in member
-	// order, with its series name. It reads every member in a constant
-	// number of queries, whatever the sweep's size; core.ErrNotFound for
-	// an unknown sweep.
-	SweepMetrics(ctx context.Context, id, name string) ([]MemberSeries, error)
+	// order, with its series name (none when name is ""). It reads every
+	// member in a constant number of queries, whatever the sweep's size;
+	// core.ErrNotFound for an unknown sweep. The version is
+	// SweepSeriesVersion's as the answer was read ("" without a name).
+	SweepMetrics(ctx context.Context, id, name string) (ms []MemberSeries, version string, err error)
+	// SweepSeriesVersion names the state of what SweepMetrics(id, name)
+	// answers, cheaply (no series read): equal versions mean an equal
+	// answer, so a caller may keep an answer and reuse it while the version
+	// stays. It is "" (never reuse) while a member is queued or active.
+	SweepSeriesVersion(ctx context.Context, id, name string) (string, error)
 	// SweepLimits returns, of the sweeps ids, those with a cap on their
 	// active members (maxParallel > 0), with the cap and how many of their
 	// runs are DISPATCHED or RUNNING. Unknown ids are left out.

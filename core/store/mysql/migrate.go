@@ -146,6 +146,9 @@ var migrations = [][]string{
 			points  INT             NOT NULL,
 			data    MEDIUMBLOB      NOT NULL,
 			PRIMARY KEY (task_id, name),
+			-- A sweep's version reads the packs' points from here, not
+			-- from the rows that hold the series.
+			KEY metric_packs_points (task_id, name, points),
 			CONSTRAINT metric_packs_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},

@@ -200,33 +200,57 @@ func (s *Store) RetrySweep(ctx context.Context, id string, rerun func(core.Task)
 }
 
 // SweepMetrics implements store.Store: one REPEATABLE READ transaction for
-// the reads, then the packs of the ended runs it read as rows.
-func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, error) {
-	var packs []sqlutil.Pack
+// the reads, then the packs of the ended runs it read as rows; the version
+// is the one the packs written leave (sqlutil.Version.Packed).
+func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, string, error) {
+	var packs, written []sqlutil.Pack
+	var version sqlutil.Version
 	out, err := readTx(s, ctx, func(tx *sql.Tx) ([]store.MemberSeries, error) {
-		out, p, err := sqlutil.SweepSeries(ctx, tx, id, name)
-		packs = p
+		out, v, p, err := sqlutil.SweepSeries(ctx, tx, id, name, packsIndex)
+		version, packs = v, p
 		return out, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for len(packs) > 0 {
 		part := packs[:min(len(packs), sqlutil.PacksPerTx)]
 		packs = packs[len(part):]
 		// A pack that cannot be written costs the next read only.
-		_ = s.inTx(ctx, func(tx *sql.Tx) error {
+		var made []sqlutil.Pack
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			made = made[:0]
 			for _, p := range part {
-				if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO metric_packs (task_id, name, points, data)
+				res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO metric_packs (task_id, name, points, data)
 					SELECT ?, ?, ?, ? FROM DUAL WHERE (SELECT COUNT(*) FROM metrics WHERE task_id = ? AND name = ?) = ?`,
-					sqlutil.PackArgs(p)...); err != nil {
+					sqlutil.PackArgs(p)...)
+				if err != nil {
 					return err
+				}
+				if n, _ := res.RowsAffected(); n == 1 {
+					made = append(made, p)
 				}
 			}
 			return nil
 		})
+		if err == nil {
+			written = append(written, made...)
+		}
 	}
-	return out, nil
+	return out, version.Packed(written).String(), nil
+}
+
+// packsIndex makes a sweep's version read its packs' points from their
+// index (sqlutil.SeriesVersionQuery).
+const packsIndex = "FORCE INDEX (metric_packs_points)"
+
+// SweepSeriesVersion implements store.Store.
+func (s *Store) SweepSeriesVersion(ctx context.Context, id, name string) (string, error) {
+	v, err := sqlutil.SeriesVersion(ctx, s.db, id, name, packsIndex)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the version of sweep %s: %w", id, err)
+	}
+	return v.String(), nil
 }
 
 // readTx runs f in one read-only transaction: every query of f sees one

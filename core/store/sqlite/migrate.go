@@ -123,7 +123,10 @@ var migrations = []string{
 		points  INTEGER NOT NULL,
 		data    BLOB    NOT NULL,
 		PRIMARY KEY (task_id, name)
-	) WITHOUT ROWID;`,
+	) WITHOUT ROWID;
+	-- A sweep's version reads its packs' points from here, not from the
+	-- rows that hold the series.
+	CREATE INDEX metric_packs_points ON metric_packs(task_id, name, points);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -187,21 +187,25 @@ func (s *Store) RetrySweep(ctx context.Context, id string, rerun func(core.Task)
 // SweepMetrics implements store.Store: one read transaction of the read
 // pool, then the packs of the ended runs it read as rows, written in
 // transactions of sqlutil.PacksPerTx so other writers are not held up.
-// A pack that cannot be written costs the next read only.
-func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, error) {
-	var packs []sqlutil.Pack
+// A pack that cannot be written costs the next read only. The version is
+// the one the packs written leave (sqlutil.Version.Packed).
+func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, string, error) {
+	var packs, written []sqlutil.Pack
+	var version sqlutil.Version
 	out, err := readTx(s, ctx, func(tx *sql.Tx) ([]store.MemberSeries, error) {
-		out, p, err := sqlutil.SweepSeries(ctx, tx, id, name)
-		packs = p
+		out, v, p, err := sqlutil.SweepSeries(ctx, tx, id, name, packsIndex)
+		version, packs = v, p
 		return out, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for len(packs) > 0 {
 		part := packs[:min(len(packs), sqlutil.PacksPerTx)]
 		packs = packs[len(part):]
-		_ = s.inTx(ctx, func(tx *sql.Tx) error {
+		var made []sqlutil.Pack
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			made = made[:0]
 			st, err := tx.PrepareContext(ctx, `INSERT INTO metric_packs (task_id, name, points, data)
 				SELECT ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM metrics WHERE task_id = ? AND name = ?) = ?
 				ON CONFLICT (task_id, name) DO NOTHING`)
@@ -210,14 +214,34 @@ func (s *Store) SweepMetrics(ctx context.Context, id, name string) ([]store.Memb
 			}
 			defer st.Close()
 			for _, p := range part {
-				if _, err := st.ExecContext(ctx, sqlutil.PackArgs(p)...); err != nil {
+				res, err := st.ExecContext(ctx, sqlutil.PackArgs(p)...)
+				if err != nil {
 					return err
+				}
+				if n, _ := res.RowsAffected(); n == 1 {
+					made = append(made, p)
 				}
 			}
 			return nil
 		})
+		if err == nil {
+			written = append(written, made...)
+		}
 	}
-	return out, nil
+	return out, version.Packed(written).String(), nil
+}
+
+// packsIndex makes a sweep's version read its packs' points from their
+// index (sqlutil.SeriesVersionQuery).
+const packsIndex = "INDEXED BY metric_packs_points"
+
+// SweepSeriesVersion implements store.Store.
+func (s *Store) SweepSeriesVersion(ctx context.Context, id, name string) (string, error) {
+	v, err := sqlutil.SeriesVersion(ctx, s.rs, id, name, packsIndex)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the version of sweep %s: %w", id, err)
+	}
+	return v.String(), nil
 }
 
 // readTx runs f in one read transaction of the read pool: every query of

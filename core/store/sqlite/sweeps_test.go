@@ -49,6 +49,7 @@ func TestSweepIndexes(t *testing.T) {
 	f("SweepLimits", sqlutil.SweepLimitsQuery(2), "tasks_sweep_active", "s1", "s2")
 	f("packed series", sqlutil.SeriesPacksQuery, "PRIMARY KEY", "r", "s1")
 	f("series as rows", sqlutil.SeriesRowsQuery, "PRIMARY KEY", "r", "s1", "r")
+	f("a sweep's version", sqlutil.SeriesVersionQuery(packsIndex), "COVERING INDEX metric_packs_points", "r", "s1")
 	f("runs of a sweep", sqlutil.TaskCols+`WHERE t.sweep_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT 5`,
 		"tasks_sweep_newest", "s1")
 	f("reruns of a run", sqlutil.TaskCols+`WHERE t.rerun_of <> '' AND t.rerun_of = ? ORDER BY t.created_at DESC, t.id DESC LIMIT 5`,
@@ -94,7 +95,7 @@ func TestSweepMetricsPacks(t *testing.T) {
 			}
 		}
 	}
-	if _, err := s.SweepMetrics(ctx, "s1", "r"); err != nil {
+	if _, _, err := s.SweepMetrics(ctx, "s1", "r"); err != nil {
 		t.Fatal(err)
 	}
 	if n := packs(); n != 2 {
@@ -106,7 +107,7 @@ func TestSweepMetricsPacks(t *testing.T) {
 	if n := packs(); n != 1 {
 		t.Fatalf("%d packs after a late point, want 1", n)
 	}
-	got, err := s.SweepMetrics(ctx, "s1", "r")
+	got, _, err := s.SweepMetrics(ctx, "s1", "r")
 	if err != nil || len(got) != 3 || got[0].TaskID != "m0" || len(got[0].Points) != 2 || packs() != 2 {
 		t.Fatalf("after a late point: %v %v, %d packs", got, err, packs())
 	}

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepList", testSweepList},
 		{"SweepMetrics", testSweepMetrics},
 		{"SweepLimits", testSweepLimits},
+		{"SweepVersion", testSweepVersion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

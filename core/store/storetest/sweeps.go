@@ -94,7 +94,8 @@ func testSweepCreate(t *testing.T, s store.Store) {
 	for _, f := range []func() error{
 		func() error { _, err := s.Sweep(ctx, "s-missing"); return err },
 		func() error { _, err := s.SweepRuns(ctx, "s-missing"); return err },
-		func() error { _, err := s.SweepMetrics(ctx, "s-missing", "loss"); return err },
+		func() error { _, _, err := s.SweepMetrics(ctx, "s-missing", "loss"); return err },
+		func() error { _, err := s.SweepSeriesVersion(ctx, "s-missing", "loss"); return err },
 		func() error {
 			_, err := s.RetrySweep(ctx, "s-missing", func(t core.Task) core.Task { return t })
 			return err
@@ -340,7 +341,7 @@ func testSweepMetrics(t *testing.T, s store.Store) {
 	}
 	check := func(what string) {
 		t.Helper()
-		ms, err := s.SweepMetrics(ctx, "s1", "r")
+		ms, _, err := s.SweepMetrics(ctx, "s1", "r")
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -386,7 +387,7 @@ func testSweepMetrics(t *testing.T, s store.Store) {
 	add(retried[0].ID, core.MetricPoint{Step: 9, Name: "r", Value: 9})
 	want[retried[0].ID] = [][2]float64{{9, 9}}
 	check("the retry's points")
-	if got, err := s.SweepMetrics(ctx, "s1", "nope"); err != nil || len(got) != 3 || got[0].Points != nil {
+	if got, _, err := s.SweepMetrics(ctx, "s1", "nope"); err != nil || len(got) != 3 || got[0].Points != nil {
 		t.Fatalf("SweepMetrics of an unknown name: %+v %v", got, err)
 	}
 	// Metrics of one run are untouched by packing.
@@ -418,5 +419,76 @@ func testSweepLimits(t *testing.T, s store.Store) {
 	}
 	if got, err := s.SweepLimits(ctx, nil); err != nil || len(got) != 0 {
 		t.Fatalf("SweepLimits(nil): %v %v", got, err)
+	}
+}
+
+// testSweepVersion: the version of a sweep's series is "" while a member
+// is not done, and changes with everything SweepMetrics answers.
+func testSweepVersion(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := mustUser(t, s, "alice")
+	_, ts := mustSweep(t, s, "s1", u, 2, 0)
+	version := func(what string) string {
+		t.Helper()
+		v, err := s.SweepSeriesVersion(ctx, "s1", "r")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	read := func(what string) string {
+		t.Helper()
+		_, v, err := s.SweepMetrics(ctx, "s1", "r")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	for _, tk := range ts {
+		if err := s.AppendMetrics(ctx, tk.ID, []core.MetricPoint{{Step: 1, Name: "r", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end(t, s, ts[0].ID, core.StatusSucceeded, 1)
+	if v := version("a member running"); v != "" {
+		t.Fatalf("version %q with a member queued, want none", v)
+	}
+	end(t, s, ts[1].ID, core.StatusFailed, 2)
+	v1 := version("ended")
+	if v1 == "" {
+		t.Fatalf("no version of an ended sweep")
+	}
+	// The first read packs the series, and answers the version it leaves.
+	if v2, now := read("the first read"), version("packed"); v2 != now || v2 == v1 || read("a read of the packs") != v2 || version("again") != v2 {
+		t.Fatalf("versions %q, then %q as read and %q now: want a new one once packed, then the same", v1, v2, now)
+	}
+	v2 := version("packed")
+	seen := map[string]bool{v1: true, v2: true}
+	next := func(what string) {
+		t.Helper()
+		v := version(what)
+		if seen[v] {
+			t.Fatalf("%s: version %q seen before", what, v)
+		}
+		seen[v] = true
+		read(what)
+		seen[version(what+", read")] = true
+	}
+	if err := s.AppendMetrics(ctx, ts[0].ID, []core.MetricPoint{{Step: 2, Name: "r", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	next("a late point")
+	if err := s.SetFinalReward(ctx, ts[1].ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	next("a final reward")
+	if got, err := s.RetrySweep(ctx, "s1", rerunOf); err != nil || len(got) != 1 {
+		t.Fatalf("RetrySweep: %v %v", got, err)
+	}
+	if v := version("retried"); v != "" {
+		t.Fatalf("version %q with a retried member queued", v)
+	}
+	if v, err := s.SweepSeriesVersion(ctx, "s-missing", "r"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("version of an unknown sweep: %q %v", v, err)
 	}
 }

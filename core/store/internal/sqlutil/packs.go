@@ -98,17 +98,24 @@ type Pack struct {
 }
 
 // SweepSeries reads series name of every member's latest run of sweep id
-// on db, which must be one read transaction (so that packs and rows come
+// (packsIndex as SeriesVersion's) on db, which must be one read transaction (so that packs and rows come
 // from one snapshot): the members in one query, packed series in one more,
 // the others' rows in a third. It returns the members in member order and
 // the packs to make of the ended runs it read as rows; core.ErrNotFound
 // for an unknown sweep.
-func SweepSeries(ctx context.Context, db Querier, id, name string) ([]store.MemberSeries, []Pack, error) {
-	fail := func(err error) ([]store.MemberSeries, []Pack, error) {
-		return nil, nil, fmt.Errorf("cannot read the metrics of sweep %s: %w", id, err)
+func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) ([]store.MemberSeries, Version, []Pack, error) {
+	fail := func(err error) ([]store.MemberSeries, Version, []Pack, error) {
+		return nil, Version{}, nil, fmt.Errorf("cannot read the metrics of sweep %s: %w", id, err)
 	}
-	if err := sweepExists(ctx, db, id); err != nil {
+	var version Version
+	if name == "" {
+		if err := sweepExists(ctx, db, id); err != nil {
+			return fail(err)
+		}
+	} else if v, err := SeriesVersion(ctx, db, id, name, packsIndex); err != nil {
 		return fail(err)
+	} else {
+		version = v
 	}
 	rows, err := db.QueryContext(ctx, SeriesMembersQuery, id)
 	if err != nil {
@@ -130,8 +137,11 @@ func SweepSeries(ctx context.Context, db Querier, id, name string) ([]store.Memb
 	}
 	err = rows.Err()
 	rows.Close()
-	if err != nil {
-		return fail(err)
+	if err != nil || name == "" {
+		if err != nil {
+			return fail(err)
+		}
+		return out, version, nil, nil
 	}
 
 	rows, err = db.QueryContext(ctx, SeriesPacksQuery, name, id)
@@ -193,7 +203,71 @@ func SweepSeries(ctx context.Context, db Querier, id, name string) ([]store.Memb
 			packs = append(packs, Pack{TaskID: m.TaskID, Name: name, Points: len(m.Points), Data: EncodePack(m.Points)})
 		}
 	}
-	return out, packs, nil
+	return out, version, packs, nil
+}
+
+// Version is the state of a sweep's series as SweepSeriesVersion names
+// it: the members' count and how many ended, their latest runs' last
+// change (a retry's new run, a status, a final reward), and the count and
+// points of their packs of the name (a late point drops its run's pack,
+// and packing it again adds a point). The points of ended runs not packed
+// yet are not in it: the read that packs them adds them (Packed).
+type Version struct {
+	members, ended, changed, packs, points int64
+}
+
+// String is "" while a member's latest run has not ended (its series
+// still grows: never reuse), else the figures.
+func (v Version) String() string {
+	if v.ended < v.members || v.members == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d:%d:%d", v.members, v.changed, v.packs, v.points)
+}
+
+// Packed is v once the packs ps were written: what SeriesVersion reads
+// after them if nothing else changed (a concurrent late point makes it
+// differ, so an answer kept at Packed is then not reused).
+func (v Version) Packed(ps []Pack) Version {
+	for _, p := range ps {
+		v.packs++
+		v.points += int64(p.Points)
+	}
+	return v
+}
+
+// SeriesVersion is SweepSeriesVersion on db; core.ErrNotFound for an
+// unknown sweep. packsIndex is the backend's hint that makes the packs'
+// points come from their index (SeriesVersionQuery).
+func SeriesVersion(ctx context.Context, db Querier, id, name, packsIndex string) (Version, error) {
+	var v Version
+	if err := sweepExists(ctx, db, id); err != nil {
+		return v, err
+	}
+	rows, err := db.QueryContext(ctx, SeriesVersionQuery(packsIndex), name, id)
+	if err != nil {
+		return v, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&v.members, &v.ended, &v.changed, &v.packs, &v.points); err != nil {
+			return v, err
+		}
+	}
+	return v, rows.Err()
+}
+
+// SeriesVersionQuery reads a Version (name, sweep id). packsIndex, the
+// backend's spelling of "use index metric_packs_points" for the packs,
+// makes their points come from that index, not from their rows, which
+// hold the series (without it, the planners pick the primary key).
+func SeriesVersionQuery(packsIndex string) string {
+	return `SELECT COUNT(*),
+	COALESCE(SUM(CASE WHEN t.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT') THEN 1 ELSE 0 END), 0),
+	COALESCE(MAX(t.updated_at), 0), COUNT(p.task_id), COALESCE(SUM(p.points), 0)
+	FROM sweep_members sm JOIN tasks t ON t.id = sm.task_id
+	LEFT JOIN metric_packs p ` + packsIndex + ` ON p.task_id = sm.task_id AND p.name = ?
+	WHERE sm.sweep_id = ?`
 }
 
 // PackArgs are the arguments of a backend's conditional pack INSERT:
