@@ -272,6 +272,19 @@ export function mount(root, ctx) {
   // after queue changes while queued runs are shown.
   const refreshQueue = debounce(() => { if (items.some((t) => t.status === 'QUEUED')) load(false); }, 800);
 
+  // Frames are drawn once per animation frame; a burst of new runs (a
+  // sweep's members arrive together) reloads the newest page instead.
+  let renderPending = 0, burst = 0;
+  function renderSoon() {
+    if (renderPending) return;
+    renderPending = requestAnimationFrame(() => {
+      renderPending = 0;
+      const reload = burst > PAGE;
+      burst = 0;
+      if (reload) load(false); else renderRows();
+    });
+  }
+
   function onFrame(m) {
     if (m.type === 'subscribed' || m.type === 'lagged') { load(false); return; } // resync after (re)connecting or missed frames
     if (m.type !== 'task' || !m.data || !m.data.id) return;
@@ -290,9 +303,9 @@ export function mount(root, ctx) {
     } else {
       byId.set(t.id, t);
       if (old) items = items.map((x) => (x.id === t.id ? t : x));
-      else { items.unshift(t); fresh.add(t.id); }
+      else { items.unshift(t); fresh.add(t.id); burst++; }
     }
-    renderRows();
+    renderSoon();
     if (t.status === 'QUEUED' || (old && old.status === 'QUEUED') || TERMINAL.has(t.status)) refreshQueue();
   }
 
@@ -337,6 +350,7 @@ export function mount(root, ctx) {
 
   return () => {
     ac.abort();
+    cancelAnimationFrame(renderPending);
     unsub();
     stopPoll();
     clearInterval(tick);
