@@ -2,6 +2,7 @@ package sqlutil
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -150,7 +151,7 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 	}
 	for rows.Next() {
 		var tid string
-		var data []byte
+		var data sql.RawBytes // decoded before the next row: no copy of the pack
 		if err := rows.Scan(&tid, &data); err != nil {
 			rows.Close()
 			return fail(err)
