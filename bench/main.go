@@ -64,7 +64,7 @@ func main() {
 	quick := flag.Bool("quick", false, "small sizes: one scenario in under 30 s")
 	all := flag.Bool("all", false, "run every scenario at full size and rewrite BENCHMARKS.md")
 	list := flag.Bool("list", false, "list the scenarios")
-	out := flag.String("out", "", "file -all writes (default BENCHMARKS.md at the module root)")
+	out := flag.String("out", "", "file -all writes (default BENCHMARKS.md at the module root); with -scenario, a file of that scenario's report in BENCHMARKS.md's form")
 	profile := flag.String("profile", "", "directory: build the master with a pprof hook (bench/overlay) and write CPU, heap and allocation profiles of each measured window there")
 	keep := flag.Bool("keep", false, "keep the temporary directory (master logs, databases)")
 	flag.Parse()
@@ -128,7 +128,7 @@ func main() {
 		rep.print(os.Stdout)
 		reports = append(reports, rep)
 	}
-	if *all && len(reports) > 0 {
+	if (*all || *out != "") && len(reports) > 0 {
 		path := *out
 		if path == "" {
 			path = e.root + "/BENCHMARKS.md"
