@@ -104,7 +104,9 @@ type command struct {
 	summary  string // one line
 	details  string // paragraphs after the synopsis in --help
 	examples []string
-	run      func(inv *invocation, args []string) int
+	// argv: the command takes a command to run after --.
+	argv bool
+	run  func(inv *invocation, args []string) int
 }
 
 var commands = map[string]*command{}
@@ -122,7 +124,7 @@ func Commands() []string {
 }
 
 // order is the order of Usage's listing: the usual workflow first.
-var order = []string{"register", "login", "logout", "whoami", "submit", "ls", "show", "logs",
+var order = []string{"register", "login", "logout", "whoami", "submit", "sweep", "ls", "show", "logs",
 	"cancel", "rerun", "metrics", "artifacts", "download", "diff", "workers", "user"}
 
 // Usage writes one line per client command, for the binary's top-level help.

@@ -373,10 +373,16 @@ func (c *client) hint(ae *apiError, resp *http.Response, path string) string {
 		}
 		return fmt.Sprintf("your login has expired or is not valid here: run `rlsched login -u %s` again", name)
 	case http.StatusForbidden:
+		if strings.HasPrefix(path, "/api/sweeps/") {
+			return "only the owner of a sweep or an admin may change it"
+		}
 		return "only the owner of a run or an admin may change it"
 	case http.StatusNotFound:
 		if strings.HasPrefix(path, "/api/tasks/") || strings.HasPrefix(path, "/api/monitor/logs/") {
 			return "list your runs with `rlsched ls`"
+		}
+		if strings.HasPrefix(path, "/api/sweeps/") {
+			return "list the sweeps with `rlsched sweep ls`"
 		}
 		return fmt.Sprintf("is %s an rlsched server? pick another with --server URL", c.base)
 	case http.StatusTooManyRequests:

@@ -122,7 +122,7 @@ func (inv *invocation) startParsed(p parsed, minPos, maxPos int) (parsed, int, b
 		return p, ExitOK, false
 	case p.problem != "":
 		return p, inv.usageError("%s", p.problem), false
-	case p.dash && inv.cmd.name != "submit":
+	case p.dash && !inv.cmd.argv:
 		return p, inv.usageError("unexpected `--`"), false
 	case len(p.pos) < minPos:
 		return p, inv.usageError("missing argument %s", strings.Fields(inv.cmd.args)[len(p.pos)]), false

@@ -65,6 +65,13 @@ type realServer struct {
 
 func newRealServer(t *testing.T, withHub bool) *realServer {
 	t.Helper()
+	return newRealServerWith(t, withHub, nil)
+}
+
+// newRealServerWith is newRealServer with ctl as the dispatcher (nil: one
+// that does nothing).
+func newRealServerWith(t *testing.T, withHub bool, ctl func(store.Store) httpapi.Control) *realServer {
+	t.Helper()
 	dir := t.TempDir()
 	raw, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
 	if err != nil {
@@ -74,6 +81,10 @@ func newRealServer(t *testing.T, withHub bool) *realServer {
 	rs := &realServer{st: raw, logDir: filepath.Join(dir, "logs"), access: &lockedBuffer{}}
 	if err := os.MkdirAll(rs.logDir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	var control httpapi.Control = nopControl{}
+	if ctl != nil {
+		control = ctl(raw)
 	}
 	if withHub {
 		rs.hub = live.NewHub(live.HubConfig{LogDir: rs.logDir, HistoryChunk: 1000})
@@ -85,7 +96,7 @@ func newRealServer(t *testing.T, withHub bool) *realServer {
 		BcryptCost: bcrypt.MinCost,
 		Logger:     zerolog.New(rs.access),
 		Hub:        rs.hub,
-	}, rs.st, nopControl{})
+	}, rs.st, control)
 	if err != nil {
 		t.Fatal(err)
 	}

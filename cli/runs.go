@@ -9,19 +9,27 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
 
 func init() {
 	register(&command{
-		name:    "ls",
-		args:    "[--status S] [--user U] [--project P] [--limit N] [--all] [--json]",
+		name: "ls",
+		args: "[--status S] [--user U] [--project P] [--tag T] [--name S] [--sweep ID] [--param K=V ...] " +
+			"[--since T] [--until T] [--limit N] [--all] [--json | --csv]",
 		summary: "List runs, newest first.",
 		details: "Without --all one page is shown (the server's default size, or --limit); --all follows\n" +
-			"the pages to the end (--limit is then the page size).",
-		examples: []string{"rlsched ls --status RUNNING", "rlsched ls --project cartpole --all --json | jq '.items[].finalReward'"},
-		run:      runLs,
+			"the pages to the end (--limit is then the page size).\n\n" +
+			"--name matches a part of the name, without case. --param K=V matches runs whose param K equals V\n" +
+			"as JSON values (--param lr=0.001 matches 1e-3; --param env=CartPole-v1 a string). --since and\n" +
+			"--until take an RFC 3339 time, a date (2025-03-01, UTC) or an age (90m, 36h, 7d): runs created\n" +
+			"at or after --since and before --until. --csv prints id, name, user, project, status, attempt,\n" +
+			"createdAt, finishedAt, finalReward and a column per param.",
+		examples: []string{"rlsched ls --status RUNNING", "rlsched ls --project cartpole --all --json | jq '.items[].finalReward'",
+			"rlsched ls --sweep $id --param lr=1e-3 --csv > lr.csv", "rlsched ls --tag baseline --since 7d"},
+		run: runLs,
 	})
 	register(&command{
 		name:     "show",
@@ -196,10 +204,44 @@ func runLs(inv *invocation, args []string) int {
 	limit := fs.Int("limit", 0, "at most `N` runs (1–500; with --all the page size)")
 	all := fs.Bool("all", false, "follow the pages to the last run")
 	jsonOut := fs.Bool("json", false, `print the server's JSON ({"items":[...],"nextCursor"}; with --all one object with every item)`)
+	csvOut := fs.Bool("csv", false, "print the runs as CSV, a column per param (the server's ?format=csv)")
+	tag := fs.String("tag", "", "only runs tagged `TAG`")
+	name := fs.String("name", "", "only runs whose name contains `TEXT` (without case)")
+	sweep := fs.String("sweep", "", "only members of sweep `ID` (every run of each)")
+	rerunOf := fs.String("rerun-of", "", "only reruns of run `ID`")
+	since := fs.String("since", "", "only runs created at or after `T` (RFC 3339, a date, or an age like 7d)")
+	until := fs.String("until", "", "only runs created before `T` (RFC 3339, a date, or an age like 36h)")
+	var params multiFlag
+	fs.Var(&params, "param", "only runs whose param `KEY=VALUE` (repeatable; compared as JSON values)")
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
 	}
+	if *jsonOut && *csvOut {
+		return inv.usageError("give --json or --csv, not both")
+	}
 	q := url.Values{}
+	for _, f := range []struct{ key, v string }{{"tag", *tag}, {"name", *name}, {"sweep", *sweep}, {"rerunOf", *rerunOf}} {
+		if f.v != "" {
+			q.Set(f.key, f.v)
+		}
+	}
+	for _, kv := range params {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return inv.usageError("--param wants KEY=VALUE, got %q", kv)
+		}
+		q.Add("param."+k, v)
+	}
+	for _, f := range []struct{ flag, key, v string }{{"since", "createdAfter", *since}, {"until", "createdBefore", *until}} {
+		if !fs.isSet(f.flag) {
+			continue
+		}
+		t, err := parseWhen(f.v, inv.env.now())
+		if err != nil {
+			return inv.usageError("--%s: %v", f.flag, err)
+		}
+		q.Set(f.key, t.UTC().Format(time.RFC3339Nano))
+	}
 	if *status != "" {
 		s := core.Status(strings.ToUpper(*status))
 		if !s.Valid() {
@@ -224,6 +266,9 @@ func runLs(inv *invocation, args []string) int {
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code
+	}
+	if *csvOut {
+		return inv.lsCSV(c, q, *all)
 	}
 	var items []json.RawMessage
 	var next string
@@ -458,4 +503,61 @@ func csvNumber(raw json.RawMessage) string {
 		return s
 	}
 	return t
+}
+
+// lsCSV prints the runs of q as CSV: one page, or with all every page (the
+// next page's cursor is the answer's X-Next-Cursor header; the header row
+// is printed once).
+func (inv *invocation) lsCSV(c *client, q url.Values, all bool) int {
+	q.Set("format", "csv")
+	seen := map[string]bool{}
+	for page := 0; ; page++ {
+		resp, err := c.do(inv.ctx, "GET", "/api/tasks", q, nil, "text/csv")
+		if err != nil {
+			return inv.fail(err)
+		}
+		body := resp.body
+		if page > 0 {
+			if i := bytes.IndexByte(body, '\n'); i >= 0 {
+				body = body[i+1:]
+			}
+		}
+		if _, err := inv.rawStdout.Write(body); err != nil {
+			return inv.fail(err)
+		}
+		next := resp.header.Get("X-Next-Cursor")
+		if next == "" {
+			return ExitOK
+		}
+		if !all {
+			fmt.Fprintf(inv.env.Stderr, "(more runs: add --all, or --limit N)\n")
+			return ExitOK
+		}
+		if seen[next] {
+			return inv.fail(errors.New("the server keeps answering the same page: stopping --all (a server bug; try without --all)"))
+		}
+		seen[next] = true
+		q.Set("cursor", next)
+	}
+}
+
+// parseWhen reads --since and --until: an RFC 3339 time, a date (UTC
+// midnight) or an age before now (90m, 36h, 7d).
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if days, err := strconv.ParseFloat(n, 64); err == nil && days >= 0 {
+			return now.Add(-time.Duration(days * 24 * float64(time.Hour))), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time: give 2025-03-01T12:00:00Z, 2025-03-01 or an age like 90m, 36h, 7d", s)
 }

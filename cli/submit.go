@@ -43,7 +43,8 @@ SUCCEEDED.`,
 			"rlsched submit --wait --timeout 2h -- python3 train.py",
 			"rlsched submit --resume-from $id --algorithm ppo --episodes 1000",
 		},
-		run: runSubmit,
+		argv: true,
+		run:  runSubmit,
 	})
 }
 
@@ -93,30 +94,120 @@ func (inv *invocation) checkWaitFlags(w *waitFlags) (int, bool) {
 	return ExitOK, true
 }
 
+// runFlags are the flags that describe a run, shared by submit and sweep
+// (where they describe the base every member shares).
+type runFlags struct {
+	req                         submitRequest
+	episodes, gpus, prio, retry int
+	lr                          float64
+	timeout, workdir            string
+	params, envs, tags          multiFlag
+}
+
+func (rf *runFlags) define(fs *flagSet) {
+	fs.StringVar(&rf.req.Algorithm, "algorithm", "", "run the default trainer with algorithm `A` (e.g. ppo, dqn)")
+	fs.IntVar(&rf.episodes, "episodes", 0, "`N` episodes for --algorithm")
+	fs.Float64Var(&rf.lr, "lr", 0, "learning rate `X` for --algorithm")
+	fs.Var(&rf.params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
+	fs.Var(&rf.envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
+	fs.IntVar(&rf.gpus, "gpus", 0, "`N` GPUs the run needs")
+	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first")
+	fs.IntVar(&rf.retry, "max-retries", 1, "requeue a LOST run (its worker vanished) up to `N` times")
+	fs.StringVar(&rf.timeout, "timeout", "", "wall-clock limit, `SECONDS` or a duration like 2h30m; then the run ends as TIMEOUT")
+	fs.StringVar(&rf.req.Name, "name", "", "display `NAME` (default derived from the algorithm or command)")
+	fs.StringVar(&rf.req.Project, "project", "", "`PROJECT` to group runs for comparison")
+	fs.Var(&rf.tags, "tag", "add `TAG` to the run (repeatable)")
+	fs.StringVar(&rf.workdir, "workdir", "", "`DIR` on the worker (default for a command: the current directory)")
+}
+
+// request checks the flags and the command after -- and builds the run's
+// request; ok=false means the command is over with exit code code.
+func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitRequest, code int, ok bool) {
+	req = rf.req
+	name := inv.cmd.name
+	switch {
+	case req.Algorithm != "" && p.dash:
+		return req, inv.usageError("give either --algorithm or a command after --, not both"), false
+	case req.Algorithm == "" && !p.dash:
+		return req, inv.usageError("nothing to run: give --algorithm A, or a command after -- (rlsched %s -- python3 train.py)", name), false
+	case p.dash && len(p.rest) == 0:
+		return req, inv.usageError("empty command after --"), false
+	case p.dash && (fs.isSet("episodes") || fs.isSet("lr")):
+		return req, inv.usageError("--episodes and --lr go with --algorithm; for a command use --param episodes=N"), false
+	}
+	if p.dash {
+		req.Command = p.rest
+		req.Workdir = inv.env.Dir
+	}
+	if fs.isSet("episodes") {
+		if rf.episodes <= 0 {
+			return req, inv.usageError("--episodes must be positive"), false
+		}
+		req.Episodes = &rf.episodes
+	}
+	if fs.isSet("lr") {
+		if !(rf.lr > 0) || math.IsInf(rf.lr, 0) {
+			return req, inv.usageError("--lr must be a positive number"), false
+		}
+		req.LearningRate = &rf.lr
+	}
+	if fs.isSet("workdir") {
+		if rf.workdir == "" {
+			return req, inv.usageError("--workdir is empty"), false
+		}
+		req.Workdir = rf.workdir
+	}
+	var err error
+	if req.Params, err = parseParams(rf.params, nil); err != nil {
+		return req, inv.usageError("%v", err), false
+	}
+	for _, kv := range rf.envs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
+			return req, inv.usageError("--env wants NAME=VALUE, got %q", kv), false
+		}
+		if req.Env == nil {
+			req.Env = map[string]string{}
+		}
+		req.Env[k] = v
+	}
+	for _, t := range rf.tags {
+		if strings.TrimSpace(t) == "" {
+			return req, inv.usageError("empty --tag"), false
+		}
+		req.Tags = append(req.Tags, t)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  **int
+	}{{"gpus", &rf.gpus, &req.GPUs}, {"priority", &rf.prio, &req.Priority}, {"max-retries", &rf.retry, &req.MaxRetries}} {
+		if !fs.isSet(f.name) {
+			continue
+		}
+		if *f.v < 0 && f.name != "priority" {
+			return req, inv.usageError("--%s must not be negative", f.name), false
+		}
+		*f.dst = f.v
+	}
+	if fs.isSet("timeout") {
+		secs, err := parseTimeout(rf.timeout)
+		if err != nil {
+			return req, inv.usageError("%v", err), false
+		}
+		req.TimeoutSeconds = &secs
+	}
+	req.Code = gitCode(inv.ctx, inv.env.Dir)
+	fitDiff(&req)
+	return req, ExitOK, true
+}
+
 func runSubmit(inv *invocation, args []string) int {
 	fs := inv.newFlags()
-	var (
-		req                         submitRequest
-		episodes, gpus, prio, retry int
-		lr                          float64
-		timeout, workdir            string
-		params, envs, tags          multiFlag
-		w                           waitFlags
-	)
-	fs.StringVar(&req.Algorithm, "algorithm", "", "run the default trainer with algorithm `A` (e.g. ppo, dqn)")
-	fs.IntVar(&episodes, "episodes", 0, "`N` episodes for --algorithm")
-	fs.Float64Var(&lr, "lr", 0, "learning rate `X` for --algorithm")
-	fs.Var(&params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
-	fs.Var(&envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
-	fs.IntVar(&gpus, "gpus", 0, "`N` GPUs the run needs")
-	fs.IntVar(&prio, "priority", 0, "priority `N`: higher runs first")
-	fs.IntVar(&retry, "max-retries", 1, "requeue a LOST run (its worker vanished) up to `N` times")
-	fs.StringVar(&timeout, "timeout", "", "wall-clock limit, `SECONDS` or a duration like 2h30m; then the run ends as TIMEOUT")
-	fs.StringVar(&req.Name, "name", "", "display `NAME` (default derived from the algorithm or command)")
-	fs.StringVar(&req.Project, "project", "", "`PROJECT` to group runs for comparison")
-	fs.Var(&tags, "tag", "add `TAG` to the run (repeatable)")
-	fs.StringVar(&workdir, "workdir", "", "`DIR` on the worker (default for a command: the current directory)")
-	fs.StringVar(&req.ResumeFrom, "resume-from", "", "start with the output files of run `ID` in RLSCHED_OUTPUT_DIR, and RLSCHED_RESUME=1")
+	var rf runFlags
+	var w waitFlags
+	rf.define(fs)
+	fs.StringVar(&rf.req.ResumeFrom, "resume-from", "", "start with the output files of run `ID` in RLSCHED_OUTPUT_DIR, and RLSCHED_RESUME=1")
 	inv.addWaitFlags(&w)
 	p := fs.parse(args)
 	if !p.help && p.problem == "" && len(p.pos) > 0 {
@@ -129,87 +220,13 @@ func runSubmit(inv *invocation, args []string) int {
 	if code, ok := inv.checkWaitFlags(&w); !ok {
 		return code
 	}
-
-	switch {
-	case req.Algorithm != "" && p.dash:
-		return inv.usageError("give either --algorithm or a command after --, not both")
-	case req.Algorithm == "" && !p.dash:
-		return inv.usageError("nothing to run: give --algorithm A, or a command after -- (rlsched submit -- python3 train.py)")
-	case p.dash && len(p.rest) == 0:
-		return inv.usageError("empty command after --")
-	case p.dash && (fs.isSet("episodes") || fs.isSet("lr")):
-		return inv.usageError("--episodes and --lr go with --algorithm; for a command use --param episodes=N")
+	req, code, ok := inv.request(fs, p, &rf)
+	if !ok {
+		return code
 	}
-	if p.dash {
-		req.Command = p.rest
-		req.Workdir = inv.env.Dir
+	if fs.isSet("resume-from") && !core.ValidTaskID(req.ResumeFrom) {
+		return inv.usageError("invalid --resume-from %q: give the id of the run whose files to start from", req.ResumeFrom)
 	}
-	if fs.isSet("episodes") {
-		if episodes <= 0 {
-			return inv.usageError("--episodes must be positive")
-		}
-		req.Episodes = &episodes
-	}
-	if fs.isSet("lr") {
-		if !(lr > 0) || math.IsInf(lr, 0) {
-			return inv.usageError("--lr must be a positive number")
-		}
-		req.LearningRate = &lr
-	}
-	if fs.isSet("workdir") {
-		if workdir == "" {
-			return inv.usageError("--workdir is empty")
-		}
-		req.Workdir = workdir
-	}
-	var err error
-	if req.Params, err = parseParams(params, nil); err != nil {
-		return inv.usageError("%v", err)
-	}
-	for _, kv := range envs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
-			return inv.usageError("--env wants NAME=VALUE, got %q", kv)
-		}
-		if req.Env == nil {
-			req.Env = map[string]string{}
-		}
-		req.Env[k] = v
-	}
-	for _, t := range tags {
-		if strings.TrimSpace(t) == "" {
-			return inv.usageError("empty --tag")
-		}
-		req.Tags = append(req.Tags, t)
-	}
-	for _, f := range []struct {
-		name string
-		v    *int
-		dst  **int
-	}{{"gpus", &gpus, &req.GPUs}, {"priority", &prio, &req.Priority}, {"max-retries", &retry, &req.MaxRetries}} {
-		if !fs.isSet(f.name) {
-			continue
-		}
-		if *f.v < 0 && f.name != "priority" {
-			return inv.usageError("--%s must not be negative", f.name)
-		}
-		*f.dst = f.v
-	}
-	if fs.isSet("timeout") {
-		secs, err := parseTimeout(timeout)
-		if err != nil {
-			return inv.usageError("%v", err)
-		}
-		req.TimeoutSeconds = &secs
-	}
-	if fs.isSet("resume-from") {
-		if !core.ValidTaskID(req.ResumeFrom) {
-			return inv.usageError("invalid --resume-from %q: give the id of the run whose files to start from", req.ResumeFrom)
-		}
-	}
-	req.Code = gitCode(inv.ctx, inv.env.Dir)
-	fitDiff(&req)
-
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code

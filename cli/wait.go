@@ -95,51 +95,73 @@ func (inv *invocation) waitRun(c *client, id string, w waitFlags) int {
 }
 
 // pollTask GETs the run every waitEvery until done(task) (nil: once),
-// showing a progress line on stderr: redrawn in place on a terminal, else a
-// new line when the status changes.
+// showing its progress line on stderr (poll).
 func (inv *invocation) pollTask(c *client, id string, done func(core.Task) bool) (core.Task, []byte, error) {
-	tty := done != nil && inv.env.isTerminal(inv.rawStderr)
+	var (
+		t   core.Task
+		raw []byte
+	)
 	start := inv.env.now()
+	err := inv.poll(c, done != nil, func() (string, bool, error) {
+		var err error
+		if t, raw, err = c.getTask(inv.ctx, id); err != nil {
+			return "", false, err
+		}
+		if done == nil {
+			return "", true, nil
+		}
+		return progressLine(t, inv.env.now().Sub(start), inv.env.isTerminal(inv.rawStderr)), done(t), nil
+	})
+	if err != nil {
+		raw = nil
+	}
+	return t, raw, err
+}
+
+// poll calls fetch every waitEvery until it reports done, retrying through
+// an outage of the server. With progress, the line fetch returns is shown
+// on stderr: redrawn in place on a terminal (so fetch may put a clock in
+// it), else printed when it changes. The last line is not shown: the
+// caller reports the outcome.
+func (inv *invocation) poll(c *client, progress bool, fetch func() (line string, done bool, err error)) error {
+	tty := progress && inv.env.isTerminal(inv.rawStderr)
 	out := outage{inv: inv}
 	last := ""
 	for {
-		t, raw, err := c.getTask(inv.ctx, id)
+		line, finished, err := fetch()
 		if err != nil {
 			if tty && last != "" {
 				fmt.Fprint(inv.rawStderr, "\r\033[K")
 				last = ""
 			}
 			if !out.failed(err) {
-				return t, nil, err
+				return err
 			}
 		} else {
 			out.ok()
-			if done == nil {
-				return t, raw, nil
-			}
-			finished := done(t)
-			if tty {
+			switch {
+			case !progress:
+			case tty:
 				// The CLI's own escapes raw, the line (names from the
 				// server) through the safe writer.
 				fmt.Fprint(inv.rawStderr, "\r\033[K")
 				if !finished {
-					line := progressLine(t, inv.env.now().Sub(start), true)
 					fmt.Fprint(inv.env.Stderr, line)
 					last = line
 				}
-			} else if line := progressLine(t, 0, false); line != last && !finished {
+			case line != last && !finished:
 				fmt.Fprintln(inv.env.Stderr, line)
 				last = line
 			}
 			if finished {
-				return t, raw, nil
+				return nil
 			}
 		}
 		if !sleep(inv.ctx, inv.env.waitEvery) {
 			if tty && last != "" {
 				fmt.Fprintln(inv.env.Stderr)
 			}
-			return t, nil, interruptedErr(c)
+			return interruptedErr(c)
 		}
 	}
 }

@@ -22,6 +22,10 @@ func NewTaskID() string {
 	return fmt.Sprintf("r%011x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }
 
+// NewSweepID returns a new sweep id, made like a run id but starting with
+// "s"; it passes ValidTaskID, so the same checks guard it.
+func NewSweepID() string { return "s" + NewTaskID()[1:] }
+
 // NewTraceID returns 32 hex characters.
 func NewTraceID() string {
 	var b [16]byte

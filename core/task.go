@@ -86,6 +86,12 @@ type Task struct {
 	QueuePosition int    `json:"queuePosition,omitempty"`
 	PendingReason string `json:"pendingReason,omitempty"`
 	PendingCode   string `json:"pendingCode,omitempty"`
+	// SweepID names the sweep the run is a member of ("" for none); a
+	// member also carries the tag "sweep:<id>". RerunOf names the run this
+	// one reruns (POST /api/tasks/{id}/rerun, a sweep's retry). Both are
+	// fixed at creation.
+	SweepID string `json:"sweepId,omitempty"`
+	RerunOf string `json:"rerunOf,omitempty"`
 }
 
 // QueueInfo explains why a QUEUED run waits: its place in the queue (1 =

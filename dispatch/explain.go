@@ -55,7 +55,11 @@ func (m *Master) Explain(ctx context.Context, queued []core.Task) map[string]cor
 		if err != nil {
 			return nil // an explanation is never worth an error
 		}
-		e.info, e.at = plan.Plan(m.reg.snapshot(queue), queue).Waiting, time.Now()
+		snap := m.reg.snapshot(queue)
+		if snap.Sweeps, err = m.sweepLimits(ctx, queue); err != nil {
+			return nil
+		}
+		e.info, e.at = plan.Plan(snap, queue).Waiting, time.Now()
 	}
 	out := make(map[string]core.QueueInfo, len(queued))
 	for _, t := range queued {

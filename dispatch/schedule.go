@@ -51,6 +51,12 @@ func (m *Master) schedule(ctx context.Context) bool {
 	if len(snap.Free) == 0 {
 		return false
 	}
+	if snap.Sweeps, err = m.sweepLimits(ctx, tasks); err != nil {
+		if ctx.Err() == nil {
+			m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
+		}
+		return false
+	}
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), len(tasks)) {
 		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
@@ -62,6 +68,12 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 		if len(deep) > len(tasks) {
 			snap.InFlight = m.reg.inFlight(deep)
+			if snap.Sweeps, err = m.sweepLimits(ctx, deep); err != nil {
+				if ctx.Err() == nil {
+					m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
+				}
+				return false
+			}
 			placements = plan.Place(snap, deep)
 		}
 	}

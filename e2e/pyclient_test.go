@@ -111,24 +111,84 @@ fails(lambda: c.submit(), 400, "bad_request")
 e = fails(lambda: c.submit(command=["true"], gpus=-1), 400, "bad_request")
 check("gpus" in e.message, "message names the field: %s" % e)
 
-# A sweep: once the endpoint exists its members are runs with their seeds;
-# until then the API answers 404.
-try:
-    ans = c.sweep(name="py", project="pyclient-e2e-sweep", base={"command": ["true"]},
-                  grid={"lr": [0.1, 0.2]}, seed_count=2)
-    for r in ans["runs"]:
-        made(r)
-    check(ans["id"] and len(ans["runs"]) == 4, "sweep: %r" % (ans,))
-    seeds = sorted((c.task(r)["params"]["lr"], c.task(r)["params"]["seed"]) for r in ans["runs"])
-    check(seeds == [(0.1, 0), (0.1, 1), (0.2, 0), (0.2, 1)], "sweep members: %r" % (seeds,))
-except rlsched.APIError as e:
-    check(e.status == 404 and e.code == "not_found", "sweep: %s" % e)
+# A sweep: its members are runs with their cells and seeds; the server
+# groups them by params without the seed. Member lr=2 seed=1 fails.
+sprog = ("import rlsched, sys\n"
+         "p = rlsched.params()\n"
+         "for s in (1, 2, 3):\n"
+         "    rlsched.metric(s, episode_reward=p['lr'] * s + p['seed'])\n"
+         "rlsched.final_reward(p['lr'] * 3 + p['seed'])\n"
+         "sys.exit(1 if (p['lr'], p['seed']) == (2, 1) else 0)\n")
+ans = c.sweep(name="py", project="pyclient-e2e-sweep", base={"command": ["python3", "-c", sprog], "max_retries": 0},
+              grid={"lr": [1, 2]}, seed_count=2, max_parallel=2)
+for r in ans["runs"]:
+    made(r)
+sid = ans["id"]
+check(sid and len(ans["runs"]) == 4, "sweep: %r" % (ans,))
+members = [c.task(r) for r in ans["runs"]]
+check([(t["params"]["lr"], t["params"]["seed"]) for t in members] == [(1, 0), (1, 1), (2, 0), (2, 1)], "sweep members: %r" % (members,))
+check(all(t["sweepId"] == sid and "sweep:" + sid in t["tags"] and t["maxRetries"] == 0 for t in members), "members' sweep: %r" % (members,))
+sw = c.wait_sweep(sid, timeout=180, poll=0.3)
+check(sw["counts"]["SUCCEEDED"] == 3 and sw["counts"]["FAILED"] == 1 and "runs" not in sw, "sweep ended: %r" % (sw,))
+info = c.sweep_info(sid)
+g = info["groups"]
+check(len(info["runs"]) == 4 and [x["params"] for x in g] == [{"lr": 2}, {"lr": 1}] and [x["n"] for x in g] == [2, 2]
+      and g[0]["finalReward"]["mean"] == 6.5 and g[1]["finalReward"]["mean"] == 3.5
+      and abs(g[1]["finalReward"]["std"] - 0.5 ** 0.5) < 1e-9 and g[0]["counts"]["FAILED"] == 1, "groups: %r" % (g,))
+curves = c.sweep_metrics(sid)
+lr1 = [x for x in curves if x["params"] == {"lr": 1}][0]["series"]
+check([p[0] for p in lr1] == [1, 2, 3] and [p[1] for p in lr1] == [1.5, 2.5, 3.5] and all(p[3] == 2 for p in lr1)
+      and all(abs(p[2] - 0.5 ** 0.5) < 1e-9 for p in lr1), "curves: %r" % (curves,))
+check(len(c.runs(sweep=sid)) == 4 and {t["params"]["seed"] for t in c.runs(sweep=sid, params={"lr": 1})} == {0, 1}, "runs(sweep=)")
+check(any(s["id"] == sid for s in c.sweeps(user=user)), "sweeps()")
+
+# retry: two at once rerun the failed member once, recording its origin.
+import threading
+got = []
+ts = [threading.Thread(target=lambda: got.append(c.retry_sweep(sid))) for _ in range(2)]
+for th in ts: th.start()
+for th in ts: th.join()
+new = [r for rs in got for r in rs]
+check(len(got) == 2 and len(new) == 1, "concurrent retries: %r" % (got,))
+made(new[0])
+failed = ans["runs"][3]
+check(c.task(new[0])["rerunOf"] == failed and c.task(new[0])["sweepId"] == sid, "the retried run: %r" % (c.task(new[0]),))
+check(c.wait(new[0], timeout=120, poll=0.2)["status"] == "FAILED", "the retry fails as its origin did")
+check([t["id"] for t in c.runs(rerunOf=failed)] == new, "runs(rerunOf=)")
+
+# maxParallel: one member runs, the other waits with sweep_limit; cancel stops both.
+ans = c.sweep(base={"command": ["python3", "-c", "import time; time.sleep(600)"]}, seeds=[1, 2], max_parallel=1,
+              project="pyclient-e2e-sweep")
+for r in ans["runs"]:
+    made(r)
+deadline = time.monotonic() + 60
+while True:
+    a, b = c.task(ans["runs"][0]), c.task(ans["runs"][1])
+    if a["status"] == "RUNNING" and b.get("pendingCode") == "sweep_limit":
+        break
+    check(time.monotonic() < deadline, "no member held by maxParallel: %r %r" % (a, b))
+    time.sleep(0.1)
+check(b["status"] == "QUEUED" and ans["id"] in b["pendingReason"], "the held member: %r" % (b,))
+check(sorted(c.cancel_sweep(ans["id"])) == sorted(ans["runs"]), "cancel_sweep")
+for r in ans["runs"]:
+    check(c.wait(r, timeout=60, poll=0.2)["status"] == "CANCELLED", "cancelled member %s" % r)
+check(c.wait_sweep(ans["id"], timeout=60, poll=0.2)["counts"]["CANCELLED"] == 2, "the cancelled sweep")
+fails(lambda: c.sweep(base={"command": ["true"]}, grid={}), 400, "bad_request")
+e = fails(lambda: c.sweep(base={"command": ["true"]}, random={"lr": {"dist": "loguniform", "min": 0, "max": 1}}, samples=2), 400, "bad_request")
+check(e.message.startswith("random.lr.min"), "the message names the field: %s" % e)
+
+# The master serves this client, to anyone.
+import urllib.request
+with urllib.request.urlopen(url + "/rlsched.py") as resp:
+    check(resp.read() == open(rlsched.__file__, "rb").read(), "/rlsched.py is not this client")
 print("OK", flush=True)
 `
 
 // TestPythonClient: scripts/rlsched.py's Client against `rlsched up`
 // (through its gateway): login, submit, wait, metrics, logs, runs across
-// pages, rerun, cancel, and errors raised as APIError with the API's code.
+// pages, rerun, cancel, a sweep (its members, groups, curves, retry,
+// maxParallel, cancel), errors raised as APIError with the API's code, and
+// /rlsched.py served.
 func TestPythonClient(t *testing.T) {
 	b := newBed(t)
 	scripts, err := filepath.Abs(filepath.Join("..", "scripts"))

@@ -18,7 +18,7 @@ type pathKind uint8
 const (
 	pathPrivate  pathKind = iota // token required
 	pathPublic                   // API.md's public list
-	pathSubmit                   // POST /api/train or /api/tasks/{id}/rerun: rate limited
+	pathSubmit                   // POST /api/train, /api/tasks/{id}/rerun, /api/sweeps, /api/sweeps/{id}/retry: rate limited
 	pathWS                       // /ws: token also from ?token=
 	pathActuator                 // /gateway-actuator/...: answered here
 	pathMetrics                  // /metrics: answered here
@@ -59,6 +59,9 @@ func kindOf(segs []string) pathKind {
 		return pathSubmit
 	case n == 4 && segs[0] == "api" && segs[1] == "tasks" && segs[3] == "rerun":
 		return pathSubmit // a new run like any submission
+	case n == 2 && segs[0] == "api" && segs[1] == "sweeps",
+		n == 4 && segs[0] == "api" && segs[1] == "sweeps" && segs[3] == "retry":
+		return pathSubmit // a sweep, or its retry, is one submission however many runs it makes
 	case n == 3 && segs[0] == "api" && segs[1] == "auth" &&
 		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout"):
 		return pathPublic
@@ -69,7 +72,7 @@ func kindOf(segs []string) pathKind {
 	}
 	// The dashboard's login page and static files.
 	switch segs[0] {
-	case "login", "login.html", "favicon.ico", "robots.txt":
+	case "login", "login.html", "favicon.ico", "robots.txt", "rlsched.py":
 		if n == 1 {
 			return pathPublic
 		}

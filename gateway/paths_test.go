@@ -20,6 +20,11 @@ func TestClassify(t *testing.T) {
 	f("/api/tasks/r%31/re%72un", pathSubmit)
 	f("/api/tasks/r1/cancel", pathPrivate)
 	f("/api/tasks/r1/rerun/x", pathPrivate)
+	f("/api/sweeps", pathSubmit) // a sweep is one submission (issue 17)
+	f("/api/sweeps/s1/retry", pathSubmit)
+	f("/api/sweeps/s1/cancel", pathPrivate)
+	f("/api/sweeps/s1", pathPrivate)
+	f("/rlsched.py", pathPublic)
 	f("//api/train", pathPrivate)
 	f("/api%2Ftrain", pathPrivate) // one segment "api/train" for the master: not its submit route
 	f("/api/auth/login", pathPublic)

@@ -54,6 +54,9 @@ type route struct {
 	// submission: the body is a run's spec, which may carry a code diff:
 	// inflated (body.go), it may reach MaxSubmitBodySize.
 	submission bool
+	// idOf names what the pattern's {id} is, in messages: "" (a run) or
+	// "sweep".
+	idOf string
 }
 
 // apiRoutes is the REST API: every path the OpenAPI document describes
@@ -91,6 +94,14 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
 		{method: get, pattern: "/api/tasks/{id}/artifacts", h: s.listArtifacts},
 		{method: get, pattern: "/api/tasks/{id}/artifacts/{rest...}", h: s.getArtifact},
+		{method: get, pattern: "/api/sweeps", h: s.listSweeps},
+		{method: post, pattern: "/api/sweeps", submission: true, h: s.createSweep},
+		{method: get, pattern: "/api/sweeps/{id}", idOf: "sweep", h: s.getSweep},
+		{method: get, pattern: "/api/sweeps/{id}/metrics", idOf: "sweep", h: s.sweepMetrics},
+		{method: post, pattern: "/api/sweeps/{id}/retry", idOf: "sweep", h: s.retrySweep},
+		{method: post, pattern: "/api/sweeps/{id}/cancel", idOf: "sweep", h: s.cancelSweep},
+		// The Python client, for notebooks (API.md).
+		{method: get, pattern: "/rlsched.py", public: true, h: s.pythonClient},
 	}
 	for _, rt := range rs {
 		rt.segs = strings.Split(rt.pattern[1:], "/")
@@ -229,7 +240,11 @@ func (s *Server) dispatch(r *request) *apiError {
 		return &apiError{fasthttp.StatusForbidden, codeForbidden, "only an admin may do this"}
 	}
 	if rt.hasID() && !core.ValidTaskID(r.id) {
-		return errBadRequest("malformed run id: use 1–64 of [A-Za-z0-9_-]")
+		what := rt.idOf
+		if what == "" {
+			what = "run"
+		}
+		return errBadRequest("malformed %s id: use 1–64 of [A-Za-z0-9_-]", what)
 	}
 	if rt.h == nil {
 		return errNotFound("path")

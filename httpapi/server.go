@@ -116,6 +116,8 @@ type Server struct {
 	uiPage, uiStatic *route
 	badRun           *route
 	unrouted         *obs.Route
+	// curves keeps the curves answers of ended sweeps (sweeps.go).
+	curves *answerCache
 
 	mu      sync.Mutex
 	stopped bool
@@ -172,7 +174,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
 	}
 	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
-		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle()}
+		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle(), curves: newAnswerCache(curvesCacheBytes)}
 	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
 		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/sweep"
 )
 
 // Limits of a submission (API.md "Runs").
@@ -39,7 +40,6 @@ const (
 var (
 	algorithmRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 	envKeyRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	paramKeyRe  = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$`)
 )
 
 // submitBody is POST /api/train's body, also the override body of rerun.
@@ -375,7 +375,7 @@ func paramArgs(raw []byte) (args []string, compact []byte, err error) {
 			return nil, nil, fmt.Errorf("malformed JSON object")
 		}
 		key, _ := tok.(string)
-		if !paramKeyRe.MatchString(key) {
+		if !sweep.ValidParamName(key) {
 			return nil, nil, fmt.Errorf("name %q must be 1–64 of [A-Za-z0-9_.-], not starting with '-'", truncate(key, 64))
 		}
 		if seen[key] {

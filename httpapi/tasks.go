@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"strconv"
+	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -66,6 +65,11 @@ func (s *Server) rerunTask(r *request) *apiError {
 			sp.code.DiffOmitted = "the diff of run " + orig.ID + " is shown only to its owner and admins"
 		}
 	}
+	if orig.SweepID != "" {
+		// A rerun is a run of its own, outside the sweep (a sweep's retry
+		// makes members' new runs): it does not carry the sweep's tag.
+		sp.tags = slices.DeleteFunc(slices.Clone(sp.tags), func(t string) bool { return t == core.SweepTag(orig.SweepID) })
+	}
 	if body := r.ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
 		var b submitBody
 		if e := decodeJSON(body, &b); e != nil {
@@ -81,9 +85,9 @@ func (s *Server) rerunTask(r *request) *apiError {
 	return s.create(r, sp, orig.ID)
 }
 
-// create stores a new QUEUED run of sp owned by the caller, wakes the
-// scheduler and answers 202.
-func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
+// newRun is a new QUEUED run of sp owned by the caller, made within the
+// request r (its trace id); nothing is stored yet.
+func (s *Server) newRun(r *request, sp spec) core.Task {
 	t := core.Task{
 		ID:             core.NewTaskID(),
 		Name:           sp.name,
@@ -110,6 +114,14 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	if t.Tags == nil {
 		t.Tags = []string{}
 	}
+	return t
+}
+
+// create stores a new QUEUED run of sp owned by the caller (a rerun of
+// run rerunOf when that is set), wakes the scheduler and answers 202.
+func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
+	t := s.newRun(r, sp)
+	t.RerunOf = rerunOf
 	ctx, cancel := storeCtx()
 	defer cancel()
 	if len(sp.diff) > 0 {
@@ -128,35 +140,12 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	return s.writeJSON(r, fasthttp.StatusAccepted, submitted{t.ID, t.Status, t.TraceID, rerunOf})
 }
 
-// listTasks is GET /api/tasks.
+// listTasks is GET /api/tasks (find.go reads its filters); with
+// ?format=csv the page is a CSV table.
 func (s *Server) listTasks(r *request) *apiError {
-	q := r.ctx.QueryArgs()
-	var f store.Filter
-	if v := string(q.Peek("status")); v != "" {
-		st := core.Status(strings.ToUpper(v))
-		if !st.Valid() {
-			return errBadRequest("status must be one of QUEUED, DISPATCHED, RUNNING, SUCCEEDED, FAILED, CANCELLED, TIMEOUT, LOST")
-		}
-		f.Status = st
-	}
-	f.User = string(q.Peek("user"))
-	if len(f.User) > 64 {
-		return errBadRequest("user must be a username")
-	}
-	f.Project = string(q.Peek("project"))
-	if utf8.RuneCountInString(f.Project) > maxProjectChars {
-		return errBadRequest("project must be at most %d characters", maxProjectChars)
-	}
-	if v := string(q.Peek("limit")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return errBadRequest("limit must be an integer 1..%d", maxListLimit)
-		}
-		f.Limit = min(n, maxListLimit)
-	}
-	f.Cursor = string(q.Peek("cursor"))
-	if len(f.Cursor) > maxCursorBytes {
-		return errBadRequest("malformed cursor: pass nextCursor of a previous page")
+	f, csvOut, e := runFilter(r.ctx.QueryArgs())
+	if e != nil {
+		return e
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
@@ -170,6 +159,9 @@ func (s *Server) listTasks(r *request) *apiError {
 	views := make([]core.Task, 0, len(items))
 	for _, t := range items {
 		views = append(views, t.ViewFor(r.user))
+	}
+	if csvOut {
+		return s.writeRunsCSV(r, views, next)
 	}
 	s.explainQueue(ctx, views)
 	return s.writeJSON(r, fasthttp.StatusOK, struct {

@@ -51,18 +51,20 @@ func loadUIFiles() map[string]uiFile {
 		if err != nil {
 			return err
 		}
-		sum := sha256.Sum256(b)
-		out[strings.TrimPrefix(p, "ui/")] = uiFile{
-			body:        b,
-			contentType: uiContentType(p),
-			etag:        `"` + hex.EncodeToString(sum[:12]) + `-` + core.Version + `"`,
-		}
+		out[strings.TrimPrefix(p, "ui/")] = embedded(b, uiContentType(p))
 		return nil
 	})
 	if err != nil {
 		panic("BUG: the embedded dashboard is unreadable: " + err.Error())
 	}
 	return out
+}
+
+// embedded is a file of the binary ready to serve; its ETag changes with
+// its content and with the version.
+func embedded(b []byte, contentType string) uiFile {
+	sum := sha256.Sum256(b)
+	return uiFile{body: b, contentType: contentType, etag: `"` + hex.EncodeToString(sum[:12]) + `-` + core.Version + `"`}
 }
 
 func uiContentType(p string) string {
@@ -96,9 +98,9 @@ func (s *Server) uiRoute(segs []string) (rt *route, rest []string, ok bool) {
 	switch {
 	case len(segs) == 1 && (segs[0] == "" || segs[0] == "login" || segs[0] == "runs" ||
 		segs[0] == "submit" || segs[0] == "compare" || segs[0] == "workers" || segs[0] == "health" ||
-		segs[0] == "users"):
+		segs[0] == "users" || segs[0] == "sweeps"):
 		return s.uiPage, nil, true
-	case len(segs) == 2 && segs[0] == "runs" && core.ValidTaskID(segs[1]):
+	case len(segs) == 2 && (segs[0] == "runs" || segs[0] == "sweeps") && core.ValidTaskID(segs[1]):
 		return s.uiPage, nil, true
 	case len(segs) >= 2 && segs[0] == "static":
 		return s.uiStatic, segs[1:], true
@@ -126,12 +128,18 @@ func (s *Server) serveUIFile(r *request, name string) *apiError {
 	if !ok {
 		return errNotFound("file")
 	}
+	return serveEmbedded(r, f, name == uiIndex)
+}
+
+// serveEmbedded answers a file of the binary (a page when page is set: it
+// gets the dashboard's content security policy).
+func serveEmbedded(r *request, f uiFile, page bool) *apiError {
 	h := &r.ctx.Response.Header
 	h.Set(fasthttp.HeaderCacheControl, "no-cache")
 	h.Set(fasthttp.HeaderETag, f.etag)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-	if name == uiIndex {
+	if page {
 		h.Set("Content-Security-Policy", uiContentSecurityPolicy)
 		h.Set("X-Frame-Options", "DENY")
 	}

@@ -27,6 +27,10 @@ fetch it; the client talks to the REST API of API.md:
         print(t["id"], t["finalReward"])
     sw = c.sweep(base={"algorithm": "PPO", "episodes": 300},
                  grid={"lr": [3e-4, 1e-3]}, seed_count=3)
+    c.wait_sweep(sw["id"], timeout=3600)
+    for g in c.sweep_info(sw["id"], runs=False)["groups"]:   # best mean first
+        print(g["params"], g["finalReward"], g["n"])
+    c.retry_sweep(sw["id"])                    # rerun the members that failed
     try:
         c.task("no-such-run")
     except rlsched.APIError as e:
@@ -396,10 +400,65 @@ class Client:
         ``{"id", "runs": [ids]}``.
 
         ``spec`` holds the fields of API.md "Sweeps and seed groups":
-        ``name``, ``project``, ``base={...}`` (the fields of submit),
-        ``grid={"lr": [3e-4, 1e-3]}``, ``random={"lr": {"dist":
-        "loguniform", "min": 1e-5, "max": 1e-2}}`` with ``samples=n``,
-        ``seeds=[...]`` or ``seed_count=n``, ``max_parallel=n`` and
-        ``random_seed=n``.
+        ``name``, ``project``, ``base={...}`` (the fields of submit; their
+        snake_case names become camelCase too), ``grid={"lr": [3e-4,
+        1e-3]}``, ``random={"lr": {"dist": "loguniform", "min": 1e-5,
+        "max": 1e-2}}`` with ``samples=n``, ``seeds=[...]`` or
+        ``seed_count=n``, ``max_parallel=n`` and ``random_seed=n``.
         """
+        if isinstance(spec.get("base"), dict):
+            spec = dict(spec, base=_body(spec["base"]))
         return self._json("POST", "/api/sweeps", _body(spec))
+
+    def sweeps(self, **filters):
+        """The sweeps (GET /api/sweeps), newest first: a list of
+        ``{"id", "name", "user", "createdAt", "members", "counts"}``;
+        filters ``user``, ``limit``."""
+        q = _query(filters)
+        return self._json("GET", "/api/sweeps" + ("?" + q if q else ""))["items"]
+
+    def sweep_info(self, sweep_id, runs=True):
+        """A sweep (GET /api/sweeps/{id}): its ``counts``, the latest run of
+        each member in ``runs`` (left out with ``runs=False``) and its seed
+        ``groups``, each ``{"params", "runs", "n", "finalReward": {"mean",
+        "std", "min", "max"}, "counts"}``, best mean first."""
+        path = "/api/sweeps/" + self._id(sweep_id)
+        return self._json("GET", path + ("" if runs else "?runs=false"))
+
+    def sweep_metrics(self, sweep_id, name="episode_reward"):
+        """Each seed group's curve of metric ``name``: a list of ``{"params",
+        "runs", "series": [[step, mean, std, n], ...]}``."""
+        path = "/api/sweeps/%s/metrics?%s" % (self._id(sweep_id), urllib.parse.urlencode({"name": name}))
+        return self._json("GET", path)["groups"]
+
+    def retry_sweep(self, sweep_id):
+        """Rerun every member whose latest run ended FAILED, CANCELLED or
+        TIMEOUT; returns the new runs' ids (none on a second call)."""
+        return self._json("POST", "/api/sweeps/%s/retry" % self._id(sweep_id))["runs"]
+
+    def cancel_sweep(self, sweep_id):
+        """Cancel every member still queued or running; returns their ids."""
+        return self._json("POST", "/api/sweeps/%s/cancel" % self._id(sweep_id))["runs"]
+
+    def wait_sweep(self, sweep_id, timeout=None, poll=2.0):
+        """Wait until no member of the sweep is queued or running and return
+        the sweep (without its runs; see sweep_info). Raises TimeoutError
+        when ``timeout`` seconds pass first; an unreachable master is asked
+        again at the next poll."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        left = "unknown"
+        while True:
+            try:
+                sw = self.sweep_info(sweep_id, runs=False)
+                c = sw["counts"]
+                active = sum(c.get(s, 0) for s in ("QUEUED", "DISPATCHED", "RUNNING", "LOST"))
+                if active == 0:
+                    return sw
+                left = "%d members queued or running" % active
+            except APIError as e:
+                if e.code != "unavailable":
+                    raise
+                left = "unreachable (%s)" % e.message
+            if deadline is not None and time.monotonic() + poll > deadline:
+                raise TimeoutError("sweep %s: %s after %ss" % (sweep_id, left, timeout))
+            time.sleep(poll)

@@ -76,7 +76,7 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		MaxRetries: t.MaxRetries, Command: slices.Clone(t.Command), Params: slices.Clone(t.Params),
 		GPUs: t.GPUs, Priority: t.Priority, Env: maps.Clone(t.Env), Tags: slices.Clone(t.Tags),
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
-		CreatedAt: t.CreatedAt}
+		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf}
 	ts.fixed[t.ID] = f
 	return f
 }
@@ -301,4 +301,32 @@ func (ts *publisher) publish(ctx context.Context, id string) {
 		ts.remember(&t)
 	}
 	ts.sink.TaskChanged(t)
+}
+
+// CreateSweep creates the sweep and publishes each member's run.
+func (ts *publisher) CreateSweep(ctx context.Context, sw *Sweep, members []*core.Task) error {
+	ids := make([]string, len(members))
+	for i, t := range members {
+		ids[i] = t.ID
+	}
+	defer ts.locks.lockAll(ids)()
+	if err := ts.Store.CreateSweep(ctx, sw, members); err != nil {
+		return err
+	}
+	for _, t := range members {
+		ts.publishCreated(t)
+	}
+	return nil
+}
+
+// RetrySweep retries the sweep and publishes each new run. Their ids are
+// the store's to give, so each is locked once known, like CreateTask's.
+func (ts *publisher) RetrySweep(ctx context.Context, id string, rerun func(core.Task) core.Task) ([]core.Task, error) {
+	out, err := ts.Store.RetrySweep(ctx, id, rerun)
+	for i := range out {
+		unlock := ts.locks.lock(out[i].ID)
+		ts.publishCreated(&out[i])
+		unlock()
+	}
+	return out, err
 }

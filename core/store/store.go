@@ -38,13 +38,24 @@ type UserSummary struct {
 	GPUSeconds float64 // GPUs × time of every started run, those still going until now
 }
 
-// Filter selects runs for listing. Zero fields match everything.
+// Filter selects runs for listing. Zero fields match everything; the
+// fields given must all hold.
 type Filter struct {
 	Status  core.Status
 	User    string // username
 	Project string
 	Limit   int    // default 50, at most 500
 	Cursor  string // opaque, from a previous page
+	// Tag: the run carries this tag. Name: its name contains this, ASCII
+	// letters compared without case. Sweep: a member of this sweep (any of
+	// its runs, retried ones too). RerunOf: a rerun of this run.
+	Tag, Name, Sweep, RerunOf string
+	// Params: each names a param the run's params hold with an equal value
+	// (ParamFilter).
+	Params []ParamFilter
+	// CreatedAfter and CreatedBefore bound the creation time: runs created
+	// at or after the one, and before the other (zero: unbounded).
+	CreatedAfter, CreatedBefore time.Time
 }
 
 // Expect is the condition of a fenced update: the row must still carry this
@@ -154,6 +165,45 @@ type Store interface {
 	// Metrics returns series by name, each as [step, value] pairs in step
 	// order; names nil means all.
 	Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error)
+
+	// Sweeps (sweeps.go).
+
+	// CreateSweep stores sw and its members' first runs, members[i] being
+	// member i, in one transaction: all of them or, on any error, nothing.
+	// Each run is created as CreateTask creates one, with SweepID sw.ID; it
+	// needs an ID (core.ErrConflict when taken). sw.ID, UserID and
+	// CreatedAt must be set; sw.User is set from the owner.
+	CreateSweep(ctx context.Context, sw *Sweep, members []*core.Task) error
+	// Sweep returns the sweep with id, Counts filled; core.ErrNotFound.
+	Sweep(ctx context.Context, id string) (Sweep, error)
+	// ListSweeps returns sweeps newest first with their Counts, and a
+	// cursor for the next page ("" at the end); ErrBadCursor as ListTasks.
+	ListSweeps(ctx context.Context, f SweepFilter) ([]Sweep, string, error)
+	// SweepRuns returns the latest run of each member of sweep id, in
+	// member order; core.ErrNotFound for an unknown sweep.
+	SweepRuns(ctx context.Context, id string) ([]core.Task, error)
+	// RetrySweep gives every member of sweep id whose latest run ended
+	// FAILED, CANCELLED or TIMEOUT a new run, rerun(latest) (its ID set,
+	// created as CreateTask creates one, with the sweep's SweepID), which
+	// becomes the member's latest run; all in one transaction, so two
+	// retries at once never rerun a member twice. It returns the new runs
+	// in member order; core.ErrNotFound for an unknown sweep.
+	RetrySweep(ctx context.Context, id string, rerun func(latest core.Task) core.Task) ([]core.Task, error)
+	// SweepMetrics returns each member's latest run of sweep id, in member
+	// order, with its series name (none when name is ""). It reads every
+	// member in a constant number of queries, whatever the sweep's size;
+	// core.ErrNotFound for an unknown sweep. The version is
+	// SweepSeriesVersion's as the answer was read ("" without a name).
+	SweepMetrics(ctx context.Context, id, name string) (ms []MemberSeries, version string, err error)
+	// SweepSeriesVersion names the state of what SweepMetrics(id, name)
+	// answers, cheaply (no series read): equal versions mean an equal
+	// answer, so a caller may keep an answer and reuse it while the version
+	// stays. It is "" (never reuse) while a member is queued or active.
+	SweepSeriesVersion(ctx context.Context, id, name string) (string, error)
+	// SweepLimits returns, of the sweeps ids, those with a cap on their
+	// active members (maxParallel > 0), with the cap and how many of their
+	// runs are DISPATCHED or RUNNING. Unknown ids are left out.
+	SweepLimits(ctx context.Context, ids []string) (map[string]core.SweepLimit, error)
 
 	// CountByStatus returns how many runs are in each status.
 	CountByStatus(ctx context.Context) (map[core.Status]int, error)

@@ -37,8 +37,8 @@ const (
 // group leaves out.
 const SeedParam = "seed"
 
-// paramNameRe is the rule for a param name: the rule of /api/train's params
-// (httpapi's paramKeyRe), so a member's params always pass /api/train, and
+// paramNameRe is the rule for a param name, also of /api/train's params
+// (httpapi calls ValidParamName), so a member's params always pass it, and
 // "--name value" is one flag for argparse (never starting with '-').
 var paramNameRe = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$`)
 

@@ -52,6 +52,9 @@ type Snapshot struct {
 	// InFlight holds the runs of the queue that are already placed on a
 	// worker (claimed, not yet recorded as DISPATCHED): task id → worker.
 	InFlight map[string]string
+	// Sweeps holds the capped sweeps the queue's runs are members of, by
+	// id (the sweep_limit rule, sweeplimit.go).
+	Sweeps map[string]core.SweepLimit
 }
 
 // Placement is a run to start: on Worker, with GPUs (empty: a CPU slot).
@@ -117,15 +120,20 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 	on := make([]string, len(live))          // the worker a live run starts on
 	examined := make([]bool, len(live))
 	var placed []int // indices into live, in the order of placement
+	gate := newSweepGate(s, queue)
 	pass := func(win []int) (n int) {
 		for _, i := range win {
 			t := live[i]
 			examined[i] = true
+			if gate.full(t) {
+				continue
+			}
 			w, gpus := place(t.GPUs, free)
 			if w < 0 {
 				continue // does not fit now; smaller runs behind it may
 			}
 			take(free, w, gpus)
+			gate.take(t)
 			on[i] = free[w].ID
 			placed = append(placed, i)
 			res.Placements = append(res.Placements, Placement{Task: t, Worker: free[w].ID, GPUs: gpus})
@@ -159,6 +167,9 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 		f := fleetOf(s)
 		for i, t := range live {
 			code, why := reason(i, live, f, on[i], examined[i], placed)
+			if on[i] == "" && gate.full(t) {
+				code, why = CodeSweepLimit, gate.reason(t)
+			}
 			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}
 		}
 	}

@@ -28,6 +28,12 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 		if !ok {
 			return core.ErrNotFound
 		}
+		// The run's packed series (sweeps.go) no longer hold every point.
+		if len(pts) > 0 {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM metric_packs WHERE task_id = ?`, taskID); err != nil {
+				return err
+			}
+		}
 		args := make([]any, 0, 4*min(len(pts), metricsPerInsert))
 		flush := func() error {
 			if len(args) == 0 {

@@ -132,6 +132,49 @@ var migrations = [][]string{
 		`ALTER TABLE users ADD COLUMN notify_webhook VARCHAR(2048) NOT NULL DEFAULT ''`,
 		`ALTER TABLE users ADD COLUMN notify_on VARCHAR(512) NOT NULL DEFAULT ''`,
 	},
+	// 6: sweeps and finding runs again, as sqlite's migration 7. The
+	// columns and their indexes are one ALTER (InnoDB applies it whole or
+	// not at all), so a second run meets "duplicate column" and is done.
+	// tasks_sweep_status serves SweepLimits (MySQL has no partial index).
+	{
+		`ALTER TABLE tasks
+			ADD COLUMN sweep_id VARCHAR(64) NOT NULL DEFAULT '',
+			ADD COLUMN rerun_of VARCHAR(64) NOT NULL DEFAULT '',
+			ADD KEY tasks_sweep_newest (sweep_id, created_at, id),
+			ADD KEY tasks_sweep_status (sweep_id, status),
+			ADD KEY tasks_rerun_of (rerun_of, created_at, id)`,
+		`CREATE TABLE IF NOT EXISTS sweeps (
+			id           VARCHAR(64)     NOT NULL PRIMARY KEY,
+			name         TEXT            NOT NULL,
+			project      VARBINARY(1024) NOT NULL,
+			user_id      BIGINT          NOT NULL,
+			max_parallel INT             NOT NULL,
+			members      INT             NOT NULL,
+			spec         MEDIUMTEXT      NOT NULL,
+			created_at   BIGINT          NOT NULL,
+			KEY sweeps_newest (created_at, id),
+			KEY sweeps_user_newest (user_id, created_at, id),
+			CONSTRAINT sweeps_user FOREIGN KEY (user_id) REFERENCES users (id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		`CREATE TABLE IF NOT EXISTS sweep_members (
+			sweep_id VARCHAR(64) NOT NULL,
+			member   INT         NOT NULL,
+			task_id  VARCHAR(64) NOT NULL,
+			PRIMARY KEY (sweep_id, member),
+			CONSTRAINT sweep_members_sweep FOREIGN KEY (sweep_id) REFERENCES sweeps (id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		`CREATE TABLE IF NOT EXISTS metric_packs (
+			task_id VARCHAR(64)     NOT NULL,
+			name    VARBINARY(1024) NOT NULL,
+			points  INT             NOT NULL,
+			data    MEDIUMBLOB      NOT NULL,
+			PRIMARY KEY (task_id, name),
+			-- A sweep's version reads the packs' points from here, not
+			-- from the rows that hold the series.
+			KEY metric_packs_points (task_id, name, points),
+			CONSTRAINT metric_packs_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

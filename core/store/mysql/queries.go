@@ -12,7 +12,7 @@ import (
 
 // ListTasks implements store.Store.
 func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, string, error) {
-	return sqlutil.ListTasks(ctx, s.db, f)
+	return sqlutil.ListTasks(ctx, s.db, f, dialect)
 }
 
 // QueuedTasks implements store.Store. It is a plain read, safe for any

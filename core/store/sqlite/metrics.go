@@ -22,6 +22,10 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 		if len(pts) == 0 {
 			return nil
 		}
+		// The run's packed series (sweeps.go) no longer hold every point.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM metric_packs WHERE task_id = ?`, taskID); err != nil {
+			return err
+		}
 		st, err := tx.PrepareContext(ctx, `INSERT INTO metrics (task_id, name, step, value)
 			VALUES (?, ?, ?, ?) ON CONFLICT (task_id, name, step) DO UPDATE SET value = excluded.value`)
 		if err != nil {

@@ -102,6 +102,49 @@ var migrations = []string{
 	ALTER TABLE users ADD COLUMN last_login_at INTEGER;
 	ALTER TABLE users ADD COLUMN notify_webhook TEXT NOT NULL DEFAULT '';
 	ALTER TABLE users ADD COLUMN notify_on TEXT NOT NULL DEFAULT '';`,
+	// 7: sweeps (API.md "Sweeps and seed groups") and finding runs again.
+	// A run's sweep and the run it reruns are fixed at creation ('' for
+	// none). sweep_members points each member at its latest run (a retry
+	// moves it). metric_packs holds the series of ended runs packed, one
+	// row per run and name, so a sweep's curves read one row per member
+	// instead of one per point (sweeps.go); a write of points drops the
+	// run's packs.
+	`ALTER TABLE tasks ADD COLUMN sweep_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN rerun_of TEXT NOT NULL DEFAULT '';
+	CREATE INDEX tasks_sweep_newest ON tasks(sweep_id, created_at DESC, id DESC);
+	CREATE INDEX tasks_rerun_of ON tasks(rerun_of, created_at DESC, id DESC) WHERE rerun_of <> '';
+	-- SweepLimits: a sweep's active members. Partial, so that only sweep
+	-- members' status changes touch it; the query names the condition.
+	CREATE INDEX tasks_sweep_active ON tasks(sweep_id)
+		WHERE sweep_id <> '' AND status IN ('DISPATCHED', 'RUNNING');
+	CREATE TABLE sweeps (
+		id           TEXT    PRIMARY KEY,
+		name         TEXT    NOT NULL,
+		project      TEXT    NOT NULL,
+		user_id      INTEGER NOT NULL REFERENCES users(id),
+		max_parallel INTEGER NOT NULL,
+		members      INTEGER NOT NULL,
+		spec         TEXT    NOT NULL,
+		created_at   INTEGER NOT NULL
+	);
+	CREATE INDEX sweeps_newest ON sweeps(created_at DESC, id DESC);
+	CREATE INDEX sweeps_user_newest ON sweeps(user_id, created_at DESC, id DESC);
+	CREATE TABLE sweep_members (
+		sweep_id TEXT    NOT NULL REFERENCES sweeps(id),
+		member   INTEGER NOT NULL,
+		task_id  TEXT    NOT NULL,
+		PRIMARY KEY (sweep_id, member)
+	) WITHOUT ROWID;
+	CREATE TABLE metric_packs (
+		task_id TEXT    NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+		name    TEXT    NOT NULL,
+		points  INTEGER NOT NULL,
+		data    BLOB    NOT NULL,
+		PRIMARY KEY (task_id, name)
+	) WITHOUT ROWID;
+	-- A sweep's version reads its packs' points from here, not from the
+	-- rows that hold the series.
+	CREATE INDEX metric_packs_points ON metric_packs(task_id, name, points);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -15,7 +15,7 @@ import (
 
 // ListTasks implements store.Store.
 func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, string, error) {
-	return sqlutil.ListTasks(ctx, s.rs, f)
+	return sqlutil.ListTasks(ctx, s.rs, f, dialect)
 }
 
 // queuedTasks is sqlutil.QueuedTasks' query on the partial index of

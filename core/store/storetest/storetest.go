@@ -68,6 +68,14 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Metrics", testMetrics},
 		{"CodeDiffs", testCodeDiffs},
 		{"PingKind", testPingKind},
+		{"ListFind", testListFind},
+		{"SweepCreate", testSweepCreate},
+		{"SweepAllOrNothing", testSweepAllOrNothing},
+		{"SweepRetry", testSweepRetry},
+		{"SweepList", testSweepList},
+		{"SweepMetrics", testSweepMetrics},
+		{"SweepLimits", testSweepLimits},
+		{"SweepVersion", testSweepVersion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

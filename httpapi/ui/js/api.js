@@ -105,6 +105,14 @@ export const api = {
   addUser: (body) => request('/api/admin/users', { method: 'POST', body }),
   patchUser: (name, body) => request('/api/admin/users/' + enc(name), { method: 'PATCH', body }),
   deleteUser: (name) => request('/api/admin/users/' + enc(name), { method: 'DELETE' }),
+  tasksCSV: (q = {}) => '/api/tasks' + qs({ ...q, format: 'csv' }),
+
+  sweeps: (q = {}, signal) => request('/api/sweeps' + qs(q), { signal }),
+  sweep: (id, signal) => request('/api/sweeps/' + enc(id), { signal }),
+  sweepMetrics: (id, name, signal) => request('/api/sweeps/' + enc(id) + '/metrics' + qs({ name }), { signal }),
+  retrySweep: (id) => request('/api/sweeps/' + enc(id) + '/retry', { method: 'POST' }),
+  cancelSweep: (id) => request('/api/sweeps/' + enc(id) + '/cancel', { method: 'POST' }),
+  sweepCSV: (id) => '/api/sweeps/' + enc(id) + '?format=csv',
   health: async (signal) => {
     // 503 still carries the health document ("status":"DOWN").
     const res = await fetch('/api/monitor/health', { headers: { Accept: 'application/json' }, credentials: 'same-origin', signal });

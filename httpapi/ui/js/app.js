@@ -12,11 +12,15 @@ import * as comparePage from './pages/compare.js';
 import * as workersPage from './pages/workers.js';
 import * as healthPage from './pages/health.js';
 import * as usersPage from './pages/users.js';
+import * as sweepsPage from './pages/sweeps.js';
+import * as sweepPage from './pages/sweep.js';
 
 const routes = [
   { re: /^\/login$/, page: loginPage, nav: '', public: true, title: 'Sign in' },
   { re: /^\/(runs)?$/, page: runsPage, nav: 'runs', title: 'Runs' },
   { re: /^\/runs\/([A-Za-z0-9_-]{1,64})$/, page: runPage, nav: 'runs', title: 'Run', keys: ['id'] },
+  { re: /^\/sweeps$/, page: sweepsPage, nav: 'sweeps', title: 'Sweeps' },
+  { re: /^\/sweeps\/([A-Za-z0-9_-]{1,64})$/, page: sweepPage, nav: 'sweeps', title: 'Sweep', keys: ['id'] },
   { re: /^\/submit$/, page: submitPage, nav: 'submit', title: 'New run' },
   { re: /^\/compare$/, page: comparePage, nav: 'compare', title: 'Compare' },
   { re: /^\/workers$/, page: workersPage, nav: 'workers', title: 'Workers' },
@@ -182,7 +186,7 @@ document.getElementById('signout').addEventListener('click', signOut);
 live.onState(showLive);
 showLive(live.state);
 
-// Keyboard: g then r/c/w/h/n jumps to a page; "/" focuses the page's filter.
+// Keyboard: g then r/s/c/w/h/n jumps to a page; "/" focuses the page's filter.
 let gPending = 0;
 document.addEventListener('keydown', (e) => {
   const t = e.target;
@@ -190,7 +194,7 @@ document.addEventListener('keydown', (e) => {
   if (!state.user) return;
   if (gPending && Date.now() - gPending < 1200) {
     gPending = 0;
-    const to = { r: '/runs', c: '/compare', w: '/workers', h: '/health', n: '/submit' }[e.key];
+    const to = { r: '/runs', s: '/sweeps', c: '/compare', w: '/workers', h: '/health', n: '/submit' }[e.key];
     if (to) { e.preventDefault(); navigate(to); }
     return;
   }

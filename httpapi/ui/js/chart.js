@@ -99,13 +99,20 @@ export class LineChart {
 
   destroy() { this.ro.disconnect(); }
 
-  // set replaces the series: [{id, label, color, points:[[x,y]...], band:[[x,lo,hi]...], smooth:[[x,y]...]}].
+  // set replaces the series: [{id, label, color, points:[[x,y]...], band:[[x,lo,hi,n?]...], smooth:[[x,y]...]}].
+  // A series with a band is a mean ± spread: the tooltip shows both (and n).
   set(series) {
     this.series = series.map((sr) => ({ ...sr, points: (sr.points || []).filter((p) => p && Number.isFinite(p[0]) && Number.isFinite(p[1])) }));
     this.render();
   }
 
   visible() { return this.series.filter((sr) => !this.hidden.has(sr.id)); }
+
+  // hide hides the series of ids (and shows the others), as the legend does.
+  hide(ids) {
+    this.hidden = new Set(ids);
+    this.render();
+  }
 
   render() {
     const svg = this.svg;
@@ -179,7 +186,9 @@ export class LineChart {
         if (b.length > 1) {
           let d = 'M' + b.map((p) => x(p[0]).toFixed(1) + ',' + y(p[2]).toFixed(1)).join('L');
           d += 'L' + b.slice().reverse().map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L') + 'Z';
-          plot.appendChild(s('path', { d, class: 'band', fill: sr.color }));
+          const band = s('path', { d, class: 'band', fill: sr.color });
+          band.dataset.series = sr.id;
+          plot.appendChild(band);
         }
       }
       // With a smoothed curve, the points are drawn faint behind it.
@@ -188,6 +197,7 @@ export class LineChart {
         plot.appendChild(s('path', { d: 'M' + r.map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L'), class: 'line raw', stroke: sr.color }));
       }
       const pts = reduce(sr.smooth && sr.smooth.length > 1 ? sr.smooth : sr.points, x, pw);
+      if (!pts.length) continue; // a series without points (yet) draws nothing
       const d = pts.length === 1
         ? `M${(x(pts[0][0]) - 2).toFixed(1)},${y(pts[0][1]).toFixed(1)}h4`
         : 'M' + pts.map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L');
@@ -259,7 +269,12 @@ export class LineChart {
       if (!p) continue;
       at ??= p[0];
       g.appendChild(s('circle', { cx: x(p[0]), cy: y(p[1]), r: 3.5, fill: sr.color, class: 'pt' }));
-      rows.push(h('div', { class: 'r' }, h('span', { class: 'swatch', style: { background: sr.color } }), h('span', null, sr.label || ''), h('b', null, fmtNum(p[1]))));
+      let value = fmtNum(p[1]);
+      const b = sr.band && nearest(sr.band, p[0]);
+      if (b && b[0] === p[0] && Number.isFinite(b[1]) && Number.isFinite(b[2])) {
+        value += ' ± ' + fmtNum((b[2] - b[1]) / 2) + (b[3] != null ? ' (n ' + b[3] + ')' : '');
+      }
+      rows.push(h('div', { class: 'r' }, h('span', { class: 'swatch', style: { background: sr.color } }), h('span', null, sr.label || ''), h('b', null, value)));
     }
     if (at == null) { this.tip.hidden = true; return; }
     const cx = x(at);

@@ -181,6 +181,35 @@ export function paramText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+// varyingKeys are the keys whose values differ among the objects (a key
+// some lack counts as differing), sorted; constant are the others.
+export function varyingKeys(objs) {
+  const all = new Set();
+  for (const o of objs) for (const k of Object.keys(o)) all.add(k);
+  const varying = [], constant = [];
+  for (const k of [...all].sort()) {
+    const vals = new Set(objs.map((o) => (k in o ? JSON.stringify(o[k]) : '\u0000absent')));
+    (vals.size > 1 ? varying : constant).push(k);
+  }
+  return { varying, constant };
+}
+
+// paramsLabel writes the params keys of p as "lr=0.001 gamma=0.99".
+export function paramsLabel(p, keys) {
+  return keys.filter((k) => k in p).map((k) => k + '=' + paramText(p[k])).join(' ');
+}
+
+// statusCounts is one small badge per status present in counts, in the
+// order of STATUSES, each with its count.
+export function statusCounts(counts) {
+  const out = [];
+  for (const st of STATUSES) {
+    const n = counts && counts[st];
+    if (n) out.push(h('span', { class: ['badge', 'st-' + st, 'count-badge'], dataset: { status: st }, title: n + ' ' + st }, String(n)));
+  }
+  return out.length ? out : h('span', { class: 'faint' }, '—');
+}
+
 // safeNext is where a sign-in may return to: a path of this site, given as
 // ?next=. Anything else is /runs: a path must start with exactly one '/'
 // followed by neither '/' nor '\' (browsers read '/\host' as '//host'),

@@ -13,8 +13,11 @@ const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 	attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
 	gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
 	timeout_seconds, created_at, started_at, finished_at, updated_at, fence,
-	git_remote, diff_id, diff_omitted)
-	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?)`
+	git_remote, diff_id, diff_omitted, sweep_id, rerun_of)
+	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?)`
+
+// InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
+const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?)`
 
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
@@ -31,6 +34,9 @@ func PrepareCreate(t *core.Task, now time.Time) (TaskRow, error) {
 	}
 	if !core.ValidTaskID(t.ID) {
 		return TaskRow{}, fmt.Errorf("cannot create run %q: invalid id", t.ID)
+	}
+	if (t.SweepID != "" && !core.ValidTaskID(t.SweepID)) || (t.RerunOf != "" && !core.ValidTaskID(t.RerunOf)) {
+		return TaskRow{}, fmt.Errorf("cannot create run %s: invalid sweep or rerun id", t.ID)
 	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
@@ -52,7 +58,7 @@ func InsertArgs(t *core.Task, r TaskRow) []any {
 		t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
 		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
 		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence,
-		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted}
+		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf}
 }
 
 // PreparedUpdate is one row of a batch update, encoded.

@@ -9,21 +9,71 @@ import (
 	"github.com/rlsched/rlsched/core/store"
 )
 
+// Dialect spells the conditions the SQL backends write differently: tests
+// of the JSON columns (tags, params) and a case-insensitive substring.
+type Dialect struct {
+	// HasTag is a condition on t.tags with one ? for the tag.
+	HasTag string
+	// NameContains is a condition on t.name with one ? for the substring,
+	// ASCII letters compared without case.
+	NameContains string
+	// Param is a condition on t.params holding f.Key equal to f's value,
+	// and its arguments (the key reaches the SQL as an argument only).
+	Param func(f store.ParamFilter) (string, []any)
+}
+
+// ParamPath is the JSON path of a param in both dialects: the name quoted,
+// since it may hold '.' and '-'. store.ParseParamFilter has checked it is a
+// param name, which holds no quote or backslash.
+func ParamPath(key string) string { return `$."` + key + `"` }
+
 // ListTasks returns one page of runs, newest first (created_at DESC, id
 // DESC), and the cursor of the next page ("" after the last). The cursor is
 // a keyset position, so rows created between pages neither repeat nor shift
 // the rest. A malformed cursor wraps store.ErrBadCursor.
-func ListTasks(ctx context.Context, db Querier, f store.Filter) ([]core.Task, string, error) {
+func ListTasks(ctx context.Context, db Querier, f store.Filter, d Dialect) ([]core.Task, string, error) {
 	var where []string
 	var args []any
+	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
 	if f.Status != "" {
-		where, args = append(where, "t.status = ?"), append(args, string(f.Status))
+		add("t.status = ?", string(f.Status))
 	}
 	if f.User != "" {
-		where, args = append(where, "u.username = ?"), append(args, f.User)
+		add("u.username = ?", f.User)
 	}
 	if f.Project != "" {
-		where, args = append(where, "t.project = ?"), append(args, f.Project)
+		add("t.project = ?", f.Project)
+	}
+	if f.Sweep != "" {
+		add("t.sweep_id = ?", f.Sweep)
+	}
+	if f.RerunOf != "" {
+		// The literal lets SQLite use its partial index of reruns.
+		add("t.rerun_of <> '' AND t.rerun_of = ?", f.RerunOf)
+	}
+	if f.Tag != "" {
+		add(d.HasTag, f.Tag)
+	}
+	if f.Name != "" {
+		add(d.NameContains, f.Name)
+	}
+	for _, pf := range f.Params {
+		cond, a := d.Param(pf)
+		add(cond, a...)
+	}
+	if !f.CreatedAfter.IsZero() {
+		n, err := Nanos(f.CreatedAfter)
+		if err != nil {
+			return nil, "", fmt.Errorf("cannot list runs: %w", err)
+		}
+		add("t.created_at >= ?", n)
+	}
+	if !f.CreatedBefore.IsZero() {
+		n, err := Nanos(f.CreatedBefore)
+		if err != nil {
+			return nil, "", fmt.Errorf("cannot list runs: %w", err)
+		}
+		add("t.created_at < ?", n)
 	}
 	if f.Cursor != "" {
 		at, id, err := DecodeCursor(f.Cursor)
@@ -32,8 +82,7 @@ func ListTasks(ctx context.Context, db Querier, f store.Filter) ([]core.Task, st
 		}
 		// Spelled out rather than as a row-value comparison so that the
 		// (created_at DESC, id DESC) indexes serve it.
-		where = append(where, "(t.created_at < ? OR (t.created_at = ? AND t.id < ?))")
-		args = append(args, at, at, id)
+		add("(t.created_at < ? OR (t.created_at = ? AND t.id < ?))", at, at, id)
 	}
 	q := TaskCols
 	if len(where) > 0 {

@@ -1,6 +1,8 @@
 // Compare: the selected runs' curves of one metric overlaid; runs that
 // differ only in their seed can be folded into mean ± std; a params table
-// that highlights what differs.
+// that highlights what differs. Members of a sweep group as the server
+// groups them (their params without seed, see the sweep page); other runs,
+// compared ad hoc, by their argv without --seed.
 
 import { api } from '../api.js';
 import { LineChart, ema } from '../chart.js';
@@ -41,7 +43,19 @@ function groupName(g) {
   return p.length >= 2 ? p : names[0];
 }
 
+// canonical is v as JSON with object keys sorted (the server's group key
+// is the canonical JSON of the params without seed).
+function canonical(v) {
+  if (Array.isArray(v)) return '[' + v.map(canonical).join(',') + ']';
+  if (v && typeof v === 'object') return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canonical(v[k])).join(',') + '}';
+  return JSON.stringify(v);
+}
+
 function groupKey(t) {
+  if (t.sweepId) {
+    const { seed, ...rest } = paramsOf(t);
+    return 'sweep:' + t.sweepId + ':' + canonical(rest);
+  }
   const env = Object.entries(t.env || {}).sort(([a], [b]) => a.localeCompare(b));
   return JSON.stringify([seedless(t.command || []), env, t.gpus]);
 }
@@ -199,7 +213,8 @@ export function mount(root, ctx) {
         const seeds = g.map(seedOf).filter(Boolean);
         const label = groupName(g) + ' · ' + g.length + ' seeds';
         out.push({ id: 'group:' + g[0].id, label, color, points: mean, band });
-        groupsInfo.appendChild(h('li', null, h('span', { class: 'swatch', style: { background: color } }), ' ', label, seeds.length ? ' (seeds ' + seeds.join(', ') + ')' : '', ': ', g.map((t) => t.name || t.id).join(', ')));
+        groupsInfo.appendChild(h('li', null, h('span', { class: 'swatch', style: { background: color } }), ' ', label, seeds.length ? ' (seeds ' + seeds.join(', ') + ')' : '', ': ', g.map((t) => t.name || t.id).join(', '),
+          g[0].sweepId ? [' · ', h('a', { href: '/sweeps/' + g[0].sweepId }, 'its sweep')] : null));
       });
     } else {
       for (const id of ids) {

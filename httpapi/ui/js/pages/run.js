@@ -142,6 +142,8 @@ export function mount(root, ctx) {
           h('span', null, 'by ', h('strong', null, t.user)),
           t.project ? h('span', null, 'project ', h('a', { href: '/runs?project=' + encodeURIComponent(t.project) }, t.project)) : null,
           h('span', null, 'id ', h('code', null, t.id)),
+          t.sweepId ? h('span', null, 'member of sweep ', h('a', { href: '/sweeps/' + t.sweepId, id: 'run-sweep' }, t.sweepId)) : null,
+          t.rerunOf ? h('span', null, 'rerun of ', h('a', { href: '/runs/' + t.rerunOf, id: 'run-rerun-of' }, t.rerunOf)) : null,
           (t.tags || []).length ? h('span', null, (t.tags || []).map((x) => h('span', { class: 'tag' }, x))) : null)),
       h('span', { class: 'spacer' }),
       actions));
@@ -221,7 +223,23 @@ export function mount(root, ctx) {
           h('dt', null, 'Trace id'), h('dd', null, h('code', null, t.traceId || '')),
           h('dt', null, 'Submitted'), h('dd', null, fmtTime(parseTime(t.createdAt))),
           h('dt', null, 'Started'), h('dd', null, fmtTime(parseTime(t.startedAt)) || '—'),
-          h('dt', null, 'Finished'), h('dd', null, fmtTime(parseTime(t.finishedAt)) || '—'))));
+          h('dt', null, 'Finished'), h('dd', null, fmtTime(parseTime(t.finishedAt)) || '—'),
+          h('dt', null, 'Rerun of'), h('dd', null, t.rerunOf ? h('a', { href: '/runs/' + t.rerunOf }, t.rerunOf) : h('span', { class: 'faint' }, '—')),
+          h('dt', null, 'Reruns'), rerunsBox)));
+  }
+
+  // The reruns of this run: GET /api/tasks?rerunOf=, newest first.
+  const rerunsBox = h('dd', { id: 'reruns' }, h('span', { class: 'faint' }, '…'));
+  async function loadReruns() {
+    try {
+      const r = await api.tasks({ rerunOf: id, limit: 20 }, ac.signal);
+      replace(rerunsBox, r.items.length
+        ? h('ul', { class: 'reruns' }, r.items.map((x) => h('li', null, h('a', { href: '/runs/' + x.id }, x.name || x.id), ' ', badge(x.status))),
+          r.nextCursor ? h('li', null, h('a', { href: '/runs?rerunOf=' + encodeURIComponent(id) }, 'all reruns')) : null)
+        : h('span', { class: 'faint' }, 'none'));
+    } catch (e) {
+      if (e.name !== 'AbortError') replace(rerunsBox, h('span', { class: 'faint' }, 'cannot list: ' + e.message));
+    }
   }
 
   function renderTimeline() {
@@ -561,6 +579,7 @@ export function mount(root, ctx) {
     }
     if (destroyed) return;
     setTask(first);
+    loadReruns();
     renderCharts();
     if (!TERMINAL.has(t.status)) loadArtifacts();
     mergeRestMetrics(false);

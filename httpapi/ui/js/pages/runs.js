@@ -1,10 +1,11 @@
 // Runs: a live table (WebSocket /topic/tasks, else polling), filters by
-// status, user and project kept in the URL, queue position and reason for
-// QUEUED runs, and a selection for Compare. A health strip sits on top.
+// status, user, project, name, tag, sweep, params and creation date kept in
+// the URL (and in the CSV export), queue position and reason for QUEUED
+// runs, and a selection for Compare. A health strip sits on top.
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, STATUSES, TERMINAL } from '../util.js';
+import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, paramsOf, STATUSES, TERMINAL } from '../util.js';
 import { healthStrip } from './health.js';
 
 const PAGE = 50;
@@ -19,7 +20,11 @@ export function saveSelection(sel) {
 
 export function mount(root, ctx) {
   const q = ctx.query;
-  const f = { status: (q.get('status') || '').toUpperCase(), user: q.get('user') || '', project: q.get('project') || '' };
+  const f = {
+    status: (q.get('status') || '').toUpperCase(), user: q.get('user') || '', project: q.get('project') || '',
+    name: q.get('name') || '', tag: q.get('tag') || '', sweep: q.get('sweep') || '', rerunOf: q.get('rerunOf') || '',
+    params: paramsFromQuery(q), after: q.get('after') || '', before: q.get('before') || '',
+  };
   if (!STATUSES.includes(f.status)) f.status = '';
   let items = [];          // tasks shown, newest first
   const byId = new Map();
@@ -52,15 +57,42 @@ export function mount(root, ctx) {
     userIn.value = f.user;
     applyFilters();
   });
-  const onText = debounce(() => { f.user = userIn.value.trim(); f.project = projIn.value.trim(); applyFilters(); }, 300);
-  userIn.addEventListener('input', onText);
-  projIn.addEventListener('input', onText);
+  const nameIn = h('input', { type: 'search', id: 'filter-name', placeholder: 'part of a name', value: f.name, autocomplete: 'off' });
+  const tagIn = h('input', { type: 'search', id: 'filter-tag', placeholder: 'a tag', value: f.tag, autocomplete: 'off' });
+  const sweepIn = h('input', { type: 'search', id: 'filter-sweep', placeholder: 'a sweep id', value: f.sweep, autocomplete: 'off' });
+  const paramIn = h('input', { type: 'search', id: 'filter-param', placeholder: 'lr=0.001 seed=3', value: paramsText(f.params), autocomplete: 'off' });
+  const afterIn = h('input', { type: 'date', id: 'filter-after', value: f.after });
+  const beforeIn = h('input', { type: 'date', id: 'filter-before', value: f.before });
+  const paramErr = h('span', { class: 'err', id: 'filter-param-err' });
+  const onText = debounce(() => {
+    f.user = userIn.value.trim(); f.project = projIn.value.trim(); f.name = nameIn.value.trim(); f.tag = tagIn.value.trim();
+    f.sweep = sweepIn.value.trim(); f.after = afterIn.value; f.before = beforeIn.value;
+    const ps = parseParamFilters(paramIn.value);
+    paramErr.textContent = ps.error || '';
+    if (!ps.error) f.params = ps.params;
+    applyFilters();
+  }, 300);
+  for (const el of [userIn, projIn, nameIn, tagIn, sweepIn, paramIn]) el.addEventListener('input', onText);
+  for (const el of [afterIn, beforeIn]) el.addEventListener('change', onText);
+  const csvLink = h('a', { class: 'btn btn-sm', id: 'runs-csv', download: 'runs.csv', title: 'The runs of these filters as CSV, a column per param' }, 'Export CSV');
+  const moreSet = () => !!(f.tag || f.sweep || f.params.length || f.after || f.before || f.rerunOf);
+  const more2 = h('details', { class: 'more filters-more', open: moreSet() },
+    h('summary', null, 'More filters'),
+    h('div', { class: 'filters' },
+      h('div', { class: 'field' }, h('label', { for: 'filter-tag' }, 'Tag'), tagIn),
+      h('div', { class: 'field' }, h('label', { for: 'filter-sweep' }, 'Sweep'), sweepIn),
+      h('div', { class: 'field' }, h('label', { for: 'filter-param', title: 'Params equal as JSON values: lr=0.001 matches 1e-3' }, 'Params'), paramIn, paramErr),
+      h('div', { class: 'field' }, h('label', { for: 'filter-after' }, 'Created from'), afterIn),
+      h('div', { class: 'field' }, h('label', { for: 'filter-before' }, 'to'), beforeIn)));
 
   const filters = h('div', { class: 'filters' },
     chips,
     h('div', { class: 'field' }, h('label', { for: 'filter-user' }, 'User'), userIn, userDL),
     mine,
     h('div', { class: 'field' }, h('label', { for: 'filter-project' }, 'Project'), projIn, projDL),
+    h('div', { class: 'field' }, h('label', { for: 'filter-name' }, 'Name'), nameIn),
+    h('span', { style: { flex: '1' } }),
+    csvLink,
   );
 
   // ---- table ----
@@ -82,7 +114,7 @@ export function mount(root, ctx) {
   const more = h('button', { type: 'button', class: 'btn btn-sm', hidden: true }, 'Load more');
   more.addEventListener('click', () => load(true));
   const footInfo = h('span', { class: 'faint' });
-  const keysHint = h('span', { class: 'faint hide-sm', style: { marginLeft: 'auto' } }, 'Keys: j/k move · x select · / filter · g then r, n, c, w, h to switch pages');
+  const keysHint = h('span', { class: 'faint hide-sm', style: { marginLeft: 'auto' } }, 'Keys: j/k move · x select · / filter · g then r, s, n, c, w, h to switch pages');
   const errBox = h('div', { class: 'notice error', role: 'alert', hidden: true });
 
   const selCount = h('span');
@@ -98,14 +130,31 @@ export function mount(root, ctx) {
       h('a', { class: 'btn btn-primary', href: '/submit' }, 'New run')),
     health.el,
     filters,
+    more2,
     errBox,
     h('div', { class: 'table-wrap' }, table, empty),
     h('div', { class: 'table-foot' }, more, footInfo, keysHint),
     selBar);
 
   // ---- rows ----
+  // matches is the server's filter, for runs that arrive live.
   function matches(t) {
-    return (!f.status || t.status === f.status) && (!f.user || t.user === f.user) && (!f.project || t.project === f.project);
+    const created = parseTime(t.createdAt);
+    const { after, before } = dayRange(f);
+    return (!f.status || t.status === f.status) && (!f.user || t.user === f.user) && (!f.project || t.project === f.project) &&
+      (!f.name || (t.name || '').toLowerCase().includes(f.name.toLowerCase())) && (!f.tag || (t.tags || []).includes(f.tag)) &&
+      (!f.sweep || t.sweepId === f.sweep) && (!f.rerunOf || t.rerunOf === f.rerunOf) &&
+      f.params.every(([k, v]) => paramEquals(paramsOf(t)[k], v)) &&
+      (!after || (created != null && created >= Date.parse(after))) && (!before || (created != null && created < Date.parse(before)));
+  }
+
+  // query is the API's query of the filters.
+  function query() {
+    const { after, before } = dayRange(f);
+    const q = { status: f.status, user: f.user, project: f.project, name: f.name, tag: f.tag, sweep: f.sweep, rerunOf: f.rerunOf,
+      createdAfter: after, createdBefore: before };
+    for (const [k, v] of f.params) q['param.' + k] = v;
+    return q;
   }
 
   const fresh = new Set(); // ids that arrived live, to flash once
@@ -127,7 +176,9 @@ export function mount(root, ctx) {
     } else if (t.error && (t.status === 'FAILED' || t.status === 'LOST' || t.status === 'TIMEOUT')) {
       statusCell.appendChild(h('div', { class: 'queue-info', title: t.error }, t.error.length > 80 ? t.error.slice(0, 80) + '…' : t.error));
     }
-    const tags = (t.tags || []).map((x) => h('span', { class: 'tag' }, x));
+    const tags = (t.tags || []).map((x) => (t.sweepId && x === 'sweep:' + t.sweepId
+      ? h('a', { class: 'tag', href: '/sweeps/' + t.sweepId, title: 'Its sweep' }, x)
+      : h('span', { class: 'tag' }, x)));
     const flash = prev ? prev.status !== t.status : fresh.delete(t.id);
     const tr = h('tr', { class: [checked && 'selected', flash && 'flash'], dataset: { id: t.id, status: t.status } },
       h('td', { class: 'sel' }, cb),
@@ -149,7 +200,7 @@ export function mount(root, ctx) {
     keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id), row);
     empty.hidden = items.length > 0 || loading;
     if (!items.length) {
-      replace(empty, f.status || f.user || f.project
+      replace(empty, f.status || f.user || f.project || f.name || moreSet()
         ? [h('strong', null, 'No runs match these filters'), h('span', null, 'Change or clear the filters above.')]
         : [h('strong', null, 'No runs yet'), h('span', null, 'Submit one to see it here. '), h('a', { href: '/submit' }, 'New run')]);
     }
@@ -182,7 +233,7 @@ export function mount(root, ctx) {
     loading = true;
     try {
       const limit = append ? PAGE : Math.min(500, Math.max(PAGE, items.length));
-      const res = await api.tasks({ status: f.status, user: f.user, project: f.project, limit, cursor: append ? cursor : '' }, ac.signal);
+      const res = await api.tasks({ ...query(), limit, cursor: append ? cursor : '' }, ac.signal);
       if (my !== gen) return;
       if (!append) { items = []; byId.clear(); }
       for (const t of res.items) {
@@ -208,11 +259,11 @@ export function mount(root, ctx) {
 
   function applyFilters() {
     const u = new URLSearchParams();
-    if (f.status) u.set('status', f.status);
-    if (f.user) u.set('user', f.user);
-    if (f.project) u.set('project', f.project);
+    for (const k of ['status', 'user', 'project', 'name', 'tag', 'sweep', 'rerunOf', 'after', 'before']) if (f[k]) u.set(k, f[k]);
+    for (const [k, v] of f.params) u.append('param.' + k, v);
     const s = u.toString();
     history.replaceState(null, '', '/runs' + (s ? '?' + s : ''));
+    csvLink.href = api.tasksCSV({ ...query(), limit: 500 });
     syncLists();
     load(false);
   }
@@ -220,6 +271,19 @@ export function mount(root, ctx) {
   // Queue positions are not in WebSocket frames: refresh from REST soon
   // after queue changes while queued runs are shown.
   const refreshQueue = debounce(() => { if (items.some((t) => t.status === 'QUEUED')) load(false); }, 800);
+
+  // Frames are drawn once per animation frame; a burst of new runs (a
+  // sweep's members arrive together) reloads the newest page instead.
+  let renderPending = 0, burst = 0;
+  function renderSoon() {
+    if (renderPending) return;
+    renderPending = requestAnimationFrame(() => {
+      renderPending = 0;
+      const reload = burst > PAGE;
+      burst = 0;
+      if (reload) load(false); else renderRows();
+    });
+  }
 
   function onFrame(m) {
     if (m.type === 'subscribed' || m.type === 'lagged') { load(false); return; } // resync after (re)connecting or missed frames
@@ -239,9 +303,9 @@ export function mount(root, ctx) {
     } else {
       byId.set(t.id, t);
       if (old) items = items.map((x) => (x.id === t.id ? t : x));
-      else { items.unshift(t); fresh.add(t.id); }
+      else { items.unshift(t); fresh.add(t.id); burst++; }
     }
-    renderRows();
+    renderSoon();
     if (t.status === 'QUEUED' || (old && old.status === 'QUEUED') || TERMINAL.has(t.status)) refreshQueue();
   }
 
@@ -278,6 +342,7 @@ export function mount(root, ctx) {
     }
   }, 1000);
 
+  csvLink.href = api.tasksCSV({ ...query(), limit: 500 });
   const unsub = live.subscribe('/topic/tasks', onFrame);
   const stopPoll = poller(() => load(false), 2000, '/topic/tasks');
   load(false);
@@ -285,6 +350,7 @@ export function mount(root, ctx) {
 
   return () => {
     ac.abort();
+    cancelAnimationFrame(renderPending);
     unsub();
     stopPoll();
     clearInterval(tick);
@@ -293,4 +359,46 @@ export function mount(root, ctx) {
     health.destroy();
     document.removeEventListener('keydown', onKey);
   };
+}
+
+// paramsFromQuery reads the page's param.<k>=<v> filters: [[k, v], ...].
+function paramsFromQuery(q) {
+  const out = [];
+  for (const [k, v] of q) if (k.startsWith('param.') && k.length > 6) out.push([k.slice(6), v]);
+  return out;
+}
+
+function paramsText(ps) { return ps.map(([k, v]) => k + '=' + v).join(' '); }
+
+// parseParamFilters reads "lr=0.001 seed=3" into [[k, v], ...].
+function parseParamFilters(s) {
+  const params = [];
+  for (const w of s.trim().split(/\s+/).filter(Boolean)) {
+    const i = w.indexOf('=');
+    if (i < 1) return { error: 'write each as name=value' };
+    params.push([w.slice(0, i), w.slice(i + 1)]);
+  }
+  return { params };
+}
+
+// paramEquals compares a run's param with a filter's value the way the
+// server does: as JSON values (numbers as numbers), else as a string.
+function paramEquals(have, want) {
+  if (have === undefined) return false;
+  let w;
+  try { w = JSON.parse(want); } catch { w = want; }
+  if (w !== null && typeof w === 'object') return false;
+  return have === w;
+}
+
+// dayRange turns the date inputs (local days, both included) into the
+// API's createdAfter and createdBefore.
+function dayRange(f) {
+  const day = (d, add) => {
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(d)) return '';
+    const t = new Date(d + 'T00:00');
+    t.setDate(t.getDate() + add);
+    return Number.isFinite(t.getTime()) ? t.toISOString() : '';
+  };
+  return { after: day(f.after, 0), before: day(f.before, 1) };
 }

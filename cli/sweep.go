@@ -1,0 +1,571 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// sweepCommands are the subcommands of `rlsched sweep`; without one, the
+// arguments describe a sweep to submit.
+var sweepCommands = map[string]*command{}
+
+func init() {
+	register(&command{
+		name: "sweep",
+		args: "[flags] (--grid K=V,V... | --random K=DIST:MIN:MAX --samples N | --seeds N) " +
+			"(--algorithm A [--episodes N] [--lr X] | -- COMMAND [ARG...])\n" +
+			"       rlsched sweep (ls | show ID | retry ID | cancel ID) [flags]",
+		summary: "Submit a sweep of runs over params and seeds (POST /api/sweeps); list, show, retry, cancel sweeps.",
+		details: `A sweep is one submission whose members are ordinary runs: one for each cell of the
+grid (every combination of the --grid values) and random sample, times each seed. A member's
+params are the --param values, its cell and {"seed": s}; its runs are tagged sweep:ID.
+
+--grid KEY=V1,V2,... gives KEY's values (repeatable; typed as --param values are).
+--random KEY=DIST:MIN:MAX draws KEY from uniform, loguniform or int (both bounds included), or
+KEY=choice:A,B,C from the values; --samples N draws N points (reproducibly: --random-seed S).
+--seeds N runs each cell with seeds 0..N-1 (so does --seed-count N); --seeds 3,7,11 with those.
+--max-parallel N lets at most N members run at once.
+
+Only the sweep's id is printed on standard output. With --wait a progress line
+(done/running/queued/failed) goes to standard error, then the groups: the exit code is 0
+only when every member SUCCEEDED.
+
+  rlsched sweep ls [--user U] [--limit N] [--json]
+  rlsched sweep show ID [--json | --csv]   the seed groups: mean ± std of the final reward
+  rlsched sweep retry ID [--wait]          rerun the members that FAILED, were CANCELLED or TIMEOUT
+  rlsched sweep cancel ID                  cancel the members still queued or running`,
+		examples: []string{
+			"rlsched sweep --grid lr=3e-4,1e-3 --seeds 5 --algorithm PPO --episodes 300",
+			"rlsched sweep --random lr=loguniform:1e-5:1e-2 --samples 8 --seed-count 3 --max-parallel 4 -- python3 train.py",
+			"rlsched sweep show $id",
+			"rlsched sweep retry $id --wait",
+		},
+		argv: true,
+		run:  runSweep,
+	})
+	for _, c := range []*command{
+		{name: "sweep ls", args: "[--user U] [--limit N] [--json]", summary: "List sweeps, newest first, with their members' counts.", run: runSweepLs},
+		{name: "sweep show", args: "ID [--json | --csv]", summary: "Show a sweep's seed groups: the final reward's mean ± std, n, min, max and the members' statuses.",
+			details: "A group is the members whose params are equal but for the seed; each member counts with its latest run.", run: runSweepShow},
+		{name: "sweep retry", args: "ID [--wait] [--json]", summary: "Rerun every member whose latest run FAILED, was CANCELLED or TIMEOUT; print the new runs' ids.",
+			details: "Members that SUCCEEDED or are still queued or running are left alone, so a second retry reruns nothing.", run: runSweepRetry},
+		{name: "sweep cancel", args: "ID", summary: "Cancel every member of a sweep still queued or running; print their ids.", run: runSweepCancel},
+	} {
+		sweepCommands[strings.TrimPrefix(c.name, "sweep ")] = c
+	}
+}
+
+func runSweep(inv *invocation, args []string) int {
+	if len(args) > 0 {
+		if sub := sweepCommands[args[0]]; sub != nil {
+			inv.cmd = sub
+			return sub.run(inv, args[1:])
+		}
+	}
+	return runSweepCreate(inv, args)
+}
+
+// sweepRequest is POST /api/sweeps' body.
+type sweepRequest struct {
+	Name        string                   `json:"name,omitempty"`
+	Project     string                   `json:"project,omitempty"`
+	Base        submitRequest            `json:"base"`
+	Grid        map[string][]any         `json:"grid,omitempty"`
+	Random      map[string]randomRequest `json:"random,omitempty"`
+	Samples     int                      `json:"samples,omitempty"`
+	Seeds       []int64                  `json:"seeds,omitempty"`
+	SeedCount   int                      `json:"seedCount,omitempty"`
+	MaxParallel int                      `json:"maxParallel,omitempty"`
+	RandomSeed  *int64                   `json:"randomSeed,omitempty"`
+}
+
+type randomRequest struct {
+	Dist   string `json:"dist"`
+	Min    any    `json:"min,omitempty"`
+	Max    any    `json:"max,omitempty"`
+	Values []any  `json:"values,omitempty"`
+}
+
+func runSweepCreate(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	var (
+		rf                           runFlags
+		grid, random                 multiFlag
+		seeds                        string
+		samples, seedCount, parallel int
+		randomSeed                   int64
+		wait, jsonOut                bool
+	)
+	rf.define(fs)
+	fs.Var(&grid, "grid", "grid values `KEY=V1,V2,...` (repeatable): a member for every combination")
+	fs.Var(&random, "random", "draw `KEY=DIST:MIN:MAX` (uniform, loguniform, int) or KEY=choice:A,B,C (repeatable)")
+	fs.IntVar(&samples, "samples", 0, "`N` random samples (with --random)")
+	fs.Int64Var(&randomSeed, "random-seed", 0, "seed `S` of the random draws (default derived from --random and --samples)")
+	fs.StringVar(&seeds, "seeds", "", "`N` seeds (0..N-1) per cell, or the seeds themselves: 3,7,11")
+	fs.IntVar(&seedCount, "seed-count", 0, "`N` seeds (0..N-1) per cell")
+	fs.IntVar(&parallel, "max-parallel", 0, "at most `N` members running at once (default no cap)")
+	fs.BoolVar(&wait, "wait", false, "wait for every member to end, showing progress; exit 0 only if all SUCCEEDED")
+	fs.BoolVar(&jsonOut, "json", false, `print the server's answer ({"id","runs"}; with --wait the sweep's)`)
+	p := fs.parse(args)
+	if !p.help && p.problem == "" && len(p.pos) > 0 {
+		return inv.usageError("unexpected argument %q: subcommands are ls, show, retry, cancel; a command to run goes after --", p.pos[0])
+	}
+	p, code, ok := inv.startParsed(p, 0, 0)
+	if !ok {
+		return code
+	}
+	base, code, ok := inv.request(fs, p, &rf)
+	if !ok {
+		return code
+	}
+	req := sweepRequest{Name: base.Name, Project: base.Project, Base: base, Samples: samples, MaxParallel: parallel}
+	req.Base.Name, req.Base.Project = "", ""
+	for _, g := range grid {
+		k, vs, ok := strings.Cut(g, "=")
+		if !ok || k == "" || vs == "" {
+			return inv.usageError("--grid wants KEY=V1,V2,..., got %q", g)
+		}
+		if req.Grid == nil {
+			req.Grid = map[string][]any{}
+		}
+		if _, dup := req.Grid[k]; dup {
+			return inv.usageError("--grid %s is given twice: put all its values in one flag", k)
+		}
+		for _, v := range strings.Split(vs, ",") {
+			req.Grid[k] = append(req.Grid[k], paramValue(v))
+		}
+	}
+	for _, r := range random {
+		k, spec, ok := strings.Cut(r, "=")
+		rr, err := parseRandom(spec)
+		if !ok || k == "" || err != nil {
+			return inv.usageError("--random wants KEY=uniform:MIN:MAX, KEY=loguniform:MIN:MAX, KEY=int:MIN:MAX or KEY=choice:A,B,..., got %q", r)
+		}
+		if req.Random == nil {
+			req.Random = map[string]randomRequest{}
+		}
+		req.Random[k] = rr
+	}
+	if fs.isSet("random-seed") {
+		req.RandomSeed = &randomSeed
+	}
+	switch {
+	case fs.isSet("seeds") && fs.isSet("seed-count"):
+		return inv.usageError("give --seeds or --seed-count, not both")
+	case fs.isSet("seed-count"):
+		if seedCount < 1 {
+			return inv.usageError("--seed-count must be positive")
+		}
+		req.SeedCount = seedCount
+	case fs.isSet("seeds") && !strings.Contains(seeds, ","):
+		n, err := strconv.Atoi(strings.TrimSpace(seeds))
+		if err != nil || n < 1 {
+			return inv.usageError("--seeds wants a count N (seeds 0..N-1) or a list 3,7,11, got %q", seeds)
+		}
+		req.SeedCount = n
+	case fs.isSet("seeds"):
+		for _, v := range strings.Split(seeds, ",") {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return inv.usageError("--seeds %q: %q is not an integer", seeds, v)
+			}
+			req.Seeds = append(req.Seeds, n)
+		}
+	}
+	if req.Grid == nil && req.Random == nil && req.Seeds == nil && req.SeedCount == 0 {
+		return inv.usageError("nothing to sweep: give --grid, --random with --samples, or --seeds")
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var ans struct {
+		ID   string   `json:"id"`
+		Runs []string `json:"runs"`
+	}
+	raw, err := c.postJSON(inv.ctx, "/api/sweeps", req, &ans)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if ans.ID == "" {
+		return inv.fail(fmt.Errorf("the server accepted the sweep but sent no id: %s", truncate(string(raw), 200)))
+	}
+	if jsonOut && !wait {
+		return inv.printJSON(raw)
+	}
+	if !jsonOut {
+		fmt.Fprintln(inv.env.Stdout, ans.ID)
+	}
+	fmt.Fprintf(inv.env.Stderr, "sweep %s: %d runs queued; `rlsched sweep show %s` shows its groups\n", ans.ID, len(ans.Runs), ans.ID)
+	if !wait {
+		return ExitOK
+	}
+	return inv.waitSweep(c, ans.ID, jsonOut)
+}
+
+// parseRandom reads DIST:MIN:MAX or choice:A,B,C.
+func parseRandom(s string) (randomRequest, error) {
+	dist, rest, _ := strings.Cut(s, ":")
+	if dist == "choice" {
+		var vs []any
+		for _, v := range strings.Split(rest, ",") {
+			vs = append(vs, paramValue(v))
+		}
+		return randomRequest{Dist: dist, Values: vs}, nil
+	}
+	lo, hi, ok := strings.Cut(rest, ":")
+	if !ok || (dist != "uniform" && dist != "loguniform" && dist != "int") {
+		return randomRequest{}, errors.New("bad distribution")
+	}
+	for _, v := range []string{lo, hi} {
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return randomRequest{}, err
+		}
+	}
+	return randomRequest{Dist: dist, Min: json.Number(lo), Max: json.Number(hi)}, nil
+}
+
+// sweepView is the part of GET /api/sweeps/{id} the CLI reads.
+type sweepView struct {
+	ID          string              `json:"id"`
+	Name        string              `json:"name"`
+	Project     string              `json:"project"`
+	User        string              `json:"user"`
+	Members     int                 `json:"members"`
+	MaxParallel int                 `json:"maxParallel"`
+	CreatedAt   time.Time           `json:"createdAt"`
+	Counts      map[core.Status]int `json:"counts"`
+	Groups      []struct {
+		Params      map[string]json.RawMessage `json:"params"`
+		Runs        []string                   `json:"runs"`
+		N           int                        `json:"n"`
+		FinalReward *struct {
+			Mean, Std, Min, Max *float64
+		} `json:"finalReward"`
+		Counts map[core.Status]int `json:"counts"`
+	} `json:"groups"`
+}
+
+func sweepPath(id, suffix string) string { return "/api/sweeps/" + url.PathEscape(id) + suffix }
+
+// sweepID takes and checks the ID argument of a subcommand.
+func (inv *invocation) sweepID(p parsed) (string, int, bool) {
+	id := p.pos[0]
+	if !core.ValidTaskID(id) {
+		return "", inv.usageError("invalid sweep id %q: ids are 1–64 of A-Z a-z 0-9 _ -", id), false
+	}
+	return id, ExitOK, true
+}
+
+// progress is the counts of a sweep's members in four: done (SUCCEEDED),
+// running (DISPATCHED, RUNNING), queued (QUEUED, LOST: requeued) and failed
+// (FAILED, CANCELLED, TIMEOUT).
+func progress(counts map[core.Status]int) (done, running, queued, failed int) {
+	done = counts[core.StatusSucceeded]
+	running = counts[core.StatusDispatched] + counts[core.StatusRunning]
+	queued = counts[core.StatusQueued] + counts[core.StatusLost]
+	failed = counts[core.StatusFailed] + counts[core.StatusCancelled] + counts[core.StatusTimeout]
+	return
+}
+
+// waitSweep waits until no member of sweep id is queued or running, with a
+// progress line, then shows the groups (on stderr; the sweep's JSON on
+// stdout with jsonOut) and returns 0 only when every member SUCCEEDED.
+func (inv *invocation) waitSweep(c *client, id string, jsonOut bool) int {
+	start := inv.env.now()
+	var sw sweepView
+	q := url.Values{"runs": {"false"}}
+	err := inv.poll(c, true, func() (string, bool, error) {
+		if _, err := c.getJSON(inv.ctx, sweepPath(id, ""), q, &sw); err != nil {
+			return "", false, err
+		}
+		done, running, queued, failed := progress(sw.Counts)
+		line := fmt.Sprintf("sweep %s: %d/%d done · %d running · %d queued · %d failed", id, done, sw.Members, running, queued, failed)
+		if inv.env.isTerminal(inv.rawStderr) {
+			line += " " + clock(inv.env.now().Sub(start))
+		}
+		return line, running+queued == 0, nil
+	})
+	if err != nil {
+		code := inv.fail(err)
+		if interrupted(err) {
+			fmt.Fprintf(inv.env.Stderr, "  stopped waiting; sweep %s goes on: `rlsched sweep show %s` shows it, `rlsched sweep cancel %s` stops it\n", id, id, id)
+		}
+		return code
+	}
+	done, _, _, failed := progress(sw.Counts)
+	fmt.Fprintf(inv.env.Stderr, "sweep %s: %d of %d members SUCCEEDED, %d did not (%s)\n", id, done, sw.Members, failed, clock(inv.env.now().Sub(start)))
+	raw, err := c.getJSON(inv.ctx, sweepPath(id, ""), q, &sw)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if jsonOut {
+		if code := inv.printJSON(raw); code != ExitOK {
+			return code
+		}
+	} else if _, err := inv.env.Stderr.Write(groupsTable(sw)); err != nil {
+		return inv.fail(err)
+	}
+	if failed > 0 {
+		fmt.Fprintf(inv.env.Stderr, "  `rlsched sweep retry %s` reruns the members that did not succeed\n", id)
+		return ExitError
+	}
+	return ExitOK
+}
+
+// groupsTable is a sweep's groups as a table: a column per param, then the
+// final reward's mean ± std, n, min and max, and the members' statuses.
+func groupsTable(sw sweepView) []byte {
+	keys := map[string]bool{}
+	for _, g := range sw.Groups {
+		for k := range g.Params {
+			keys[k] = true
+		}
+	}
+	var names []string
+	for k := range keys {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var b bytes.Buffer
+	tw := newTable(&b)
+	head := append(slices.Clone(names), "REWARD (MEAN ± STD)", "N", "MIN", "MAX", "RUNS")
+	for i, h := range head[:len(names)] {
+		head[i] = strings.ToUpper(h)
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, g := range sw.Groups {
+		var cells []string
+		for _, k := range names {
+			v, ok := g.Params[k]
+			cells = append(cells, orDash(truncate(paramText(v, ok), 30)))
+		}
+		reward, lo, hi := "-", "-", "-"
+		if f := g.FinalReward; f != nil && f.Mean != nil {
+			reward = fmt.Sprintf("%s ± %s", formatFloat(f.Mean, true), formatFloat(f.Std, true))
+			lo, hi = formatFloat(f.Min, true), formatFloat(f.Max, true)
+		}
+		cells = append(cells, reward, strconv.Itoa(g.N), lo, hi, statusCounts(g.Counts))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+	return b.Bytes()
+}
+
+// paramText is a param value as the table shows it: a string as it is,
+// anything else as its JSON.
+func paramText(v json.RawMessage, ok bool) string {
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(v)
+}
+
+// statusCounts is "2 SUCCEEDED, 1 FAILED": the statuses present, in their
+// life's order.
+func statusCounts(counts map[core.Status]int) string {
+	var parts []string
+	for _, st := range []core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusLost,
+		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout} {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+func runSweepShow(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	jsonOut := fs.Bool("json", false, "print the server's JSON (the sweep, its runs and groups)")
+	csvOut := fs.Bool("csv", false, "print the groups as CSV (the server's ?format=csv)")
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if *jsonOut && *csvOut {
+		return inv.usageError("give --json or --csv, not both")
+	}
+	id, code, ok := inv.sweepID(p)
+	if !ok {
+		return code
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	if *csvOut {
+		resp, err := c.do(inv.ctx, "GET", sweepPath(id, ""), url.Values{"format": {"csv"}}, nil, "text/csv")
+		if err != nil {
+			return inv.fail(err)
+		}
+		if _, err := inv.rawStdout.Write(resp.body); err != nil {
+			return inv.fail(err)
+		}
+		return ExitOK
+	}
+	var sw sweepView
+	q := url.Values{}
+	if !*jsonOut {
+		q.Set("runs", "false")
+	}
+	raw, err := c.getJSON(inv.ctx, sweepPath(id, ""), q, &sw)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if *jsonOut {
+		return inv.printJSON(raw)
+	}
+	done, running, queued, failed := progress(sw.Counts)
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "sweep %s %s by %s", sw.ID, orDash(sw.Name), sw.User)
+	if sw.Project != "" {
+		fmt.Fprintf(&b, " in %s", sw.Project)
+	}
+	fmt.Fprintf(&b, ", %d members", sw.Members)
+	if sw.MaxParallel > 0 {
+		fmt.Fprintf(&b, " (at most %d at once)", sw.MaxParallel)
+	}
+	fmt.Fprintf(&b, ": %d done, %d running, %d queued, %d failed\n\n", done, running, queued, failed)
+	b.Write(groupsTable(sw))
+	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+		return inv.fail(err)
+	}
+	return ExitOK
+}
+
+func runSweepLs(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	user := fs.String("user", "", "only sweeps of `USER`")
+	limit := fs.Int("limit", 0, "at most `N` sweeps (1–500)")
+	jsonOut := fs.Bool("json", false, "print the server's JSON")
+	if _, code, ok := inv.start(args, 0, 0); !ok {
+		return code
+	}
+	q := url.Values{}
+	if *user != "" {
+		q.Set("user", *user)
+	}
+	if fs.isSet("limit") {
+		if *limit < 1 || *limit > 500 {
+			return inv.usageError("--limit must be 1–500")
+		}
+		q.Set("limit", strconv.Itoa(*limit))
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var page struct {
+		Items      []sweepView `json:"items"`
+		NextCursor string      `json:"nextCursor"`
+	}
+	raw, err := c.getJSON(inv.ctx, "/api/sweeps", q, &page)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if *jsonOut {
+		return inv.printJSON(raw)
+	}
+	now := inv.env.now()
+	var b bytes.Buffer
+	tw := newTable(&b)
+	fmt.Fprintln(tw, "ID\tNAME\tUSER\tMEMBERS\tDONE\tRUNNING\tQUEUED\tFAILED\tCREATED")
+	for _, sw := range page.Items {
+		done, running, queued, failed := progress(sw.Counts)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", sw.ID, orDash(truncate(sw.Name, 40)), orDash(sw.User),
+			sw.Members, done, running, queued, failed, age(now, sw.CreatedAt))
+	}
+	tw.Flush()
+	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+		return inv.fail(err)
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(inv.env.Stderr, "(more sweeps: add --limit N)\n")
+	}
+	return ExitOK
+}
+
+func runSweepRetry(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	wait := fs.Bool("wait", false, "wait for the whole sweep to end, showing progress; exit 0 only if all SUCCEEDED")
+	jsonOut := fs.Bool("json", false, `print the server's answer ({"runs"}; with --wait the sweep's)`)
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	id, code, ok := inv.sweepID(p)
+	if !ok {
+		return code
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var ans struct {
+		Runs []string `json:"runs"`
+	}
+	raw, err := c.postJSON(inv.ctx, sweepPath(id, "/retry"), nil, &ans)
+	if err != nil {
+		return inv.fail(err)
+	}
+	if *jsonOut && !*wait {
+		return inv.printJSON(raw)
+	}
+	if !*jsonOut {
+		for _, r := range ans.Runs {
+			fmt.Fprintln(inv.env.Stdout, r)
+		}
+	}
+	if len(ans.Runs) == 0 {
+		fmt.Fprintf(inv.env.Stderr, "sweep %s: no member to retry (none FAILED, was CANCELLED or TIMEOUT)\n", id)
+	} else {
+		fmt.Fprintf(inv.env.Stderr, "sweep %s: %d members rerun\n", id, len(ans.Runs))
+	}
+	if !*wait {
+		return ExitOK
+	}
+	return inv.waitSweep(c, id, *jsonOut)
+}
+
+func runSweepCancel(inv *invocation, args []string) int {
+	inv.newFlags()
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return code
+	}
+	id, code, ok := inv.sweepID(p)
+	if !ok {
+		return code
+	}
+	c, code, ok := inv.newClient()
+	if !ok {
+		return code
+	}
+	var ans struct {
+		Runs []string `json:"runs"`
+	}
+	if _, err := c.postJSON(inv.ctx, sweepPath(id, "/cancel"), nil, &ans); err != nil {
+		return inv.fail(err)
+	}
+	for _, r := range ans.Runs {
+		fmt.Fprintln(inv.env.Stdout, r)
+	}
+	fmt.Fprintf(inv.env.Stderr, "sweep %s: cancel requested for %d members; running ones stop when their workers report\n", id, len(ans.Runs))
+	return ExitOK
+}

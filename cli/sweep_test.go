@@ -1,0 +1,263 @@
+package cli
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/httpapi"
+)
+
+// storeControl cancels in the store, as the dispatcher does for a run no
+// worker holds.
+type storeControl struct {
+	nopControl
+	st store.Store
+}
+
+func (c storeControl) Cancel(ctx context.Context, id string) (core.Task, error) {
+	t, err := c.st.Task(ctx, id)
+	if err != nil || t.Status.Terminal() {
+		return t, core.ErrConflict
+	}
+	exp := store.Expect{Fence: t.Fence, Status: t.Status}
+	t.Status = core.StatusCancelled
+	return t, c.st.UpdateTask(ctx, &t, exp)
+}
+
+// sweepHarness is the CLI against a real REST server, signed in as alice.
+func sweepHarness(t *testing.T) (*harness, *realServer) {
+	t.Helper()
+	rs := newRealServerWith(t, false, func(st store.Store) httpapi.Control { return storeControl{st: st} })
+	h := newHarness(t)
+	h.vars["RLSCHED_SERVER"] = rs.url
+	h.stdin = "password1\n"
+	h.mustRun(0, "register", "-u", "alice", "--password-stdin")
+	h.stdin = "password1\n"
+	h.mustRun(0, "login", "-u", "alice", "--password-stdin")
+	return h, rs
+}
+
+// end moves run id, however it stands, to st with reward (nil: none).
+func end(t *testing.T, st store.Store, id string, to core.Status, reward *float64) {
+	t.Helper()
+	ctx := context.Background()
+	tk, err := st.Task(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+	tk.Status, tk.FinalReward = to, reward
+	if err := st.UpdateTask(ctx, &tk, exp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func members(t *testing.T, st store.Store, id string) []core.Task {
+	t.Helper()
+	ts, err := st.SweepRuns(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+func TestSweep_CreateShowRetryCancel(t *testing.T) {
+	h, rs := sweepHarness(t)
+	out, errs := h.mustRun(0, "sweep", "--grid", "lr=0.1,0.2", "--seeds", "2", "--param", "gamma=0.99", "--max-parallel", "3",
+		"--name", "lrs", "--tag", "mine", "--", "python3", "train.py")
+	id := strings.TrimSpace(out)
+	if !core.ValidTaskID(id) || !strings.Contains(errs, "4 runs queued") {
+		t.Fatalf("stdout %q, stderr %q", out, errs)
+	}
+	ms := members(t, rs.st, id)
+	if len(ms) != 4 {
+		t.Fatalf("%d members", len(ms))
+	}
+	if tk := ms[3]; string(tk.Params) != `{"gamma":0.99,"lr":0.2,"seed":1}` || tk.Name != "lrs lr=0.2 seed=1" ||
+		!reflect.DeepEqual(tk.Tags, []string{"mine", core.SweepTag(id)}) || tk.Workdir != h.env.Dir ||
+		!reflect.DeepEqual(tk.Command, []string{"python3", "train.py", "--gamma", "0.99", "--lr", "0.2", "--seed", "1"}) {
+		t.Fatalf("member 3: %+v", tk)
+	}
+	rewards := []float64{1, 3, 10, 20}
+	for i, m := range ms {
+		end(t, rs.st, m.ID, core.StatusSucceeded, &rewards[i])
+	}
+	end(t, rs.st, ms[1].ID, core.StatusFailed, nil)
+
+	out, _ = h.mustRun(0, "sweep", "show", id)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.Contains(lines[0], "sweep "+id+" lrs by alice, 4 members (at most 3 at once): 3 done, 0 running, 0 queued, 1 failed") ||
+		!regexpMatch(`^GAMMA\s+LR\s+REWARD \(MEAN ± STD\)\s+N\s+MIN\s+MAX\s+RUNS$`, lines[2]) ||
+		!regexpMatch(`^0\.99\s+0\.2\s+15 ± 7\.0711\s+2\s+10\s+20\s+2 SUCCEEDED$`, lines[3]) ||
+		!regexpMatch(`^0\.99\s+0\.1\s+1 ± 0\s+1\s+1\s+1\s+1 SUCCEEDED, 1 FAILED$`, lines[4]) {
+		t.Fatalf("sweep show:\n%s", out)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id, "--csv")
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) != 3 || rows[0][0] != "gamma" || rows[1][3] != "15" {
+		t.Fatalf("sweep show --csv: %v\n%s", err, out)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id, "--json")
+	if !strings.Contains(out, `"runs": [`) || !strings.Contains(out, `"groups"`) {
+		t.Fatalf("sweep show --json:\n%s", out)
+	}
+	out, _ = h.mustRun(0, "sweep", "ls")
+	if !regexpMatch(`(?m)^`+id+`\s+lrs\s+alice\s+4\s+3\s+0\s+0\s+1\s+\d+s$`, out) {
+		t.Fatalf("sweep ls:\n%s", out)
+	}
+
+	out, errs = h.mustRun(0, "sweep", "retry", id)
+	retried := strings.Fields(out)
+	if len(retried) != 1 || !strings.Contains(errs, "1 members rerun") {
+		t.Fatalf("sweep retry: %q %q", out, errs)
+	}
+	if tk, _ := rs.st.Task(context.Background(), retried[0]); tk.RerunOf != ms[1].ID {
+		t.Fatalf("the retried run: %+v", tk)
+	}
+	if out, errs = h.mustRun(0, "sweep", "retry", id); out != "" || !strings.Contains(errs, "no member to retry") {
+		t.Fatalf("a second retry: %q %q", out, errs)
+	}
+	if out, _ = h.mustRun(0, "sweep", "cancel", id); strings.TrimSpace(out) != retried[0] {
+		t.Fatalf("sweep cancel: %q", out)
+	}
+	// Finding the members again with ls.
+	out, _ = h.mustRun(0, "ls", "--sweep", id, "--param", "lr=0.2")
+	if strings.Count(out, "\n") != 3 || !strings.Contains(out, ms[2].ID) || !strings.Contains(out, ms[3].ID) {
+		t.Fatalf("ls --sweep --param:\n%s", out)
+	}
+	out, _ = h.mustRun(0, "ls", "--tag", "mine", "--name", "LR=0.1 SEED=1", "--csv")
+	rows, err = csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(rows) != 3 || strings.Join(rows[0][9:], ",") != "gamma,lr,seed" {
+		t.Fatalf("ls --csv: %v\n%s", err, out)
+	}
+	for _, r := range rows[1:] {
+		if r[10] != "0.1" || r[11] != "1" {
+			t.Fatalf("ls --csv rows: %q", rows)
+		}
+	}
+	if out, _ = h.mustRun(0, "ls", "--since", "1h", "--until", "2200-01-01"); strings.Count(out, "\n") != 6 {
+		t.Fatalf("ls --since 1h:\n%s", out)
+	}
+	if out, _ = h.mustRun(0, "ls", "--since", "2200-01-01T00:00:00Z"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("ls --since 2200:\n%s", out)
+	}
+	// Errors: the server's message names the field; usage errors exit 2.
+	_, errs = h.mustRun(1, "sweep", "--random", "lr=loguniform:0:1", "--samples", "3", "--", "x")
+	if !strings.Contains(errs, "random.lr.min") {
+		t.Fatalf("loguniform from 0: %s", errs)
+	}
+	_, errs = h.mustRun(1, "sweep", "retry", "s-missing")
+	if !strings.Contains(errs, "rlsched sweep ls") {
+		t.Fatalf("retry of an unknown sweep: %s", errs)
+	}
+	h.mustRun(2, "sweep", "--", "x")
+	h.mustRun(2, "sweep", "--seeds", "x", "--", "x")
+	h.mustRun(2, "sweep", "--grid", "lr", "--", "x")
+	h.mustRun(2, "sweep", "--random", "lr=normal:0:1", "--", "x")
+	h.mustRun(2, "sweep", "show")
+	h.mustRun(2, "sweep", "show", "bad id")
+	h.mustRun(2, "ls", "--since", "yesterday")
+}
+
+// Another user's sweep: show works, retry and cancel are refused.
+func TestSweep_OtherUser(t *testing.T) {
+	h, _ := sweepHarness(t)
+	out, _ := h.mustRun(0, "sweep", "--seeds", "3,7", "--", "x")
+	id := strings.TrimSpace(out)
+	h.mustRun(0, "logout")
+	h.stdin = "password2\n"
+	h.mustRun(0, "register", "-u", "bob", "--password-stdin")
+	h.stdin = "password2\n"
+	h.mustRun(0, "login", "-u", "bob", "--password-stdin")
+	h.mustRun(0, "sweep", "show", id)
+	for _, sub := range []string{"retry", "cancel"} {
+		_, errs := h.mustRun(1, "sweep", sub, id)
+		if !strings.Contains(errs, "HTTP 403") || !strings.Contains(errs, "owner of a sweep") {
+			t.Fatalf("bob's sweep %s: %s", sub, errs)
+		}
+	}
+}
+
+// --wait shows done/running/queued/failed as the members move, then the
+// groups; it exits 0 only when every member SUCCEEDED.
+func TestSweep_Wait(t *testing.T) {
+	for _, last := range []core.Status{core.StatusSucceeded, core.StatusFailed} {
+		t.Run(string(last), func(t *testing.T) {
+			h, rs := sweepHarness(t)
+			h.env.waitEvery = 20 * time.Millisecond
+			// The members move on while the CLI waits, a step each time the
+			// CLI has polled twice since the last (the server's access log
+			// counts its GETs of the sweep): the first runs and ends, then
+			// the second.
+			polls := func() int { return strings.Count(rs.access.String(), `"path":"/api/sweeps/s`) }
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var ms []core.Task
+				for len(ms) == 0 {
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+					sws, _, _ := rs.st.ListSweeps(context.Background(), store.SweepFilter{})
+					if len(sws) == 1 {
+						ms = members(t, rs.st, sws[0].ID)
+					}
+				}
+				r := 1.0
+				steps := []struct {
+					i  int
+					to core.Status
+				}{{0, core.StatusRunning}, {0, core.StatusSucceeded}, {1, core.StatusRunning}, {1, last}}
+				for _, s := range steps {
+					for seen := polls(); polls() < seen+2; {
+						select {
+						case <-stop:
+							return
+						case <-time.After(5 * time.Millisecond):
+						}
+					}
+					end(t, rs.st, ms[s.i].ID, s.to, &r)
+				}
+			}()
+			want := 0
+			if last != core.StatusSucceeded {
+				want = 1
+			}
+			out, errs := h.mustRun(want, "sweep", "--seeds", "2", "--wait", "--", "x")
+			close(stop)
+			wg.Wait()
+			id := strings.TrimSpace(out)
+			for _, line := range []string{
+				fmt.Sprintf("sweep %s: 0/2 done · 0 running · 2 queued · 0 failed", id),
+				fmt.Sprintf("sweep %s: 1/2 done · 0 running · 1 queued · 0 failed", id),
+				fmt.Sprintf("sweep %s: 1/2 done · 1 running · 0 queued · 0 failed", id),
+				"REWARD (MEAN ± STD)",
+			} {
+				if !strings.Contains(errs, line) {
+					t.Errorf("stderr lacks %q:\n%s", line, errs)
+				}
+			}
+			if strings.Contains(errs, "\r") {
+				t.Errorf("redraws without a terminal:\n%q", errs)
+			}
+			if want == 1 && !strings.Contains(errs, "rlsched sweep retry "+id) {
+				t.Errorf("no retry hint:\n%s", errs)
+			}
+		})
+	}
+}
+
+func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }

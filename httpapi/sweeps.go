@@ -1,0 +1,548 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/sweep"
+)
+
+// Sweeps and seed groups (API.md): a sweep is one submission whose members
+// are ordinary runs (core/sweep expands and summarises; the store creates
+// them in one transaction).
+
+// sweepTimeout bounds the store work of one sweep request: a 10,000-member
+// sweep is one large transaction, and its cancel is as many cancels.
+const sweepTimeout = time.Minute
+
+// cancelWorkers is how many member cancels run at once: enough for the
+// store's group commit to batch them.
+const cancelWorkers = 32
+
+func sweepCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), sweepTimeout)
+}
+
+// prefixed is e with its message under field ("base: gpus must be ...").
+func prefixed(field string, e *apiError) *apiError {
+	return &apiError{e.Status, e.Code, field + ": " + e.Message}
+}
+
+// createSweep is POST /api/sweeps.
+func (s *Server) createSweep(r *request) *apiError {
+	spec, err := sweep.Parse(r.ctx.PostBody())
+	if err != nil {
+		return errBadRequest("%s", err.Error())
+	}
+	var b submitBody
+	if e := decodeJSON(spec.Base, &b); e != nil {
+		return prefixed("base", e)
+	}
+	b.Params = nil // core/sweep checked them; each member has its own
+	sp := newSpec()
+	if e := s.apply(&sp, &b); e != nil {
+		return prefixed("base", e)
+	}
+	name := spec.Name
+	if name == "" {
+		name = sp.name
+	}
+	if name == "" {
+		name = sp.defaultName()
+	}
+	if spec.Project != "" {
+		sp.project = spec.Project
+	}
+	id := core.NewSweepID()
+	tag := core.SweepTag(id)
+	if !slices.Contains(sp.tags, tag) {
+		if len(sp.tags) >= maxTags {
+			return errBadRequest("base.tags: at most %d tags in a sweep (each member also carries %q)", maxTags-1, tag)
+		}
+		sp.tags = append(slices.Clone(sp.tags), tag)
+	}
+	members := spec.Members()
+	runs := make([]*core.Task, len(members))
+	ids := make([]string, len(members))
+	now := time.Now()
+	for i, m := range members {
+		msp := sp
+		msp.params = m.Params
+		msp.name = memberName(name, m.Label)
+		t := s.newRun(r, msp)
+		// One instant a member apart, so the queue serves them (and lists
+		// show them) in member order.
+		t.CreatedAt = now.Add(time.Duration(i))
+		runs[i], ids[i] = &t, t.ID
+	}
+	sw := &store.Sweep{ID: id, Name: name, Project: sp.project, UserID: r.user.ID, MaxParallel: spec.MaxParallel,
+		Spec: r.ctx.PostBody(), CreatedAt: now}
+	ctx, cancel := sweepCtx()
+	defer cancel()
+	if err := s.st.CreateSweep(ctx, sw, runs); err != nil {
+		return storeError(err, "sweep")
+	}
+	s.ctl.Notify()
+	s.log.Info().Str("traceId", r.trace).Str("sweepId", id).Int("members", len(runs)).Int64("userId", r.user.ID).
+		Msg("sweep queued")
+	return s.writeJSON(r, fasthttp.StatusAccepted, struct {
+		ID   string   `json:"id"`
+		Runs []string `json:"runs"`
+	}{id, ids})
+}
+
+// memberName names a member after its sweep and its cell and seed.
+func memberName(name, label string) string {
+	if label != "" {
+		if name != "" {
+			name += " "
+		}
+		name += label
+	}
+	if utf8.RuneCountInString(name) > maxNameChars {
+		name = string([]rune(name)[:maxNameChars-1]) + "…"
+	}
+	return name
+}
+
+// sweepSummary is a sweep in GET /api/sweeps.
+type sweepSummary struct {
+	ID          string              `json:"id"`
+	Name        string              `json:"name"`
+	Project     string              `json:"project"`
+	User        string              `json:"user"`
+	UserID      int64               `json:"userId"`
+	CreatedAt   time.Time           `json:"createdAt"`
+	Members     int                 `json:"members"`
+	MaxParallel int                 `json:"maxParallel"`
+	Counts      map[core.Status]int `json:"counts"`
+}
+
+func summaryOf(sw store.Sweep) sweepSummary {
+	return sweepSummary{ID: sw.ID, Name: sw.Name, Project: sw.Project, User: sw.User, UserID: sw.UserID,
+		CreatedAt: sw.CreatedAt, Members: sw.Members, MaxParallel: sw.MaxParallel, Counts: sw.Counts}
+}
+
+// listSweeps is GET /api/sweeps?user=&limit=&cursor=.
+func (s *Server) listSweeps(r *request) *apiError {
+	q := r.ctx.QueryArgs()
+	f := store.SweepFilter{User: string(q.Peek("user")), Cursor: string(q.Peek("cursor"))}
+	if len(f.User) > 64 {
+		return errBadRequest("user must be a username")
+	}
+	if len(f.Cursor) > maxCursorBytes {
+		return errBadRequest("malformed cursor: pass nextCursor of a previous page")
+	}
+	if v := string(q.Peek("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errBadRequest("limit must be an integer 1..%d", maxListLimit)
+		}
+		f.Limit = min(n, maxListLimit)
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	sws, next, err := s.st.ListSweeps(ctx, f)
+	if err != nil {
+		if isBadCursor(err) {
+			return errBadRequest("malformed cursor: pass nextCursor of a previous page")
+		}
+		return storeError(err, "sweeps")
+	}
+	items := make([]sweepSummary, len(sws))
+	for i, sw := range sws {
+		items[i] = summaryOf(sw)
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items      []sweepSummary `json:"items"`
+		NextCursor string         `json:"nextCursor"`
+	}{items, next})
+}
+
+// sweepRuns reads sweep r.id and the latest run of each member.
+func (s *Server) sweepRuns(ctx context.Context, r *request) (store.Sweep, []core.Task, *apiError) {
+	sw, err := s.st.Sweep(ctx, r.id)
+	if err != nil {
+		return sw, nil, storeError(err, "sweep "+r.id)
+	}
+	runs, err := s.st.SweepRuns(ctx, r.id)
+	if err != nil {
+		return sw, nil, storeError(err, "sweep "+r.id)
+	}
+	// Counted from the runs read, so counts and runs always agree.
+	sw.Counts = zeroCounts()
+	for _, t := range runs {
+		sw.Counts[t.Status]++
+	}
+	return sw, runs, nil
+}
+
+// sweepMembers reads sweep r.id and what groups need of each member's
+// latest run.
+func (s *Server) sweepMembers(ctx context.Context, r *request) (store.Sweep, []sweep.Run, *apiError) {
+	sw, err := s.st.Sweep(ctx, r.id)
+	if err != nil {
+		return sw, nil, storeError(err, "sweep "+r.id)
+	}
+	ms, _, err := s.st.SweepMetrics(ctx, r.id, "")
+	if err != nil {
+		return sw, nil, storeError(err, "sweep "+r.id)
+	}
+	in := make([]sweep.Run, len(ms))
+	sw.Counts = zeroCounts()
+	for i, m := range ms {
+		in[i] = sweep.Run{ID: m.TaskID, Params: m.Params, Status: m.Status, FinalReward: m.FinalReward}
+		sw.Counts[m.Status]++
+	}
+	return sw, in, nil
+}
+
+func zeroCounts() map[core.Status]int {
+	m := make(map[core.Status]int, len(allStatuses))
+	for _, st := range allStatuses {
+		m[st] = 0
+	}
+	return m
+}
+
+// allStatuses in their life's order: the columns of a sweep's CSV.
+var allStatuses = []core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusLost,
+	core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout}
+
+// getSweep is GET /api/sweeps/{id}: the sweep, each member's latest run,
+// and the seed groups (the members' params without seed) with their final
+// rewards' mean, std, min and max; ?format=csv gives the groups as CSV,
+// ?runs=false leaves the runs out (a poll of a large sweep's progress).
+func (s *Server) getSweep(r *request) *apiError {
+	q := r.ctx.QueryArgs()
+	csvOut, e := formatCSV(q)
+	if e != nil {
+		return e
+	}
+	withRuns := true
+	switch v := string(q.Peek("runs")); v {
+	case "", "true":
+	case "false":
+		withRuns = false
+	default:
+		return errBadRequest("runs must be true or false")
+	}
+	ctx, cancel := sweepCtx()
+	defer cancel()
+	var (
+		sw   store.Sweep
+		runs []core.Task
+		in   []sweep.Run
+	)
+	if withRuns || csvOut {
+		if sw, runs, e = s.sweepRuns(ctx, r); e != nil {
+			return e
+		}
+		for _, t := range runs {
+			in = append(in, sweep.Run{ID: t.ID, Params: t.Params, Status: t.Status, FinalReward: t.FinalReward})
+		}
+	} else {
+		// The groups need the runs' params, statuses and final rewards
+		// only: SweepMetrics without a series reads just those.
+		if sw, in, e = s.sweepMembers(ctx, r); e != nil {
+			return e
+		}
+	}
+	groups, err := sweep.Summarize(in, 0)
+	if err != nil {
+		return storeError(err, "sweep "+r.id)
+	}
+	if csvOut {
+		return s.writeCSV(r, "sweep-"+sw.ID+".csv", groupRows(groups))
+	}
+	var views []core.Task
+	if withRuns {
+		views = make([]core.Task, len(runs))
+		for i, t := range runs {
+			views[i] = t.ViewFor(r.user)
+		}
+		s.explainQueue(ctx, views)
+	}
+	if groups == nil {
+		groups = []sweep.Group{}
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		sweepSummary
+		Spec   json.RawMessage `json:"spec"`
+		Runs   []core.Task     `json:"runs,omitempty"` // a sweep has members: absent only with runs=false
+		Groups []sweep.Group   `json:"groups"`
+	}{summaryOf(sw), specFor(sw, r.user), views, groups})
+}
+
+// specFor is the sweep's submitted body as u may see it: base.env's values
+// masked unless u owns the sweep or is an admin, as a run's env is.
+func specFor(sw store.Sweep, u core.User) json.RawMessage {
+	if u.Role == core.RoleAdmin || u.ID == sw.UserID {
+		return sw.Spec
+	}
+	var spec map[string]json.RawMessage
+	if json.Unmarshal(sw.Spec, &spec) != nil {
+		return json.RawMessage("{}")
+	}
+	var base map[string]json.RawMessage
+	if json.Unmarshal(spec["base"], &base) != nil || base["env"] == nil {
+		return sw.Spec
+	}
+	var env map[string]json.RawMessage
+	if json.Unmarshal(base["env"], &env) == nil {
+		for k := range env {
+			env[k] = json.RawMessage(`"` + core.MaskedValue + `"`)
+		}
+		base["env"], _ = json.Marshal(env)
+	}
+	spec["base"], _ = json.Marshal(base)
+	out, _ := json.Marshal(spec)
+	return out
+}
+
+// groupRows are a sweep's groups as CSV rows: a column per param name
+// (sorted), the final reward's n, mean, std, min and max, the group's runs,
+// then a column per status.
+func groupRows(groups []sweep.Group) [][]string {
+	params := make([]map[string]json.RawMessage, len(groups))
+	keys := map[string]bool{}
+	for i, g := range groups {
+		_ = json.Unmarshal(g.Params, &params[i]) // the canonical JSON of an object
+		for k := range params[i] {
+			keys[k] = true
+		}
+	}
+	names := slices.Sorted(maps.Keys(keys))
+	head := append(slices.Clone(names), "n", "mean", "std", "min", "max", "runs")
+	for _, st := range allStatuses {
+		head = append(head, string(st))
+	}
+	rows := [][]string{head}
+	for i, g := range groups {
+		row := make([]string, 0, len(head))
+		for _, k := range names {
+			row = append(row, csvValue(params[i][k]))
+		}
+		row = append(row, strconv.Itoa(g.N))
+		if f := g.FinalReward; f != nil {
+			row = append(row, csvFloat(&f.Mean), csvFloat(&f.Std), csvFloat(&f.Min), csvFloat(&f.Max))
+		} else {
+			row = append(row, "", "", "", "")
+		}
+		row = append(row, strconv.Itoa(len(g.Runs)))
+		for _, st := range allStatuses {
+			row = append(row, strconv.Itoa(g.Counts[st]))
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// curvesCacheBytes bounds the curves answers kept (answerCache): the
+// answer of a 1,000-group sweep of 500 steps is ~22 MiB.
+const curvesCacheBytes = 128 << 20
+
+// sweepMetrics is GET /api/sweeps/{id}/metrics?name=: each seed group's
+// step-aligned mean ± std curve of metric name (default episode_reward),
+// in the groups' order of GET /api/sweeps/{id}.
+func (s *Server) sweepMetrics(r *request) *apiError {
+	name := strings.TrimSpace(string(r.ctx.QueryArgs().Peek("name")))
+	if name == "" {
+		name = "episode_reward"
+	}
+	if len(name) > 128 {
+		return errBadRequest("name must be a metric name of at most 128 bytes")
+	}
+	ctx, cancel := sweepCtx()
+	defer cancel()
+	// An ended sweep's curves change only with what the version counts:
+	// made once, they are reused while it stays.
+	key := r.id + "\x00" + name
+	var body []byte
+	if s.curves.has(key) {
+		v, err := s.st.SweepSeriesVersion(ctx, r.id, name)
+		if err != nil {
+			return storeError(err, "sweep "+r.id)
+		}
+		body = s.curves.get(key, v)
+	}
+	if body == nil {
+		ms, v, err := s.st.SweepMetrics(ctx, r.id, name)
+		if err != nil {
+			return storeError(err, "sweep "+r.id)
+		}
+		in := make([]sweep.Run, len(ms))
+		for i, m := range ms {
+			in[i] = sweep.Run{ID: m.TaskID, Params: m.Params, Status: m.Status, FinalReward: m.FinalReward, Series: m.Points}
+		}
+		groups, err := sweep.Summarize(in, 0)
+		if err != nil {
+			return storeError(err, "sweep "+r.id)
+		}
+		n := 0
+		for _, g := range groups {
+			n += len(g.Series)
+		}
+		body = appendCurves(make([]byte, 0, 256+n*48), r.id, name, groups) // ~48 bytes a point
+		s.curves.put(key, v, body)
+	}
+	r.ctx.SetStatusCode(fasthttp.StatusOK)
+	r.ctx.SetContentType("application/json; charset=utf-8")
+	r.ctx.SetBody(body)
+	return nil
+}
+
+// appendCurves writes the answer of GET /api/sweeps/{id}/metrics:
+// {"sweepId","name","groups":[{"params","runs","series":[[step,mean,std,n],...]}]},
+// by hand: encoding/json took a third of the answer's time on a large
+// sweep (a call per point, each one's output read again).
+func appendCurves(b []byte, id, name string, groups []sweep.Group) []byte {
+	str := func(b []byte, s string) []byte { q, _ := json.Marshal(s); return append(b, q...) }
+	b = append(b, `{"sweepId":`...)
+	b = str(b, id)
+	b = append(b, `,"name":`...)
+	b = str(b, name)
+	b = append(b, `,"groups":[`...)
+	for i, g := range groups {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, `{"params":`...), g.Params...), `,"runs":[`...)
+		for j, id := range g.Runs {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = str(b, id)
+		}
+		b = append(b, `],"series":[`...)
+		for j, p := range g.Series {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = p.AppendJSON(b)
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, "]}"...)
+}
+
+// mayChangeSweep: only its owner or an admin may retry or cancel a sweep.
+func (s *Server) mayChangeSweep(ctx context.Context, r *request, what string) *apiError {
+	sw, err := s.st.Sweep(ctx, r.id)
+	if err != nil {
+		return storeError(err, "sweep "+r.id)
+	}
+	if sw.UserID != r.user.ID && r.user.Role != core.RoleAdmin {
+		return &apiError{fasthttp.StatusForbidden, codeForbidden, "only the sweep's owner or an admin may " + what + " it"}
+	}
+	return nil
+}
+
+// retrySweep is POST /api/sweeps/{id}/retry: a new run for each member whose
+// latest run ended FAILED, CANCELLED or TIMEOUT, with the same spec, owned
+// by the sweep's owner; a retried run records rerunOf.
+func (s *Server) retrySweep(r *request) *apiError {
+	ctx, cancel := sweepCtx()
+	defer cancel()
+	if e := s.mayChangeSweep(ctx, r, "retry"); e != nil {
+		return e
+	}
+	now := time.Now()
+	n := 0
+	runs, err := s.st.RetrySweep(ctx, r.id, func(old core.Task) core.Task {
+		t := s.newRun(r, s.specOf(old))
+		t.UserID, t.User = old.UserID, old.User // a member is the sweep owner's run
+		t.CreatedAt = now.Add(time.Duration(n)) // member order, as at creation
+		n++
+		return t
+	})
+	if err != nil {
+		return storeError(err, "sweep "+r.id)
+	}
+	ids := make([]string, len(runs))
+	for i, t := range runs {
+		ids[i] = t.ID
+	}
+	if len(ids) > 0 {
+		s.ctl.Notify()
+	}
+	s.log.Info().Str("traceId", r.trace).Str("sweepId", r.id).Int("runs", len(ids)).Int64("userId", r.user.ID).
+		Msg("sweep retried")
+	return s.writeJSON(r, fasthttp.StatusAccepted, struct {
+		Runs []string `json:"runs"`
+	}{ids})
+}
+
+// cancelSweep is POST /api/sweeps/{id}/cancel: every member whose latest run
+// is still queued or active is cancelled (as POST /api/tasks/{id}/cancel
+// does); it answers the runs it asked to stop.
+func (s *Server) cancelSweep(r *request) *apiError {
+	ctx, cancel := sweepCtx()
+	defer cancel()
+	if e := s.mayChangeSweep(ctx, r, "cancel"); e != nil {
+		return e
+	}
+	runs, err := s.st.SweepRuns(ctx, r.id)
+	if err != nil {
+		return storeError(err, "sweep "+r.id)
+	}
+	var todo []string
+	for _, t := range runs {
+		if !t.Status.Terminal() {
+			todo = append(todo, t.ID)
+		}
+	}
+	done := make([]bool, len(todo))
+	errs := make([]error, len(todo))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(cancelWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				_, err := s.ctl.Cancel(ctx, todo[i])
+				switch {
+				case err == nil:
+					done[i] = true
+				case !errors.Is(err, core.ErrConflict): // one that ended meanwhile needs nothing
+					errs[i] = err
+				}
+			}
+		}()
+	}
+	for i := range todo {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return storeError(err, "sweep "+r.id)
+		}
+	}
+	ids := []string{}
+	for i, id := range todo {
+		if done[i] {
+			ids = append(ids, id)
+		}
+	}
+	s.log.Info().Str("traceId", r.trace).Str("sweepId", r.id).Int("runs", len(ids)).Int64("userId", r.user.ID).
+		Msg("sweep cancel requested")
+	return s.writeJSON(r, fasthttp.StatusAccepted, struct {
+		ID   string   `json:"id"`
+		Runs []string `json:"runs"`
+	}{r.id, ids})
+}

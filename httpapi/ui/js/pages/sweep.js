@@ -1,0 +1,274 @@
+// Sweep page: the seed groups of one sweep (its members' params without the
+// seed, from the server) as a table sorted by mean final reward, each
+// group's curve as a mean line with a ±std band, a click through to a
+// group's member runs, and retry / cancel.
+
+import { api } from '../api.js';
+import { live, poller } from '../live.js';
+import { LineChart } from '../chart.js';
+import { progressBar, progressOf } from './sweeps.js';
+import {
+  h, replace, badge, fmtNum, fmtTime, parseTime, paramsOf, paramText, varyingKeys, paramsLabel, statusCounts,
+  toast, debounce, PALETTE,
+} from '../util.js';
+
+export function mount(root, ctx) {
+  const id = ctx.params.id;
+  const ac = new AbortController();
+  let sw = null;               // GET /api/sweeps/{id}
+  let curves = [];             // its groups' curves of metric
+  let metric = ctx.query.get('metric') || '';
+  let metricNames = [];
+  const colors = new Map();    // group key → colour, kept across reloads
+  const open = new Set();      // group keys shown with their runs
+  let confirming = false;
+  let destroyed = false;
+
+  const head = h('div');
+  const progress = h('div', { class: 'card', id: 'sweep-progress' });
+  const chart = new LineChart({ height: 320, empty: 'No points yet: the members report them with RLSCHED_METRIC lines', name: 'sweep' });
+  const metricSel = h('select', { id: 'sweep-metric' });
+  metricSel.addEventListener('change', () => {
+    metric = metricSel.value;
+    history.replaceState(null, '', '/sweeps/' + id + '?metric=' + encodeURIComponent(metric));
+    loadCurves();
+  });
+  const curveNote = h('p', { class: 'muted chart-note' });
+  const groupsBox = h('div', { class: 'table-wrap', id: 'groups' });
+  const constants = h('p', { class: 'muted', id: 'constant-params' });
+
+  replace(root, head, progress,
+    h('section', { class: 'card', id: 'curves' },
+      h('div', { class: 'card-head' }, h('h2', null, 'Curves'), h('span', { class: 'muted' }, 'mean ± std across the seeds of each group'),
+        h('span', { class: 'spacer' }), h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel)),
+      chart.el, curveNote),
+    h('section', { class: 'card' },
+      h('div', { class: 'card-head' }, h('h2', null, 'Groups'), h('span', { class: 'muted' }, 'runs with equal params but for the seed; best mean final reward first'),
+        h('span', { class: 'spacer' }), h('a', { class: 'btn btn-sm', href: api.sweepCSV(id), download: 'sweep-' + id + '.csv', id: 'sweep-csv' }, 'Export CSV')),
+      constants, groupsBox));
+
+  const keyOf = (params) => JSON.stringify(params);
+  function colorOf(key) {
+    if (!colors.has(key)) colors.set(key, PALETTE[colors.size % PALETTE.length]);
+    return colors.get(key);
+  }
+  const mayChange = () => sw && (ctx.user.role === 'ADMIN' || ctx.user.id === sw.userId);
+
+  function renderHead() {
+    const p = progressOf(sw.counts);
+    const actions = h('div', { class: 'btn-row' });
+    if (mayChange() && p.failed > 0) {
+      const b = h('button', { type: 'button', class: 'btn btn-sm', id: 'retry-sweep' }, 'Retry ' + p.failed + ' failed');
+      b.addEventListener('click', async () => {
+        b.disabled = true;
+        try {
+          const r = await api.retrySweep(id);
+          toast(r.runs.length ? r.runs.length + ' member' + (r.runs.length === 1 ? '' : 's') + ' queued again' : 'No member to retry');
+          await load();
+        } catch (e) {
+          toast('Cannot retry: ' + e.message, 'error');
+          b.disabled = false;
+        }
+      });
+      actions.appendChild(b);
+    }
+    if (mayChange() && p.running + p.queued > 0) {
+      if (confirming) {
+        const yes = h('button', { type: 'button', class: 'btn btn-danger solid btn-sm', id: 'confirm-cancel-sweep' }, 'Yes, cancel them');
+        const no = h('button', { type: 'button', class: 'btn btn-ghost btn-sm' }, 'Keep running');
+        yes.addEventListener('click', async () => {
+          confirming = false;
+          try {
+            const r = await api.cancelSweep(id);
+            toast('Cancel requested for ' + r.runs.length + ' member' + (r.runs.length === 1 ? '' : 's'));
+          } catch (e) {
+            toast('Cannot cancel: ' + e.message, 'error');
+          }
+          load();
+        });
+        no.addEventListener('click', () => { confirming = false; renderHead(); });
+        actions.appendChild(h('span', { class: 'confirm', role: 'alertdialog', 'aria-label': 'Confirm cancel' },
+          'Cancel ' + (p.running + p.queued) + ' members?', yes, no));
+        setTimeout(() => yes.focus(), 0);
+      } else {
+        const b = h('button', { type: 'button', class: 'btn btn-danger btn-sm', id: 'cancel-sweep' }, 'Cancel sweep');
+        b.addEventListener('click', () => { confirming = true; renderHead(); });
+        actions.appendChild(b);
+      }
+    }
+    actions.appendChild(h('a', { class: 'btn btn-sm', href: '/runs?sweep=' + encodeURIComponent(id), id: 'sweep-runs' }, 'All runs'));
+    replace(head, h('div', { class: 'page-head' },
+      h('div', { style: { minWidth: '0' } },
+        h('div', { class: 'run-title' }, h('h1', { id: 'sweep-name' }, sw.name || sw.id)),
+        h('div', { class: 'run-meta' },
+          h('span', null, 'by ', h('strong', null, sw.user)),
+          sw.project ? h('span', null, 'project ', h('a', { href: '/runs?project=' + encodeURIComponent(sw.project) }, sw.project)) : null,
+          h('span', null, 'id ', h('code', null, sw.id)),
+          h('span', null, sw.members + ' members' + (sw.maxParallel ? ', at most ' + sw.maxParallel + ' at once' : '')),
+          h('span', null, 'submitted ' + fmtTime(parseTime(sw.createdAt))))),
+      h('span', { class: 'spacer' }), actions));
+    replace(progress, progressBar(sw.counts, sw.members));
+    ctx.setTitle(sw.name || sw.id);
+  }
+
+  function renderGroups() {
+    const groups = sw.groups || [];
+    const { varying, constant } = varyingKeys(groups.map((g) => g.params));
+    const first = groups[0] ? groups[0].params : {};
+    replace(constants, constant.length ? ['Every group: ', h('code', null, paramsLabel(first, constant))] : '');
+    constants.hidden = !constant.length;
+    const byID = new Map((sw.runs || []).map((t) => [t.id, t]));
+    const body = h('tbody');
+    groups.forEach((g, i) => {
+      const key = keyOf(g.params);
+      const isOpen = open.has(key);
+      const sw0 = h('span', { class: 'swatch' });
+      sw0.style.background = colorOf(key);
+      const runsLink = h('a', { href: runsURL(g.params), title: 'These runs on the Runs page' }, g.runs.length + ' runs');
+      runsLink.addEventListener('click', (e) => e.stopPropagation());
+      const toggle = h('button', { type: 'button', class: 'btn btn-ghost btn-icon btn-sm', 'aria-expanded': String(isOpen), 'aria-label': (isOpen ? 'Hide' : 'Show') + ' the runs of this group' }, isOpen ? '▾' : '▸');
+      const fr = g.finalReward;
+      const tr = h('tr', { class: ['group-row', isOpen && 'selected'], dataset: { key, rank: i + 1 } },
+        h('td', { class: 'narrow' }, toggle),
+        h('td', { class: 'narrow' }, sw0),
+        varying.map((k) => h('td', { class: 'mono' }, k in g.params ? paramText(g.params[k]) : '—')),
+        h('td', { class: 'num reward' }, fr ? h('span', null, h('strong', null, fmtNum(fr.mean)), ' ± ', fmtNum(fr.std)) : h('span', { class: 'faint' }, '—')),
+        h('td', { class: 'num' }, String(g.n)),
+        h('td', { class: 'num hide-sm' }, fr ? fmtNum(fr.min) : ''),
+        h('td', { class: 'num hide-sm' }, fr ? fmtNum(fr.max) : ''),
+        h('td', null, h('div', { class: 'statuses' }, statusCounts(g.counts))),
+        h('td', { class: 'nowrap' }, runsLink));
+      tr.addEventListener('click', () => {
+        if (open.has(key)) open.delete(key); else open.add(key);
+        renderGroups();
+        drawCurves();
+      });
+      body.appendChild(tr);
+      if (isOpen) body.appendChild(h('tr', { class: 'members-row' }, h('td', { colspan: varying.length + 8 }, membersTable(g, byID))));
+    });
+    if (!groups.length) body.appendChild(h('tr', null, h('td', { colspan: varying.length + 8, class: 'muted' }, 'No members.')));
+    replace(groupsBox, h('table', { class: 'data groups-table' },
+      h('thead', null, h('tr', null, h('th', { class: 'narrow' }, ''), h('th', { class: 'narrow' }, ''), varying.map((k) => h('th', null, k)),
+        h('th', { class: 'num' }, 'Final reward (mean ± std)'), h('th', { class: 'num' }, 'n'), h('th', { class: 'num hide-sm' }, 'Min'),
+        h('th', { class: 'num hide-sm' }, 'Max'), h('th', null, 'Members'), h('th', null, ''))),
+      body));
+  }
+
+  // runsURL is the Runs page filtered to the sweep and a group's params.
+  function runsURL(params) {
+    const u = new URLSearchParams({ sweep: id });
+    // As JSON, so a string value stays a string ("3" is not 3).
+    for (const [k, v] of Object.entries(params)) u.set('param.' + k, JSON.stringify(v));
+    return '/runs?' + u;
+  }
+
+  function membersTable(g, byID) {
+    return h('table', { class: 'kvtable members' }, h('tbody', null, g.runs.map((rid) => {
+      const t = byID.get(rid);
+      if (!t) return h('tr', null, h('td', { colspan: 4 }, h('a', { href: '/runs/' + rid }, rid)));
+      const p = paramsOf(t);
+      return h('tr', { dataset: { id: rid } },
+        h('td', null, h('a', { href: '/runs/' + rid }, t.name || rid)),
+        h('td', { class: 'mono' }, 'seed' in p ? 'seed ' + paramText(p.seed) : ''),
+        h('td', null, badge(t.status), t.attempt > 1 ? h('span', { class: 'faint' }, ' attempt ' + t.attempt) : null,
+          t.rerunOf ? h('span', { class: 'faint' }, ' · retry of ', h('a', { href: '/runs/' + t.rerunOf }, t.rerunOf)) : null),
+        h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')));
+    })));
+  }
+
+  function drawCurves() {
+    const { varying } = varyingKeys(curves.map((g) => g.params));
+    // A group without points (its runs failed first, or have not reported
+    // yet) has no curve.
+    const series = curves.filter((g) => g.series.length).map((g) => {
+      const key = keyOf(g.params);
+      return {
+        id: key,
+        label: (paramsLabel(g.params, varying) || 'all') + ' · ' + g.runs.length + ' runs',
+        color: colorOf(key),
+        points: g.series.map((p) => [p[0], p[1]]),
+        band: g.series.map((p) => [p[0], p[1] - p[2], p[1] + p[2], p[3]]),
+      };
+    });
+    chart.opts.xLabel = 'step';
+    chart.set(series);
+    chart.hide(open.size ? series.filter((s) => !open.has(s.id)).map((s) => s.id) : []);
+    const points = curves.reduce((a, g) => a + g.series.length, 0);
+    curveNote.textContent = points ? 'Hover or use the arrow keys to read a step; click a group below to show only it.' : '';
+  }
+
+  function renderMetricSel() {
+    const names = metricNames.length ? metricNames : [metric || 'episode_reward'];
+    if (!metric) metric = names.includes('episode_reward') ? 'episode_reward' : names[0];
+    replace(metricSel, names.map((n) => h('option', { value: n, selected: n === metric }, n)));
+  }
+
+  // The metric names come from a member that reported some.
+  async function loadMetricNames() {
+    for (const t of (sw.runs || []).filter((r) => r.startedAt).slice(0, 5)) {
+      try {
+        const r = await api.metrics(t.id, null, ac.signal);
+        const names = Object.keys(r.series || {});
+        if (names.length) {
+          metricNames = names.sort((a, b) => (a === 'episode_reward' ? -1 : b === 'episode_reward' ? 1 : a.localeCompare(b)));
+          if (metric && !metricNames.includes(metric)) metricNames.push(metric);
+          renderMetricSel();
+          return;
+        }
+      } catch { /* try the next */ }
+    }
+  }
+
+  async function loadCurves() {
+    try {
+      const r = await api.sweepMetrics(id, metric || 'episode_reward', ac.signal);
+      curves = r.groups || [];
+      drawCurves();
+    } catch (e) {
+      if (e.name !== 'AbortError') curveNote.textContent = 'Cannot load the curves: ' + e.message;
+    }
+  }
+
+  const active = () => sw && progressOf(sw.counts).running + progressOf(sw.counts).queued > 0;
+
+  async function load() {
+    try {
+      sw = await api.sweep(id, ac.signal);
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      if (!sw) {
+        replace(root, e.status === 404
+          ? h('div', { class: 'empty' }, h('strong', null, 'No sweep ' + id), h('a', { href: '/sweeps' }, 'Back to the sweeps'))
+          : h('div', { class: 'notice error' }, 'Cannot load sweep ' + id + ': ' + e.message));
+        destroy();
+      }
+      return;
+    }
+    if (destroyed) return;
+    renderHead();
+    renderGroups();
+    if (!metricNames.length) await loadMetricNames();
+    renderMetricSel();
+    await loadCurves();
+  }
+
+  const soon = debounce(load, 800);
+  const unsub = live.subscribe('/topic/tasks', (m) => {
+    if (m.type === 'subscribed' || m.type === 'lagged' || (m.type === 'task' && m.data && m.data.sweepId === id)) soon();
+  });
+  const stopPoll = poller(async () => { if (active()) await load(); }, 3000);
+
+  function destroy() {
+    if (destroyed) return;
+    destroyed = true;
+    ac.abort();
+    unsub();
+    stopPoll();
+    soon.cancel();
+    chart.destroy();
+  }
+
+  renderMetricSel();
+  load();
+  return destroy;
+}

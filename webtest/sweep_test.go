@@ -1,0 +1,100 @@
+package webtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSweepPages walks a sweep of the default trainer (3 learning rates ×
+// 3 seeds, lr=-1 refused by train.py) through the Sweeps list, the sweep
+// page (groups sorted by mean final reward, a ±std band per group, a click
+// through to a group's runs, Retry), the Runs page's filters and the run
+// page's links to its sweep and its reruns.
+func TestSweepPages(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	a := s.api().signup("dana")
+	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "lr search", "project": "sweeps",
+		"base": map[string]any{"algorithm": "REINFORCE", "episodes": 60}, "grid": map[string]any{"lr": []any{0.003, 0.03, -1}},
+		"seedCount": 3, "maxParallel": 4})
+	if st != 202 {
+		t.Fatalf("POST /api/sweeps: %d %s", st, body)
+	}
+	var sw struct {
+		ID   string   `json:"id"`
+		Runs []string `json:"runs"`
+	}
+	if err := json.Unmarshal(body, &sw); err != nil || len(sw.Runs) != 9 {
+		t.Fatalf("sweep answer %s: %v", body, err)
+	}
+	ended := func() (bool, string) {
+		var v struct {
+			Counts map[string]int `json:"counts"`
+		}
+		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
+		_ = json.Unmarshal(b, &v)
+		return v.Counts["SUCCEEDED"] == 6 && v.Counts["FAILED"] == 3, fmt.Sprintf("counts %v", v.Counts)
+	}
+	eventually(t, 3*time.Minute, ended)
+
+	b := newBrowser(t)
+	b.signIn(s.url, "dana")
+	b.click(`a[data-nav="sweeps"]`)
+	b.wait("the sweep in the list", 15*time.Second, fmt.Sprintf(`document.querySelector('#sweeps-table tr[data-id=%q] .sweep-progress[data-done="6"][data-failed="3"]') !== null`, sw.ID))
+	b.screenshot("20-sweeps")
+
+	b.click(fmt.Sprintf(`#sweeps-table tr[data-id=%q] .name a`, sw.ID))
+	b.wait("three groups and two bands", 20*time.Second, `document.querySelectorAll('#groups tr.group-row').length === 3 &&
+		document.querySelectorAll('[data-chart="sweep"] path.band').length === 2 && document.querySelector('#sweep-metric').value === 'episode_reward'`)
+	// Best mean first; the refused lr has no final reward and comes last.
+	means := eval[[]string](b, `[...document.querySelectorAll('#groups tr.group-row td.reward')].map((td) => td.textContent)`)
+	if len(means) != 3 || !strings.Contains(means[0], "±") || !strings.Contains(means[1], "±") || means[2] != "—" {
+		t.Errorf("reward cells %q", means)
+	}
+	if lrs := eval[[]string](b, `[...document.querySelectorAll('#groups tr.group-row')].map((tr) => tr.children[2].textContent)`); lrs[2] != "-1" {
+		t.Errorf("group order by lr %q: want -1 last", lrs)
+	}
+	if n := eval[string](b, `document.querySelector('#groups tr.group-row').children[4].textContent`); n != "3" {
+		t.Errorf("n of the best group %q, want 3", n)
+	}
+	b.screenshot("21-sweep")
+
+	// A click opens the group's runs and leaves only its curve in the chart.
+	b.click(`#groups tr.group-row[data-rank="1"]`)
+	b.wait("the best group's runs", 10*time.Second, `document.querySelectorAll('#groups tr.members-row tr[data-id]').length === 3 &&
+		[...document.querySelectorAll('[data-chart="sweep"] path.band')].length === 1`)
+	b.screenshot("22-sweep-group")
+
+	// Retry reruns the three failed members.
+	b.wait("the retry button", 10*time.Second, `(document.querySelector('#retry-sweep') || {}).textContent === 'Retry 3 failed'`)
+	b.click("#retry-sweep")
+	eventually(t, 30*time.Second, func() (bool, string) {
+		_, body := a.do("GET", "/api/tasks?sweep="+sw.ID+"&limit=50", nil)
+		n := strings.Count(string(body), `"rerunOf"`)
+		return n == 3, fmt.Sprintf("%d retried runs", n)
+	})
+	eventually(t, 2*time.Minute, ended) // the retries fail as their origins did
+
+	// The Runs page filtered to a group: its three members.
+	b.open(s.url + "/runs?sweep=" + sw.ID + "&param.lr=0.03")
+	b.wait("three members with lr=0.03", 15*time.Second, `document.querySelectorAll('#runs-table tbody tr').length === 3 && document.querySelector('#filter-param').value === 'lr=0.03'`)
+	if href := eval[string](b, `document.querySelector('#runs-csv').getAttribute('href')`); !strings.Contains(href, "format=csv") || !strings.Contains(href, "sweep="+sw.ID) {
+		t.Errorf("CSV link %q", href)
+	}
+	b.typeInto("#filter-name", "SEED=2")
+	b.wait("one member named seed=2", 10*time.Second, `document.querySelectorAll('#runs-table tbody tr').length === 1 && location.search.includes('name=SEED')`)
+	b.screenshot("23-runs-filtered")
+
+	// The run page links its sweep, its origin and its reruns.
+	failed := sw.Runs[8] // lr=-1, seed 2
+	b.open(s.url + "/runs/" + failed)
+	b.wait("the sweep link and a rerun", 15*time.Second, fmt.Sprintf(`document.querySelector('#run-sweep') && document.querySelector('#run-sweep').getAttribute('href') === '/sweeps/%s' &&
+		document.querySelectorAll('#reruns a[href^="/runs/"]').length === 1`, sw.ID))
+	b.click(`#reruns a[href^="/runs/"]`)
+	b.wait("the retry's origin", 15*time.Second, fmt.Sprintf(`(document.querySelector('#run-rerun-of') || {}).textContent === %q`, failed))
+	b.screenshot("24-run-retried")
+}
