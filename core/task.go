@@ -92,6 +92,12 @@ type Task struct {
 	// fixed at creation.
 	SweepID string `json:"sweepId,omitempty"`
 	RerunOf string `json:"rerunOf,omitempty"`
+	// ResumeFrom names the run whose outputs this run starts from (set at
+	// submission; see Resumes). Empty for a run that starts fresh.
+	ResumeFrom string `json:"resumeFrom,omitempty"`
+	// Warnings are what its record says beyond its status, oldest first,
+	// at most MaxWarnings (store.AddWarning appends; no update writes them).
+	Warnings []Warning `json:"warnings"`
 }
 
 // QueueInfo explains why a QUEUED run waits: its place in the queue (1 =

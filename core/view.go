@@ -32,6 +32,9 @@ func (t Task) View() Task {
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}
+	if t.Warnings == nil {
+		t.Warnings = []Warning{}
+	}
 	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
 		t.Params = json.RawMessage("{}")
 	}

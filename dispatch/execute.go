@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
@@ -98,6 +99,11 @@ func (m *Master) send(c *claimed) {
 		User: t.User}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
+	}
+	if t.Resumes() {
+		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		m.restoreMsg(ctx, t, rr, msg) // artifacts.go
+		cancel()
 	}
 	var err error
 	if sess == nil {

@@ -83,7 +83,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 	}
 	m.touchPresence(ctx, sess, now)
 	err := sess.send(&pb.HelloAck{Session: sess.id, HeartbeatIntervalMs: m.cfg.HeartbeatInterval.Milliseconds(),
-		LeaseTtlMs: m.cfg.LeaseTTL.Milliseconds(), MasterId: m.cfg.MasterID, KillTaskIds: kill, LogWindow: m.logs.HelloWindow()})
+		LeaseTtlMs: m.cfg.LeaseTTL.Milliseconds(), MasterId: m.cfg.MasterID, KillTaskIds: kill, LogWindow: m.logs.HelloWindow(), ArtifactWindow: m.outputWindow()})
 	m.log.Info().Str("worker", h.WorkerId).Str("host", h.Host).Int("gpus", len(h.Gpus)).Int32("slots", h.Slots).
 		Int("adopted", len(kept)).Int("killed", len(kill)).Int("lost", len(j.gone)).AnErr("sendErr", err).Msg("worker joined")
 	for _, rr := range j.gone {

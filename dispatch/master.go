@@ -20,8 +20,10 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/artifact"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/obs"
@@ -81,8 +83,14 @@ type Config struct {
 	Metrics *obs.Master
 	// Logs writes the runs' output: event loops submit LogData frames to it
 	// and it acks them. Required; the caller owns it (closes it after Stop).
-	Logs   *logpipe.Writer
-	Logger zerolog.Logger
+	Logs *logpipe.Writer
+	// Outputs takes the files of runs' output dirs (ArtifactChunk), and
+	// Blobs is the store they end in, from which resumed attempts are
+	// restored. Without them chunks are refused and nothing is restored.
+	// The caller owns both (closes Outputs after Stop).
+	Outputs *artifactpipe.Pipe
+	Blobs   artifact.Store
+	Logger  zerolog.Logger
 
 	allowed map[string]bool // WorkerIDs as a set (defaults); nil: any id
 }
@@ -157,6 +165,9 @@ type Master struct {
 	st   store.Store
 	ls   lease.Leases
 	logs *logpipe.Writer
+	// outputs and blobs: Config.Outputs and Config.Blobs (artifacts.go).
+	outputs *artifactpipe.Pipe
+	blobs   artifact.Store
 
 	eng     gnet.Engine
 	addr    string
@@ -181,7 +192,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Master, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.reg.init()
 	return m, nil

@@ -60,6 +60,9 @@ type runRec struct {
 	// starting is closed when the run's TaskStarted has been recorded; nil
 	// when none is in flight (see Master.startPending).
 	starting atomic.Pointer[startGate]
+	// restore is the files this attempt may be sent, by path (artifacts.go);
+	// nil until listed.
+	restore atomic.Pointer[map[string]core.Artifact]
 }
 
 // reports is the one fence check: whether a report about rr's run (a

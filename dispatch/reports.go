@@ -319,5 +319,8 @@ func (m *Master) release(ctx context.Context, rr *runRec) {
 		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
 	}
 	m.logs.Forget(rr.taskID)
+	if m.outputs != nil {
+		m.outputs.Forget(rr.taskID)
+	}
 	m.workerChanged(rr.workerID)
 }

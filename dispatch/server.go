@@ -78,9 +78,16 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	sess := cc.sess
 	sess.closed.Store(true)
+	close(sess.quit)
 	s.m.logs.AddConn(-1)
 	if sess.logSender {
 		s.m.logs.AddSender(-1)
+	}
+	if s.m.outputs != nil {
+		if sess.outputSender {
+			s.m.outputs.AddSender(-1)
+		}
+		s.m.outputs.Detach(sess)
 	}
 	sess.shard.push(func() { s.m.sessionClosed(sess, err) })
 	return gnet.None
@@ -160,7 +167,7 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	cc.hello, cc.open = true, keys.Recv
 	s.m.pending.Delete(cc)
 	sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
-		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId)}
+		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId), quit: make(chan struct{})}
 	sess.lastSeen.Store(now.UnixNano())
 	s.m.checkSkew(sess, hello, now)
 	cc.sess = sess
@@ -207,8 +214,15 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		s.m.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
 		return s.admit(sess, true, func() { s.m.onFinished(sess, msg) })
-	case *pb.Metric, *pb.ArtifactChunk:
-		// Not used yet: metrics come from log lines, artifacts later.
+	case *pb.ArtifactChunk:
+		s.m.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
+	case *pb.ArtifactAck:
+		if !msg.Restore {
+			return s.refuse(cc, "protocol error", errors.New("an ArtifactAck from a worker must be a restore request"))
+		}
+		s.m.onRestoreAck(sess, msg)
+	case *pb.Metric:
+		s.m.onMetric(sess, msg)
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}

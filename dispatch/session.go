@@ -53,6 +53,16 @@ type session struct {
 	// size the credit windows. The connection's event loop only.
 	logSender bool
 	logFlow   logFlow // logpipe_flow.go
+	// outputSender: counted in the artifact receiver's senders (its
+	// windows). restores: the run's restore streams on this connection
+	// (artifacts.go). The connection's event loop only.
+	outputSender bool
+	restores     map[string]*restoreStream
+	// refusedOutput counts output frames refused, to thin out the warnings.
+	refusedOutput atomic.Int64
+	// quit is closed when the connection closed (OnClose): goroutines
+	// serving it (restore streams) stop.
+	quit chan struct{}
 
 	// Only on the shard's goroutine (onHello, onHeartbeat):
 	touched int64           // unix nanos of the last presence refresh; 0: none

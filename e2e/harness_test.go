@@ -83,7 +83,7 @@ func (b *bed) env(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || strings.HasPrefix(k, "RLSCHED_") {
+		if drop[k] || strings.HasPrefix(k, "RLSCHED_") || strings.HasPrefix(k, "ARTIFACT_") {
 			continue
 		}
 		env = append(env, kv)

@@ -22,14 +22,15 @@ func (e *apiError) Error() string { return (*apierr.Error)(e).Error() }
 
 // Error codes of API.md (internal/apierr).
 const (
-	codeBadRequest       = apierr.BadRequest
-	codeUnauthorized     = apierr.Unauthorized
-	codeForbidden        = apierr.Forbidden
-	codeNotFound         = apierr.NotFound
-	codeMethodNotAllowed = apierr.MethodNotAllowed
-	codeConflict         = apierr.Conflict
-	codeUnavailable      = apierr.Unavailable
-	codeInternal         = apierr.Internal
+	codeBadRequest          = apierr.BadRequest
+	codeUnauthorized        = apierr.Unauthorized
+	codeForbidden           = apierr.Forbidden
+	codeNotFound            = apierr.NotFound
+	codeMethodNotAllowed    = apierr.MethodNotAllowed
+	codeConflict            = apierr.Conflict
+	codeUnavailable         = apierr.Unavailable
+	codeRangeNotSatisfiable = apierr.RangeNotSatisfiable
+	codeInternal            = apierr.Internal
 )
 
 func errBadRequest(format string, args ...any) *apiError {

@@ -93,9 +93,11 @@ type healthJSON struct {
 	Workers map[core.WorkerState]int `json:"workers"`
 	Queue   *queueJSON               `json:"queue,omitempty"`
 	Logpipe map[string]any           `json:"logpipe"`
-	Store   string                   `json:"store"`
-	Leases  string                   `json:"leases"`
-	Error   string                   `json:"error,omitempty"`
+	// Artifacts is the outputs receiver's health (Config.OutputStats).
+	Artifacts map[string]any `json:"artifacts,omitempty"`
+	Store     string         `json:"store"`
+	Leases    string         `json:"leases"`
+	Error     string         `json:"error,omitempty"`
 }
 
 type queueJSON struct {
@@ -122,6 +124,9 @@ func (s *Server) health(r *request) *apiError {
 	}
 	if ls, ok := s.ctl.(LogStatser); ok {
 		h.Logpipe = ls.LogStats()
+	}
+	if s.cfg.OutputStats != nil {
+		h.Artifacts = s.cfg.OutputStats()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()

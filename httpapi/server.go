@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/rlsched/rlsched/core/artifact"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
@@ -67,6 +68,12 @@ type Config struct {
 	Now func() time.Time
 	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.
 	Hub *live.Hub
+	// Blobs holds the runs' output files (GET /api/tasks/{id}/artifacts/…);
+	// nil: none can be downloaded.
+	Blobs artifact.Store
+	// OutputStats, when set, is the outputs receiver's health, shown under
+	// "artifacts" in /api/monitor/health.
+	OutputStats func() map[string]any
 	// WSPingInterval is how often /ws pings its clients; default 25s.
 	WSPingInterval time.Duration
 	// NotifyTargets are where users' webhooks may go (NOTIFY_ALLOW_HOSTS);

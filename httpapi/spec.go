@@ -61,6 +61,9 @@ type submitBody struct {
 	Workdir        *string            `json:"workdir"`
 	Tags           *[]string          `json:"tags"`
 	Code           *submitCode        `json:"code"`
+	// ResumeFrom names a run whose output files the new run starts with
+	// (API.md "Resume"); a rerun does not inherit its original's.
+	ResumeFrom *string `json:"resumeFrom"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -97,6 +100,8 @@ type spec struct {
 	// create stores and names in code.DiffID.
 	code core.CodeInfo
 	diff []byte
+	// resumeFrom is a valid run id, checked to exist by checkResumeFrom.
+	resumeFrom string
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -213,6 +218,12 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		if bytes.Equal(compact, []byte("{}")) {
 			sp.params = nil
 		}
+	}
+	if b.ResumeFrom != nil {
+		if !core.ValidTaskID(*b.ResumeFrom) {
+			return errBadRequest("resumeFrom must be a run id (1–64 of [A-Za-z0-9_-])")
+		}
+		sp.resumeFrom = *b.ResumeFrom
 	}
 	if b.Name != nil {
 		if utf8.RuneCountInString(*b.Name) > maxNameChars {

@@ -40,6 +40,9 @@ func (s *Server) submit(r *request) *apiError {
 	if e := s.apply(&sp, &b); e != nil {
 		return e
 	}
+	if e := s.checkResumeFrom(&sp); e != nil {
+		return e
+	}
 	if sp.name == "" {
 		sp.name = sp.defaultName()
 	}
@@ -79,6 +82,9 @@ func (s *Server) rerunTask(r *request) *apiError {
 			return e
 		}
 	}
+	if e := s.checkResumeFrom(&sp); e != nil {
+		return e
+	}
 	if sp.name == "" {
 		sp.name = sp.defaultName()
 	}
@@ -107,6 +113,7 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 		TraceID:        r.trace,
 		TimeoutSeconds: sp.timeout,
 		Code:           sp.code,
+		ResumeFrom:     sp.resumeFrom,
 	}
 	if t.Env == nil {
 		t.Env = map[string]string{}
@@ -308,29 +315,6 @@ func etagMatches(header, etag string) bool {
 		}
 	}
 	return false
-}
-
-// listArtifacts is GET /api/tasks/{id}/artifacts; artifacts do not flow to
-// the master yet, so the list is empty for every existing run.
-func (s *Server) listArtifacts(r *request) *apiError {
-	ctx, cancel := storeCtx()
-	defer cancel()
-	if _, err := s.st.Task(ctx, r.id); err != nil {
-		return storeError(err, "run "+r.id)
-	}
-	return s.writeJSON(r, fasthttp.StatusOK, struct {
-		Items []any `json:"items"`
-	}{[]any{}})
-}
-
-// getArtifact is GET /api/tasks/{id}/artifacts/{path}: none exist yet.
-func (s *Server) getArtifact(r *request) *apiError {
-	ctx, cancel := storeCtx()
-	defer cancel()
-	if _, err := s.st.Task(ctx, r.id); err != nil {
-		return storeError(err, "run "+r.id)
-	}
-	return errNotFound("artifact")
 }
 
 func finiteOrNil(v float64) any {

@@ -228,6 +228,17 @@ func (w *Writer) WaitMetrics(ctx context.Context, id string) error {
 	return w.metrics.wait(ctx, id)
 }
 
+// QueueMetrics queues points of run id that came from elsewhere than its
+// log (the TensorBoard scalars a worker reads), for the store, like the
+// points of metric lines; dropped when the writer has no store or the
+// queue is full. Safe from any goroutine, including a gnet event loop: it
+// never blocks on the store.
+func (w *Writer) QueueMetrics(id string, pts []core.MetricPoint) {
+	if w.metrics != nil {
+		w.metrics.add(id, pts)
+	}
+}
+
 // Dir is the directory holding the log files.
 func (w *Writer) Dir() string { return w.cfg.Dir }
 

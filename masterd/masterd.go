@@ -21,9 +21,13 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/cluster"
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/artifact"
+	"github.com/rlsched/rlsched/core/artifact/disk"
+	"github.com/rlsched/rlsched/core/artifact/s3"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
 	"github.com/rlsched/rlsched/core/lease/redis"
@@ -50,6 +54,16 @@ type Config struct {
 	RPCPort    int    // RPC_PORT: the workers' RPC (0: a free port)
 	SQLitePath string // SQLITE_PATH; default DataDir/rlsched.db
 	LogDir     string // LOG_DIR; default DataDir/logs. Several masters share one.
+	// ArtifactDir (ARTIFACT_DIR; default DataDir/artifacts, mode 0700)
+	// holds the runs' output files, unless ArtifactS3.Endpoint is set
+	// (ARTIFACT_S3_*): then they go to that bucket. Several masters share
+	// one of the two.
+	ArtifactDir string
+	ArtifactS3  s3.Config
+	// ArtifactMaxFileBytes (ARTIFACT_MAX_FILE_BYTES, default 4 GiB) and
+	// ArtifactMaxRunBytes (ARTIFACT_MAX_RUN_BYTES, default 10 GiB) bound
+	// what a run keeps; < 0: no bound.
+	ArtifactMaxFileBytes, ArtifactMaxRunBytes int64
 
 	MySQLDSN    string // MYSQL_DSN: the store is MySQL when set, else SQLite
 	RedisAddr   string // REDIS_ADDR: leases in Redis and a cluster member when set, else in memory and alone
@@ -113,6 +127,8 @@ type Master struct {
 	url      string
 	rpcAddr  string
 	nacos    *discovery.Registration // nil without NACOS_ADDR
+	blobs    artifact.Store
+	outputs  *artifactpipe.Pipe
 }
 
 // Start starts a master; on error everything started is stopped again.
@@ -179,6 +195,15 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, err
 	}
 	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), sinks{events, m.notifier})
+	if m.blobs, err = openBlobs(ctx, cfg); err != nil {
+		return nil, err
+	}
+	// The receiver writes through the published store: a warning it puts
+	// on a run reaches the dashboards.
+	if m.outputs, err = artifactpipe.New(artifactpipe.Config{Blobs: m.blobs, Index: m.st, MaxFileBytes: cfg.ArtifactMaxFileBytes,
+		MaxRunBytes: cfg.ArtifactMaxRunBytes, Logger: log}); err != nil {
+		return nil, err
+	}
 	if shared {
 		var pctx context.Context
 		pctx, m.noPoll = context.WithCancel(context.Background())
@@ -192,7 +217,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken), WorkerIDs: cfg.WorkerIDs,
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
-		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics,
+		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel
@@ -218,6 +243,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
 		NotifyTargets: targets,
+		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {
@@ -235,7 +261,12 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	if cfg.RedisAddr != "" {
 		leaseDesc = "redis " + cfg.RedisAddr + " prefix " + cfg.RedisPrefix
 	}
-	log.Info().Str("url", m.url).Str("rpc", m.rpcAddr).Str("store", storeDesc).Str("leases", leaseDesc).Str("logs", cfg.LogDir).Msg("master started")
+	artifacts := cfg.ArtifactDir
+	if cfg.ArtifactS3.Endpoint != "" {
+		artifacts = "s3 " + cfg.ArtifactS3.Endpoint + " bucket " + cfg.ArtifactS3.Bucket // never the keys
+	}
+	log.Info().Str("url", m.url).Str("rpc", m.rpcAddr).Str("store", storeDesc).Str("leases", leaseDesc).Str("logs", cfg.LogDir).
+		Str("artifacts", artifacts).Msg("master started")
 	ok = true
 	return m, nil
 }
@@ -266,6 +297,9 @@ func (c *Config) defaults() error {
 	}
 	if c.LogDir == "" {
 		c.LogDir = filepath.Join(c.DataDir, "logs")
+	}
+	if c.ArtifactDir == "" && c.ArtifactS3.Endpoint == "" {
+		c.ArtifactDir = filepath.Join(c.DataDir, "artifacts")
 	}
 	if err := c.privatePaths(c.Logger); err != nil {
 		return err
@@ -303,6 +337,17 @@ func openStore(c Config) (store.Store, error) {
 	return sqlite.Open(c.SQLitePath)
 }
 
+// openBlobs picks the S3 bucket when ARTIFACT_S3_ENDPOINT is set, else
+// ARTIFACT_DIR.
+func openBlobs(ctx context.Context, c Config) (artifact.Store, error) {
+	if c.ArtifactS3.Endpoint != "" {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return s3.Open(ctx, c.ArtifactS3)
+	}
+	return disk.Open(c.ArtifactDir)
+}
+
 // openLeases picks Redis when REDIS_ADDR is set, else in-memory leases.
 func openLeases(ctx context.Context, c Config) (lease.Leases, error) {
 	if c.RedisAddr != "" {
@@ -319,6 +364,9 @@ func (m *Master) RPCAddr() string { return m.rpcAddr }
 
 // MasterID names this master.
 func (m *Master) MasterID() string { return m.cfg.MasterID }
+
+// ArtifactDir is where the runs' output files are kept ("" with S3).
+func (m *Master) ArtifactDir() string { return m.cfg.ArtifactDir }
 
 // SQLitePath and LogDir are where the master keeps its database (when
 // SQLite) and its run logs.
@@ -343,6 +391,9 @@ func (m *Master) Close(ctx context.Context) {
 	}
 	if m.disp != nil {
 		_ = m.disp.Stop(ctx)
+	}
+	if m.outputs != nil {
+		m.outputs.Close() // after the dispatcher: no chunk comes any more
 	}
 	if m.node != nil {
 		m.node.Close()

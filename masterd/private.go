@@ -13,12 +13,15 @@ import (
 )
 
 // privatePaths makes what holds the master's state private to its uid
-// (c.SQLitePath and c.LogDir filled in): the data dir and LOG_DIR get mode
-// 0700 (fixed if looser), the directory of a SQLITE_PATH elsewhere must
+// (c.SQLitePath, c.LogDir and c.ArtifactDir filled in): the data dir,
+// LOG_DIR and ARTIFACT_DIR get mode 0700 (fixed if looser), the directory of a SQLITE_PATH elsewhere must
 // already be private (it may not be rlsched's to change), and the database
 // files lose every bit for others.
 func (c *Config) privatePaths(log zerolog.Logger) error {
-	for _, d := range []string{c.DataDir, c.LogDir} {
+	for _, d := range []string{c.DataDir, c.LogDir, c.ArtifactDir} {
+		if d == "" {
+			continue // ARTIFACT_DIR with S3
+		}
 		if err := ensureDir(d, 0o700, log); err != nil {
 			return err
 		}

@@ -34,6 +34,14 @@ type agent struct {
 	logWindow   int             // credit window of the session; from HelloAck and LogAcks (windowFrom)
 	lastRenewal sentAt          // send time of the last renewal the master acked
 	stopping    bool
+	// Outputs (outputs.go): artWindow is the session's artifact window
+	// (HelloAck, ArtifactAck); outGen counts sessions, so uploads and
+	// restores know to start again from what was acked; outCond (on mu)
+	// wakes uploaders on an ack, a chunk taken, a new session, a stop.
+	artWindow  int
+	outGen     uint64
+	outCond    *sync.Cond
+	restoreSem chan struct{} // one run restores at a time (restore.go)
 }
 
 // Run runs a worker until ctx is cancelled: it joins a master (failing over
@@ -61,6 +69,8 @@ func Run(ctx context.Context, cfg Config) error {
 		log:      cfg.Logger.With().Str("worker", cfg.ID).Logger(),
 		runs:     map[string]*run{},
 	}
+	a.outCond = sync.NewCond(&a.mu)
+	a.restoreSem = make(chan struct{}, 1)
 	if a.iso, err = newIsolation(cfg, a.log); err != nil {
 		return err
 	}
@@ -96,6 +106,9 @@ func (a *agent) shutdown() {
 	for _, r := range a.runs {
 		r.stopLocked(a, pb.Outcome_OUTCOME_CANCELLED, a.cfg.Grace)
 		r.out.Discard() // nobody will send it; unblock the pump
+		if r.outs != nil {
+			r.outs.stopLocked()
+		}
 	}
 	if n := len(a.runs); n > 0 {
 		a.log.Info().Int("runs", n).Msg("stopping runs")
@@ -130,6 +143,9 @@ func (a *agent) forgetLocked(r *run, now bool) {
 	}
 	r.forgotten = true
 	r.out.Discard()
+	if r.outs != nil {
+		r.outs.stopLocked() // no last sync: the run may run elsewhere by now
+	}
 	if now {
 		r.signalLocked(syscall.SIGKILL)
 	} else {
@@ -154,6 +170,10 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 	defer a.mu.Unlock()
 	a.leaseTTL = time.Duration(ack.GetLeaseTtlMs()) * time.Millisecond
 	a.logWindow = windowFrom(ack.GetLogWindow(), logWindow)
+	a.artWindow = artifactWindow
+	if w := ack.GetArtifactWindow(); w > 0 {
+		a.artWindow = min(int(w), maxArtifactWindow)
+	}
 	if a.leaseTTL <= 0 {
 		a.leaseTTL = defaultLeaseTTL
 	}
@@ -169,6 +189,7 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 		r.finSent = false
 	}
 	a.sess = s
+	a.rewindOutputsLocked()
 }
 
 // detach forgets s once its goroutines are done.

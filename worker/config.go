@@ -69,6 +69,10 @@ type Config struct {
 	// UIDLockDir holds a lock file per uid in use, so that the workers of a
 	// machine never give one uid to two runs; default /run/rlsched/uids.
 	UIDLockDir string
+	// ArtifactSync (ARTIFACT_SYNC_SECONDS) is how often at most a run's
+	// changed output files are sent while it runs; they are sent once
+	// more when it ends. Default 30 s.
+	ArtifactSync time.Duration
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -148,6 +152,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.UIDLockDir == "" {
 		c.UIDLockDir = defaultUIDLockDir
+	}
+	if c.ArtifactSync <= 0 {
+		c.ArtifactSync = defaultArtifactSync
 	}
 	return c, nil
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/secure"
@@ -59,15 +61,67 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 	a.mu.Unlock()
 
 	cmd, pipeW, err := a.prepare(m, r)
+	if err == nil && len(m.GetRestore()) > 0 {
+		// The files of earlier attempts first (restore.go), off the reader
+		// goroutine, which brings their chunks. The run is held meanwhile:
+		// heartbeats renew it, a Hello lists it.
+		a.mu.Lock()
+		if a.stopping {
+			a.mu.Unlock()
+			a.unprepare(r, pipeW)
+			return
+		}
+		r.restoring = true
+		a.runs[r.id] = r
+		a.mu.Unlock()
+		go func() {
+			a.restore(r, m.GetRestore())
+			a.mu.Lock()
+			r.restoring = false
+			forgotten, stopped := r.forgotten || a.stopping, r.stopOutcome
+			a.mu.Unlock()
+			switch {
+			case forgotten:
+				a.unprepare(r, pipeW)
+			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
+				a.unprepare(r, pipeW)
+				a.mu.Lock()
+				r.fin = startFailedMsg(m, errors.New("stopped while the files of earlier attempts were restored, before it started"))
+				r.fin.Outcome = stopped
+				a.kickLocked()
+				a.mu.Unlock()
+			default:
+				a.launch(r, m, cmd, pipeW, nil, log)
+			}
+		}()
+		return
+	}
+	a.launch(r, m, cmd, pipeW, err, log)
+}
+
+// unprepare gives back what prepare took, for a run that never starts.
+func (a *agent) unprepare(r *run, pipeW *os.File) {
+	r.pipe.Close()
+	pipeW.Close()
+	a.iso.release(r)
+	r.out.Close()
+	a.mu.Lock()
+	if r.outs != nil {
+		r.outs.endLocked()
+	}
+	a.mu.Unlock()
+}
+
+// launch starts the prepared run (err: prepare's, then the start is a
+// failure reported as START_FAILED).
+func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File, err error, log zerolog.Logger) {
 	if err == nil {
 		// Start under the lock, so shutdown cannot slip between the start
 		// and the registration of the process.
 		a.mu.Lock()
 		if a.stopping {
 			a.mu.Unlock()
-			r.pipe.Close()
-			pipeW.Close()
-			a.iso.release(r)
+			a.unprepare(r, pipeW)
 			return
 		}
 		err = a.spawner.start(cmd)
@@ -91,6 +145,9 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 	a.iso.release(r) // nothing runs under its uid
 	r.out.Close()
 	a.mu.Lock()
+	if r.outs != nil {
+		r.outs.endLocked()
+	}
 	r.fin = startFailedMsg(m, err)
 	if !a.stopping {
 		a.runs[r.id] = r
@@ -124,6 +181,7 @@ func (a *agent) startedLocked(r *run, cmd *exec.Cmd, m *pb.ExecuteTask) {
 	}
 	a.runs[r.id] = r
 	a.procs.Add(1)
+	r.outs.startLocked()
 	if t := m.GetTimeoutSeconds(); t > 0 {
 		r.timeoutTimer = time.AfterFunc(time.Duration(t)*time.Second, func() {
 			a.mu.Lock()
@@ -184,6 +242,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.outDir, err = a.iso.makeRunDir(m, r.ident); err != nil {
 		return nil, nil, err
 	}
+	od, err := openOutDir(r.outDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.outs = newOutputs(a, r, od)
 	dir := r.outDir
 	if wd != "" {
 		dir = wd
@@ -276,6 +339,9 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *runIdentity) []stri
 		"RLSCHED_OUTPUT_DIR="+outDir,
 		"PYTHONUNBUFFERED=1",
 	)
+	if m.GetResume() {
+		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
+	}
 	env = append(env, identityEnv(id, outDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
@@ -369,6 +435,7 @@ func (a *agent) reap(r *run) {
 		outcome = pb.Outcome_OUTCOME_EXITED
 	}
 	r.fin = r.finishedMsg(r.cmd.ProcessState, waitErr, exitedAt.Sub(started), outcome)
+	r.outs.endLocked() // the last sync of outputs; TaskFinished waits for it
 	r.log.Info().Str("outcome", outcome.String()).Int32("exit_code", r.fin.ExitCode).
 		Str("signal", r.fin.Signal).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
 	a.kickLocked()

@@ -26,11 +26,15 @@ type fakeMaster struct {
 	token string
 	conns chan *masterConn
 
-	mu       sync.Mutex
-	ackFn    func(*pb.Hello) *pb.HelloAck
-	logs     map[string][]byte // "task/attempt" → bytes stored
-	gaps     int
-	refusals []time.Time
+	mu           sync.Mutex
+	ackFn        func(*pb.Hello) *pb.HelloAck
+	logs         map[string][]byte    // "task/attempt" → bytes stored
+	files        map[string]*fakeFile // "task/attempt/path" → the upload of its newest version
+	restores     map[string][]byte    // path → the bytes it serves on a restore request
+	maxFiles     int                  // > 0: files of a run past this many are refused, as the master's limit
+	refusedFiles int
+	gaps         int
+	refusals     []time.Time
 }
 
 func newFakeMaster(t *testing.T, token string) *fakeMaster {
@@ -39,7 +43,7 @@ func newFakeMaster(t *testing.T, token string) *fakeMaster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &fakeMaster{t: t, ln: ln, token: token, conns: make(chan *masterConn, 16), logs: map[string][]byte{}}
+	m := &fakeMaster{t: t, ln: ln, token: token, conns: make(chan *masterConn, 16), logs: map[string][]byte{}, files: map[string]*fakeFile{}}
 	m.ackFn = func(*pb.Hello) *pb.HelloAck {
 		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: 30_000, MasterId: "m1"}
 	}
@@ -139,6 +143,114 @@ func (m *fakeMaster) store(ld *pb.LogData) (have uint64, gap bool) {
 	return uint64(len(m.logs[k])), false
 }
 
+// fakeFile is an output file as the fake master got it.
+type fakeFile struct {
+	size, modNs int64
+	data        []byte
+	done        bool
+	changing    bool
+}
+
+// storeChunk keeps c's new bytes, as the real master's receiver does (a new
+// version starts over; a gap is answered with what it has), and answers.
+func (m *fakeMaster) storeChunk(c *pb.ArtifactChunk) *pb.ArtifactAck {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := fmt.Sprintf("%s/%d/%s", c.GetTaskId(), c.GetAttempt(), c.GetPath())
+	f := m.files[k]
+	if f == nil && m.maxFiles > 0 && len(m.files) >= m.maxFiles {
+		m.refusedFiles++
+		return &pb.ArtifactAck{TaskId: c.GetTaskId(), Attempt: c.GetAttempt(), Path: c.GetPath(), Size: c.GetSize(),
+			ModifiedUnixNs: c.GetModifiedUnixNs(), Error: "refused: the run keeps at most so many files"}
+	}
+	if f == nil || f.size != c.GetSize() || f.modNs != c.GetModifiedUnixNs() {
+		f = &fakeFile{size: c.GetSize(), modNs: c.GetModifiedUnixNs()}
+		m.files[k] = f
+	}
+	ack := &pb.ArtifactAck{TaskId: c.GetTaskId(), Attempt: c.GetAttempt(), Path: c.GetPath(), Size: c.GetSize(), ModifiedUnixNs: c.GetModifiedUnixNs()}
+	have := uint64(len(f.data))
+	switch end := c.GetOffset() + uint64(len(c.GetData())); {
+	case f.done:
+		ack.Offset, ack.Done = have, true
+		return ack
+	case c.GetOffset() > have:
+		ack.Offset, ack.Error = have, "gap"
+		return ack
+	case end > have:
+		f.data = append(f.data, c.GetData()[have-c.GetOffset():]...)
+	}
+	ack.Offset = uint64(len(f.data))
+	if c.GetLast() && ack.Offset == c.GetOffset()+uint64(len(c.GetData())) {
+		f.done, f.changing, ack.Done = true, c.GetChanging(), true
+	}
+	return ack
+}
+
+// setRestore makes the fake master serve data as path on restore requests.
+func (m *fakeMaster) setRestore(path string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.restores == nil {
+		m.restores = map[string][]byte{}
+	}
+	m.restores[path] = data
+}
+
+// serveRestore sends what a restore request asks for beyond what this
+// connection sent of the path, as the real master does.
+func (mc *masterConn) serveRestore(a *pb.ArtifactAck) {
+	mc.m.mu.Lock()
+	data, ok := mc.m.restores[a.GetPath()]
+	mc.m.mu.Unlock()
+	if !ok {
+		mc.send(&pb.ArtifactAck{TaskId: a.GetTaskId(), Attempt: a.GetAttempt(), Path: a.GetPath(), Restore: true, Error: "failed: no such file"})
+		return
+	}
+	mc.mu.Lock()
+	if mc.restSent == nil {
+		mc.restSent = map[string]uint64{}
+	}
+	from := max(mc.restSent[a.GetPath()], a.GetOffset())
+	limit := min(a.GetOffset()+uint64(a.GetWindow()), uint64(len(data)))
+	if from >= limit && from > 0 {
+		mc.mu.Unlock()
+		return
+	}
+	mc.restSent[a.GetPath()] = limit
+	mc.mu.Unlock()
+	for off := from; off < limit || (off == 0 && len(data) == 0); {
+		end := min(off+1<<20, limit)
+		mc.send(&pb.ArtifactChunk{TaskId: a.GetTaskId(), Attempt: a.GetAttempt(), Path: a.GetPath(), Offset: off,
+			Data: data[off:end], Last: end == uint64(len(data)), Restore: true})
+		if end == uint64(len(data)) {
+			break
+		}
+		off = end
+	}
+}
+
+// partial is how many bytes of an output file's newest version it has.
+func (m *fakeMaster) partial(task string, attempt int32, path string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.files[fmt.Sprintf("%s/%d/%s", task, attempt, path)]; f != nil {
+		return len(f.data)
+	}
+	return 0
+}
+
+// file is what the fake master stored of an output file (nil: nothing).
+func (m *fakeMaster) file(task string, attempt int32, path string) *fakeFile {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.files[fmt.Sprintf("%s/%d/%s", task, attempt, path)]
+	if f == nil || !f.done {
+		return nil
+	}
+	c := *f
+	return &c
+}
+
 func (m *fakeMaster) log(task string, attempt int32) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -179,6 +291,11 @@ type masterConn struct {
 	lastHB  *pb.Heartbeat
 	lost    []string // sent in the next HeartbeatAck
 	lastAck map[string]uint64
+	// holdChunksFrom, when above 0: chunks from that offset on are dropped
+	// unanswered.
+	holdChunksFrom atomic.Int64
+	// restSent: per path, what this connection sent of a restore.
+	restSent map[string]uint64
 }
 
 // send writes m, sealed once the Hello checked out. Safe from any goroutine.
@@ -236,6 +353,17 @@ func (mc *masterConn) readLoop(br *bufio.Reader) {
 			if mc.ackLogs.Load() {
 				mc.ackLog(msg.GetTaskId(), msg.GetAttempt(), have, gap)
 			}
+		case *pb.ArtifactChunk:
+			if h := mc.holdChunksFrom.Load(); h > 0 && msg.GetOffset() >= uint64(h) {
+				continue // a congested master: neither stored nor answered
+			}
+			mc.send(mc.m.storeChunk(msg))
+			continue
+		case *pb.ArtifactAck:
+			if msg.GetRestore() && !msg.GetDone() {
+				mc.serveRestore(msg)
+			}
+			continue
 		}
 		select {
 		case mc.in <- msg:

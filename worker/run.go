@@ -26,6 +26,7 @@ type run struct {
 	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed
 	ident   *runIdentity  // whose uid the run has; nil: the worker's own (RunAsNone)
 	outDir  string        // the run's private dir, once created
+	outs    *outputs      // its upload and restore (outputs.go), once the dir is open
 	pumped  chan struct{} // closed when the pump has read the pipe to its end
 	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
@@ -44,6 +45,7 @@ type run struct {
 	retryAt      time.Time       // no output is sent before then
 	reaped       bool
 	forgotten    bool
+	restoring    bool // its files are being restored; the process starts after (restore.go)
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
 }
@@ -75,6 +77,12 @@ func (r *run) signalLocked(sig syscall.Signal) {
 // grace. The first outcome asked for wins; later calls do not restart the
 // grace. Caller holds agent.mu.
 func (r *run) stopLocked(a *agent, outcome pb.Outcome, grace time.Duration) {
+	if r.restoring && r.stopOutcome == pb.Outcome_OUTCOME_UNSPECIFIED {
+		// Not started yet: the restore ends, and the run with it.
+		r.stopOutcome = outcome
+		r.outs.stopLocked()
+		return
+	}
 	if r.cmd == nil || r.reaped {
 		return
 	}

@@ -143,6 +143,10 @@ func (s *session) readLoop(br *bufio.Reader) error {
 			s.a.logAck(m)
 		case *pb.TaskFinishedAck:
 			s.a.finishedAck(m)
+		case *pb.ArtifactAck:
+			s.a.artifactAck(m) // outputs.go
+		case *pb.ArtifactChunk:
+			s.a.restoreChunk(m) // restore.go
 		case *pb.HeartbeatAck:
 			s.a.heartbeatAck(s, m)
 		case *pb.Goodbye:
@@ -235,6 +239,9 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 			if err := w.write(m); err != nil {
 				return err
 			}
+			if c, ok := m.(*pb.ArtifactChunk); ok {
+				putChunkBuf(c.Data) // encoded: the buffer is free again
+			}
 		}
 		if err := w.bw.Flush(); err != nil {
 			return err
@@ -249,8 +256,10 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 
 // collect gathers, from every run, its TaskStarted if not yet written, its
 // output from the send offset (while the connection's logWindow has room and
-// the run is not paused by a refusal), and its TaskFinished once every byte
-// is acked.
+// the run is not paused by a refusal), then every run's outputs (restore
+// requests, TensorBoard points, file chunks: collectOutputsLocked), and its
+// TaskFinished once every byte is acked and its last sync of outputs is
+// over.
 func (a *agent) collect(budget int) (msgs []proto.Message, started []*run) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -284,7 +293,11 @@ func (a *agent) collect(budget int) (msgs []proto.Message, started []*run) {
 			used += len(data)
 			inflight += len(data)
 		}
-		if r.fin != nil && !r.finSent && r.out.Done() {
+	}
+	// Outputs after every run's logs, in a window of their own (outputs.go).
+	msgs = a.collectOutputsLocked(msgs)
+	for _, r := range a.runs {
+		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.doneLocked() {
 			msgs = append(msgs, r.fin)
 			r.finSent = true
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
@@ -56,6 +57,16 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"most bytes of a run's log file; output past it is acknowledged but not stored (-1: no cap)")
 	f.int(&c.RunMaxMetricPoints, "run-max-metric-points", "RUN_MAX_METRIC_POINTS", logpipe.DefaultMaxRunMetricPoints,
 		"most metric points stored per run; later points are dropped and counted (-1: no cap)")
+	f.str(&c.ArtifactDir, "artifact-dir", "ARTIFACT_DIR", "", "directory of the runs' output files (default DATA_DIR/artifacts); several masters must share one, or one S3 bucket")
+	f.str(&c.ArtifactS3.Endpoint, "artifact-s3-endpoint", "ARTIFACT_S3_ENDPOINT", "", "S3-compatible endpoint, http(s)://host[:port], for the runs' output files instead of ARTIFACT_DIR (the secret key only from env ARTIFACT_S3_SECRET_KEY)")
+	f.str(&c.ArtifactS3.Bucket, "artifact-s3-bucket", "ARTIFACT_S3_BUCKET", "", "S3 bucket of the runs' output files")
+	f.str(&c.ArtifactS3.AccessKey, "artifact-s3-access-key", "ARTIFACT_S3_ACCESS_KEY", "", "S3 access key")
+	f.str(&c.ArtifactS3.Region, "artifact-s3-region", "ARTIFACT_S3_REGION", "", "S3 region (empty: ask the server)")
+	f.str(&c.ArtifactS3.Prefix, "artifact-s3-prefix", "ARTIFACT_S3_PREFIX", "", "prefix of every key in the bucket, so installations can share one")
+	f.int64(&c.ArtifactMaxFileBytes, "artifact-max-file-bytes", "ARTIFACT_MAX_FILE_BYTES", artifactpipe.DefaultMaxFileBytes,
+		"largest output file a run keeps; larger ones are not kept and the run gets a warning (-1: no limit)")
+	f.int64(&c.ArtifactMaxRunBytes, "artifact-max-run-bytes", "ARTIFACT_MAX_RUN_BYTES", artifactpipe.DefaultMaxRunBytes,
+		"most bytes of output files a run keeps, all attempts; past it files are not kept and the run gets a warning (-1: no limit)")
 	defineGatewayTrust(f, &c.Gateway, &o.nacos) // mastergw.go
 }
 
@@ -72,6 +83,9 @@ func (o *masterFlags) config(log zerolog.Logger) masterd.Config {
 	}
 	if c.JoinToken == "" {
 		c.JoinToken = os.Getenv("WORKER_JOIN_TOKEN")
+	}
+	if c.ArtifactS3.SecretKey == "" {
+		c.ArtifactS3.SecretKey = os.Getenv("ARTIFACT_S3_SECRET_KEY") // a secret: no flag, which ps would show
 	}
 	return c
 }

@@ -33,6 +33,7 @@ func runUp(ctx context.Context, args []string) error {
 	f.int(&wo.gpus, "gpus", "RLSCHED_GPUS", -1, "GPUs per local worker when nvidia-smi is absent (-1: detect)")
 	f.int(&wo.slots, "slots", "RLSCHED_SLOTS", 2, "CPU slots per local worker")
 	wo.defineIsolation(f)
+	wo.defineOutputs(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}

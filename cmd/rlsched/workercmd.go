@@ -20,6 +20,7 @@ type workerOpts struct {
 	gpus, slots          int
 	runAs, uidRange      string
 	tokenFile, keyFile   string
+	artifactSync         int // seconds
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -31,6 +32,13 @@ func (o *workerOpts) define(f envFlags) {
 	f.str(&o.tokenFile, "join-token-file", "WORKER_JOIN_TOKEN_FILE", "", "file holding the join token, mode 0600 (instead of env WORKER_JOIN_TOKEN)")
 	f.str(&o.keyFile, "key-file", "WORKER_KEY_FILE", "", "file holding this worker's own key (rlsched worker-key ID), mode 0600, instead of the join token (or env WORKER_KEY)")
 	o.defineIsolation(f)
+	o.defineOutputs(f)
+}
+
+// defineOutputs adds the flags of the runs' outputs; `up` has them too and
+// passes them to its workers.
+func (o *workerOpts) defineOutputs(f envFlags) {
+	f.int(&o.artifactSync, "artifact-sync", "ARTIFACT_SYNC_SECONDS", 30, "`seconds` between uploads of a run's changed output files while it runs (they are sent once more when it ends)")
 }
 
 // defineIsolation adds the flags that say whose uid runs get; `up` has them too.
@@ -75,7 +83,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 		return worker.Config{}, usageError{fmt.Errorf("RUN_UID_RANGE: %w", err)}
 	}
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
-		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, Logger: log}, nil
+		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)), Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

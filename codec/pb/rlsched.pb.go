@@ -415,9 +415,14 @@ type HelloAck struct {
 	// The most output bytes (all runs together) the worker may have sent and
 	// not yet acked on this connection; 0: the worker's default (4 MiB).
 	// LogAck.log_window updates it.
-	LogWindow     uint32 `protobuf:"varint,6,opt,name=log_window,json=logWindow,proto3" json:"log_window,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogWindow uint32 `protobuf:"varint,6,opt,name=log_window,json=logWindow,proto3" json:"log_window,omitempty"`
+	// The most artifact bytes (all runs together) the worker may have sent
+	// and not yet acked on this connection; 0: the worker's default (8 MiB).
+	// ArtifactAck.window updates it. Output has a window of its own, so a
+	// checkpoint never takes the room of the runs' logs.
+	ArtifactWindow uint32 `protobuf:"varint,7,opt,name=artifact_window,json=artifactWindow,proto3" json:"artifact_window,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HelloAck) Reset() {
@@ -488,6 +493,13 @@ func (x *HelloAck) GetKillTaskIds() []string {
 func (x *HelloAck) GetLogWindow() uint32 {
 	if x != nil {
 		return x.LogWindow
+	}
+	return 0
+}
+
+func (x *HelloAck) GetArtifactWindow() uint32 {
+	if x != nil {
+		return x.ArtifactWindow
 	}
 	return 0
 }
@@ -627,7 +639,14 @@ type ExecuteTask struct {
 	ParamsJson     string                 `protobuf:"bytes,10,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
 	// The rlsched user who owns the run (RUN_AS=user runs it as the Unix
 	// account of that name).
-	User          string `protobuf:"bytes,11,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,11,opt,name=user,proto3" json:"user,omitempty"`
+	// The run starts from earlier outputs (a retry, a requeue, resumeFrom):
+	// the worker sets RLSCHED_RESUME=1.
+	Resume bool `protobuf:"varint,12,opt,name=resume,proto3" json:"resume,omitempty"`
+	// Files to restore into the run's output dir before the process starts,
+	// streamed by the master as ArtifactChunk{restore: true} on the worker's
+	// ArtifactAck{restore: true} (docs/protocol.md, "Restore").
+	Restore       []*RestoreFile `protobuf:"bytes,13,rep,name=restore,proto3" json:"restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -739,6 +758,89 @@ func (x *ExecuteTask) GetUser() string {
 	return ""
 }
 
+func (x *ExecuteTask) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+func (x *ExecuteTask) GetRestore() []*RestoreFile {
+	if x != nil {
+		return x.Restore
+	}
+	return nil
+}
+
+// RestoreFile is one stored version of a file (the newest of its path).
+type RestoreFile struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Path           string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size           int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256         string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	ModifiedUnixNs int64                  `protobuf:"varint,4,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RestoreFile) Reset() {
+	*x = RestoreFile{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreFile) ProtoMessage() {}
+
+func (x *RestoreFile) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreFile.ProtoReflect.Descriptor instead.
+func (*RestoreFile) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RestoreFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RestoreFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *RestoreFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *RestoreFile) GetModifiedUnixNs() int64 {
+	if x != nil {
+		return x.ModifiedUnixNs
+	}
+	return 0
+}
+
 type TaskStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -753,7 +855,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +867,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +880,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{8}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -836,7 +938,7 @@ type LogData struct {
 
 func (x *LogData) Reset() {
 	*x = LogData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +950,7 @@ func (x *LogData) String() string {
 func (*LogData) ProtoMessage() {}
 
 func (x *LogData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +963,7 @@ func (x *LogData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogData.ProtoReflect.Descriptor instead.
 func (*LogData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{9}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LogData) GetTaskId() string {
@@ -914,7 +1016,7 @@ type LogAck struct {
 
 func (x *LogAck) Reset() {
 	*x = LogAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1028,7 @@ func (x *LogAck) String() string {
 func (*LogAck) ProtoMessage() {}
 
 func (x *LogAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1041,7 @@ func (x *LogAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogAck.ProtoReflect.Descriptor instead.
 func (*LogAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{10}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LogAck) GetTaskId() string {
@@ -990,7 +1092,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1104,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1117,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{11}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Metric) GetTaskId() string {
@@ -1066,7 +1168,7 @@ type CancelTask struct {
 
 func (x *CancelTask) Reset() {
 	*x = CancelTask{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1180,7 @@ func (x *CancelTask) String() string {
 func (*CancelTask) ProtoMessage() {}
 
 func (x *CancelTask) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1193,7 @@ func (x *CancelTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTask.ProtoReflect.Descriptor instead.
 func (*CancelTask) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{12}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelTask) GetTaskId() string {
@@ -1146,7 +1248,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1260,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1273,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{13}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskFinished) GetTaskId() string {
@@ -1247,7 +1349,7 @@ type TaskFinishedAck struct {
 
 func (x *TaskFinishedAck) Reset() {
 	*x = TaskFinishedAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1361,7 @@ func (x *TaskFinishedAck) String() string {
 func (*TaskFinishedAck) ProtoMessage() {}
 
 func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1374,7 @@ func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinishedAck.ProtoReflect.Descriptor instead.
 func (*TaskFinishedAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{14}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskFinishedAck) GetTaskId() string {
@@ -1289,23 +1391,35 @@ func (x *TaskFinishedAck) GetAttempt() int32 {
 	return 0
 }
 
+// ArtifactChunk carries bytes of a file of a run's output dir: worker to
+// master, an upload (docs/protocol.md, "Outputs"); master to worker with
+// restore set, a file restored before the run starts.
 type ArtifactChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
-	Path          string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
-	Offset        uint64                 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
-	Data          []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
-	Last          bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`
-	Sha256        string                 `protobuf:"bytes,8,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence   uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Path    string                 `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"` // relative to RLSCHED_OUTPUT_DIR (core.CheckArtifactPath)
+	Offset  uint64                 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data    []byte                 `protobuf:"bytes,6,opt,name=data,proto3" json:"data,omitempty"`
+	Last    bool                   `protobuf:"varint,7,opt,name=last,proto3" json:"last,omitempty"`    // the file ends after data
+	Sha256  string                 `protobuf:"bytes,8,opt,name=sha256,proto3" json:"sha256,omitempty"` // unused: the receiver hashes what it gets
+	// The version of the file the chunk belongs to: its size and mtime when
+	// the sender began reading it. A chunk of another version of the same
+	// path starts that path over.
+	Size           int64 `protobuf:"varint,9,opt,name=size,proto3" json:"size,omitempty"`
+	ModifiedUnixNs int64 `protobuf:"varint,10,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
+	// On the last chunk: the file kept changing while it was read at the
+	// run's end and was sent as last read; the stored copy may be torn.
+	Changing      bool `protobuf:"varint,11,opt,name=changing,proto3" json:"changing,omitempty"`
+	Restore       bool `protobuf:"varint,12,opt,name=restore,proto3" json:"restore,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ArtifactChunk) Reset() {
 	*x = ArtifactChunk{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1431,7 @@ func (x *ArtifactChunk) String() string {
 func (*ArtifactChunk) ProtoMessage() {}
 
 func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1444,7 @@ func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactChunk.ProtoReflect.Descriptor instead.
 func (*ArtifactChunk) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{15}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ArtifactChunk) GetTaskId() string {
@@ -1389,19 +1503,63 @@ func (x *ArtifactChunk) GetSha256() string {
 	return ""
 }
 
+func (x *ArtifactChunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ArtifactChunk) GetModifiedUnixNs() int64 {
+	if x != nil {
+		return x.ModifiedUnixNs
+	}
+	return 0
+}
+
+func (x *ArtifactChunk) GetChanging() bool {
+	if x != nil {
+		return x.Changing
+	}
+	return false
+}
+
+func (x *ArtifactChunk) GetRestore() bool {
+	if x != nil {
+		return x.Restore
+	}
+	return false
+}
+
+// ArtifactAck answers ArtifactChunks. Master to worker: the upload of
+// (path, version) is durable up to offset, done once the file is stored
+// and indexed, or refused (error). Worker to master with restore set: the
+// worker has written offset bytes of a restored file and takes window
+// bytes more.
 type ArtifactAck struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Path   string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Offset uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// "busy", "gap", "fenced", "refused: <why>" (never resend this version)
+	// or "failed: <why>" (the master could not store it; try later).
+	Error   string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Attempt int32  `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence   uint64 `protobuf:"varint,6,opt,name=fence,proto3" json:"fence,omitempty"` // worker to master
+	Done    bool   `protobuf:"varint,7,opt,name=done,proto3" json:"done,omitempty"`
+	// Master to worker: the connection's artifact window from now on (0:
+	// unchanged). Worker to master (restore): bytes it takes past offset.
+	Window         uint32 `protobuf:"varint,8,opt,name=window,proto3" json:"window,omitempty"`
+	Restore        bool   `protobuf:"varint,9,opt,name=restore,proto3" json:"restore,omitempty"`
+	Size           int64  `protobuf:"varint,10,opt,name=size,proto3" json:"size,omitempty"` // the version acked (ArtifactChunk.size, modified_unix_ns)
+	ModifiedUnixNs int64  `protobuf:"varint,11,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ArtifactAck) Reset() {
 	*x = ArtifactAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1571,7 @@ func (x *ArtifactAck) String() string {
 func (*ArtifactAck) ProtoMessage() {}
 
 func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1584,7 @@ func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactAck.ProtoReflect.Descriptor instead.
 func (*ArtifactAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{16}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ArtifactAck) GetTaskId() string {
@@ -1457,6 +1615,55 @@ func (x *ArtifactAck) GetError() string {
 	return ""
 }
 
+func (x *ArtifactAck) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ArtifactAck) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *ArtifactAck) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *ArtifactAck) GetWindow() uint32 {
+	if x != nil {
+		return x.Window
+	}
+	return 0
+}
+
+func (x *ArtifactAck) GetRestore() bool {
+	if x != nil {
+		return x.Restore
+	}
+	return false
+}
+
+func (x *ArtifactAck) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ArtifactAck) GetModifiedUnixNs() int64 {
+	if x != nil {
+		return x.ModifiedUnixNs
+	}
+	return 0
+}
+
 // Goodbye is sent before the master closes a connection on purpose.
 type Goodbye struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1467,7 +1674,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1686,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1699,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{17}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -1533,7 +1740,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"sentUnixMs\x12\x1c\n" +
 	"\tisolation\x18\n" +
 	" \x01(\tR\tisolation\x12\x14\n" +
-	"\x05nonce\x18\v \x01(\fR\x05nonceJ\x04\b\x02\x10\x03R\x05proof\"\xda\x01\n" +
+	"\x05nonce\x18\v \x01(\fR\x05nonceJ\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
 	"\bHelloAck\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12 \n" +
@@ -1542,7 +1749,8 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tmaster_id\x18\x04 \x01(\tR\bmasterId\x12\"\n" +
 	"\rkill_task_ids\x18\x05 \x03(\tR\vkillTaskIds\x12\x1d\n" +
 	"\n" +
-	"log_window\x18\x06 \x01(\rR\tlogWindow\"\x82\x01\n" +
+	"log_window\x18\x06 \x01(\rR\tlogWindow\x12'\n" +
+	"\x0fartifact_window\x18\a \x01(\rR\x0eartifactWindow\"\x82\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
 	"\x04runs\x18\x02 \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12\x19\n" +
@@ -1551,7 +1759,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"sentUnixMs\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\x8a\x03\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xd5\x03\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1566,10 +1774,17 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\vparams_json\x18\n" +
 	" \x01(\tR\n" +
 	"paramsJson\x12\x12\n" +
-	"\x04user\x18\v \x01(\tR\x04user\x1a6\n" +
+	"\x04user\x18\v \x01(\tR\x04user\x12\x16\n" +
+	"\x06resume\x18\f \x01(\bR\x06resume\x121\n" +
+	"\arestore\x18\r \x03(\v2\x17.rlsched.v1.RestoreFileR\arestore\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
+	"\vRestoreFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12(\n" +
+	"\x10modified_unix_ns\x18\x04 \x01(\x03R\x0emodifiedUnixNs\"\xa6\x01\n" +
 	"\vTaskStarted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1619,7 +1834,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tlog_bytes\x18\t \x01(\x04R\blogBytes\"D\n" +
 	"\x0fTaskFinishedAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xc4\x01\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xb8\x02\n" +
 	"\rArtifactChunk\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -1628,12 +1843,25 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x12\n" +
 	"\x04data\x18\x06 \x01(\fR\x04data\x12\x12\n" +
 	"\x04last\x18\a \x01(\bR\x04last\x12\x16\n" +
-	"\x06sha256\x18\b \x01(\tR\x06sha256\"h\n" +
+	"\x06sha256\x18\b \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\t \x01(\x03R\x04size\x12(\n" +
+	"\x10modified_unix_ns\x18\n" +
+	" \x01(\x03R\x0emodifiedUnixNs\x12\x1a\n" +
+	"\bchanging\x18\v \x01(\bR\bchanging\x12\x18\n" +
+	"\arestore\x18\f \x01(\bR\arestore\"\x9c\x02\n" +
 	"\vArtifactAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"!\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x06 \x01(\x04R\x05fence\x12\x12\n" +
+	"\x04done\x18\a \x01(\bR\x04done\x12\x16\n" +
+	"\x06window\x18\b \x01(\rR\x06window\x12\x18\n" +
+	"\arestore\x18\t \x01(\bR\arestore\x12\x12\n" +
+	"\x04size\x18\n" +
+	" \x01(\x03R\x04size\x12(\n" +
+	"\x10modified_unix_ns\x18\v \x01(\x03R\x0emodifiedUnixNs\"!\n" +
 	"\aGoodbye\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason*\x8e\x01\n" +
 	"\aOutcome\x12\x17\n" +
@@ -1657,7 +1885,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -1668,31 +1896,33 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*Heartbeat)(nil),       // 6: rlsched.v1.Heartbeat
 	(*HeartbeatAck)(nil),    // 7: rlsched.v1.HeartbeatAck
 	(*ExecuteTask)(nil),     // 8: rlsched.v1.ExecuteTask
-	(*TaskStarted)(nil),     // 9: rlsched.v1.TaskStarted
-	(*LogData)(nil),         // 10: rlsched.v1.LogData
-	(*LogAck)(nil),          // 11: rlsched.v1.LogAck
-	(*Metric)(nil),          // 12: rlsched.v1.Metric
-	(*CancelTask)(nil),      // 13: rlsched.v1.CancelTask
-	(*TaskFinished)(nil),    // 14: rlsched.v1.TaskFinished
-	(*TaskFinishedAck)(nil), // 15: rlsched.v1.TaskFinishedAck
-	(*ArtifactChunk)(nil),   // 16: rlsched.v1.ArtifactChunk
-	(*ArtifactAck)(nil),     // 17: rlsched.v1.ArtifactAck
-	(*Goodbye)(nil),         // 18: rlsched.v1.Goodbye
-	nil,                     // 19: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 20: rlsched.v1.Metric.ValuesEntry
+	(*RestoreFile)(nil),     // 9: rlsched.v1.RestoreFile
+	(*TaskStarted)(nil),     // 10: rlsched.v1.TaskStarted
+	(*LogData)(nil),         // 11: rlsched.v1.LogData
+	(*LogAck)(nil),          // 12: rlsched.v1.LogAck
+	(*Metric)(nil),          // 13: rlsched.v1.Metric
+	(*CancelTask)(nil),      // 14: rlsched.v1.CancelTask
+	(*TaskFinished)(nil),    // 15: rlsched.v1.TaskFinished
+	(*TaskFinishedAck)(nil), // 16: rlsched.v1.TaskFinishedAck
+	(*ArtifactChunk)(nil),   // 17: rlsched.v1.ArtifactChunk
+	(*ArtifactAck)(nil),     // 18: rlsched.v1.ArtifactAck
+	(*Goodbye)(nil),         // 19: rlsched.v1.Goodbye
+	nil,                     // 20: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 21: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
 	2,  // 2: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
-	19, // 3: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
-	20, // 4: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
-	0,  // 5: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	20, // 3: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	9,  // 4: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
+	21, // 5: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	0,  // 6: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_codec_pb_rlsched_proto_init() }
@@ -1706,7 +1936,7 @@ func file_codec_pb_rlsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -19,7 +19,7 @@ const rereadTimeout = 5 * time.Second
 const maxFixed = 1 << 16
 
 // Publishing wraps st so that every run it creates or changes (CreateTask(s),
-// UpdateTask(s), SetFinalReward) is published to sink as the store now has it.
+// UpdateTask(s), SetFinalReward, AddWarning) is published to sink as the store now has it.
 // Writes that fail publish nothing, and a failed read-back only loses the
 // event, never the write. Everything else passes through. Safe for
 // concurrent use, as st is.
@@ -30,9 +30,10 @@ const maxFixed = 1 << 16
 // stored is the fields remembered from its creation or a read (CreateTask,
 // QueuedTasks, ActiveTasks, Task, an earlier read-back) with the written
 // ones on top. That holds with several masters sharing the store too, since
-// nobody changes the fixed fields. Only SetFinalReward, which writes one
-// field of a run whose other mutable fields it does not know, and a run not
-// remembered, read the run back. (Profiles of the dispatch benchmark had the
+// nobody changes the fixed fields. Only SetFinalReward and AddWarning, which
+// write one field of a run whose other mutable fields they do not know,
+// and a run not remembered, read the run back (warnings are remembered
+// with the fixed fields; another master's are seen at the next read-back). (Profiles of the dispatch benchmark had the
 // read-back at a third of the master's CPU.)
 //
 // It must be the outermost store of the master: a decorator outside it
@@ -76,9 +77,23 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		MaxRetries: t.MaxRetries, Command: slices.Clone(t.Command), Params: slices.Clone(t.Params),
 		GPUs: t.GPUs, Priority: t.Priority, Env: maps.Clone(t.Env), Tags: slices.Clone(t.Tags),
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
-		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf}
+		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings)}
 	ts.fixed[t.ID] = f
 	return f
+}
+
+// rememberWarnings replaces the warnings remembered of t's run by t's, as
+// read back after AddWarning: the one field besides the fixed ones that no
+// update writes. The remembered copy is replaced, never changed, since
+// events share it.
+func (ts *publisher) rememberWarnings(t *core.Task) {
+	ts.fixedMu.Lock()
+	defer ts.fixedMu.Unlock()
+	if f := ts.fixed[t.ID]; f != nil {
+		g := *f
+		g.Warnings = slices.Clone(t.Warnings)
+		ts.fixed[t.ID] = &g
+	}
 }
 
 // known returns the remembered fixed fields of run id, or nil.
@@ -289,6 +304,16 @@ func (ts *publisher) SetFinalReward(ctx context.Context, id string, v float64) e
 	return nil
 }
 
+// AddWarning appends a warning and publishes the run with it.
+func (ts *publisher) AddWarning(ctx context.Context, id string, w core.Warning) error {
+	defer ts.locks.lock(id)()
+	if err := ts.Store.AddWarning(ctx, id, w); err != nil {
+		return err
+	}
+	ts.publish(ctx, id)
+	return nil
+}
+
 // publish reads run id back and publishes it as stored.
 func (ts *publisher) publish(ctx context.Context, id string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)
@@ -299,6 +324,7 @@ func (ts *publisher) publish(ctx context.Context, id string) {
 	}
 	if !t.Status.Terminal() {
 		ts.remember(&t)
+		ts.rememberWarnings(&t)
 	}
 	ts.sink.TaskChanged(t)
 }

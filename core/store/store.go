@@ -205,6 +205,29 @@ type Store interface {
 	// runs are DISPATCHED or RUNNING. Unknown ids are left out.
 	SweepLimits(ctx context.Context, ids []string) (map[string]core.SweepLimit, error)
 
+	// AddWarning appends w to the run's warnings (core.Task.Warnings), not a
+	// state change: no fence, no other field touched, never lost to a
+	// concurrent UpdateTask. A run that holds core.MaxWarnings already
+	// keeps them and drops w without an error. core.ErrNotFound for an
+	// unknown run.
+	AddWarning(ctx context.Context, id string, w core.Warning) error
+
+	// PutArtifact records a stored version of a run's output file: the row
+	// of (task, attempt, path) is inserted or replaced by a. core.ErrNotFound
+	// for an unknown run.
+	PutArtifact(ctx context.Context, a core.Artifact) error
+	// Artifacts lists a run's files sorted by path: with attempt 0 the
+	// newest version of each path (the row of the highest attempt that has
+	// it), else the rows of that attempt. Never nil; empty for a run (or
+	// attempt) without files, also an unknown one.
+	Artifacts(ctx context.Context, taskID string, attempt int) ([]core.Artifact, error)
+	// Artifact is one row as Artifacts would list it (attempt 0: the
+	// newest); core.ErrNotFound when there is none.
+	Artifact(ctx context.Context, taskID, path string, attempt int) (core.Artifact, error)
+	// ArtifactUsage is what a run keeps: its rows (every attempt's) and the
+	// sum of their sizes, for ARTIFACT_MAX_RUN_BYTES.
+	ArtifactUsage(ctx context.Context, taskID string) (files int, bytes int64, err error)
+
 	// CountByStatus returns how many runs are in each status.
 	CountByStatus(ctx context.Context) (map[core.Status]int, error)
 	Ping(ctx context.Context) error

@@ -85,6 +85,16 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
+// Run is Start for a program that is not a test (the benchmark harness): a
+// server in dir, which the caller stops (Server.Stop).
+func Run(ctx context.Context, dir string) (*Server, error) {
+	bin, err := Weed.Path()
+	if err != nil {
+		return nil, fmt.Errorf("cannot build SeaweedFS: %w", err)
+	}
+	return start(ctx, bin, dir)
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -14,7 +14,7 @@ import (
 // user could join as a worker and forge its reports; with the JWT secret
 // mint an admin token.
 var SecretEnv = []string{"WORKER_JOIN_TOKEN", "WORKER_KEY", "JWT_SECRET", "GATEWAY_SHARED_SECRET",
-	"MYSQL_DSN", "NACOS_PASSWORD", "REDIS_PASSWORD"}
+	"MYSQL_DSN", "NACOS_PASSWORD", "REDIS_PASSWORD", "ARTIFACT_S3_SECRET_KEY"}
 
 // IsSecretEnv reports whether the variable name holds a secret.
 func IsSecretEnv(name string) bool {

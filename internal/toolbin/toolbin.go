@@ -69,6 +69,16 @@ func (tl *Tool) Binary(t testing.TB) string {
 	return tl.bin
 }
 
+// Path is Binary for a program that is not a test (the benchmark harness):
+// the binary's path, or why it cannot be built.
+func (tl *Tool) Path() (string, error) {
+	if b := os.Getenv(tl.Env); b != "" {
+		return b, nil
+	}
+	tl.once.Do(func() { tl.bin, tl.err = tl.build() })
+	return tl.bin, tl.err
+}
+
 // CacheDir is where built tools are kept.
 func CacheDir() (string, error) {
 	if d := os.Getenv("RLSCHED_CACHE_DIR"); d != "" {

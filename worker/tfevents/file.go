@@ -20,6 +20,7 @@ const (
 // for concurrent use.
 type File struct {
 	path string
+	open func() (*os.File, error)
 	r    *Reader
 	buf  []byte
 }
@@ -27,6 +28,14 @@ type File struct {
 // Follow returns a File that reads path from its start. Nothing is opened
 // before the first Poll.
 func Follow(path string) *File { return &File{path: path, r: NewReader()} }
+
+// FollowWith is Follow for a file that open opens (for each Poll): a
+// caller that must not let any component of the path be a symbolic link
+// (the worker, beneath a run's output dir) opens it its own way. open
+// returns an error wrapping fs.ErrNotExist for a file not there yet.
+func FollowWith(path string, open func() (*os.File, error)) *File {
+	return &File{path: path, open: open, r: NewReader()}
+}
 
 // Poll reads what was appended since the last call (up to 16 MiB) and
 // returns the points of the records it completes. A file that does not
@@ -40,7 +49,13 @@ func (f *File) Poll() ([]Point, error) {
 	}
 	// O_NOFOLLOW: a run must not point the worker at a file outside its
 	// output directory; O_NONBLOCK: opening a FIFO must not hang it.
-	fd, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	var fd *os.File
+	var err error
+	if f.open != nil {
+		fd, err = f.open()
+	} else {
+		fd, err = os.OpenFile(f.path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

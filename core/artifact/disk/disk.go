@@ -124,6 +124,64 @@ func (s *Store) Put(ctx context.Context, r io.Reader, size int64) (artifact.Blob
 	return b, nil
 }
 
+// StageDir is where uploads that arrive in pieces (the master's artifact
+// receiver) keep their partial files: tmp/, on the store's file system, so
+// that Adopt is a rename, and shared like the store by every master that
+// shares ARTIFACT_DIR, so that one master resumes what another began. Files
+// left there a day are removed when a store opens.
+func (s *Store) StageDir() string { return s.tmp }
+
+// Adopt commits f, a complete file under StageDir whose digest and size the
+// caller computed as it wrote it, as blob b: it is fsynced and renamed to
+// b's name (or removed when that blob exists already), and the directory
+// fsynced. f is closed in every case. A size that differs from f's is an
+// error and commits nothing; the caller is trusted with the digest, as it
+// is for the bytes (the receiver hashes every byte it writes).
+func (s *Store) Adopt(ctx context.Context, f *os.File, b artifact.Blob) error {
+	committed := false
+	defer func() {
+		f.Close()
+		if !committed {
+			os.Remove(f.Name())
+		}
+	}()
+	if err := artifact.CheckSHA256(b.SHA256); err != nil {
+		return err
+	}
+	if filepath.Dir(f.Name()) != s.tmp {
+		return fmt.Errorf("BUG: cannot adopt %s: not in %s", f.Name(), s.tmp)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("cannot store the artifact: %w", err)
+	}
+	if fi.Size() != b.Size {
+		return fmt.Errorf("cannot adopt %s: it holds %d bytes, not %d: %w", f.Name(), fi.Size(), b.Size, artifact.ErrSize)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dst := s.path(b.SHA256)
+	if _, err := os.Stat(dst); err == nil {
+		return nil // stored before: the deferred cleanup drops the copy
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("cannot flush the artifact to disk: %w", err)
+	}
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("cannot create the artifact directory %s: %w", dir, err)
+	}
+	if err := os.Rename(f.Name(), dst); err != nil {
+		return fmt.Errorf("cannot commit the artifact %s: %w", b.SHA256, err)
+	}
+	committed = true
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("cannot flush the artifact directory %s: %w", dir, err)
+	}
+	return nil
+}
+
 // syncDir makes a rename into dir durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

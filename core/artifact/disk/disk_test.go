@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,5 +107,51 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 func TestOpenEmptyDir(t *testing.T) {
 	if _, err := Open(""); err == nil {
 		t.Fatal("Open(\"\") succeeded, want an error naming ARTIFACT_DIR")
+	}
+}
+
+// Adopt commits a staged file by rename, drops a duplicate, and refuses a
+// size that differs, leaving nothing behind in any case.
+func TestAdopt(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "artifacts")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := func(data string) *os.File {
+		t.Helper()
+		f, err := os.CreateTemp(s.StageDir(), "up-*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(data); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	h := artifact.NewHasher(5)
+	if _, err := io.Copy(io.Discard, h.Reader(t.Context(), strings.NewReader("hello"))); err != nil {
+		t.Fatal(err)
+	}
+	b := h.Sum()
+	for range 2 { // the second is a duplicate
+		if err := s.Adopt(t.Context(), stage("hello"), b); err != nil {
+			t.Fatalf("Adopt: %v", err)
+		}
+	}
+	rc, err := s.Open(t.Context(), b.SHA256, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(got) != "hello" {
+		t.Fatalf("adopted blob holds %q", got)
+	}
+	if err := s.Adopt(t.Context(), stage("hell"), b); !errors.Is(err, artifact.ErrSize) {
+		t.Fatalf("Adopt of a short file: %v, want ErrSize", err)
+	}
+	if left, _ := os.ReadDir(s.StageDir()); len(left) != 0 {
+		t.Fatalf("staged files left behind: %v", left)
 	}
 }

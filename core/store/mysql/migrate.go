@@ -175,6 +175,25 @@ var migrations = [][]string{
 			CONSTRAINT metric_packs_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 7: run outputs (issue 14): the run a run resumes from, its warnings
+	// (a JSON array that AddWarning appends to and no UpdateTask writes;
+	// NULL is none) and the artifact index, one row per (run, path,
+	// attempt). Paths are VARBINARY like every free-form key.
+	{
+		`ALTER TABLE tasks ADD COLUMN resume_from VARCHAR(64) NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN warnings MEDIUMTEXT NULL`,
+		`CREATE TABLE IF NOT EXISTS artifacts (
+			task_id     VARCHAR(64)     NOT NULL,
+			path        VARBINARY(1024) NOT NULL,
+			attempt     INT             NOT NULL,
+			size        BIGINT          NOT NULL,
+			sha256      CHAR(64)        NOT NULL,
+			modified_at BIGINT          NOT NULL,
+			stored_at   BIGINT          NOT NULL,
+			PRIMARY KEY (task_id, path, attempt),
+			CONSTRAINT artifacts_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

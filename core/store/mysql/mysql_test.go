@@ -451,7 +451,8 @@ func TestTakeQueuedDoesNotBlockSubmissions(t *testing.T) {
 	}
 }
 
-// TestTokenVersionMigration: a database from before migration 3 gets the
+// TestTokenVersionMigration: a database from before migration 3 (and the
+// later ones, which migrate applies in order after it) gets the
 // token_version column, 0 for its existing users; and a master that added
 // the column but died before recording the migration leaves a database the
 // next one opens.

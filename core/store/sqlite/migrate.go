@@ -145,6 +145,24 @@ var migrations = []string{
 	-- A sweep's version reads its packs' points from here, not from the
 	-- rows that hold the series.
 	CREATE INDEX metric_packs_points ON metric_packs(task_id, name, points);`,
+	// 8: run outputs (issue 14): the artifact index, the run a run resumes
+	// from, and a run's warnings (a JSON array that AddWarning appends to,
+	// which no UpdateTask writes).
+	`ALTER TABLE tasks ADD COLUMN resume_from TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN warnings TEXT NOT NULL DEFAULT '[]';
+	-- One row per (run, path, attempt): the newest version an attempt
+	-- uploaded. The key serves a run's listing in path order and the
+	-- newest attempt of each path.
+	CREATE TABLE artifacts (
+		task_id     TEXT    NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+		path        TEXT    NOT NULL,
+		attempt     INTEGER NOT NULL,
+		size        INTEGER NOT NULL,
+		sha256      TEXT    NOT NULL,
+		modified_at INTEGER NOT NULL,
+		stored_at   INTEGER NOT NULL,
+		PRIMARY KEY (task_id, path, attempt)
+	) WITHOUT ROWID;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -13,11 +13,11 @@ const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 	attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
 	gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
 	timeout_seconds, created_at, started_at, finished_at, updated_at, fence,
-	git_remote, diff_id, diff_omitted, sweep_id, rerun_of)
-	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?)`
+	git_remote, diff_id, diff_omitted, sweep_id, rerun_of, resume_from)
+	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?)`
 
 // InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
-const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?)`
+const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?)`
 
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
@@ -37,6 +37,9 @@ func PrepareCreate(t *core.Task, now time.Time) (TaskRow, error) {
 	}
 	if (t.SweepID != "" && !core.ValidTaskID(t.SweepID)) || (t.RerunOf != "" && !core.ValidTaskID(t.RerunOf)) {
 		return TaskRow{}, fmt.Errorf("cannot create run %s: invalid sweep or rerun id", t.ID)
+	}
+	if t.ResumeFrom != "" && !core.ValidTaskID(t.ResumeFrom) {
+		return TaskRow{}, fmt.Errorf("cannot create run %s: invalid resumeFrom %.80q", t.ID, t.ResumeFrom)
 	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
@@ -58,7 +61,7 @@ func InsertArgs(t *core.Task, r TaskRow) []any {
 		t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
 		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
 		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence,
-		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf}
+		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf, t.ResumeFrom}
 }
 
 // PreparedUpdate is one row of a batch update, encoded.

@@ -86,4 +86,5 @@ func Normalize(t *core.Task, r TaskRow) {
 	t.CreatedAt, t.UpdatedAt = Time(r.Created), Time(r.Updated)
 	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
 	t.Code.HasDiff = t.Code.DiffID != ""
+	t.Warnings = []core.Warning{} // a new run has none; AddWarning alone adds them
 }

@@ -1,0 +1,244 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// outDir is a run's output dir as the worker reads and restores it: every
+// path is opened one component at a time from the dir's own descriptor,
+// each with O_NOFOLLOW, so a symbolic link anywhere in a path is never
+// followed and nothing outside the dir is ever opened, whatever the run
+// (an untrusted program, under its own uid or the worker's) does to its
+// files meanwhile. Paths are core.CheckArtifactPath's: no "..", no empty
+// element.
+//
+// Its methods are safe for concurrent use (they share only the dir's
+// descriptor, which close ends).
+type outDir struct {
+	path string // for messages only: never resolved again
+	fd   int
+}
+
+// maxDepth bounds the directories a walk descends.
+const maxDepth = 64
+
+// openOutDir opens the run's dir, which the worker has just made.
+func openOutDir(path string) (*outDir, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the output dir %s: %w", path, err)
+	}
+	return &outDir{path: path, fd: fd}, nil
+}
+
+func (d *outDir) close() { unix.Close(d.fd) }
+
+// dirAt opens the directory of rel's parent elements (made, owned by id,
+// when mkdir) and returns its descriptor and rel's last element. The
+// caller closes the descriptor unless it is d.fd.
+func (d *outDir) dirAt(rel string, mkdir bool, id *runIdentity) (int, string, error) {
+	if err := core.CheckArtifactPath(rel); err != nil {
+		return -1, "", err
+	}
+	elems := strings.Split(rel, "/")
+	dir := d.fd
+	for _, e := range elems[:len(elems)-1] {
+		if mkdir {
+			err := unix.Mkdirat(dir, e, 0o755)
+			if err == nil && id != nil {
+				err = unix.Fchownat(dir, e, int(id.uid), int(id.gid), unix.AT_SYMLINK_NOFOLLOW)
+			}
+			if err != nil && !errors.Is(err, unix.EEXIST) {
+				d.closeDir(dir)
+				return -1, "", fmt.Errorf("cannot create %s in the output dir: %w", e, err)
+			}
+		}
+		next, err := unix.Openat(dir, e, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		d.closeDir(dir)
+		if err != nil {
+			return -1, "", notBeneath(rel, err)
+		}
+		dir = next
+	}
+	return dir, elems[len(elems)-1], nil
+}
+
+func (d *outDir) closeDir(fd int) {
+	if fd != d.fd {
+		unix.Close(fd)
+	}
+}
+
+// notBeneath says a path could not be opened; a symbolic link (ELOOP, or
+// ENOTDIR for a link where a directory should be) is named as such.
+func notBeneath(rel string, err error) error {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		return fmt.Errorf("cannot open %s: a symbolic link or non-directory on the way (never followed): %w", rel, err)
+	}
+	if errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("cannot open %s: %w", rel, fs.ErrNotExist)
+	}
+	return fmt.Errorf("cannot open %s: %w", rel, err)
+}
+
+// open opens the regular file rel for reading. O_NONBLOCK: a FIFO the run
+// put there must not hang the worker (and is then refused as not regular).
+func (d *outDir) open(rel string) (*os.File, error) {
+	dir, name, err := d.dirAt(rel, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer d.closeDir(dir)
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, notBeneath(rel, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot read %s: %w", rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("cannot read %s: not a regular file", rel)
+	}
+	return f, nil
+}
+
+// create makes the file rel (and its missing parents), owned by id, for a
+// restore: it must not exist (O_EXCL; the dir is new).
+func (d *outDir) create(rel string, id *runIdentity) (*os.File, error) {
+	dir, name, err := d.dirAt(rel, true, id)
+	if err != nil {
+		return nil, err
+	}
+	defer d.closeDir(dir)
+	fd, err := unix.Openat(dir, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, notBeneath(rel, err)
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	if id != nil {
+		if err := f.Chown(int(id.uid), int(id.gid)); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cannot give %s to %s: %w", rel, id, err)
+		}
+	}
+	return f, nil
+}
+
+// remove deletes the file rel (a restore that failed).
+func (d *outDir) remove(rel string) {
+	if dir, name, err := d.dirAt(rel, false, nil); err == nil {
+		_ = unix.Unlinkat(dir, name, 0)
+		d.closeDir(dir)
+	}
+}
+
+// setMtime sets rel's mtime (not following a link), so that a restored
+// file counts as the version it was uploaded as.
+func (d *outDir) setMtime(rel string, modNs int64) error {
+	dir, name, err := d.dirAt(rel, false, nil)
+	if err != nil {
+		return err
+	}
+	defer d.closeDir(dir)
+	ts := unix.NsecToTimespec(modNs)
+	return unix.UtimesNanoAt(dir, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// fileVer is a version of a file: its size and mtime.
+type fileVer struct{ size, modNs int64 }
+
+func verOf(fi fs.FileInfo) fileVer { return fileVer{fi.Size(), fi.ModTime().UnixNano()} }
+
+// walked is a regular file a walk found.
+type walked struct {
+	rel string
+	ver fileVer
+}
+
+// walk lists the regular files under the dir, in path order, at most max
+// of them (truncated then says so), and of those only the ones whose name
+// keep accepts (nil: all); symbolic links, devices, FIFOs and sockets are
+// skipped, as are names CheckArtifactPath refuses (skipped counts those).
+// Each directory is opened from its parent's descriptor with O_NOFOLLOW.
+func (d *outDir) walk(max int, keep func(name string) bool) (files []walked, skipped int, truncated bool, err error) {
+	type frame struct {
+		fd  int
+		rel string
+	}
+	// A new open of the dir, not a dup: a dup shares the directory's read
+	// offset with every other walk.
+	dup, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("cannot read the output dir: %w", err)
+	}
+	stack := []frame{{dup, ""}}
+	for len(stack) > 0 {
+		fr := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		dir := os.NewFile(uintptr(fr.fd), d.path+"/"+fr.rel)
+		ents, rerr := dir.ReadDir(-1)
+		for _, e := range ents {
+			rel := e.Name()
+			if fr.rel != "" {
+				rel = fr.rel + "/" + e.Name()
+			}
+			if core.CheckArtifactPath(rel) != nil {
+				skipped++
+				continue
+			}
+			switch {
+			case e.IsDir():
+				if strings.Count(rel, "/") >= maxDepth {
+					skipped++
+					continue
+				}
+				fd, err := unix.Openat(fr.fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				if err == nil {
+					stack = append(stack, frame{fd, rel})
+				}
+			case e.Type().IsRegular():
+				if keep != nil && !keep(e.Name()) {
+					continue
+				}
+				if len(files) >= max {
+					truncated = true
+					continue
+				}
+				var st unix.Stat_t
+				if err := unix.Fstatat(fr.fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+					continue // gone, or replaced since the listing
+				}
+				files = append(files, walked{rel, fileVer{st.Size, statMtime(&st).UnixNano()}})
+			}
+		}
+		dir.Close()
+		if rerr != nil && fr.rel == "" {
+			for _, f := range stack {
+				unix.Close(f.fd)
+			}
+			return nil, 0, false, fmt.Errorf("cannot read the output dir: %w", rerr)
+		}
+	}
+	slices.SortFunc(files, func(a, b walked) int { return strings.Compare(a.rel, b.rel) })
+	return files, skipped, truncated, nil
+}
+
+// statMtime is a stat's mtime.
+func statMtime(st *unix.Stat_t) time.Time {
+	sec, nsec := st.Mtim.Unix()
+	return time.Unix(sec, nsec)
+}

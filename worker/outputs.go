@@ -1,0 +1,529 @@
+package worker
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/backoff"
+)
+
+// The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
+// run (outputs.run) walks the dir every Config.ArtifactSync and once more
+// when the run has ended, and sends every regular file whose version
+// (size, mtime) it has not stored yet, as ArtifactChunks of at most
+// artifactChunk bytes. The connection's writer takes the chunks after the
+// runs' logs (collectOutputs), within the artifact window the master
+// grants (HelloAck.artifact_window, ArtifactAck.window), so output never
+// takes the room of logs. TaskFinished waits for the last sync, so a
+// finished run's outputs are complete, as its log is.
+//
+// A file that changes while it is read (its size or mtime differ after a
+// chunk) is torn: given up, and sent again at the next sync; at the end it
+// is tried finalTries times, the last time sent as read and marked
+// changing. Uploads resume by offset after a reconnect, as logs do: the
+// master answers "gap" with what it has (0 when it has nothing).
+
+const (
+	// artifactChunk is the largest ArtifactChunk payload (the master's
+	// artifactpipe.MaxChunk).
+	artifactChunk = 1 << 20
+	// artifactWindow is the worker's own bound on the artifact bytes sent
+	// and not acked on a connection, and its default; a master may grant
+	// less or more, up to maxArtifactWindow.
+	artifactWindow    = 8 << 20
+	maxArtifactWindow = 16 << 20
+	// artifactBudget bounds the chunk bytes one writer pass collects.
+	artifactBudget = 4 << 20
+	// maxUploads bounds the files of one run on their way at once (small
+	// files pipeline; a large one takes the window).
+	maxUploads = 32
+	// maxReadyChunks bounds the chunks one run has read ahead of the
+	// writer: the memory of an upload is this many chunks.
+	maxReadyChunks = 4
+	// maxWalk bounds the files one sync looks at.
+	maxWalk = 200_000
+	// finalTries is how often the last sync tries a file that changes
+	// while it is read.
+	finalTries = 3
+	// defaultArtifactSync is Config.ArtifactSync's default
+	// (ARTIFACT_SYNC_SECONDS).
+	defaultArtifactSync = 30 * time.Second
+)
+
+// Results of an upload.
+const (
+	upDone    = "done"
+	upTorn    = "torn"
+	upFenced  = "fenced"
+	upStopped = "stopped"
+)
+
+// outputs is one run's output dir on its way to the master. Its fields
+// after mu-guarded are guarded by agent.mu; known and tries belong to the
+// uploader goroutine.
+type outputs struct {
+	a     *agent
+	r     *run
+	dir   *outDir
+	every time.Duration
+	final chan struct{} // closed when the run ended: the last sync
+	quit  chan struct{} // closed when the run is forgotten or the worker stops
+	tbEnd chan struct{} // closed when the TensorBoard reader did its last poll
+
+	// Guarded by agent.mu.
+	ups        map[string]*upload
+	ready      int  // chunks read and not yet collected, all uploads
+	finished   bool // the last sync is over: TaskFinished may go
+	stopped    bool
+	started    bool // the goroutines run (and the uploader closes the dir when it ends)
+	dirClosed  bool
+	metrics    []*pb.Metric
+	dropped    int // TensorBoard frames dropped while the queue was full
+	restoreAck *pb.ArtifactAck
+	restoreCh  chan restoreItem // chunks and refusals of the restore
+
+	// Uploader goroutine only.
+	known map[string]fileVer // versions stored (or refused for good)
+}
+
+// upload is one version of one file on its way. Guarded by agent.mu, but f,
+// which only the uploader goroutine reads.
+type upload struct {
+	path     string
+	ver      fileVer
+	f        *os.File
+	next     uint64 // offset of the next chunk to read
+	sent     uint64 // end of what the writer sent in this session
+	acked    uint64
+	eof      bool // the last chunk is read
+	ready    []*pb.ArtifactChunk
+	gen      uint64 // the session (agent.outGen) next, sent and ready are for
+	result   string // "" while on its way, else upDone... or the master's refusal
+	changing bool   // the last try at the run's end: sent as read
+	retryAt  time.Time
+	busy     backoff.Backoff
+}
+
+func newOutputs(a *agent, r *run, dir *outDir) *outputs {
+	return &outputs{a: a, r: r, dir: dir, every: a.cfg.ArtifactSync, final: make(chan struct{}), quit: make(chan struct{}),
+		tbEnd: make(chan struct{}), ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64)}
+}
+
+// startLocked starts the uploader and the TensorBoard reader once the
+// run's process started. Caller holds agent.mu.
+func (o *outputs) startLocked() {
+	if o.started {
+		return
+	}
+	o.started = true
+	go o.run()
+	go o.followTensorBoard()
+}
+
+// endLocked starts the last sync (the run ended). Caller holds agent.mu.
+func (o *outputs) endLocked() {
+	if !o.started {
+		o.finished = true
+		o.closeDirLocked()
+		return
+	}
+	select {
+	case <-o.final:
+	default:
+		close(o.final)
+	}
+}
+
+// stopLocked gives up the uploads: the run is forgotten (killed, fenced,
+// lost) or the worker stops. Caller holds agent.mu.
+func (o *outputs) stopLocked() {
+	if o.stopped {
+		return
+	}
+	o.stopped = true
+	close(o.quit)
+	if !o.started && !o.r.restoring { // a restore still uses it: unprepare closes it
+		o.closeDirLocked()
+	}
+	o.a.outCond.Broadcast()
+}
+
+// closeDirLocked closes the dir of outputs that never started, once.
+func (o *outputs) closeDirLocked() {
+	if !o.dirClosed {
+		o.dirClosed = true
+		o.dir.close()
+	}
+}
+
+// doneLocked reports whether TaskFinished may go: the last sync is over
+// (or will never come). Caller holds agent.mu.
+func (o *outputs) doneLocked() bool { return o == nil || o.finished || o.stopped }
+
+// run is the uploader goroutine.
+func (o *outputs) run() {
+	defer func() {
+		<-o.tbEnd
+		o.dir.close()
+	}()
+	tick := time.NewTicker(o.every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-o.quit:
+			return
+		case <-o.final:
+			o.sync(true)
+			<-o.tbEnd // its last points go before TaskFinished
+			o.a.mu.Lock()
+			o.finished = true
+			o.a.kickLocked()
+			o.a.mu.Unlock()
+			return
+		case <-tick.C:
+			o.sync(false)
+		}
+	}
+}
+
+// sync sends what changed since the last one.
+func (o *outputs) sync(final bool) {
+	files, skipped, truncated, err := o.dir.walk(maxWalk, nil)
+	if err != nil {
+		o.r.log.Warn().Err(err).Msg("cannot list the run's output dir")
+		return
+	}
+	if skipped > 0 || truncated {
+		o.r.log.Warn().Int("skipped", skipped).Bool("truncated", truncated).Int("files", len(files)).
+			Msg("some files of the output dir are not uploaded: names rlsched refuses (control characters, over 1024 bytes), too deep, or past the first 200,000")
+	}
+	todo := files[:0]
+	for _, w := range files {
+		if o.known[w.rel] != w.ver {
+			todo = append(todo, w)
+		}
+	}
+	for try := 1; len(todo) > 0; try++ {
+		torn := o.upload(todo, final && try == finalTries)
+		if !final || try == finalTries {
+			return
+		}
+		todo = torn
+	}
+}
+
+// upload sends the files of list (at most maxUploads at once) and returns
+// those that were torn.
+func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
+	a := o.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := 0
+	for {
+		if o.stopped {
+			for _, u := range o.ups {
+				o.endLocked2(u, upStopped)
+			}
+			return nil
+		}
+		// Answers first, then new uploads in the room they left: a wait
+		// with nothing on its way would never be woken.
+		for p, u := range o.ups {
+			if u.result == "" {
+				continue
+			}
+			switch {
+			case u.result == upDone:
+				o.known[p] = u.ver
+			case u.result == upTorn:
+				torn = append(torn, walked{p, u.ver})
+			case u.result == upFenced:
+				o.r.log.Warn().Msg("the master refused the run's outputs as fenced: no longer uploading them")
+				o.stopLocked()
+			case len(u.result) > 9 && u.result[:9] == "refused: ":
+				o.known[p] = u.ver // never this version again
+				o.r.log.Info().Str("path", p).Str("why", u.result[9:]).Msg("the master does not keep an output file")
+			default:
+				o.r.log.Warn().Str("path", p).Str("why", u.result).Msg("the master could not store an output file; trying again at the next sync")
+			}
+			o.endLocked2(u, u.result)
+		}
+		for next < len(list) && len(o.ups) < maxUploads {
+			w := list[next]
+			next++
+			a.mu.Unlock()
+			f, ver, err := o.openVersion(w.rel)
+			a.mu.Lock()
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					o.r.log.Info().Err(err).Msg("not uploading an output file")
+				}
+				continue
+			}
+			if o.known[w.rel] == ver {
+				f.Close()
+				continue
+			}
+			o.ups[w.rel] = &upload{path: w.rel, ver: ver, f: f, gen: a.outGen, changing: changing}
+		}
+		if next == len(list) && len(o.ups) == 0 {
+			return torn
+		}
+		if u := o.wantsChunkLocked(); u != nil {
+			o.readLocked(u)
+			continue
+		}
+		if !o.answeredLocked() { // an answer that came while the lock was let go woke nobody
+			a.outCond.Wait()
+		}
+	}
+}
+
+// answeredLocked reports whether an upload has its answer.
+func (o *outputs) answeredLocked() bool {
+	for _, u := range o.ups {
+		if u.result != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// endLocked2 closes an upload and removes it.
+func (o *outputs) endLocked2(u *upload, result string) {
+	u.result = result
+	if u.f != nil {
+		u.f.Close()
+		u.f = nil
+	}
+	o.dropReadyLocked(u)
+	delete(o.ups, u.path)
+}
+
+// openVersion opens rel and returns its version, from the open file.
+func (o *outputs) openVersion(rel string) (*os.File, fileVer, error) {
+	f, err := o.dir.open(rel)
+	if err != nil {
+		return nil, fileVer{}, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fileVer{}, err
+	}
+	return f, verOf(fi), nil
+}
+
+// wantsChunkLocked picks an upload that may read its next chunk now: it
+// has room ahead of the writer, is not paused, and the worker is joined.
+func (o *outputs) wantsChunkLocked() *upload {
+	if o.a.sess == nil || o.ready >= maxReadyChunks {
+		return nil
+	}
+	now := time.Now()
+	for _, u := range o.ups {
+		if u.result == "" && !u.eof && len(u.ready) < 2 && !now.Before(u.retryAt) && u.gen == o.a.outGen {
+			return u
+		}
+	}
+	return nil
+}
+
+// readLocked reads u's next chunk (without the lock) and queues it for the
+// writer, unless u was rewound or ended meanwhile. A version that changed
+// is torn, except on the last try (changing), which sends what it reads.
+// Caller holds agent.mu.
+func (o *outputs) readLocked(u *upload) {
+	a := o.a
+	off, gen, f := u.next, u.gen, u.f
+	n := int(min(uint64(artifactChunk), uint64(max(u.ver.size, 0))-min(off, uint64(max(u.ver.size, 0)))))
+	a.mu.Unlock()
+	buf := getChunkBuf()[:n]
+	got, rerr := f.ReadAt(buf, int64(off))
+	torn := false
+	if !u.changing {
+		fi, err := f.Stat()
+		torn = err != nil || verOf(fi) != u.ver || got < n
+	}
+	a.mu.Lock()
+	if u.result != "" || u.gen != gen || u.next != off {
+		putChunkBuf(buf)
+		return // rewound or ended while reading
+	}
+	switch {
+	case rerr != nil && !errors.Is(rerr, io.EOF):
+		putChunkBuf(buf)
+		u.result = "failed: cannot read it on the worker: " + rerr.Error()
+		return
+	case torn:
+		putChunkBuf(buf)
+		u.result = upTorn
+		return
+	}
+	last := off+uint64(got) >= uint64(u.ver.size) || got < n
+	c := &pb.ArtifactChunk{TaskId: o.r.id, Attempt: o.r.attempt, Fence: o.r.fence, Path: u.path, Offset: off, Data: buf[:got],
+		Last: last, Size: u.ver.size, ModifiedUnixNs: u.ver.modNs, Changing: last && u.changing}
+	u.ready = append(u.ready, c)
+	u.next += uint64(got)
+	u.eof = last
+	o.ready++
+	a.kickLocked()
+}
+
+// dropReadyLocked throws away u's chunks not yet sent.
+func (o *outputs) dropReadyLocked(u *upload) {
+	for _, c := range u.ready {
+		putChunkBuf(c.Data)
+	}
+	o.ready -= len(u.ready)
+	u.ready = nil
+}
+
+// rewindLocked makes u send again from offset (a new session, a gap, a busy
+// refusal).
+func (o *outputs) rewindLocked(u *upload, offset uint64) {
+	o.dropReadyLocked(u)
+	u.next, u.sent, u.eof, u.gen = offset, offset, false, o.a.outGen
+}
+
+// artifactAck handles a master's ArtifactAck. Reader goroutine.
+func (a *agent) artifactAck(m *pb.ArtifactAck) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w := m.GetWindow(); w > 0 {
+		a.artWindow = min(max(int(w), 1), maxArtifactWindow)
+	}
+	r := a.runs[m.GetTaskId()]
+	if r == nil || r.attempt != m.GetAttempt() || r.outs == nil {
+		return
+	}
+	o := r.outs
+	if m.GetRestore() {
+		o.restoreRefused(m) // restore.go
+		return
+	}
+	u := o.ups[m.GetPath()]
+	if u == nil || u.ver != (fileVer{m.GetSize(), m.GetModifiedUnixNs()}) || u.result != "" {
+		return // an older version's, or one already answered
+	}
+	switch e := m.GetError(); {
+	case e == "":
+		u.acked = max(u.acked, m.GetOffset())
+		u.busy.Reset()
+		if m.GetDone() {
+			u.result = upDone
+		}
+	case e == "gap":
+		// The master has Offset bytes (a new master may have none).
+		u.acked = m.GetOffset()
+		o.rewindLocked(u, m.GetOffset())
+	case e == "busy":
+		o.rewindLocked(u, max(u.acked, m.GetOffset()))
+		u.busy.Min, u.busy.Max = busyBackoffMin, busyBackoffMax
+		d := u.busy.Delay()
+		u.retryAt = time.Now().Add(d)
+		time.AfterFunc(d, a.wakeOutputs)
+	case e == "fenced":
+		u.result = upFenced
+	default: // "refused: …" or "failed: …"
+		u.result = e
+	}
+	a.outCond.Broadcast()
+	a.kickLocked()
+}
+
+// wakeOutputs wakes the uploaders (a pause ended).
+func (a *agent) wakeOutputs() {
+	a.mu.Lock()
+	a.outCond.Broadcast()
+	a.mu.Unlock()
+}
+
+// rewindOutputsLocked starts every upload and restore again from what the
+// master acked, for a new session. Caller holds agent.mu.
+func (a *agent) rewindOutputsLocked() {
+	a.outGen++
+	for _, r := range a.runs {
+		if o := r.outs; o != nil {
+			for _, u := range o.ups {
+				o.rewindLocked(u, u.acked)
+			}
+			o.restoreAck = nil
+		}
+	}
+	a.outCond.Broadcast()
+}
+
+// collectOutputsLocked appends, after every run's logs, each run's
+// restore request, its TensorBoard points and its chunks, the chunks while
+// the connection's artifact window has room. Caller holds agent.mu.
+func (a *agent) collectOutputsLocked(msgs []proto.Message) []proto.Message {
+	window := a.artWindow
+	if window <= 0 {
+		window = artifactWindow
+	}
+	inflight := 0
+	for _, r := range a.runs {
+		if o := r.outs; o != nil {
+			for _, u := range o.ups {
+				if u.gen == a.outGen && u.sent > u.acked {
+					inflight += int(u.sent - u.acked)
+				}
+			}
+		}
+	}
+	used, popped := 0, false
+	for _, r := range a.runs {
+		o := r.outs
+		if o == nil {
+			continue
+		}
+		if o.restoreAck != nil {
+			msgs = append(msgs, o.restoreAck)
+			o.restoreAck = nil
+		}
+		if len(o.metrics) > 0 {
+			n := min(len(o.metrics), maxMetricFrames)
+			for _, m := range o.metrics[:n] {
+				msgs = append(msgs, m)
+			}
+			o.metrics = append(o.metrics[:0], o.metrics[n:]...)
+		}
+		for _, u := range o.ups {
+			for len(u.ready) > 0 && used < artifactBudget && (inflight == 0 || inflight+len(u.ready[0].Data) <= window) {
+				c := u.ready[0]
+				u.ready[0] = nil
+				u.ready = u.ready[1:]
+				o.ready--
+				msgs = append(msgs, c)
+				u.sent = c.Offset + uint64(len(c.Data))
+				inflight += len(c.Data)
+				used += len(c.Data)
+				popped = true
+			}
+		}
+	}
+	if popped {
+		a.outCond.Broadcast()
+	}
+	return msgs
+}
+
+// Chunk buffers are reused once written to the connection.
+var chunkBufs = sync.Pool{New: func() any { b := make([]byte, artifactChunk); return &b }}
+
+func getChunkBuf() []byte { return (*chunkBufs.Get().(*[]byte))[:artifactChunk] }
+
+func putChunkBuf(b []byte) {
+	if cap(b) == artifactChunk {
+		b = b[:artifactChunk]
+		chunkBufs.Put(&b)
+	}
+}

@@ -1,0 +1,214 @@
+package worker
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/codec/pb"
+)
+
+func fastSync(c *Config) { c.ArtifactSync = 50 * time.Millisecond }
+
+// A run's regular files are all stored before its TaskFinished is sent;
+// symbolic links (to files or directories outside) and FIFOs are not
+// followed or read.
+func TestOutputsStoredBeforeTaskFinished(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, nil) // the default sync (30 s): only the last one runs
+	mc := m.next(t)
+	script := `set -e
+cd "$RLSCHED_OUTPUT_DIR"
+echo '{"episode":10}' > checkpoint.json
+mkdir -p a/b
+head -c 2621440 /dev/zero | tr '\0' 'q' > a/b/big.bin
+: > empty
+ln -s /etc/passwd passwd
+ln -s /etc etc
+mkfifo fifo`
+	mc.send(&pb.ExecuteTask{TaskId: "t-out", Attempt: 1, Fence: 3, Argv: []string{"sh", "-c", script}})
+	mc.started(t, "t-out")
+	fin := mc.finished(t, "t-out", 30*time.Second)
+	if fin.GetExitCode() != 0 {
+		t.Fatalf("run failed: %v, log %q", fin, m.log("t-out", 1))
+	}
+	// TaskFinished came after the last file's done answer.
+	if f := m.file("t-out", 1, "checkpoint.json"); f == nil || string(f.data) != "{\"episode\":10}\n" {
+		t.Fatalf("checkpoint.json: %+v", f)
+	}
+	if f := m.file("t-out", 1, "a/b/big.bin"); f == nil || len(f.data) != 2621440 || bytes.Count(f.data, []byte("q")) != 2621440 {
+		t.Fatal("a/b/big.bin not stored whole")
+	}
+	if f := m.file("t-out", 1, "empty"); f == nil || len(f.data) != 0 {
+		t.Fatalf("an empty file: %+v", f)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.files {
+		if strings.Contains(k, "passwd") || strings.Contains(k, "etc") || strings.Contains(k, "fifo") {
+			t.Fatalf("%s was uploaded: links and FIFOs must not be", k)
+		}
+	}
+	if len(m.files) != 3 {
+		t.Fatalf("uploaded %d files, want 3", len(m.files))
+	}
+}
+
+// A file rewritten while the syncs read it is never stored torn: what is
+// stored at the end is its final content.
+func TestOutputsNeverTorn(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, fastSync)
+	mc := m.next(t)
+	script := `cd "$RLSCHED_OUTPUT_DIR"
+i=0; while [ $i -lt 200 ]; do head -c $(( (i % 7 + 1) * 300000 )) /dev/zero | tr '\0' "$((i % 10))" > state.bin; i=$((i+1)); done
+echo final > state.bin`
+	mc.send(&pb.ExecuteTask{TaskId: "t-torn", Attempt: 1, Fence: 1, Argv: []string{"sh", "-c", script}})
+	mc.started(t, "t-torn")
+	mc.finished(t, "t-torn", 60*time.Second)
+	if f := m.file("t-torn", 1, "state.bin"); f == nil || string(f.data) != "final\n" || f.changing {
+		t.Fatalf("state.bin stored as %+v, want its final content", f)
+	}
+}
+
+// A file that keeps changing after the run's process ended (a process that
+// left its group keeps writing it) is sent as last read, marked changing,
+// after finalTries tries; the run's TaskFinished still goes.
+func TestOutputsChangingAtTheEnd(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, func(c *Config) { c.RunAs = RunAsNone })
+	mc := m.next(t)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	script := `cd "$RLSCHED_OUTPUT_DIR"
+setsid sh -c 'echo $$ > "$1"; head -c 20000000 /dev/zero | tr "\0" x > grow.txt; touch started; while :; do echo x >> grow.txt; done' sh "$1" </dev/null >/dev/null 2>&1 &
+while [ ! -e started ]; do sleep 0.01; done`
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	mc.send(&pb.ExecuteTask{TaskId: "t-grow", Attempt: 1, Fence: 1, Argv: []string{"sh", "-c", script, "sh", pidFile}})
+	mc.started(t, "t-grow")
+	mc.finished(t, "t-grow", 60*time.Second)
+	f := m.file("t-grow", 1, "grow.txt")
+	if f == nil || !f.changing || len(f.data) < 20000000 || strings.Trim(string(f.data), "x\n") != "" {
+		if f != nil {
+			f.data = f.data[:min(len(f.data), 40)]
+		}
+		t.Fatalf("a file that keeps changing: %+v, want it sent as read and marked changing", f)
+	}
+}
+
+// An upload cut by a lost connection resumes from what the master acked on
+// the next one, and the file arrives whole.
+func TestOutputsResumeAfterReconnect(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	m.setAck(func(*pb.Hello) *pb.HelloAck {
+		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: 30_000, MasterId: "m1", ArtifactWindow: 1 << 20}
+	})
+	cfg := startWorker(t, m, fastSync)
+	mc := m.next(t)
+	mc.holdChunksFrom.Store(3 << 20)
+	script := `cd "$RLSCHED_OUTPUT_DIR"
+head -c 8388608 /dev/urandom > model.bin
+while [ ! -e go ]; do sleep 0.02; done`
+	mc.send(&pb.ExecuteTask{TaskId: "t-rs", Attempt: 1, Fence: 1, Argv: []string{"sh", "-c", script}})
+	mc.started(t, "t-rs")
+	waitFor(t, 30*time.Second, "3 MiB of model.bin stored", func() bool { return m.partial("t-rs", 1, "model.bin") >= 3<<20 })
+	mc.c.Close()
+	mc2 := m.next(t)
+	dir := filepath.Join(cfg.DataDir, "outputs", "t-rs", "1")
+	want, err := os.ReadFile(filepath.Join(dir, "model.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mc2.finished(t, "t-rs", 60*time.Second)
+	if f := m.file("t-rs", 1, "model.bin"); f == nil || !bytes.Equal(f.data, want) {
+		t.Fatal("model.bin did not arrive whole after the reconnect")
+	}
+}
+
+// A resumed attempt starts with its restored files, owned by its uid, with
+// their mtimes, and RLSCHED_RESUME=1; a file whose bytes do not match its
+// digest is left out; restored files are not sent back.
+func TestRestoreBeforeStart(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, fastSync)
+	mc := m.next(t)
+	ckpt := []byte(`{"episode":40}`)
+	big := bytes.Repeat([]byte("restore!"), 3<<17) // 3 MiB
+	m.setRestore("checkpoint.json", ckpt)
+	m.setRestore("deep/dir/model.bin", big)
+	m.setRestore("bad.bin", []byte("not what the digest says"))
+	digest := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	mod := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+	files := []*pb.RestoreFile{
+		{Path: "bad.bin", Size: 24, Sha256: digest([]byte("something else entirely")), ModifiedUnixNs: mod.UnixNano()},
+		{Path: "checkpoint.json", Size: int64(len(ckpt)), Sha256: digest(ckpt), ModifiedUnixNs: mod.UnixNano()},
+		{Path: "deep/dir/model.bin", Size: int64(len(big)), Sha256: digest(big), ModifiedUnixNs: mod.UnixNano()},
+	}
+	script := `cd "$RLSCHED_OUTPUT_DIR"
+echo "resume=$RLSCHED_RESUME"
+cat checkpoint.json; echo
+wc -c < deep/dir/model.bin
+[ -e bad.bin ] && echo "bad.bin is there"
+[ "$(stat -c %u checkpoint.json)" = "$(id -u)" ] && [ "$(stat -c %u deep/dir)" = "$(id -u)" ] && echo owned
+stat -c %Y checkpoint.json
+sleep 0.3`
+	mc.send(&pb.ExecuteTask{TaskId: "t-res", Attempt: 2, Fence: 5, Argv: []string{"sh", "-c", script}, Resume: true, Restore: files})
+	mc.started(t, "t-res")
+	mc.finished(t, "t-res", 60*time.Second)
+	want := fmt.Sprintf("resume=1\n{\"episode\":40}\n%d\nowned\n%d\n", len(big), mod.Unix())
+	if got := m.log("t-res", 2); got != want {
+		t.Fatalf("the resumed run printed %q, want %q", got, want)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.files) != 0 {
+		t.Fatalf("restored files were sent back: %v", m.files)
+	}
+}
+
+// An output dir of 100,000 small files: the master keeps its first 10,000
+// and refuses the others; each refused file is sent once, the run ends, and
+// its TaskFinished goes.
+func TestOutputsManySmallFiles(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	m.mu.Lock()
+	m.maxFiles = 10_000
+	m.mu.Unlock()
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	script := `import os
+d = os.environ["RLSCHED_OUTPUT_DIR"]
+for i in range(100):
+    os.mkdir(os.path.join(d, "d%d" % i))
+    for j in range(1000):
+        with open(os.path.join(d, "d%d" % i, "f%d" % j), "w") as f:
+            f.write("x")
+`
+	mc.send(&pb.ExecuteTask{TaskId: "t-many", Attempt: 1, Fence: 1, Argv: []string{"python3", "-c", script}})
+	mc.started(t, "t-many")
+	fin := mc.finished(t, "t-many", 5*time.Minute)
+	if fin.GetExitCode() != 0 {
+		t.Fatalf("run failed: %v, log %q", fin, m.log("t-many", 1))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.files) != 10_000 || m.refusedFiles != 90_000 {
+		t.Fatalf("%d files kept and %d refusals, want 10,000 and one refusal for each of the other 90,000", len(m.files), m.refusedFiles)
+	}
+}
