@@ -82,7 +82,8 @@ func (e *env) startMaster(c masterConf) (*rlMaster, error) {
 	m.cmd.Env = append(os.Environ(),
 		"JWT_SECRET="+benchJWTSecret, "WORKER_JOIN_TOKEN="+benchJoinToken,
 		"WORKER_HB_TTL_SECONDS="+strconv.Itoa(c.hbTTL), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(c.taskTTL),
-		"LOG_FORMAT=json")
+		// The bench user registers itself (a standalone master is closed).
+		"LOG_FORMAT=json", "REGISTRATION=open")
 	m.cmd.Env = append(m.cmd.Env, c.env...)
 	if e.profDir != "" {
 		m.cmd.Env = append(m.cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
