@@ -184,6 +184,7 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 		}
 	}
 	a.renewedLocked(helloSent) // the runs the master kept
+	s.renewed = helloSent
 	for _, r := range a.runs {
 		r.sent = r.out.Acked()
 		r.finSent = false
@@ -335,6 +336,9 @@ func (a *agent) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 	}
 	if sent, ok := s.hbSent[m.GetSeq()]; ok {
 		a.renewedLocked(sent) // the runs not lost
+		if sent.boot > s.renewed.boot {
+			s.renewed = sent
+		}
 		for seq := range s.hbSent {
 			if seq <= m.GetSeq() {
 				delete(s.hbSent, seq)
