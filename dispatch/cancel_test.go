@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/logpipe"
 )
 
@@ -127,5 +128,46 @@ func TestRecoveredRunForgottenWhenItEnds(t *testing.T) {
 	m2.RemoteTaskChanged(h.task(t, run.ID))
 	if lists() {
 		t.Fatalf("m2 still lists the ended run: %+v", m2.Workers())
+	}
+}
+
+// TestRunRequeuedElsewhereLeavesConnectedWorker: another master's reaper
+// requeues a run placed here whose worker is connected here but never
+// reported it (it refused the ExecuteTask as past its lease, issue 11).
+// This master must drop its dead claim, so the worker's slot is free and
+// the run is scheduled again: it once kept the claim for good, the run
+// QUEUED ("waits: starting on w1") and the worker idle.
+func TestRunRequeuedElsewhereLeavesConnectedWorker(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	p := dial(t, h.m.Addr())
+	p.hello("w1", 1, 0)
+	run := h.submit(t, 0, "x")
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+
+	// What the other master's reaper does with the expired lease.
+	ctx := context.Background()
+	if err := h.m.ls.Release(ctx, run.ID, ex.Fence); err != nil {
+		t.Fatal(err)
+	}
+	tk := h.task(t, run.ID)
+	exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+	if err := tk.Lose("lease of worker w1 expired"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.UpdateTask(ctx, &tk, exp); err != nil {
+		t.Fatal(err)
+	}
+	exp = store.Expect{Fence: tk.Fence, Status: tk.Status}
+	if ok, err := tk.Requeue("lease of worker w1 expired", time.Now()); !ok || err != nil {
+		t.Fatalf("requeue: %v %v", ok, err)
+	}
+	if err := h.st.UpdateTask(ctx, &tk, exp); err != nil {
+		t.Fatal(err)
+	}
+	h.m.RemoteTaskChanged(h.task(t, run.ID))
+
+	again := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if again.TaskId != run.ID || again.Attempt != 2 || again.Fence <= ex.Fence {
+		t.Fatalf("ExecuteTask %v after the requeue, want attempt 2 of %s with a new fence", again, run.ID)
 	}
 }

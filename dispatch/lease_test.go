@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -109,4 +110,51 @@ func TestUnrecordedEndIsRetried(t *testing.T) {
 	if flaky.left.Load() >= 0 {
 		t.Fatalf("the end was stored without the failures (%d left)", flaky.left.Load())
 	}
+}
+
+// storeOutage is a store whose writes fail as a stopped MariaDB's do while
+// down is set.
+type storeOutage struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (s *storeOutage) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) error {
+	if s.down.Load() {
+		return fmt.Errorf("cannot update run: %w", core.ErrUnavailable)
+	}
+	return s.Store.UpdateTask(ctx, t, exp)
+}
+
+// A run that its worker comes back without, while the store is down, is
+// requeued once the store is back: its lease is released when the Hello is
+// handled, so only the retry of the LOST write can end it (issue 11,
+// TestChaosLostDuringStoreOutage: the run stayed RUNNING for good).
+func TestLostRunIsRequeuedAfterStoreOutage(t *testing.T) {
+	outage := &storeOutage{}
+	clock := leasetest.NewClock()
+	clock.Advance(time.Since(clock.Now()))
+	h := startHarness(t, clock, func(s store.Store) store.Store { outage.Store = s; return outage }, nil)
+	p := dial(t, h.m.Addr())
+	p.hello("w-lost", 1, 0)
+	run := h.submit(t, 0, "x")
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
+	eventually(t, "the run RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+
+	outage.down.Store(true)
+	p2 := dial(t, h.m.Addr())
+	p2.hello("w-lost", 1, 0) // a new incarnation: without the run
+	eventually(t, "the failed LOST write queued for a retry", func() bool {
+		return strings.Contains(h.logs.String(), "the store did not record a lost run")
+	})
+	if got := h.task(t, run.ID); got.Status != core.StatusRunning {
+		t.Fatalf("the run is %s while the store takes no writes", got.Status)
+	}
+
+	outage.down.Store(false)
+	eventually(t, "the run requeued as attempt 2", func() bool {
+		clock.Advance(500 * time.Millisecond) // the retry's backoff is on the master's clock
+		return h.task(t, run.ID).Attempt == 2
+	})
 }

@@ -267,7 +267,11 @@ func (s *blockingSink) LogAppended(string, int64, []byte) {
 func TestLogData_FullQueueAnswersBusy(t *testing.T) {
 	sink := &blockingSink{in: make(chan struct{}, 1), release: make(chan struct{})}
 	var w *logpipe.Writer
-	h := newHarness(t, func(c *Config) {
+	// On a clock that stands still: the fake worker never heartbeats, and
+	// on a loaded machine the steps below can outlast its heartbeat TTL and
+	// lease (real time: 0.6 s, 1 s), which closed its session or fenced its
+	// frames (a flake under load).
+	h := newClockedHarness(t, func(c *Config) {
 		var err error
 		w, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: t.TempDir(), Sink: sink, Writers: 1, QueueFrames: 2})
 		if err != nil {

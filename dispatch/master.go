@@ -177,6 +177,11 @@ type Master struct {
 	explain explainer // explain.go
 	pending sync.Map  // *conn → struct{}: connections waiting for Hello
 
+	// lostRetries: runs found lost whose writes the store has not taken
+	// yet, by task id (reap.go, Master.lost).
+	lostMu      sync.Mutex
+	lostRetries map[string]*lostRetry
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -192,7 +197,8 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Master, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1),
+		lostRetries: map[string]*lostRetry{}}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.reg.init()
 	return m, nil

@@ -108,11 +108,12 @@ func (m *Master) sweepCancels(ctx context.Context) {
 }
 
 // RemoteTaskChanged takes a run change another master made (several
-// masters): a queued run wakes the scheduler, and a run this master keeps
-// only from recovery — its worker is not connected here — is forgotten once
-// it ended or moved on, so this master's view of that worker does not
-// list it for ever. A run whose worker is connected here is left alone:
-// this master hears of it from the worker itself.
+// masters): a queued run wakes the scheduler, and a run this master holds
+// is forgotten once it moved on from this master's claim (requeued or
+// claimed anew), or ended while its worker is not connected here, so this
+// master's view of that worker does not list it for ever. A run that ended
+// at this master's claim while its worker is connected here is left to the
+// worker's own report.
 func (m *Master) RemoteTaskChanged(t core.Task) {
 	if t.Status == core.StatusQueued {
 		m.Notify()

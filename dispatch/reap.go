@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 var errNoSession = errors.New("worker not connected")
@@ -29,6 +30,7 @@ func (m *Master) reapLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 		m.reapOnce(ctx)
+		m.retryLost(ctx)
 		// Only with several masters (OnCancel set) can a request be in the
 		// store and not in this master's memory while it runs.
 		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
@@ -84,8 +86,23 @@ func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
 
 // lost marks an active run LOST, then requeues it with attempt + 1 while
 // retries last, else FAILED; a run whose cancel was requested ends CANCELLED.
+//
+// By the time a run is found lost its lease is gone (reaped, or released
+// by runGone), so nothing would find it again: a write the store did not
+// answer (MariaDB down) is retried (retryLost) until it lands or the store
+// answers that the run is no longer that claim (another fence: requeued or
+// ended by someone else), else the run stayed RUNNING on a worker that
+// does not run it, for good (issue 11, TestChaosLostDuringStoreOutage).
 func (m *Master) lost(ctx context.Context, id string, fence uint64, reason string) {
 	cancelled := m.reg.takeCancel(id)
+	if err := m.recordLost(ctx, id, fence, reason, cancelled); undecided(err) {
+		m.lostLater(id, fence, reason, cancelled, err)
+	}
+}
+
+// recordLost is one try of lost's writes. It returns the error that left
+// them unfinished, or nil once they are done or there is nothing to do.
+func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason string, cancelled bool) error {
 	if !cancelled {
 		// The request may have gone to another master, or before a restart.
 		req, err := m.st.CancelRequested(ctx, []string{id})
@@ -93,17 +110,24 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 	}
 	var wasLost bool
 	err := m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
-		if cancelled {
-			return t.Status.Active() && t.Cancel("cancelled; "+reason, m.now()) == nil
+		if t.Status != core.StatusLost && !t.Status.Active() {
+			return false // ended or requeued meanwhile
 		}
-		wasLost = t.Status.Active() && t.Lose(reason) == nil
+		if cancelled {
+			return t.Cancel("cancelled; "+reason, m.now()) == nil
+		}
+		if t.Status == core.StatusLost {
+			wasLost = true // an earlier try wrote LOST, not the requeue
+			return false
+		}
+		wasLost = t.Lose(reason) == nil
 		return wasLost
 	})
 	if err != nil || !wasLost {
-		if err != nil && !errors.Is(err, core.ErrNotFound) {
+		if err != nil && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrFenced) {
 			m.log.Warn().Str("task", id).Err(err).Msg("cannot mark run LOST")
 		}
-		return
+		return err
 	}
 	var requeued bool
 	err = m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
@@ -113,8 +137,65 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 	})
 	if err != nil {
 		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")
-		return
+		return err
 	}
 	m.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
 	m.Notify()
+	return nil
+}
+
+// lostRetry is a run found lost whose LOST or requeue write is still to
+// land (Master.lost).
+type lostRetry struct {
+	fence     uint64
+	reason    string
+	cancelled bool
+	bo        backoff.Backoff
+	next      time.Time
+}
+
+// lostLater queues a run for retryLost.
+func (m *Master) lostLater(id string, fence uint64, reason string, cancelled bool, err error) {
+	m.lostMu.Lock()
+	defer m.lostMu.Unlock()
+	if r := m.lostRetries[id]; r != nil && r.fence >= fence {
+		return // already queued (or a newer claim is)
+	}
+	r := &lostRetry{fence: fence, reason: reason, cancelled: cancelled, bo: backoff.Backoff{Max: lostRetryMax}}
+	r.next = m.now().Add(r.bo.Delay())
+	m.lostRetries[id] = r
+	m.log.Warn().Str("task", id).Uint64("fence", fence).Err(err).Msg("the store did not record a lost run; retrying until it does")
+}
+
+// lostRetryMax bounds the pause between two tries of a lost run's writes:
+// once the store is back, the run is requeued within it.
+const lostRetryMax = 5 * time.Second
+
+// retryLost tries again the due writes of lost runs. On the reaper.
+func (m *Master) retryLost(ctx context.Context) {
+	now := m.now()
+	type due struct {
+		id string
+		r  *lostRetry
+	}
+	var todo []due
+	m.lostMu.Lock()
+	for id, r := range m.lostRetries {
+		if !now.Before(r.next) {
+			todo = append(todo, due{id, r})
+		}
+	}
+	m.lostMu.Unlock()
+	for _, d := range todo {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := m.recordLost(rctx, d.id, d.r.fence, d.r.reason, d.r.cancelled)
+		cancel()
+		m.lostMu.Lock()
+		if undecided(err) && ctx.Err() == nil {
+			d.r.next = m.now().Add(d.r.bo.Delay())
+		} else if m.lostRetries[d.id] == d.r {
+			delete(m.lostRetries, d.id)
+		}
+		m.lostMu.Unlock()
+	}
 }

@@ -449,9 +449,10 @@ func (r *registry) uncancelledHeld() []string {
 	return ids
 }
 
-// movedOn forgets the run t another master changed when this master keeps
-// it only from recovery (its worker is not connected here) and t shows it
-// ended or moved on. It returns the worker whose view changed, or "".
+// movedOn forgets the run t another master changed when t shows it ended
+// or moved on from this master's claim, unless it ended at that claim while
+// its worker is connected here. It returns the worker whose view changed,
+// or "".
 func (r *registry) movedOn(t core.Task) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -463,9 +464,18 @@ func (r *registry) movedOn(t core.Task) string {
 	if fence == 0 || (t.Status.Active() && t.Fence == fence && t.Worker == rr.workerID) {
 		return ""
 	}
-	if w := r.workers[rr.workerID]; w != nil && w.sess != nil {
-		return "" // this master hears of it from the worker itself
+	if w := r.workers[rr.workerID]; w != nil && w.sess != nil && (t.Status.Terminal() && t.Fence == fence) {
+		// Ended at this master's claim: the worker's own report is
+		// handled here (onFinished), which releases the run.
+		return ""
 	}
+	// Requeued or claimed anew by another master (its reaper took the
+	// expired lease): the claim this master holds is dead even when its
+	// worker is connected here, and keeping it would hold the worker's
+	// GPUs and keep the run from being scheduled again, for good (issue
+	// 11: the worker had refused or self-fenced the attempt, so no report
+	// ever comes). A heartbeat that still lists the run is then told it is
+	// lost.
 	r.removeLocked(rr)
 	return rr.workerID
 }
@@ -660,7 +670,13 @@ func (r *registry) forgetDown(before time.Time) []string {
 	defer r.mu.Unlock()
 	var out []string
 	for id, w := range r.workers {
-		if w.stateLocked() == core.WorkerDown && w.lastHeartbeat.Before(before) {
+		hb := w.lastHeartbeat
+		if w.sess != nil {
+			// Closed but not yet unregistered (leave copies the time):
+			// the session's own time, as infoLocked reads it, not zero.
+			hb = time.Unix(0, w.sess.lastHeartbeat.Load())
+		}
+		if w.stateLocked() == core.WorkerDown && hb.Before(before) {
 			delete(r.workers, id)
 			out = append(out, id)
 		}

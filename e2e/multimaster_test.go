@@ -258,10 +258,12 @@ func TestMultiMasterBasics(t *testing.T) {
 	}
 }
 
-// mmOutScript prints 60 lines naming its run, 0.1 s apart.
+// mmOutScript prints mmOutLines lines naming its run, 0.1 s apart: 12 s,
+// so that on a loaded machine most of the 50 runs still run when the
+// last of them starts.
 const mmOutScript = `import os, time
 tid = os.environ["RLSCHED_TASK_ID"]
-for i in range(60):
+for i in range(120):
     print("%s line %d %s" % (tid, i, "x" * 40), flush=True)
     time.sleep(0.1)
 `
@@ -269,7 +271,7 @@ for i in range(60):
 func mmOutWant(traceID, id string) []byte {
 	var b bytes.Buffer
 	b.WriteString("TRACE_ID:" + traceID + "\n")
-	for i := range 60 {
+	for i := range 120 { // mmOutScript's
 		fmt.Fprintf(&b, "%s line %d %s\n", id, i, strings.Repeat("x", 40))
 	}
 	return b.Bytes()
@@ -299,11 +301,13 @@ func TestMultiMasterKillOne(t *testing.T) {
 		traces[id] = tr
 		ids = append(ids, id)
 	}
-	running := alice.waitAllStatus(ids, "RUNNING", 60*time.Second)
+	// Every run started: RUNNING, or already SUCCEEDED when starting all
+	// 50 took a loaded machine longer than a run lasts.
+	running := alice.waitAllStatus(ids, "RUNNING", 60*time.Second, "SUCCEEDED")
 	// A live tail on b of a run that a writes, across a's death.
 	var followed string
 	for _, id := range ids {
-		if w := running[id].Worker; w == "w1" || w == "w3" {
+		if w := running[id].Worker; (w == "w1" || w == "w3") && running[id].Status == "RUNNING" {
 			followed = id
 			break
 		}

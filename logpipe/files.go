@@ -305,7 +305,12 @@ func (rf *runFile) recover() error {
 		rf.st.capped = true
 		data = data[:i+1] // the attempt markers before the cap
 	}
-	for pos := nl + 1; pos < len(data); {
+	// pos is at a '\n' (the header's, then each marker's own): a marker
+	// starts a line, so one right after the header or after another marker
+	// is found too (issue 11: a master that read a file whose attempt 2
+	// marker followed the TRACE_ID line took it for attempt 1's, marked
+	// attempt 2 again and refused the worker's acked offsets as a gap).
+	for pos := nl; pos < len(data); {
 		i := bytes.Index(data[pos:], []byte("\n"+markerPrefix))
 		if i < 0 {
 			break
@@ -323,7 +328,7 @@ func (rf *runFile) recover() error {
 		if _, err := fmt.Sscanf(string(data[start+len(markerPrefix):start+end]), "%d", &n); err == nil && n > rf.st.attempt {
 			rf.st.attempt, rf.st.have = n, uint64(len(data)-(start+end+1))
 		}
-		pos = start + end + 1
+		pos = start + end
 	}
 	if rf.st.capped {
 		rf.st.have = 0

@@ -98,3 +98,39 @@ func TestRunFileWritev(t *testing.T) {
 		}
 	}
 }
+
+// recover finds every attempt marker at a line start, also one right after
+// the TRACE_ID line (an attempt 1 that printed nothing) and one right
+// after another marker (issue 11, TestChaosLogAfterSilentAttempt).
+func TestRecoverFindsMarkersAtEveryLineStart(t *testing.T) {
+	for _, c := range []struct {
+		file    string
+		attempt int
+		have    uint64
+	}{
+		{"TRACE_ID:tr\nabc", 1, 3},
+		{"TRACE_ID:tr\n=== rlsched attempt 2 ===\nab", 2, 2},
+		{"TRACE_ID:tr\n=== rlsched attempt 2 ===\n", 2, 0},
+		{"TRACE_ID:tr\nx\n=== rlsched attempt 2 ===\n=== rlsched attempt 3 ===\nabcd", 3, 4},
+		{"TRACE_ID:tr\n=== rlsched attempt 2 ===\n=== rlsched attempt 3 ===\n", 3, 0},
+		{"TRACE_ID:tr\nx=== rlsched attempt 2 ===\n", 1, 27}, // not at a line start: output
+	} {
+		dir := t.TempDir()
+		p, err := Path(dir, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		set := newFileSet(dir, 4)
+		rf, err := set.open("r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rf.st.attempt != c.attempt || rf.st.have != c.have {
+			t.Errorf("%q: recovered attempt %d, %d bytes; want attempt %d, %d bytes", c.file, rf.st.attempt, rf.st.have, c.attempt, c.have)
+		}
+		set.closeAll()
+	}
+}

@@ -184,6 +184,7 @@ func (a *agent) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 		}
 	}
 	a.renewedLocked(helloSent) // the runs the master kept
+	s.renewed = helloSent
 	for _, r := range a.runs {
 		r.sent = r.out.Acked()
 		r.finSent = false
@@ -248,11 +249,18 @@ func (a *agent) logAck(m *pb.LogAck) {
 	case "gap":
 		// The master has bytes up to Offset and wants the rest from there.
 		acked := r.out.Ack(m.GetOffset())
-		if m.GetOffset() < acked {
-			r.log.Error().Uint64("master_has", m.GetOffset()).Uint64("acked", acked).
-				Msg("master lost output it had acked; those bytes cannot be resent")
-		}
 		r.sent = acked
+		if m.GetOffset() < acked {
+			// The resend from acked meets the same answer: without a pause
+			// this was a hot loop of frames and error lines (the soak saw
+			// 600,000 of them in 90 s, issue 11). Back off like a master
+			// that cannot store output.
+			if d, ok := r.backoffLocked(); ok {
+				r.log.Error().Uint64("master_has", m.GetOffset()).Uint64("acked", acked).Dur("retry_in", d).
+					Msg("master lost output it had acked; those bytes cannot be resent; resending the rest with backoff")
+			}
+			return
+		}
 	case "fenced":
 		r.log.Warn().Msg("master refused the run's output as fenced: the run is no longer ours; killing it")
 		a.forgetLocked(r, false)
@@ -335,6 +343,9 @@ func (a *agent) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 	}
 	if sent, ok := s.hbSent[m.GetSeq()]; ok {
 		a.renewedLocked(sent) // the runs not lost
+		if sent.boot > s.renewed.boot {
+			s.renewed = sent
+		}
 		for seq := range s.hbSent {
 			if seq <= m.GetSeq() {
 				delete(s.hbSent, seq)

@@ -30,9 +30,9 @@ const (
 	drainTimeout = 5 * time.Second
 )
 
-// execute starts the run m names. Called from the session's reader goroutine
-// only, so ExecuteTasks are handled one at a time.
-func (a *agent) execute(m *pb.ExecuteTask) {
+// execute starts the run m names, read on session s. Called from the
+// session's reader goroutine only, so ExecuteTasks are handled one at a time.
+func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	log := a.log.With().Str("task", m.GetTaskId()).Int32("attempt", m.GetAttempt()).
 		Uint64("fence", m.GetFence()).Str("trace", m.GetTraceId()).Logger()
 	r := &run{
@@ -47,6 +47,14 @@ func (a *agent) execute(m *pb.ExecuteTask) {
 	a.mu.Lock()
 	if a.stopping {
 		a.mu.Unlock()
+		return
+	}
+	if late, ok := a.leaseLeftLocked(s); !ok {
+		a.mu.Unlock()
+		// Not started, not reported: the master reaps the lease (it may
+		// have done so already, and started the next attempt elsewhere).
+		log.Warn().Dur("past_deadline", late).Dur("lease_ttl", a.leaseTTL).
+			Msg("refusing an ExecuteTask that arrived after its lease deadline (no renewal acked on this connection for a lease TTL); not starting it")
 		return
 	}
 	if old := a.runs[r.id]; old != nil {

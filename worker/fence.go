@@ -54,6 +54,28 @@ func (a *agent) renewedLocked(sent sentAt) {
 	a.guard.renew(sent.boot+a.leaseTTL, pgids)
 }
 
+// leaseLeftLocked tells whether a run that an ExecuteTask read on s names
+// may still start: its lease deadline is the send time of the latest
+// renewal s's master acked (its Hello, then a Heartbeat) plus the lease
+// TTL, on leaseClock, the same deadline the guard and selfFence give the
+// run once it starts. The master claimed the lease while serving this
+// connection, after that renewal had left, so the real lease ends no
+// sooner (but for a claim racing the ack: milliseconds, inside the
+// master's requeue margin). An ExecuteTask held in the network (a
+// partition) for longer than the TTL must not start: its lease is gone and
+// the master may have started the next attempt elsewhere. When it may not
+// start, late says how far past the deadline it is. Caller holds a.mu.
+func (a *agent) leaseLeftLocked(s *session) (late time.Duration, ok bool) {
+	if s == nil || s.renewed.boot == 0 || a.leaseTTL <= 0 {
+		return 0, true // no session-scoped renewal known (tests driving execute directly)
+	}
+	now := leaseClock()
+	if d := s.renewed.boot + a.leaseTTL; now >= d {
+		return now - d, false
+	}
+	return 0, true
+}
+
 // fenceLoop enforces self-fencing until ctx is done: when no renewal has
 // been acked for a whole lease TTL, counted from the send time of the last
 // acked one, the master has reaped the leases and may have given the runs to

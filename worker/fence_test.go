@@ -84,3 +84,43 @@ func TestSelfFence_KillsRunsWhenAcksStop(t *testing.T) {
 	})
 	mc.expectNone(t, 200*time.Millisecond, "report of a fenced run", isFinished("t-fence"))
 }
+
+// TestExecute_RefusedPastItsLeaseDeadline: an ExecuteTask that reaches the
+// worker after no renewal was acked on its connection for a whole lease TTL
+// (it waited in a partition while the master reaped the lease and gave the
+// run to another worker) is not started; the next one, after renewals are
+// acked again, is. Issue 11, TestChaosStaleExecute.
+func TestExecute_RefusedPastItsLeaseDeadline(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	const ttl = time.Second
+	m.setAck(func(*pb.Hello) *pb.HelloAck {
+		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 50, LeaseTtlMs: ttl.Milliseconds()}
+	})
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	waitFor(t, 10*time.Second, "an acked heartbeat", func() bool { return mc.hbAckAt.Load() != 0 })
+
+	mc.ackHB.Store(false)
+	// The worker's read deadline (3 intervals + 5 s) keeps the connection
+	// open well past the TTL without a frame from the master.
+	waitFor(t, 5*time.Second, "a lease TTL since the last HeartbeatAck", func() bool {
+		return time.Since(time.Unix(0, mc.hbAckAt.Load())) > ttl+200*time.Millisecond
+	})
+	mc.send(&pb.ExecuteTask{TaskId: "t-stale", Attempt: 1, Fence: 7, Argv: []string{"sleep", "600"}})
+	mc.expectNone(t, time.Second, "TaskStarted of an ExecuteTask past its lease", func(m proto.Message) bool {
+		s, ok := m.(*pb.TaskStarted)
+		return ok && s.GetTaskId() == "t-stale"
+	})
+
+	mc.ackHB.Store(true)
+	acked := mc.hbAckAt.Load()
+	waitFor(t, 5*time.Second, "a HeartbeatAck again", func() bool { return mc.hbAckAt.Load() != acked })
+	mc.send(&pb.ExecuteTask{TaskId: "t-fresh", Attempt: 1, Fence: 8, Argv: []string{"sleep", "600"}})
+	mc.started(t, "t-fresh")
+	_, hb := mc.heartbeats()
+	for _, r := range hb.GetRuns() {
+		if r.GetTaskId() == "t-stale" {
+			t.Fatalf("the worker holds the refused run: %v", hb.GetRuns())
+		}
+	}
+}

@@ -212,3 +212,36 @@ func TestWindowFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestLogAck_GapBelowAckedBacksOff: a master that answers "gap" at an
+// offset below what it acked (it lost acked output) gets the run's further
+// output with growing pauses, not in a hot loop (issue 11: the soak saw
+// 600,000 frames and error lines in 90 s from one run).
+func TestLogAck_GapBelowAckedBacksOff(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	var lose atomic.Bool
+	var refused atomic.Int64
+	refuse := func(*pb.LogData) string {
+		if !lose.Load() {
+			return ""
+		}
+		refused.Add(1)
+		return "gap" // at offset 0, below what was acked
+	}
+	mc.refuse.Store(&refuse)
+	script := "echo first; while :; do echo x; sleep 0.05; done"
+	mc.send(&pb.ExecuteTask{TaskId: "t-lost", Attempt: 1, Argv: []string{"sh", "-c", script}})
+	mc.started(t, "t-lost")
+	waitFor(t, 10*time.Second, "the first line acked", func() bool { return mc.acked("t-lost") >= 6 })
+	lose.Store(true)
+	began := time.Now()
+	// Backoff from 100 ms doubling (±20%): the 5th answer comes at least
+	// 0.8 × (100+200+400+800) ms after the first; without it, with the
+	// next lines (every 50 ms) or at once.
+	waitFor(t, 20*time.Second, "5 gap answers", func() bool { return refused.Load() >= 5 })
+	if d := time.Since(began); d < time.Second {
+		t.Fatalf("5 gap answers within %v: the worker does not back off", d)
+	}
+}

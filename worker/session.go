@@ -55,6 +55,10 @@ type session struct {
 	// Guarded by agent.mu.
 	seq    uint64
 	hbSent map[uint64]sentAt // heartbeat seq → send time, until acked
+	// renewed is the send time of the latest renewal (its Hello, then a
+	// Heartbeat) this session's master acked: an ExecuteTask read on this
+	// connection was claimed no earlier than about then (see leaseLeftLocked).
+	renewed sentAt
 }
 
 func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys codec.Session) *session {
@@ -136,7 +140,7 @@ func (s *session) readLoop(br *bufio.Reader) error {
 		}
 		switch m := m.(type) {
 		case *pb.ExecuteTask:
-			s.a.execute(m)
+			s.a.execute(s, m)
 		case *pb.CancelTask:
 			s.a.cancel(m)
 		case *pb.LogAck:
