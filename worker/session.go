@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
 const (
@@ -55,6 +56,10 @@ type session struct {
 	// Guarded by agent.mu.
 	seq    uint64
 	hbSent map[uint64]sentAt // heartbeat seq → send time, until acked
+	// gpuSeq is the Seq of the last GPU sample sent on this session (0:
+	// none yet), gpuSent that sample (gpusample.go).
+	gpuSeq  uint64
+	gpuSent *nvsmi.Sample
 }
 
 func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys codec.Session) *session {
@@ -173,6 +178,9 @@ func (s *session) heartbeatLoop() {
 		case s.ctrl <- hb:
 		default:
 			s.log.Warn().Msg("outbound queue full; dropping a heartbeat")
+			s.a.mu.Lock()
+			s.a.heartbeatDroppedLocked(s)
+			s.a.mu.Unlock()
 		}
 	}
 }
@@ -187,7 +195,7 @@ func (a *agent) heartbeat(s *session) *pb.Heartbeat {
 	if s.seq > 1024 {
 		delete(s.hbSent, s.seq-1024) // never acked: stop remembering it
 	}
-	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.at.UnixMilli()}
+	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.at.UnixMilli(), Gpus: a.gpuSampleLocked(s)}
 }
 
 // writeLoop writes heartbeats, then run reports and output, every time it
