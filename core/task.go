@@ -65,6 +65,10 @@ type Task struct {
 	Workdir        string            `json:"workdir"`
 	Worker         string            `json:"worker"`
 	GPUIndices     []int             `json:"gpuIndices"`
+	// GPUUUIDs are the UUIDs of GPUIndices on Worker, in that order ("" for
+	// a GPU without one); the API fills them from the worker's GPU list
+	// when answering (httpapi GPUNamer), nothing stores them.
+	GPUUUIDs []string `json:"gpuUuids"`
 	TraceID        string            `json:"traceId"`
 	ExitCode       *int              `json:"exitCode"`
 	Error          string            `json:"error"`

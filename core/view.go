@@ -29,6 +29,9 @@ func (t Task) View() Task {
 	if t.GPUIndices == nil {
 		t.GPUIndices = []int{}
 	}
+	if t.GPUUUIDs == nil {
+		t.GPUUUIDs = []string{}
+	}
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}

@@ -694,3 +694,20 @@ func (r *registry) forgetDown(before time.Time) []string {
 	}
 	return out
 }
+
+// gpuUUIDs names GPUs indices of worker id by UUID ("" when unknown).
+func (r *registry) gpuUUIDs(id string, indices []int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(indices))
+	if w := r.workers[id]; w != nil {
+		for i, idx := range indices {
+			for _, g := range w.gpus {
+				if g.Index == idx {
+					out[i] = g.UUID
+				}
+			}
+		}
+	}
+	return out
+}
