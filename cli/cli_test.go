@@ -67,7 +67,7 @@ func (h *harness) login() {
 }
 
 func TestCommands(t *testing.T) {
-	want := []string{"artifacts", "cancel", "diff", "download", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "sweep", "user", "whoami", "workers"}
+	want := []string{"artifacts", "cancel", "diff", "download", "gpus", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "sweep", "user", "whoami", "workers"}
 	if got := Commands(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Commands() = %v, want %v", got, want)
 	}
@@ -561,6 +561,21 @@ func TestWorkers(t *testing.T) {
 		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+1\s+\ds ago$`).MatchString(lines[1]) ||
 		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+0\s+never$`).MatchString(lines[2]) {
 		t.Errorf("workers:\n%s", out)
+	}
+}
+
+func TestGPUs(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	out, _ := h.mustRun(0, "gpus")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("gpus:\n%s", out)
+	}
+	if !regexp.MustCompile(`^WORKER\s+GPU\s+NAME\s+UTIL\s+MEMORY\s+RUN\s+FOREIGN$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^w1\s+0\s+H100\s+3 %\s+2048 / 81559 MiB\s+r0001 \(idle 1m\d*s?\)\s+-$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^w1\s+1\s+H100\s+97 %\s+40000 / 81559 MiB\s+-\s+pid 4242 bob \(python notebook.py\) 1200 MiB$`).MatchString(lines[2]) {
+		t.Errorf("gpus:\n%s", out)
 	}
 }
 
