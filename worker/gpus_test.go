@@ -1,12 +1,16 @@
 package worker
 
 import (
+	"context"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
 func TestDetectGPUs(t *testing.T) {
@@ -54,4 +58,29 @@ func TestSignalName(t *testing.T) {
 	if got := signalName(syscall.Signal(40)); got != "SIG40" {
 		t.Fatalf("40: %q", got)
 	}
+}
+
+// TestRealGPUs runs only where a real nvidia-smi answers (`nvidia-smi -L`):
+// the GPUs are detected with UUIDs and a sample of them is complete.
+func TestRealGPUs(t *testing.T) {
+	if err := exec.Command("nvidia-smi", "-L").Run(); err != nil {
+		t.Skipf("no real GPU here (nvidia-smi -L: %v); the fake nvidia-smi tests cover the rest", err)
+	}
+	t.Setenv("NVIDIA_SMI", "")
+	gpus, err := DetectGPUs()
+	if err != nil || len(gpus) == 0 {
+		t.Fatalf("DetectGPUs() = %v, %v", gpus, err)
+	}
+	idx := make([]int, len(gpus))
+	for i, g := range gpus {
+		if !strings.HasPrefix(g.UUID, "GPU-") || g.MemoryMB <= 0 {
+			t.Errorf("GPU %+v", g)
+		}
+		idx[i] = g.Index
+	}
+	smp := nvsmi.NewSampler(nvsmi.Config{GPUs: idx}).SampleOnce(context.Background())
+	if smp == nil || smp.Problem != "" {
+		t.Fatalf("a sample of the real GPUs: %+v", smp)
+	}
+	t.Logf("real GPUs: %+v; sample %+v", gpus, smp.GPUs)
 }
