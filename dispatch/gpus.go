@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +42,9 @@ type gpuState struct {
 	mem     []int64 // MiB, likewise
 	foreign [][]gpuwatch.Proc
 	problem string
+	// foreignGen counts the foreign lists the session received, so the
+	// shard tells a new list from the same one without comparing them.
+	foreignGen uint64
 }
 
 // takeGPUSample merges a heartbeat's sample into sess's state. Only on the
@@ -53,7 +54,7 @@ func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 	n := len(sess.gpuIdx)
 	st := &gpuState{seq: 1, at: now, util: make([]int, n), mem: make([]int64, n)}
 	if prev != nil {
-		st.seq, st.foreign, st.problem = prev.seq+1, prev.foreign, prev.problem
+		st.seq, st.foreign, st.problem, st.foreignGen = prev.seq+1, prev.foreign, prev.problem, prev.foreignGen
 	}
 	for i := range n {
 		st.util[i], st.mem[i] = gpuwatch.Unknown, gpuwatch.Unknown
@@ -65,6 +66,7 @@ func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 		}
 	}
 	if g.Foreign != nil {
+		st.foreignGen++
 		st.foreign = make([][]gpuwatch.Proc, n)
 		for _, p := range g.Foreign.Procs {
 			pos := slices.Index(sess.gpuIdx, int(p.GpuIndex))
@@ -85,9 +87,12 @@ func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 	sess.gpu.Store(st)
 }
 
-// sample is st as core/gpuwatch reads it.
-func (st *gpuState) sample(idx []int) gpuwatch.Sample {
-	s := gpuwatch.Sample{GPUs: make([]gpuwatch.GPU, len(idx))}
+// sample is st as core/gpuwatch reads it, in dst's array when it fits.
+func (st *gpuState) sample(idx []int, dst []gpuwatch.GPU) gpuwatch.Sample {
+	if cap(dst) < len(idx) {
+		dst = make([]gpuwatch.GPU, len(idx))
+	}
+	s := gpuwatch.Sample{GPUs: dst[:len(idx)]}
 	for i, index := range idx {
 		g := gpuwatch.GPU{Index: index, UtilPct: st.util[i], MemoryUsedMB: st.mem[i]}
 		if i < len(st.foreign) {
@@ -140,7 +145,9 @@ func (m *Master) observeGPUs(sess *session) {
 		}
 	}
 	out := &sess.gpuOut
-	sess.watch.Observe(st.at, st.sample(sess.gpuIdx), running, out)
+	smp := st.sample(sess.gpuIdx, sess.gpuScratch)
+	sess.gpuScratch = smp.GPUs
+	sess.watch.Observe(st.at, smp, running, out)
 	// Series points: step is the sample's time in Unix seconds, so the
 	// points of a run's attempts and of masters taking over line up.
 	step := st.at.Unix()
@@ -163,37 +170,43 @@ func (m *Master) observeGPUs(sess *session) {
 	for _, c := range out.Cancels {
 		m.cancelIdle(c.Run, c.Error)
 	}
-	idle := map[string]time.Time{}
-	for _, r := range running {
-		if since, ok := sess.watch.IdleSince(r.ID); ok {
-			idle[r.ID] = since
-		}
-	}
-	sess.idle.Store(&idle)
 	// The worker's view (OnWorker, /topic/workers) changes with every
 	// sample's values, but 15,000 workers each sampling every 10 s would
 	// publish 1,500 views a second: it is published when what a person
 	// acts on changed (foreign processes, the problem, idle runs); the
-	// values are read with GET /api/workers.
-	if note := gpuNote(st, idle); note != sess.gpuNote {
-		sess.gpuNote = note
+	// values are read with GET /api/workers. Nothing here allocates unless
+	// one of those changed.
+	changed := st.foreignGen != sess.gpuForeignGen || st.problem != sess.gpuProblem
+	sess.gpuForeignGen, sess.gpuProblem = st.foreignGen, st.problem
+	var prevIdle map[string]time.Time
+	if p := sess.idle.Load(); p != nil {
+		prevIdle = *p
+	}
+	nIdle, sameIdle := 0, true
+	for _, r := range running {
+		since, ok := sess.watch.IdleSince(r.ID)
+		if !ok {
+			continue
+		}
+		nIdle++
+		if was, seen := prevIdle[r.ID]; !seen || !was.Equal(since) {
+			sameIdle = false
+		}
+	}
+	if !sameIdle || nIdle != len(prevIdle) {
+		idle := make(map[string]time.Time, nIdle)
+		for _, r := range running {
+			if since, ok := sess.watch.IdleSince(r.ID); ok {
+				idle[r.ID] = since
+			}
+		}
+		sess.idle.Store(&idle)
+		changed = true
+	}
+	if changed {
 		m.workerChanged(sess.workerID)
 		m.Notify() // a GPU a foreign process left may take a queued run now
 	}
-}
-
-// gpuNote sums up what observeGPUs publishes a worker's view for.
-func gpuNote(st *gpuState, idle map[string]time.Time) string {
-	var b strings.Builder
-	for i, procs := range st.foreign {
-		for _, p := range procs {
-			fmt.Fprintf(&b, "%d:%d,", i, p.PID)
-		}
-	}
-	b.WriteString("|" + st.problem + "|")
-	ids := slices.Sorted(maps.Keys(idle))
-	b.WriteString(strings.Join(ids, ","))
-	return b.String()
 }
 
 // fillGPUs adds sess's last sample to gpus (a worker's view, in Hello's

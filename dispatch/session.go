@@ -81,7 +81,11 @@ type session struct {
 	watch   *gpuwatch.Watch // the GPU rules' memory of this session's runs
 	gpuSeen uint64          // gpuState.seq of the last sample observed
 	gpuOut  gpuwatch.Result // scratch of observeGPUs
-	gpuNote string          // what the worker view last showed of the GPUs (observeGPUs)
+	// What the worker's view last showed of the GPUs (observeGPUs), and
+	// the scratch of its samples.
+	gpuForeignGen uint64
+	gpuProblem    string
+	gpuScratch    []gpuwatch.GPU
 }
 
 // run returns the run placed on this session's worker under id, or nil.
