@@ -417,11 +417,14 @@ func TestShow(t *testing.T) {
 	exit, r := 0, 12.5
 	id := h.f.addTask(core.Task{Name: "n", User: "alice", Status: core.StatusSucceeded, Command: []string{"python3", "a b.py"},
 		Params: json.RawMessage(`{"lr": 0.1}`), Env: map[string]string{"K": "V"}, Tags: []string{"x", "y"},
-		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true}})
+		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true},
+		Worker: "w1", GPUIndices: []int{1}, GPUUUIDs: []string{"GPU-1"},
+		Warnings: []core.Warning{{Code: "idle_gpu", Message: "GPU 1 idle (under 5% utilisation) for 1800 s", At: time.Now()}}})
 	out, _ := h.mustRun(0, "show", id)
 	for _, want := range []string{"id: " + id + "\n", "status: SUCCEEDED\n", "command: python3 'a b.py'\n",
 		`params: {"lr":0.1}` + "\n", `env: {"K":"V"}` + "\n", "tags: x,y\n", "exitCode: 0\n",
-		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: -\n"} {
+		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: w1\n", "gpuUuids: GPU-1\n",
+		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
