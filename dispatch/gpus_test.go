@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
@@ -154,4 +155,39 @@ func TestIdleGPUCancel(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A worker's sample is bounded and checked before the master keeps it: a
+// utilisation over 100 or a memory of "not reported" is unknown, values
+// beyond Hello's GPUs are ignored, a process on a GPU the worker did not
+// advertise is left out, long text is cut on a character boundary, and a
+// sample without a foreign list keeps the last one.
+func TestTakeGPUSampleBounds(t *testing.T) {
+	sess := &session{gpuIdx: []int{0, 3}}
+	long := strings.Repeat("é", 300)
+	procs := []*pb.ForeignProc{{GpuIndex: 7, Pid: 1}, {GpuIndex: 3, Pid: 2, User: long, Command: long + "\xff", MemoryMb: wireMemUnknown}}
+	for range 40 {
+		procs = append(procs, &pb.ForeignProc{GpuIndex: 0, Pid: 9})
+	}
+	problem := "nvidia-smi failed"
+	sess.takeGPUSample(&pb.GpuSample{UtilPct: []uint32{300, 40, 77}, MemoryUsedMb: []uint32{wireMemUnknown},
+		Foreign: &pb.ForeignList{Procs: procs}, Problem: &problem}, time.Now())
+	st := sess.gpu.Load()
+	if st.util[0] != gpuwatch.Unknown || st.util[1] != 40 || st.mem[0] != gpuwatch.Unknown || st.mem[1] != gpuwatch.Unknown {
+		t.Fatalf("values %v %v", st.util, st.mem)
+	}
+	if len(st.foreign[0]) != maxForeignPerGPU || len(st.foreign[1]) != 1 {
+		t.Fatalf("foreign %d/%d", len(st.foreign[0]), len(st.foreign[1]))
+	}
+	p := st.foreign[1][0]
+	if len(p.User) > maxForeignUser || len(p.Command) > maxForeignCommand || !utf8.ValidString(p.Command) || p.MemoryMB != gpuwatch.Unknown {
+		t.Fatalf("process %+v", p)
+	}
+	sess.takeGPUSample(&pb.GpuSample{UtilPct: []uint32{1}}, time.Now())
+	if st2 := sess.gpu.Load(); st2.seq != 2 || len(st2.foreign[1]) != 1 || st2.problem != problem || st2.util[1] != gpuwatch.Unknown {
+		t.Fatalf("second sample %+v", st2)
+	}
+	if got := sess.foreignGPUs(); len(got) != 2 || got[1] != 3 {
+		t.Fatalf("foreign GPUs %v", got)
+	}
 }
