@@ -45,14 +45,26 @@ type gpuState struct {
 	// foreignGen counts the foreign lists the session received, so the
 	// shard tells a new list from the same one without comparing them.
 	foreignGen uint64
+	// util and mem live here for up to inlineGPUs GPUs: one allocation a
+	// sample.
+	utilBuf [inlineGPUs]int
+	memBuf  [inlineGPUs]int64
 }
+
+// inlineGPUs is how many GPUs a gpuState holds without more allocations.
+const inlineGPUs = 8
 
 // takeGPUSample merges a heartbeat's sample into sess's state. Only on the
 // connection's event loop (the state's one writer).
 func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 	prev := sess.gpu.Load()
 	n := len(sess.gpuIdx)
-	st := &gpuState{seq: 1, at: now, util: make([]int, n), mem: make([]int64, n)}
+	st := &gpuState{seq: 1, at: now}
+	if n <= inlineGPUs {
+		st.util, st.mem = st.utilBuf[:n], st.memBuf[:n]
+	} else {
+		st.util, st.mem = make([]int, n), make([]int64, n)
+	}
 	if prev != nil {
 		st.seq, st.foreign, st.problem, st.foreignGen = prev.seq+1, prev.foreign, prev.problem, prev.foreignGen
 	}
@@ -176,8 +188,22 @@ func (m *Master) observeGPUs(sess *session) {
 	// acts on changed (foreign processes, the problem, idle runs); the
 	// values are read with GET /api/workers. Nothing here allocates unless
 	// one of those changed.
-	changed := st.foreignGen != sess.gpuForeignGen || st.problem != sess.gpuProblem
-	sess.gpuForeignGen, sess.gpuProblem = st.foreignGen, st.problem
+	// A session's first sample, with nothing foreign, changes nothing a
+	// person sees: 15,000 workers joining must not publish 15,000 views
+	// and wake the scheduler as often. The scheduler is woken when a
+	// foreign process left (a GPU may take a queued run now).
+	changed, wake := st.problem != sess.gpuProblem, false
+	sess.gpuProblem = st.problem
+	if st.foreignGen != sess.gpuForeignGen {
+		sess.gpuForeignGen = st.foreignGen
+		has := false
+		for _, procs := range st.foreign {
+			has = has || len(procs) > 0
+		}
+		changed = changed || has || sess.gpuHadForeign
+		wake = sess.gpuHadForeign
+		sess.gpuHadForeign = has
+	}
 	var prevIdle map[string]time.Time
 	if p := sess.idle.Load(); p != nil {
 		prevIdle = *p
@@ -205,7 +231,9 @@ func (m *Master) observeGPUs(sess *session) {
 	}
 	if changed {
 		m.workerChanged(sess.workerID)
-		m.Notify() // a GPU a foreign process left may take a queued run now
+	}
+	if wake {
+		m.Notify()
 	}
 }
 

@@ -84,6 +84,7 @@ type session struct {
 	// What the worker's view last showed of the GPUs (observeGPUs), and
 	// the scratch of its samples.
 	gpuForeignGen uint64
+	gpuHadForeign bool
 	gpuProblem    string
 	gpuScratch    []gpuwatch.GPU
 }
