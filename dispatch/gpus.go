@@ -34,9 +34,13 @@ const (
 )
 
 // gpuState is a session's last GPU sample, positional over the Hello's
-// GPUs (session.gpuIdx). Published whole (session.gpu), never changed.
+// GPUs (session.gpuIdx). It is the session's (session.gpuSt), changed in
+// place under session.gpuMu by the connection's event loop, so a sample
+// allocates nothing here: at 15,000 workers every byte allocated per
+// heartbeat is paid again by the GC marking the whole heap. A foreign list
+// is replaced, never changed, so readers may keep its slices.
 type gpuState struct {
-	seq     uint64 // counts the samples of the session, from 1
+	seq     uint64 // counts the samples of the session, from 1; 0: none yet
 	at      time.Time
 	util    []int   // percent, gpuwatch.Unknown when not reported
 	mem     []int64 // MiB, likewise
@@ -45,29 +49,46 @@ type gpuState struct {
 	// foreignGen counts the foreign lists the session received, so the
 	// shard tells a new list from the same one without comparing them.
 	foreignGen uint64
-	// util and mem live here for up to inlineGPUs GPUs: one allocation a
-	// sample.
+	// util and mem live here for up to inlineGPUs GPUs.
 	utilBuf [inlineGPUs]int
 	memBuf  [inlineGPUs]int64
 }
 
-// inlineGPUs is how many GPUs a gpuState holds without more allocations.
+// inlineGPUs is how many GPUs a gpuState holds without an allocation.
 const inlineGPUs = 8
 
 // takeGPUSample merges a heartbeat's sample into sess's state. Only on the
 // connection's event loop (the state's one writer).
 func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
-	prev := sess.gpu.Load()
 	n := len(sess.gpuIdx)
-	st := &gpuState{seq: 1, at: now}
-	if n <= inlineGPUs {
-		st.util, st.mem = st.utilBuf[:n], st.memBuf[:n]
-	} else {
-		st.util, st.mem = make([]int, n), make([]int64, n)
+	var foreign [][]gpuwatch.Proc // built before the lock: the rare case
+	if g.Foreign != nil {
+		foreign = make([][]gpuwatch.Proc, n)
+		for _, p := range g.Foreign.Procs {
+			pos := slices.Index(sess.gpuIdx, int(p.GpuIndex))
+			if pos < 0 || len(foreign[pos]) >= maxForeignPerGPU {
+				continue
+			}
+			mem := int64(gpuwatch.Unknown)
+			if p.MemoryMb != wireMemUnknown {
+				mem = int64(p.MemoryMb)
+			}
+			foreign[pos] = append(foreign[pos], gpuwatch.Proc{PID: int(p.Pid),
+				User: clip(p.User, maxForeignUser), Command: clip(p.Command, maxForeignCommand), MemoryMB: mem})
+		}
 	}
-	if prev != nil {
-		st.seq, st.foreign, st.problem, st.foreignGen = prev.seq+1, prev.foreign, prev.problem, prev.foreignGen
+	sess.gpuMu.Lock()
+	defer sess.gpuMu.Unlock()
+	st := &sess.gpuSt
+	if st.util == nil {
+		if n <= inlineGPUs {
+			st.util, st.mem = st.utilBuf[:n], st.memBuf[:n]
+		} else {
+			st.util, st.mem = make([]int, n), make([]int64, n)
+		}
 	}
+	st.seq++
+	st.at = now
 	for i := range n {
 		st.util[i], st.mem[i] = gpuwatch.Unknown, gpuwatch.Unknown
 		if i < len(g.UtilPct) && g.UtilPct[i] <= 100 {
@@ -79,28 +100,16 @@ func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 	}
 	if g.Foreign != nil {
 		st.foreignGen++
-		st.foreign = make([][]gpuwatch.Proc, n)
-		for _, p := range g.Foreign.Procs {
-			pos := slices.Index(sess.gpuIdx, int(p.GpuIndex))
-			if pos < 0 || len(st.foreign[pos]) >= maxForeignPerGPU {
-				continue
-			}
-			mem := int64(gpuwatch.Unknown)
-			if p.MemoryMb != wireMemUnknown {
-				mem = int64(p.MemoryMb)
-			}
-			st.foreign[pos] = append(st.foreign[pos], gpuwatch.Proc{PID: int(p.Pid),
-				User: clip(p.User, maxForeignUser), Command: clip(p.Command, maxForeignCommand), MemoryMB: mem})
-		}
+		st.foreign = foreign
 	}
-	if g.Problem != nil {
+	if g.Problem != nil && *g.Problem != st.problem {
 		st.problem = clip(*g.Problem, maxGPUProblem)
 	}
-	sess.gpu.Store(st)
 }
 
-// sample is st as core/gpuwatch reads it, in dst's array when it fits.
-func (st *gpuState) sample(idx []int, dst []gpuwatch.GPU) gpuwatch.Sample {
+// sampleLocked is st as core/gpuwatch reads it, in dst's array when it
+// fits. Caller holds session.gpuMu.
+func (st *gpuState) sampleLocked(idx []int, dst []gpuwatch.GPU) gpuwatch.Sample {
 	if cap(dst) < len(idx) {
 		dst = make([]gpuwatch.GPU, len(idx))
 	}
@@ -117,12 +126,10 @@ func (st *gpuState) sample(idx []int, dst []gpuwatch.GPU) gpuwatch.Sample {
 
 // foreignGPUs are the indices of sess's GPUs with a foreign process.
 func (sess *session) foreignGPUs() []int {
-	st := sess.gpu.Load()
-	if st == nil {
-		return nil
-	}
+	sess.gpuMu.Lock()
+	defer sess.gpuMu.Unlock()
 	var out []int
-	for i, procs := range st.foreign {
+	for i, procs := range sess.gpuSt.foreign {
 		if len(procs) > 0 && i < len(sess.gpuIdx) {
 			out = append(out, sess.gpuIdx[i])
 		}
@@ -133,11 +140,17 @@ func (sess *session) foreignGPUs() []int {
 // observeGPUs applies the rules to sess's newest sample, when there is one
 // it has not seen. Only on the session's shard goroutine (onHeartbeat).
 func (m *Master) observeGPUs(sess *session) {
-	st := sess.gpu.Load()
-	if st == nil || st.seq == sess.gpuSeen {
+	sess.gpuMu.Lock()
+	cur := &sess.gpuSt
+	if cur.seq == 0 || cur.seq == sess.gpuSeen {
+		sess.gpuMu.Unlock()
 		return
 	}
-	sess.gpuSeen = st.seq
+	sess.gpuSeen = cur.seq
+	smp := cur.sampleLocked(sess.gpuIdx, sess.gpuScratch)
+	st := gpuState{at: cur.at, foreign: cur.foreign, problem: cur.problem, foreignGen: cur.foreignGen} // what is read below
+	sess.gpuMu.Unlock()
+	sess.gpuScratch = smp.GPUs
 	if sess.watch == nil {
 		sess.watch = gpuwatch.NewWatch(m.cfg.GPUWatch)
 	}
@@ -157,8 +170,6 @@ func (m *Master) observeGPUs(sess *session) {
 		}
 	}
 	out := &sess.gpuOut
-	smp := st.sample(sess.gpuIdx, sess.gpuScratch)
-	sess.gpuScratch = smp.GPUs
 	sess.watch.Observe(st.at, smp, running, out)
 	// Series points: step is the sample's time in Unix seconds, so the
 	// points of a run's attempts and of masters taking over line up.
@@ -240,8 +251,10 @@ func (m *Master) observeGPUs(sess *session) {
 // fillGPUs adds sess's last sample to gpus (a worker's view, in Hello's
 // order) and returns the worker's GPU problem.
 func (sess *session) fillGPUs(gpus []core.GPU) string {
-	st := sess.gpu.Load()
-	if st == nil {
+	sess.gpuMu.Lock()
+	defer sess.gpuMu.Unlock()
+	st := &sess.gpuSt
+	if st.seq == 0 {
 		return ""
 	}
 	var idle map[string]time.Time

@@ -172,7 +172,7 @@ func TestTakeGPUSampleBounds(t *testing.T) {
 	problem := "nvidia-smi failed"
 	sess.takeGPUSample(&pb.GpuSample{UtilPct: []uint32{300, 40, 77}, MemoryUsedMb: []uint32{wireMemUnknown},
 		Foreign: &pb.ForeignList{Procs: procs}, Problem: &problem}, time.Now())
-	st := sess.gpu.Load()
+	st := &sess.gpuSt
 	if st.util[0] != gpuwatch.Unknown || st.util[1] != 40 || st.mem[0] != gpuwatch.Unknown || st.mem[1] != gpuwatch.Unknown {
 		t.Fatalf("values %v %v", st.util, st.mem)
 	}
@@ -184,7 +184,7 @@ func TestTakeGPUSampleBounds(t *testing.T) {
 		t.Fatalf("process %+v", p)
 	}
 	sess.takeGPUSample(&pb.GpuSample{UtilPct: []uint32{1}}, time.Now())
-	if st2 := sess.gpu.Load(); st2.seq != 2 || len(st2.foreign[1]) != 1 || st2.problem != problem || st2.util[1] != gpuwatch.Unknown {
+	if st2 := &sess.gpuSt; st2.seq != 2 || len(st2.foreign[1]) != 1 || st2.problem != problem || st2.util[1] != gpuwatch.Unknown {
 		t.Fatalf("second sample %+v", st2)
 	}
 	if got := sess.foreignGPUs(); len(got) != 2 || got[1] != 3 {

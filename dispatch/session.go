@@ -67,11 +67,13 @@ type session struct {
 	quit chan struct{}
 
 	// gpuIdx are the indices of the Hello's GPUs, in its order (set before
-	// the session is shared); gpu is the last GPU sample (gpus.go), written
-	// only by the connection's event loop; idle holds the runs of the
-	// worker in an idle stretch, by task id → its start (the shard's).
+	// the session is shared); gpuSt is the last GPU sample (gpus.go),
+	// guarded by gpuMu and written only by the connection's event loop;
+	// idle holds the runs of the worker in an idle stretch, by task id →
+	// its start (the shard's).
 	gpuIdx []int
-	gpu    atomic.Pointer[gpuState]
+	gpuMu  sync.Mutex
+	gpuSt  gpuState
 	idle   atomic.Pointer[map[string]time.Time]
 
 	// Only on the shard's goroutine (onHello, onHeartbeat):
