@@ -25,6 +25,9 @@ type fleetOpts struct {
 	RecordExec bool
 	Dialers    int
 	Reconnect  bool
+	// GPUs per worker, and every how many heartbeats one carries a GPU
+	// sample (fleet.Config.GPUSampleEvery).
+	GPUs, GPUSampleEvery int
 }
 
 // fleetGroup is a simulated farm spread over helper processes, each with
@@ -45,7 +48,7 @@ func (e *env) startFleet(addr, token string, o fleetOpts) (*fleetGroup, error) {
 		first := i*(o.N/k) + min(i, o.N%k)
 		cfg := fleet.Config{Addr: addr, N: n, First: first, Prefix: o.Prefix, LocalIP: e.localIP(), Token: token,
 			Slots: o.Slots, Raw: o.Raw, RawInterval: o.RawEvery, RunFor: o.RunFor, LogLines: o.LogLines,
-			RecordExec: o.RecordExec, Dialers: o.Dialers, Reconnect: o.Reconnect}
+			RecordExec: o.RecordExec, Dialers: o.Dialers, Reconnect: o.Reconnect, GPUs: o.GPUs, GPUSampleEvery: o.GPUSampleEvery}
 		c, err := e.startChild("fleet", cfg)
 		if err != nil {
 			g.stop()

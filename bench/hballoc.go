@@ -37,11 +37,16 @@ type hbProbe struct {
 	hb    *pb.Heartbeat
 	frame []byte // the heartbeat's frame, sealed anew for each
 	buf   []byte
+	// gpus are the worker's GPUs; sampled: every heartbeat carries a
+	// sample of them (newHBProbe's gpus < 0).
+	gpus    int
+	sampled bool
 }
 
-// newHBProbe starts the master and joins one worker; withRun also places
-// one run on it, so every heartbeat renews a lease.
-func newHBProbe(dir string, withRun bool) (*hbProbe, error) {
+// newHBProbe starts the master and joins one worker with gpus GPUs (< 0:
+// -gpus GPUs, and a GPU sample in every heartbeat); withRun also places one
+// run on it, so every heartbeat renews a lease.
+func newHBProbe(dir string, withRun bool, gpus int) (*hbProbe, error) {
 	ctx := context.Background()
 	st, err := sqlite.Open(filepath.Join(dir, "rlsched.db"))
 	if err != nil {
@@ -64,7 +69,7 @@ func newHBProbe(dir string, withRun bool) (*hbProbe, error) {
 		st.Close()
 		return nil, err
 	}
-	p := &hbProbe{m: m, st: st, logs: logs, buf: make([]byte, 64<<10)}
+	p := &hbProbe{m: m, st: st, logs: logs, buf: make([]byte, 64<<10), gpus: max(gpus, -gpus), sampled: gpus < 0}
 	if err := p.join(withRun); err != nil {
 		p.close()
 		return nil, err
@@ -90,6 +95,9 @@ func (p *hbProbe) join(withRun bool) error {
 	}
 	const id = "probe-worker"
 	hello := &pb.Hello{WorkerId: id, Slots: 1, Version: "bench"}
+	for i := range p.gpus {
+		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(i), Name: "SimGPU", MemoryMb: 81920})
+	}
 	frame, keys, err := codec.WorkerHello(nil, codec.WorkerKey([]byte(benchJoinToken), id), ch, hello)
 	if err != nil {
 		return err
@@ -111,6 +119,11 @@ func (p *hbProbe) join(withRun bool) error {
 			return err
 		}
 		hb.Runs = []*pb.RunRef{ref}
+	}
+	if p.sampled {
+		empty := ""
+		hb.Gpus = &pb.GpuSample{UtilPct: make([]uint32, p.gpus), MemoryUsedMb: make([]uint32, p.gpus),
+			Foreign: &pb.ForeignList{}, Problem: &empty} // the first of a session: the lists too
 	}
 	p.hb = hb
 	p.frame = make([]byte, 0, 4096)
@@ -160,6 +173,14 @@ func (p *hbProbe) write(m proto.Message) error {
 func (p *hbProbe) beat(n int) (int, error) {
 	_ = p.c.SetDeadline(time.Now().Add(60 * time.Second))
 	for sent := range n {
+		if g := p.hb.Gpus; g != nil {
+			for i := range g.UtilPct {
+				g.UtilPct[i], g.MemoryUsedMb[i] = uint32((sent+i*13)%101), uint32(20000+sent%1000+i)
+			}
+			if sent > 0 {
+				g.Foreign, g.Problem = nil, nil // unchanged after the first
+			}
+		}
 		var err error
 		if p.frame, err = p.keys.Send.AppendFrame(p.frame[:0], p.hb); err != nil {
 			return sent, err
@@ -208,7 +229,7 @@ func (p *hbProbe) close() {
 // heartbeatAllocs returns the master's heap allocations (count and bytes)
 // per heartbeat over n heartbeats, after a warm-up.
 func heartbeatAllocs(dir string, withRun bool, n int) (allocs, bytes float64, err error) {
-	p, err := newHBProbe(dir, withRun)
+	p, err := newHBProbe(dir, withRun, 0)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -7,13 +7,14 @@ import "testing"
 // allocs/op and B/op are the master's: the client allocates nothing per
 // heartbeat.
 func BenchmarkMasterHeartbeat(b *testing.B) {
-	for _, withRun := range []bool{false, true} {
-		name := "idle"
-		if withRun {
-			name = "one-run"
-		}
-		b.Run(name, func(b *testing.B) {
-			p, err := newHBProbe(b.TempDir(), withRun)
+	for _, c := range []struct {
+		name    string
+		withRun bool
+		gpus    int
+	}{{"idle", false, 0}, {"one-run", true, 0}, {"8-gpus", false, 8}, {"8-gpus-sampled", false, -8}} {
+		b.Run(c.name, func(b *testing.B) {
+			// gpus < 0: that many GPUs, and a sample in every heartbeat.
+			p, err := newHBProbe(b.TempDir(), c.withRun, c.gpus)
 			if err != nil {
 				b.Fatal(err)
 			}

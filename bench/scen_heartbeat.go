@@ -50,7 +50,7 @@ func runHeartbeat(e *env) (*report, error) {
 	var runs []*hbRun
 	byKey := map[string]*hbRun{}
 	for _, iv := range intervals {
-		for _, target := range []string{"rlsched", "naive", "echo"} {
+		for _, target := range []string{"rlsched", targetGPUsIdle, targetGPUs, "naive", "echo"} {
 			r, err := e.heartbeatRun(target, n, iv)
 			if err != nil {
 				return nil, fmt.Errorf("%s at %v: %w", target, iv, err)
@@ -112,6 +112,11 @@ func runHeartbeat(e *env) (*report, error) {
 		byKey[fmt.Sprintf("naive/%v", intervals[0])].rssPerWorker()/1024)
 	rep.goal(fast.cpuPerHB() <= 2*time.Microsecond, "≤ 2 µs CPU per heartbeat: %s at 1 s interval (naive master %s, bare echo %s)",
 		us(fast.cpuPerHB()), us(naiveFast.cpuPerHB()), us(echoFast.cpuPerHB()))
+	for _, iv := range intervals {
+		base, with := byKey[fmt.Sprintf("%s/%v", targetGPUsIdle, iv)], byKey[fmt.Sprintf("%s/%v", targetGPUs, iv)]
+		rep.goal(float64(with.cpuPerHB()) <= 1.05*float64(base.cpuPerHB()), "GPU samples (8 GPUs, every 10 s) add ≤ 5%% CPU per heartbeat at %v: %s with, %s without (workers of 8 GPUs both; ratio %s)",
+			iv, us(with.cpuPerHB()), us(base.cpuPerHB()), ratioStr(float64(with.cpuPerHB()), float64(base.cpuPerHB())))
+	}
 	rep.note("CPU per heartbeat counts all of the target's CPU over the window (total from /proc/PID/task/*/schedstat in ns, the user/system split from /proc/PID/stat), divided by the heartbeats the workers saw acknowledged; idle work (the reaper's scan, the scheduler's tick) is included. The bare echo server does one read and one write per heartbeat and nothing else: it is the floor the kernel sets for one small request/reply on loopback here.")
 	rep.note("RSS per worker = (VmRSS after the window − VmRSS before the workers connected) / workers joined. Join time: from the first dial until every worker had its HelloAck (or the time waited, when some never did).")
 	rep.note("Simulated workers redial a connection the target closes, with the real agent's backoff (100 ms doubling to 5 s); \"closed by target in window\" counts such closes during the measured window.")
@@ -128,10 +133,24 @@ func mustDir(e *env, name string) string {
 	return d
 }
 
+// targetGPUs is the rlsched master with workers of 8 GPUs each sending a
+// GPU sample every 10 s (issue 16: the sampling may add ≤ 5 % CPU per
+// heartbeat).
+// targetGPUsIdle is the same without samples, what targetGPUs is
+// compared with.
+const (
+	targetGPUs     = "rlsched+gpus"
+	targetGPUsIdle = "rlsched+gpus-unsampled"
+)
+
 func targetName(t string) string {
 	switch t {
 	case "rlsched":
 		return "rlsched master"
+	case targetGPUs:
+		return "rlsched master, 8 GPUs a worker sampled every 10 s"
+	case targetGPUsIdle:
+		return "rlsched master, 8 GPUs a worker, no samples"
 	case "naive":
 		return "naive master"
 	case "echo":
@@ -207,7 +226,14 @@ func (e *env) startTarget(kind, name string, iv time.Duration, rpcPort int, data
 }
 
 func (e *env) heartbeatRun(kind string, n int, iv time.Duration) (*hbRun, error) {
-	tg, err := e.startTarget(kind, "heartbeat", iv, 0, "")
+	targetKind, gpus, every := kind, 0, 0
+	switch kind {
+	case targetGPUs:
+		targetKind, gpus, every = "rlsched", 8, max(int(10*time.Second/iv), 1)
+	case targetGPUsIdle:
+		targetKind, gpus = "rlsched", 8
+	}
+	tg, err := e.startTarget(targetKind, "heartbeat", iv, 0, "")
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +242,8 @@ func (e *env) heartbeatRun(kind string, n int, iv time.Duration) (*hbRun, error)
 	r := &hbRun{target: kind, interval: iv, n: n}
 	time.Sleep(300 * time.Millisecond)
 	r.baseRSS, _, _ = procMem(pid)
-	g, err := e.startFleet(addr, benchJoinToken, fleetOpts{N: n, Prefix: "hb", Slots: 1, Raw: kind == "echo", RawEvery: iv, Reconnect: true})
+	g, err := e.startFleet(addr, benchJoinToken, fleetOpts{N: n, Prefix: "hb", Slots: 1, Raw: kind == "echo", RawEvery: iv, Reconnect: true,
+		GPUs: gpus, GPUSampleEvery: every})
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (h *harness) login() {
 }
 
 func TestCommands(t *testing.T) {
-	want := []string{"artifacts", "cancel", "diff", "download", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "sweep", "user", "whoami", "workers"}
+	want := []string{"artifacts", "cancel", "diff", "download", "gpus", "login", "logout", "logs", "ls", "metrics", "register", "rerun", "show", "submit", "sweep", "user", "whoami", "workers"}
 	if got := Commands(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Commands() = %v, want %v", got, want)
 	}
@@ -417,11 +417,14 @@ func TestShow(t *testing.T) {
 	exit, r := 0, 12.5
 	id := h.f.addTask(core.Task{Name: "n", User: "alice", Status: core.StatusSucceeded, Command: []string{"python3", "a b.py"},
 		Params: json.RawMessage(`{"lr": 0.1}`), Env: map[string]string{"K": "V"}, Tags: []string{"x", "y"},
-		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true}})
+		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true},
+		Worker: "w1", GPUIndices: []int{1}, GPUUUIDs: []string{"GPU-1"},
+		Warnings: []core.Warning{{Code: "idle_gpu", Message: "GPU 1 idle (under 5% utilisation) for 1800 s", At: time.Now()}}})
 	out, _ := h.mustRun(0, "show", id)
 	for _, want := range []string{"id: " + id + "\n", "status: SUCCEEDED\n", "command: python3 'a b.py'\n",
 		`params: {"lr":0.1}` + "\n", `env: {"K":"V"}` + "\n", "tags: x,y\n", "exitCode: 0\n",
-		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: -\n"} {
+		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: w1\n", "gpuUuids: GPU-1\n",
+		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
@@ -561,6 +564,21 @@ func TestWorkers(t *testing.T) {
 		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+1\s+\ds ago$`).MatchString(lines[1]) ||
 		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+0\s+never$`).MatchString(lines[2]) {
 		t.Errorf("workers:\n%s", out)
+	}
+}
+
+func TestGPUs(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	out, _ := h.mustRun(0, "gpus")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("gpus:\n%s", out)
+	}
+	if !regexp.MustCompile(`^WORKER\s+GPU\s+NAME\s+UTIL\s+MEMORY\s+RUN\s+FOREIGN$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^w1\s+0\s+H100\s+3 %\s+2048 / 81559 MiB\s+r0001 \(idle 1m\d*s?\)\s+-$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^w1\s+1\s+H100\s+97 %\s+40000 / 81559 MiB\s+-\s+pid 4242 bob \(python notebook.py\) 1200 MiB$`).MatchString(lines[2]) {
+		t.Errorf("gpus:\n%s", out)
 	}
 }
 

@@ -411,10 +411,15 @@ func (f *fakeServer) logsHandler(w http.ResponseWriter, r *http.Request, user st
 	writeJSON(w, 200, map[string]any{"status": "SUCCESS", "content": lines, "offset": off, "nextOffset": end, "eof": eof})
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func (f *fakeServer) workers(w http.ResponseWriter, r *http.Request, user string) {
 	ws := []core.WorkerInfo{
 		{ID: "w1", Host: "gpu-a", State: core.WorkerRunning, Slots: 4, RunningTasks: []string{"r0001"},
-			GPUs:            []core.GPU{{Index: 0, Name: "H100", TaskID: "r0001"}, {Index: 1, Name: "H100"}},
+			GPUs: []core.GPU{{Index: 0, Name: "H100", MemoryMB: 81559, TaskID: "r0001", Utilization: ptr(3), MemoryUsedMB: ptr[int64](2048),
+				IdleSince: ptr(time.Now().Add(-90 * time.Second))},
+				{Index: 1, Name: "H100", MemoryMB: 81559, Utilization: ptr(97), MemoryUsedMB: ptr[int64](40000),
+					Foreign: []core.ForeignProc{{PID: 4242, User: "bob", Command: "python notebook.py", MemoryMB: ptr[int64](1200)}}}},
 			LastHeartbeatAt: time.Now().Add(-2 * time.Second)},
 		{ID: "w2", Host: "gpu-b", State: core.WorkerDown, Slots: 2},
 	}

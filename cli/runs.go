@@ -129,6 +129,7 @@ func runShow(inv *invocation, args []string) int {
 		{"params", compactJSON(t.Params)},
 		{"gpus", strconv.Itoa(t.GPUs)},
 		{"gpuIndices", gpuIdx},
+		{"gpuUuids", orDash(strings.Join(t.GPUUUIDs, ","))},
 		{"priority", strconv.Itoa(t.Priority)},
 		{"timeoutSeconds", timeout},
 		{"env", envString(t.Env)},
@@ -145,6 +146,10 @@ func runShow(inv *invocation, args []string) int {
 		{"createdAt", formatTime(&t.CreatedAt)},
 		{"startedAt", formatTime(t.StartedAt)},
 		{"finishedAt", formatTime(t.FinishedAt)},
+	}
+	for _, w := range t.Warnings {
+		// gpu_foreign, idle_gpu, artifact_limit, ...: one line each, oldest first
+		lines = append(lines, [2]string{"warning", formatTime(&w.At) + " " + w.Code + ": " + oneLine(w.Message)})
 	}
 	var b bytes.Buffer
 	for _, l := range lines {

@@ -48,33 +48,37 @@ func (s Status) Valid() bool {
 
 // Task is one training run. Its JSON form is API.md's Task.
 type Task struct {
-	ID             string            `json:"id"`
-	Name           string            `json:"name"`
-	Project        string            `json:"project"`
-	User           string            `json:"user"`
-	UserID         int64             `json:"userId"`
-	Status         Status            `json:"status"`
-	Attempt        int               `json:"attempt"`
-	MaxRetries     int               `json:"maxRetries"`
-	Command        []string          `json:"command"`
-	Params         json.RawMessage   `json:"params"`
-	GPUs           int               `json:"gpus"`
-	Priority       int               `json:"priority"`
-	Env            map[string]string `json:"env"`
-	Tags           []string          `json:"tags"`
-	Workdir        string            `json:"workdir"`
-	Worker         string            `json:"worker"`
-	GPUIndices     []int             `json:"gpuIndices"`
-	TraceID        string            `json:"traceId"`
-	ExitCode       *int              `json:"exitCode"`
-	Error          string            `json:"error"`
-	FinalReward    *float64          `json:"finalReward"`
-	Code           CodeInfo          `json:"code"`
-	TimeoutSeconds int               `json:"timeoutSeconds"`
-	CreatedAt      time.Time         `json:"createdAt"`
-	StartedAt      *time.Time        `json:"startedAt"`
-	FinishedAt     *time.Time        `json:"finishedAt"`
-	UpdatedAt      time.Time         `json:"updatedAt"`
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Project    string            `json:"project"`
+	User       string            `json:"user"`
+	UserID     int64             `json:"userId"`
+	Status     Status            `json:"status"`
+	Attempt    int               `json:"attempt"`
+	MaxRetries int               `json:"maxRetries"`
+	Command    []string          `json:"command"`
+	Params     json.RawMessage   `json:"params"`
+	GPUs       int               `json:"gpus"`
+	Priority   int               `json:"priority"`
+	Env        map[string]string `json:"env"`
+	Tags       []string          `json:"tags"`
+	Workdir    string            `json:"workdir"`
+	Worker     string            `json:"worker"`
+	GPUIndices []int             `json:"gpuIndices"`
+	// GPUUUIDs are the UUIDs of GPUIndices on Worker, in that order ("" for
+	// a GPU without one); the API fills them from the worker's GPU list
+	// when answering (httpapi GPUNamer), nothing stores them.
+	GPUUUIDs       []string   `json:"gpuUuids"`
+	TraceID        string     `json:"traceId"`
+	ExitCode       *int       `json:"exitCode"`
+	Error          string     `json:"error"`
+	FinalReward    *float64   `json:"finalReward"`
+	Code           CodeInfo   `json:"code"`
+	TimeoutSeconds int        `json:"timeoutSeconds"`
+	CreatedAt      time.Time  `json:"createdAt"`
+	StartedAt      *time.Time `json:"startedAt"`
+	FinishedAt     *time.Time `json:"finishedAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
 	// Fence is the fencing token of the lease that owns the current attempt
 	// (0 while queued). Every state change is conditional on it. It is
 	// internal to the masters (never in the JSON of a run; package cluster

@@ -29,6 +29,9 @@ func (t Task) View() Task {
 	if t.GPUIndices == nil {
 		t.GPUIndices = []int{}
 	}
+	if t.GPUUUIDs == nil {
+		t.GPUUUIDs = []string{}
+	}
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}
@@ -82,11 +85,34 @@ func (t Task) ViewFor(u User) Task {
 // View is w as clients see it (GET /api/workers, /topic/workers): arrays
 // never null.
 func (w WorkerInfo) View() WorkerInfo {
-	if w.GPUs == nil {
-		w.GPUs = []GPU{}
+	gpus := make([]GPU, len(w.GPUs)) // a copy: w's array may be shared
+	copy(gpus, w.GPUs)
+	for i := range gpus {
+		if gpus[i].Foreign == nil {
+			gpus[i].Foreign = []ForeignProc{}
+		}
 	}
+	w.GPUs = gpus
 	if w.RunningTasks == nil {
 		w.RunningTasks = []string{}
 	}
+	return w
+}
+
+// ForUser is the view a reader who is no admin gets: who runs a foreign
+// process, and its command line (which may carry the other user's
+// secrets), left out; that a GPU is taken stays. The view is copied, w
+// is not changed.
+func (w WorkerInfo) ForUser() WorkerInfo {
+	gpus := make([]GPU, len(w.GPUs))
+	copy(gpus, w.GPUs)
+	for i := range gpus {
+		procs := make([]ForeignProc, len(gpus[i].Foreign))
+		for j, p := range gpus[i].Foreign {
+			procs[j] = ForeignProc{PID: p.PID, MemoryMB: p.MemoryMB}
+		}
+		gpus[i].Foreign = procs
+	}
+	w.GPUs = gpus
 	return w
 }

@@ -21,6 +21,30 @@ type GPU struct {
 	Name     string `json:"name"`
 	MemoryMB int64  `json:"memoryMB"`
 	TaskID   string `json:"taskId"`
+	// UUID is nvidia-smi's GPU-…; "" for a GPU given by --gpus N.
+	UUID string `json:"uuid"`
+	// Utilization (percent) and MemoryUsedMB are from the worker's last
+	// sample; null when it did not report them (no sample yet, nvidia-smi
+	// failing, [N/A]).
+	Utilization  *int   `json:"utilization"`
+	MemoryUsedMB *int64 `json:"memoryUsedMB"`
+	// Foreign lists the processes on it that no run of the worker started
+	// (API.md "GPUs"); User and Command only for admins (View).
+	Foreign []ForeignProc `json:"foreign"`
+	// IdleSince is when the run holding it started an idle stretch (all its
+	// GPUs under IDLE_GPU_UTIL); absent while it is busy.
+	IdleSince *time.Time `json:"idleSince,omitempty"`
+}
+
+// ForeignProc is a compute process on a worker's GPU that no run of the
+// worker started. User and Command are "" when the worker could not read
+// them (another pid namespace) or the reader is no admin; MemoryMB is
+// null when not reported.
+type ForeignProc struct {
+	PID      int    `json:"pid"`
+	User     string `json:"user"`
+	Command  string `json:"command"`
+	MemoryMB *int64 `json:"memoryMB"`
 }
 
 // WorkerInfo is API.md's Worker.
@@ -38,4 +62,7 @@ type WorkerInfo struct {
 	// uid of its own) or "none" (runs share the worker's uid and can act
 	// as it).
 	Isolation string `json:"isolation"`
+	// GPUProblem says why its GPU samples are incomplete (nvidia-smi
+	// missing, failing, hung), as its worker last reported; "" when fine.
+	GPUProblem string `json:"gpuProblem,omitempty"`
 }

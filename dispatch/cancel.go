@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
@@ -11,6 +12,16 @@ import (
 
 // Cancel implements httpapi.Control.
 func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
+	return m.cancelWith(ctx, id, "")
+}
+
+// cancelWith is the one cancel path: why, when not "", is the error the run
+// ends with instead of "cancelled" (a cancel the master decides itself).
+func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, error) {
+	msg := "cancelled"
+	if why != "" {
+		msg = why
+	}
 	for try := 0; try < 5; try++ {
 		t, err := m.st.Task(ctx, id)
 		if err != nil {
@@ -21,7 +32,7 @@ func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
 			return t, core.ErrConflict
 		case t.Status == core.StatusQueued || t.Status == core.StatusLost:
 			exp := store.Expect{Fence: t.Fence, Status: t.Status}
-			if err := t.Cancel("cancelled", m.now()); err != nil {
+			if err := t.Cancel(msg, m.now()); err != nil {
 				return t, err
 			}
 			err := m.st.UpdateTask(ctx, &t, exp)
@@ -36,7 +47,7 @@ func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
 			if err := m.st.RequestCancel(ctx, id); err != nil {
 				return t, err
 			}
-			if rr := m.reg.requestCancel(id); rr != nil {
+			if rr := m.reg.requestCancel(id, why); rr != nil {
 				m.resendCancel(rr)
 			}
 			if m.cfg.OnCancel != nil {
@@ -56,4 +67,19 @@ func (m *Master) resendCancel(rr *runRec) {
 	}
 	_ = sess.send(&pb.CancelTask{TaskId: rr.taskID, Attempt: int32(rr.attempt), Fence: rr.fence.Load(),
 		Reason: "cancelled by a user", GraceMs: m.cfg.CancelGrace.Milliseconds()})
+}
+
+// cancelIdle cancels run id, idle on its GPUs, off the caller's goroutine
+// (the shard's), through the normal cancel path: SIGTERM, the grace, the
+// outputs uploaded; it ends CANCELLED with error why.
+func (m *Master) cancelIdle(id, why string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		defer cancel()
+		if _, err := m.cancelWith(ctx, id, why); err != nil {
+			m.log.Warn().Str("task", id).Err(err).Msg("cannot cancel a run idle on its GPUs")
+			return
+		}
+		m.log.Info().Str("task", id).Msg("cancelling a run: " + why)
+	}()
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/artifact"
+	"github.com/rlsched/rlsched/core/gpuwatch"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/obs"
@@ -90,7 +91,11 @@ type Config struct {
 	// The caller owns both (closes Outputs after Stop).
 	Outputs *artifactpipe.Pipe
 	Blobs   artifact.Store
-	Logger  zerolog.Logger
+	// GPUWatch are the rules applied to the workers' GPU samples (idle
+	// runs: IDLE_GPU_UTIL, IDLE_GPU_SECONDS, IDLE_GPU_ACTION); the zero
+	// value is gpuwatch.DefaultConfig().
+	GPUWatch gpuwatch.Config
+	Logger   zerolog.Logger
 
 	allowed map[string]bool // WorkerIDs as a set (defaults); nil: any id
 }
@@ -123,6 +128,12 @@ func (c *Config) defaults() error {
 	}
 	if c.CancelGrace <= 0 {
 		c.CancelGrace = 10 * time.Second
+	}
+	if c.GPUWatch == (gpuwatch.Config{}) {
+		c.GPUWatch = gpuwatch.DefaultConfig()
+	}
+	if err := c.GPUWatch.Validate(); err != nil {
+		return err
 	}
 	if c.ReapInterval <= 0 {
 		c.ReapInterval = min(c.LeaseTTL/10, time.Second)

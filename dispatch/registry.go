@@ -28,7 +28,10 @@ type registry struct {
 	workers map[string]*workerRec
 	runs    map[string]*runRec  // by task id
 	cancels map[string]struct{} // runs whose cancel was requested, by task id
-	ended   endedRuns
+	// cancelWhy is the error a run cancelled by the master itself (an idle
+	// GPU) ends with, instead of "cancelled"; by task id.
+	cancelWhy map[string]string
+	ended     endedRuns
 }
 
 type workerRec struct {
@@ -78,6 +81,7 @@ func (r *registry) init() {
 	r.workers = map[string]*workerRec{}
 	r.runs = map[string]*runRec{}
 	r.cancels = map[string]struct{}{}
+	r.cancelWhy = map[string]string{}
 	r.ended.at = map[string]time.Time{}
 }
 
@@ -108,6 +112,7 @@ func (r *registry) removeLocked(rr *runRec) bool {
 		w.publishLocked()
 	}
 	delete(r.cancels, rr.taskID)
+	delete(r.cancelWhy, rr.taskID)
 	return true
 }
 
@@ -296,7 +301,7 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 	w.sess, w.host, w.version, w.slots, w.isolation = sess, h.Host, h.Version, int(h.Slots), h.Isolation
 	w.gpus = w.gpus[:0]
 	for _, g := range h.Gpus {
-		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb})
+		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb, UUID: g.Uuid})
 	}
 	sess.lastHeartbeat.Store(now.UnixNano())
 	// Count silence from the HelloAck, not from when the event loop read the
@@ -380,11 +385,27 @@ func (r *registry) silent(now time.Time, ttl time.Duration) []*session {
 
 // requestCancel records that id's cancel was requested and returns its run
 // when it is placed here.
-func (r *registry) requestCancel(id string) *runRec {
+func (r *registry) requestCancel(id, why string) *runRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancels[id] = struct{}{}
+	if why != "" && r.runs[id] != nil {
+		if _, ok := r.cancelWhy[id]; !ok {
+			r.cancelWhy[id] = why
+		}
+	}
 	return r.runs[id]
+}
+
+// cancelReason is the error run id ends with when cancelled: the one its
+// cancel was requested with here, else "cancelled".
+func (r *registry) cancelReason(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if why, ok := r.cancelWhy[id]; ok {
+		return why
+	}
+	return "cancelled"
 }
 
 // cancelPlaced records a cancel request (from another master, or from the
@@ -510,6 +531,9 @@ func (w *workerRec) freeLocked() plan.Worker {
 		used = append(used, rr.gpus...)
 	}
 	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns}
+	if w.sess != nil {
+		c.ForeignGPUs = w.sess.foreignGPUs()
+	}
 	for _, g := range w.gpus {
 		if !slices.Contains(used, g.Index) {
 			c.FreeGPUs = append(c.FreeGPUs, g.Index)
@@ -605,11 +629,14 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 		gpus[i].TaskID = holder[gpus[i].Index]
 	}
 	hb := w.lastHeartbeat
+	problem := ""
 	if w.sess != nil {
 		hb = time.Unix(0, w.sess.lastHeartbeat.Load())
+		problem = w.sess.fillGPUs(gpus)
 	}
 	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
-		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation}
+		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation,
+		GPUProblem: problem}
 }
 
 // info is the view of worker id; false when unknown.
@@ -679,6 +706,23 @@ func (r *registry) forgetDown(before time.Time) []string {
 		if w.stateLocked() == core.WorkerDown && hb.Before(before) {
 			delete(r.workers, id)
 			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// gpuUUIDs names GPUs indices of worker id by UUID ("" when unknown).
+func (r *registry) gpuUUIDs(id string, indices []int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(indices))
+	if w := r.workers[id]; w != nil {
+		for i, idx := range indices {
+			for _, g := range w.gpus {
+				if g.Index == idx {
+					out[i] = g.UUID
+				}
+			}
 		}
 	}
 	return out

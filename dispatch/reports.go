@@ -68,6 +68,7 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	clear(renew) // no task ids kept alive by the scratch slice
 	sess.renew = renew[:0]
 	m.touchPresence(ctx, sess, now)
+	m.observeGPUs(sess)
 	if len(lost) > 0 {
 		m.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
 	}
@@ -226,14 +227,14 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		m.runGone(ctx, rr, "the worker stopped the run: "+tf.Error)
 		return
 	}
-	cancelled := m.reg.cancelRequested(tf.TaskId)
+	cancelled, why := m.reg.cancelRequested(tf.TaskId), m.reg.cancelReason(tf.TaskId)
 	if g := rr.starting.Load(); g != nil {
 		select {
 		case <-g.done:
 		case <-ctx.Done():
 		}
 	}
-	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, m.now()) == nil }
+	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, why, m.now()) == nil }
 	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
 	// A store that did not answer must not lose the report: the worker
 	// forgets it once acked, and nothing would ever write the run's end.
@@ -274,8 +275,9 @@ func undecided(err error) bool {
 }
 
 // finishFromReport ends the active run t as a worker's report says, at
-// now (core.Task.Finish); it fails when t is no longer active.
-func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, now time.Time) error {
+// now (core.Task.Finish); it fails when t is no longer active. A cancelled
+// run whose report gives no error gets cancelMsg.
+func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, cancelMsg string, now time.Time) error {
 	code := int(tf.ExitCode)
 	exit, msg := &code, tf.Error
 	var status core.Status
@@ -283,7 +285,7 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, n
 	case tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || cancelRequested:
 		status = core.StatusCancelled
 		if msg == "" {
-			msg = "cancelled"
+			msg = cancelMsg
 		}
 	case tf.Outcome == pb.Outcome_OUTCOME_TIMEOUT:
 		status = core.StatusTimeout

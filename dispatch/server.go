@@ -169,6 +169,9 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
 		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId), quit: make(chan struct{})}
 	sess.lastSeen.Store(now.UnixNano())
+	for _, g := range hello.Gpus {
+		sess.gpuIdx = append(sess.gpuIdx, int(g.Index))
+	}
 	s.m.checkSkew(sess, hello, now)
 	cc.sess = sess
 	s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
@@ -198,6 +201,9 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 	sess.lastSeen.Store(now.UnixNano())
 	switch msg := msg.(type) {
 	case *pb.Heartbeat:
+		if msg.Gpus != nil {
+			sess.takeGPUSample(msg.Gpus, now)
+		}
 		// At most one heartbeat of a session waits on its shard: a newer
 		// one replaces it there (its ack covers every earlier seq), so a
 		// shard that falls behind does not queue more than one per worker.

@@ -6,12 +6,14 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core/gpuwatch"
 	"github.com/rlsched/rlsched/core/lease"
 )
 
@@ -64,10 +66,29 @@ type session struct {
 	// serving it (restore streams) stop.
 	quit chan struct{}
 
+	// gpuIdx are the indices of the Hello's GPUs, in its order (set before
+	// the session is shared); gpuSt is the last GPU sample (gpus.go),
+	// guarded by gpuMu and written only by the connection's event loop;
+	// idle holds the runs of the worker in an idle stretch, by task id →
+	// its start (the shard's).
+	gpuIdx []int
+	gpuMu  sync.Mutex
+	gpuSt  gpuState
+	idle   atomic.Pointer[map[string]time.Time]
+
 	// Only on the shard's goroutine (onHello, onHeartbeat):
 	touched int64           // unix nanos of the last presence refresh; 0: none
 	renew   []lease.Renewal // scratch of onHeartbeat
 	ack     pb.HeartbeatAck // scratch of onHeartbeat
+	watch   *gpuwatch.Watch // the GPU rules' memory of this session's runs
+	gpuSeen uint64          // gpuState.seq of the last sample observed
+	gpuOut  gpuwatch.Result // scratch of observeGPUs
+	// What the worker's view last showed of the GPUs (observeGPUs), and
+	// the scratch of its samples.
+	gpuForeignGen uint64
+	gpuHadForeign bool
+	gpuProblem    string
+	gpuScratch    []gpuwatch.GPU
 }
 
 // run returns the run placed on this session's worker under id, or nil.

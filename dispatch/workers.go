@@ -64,3 +64,9 @@ func (m *Master) Backlog() int {
 	}
 	return n
 }
+
+// GPUUUIDs implements httpapi.GPUNamer: the UUIDs of GPUs indices of
+// worker, "" for one it does not know.
+func (m *Master) GPUUUIDs(worker string, indices []int) []string {
+	return m.reg.gpuUUIDs(worker, indices)
+}

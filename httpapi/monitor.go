@@ -17,6 +17,9 @@ func (s *Server) workers(r *request) *apiError {
 	ws := s.ctl.Workers()
 	items := make([]core.WorkerInfo, 0, len(ws))
 	for _, w := range ws {
+		if r.user.Role != core.RoleAdmin {
+			w = w.ForUser() // who runs a foreign process is for admins
+		}
 		items = append(items, w.View())
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {

@@ -23,6 +23,7 @@ type QueueExplainer interface {
 // failure leaves the runs unexplained: an explanation is never worth an
 // error.
 func (s *Server) explainQueue(ctx context.Context, ts []core.Task) {
+	s.nameGPUs(ts) // every answer with runs passes here
 	qe, ok := s.ctl.(QueueExplainer)
 	if !ok {
 		return
@@ -43,6 +44,28 @@ func (s *Server) explainQueue(ctx context.Context, ts []core.Task) {
 		}
 		if qi, ok := info[ts[i].ID]; ok {
 			ts[i].QueuePosition, ts[i].PendingReason, ts[i].PendingCode = qi.Position, qi.Reason, qi.Code
+		}
+	}
+}
+
+// GPUNamer is implemented by a Control that knows its workers' GPUs
+// (dispatch.Master): the UUIDs of GPUs indices of worker, "" for one it
+// does not know.
+type GPUNamer interface {
+	GPUUUIDs(worker string, indices []int) []string
+}
+
+// nameGPUs fills GPUUUIDs of the runs in ts that were given GPUs. The
+// UUIDs are the worker's as it reports them now (a GPU's UUID is fixed to
+// the card), so a run on a forgotten worker has none.
+func (s *Server) nameGPUs(ts []core.Task) {
+	gn, ok := s.ctl.(GPUNamer)
+	if !ok {
+		return
+	}
+	for i := range ts {
+		if ts[i].Worker != "" && len(ts[i].GPUIndices) > 0 {
+			ts[i].GPUUUIDs = gn.GPUUUIDs(ts[i].Worker, ts[i].GPUIndices)
 		}
 	}
 }

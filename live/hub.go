@@ -268,10 +268,22 @@ func (h *Hub) WorkerChanged(w core.WorkerInfo) {
 	if !h.workers.listened() {
 		return
 	}
-	frame, err := encodeEvent(TopicWorkers, "worker", w.View())
-	if err == nil {
-		h.workers.publishEvents(h, func(core.User) []byte { return frame })
+	// Admins see who runs a foreign process on a GPU; others that it is
+	// there (core.WorkerInfo.ForUser).
+	full, err := encodeEvent(TopicWorkers, "worker", w.View())
+	if err != nil {
+		return
 	}
+	user, err := encodeEvent(TopicWorkers, "worker", w.ForUser().View())
+	if err != nil {
+		return
+	}
+	h.workers.publishEvents(h, func(viewer core.User) []byte {
+		if viewer.Role == core.RoleAdmin {
+			return full
+		}
+		return user
+	})
 }
 
 // listened reports whether the topic has a subscriber now; one attaching

@@ -28,6 +28,7 @@ import (
 	"github.com/rlsched/rlsched/core/artifact"
 	"github.com/rlsched/rlsched/core/artifact/disk"
 	"github.com/rlsched/rlsched/core/artifact/s3"
+	"github.com/rlsched/rlsched/core/gpuwatch"
 	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/lease/memory"
 	"github.com/rlsched/rlsched/core/lease/redis"
@@ -92,6 +93,12 @@ type Config struct {
 	// WorkerForget (WORKER_FORGET_SECONDS) is how long a DOWN worker stays
 	// listed; default 24 h.
 	WorkerForget time.Duration
+	// IdleGPUUtil (IDLE_GPU_UTIL, percent), IdleGPUSeconds (IDLE_GPU_SECONDS;
+	// 0: off) and IdleGPUAction (IDLE_GPU_ACTION: warn or cancel) are the
+	// idle-run rule (docs/gpus.md); the flags' defaults are 5, 1800, warn.
+	IdleGPUUtil    int
+	IdleGPUSeconds int
+	IdleGPUAction  string
 
 	LogQueue           string // RLSCHED_LOG_QUEUE: the log writers' queue, ring (default) or chan (for benchmarks)
 	RunMaxLogBytes     int64  // RUN_MAX_LOG_BYTES: a run's log file at most (logpipe; 0: the default, < 0: none)
@@ -106,6 +113,8 @@ type Config struct {
 
 	Gateway Gateway // trust in the gateway and registration in Nacos (gateway.go)
 	Logger  zerolog.Logger
+
+	gpuWatch gpuwatch.Config // from the IdleGPU fields (defaults)
 }
 
 // Master is a started master. Its methods are safe for concurrent use.
@@ -217,7 +226,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken), WorkerIDs: cfg.WorkerIDs,
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
-		ForgetAfter: cfg.WorkerForget, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
+		ForgetAfter: cfg.WorkerForget, GPUWatch: cfg.gpuWatch, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel
@@ -318,6 +327,15 @@ func (c *Config) defaults() error {
 			*d.p = d.def
 		}
 		*d.p = max(*d.p, time.Second)
+	}
+	cancel, err := gpuwatch.ParseIdleAction(c.IdleGPUAction)
+	if err != nil {
+		return err
+	}
+	c.gpuWatch = gpuwatch.Config{IdleUtilPct: c.IdleGPUUtil, IdleAfter: time.Duration(c.IdleGPUSeconds) * time.Second,
+		IdleCancel: cancel, MaxGap: gpuwatch.DefaultMaxGap}
+	if err := c.gpuWatch.Validate(); err != nil {
+		return err
 	}
 	if c.MasterID == "" {
 		host, _ := os.Hostname()

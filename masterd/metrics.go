@@ -62,14 +62,26 @@ func (m *Master) metricSources() obs.Sources {
 					continue // not live
 				}
 				for _, gpu := range w.GPUs {
-					if gpu.TaskID != "" {
+					switch {
+					case gpu.TaskID != "":
 						g.Busy++
-					} else {
+					case len(gpu.Foreign) > 0:
+						g.Foreign++ // free by rlsched's books, taken in fact
+					default:
 						g.Free++
 					}
 				}
 			}
 			return g
+		},
+		GPUUtilization: func(emit func(worker string, gpu int, ratio float64)) {
+			for _, w := range m.disp.Workers() {
+				for _, gpu := range w.GPUs {
+					if gpu.Utilization != nil {
+						emit(w.ID, gpu.Index, float64(*gpu.Utilization)/100)
+					}
+				}
+			}
 		},
 		WSSubscribers: func() int { return int(m.hub.Stats().Subscribers) },
 		PlannerQueue:  m.disp.Backlog,

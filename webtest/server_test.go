@@ -58,8 +58,8 @@ func serverEnv(extra ...string) []string {
 
 // startUp runs `rlsched up` with free ports in a fresh directory and waits
 // until it prints its URL and a local worker is up. gpus < 0 leaves the
-// GPU count to detection.
-func startUp(t *testing.T, gpus int) *server {
+// GPU count to detection. env adds to its environment.
+func startUp(t *testing.T, gpus int, env ...string) *server {
 	t.Helper()
 	if rlschedBin == "" {
 		t.Skip("browser tests need Linux and the rlsched binary")
@@ -83,7 +83,7 @@ func startUp(t *testing.T, gpus int) *server {
 		args = append(args, "--gpus", fmt.Sprint(gpus))
 	}
 	s.cmd = exec.Command(rlschedBin, args...)
-	s.cmd.Env = serverEnv()
+	s.cmd.Env = serverEnv(env...)
 	s.cmd.Dir = dir
 	s.cmd.Stdout, s.cmd.Stderr = out, errf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

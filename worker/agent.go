@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
 // agent is one running worker. Its fields after mu, and every run's fields
@@ -42,6 +43,9 @@ type agent struct {
 	outGen     uint64
 	outCond    *sync.Cond
 	restoreSem chan struct{} // one run restores at a time (restore.go)
+	// sampler samples the GPUs (gpusample.go); nil without GPUs. Set
+	// before the first session, then read-only.
+	sampler *nvsmi.Sampler
 }
 
 // Run runs a worker until ctx is cancelled: it joins a master (failing over
@@ -88,6 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Str("data_dir", cfg.DataDir).Msg("worker starting")
 
 	a.spawner = startSpawner()
+	a.sampler = a.startSampler(ctx)
 	var bg sync.WaitGroup
 	bg.Go(func() { a.fenceLoop(ctx) })
 	a.connectLoop(ctx)

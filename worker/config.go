@@ -11,11 +11,14 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
 // GPU is one accelerator of this machine, as reported in Hello.
 type GPU struct {
-	Index    int
+	Index int
+	// UUID is nvidia-smi's GPU-…; "" for a synthetic GPU (--gpus N).
+	UUID     string
 	Name     string
 	MemoryMB int64
 }
@@ -73,6 +76,13 @@ type Config struct {
 	// changed output files are sent while it runs; they are sent once
 	// more when it ends. Default 30 s.
 	ArtifactSync time.Duration
+	// GPUSample (GPU_SAMPLE_SECONDS) is how often the worker samples its
+	// GPUs with nvidia-smi and reports them in its heartbeat (docs/gpus.md);
+	// default 10 s; negative: never (a worker without GPUs never samples).
+	GPUSample time.Duration
+	// NvidiaSMI is the nvidia-smi to run; default $NVIDIA_SMI, else the one
+	// on PATH.
+	NvidiaSMI string
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -155,6 +165,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ArtifactSync <= 0 {
 		c.ArtifactSync = defaultArtifactSync
+	}
+	if c.GPUSample == 0 {
+		c.GPUSample = nvsmi.DefaultInterval
 	}
 	return c, nil
 }

@@ -125,7 +125,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 	}
 	a.mu.Unlock()
 	for _, g := range a.cfg.GPUs {
-		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB})
+		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB, Uuid: g.UUID})
 	}
 	helloSent := sentNow()
 	hello.SentUnixMs = helloSent.at.UnixMilli()

@@ -39,6 +39,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 		id:      m.GetTaskId(),
 		attempt: m.GetAttempt(),
 		fence:   m.GetFence(),
+		gpus:    gpuInts(m.GetGpuIndices()),
 		out:     a.newSpool(m),
 		log:     log,
 		pumped:  make(chan struct{}),
@@ -447,4 +448,13 @@ func (a *agent) reap(r *run) {
 	r.log.Info().Str("outcome", outcome.String()).Int32("exit_code", r.fin.ExitCode).
 		Str("signal", r.fin.Signal).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
 	a.kickLocked()
+}
+
+// gpuInts converts ExecuteTask.gpu_indices.
+func gpuInts(idx []int32) []int {
+	out := make([]int, len(idx))
+	for i, g := range idx {
+		out[i] = int(g)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,7 +290,8 @@ type masterConn struct {
 	mu      sync.Mutex
 	hbCount int
 	lastHB  *pb.Heartbeat
-	lost    []string // sent in the next HeartbeatAck
+	gpus    []*pb.GpuSample // every heartbeat's GPU sample, in order
+	lost    []string        // sent in the next HeartbeatAck
 	lastAck map[string]uint64
 	// holdChunksFrom, when above 0: chunks from that offset on are dropped
 	// unanswered.
@@ -328,6 +330,9 @@ func (mc *masterConn) readLoop(br *bufio.Reader) {
 			mc.mu.Lock()
 			mc.hbCount++
 			mc.lastHB = msg
+			if msg.Gpus != nil {
+				mc.gpus = append(mc.gpus, msg.Gpus)
+			}
 			lost := mc.lost
 			if mc.ackHB.Load() {
 				mc.lost = nil
@@ -398,6 +403,13 @@ func (mc *masterConn) heartbeats() (int, *pb.Heartbeat) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	return mc.hbCount, mc.lastHB
+}
+
+// gpuSamples returns the GPU samples of the heartbeats so far.
+func (mc *masterConn) gpuSamples() []*pb.GpuSample {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return slices.Clone(mc.gpus)
 }
 
 func (mc *masterConn) setLost(ids ...string) {

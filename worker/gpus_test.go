@@ -1,48 +1,45 @@
 package worker
 
 import (
+	"context"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
-func TestParseGPUs_Success(t *testing.T) {
-	f := func(in string, want []GPU) {
-		t.Helper()
-		got, err := parseGPUs(in)
-		if err != nil {
-			t.Fatalf("parseGPUs(%q): %v", in, err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("parseGPUs(%q)\n got %+v\nwant %+v", in, got, want)
-		}
+func TestDetectGPUs(t *testing.T) {
+	fake := fakesmi.Install(t)
+	gpus := fakesmi.GPUs(2, "NVIDIA A100-SXM4-40GB")
+	gpus[1].Name = "Odd, Name" // the one field that may hold a comma
+	gpus[1].Raw = map[string]string{"memory.total": "[N/A]"}
+	fake.SetGPUs(gpus...)
+	t.Setenv("NVIDIA_SMI", fake.Bin)
+	got, err := DetectGPUs()
+	want := []GPU{{Index: 0, UUID: fakesmi.UUID(0), Name: "NVIDIA A100-SXM4-40GB", MemoryMB: 40960},
+		{Index: 1, UUID: fakesmi.UUID(1), Name: "Odd, Name", MemoryMB: 0}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("DetectGPUs() = %+v, %v\nwant %+v", got, err, want)
 	}
-	f("", nil)
-	f("\n", nil)
-	f("0, NVIDIA A100-SXM4-40GB, 40960 MiB\n", []GPU{{0, "NVIDIA A100-SXM4-40GB", 40960}})
-	f("0, NVIDIA A100-SXM4-40GB, 40960 MiB\n1, NVIDIA A100-SXM4-40GB, 40960 MiB\n",
-		[]GPU{{0, "NVIDIA A100-SXM4-40GB", 40960}, {1, "NVIDIA A100-SXM4-40GB", 40960}})
-	f("3, Tesla T4, [N/A]", []GPU{{3, "Tesla T4", 0}})
-	f("  2 , NVIDIA H200, 143771 MiB  \r\n", []GPU{{2, "NVIDIA H200", 143771}})
-	f("0, Odd, Name, 1024 MiB", []GPU{{0, "Odd, Name", 1024}})
-}
 
-func TestParseGPUs_Failure(t *testing.T) {
-	f := func(in string) {
-		t.Helper()
-		if got, err := parseGPUs(in); err == nil {
-			t.Fatalf("parseGPUs(%q) = %+v, want an error", in, got)
-		}
+	fake.SetBehaviour(fakesmi.QueryGPU, fakesmi.Behaviour{Exit: 9, Stdout: "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"})
+	if got, err := DetectGPUs(); err == nil || got != nil {
+		t.Fatalf("a failing nvidia-smi: DetectGPUs() = %+v, %v; want an error", got, err)
 	}
-	f("0, NVIDIA A100")
-	f("x, NVIDIA A100, 40960 MiB")
-	f("-1, NVIDIA A100, 40960 MiB")
-	f("0, NVIDIA A100, lots")
-	f("0, NVIDIA A100, -5 MiB")
+
+	t.Setenv("NVIDIA_SMI", filepath.Join(t.TempDir(), "nvidia-smi"))
+	if got, err := DetectGPUs(); err != nil || got != nil {
+		t.Fatalf("no nvidia-smi: DetectGPUs() = %+v, %v; want nil, nil", got, err)
+	}
 }
 
 func TestSyntheticGPUs(t *testing.T) {
-	want := []GPU{{0, "gpu0", 0}, {1, "gpu1", 0}, {2, "gpu2", 0}}
+	want := []GPU{{Index: 0, Name: "gpu0"}, {Index: 1, Name: "gpu1"}, {Index: 2, Name: "gpu2"}}
 	if got := SyntheticGPUs(3); !reflect.DeepEqual(got, want) {
 		t.Fatalf("SyntheticGPUs(3) = %+v", got)
 	}
@@ -61,4 +58,29 @@ func TestSignalName(t *testing.T) {
 	if got := signalName(syscall.Signal(40)); got != "SIG40" {
 		t.Fatalf("40: %q", got)
 	}
+}
+
+// TestRealGPUs runs only where a real nvidia-smi answers (`nvidia-smi -L`):
+// the GPUs are detected with UUIDs and a sample of them is complete.
+func TestRealGPUs(t *testing.T) {
+	if err := exec.Command("nvidia-smi", "-L").Run(); err != nil {
+		t.Skipf("no real GPU here (nvidia-smi -L: %v); the fake nvidia-smi tests cover the rest", err)
+	}
+	t.Setenv("NVIDIA_SMI", "")
+	gpus, err := DetectGPUs()
+	if err != nil || len(gpus) == 0 {
+		t.Fatalf("DetectGPUs() = %v, %v", gpus, err)
+	}
+	idx := make([]int, len(gpus))
+	for i, g := range gpus {
+		if !strings.HasPrefix(g.UUID, "GPU-") || g.MemoryMB <= 0 {
+			t.Errorf("GPU %+v", g)
+		}
+		idx[i] = g.Index
+	}
+	smp := nvsmi.NewSampler(nvsmi.Config{GPUs: idx}).SampleOnce(context.Background())
+	if smp == nil || smp.Problem != "" {
+		t.Fatalf("a sample of the real GPUs: %+v", smp)
+	}
+	t.Logf("real GPUs: %+v; sample %+v", gpus, smp.GPUs)
 }

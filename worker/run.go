@@ -21,6 +21,7 @@ type run struct {
 	id      string
 	attempt int32
 	fence   uint64
+	gpus    []int // ExecuteTask.gpu_indices
 	out     *spool.Buffer
 	log     zerolog.Logger
 	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
 const (
@@ -59,6 +60,10 @@ type session struct {
 	// Heartbeat) this session's master acked: an ExecuteTask read on this
 	// connection was claimed no earlier than about then (see leaseLeftLocked).
 	renewed sentAt
+	// gpuSeq is the Seq of the last GPU sample sent on this session (0:
+	// none yet), gpuSent that sample (gpusample.go).
+	gpuSeq  uint64
+	gpuSent *nvsmi.Sample
 }
 
 func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys codec.Session) *session {
@@ -177,6 +182,9 @@ func (s *session) heartbeatLoop() {
 		case s.ctrl <- hb:
 		default:
 			s.log.Warn().Msg("outbound queue full; dropping a heartbeat")
+			s.a.mu.Lock()
+			s.a.heartbeatDroppedLocked(s)
+			s.a.mu.Unlock()
 		}
 	}
 }
@@ -191,7 +199,7 @@ func (a *agent) heartbeat(s *session) *pb.Heartbeat {
 	if s.seq > 1024 {
 		delete(s.hbSent, s.seq-1024) // never acked: stop remembering it
 	}
-	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.at.UnixMilli()}
+	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.at.UnixMilli(), Gpus: a.gpuSampleLocked(s)}
 }
 
 // writeLoop writes heartbeats, then run reports and output, every time it

@@ -36,6 +36,10 @@ type Config struct {
 	Token   string // join token
 	Slots   int    // CPU slots offered by each worker
 	GPUs    int    // synthetic GPUs offered by each worker
+	// GPUSampleEvery: every Nth heartbeat carries a GPU sample of the GPUs
+	// (utilisation and memory, as a worker sampling every N intervals
+	// sends); 0: none.
+	GPUSampleEvery int
 	// Raw mode speaks no handshake: the peer is an echo server, each
 	// Heartbeat frame comes back unchanged and counts as its ack.
 	Raw         bool

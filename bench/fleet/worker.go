@@ -36,6 +36,8 @@ type worker struct {
 	opened   time.Time
 	backoff  time.Duration // next redial delay (Config.Reconnect)
 	granted  int           // credit window the master granted (HelloAck/LogAck log_window); 0: none
+	gpuSeq   uint64        // heartbeat seq of the last GPU sample sent (Config.GPUSampleEvery)
+	gpuGen   uint32        // connection generation the foreign list and problem were sent on
 }
 
 // run is a simulated run held by a worker.
@@ -297,8 +299,30 @@ func (w *worker) heartbeat(c gnet.Conn) {
 		}
 		hb.Runs = append(hb.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, AckedLogOffset: acked})
 	}
+	if every := uint64(w.f.cfg.GPUSampleEvery); every > 0 && w.f.cfg.GPUs > 0 && (w.gpuSeq == 0 || w.seq-w.gpuSeq >= every) {
+		w.gpuSeq = w.seq
+		hb.Gpus = w.gpuSample()
+	}
 	w.send(c, hb)
 	w.f.hbSent.Add(1)
+}
+
+// gpuSample is a sample of the worker's GPUs as the real worker sends it:
+// values changing with every sample, the (empty) foreign list and problem
+// in the first of a connection only.
+func (w *worker) gpuSample() *pb.GpuSample {
+	n := w.f.cfg.GPUs
+	s := &pb.GpuSample{UtilPct: make([]uint32, n), MemoryUsedMb: make([]uint32, n)}
+	for i := range n {
+		s.UtilPct[i] = uint32((w.seq + uint64(i)*13) % 101)
+		s.MemoryUsedMb[i] = uint32(20000 + w.seq%1000 + uint64(i))
+	}
+	if g := w.gen.Load(); g != w.gpuGen {
+		w.gpuGen = g
+		empty := ""
+		s.Foreign, s.Problem = &pb.ForeignList{}, &empty
+	}
+	return s
 }
 
 func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {

@@ -36,6 +36,9 @@ func (o *masterFlags) define(f envFlags, registration string) {
 	f.str(&c.Registration, "registration", "REGISTRATION", registration,
 		"who may register: open (anyone), closed (admins add users: rlsched user add), admin (anyone; an admin enables the account)")
 	f.seconds(&c.WorkerForget, "worker-forget", "WORKER_FORGET_SECONDS", 86400, "`seconds` a DOWN worker stays in the worker list")
+	f.int(&c.IdleGPUUtil, "idle-gpu-util", "IDLE_GPU_UTIL", 5, "a RUNNING run whose GPUs all stay under this `percent` of utilisation is idle")
+	f.int(&c.IdleGPUSeconds, "idle-gpu-seconds", "IDLE_GPU_SECONDS", 1800, "`seconds` a run must stay idle before the idle_gpu warning (0: never)")
+	f.str(&c.IdleGPUAction, "idle-gpu-action", "IDLE_GPU_ACTION", "warn", "what an idle run gets: warn (a warning) or cancel (the warning, then a cancel)")
 	f.str(&c.NotifyAllowHosts, "notify-allow-hosts", "NOTIFY_ALLOW_HOSTS", "",
 		"hosts users' webhooks may go to (names, addresses, CIDR networks; these also on this network); empty: any public host")
 	f.str(&c.PublicURL, "public-url", "PUBLIC_URL", "", "the dashboard's address as users open it, for links in notifications (e.g. https://rlsched.lab.example)")

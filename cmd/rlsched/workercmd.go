@@ -21,6 +21,7 @@ type workerOpts struct {
 	runAs, uidRange      string
 	tokenFile, keyFile   string
 	artifactSync         int // seconds
+	gpuSample            int // seconds
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -39,6 +40,7 @@ func (o *workerOpts) define(f envFlags) {
 // passes them to its workers.
 func (o *workerOpts) defineOutputs(f envFlags) {
 	f.int(&o.artifactSync, "artifact-sync", "ARTIFACT_SYNC_SECONDS", 30, "`seconds` between uploads of a run's changed output files while it runs (they are sent once more when it ends)")
+	f.int(&o.gpuSample, "gpu-sample", "GPU_SAMPLE_SECONDS", 10, "`seconds` between samples of the GPUs with nvidia-smi ($NVIDIA_SMI, else the one on PATH), sent in the heartbeat; 0: never")
 }
 
 // defineIsolation adds the flags that say whose uid runs get; `up` has them too.
@@ -82,8 +84,13 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if err != nil {
 		return worker.Config{}, usageError{fmt.Errorf("RUN_UID_RANGE: %w", err)}
 	}
+	sample := seconds(o.gpuSample)
+	if o.gpuSample <= 0 {
+		sample = -1 // never
+	}
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
-		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)), Logger: log}, nil
+		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
+		GPUSample: sample, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

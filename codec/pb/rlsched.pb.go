@@ -223,6 +223,7 @@ type GPU struct {
 	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	MemoryMb      int64                  `protobuf:"varint,3,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	Uuid          string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"` // nvidia-smi's GPU-…; "" for a GPU given by --gpus N
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +277,13 @@ func (x *GPU) GetMemoryMb() int64 {
 		return x.MemoryMb
 	}
 	return 0
+}
+
+func (x *GPU) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
 }
 
 type Hello struct {
@@ -505,11 +513,13 @@ func (x *HelloAck) GetArtifactWindow() uint32 {
 }
 
 type Heartbeat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Runs          []*RunRef              `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
-	GpuUtil       []float32              `protobuf:"fixed32,3,rep,packed,name=gpu_util,json=gpuUtil,proto3" json:"gpu_util,omitempty"`
-	SentUnixMs    int64                  `protobuf:"varint,4,opt,name=sent_unix_ms,json=sentUnixMs,proto3" json:"sent_unix_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Seq        uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Runs       []*RunRef              `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	SentUnixMs int64                  `protobuf:"varint,4,opt,name=sent_unix_ms,json=sentUnixMs,proto3" json:"sent_unix_ms,omitempty"`
+	// The worker's GPU sample, only when it took one since the last
+	// heartbeat it sent (docs/gpus.md, "On the wire").
+	Gpus          *GpuSample `protobuf:"bytes,5,opt,name=gpus,proto3" json:"gpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -558,16 +568,215 @@ func (x *Heartbeat) GetRuns() []*RunRef {
 	return nil
 }
 
-func (x *Heartbeat) GetGpuUtil() []float32 {
+func (x *Heartbeat) GetSentUnixMs() int64 {
 	if x != nil {
-		return x.GpuUtil
+		return x.SentUnixMs
+	}
+	return 0
+}
+
+func (x *Heartbeat) GetGpus() *GpuSample {
+	if x != nil {
+		return x.Gpus
 	}
 	return nil
 }
 
-func (x *Heartbeat) GetSentUnixMs() int64 {
+// GpuSample is one look at the worker's GPUs, positional over Hello.gpus.
+type GpuSample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Per GPU of Hello.gpus, in that order: utilisation in percent (0..100),
+	// 255 when nvidia-smi did not report it. Packed: 1 byte a GPU.
+	UtilPct []uint32 `protobuf:"varint,1,rep,packed,name=util_pct,json=utilPct,proto3" json:"util_pct,omitempty"`
+	// Per GPU of Hello.gpus, in that order: memory used in MiB, 4294967295
+	// when not reported.
+	MemoryUsedMb []uint32 `protobuf:"varint,2,rep,packed,name=memory_used_mb,json=memoryUsedMb,proto3" json:"memory_used_mb,omitempty"`
+	// Present only when the foreign processes changed since the last sample
+	// sent on this connection, and in the first: the whole new list (empty
+	// when none are left). Absent: unchanged.
+	Foreign *ForeignList `protobuf:"bytes,3,opt,name=foreign,proto3" json:"foreign,omitempty"`
+	// Present only when the worker's GPU problem changed since the last
+	// sample sent on this connection, and in the first: "" when it is gone.
+	Problem       *string `protobuf:"bytes,4,opt,name=problem,proto3,oneof" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuSample) Reset() {
+	*x = GpuSample{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuSample) ProtoMessage() {}
+
+func (x *GpuSample) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[6]
 	if x != nil {
-		return x.SentUnixMs
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuSample.ProtoReflect.Descriptor instead.
+func (*GpuSample) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GpuSample) GetUtilPct() []uint32 {
+	if x != nil {
+		return x.UtilPct
+	}
+	return nil
+}
+
+func (x *GpuSample) GetMemoryUsedMb() []uint32 {
+	if x != nil {
+		return x.MemoryUsedMb
+	}
+	return nil
+}
+
+func (x *GpuSample) GetForeign() *ForeignList {
+	if x != nil {
+		return x.Foreign
+	}
+	return nil
+}
+
+func (x *GpuSample) GetProblem() string {
+	if x != nil && x.Problem != nil {
+		return *x.Problem
+	}
+	return ""
+}
+
+type ForeignList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Procs         []*ForeignProc         `protobuf:"bytes,1,rep,name=procs,proto3" json:"procs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForeignList) Reset() {
+	*x = ForeignList{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForeignList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForeignList) ProtoMessage() {}
+
+func (x *ForeignList) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForeignList.ProtoReflect.Descriptor instead.
+func (*ForeignList) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ForeignList) GetProcs() []*ForeignProc {
+	if x != nil {
+		return x.Procs
+	}
+	return nil
+}
+
+// A compute process on one of the worker's GPUs that no run of it started.
+type ForeignProc struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GpuIndex      uint32                 `protobuf:"varint,1,opt,name=gpu_index,json=gpuIndex,proto3" json:"gpu_index,omitempty"` // nvidia-smi's index, as in Hello.gpus and ExecuteTask.gpu_indices
+	Pid           uint32                 `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`                          // "" when the pid is not in the worker's /proc
+	Command       string                 `protobuf:"bytes,4,opt,name=command,proto3" json:"command,omitempty"`                    // at most 200 bytes, printable; "" as user
+	MemoryMb      uint32                 `protobuf:"varint,5,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"` // 4294967295 when not reported
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForeignProc) Reset() {
+	*x = ForeignProc{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForeignProc) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForeignProc) ProtoMessage() {}
+
+func (x *ForeignProc) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForeignProc.ProtoReflect.Descriptor instead.
+func (*ForeignProc) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForeignProc) GetGpuIndex() uint32 {
+	if x != nil {
+		return x.GpuIndex
+	}
+	return 0
+}
+
+func (x *ForeignProc) GetPid() uint32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ForeignProc) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ForeignProc) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *ForeignProc) GetMemoryMb() uint32 {
+	if x != nil {
+		return x.MemoryMb
 	}
 	return 0
 }
@@ -583,7 +792,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[6]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +804,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[6]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +817,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{6}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatAck) GetSeq() uint64 {
@@ -653,7 +862,7 @@ type ExecuteTask struct {
 
 func (x *ExecuteTask) Reset() {
 	*x = ExecuteTask{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +874,7 @@ func (x *ExecuteTask) String() string {
 func (*ExecuteTask) ProtoMessage() {}
 
 func (x *ExecuteTask) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +887,7 @@ func (x *ExecuteTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteTask.ProtoReflect.Descriptor instead.
 func (*ExecuteTask) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{7}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecuteTask) GetTaskId() string {
@@ -785,7 +994,7 @@ type RestoreFile struct {
 
 func (x *RestoreFile) Reset() {
 	*x = RestoreFile{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1006,7 @@ func (x *RestoreFile) String() string {
 func (*RestoreFile) ProtoMessage() {}
 
 func (x *RestoreFile) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1019,7 @@ func (x *RestoreFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFile.ProtoReflect.Descriptor instead.
 func (*RestoreFile) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{8}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RestoreFile) GetPath() string {
@@ -855,7 +1064,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1076,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1089,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{9}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -938,7 +1147,7 @@ type LogData struct {
 
 func (x *LogData) Reset() {
 	*x = LogData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1159,7 @@ func (x *LogData) String() string {
 func (*LogData) ProtoMessage() {}
 
 func (x *LogData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1172,7 @@ func (x *LogData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogData.ProtoReflect.Descriptor instead.
 func (*LogData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{10}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LogData) GetTaskId() string {
@@ -1016,7 +1225,7 @@ type LogAck struct {
 
 func (x *LogAck) Reset() {
 	*x = LogAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1237,7 @@ func (x *LogAck) String() string {
 func (*LogAck) ProtoMessage() {}
 
 func (x *LogAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1250,7 @@ func (x *LogAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogAck.ProtoReflect.Descriptor instead.
 func (*LogAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{11}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LogAck) GetTaskId() string {
@@ -1092,7 +1301,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1313,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1326,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{12}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Metric) GetTaskId() string {
@@ -1168,7 +1377,7 @@ type CancelTask struct {
 
 func (x *CancelTask) Reset() {
 	*x = CancelTask{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1389,7 @@ func (x *CancelTask) String() string {
 func (*CancelTask) ProtoMessage() {}
 
 func (x *CancelTask) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1402,7 @@ func (x *CancelTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTask.ProtoReflect.Descriptor instead.
 func (*CancelTask) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{13}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelTask) GetTaskId() string {
@@ -1248,7 +1457,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1469,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1482,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{14}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskFinished) GetTaskId() string {
@@ -1349,7 +1558,7 @@ type TaskFinishedAck struct {
 
 func (x *TaskFinishedAck) Reset() {
 	*x = TaskFinishedAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1570,7 @@ func (x *TaskFinishedAck) String() string {
 func (*TaskFinishedAck) ProtoMessage() {}
 
 func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1583,7 @@ func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinishedAck.ProtoReflect.Descriptor instead.
 func (*TaskFinishedAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{15}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskFinishedAck) GetTaskId() string {
@@ -1419,7 +1628,7 @@ type ArtifactChunk struct {
 
 func (x *ArtifactChunk) Reset() {
 	*x = ArtifactChunk{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1640,7 @@ func (x *ArtifactChunk) String() string {
 func (*ArtifactChunk) ProtoMessage() {}
 
 func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1653,7 @@ func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactChunk.ProtoReflect.Descriptor instead.
 func (*ArtifactChunk) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{16}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ArtifactChunk) GetTaskId() string {
@@ -1559,7 +1768,7 @@ type ArtifactAck struct {
 
 func (x *ArtifactAck) Reset() {
 	*x = ArtifactAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1780,7 @@ func (x *ArtifactAck) String() string {
 func (*ArtifactAck) ProtoMessage() {}
 
 func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1793,7 @@ func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactAck.ProtoReflect.Descriptor instead.
 func (*ArtifactAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{17}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ArtifactAck) GetTaskId() string {
@@ -1674,7 +1883,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1895,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1908,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{18}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -1723,11 +1932,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12(\n" +
 	"\x10acked_log_offset\x18\x04 \x01(\x04R\x0eackedLogOffset\x12\x1a\n" +
-	"\bfinished\x18\x05 \x01(\bR\bfinished\"L\n" +
+	"\bfinished\x18\x05 \x01(\bR\bfinished\"`\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\"\xb4\x02\n" +
+	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\x12\x12\n" +
+	"\x04uuid\x18\x04 \x01(\tR\x04uuid\"\xb4\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12#\n" +
@@ -1750,13 +1960,28 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\rkill_task_ids\x18\x05 \x03(\tR\vkillTaskIds\x12\x1d\n" +
 	"\n" +
 	"log_window\x18\x06 \x01(\rR\tlogWindow\x12'\n" +
-	"\x0fartifact_window\x18\a \x01(\rR\x0eartifactWindow\"\x82\x01\n" +
+	"\x0fartifact_window\x18\a \x01(\rR\x0eartifactWindow\"\xa2\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
-	"\x04runs\x18\x02 \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12\x19\n" +
-	"\bgpu_util\x18\x03 \x03(\x02R\agpuUtil\x12 \n" +
+	"\x04runs\x18\x02 \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12 \n" +
 	"\fsent_unix_ms\x18\x04 \x01(\x03R\n" +
-	"sentUnixMs\"D\n" +
+	"sentUnixMs\x12)\n" +
+	"\x04gpus\x18\x05 \x01(\v2\x15.rlsched.v1.GpuSampleR\x04gpusJ\x04\b\x03\x10\x04R\bgpu_util\"\xaa\x01\n" +
+	"\tGpuSample\x12\x19\n" +
+	"\butil_pct\x18\x01 \x03(\rR\autilPct\x12$\n" +
+	"\x0ememory_used_mb\x18\x02 \x03(\rR\fmemoryUsedMb\x121\n" +
+	"\aforeign\x18\x03 \x01(\v2\x17.rlsched.v1.ForeignListR\aforeign\x12\x1d\n" +
+	"\aproblem\x18\x04 \x01(\tH\x00R\aproblem\x88\x01\x01B\n" +
+	"\n" +
+	"\b_problem\"<\n" +
+	"\vForeignList\x12-\n" +
+	"\x05procs\x18\x01 \x03(\v2\x17.rlsched.v1.ForeignProcR\x05procs\"\x87\x01\n" +
+	"\vForeignProc\x12\x1b\n" +
+	"\tgpu_index\x18\x01 \x01(\rR\bgpuIndex\x12\x10\n" +
+	"\x03pid\x18\x02 \x01(\rR\x03pid\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x18\n" +
+	"\acommand\x18\x04 \x01(\tR\acommand\x12\x1b\n" +
+	"\tmemory_mb\x18\x05 \x01(\rR\bmemoryMb\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
 	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xd5\x03\n" +
@@ -1885,7 +2110,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -1894,35 +2119,41 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*Hello)(nil),           // 4: rlsched.v1.Hello
 	(*HelloAck)(nil),        // 5: rlsched.v1.HelloAck
 	(*Heartbeat)(nil),       // 6: rlsched.v1.Heartbeat
-	(*HeartbeatAck)(nil),    // 7: rlsched.v1.HeartbeatAck
-	(*ExecuteTask)(nil),     // 8: rlsched.v1.ExecuteTask
-	(*RestoreFile)(nil),     // 9: rlsched.v1.RestoreFile
-	(*TaskStarted)(nil),     // 10: rlsched.v1.TaskStarted
-	(*LogData)(nil),         // 11: rlsched.v1.LogData
-	(*LogAck)(nil),          // 12: rlsched.v1.LogAck
-	(*Metric)(nil),          // 13: rlsched.v1.Metric
-	(*CancelTask)(nil),      // 14: rlsched.v1.CancelTask
-	(*TaskFinished)(nil),    // 15: rlsched.v1.TaskFinished
-	(*TaskFinishedAck)(nil), // 16: rlsched.v1.TaskFinishedAck
-	(*ArtifactChunk)(nil),   // 17: rlsched.v1.ArtifactChunk
-	(*ArtifactAck)(nil),     // 18: rlsched.v1.ArtifactAck
-	(*Goodbye)(nil),         // 19: rlsched.v1.Goodbye
-	nil,                     // 20: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 21: rlsched.v1.Metric.ValuesEntry
+	(*GpuSample)(nil),       // 7: rlsched.v1.GpuSample
+	(*ForeignList)(nil),     // 8: rlsched.v1.ForeignList
+	(*ForeignProc)(nil),     // 9: rlsched.v1.ForeignProc
+	(*HeartbeatAck)(nil),    // 10: rlsched.v1.HeartbeatAck
+	(*ExecuteTask)(nil),     // 11: rlsched.v1.ExecuteTask
+	(*RestoreFile)(nil),     // 12: rlsched.v1.RestoreFile
+	(*TaskStarted)(nil),     // 13: rlsched.v1.TaskStarted
+	(*LogData)(nil),         // 14: rlsched.v1.LogData
+	(*LogAck)(nil),          // 15: rlsched.v1.LogAck
+	(*Metric)(nil),          // 16: rlsched.v1.Metric
+	(*CancelTask)(nil),      // 17: rlsched.v1.CancelTask
+	(*TaskFinished)(nil),    // 18: rlsched.v1.TaskFinished
+	(*TaskFinishedAck)(nil), // 19: rlsched.v1.TaskFinishedAck
+	(*ArtifactChunk)(nil),   // 20: rlsched.v1.ArtifactChunk
+	(*ArtifactAck)(nil),     // 21: rlsched.v1.ArtifactAck
+	(*Goodbye)(nil),         // 22: rlsched.v1.Goodbye
+	nil,                     // 23: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 24: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
 	2,  // 2: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
-	20, // 3: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
-	9,  // 4: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
-	21, // 5: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
-	0,  // 6: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	7,  // 3: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
+	8,  // 4: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
+	9,  // 5: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
+	23, // 6: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	12, // 7: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
+	24, // 8: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	0,  // 9: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_codec_pb_rlsched_proto_init() }
@@ -1930,13 +2161,14 @@ func file_codec_pb_rlsched_proto_init() {
 	if File_codec_pb_rlsched_proto != nil {
 		return
 	}
+	file_codec_pb_rlsched_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

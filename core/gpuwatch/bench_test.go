@@ -7,13 +7,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rlsched/rlsched/core/gpuwatch/internal/proposalpb"
+	"github.com/rlsched/rlsched/codec/pb"
 )
 
 // The heartbeat benchmarks measure one 8-GPU worker's GPU sample on the
-// wire as proposalpb encodes it (generated code, the fields proposed for
-// codec/pb): the worker's encoding, and the master's decoding plus every
-// rule of this package, 4 runs of 2 GPUs each. Compare the master's ns/op
+// wire as codec/pb encodes it (Heartbeat.gpus, generated code): the
+// worker's encoding, and the master's decoding plus every rule of this
+// package, 4 runs of 2 GPUs each. Compare the master's ns/op
 // with the CPU per heartbeat of BENCHMARKS.md's heartbeat scenario (the
 // issue's target: ≤ 5 % more).
 
@@ -31,7 +31,7 @@ var benchRuns = []Run{
 
 // workerSample fills m as a worker would for one sample; foreign adds two
 // foreign processes (as in the heartbeat right after they appeared).
-func workerSample(m *proposalpb.GpuSample, seq int, foreign bool) {
+func workerSample(m *pb.GpuSample, seq int, foreign bool) {
 	m.UtilPct, m.MemoryUsedMb = m.UtilPct[:0], m.MemoryUsedMb[:0]
 	for i := range helloIndices {
 		m.UtilPct = append(m.UtilPct, uint32((seq+i*13)%101))
@@ -39,7 +39,7 @@ func workerSample(m *proposalpb.GpuSample, seq int, foreign bool) {
 	}
 	m.Foreign, m.Problem = nil, nil
 	if foreign {
-		m.Foreign = &proposalpb.ForeignList{Procs: []*proposalpb.ForeignProc{
+		m.Foreign = &pb.ForeignList{Procs: []*pb.ForeignProc{
 			{GpuIndex: 1, Pid: uint32(40000 + seq), User: "bob", Command: "python /home/bob/jupyter/kernel.py --port 8888", MemoryMb: 1200},
 			{GpuIndex: 5, Pid: uint32(50000 + seq), User: "alice", Command: "python train.py --lr 0.001 --batch 256", MemoryMb: 30000},
 		}}
@@ -50,7 +50,7 @@ func workerSample(m *proposalpb.GpuSample, seq int, foreign bool) {
 // decoding: the last foreign list, per GPU, which a sample without one
 // leaves unchanged.
 type masterState struct {
-	msg     proposalpb.GpuSample
+	msg     pb.GpuSample
 	sample  Sample
 	foreign [][]Proc
 	watch   *Watch
@@ -99,7 +99,7 @@ func (st *masterState) handle(b []byte, now time.Time) error {
 }
 
 func TestHeartbeatSampleSize(t *testing.T) {
-	var m proposalpb.GpuSample
+	var m pb.GpuSample
 	workerSample(&m, 7, false)
 	steady, _ := proto.Marshal(&m)
 	workerSample(&m, 7, true)
@@ -128,7 +128,7 @@ func TestHeartbeatSampleSize(t *testing.T) {
 
 func benchEncode(b *testing.B, foreign bool) {
 	var (
-		m   proposalpb.GpuSample
+		m   pb.GpuSample
 		buf []byte
 		err error
 	)
@@ -147,7 +147,7 @@ func benchEncode(b *testing.B, foreign bool) {
 func benchMaster(b *testing.B, foreign bool) {
 	const variants = 64
 	frames := make([][]byte, variants)
-	var m proposalpb.GpuSample
+	var m pb.GpuSample
 	for i := range frames {
 		workerSample(&m, i, foreign)
 		frames[i], _ = proto.Marshal(&m)

@@ -38,6 +38,9 @@ type Worker struct {
 	ID        string
 	FreeGPUs  []int // indices, handed out from the front
 	FreeSlots int
+	// ForeignGPUs are its GPUs with a process rlsched did not start: given
+	// to no new run (the gpu_foreign rule, foreign.go).
+	ForeignGPUs []int
 }
 
 // Snapshot is what Plan sees of the master: read-only, taken by the caller
@@ -116,6 +119,8 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 		live = append(live, t)
 	}
 
+	var foreign foreignRule
+	s.Free, foreign = withoutForeign(s.Free) // a copy: the reasons read it as the pass found it
 	free := append([]Worker(nil), s.Free...) // taken from as runs are placed
 	on := make([]string, len(live))          // the worker a live run starts on
 	examined := make([]bool, len(live))
@@ -169,6 +174,11 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			code, why := reason(i, live, f, on[i], examined[i], placed)
 			if on[i] == "" && gate.full(t) {
 				code, why = CodeSweepLimit, gate.reason(t)
+			}
+			if code == CodeResources || code == CodePriority {
+				if msg, ok := foreign.blocks(t.GPUs, free); ok && on[i] == "" {
+					code, why = CodeGPUForeign, msg
+				}
 			}
 			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}
 		}

@@ -81,7 +81,8 @@ export function mount(root, ctx) {
     view.el, logEmpty, followBtn);
   cleanups.push(() => view.destroy());
 
-  replace(root, head, summary,
+  const warnBox = h('section', { class: 'notice warn run-warnings', id: 'warnings', hidden: true, 'aria-label': 'Warnings' });
+  replace(root, head, summary, warnBox,
     h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics')), chartsNote, chartsBox, chartsMore),
     h('div', { style: { height: '16px' } }),
     logCard,
@@ -189,6 +190,16 @@ export function mount(root, ctx) {
         h('div', { class: 'detail' }, t.startedAt ? 'started ' + fmtTime(parseTime(t.startedAt)) : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Placement'), h('div', { class: 'value sm', id: 'placement' }, placement(t)), h('div', { class: 'detail' }, t.gpus ? t.gpus + ' GPU' + (t.gpus === 1 ? '' : 's') + ' requested' : 'CPU slot')),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Attempt'), h('div', { class: 'value' }, String(t.attempt || 1)), h('div', { class: 'detail' }, 'of at most ' + ((t.maxRetries || 0) + 1))));
+    renderWarnings();
+  }
+
+  // renderWarnings lists what the run's record says beyond its status: a
+  // GPU taken by a process rlsched did not start, idle GPUs, outputs not kept.
+  function renderWarnings() {
+    const ws = t.warnings || [];
+    warnBox.hidden = !ws.length;
+    replace(warnBox, ws.length ? h('ul', null, ws.map((w) => h('li', { dataset: { code: w.code } },
+      h('code', null, w.code), ' ', w.message, w.at ? h('span', { class: 'muted' }, ' · ' + fmtTime(parseTime(w.at))) : null))) : null);
   }
 
   function kvTable(obj, empty) {
@@ -496,7 +507,13 @@ export function mount(root, ctx) {
       const r = await api.metrics(id, null, ac.signal);
       let changed = false;
       for (const [n, pts] of Object.entries(r.series || {})) {
-        const clean = pts.filter((p) => p[0] != null && p[1] != null);
+        let clean = pts.filter((p) => p[0] != null && p[1] != null);
+        // The GPU series (sys/…) are stepped by the sample's Unix second:
+        // charted as seconds since the run started.
+        if (n.startsWith('sys/') && clean.length) {
+          const base = t && t.startedAt ? Math.floor(parseTime(t.startedAt) / 1000) : clean[0][0];
+          clean = clean.map((p) => [p[0] - base, p[1]]);
+        }
         const mine = series.get(n);
         if (logNames.has(n) && !(final && clean.length > (mine ? mine.length : 0))) continue;
         if (mine && mine.length === clean.length && (!clean.length || mine[mine.length - 1][0] === clean[clean.length - 1][0])) continue;

@@ -1,5 +1,6 @@
-// Workers: each worker's state and heartbeat, its GPUs as tiles naming the
-// run and user holding each, its CPU slots; for admins, drain (finish its
+// Workers, the fleet view: each worker's state and heartbeat, its GPUs as
+// tiles (utilisation bar, memory used/total, the run and user holding it,
+// processes rlsched did not start in red, idle runs marked), its CPU slots; for admins, drain (finish its
 // runs, take none), undrain, and forget a DOWN worker. Live over
 // /topic/workers, else polled every 2 s.
 
@@ -41,10 +42,18 @@ export function mount(root, ctx) {
   function card(w) {
     const onGPU = new Set((w.gpus || []).filter((g) => g.taskId).map((g) => g.taskId));
     const cpuRuns = (w.runningTasks || []).filter((id) => !onGPU.has(id));
-    const gpuTiles = (w.gpus || []).map((g) => h('div', { class: ['gpu', g.taskId && 'held'], dataset: { gpu: String(g.index), task: g.taskId || '' } },
-      h('div', { class: 'gpu-h' }, h('span', null, 'GPU ' + g.index), g.memoryMB ? h('span', null, fmtBytes(g.memoryMB * 1048576)) : null),
-      h('div', { class: 'gpu-name', title: g.name || '' }, g.name || 'GPU'),
-      g.taskId ? holder(g.taskId) : h('div', { class: 'free' }, 'free')));
+    const gpuTiles = (w.gpus || []).map((g) => {
+      const foreign = g.foreign || [];
+      return h('div', { class: ['gpu', g.taskId && 'held', foreign.length && 'foreign', g.idleSince && 'idle'], dataset: { gpu: String(g.index), task: g.taskId || '' } },
+        h('div', { class: 'gpu-h' }, h('span', null, 'GPU ' + g.index), g.memoryMB ? h('span', null, fmtBytes(g.memoryMB * 1048576)) : null),
+        h('div', { class: 'gpu-name', title: (g.name || '') + (g.uuid ? ' · ' + g.uuid : '') }, g.name || 'GPU'),
+        utilBar(g), memLine(g),
+        foreign.length ? h('ul', { class: 'foreign', 'aria-label': 'Processes rlsched did not start' }, foreign.map((p) =>
+          h('li', { title: p.command || '' }, 'pid ' + p.pid, p.user ? ' · ' + p.user : '', p.memoryMB != null ? ' · ' + p.memoryMB + ' MiB' : '',
+            p.command ? h('div', { class: 'cmd' }, p.command) : null))) : null,
+        g.idleSince ? h('div', { class: 'idle-mark', title: 'under IDLE_GPU_UTIL since ' + g.idleSince }, 'idle ' + fmtAge(parseTime(g.idleSince)).replace(/ ago$/, '')) : null,
+        g.taskId ? holder(g.taskId) : h('div', { class: 'free' }, foreign.length ? 'not given to runs' : 'free'));
+    });
     const slots = [];
     for (let i = 0; i < (w.slots || 0); i++) slots.push(h('span', { class: ['slot', i < cpuRuns.length && 'busy'] }));
     const hb = parseTime(w.lastHeartbeatAt);
@@ -55,12 +64,26 @@ export function mount(root, ctx) {
         h('span', { title: w.lastHeartbeatAt || '', dataset: { hb: w.lastHeartbeatAt || '' } }, hb ? 'heartbeat ' + fmtAge(hb) : 'no heartbeat'),
         w.version ? h('span', null, 'v ' + w.version) : null,
         w.master ? h('span', null, 'via ' + w.master) : null),
+      w.gpuProblem ? h('p', { class: 'notice error gpu-problem' }, w.gpuProblem) : null,
       gpuTiles.length ? h('div', { class: 'gpus' }, gpuTiles) : h('p', { class: 'muted' }, 'No GPUs: CPU runs only.'),
       w.slots ? h('div', { class: 'slots', 'aria-label': cpuRuns.length + ' of ' + w.slots + ' CPU slots busy' }, h('span', null, 'CPU slots'), slots, h('span', null, cpuRuns.length + ' / ' + w.slots + ' busy')) : null,
       cpuRuns.length ? h('ul', { class: 'worker-runs' }, cpuRuns.map((id) => {
         const t = taskOf(id);
         return h('li', null, h('a', { href: '/runs/' + id, dataset: { fk: 'cpu-' + id } }, t ? t.name || id : id.slice(0, 12)), t ? ' · ' + t.user : '');
       })) : null);
+  }
+
+  // utilBar is a GPU's utilisation at the worker's last sample.
+  function utilBar(g) {
+    if (g.utilization == null) return h('div', { class: 'util unknown', title: 'no utilisation reported' }, h('span', null, 'util —'));
+    const pct = Math.max(0, Math.min(100, g.utilization));
+    return h('div', { class: 'util', role: 'meter', 'aria-valuemin': '0', 'aria-valuemax': '100', 'aria-valuenow': String(pct), 'aria-label': 'GPU ' + g.index + ' utilisation' },
+      h('div', { class: 'bar' }, h('div', { class: 'fill', style: { width: pct + '%' } })), h('span', null, pct + ' %'));
+  }
+
+  function memLine(g) {
+    if (g.memoryUsedMB == null) return null;
+    return h('div', { class: 'mem' }, fmtBytes(g.memoryUsedMB * 1048576) + (g.memoryMB ? ' / ' + fmtBytes(g.memoryMB * 1048576) : ''));
   }
 
   // actions are an admin's buttons for w: drain or undrain a connected
@@ -162,7 +185,11 @@ export function mount(root, ctx) {
   const unsub = live.subscribe('/topic/workers', onFrame);
   const unsubTasks = live.subscribe('/topic/tasks', onTask);
   const stopPoll = poller(load, 2000, '/topic/workers');
+  // Utilisation and memory change at every sample without an event (the
+  // master publishes a worker's view when foreign processes, problems or
+  // idle runs change): read them again every GPU_SAMPLE_SECONDS' default.
+  const gpuPoll = setInterval(() => { if ([...workers.values()].some((w) => (w.gpus || []).length)) load(); }, 10000);
   const tick = setInterval(tickHeartbeats, 1000);
   load();
-  return () => { ac.abort(); unsub(); unsubTasks(); stopPoll(); clearInterval(tick); };
+  return () => { ac.abort(); unsub(); unsubTasks(); stopPoll(); clearInterval(tick); clearInterval(gpuPoll); };
 }

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/nvsmi"
+)
+
+// The worker's side of "GPUs watched" (docs/gpus.md): a Sampler runs the two
+// nvidia-smi queries every Config.GPUSample, and each heartbeat after a new
+// sample carries it as a GpuSample, positional over Hello.gpus, with the
+// foreign processes and the problem only when they changed on the session.
+
+// Wire values of a GpuSample for "not reported".
+const (
+	utilUnknown = 255
+	memUnknown  = 1<<32 - 1
+)
+
+// startSampler starts sampling when the worker has GPUs; nil when it does
+// not sample. The sampler's goroutine ends with ctx.
+func (a *agent) startSampler(ctx context.Context) *nvsmi.Sampler {
+	if len(a.cfg.GPUs) == 0 || a.cfg.GPUSample < 0 {
+		return nil
+	}
+	idx := make([]int, len(a.cfg.GPUs))
+	for i, g := range a.cfg.GPUs {
+		idx[i] = g.Index
+	}
+	s := nvsmi.NewSampler(nvsmi.Config{Bin: a.cfg.NvidiaSMI, Interval: a.cfg.GPUSample, GPUs: idx,
+		Runs: a.runGroups, OnProblem: a.gpuProblem})
+	go s.Run(ctx)
+	return s
+}
+
+// runGroups are the process groups of the runs this worker started and
+// has not reaped, for the sampler's foreign rule. Called on the sampler's
+// goroutine.
+func (a *agent) runGroups() []nvsmi.RunGroup {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]nvsmi.RunGroup, 0, len(a.runs))
+	for _, r := range a.runs {
+		if r.pgid > 1 && !r.reaped {
+			out = append(out, nvsmi.RunGroup{PGID: r.pgid, GPUs: r.gpus})
+		}
+	}
+	return out
+}
+
+// gpuProblem logs a change of the sampler's problem: once per fault, never
+// once per sample (the sampler calls it only on a change). The master hears
+// of it in the next heartbeat and shows it on the worker.
+func (a *agent) gpuProblem(problem string) {
+	if problem == "" {
+		a.log.Info().Msg("GPU sampling works again")
+		return
+	}
+	a.log.Warn().Str("problem", problem).Msg("GPU sampling is incomplete")
+}
+
+// gpuSampleLocked is the GpuSample the next heartbeat of s carries: nil when
+// no sample was taken since the last one s sent. Caller holds a.mu.
+func (a *agent) gpuSampleLocked(s *session) *pb.GpuSample {
+	if a.sampler == nil {
+		return nil
+	}
+	smp := a.sampler.Latest()
+	if smp == nil || smp.Seq == s.gpuSeq {
+		return nil
+	}
+	m := &pb.GpuSample{UtilPct: make([]uint32, len(smp.GPUs)), MemoryUsedMb: make([]uint32, len(smp.GPUs))}
+	for i, g := range smp.GPUs {
+		m.UtilPct[i], m.MemoryUsedMb[i] = utilUnknown, memUnknown
+		if g.UtilizationPct >= 0 && g.UtilizationPct <= 100 {
+			m.UtilPct[i] = uint32(g.UtilizationPct)
+		}
+		if g.MemoryUsedMB >= 0 && g.MemoryUsedMB < memUnknown {
+			m.MemoryUsedMb[i] = uint32(g.MemoryUsedMB)
+		}
+	}
+	first := s.gpuSeq == 0
+	if first || !smp.SameForeign(s.gpuSent) {
+		m.Foreign = &pb.ForeignList{}
+		for _, g := range smp.GPUs {
+			for _, p := range g.Foreign {
+				mem := uint32(memUnknown)
+				if p.MemoryMB >= 0 && p.MemoryMB < memUnknown {
+					mem = uint32(p.MemoryMB)
+				}
+				m.Foreign.Procs = append(m.Foreign.Procs, &pb.ForeignProc{GpuIndex: uint32(g.Index), Pid: uint32(p.PID),
+					User: p.User, Command: p.Command, MemoryMb: mem})
+			}
+		}
+	}
+	if first || s.gpuSent == nil || smp.Problem != s.gpuSent.Problem {
+		m.Problem = &smp.Problem
+	}
+	s.gpuSeq, s.gpuSent = smp.Seq, smp
+	return m
+}
+
+// heartbeatDroppedLocked: the last heartbeat built for s was not sent, so
+// its sample may have carried a change the master never sees: the next one
+// sends everything again. Caller holds a.mu.
+func (a *agent) heartbeatDroppedLocked(s *session) {
+	s.gpuSeq, s.gpuSent = 0, nil
+}
