@@ -17,12 +17,14 @@ const helloTimeout = 10 * time.Second
 // forgetEvery is how often DOWN workers past Config.ForgetAfter are dropped.
 const forgetEvery = time.Minute
 
-// reapLoop turns expired leases into LOST runs and closes sessions that
-// stopped heartbeating.
+// reapLoop turns expired leases into LOST runs, closes sessions that
+// stopped heartbeating, and about once a lease TTL gives a lease back to
+// the active runs that have none (reconcile.go).
 func (m *Master) reapLoop(ctx context.Context) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
 	lastSweep, lastForget := m.now(), m.now()
+	nextReconcile := m.now().Add(m.reconcilePeriod()) // Start just recovered
 	for {
 		select {
 		case <-ctx.Done():
@@ -36,6 +38,10 @@ func (m *Master) reapLoop(ctx context.Context) {
 		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
 			lastSweep = m.now()
 			m.sweepCancels(ctx)
+		}
+		if !m.now().Before(nextReconcile) {
+			m.reconcile(ctx)
+			nextReconcile = m.now().Add(m.reconcilePeriod())
 		}
 		if m.now().Sub(lastForget) >= forgetEvery { // a pass over every worker: not each reap
 			lastForget = m.now()
@@ -129,15 +135,19 @@ func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason
 		}
 		return err
 	}
-	var requeued bool
+	var requeued, moved bool
 	err = m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
 		var err error
 		requeued, err = t.Requeue(reason, m.now())
-		return err == nil
+		moved = err == nil
+		return moved
 	})
 	if err != nil {
 		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")
 		return err
+	}
+	if !moved {
+		return nil // another master's requeue (or a cancel) landed first
 	}
 	m.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
 	m.Notify()
