@@ -50,19 +50,7 @@ func TestChaosFrozenWorker(t *testing.T) {
 func TestChaosLostDuringStoreOutage(t *testing.T) {
 	needProcesses(t)
 	knownViolation(t, "issue 11 soak: a run found lost while the store is down is never marked LOST and stays RUNNING for good")
-	w := startWorld(t, worldConfig{masters: 1, workers: 2, gpus: 2, slots: 2, hbTTL: 3, taskTTL: 4})
-	sub := w.submitRun(t, 1, 20)
-	first := w.waitLive(t, sub.ID, 1, 60*time.Second)
-	victim := w.workerByID(t, first.worker)
-	joined := w.joins(victim.id)
-	if err := victim.kill(); err != nil {
-		t.Fatal(err)
-	}
-	w.mdb.Stop()
-	t.Logf("%s killed with run %s attempt 1, MariaDB stopped", victim.id, sub.ID)
-	if err := w.startWorker(victim, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	w, sub, victim, joined := killHolderInOutage(t, 1)
 	// The master handles the Hello of the new incarnation (which lists no
 	// run) while the store is down.
 	deadline := time.Now().Add(60 * time.Second)
@@ -89,18 +77,7 @@ func TestChaosLostDuringStoreOutage(t *testing.T) {
 func TestChaosMasterDiesDuringStoreOutage(t *testing.T) {
 	needProcesses(t)
 	knownViolation(t, "a master killed during a store outage leaves a run it found lost RUNNING for good while the other master lives")
-	w := startWorld(t, worldConfig{masters: 2, workers: 2, gpus: 2, slots: 2, hbTTL: 3, taskTTL: 4})
-	sub := w.submitRun(t, 1, 20)
-	first := w.waitLive(t, sub.ID, 1, 60*time.Second)
-	victim := w.workerByID(t, first.worker)
-	if err := victim.kill(); err != nil {
-		t.Fatal(err)
-	}
-	w.mdb.Stop()
-	t.Logf("%s killed with run %s attempt 1, MariaDB stopped", victim.id, sub.ID)
-	if err := w.startWorker(victim, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	w, sub, _, _ := killHolderInOutage(t, 2)
 	// The master that finds the run lost (its lease expired, or the new
 	// incarnation came back without it) cannot write LOST and keeps
 	// retrying, in memory.
@@ -130,6 +107,27 @@ func TestChaosMasterDiesDuringStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.checkRuns(t, []submission{sub})
+}
+
+// killHolderInOutage starts a world of masters, two workers and one 20 s
+// run, SIGKILLs the run's worker, stops MariaDB and starts the worker
+// again. It returns the worker and how often it had joined before.
+func killHolderInOutage(t *testing.T, masters int) (*world, submission, *workerProc, int) {
+	t.Helper()
+	w := startWorld(t, worldConfig{masters: masters, workers: 2, gpus: 2, slots: 2, hbTTL: 3, taskTTL: 4})
+	sub := w.submitRun(t, 1, 20)
+	first := w.waitLive(t, sub.ID, 1, 60*time.Second)
+	victim := w.workerByID(t, first.worker)
+	joined := w.joins(victim.id)
+	if err := victim.kill(); err != nil {
+		t.Fatal(err)
+	}
+	w.mdb.Stop()
+	t.Logf("%s killed with run %s attempt 1, MariaDB stopped", victim.id, sub.ID)
+	if err := w.startWorker(victim, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return w, sub, victim, joined
 }
 
 // TestChaosPartitionMargin: the worker holding a run is cut off (a black
