@@ -20,11 +20,10 @@ const forgetEvery = time.Minute
 // reapLoop turns expired leases into LOST runs, closes sessions that
 // stopped heartbeating, and about once a lease TTL gives a lease back to
 // the active runs that have none (reconcile.go).
-func (m *Master) reapLoop(ctx context.Context) {
+func (m *Master) reapLoop(ctx context.Context, nextReconcile time.Time) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
 	lastSweep, lastForget := m.now(), m.now()
-	nextReconcile := m.now().Add(m.reconcilePeriod()) // Start just recovered
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,6 +148,11 @@ func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason
 	if !moved {
 		return nil // another master's requeue (or a cancel) landed first
 	}
+	// A lease at this fence is dead now. One can exist: reconcile on
+	// another master may have restored it between the reap (or release)
+	// and this write; left there, it would hold up the next attempt's
+	// claim for a whole hold.
+	_ = m.ls.Release(ctx, id, fence)
 	m.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
 	m.Notify()
 	return nil

@@ -182,3 +182,25 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 		}
 	}
 }
+
+// A lease restored at the fence of a run that is then found lost (a
+// reconciliation racing the reaper's write on another master) is released
+// with the requeue, so the next attempt's claim does not wait a hold.
+func TestLostReleasesRestoredLease(t *testing.T) {
+	h := newClockedHarness(t, func(c *Config) { c.LeaseTTL = reconcileTTL })
+	ctx := context.Background()
+	run := activeRun(t, h, "w-gone", 1000)
+	if err := h.m.restoreLease(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	h.m.lost(ctx, run.ID, run.Fence, "test: found lost")
+	if got := h.task(t, run.ID); got.Status != core.StatusQueued || got.Attempt != 2 {
+		t.Fatalf("run %s attempt %d, want QUEUED attempt 2", got.Status, got.Attempt)
+	}
+	if l, ok, err := h.m.ls.Get(ctx, run.ID); err != nil || ok {
+		t.Fatalf("lease after the requeue: %+v %v %v, want none", l, ok, err)
+	}
+	if _, err := h.m.ls.Claim(ctx, run.ID, "w-next", time.Minute); err != nil {
+		t.Fatalf("claim of attempt 2: %v", err)
+	}
+}
