@@ -2,17 +2,13 @@ package dispatch
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/logpipe"
 )
 
 // reconcileTTL is the lease TTL of the reconciliation tests: the period is
@@ -113,38 +109,13 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	}
 }
 
-// clockedSecondMaster starts another master on h's store, lease backend
-// and clock, with h's lease TTL.
-func clockedSecondMaster(t *testing.T, h *harness) *Master {
-	t.Helper()
-	logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(h.dir, "logs2"), Store: h.st, Logger: zerolog.New(h.logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := h.m.ls.(*resetGuard).Leases
-	m2, err := New(Config{Addr: "127.0.0.1:0", MasterID: "m2", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
-		LeaseTTL: h.m.cfg.LeaseTTL, ReapInterval: h.m.cfg.ReapInterval, Clock: h.clock.Now, Logger: zerolog.New(h.logs),
-		Logs: logs}, logpipe.MetricsFirst(h.st, logs), ls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m2.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = m2.Stop(ctx)
-		logs.Close()
-	})
-	return m2
-}
-
 // Two masters reconcile the same orphan: it is requeued once. And when both
 // call it lost at the same time, the fenced writes let one requeue land.
 func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	h := newClockedHarness(t, func(c *Config) { c.LeaseTTL = reconcileTTL; c.ReapInterval = 10 * time.Millisecond })
-	m2 := clockedSecondMaster(t, h)
+	m2 := secondMasterWith(t, h, func(c *Config) {
+		c.LeaseTTL, c.ReapInterval, c.Clock = h.m.cfg.LeaseTTL, h.m.cfg.ReapInterval, h.clock.Now
+	})
 	ctx := context.Background()
 	orphan := activeRun(t, h, "w-gone", 1000)
 

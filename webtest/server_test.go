@@ -134,13 +134,8 @@ func (s *server) stop() {
 	}
 }
 
-func tail(s string, n int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > n {
-		ls = ls[len(ls)-n:]
-	}
-	return strings.Join(ls, "\n")
-}
+// tail is e2eutil.Tail.
+var tail = e2eutil.Tail
 
 // api is a REST client of the server, signed in as one user.
 type api struct {
