@@ -78,13 +78,22 @@ func TestCancelLostRunEndsCancelled(t *testing.T) {
 // secondMaster starts another master on h's store and lease backend.
 func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Master {
 	t.Helper()
+	return secondMasterWith(t, h, func(c *Config) { c.OnCancel = onCancel })
+}
+
+// secondMasterWith starts another master on h's store and lease backend,
+// its Config as mut leaves it.
+func secondMasterWith(t *testing.T, h *harness, mut func(*Config)) *Master {
+	t.Helper()
 	logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(h.dir, "logs2"), Store: h.st, Logger: zerolog.New(h.logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ls := h.m.ls.(*resetGuard).Leases
-	m2, err := New(Config{Addr: "127.0.0.1:0", MasterID: "m2", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
-		LeaseTTL: 5 * time.Second, Logger: zerolog.New(h.logs), OnCancel: onCancel, Logs: logs}, logpipe.MetricsFirst(h.st, logs), ls)
+	cfg := Config{Addr: "127.0.0.1:0", MasterID: "m2", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
+		LeaseTTL: 5 * time.Second, Logger: zerolog.New(h.logs), Logs: logs}
+	mut(&cfg)
+	m2, err := New(cfg, logpipe.MetricsFirst(h.st, logs), ls)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -243,7 +243,10 @@ func (m *Master) Start(ctx context.Context) error {
 	}
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.scheduleLoop(m.ctx) }()
-	go func() { defer m.wg.Done(); m.reapLoop(m.ctx) }()
+	// Counted from the recovery just done, not from whenever the goroutine
+	// gets to run.
+	reconcileAt := m.now().Add(m.reconcilePeriod())
+	go func() { defer m.wg.Done(); m.reapLoop(m.ctx, reconcileAt) }()
 	m.log.Info().Str("rpc", m.addr).Str("master", m.cfg.MasterID).Msg("dispatcher started")
 	return nil
 }

@@ -17,9 +17,10 @@ const helloTimeout = 10 * time.Second
 // forgetEvery is how often DOWN workers past Config.ForgetAfter are dropped.
 const forgetEvery = time.Minute
 
-// reapLoop turns expired leases into LOST runs and closes sessions that
-// stopped heartbeating.
-func (m *Master) reapLoop(ctx context.Context) {
+// reapLoop turns expired leases into LOST runs, closes sessions that
+// stopped heartbeating, and about once a lease TTL gives a lease back to
+// the active runs that have none (reconcile.go).
+func (m *Master) reapLoop(ctx context.Context, nextReconcile time.Time) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
 	lastSweep, lastForget := m.now(), m.now()
@@ -36,6 +37,10 @@ func (m *Master) reapLoop(ctx context.Context) {
 		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
 			lastSweep = m.now()
 			m.sweepCancels(ctx)
+		}
+		if !m.now().Before(nextReconcile) {
+			m.reconcile(ctx)
+			nextReconcile = m.now().Add(m.reconcilePeriod())
 		}
 		if m.now().Sub(lastForget) >= forgetEvery { // a pass over every worker: not each reap
 			lastForget = m.now()
@@ -129,16 +134,25 @@ func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason
 		}
 		return err
 	}
-	var requeued bool
+	var requeued, moved bool
 	err = m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
 		var err error
 		requeued, err = t.Requeue(reason, m.now())
-		return err == nil
+		moved = err == nil
+		return moved
 	})
 	if err != nil {
 		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")
 		return err
 	}
+	if !moved {
+		return nil // another master's requeue (or a cancel) landed first
+	}
+	// A lease at this fence is dead now. One can exist: reconcile on
+	// another master may have restored it between the reap (or release)
+	// and this write; left there, it would hold up the next attempt's
+	// claim for a whole hold.
+	_ = m.ls.Release(ctx, id, fence)
 	m.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
 	m.Notify()
 	return nil

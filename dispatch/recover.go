@@ -62,18 +62,30 @@ func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 		return nil, fmt.Errorf("cannot read active runs: %w", err)
 	}
 	for _, t := range active {
-		if t.Worker == "" || t.Fence == 0 {
-			continue
-		}
-		err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.leaseHold())
-		if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
-			return nil, fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
+		if err := m.restoreLease(ctx, t); err != nil {
+			return nil, err
 		}
 	}
 	if err := m.ls.MarkReady(ctx); err != nil {
 		return nil, err
 	}
 	return active, nil
+}
+
+// restoreLease gives active run t its lease back for one hold (leaseHold),
+// unless a live lease exists (the same worker and fence is merely renewed):
+// its worker renews it, else the reaper finds it expired and the run is
+// lost. A run without a worker or fence has no lease to restore (recover
+// and reconcile call it lost).
+func (m *Master) restoreLease(ctx context.Context, t core.Task) error {
+	if t.Worker == "" || t.Fence == 0 {
+		return nil
+	}
+	err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.leaseHold())
+	if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
+		return fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
+	}
+	return nil
 }
 
 // resetGuard is the lease backend as the dispatcher uses it: when Claim or

@@ -240,6 +240,19 @@ func (r *registry) run(id string) *runRec {
 	return r.runs[id]
 }
 
+// heldLive reports whether the run id under fence is placed here on a
+// worker whose session is connected: that session reports it (reconcile).
+func (r *registry) heldLive(id string, fence uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rr := r.runs[id]
+	if rr == nil || rr.fence.Load() != fence {
+		return false
+	}
+	w := r.workers[rr.workerID]
+	return w != nil && w.connectedLocked()
+}
+
 // reported returns the run a report from sess's worker is about, or nil
 // when the report is stale (runRec.reports).
 func (r *registry) reported(sess *session, taskID string, attempt int32, fence uint64) *runRec {

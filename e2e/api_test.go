@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/e2eutil"
 )
 
 // client talks REST to a master with net/http.
@@ -54,43 +54,8 @@ func truncateStr(s string, n int) string {
 // do sends a request; body is nil, []byte, string or a value to marshal.
 // hdr are header name/value pairs.
 func (c *client) do(method, path string, body any, hdr ...string) (response, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case []byte:
-		rd = bytes.NewReader(b)
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			return response{}, err
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, c.base+path, rd)
-	if err != nil {
-		return response{}, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, err
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: data}, nil
+	r, err := e2eutil.Do(c.hc, method, c.base+path, c.token, body, hdr...)
+	return response{status: r.Status, header: r.Header, body: r.Body}, err
 }
 
 // must sends a request and fails the test unless the status is want; the

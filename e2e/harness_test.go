@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/e2eutil"
 	"github.com/rlsched/rlsched/internal/testutil"
 )
 
@@ -74,25 +74,10 @@ func randHex(n int) string {
 // env is the environment of a server process: the test's own, minus every
 // setting rlsched reads, plus JSON logs and short TTLs.
 func (b *bed) env(extra ...string) []string {
-	drop := map[string]bool{}
-	for _, k := range []string{"JWT_SECRET", "WORKER_JOIN_TOKEN", "MASTER_PORT", "RPC_PORT", "GATEWAY_PORT",
-		"SQLITE_PATH", "LOG_DIR", "MYSQL_DSN", "REDIS_ADDR", "REDIS_PREFIX", "ARTIFACT_DIR", "LOG_FORMAT",
-		"LOG_LEVEL", "WORKER_HB_TTL_SECONDS", "WORKER_TASK_TTL_SECONDS", "NACOS_ADDR", "SERVICE_NAME"} {
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || strings.HasPrefix(k, "RLSCHED_") || strings.HasPrefix(k, "ARTIFACT_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "LOG_FORMAT=json", "LOG_LEVEL=info",
-		"WORKER_HB_TTL_SECONDS="+strconv.Itoa(hbTTLSeconds),
-		"WORKER_TASK_TTL_SECONDS="+strconv.Itoa(taskTTLSeconds),
-		"RLSCHED_CANCEL_GRACE_SECONDS="+strconv.Itoa(cancelGraceSeconds))
-	return append(env, extra...) // later entries win in exec
+	return e2eutil.ServerEnv([]string{"ARTIFACT_"}, append([]string{
+		"WORKER_HB_TTL_SECONDS=" + strconv.Itoa(hbTTLSeconds),
+		"WORKER_TASK_TTL_SECONDS=" + strconv.Itoa(taskTTLSeconds),
+		"RLSCHED_CANCEL_GRACE_SECONDS=" + strconv.Itoa(cancelGraceSeconds)}, extra...)...)
 }
 
 // proc is a started rlsched process. Its stdout and stderr go to files (so
@@ -179,16 +164,7 @@ func (p *proc) stdout() string {
 // logLine is one JSON log line of a process (LOG_FORMAT=json).
 type logLine map[string]any
 
-func (l logLine) str(k string) string {
-	switch v := l[k].(type) {
-	case string:
-		return v
-	case nil:
-		return ""
-	default:
-		return fmt.Sprint(v)
-	}
-}
+func (l logLine) str(k string) string { return e2eutil.Str(l, k) }
 
 func (l logLine) msg() string { return l.str("message") }
 
@@ -200,24 +176,9 @@ func (l logLine) String() string {
 // logs parses the complete JSON lines written to stderr so far; other lines
 // (the guard's messages, a panic) are skipped.
 func (p *proc) logs() []logLine {
-	data, _ := os.ReadFile(p.errPath)
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		data = data[:i+1]
-	} else {
-		return nil
-	}
 	var out []logLine
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] != '{' {
-			continue
-		}
-		var l logLine
-		if json.Unmarshal(line, &l) == nil {
-			out = append(out, l)
-		}
+	for _, l := range e2eutil.ParseLog(p.errPath) {
+		out = append(out, l)
 	}
 	return out
 }
@@ -250,13 +211,8 @@ func (p *proc) waitLog(t testing.TB, timeout time.Duration, what string, match f
 	return found
 }
 
-func tail(s string, lines int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
+// tail is e2eutil.Tail.
+var tail = e2eutil.Tail
 
 // master is a started `rlsched master` (or `up`) with its addresses.
 type master struct {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/e2eutil"
 	"github.com/rlsched/rlsched/internal/testutil"
 )
 
@@ -36,24 +37,10 @@ type server struct {
 
 var urlLine = regexp.MustCompile(`(?m)^\s*URL:\s+(\S+)\s*$`)
 
-// serverEnv is the test's environment minus every setting rlsched reads.
+// serverEnv is the test's environment minus every setting rlsched reads,
+// logging warnings only (a later entry wins in exec).
 func serverEnv(extra ...string) []string {
-	drop := map[string]bool{}
-	for _, k := range []string{"JWT_SECRET", "WORKER_JOIN_TOKEN", "MASTER_PORT", "RPC_PORT", "GATEWAY_PORT",
-		"SQLITE_PATH", "LOG_DIR", "MYSQL_DSN", "REDIS_ADDR", "REDIS_PREFIX", "ARTIFACT_DIR", "LOG_FORMAT",
-		"LOG_LEVEL", "WORKER_HB_TTL_SECONDS", "WORKER_TASK_TTL_SECONDS", "NACOS_ADDR", "SERVICE_NAME"} {
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || strings.HasPrefix(k, "RLSCHED_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "LOG_FORMAT=json", "LOG_LEVEL=warn", "RLSCHED_CANCEL_GRACE_SECONDS=2")
-	return append(env, extra...)
+	return e2eutil.ServerEnv(nil, append([]string{"LOG_LEVEL=warn", "RLSCHED_CANCEL_GRACE_SECONDS=2"}, extra...)...)
 }
 
 // startUp runs `rlsched up` with free ports in a fresh directory and waits
@@ -147,13 +134,8 @@ func (s *server) stop() {
 	}
 }
 
-func tail(s string, n int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > n {
-		ls = ls[len(ls)-n:]
-	}
-	return strings.Join(ls, "\n")
-}
+// tail is e2eutil.Tail.
+var tail = e2eutil.Tail
 
 // api is a REST client of the server, signed in as one user.
 type api struct {

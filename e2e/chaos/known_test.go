@@ -50,19 +50,7 @@ func TestChaosFrozenWorker(t *testing.T) {
 func TestChaosLostDuringStoreOutage(t *testing.T) {
 	needProcesses(t)
 	knownViolation(t, "issue 11 soak: a run found lost while the store is down is never marked LOST and stays RUNNING for good")
-	w := startWorld(t, worldConfig{masters: 1, workers: 2, gpus: 2, slots: 2, hbTTL: 3, taskTTL: 4})
-	sub := w.submitRun(t, 1, 20)
-	first := w.waitLive(t, sub.ID, 1, 60*time.Second)
-	victim := w.workerByID(t, first.worker)
-	joined := w.joins(victim.id)
-	if err := victim.kill(); err != nil {
-		t.Fatal(err)
-	}
-	w.mdb.Stop()
-	t.Logf("%s killed with run %s attempt 1, MariaDB stopped", victim.id, sub.ID)
-	if err := w.startWorker(victim, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	w, sub, victim, joined := killHolderInOutage(t, 1)
 	// The master handles the Hello of the new incarnation (which lists no
 	// run) while the store is down.
 	deadline := time.Now().Add(60 * time.Second)
@@ -76,6 +64,70 @@ func TestChaosLostDuringStoreOutage(t *testing.T) {
 	t.Logf("%s joined again while MariaDB was down; MariaDB is back", victim.id)
 	w.waitTerminal(t, sub.ID, 90*time.Second)
 	w.checkRuns(t, []submission{sub})
+}
+
+// TestChaosMasterDiesDuringStoreOutage: as TestChaosLostDuringStoreOutage,
+// with two masters, and the master that found the run lost is SIGKILLed
+// while MariaDB is still down, so its in-memory retries of the LOST and
+// requeue writes die with it. The run is RUNNING in the store with no lease
+// anywhere; the other master, which does not restart, must find it by its
+// periodic reconciliation (dispatch/reconcile.go) and requeue it. The
+// killed master stays down until the run ended: its startup recovery would
+// find the run too.
+func TestChaosMasterDiesDuringStoreOutage(t *testing.T) {
+	needProcesses(t)
+	knownViolation(t, "a master killed during a store outage leaves a run it found lost RUNNING for good while the other master lives")
+	w, sub, _, _ := killHolderInOutage(t, 2)
+	// The master that finds the run lost (its lease expired, or the new
+	// incarnation came back without it) cannot write LOST and keeps
+	// retrying, in memory.
+	var finder *masterProc
+	deadline := time.Now().Add(60 * time.Second)
+	for finder == nil {
+		for _, m := range w.masters {
+			for _, l := range m.logs() {
+				if l.str("message") == "the store did not record a lost run; retrying until it does" && l.str("task") == sub.ID {
+					finder = m
+				}
+			}
+		}
+		if finder == nil && time.Now().After(deadline) {
+			t.Fatalf("no master logged that it retries the lost run %s within 60 s", sub.ID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := finder.kill(); err != nil {
+		t.Fatal(err)
+	}
+	w.mdb.Start()
+	t.Logf("%s found the run lost during the outage and was SIGKILLed; MariaDB is back", finder.name)
+	// waitTerminal asks both masters in turn; the dead one's errors are retried.
+	w.waitTerminal(t, sub.ID, 90*time.Second)
+	if err := w.startMaster(finder, 90*time.Second); err != nil { // for checkRuns, which reads through every master
+		t.Fatal(err)
+	}
+	w.checkRuns(t, []submission{sub})
+}
+
+// killHolderInOutage starts a world of masters, two workers and one 20 s
+// run, SIGKILLs the run's worker, stops MariaDB and starts the worker
+// again. It returns the worker and how often it had joined before.
+func killHolderInOutage(t *testing.T, masters int) (*world, submission, *workerProc, int) {
+	t.Helper()
+	w := startWorld(t, worldConfig{masters: masters, workers: 2, gpus: 2, slots: 2, hbTTL: 3, taskTTL: 4})
+	sub := w.submitRun(t, 1, 20)
+	first := w.waitLive(t, sub.ID, 1, 60*time.Second)
+	victim := w.workerByID(t, first.worker)
+	joined := w.joins(victim.id)
+	if err := victim.kill(); err != nil {
+		t.Fatal(err)
+	}
+	w.mdb.Stop()
+	t.Logf("%s killed with run %s attempt 1, MariaDB stopped", victim.id, sub.ID)
+	if err := w.startWorker(victim, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return w, sub, victim, joined
 }
 
 // TestChaosPartitionMargin: the worker holding a run is cut off (a black

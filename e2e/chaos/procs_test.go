@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/e2eutil"
 )
 
 // proc is one rlsched process of the deployment, which the nemesis kills,
@@ -187,16 +188,7 @@ func (p *proc) outputs() []string {
 // logLine is one JSON log line (LOG_FORMAT=json).
 type logLine map[string]any
 
-func (l logLine) str(k string) string {
-	switch v := l[k].(type) {
-	case string:
-		return v
-	case nil:
-		return ""
-	default:
-		return fmt.Sprint(v)
-	}
-}
+func (l logLine) str(k string) string { return e2eutil.Str(l, k) }
 
 // logs parses the complete JSON lines of the current incarnation; other
 // lines (the guard's, a panic) are skipped.
@@ -208,24 +200,9 @@ func (p *proc) logs() []logLine {
 }
 
 func parseLogFile(path string) []logLine {
-	data, _ := os.ReadFile(path)
-	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
-		data = data[:i+1]
-	} else {
-		return nil
-	}
 	var out []logLine
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 || line[0] != '{' {
-			continue
-		}
-		var l logLine
-		if json.Unmarshal(line, &l) == nil {
-			out = append(out, l)
-		}
+	for _, l := range e2eutil.ParseLog(path) {
+		out = append(out, l)
 	}
 	return out
 }
@@ -249,34 +226,12 @@ func tailFile(path string, lines int) string {
 	return tailString(string(b), lines)
 }
 
-func tailString(s string, lines int) string {
-	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(ls) > lines {
-		ls = ls[len(ls)-lines:]
-	}
-	return strings.Join(ls, "\n")
-}
+// tailString is e2eutil.Tail.
+var tailString = e2eutil.Tail
 
 // baseEnv is the test's environment minus every setting rlsched reads,
 // plus JSON logs; extra entries come last and win.
-func baseEnv(extra ...string) []string {
-	drop := map[string]bool{}
-	for _, k := range []string{"JWT_SECRET", "WORKER_JOIN_TOKEN", "MASTER_PORT", "RPC_PORT", "GATEWAY_PORT",
-		"SQLITE_PATH", "LOG_DIR", "MYSQL_DSN", "REDIS_ADDR", "REDIS_PREFIX", "ARTIFACT_DIR", "LOG_FORMAT",
-		"LOG_LEVEL", "WORKER_HB_TTL_SECONDS", "WORKER_TASK_TTL_SECONDS", "NACOS_ADDR", "SERVICE_NAME"} {
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || strings.HasPrefix(k, "RLSCHED_") || strings.HasPrefix(k, "CHAOS_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	env = append(env, "LOG_FORMAT=json", "LOG_LEVEL=info")
-	return append(env, extra...)
-}
+func baseEnv(extra ...string) []string { return e2eutil.ServerEnv([]string{"CHAOS_"}, extra...) }
 
 // killPid SIGKILLs one process.
 func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }

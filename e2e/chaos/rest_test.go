@@ -1,14 +1,14 @@
 package chaos
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/e2eutil"
 )
 
 const password = "a-long-password"
@@ -40,37 +40,8 @@ func (r response) String() string {
 // do sends one request; body is nil or a value to marshal; hdr are
 // name/value pairs.
 func (a *api) do(method, base, path string, body any, hdr ...string) (response, error) {
-	var rd io.Reader
-	if body != nil {
-		j, err := json.Marshal(body)
-		if err != nil {
-			return response{}, err
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, strings.TrimRight(base, "/")+path, rd)
-	if err != nil {
-		return response{}, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if a.token != "" {
-		req.Header.Set("Authorization", "Bearer "+a.token)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, err
-	}
-	return response{status: resp.StatusCode, body: data}, nil
+	r, err := e2eutil.Do(a.hc, method, strings.TrimRight(base, "/")+path, a.token, body, hdr...)
+	return response{status: r.Status, body: r.Body}, err
 }
 
 // signup registers the first user (an admin) and keeps its token.
