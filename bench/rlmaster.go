@@ -82,7 +82,7 @@ func (e *env) startMaster(c masterConf) (*rlMaster, error) {
 	m.cmd.Env = append(os.Environ(),
 		"JWT_SECRET="+benchJWTSecret, "WORKER_JOIN_TOKEN="+benchJoinToken,
 		"WORKER_HB_TTL_SECONDS="+strconv.Itoa(c.hbTTL), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(c.taskTTL),
-		"LOG_FORMAT=json")
+		"LOG_FORMAT=json", "REGISTRATION=open") // the bench registers its user
 	m.cmd.Env = append(m.cmd.Env, c.env...)
 	if e.profDir != "" {
 		m.cmd.Env = append(m.cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
