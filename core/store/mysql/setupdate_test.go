@@ -3,6 +3,8 @@ package mysql
 import (
 	"fmt"
 	"testing"
+
+	"github.com/rlsched/rlsched/core/store/storetest"
 )
 
 // TestSetUpdatePlan: the batch statements find each run by its primary key
@@ -58,5 +60,24 @@ func TestSetUpdatePlan(t *testing.T) {
 			}
 			rows.Close()
 		}
+	}
+}
+
+func TestLargeBatch(t *testing.T) {
+	s, _ := openTemp(t)
+	storetest.LargeBatch(t, s)
+}
+
+// BenchmarkUpdateTasks: ns/op is one run's state change in a batch.
+func BenchmarkUpdateTasks(b *testing.B) {
+	for _, size := range []int{1, 16, 256} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			s, err := Open(newDatabase(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchUpdateTasks(b, s, size)
+		})
 	}
 }
