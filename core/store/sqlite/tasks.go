@@ -25,7 +25,7 @@ const (
 
 // writeStmts are the writes prepared once on the writer connection: the
 // set-based update of every bucket size among them.
-var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask}, setUpdates()...)
+var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask}, setUpdates()...)
 
 // setUpdate is UpdateTask for n rows in one statement: VALUES rows in
 // sqlutil.PreparedUpdate's argument order joined to tasks on id and
@@ -252,6 +252,23 @@ func (s *Store) updateInTx(ctx context.Context, tx *sql.Tx, us []store.Update, u
 			clear(byID)
 			for _, i := range chunk {
 				byID[us[i].Task.ID] = i
+			}
+			if bucket == 1 {
+				// One row: the plain fenced UPDATE, whose count says it all,
+				// without the join and RETURNING's result set.
+				i := chunk[0]
+				stmt, err := s.ws.inTx(ctx, tx, sqlutil.UpdateTask)
+				if err != nil {
+					return err
+				}
+				defer stmt.Close()
+				res, err := stmt.ExecContext(ctx, u.rows[i].Args...)
+				if err != nil {
+					return err
+				}
+				n, err := res.RowsAffected()
+				matched[i] = n == 1 // id is the key
+				return err
 			}
 			stmt, err := s.ws.inTx(ctx, tx, setUpdateSQL[bucket])
 			if err != nil {
