@@ -264,7 +264,7 @@ func TestLargeBatch(t *testing.T) {
 
 // BenchmarkUpdateTasks: ns/op is one run's state change in a batch.
 func BenchmarkUpdateTasks(b *testing.B) {
-	for _, size := range []int{1, 16, 256} {
+	for _, size := range []int{1, 3, 16, 100, 512} {
 		b.Run(fmt.Sprint(size), func(b *testing.B) {
 			s, err := Open(filepath.Join(b.TempDir(), "rlsched.db"))
 			if err != nil {
