@@ -131,9 +131,9 @@ func Chunks(rows []int, f func(chunk []int, bucket int) error) error {
 	max := Buckets[len(Buckets)-1]
 	for len(rows) > 0 {
 		n := min(len(rows), max)
-		b := Buckets[0]
+		b := 0
 		for _, b = range Buckets {
-			if b >= n {
+			if b >= n { // the smallest that holds n; max always does
 				break
 			}
 		}
