@@ -7,10 +7,12 @@
 // reorder keys and add spaces to params), strings compare byte-wise
 // (utf8mb4_bin, as SQLite does).
 //
-// Every state change of a run is one UPDATE ... WHERE id = ? AND fence = ?
-// AND status = ?, run with CLIENT_FOUND_ROWS so "one row" means "matched",
-// not "changed". InnoDB re-reads the row under its lock, so of many masters
-// racing from one state exactly one wins.
+// A batch of state changes (UpdateTasks) locks its runs with one SELECT ...
+// FOR UPDATE, decides every row's fence against the latest committed state
+// under those locks, and writes the winners with one multi-row UPDATE still
+// joined on (id, fence, status), run with CLIENT_FOUND_ROWS so the count is
+// of matched rows. InnoDB's locking read sees the latest committed row, so
+// of many masters racing from one state exactly one wins.
 //
 // How several masters take queued runs without double-taking: the lease
 // Claim is the arbiter and the fenced UPDATE from (fence, QUEUED) the

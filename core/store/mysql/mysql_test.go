@@ -26,7 +26,7 @@ import (
 // newDatabase creates an empty database of its own for t on the test server
 // and drops it when t ends, so test runs never share state and may run in
 // parallel. It returns the DSN naming that database.
-func newDatabase(t *testing.T) string {
+func newDatabase(t testing.TB) string {
 	t.Helper()
 	server := testsvc.RequireMySQL(t)
 	cfg, err := driver.ParseDSN(server)

@@ -56,6 +56,7 @@ func (s *Store) TakeQueued(ctx context.Context, limit int, place PlaceFunc) ([]c
 		}
 		taken := make(map[string]bool, len(decided))
 		now := time.Now()
+		ws := make([]sqlutil.PreparedUpdate, 0, len(decided))
 		for _, d := range decided {
 			fence, ok := fences[d.ID]
 			if !ok || taken[d.ID] {
@@ -66,11 +67,15 @@ func (s *Store) TakeQueued(ctx context.Context, limit int, place PlaceFunc) ([]c
 			if err != nil {
 				return fmt.Errorf("run %s: %w", d.ID, err)
 			}
-			if err := fencedUpdate(ctx, tx, p.Args, d.ID); err != nil {
-				return fmt.Errorf("run %s: %w", d.ID, err)
-			}
-			sqlutil.Applied(&d, p.Row)
+			ws = append(ws, p)
 			out = append(out, d)
+		}
+		// Locked, so every row matches: one statement for them all.
+		if err := setUpdate(ctx, tx, ws); err != nil {
+			return err
+		}
+		for i := range out {
+			sqlutil.Applied(&out[i], ws[i].Row)
 		}
 		return nil
 	})

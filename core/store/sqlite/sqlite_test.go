@@ -257,3 +257,21 @@ func TestCodeMigration(t *testing.T) {
 		t.Fatalf("PutCodeDiff after the migration: %v", err)
 	}
 }
+
+func TestLargeBatch(t *testing.T) {
+	storetest.LargeBatch(t, openTemp(t, filepath.Join(t.TempDir(), "rlsched.db")))
+}
+
+// BenchmarkUpdateTasks: ns/op is one run's state change in a batch.
+func BenchmarkUpdateTasks(b *testing.B) {
+	for _, size := range []int{1, 3, 16, 100, 512} {
+		b.Run(fmt.Sprint(size), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "rlsched.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchUpdateTasks(b, s, size)
+		})
+	}
+}

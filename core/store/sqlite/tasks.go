@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -22,8 +23,43 @@ const (
 	setFinalReward = `UPDATE tasks SET final_reward = ?, updated_at = ? WHERE id = ?`
 )
 
-// writeStmts are the writes prepared once on the writer connection.
-var writeStmts = []string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask}
+// writeStmts are the writes prepared once on the writer connection: the
+// set-based update of every bucket size among them.
+var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask}, setUpdates()...)
+
+// setUpdate is UpdateTask for n rows in one statement: VALUES rows in
+// sqlutil.PreparedUpdate's argument order joined to tasks on id and
+// fenced per row on (fence, status); RETURNING names the rows that matched
+// their fence, the others are left as they were. A run must appear at most
+// once in one statement (sqlutil.Rounds): SQLite picks an arbitrary VALUES
+// row when several match the same target.
+func setUpdate(n int) string {
+	row := "(?" + strings.Repeat(",?", sqlutil.UpdateArgs-1) + ")"
+	return `UPDATE tasks SET status = v.column1, attempt = v.column2, fence = v.column3,
+	worker = v.column4, gpu_indices = v.column5, exit_code = v.column6, error = v.column7,
+	final_reward = v.column8, started_at = v.column9, finished_at = v.column10, updated_at = v.column11
+	FROM (VALUES ` + row + strings.Repeat(","+row, n-1) + `) AS v
+	WHERE tasks.id = v.column12 AND tasks.fence = v.column13 AND tasks.status = v.column14
+	RETURNING tasks.id`
+}
+
+// setUpdates are setUpdate of every bucket, in sqlutil.Buckets' order.
+func setUpdates() []string {
+	qs := make([]string, len(sqlutil.Buckets))
+	for i, n := range sqlutil.Buckets {
+		qs[i] = setUpdate(n)
+	}
+	return qs
+}
+
+// setUpdateSQL is setUpdates by bucket size, built once.
+var setUpdateSQL = func() map[int]string {
+	m := map[int]string{}
+	for i, q := range setUpdates() {
+		m[sqlutil.Buckets[i]] = q
+	}
+	return m
+}()
 
 // CreateTask inserts t as a new QUEUED run with fence 0. An empty ID gets a
 // new one; zero CreatedAt/UpdatedAt become now. t.UserID must name an
@@ -195,37 +231,84 @@ func newUpdateBatch(us []store.Update) *updateBatch {
 	return u
 }
 
-// updateInTx applies the rows of u without an error yet.
+// updateInTx applies the rows of u without an error yet: one set-based
+// UPDATE per round and chunk (one for almost every batch) instead of one
+// per row. Only rows that missed their fence are read, to tell a missing
+// run from a fenced one.
 func (s *Store) updateInTx(ctx context.Context, tx *sql.Tx, us []store.Update, u *updateBatch) error {
 	if u.todo == 0 {
 		return nil
 	}
-	stmt, err := s.ws.inTx(ctx, tx, sqlutil.UpdateTask)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for i, up := range us {
-		if u.pre[i] != nil {
-			continue
+	todo := make([]int, 0, u.todo)
+	for i := range us {
+		if u.pre[i] == nil {
+			todo = append(todo, i)
 		}
-		res, err := stmt.ExecContext(ctx, u.rows[i].Args...)
+	}
+	matched := make([]bool, len(us))
+	byID := map[string]int{}
+	for _, round := range sqlutil.Rounds(todo, func(i int) string { return us[i].Task.ID }) {
+		err := sqlutil.Chunks(round, func(chunk []int, bucket int) error {
+			clear(byID)
+			for _, i := range chunk {
+				byID[us[i].Task.ID] = i
+			}
+			if bucket == 1 {
+				// One row: the plain fenced UPDATE, whose count says it all,
+				// without the join and RETURNING's result set.
+				i := chunk[0]
+				stmt, err := s.ws.inTx(ctx, tx, sqlutil.UpdateTask)
+				if err != nil {
+					return err
+				}
+				defer stmt.Close()
+				res, err := stmt.ExecContext(ctx, u.rows[i].Args...)
+				if err != nil {
+					return err
+				}
+				n, err := res.RowsAffected()
+				matched[i] = n == 1 // id is the key
+				return err
+			}
+			stmt, err := s.ws.inTx(ctx, tx, setUpdateSQL[bucket])
+			if err != nil {
+				return err
+			}
+			defer stmt.Close()
+			rows, err := stmt.QueryContext(ctx, sqlutil.ChunkArgs(u.rows, chunk, bucket)...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				i, ok := byID[id]
+				if !ok || matched[i] {
+					return fmt.Errorf("BUG: set-based update returned run %q, twice or not of its chunk", id)
+				}
+				matched[i] = true
+			}
+			return rows.Err()
+		})
 		if err != nil {
 			return err
 		}
-		// id is the key, so one row means the swap happened.
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
+	}
+	for _, i := range todo {
+		if matched[i] {
 			continue
 		}
-		switch err := taskExists(ctx, tx, up.Task.ID); {
+		id := us[i].Task.ID
+		switch err := taskExists(ctx, tx, id); {
 		case errors.Is(err, core.ErrNotFound):
-			u.errs[i] = fmt.Errorf("cannot update run %s: %w", up.Task.ID, err)
+			u.errs[i] = fmt.Errorf("cannot update run %s: %w", id, err)
 		case err != nil:
 			return err
 		default:
-			u.errs[i] = sqlutil.FencedErr(up.Task.ID, up.Expect)
+			u.errs[i] = sqlutil.FencedErr(id, us[i].Expect)
 		}
 	}
 	return nil

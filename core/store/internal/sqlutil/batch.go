@@ -113,3 +113,64 @@ func TxFailed(errs, pre []error, what func(i int) string, err error) {
 		}
 	}
 }
+
+// UpdateArgs is the number of UpdateTask's arguments, one PreparedUpdate's
+// Args: the 11 values written, then id, expected fence, expected status.
+const UpdateArgs = 14
+
+// Buckets are the row counts of the set-based update statements each
+// backend prepares: a chunk of n rows runs as the smallest bucket ≥ n,
+// padded with rows of NULLs that match nothing (NULL = x is never true).
+// Powers of two up to store.DefaultMaxBatch keep the statement cache at
+// ten entries and the padding under half a chunk.
+var Buckets = []int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+
+// Chunks splits rows (indices into a batch) into chunks of at most the
+// largest bucket, each with the bucket it runs as.
+func Chunks(rows []int, f func(chunk []int, bucket int) error) error {
+	max := Buckets[len(Buckets)-1]
+	for len(rows) > 0 {
+		n := min(len(rows), max)
+		b := 0
+		for _, b = range Buckets {
+			if b >= n { // the smallest that holds n; max always does
+				break
+			}
+		}
+		if err := f(rows[:n], b); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// ChunkArgs are the arguments of a set-based update of bucket rows: the
+// Args of each row of chunk in order, then NULLs for the padding.
+func ChunkArgs(rows []PreparedUpdate, chunk []int, bucket int) []any {
+	args := make([]any, 0, bucket*UpdateArgs)
+	for _, i := range chunk {
+		args = append(args, rows[i].Args...)
+	}
+	return append(args, make([]any, (bucket-len(chunk))*UpdateArgs)...)
+}
+
+// Rounds splits rows (indices into a batch, in batch order) into rounds in
+// which no run appears twice: round k holds every run's k-th row, in batch
+// order. A set-based UPDATE matches each target row at most once, so two
+// rows of one run (the second expecting the first's write) must run in
+// successive statements; rows of different runs touch different rows and
+// may share one. Almost every batch is a single round.
+func Rounds(rows []int, id func(i int) string) [][]int {
+	var rounds [][]int
+	seen := make(map[string]int, len(rows))
+	for _, i := range rows {
+		k := seen[id(i)]
+		seen[id(i)] = k + 1
+		if k == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[k] = append(rounds[k], i)
+	}
+	return rounds
+}
