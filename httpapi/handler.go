@@ -90,6 +90,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks/{id}", h: s.getTask},
 		{method: post, pattern: "/api/tasks/{id}/cancel", h: s.cancelTask},
 		{method: post, pattern: "/api/tasks/{id}/rerun", submission: true, h: s.rerunTask},
+		{method: post, pattern: "/api/tasks/{id}/priority", admin: true, h: s.setPriority},
 		{method: get, pattern: "/api/tasks/{id}/code.diff", h: s.codeDiff},
 		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
 		{method: get, pattern: "/api/tasks/{id}/artifacts", h: s.listArtifacts},

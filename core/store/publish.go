@@ -115,6 +115,9 @@ func (ts *publisher) forget(id string) {
 func written(f, t *core.Task) core.Task {
 	v := *f
 	v.Status, v.Attempt, v.Fence, v.Worker, v.Error = t.Status, t.Attempt, t.Fence, t.Worker, t.Error
+	// The writer's run was read from the store, so its priority is at least
+	// as new as the remembered one (another master may have set it: SetPriority).
+	v.Priority = t.Priority
 	v.GPUIndices = slices.Clone(t.GPUIndices)
 	if v.GPUIndices == nil {
 		v.GPUIndices = []int{} // as a read gives it

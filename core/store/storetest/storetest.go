@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepMetrics", testSweepMetrics},
 		{"SweepLimits", testSweepLimits},
 		{"SweepVersion", testSweepVersion},
+		{"SetPriority", testSetPriority},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

@@ -1,0 +1,61 @@
+package httpapi
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// The scheduling policy's REST side (API.md "Scheduling policy"): who may
+// give which priority, an admin's change of a queued run's priority.
+
+// priorityAllowed refuses a priority above 0 from a caller who is not an
+// admin: a USER may only step behind their own runs (priority ≤ 0).
+func priorityAllowed(u core.User, p *int64) *apiError {
+	if p == nil || *p <= 0 || u.Role == core.RoleAdmin {
+		return nil
+	}
+	return &apiError{fasthttp.StatusForbidden, codeForbidden,
+		fmt.Sprintf("priority %d is for admins: a user may submit priority 0 or below", *p)}
+}
+
+// setPriority is POST /api/tasks/{id}/priority {"priority":n} (admins
+// only): a QUEUED run's new place in the order.
+func (s *Server) setPriority(r *request) *apiError {
+	body := r.ctx.PostBody()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errBadRequest(`send {"priority": n}`)
+	}
+	var b struct {
+		Priority *int64 `json:"priority"`
+	}
+	if e := decodeJSON(body, &b); e != nil {
+		return e
+	}
+	if b.Priority == nil {
+		return errBadRequest(`priority is missing: send {"priority": n}`)
+	}
+	if *b.Priority < -maxPriority || *b.Priority > maxPriority {
+		return errBadRequest("priority must be -%d..%d", maxPriority, maxPriority)
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	t, err := s.st.SetPriority(ctx, r.id, int(*b.Priority))
+	if err != nil {
+		if errors.Is(err, core.ErrConflict) {
+			return &apiError{fasthttp.StatusConflict, codeConflict,
+				"run " + r.id + " is no longer QUEUED: only a queued run's priority can change"}
+		}
+		return storeError(err, "run "+r.id)
+	}
+	s.ctl.Notify() // the order changed
+	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int("priority", t.Priority).
+		Int64("userId", r.user.ID).Msg("run priority set")
+	v := []core.Task{t.ViewFor(r.user)}
+	s.explainQueue(ctx, v)
+	return s.writeJSON(r, fasthttp.StatusOK, v[0])
+}

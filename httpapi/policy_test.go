@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// A USER may submit priority ≤ 0 only; admins any in range. A user's
+// rerun of an admin's urgent run does not inherit its priority.
+func TestPolicy_PriorityRights(t *testing.T) {
+	e := newEnv(t)
+	root, _ := e.user("root")
+	alice, _ := e.user("alice")
+
+	for _, body := range []string{`{"command":["a"],"priority":1}`, `{"command":["a"],"priority":1000}`} {
+		r := e.req("POST", "/api/train", alice, body)
+		if r.status != http.StatusForbidden || r.errCode(t) != "forbidden" {
+			t.Fatalf("user submits %s: %d %s, want 403 forbidden", body, r.status, r.body)
+		}
+	}
+	if r := e.req("POST", "/api/train", alice, `{"command":["a"],"priority":1001}`); r.status != http.StatusBadRequest {
+		t.Fatalf("out of range: %d %s, want 400", r.status, r.body)
+	}
+	if id := e.submit(alice, `{"command":["a"],"priority":-2}`); e.task(id).Priority != -2 {
+		t.Fatalf("user's priority -2 not kept")
+	}
+	e.submit(alice, `{"command":["a"],"priority":0}`)
+	urgent := e.submit(root, `{"command":["a"],"priority":50}`)
+	if got := e.task(urgent).Priority; got != 50 {
+		t.Fatalf("admin's priority: %d", got)
+	}
+	r := e.req("POST", "/api/tasks/"+urgent+"/rerun", alice, nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("user reruns an admin's run: %d %s", r.status, r.body)
+	}
+	if got := e.task(r.json(t)["id"].(string)).Priority; got != 0 {
+		t.Fatalf("user's rerun of a priority-50 run has priority %d, want 0", got)
+	}
+	if r := e.req("POST", "/api/tasks/"+urgent+"/rerun", alice, `{"priority":7}`); r.status != http.StatusForbidden {
+		t.Fatalf("user's rerun with priority 7: %d %s, want 403", r.status, r.body)
+	}
+	sw := `{"base":{"command":["a"],"priority":3},"grid":{"seed":[1,2]}}`
+	if r := e.req("POST", "/api/sweeps", alice, sw); r.status != http.StatusForbidden || r.errCode(t) != "forbidden" {
+		t.Fatalf("user's sweep with priority 3: %d %s, want 403", r.status, r.body)
+	}
+}
+
+// POST /api/tasks/{id}/priority: admins only, queued runs only, in range.
+func TestPolicy_SetPriority(t *testing.T) {
+	e := newEnv(t)
+	root, _ := e.user("root")
+	alice, _ := e.user("alice")
+	id := e.submit(alice, `{"command":["a"]}`)
+
+	set := func(tok, id string, body any, want int) resp {
+		t.Helper()
+		r := e.req("POST", "/api/tasks/"+id+"/priority", tok, body)
+		if r.status != want {
+			t.Fatalf("set priority of %s to %v: %d %s, want %d", id, body, r.status, r.body, want)
+		}
+		if want >= 400 {
+			r.errCode(t)
+		}
+		return r
+	}
+	set(alice, id, `{"priority":5}`, http.StatusForbidden)
+	set(root, id, `{"priority":1001}`, http.StatusBadRequest)
+	set(root, id, `{"priority":"high"}`, http.StatusBadRequest)
+	set(root, id, `{}`, http.StatusBadRequest)
+	set(root, id, nil, http.StatusBadRequest)
+	set(root, "r-missing", `{"priority":5}`, http.StatusNotFound)
+	set(root, "bad..id", `{"priority":5}`, http.StatusBadRequest)
+	r := set(root, id, `{"priority":9}`, http.StatusOK)
+	var got core.Task
+	mustJSON(t, r.body, &got)
+	if got.ID != id || got.Priority != 9 || e.task(id).Priority != 9 {
+		t.Fatalf("after set: answer %+v, stored %d", got, e.task(id).Priority)
+	}
+	if n, _ := e.ctl.calls(); n < 2 {
+		t.Fatalf("the scheduler was not woken after the change (%d notifies)", n)
+	}
+	e.finish(id, core.StatusSucceeded)
+	set(root, id, `{"priority":1}`, http.StatusConflict)
+}
