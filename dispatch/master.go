@@ -90,7 +90,9 @@ type Config struct {
 	// The caller owns both (closes Outputs after Stop).
 	Outputs *artifactpipe.Pipe
 	Blobs   artifact.Store
-	Logger  zerolog.Logger
+	// Policy is the scheduling policy's settings (policy.go).
+	Policy Policy
+	Logger zerolog.Logger
 
 	allowed map[string]bool // WorkerIDs as a set (defaults); nil: any id
 }
@@ -155,6 +157,7 @@ func (c *Config) defaults() error {
 	if c.Metrics == nil {
 		c.Metrics = obs.NewMaster(obs.MasterOptions{})
 	}
+	c.Policy.defaults()
 	return nil
 }
 
@@ -175,7 +178,9 @@ type Master struct {
 	wake    chan struct{}
 	reg     registry
 	explain explainer // explain.go
-	pending sync.Map  // *conn → struct{}: connections waiting for Hello
+	// standing caches the users' usage, active runs and quotas (policy.go).
+	standing standing
+	pending  sync.Map // *conn → struct{}: connections waiting for Hello
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -57,6 +57,12 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 		return false
 	}
+	if snap.Users, err = m.users(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.log.Error().Err(err).Msg("cannot read the users' usage and quotas")
+		}
+		return false
+	}
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), len(tasks)) {
 		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
@@ -78,6 +84,9 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 	}
 	placed := m.execute(ctx, placements)
+	if placed > 0 {
+		m.forgetUsers()
+	}
 	m.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
 	return plan.PassAgain(placed, len(tasks))
 }

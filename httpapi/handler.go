@@ -77,6 +77,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: post, pattern: "/api/train", submission: true, h: s.submit},
 		{method: get, pattern: "/api/tasks", h: s.listTasks},
 		{method: get, pattern: "/api/workers", h: s.workers},
+		{method: get, pattern: "/api/users/usage", h: s.usersUsage},
 		{method: post, pattern: "/api/workers/{workerId}/drain", admin: true, h: s.drainWorker},
 		{method: del, pattern: "/api/workers/{workerId}/drain", admin: true, h: s.drainWorker},
 		{method: del, pattern: "/api/workers/{workerId}", admin: true, h: s.forgetWorker},

@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/valyala/fasthttp"
 
@@ -58,4 +61,43 @@ func (s *Server) setPriority(r *request) *apiError {
 	v := []core.Task{t.ViewFor(r.user)}
 	s.explainQueue(ctx, v)
 	return s.writeJSON(r, fasthttp.StatusOK, v[0])
+}
+
+// usageItem is a user's standing in GET /api/users/usage.
+type usageItem struct {
+	User        string     `json:"user"`
+	Usage       float64    `json:"usage"`
+	RunningGPUs int        `json:"runningGpus"`
+	RunningRuns int        `json:"runningRuns"`
+	Quota       core.Quota `json:"quota"`
+}
+
+// effectiveQuota is q with DefaultGPUQuota for a user without a GPU cap.
+func (s *Server) effectiveQuota(q core.Quota) core.Quota {
+	if q.GPUs == nil && s.cfg.DefaultGPUQuota > 0 {
+		n := s.cfg.DefaultGPUQuota
+		q.GPUs = &n
+	}
+	return q
+}
+
+// usersUsage is GET /api/users/usage: every user's fair-share usage
+// (GPU-seconds, decayed), what they have active (DISPATCHED + RUNNING) and
+// their quota, lowest usage first (the fair-share order).
+func (s *Server) usersUsage(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	us, err := s.st.Usage(ctx, s.cfg.Now(), s.cfg.FairShareHalfLife)
+	if err != nil {
+		return storeError(err, "usage")
+	}
+	items := make([]usageItem, 0, len(us))
+	for _, u := range us {
+		items = append(items, usageItem{User: u.User, Usage: math.Round(u.Usage*1000) / 1000,
+			RunningGPUs: u.ActiveGPUs, RunningRuns: u.ActiveRuns, Quota: s.effectiveQuota(u.Quota)})
+	}
+	slices.SortStableFunc(items, func(a, b usageItem) int { return cmp.Compare(a.Usage, b.Usage) })
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items []usageItem `json:"items"`
+	}{items})
 }

@@ -1,10 +1,14 @@
 package httpapi
 
 import (
+	"context"
+	"math"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 )
 
 // A USER may submit priority ≤ 0 only; admins any in range. A user's
@@ -83,4 +87,41 @@ func TestPolicy_SetPriority(t *testing.T) {
 	}
 	e.finish(id, core.StatusSucceeded)
 	set(root, id, `{"priority":1}`, http.StatusConflict)
+}
+
+// GET /api/users/usage: every user, lowest usage first, with what they have
+// active and their quota (DEFAULT_USER_GPU_QUOTA for those without one).
+func TestPolicy_UsersUsage(t *testing.T) {
+	e := newEnvWith(t, func(c *Config) { c.DefaultGPUQuota = 4; c.FairShareHalfLife = time.Hour })
+	_, rootID := e.user("root")
+	alice, aliceID := e.user("alice")
+	if err := e.st.AddUsage(context.Background(), []store.UsageCharge{{UserID: rootID, GPUSeconds: 7200, At: e.clock.Now()}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	two := 2
+	if err := e.st.SetQuota(context.Background(), aliceID, core.Quota{Runs: &two, GPUs: &two}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Hour) // one half-life
+	r := e.req("GET", "/api/users/usage", alice, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("usage: %d %s", r.status, r.body)
+	}
+	var got struct {
+		Items []usageItem `json:"items"`
+	}
+	mustJSON(t, r.body, &got)
+	if len(got.Items) != 2 || got.Items[0].User != "alice" || got.Items[1].User != "root" {
+		t.Fatalf("items %s", r.body)
+	}
+	a, root := got.Items[0], got.Items[1]
+	if a.Usage != 0 || *a.Quota.GPUs != 2 || *a.Quota.Runs != 2 {
+		t.Fatalf("alice: %s", r.body)
+	}
+	if math.Abs(root.Usage-3600) > 0.01 || root.Quota.GPUs == nil || *root.Quota.GPUs != 4 || root.Quota.Runs != nil {
+		t.Fatalf("root (7200 GPU-s an hour ago, half-life 1h, default quota 4): %s", r.body)
+	}
+	if r := e.req("GET", "/api/users/usage", "", nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("without a token: %d", r.status)
+	}
 }

@@ -55,6 +55,10 @@ type Snapshot struct {
 	// Sweeps holds the capped sweeps the queue's runs are members of, by
 	// id (the sweep_limit rule, sweeplimit.go).
 	Sweeps map[string]core.SweepLimit
+	// Users holds the owners of the queue's runs by user id: their usage
+	// orders the queue (fair share, fairshare.go), their quotas cap what
+	// they start (quota.go). Nil: the store's order, no quotas.
+	Users map[int64]User
 }
 
 // Placement is a run to start: on Worker, with GPUs (empty: a CPU slot).
@@ -84,8 +88,9 @@ func LookDeeper(placed, read int) bool { return placed == 0 && read == Batch }
 // queue may hold more that fit.
 func PassAgain(placed, read int) bool { return placed > 0 && read == Batch }
 
-// Plan places the runs of queue (in the store's order: priority, then age)
-// on s, as the scheduler's passes will: each pass reads the first Batch runs
+// Plan places the runs of queue (in the store's order: priority, then age;
+// ordered again by fair share when s has Users) on s, as the scheduler's
+// passes will: each pass reads the first Batch runs
 // still queued and places every one that fits what is free (GPU runs
 // best-fit, CPU runs to the most free slots), skipping those that do not
 // (backfill); when none fits, it looks Deep runs deep (LookDeeper); another
@@ -115,17 +120,19 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 		}
 		live = append(live, t)
 	}
+	fairOrder(s, live)
 
 	free := append([]Worker(nil), s.Free...) // taken from as runs are placed
 	on := make([]string, len(live))          // the worker a live run starts on
 	examined := make([]bool, len(live))
 	var placed []int // indices into live, in the order of placement
 	gate := newSweepGate(s, queue)
+	quota := newQuotaGate(s, queue)
 	pass := func(win []int) (n int) {
 		for _, i := range win {
 			t := live[i]
 			examined[i] = true
-			if gate.full(t) {
+			if gate.full(t) || quota.full(t) {
 				continue
 			}
 			w, gpus := place(t.GPUs, free)
@@ -134,6 +141,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			}
 			take(free, w, gpus)
 			gate.take(t)
+			quota.take(t)
 			on[i] = free[w].ID
 			placed = append(placed, i)
 			res.Placements = append(res.Placements, Placement{Task: t, Worker: free[w].ID, GPUs: gpus})
@@ -169,6 +177,9 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			code, why := reason(i, live, f, on[i], examined[i], placed)
 			if on[i] == "" && gate.full(t) {
 				code, why = CodeSweepLimit, gate.reason(t)
+			}
+			if on[i] == "" && code != CodeNoWorker && quota.full(t) {
+				code, why = CodeQuota, quota.reason(t)
 			}
 			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}
 		}

@@ -163,6 +163,19 @@ var migrations = []string{
 		stored_at   INTEGER NOT NULL,
 		PRIMARY KEY (task_id, path, attempt)
 	) WITHOUT ROWID;`,
+	// 9: the scheduling policy (issue 15): a user's fair-share usage, kept
+	// as GPU-seconds at an instant (as_of, decayed from there: AddUsage),
+	// and their quota (NULL: no cap).
+	`CREATE TABLE user_usage (
+		user_id     INTEGER PRIMARY KEY REFERENCES users(id),
+		gpu_seconds REAL    NOT NULL,
+		as_of       INTEGER NOT NULL
+	);
+	CREATE TABLE user_quotas (
+		user_id INTEGER PRIMARY KEY REFERENCES users(id),
+		gpus    INTEGER,
+		runs    INTEGER
+	);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

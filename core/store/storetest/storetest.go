@@ -80,6 +80,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepLimits", testSweepLimits},
 		{"SweepVersion", testSweepVersion},
 		{"SetPriority", testSetPriority},
+		{"Usage", testUsage},
+		{"Accruing", testAccruing},
+		{"Quotas", testQuotas},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

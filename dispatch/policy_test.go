@@ -1,0 +1,89 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/dispatch/plan"
+)
+
+// runOf queues a run of u needing gpus GPUs, created at created.
+func (h *harness) runOf(t *testing.T, u core.User, gpus int, created time.Time) core.Task {
+	t.Helper()
+	task := core.Task{ID: core.NewTaskID(), UserID: u.ID, Command: []string{"x"}, GPUs: gpus,
+		Attempt: 1, MaxRetries: 1, TraceID: core.NewTraceID(), Status: core.StatusQueued, CreatedAt: created}
+	if err := h.st.CreateTask(context.Background(), &task); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func (h *harness) newUser(t *testing.T, name string) core.User {
+	t.Helper()
+	u := core.User{Username: name, PasswordHash: "x"}
+	if err := h.st.CreateUser(context.Background(), &u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// Alice's runs were queued first but she has used GPUs for an hour, Bob
+// not at all: the one free GPU goes to Bob's run.
+func TestFairShareServesTheLighterUser(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	alice, bob := h.owner, h.newUser(t, "bob")
+	if err := h.st.AddUsage(context.Background(), []store.UsageCharge{{UserID: alice.ID, GPUSeconds: 3600, At: h.clock.Now()}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	base := h.clock.Now().Add(-time.Minute)
+	a1 := h.runOf(t, alice, 1, base)
+	a2 := h.runOf(t, alice, 1, base.Add(time.Second))
+	b1 := h.runOf(t, bob, 1, base.Add(2*time.Second))
+	explainNow(t, h.m, []core.Task{a1, a2, b1}, map[string]core.QueueInfo{
+		b1.ID: {Position: 1, Reason: "no worker is connected", Code: plan.CodeNoWorker},
+		a1.ID: {Position: 2, Reason: "no worker is connected", Code: plan.CodeNoWorker},
+		a2.ID: {Position: 3, Reason: "no worker is connected", Code: plan.CodeNoWorker},
+	})
+	p := dial(t, h.m.Addr())
+	p.hello("w", 0, 1)
+	if ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask); ex.TaskId != b1.ID {
+		t.Fatalf("started %s, want Bob's %s (Alice's %s and %s came first but she used more)", ex.TaskId, b1.ID, a1.ID, a2.ID)
+	}
+}
+
+// A quota of 1 GPU lets one of Alice's runs start; the other waits with
+// the reason quota although a GPU is free, and DEFAULT_USER_GPU_QUOTA caps
+// a user without a quota of their own.
+func TestQuotaHoldsAtThePlanner(t *testing.T) {
+	h := newClockedHarness(t, func(c *Config) { c.Policy.DefaultGPUQuota = 1 })
+	alice := h.owner
+	bob := h.newUser(t, "bob")
+	three := 3
+	if err := h.st.SetQuota(context.Background(), bob.ID, core.Quota{GPUs: &three}); err != nil {
+		t.Fatal(err)
+	}
+	base := h.clock.Now().Add(-time.Minute)
+	a1 := h.runOf(t, alice, 1, base)
+	a2 := h.runOf(t, alice, 1, base.Add(time.Second))
+	b1 := h.runOf(t, bob, 2, base.Add(2*time.Second))
+	p := dial(t, h.m.Addr())
+	p.hello("w", 0, 4)
+	h.m.Notify()
+	got := map[string]bool{}
+	for range 2 {
+		got[p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask).TaskId] = true
+	}
+	if !got[a1.ID] || !got[b1.ID] {
+		t.Fatalf("started %v, want %s and %s", got, a1.ID, b1.ID)
+	}
+	explainNow(t, h.m, []core.Task{a2}, map[string]core.QueueInfo{
+		a2.ID: {Position: 1, Reason: "needs 1 GPU; owner has 1 of a quota of 1 GPUs active", Code: plan.CodeQuota},
+	})
+	if st := h.task(t, a2.ID).Status; st != core.StatusQueued {
+		t.Fatalf("Alice's second run is %s past her quota", st)
+	}
+}
