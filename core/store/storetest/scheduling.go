@@ -69,8 +69,8 @@ func testUsage(t *testing.T, s store.Store) {
 	cs := []store.UsageCharge{
 		{UserID: alice.ID, GPUSeconds: 800, At: at(h)},
 		{UserID: alice.ID, GPUSeconds: 400, At: at(0)}, // arrives late: added decayed
-		{UserID: 999999, GPUSeconds: 5, At: at(0)},      // unknown: dropped
-		{UserID: bob.ID, GPUSeconds: -3, At: at(0)},     // not a use
+		{UserID: 999999, GPUSeconds: 5, At: at(0)},     // unknown: dropped
+		{UserID: bob.ID, GPUSeconds: -3, At: at(0)},    // not a use
 	}
 	if err := s.AddUsage(t.Context(), cs, h); err != nil {
 		t.Fatalf("AddUsage: %v", err)
