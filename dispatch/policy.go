@@ -2,9 +2,12 @@ package dispatch
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
 )
@@ -86,4 +89,15 @@ func (m *Master) forgetUsers() {
 	m.standing.mu.Lock()
 	m.standing.users = nil
 	m.standing.mu.Unlock()
+}
+
+// chargeOf is what claiming t charges its owner in the lease backend: its
+// GPUs and one run, against the quota the plan saw (none: counted, never
+// refused).
+func chargeOf(t *core.Task, users map[int64]plan.User) lease.Charge {
+	c := lease.Charge{User: strconv.FormatInt(t.UserID, 10), GPUs: t.GPUs, MaxGPUs: -1, MaxRuns: -1}
+	if u, ok := users[t.UserID]; ok {
+		c.MaxGPUs, c.MaxRuns = u.MaxGPUs, u.MaxRuns
+	}
+	return c
 }

@@ -2,11 +2,14 @@ package dispatch
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
 )
@@ -85,5 +88,32 @@ func TestQuotaHoldsAtThePlanner(t *testing.T) {
 	})
 	if st := h.task(t, a2.ID).Status; st != core.StatusQueued {
 		t.Fatalf("Alice's second run is %s past her quota", st)
+	}
+	// The leases carry the charges, which the claims of every master check.
+	if g, r, err := h.m.ls.Charged(context.Background(), strconv.FormatInt(alice.ID, 10)); err != nil || g != 1 || r != 1 {
+		t.Fatalf("alice's charges: %d GPUs, %d runs, %v; want 1, 1", g, r, err)
+	}
+	if g, r, _ := h.m.ls.Charged(context.Background(), strconv.FormatInt(bob.ID, 10)); g != 2 || r != 1 {
+		t.Fatalf("bob's charges: %d GPUs, %d runs; want 2, 1", g, r)
+	}
+}
+
+// Another master's claim of Alice's run (charged in the shared lease
+// backend, not yet DISPATCHED in the store) holds her quota: the planner,
+// reading the store, places her run, and the claim refuses it.
+func TestQuotaHoldsAtTheClaim(t *testing.T) {
+	h := newClockedHarness(t, func(c *Config) { c.Policy.DefaultGPUQuota = 1 })
+	alice := h.owner
+	if _, err := h.m.ls.ClaimCharged(context.Background(), "elsewhere", "w-other", time.Hour,
+		lease.Charge{User: strconv.FormatInt(alice.ID, 10), GPUs: 1, MaxGPUs: 1, MaxRuns: -1}); err != nil {
+		t.Fatal(err)
+	}
+	a1 := h.runOf(t, alice, 1, h.clock.Now().Add(-time.Minute))
+	p := dial(t, h.m.Addr())
+	p.hello("w", 0, 2)
+	h.m.Notify()
+	eventually(t, "the claim is refused", func() bool { return strings.Contains(h.logs.String(), "quota") })
+	if st := h.task(t, a1.ID).Status; st != core.StatusQueued {
+		t.Fatalf("Alice's run is %s, past a quota another master's claim holds", st)
 	}
 }

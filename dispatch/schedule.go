@@ -83,7 +83,7 @@ func (m *Master) schedule(ctx context.Context) bool {
 			placements = plan.Place(snap, deep)
 		}
 	}
-	placed := m.execute(ctx, placements)
+	placed := m.execute(ctx, placements, snap.Users)
 	if placed > 0 {
 		m.forgetUsers()
 	}

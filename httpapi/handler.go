@@ -85,6 +85,8 @@ func (s *Server) apiRoutes() []*route {
 		{method: post, pattern: "/api/admin/users", admin: true, h: s.addUser},
 		{method: patch, pattern: "/api/admin/users/{username}", admin: true, h: s.patchUser},
 		{method: del, pattern: "/api/admin/users/{username}", admin: true, h: s.deleteUser},
+		{method: get, pattern: "/api/admin/quotas", admin: true, h: s.listQuotas},
+		{method: put, pattern: "/api/admin/quotas/{username}", admin: true, h: s.putQuota},
 		// Authenticates itself: it also takes ?token=.
 		{method: get, pattern: "/ws", public: true, h: s.ws},
 		{method: get, pattern: "/api/monitor/logs/{id...}", h: s.logs},

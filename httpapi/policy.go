@@ -101,3 +101,79 @@ func (s *Server) usersUsage(r *request) *apiError {
 		Items []usageItem `json:"items"`
 	}{items})
 }
+
+// Bounds of a quota (PUT /api/admin/quotas/{username}).
+const (
+	maxQuotaGPUs = 1_000_000
+	maxQuotaRuns = 1_000_000
+)
+
+// quotaItem is a user's quota in the admin endpoints; null is no cap.
+type quotaItem struct {
+	User string `json:"user"`
+	GPUs *int   `json:"gpus"`
+	Runs *int   `json:"runs"`
+}
+
+// listQuotas is GET /api/admin/quotas (admins): every user's own quota,
+// null where none is set (DEFAULT_USER_GPU_QUOTA then caps GPUs; GET
+// /api/users/usage shows the quota that applies).
+func (s *Server) listQuotas(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	us, err := s.st.Usage(ctx, s.cfg.Now(), s.cfg.FairShareHalfLife)
+	if err != nil {
+		return storeError(err, "quotas")
+	}
+	items := make([]quotaItem, 0, len(us))
+	for _, u := range us {
+		items = append(items, quotaItem{User: u.User, GPUs: u.Quota.GPUs, Runs: u.Quota.Runs})
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items []quotaItem `json:"items"`
+	}{items})
+}
+
+// putQuota is PUT /api/admin/quotas/{username} {"gpus":n|null,"runs":n|null}
+// (admins): the user's quota replaced whole; an absent field is null.
+func (s *Server) putQuota(r *request) *apiError {
+	body := r.ctx.PostBody()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errBadRequest(`send {"gpus": n|null, "runs": n|null}`)
+	}
+	var b struct {
+		GPUs *int64 `json:"gpus"`
+		Runs *int64 `json:"runs"`
+	}
+	if e := decodeJSON(body, &b); e != nil {
+		return e
+	}
+	var q core.Quota
+	for _, f := range []struct {
+		name string
+		v    *int64
+		max  int64
+		dst  **int
+	}{{"gpus", b.GPUs, maxQuotaGPUs, &q.GPUs}, {"runs", b.Runs, maxQuotaRuns, &q.Runs}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 0 || *f.v > f.max {
+			return errBadRequest("%s must be 0..%d, or null for no cap", f.name, f.max)
+		}
+		n := int(*f.v)
+		*f.dst = &n
+	}
+	u, e := s.userOfPath(r)
+	if e != nil {
+		return e
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if err := s.st.SetQuota(ctx, u.ID, q); err != nil {
+		return storeError(err, "user "+u.Username)
+	}
+	s.ctl.Notify() // a raised quota may let runs start
+	s.log.Info().Str("traceId", r.trace).Str("user", u.Username).Int64("adminId", r.user.ID).Msg("quota set")
+	return s.writeJSON(r, fasthttp.StatusOK, quotaItem{User: u.Username, GPUs: q.GPUs, Runs: q.Runs})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,48 @@ func TestPolicy_UsersUsage(t *testing.T) {
 	}
 	if r := e.req("GET", "/api/users/usage", "", nil); r.status != http.StatusUnauthorized {
 		t.Fatalf("without a token: %d", r.status)
+	}
+}
+
+// The quota endpoints: admins only, 404 for an unknown user, 400 for
+// negative or non-integer values naming the field; null is no cap.
+func TestPolicy_Quotas(t *testing.T) {
+	e := newEnv(t)
+	root, _ := e.user("root")
+	alice, _ := e.user("alice")
+	put := func(tok, name string, body any, want int) resp {
+		t.Helper()
+		r := e.req("PUT", "/api/admin/quotas/"+name, tok, body)
+		if r.status != want {
+			t.Fatalf("PUT quota %s %v: %d %s, want %d", name, body, r.status, r.body, want)
+		}
+		if want >= 400 {
+			r.errCode(t)
+		}
+		return r
+	}
+	put(alice, "alice", `{"gpus":8}`, http.StatusForbidden)
+	put(root, "nobody", `{"gpus":1}`, http.StatusNotFound)
+	if r := put(root, "alice", `{"gpus":-1}`, http.StatusBadRequest); !strings.Contains(string(r.body), "gpus") {
+		t.Fatalf("400 does not name the field: %s", r.body)
+	}
+	if r := put(root, "alice", `{"runs":-3}`, http.StatusBadRequest); !strings.Contains(string(r.body), "runs") {
+		t.Fatalf("400 does not name the field: %s", r.body)
+	}
+	put(root, "alice", `{"gpus":"many"}`, http.StatusBadRequest)
+	put(root, "alice", nil, http.StatusBadRequest)
+	r := put(root, "alice", `{"gpus":2,"runs":null}`, http.StatusOK)
+	if string(r.body) != `{"user":"alice","gpus":2,"runs":null}` {
+		t.Fatalf("answer %s", r.body)
+	}
+	if r := e.req("GET", "/api/admin/quotas", alice, nil); r.status != http.StatusForbidden {
+		t.Fatalf("user lists quotas: %d", r.status)
+	}
+	r = e.req("GET", "/api/admin/quotas", root, nil)
+	if r.status != http.StatusOK || string(r.body) != `{"items":[{"user":"root","gpus":null,"runs":null},{"user":"alice","gpus":2,"runs":null}]}` {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	if n, _ := e.ctl.calls(); n == 0 {
+		t.Fatal("a quota change did not wake the scheduler")
 	}
 }
