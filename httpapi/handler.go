@@ -78,6 +78,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks", h: s.listTasks},
 		{method: get, pattern: "/api/workers", h: s.workers},
 		{method: get, pattern: "/api/users/usage", h: s.usersUsage},
+		{method: get, pattern: "/api/queue", h: s.queue},
 		{method: post, pattern: "/api/workers/{workerId}/drain", admin: true, h: s.drainWorker},
 		{method: del, pattern: "/api/workers/{workerId}/drain", admin: true, h: s.drainWorker},
 		{method: del, pattern: "/api/workers/{workerId}", admin: true, h: s.forgetWorker},

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -176,4 +178,64 @@ func (s *Server) putQuota(r *request) *apiError {
 	s.ctl.Notify() // a raised quota may let runs start
 	s.log.Info().Str("traceId", r.trace).Str("user", u.Username).Int64("adminId", r.user.ID).Msg("quota set")
 	return s.writeJSON(r, fasthttp.StatusOK, quotaItem{User: u.Username, GPUs: q.GPUs, Runs: q.Runs})
+}
+
+// Bounds of GET /api/queue.
+const (
+	defaultQueueLimit = 500
+	maxQueueLimit     = 2000
+)
+
+// queueItem is a QUEUED run in GET /api/queue.
+type queueItem struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	User          string `json:"user"`
+	GPUs          int    `json:"gpus"`
+	Priority      int    `json:"priority"`
+	CreatedAt     string `json:"createdAt"`
+	Position      int    `json:"position"`
+	PendingCode   string `json:"pendingCode"`
+	PendingReason string `json:"pendingReason"`
+}
+
+// queue is GET /api/queue?limit=: the QUEUED runs in the order the
+// scheduler will serve them, each with its position and why it waits. Runs
+// already being placed (position 0, "starting on …") come first; runs the
+// explanation does not reach come last, in the store's order.
+func (s *Server) queue(r *request) *apiError {
+	limit := defaultQueueLimit
+	if v := r.ctx.QueryArgs().Peek("limit"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 1 {
+			return errBadRequest("limit must be a positive integer")
+		}
+		limit = min(n, maxQueueLimit)
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	ts, err := s.st.QueuedTasks(ctx, limit)
+	if err != nil {
+		return storeError(err, "queue")
+	}
+	s.explainQueue(ctx, ts)
+	rank := func(t core.Task) int {
+		switch {
+		case t.QueuePosition > 0:
+			return t.QueuePosition
+		case t.PendingReason != "":
+			return 0 // being placed
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(ts, func(a, b core.Task) int { return cmp.Compare(rank(a), rank(b)) })
+	items := make([]queueItem, 0, len(ts))
+	for _, t := range ts {
+		items = append(items, queueItem{ID: t.ID, Name: t.Name, User: t.User, GPUs: t.GPUs, Priority: t.Priority,
+			CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), Position: t.QueuePosition,
+			PendingCode: t.PendingCode, PendingReason: t.PendingReason})
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Items []queueItem `json:"items"`
+	}{items})
 }

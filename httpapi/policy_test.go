@@ -169,3 +169,48 @@ func TestPolicy_Quotas(t *testing.T) {
 		t.Fatal("a quota change did not wake the scheduler")
 	}
 }
+
+// GET /api/queue lists the QUEUED runs in serving order with each one's
+// position, code and reason; finished runs are not in it.
+func TestPolicy_Queue(t *testing.T) {
+	e := newEnv(t)
+	root, _ := e.user("root")
+	alice, _ := e.user("alice")
+	e.ctl.mu.Lock()
+	e.ctl.workers = []core.WorkerInfo{{ID: "w1", State: core.WorkerIdle, GPUs: []core.GPU{{Index: 0}}}}
+	e.ctl.mu.Unlock()
+	a1 := e.submit(alice, map[string]any{"command": []string{"x"}, "gpus": 1})
+	big := e.submit(alice, map[string]any{"command": []string{"x"}, "gpus": 2})
+	urgent := e.submit(root, map[string]any{"command": []string{"x"}, "gpus": 1, "priority": 5})
+	e.finish(e.submit(alice, `{"command":["x"]}`), core.StatusSucceeded)
+
+	r := e.req("GET", "/api/queue", alice, nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("queue: %d %s", r.status, r.body)
+	}
+	var got struct {
+		Items []queueItem `json:"items"`
+	}
+	mustJSON(t, r.body, &got)
+	want := []queueItem{
+		{ID: urgent, User: "root", GPUs: 1, Priority: 5, Position: 1, PendingReason: "starting on w1"},
+		{ID: a1, User: "alice", GPUs: 1, Position: 2, PendingCode: "priority", PendingReason: "waiting behind 1 higher-priority run that takes the free GPUs"},
+		{ID: big, User: "alice", GPUs: 2, Position: 3, PendingCode: "no_worker", PendingReason: "needs 2 GPUs, no worker has that many (the largest has 1)"},
+	}
+	if len(got.Items) != len(want) {
+		t.Fatalf("items %s", r.body)
+	}
+	for i, w := range want {
+		g := got.Items[i]
+		g.Name, g.CreatedAt = "", ""
+		if g != w {
+			t.Errorf("item %d: got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if r := e.req("GET", "/api/queue?limit=0", alice, nil); r.status != http.StatusBadRequest {
+		t.Fatalf("limit=0: %d", r.status)
+	}
+	if r := e.req("GET", "/api/queue?limit=1", alice, nil); r.status != http.StatusOK || strings.Count(string(r.body), `"id"`) != 1 {
+		t.Fatalf("limit=1: %d %s", r.status, r.body)
+	}
+}
