@@ -20,7 +20,15 @@ type Policy struct {
 	// DefaultGPUQuota (DEFAULT_USER_GPU_QUOTA) caps the active GPUs of a
 	// user without a quota of their own; 0: no cap.
 	DefaultGPUQuota int
+	// BackfillReserve (BACKFILL_RESERVE_SECONDS) is how long a GPU run may
+	// wait behind smaller runs that backfill past it before it holds the
+	// worker where it fits best (plan.Snapshot.ReserveBefore); default
+	// 300 s, < 0: never.
+	BackfillReserve time.Duration
 }
+
+// DefaultBackfillReserve is BACKFILL_RESERVE_SECONDS's default.
+const DefaultBackfillReserve = 300 * time.Second
 
 // DefaultHalfLife is FAIRSHARE_HALF_LIFE's default.
 const DefaultHalfLife = 168 * time.Hour
@@ -28,6 +36,9 @@ const DefaultHalfLife = 168 * time.Hour
 func (p *Policy) defaults() {
 	if p.HalfLife <= 0 {
 		p.HalfLife = DefaultHalfLife
+	}
+	if p.BackfillReserve == 0 {
+		p.BackfillReserve = DefaultBackfillReserve
 	}
 }
 
@@ -100,4 +111,13 @@ func chargeOf(t *core.Task, users map[int64]plan.User) lease.Charge {
 		c.MaxGPUs, c.MaxRuns = u.MaxGPUs, u.MaxRuns
 	}
 	return c
+}
+
+// reserveBefore is plan.Snapshot.ReserveBefore now: runs queued before it
+// may hold a worker (zero: reservations are off).
+func (m *Master) reserveBefore() time.Time {
+	if m.cfg.Policy.BackfillReserve < 0 {
+		return time.Time{}
+	}
+	return m.now().Add(-m.cfg.Policy.BackfillReserve)
 }

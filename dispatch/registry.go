@@ -499,7 +499,7 @@ func (w *workerRec) freeLocked() plan.Worker {
 		}
 		used = append(used, rr.gpus...)
 	}
-	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns}
+	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus)}
 	for _, g := range w.gpus {
 		if !slices.Contains(used, g.Index) {
 			c.FreeGPUs = append(c.FreeGPUs, g.Index)

@@ -63,6 +63,7 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 		return false
 	}
+	snap.ReserveBefore = m.reserveBefore()
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), len(tasks)) {
 		deep, err := m.st.QueuedTasks(ctx, plan.Deep)

@@ -72,6 +72,8 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"half-life of a user's GPU usage in the fair-share order (e.g. 168h)")
 	f.int(&c.Policy.DefaultGPUQuota, "default-user-gpu-quota", "DEFAULT_USER_GPU_QUOTA", 0,
 		"most GPUs a user without a quota of their own may have active (0: no cap)")
+	f.seconds(&c.Policy.BackfillReserve, "backfill-reserve", "BACKFILL_RESERVE_SECONDS", 300,
+		"`seconds` a GPU run waits while smaller runs backfill past it before the next GPUs to free on the worker where it fits best are held for it (-1: never)")
 	defineGatewayTrust(f, &c.Gateway, &o.nacos) // mastergw.go
 }
 

@@ -12,6 +12,7 @@ package plan
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -38,6 +39,7 @@ type Worker struct {
 	ID        string
 	FreeGPUs  []int // indices, handed out from the front
 	FreeSlots int
+	GPUs      int // all its GPUs, free or not (backfill reservations, reserve.go)
 }
 
 // Snapshot is what Plan sees of the master: read-only, taken by the caller
@@ -59,6 +61,10 @@ type Snapshot struct {
 	// orders the queue (fair share, fairshare.go), their quotas cap what
 	// they start (quota.go). Nil: the store's order, no quotas.
 	Users map[int64]User
+	// ReserveBefore: a GPU run QUEUED (UpdatedAt) before it that fits
+	// nowhere holds the worker where it fits best (reserve.go); zero: no
+	// reservations. The caller sets it to now − BACKFILL_RESERVE_SECONDS.
+	ReserveBefore time.Time
 }
 
 // Placement is a run to start: on Worker, with GPUs (empty: a CPU slot).
@@ -128,6 +134,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 	var placed []int // indices into live, in the order of placement
 	gate := newSweepGate(s, queue)
 	quota := newQuotaGate(s, queue)
+	resv := newReserver(&s)
 	pass := func(win []int) (n int) {
 		for _, i := range win {
 			t := live[i]
@@ -137,6 +144,10 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			}
 			w, gpus := place(t.GPUs, free)
 			if w < 0 {
+				resv.missed(t)
+				if resv.due(t) {
+					resv.reserve(t, free)
+				}
 				continue // does not fit now; smaller runs behind it may
 			}
 			take(free, w, gpus)
@@ -180,6 +191,8 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			}
 			if on[i] == "" && code != CodeNoWorker && quota.full(t) {
 				code, why = CodeQuota, quota.reason(t)
+			} else if c, w, ok := resv.reason(t); ok && on[i] == "" {
+				code, why = c, w
 			}
 			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}
 		}
