@@ -111,7 +111,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.Var(&rf.params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
 	fs.Var(&rf.envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
 	fs.IntVar(&rf.gpus, "gpus", 0, "`N` GPUs the run needs")
-	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first")
+	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first (above 0: admins only)")
 	fs.IntVar(&rf.retry, "max-retries", 1, "requeue a LOST run (its worker vanished) up to `N` times")
 	fs.StringVar(&rf.timeout, "timeout", "", "wall-clock limit, `SECONDS` or a duration like 2h30m; then the run ends as TIMEOUT")
 	fs.StringVar(&rf.req.Name, "name", "", "display `NAME` (default derived from the algorithm or command)")

@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The scheduling policy through a real master and the CLI: a user's
+// priority above 0 is refused, an admin's is served first and can be
+// changed while queued, `rlsched queue` shows the serving order with each
+// run's reason, `rlsched quota set/ls` caps a user and shows it.
+func TestPolicyQueueAndQuotaCLI(t *testing.T) {
+	b := newBed(t)
+	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
+	anon := newClient(t, m.url)
+	anon.register("root")
+	anon.register("alice")
+	root, alice := anon.login("root"), anon.login("alice")
+
+	if r, _ := alice.do("POST", "/api/train", map[string]any{"command": []string{"true"}, "priority": 3}); r.status != 403 {
+		t.Fatalf("a user's priority 3: %s", r)
+	}
+	var a1, a2, urgent struct {
+		ID string `json:"id"`
+	}
+	alice.must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &a1)
+	alice.must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &a2)
+	root.must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1, "priority": 5}, 202, &urgent)
+	root.must("POST", "/api/tasks/"+a2.ID+"/priority", map[string]any{"priority": 7}, 200, nil)
+	if r, _ := alice.do("POST", "/api/tasks/"+a1.ID+"/priority", map[string]any{"priority": 9}); r.status != 403 {
+		t.Fatalf("a user changes a priority: %s", r)
+	}
+
+	cfg := filepath.Join(b.dir, "cli-root")
+	cli := func(cfg string, want int, args ...string) string {
+		t.Helper()
+		out, code := b.cli(cfg, append(args, "--server", m.url)...)
+		if code != want {
+			t.Fatalf("rlsched %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+	cli(cfg, 0, "login", "-u", "root", "-p", password)
+	out := cli(cfg, 0, "queue")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "POS") {
+		t.Fatalf("queue:\n%s", out)
+	}
+	for i, id := range []string{a2.ID, urgent.ID, a1.ID} { // 7, 5, 0
+		if !regexp.MustCompile(`^` + string(rune('1'+i)) + `\s+` + id + `\s+\S+\s+1\s+\d+\s+\S+\s+no_worker\s+no worker is connected$`).MatchString(lines[i+1]) {
+			t.Errorf("queue line %d: %q, want %s", i+1, lines[i+1], id)
+		}
+	}
+
+	if out := cli(cfg, 0, "quota", "set", "alice", "--gpus", "2", "--runs", "none"); strings.TrimSpace(out) != "alice: GPUs 2, runs no cap" {
+		t.Fatalf("quota set: %q", out)
+	}
+	out = cli(cfg, 0, "quota", "ls")
+	if !regexp.MustCompile(`(?m)^alice\s+0\.00\s+0\s+0\s+2\s+-$`).MatchString(out) {
+		t.Fatalf("quota ls:\n%s", out)
+	}
+	cli(cfg, 2, "quota", "set", "alice")
+	acfg := filepath.Join(b.dir, "cli-alice")
+	cli(acfg, 0, "login", "-u", "alice", "-p", password)
+	if out := cli(acfg, 1, "quota", "set", "alice", "--gpus", "9"); !strings.Contains(out, "admin") {
+		t.Fatalf("a user's quota set: %s", out)
+	}
+}
