@@ -43,7 +43,8 @@ func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int
 // when the worker is gone, the run is already placed or the claim failed.
 func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
-	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs}
+	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs,
+		pol: policyOf(t, m.now())}
 	if !m.reg.place(rr) {
 		return nil
 	}

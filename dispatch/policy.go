@@ -25,6 +25,10 @@ type Policy struct {
 	// worker where it fits best (plan.Snapshot.ReserveBefore); default
 	// 300 s, < 0: never.
 	BackfillReserve time.Duration
+	// PreemptCooldown (PREEMPT_COOLDOWN_SECONDS) spares a run preempted
+	// this recently from another preemption; default 300 s, < 0: no
+	// preemption at all.
+	PreemptCooldown time.Duration
 }
 
 // DefaultBackfillReserve is BACKFILL_RESERVE_SECONDS's default.
@@ -39,6 +43,9 @@ func (p *Policy) defaults() {
 	}
 	if p.BackfillReserve == 0 {
 		p.BackfillReserve = DefaultBackfillReserve
+	}
+	if p.PreemptCooldown == 0 {
+		p.PreemptCooldown = DefaultPreemptCooldown
 	}
 }
 

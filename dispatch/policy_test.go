@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
@@ -115,5 +116,70 @@ func TestQuotaHoldsAtTheClaim(t *testing.T) {
 	eventually(t, "the claim is refused", func() bool { return strings.Contains(h.logs.String(), "quota") })
 	if st := h.task(t, a1.ID).Status; st != core.StatusQueued {
 		t.Fatalf("Alice's run is %s, past a quota another master's claim holds", st)
+	}
+}
+
+// A preemptible run of priority 0 holding both GPUs is stopped, with its
+// own grace, for a run of priority 5 that fits nowhere else; its end is a
+// preemption (QUEUED again, attempt 2, not a retry), and the urgent run
+// starts on the GPUs it freed. A run that is not preemptible is never
+// stopped.
+func TestPreemption(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	base := h.clock.Now().Add(-time.Minute)
+	victim := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 2, Attempt: 1, MaxRetries: 0,
+		TraceID: core.NewTraceID(), CreatedAt: base, Preemptible: true, PreemptGraceSeconds: 45}
+	if err := h.st.CreateTask(context.Background(), &victim); err != nil {
+		t.Fatal(err)
+	}
+	p := dial(t, h.m.Addr())
+	p.hello("w", 0, 2)
+	h.m.Notify()
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if ex.TaskId != victim.ID {
+		t.Fatalf("started %s, want the victim", ex.TaskId)
+	}
+	p.send(&pb.TaskStarted{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
+	eventually(t, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
+
+	urgent := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 2, Attempt: 1, MaxRetries: 1,
+		Priority: 5, TraceID: core.NewTraceID(), CreatedAt: h.clock.Now()}
+	if err := h.st.CreateTask(context.Background(), &urgent); err != nil {
+		t.Fatal(err)
+	}
+	h.m.Notify()
+	ct := p.expect(&pb.CancelTask{}).(*pb.CancelTask)
+	if ct.TaskId != victim.ID || ct.Fence != ex.Fence || ct.GraceMs != 45000 || !strings.Contains(ct.Reason, "preempted by "+urgent.ID) {
+		t.Fatalf("CancelTask %v", ct)
+	}
+	p.send(&pb.TaskFinished{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_CANCELLED, Signal: "SIGTERM", ExitCode: -1})
+	p.expect(&pb.TaskFinishedAck{})
+	got := h.task(t, victim.ID)
+	if got.Status != core.StatusQueued || got.Attempt != 2 || got.Preemptions != 1 || got.PreemptedAt == nil ||
+		!strings.Contains(got.Error, "preempted by "+urgent.ID+" (priority 5)") {
+		t.Fatalf("the victim after its preemption: %+v", got)
+	}
+	ex2 := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if ex2.TaskId != urgent.ID {
+		t.Fatalf("started %s on the freed GPUs, want the urgent run %s", ex2.TaskId, urgent.ID)
+	}
+	// The urgent run is not preemptible: a third, higher run waits.
+	p.send(&pb.TaskStarted{TaskId: urgent.ID, Attempt: 1, Fence: ex2.Fence, Pid: 43})
+	higher := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 2, Attempt: 1,
+		Priority: 9, TraceID: core.NewTraceID(), CreatedAt: h.clock.Now()}
+	if err := h.st.CreateTask(context.Background(), &higher); err != nil {
+		t.Fatal(err)
+	}
+	h.m.Notify()
+	h.m.preemptTick(context.Background()) // what the next tick does, now
+	_ = p.c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
+	for {
+		m, _, err := codec.ReadFrame(p.r, codec.DefaultMaxBody, nil, p.keys.Recv)
+		if err != nil {
+			break // nothing more: no CancelTask
+		}
+		if c, ok := m.(*pb.CancelTask); ok {
+			t.Fatalf("a run that is not preemptible was stopped: %v", c)
+		}
 	}
 }

@@ -18,6 +18,7 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 			return
 		case <-m.wake:
 		case <-tick.C:
+			m.preemptTick(ctx) // preempt.go
 		}
 		for m.schedule(ctx) {
 		}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The scheduling policy through a real master and the CLI: a user's
@@ -67,4 +68,72 @@ func TestPolicyQueueAndQuotaCLI(t *testing.T) {
 	if out := cli(acfg, 1, "quota", "set", "alice", "--gpus", "9"); !strings.Contains(out, "admin") {
 		t.Fatalf("a user's quota set: %s", out)
 	}
+	id := strings.TrimSpace(cli(acfg, 0, "submit", "--gpus", "1", "--preemptible", "--grace", "60", "--", "true"))
+	var p struct {
+		Preemptible bool `json:"preemptible"`
+		Grace       int  `json:"preemptGraceSeconds"`
+	}
+	alice.must("GET", "/api/tasks/"+id, nil, 200, &p)
+	if !p.Preemptible || p.Grace != 60 {
+		t.Fatalf("submit --preemptible --grace 60 gave %+v", p)
+	}
+	cli(acfg, 2, "submit", "--grace", "601", "--", "true")
+}
+
+// A preemptible scripts/train.py run on the only GPU is preempted for an
+// admin's priority-5 run: it gets SIGTERM, checkpoints, is QUEUED again with
+// attempt 2 (not a retry: maxRetries 0), the urgent run takes the GPU, and
+// the next attempt logs "resumed from episode K".
+func TestPreemptionResumesFromCheckpoint(t *testing.T) {
+	b := newBed(t)
+	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
+	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "ARTIFACT_SYNC_SECONDS=1")
+	b.start("worker-w1", env, "worker", "--master", m.rpc, "--id", "w1", "--slots", "2", "--gpus", "1",
+		"--data-dir", filepath.Join(b.dir, "worker-w1"))
+	m.waitJoined(t, "w1")
+	anon := newClient(t, m.url)
+	anon.register("root")
+	anon.register("alice")
+	root, alice := anon.login("root"), anon.login("alice")
+
+	var victim, urgent struct {
+		ID string `json:"id"`
+	}
+	alice.must("POST", "/api/train", map[string]any{"algorithm": "REINFORCE", "episodes": 1000000, "gpus": 1,
+		"maxRetries": 0, "preemptible": true, "preemptGraceSeconds": 30}, 202, &victim)
+	alice.waitLogContains(victim.ID, "RLSCHED_METRIC", 60*time.Second)
+	root.must("POST", "/api/train", map[string]any{"command": []string{"sleep", "1"}, "gpus": 1, "priority": 5}, 202, &urgent)
+
+	defer func() {
+		if t.Failed() {
+			for _, l := range strings.Split(m.stderr(), "\n") {
+				if strings.Contains(l, "preempt") || strings.Contains(l, "cannot") || strings.Contains(l, "error") {
+					t.Log(l)
+				}
+			}
+		}
+	}()
+	alice.waitTask(victim.ID, 60*time.Second, "preempted: QUEUED again with attempt 2", func(tk task) bool {
+		return tk.Attempt >= 2
+	})
+	root.waitStatus(urgent.ID, "SUCCEEDED", 60*time.Second)
+	alice.waitLogContains(victim.ID, "resumed from episode", 60*time.Second)
+	text, err := alice.logText(victim.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`received SIGTERM after \d+ episodes; checkpoint saved`).MatchString(text) ||
+		!regexp.MustCompile(`resumed from episode [1-9]\d*`).MatchString(text) {
+		t.Fatalf("the victim's log:\n%s", text)
+	}
+	var v struct {
+		Preemptions int     `json:"preemptions"`
+		PreemptedAt *string `json:"preemptedAt"`
+		MaxRetries  int     `json:"maxRetries"`
+	}
+	alice.must("GET", "/api/tasks/"+victim.ID, nil, 200, &v)
+	if v.Preemptions != 1 || v.PreemptedAt == nil || v.MaxRetries != 0 {
+		t.Fatalf("the victim: %+v", v)
+	}
+	alice.must("POST", "/api/tasks/"+victim.ID+"/cancel", nil, 202, nil)
 }

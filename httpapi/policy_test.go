@@ -214,3 +214,31 @@ func TestPolicy_Queue(t *testing.T) {
 		t.Fatalf("limit=1: %d %s", r.status, r.body)
 	}
 }
+
+// preemptible and preemptGraceSeconds are kept, and a rerun repeats them;
+// a grace over 600 s is 400 naming the field.
+func TestPolicy_PreemptibleSubmission(t *testing.T) {
+	e := newEnv(t)
+	_, _ = e.user("root")
+	alice, _ := e.user("alice")
+	id := e.submit(alice, `{"command":["a"],"gpus":1,"preemptible":true,"preemptGraceSeconds":60}`)
+	if got := e.task(id); !got.Preemptible || got.PreemptGraceSeconds != 60 || got.PreemptGrace() != time.Minute {
+		t.Fatalf("stored %+v", got)
+	}
+	for _, body := range []string{`{"command":["a"],"preemptGraceSeconds":601}`, `{"command":["a"],"preemptGraceSeconds":-1}`} {
+		r := e.req("POST", "/api/train", alice, body)
+		if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "preemptGraceSeconds") {
+			t.Fatalf("%s: %d %s", body, r.status, r.body)
+		}
+	}
+	r := e.req("POST", "/api/tasks/"+id+"/rerun", alice, nil)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("rerun: %d %s", r.status, r.body)
+	}
+	if got := e.task(r.json(t)["id"].(string)); !got.Preemptible || got.PreemptGraceSeconds != 60 {
+		t.Fatalf("rerun lost the preemption settings: %+v", got)
+	}
+	if got := e.task(e.submit(alice, `{"command":["a"]}`)); got.Preemptible || got.PreemptGrace() != core.DefaultPreemptGrace {
+		t.Fatalf("default: %+v", got)
+	}
+}

@@ -125,6 +125,9 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 		TimeoutSeconds: sp.timeout,
 		Code:           sp.code,
 		ResumeFrom:     sp.resumeFrom,
+
+		Preemptible:         sp.preemptible,
+		PreemptGraceSeconds: sp.grace,
 	}
 	if t.Env == nil {
 		t.Env = map[string]string{}

@@ -74,6 +74,8 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"most GPUs a user without a quota of their own may have active (0: no cap)")
 	f.seconds(&c.Policy.BackfillReserve, "backfill-reserve", "BACKFILL_RESERVE_SECONDS", 300,
 		"`seconds` a GPU run waits while smaller runs backfill past it before the next GPUs to free on the worker where it fits best are held for it (-1: never)")
+	f.seconds(&c.Policy.PreemptCooldown, "preempt-cooldown", "PREEMPT_COOLDOWN_SECONDS", 300,
+		"`seconds` a preempted run is spared from another preemption (-1: no preemption)")
 	defineGatewayTrust(f, &c.Gateway, &o.nacos) // mastergw.go
 }
 

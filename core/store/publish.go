@@ -77,7 +77,8 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		MaxRetries: t.MaxRetries, Command: slices.Clone(t.Command), Params: slices.Clone(t.Params),
 		GPUs: t.GPUs, Priority: t.Priority, Env: maps.Clone(t.Env), Tags: slices.Clone(t.Tags),
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
-		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings)}
+		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings),
+		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds}
 	ts.fixed[t.ID] = f
 	return f
 }
@@ -124,6 +125,7 @@ func written(f, t *core.Task) core.Task {
 	}
 	v.ExitCode, v.FinalReward = clonePtr(t.ExitCode), clonePtr(t.FinalReward)
 	v.StartedAt, v.FinishedAt, v.UpdatedAt = clonePtr(t.StartedAt), clonePtr(t.FinishedAt), t.UpdatedAt
+	v.Preemptions, v.PreemptedAt = t.Preemptions, clonePtr(t.PreemptedAt)
 	return v
 }
 

@@ -209,6 +209,15 @@ var migrations = [][]string{
 			CONSTRAINT user_quotas_user FOREIGN KEY (user_id) REFERENCES users (id)
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 9: preemption (issue 15), as sqlite's migration 10: one ALTER, so a
+	// second run meets "duplicate column" and is done.
+	{
+		`ALTER TABLE tasks
+			ADD COLUMN preemptible BOOLEAN NOT NULL DEFAULT FALSE,
+			ADD COLUMN preempt_grace INT NOT NULL DEFAULT 0,
+			ADD COLUMN preemptions INT NOT NULL DEFAULT 0,
+			ADD COLUMN preempted_at BIGINT NULL`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -176,6 +176,12 @@ var migrations = []string{
 		gpus    INTEGER,
 		runs    INTEGER
 	);`,
+	// 10: preemption (issue 15): whether a run may be preempted, its grace,
+	// how often it was and when last.
+	`ALTER TABLE tasks ADD COLUMN preemptible INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN preempt_grace INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN preempted_at INTEGER;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

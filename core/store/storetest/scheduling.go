@@ -164,3 +164,30 @@ func testQuotas(t *testing.T, s store.Store) {
 		t.Fatalf("SetQuota of an unknown user: %v, want ErrNotFound", err)
 	}
 }
+
+// A run's preemption settings are kept from creation; a preemption
+// (core.Task.Preempt) writes its count and time, and requeues it.
+func testPreemptionFields(t *testing.T, s store.Store) {
+	u := mustUser(t, s, "alice")
+	tk := core.Task{ID: "p1", UserID: u.ID, GPUs: 1, Command: []string{"x"}, CreatedAt: at(0), MaxRetries: 0, Attempt: 1,
+		Preemptible: true, PreemptGraceSeconds: 60}
+	if err := s.CreateTask(t.Context(), &tk); err != nil {
+		t.Fatal(err)
+	}
+	r := mustMove(t, s, "p1", core.StatusRunning, 5)
+	exp := store.Expect{Fence: 5, Status: core.StatusRunning}
+	if err := r.Preempt("preempted by q1 (priority 10)", at(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateTask(t.Context(), &r, exp); err != nil {
+		t.Fatalf("UpdateTask of a preemption: %v", err)
+	}
+	got := mustGet(t, s, "p1")
+	if !got.Preemptible || got.PreemptGraceSeconds != 60 || got.Preemptions != 1 || got.PreemptedAt == nil ||
+		!got.PreemptedAt.Equal(at(time.Minute)) || got.Status != core.StatusQueued || got.Attempt != 2 {
+		t.Fatalf("after a preemption: %+v", got)
+	}
+	if q, err := s.QueuedTasks(t.Context(), 5); err != nil || len(q) != 1 || q[0].Preemptions != 1 || !q[0].Preemptible {
+		t.Fatalf("queue after a preemption: %+v, %v", q, err)
+	}
+}
