@@ -160,3 +160,38 @@ func TestPolicyProperties(t *testing.T) {
 		}
 	})
 }
+
+// One plan of the scenario: 100,000 queued runs of 1,000 users
+// (fair share, a GPU quota for every tenth) on 2,000 workers of 8 GPUs, half
+// of them busy.
+func BenchmarkPlanPolicy(b *testing.B) {
+	s := Snapshot{Connected: 2000, MaxGPUs: 8, MaxSlots: 4, Users: map[int64]User{}}
+	for i := range 2000 {
+		s.Free = append(s.Free, Worker{ID: fmt.Sprintf("w%04d", i), FreeGPUs: []int{4, 5, 6, 7}, FreeSlots: 2, GPUs: 8})
+	}
+	for u := range int64(1000) {
+		usr := User{Name: fmt.Sprint("u", u), Usage: float64(u * 37 % 1000), MaxGPUs: -1, MaxRuns: -1}
+		if u%10 == 0 {
+			usr.MaxGPUs = 16
+		}
+		s.Users[u] = usr
+	}
+	q := make([]core.Task, 100_000)
+	for i := range q {
+		q[i] = owned(fmt.Sprintf("r%d", i), int64(i%1000), 1+i%4, i%3)
+	}
+	b.Run("policy", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			Plan(s, q)
+		}
+	})
+	b.Run("no-users", func(b *testing.B) { // the same without fair share and quotas
+		s := s
+		s.Users = nil
+		b.ReportAllocs()
+		for b.Loop() {
+			Plan(s, q)
+		}
+	})
+}
