@@ -99,6 +99,8 @@ export const api = {
     return new Uint8Array(await res.arrayBuffer());
   },
   workers: (signal) => request('/api/workers', { signal }),
+  queue: (signal) => request('/api/queue', { signal }),
+  usage: (signal) => request('/api/users/usage', { signal }),
   drainWorker: (id, drain) => request('/api/workers/' + enc(id) + '/drain', { method: drain ? 'POST' : 'DELETE' }),
   forgetWorker: (id) => request('/api/workers/' + enc(id), { method: 'DELETE' }),
   users: (signal) => request('/api/admin/users', { signal }),

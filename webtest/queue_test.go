@@ -1,0 +1,40 @@
+package webtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQueuePage: the Queue page lists the waiting runs in serving order
+// with their reasons, the viewer's own highlighted, and every user's usage
+// and quota.
+func TestQueuePage(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 1)
+	root := s.api().signup("root")
+	alice := s.api().signup("alice")
+	busy := alice.submit(map[string]any{"name": "alice-busy", "command": []string{"sleep", "120"}, "gpus": 1})
+	alice.waitStatus(busy, "RUNNING", 60*time.Second)
+	next := alice.submit(map[string]any{"name": "alice-next", "command": []string{"true"}, "gpus": 1})
+	big := root.submit(map[string]any{"name": "root-big", "command": []string{"true"}, "gpus": 2, "priority": 3})
+
+	b := newBrowser(t)
+	b.signIn(s.url, "alice")
+	b.click(`.mainnav a[href="/queue"]`)
+	b.wait("two queued runs", 15*time.Second, `document.querySelectorAll('#queue tr[data-run]').length === 2`)
+	if got := b.text(`#queue tr[data-run="` + big + `"]`); !strings.Contains(got, "no_worker") || !strings.HasPrefix(strings.TrimSpace(got), "1") {
+		t.Errorf("root's 2-GPU run, first by priority: %q", got)
+	}
+	if got := b.text(`#queue tr[data-run="` + next + `"]`); !strings.Contains(got, "resources") || !strings.Contains(got, "every GPU is busy") {
+		t.Errorf("alice's run: %q", got)
+	}
+	if !eval[bool](b, `document.querySelector('#queue tr[data-run="`+next+`"]').classList.contains('mine') &&
+		!document.querySelector('#queue tr[data-run="`+big+`"]').classList.contains('mine')`) {
+		t.Error("alice's own run is not the one highlighted")
+	}
+	b.wait("alice's usage row", 15*time.Second, `(() => { const r = document.querySelector('#usage tr[data-user="alice"]'); return r && r.classList.contains('mine') && r.textContent.includes('1'); })()`)
+	b.screenshot("30-queue")
+	alice.do("POST", "/api/tasks/"+busy+"/cancel", nil)
+}
