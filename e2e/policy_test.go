@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -136,4 +137,64 @@ func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 		t.Fatalf("the victim: %+v", v)
 	}
 	alice.must("POST", "/api/tasks/"+victim.ID+"/cancel", nil, 202, nil)
+}
+
+// Two masters on MySQL and Redis and 200 runs of bob submitted at once
+// through both; then a worker with 8 slots joins each master at the same
+// moment, so both plan from the same store counts: his quota of 3 active
+// runs holds across the masters (their claims charge the quota in the
+// Redis claim script), and it is reached.
+func TestQuotaAcrossTwoMasters(t *testing.T) {
+	b := newBed(t)
+	env := mmBackends(t, b, "")
+	ms := b.mmStartMasters(2, env)
+	root, _ := signup(t, ms[0].url, "root", "ADMIN")
+	newClient(t, ms[0].url).register("bob")
+	bobs := []*client{newClient(t, ms[0].url).login("bob"), newClient(t, ms[1].url).login("bob")}
+	root.must("PUT", "/api/admin/quotas/bob", map[string]any{"runs": 3}, 200, nil)
+
+	errs := make(chan error, 200)
+	for i := range 200 {
+		go func() {
+			r, err := bobs[i%2].do("POST", "/api/train", map[string]any{"command": []string{"sleep", "60"}})
+			if err == nil && r.status != 202 {
+				err = fmt.Errorf("submit: %s", r)
+			}
+			errs <- err
+		}()
+	}
+	for range 200 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 8)
+	b.mmStartWorker("worker-w2", mmRPCList(ms, 1), "w2", 8)
+	active := func() int {
+		var u struct {
+			Items []struct {
+				User        string `json:"user"`
+				RunningRuns int    `json:"runningRuns"`
+			} `json:"items"`
+		}
+		root.must("GET", "/api/users/usage", nil, 200, &u)
+		for _, it := range u.Items {
+			if it.User == "bob" {
+				return it.RunningRuns
+			}
+		}
+		return -1
+	}
+	most := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		n := active()
+		if n > 3 {
+			t.Fatalf("bob has %d runs active with a quota of 3", n)
+		}
+		most = max(most, n)
+	}
+	if most != 3 {
+		t.Fatalf("bob's runs never reached his quota of 3 (at most %d active)", most)
+	}
 }
