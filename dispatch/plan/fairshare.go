@@ -30,11 +30,29 @@ func fairOrder(s Snapshot, live []*core.Task) {
 	if len(s.Users) == 0 {
 		return // the store's order is priority, then age, already
 	}
-	usage := func(t *core.Task) float64 { return s.Users[t.UserID].Usage }
-	slices.SortStableFunc(live, func(a, b *core.Task) int {
-		if a.Priority != b.Priority {
-			return cmp.Compare(b.Priority, a.Priority)
+	// One map lookup per run, not per comparison, and an unstable sort
+	// with the store's position as the last key: a stable sort's merges
+	// were a third of a plan of 100,000 runs.
+	type key struct {
+		prio  int
+		usage float64
+		pos   int
+		t     *core.Task
+	}
+	keys := make([]key, len(live))
+	for i, t := range live {
+		keys[i] = key{t.Priority, s.Users[t.UserID].Usage, i, t}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.prio != b.prio {
+			return cmp.Compare(b.prio, a.prio)
 		}
-		return cmp.Compare(usage(a), usage(b))
+		if c := cmp.Compare(a.usage, b.usage); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
 	})
+	for i, k := range keys {
+		live[i] = k.t
+	}
 }
