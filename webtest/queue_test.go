@@ -36,5 +36,19 @@ func TestQueuePage(t *testing.T) {
 	}
 	b.wait("alice's usage row", 15*time.Second, `(() => { const r = document.querySelector('#usage tr[data-user="alice"]'); return r && r.classList.contains('mine') && r.textContent.includes('1'); })()`)
 	b.screenshot("30-queue")
+
+	// Alice's preemptible run is preempted for an admin's urgent one; its
+	// page says so.
 	alice.do("POST", "/api/tasks/"+busy+"/cancel", nil)
+	root.do("POST", "/api/tasks/"+big+"/cancel", nil)
+	victim := alice.submit(map[string]any{"name": "alice-victim", "command": []string{"sleep", "120"}, "gpus": 1, "preemptible": true})
+	alice.waitStatus(next, "SUCCEEDED", 60*time.Second)
+	alice.waitStatus(victim, "RUNNING", 60*time.Second)
+	root.submit(map[string]any{"name": "root-urgent", "command": []string{"sleep", "120"}, "gpus": 1, "priority": 5})
+	b.open(s.url + "/runs/" + victim)
+	b.wait("the preemption on the run page", 60*time.Second,
+		`(() => { const d = document.querySelector('#attempt-detail'); return d && d.textContent.includes('preempted 1×'); })()`)
+	b.wait("the preemption in the timeline", 15*time.Second,
+		`(() => { const d = document.querySelector('#timeline-preempted'); return d && d.textContent.includes('Preempted by r'); })()`)
+	b.screenshot("31-run-preempted")
 }
