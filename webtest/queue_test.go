@@ -1,6 +1,7 @@
 package webtest
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -51,4 +52,33 @@ func TestQueuePage(t *testing.T) {
 	b.wait("the preemption in the timeline", 15*time.Second,
 		`(() => { const d = document.querySelector('#timeline-preempted'); return d && d.textContent.includes('Preempted by r'); })()`)
 	b.screenshot("31-run-preempted")
+
+	// An admin sets alice's quota on the same page; a user has no such card.
+	if eval[bool](b, `document.querySelector('#quota-admin') !== null`) {
+		t.Error("a user sees the quota editor")
+	}
+	a := newBrowser(t)
+	a.signIn(s.url, "root")
+	a.click(`.mainnav a[href="/queue"]`)
+	a.wait("the quota editor", 15*time.Second, `document.querySelector('input[data-quota-gpus="alice"]') !== null`)
+	a.typeInto(`input[data-quota-gpus="alice"]`, "2")
+	a.click(`button[data-save="alice"]`)
+	a.wait("alice's quota in the usage table", 15*time.Second,
+		`(() => { const r = document.querySelector('#usage tr[data-user="alice"]'); return r && r.children[4].textContent === '2'; })()`)
+	a.screenshot("32-queue-admin")
+	var q struct {
+		Items []struct {
+			User string `json:"user"`
+			GPUs *int   `json:"gpus"`
+		} `json:"items"`
+	}
+	st, body := root.do("GET", "/api/admin/quotas", nil)
+	if st != 200 || json.Unmarshal(body, &q) != nil {
+		t.Fatalf("quotas: %d %s", st, body)
+	}
+	for _, it := range q.Items {
+		if it.User == "alice" && (it.GPUs == nil || *it.GPUs != 2) {
+			t.Errorf("alice's quota after the page saved it: %v", it.GPUs)
+		}
+	}
 }
