@@ -198,3 +198,56 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 		t.Fatalf("bob's runs never reached his quota of 3 (at most %d active)", most)
 	}
 }
+
+// Fair share on one worker with 2 GPUs: Alice queues 20 one-GPU runs, then
+// Bob 2. At equal priority Bob has used less, so his runs take the next
+// GPUs that free: no more of Alice's runs start before both of his.
+func TestFairShareTwoUsers(t *testing.T) {
+	b := newBed(t)
+	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
+	env := b.env("WORKER_JOIN_TOKEN=" + b.joinToken)
+	b.start("worker-w1", env, "worker", "--master", m.rpc, "--id", "w1", "--slots", "2", "--gpus", "2",
+		"--data-dir", filepath.Join(b.dir, "worker-w1"))
+	m.waitJoined(t, "w1")
+	anon := newClient(t, m.url)
+	anon.register("alice")
+	anon.register("bob")
+	alice, bob := anon.login("alice"), anon.login("bob")
+	submit := func(c *client) string {
+		var s struct {
+			ID string `json:"id"`
+		}
+		c.must("POST", "/api/train", map[string]any{"command": []string{"sleep", "2"}, "gpus": 1}, 202, &s)
+		return s.ID
+	}
+	var aliceRuns []string
+	for range 20 {
+		aliceRuns = append(aliceRuns, submit(alice))
+	}
+	b1, b2 := submit(bob), submit(bob)
+	started := func(c *client, id string) time.Time {
+		var tk struct {
+			StartedAt *time.Time `json:"startedAt"`
+		}
+		c.must("GET", "/api/tasks/"+id, nil, 200, &tk)
+		if tk.StartedAt == nil {
+			return time.Time{}
+		}
+		return *tk.StartedAt
+	}
+	bob.waitStatus(b1, "SUCCEEDED", 60*time.Second)
+	bob.waitStatus(b2, "SUCCEEDED", 60*time.Second)
+	last := started(bob, b1)
+	if s := started(bob, b2); s.After(last) {
+		last = s
+	}
+	before := 0
+	for _, id := range aliceRuns {
+		if s := started(alice, id); !s.IsZero() && s.Before(last) {
+			before++
+		}
+	}
+	if before > 2 {
+		t.Fatalf("%d of Alice's runs started before both of Bob's; want at most the 2 that held the GPUs when he submitted", before)
+	}
+}
