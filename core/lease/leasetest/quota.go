@@ -56,6 +56,23 @@ func testQuota(t *testing.T, h Harness) {
 	_, err = b.ClaimCharged(t.Context(), "t6", "w2", h.TTL, c(3))
 	wantIs(t, "take-over of an expired charged lease", err, nil)
 	charged(t, b, "7", 3, 1)
+
+	// CPU runs (0 GPUs) are charged a run each and given back the same way.
+	cpu := lease.Charge{User: "9", MaxGPUs: -1, MaxRuns: 2}
+	fc, err := b.ClaimCharged(t.Context(), "c1", "w", h.TTL, cpu)
+	wantIs(t, "a CPU run's claim", err, nil)
+	_, err = b.ClaimCharged(t.Context(), "c2", "w", h.TTL, cpu)
+	wantIs(t, "a second CPU run's claim", err, nil)
+	charged(t, b, "9", 0, 2)
+	wantIs(t, "release of a CPU run", b.Release(t.Context(), "c1", fc), nil)
+	charged(t, b, "9", 0, 1)
+	h.after(b, 1.2)
+	_, err = b.ClaimCharged(t.Context(), "c3", "w", h.TTL, cpu) // c2 expired but not reaped: still charged
+	wantIs(t, "a CPU run's claim beside an expired one", err, nil)
+	if _, err := b.Reap(t.Context(), 0); err != nil {
+		t.Fatalf("Reap of charged CPU runs: %v", err)
+	}
+	charged(t, b, "9", 0, 1)
 }
 
 // 40 claims of one user at once, each of one GPU, under a cap of 5 GPUs:

@@ -32,7 +32,8 @@ for i = 1, #expired, 2 do
     if redis.call('HINCRBY', use_key, 'r:' .. u, -1) <= 0 then
       redis.call('HDEL', use_key, 'r:' .. u, 'g:' .. u)
     else
-      redis.call('HINCRBY', use_key, 'g:' .. u, -g)
+      -- -0 (a CPU run's) reaches Redis as "-0", which HINCRBY refuses.
+      if g ~= 0 then redis.call('HINCRBY', use_key, 'g:' .. u, -g) end
     end
     redis.call('HDEL', charges_key, task)
   end
