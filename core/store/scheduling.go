@@ -64,11 +64,22 @@ type accruing struct {
 	halfLife time.Duration
 }
 
+// accrueTimeout bounds a charge's write: it follows a write that
+// succeeded, so it outlives the caller's context, but a store that hangs
+// must not hold the run's end (the reporter waits for UpdateTask) longer.
+const accrueTimeout = 5 * time.Second
+
+func (a *accruing) addUsage(ctx context.Context, cs []UsageCharge) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accrueTimeout)
+	defer cancel()
+	_ = a.Store.AddUsage(ctx, cs, a.halfLife)
+}
+
 func (a *accruing) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
 	err := a.Store.UpdateTask(ctx, t, exp)
 	if err == nil {
 		if c, ok := chargeOf(t, exp.Status); ok {
-			_ = a.Store.AddUsage(context.WithoutCancel(ctx), []UsageCharge{c}, a.halfLife)
+			a.addUsage(ctx, []UsageCharge{c})
 		}
 	}
 	return err
@@ -85,7 +96,7 @@ func (a *accruing) UpdateTasks(ctx context.Context, us []Update) []error {
 		}
 	}
 	if len(cs) > 0 {
-		_ = a.Store.AddUsage(context.WithoutCancel(ctx), cs, a.halfLife)
+		a.addUsage(ctx, cs)
 	}
 	return errs
 }
