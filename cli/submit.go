@@ -42,6 +42,7 @@ SUCCEEDED.`,
 			"id=$(rlsched submit --project cartpole -- python3 train.py) && rlsched logs -f $id",
 			"rlsched submit --wait --timeout 2h -- python3 train.py",
 			"rlsched submit --resume-from $id --algorithm ppo --episodes 1000",
+			"rlsched submit --gpus 2 --preemptible --grace 60 -- python3 train.py",
 		},
 		argv: true,
 		run:  runSubmit,
@@ -66,6 +67,8 @@ type submitRequest struct {
 	Tags           []string          `json:"tags,omitempty"`
 	Code           *codeRequest      `json:"code,omitempty"`
 	ResumeFrom     string            `json:"resumeFrom,omitempty"`
+	Preemptible    bool              `json:"preemptible,omitempty"`
+	PreemptGrace   *int              `json:"preemptGraceSeconds,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -99,6 +102,7 @@ func (inv *invocation) checkWaitFlags(w *waitFlags) (int, bool) {
 type runFlags struct {
 	req                         submitRequest
 	episodes, gpus, prio, retry int
+	grace                       int
 	lr                          float64
 	timeout, workdir            string
 	params, envs, tags          multiFlag
@@ -111,13 +115,15 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.Var(&rf.params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
 	fs.Var(&rf.envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
 	fs.IntVar(&rf.gpus, "gpus", 0, "`N` GPUs the run needs")
-	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first")
+	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first (above 0: admins only)")
 	fs.IntVar(&rf.retry, "max-retries", 1, "requeue a LOST run (its worker vanished) up to `N` times")
 	fs.StringVar(&rf.timeout, "timeout", "", "wall-clock limit, `SECONDS` or a duration like 2h30m; then the run ends as TIMEOUT")
 	fs.StringVar(&rf.req.Name, "name", "", "display `NAME` (default derived from the algorithm or command)")
 	fs.StringVar(&rf.req.Project, "project", "", "`PROJECT` to group runs for comparison")
 	fs.Var(&rf.tags, "tag", "add `TAG` to the run (repeatable)")
 	fs.StringVar(&rf.workdir, "workdir", "", "`DIR` on the worker (default for a command: the current directory)")
+	fs.BoolVar(&rf.req.Preemptible, "preemptible", false, "the run may be stopped (SIGTERM, --grace, SIGKILL) for a run of higher priority, and is requeued to resume from its checkpoint")
+	fs.IntVar(&rf.grace, "grace", 0, "`SECONDS` a preempted run has to checkpoint before SIGKILL (default 30, at most 600)")
 }
 
 // request checks the flags and the command after -- and builds the run's
@@ -189,6 +195,12 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("--%s must not be negative", f.name), false
 		}
 		*f.dst = f.v
+	}
+	if fs.isSet("grace") {
+		if rf.grace < 0 || rf.grace > 600 {
+			return req, inv.usageError("--grace must be 0..600 seconds"), false
+		}
+		req.PreemptGrace = &rf.grace
 	}
 	if fs.isSet("timeout") {
 		secs, err := parseTimeout(rf.timeout)

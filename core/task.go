@@ -102,6 +102,30 @@ type Task struct {
 	// Warnings are what its record says beyond its status, oldest first,
 	// at most MaxWarnings (store.AddWarning appends; no update writes them).
 	Warnings []Warning `json:"warnings"`
+	// Preemptible runs may be stopped for a QUEUED run of higher priority
+	// that fits nowhere else, PreemptGraceSeconds after SIGTERM (0: the
+	// default, DefaultPreemptGrace); both fixed at submission. Preemptions
+	// counts how often it was (each requeued it with attempt + 1, not
+	// counted against MaxRetries); PreemptedAt is the last time.
+	Preemptible         bool       `json:"preemptible"`
+	PreemptGraceSeconds int        `json:"preemptGraceSeconds"`
+	Preemptions         int        `json:"preemptions"`
+	PreemptedAt         *time.Time `json:"preemptedAt"`
+}
+
+// Limits of preemption (API.md "Scheduling policy").
+const (
+	DefaultPreemptGrace = 30 * time.Second
+	MaxPreemptGrace     = 600 * time.Second
+)
+
+// PreemptGrace is how long t gets between SIGTERM and SIGKILL when
+// preempted.
+func (t Task) PreemptGrace() time.Duration {
+	if t.PreemptGraceSeconds <= 0 {
+		return DefaultPreemptGrace
+	}
+	return min(time.Duration(t.PreemptGraceSeconds)*time.Second, MaxPreemptGrace)
 }
 
 // QueueInfo explains why a QUEUED run waits: its place in the queue (1 =

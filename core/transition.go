@@ -108,7 +108,8 @@ func (t *Task) Requeue(reason string, at time.Time) (bool, error) {
 	if t.Status != StatusLost {
 		return false, fmt.Errorf("cannot requeue run %s (%s): %w", t.ID, t.Status, ErrTransition)
 	}
-	if t.Attempt <= t.MaxRetries {
+	// Attempts that ended in a preemption are not retries.
+	if t.Attempt-t.Preemptions <= t.MaxRetries {
 		if err := t.move(StatusQueued); err != nil {
 			return false, err
 		}
@@ -134,5 +135,28 @@ func (t *Task) Cancel(errMsg string, at time.Time) error {
 	}
 	at = at.UTC()
 	t.FinishedAt, t.Error = &at, errMsg
+	return nil
+}
+
+// Preempt requeues an active run stopped for a run of higher priority, as
+// at at: DISPATCHED | RUNNING → QUEUED by way of LOST (one write: the
+// store sees RUNNING → QUEUED), attempt + 1 without counting against
+// MaxRetries, off its worker, with why in its error.
+func (t *Task) Preempt(why string, at time.Time) error {
+	if !t.Status.Active() {
+		return fmt.Errorf("cannot preempt run %s (%s): %w", t.ID, t.Status, ErrTransition)
+	}
+	if err := t.move(StatusLost); err != nil {
+		return err
+	}
+	if err := t.move(StatusQueued); err != nil {
+		return err
+	}
+	at = at.UTC()
+	t.Attempt++
+	t.Preemptions++
+	t.PreemptedAt = &at
+	t.Worker, t.GPUIndices, t.StartedAt, t.ExitCode, t.FinishedAt = "", nil, nil, nil, nil
+	t.Error = why
 	return nil
 }

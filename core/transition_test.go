@@ -115,3 +115,36 @@ func TestTransitionFields(t *testing.T) {
 		t.Fatalf("Finish without a start: %v %+v", err, d)
 	}
 }
+
+// A preemption requeues an active run with attempt + 1 that does not
+// count against maxRetries: a run with one retry, preempted twice, is
+// still requeued once when LOST, and fails the next time.
+func TestPreemptNotARetry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tk := Task{ID: "r", Status: StatusRunning, Attempt: 1, MaxRetries: 1}
+	for i := range 2 {
+		if err := tk.Preempt("preempted", now); err != nil {
+			t.Fatal(err)
+		}
+		if tk.Status != StatusQueued || tk.Attempt != i+2 || tk.Preemptions != i+1 || tk.PreemptedAt == nil || tk.Worker != "" {
+			t.Fatalf("after preemption %d: %+v", i+1, tk)
+		}
+		tk.Status = StatusRunning
+	}
+	// One retry left: attempt 3 = 1 + 2 preemptions.
+	if err := tk.Lose("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := tk.Requeue("gone", now); err != nil || !ok {
+		t.Fatalf("requeue with a retry left: %v %v", ok, err)
+	}
+	tk.Status = StatusRunning
+	_ = tk.Lose("gone")
+	if ok, _ := tk.Requeue("gone", now); ok {
+		t.Fatal("requeued past maxRetries")
+	}
+	q := Task{ID: "q", Status: StatusQueued}
+	if err := q.Preempt("x", now); err == nil {
+		t.Fatal("a QUEUED run preempted")
+	}
+}

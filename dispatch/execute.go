@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
 	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
 )
@@ -26,11 +27,12 @@ type claimed struct {
 }
 
 // execute carries out ps and returns how many runs were recorded
-// DISPATCHED.
-func (m *Master) execute(ctx context.Context, ps []plan.Placement) int {
+// DISPATCHED. users are the owners' quotas the plan was made with: each
+// claim charges its run to them (lease.Charge).
+func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) int {
 	var batch []*claimed
 	for _, p := range ps {
-		if c := m.claim(ctx, p); c != nil {
+		if c := m.claim(ctx, p, chargeOf(p.Task, users)); c != nil {
 			batch = append(batch, c)
 		}
 	}
@@ -39,17 +41,20 @@ func (m *Master) execute(ctx context.Context, ps []plan.Placement) int {
 
 // claim registers p's run as placed on its worker and claims its lease; nil
 // when the worker is gone, the run is already placed or the claim failed.
-func (m *Master) claim(ctx context.Context, p plan.Placement) *claimed {
+func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
-	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs}
+	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs,
+		pol: policyOf(t, m.now())}
 	if !m.reg.place(rr) {
 		return nil
 	}
 
-	fence, err := m.ls.Claim(ctx, t.ID, p.Worker, m.leaseHold())
+	fence, err := m.ls.ClaimCharged(ctx, t.ID, p.Worker, m.leaseHold(), charge)
 	if err != nil {
 		ev := m.log.Warn()
-		if errors.Is(err, core.ErrLeaseHeld) { // another master took it first: a normal race
+		// Another master took it first, or another master's runs of the
+		// owner took the quota: normal races, the run waits.
+		if errors.Is(err, core.ErrLeaseHeld) || errors.Is(err, lease.ErrQuota) {
 			ev = m.log.Debug()
 		}
 		ev.Str("task", t.ID).Err(err).Msg("cannot claim run")

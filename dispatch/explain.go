@@ -59,6 +59,10 @@ func (m *Master) Explain(ctx context.Context, queued []core.Task) map[string]cor
 		if snap.Sweeps, err = m.sweepLimits(ctx, queue); err != nil {
 			return nil
 		}
+		if snap.Users, err = m.users(ctx); err != nil {
+			return nil
+		}
+		snap.ReserveBefore = m.reserveBefore()
 		e.info, e.at = plan.Plan(snap, queue).Waiting, time.Now()
 	}
 	out := make(map[string]core.QueueInfo, len(queued))

@@ -95,7 +95,9 @@ type Config struct {
 	// runs: IDLE_GPU_UTIL, IDLE_GPU_SECONDS, IDLE_GPU_ACTION); the zero
 	// value is gpuwatch.DefaultConfig().
 	GPUWatch gpuwatch.Config
-	Logger   zerolog.Logger
+	// Policy is the scheduling policy's settings (policy.go).
+	Policy Policy
+	Logger zerolog.Logger
 
 	allowed map[string]bool // WorkerIDs as a set (defaults); nil: any id
 }
@@ -166,6 +168,7 @@ func (c *Config) defaults() error {
 	if c.Metrics == nil {
 		c.Metrics = obs.NewMaster(obs.MasterOptions{})
 	}
+	c.Policy.defaults()
 	return nil
 }
 
@@ -186,7 +189,9 @@ type Master struct {
 	wake    chan struct{}
 	reg     registry
 	explain explainer // explain.go
-	pending sync.Map  // *conn → struct{}: connections waiting for Hello
+	// standing caches the users' usage, active runs and quotas (policy.go).
+	standing standing
+	pending  sync.Map // *conn → struct{}: connections waiting for Hello
 
 	// lostRetries: runs found lost whose writes the store has not taken
 	// yet, by task id (reap.go, Master.lost).

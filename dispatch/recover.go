@@ -129,6 +129,15 @@ func (g *resetGuard) Claim(ctx context.Context, taskID, workerID string, ttl tim
 	return f, err
 }
 
+func (g *resetGuard) ClaimCharged(ctx context.Context, taskID, workerID string, ttl time.Duration, c lease.Charge) (uint64, error) {
+	seen := time.Now()
+	f, err := g.Leases.ClaimCharged(ctx, taskID, workerID, ttl, c)
+	if errors.Is(err, lease.ErrReset) && g.rebuild(ctx, seen) == nil {
+		f, err = g.Leases.ClaimCharged(ctx, taskID, workerID, ttl, c)
+	}
+	return f, err
+}
+
 func (g *resetGuard) Renew(ctx context.Context, rs []lease.Renewal, ttl time.Duration) []error {
 	seen := time.Now()
 	errs := g.Leases.Renew(ctx, rs, ttl)

@@ -66,6 +66,12 @@ type runRec struct {
 	// restore is the files this attempt may be sent, by path (artifacts.go);
 	// nil until listed.
 	restore atomic.Pointer[map[string]core.Artifact]
+	// preempt, when set, is the run this one is being stopped for
+	// (preempt.go): its end is recorded as a preemption.
+	preempt atomic.Pointer[preemptFor]
+	// pol is what preemption needs of the run, fixed when this master
+	// placed it (nil for a run it adopted: never preempted).
+	pol *runPolicy
 }
 
 // reports is the one fence check: whether a report about rr's run (a
@@ -543,7 +549,7 @@ func (w *workerRec) freeLocked() plan.Worker {
 		}
 		used = append(used, rr.gpus...)
 	}
-	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns}
+	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus)}
 	if w.sess != nil {
 		c.ForeignGPUs = w.sess.foreignGPUs()
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/logpipe"
 )
@@ -235,6 +236,20 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		}
 	}
 	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, why, m.now()) == nil }
+	var ran store.UsageCharge // what a preempted attempt charges its owner
+	if mark := rr.preempt.Load(); mark != nil && !cancelled && tf.Outcome == pb.Outcome_OUTCOME_CANCELLED {
+		// Stopped for a run of higher priority (preempt.go): queued again.
+		// The write leaves no startedAt (a QUEUED run has none), so the
+		// usage store.Accruing would charge is charged here.
+		change = func(t *core.Task) bool {
+			now := m.now()
+			ran = store.UsageCharge{}
+			if t.StartedAt != nil && now.After(*t.StartedAt) {
+				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
+			}
+			return preemptFromReport(t, mark, now) == nil
+		}
+	}
 	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
 	// A store that did not answer must not lose the report: the worker
 	// forgets it once acked, and nothing would ever write the run's end.
@@ -257,6 +272,8 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	}
 	if err != nil {
 		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
+	} else if ran.GPUSeconds > 0 {
+		_ = m.st.AddUsage(ctx, []store.UsageCharge{ran}, m.cfg.Policy.HalfLife)
 	}
 	ctx, cancel = context.WithTimeout(m.ctx, 10*time.Second) // the first may be spent by the retries
 	defer cancel()

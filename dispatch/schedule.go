@@ -18,6 +18,7 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 			return
 		case <-m.wake:
 		case <-tick.C:
+			m.preemptTick(ctx) // preempt.go
 		}
 		for m.schedule(ctx) {
 		}
@@ -57,6 +58,13 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 		return false
 	}
+	if snap.Users, err = m.users(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.log.Error().Err(err).Msg("cannot read the users' usage and quotas")
+		}
+		return false
+	}
+	snap.ReserveBefore = m.reserveBefore()
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), len(tasks)) {
 		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
@@ -77,7 +85,10 @@ func (m *Master) schedule(ctx context.Context) bool {
 			placements = plan.Place(snap, deep)
 		}
 	}
-	placed := m.execute(ctx, placements)
+	placed := m.execute(ctx, placements, snap.Users)
+	if placed > 0 {
+		m.forgetUsers()
+	}
 	m.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
 	return plan.PassAgain(placed, len(tasks))
 }

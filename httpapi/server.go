@@ -82,6 +82,12 @@ type Config struct {
 	// Metrics are the master's Prometheus metrics, served at /metrics; the
 	// API counts its requests there by route. Default: a new obs.Master.
 	Metrics *obs.Master
+	// FairShareHalfLife (FAIRSHARE_HALF_LIFE) decays the usage GET
+	// /api/users/usage shows, as the scheduler's; default 168 h.
+	// DefaultGPUQuota (DEFAULT_USER_GPU_QUOTA) is the GPU quota shown for
+	// users without one of their own; 0: none.
+	FairShareHalfLife time.Duration
+	DefaultGPUQuota   int
 
 	// PublicHosts are names this master answers to besides its defaults
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
@@ -147,6 +153,9 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = 24 * time.Hour
+	}
+	if cfg.FairShareHalfLife <= 0 {
+		cfg.FairShareHalfLife = 168 * time.Hour
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -64,6 +64,11 @@ type submitBody struct {
 	// ResumeFrom names a run whose output files the new run starts with
 	// (API.md "Resume"); a rerun does not inherit its original's.
 	ResumeFrom *string `json:"resumeFrom"`
+	// Preemptible and PreemptGraceSeconds: the run may be preempted for a
+	// run of higher priority, with this long to checkpoint (API.md
+	// "Scheduling policy").
+	Preemptible         *bool  `json:"preemptible"`
+	PreemptGraceSeconds *int64 `json:"preemptGraceSeconds"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -102,6 +107,9 @@ type spec struct {
 	diff []byte
 	// resumeFrom is a valid run id, checked to exist by checkResumeFrom.
 	resumeFrom string
+	// preemptible and grace (seconds; 0: the default) of preemption.
+	preemptible bool
+	grace       int
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -111,7 +119,7 @@ func (s *Server) specOf(t core.Task) spec {
 	sp := spec{
 		name: t.Name, project: t.Project, base: t.Command, gpus: t.GPUs, priority: t.Priority,
 		retries: t.MaxRetries, timeout: t.TimeoutSeconds, env: t.Env, tags: t.Tags,
-		workdir: t.Workdir, code: t.Code,
+		workdir: t.Workdir, code: t.Code, preemptible: t.Preemptible, grace: t.PreemptGraceSeconds,
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -287,6 +295,15 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 			}
 		}
 		sp.tags = append([]string(nil), *b.Tags...)
+	}
+	if b.Preemptible != nil {
+		sp.preemptible = *b.Preemptible
+	}
+	if b.PreemptGraceSeconds != nil {
+		if max := int64(core.MaxPreemptGrace.Seconds()); *b.PreemptGraceSeconds < 0 || *b.PreemptGraceSeconds > max {
+			return errBadRequest("preemptGraceSeconds must be 0..%d (0: %d)", max, int(core.DefaultPreemptGrace.Seconds()))
+		}
+		sp.grace = int(*b.PreemptGraceSeconds)
 	}
 	if b.Workdir != nil {
 		if len(*b.Workdir) > maxWorkdirBytes || strings.IndexByte(*b.Workdir, 0) >= 0 {

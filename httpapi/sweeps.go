@@ -55,6 +55,9 @@ func (s *Server) createSweep(r *request) *apiError {
 	if e := s.apply(&sp, &b); e != nil {
 		return prefixed("base", e)
 	}
+	if e := priorityAllowed(r.user, b.Priority); e != nil {
+		return prefixed("base", e)
+	}
 	name := spec.Name
 	if name == "" {
 		name = sp.name

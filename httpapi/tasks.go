@@ -40,6 +40,9 @@ func (s *Server) submit(r *request) *apiError {
 	if e := s.apply(&sp, &b); e != nil {
 		return e
 	}
+	if e := priorityAllowed(r.user, b.Priority); e != nil {
+		return e
+	}
 	if e := s.checkResumeFrom(&sp); e != nil {
 		return e
 	}
@@ -73,12 +76,20 @@ func (s *Server) rerunTask(r *request) *apiError {
 		// makes members' new runs): it does not carry the sweep's tag.
 		sp.tags = slices.DeleteFunc(slices.Clone(sp.tags), func(t string) bool { return t == core.SweepTag(orig.SweepID) })
 	}
+	if r.user.Role != core.RoleAdmin {
+		// An admin's priority is not inherited by a user's rerun: a user's
+		// runs are at most priority 0 (a body may lower it further).
+		sp.priority = min(sp.priority, 0)
+	}
 	if body := r.ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
 		var b submitBody
 		if e := decodeJSON(body, &b); e != nil {
 			return e
 		}
 		if e := s.apply(&sp, &b); e != nil {
+			return e
+		}
+		if e := priorityAllowed(r.user, b.Priority); e != nil {
 			return e
 		}
 	}
@@ -114,6 +125,9 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 		TimeoutSeconds: sp.timeout,
 		Code:           sp.code,
 		ResumeFrom:     sp.resumeFrom,
+
+		Preemptible:         sp.preemptible,
+		PreemptGraceSeconds: sp.grace,
 	}
 	if t.Env == nil {
 		t.Env = map[string]string{}

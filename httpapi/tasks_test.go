@@ -50,9 +50,9 @@ func TestSubmit_Success(t *testing.T) {
 	f(`{"command":["./run"],"params":{"gamma":0.99,"env":"CartPole-v1","double":true,"layers":[64,64]},"name":"mine"}`,
 		core.Task{Command: []string{"./run", "--gamma", "0.99", "--env", "CartPole-v1", "--double", "true", "--layers", "[64,64]"},
 			Name: "mine", MaxRetries: 1})
-	f(`{"algorithm":"a2c","episodes":1000000,"params":{"seed":7},"gpus":64,"priority":1000,"maxRetries":100,"timeoutSeconds":3600}`,
+	f(`{"algorithm":"a2c","episodes":1000000,"params":{"seed":7},"gpus":64,"priority":-1000,"maxRetries":100,"timeoutSeconds":3600}`,
 		core.Task{Command: []string{"python3", "-u", "@scripts/train.py", "--algo", "a2c", "--episodes", "1000000", "--seed", "7"},
-			GPUs: 64, Priority: 1000, MaxRetries: 100})
+			GPUs: 64, Priority: -1000, MaxRetries: 100})
 
 	if n, _ := e.ctl.calls(); n != 5 {
 		t.Fatalf("Notify called %d times, want 5", n)
@@ -360,7 +360,7 @@ func TestTasks_Rerun(t *testing.T) {
 	bob, bobID := e.user("bob")
 
 	orig := e.submit(alice, `{"algorithm":"ppo","episodes":100,"learningRate":0.001,"params":{"gamma":0.99},
-		"gpus":1,"priority":3,"maxRetries":2,"env":{"SEED":"7"},"tags":["x"],"workdir":"/w","timeoutSeconds":60,
+		"gpus":1,"priority":-3,"maxRetries":2,"env":{"SEED":"7"},"tags":["x"],"workdir":"/w","timeoutSeconds":60,
 		"project":"cartpole","name":"first","code":{"gitCommit":"c0ffee"}}`)
 	o := e.task(orig)
 
@@ -387,7 +387,7 @@ func TestTasks_Rerun(t *testing.T) {
 	if n.ID == orig || n.UserID != bobID || n.User != "bob" || n.Status != core.StatusQueued || n.Attempt != 1 {
 		t.Fatalf("rerun identity: %+v", n)
 	}
-	if !reflect.DeepEqual(n.Command, o.Command) || string(n.Params) != string(o.Params) || n.GPUs != 1 || n.Priority != 3 ||
+	if !reflect.DeepEqual(n.Command, o.Command) || string(n.Params) != string(o.Params) || n.GPUs != 1 || n.Priority != -3 ||
 		n.MaxRetries != 2 || len(n.Env) != 0 || !reflect.DeepEqual(n.Tags, []string{"x"}) || n.Workdir != "/w" ||
 		n.TimeoutSeconds != 60 || n.Project != "cartpole" || n.Name != "first" || n.Code.GitCommit != "c0ffee" {
 		t.Fatalf("rerun spec differs:\n orig %+v\n new  %+v", o, n)

@@ -111,6 +111,10 @@ type Config struct {
 	// master admits; others are refused with a logged reason.
 	WorkerIDs []string
 
+	// Policy is the scheduling policy (FAIRSHARE_HALF_LIFE,
+	// DEFAULT_USER_GPU_QUOTA; dispatch.Policy).
+	Policy dispatch.Policy
+
 	Gateway Gateway // trust in the gateway and registration in Nacos (gateway.go)
 	Logger  zerolog.Logger
 
@@ -203,7 +207,13 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	if m.notifier, err = notify.New(notify.Config{Users: m.raw, Targets: targets, BaseURL: cfg.PublicURL, Logger: log}); err != nil {
 		return nil, err
 	}
-	m.st = store.Publishing(logpipe.MetricsFirst(batched, m.logs), sinks{events, m.notifier})
+	// Each run that ends charges its owner's fair-share usage (Accruing),
+	// once, after its end is written.
+	halfLife := cfg.Policy.HalfLife
+	if halfLife <= 0 {
+		halfLife = dispatch.DefaultHalfLife
+	}
+	m.st = store.Publishing(logpipe.MetricsFirst(store.Accruing(batched, halfLife), m.logs), sinks{events, m.notifier})
 	if m.blobs, err = openBlobs(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -227,6 +237,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
 		ForgetAfter: cfg.WorkerForget, GPUWatch: cfg.gpuWatch, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
+		Policy: cfg.Policy,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel
@@ -253,6 +264,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
 		NotifyTargets: targets,
 		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
+		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {

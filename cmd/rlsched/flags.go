@@ -90,3 +90,16 @@ func (s *secondsValue) Set(v string) error {
 	*s = secondsValue(seconds(n))
 	return nil
 }
+
+// duration binds a flag given as a Go duration ("168h", "30m").
+func (f envFlags) duration(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		}
+	}
+	if env != "" {
+		help += " (env " + env + ")"
+	}
+	f.DurationVar(p, name, def, help)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifactpipe"
+	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/guard"
 	"github.com/rlsched/rlsched/logpipe"
@@ -70,6 +71,14 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"largest output file a run keeps; larger ones are not kept and the run gets a warning (-1: no limit)")
 	f.int64(&c.ArtifactMaxRunBytes, "artifact-max-run-bytes", "ARTIFACT_MAX_RUN_BYTES", artifactpipe.DefaultMaxRunBytes,
 		"most bytes of output files a run keeps, all attempts; past it files are not kept and the run gets a warning (-1: no limit)")
+	f.duration(&c.Policy.HalfLife, "fairshare-half-life", "FAIRSHARE_HALF_LIFE", dispatch.DefaultHalfLife,
+		"half-life of a user's GPU usage in the fair-share order (e.g. 168h)")
+	f.int(&c.Policy.DefaultGPUQuota, "default-user-gpu-quota", "DEFAULT_USER_GPU_QUOTA", 0,
+		"most GPUs a user without a quota of their own may have active (0: no cap)")
+	f.seconds(&c.Policy.BackfillReserve, "backfill-reserve", "BACKFILL_RESERVE_SECONDS", 300,
+		"`seconds` a GPU run waits while smaller runs backfill past it before the next GPUs to free on the worker where it fits best are held for it (-1: never)")
+	f.seconds(&c.Policy.PreemptCooldown, "preempt-cooldown", "PREEMPT_COOLDOWN_SECONDS", 300,
+		"`seconds` a preempted run is spared from another preemption (-1: no preemption)")
 	defineGatewayTrust(f, &c.Gateway, &o.nacos) // mastergw.go
 }
 

@@ -19,6 +19,24 @@ import (
 // and retries.
 var ErrReset = errors.New("the lease backend lost its state")
 
+// ErrQuota means a ClaimCharged would take its user past a cap of the
+// Charge: nothing was claimed.
+var ErrQuota = errors.New("the run's owner is at their quota")
+
+// Charge is what a claimed run counts against its owner's quota: its GPUs
+// and one run, checked against MaxGPUs and MaxRuns (< 0: no cap) in the
+// same atomic step that claims the lease, so masters claiming at once
+// never jointly pass a quota. The charge lasts as long as the lease: its
+// Release, its Reap, or a claim taking over the expired lease drops it.
+// A lease put back by Restore (after the backend lost its state) carries
+// no charge until the next claim of its run; the planner's own check, from
+// the store, still holds such runs.
+type Charge struct {
+	User             string // the owner's user id; "" charges nothing
+	GPUs             int
+	MaxGPUs, MaxRuns int
+}
+
 // Lease of one run.
 type Lease struct {
 	TaskID   string
@@ -40,6 +58,12 @@ type Leases interface {
 	// greater than every token handed out before. core.ErrLeaseHeld when a
 	// live lease exists.
 	Claim(ctx context.Context, taskID, workerID string, ttl time.Duration) (uint64, error)
+	// ClaimCharged is Claim that also charges the run to its owner (c):
+	// ErrQuota, claiming nothing, when the owner's charged GPUs or runs
+	// would pass c's caps.
+	ClaimCharged(ctx context.Context, taskID, workerID string, ttl time.Duration, c Charge) (uint64, error)
+	// Charged returns the GPUs and runs charged to user now.
+	Charged(ctx context.Context, user string) (gpus, runs int, err error)
 	// Restore puts back a lease with a known token (after the backend lost its
 	// state) unless a live lease already exists; the counter is raised to at
 	// least fence. core.ErrLeaseHeld when a lease with another token lives.

@@ -77,7 +77,8 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		MaxRetries: t.MaxRetries, Command: slices.Clone(t.Command), Params: slices.Clone(t.Params),
 		GPUs: t.GPUs, Priority: t.Priority, Env: maps.Clone(t.Env), Tags: slices.Clone(t.Tags),
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
-		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings)}
+		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings),
+		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds}
 	ts.fixed[t.ID] = f
 	return f
 }
@@ -115,12 +116,16 @@ func (ts *publisher) forget(id string) {
 func written(f, t *core.Task) core.Task {
 	v := *f
 	v.Status, v.Attempt, v.Fence, v.Worker, v.Error = t.Status, t.Attempt, t.Fence, t.Worker, t.Error
+	// The writer's run was read from the store, so its priority is at least
+	// as new as the remembered one (another master may have set it: SetPriority).
+	v.Priority = t.Priority
 	v.GPUIndices = slices.Clone(t.GPUIndices)
 	if v.GPUIndices == nil {
 		v.GPUIndices = []int{} // as a read gives it
 	}
 	v.ExitCode, v.FinalReward = clonePtr(t.ExitCode), clonePtr(t.FinalReward)
 	v.StartedAt, v.FinishedAt, v.UpdatedAt = clonePtr(t.StartedAt), clonePtr(t.FinishedAt), t.UpdatedAt
+	v.Preemptions, v.PreemptedAt = t.Preemptions, clonePtr(t.PreemptedAt)
 	return v
 }
 

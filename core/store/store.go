@@ -166,6 +166,9 @@ type Store interface {
 	// order; names nil means all.
 	Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error)
 
+	// Priority, fair share and quotas (scheduling.go).
+	Scheduling
+
 	// Sweeps (sweeps.go).
 
 	// CreateSweep stores sw and its members' first runs, members[i] being

@@ -12,6 +12,7 @@ package plan
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -41,6 +42,7 @@ type Worker struct {
 	// ForeignGPUs are its GPUs with a process rlsched did not start: given
 	// to no new run (the gpu_foreign rule, foreign.go).
 	ForeignGPUs []int
+	GPUs        int // all its GPUs, free or not (backfill reservations, reserve.go)
 }
 
 // Snapshot is what Plan sees of the master: read-only, taken by the caller
@@ -58,6 +60,14 @@ type Snapshot struct {
 	// Sweeps holds the capped sweeps the queue's runs are members of, by
 	// id (the sweep_limit rule, sweeplimit.go).
 	Sweeps map[string]core.SweepLimit
+	// Users holds the owners of the queue's runs by user id: their usage
+	// orders the queue (fair share, fairshare.go), their quotas cap what
+	// they start (quota.go). Nil: the store's order, no quotas.
+	Users map[int64]User
+	// ReserveBefore: a GPU run QUEUED (UpdatedAt) before it that fits
+	// nowhere holds the worker where it fits best (reserve.go); zero: no
+	// reservations. The caller sets it to now − BACKFILL_RESERVE_SECONDS.
+	ReserveBefore time.Time
 }
 
 // Placement is a run to start: on Worker, with GPUs (empty: a CPU slot).
@@ -87,8 +97,9 @@ func LookDeeper(placed, read int) bool { return placed == 0 && read == Batch }
 // queue may hold more that fit.
 func PassAgain(placed, read int) bool { return placed > 0 && read == Batch }
 
-// Plan places the runs of queue (in the store's order: priority, then age)
-// on s, as the scheduler's passes will: each pass reads the first Batch runs
+// Plan places the runs of queue (in the store's order: priority, then age;
+// ordered again by fair share when s has Users) on s, as the scheduler's
+// passes will: each pass reads the first Batch runs
 // still queued and places every one that fits what is free (GPU runs
 // best-fit, CPU runs to the most free slots), skipping those that do not
 // (backfill); when none fits, it looks Deep runs deep (LookDeeper); another
@@ -118,6 +129,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 		}
 		live = append(live, t)
 	}
+	fairOrder(s, live)
 
 	var foreign foreignRule
 	s.Free, foreign = withoutForeign(s.Free) // a copy: the reasons read it as the pass found it
@@ -126,19 +138,26 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 	examined := make([]bool, len(live))
 	var placed []int // indices into live, in the order of placement
 	gate := newSweepGate(s, queue)
+	quota := newQuotaGate(s, queue)
+	resv := newReserver(&s)
 	pass := func(win []int) (n int) {
 		for _, i := range win {
 			t := live[i]
 			examined[i] = true
-			if gate.full(t) {
+			if gate.full(t) || quota.full(t) {
 				continue
 			}
 			w, gpus := place(t.GPUs, free)
 			if w < 0 {
+				resv.missed(t)
+				if resv.due(t) {
+					resv.reserve(t, free)
+				}
 				continue // does not fit now; smaller runs behind it may
 			}
 			take(free, w, gpus)
 			gate.take(t)
+			quota.take(t)
 			on[i] = free[w].ID
 			placed = append(placed, i)
 			res.Placements = append(res.Placements, Placement{Task: t, Worker: free[w].ID, GPUs: gpus})
@@ -175,7 +194,11 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			if on[i] == "" && gate.full(t) {
 				code, why = CodeSweepLimit, gate.reason(t)
 			}
-			if code == CodeResources || code == CodePriority {
+			if on[i] == "" && code != CodeNoWorker && quota.full(t) {
+				code, why = CodeQuota, quota.reason(t)
+			} else if c, w, ok := resv.reason(t); ok && on[i] == "" {
+				code, why = c, w
+			} else if code == CodeResources || code == CodePriority {
 				if msg, ok := foreign.blocks(t.GPUs, free); ok && on[i] == "" {
 					code, why = CodeGPUForeign, msg
 				}

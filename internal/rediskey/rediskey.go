@@ -26,6 +26,8 @@ const (
 	Presence  = "presence"      // zset: worker ID -> expiry (ms, Redis clock)
 	Masters   = "presence_host" // hash: worker ID -> master ID
 	Ready     = "ready"         // string: set once a master built the state; gone after a flush or an empty restart
+	Charges   = "quota_charges" // hash: task ID -> "user|gpus", the quota charge of its lease (core/lease/redis)
+	QuotaUse  = "quota_use"     // hash: "g:<user>" / "r:<user>" -> GPUs / runs charged
 	RateLimit = "gw_ratelimit:" // + subject (user or IP): zset of one gateway window (gateway)
 	Cluster   = "cluster"       // pub/sub channel of the masters' events (package cluster)
 )

@@ -88,6 +88,8 @@ func Run(t *testing.T, h Harness) {
 		{"EnsureFenceAbove", testEnsureFenceAbove},
 		{"Presence", testPresence},
 		{"RandomOps", testRandomOps},
+		{"Quota", testQuota},
+		{"ConcurrentQuota", testConcurrentQuota},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, h) })

@@ -52,3 +52,5 @@ func wantNoLease(t *testing.T, b Backend, task string) {
 		t.Fatalf("Get(%q) = %+v; want no live lease", task, l)
 	}
 }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

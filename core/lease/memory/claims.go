@@ -15,6 +15,12 @@ import (
 // It fails with core.ErrLeaseHeld while a live lease exists; an expired
 // lease that was not reaped yet is taken over (see the package comment).
 func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Duration) (uint64, error) {
+	return l.ClaimCharged(ctx, taskID, workerID, ttl, lease.Charge{})
+}
+
+// ClaimCharged is Claim that charges the run to c.User under the same
+// mutex: lease.ErrQuota, claiming nothing, past c's caps.
+func (l *Leases) ClaimCharged(ctx context.Context, taskID, workerID string, ttl time.Duration, c lease.Charge) (uint64, error) {
 	if err := checkClaim(taskID, workerID, ttl); err != nil {
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
 	}
@@ -31,6 +37,10 @@ func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Du
 		// Unreachable by counting; only EnsureFenceAbove or Restore with a
 		// corrupt value gets here. Wrapping would reuse tokens, so refuse.
 		return 0, fmt.Errorf("cannot claim run %q: fencing counter exhausted", taskID)
+	}
+	l.unchargeLocked(taskID) // an expired lease taken over
+	if err := l.chargeLocked(taskID, c); err != nil {
+		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
 	}
 	l.fence++
 	l.leases.put(taskID, holder{worker: workerID, fence: l.fence}, now.Add(ttl))
@@ -109,6 +119,7 @@ func (l *Leases) Release(ctx context.Context, taskID string, fence uint64) error
 		return fmt.Errorf("cannot release lease of run %q with fence %d: %w", taskID, fence, core.ErrLeaseLost)
 	}
 	l.leases.remove(taskID)
+	l.unchargeLocked(taskID)
 	return nil
 }
 

@@ -48,6 +48,10 @@ type Leases struct {
 	fence    uint64
 	leases   expirySet[holder] // by task ID
 	presence expirySet[string] // worker ID → master ID
+	// charges are the quota charges of leases (ClaimCharged) by task ID,
+	// and charged their sums by user (quota.go).
+	charges map[string]lease.Charge
+	charged map[string]*use
 }
 
 // holder is who holds a run's lease, under which token.
@@ -73,6 +77,8 @@ func New(opts ...Option) *Leases {
 		now:      time.Now,
 		leases:   newExpirySet[holder](),
 		presence: newExpirySet[string](),
+		charges:  map[string]lease.Charge{},
+		charged:  map[string]*use{},
 	}
 	for _, o := range opts {
 		o(l)
@@ -91,6 +97,7 @@ func (l *Leases) Close() error {
 	l.closed = true
 	l.leases = newExpirySet[holder]()
 	l.presence = newExpirySet[string]()
+	l.charges, l.charged = map[string]lease.Charge{}, map[string]*use{}
 	return nil
 }
 

@@ -24,6 +24,7 @@ func (l *Leases) Reap(ctx context.Context, limit int) ([]lease.Lease, error) {
 		if !ok {
 			break
 		}
+		l.unchargeLocked(e.key)
 		out = append(out, toLease(e))
 	}
 	return out, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,6 +22,12 @@ const renewBatch = 256
 // It fails with core.ErrLeaseHeld while a live lease exists; an expired
 // lease that was not reaped yet is taken over.
 func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Duration) (uint64, error) {
+	return l.ClaimCharged(ctx, taskID, workerID, ttl, lease.Charge{})
+}
+
+// ClaimCharged is Claim that charges the run to c.User in the same script:
+// lease.ErrQuota, claiming nothing, past c's caps (claim.lua).
+func (l *Leases) ClaimCharged(ctx context.Context, taskID, workerID string, ttl time.Duration, c lease.Charge) (uint64, error) {
 	ms, err := checkClaim(taskID, workerID, ttl)
 	if err == nil {
 		err = l.check(ctx)
@@ -28,8 +35,8 @@ func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Du
 	if err != nil {
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
 	}
-	res, err := claimScript.Exec(ctx, l.c, l.readyKeys(l.k.fence, l.k.leases, l.k.expiry),
-		[]string{taskID, workerID, ms}).ToArray()
+	res, err := claimScript.Exec(ctx, l.c, l.readyKeys(l.k.fence, l.k.leases, l.k.expiry, l.k.charges, l.k.quotaUse),
+		[]string{taskID, workerID, ms, c.User, strconv.Itoa(c.GPUs), strconv.Itoa(c.MaxGPUs), strconv.Itoa(c.MaxRuns)}).ToArray()
 	if err != nil {
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, err)
 	}
@@ -37,8 +44,14 @@ func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Du
 		return 0, fmt.Errorf("cannot claim run %q: BUG: claim script returned %d values", taskID, len(res))
 	}
 	code, _ := res[0].AsInt64()
-	if code == -1 {
+	switch code {
+	case -1:
 		return 0, fmt.Errorf("cannot claim run %q: %w", taskID, lease.ErrReset)
+	case -2:
+		g, _ := res[1].ToString()
+		r, _ := res[2].ToString()
+		return 0, fmt.Errorf("cannot claim run %q: %w: user %s has %s GPUs and %s runs charged (caps %d and %d), the run needs %d GPUs",
+			taskID, lease.ErrQuota, c.User, g, r, c.MaxGPUs, c.MaxRuns, c.GPUs)
 	}
 	fence, err := parseFence(&res[1])
 	if err != nil {
@@ -49,6 +62,20 @@ func (l *Leases) Claim(ctx context.Context, taskID, workerID string, ttl time.Du
 		return 0, fmt.Errorf("cannot claim run %q: %w by worker %q (fence %d)", taskID, core.ErrLeaseHeld, holder, fence)
 	}
 	return fence, nil
+}
+
+// Charged returns the GPUs and runs charged to user now.
+func (l *Leases) Charged(ctx context.Context, user string) (int, int, error) {
+	if err := l.check(ctx); err != nil {
+		return 0, 0, fmt.Errorf("cannot read the charges of user %s: %w", user, err)
+	}
+	vs, err := l.c.Do(ctx, l.c.B().Hmget().Key(l.k.quotaUse).Field("g:"+user, "r:"+user).Build()).ToArray()
+	if err != nil || len(vs) != 2 {
+		return 0, 0, fmt.Errorf("cannot read the charges of user %s: %v", user, err)
+	}
+	g, _ := vs[0].AsInt64()
+	r, _ := vs[1].AsInt64()
+	return int(g), int(r), nil
 }
 
 // Restore puts back the lease (taskID, workerID, fence) for ttl, after the
@@ -161,7 +188,7 @@ func (l *Leases) Release(ctx context.Context, taskID string, fence uint64) error
 	if err := l.check(ctx); err != nil {
 		return fmt.Errorf("cannot release lease of run %q: %w", taskID, err)
 	}
-	n, err := releaseScript.Exec(ctx, l.c, []string{l.k.leases, l.k.expiry},
+	n, err := releaseScript.Exec(ctx, l.c, []string{l.k.leases, l.k.expiry, l.k.charges, l.k.quotaUse},
 		[]string{taskID, fenceArg(fence)}).AsInt64()
 	if err != nil {
 		return fmt.Errorf("cannot release lease of run %q: %w", taskID, err)

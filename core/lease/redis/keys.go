@@ -9,6 +9,7 @@ const DefaultPrefix = rediskey.DefaultPrefix
 // once.
 type keys struct {
 	fence, leases, expiry, presence, masters, ready string
+	charges, quotaUse                               string
 }
 
 func newKeys(prefix string) keys {
@@ -19,6 +20,8 @@ func newKeys(prefix string) keys {
 		presence: rediskey.Key(prefix, rediskey.Presence),
 		masters:  rediskey.Key(prefix, rediskey.Masters),
 		ready:    rediskey.Key(prefix, rediskey.Ready),
+		charges:  rediskey.Key(prefix, rediskey.Charges),
+		quotaUse: rediskey.Key(prefix, rediskey.QuotaUse),
 	}
 }
 

@@ -49,7 +49,7 @@ func (l *Leases) reap(ctx context.Context, n int) ([]lease.Lease, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
 	}
-	res, err := reapScript.Exec(ctx, l.c, []string{l.k.leases, l.k.expiry},
+	res, err := reapScript.Exec(ctx, l.c, []string{l.k.leases, l.k.expiry, l.k.charges, l.k.quotaUse},
 		[]string{strconv.Itoa(n)}).ToArray()
 	if err != nil {
 		return nil, err

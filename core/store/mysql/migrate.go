@@ -194,6 +194,30 @@ var migrations = [][]string{
 			CONSTRAINT artifacts_task FOREIGN KEY (task_id) REFERENCES tasks (id) ON DELETE CASCADE
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 8: the scheduling policy (issue 15), as sqlite's migration 9.
+	{
+		`CREATE TABLE IF NOT EXISTS user_usage (
+			user_id     BIGINT NOT NULL PRIMARY KEY,
+			gpu_seconds DOUBLE NOT NULL,
+			as_of       BIGINT NOT NULL,
+			CONSTRAINT user_usage_user FOREIGN KEY (user_id) REFERENCES users (id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		`CREATE TABLE IF NOT EXISTS user_quotas (
+			user_id BIGINT NOT NULL PRIMARY KEY,
+			gpus    INT    NULL,
+			runs    INT    NULL,
+			CONSTRAINT user_quotas_user FOREIGN KEY (user_id) REFERENCES users (id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
+	// 9: preemption (issue 15), as sqlite's migration 10: one ALTER, so a
+	// second run meets "duplicate column" and is done.
+	{
+		`ALTER TABLE tasks
+			ADD COLUMN preemptible BOOLEAN NOT NULL DEFAULT FALSE,
+			ADD COLUMN preempt_grace INT NOT NULL DEFAULT 0,
+			ADD COLUMN preemptions INT NOT NULL DEFAULT 0,
+			ADD COLUMN preempted_at BIGINT NULL`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

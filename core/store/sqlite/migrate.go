@@ -163,6 +163,25 @@ var migrations = []string{
 		stored_at   INTEGER NOT NULL,
 		PRIMARY KEY (task_id, path, attempt)
 	) WITHOUT ROWID;`,
+	// 9: the scheduling policy (issue 15): a user's fair-share usage, kept
+	// as GPU-seconds at an instant (as_of, decayed from there: AddUsage),
+	// and their quota (NULL: no cap).
+	`CREATE TABLE user_usage (
+		user_id     INTEGER PRIMARY KEY REFERENCES users(id),
+		gpu_seconds REAL    NOT NULL,
+		as_of       INTEGER NOT NULL
+	);
+	CREATE TABLE user_quotas (
+		user_id INTEGER PRIMARY KEY REFERENCES users(id),
+		gpus    INTEGER,
+		runs    INTEGER
+	);`,
+	// 10: preemption (issue 15): whether a run may be preempted, its grace,
+	// how often it was and when last.
+	`ALTER TABLE tasks ADD COLUMN preemptible INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN preempt_grace INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN preempted_at INTEGER;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

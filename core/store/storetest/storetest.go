@@ -79,6 +79,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepMetrics", testSweepMetrics},
 		{"SweepLimits", testSweepLimits},
 		{"SweepVersion", testSweepVersion},
+		{"SetPriority", testSetPriority},
+		{"Usage", testUsage},
+		{"Accruing", testAccruing},
+		{"Quotas", testQuotas},
+		{"PreemptionFields", testPreemptionFields},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

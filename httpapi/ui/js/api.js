@@ -99,6 +99,10 @@ export const api = {
     return new Uint8Array(await res.arrayBuffer());
   },
   workers: (signal) => request('/api/workers', { signal }),
+  queue: (signal) => request('/api/queue', { signal }),
+  usage: (signal) => request('/api/users/usage', { signal }),
+  quotas: (signal) => request('/api/admin/quotas', { signal }),
+  setQuota: (user, body) => request('/api/admin/quotas/' + enc(user), { method: 'PUT', body }),
   drainWorker: (id, drain) => request('/api/workers/' + enc(id) + '/drain', { method: drain ? 'POST' : 'DELETE' }),
   forgetWorker: (id) => request('/api/workers/' + enc(id), { method: 'DELETE' }),
   users: (signal) => request('/api/admin/users', { signal }),

@@ -10,6 +10,7 @@ import * as runPage from './pages/run.js';
 import * as submitPage from './pages/submit.js';
 import * as comparePage from './pages/compare.js';
 import * as workersPage from './pages/workers.js';
+import * as queuePage from './pages/queue.js';
 import * as healthPage from './pages/health.js';
 import * as usersPage from './pages/users.js';
 import * as sweepsPage from './pages/sweeps.js';
@@ -24,6 +25,7 @@ const routes = [
   { re: /^\/submit$/, page: submitPage, nav: 'submit', title: 'New run' },
   { re: /^\/compare$/, page: comparePage, nav: 'compare', title: 'Compare' },
   { re: /^\/workers$/, page: workersPage, nav: 'workers', title: 'Workers' },
+  { re: /^\/queue$/, page: queuePage, nav: 'queue', title: 'Queue' },
   { re: /^\/health$/, page: healthPage, nav: 'health', title: 'Health' },
   { re: /^\/users$/, page: usersPage, nav: 'users', title: 'Users' },
 ];

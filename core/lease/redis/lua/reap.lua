@@ -4,11 +4,13 @@
 -- them without looking at live leases.
 --
 -- KEYS[1] leases (hash: task -> "fence:worker"),
--- KEYS[2] lease expiry (zset: task -> expiry, ms on the Redis clock)
+-- KEYS[2] lease expiry (zset: task -> expiry, ms on the Redis clock),
+-- KEYS[3] quota charges (hash: task -> "user|gpus"), dropped with the lease,
+-- KEYS[4] quota use (hash: "g:<user>" / "r:<user>" -> charged)
 -- ARGV[1] most leases to return (> 0)
 -- Returns a flat array, four entries per reaped lease:
 --         task ID, fence (decimal), worker ID, expiry in ms.
-local leases_key, expiry_key = KEYS[1], KEYS[2]
+local leases_key, expiry_key, charges_key, use_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local limit = tonumber(ARGV[1])
 
 local t = redis.call('TIME')
@@ -23,6 +25,18 @@ for i = 1, #expired, 2 do
   local holder = redis.call('HGET', leases_key, task)
   redis.call('ZREM', expiry_key, task)
   redis.call('HDEL', leases_key, task)
+  local old = redis.call('HGET', charges_key, task)
+  if old then
+    local sep = string.find(old, '|', 1, true)
+    local u, g = string.sub(old, 1, sep - 1), tonumber(string.sub(old, sep + 1))
+    if redis.call('HINCRBY', use_key, 'r:' .. u, -1) <= 0 then
+      redis.call('HDEL', use_key, 'r:' .. u, 'g:' .. u)
+    else
+      -- -0 (a CPU run's) reaches Redis as "-0", which HINCRBY refuses.
+      if g ~= 0 then redis.call('HINCRBY', use_key, 'g:' .. u, -g) end
+    end
+    redis.call('HDEL', charges_key, task)
+  end
   if holder then
     local sep = string.find(holder, ':', 1, true)
     out[#out + 1] = task

@@ -1,12 +1,14 @@
--- release: drop a live lease if it carries the given token. An expired
--- lease is left for the reaper.
+-- release: drop a live lease if it carries the given token, and its quota
+-- charge. An expired lease is left for the reaper.
 --
 -- KEYS[1] leases (hash: task -> "fence:worker"),
--- KEYS[2] lease expiry (zset: task -> expiry, ms on the Redis clock)
+-- KEYS[2] lease expiry (zset: task -> expiry, ms on the Redis clock),
+-- KEYS[3] quota charges (hash: task -> "user|gpus"),
+-- KEYS[4] quota use (hash: "g:<user>" / "r:<user>" -> charged)
 -- ARGV[1] task ID, ARGV[2] fence (decimal)
 -- Returns 1 released, 0 lost (no lease, another token, or expired:
 -- core.ErrLeaseLost).
-local leases_key, expiry_key = KEYS[1], KEYS[2]
+local leases_key, expiry_key, charges_key, use_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local task, want = ARGV[1], ARGV[2] .. ':'
 
 local t = redis.call('TIME')
@@ -22,4 +24,16 @@ if not holder or string.sub(holder, 1, #want) ~= want then
 end
 redis.call('HDEL', leases_key, task)
 redis.call('ZREM', expiry_key, task)
+local old = redis.call('HGET', charges_key, task)
+if old then
+  local sep = string.find(old, '|', 1, true)
+  local u, g = string.sub(old, 1, sep - 1), tonumber(string.sub(old, sep + 1))
+  if redis.call('HINCRBY', use_key, 'r:' .. u, -1) <= 0 then
+    redis.call('HDEL', use_key, 'r:' .. u, 'g:' .. u)
+  else
+    -- -0 (a CPU run's) reaches Redis as "-0", which HINCRBY refuses.
+    if g ~= 0 then redis.call('HINCRBY', use_key, 'g:' .. u, -g) end
+  end
+  redis.call('HDEL', charges_key, task)
+end
 return 1

@@ -13,17 +13,18 @@ const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 	attempt, max_retries, command, params, gpus, priority, env, tags, workdir, worker,
 	gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
 	timeout_seconds, created_at, started_at, finished_at, updated_at, fence,
-	git_remote, diff_id, diff_omitted, sweep_id, rerun_of, resume_from)
-	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?)`
+	git_remote, diff_id, diff_omitted, sweep_id, rerun_of, resume_from,
+	preemptible, preempt_grace, preemptions, preempted_at)
+	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?)`
 
 // InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
-const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?)`
+const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?)`
 
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
 const UpdateTask = `UPDATE tasks SET status = ?, attempt = ?, fence = ?,
 	worker = ?, gpu_indices = ?, exit_code = ?, error = ?, final_reward = ?,
-	started_at = ?, finished_at = ?, updated_at = ?
+	started_at = ?, finished_at = ?, updated_at = ?, preemptions = ?, preempted_at = ?
 	WHERE id = ? AND fence = ? AND status = ?`
 
 // PrepareCreate does CreateTask's checks and defaults on t (an empty ID gets
@@ -61,7 +62,8 @@ func InsertArgs(t *core.Task, r TaskRow) []any {
 		t.Attempt, t.MaxRetries, r.Command, r.Params, t.GPUs, t.Priority, r.Env, r.Tags, t.Workdir, t.Worker,
 		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
 		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence,
-		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf, t.ResumeFrom}
+		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf, t.ResumeFrom,
+		t.Preemptible, t.PreemptGraceSeconds, t.Preemptions, r.Preempted}
 }
 
 // PreparedUpdate is one row of a batch update, encoded.
@@ -83,7 +85,7 @@ func PrepareUpdate(u store.Update, now time.Time) (PreparedUpdate, error) {
 		return PreparedUpdate{}, fmt.Errorf("cannot update run %s: %w", upd.ID, err)
 	}
 	return PreparedUpdate{Row: r, Args: []any{string(upd.Status), upd.Attempt, r.Fence, upd.Worker, r.GPUIndices, upd.ExitCode,
-		upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated,
+		upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated, upd.Preemptions, r.Preempted,
 		upd.ID, expFence, string(u.Expect.Status)}}, nil
 }
 
@@ -95,6 +97,7 @@ func Applied(t *core.Task, r TaskRow) {
 	// task shares no list with the caller's.
 	t.GPUIndices = append([]int{}, t.GPUIndices...)
 	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
+	t.PreemptedAt = NullTime(r.Preempted)
 }
 
 // FencedErr is a row's error when its update matched nothing but the run exists.

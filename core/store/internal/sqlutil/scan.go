@@ -17,7 +17,8 @@ const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.statu
 	t.max_retries, t.command, t.params, t.gpus, t.priority, t.env, t.tags, t.workdir, t.worker,
 	t.gpu_indices, t.trace_id, t.exit_code, t.error, t.final_reward, t.git_commit, t.git_dirty,
 	t.timeout_seconds, t.created_at, t.started_at, t.finished_at, t.updated_at, t.fence,
-	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings
+	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings,
+	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -35,12 +36,14 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		created, updated, fence int64
 		started, finished       *int64
 		warnings                *string
+		preempted               *int64
 	)
 	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
 		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
 		&gpuIndices, &t.TraceID, &exitCode, &t.Error, &reward, &t.Code.GitCommit, &t.Code.GitDirty,
 		&t.TimeoutSeconds, &created, &started, &finished, &updated, &fence,
-		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings)
+		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings,
+		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted)
 	if err != nil {
 		return core.Task{}, err
 	}
@@ -50,7 +53,7 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		c := int(*exitCode)
 		t.ExitCode = &c
 	}
-	t.StartedAt, t.FinishedAt = NullTime(started), NullTime(finished)
+	t.StartedAt, t.FinishedAt, t.PreemptedAt = NullTime(started), NullTime(finished), NullTime(preempted)
 	t.Code.HasDiff = t.Code.DiffID != ""
 	if t.Command, err = DecodeSlice[string](command); err != nil {
 		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)

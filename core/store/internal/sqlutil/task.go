@@ -13,7 +13,7 @@ type TaskRow struct {
 	Params                         *string
 	FinalReward                    *float64
 	Created, Updated               int64
-	Started, Finished              *int64
+	Started, Finished, Preempted   *int64
 	Fence                          int64
 }
 
@@ -67,6 +67,9 @@ func EncodeUpdate(t *core.Task) (TaskRow, error) {
 	if r.Finished, err = NullNanos(t.FinishedAt); err != nil {
 		return r, err
 	}
+	if r.Preempted, err = NullNanos(t.PreemptedAt); err != nil {
+		return r, err
+	}
 	if r.Fence, err = Fence(t.Fence); err != nil {
 		return r, err
 	}
@@ -84,7 +87,7 @@ func Normalize(t *core.Task, r TaskRow) {
 	t.Env, _ = DecodeMap(r.Env)
 	t.Params = DecodeParams(r.Params)
 	t.CreatedAt, t.UpdatedAt = Time(r.Created), Time(r.Updated)
-	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
+	t.StartedAt, t.FinishedAt, t.PreemptedAt = NullTime(r.Started), NullTime(r.Finished), NullTime(r.Preempted)
 	t.Code.HasDiff = t.Code.DiffID != ""
 	t.Warnings = []core.Warning{} // a new run has none; AddWarning alone adds them
 }

@@ -189,7 +189,10 @@ export function mount(root, ctx) {
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Duration'), h('div', { class: 'value', id: 'duration' }, dur == null ? '—' : fmtDuration(dur)),
         h('div', { class: 'detail' }, t.startedAt ? 'started ' + fmtTime(parseTime(t.startedAt)) : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Placement'), h('div', { class: 'value sm', id: 'placement' }, placement(t)), h('div', { class: 'detail' }, t.gpus ? t.gpus + ' GPU' + (t.gpus === 1 ? '' : 's') + ' requested' : 'CPU slot')),
-      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Attempt'), h('div', { class: 'value' }, String(t.attempt || 1)), h('div', { class: 'detail' }, 'of at most ' + ((t.maxRetries || 0) + 1))));
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Attempt'), h('div', { class: 'value' }, String(t.attempt || 1)), h('div', { class: 'detail', id: 'attempt-detail' }, t.preemptions
+        // Preempted attempts are not retries: they do not count against maxRetries.
+        ? 'preempted ' + t.preemptions + '×' + (t.preemptedAt ? ', last at ' + fmtTime(parseTime(t.preemptedAt)) : '') + ' · retries ' + (t.maxRetries || 0)
+        : 'of at most ' + ((t.maxRetries || 0) + 1))));
     renderWarnings();
   }
 
@@ -274,6 +277,13 @@ export function mount(root, ctx) {
       const a = h('a', { href: '#log' }, 'log line ' + (m.line + 1));
       a.addEventListener('click', (e) => { e.preventDefault(); view.scrollToLine(m.line); view.el.focus(); });
       items.push(h('li', { class: 'warn' }, h('div', null, 'Attempt ' + m.attempt + ' started after the previous one was lost'), h('div', { class: 'when' }, a)));
+    }
+    if (t.preemptedAt) {
+      // Only the last preemption is known (the Task has no history yet);
+      // the error names who preempted it while it waits again.
+      const by = /^preempted by \S+ \(priority -?\d+\)$/.test(t.error || '') ? t.error : 'preempted';
+      items.push(h('li', { class: 'warn', id: 'timeline-preempted' }, h('div', null, by.charAt(0).toUpperCase() + by.slice(1) + (t.preemptions > 1 ? ' · ' + t.preemptions + ' times' : '')),
+        h('div', { class: 'when' }, fmtTime(parseTime(t.preemptedAt)))));
     }
     if (started != null) {
       items.push(h('li', { class: 'run' }, h('div', null, 'Running on ', h('strong', null, t.worker || '?'), (t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : '', (t.attempt || 1) > 1 ? ' · attempt ' + t.attempt : ''),

@@ -1,0 +1,172 @@
+package sqlutil
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
+)
+
+// Execer runs a statement: the writer pool or a transaction.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// RowQuerier reads one row.
+type RowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// SetPriority changes a QUEUED run's priority (store.Scheduling); w writes,
+// r tells an unknown run (core.ErrNotFound) from one that left the queue
+// (core.ErrConflict).
+func SetPriority(ctx context.Context, w Execer, r RowQuerier, id string, priority int) error {
+	res, err := w.ExecContext(ctx, `UPDATE tasks SET priority = ?, updated_at = ? WHERE id = ? AND status = 'QUEUED'`,
+		priority, time.Now().UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("cannot set the priority of run %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		return nil
+	}
+	var status string
+	err = r.QueryRowContext(ctx, `SELECT status FROM tasks WHERE id = ?`, id).Scan(&status)
+	switch {
+	case err == sql.ErrNoRows:
+		return fmt.Errorf("cannot set the priority of run %s: %w", id, core.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("cannot set the priority of run %s: %w", id, err)
+	}
+	return fmt.Errorf("cannot set the priority of run %s: it is %s, not QUEUED: %w", id, status, core.ErrConflict)
+}
+
+// UsageDialect is the two statements AddUsage spells per backend: one that
+// makes sure a user's usage row exists without changing one that does
+// (INSERT OR IGNORE / INSERT IGNORE; args user_id), and one that reads it
+// locked for the transaction (args user_id).
+type UsageDialect struct {
+	Ensure, Lock string
+}
+
+// AddUsage adds the charges to their users' usage in tx (store.Scheduling).
+// Each row is (gpu_seconds at as_of); a charge at or after as_of decays the
+// row to the charge's instant and adds it, an earlier one is added decayed
+// to as_of, so the order charges arrive in does not matter.
+func AddUsage(ctx context.Context, tx *sql.Tx, d UsageDialect, cs []store.UsageCharge, halfLife time.Duration) error {
+	for _, c := range cs {
+		if c.GPUSeconds <= 0 || math.IsNaN(c.GPUSeconds) || math.IsInf(c.GPUSeconds, 0) {
+			continue
+		}
+		var known int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id = ?`, c.UserID).Scan(&known); err != nil {
+			return fmt.Errorf("cannot add usage: %w", err)
+		}
+		if known == 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, d.Ensure, c.UserID); err != nil {
+			return fmt.Errorf("cannot add usage: %w", err)
+		}
+		var v float64
+		var asOf int64
+		if err := tx.QueryRowContext(ctx, d.Lock, c.UserID).Scan(&v, &asOf); err != nil {
+			return fmt.Errorf("cannot add usage: %w", err)
+		}
+		at, err := Nanos(c.At)
+		if err != nil {
+			return fmt.Errorf("cannot add usage: %w", err)
+		}
+		if at >= asOf {
+			v = core.Decay(v, time.Duration(at-asOf), halfLife) + c.GPUSeconds
+			asOf = at
+		} else {
+			v += core.Decay(c.GPUSeconds, time.Duration(asOf-at), halfLife)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE user_usage SET gpu_seconds = ?, as_of = ? WHERE user_id = ?`,
+			v, asOf, c.UserID); err != nil {
+			return fmt.Errorf("cannot add usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// Usage reads every user's standing (store.Scheduling).
+func Usage(ctx context.Context, db Querier, now time.Time, halfLife time.Duration) ([]store.UserUsage, error) {
+	nowNs, err := Nanos(now)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read usage: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT u.id, u.username, COALESCE(g.gpu_seconds, 0), COALESCE(g.as_of, 0),
+		COALESCE(a.gpus, 0), COALESCE(a.runs, 0), COALESCE(a.running, 0), q.gpus, q.runs
+		FROM users u
+		LEFT JOIN user_usage g ON g.user_id = u.id
+		LEFT JOIN user_quotas q ON q.user_id = u.id
+		LEFT JOIN (
+			SELECT user_id, SUM(gpus) AS gpus, COUNT(*) AS runs,
+				SUM(CASE WHEN started_at IS NULL OR started_at > ? THEN 0
+					WHEN gpus = 0 THEN ? * ((? - started_at) / 1e9)
+					ELSE gpus * ((? - started_at) / 1e9) END) AS running
+			FROM tasks WHERE status IN ('DISPATCHED', 'RUNNING') GROUP BY user_id) a ON a.user_id = u.id
+		WHERE u.deleted = 0 ORDER BY u.id`, nowNs, core.CPURunWeight, nowNs, nowNs)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read usage: %w", err)
+	}
+	defer rows.Close()
+	out := []store.UserUsage{}
+	for rows.Next() {
+		var u store.UserUsage
+		var v, running float64
+		var asOf int64
+		var qg, qr sql.NullInt64
+		if err := rows.Scan(&u.UserID, &u.User, &v, &asOf, &u.ActiveGPUs, &u.ActiveRuns, &running, &qg, &qr); err != nil {
+			return nil, fmt.Errorf("cannot read usage: %w", err)
+		}
+		// A row from the future (another master's clock ahead) counts as now.
+		u.Usage = core.Decay(v, time.Duration(max(nowNs-asOf, 0)), halfLife) + max(running, 0)
+		if qg.Valid {
+			n := int(qg.Int64)
+			u.Quota.GPUs = &n
+		}
+		if qr.Valid {
+			n := int(qr.Int64)
+			u.Quota.Runs = &n
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read usage: %w", err)
+	}
+	return out, nil
+}
+
+// QuotaDialect is SetQuota's upsert per backend: args user_id, gpus, runs
+// (NULL: no cap).
+type QuotaDialect struct{ Upsert string }
+
+// SetQuota replaces a user's quota (store.Scheduling) in tx.
+func SetQuota(ctx context.Context, tx *sql.Tx, d QuotaDialect, userID int64, q core.Quota) error {
+	var known int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id = ? AND deleted = 0`, userID).Scan(&known); err != nil {
+		return fmt.Errorf("cannot set the quota of user %d: %w", userID, err)
+	}
+	if known == 0 {
+		return fmt.Errorf("cannot set the quota of user %d: %w", userID, core.ErrNotFound)
+	}
+	arg := func(p *int) any {
+		if p == nil {
+			return nil
+		}
+		if *p < 0 {
+			return 0
+		}
+		return int64(*p)
+	}
+	if _, err := tx.ExecContext(ctx, d.Upsert, userID, arg(q.GPUs), arg(q.Runs)); err != nil {
+		return fmt.Errorf("cannot set the quota of user %d: %w", userID, err)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Scheduling is the part of Store behind the scheduling policy (API.md
+// "Scheduling policy": priority rights, fair share, quotas). It is
+// embedded in Store; every backend implements it.
+type Scheduling interface {
+	// SetPriority changes the priority of a QUEUED run and returns the run
+	// as written. core.ErrNotFound for an unknown run, core.ErrConflict
+	// when it is no longer QUEUED.
+	SetPriority(ctx context.Context, id string, priority int) (core.Task, error)
+	// AddUsage adds each charge's GPU-seconds to its user's usage, in one
+	// transaction. A user's usage is kept as a value at an instant and
+	// decays with halfLife (core.Decay): a charge is added at its own
+	// instant. Charges of unknown users are dropped.
+	AddUsage(ctx context.Context, cs []UsageCharge, halfLife time.Duration) error
+	// Usage returns every user not deleted, by id, with their usage at now
+	// (the decayed charges plus the GPU-seconds of their DISPATCHED and
+	// RUNNING runs so far, undecayed), what they have active, and their
+	// quota (Quota's nil fields: none set).
+	Usage(ctx context.Context, now time.Time, halfLife time.Duration) ([]UserUsage, error)
+	// SetQuota replaces a user's quota (nil fields: no cap); core.ErrNotFound
+	// for an unknown or deleted user.
+	SetQuota(ctx context.Context, userID int64, q core.Quota) error
+}
+
+// UsageCharge is what one run used: GPU-seconds (core.UsageWeight × its
+// time running) of its owner, at the instant it ended.
+type UsageCharge struct {
+	UserID     int64
+	GPUSeconds float64
+	At         time.Time
+}
+
+// UserUsage is a user's standing for the scheduler and GET /api/users/usage.
+type UserUsage struct {
+	UserID     int64
+	User       string
+	Usage      float64 // GPU-seconds, decayed, running runs included
+	ActiveGPUs int     // of DISPATCHED and RUNNING runs
+	ActiveRuns int
+	Quota      core.Quota
+}
+
+// Accruing wraps st so that every run its updates move out of DISPATCHED or
+// RUNNING charges its owner's usage (AddUsage) with what it ran: its GPUs
+// (core.UsageWeight) × the time from StartedAt to its end (FinishedAt, or
+// the write's time). Each master's writes go through its own, so each
+// run's end is charged once. A charge that fails to be written is lost
+// (logged by the caller's store metrics only): usage is a fairness hint,
+// never a bill. Everything else passes through.
+func Accruing(st Store, halfLife time.Duration) Store {
+	return &accruing{Store: st, halfLife: halfLife}
+}
+
+type accruing struct {
+	Store
+	halfLife time.Duration
+}
+
+// accrueTimeout bounds a charge's write: it follows a write that
+// succeeded, so it outlives the caller's context, but a store that hangs
+// must not hold the run's end (the reporter waits for UpdateTask) longer.
+const accrueTimeout = 5 * time.Second
+
+func (a *accruing) addUsage(ctx context.Context, cs []UsageCharge) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accrueTimeout)
+	defer cancel()
+	_ = a.Store.AddUsage(ctx, cs, a.halfLife)
+}
+
+func (a *accruing) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
+	err := a.Store.UpdateTask(ctx, t, exp)
+	if err == nil {
+		if c, ok := chargeOf(t, exp.Status); ok {
+			a.addUsage(ctx, []UsageCharge{c})
+		}
+	}
+	return err
+}
+
+func (a *accruing) UpdateTasks(ctx context.Context, us []Update) []error {
+	errs := a.Store.UpdateTasks(ctx, us)
+	var cs []UsageCharge
+	for i, err := range errs {
+		if err == nil {
+			if c, ok := chargeOf(us[i].Task, us[i].Expect.Status); ok {
+				cs = append(cs, c)
+			}
+		}
+	}
+	if len(cs) > 0 {
+		a.addUsage(ctx, cs)
+	}
+	return errs
+}
+
+// chargeOf is what t, just written from status from, charges its owner:
+// something when it left DISPATCHED or RUNNING having started.
+func chargeOf(t *core.Task, from core.Status) (UsageCharge, bool) {
+	if !from.Active() || t.Status.Active() || t.StartedAt == nil {
+		return UsageCharge{}, false
+	}
+	end := t.UpdatedAt
+	if t.FinishedAt != nil {
+		end = *t.FinishedAt
+	}
+	d := end.Sub(*t.StartedAt)
+	if d <= 0 {
+		return UsageCharge{}, false
+	}
+	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs) * d.Seconds(), At: end}, true
+}
+
+// SetPriority changes a queued run's priority and publishes it. Priority is
+// the one field remembered with the fixed ones that changes (only while
+// QUEUED), so the memory of the run is dropped and rebuilt from the write.
+func (ts *publisher) SetPriority(ctx context.Context, id string, priority int) (core.Task, error) {
+	defer ts.locks.lock(id)()
+	t, err := ts.Store.SetPriority(ctx, id, priority)
+	if err != nil {
+		return t, err
+	}
+	ts.forget(id)
+	ts.remember(&t)
+	ts.sink.TaskChanged(t)
+	return t, nil
+}

@@ -1,0 +1,139 @@
+package plan
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// Preemption (API.md "Scheduling policy"): a QUEUED GPU run that fits
+// nowhere may have preemptible runs of lower priority stopped for it. The
+// choice is a pure decision, like placement: Preempt picks the victims, the
+// caller stops them (SIGTERM, the victim's grace, SIGKILL) and requeues
+// them; the preemptor then starts on the GPUs they free.
+
+// Active is an active run the planner may preempt: where it runs and what
+// decides whether and in which order it may be stopped.
+type Active struct {
+	ID          string
+	Worker      string
+	GPUs        int
+	Priority    int
+	Preemptible bool
+	StartedAt   time.Time
+	// PreemptedAt is when it was last preempted (zero: never); a run
+	// preempted at or after PreemptInput.CooldownSince is spared, so two
+	// priorities never ping-pong.
+	PreemptedAt time.Time
+}
+
+// Node is one connected worker as preemption sees it: its free GPUs and
+// its active runs.
+type Node struct {
+	ID       string
+	FreeGPUs int
+	Runs     []Active
+}
+
+// Preemption stops Victims (run ids, in the order to stop them) on Worker
+// so that For, which fits nowhere now, starts there.
+type Preemption struct {
+	For     *core.Task
+	Worker  string
+	Victims []string
+}
+
+// PreemptInput is what Preempt decides from, read-only.
+type PreemptInput struct {
+	Nodes []Node
+	// Waiting are the QUEUED runs that did not start in this pass, in
+	// serving order (the rest of Plan's work: runs held by quota, sweep
+	// limits or a reservation of their own should be left out by the
+	// caller, as should runs that fit now).
+	Waiting []*core.Task
+	// CooldownSince: a run preempted at or after it is not preempted again
+	// (now − PREEMPT_COOLDOWN_SECONDS).
+	CooldownSince time.Time
+	// Max bounds the preemptions of one decision (0: 1).
+	Max int
+}
+
+// Preempt chooses, for the waiting runs in order, victims that free enough
+// GPUs on one worker: only preemptible runs of lower priority than the run
+// waiting, not in their cooldown, lowest priority first, then the most
+// recently started; among workers, the one whose victims are fewest, then
+// of the lowest priority, then the first by id. A run is a victim once; the
+// GPUs freed for one waiting run are not counted for another.
+func Preempt(in PreemptInput) []Preemption {
+	limit := max(in.Max, 1)
+	taken := map[string]bool{}
+	used := map[string]bool{} // workers already preempted on for a run of this decision
+	var out []Preemption
+	for _, t := range in.Waiting {
+		if len(out) >= limit {
+			break
+		}
+		if t.GPUs == 0 {
+			continue
+		}
+		best, bestVictims, bestTop := "", []string(nil), 0
+		for _, n := range in.Nodes {
+			if used[n.ID] {
+				continue
+			}
+			victims, top, ok := victimsOn(n, t, taken, in.CooldownSince)
+			if !ok {
+				continue
+			}
+			if best == "" || len(victims) < len(bestVictims) || (len(victims) == len(bestVictims) && top < bestTop) ||
+				(len(victims) == len(bestVictims) && top == bestTop && n.ID < best) {
+				best, bestVictims, bestTop = n.ID, victims, top
+			}
+		}
+		if best == "" {
+			continue
+		}
+		for _, v := range bestVictims {
+			taken[v] = true
+		}
+		used[best] = true
+		out = append(out, Preemption{For: t, Worker: best, Victims: bestVictims})
+	}
+	return out
+}
+
+// victimsOn is the victims n would lose for t (top: the highest priority
+// among them), or ok false when n cannot free enough for t, or fits it
+// already (then t needs no preemption there).
+func victimsOn(n Node, t *core.Task, taken map[string]bool, cooldownSince time.Time) (victims []string, top int, ok bool) {
+	if n.FreeGPUs >= t.GPUs {
+		return nil, 0, false
+	}
+	var cands []Active
+	for _, r := range n.Runs {
+		if r.Preemptible && r.GPUs > 0 && r.Priority < t.Priority && !taken[r.ID] &&
+			(r.PreemptedAt.IsZero() || r.PreemptedAt.Before(cooldownSince)) {
+			cands = append(cands, r)
+		}
+	}
+	slices.SortFunc(cands, func(a, b Active) int {
+		if a.Priority != b.Priority {
+			return cmp.Compare(a.Priority, b.Priority)
+		}
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c // most recently started first
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	free := n.FreeGPUs
+	for _, r := range cands {
+		victims = append(victims, r.ID)
+		top = r.Priority
+		if free += r.GPUs; free >= t.GPUs {
+			return victims, top, true
+		}
+	}
+	return nil, 0, false
+}

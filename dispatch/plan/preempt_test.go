@@ -1,0 +1,110 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// The victims: lowest priority first, then the most recently started; never
+// a run that is not preemptible, of equal or higher priority, or cooling
+// down; the worker needing the fewest.
+func TestPreemptChoosesVictims(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	nodes := []Node{
+		{ID: "a", FreeGPUs: 0, Runs: []Active{
+			{ID: "a-old", Worker: "a", GPUs: 1, Priority: 0, Preemptible: true, StartedAt: at(1)},
+			{ID: "a-new", Worker: "a", GPUs: 1, Priority: 0, Preemptible: true, StartedAt: at(5)},
+			{ID: "a-low", Worker: "a", GPUs: 1, Priority: -1, Preemptible: true, StartedAt: at(2)},
+			{ID: "a-fixed", Worker: "a", GPUs: 1, Priority: -5, StartedAt: at(0)},
+		}},
+		{ID: "b", FreeGPUs: 1, Runs: []Active{
+			{ID: "b-cool", Worker: "b", GPUs: 1, Priority: 0, Preemptible: true, StartedAt: at(3), PreemptedAt: at(90)},
+			{ID: "b-peer", Worker: "b", GPUs: 2, Priority: 10, Preemptible: true, StartedAt: at(3)},
+		}},
+	}
+	urgent := queued("urgent", 2, 10)
+	got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&urgent}, CooldownSince: at(60)})
+	if len(got) != 1 || got[0].Worker != "a" || !slices.Equal(got[0].Victims, []string{"a-low", "a-new"}) {
+		t.Fatalf("got %+v, want a-low then a-new on a", got)
+	}
+	// Once the cooldown has passed, b needs one victim only.
+	got = Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&urgent}, CooldownSince: at(100)})
+	if len(got) != 1 || got[0].Worker != "b" || !slices.Equal(got[0].Victims, []string{"b-cool"}) {
+		t.Fatalf("after the cooldown got %+v, want b-cool on b", got)
+	}
+	// A run of priority 0 preempts nothing of priority 0.
+	peer := queued("peer", 1, 0)
+	if got := Preempt(PreemptInput{Nodes: nodes[:1], Waiting: []*core.Task{&peer}}); len(got) != 1 || !slices.Equal(got[0].Victims, []string{"a-low"}) {
+		t.Fatalf("priority 0: %+v, want only a-low (priority -1)", got)
+	}
+}
+
+func TestPreemptProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var nodes []Node
+		byID := map[string]Active{}
+		for i := range rapid.IntRange(0, 5).Draw(t, "nodes") {
+			n := Node{ID: fmt.Sprint("w", i), FreeGPUs: rapid.IntRange(0, 3).Draw(t, "free")}
+			for j := range rapid.IntRange(0, 5).Draw(t, "runs") {
+				r := Active{ID: fmt.Sprintf("w%d-r%d", i, j), Worker: n.ID, GPUs: rapid.IntRange(0, 4).Draw(t, "gpus"),
+					Priority: rapid.IntRange(-2, 3).Draw(t, "prio"), Preemptible: rapid.Bool().Draw(t, "preemptible"),
+					StartedAt: t0.Add(time.Duration(rapid.IntRange(0, 100).Draw(t, "started")) * time.Second)}
+				if rapid.IntRange(0, 3).Draw(t, "preempted") == 0 {
+					r.PreemptedAt = t0.Add(time.Duration(rapid.IntRange(0, 100).Draw(t, "preemptedAt")) * time.Second)
+				}
+				n.Runs = append(n.Runs, r)
+				byID[r.ID] = r
+			}
+			nodes = append(nodes, n)
+		}
+		var waiting []*core.Task
+		for i := range rapid.IntRange(0, 6).Draw(t, "waiting") {
+			q := queued(fmt.Sprint("q", i), rapid.IntRange(0, 6).Draw(t, "need"), rapid.IntRange(-1, 4).Draw(t, "qprio"))
+			waiting = append(waiting, &q)
+		}
+		in := PreemptInput{Nodes: nodes, Waiting: waiting, Max: rapid.IntRange(0, 4).Draw(t, "max"),
+			CooldownSince: t0.Add(time.Duration(rapid.IntRange(0, 100).Draw(t, "cooldown")) * time.Second)}
+		got := Preempt(in)
+		if len(got) > max(in.Max, 1) {
+			t.Fatalf("%d preemptions, at most %d", len(got), max(in.Max, 1))
+		}
+		victim := map[string]bool{}
+		for _, p := range got {
+			var node Node
+			for _, n := range nodes {
+				if n.ID == p.Worker {
+					node = n
+				}
+			}
+			freed := node.FreeGPUs
+			for k, id := range p.Victims {
+				r, ok := byID[id]
+				switch {
+				case !ok || r.Worker != p.Worker:
+					t.Fatalf("victim %s of %s is not on %s", id, p.For.ID, p.Worker)
+				case victim[id]:
+					t.Fatalf("%s chosen twice", id)
+				case !r.Preemptible:
+					t.Fatalf("%s is not preemptible", id)
+				case r.Priority >= p.For.Priority:
+					t.Fatalf("%s (priority %d) preempted for %s (priority %d)", id, r.Priority, p.For.ID, p.For.Priority)
+				case !r.PreemptedAt.IsZero() && !r.PreemptedAt.Before(in.CooldownSince):
+					t.Fatalf("%s preempted again within its cooldown", id)
+				case freed >= p.For.GPUs:
+					t.Fatalf("victim %d (%s) not needed: %d GPUs free already for %d", k, id, freed, p.For.GPUs)
+				}
+				victim[id] = true
+				freed += r.GPUs
+			}
+			if freed < p.For.GPUs {
+				t.Fatalf("%s needs %d GPUs; %s frees %d", p.For.ID, p.For.GPUs, p.Worker, freed)
+			}
+		}
+	})
+}

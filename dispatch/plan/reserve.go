@@ -1,0 +1,97 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/rlsched/rlsched/core"
+)
+
+// The backfill reservation (API.md "Scheduling policy"): backfill lets
+// smaller runs start past a run that fits nowhere now, which could starve
+// it while small runs keep taking every GPU that frees. So a GPU run that
+// has waited since before Snapshot.ReserveBefore and does not fit reserves
+// the worker where it fits best (of the workers with GPUs free now and
+// enough GPUs in all, the one with the most free, then the smallest): that
+// worker's free GPUs are held for it, and no run behind it in the plan
+// takes them, until enough have freed and it starts there.
+
+// reserver holds workers' free GPUs for long-waiting runs.
+type reserver struct {
+	before bool // reservations are on (Snapshot.ReserveBefore set)
+	s      *Snapshot
+	// by is the worker each reserving run holds, by task id, and held the
+	// run holding each worker with its free GPUs at the time.
+	by   map[string]string
+	held map[string]hold
+	// blocked: runs that would have fitted in GPUs held for another, by
+	// task id → the holder's id.
+	blocked map[string]string
+}
+
+type hold struct {
+	task       *core.Task
+	free, size int
+}
+
+func newReserver(s *Snapshot) *reserver {
+	return &reserver{before: !s.ReserveBefore.IsZero(), s: s}
+}
+
+// due reports whether t, which does not fit now, reserves a worker.
+func (r *reserver) due(t *core.Task) bool {
+	return r.before && t.GPUs > 0 && t.UpdatedAt.Before(r.s.ReserveBefore) && r.by[t.ID] == ""
+}
+
+// reserve holds for t the free GPUs of the worker where it fits best, if
+// one of free has enough GPUs in all; free is changed in place (the held
+// worker's free GPUs are taken out of the plan).
+func (r *reserver) reserve(t *core.Task, free []Worker) {
+	best := -1
+	for i, w := range free {
+		if w.GPUs < t.GPUs || len(w.FreeGPUs) == 0 {
+			continue
+		}
+		if best < 0 || len(w.FreeGPUs) > len(free[best].FreeGPUs) ||
+			(len(w.FreeGPUs) == len(free[best].FreeGPUs) && w.GPUs < free[best].GPUs) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return
+	}
+	if r.by == nil {
+		r.by, r.held, r.blocked = map[string]string{}, map[string]hold{}, map[string]string{}
+	}
+	w := &free[best]
+	r.by[t.ID] = w.ID
+	r.held[w.ID] = hold{task: t, free: len(w.FreeGPUs), size: w.GPUs}
+	w.FreeGPUs = w.FreeGPUs[len(w.FreeGPUs):]
+}
+
+// missed records that t, which did not fit, would have fitted in GPUs held
+// for another run.
+func (r *reserver) missed(t *core.Task) {
+	if t.GPUs == 0 || len(r.held) == 0 || r.blocked[t.ID] != "" {
+		return
+	}
+	for _, h := range r.held {
+		if h.free >= t.GPUs && h.task != t {
+			r.blocked[t.ID] = h.task.ID
+			return
+		}
+	}
+}
+
+// reason explains t when it holds a worker or waits for one held for
+// another; ok is false otherwise.
+func (r *reserver) reason(t *core.Task) (code, why string, ok bool) {
+	if w := r.by[t.ID]; w != "" {
+		h := r.held[w]
+		return CodeResources, fmt.Sprintf("needs %d GPUs and has waited long: the GPUs of %s are held for it as they free (%d of %d free)",
+			t.GPUs, w, h.free, h.size), true
+	}
+	if id := r.blocked[t.ID]; id != "" {
+		return CodePriority, fmt.Sprintf("the free GPUs it would fit in are held for %s, which has waited longer than the backfill allows", id), true
+	}
+	return "", "", false
+}

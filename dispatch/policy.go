@@ -1,0 +1,130 @@
+package dispatch
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/dispatch/plan"
+)
+
+// Policy is the scheduling policy's settings (API.md "Scheduling policy").
+type Policy struct {
+	// HalfLife (FAIRSHARE_HALF_LIFE) is how fast usage is forgotten;
+	// default 168 h.
+	HalfLife time.Duration
+	// DefaultGPUQuota (DEFAULT_USER_GPU_QUOTA) caps the active GPUs of a
+	// user without a quota of their own; 0: no cap.
+	DefaultGPUQuota int
+	// BackfillReserve (BACKFILL_RESERVE_SECONDS) is how long a GPU run may
+	// wait behind smaller runs that backfill past it before it holds the
+	// worker where it fits best (plan.Snapshot.ReserveBefore); default
+	// 300 s, < 0: never.
+	BackfillReserve time.Duration
+	// PreemptCooldown (PREEMPT_COOLDOWN_SECONDS) spares a run preempted
+	// this recently from another preemption; default 300 s, < 0: no
+	// preemption at all.
+	PreemptCooldown time.Duration
+}
+
+// DefaultBackfillReserve is BACKFILL_RESERVE_SECONDS's default.
+const DefaultBackfillReserve = 300 * time.Second
+
+// DefaultHalfLife is FAIRSHARE_HALF_LIFE's default.
+const DefaultHalfLife = 168 * time.Hour
+
+func (p *Policy) defaults() {
+	if p.HalfLife <= 0 {
+		p.HalfLife = DefaultHalfLife
+	}
+	if p.BackfillReserve == 0 {
+		p.BackfillReserve = DefaultBackfillReserve
+	}
+	if p.PreemptCooldown == 0 {
+		p.PreemptCooldown = DefaultPreemptCooldown
+	}
+}
+
+// usersTTL is how long one read of the users' standing serves the
+// scheduler's passes. Usage moves slowly; what users have active is checked
+// again, exactly, by the lease claim (quota in the lease backend) and by
+// the in-flight runs the planner counts, and a pass that placed runs drops
+// the read (forgetUsers).
+const usersTTL = time.Second
+
+// standing caches the users' standing; its own mutex guards it.
+type standing struct {
+	mu    sync.Mutex
+	at    time.Time
+	users map[int64]plan.User
+}
+
+// users returns every user's standing for the planner (plan.Snapshot.Users):
+// usage, what they have active, and their quota, DefaultGPUQuota for those
+// without a GPU cap of their own.
+func (m *Master) users(ctx context.Context) (map[int64]plan.User, error) {
+	c := &m.standing
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := m.now()
+	if c.users != nil && now.Sub(c.at) < usersTTL && !now.Before(c.at) {
+		return c.users, nil
+	}
+	us, err := m.st.Usage(ctx, now, m.cfg.Policy.HalfLife)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]plan.User, len(us))
+	for _, u := range us {
+		out[u.UserID] = m.planUser(u)
+	}
+	c.users, c.at = out, now
+	return out, nil
+}
+
+// planUser is u as the planner sees it.
+func (m *Master) planUser(u store.UserUsage) plan.User {
+	p := plan.User{Name: u.User, Usage: u.Usage, ActiveGPUs: u.ActiveGPUs, ActiveRuns: u.ActiveRuns, MaxGPUs: -1, MaxRuns: -1}
+	switch {
+	case u.Quota.GPUs != nil:
+		p.MaxGPUs = *u.Quota.GPUs
+	case m.cfg.Policy.DefaultGPUQuota > 0:
+		p.MaxGPUs = m.cfg.Policy.DefaultGPUQuota
+	}
+	if u.Quota.Runs != nil {
+		p.MaxRuns = *u.Quota.Runs
+	}
+	return p
+}
+
+// forgetUsers drops the cached standing: runs were placed, so the next
+// pass reads what users have active again.
+func (m *Master) forgetUsers() {
+	m.standing.mu.Lock()
+	m.standing.users = nil
+	m.standing.mu.Unlock()
+}
+
+// chargeOf is what claiming t charges its owner in the lease backend: its
+// GPUs and one run, against the quota the plan saw (none: counted, never
+// refused).
+func chargeOf(t *core.Task, users map[int64]plan.User) lease.Charge {
+	c := lease.Charge{User: strconv.FormatInt(t.UserID, 10), GPUs: t.GPUs, MaxGPUs: -1, MaxRuns: -1}
+	if u, ok := users[t.UserID]; ok {
+		c.MaxGPUs, c.MaxRuns = u.MaxGPUs, u.MaxRuns
+	}
+	return c
+}
+
+// reserveBefore is plan.Snapshot.ReserveBefore now: runs queued before it
+// may hold a worker (zero: reservations are off).
+func (m *Master) reserveBefore() time.Time {
+	if m.cfg.Policy.BackfillReserve < 0 {
+		return time.Time{}
+	}
+	return m.now().Add(-m.cfg.Policy.BackfillReserve)
+}

@@ -1,0 +1,211 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/plan"
+)
+
+// Preemption, the master's side: after a pass, the QUEUED GPU runs of the
+// page that did not start may have preemptible runs of lower priority on
+// this master's workers stopped for them (plan.Preempt decides which). A
+// victim gets CancelTask with its own grace (SIGTERM, the grace, SIGKILL
+// on the worker, which uploads its outputs first); its end is recorded as
+// a preemption (core.Task.Preempt: QUEUED again, attempt + 1, not a
+// retry), and the preemptor takes the GPUs at a later pass.
+
+// DefaultPreemptCooldown is PREEMPT_COOLDOWN_SECONDS's default.
+const DefaultPreemptCooldown = 300 * time.Second
+
+// maxPreemptionsPerPass bounds the preemptions one pass starts.
+const maxPreemptionsPerPass = 4
+
+// runPolicy is what preemption knows of a run this master placed.
+type runPolicy struct {
+	priority    int
+	preemptible bool
+	grace       time.Duration
+	placedAt    time.Time // stands for its start: most recently placed, preempted first
+	preemptedAt time.Time
+}
+
+// policyOf is t's runPolicy, placed at now.
+func policyOf(t *core.Task, now time.Time) *runPolicy {
+	p := &runPolicy{priority: t.Priority, preemptible: t.Preemptible, grace: t.PreemptGrace(), placedAt: now}
+	if t.PreemptedAt != nil {
+		p.preemptedAt = *t.PreemptedAt
+	}
+	return p
+}
+
+// preemptFor is a victim's mark: the run it is stopped for.
+type preemptFor struct {
+	by       string
+	priority int
+}
+
+// preemptTick looks for runs to preempt, once a second from the
+// scheduler's loop, and only while this master's workers run preemptible
+// runs (so it costs nothing otherwise). It plans the queue's first page as
+// a pass would and preempts for the runs that would not start.
+func (m *Master) preemptTick(ctx context.Context) {
+	if m.cfg.Policy.PreemptCooldown < 0 || !m.reg.anyPreemptible() {
+		return
+	}
+	tasks, err := m.st.QueuedTasks(ctx, plan.Batch)
+	if err != nil || len(tasks) == 0 {
+		return
+	}
+	snap := m.reg.snapshot(tasks)
+	if snap.Sweeps, err = m.sweepLimits(ctx, tasks); err != nil {
+		return
+	}
+	if snap.Users, err = m.users(ctx); err != nil {
+		return
+	}
+	snap.ReserveBefore = m.reserveBefore()
+	m.preempt(tasks, plan.Place(snap, tasks), snap)
+}
+
+// preempt chooses and stops victims for the runs of page that did not
+// start (placed), as the plan's snapshot snap saw the quotas and sweeps.
+func (m *Master) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
+	if m.cfg.Policy.PreemptCooldown < 0 {
+		return // preemption off
+	}
+	started := make(map[string]bool, len(placed))
+	for _, p := range placed {
+		started[p.Task.ID] = true
+	}
+	var waiting []*core.Task
+	for i := range page {
+		t := &page[i]
+		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || heldBack(t, snap) {
+			continue
+		}
+		waiting = append(waiting, t)
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	nodes, recs := m.reg.preemptNodes()
+	if len(nodes) == 0 {
+		return
+	}
+	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: maxPreemptionsPerPass,
+		CooldownSince: m.now().Add(-m.cfg.Policy.PreemptCooldown)})
+	for _, p := range ps {
+		for _, id := range p.Victims {
+			rr := recs[id]
+			if rr == nil || !m.reg.markPreempt(rr, preemptFor{by: p.For.ID, priority: p.For.Priority}) {
+				continue
+			}
+			m.sendPreempt(rr)
+		}
+	}
+}
+
+// heldBack reports whether t waits for its quota or its sweep's cap, which
+// no preemption would lift.
+func heldBack(t *core.Task, snap plan.Snapshot) bool {
+	if u, ok := snap.Users[t.UserID]; ok {
+		if (u.MaxGPUs >= 0 && u.ActiveGPUs+t.GPUs > u.MaxGPUs) || (u.MaxRuns >= 0 && u.ActiveRuns+1 > u.MaxRuns) {
+			return true
+		}
+	}
+	if l, ok := snap.Sweeps[t.SweepID]; ok && t.SweepID != "" && l.Active >= l.MaxParallel {
+		return true
+	}
+	return false
+}
+
+// sendPreempt tells rr's worker to stop it with its grace.
+func (m *Master) sendPreempt(rr *runRec) {
+	mark := rr.preempt.Load()
+	sess := m.reg.session(rr)
+	if mark == nil || rr.pol == nil || sess == nil {
+		return
+	}
+	reason := fmt.Sprintf("preempted by %s (priority %d)", mark.by, mark.priority)
+	if err := sess.send(&pb.CancelTask{TaskId: rr.taskID, Attempt: int32(rr.attempt), Fence: rr.fence.Load(),
+		Reason: reason, GraceMs: rr.pol.grace.Milliseconds()}); err != nil {
+		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot send the preemption")
+		return
+	}
+	m.log.Info().Str("task", rr.taskID).Str("for", mark.by).Dur("grace", rr.pol.grace).Msg("run preempted")
+}
+
+// preemptFromReport records the end of a preempted run: QUEUED again.
+func preemptFromReport(t *core.Task, mark *preemptFor, now time.Time) error {
+	return t.Preempt(fmt.Sprintf("preempted by %s (priority %d)", mark.by, mark.priority), now)
+}
+
+// preemptNodes is every connected, undrained worker as plan.Preempt sees
+// it: its free GPUs (those of runs already being preempted count as free:
+// they are freeing) and its runs this master knows (their view), with the
+// runs by id.
+func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var nodes []plan.Node
+	recs := map[string]*runRec{}
+	for _, w := range r.workers {
+		if !w.connectedLocked() || w.draining {
+			continue
+		}
+		n := plan.Node{ID: w.id, FreeGPUs: len(w.freeLocked().FreeGPUs)}
+		for _, rr := range w.runs {
+			if rr.preempt.Load() != nil {
+				n.FreeGPUs += len(rr.gpus)
+				continue
+			}
+			if rr.pol == nil || rr.fence.Load() == 0 || !rr.pol.preemptible {
+				continue
+			}
+			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), Priority: rr.pol.priority, Preemptible: true,
+				StartedAt: rr.pol.placedAt, PreemptedAt: rr.pol.preemptedAt}
+			n.Runs = append(n.Runs, a)
+			recs[rr.taskID] = rr
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, recs
+}
+
+// markPreempt marks rr as preempted for mark, unless it is marked already
+// or no longer placed; it reports whether it marked it.
+func (r *registry) markPreempt(rr *runRec, mark preemptFor) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[rr.taskID] != rr {
+		return false
+	}
+	return rr.preempt.CompareAndSwap(nil, &mark)
+}
+
+// anyPreemptible reports whether a run on a connected worker is
+// preemptible and not being preempted already.
+func (r *registry) anyPreemptible() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rr := range r.runs {
+		if rr.pol != nil && rr.pol.preemptible && rr.preempt.Load() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// session is the session of rr's worker (nil: not connected).
+func (r *registry) session(rr *runRec) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[rr.workerID]; w != nil && w.connectedLocked() {
+		return w.sess
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package webtest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQueuePage: the Queue page lists the waiting runs in serving order
+// with their reasons, the viewer's own highlighted, and every user's usage
+// and quota.
+func TestQueuePage(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 1)
+	root := s.api().signup("root")
+	alice := s.api().signup("alice")
+	busy := alice.submit(map[string]any{"name": "alice-busy", "command": []string{"sleep", "120"}, "gpus": 1})
+	alice.waitStatus(busy, "RUNNING", 60*time.Second)
+	next := alice.submit(map[string]any{"name": "alice-next", "command": []string{"true"}, "gpus": 1})
+	big := root.submit(map[string]any{"name": "root-big", "command": []string{"true"}, "gpus": 2, "priority": 3})
+
+	b := newBrowser(t)
+	b.signIn(s.url, "alice")
+	b.click(`.mainnav a[href="/queue"]`)
+	b.wait("two queued runs", 15*time.Second, `document.querySelectorAll('#queue tr[data-run]').length === 2`)
+	if got := b.text(`#queue tr[data-run="` + big + `"]`); !strings.Contains(got, "no_worker") || !strings.HasPrefix(strings.TrimSpace(got), "1") {
+		t.Errorf("root's 2-GPU run, first by priority: %q", got)
+	}
+	if got := b.text(`#queue tr[data-run="` + next + `"]`); !strings.Contains(got, "resources") || !strings.Contains(got, "every GPU is busy") {
+		t.Errorf("alice's run: %q", got)
+	}
+	if !eval[bool](b, `document.querySelector('#queue tr[data-run="`+next+`"]').classList.contains('mine') &&
+		!document.querySelector('#queue tr[data-run="`+big+`"]').classList.contains('mine')`) {
+		t.Error("alice's own run is not the one highlighted")
+	}
+	b.wait("alice's usage row", 15*time.Second, `(() => { const r = document.querySelector('#usage tr[data-user="alice"]'); return r && r.classList.contains('mine') && r.textContent.includes('1'); })()`)
+	b.screenshot("30-queue")
+
+	// Alice's preemptible run is preempted for an admin's urgent one; its
+	// page says so.
+	alice.do("POST", "/api/tasks/"+busy+"/cancel", nil)
+	root.do("POST", "/api/tasks/"+big+"/cancel", nil)
+	victim := alice.submit(map[string]any{"name": "alice-victim", "command": []string{"sleep", "120"}, "gpus": 1, "preemptible": true})
+	alice.waitStatus(next, "SUCCEEDED", 60*time.Second)
+	alice.waitStatus(victim, "RUNNING", 60*time.Second)
+	root.submit(map[string]any{"name": "root-urgent", "command": []string{"sleep", "120"}, "gpus": 1, "priority": 5})
+	b.open(s.url + "/runs/" + victim)
+	b.wait("the preemption on the run page", 60*time.Second,
+		`(() => { const d = document.querySelector('#attempt-detail'); return d && d.textContent.includes('preempted 1×'); })()`)
+	b.wait("the preemption in the timeline", 15*time.Second,
+		`(() => { const d = document.querySelector('#timeline-preempted'); return d && d.textContent.includes('Preempted by r'); })()`)
+	b.screenshot("31-run-preempted")
+
+	// An admin sets alice's quota on the same page; a user has no such card.
+	if eval[bool](b, `document.querySelector('#quota-admin') !== null`) {
+		t.Error("a user sees the quota editor")
+	}
+	a := newBrowser(t)
+	a.signIn(s.url, "root")
+	a.click(`.mainnav a[href="/queue"]`)
+	a.wait("the quota editor", 15*time.Second, `document.querySelector('input[data-quota-gpus="alice"]') !== null`)
+	a.typeInto(`input[data-quota-gpus="alice"]`, "2")
+	a.click(`button[data-save="alice"]`)
+	a.wait("alice's quota in the usage table", 15*time.Second,
+		`(() => { const r = document.querySelector('#usage tr[data-user="alice"]'); return r && r.children[4].textContent === '2'; })()`)
+	a.screenshot("32-queue-admin")
+	var q struct {
+		Items []struct {
+			User string `json:"user"`
+			GPUs *int   `json:"gpus"`
+		} `json:"items"`
+	}
+	st, body := root.do("GET", "/api/admin/quotas", nil)
+	if st != 200 || json.Unmarshal(body, &q) != nil {
+		t.Fatalf("quotas: %d %s", st, body)
+	}
+	for _, it := range q.Items {
+		if it.User == "alice" && (it.GPUs == nil || *it.GPUs != 2) {
+			t.Errorf("alice's quota after the page saved it: %v", it.GPUs)
+		}
+	}
+}
