@@ -180,3 +180,22 @@ func TestRunRequeuedElsewhereLeavesConnectedWorker(t *testing.T) {
 		t.Fatalf("ExecuteTask %v after the requeue, want attempt 2 of %s with a new fence", again, run.ID)
 	}
 }
+
+// TestLateEventOfAnotherMasterKeepsTheClaim: the cluster delivers the
+// QUEUED of a submission made at another master after this master claimed
+// and dispatched the run; that older state must not drop the claim (it
+// did: the worker's output was refused as fenced and the run ran twice).
+func TestLateEventOfAnotherMasterKeepsTheClaim(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	p := dial(t, h.m.Addr())
+	p.hello("w1", 1, 0)
+	run := h.submit(t, 0, "x") // as the other master stored it: QUEUED, fence 0
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if !h.m.reg.heldLive(run.ID, ex.Fence) {
+		t.Fatal("the dispatched run is not held")
+	}
+	h.m.RemoteTaskChanged(run)
+	if !h.m.reg.heldLive(run.ID, ex.Fence) {
+		t.Fatal("a late QUEUED event of the submission dropped this master's claim")
+	}
+}

@@ -504,6 +504,14 @@ func (r *registry) movedOn(t core.Task) string {
 	if fence == 0 || (t.Status.Active() && t.Fence == fence && t.Worker == rr.workerID) {
 		return ""
 	}
+	if t.Fence < fence {
+		// An older state of the run, overtaken by this master's claim: the
+		// cluster delivers another master's events late (the QUEUED of its
+		// submission, fence 0, can reach this master after it dispatched
+		// the run). Only a later claim or the end of this one moves it on;
+		// a requeue keeps the fence it requeued.
+		return ""
+	}
 	if w := r.workers[rr.workerID]; w != nil && w.sess != nil && (t.Status.Terminal() && t.Fence == fence) {
 		// Ended at this master's claim: the worker's own report is
 		// handled here (onFinished), which releases the run.
