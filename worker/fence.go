@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/rlsched/rlsched/internal/backoff"
@@ -135,6 +137,17 @@ func (a *agent) reapedLocked(r *run) {
 		r.log.Error().Dur("lease_ttl", a.leaseTTL).
 			Msg("self-fencing: the run ended past its lease deadline (the guard kills it then); forgotten without a report (it may run elsewhere by now)")
 		a.forgetLocked(r, true)
+		return
+	}
+	// A renewal late by a few milliseconds moves the deadline after the
+	// guard, on its own clock reading, killed the group: the run then died
+	// of SIGKILL with a deadline in the future, and reporting that as its
+	// exit would fail a run the lease took from it (the chaos soak's one
+	// run-ended-badly). Counted LOST like the others.
+	if a.guard.lapsed(r.pgid) && killedBySIGKILL(r.cmd.ProcessState) {
+		r.log.Error().Dur("lease_ttl", a.leaseTTL).
+			Msg("self-fencing: the run died of SIGKILL after its lease deadline had passed once (the guard's kill); forgotten without a report")
+		a.forgetLocked(r, true)
 	}
 }
 
@@ -148,4 +161,13 @@ func (a *agent) deadlineLocked(r *run) time.Duration {
 		return 0
 	}
 	return a.lastRenewal.boot + a.leaseTTL // not registered yet
+}
+
+// killedBySIGKILL reports whether a process ended by SIGKILL.
+func killedBySIGKILL(ps *os.ProcessState) bool {
+	if ps == nil {
+		return false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }

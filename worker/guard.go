@@ -286,17 +286,21 @@ type guard struct {
 	wake chan struct{}
 	done chan struct{} // closed when the writer returned
 
-	mu     sync.Mutex
-	want   map[int]time.Duration // pgid → lease deadline (leaseClock)
-	uids   map[int]uint32        // pgid → the run's dynamic uid, for those that have one
-	lease  time.Duration         // deadline of the last acked renewal: a new run's
-	closed bool
-	broken error // the pipe to the guard process failed
-	told   bool  // broken was returned once
+	mu    sync.Mutex
+	want  map[int]time.Duration // pgid → lease deadline (leaseClock)
+	uids  map[int]uint32        // pgid → the run's dynamic uid, for those that have one
+	lease time.Duration         // deadline of the last acked renewal: a new run's
+	// lapsedSet are the groups whose deadline had passed when a renewal moved
+	// it: the guard process, which reads deadlines on its own, may have
+	// killed them in between (see lapsed).
+	lapsedSet map[int]bool
+	closed    bool
+	broken    error // the pipe to the guard process failed
+	told      bool  // broken was returned once
 }
 
 func newGuard(log zerolog.Logger) *guard {
-	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}}
+	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}, lapsedSet: map[int]bool{}}
 }
 
 // startGuard starts the guard process and its writer. On error it still
@@ -425,6 +429,7 @@ func (g *guard) remove(pgid int) error {
 	defer g.mu.Unlock()
 	delete(g.want, pgid)
 	delete(g.uids, pgid)
+	delete(g.lapsedSet, pgid)
 	g.pokeLocked()
 	return g.errLocked()
 }
@@ -438,8 +443,12 @@ func (g *guard) renew(deadline time.Duration, pgids []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lease = max(g.lease, deadline)
+	now := leaseClock()
 	for _, pgid := range pgids {
 		if d, ok := g.want[pgid]; ok && deadline > d {
+			if d > 0 && now > d {
+				g.lapsedSet[pgid] = true
+			}
 			g.want[pgid] = deadline
 		}
 	}
@@ -455,6 +464,19 @@ func (g *guard) deadline(pgid int) (time.Duration, bool) {
 	defer g.mu.Unlock()
 	d, ok := g.want[pgid]
 	return d, ok
+}
+
+// lapsed reports whether a renewal moved the group's deadline only after
+// it had passed: a run of that group killed by SIGKILL may have been
+// killed by the guard for its lease, though its deadline is in the future
+// now.
+func (g *guard) lapsed(pgid int) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lapsedSet[pgid]
 }
 
 // guardCloseWait bounds how long close waits for a guard that does not

@@ -324,3 +324,32 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardRecordsALateRenewal: a renewal that moves a deadline already
+// passed marks the group lapsed (the guard process may have killed it in
+// between); one in time does not. No guard process: the record alone.
+func TestGuardRecordsALateRenewal(t *testing.T) {
+	g := newGuard(zerolog.Nop())
+	now := leaseClock()
+	g.renew(now-time.Second, nil) // the last acked renewal's deadline has passed
+	if err := g.add(1001, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.renew(now+time.Hour, nil)
+	if err := g.add(1002, 0); err != nil {
+		t.Fatal(err)
+	}
+	g.renew(now+2*time.Hour, []int{1001, 1002})
+	if !g.lapsed(1001) {
+		t.Error("a group renewed after its deadline passed is not marked lapsed")
+	}
+	if g.lapsed(1002) {
+		t.Error("a group renewed in time is marked lapsed")
+	}
+	if err := g.remove(1001); err != nil {
+		t.Fatal(err)
+	}
+	if g.lapsed(1001) {
+		t.Error("a removed group is still marked lapsed")
+	}
+}
