@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 	"github.com/rlsched/rlsched/core/store/storetest"
 )
 
@@ -14,9 +15,10 @@ func TestSetUpdatePlan(t *testing.T) {
 	s, _ := openTemp(t)
 	queue(t, s, 1)
 	for _, n := range []int{1, 8} {
-		set := make([]any, n*14)
+		k := sqlutil.UpdateArgs
+		set := make([]any, n*k)
 		for i := range n {
-			set[i*14+11], set[i*14+12], set[i*14+13] = fmt.Sprintf("r%02d", i), 0, "QUEUED"
+			set[i*k+k-3], set[i*k+k-2], set[i*k+k-1] = fmt.Sprintf("r%02d", i), 0, "QUEUED"
 		}
 		lock := make([]any, n)
 		for i := range n {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -240,7 +241,9 @@ func lockedUpdate(ctx context.Context, tx *sql.Tx, us []store.Update, rows []sql
 	for _, id := range ids {
 		if i, ok := last[id]; ok {
 			w := rows[i]
-			w.Args = append(append([]any{}, w.Args[:12]...), read[id].fence, string(read[id].status))
+			// The values and the id, then the state read under the lock.
+			k := len(sqlutil.UpdateColumns) + 1
+			w.Args = append(append([]any{}, w.Args[:k]...), read[id].fence, string(read[id].status))
 			writes = append(writes, w)
 		}
 	}
@@ -327,12 +330,11 @@ func setUpdate(ctx context.Context, tx *sql.Tx, ws []sqlutil.PreparedUpdate) err
 // no server-side statement to prepare; the texts are built once.
 var lockSQL, setUpdateSQL = func() (lock, set map[int]string) {
 	lock, set = map[int]string{}, map[int]string{}
-	cols := []string{"status", "attempt", "fence", "worker", "gpu_indices", "exit_code", "error",
-		"final_reward", "started_at", "finished_at", "updated_at", "id", "exp_fence", "exp_status"}
+	cols := append(slices.Clone(sqlutil.UpdateColumns), "id", "exp_fence", "exp_status")
 	first := "SELECT ? AS " + strings.Join(cols, ", ? AS ")
 	next := " UNION ALL SELECT ?" + strings.Repeat(", ?", sqlutil.UpdateArgs-1)
 	var assign []string
-	for _, c := range cols[:11] {
+	for _, c := range sqlutil.UpdateColumns {
 		assign = append(assign, "t."+c+" = v."+c)
 	}
 	for _, n := range sqlutil.Buckets {

@@ -35,11 +35,14 @@ var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask
 // row when several match the same target.
 func setUpdate(n int) string {
 	row := "(?" + strings.Repeat(",?", sqlutil.UpdateArgs-1) + ")"
-	return `UPDATE tasks SET status = v.column1, attempt = v.column2, fence = v.column3,
-	worker = v.column4, gpu_indices = v.column5, exit_code = v.column6, error = v.column7,
-	final_reward = v.column8, started_at = v.column9, finished_at = v.column10, updated_at = v.column11
+	set := make([]string, len(sqlutil.UpdateColumns))
+	for i, c := range sqlutil.UpdateColumns {
+		set[i] = fmt.Sprintf("%s = v.column%d", c, i+1)
+	}
+	k := len(set)
+	return `UPDATE tasks SET ` + strings.Join(set, ", ") + `
 	FROM (VALUES ` + row + strings.Repeat(","+row, n-1) + `) AS v
-	WHERE tasks.id = v.column12 AND tasks.fence = v.column13 AND tasks.status = v.column14
+	WHERE ` + fmt.Sprintf("tasks.id = v.column%d AND tasks.fence = v.column%d AND tasks.status = v.column%d", k+1, k+2, k+3) + `
 	RETURNING tasks.id`
 }
 

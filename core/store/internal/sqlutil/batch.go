@@ -2,6 +2,7 @@ package sqlutil
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -20,11 +21,16 @@ const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 // InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
 const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?)`
 
+// UpdateColumns are the run's mutable columns, in the order of a
+// PreparedUpdate's Args (PrepareUpdate): UpdateTask and the backends'
+// set-based updates are built from them, so a new column is added here
+// and in PrepareUpdate only.
+var UpdateColumns = []string{"status", "attempt", "fence", "worker", "gpu_indices", "exit_code", "error",
+	"final_reward", "started_at", "finished_at", "updated_at", "preemptions", "preempted_at"}
+
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
-const UpdateTask = `UPDATE tasks SET status = ?, attempt = ?, fence = ?,
-	worker = ?, gpu_indices = ?, exit_code = ?, error = ?, final_reward = ?,
-	started_at = ?, finished_at = ?, updated_at = ?, preemptions = ?, preempted_at = ?
+var UpdateTask = "UPDATE tasks SET " + strings.Join(UpdateColumns, " = ?, ") + ` = ?
 	WHERE id = ? AND fence = ? AND status = ?`
 
 // PrepareCreate does CreateTask's checks and defaults on t (an empty ID gets
@@ -118,8 +124,9 @@ func TxFailed(errs, pre []error, what func(i int) string, err error) {
 }
 
 // UpdateArgs is the number of UpdateTask's arguments, one PreparedUpdate's
-// Args: the 11 values written, then id, expected fence, expected status.
-const UpdateArgs = 14
+// Args: the UpdateColumns values written, then id, expected fence,
+// expected status.
+var UpdateArgs = len(UpdateColumns) + 3
 
 // Buckets are the row counts of the set-based update statements each
 // backend prepares: a chunk of n rows runs as the smallest bucket ≥ n,
