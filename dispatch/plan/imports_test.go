@@ -14,7 +14,7 @@ import (
 // I/O: besides core it may import only these. time is there for its
 // values (an instant in the Snapshot); clockReads keeps its clock out.
 var pureImports = map[string]bool{
-	"cmp": true, "fmt": true, "maps": true, "math": true, "slices": true, "sort": true, "strings": true,
+	"cmp": true, "fmt": true, "maps": true, "math": true, "math/bits": true, "slices": true, "sort": true, "strings": true,
 	"time": true, "github.com/rlsched/rlsched/core": true,
 }
 

@@ -12,6 +12,8 @@ package plan
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -140,6 +142,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 	gate := newSweepGate(s, queue)
 	quota := newQuotaGate(s, queue)
 	resv := newReserver(&s)
+	ix := newFreeIndex(free)
 	pass := func(win []int) (n int) {
 		for _, i := range win {
 			t := live[i]
@@ -147,15 +150,15 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			if gate.full(t) || quota.full(t) {
 				continue
 			}
-			w, gpus := place(t.GPUs, free)
+			w, gpus := place(t.GPUs, free, ix)
 			if w < 0 {
 				resv.missed(t)
 				if resv.due(t) {
-					resv.reserve(t, free)
+					resv.reserve(t, free, ix)
 				}
 				continue // does not fit now; smaller runs behind it may
 			}
-			take(free, w, gpus)
+			take(free, w, gpus, ix)
 			gate.take(t)
 			quota.take(t)
 			on[i] = free[w].ID
@@ -189,8 +192,9 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 
 	if explain {
 		f := fleetOf(s)
+		ah := aheadOf(live, placed)
 		for i, t := range live {
-			code, why := reason(i, live, f, on[i], examined[i], placed)
+			code, why := reason(i, live, f, on[i], examined[i], ah)
 			if on[i] == "" && gate.full(t) {
 				code, why = CodeSweepLimit, gate.reason(t)
 			}
@@ -213,34 +217,40 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 // slot). GPU runs go best-fit, to the worker with the fewest free GPUs that
 // still fit, so large runs find whole machines later; CPU runs go to the
 // worker with the most free slots. It returns the index into free and the
-// GPU indices taken, or -1.
-func place(gpus int, free []Worker) (int, []int) {
+// GPU indices taken, or -1. ix indexes free (freeIndex).
+func place(gpus int, free []Worker, ix *freeIndex) (int, []int) {
+	if gpus > 0 {
+		best := ix.bestFit(gpus)
+		if best < 0 {
+			return -1, nil
+		}
+		return best, append([]int(nil), free[best].FreeGPUs[:gpus]...)
+	}
+	if ix.slots <= 0 {
+		return -1, nil
+	}
 	best := -1
 	for i, c := range free {
-		if gpus == 0 {
-			if c.FreeSlots > 0 && (best < 0 || c.FreeSlots > free[best].FreeSlots) {
-				best = i
-			}
-			continue
-		}
-		if len(c.FreeGPUs) >= gpus && (best < 0 || len(c.FreeGPUs) < len(free[best].FreeGPUs)) {
+		if c.FreeSlots > 0 && (best < 0 || c.FreeSlots > free[best].FreeSlots) {
 			best = i
 		}
 	}
-	if best < 0 || gpus == 0 {
-		return best, nil
-	}
-	return best, append([]int(nil), free[best].FreeGPUs[:gpus]...)
+	return best, nil
 }
 
-// take removes what a placement used from free[i]. It reslices, never
-// writes into, the snapshot's GPU lists.
-func take(free []Worker, i int, gpus []int) {
+// take removes what a placement used from free[i], and from ix (nil: a
+// free list no plan indexes). It reslices, never writes into, the
+// snapshot's GPU lists.
+func take(free []Worker, i int, gpus []int, ix *freeIndex) {
+	n := len(free[i].FreeGPUs)
 	if len(gpus) == 0 {
 		free[i].FreeSlots--
-		return
+	} else {
+		free[i].FreeGPUs = free[i].FreeGPUs[len(gpus):]
 	}
-	free[i].FreeGPUs = free[i].FreeGPUs[len(gpus):]
+	if ix != nil {
+		ix.took(i, n, len(gpus))
+	}
 }
 
 // fleet is what the reasons compare a run with.
@@ -261,8 +271,8 @@ func fleetOf(s Snapshot) fleet {
 
 // reason says why live[i] has not started: first what can never fit it on
 // the connected workers, then what is not free now, then the runs ahead of
-// it (placed: indices into live, in the order of placement).
-func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, placed []int) (code, why string) {
+// it (ah).
+func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, ah ahead) (code, why string) {
 	t := live[i]
 	switch {
 	case f.connected == 0:
@@ -285,24 +295,61 @@ func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, p
 		return CodePriority, fmt.Sprintf("waiting behind %d queued runs the scheduler looks at first", i)
 	}
 	// It would fit what is free now, but runs ahead of it take it first.
-	return behind(i, live, placed)
+	return behind(t, ah.n[i], ah.higher[i])
 }
 
-// behind says which runs ahead of live[i] take the resources it would fit
-// in.
-func behind(i int, live []*core.Task, placed []int) (code, why string) {
-	t := live[i]
-	n, higher := 0, 0
+// ahead is, for each live run, how many runs ahead of it that were placed
+// are of its kind (GPU or CPU runs), and how many of those have a higher
+// priority: what behind says. Counted in one sweep (a Fenwick tree over
+// the placed runs' priorities) rather than per run over every placement,
+// which was a quarter of a 100,000-run plan.
+type ahead struct{ n, higher []int }
+
+func aheadOf(live []*core.Task, placed []int) ahead {
+	ah := ahead{n: make([]int, len(live)), higher: make([]int, len(live))}
+	if len(placed) == 0 {
+		return ah
+	}
+	isPlaced := make([]bool, len(live))
+	prios := make([]int, 0, len(placed))
 	for _, j := range placed {
-		p := live[j]
-		if j >= i || (t.GPUs == 0) != (p.GPUs == 0) {
-			continue
+		isPlaced[j] = true
+		prios = append(prios, live[j].Priority)
+	}
+	slices.Sort(prios)
+	prios = slices.Compact(prios)
+	// tree[k] counts the placed runs seen so far of kind k (0: GPU, 1:
+	// CPU) by priority rank, 1-based; total[k] all of them.
+	var tree [2][]int
+	tree[0], tree[1] = make([]int, len(prios)+1), make([]int, len(prios)+1)
+	var total [2]int
+	kind := func(t *core.Task) int {
+		if t.GPUs == 0 {
+			return 1
 		}
-		n++
-		if p.Priority > t.Priority {
-			higher++
+		return 0
+	}
+	for i, t := range live {
+		k := kind(t)
+		// Placed runs of kind k ahead of t with priority <= t's.
+		r, atMost := sort.SearchInts(prios, t.Priority+1), 0
+		for ; r > 0; r -= r & -r {
+			atMost += tree[k][r]
+		}
+		ah.n[i], ah.higher[i] = total[k], total[k]-atMost
+		if isPlaced[i] {
+			total[k]++
+			for r := sort.SearchInts(prios, t.Priority) + 1; r < len(tree[k]); r += r & -r {
+				tree[k][r]++
+			}
 		}
 	}
+	return ah
+}
+
+// behind says which runs ahead of t take the resources it would fit in:
+// n of its kind, higher of them of a higher priority.
+func behind(t *core.Task, n, higher int) (code, why string) {
 	what := "free GPUs"
 	if t.GPUs == 0 {
 		what = "free CPU slots"

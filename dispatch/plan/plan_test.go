@@ -307,7 +307,7 @@ func TestPlanIsTheSchedulersPasses(t *testing.T) {
 				started[p.Task.ID] = true
 				for i := range cur.Free {
 					if cur.Free[i].ID == p.Worker {
-						take(cur.Free, i, p.GPUs)
+						take(cur.Free, i, p.GPUs, nil)
 					}
 				}
 			}

@@ -186,6 +186,12 @@ func BenchmarkPlanPolicy(b *testing.B) {
 			Plan(s, q)
 		}
 	})
+	b.Run("place", func(b *testing.B) { // the scheduler's pass: no reasons
+		b.ReportAllocs()
+		for b.Loop() {
+			Place(s, q)
+		}
+	})
 	b.Run("no-users", func(b *testing.B) { // the same without fair share and quotas
 		s := s
 		s.Users = nil

@@ -44,8 +44,11 @@ func (r *reserver) due(t *core.Task) bool {
 
 // reserve holds for t the free GPUs of the worker where it fits best, if
 // one of free has enough GPUs in all; free is changed in place (the held
-// worker's free GPUs are taken out of the plan).
-func (r *reserver) reserve(t *core.Task, free []Worker) {
+// worker's free GPUs are taken out of the plan, and out of ix).
+func (r *reserver) reserve(t *core.Task, free []Worker, ix *freeIndex) {
+	if !ix.anyGPUFree() {
+		return
+	}
 	best := -1
 	for i, w := range free {
 		if w.GPUs < t.GPUs || len(w.FreeGPUs) == 0 {
@@ -65,6 +68,7 @@ func (r *reserver) reserve(t *core.Task, free []Worker) {
 	w := &free[best]
 	r.by[t.ID] = w.ID
 	r.held[w.ID] = hold{task: t, free: len(w.FreeGPUs), size: w.GPUs}
+	ix.moved(best, len(w.FreeGPUs), 0)
 	w.FreeGPUs = w.FreeGPUs[len(w.FreeGPUs):]
 }
 
