@@ -54,6 +54,8 @@ var scenarios = []scenario{
 		"≥ 1,000,000 lines/s (≥ 120 MB/s) from 1,000 workers into files with 100 live subscribers; ≥ 50% of raw loopback TCP; p99 worker-to-subscriber ≤ 50 ms below saturation; ≥ 5× the naive version", runLogs},
 	{"sweep", "POST /api/sweeps of 10,000 members on a real master (SQLite on disk), then the group statistics of those members ended with 500 points each",
 		"a 10,000-member sweep accepted in ≤ 1 s (one transaction); group statistics over 10,000 runs × 500 metric points in ≤ 200 ms", runSweep},
+	{"plan", "one pass of the planner (dispatch/plan) in process over a large queue, beside a naive best-fit loop over the same runs",
+		"one pass over 100,000 queued runs of 1,000 users on 2,000 workers × 8 GPUs in ≤ 20 ms", runPlan},
 	{"artifacts", "a checkpoint from a real `rlsched worker` into the store (disk, and S3 on SeaweedFS) while simulated runs stream logs to WebSocket subscribers",
 		"≥ 50% of raw loopback TCP (S3: ≥ 50% of a plain PutObject); the logs' p99 at most 2× during the upload; master memory bounded", runArtifacts},
 	{"claims", "claim → renew → release cycles through the Redis lease backend (rueidis, Lua by EVALSHA) from many goroutines, beside redis-benchmark running the same scripts",
