@@ -39,7 +39,9 @@ func runPlan(e *env) (*report, error) {
 	naive, naivePlaced := timeIt("naive", func() int { return naivePlan(s, q) })
 
 	t := rep.newTable("One planner pass", "planner", "median", "per queued run", "placed", "ratio to naive")
-	per := func(d time.Duration) string { return fmt.Sprintf("%.2f µs", float64(d.Nanoseconds())/1e3/float64(runs)) }
+	per := func(d time.Duration) string {
+		return fmt.Sprintf("%.2f µs", float64(d.Nanoseconds())/1e3/float64(runs))
+	}
 	ratio := func(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()/naive.Seconds()) }
 	t.add("plan.Place: the scheduler's pass (fair share, quotas, sweep limits, reservations, foreign GPUs; no reasons)", ms(place), per(place), human(float64(placed)), ratio(place))
 	t.add("plan.Plan: the same and every waiting run's reason and code (GET /api/queue)", ms(explain), per(explain), human(float64(placed)), ratio(explain))
