@@ -30,9 +30,50 @@ func fairOrder(s Snapshot, live []*core.Task) {
 	if len(s.Users) == 0 {
 		return // the store's order is priority, then age, already
 	}
-	// One map lookup per run, not per comparison, and an unstable sort
-	// with the store's position as the last key: a stable sort's merges
-	// were a third of a plan of 100,000 runs.
+	// The three keys as ranks packed into one integer, sorted as integers
+	// (a third of the comparison sort's time over 100,000 runs, which was
+	// most of the scheduler's pass), unless the ranks do not fit the bits.
+	prios := make([]int, 0, 8)
+	usages := make([]float64, 0, len(s.Users))
+	for _, t := range live {
+		prios = append(prios, t.Priority)
+	}
+	for _, u := range s.Users {
+		usages = append(usages, u.Usage)
+	}
+	usages = append(usages, 0) // owners Users lacks
+	slices.Sort(prios)
+	prios = slices.Compact(prios)
+	slices.Sort(usages)
+	usages = slices.Compact(usages)
+	const posBits, usageBits, prioBits = 32, 20, 12
+	if len(live) >= 1<<posBits || len(usages) >= 1<<usageBits || len(prios) >= 1<<prioBits {
+		fairOrderSlow(s, live)
+		return
+	}
+	rank := make(map[int64]uint64, len(s.Users)) // owner → usage rank
+	keys := make([]uint64, len(live))
+	for i, t := range live {
+		ur, ok := rank[t.UserID]
+		if !ok {
+			u, _ := slices.BinarySearch(usages, s.Users[t.UserID].Usage)
+			ur = uint64(u)
+			rank[t.UserID] = ur
+		}
+		p, _ := slices.BinarySearch(prios, t.Priority)
+		pr := uint64(len(prios) - 1 - p) // higher priority first
+		keys[i] = pr<<(posBits+usageBits) | ur<<posBits | uint64(i)
+	}
+	slices.Sort(keys)
+	orig := slices.Clone(live)
+	for i, k := range keys {
+		live[i] = orig[k&(1<<posBits-1)]
+	}
+}
+
+// fairOrderSlow is fairOrder by comparisons, for queues too large for its
+// packed keys.
+func fairOrderSlow(s Snapshot, live []*core.Task) {
 	type key struct {
 		prio  int
 		usage float64

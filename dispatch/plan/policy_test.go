@@ -201,3 +201,31 @@ func BenchmarkPlanPolicy(b *testing.B) {
 		}
 	})
 }
+
+// fairOrder's packed integer keys order the runs exactly as the
+// comparison sort does (priority, owner's usage, store order), owners
+// missing from Users included.
+func TestFairOrderPackedKeysAgree(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 60).Draw(t, "runs")
+		s := Snapshot{Users: map[int64]User{}}
+		for u := range int64(rapid.IntRange(1, 6).Draw(t, "users")) {
+			s.Users[u] = User{Usage: float64(rapid.IntRange(0, 3).Draw(t, "usage")) / 2}
+		}
+		q := make([]core.Task, n)
+		for i := range q {
+			q[i] = owned(fmt.Sprint("r", i), int64(rapid.IntRange(0, 7).Draw(t, "owner")), 1, rapid.IntRange(-2, 2).Draw(t, "prio"))
+		}
+		a, b := make([]*core.Task, n), make([]*core.Task, n)
+		for i := range q {
+			a[i], b[i] = &q[i], &q[i]
+		}
+		fairOrder(s, a)
+		fairOrderSlow(s, b)
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("position %d: packed keys give %s, the comparison sort %s", i, a[i].ID, b[i].ID)
+			}
+		}
+	})
+}
