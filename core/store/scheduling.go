@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -51,10 +52,11 @@ type UserUsage struct {
 // Accruing wraps st so that every run its updates move out of DISPATCHED or
 // RUNNING charges its owner's usage (AddUsage) with what it ran: its GPUs
 // (core.UsageWeight) × the time from StartedAt to its end (FinishedAt, or
-// the write's time). Each master's writes go through its own, so each
-// run's end is charged once. A charge that fails to be written is lost
-// (logged by the caller's store metrics only): usage is a fairness hint,
-// never a bill. Everything else passes through.
+// the write's time). The charge rides the update (Update.Charge), so the
+// store adds it in the update's own transaction, only if the row matched:
+// under a Batcher, the charges of a whole group commit cost that one
+// commit. Each master's writes go through its own, so each run's end is
+// charged once. Everything else passes through.
 func Accruing(st Store, halfLife time.Duration) Store {
 	return &accruing{Store: st, halfLife: halfLife}
 }
@@ -64,41 +66,38 @@ type accruing struct {
 	halfLife time.Duration
 }
 
-// accrueTimeout bounds a charge's write: it follows a write that
-// succeeded, so it outlives the caller's context, but a store that hangs
-// must not hold the run's end (the reporter waits for UpdateTask) longer.
-const accrueTimeout = 5 * time.Second
-
-func (a *accruing) addUsage(ctx context.Context, cs []UsageCharge) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accrueTimeout)
-	defer cancel()
-	_ = a.Store.AddUsage(ctx, cs, a.halfLife)
-}
-
 func (a *accruing) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
-	err := a.Store.UpdateTask(ctx, t, exp)
-	if err == nil {
-		if c, ok := chargeOf(t, exp.Status); ok {
-			a.addUsage(ctx, []UsageCharge{c})
-		}
+	u := Update{Task: t, Expect: exp}
+	if !a.charge(&u) {
+		return a.Store.UpdateTask(ctx, t, exp)
 	}
-	return err
+	return a.Store.UpdateTasks(ctx, []Update{u})[0]
 }
 
 func (a *accruing) UpdateTasks(ctx context.Context, us []Update) []error {
-	errs := a.Store.UpdateTasks(ctx, us)
-	var cs []UsageCharge
-	for i, err := range errs {
-		if err == nil {
-			if c, ok := chargeOf(us[i].Task, us[i].Expect.Status); ok {
-				cs = append(cs, c)
+	var charged []Update
+	for i := range us {
+		u := us[i]
+		if a.charge(&u) {
+			if charged == nil {
+				charged = slices.Clone(us)
 			}
+			charged[i] = u
 		}
 	}
-	if len(cs) > 0 {
-		a.addUsage(ctx, cs)
+	if charged == nil {
+		return a.Store.UpdateTasks(ctx, us)
 	}
-	return errs
+	return a.Store.UpdateTasks(ctx, charged)
+}
+
+// charge sets u's charge when its write would end a run that started.
+func (a *accruing) charge(u *Update) bool {
+	c, ok := chargeOf(u.Task, u.Expect.Status)
+	if ok {
+		u.Charge, u.ChargeHalfLife = &c, a.halfLife
+	}
+	return ok
 }
 
 // chargeOf is what t, just written from status from, charges its owner:

@@ -70,6 +70,11 @@ type Expect struct {
 type Update struct {
 	Task   *core.Task
 	Expect Expect
+	// Charge, when set, is added to its user's usage (AddUsage, decaying
+	// with ChargeHalfLife) in the same transaction, only if the row
+	// matched: a run's end and its charge are one commit (Accruing).
+	Charge         *UsageCharge
+	ChargeHalfLife time.Duration
 }
 
 // Store is implemented by every durable backend. All methods are safe for

@@ -178,12 +178,15 @@ func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
 				return err
 			}
 		}
-		return nil
+		return sqlutil.ApplyCharges(ctx, tx, usageDialect, us, errs)
 	})
 	if errors.Is(err, errMissed) {
 		err = s.retryTx(ctx, func(tx *sql.Tx) error {
 			copy(errs, pre)
-			return lockedUpdate(ctx, tx, us, rows, pre, errs, ids)
+			if err := lockedUpdate(ctx, tx, us, rows, pre, errs, ids); err != nil {
+				return err
+			}
+			return sqlutil.ApplyCharges(ctx, tx, usageDialect, us, errs)
 		})
 	}
 	if err != nil {

@@ -93,7 +93,10 @@ func (s *Store) WriteTasks(ctx context.Context, creates []*core.Task, updates []
 		if err := s.createInTx(ctx, tx, creates, c); err != nil {
 			return err
 		}
-		return s.updateInTx(ctx, tx, updates, u)
+		if err := s.updateInTx(ctx, tx, updates, u); err != nil {
+			return err
+		}
+		return sqlutil.ApplyCharges(ctx, tx, usageDialect, updates, u.errs)
 	})
 	if err != nil {
 		sqlutil.TxFailed(c.errs, c.pre, func(i int) string { return "cannot create run " + creates[i].ID }, err)

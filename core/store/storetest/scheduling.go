@@ -139,6 +139,39 @@ func testAccruing(t *testing.T, s store.Store) {
 	if u := usageOf(t, s, end, h, "alice"); !near(u.Usage, 600) {
 		t.Fatalf("a fenced-off write charged: %v", u.Usage)
 	}
+
+	// One batch ending several runs of two users, one of its rows fenced
+	// off: each user is charged what their applied rows ran, decayed to
+	// its own instant, in the batch's one transaction.
+	bob := mustUser(t, s, "bob")
+	var us []store.Update
+	for i, owner := range []core.User{alice, bob, alice, bob} {
+		id := fmt.Sprintf("b%d", i)
+		tk := core.Task{ID: id, UserID: owner.ID, GPUs: 1, Command: []string{"x"}, CreatedAt: at(0)}
+		if err := s.CreateTask(t.Context(), &tk); err != nil {
+			t.Fatal(err)
+		}
+		r := mustMove(t, s, id, core.StatusDispatched, 1)
+		st, end := at(0), at(time.Duration(i+1)*h)
+		r.Status, r.StartedAt, r.FinishedAt = core.StatusSucceeded, &st, &end
+		exp := store.Expect{Fence: 1, Status: core.StatusDispatched}
+		if i == 3 {
+			exp.Fence = 7 // bob's second run: fenced off, charges nothing
+		}
+		us = append(us, store.Update{Task: &r, Expect: exp})
+	}
+	errs = acc.UpdateTasks(t.Context(), us)
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], core.ErrFenced) {
+		t.Fatalf("batch results: %v", errs)
+	}
+	// alice: 600 GPU-s at 300 s, 1 h of GPU at 1 h, 3 h at 3 h; seen at 3 h.
+	wantAlice := core.Decay(600, 3*h-300*time.Second, h) + core.Decay(3600, 2*h, h) + 3*3600
+	if u := usageOf(t, s, at(3*h), h, "alice"); !near(u.Usage, wantAlice) {
+		t.Fatalf("alice after the batch: %v, want %v", u.Usage, wantAlice)
+	}
+	if u := usageOf(t, s, at(2*h), h, "bob"); !near(u.Usage, 2*3600) {
+		t.Fatalf("bob after the batch: %v, want %v (his fenced-off run uncharged)", u.Usage, 2*3600)
+	}
 }
 
 // SetQuota replaces a user's quota; nil fields are no cap; unknown users

@@ -1,10 +1,12 @@
 package sqlutil
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -55,12 +57,13 @@ type UsageDialect struct {
 // AddUsage adds the charges to their users' usage in tx (store.Scheduling).
 // Each row is (gpu_seconds at as_of); a charge at or after as_of decays the
 // row to the charge's instant and adds it, an earlier one is added decayed
-// to as_of, so the order charges arrive in does not matter.
+// to as_of, so the order charges arrive in does not matter. The charges of
+// one user are first summed into one at the latest of their instants
+// (decay is linear), so a batch costs each user's row one read and one
+// write however many of their runs ended in it; users are locked in id
+// order, so concurrent batches cannot deadlock on them.
 func AddUsage(ctx context.Context, tx *sql.Tx, d UsageDialect, cs []store.UsageCharge, halfLife time.Duration) error {
-	for _, c := range cs {
-		if c.GPUSeconds <= 0 || math.IsNaN(c.GPUSeconds) || math.IsInf(c.GPUSeconds, 0) {
-			continue
-		}
+	for _, c := range sumByUser(cs, halfLife) {
 		var known int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id = ?`, c.UserID).Scan(&known); err != nil {
 			return fmt.Errorf("cannot add usage: %w", err)
@@ -92,6 +95,58 @@ func AddUsage(ctx context.Context, tx *sql.Tx, d UsageDialect, cs []store.UsageC
 		}
 	}
 	return nil
+}
+
+// sumByUser is one charge per user of cs, by user id: their valid charges
+// decayed to the latest instant among them and added.
+func sumByUser(cs []store.UsageCharge, halfLife time.Duration) []store.UsageCharge {
+	var out []store.UsageCharge
+	at := map[int64]int{}
+	for _, c := range cs {
+		if c.GPUSeconds <= 0 || math.IsNaN(c.GPUSeconds) || math.IsInf(c.GPUSeconds, 0) {
+			continue
+		}
+		i, ok := at[c.UserID]
+		if !ok {
+			at[c.UserID] = len(out)
+			out = append(out, c)
+			continue
+		}
+		s := &out[i]
+		if c.At.After(s.At) {
+			s.GPUSeconds = core.Decay(s.GPUSeconds, c.At.Sub(s.At), halfLife) + c.GPUSeconds
+			s.At = c.At
+		} else {
+			s.GPUSeconds += core.Decay(c.GPUSeconds, s.At.Sub(c.At), halfLife)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.UsageCharge) int { return cmp.Compare(a.UserID, b.UserID) })
+	return out
+}
+
+// ApplyCharges adds, in tx, the charge of every update of us that applied
+// (errs[i] == nil): store.Update.Charge.
+func ApplyCharges(ctx context.Context, tx *sql.Tx, d UsageDialect, us []store.Update, errs []error) error {
+	var cs []store.UsageCharge
+	var halfLife time.Duration
+	for i, u := range us {
+		if u.Charge == nil || errs[i] != nil {
+			continue
+		}
+		if len(cs) > 0 && u.ChargeHalfLife != halfLife {
+			// One master writes with one half-life; a batch that mixes
+			// them adds what it has so far first.
+			if err := AddUsage(ctx, tx, d, cs, halfLife); err != nil {
+				return err
+			}
+			cs = cs[:0]
+		}
+		cs, halfLife = append(cs, *u.Charge), u.ChargeHalfLife
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	return AddUsage(ctx, tx, d, cs, halfLife)
 }
 
 // Usage reads every user's standing (store.Scheduling).
