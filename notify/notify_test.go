@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,5 +276,52 @@ func TestNotifyNeverBlocks(t *testing.T) {
 	}
 	if _, _, dropped := n.Stats(); dropped < 47 {
 		t.Fatalf("dropped %d of 50 with a queue of 2 and one sender, want at least 47", dropped)
+	}
+}
+
+// countingUsers counts the reads of the owners' settings.
+type countingUsers struct {
+	Users
+	n atomic.Int64
+}
+
+func (c *countingUsers) UserByID(ctx context.Context, id int64) (core.User, error) {
+	c.n.Add(1)
+	return c.Users.UserByID(ctx, id)
+}
+
+// TestNotifyReadsSettingsOncePerTTL: the owner's settings read for one
+// notification serve the next ones within UserTTL; past it, a changed
+// webhook is read and used.
+func TestNotifyReadsSettingsOncePerTTL(t *testing.T) {
+	for _, tc := range []struct {
+		ttl       time.Duration
+		wantReads int64
+		moved     bool // the second run's POST goes to the new webhook
+	}{{time.Hour, 1, false}, {time.Nanosecond, 2, true}} {
+		old, moved := newReceiver(t), newReceiver(t)
+		e := newEnv(t, "127.0.0.1", old.URL)
+		users := &countingUsers{Users: e.st}
+		n, err := New(Config{Users: users, Targets: e.n.cfg.Targets, Senders: 1, UserTTL: tc.ttl,
+			Logger: zerolog.New(zerolog.NewTestWriter(t))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.TaskChanged(e.run("r-1", core.StatusFailed))
+		old.wait(t, 1)
+		if err := e.st.SetNotify(t.Context(), e.user.ID, core.Notify{Webhook: moved.URL}); err != nil {
+			t.Fatal(err)
+		}
+		n.TaskChanged(e.run("r-2", core.StatusFailed))
+		if tc.moved {
+			moved.wait(t, 1)
+		} else {
+			old.wait(t, 1)
+		}
+		stats(t, n, 2, 0)
+		n.Close()
+		if got := users.n.Load(); got != tc.wantReads {
+			t.Errorf("UserTTL %v: %d reads of the settings for two runs, want %d", tc.ttl, got, tc.wantReads)
+		}
 	}
 }
