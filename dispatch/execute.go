@@ -43,7 +43,7 @@ func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int
 // when the worker is gone, the run is already placed or the claim failed.
 func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
-	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs,
+	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID, gpuCount: t.GPUs,
 		pol: policyOf(t, m.now())}
 	if !m.reg.place(rr) {
 		return nil
@@ -78,7 +78,7 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
 		us[i] = store.Update{Task: c.t, Expect: c.exp}
 	}
 	errs := m.st.UpdateTasks(ctx, us)
-	placed := 0
+	var moves []userMove
 	for i, c := range batch {
 		if errs[i] != nil {
 			// Cancelled or taken meanwhile: give the lease back.
@@ -86,10 +86,11 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
 			m.reg.remove(c.rr)
 			continue
 		}
-		placed++
+		moves = append(moves, userMove{userID: c.t.UserID, gpus: c.t.GPUs, runs: 1})
 		m.send(c)
 	}
-	return placed
+	m.standingMoved(moves)
+	return len(moves)
 }
 
 // send tells a recorded run's worker to start it.

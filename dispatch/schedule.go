@@ -86,9 +86,6 @@ func (m *Master) schedule(ctx context.Context) bool {
 		}
 	}
 	placed := m.execute(ctx, placements, snap.Users)
-	if placed > 0 {
-		m.forgetUsers()
-	}
 	m.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
 	return plan.PassAgain(placed, len(tasks))
 }
