@@ -104,3 +104,26 @@ func (c *stmtCache) close() {
 	}
 	c.m = nil
 }
+
+// preparedTx runs tx's statements prepared once on the cache's pool when
+// the cache has them (sqlutil.Tx): a group commit's usage charges would
+// otherwise parse their four statements again in every batch.
+type preparedTx struct {
+	tx *sql.Tx
+	c  *stmtCache
+}
+
+func (p preparedTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := p.c.inTx(ctx, p.tx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (p preparedTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := p.c.stmt(ctx, q); st != nil {
+		return p.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return p.tx.QueryRowContext(ctx, q, args...)
+}

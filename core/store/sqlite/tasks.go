@@ -25,7 +25,8 @@ const (
 
 // writeStmts are the writes prepared once on the writer connection: the
 // set-based update of every bucket size among them.
-var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask}, setUpdates()...)
+var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask,
+	sqlutil.UsageUserKnown, sqlutil.UsageWrite, usageDialect.Ensure, usageDialect.Lock}, setUpdates()...)
 
 // setUpdate is UpdateTask for n rows in one statement: VALUES rows in
 // sqlutil.PreparedUpdate's argument order joined to tasks on id and
@@ -96,7 +97,7 @@ func (s *Store) WriteTasks(ctx context.Context, creates []*core.Task, updates []
 		if err := s.updateInTx(ctx, tx, updates, u); err != nil {
 			return err
 		}
-		return sqlutil.ApplyCharges(ctx, tx, usageDialect, updates, u.errs)
+		return sqlutil.ApplyCharges(ctx, preparedTx{tx, s.ws}, usageDialect, updates, u.errs)
 	})
 	if err != nil {
 		sqlutil.TxFailed(c.errs, c.pre, func(i int) string { return "cannot create run " + creates[i].ID }, err)

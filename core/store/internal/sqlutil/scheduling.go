@@ -23,6 +23,13 @@ type RowQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// The statements of AddUsage that are the same in every dialect, for a
+// backend to prepare.
+const (
+	UsageUserKnown = `SELECT COUNT(*) FROM users WHERE id = ?`
+	UsageWrite     = `UPDATE user_usage SET gpu_seconds = ?, as_of = ? WHERE user_id = ?`
+)
+
 // SetPriority changes a QUEUED run's priority (store.Scheduling); w writes,
 // r tells an unknown run (core.ErrNotFound) from one that left the queue
 // (core.ErrConflict).
@@ -62,10 +69,10 @@ type UsageDialect struct {
 // (decay is linear), so a batch costs each user's row one read and one
 // write however many of their runs ended in it; users are locked in id
 // order, so concurrent batches cannot deadlock on them.
-func AddUsage(ctx context.Context, tx *sql.Tx, d UsageDialect, cs []store.UsageCharge, halfLife time.Duration) error {
+func AddUsage(ctx context.Context, tx Tx, d UsageDialect, cs []store.UsageCharge, halfLife time.Duration) error {
 	for _, c := range sumByUser(cs, halfLife) {
 		var known int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id = ?`, c.UserID).Scan(&known); err != nil {
+		if err := tx.QueryRowContext(ctx, UsageUserKnown, c.UserID).Scan(&known); err != nil {
 			return fmt.Errorf("cannot add usage: %w", err)
 		}
 		if known == 0 {
@@ -89,8 +96,7 @@ func AddUsage(ctx context.Context, tx *sql.Tx, d UsageDialect, cs []store.UsageC
 		} else {
 			v += core.Decay(c.GPUSeconds, time.Duration(asOf-at), halfLife)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE user_usage SET gpu_seconds = ?, as_of = ? WHERE user_id = ?`,
-			v, asOf, c.UserID); err != nil {
+		if _, err := tx.ExecContext(ctx, UsageWrite, v, asOf, c.UserID); err != nil {
 			return fmt.Errorf("cannot add usage: %w", err)
 		}
 	}
@@ -126,7 +132,7 @@ func sumByUser(cs []store.UsageCharge, halfLife time.Duration) []store.UsageChar
 
 // ApplyCharges adds, in tx, the charge of every update of us that applied
 // (errs[i] == nil): store.Update.Charge.
-func ApplyCharges(ctx context.Context, tx *sql.Tx, d UsageDialect, us []store.Update, errs []error) error {
+func ApplyCharges(ctx context.Context, tx Tx, d UsageDialect, us []store.Update, errs []error) error {
 	var cs []store.UsageCharge
 	var halfLife time.Duration
 	for i, u := range us {

@@ -92,7 +92,9 @@ type scanWith struct {
 
 func (s scanWith) Scan(dest ...any) error { return s.rows.Scan(append(dest, s.extra...)...) }
 
-// Tx is a transaction as the user writes need it.
+// Tx is a transaction as the user and usage writes need it: a *sql.Tx, or
+// a backend's wrapper that runs the statements it prepared once (SQLite's
+// writer).
 type Tx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
