@@ -132,6 +132,21 @@ func (inv *invocation) startParsed(p parsed, minPos, maxPos int) (parsed, int, b
 	return p, ExitOK, true
 }
 
+// startOn starts a command whose one argument is the id of what it acts on:
+// it parses args, checks the id with idOf (runID, sweepID) and builds the
+// client. ok=false means the command is over and code is its exit code.
+func (inv *invocation) startOn(args []string, idOf func(parsed) (string, int, bool)) (id string, c *client, code int, ok bool) {
+	p, code, ok := inv.start(args, 1, 1)
+	if !ok {
+		return "", nil, code, false
+	}
+	if id, code, ok = idOf(p); !ok {
+		return "", nil, code, false
+	}
+	c, code, ok = inv.newClient()
+	return id, c, code, ok
+}
+
 // help writes the command's full usage.
 func (inv *invocation) help(w io.Writer) {
 	c := inv.cmd

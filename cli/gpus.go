@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -43,9 +42,7 @@ func runGPUs(inv *invocation, args []string) int {
 		return inv.printJSON(raw)
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "WORKER\tGPU\tNAME\tUTIL\tMEMORY\tRUN\tFOREIGN")
+	t := newTable("WORKER", "GPU", "NAME", "UTIL", "MEMORY", "RUN", "FOREIGN")
 	n := 0
 	for _, w := range ans.Items {
 		if w.GPUProblem != "" {
@@ -65,11 +62,10 @@ func runGPUs(inv *invocation, args []string) int {
 			if g.IdleSince != nil {
 				run += " (idle " + age(now, *g.IdleSince) + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", w.ID, g.Index, orDash(truncate(g.Name, 30)), util, mem, run, foreignList(g.Foreign))
+			t.rowf("%s\t%d\t%s\t%s\t%s\t%s\t%s\n", w.ID, g.Index, orDash(truncate(g.Name, 30)), util, mem, run, foreignList(g.Foreign))
 		}
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	if n == 0 {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -48,9 +47,7 @@ func runWorkers(inv *invocation, args []string) int {
 		return inv.printJSON(raw)
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "ID\tSTATE\tHOST\tGPUS\tSLOTS\tRUNNING\tLAST HEARTBEAT")
+	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "RUNNING", "LAST HEARTBEAT")
 	for _, w := range ans.Items {
 		used := 0
 		for _, g := range w.GPUs {
@@ -62,11 +59,10 @@ func runWorkers(inv *invocation, args []string) int {
 		if !w.LastHeartbeatAt.IsZero() {
 			hb = age(now, w.LastHeartbeatAt) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.ID, orDash(string(w.State)),
+		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.ID, orDash(string(w.State)),
 			orDash(truncate(w.Host, 40)), used, len(w.GPUs), w.Slots, len(w.RunningTasks), hb)
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	if len(ans.Items) == 0 {
