@@ -245,6 +245,7 @@ type logRig struct {
 	g       *fleetGroup
 	ids     []string // the runs the workers started, one each
 	subs    *logSubs
+	stops   []func() // of what was started, in that order
 }
 
 // startLogRig starts a logRig named name, its master with env added, and
@@ -262,12 +263,14 @@ func (e *env) startLogRig(name string, env []string, w, s int) (_ *logRig, err e
 	if r.m, err = e.startMaster(masterConf{name: name, dataDir: r.dataDir, env: env}); err != nil {
 		return nil, err
 	}
+	r.stops = append(r.stops, func() { r.m.stop() })
 	if r.tok, err = r.m.login(); err != nil {
 		return nil, err
 	}
 	if r.g, err = e.startLogFleet(r.m.rpc, w); err != nil {
 		return nil, err
 	}
+	r.stops = append(r.stops, r.g.stop)
 	if j, err := r.g.connect("", 60*time.Second); err != nil || j < int64(w) {
 		return nil, fmt.Errorf("only %d of %d workers joined: %v", j, w, err)
 	}
@@ -281,19 +284,15 @@ func (e *env) startLogRig(name string, env []string, w, s int) (_ *logRig, err e
 	if r.subs, err = dialLogSubs(wsURL, r.ids[:min(s, len(r.ids))]); err != nil {
 		return nil, err
 	}
+	r.stops = append(r.stops, r.subs.close)
 	return r, nil
 }
 
-// stop closes the subscribers, then stops the workers, then the master.
+// stop stops what was started, the last first: the subscribers, the
+// workers, the master.
 func (r *logRig) stop() {
-	if r.subs != nil {
-		r.subs.close()
-	}
-	if r.g != nil {
-		r.g.stop()
-	}
-	if r.m != nil {
-		r.m.stop()
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
 	}
 }
 
