@@ -31,20 +31,14 @@ func runGPUs(inv *invocation, args []string) int {
 	if !ok {
 		return code
 	}
-	var ans struct {
-		Items []core.WorkerInfo `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/workers", nil, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if *jsonOut {
-		return inv.printJSON(raw)
+	workers, code, ok := getItems[core.WorkerInfo](inv, c, "/api/workers", nil, *jsonOut)
+	if !ok {
+		return code
 	}
 	now := inv.env.now()
 	t := newTable("WORKER", "GPU", "NAME", "UTIL", "MEMORY", "RUN", "FOREIGN")
 	n := 0
-	for _, w := range ans.Items {
+	for _, w := range workers {
 		if w.GPUProblem != "" {
 			fmt.Fprintf(inv.env.Stderr, "%s: %s\n", w.ID, truncate(w.GPUProblem, 200))
 		}

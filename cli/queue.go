@@ -66,19 +66,13 @@ func runQueue(inv *invocation, args []string) int {
 	if *limit > 0 {
 		q = url.Values{"limit": {strconv.Itoa(*limit)}}
 	}
-	var ans struct {
-		Items []queueEntry `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/queue", q, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if *jsonOut {
-		return inv.printJSON(raw)
+	queued, code, ok := getItems[queueEntry](inv, c, "/api/queue", q, *jsonOut)
+	if !ok {
+		return code
 	}
 	now := inv.env.now()
 	t := newTable("POS", "ID", "USER", "GPUS", "PRIO", "WAITING", "CODE", "REASON")
-	for _, e := range ans.Items {
+	for _, e := range queued {
 		waited := "-"
 		if t, err := time.Parse(time.RFC3339Nano, e.CreatedAt); err == nil {
 			waited = age(now, t)
@@ -89,7 +83,7 @@ func runQueue(inv *invocation, args []string) int {
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
-	if len(ans.Items) == 0 {
+	if len(queued) == 0 {
 		fmt.Fprintln(inv.env.Stderr, "no runs are queued")
 	}
 	return ExitOK
@@ -164,15 +158,9 @@ type quotaEntry struct {
 }
 
 func (inv *invocation) quotaList(c *client, jsonOut bool) int {
-	var ans struct {
-		Items []quotaEntry `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/users/usage", nil, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if jsonOut {
-		return inv.printJSON(raw)
+	users, code, ok := getItems[quotaEntry](inv, c, "/api/users/usage", nil, jsonOut)
+	if !ok {
+		return code
 	}
 	capOf := func(p *int) string {
 		if p == nil {
@@ -181,7 +169,7 @@ func (inv *invocation) quotaList(c *client, jsonOut bool) int {
 		return strconv.Itoa(*p)
 	}
 	t := newTable("USER", "USAGE (GPU H)", "ACTIVE GPUS", "ACTIVE RUNS", "GPU QUOTA", "RUN QUOTA")
-	for _, u := range ans.Items {
+	for _, u := range users {
 		t.rowf("%s\t%.2f\t%d\t%d\t%s\t%s\n", u.User, u.Usage/3600, u.RunningGPUs, u.RunningRuns,
 			capOf(u.Quota.GPUs), capOf(u.Quota.Runs))
 	}

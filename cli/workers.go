@@ -36,19 +36,13 @@ func runWorkers(inv *invocation, args []string) int {
 	if len(p.pos) > 0 {
 		return inv.workerAdmin(c, p.pos)
 	}
-	var ans struct {
-		Items []core.WorkerInfo `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/workers", nil, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if *jsonOut {
-		return inv.printJSON(raw)
+	workers, code, ok := getItems[core.WorkerInfo](inv, c, "/api/workers", nil, *jsonOut)
+	if !ok {
+		return code
 	}
 	now := inv.env.now()
 	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "RUNNING", "LAST HEARTBEAT")
-	for _, w := range ans.Items {
+	for _, w := range workers {
 		used := 0
 		for _, g := range w.GPUs {
 			if g.TaskID != "" {
@@ -65,7 +59,7 @@ func runWorkers(inv *invocation, args []string) int {
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
-	if len(ans.Items) == 0 {
+	if len(workers) == 0 {
 		fmt.Fprintln(inv.env.Stderr, "no workers have joined yet: start one with `rlsched worker`")
 	}
 	return ExitOK
