@@ -84,11 +84,7 @@ func runArtifacts(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	attempt := inv.attemptFlag()
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
+	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
 		return code
 	}

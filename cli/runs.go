@@ -403,11 +403,7 @@ func runMetrics(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	names := fs.String("names", "", "only the series `a,b` (default all)")
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
+	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
 		return code
 	}
