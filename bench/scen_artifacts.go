@@ -196,42 +196,15 @@ func (zeros) Read(p []byte) (int, error) {
 // artifactsRun measures one master: logs alone, then logs during the upload.
 func (e *env) artifactsRun(name string, extra []string, size int64, w int, rate float64) (*artRun, error) {
 	r := &artRun{name: name}
-	dataDir, err := e.dir("artifacts", false)
+	rig, err := e.startLogRig("artifacts", extra, w, w)
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.startMaster(masterConf{name: "artifacts", dataDir: dataDir, env: extra})
-	if err != nil {
-		return nil, err
-	}
-	defer m.stop()
-	tok, err := m.login()
-	if err != nil {
-		return nil, err
-	}
-	g, err := e.startLogFleet(m.rpc, w)
-	if err != nil {
-		return nil, err
-	}
-	defer g.stop()
-	if j, err := g.connect("", 60*time.Second); err != nil || j < int64(w) {
-		return nil, fmt.Errorf("only %d of %d workers joined: %v", j, w, err)
-	}
-	if err := preloadQueue(filepath.Join(dataDir, "rlsched.db"), w, []string{"/bin/sh", "-c", "yes"}); err != nil {
-		return nil, err
-	}
-	ids, err := g.waitExecs(w, 60*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	subs, err := dialLogSubs(strings.Replace(m.url, "http://", "ws://", 1)+"/ws?token="+tok, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer subs.close()
+	defer rig.stop()
+	m, tok, g, subs := rig.m, rig.tok, rig.g, rig.subs
 	// The real worker joins once every simulated one has its run, so the
 	// checkpoint run is the only one it gets.
-	wk, err := e.startArtifactWorker(m.rpc, dataDir)
+	wk, err := e.startArtifactWorker(m.rpc, rig.dataDir)
 	if err != nil {
 		return nil, err
 	}

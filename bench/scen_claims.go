@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -95,18 +94,19 @@ func runClaims(e *env) (*report, error) {
 		return nil, errors.New("redis-benchmark is not installed (Debian: apt-get install redis-tools)")
 	}
 	k := func(name string) string { return "{" + prefix + "}:" + name }
-	scripts := []struct{ name, file string }{{"claim", "claim.lua"}, {"renew", "renew.lua"}, {"release", "release.lua"}}
+	scripts := []string{"claim", "renew", "release"}
 	shas := map[string]string{}
-	for _, s := range scripts {
-		src, err := os.ReadFile(filepath.Join(e.root, "core", "lease", "redis", "lua", s.file))
-		if err != nil {
-			return nil, err
+	for _, name := range scripts {
+		// As core/lease/redis sends it: some scripts are files with parts prepended.
+		src, ok := redislease.Source(name)
+		if !ok {
+			return nil, fmt.Errorf("BUG: core/lease/redis has no script %q", name)
 		}
-		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(string(src)).Build()).ToString()
+		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(src).Build()).ToString()
 		if err != nil {
-			return nil, fmt.Errorf("SCRIPT LOAD %s: %w", s.file, err)
+			return nil, fmt.Errorf("SCRIPT LOAD %s.lua: %w", name, err)
 		}
-		shas[s.name] = sha
+		shas[name] = sha
 	}
 	args := map[string][]string{
 		// A fresh task id each call (__rand_int__ over a million): a real claim.
@@ -121,19 +121,19 @@ func runClaims(e *env) (*report, error) {
 	best := map[string]float64{}
 	var bestShape [2]int
 	for _, shape := range rbShapes {
-		for _, s := range scripts {
-			r := &rbRun{script: s.name, clients: shape[0], pipeline: shape[1]}
+		for _, name := range scripts {
+			r := &rbRun{script: name, clients: shape[0], pipeline: shape[1]}
 			var s0 procSample
 			if redisPid != 0 {
 				s0 = sample(redisPid)
 			}
-			r.rps, err = redisBenchmark(bin, rbN, shape[0], shape[1], args[s.name])
+			r.rps, err = redisBenchmark(bin, rbN, shape[0], shape[1], args[name])
 			if err != nil {
 				r.err = err.Error()
 			} else if redisPid != 0 && r.rps > 0 {
 				r.redisCPU = s0.cpuTo(sample(redisPid)) / time.Duration(rbN)
 			}
-			e.logf("redis-benchmark %s -c %d -P %d: %.0f calls/s %s", s.name, shape[0], shape[1], r.rps, r.err)
+			e.logf("redis-benchmark %s -c %d -P %d: %.0f calls/s %s", name, shape[0], shape[1], r.rps, r.err)
 			rbs = append(rbs, r)
 		}
 		// The shape whose cycle-equivalent is highest is the reference.

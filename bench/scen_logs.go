@@ -235,6 +235,67 @@ func nsPerLine(p *logPhase) string {
 	return us(time.Duration(float64(p.cpu) / n))
 }
 
+// logRig is what the logs and artifacts scenarios measure on: a master, w
+// simulated workers that each run one `yes` run (preloaded into the store)
+// and stream its log, and /ws subscribers to some of those runs.
+type logRig struct {
+	dataDir string
+	m       *rlMaster
+	tok     string
+	g       *fleetGroup
+	ids     []string // the runs the workers started, one each
+	subs    *logSubs
+	stops   []func() // of what was started, in that order
+}
+
+// startLogRig starts a logRig named name, its master with env added, and
+// subscribes to the first s runs. On error what it started is stopped.
+func (e *env) startLogRig(name string, env []string, w, s int) (_ *logRig, err error) {
+	r := &logRig{}
+	defer func() {
+		if err != nil {
+			r.stop()
+		}
+	}()
+	if r.dataDir, err = e.dir(name, false); err != nil {
+		return nil, err
+	}
+	if r.m, err = e.startMaster(masterConf{name: name, dataDir: r.dataDir, env: env}); err != nil {
+		return nil, err
+	}
+	r.stops = append(r.stops, func() { r.m.stop() })
+	if r.tok, err = r.m.login(); err != nil {
+		return nil, err
+	}
+	if r.g, err = e.startLogFleet(r.m.rpc, w); err != nil {
+		return nil, err
+	}
+	r.stops = append(r.stops, r.g.stop)
+	if j, err := r.g.connect("", 60*time.Second); err != nil || j < int64(w) {
+		return nil, fmt.Errorf("only %d of %d workers joined: %v", j, w, err)
+	}
+	if err := preloadQueue(filepath.Join(r.dataDir, "rlsched.db"), w, []string{"/bin/sh", "-c", "yes"}); err != nil {
+		return nil, err
+	}
+	if r.ids, err = r.g.waitExecs(w, 60*time.Second); err != nil {
+		return nil, err
+	}
+	wsURL := strings.Replace(r.m.url, "http://", "ws://", 1) + "/ws?token=" + r.tok
+	if r.subs, err = dialLogSubs(wsURL, r.ids[:min(s, len(r.ids))]); err != nil {
+		return nil, err
+	}
+	r.stops = append(r.stops, r.subs.close)
+	return r, nil
+}
+
+// stop stops what was started, the last first: the subscribers, the
+// workers, the master.
+func (r *logRig) stop() {
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		r.stops[i]()
+	}
+}
+
 // startLogFleet starts simulated workers whose runs stream (fleet.Config.LogStream).
 func (e *env) startLogFleet(addr string, n int) (*fleetGroup, error) {
 	k := (n + perChild - 1) / perChild
@@ -404,40 +465,12 @@ func (e *env) logPhaseRun(name string, g *fleetGroup, subs *logSubs, pid int, ra
 }
 
 func (e *env) logsRlsched(w, s int, d time.Duration, queue string) (*logTarget, error) {
-	dataDir, err := e.dir("logs-"+queue, false)
+	rig, err := e.startLogRig("logs-"+queue, []string{"RLSCHED_LOG_QUEUE=" + queue}, w, s)
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.startMaster(masterConf{name: "logs-" + queue, dataDir: dataDir, env: []string{"RLSCHED_LOG_QUEUE=" + queue}})
-	if err != nil {
-		return nil, err
-	}
-	defer m.stop()
-	tok, err := m.login()
-	if err != nil {
-		return nil, err
-	}
-	g, err := e.startLogFleet(m.rpc, w)
-	if err != nil {
-		return nil, err
-	}
-	defer g.stop()
-	if j, err := g.connect("", 60*time.Second); err != nil || j < int64(w) {
-		return nil, fmt.Errorf("only %d of %d workers joined: %v", j, w, err)
-	}
-	if err := preloadQueue(filepath.Join(dataDir, "rlsched.db"), w, []string{"/bin/sh", "-c", "yes"}); err != nil {
-		return nil, err
-	}
-	ids, err := g.waitExecs(w, 60*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	wsURL := strings.Replace(m.url, "http://", "ws://", 1) + "/ws?token=" + tok
-	subs, err := dialLogSubs(wsURL, ids[:min(s, len(ids))])
-	if err != nil {
-		return nil, err
-	}
-	defer subs.close()
+	defer rig.stop()
+	m, g, subs := rig.m, rig.g, rig.subs
 	tg := &logTarget{name: "rlsched master (gnet → " + queue + " → batch writers → files + hub → /ws)", queue: queue}
 	m.profile("logs-max-"+queue, true)
 	pm, err := e.logPhaseRun("rlsched "+queue+" max", g, subs, m.pid(), 0, w, d, pick(e, 8*time.Second, 180*time.Second))
@@ -461,7 +494,7 @@ func (e *env) logsRlsched(w, s int, d time.Duration, queue string) (*logTarget, 
 	if err != nil {
 		return nil, err
 	}
-	tg.files = checkLogFiles(filepath.Join(dataDir, "logs"), ids, st.LogAcked)
+	tg.files = checkLogFiles(filepath.Join(rig.dataDir, "logs"), rig.ids, st.LogAcked)
 	return tg, nil
 }
 

@@ -408,6 +408,23 @@ func (c *client) getJSON(ctx context.Context, path string, q url.Values, out any
 	return resp.body, decodeInto(resp.body, out, path)
 }
 
+// getItems GETs the listing at path, {"items": [...]}, for a command that
+// prints it: with jsonOut it prints the answer as it is. ok=false means the
+// command is over (printed, or an error reported) and code is its exit code.
+func getItems[T any](inv *invocation, c *client, path string, q url.Values, jsonOut bool) (items []T, code int, ok bool) {
+	var ans struct {
+		Items []T `json:"items"`
+	}
+	raw, err := c.getJSON(inv.ctx, path, q, &ans)
+	if err != nil {
+		return nil, inv.fail(err), false
+	}
+	if jsonOut {
+		return nil, inv.printJSON(raw), false
+	}
+	return ans.Items, ExitOK, true
+}
+
 // postJSON POSTs body (nil: no body) to path and decodes the answer into out.
 func (c *client) postJSON(ctx context.Context, path string, body, out any) ([]byte, error) {
 	resp, err := c.do(ctx, http.MethodPost, path, nil, body, "")

@@ -40,11 +40,7 @@ func runDownload(inv *invocation, args []string) int {
 	var outDir string
 	fs.StringVar(&outDir, "o", "", "write the files under `DIR` (default: the current directory)")
 	fs.alias("output", "o")
-	p, code, ok := inv.start(args, 1, -1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
+	p, id, code, ok := inv.startID(args, -1, inv.runID)
 	if !ok {
 		return code
 	}

@@ -132,6 +132,27 @@ func (inv *invocation) startParsed(p parsed, minPos, maxPos int) (parsed, int, b
 	return p, ExitOK, true
 }
 
+// startID is start for a command whose first argument is the id of what it
+// acts on, checked with idOf (runID, sweepID); at most maxPos arguments
+// (-1: any number).
+func (inv *invocation) startID(args []string, maxPos int, idOf func(parsed) (string, int, bool)) (p parsed, id string, code int, ok bool) {
+	if p, code, ok = inv.start(args, 1, maxPos); !ok {
+		return p, "", code, false
+	}
+	id, code, ok = idOf(p)
+	return p, id, code, ok
+}
+
+// startOn is startID for a command whose one argument is the id, and builds
+// the client. ok=false means the command is over and code is its exit code.
+func (inv *invocation) startOn(args []string, idOf func(parsed) (string, int, bool)) (id string, c *client, code int, ok bool) {
+	if _, id, code, ok = inv.startID(args, 1, idOf); !ok {
+		return "", nil, code, false
+	}
+	c, code, ok = inv.newClient()
+	return id, c, code, ok
+}
+
 // help writes the command's full usage.
 func (inv *invocation) help(w io.Writer) {
 	c := inv.cmd

@@ -26,7 +26,39 @@ func (inv *invocation) printJSON(raw []byte) int {
 	return ExitOK
 }
 
-func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0) }
+// table is the column layout of every listing. Rows are kept in memory and
+// reach stdout in one write, after the last row: a command that fails halfway
+// through its rows prints no part of the table.
+type table struct {
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+// newTable starts a table with its header row.
+func newTable(columns ...string) *table {
+	t := &table{}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 8, 2, ' ', 0)
+	t.row(columns...)
+	return t
+}
+
+// row adds a row of cells.
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+// rowf adds a row formatted like fmt.Printf: cells separated by \t, ended by \n.
+func (t *table) rowf(format string, a ...any) { fmt.Fprintf(t.tw, format, a...) }
+
+// bytes is the table laid out.
+func (t *table) bytes() []byte {
+	t.tw.Flush()
+	return t.buf.Bytes()
+}
+
+// printTable writes t to stdout.
+func (inv *invocation) printTable(t *table) error {
+	_, err := inv.env.Stdout.Write(t.bytes())
+	return err
+}
 
 func orDash(s string) string {
 	if s == "" {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 
@@ -32,22 +31,14 @@ func runGPUs(inv *invocation, args []string) int {
 	if !ok {
 		return code
 	}
-	var ans struct {
-		Items []core.WorkerInfo `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/workers", nil, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if *jsonOut {
-		return inv.printJSON(raw)
+	workers, code, ok := getItems[core.WorkerInfo](inv, c, "/api/workers", nil, *jsonOut)
+	if !ok {
+		return code
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "WORKER\tGPU\tNAME\tUTIL\tMEMORY\tRUN\tFOREIGN")
+	t := newTable("WORKER", "GPU", "NAME", "UTIL", "MEMORY", "RUN", "FOREIGN")
 	n := 0
-	for _, w := range ans.Items {
+	for _, w := range workers {
 		if w.GPUProblem != "" {
 			fmt.Fprintf(inv.env.Stderr, "%s: %s\n", w.ID, truncate(w.GPUProblem, 200))
 		}
@@ -65,11 +56,10 @@ func runGPUs(inv *invocation, args []string) int {
 			if g.IdleSince != nil {
 				run += " (idle " + age(now, *g.IdleSince) + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", w.ID, g.Index, orDash(truncate(g.Name, 30)), util, mem, run, foreignList(g.Foreign))
+			t.rowf("%s\t%d\t%s\t%s\t%s\t%s\t%s\n", w.ID, g.Index, orDash(truncate(g.Name, 30)), util, mem, run, foreignList(g.Foreign))
 		}
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	if n == 0 {

@@ -122,11 +122,7 @@ func runLogs(inv *invocation, args []string) int {
 	fs.alias("follow", "f")
 	offset := fs.Int64("offset", 0, "start at byte `N` of the log")
 	raw := fs.Bool("raw", false, "print the log's bytes as they are, terminal escapes included (only for a run you trust: they reach your terminal)")
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
+	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
 		return code
 	}

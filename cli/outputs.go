@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -85,11 +84,7 @@ func runArtifacts(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	attempt := inv.attemptFlag()
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
+	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
 		return code
 	}
@@ -117,9 +112,7 @@ func runArtifacts(inv *invocation, args []string) int {
 		return ExitOK
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "PATH\tSIZE\tATTEMPT\tMODIFIED\tSHA256")
+	t := newTable("PATH", "SIZE", "ATTEMPT", "MODIFIED", "SHA256")
 	var total int64
 	for _, a := range items {
 		total += a.Size
@@ -127,10 +120,9 @@ func runArtifacts(inv *invocation, args []string) int {
 		if len(sum) > 12 {
 			sum = sum[:12]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", truncate(a.Path, 100), humanBytes(a.Size), a.Attempt, age(now, a.ModifiedAt), orDash(sum))
+		t.rowf("%s\t%s\t%d\t%s\t%s\n", truncate(a.Path, 100), humanBytes(a.Size), a.Attempt, age(now, a.ModifiedAt), orDash(sum))
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	fmt.Fprintf(inv.env.Stderr, "%d file%s, %s; `rlsched download %s` fetches them\n", len(items), plural(len(items)), humanBytes(total), id)
@@ -146,15 +138,7 @@ func plural(n int) string {
 
 func runDiff(inv *invocation, args []string) int {
 	inv.newFlags()
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
-	if !ok {
-		return code
-	}
-	c, code, ok := inv.newClient()
+	id, c, code, ok := inv.startOn(args, inv.runID)
 	if !ok {
 		return code
 	}

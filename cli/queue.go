@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -67,33 +66,24 @@ func runQueue(inv *invocation, args []string) int {
 	if *limit > 0 {
 		q = url.Values{"limit": {strconv.Itoa(*limit)}}
 	}
-	var ans struct {
-		Items []queueEntry `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/queue", q, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if *jsonOut {
-		return inv.printJSON(raw)
+	queued, code, ok := getItems[queueEntry](inv, c, "/api/queue", q, *jsonOut)
+	if !ok {
+		return code
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "POS\tID\tUSER\tGPUS\tPRIO\tWAITING\tCODE\tREASON")
-	for _, e := range ans.Items {
+	t := newTable("POS", "ID", "USER", "GPUS", "PRIO", "WAITING", "CODE", "REASON")
+	for _, e := range queued {
 		waited := "-"
 		if t, err := time.Parse(time.RFC3339Nano, e.CreatedAt); err == nil {
 			waited = age(now, t)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Position, e.ID, e.User, e.GPUs, e.Priority,
+		t.rowf("%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Position, e.ID, e.User, e.GPUs, e.Priority,
 			waited, orDash(e.PendingCode), truncate(e.PendingReason, 120))
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
-	if len(ans.Items) == 0 {
+	if len(queued) == 0 {
 		fmt.Fprintln(inv.env.Stderr, "no runs are queued")
 	}
 	return ExitOK
@@ -168,15 +158,9 @@ type quotaEntry struct {
 }
 
 func (inv *invocation) quotaList(c *client, jsonOut bool) int {
-	var ans struct {
-		Items []quotaEntry `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/users/usage", nil, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if jsonOut {
-		return inv.printJSON(raw)
+	users, code, ok := getItems[quotaEntry](inv, c, "/api/users/usage", nil, jsonOut)
+	if !ok {
+		return code
 	}
 	capOf := func(p *int) string {
 		if p == nil {
@@ -184,15 +168,12 @@ func (inv *invocation) quotaList(c *client, jsonOut bool) int {
 		}
 		return strconv.Itoa(*p)
 	}
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "USER\tUSAGE (GPU H)\tACTIVE GPUS\tACTIVE RUNS\tGPU QUOTA\tRUN QUOTA")
-	for _, u := range ans.Items {
-		fmt.Fprintf(tw, "%s\t%.2f\t%d\t%d\t%s\t%s\n", u.User, u.Usage/3600, u.RunningGPUs, u.RunningRuns,
+	t := newTable("USER", "USAGE (GPU H)", "ACTIVE GPUS", "ACTIVE RUNS", "GPU QUOTA", "RUN QUOTA")
+	for _, u := range users {
+		t.rowf("%s\t%.2f\t%d\t%d\t%s\t%s\n", u.User, u.Usage/3600, u.RunningGPUs, u.RunningRuns,
 			capOf(u.Quota.GPUs), capOf(u.Quota.Runs))
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	return ExitOK

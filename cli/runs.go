@@ -83,15 +83,7 @@ func (inv *invocation) runID(p parsed) (string, int, bool) {
 func runShow(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
-	if !ok {
-		return code
-	}
-	c, code, ok := inv.newClient()
+	id, c, code, ok := inv.startOn(args, inv.runID)
 	if !ok {
 		return code
 	}
@@ -309,19 +301,16 @@ func runLs(inv *invocation, args []string) int {
 		return inv.printJSON(b)
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "ID\tSTATUS\tNAME\tUSER\tWORKER\tGPUS\tREWARD\tCREATED")
+	tb := newTable("ID", "STATUS", "NAME", "USER", "WORKER", "GPUS", "REWARD", "CREATED")
 	for _, raw := range items {
 		var t core.Task
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return inv.fail(fmt.Errorf("cannot understand a run in the server's list: %v", err))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Status, orDash(truncate(t.Name, 40)),
+		tb.rowf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Status, orDash(truncate(t.Name, 40)),
 			orDash(t.User), orDash(t.Worker), t.GPUs, formatFloat(t.FinalReward, true), age(now, t.CreatedAt))
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(tb); err != nil {
 		return inv.fail(err)
 	}
 	if !*all && next != "" {
@@ -332,15 +321,7 @@ func runLs(inv *invocation, args []string) int {
 
 func runCancel(inv *invocation, args []string) int {
 	inv.newFlags()
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
-	if !ok {
-		return code
-	}
-	c, code, ok := inv.newClient()
+	id, c, code, ok := inv.startOn(args, inv.runID)
 	if !ok {
 		return code
 	}
@@ -422,11 +403,7 @@ func runMetrics(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	names := fs.String("names", "", "only the series `a,b` (default all)")
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.runID(p)
+	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
 		return code
 	}

@@ -339,13 +339,11 @@ func groupsTable(sw sweepView) []byte {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	var b bytes.Buffer
-	tw := newTable(&b)
 	head := append(slices.Clone(names), "REWARD (MEAN ± STD)", "N", "MIN", "MAX", "RUNS")
 	for i, h := range head[:len(names)] {
 		head[i] = strings.ToUpper(h)
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	t := newTable(head...)
 	for _, g := range sw.Groups {
 		var cells []string
 		for _, k := range names {
@@ -358,10 +356,9 @@ func groupsTable(sw sweepView) []byte {
 			lo, hi = formatFloat(f.Min, true), formatFloat(f.Max, true)
 		}
 		cells = append(cells, reward, strconv.Itoa(g.N), lo, hi, statusCounts(g.Counts))
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		t.row(cells...)
 	}
-	tw.Flush()
-	return b.Bytes()
+	return t.bytes()
 }
 
 // paramText is a param value as the table shows it: a string as it is,
@@ -483,16 +480,13 @@ func runSweepLs(inv *invocation, args []string) int {
 		return inv.printJSON(raw)
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "ID\tNAME\tUSER\tMEMBERS\tDONE\tRUNNING\tQUEUED\tFAILED\tCREATED")
+	t := newTable("ID", "NAME", "USER", "MEMBERS", "DONE", "RUNNING", "QUEUED", "FAILED", "CREATED")
 	for _, sw := range page.Items {
 		done, running, queued, failed := progress(sw.Counts)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", sw.ID, orDash(truncate(sw.Name, 40)), orDash(sw.User),
+		t.rowf("%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", sw.ID, orDash(truncate(sw.Name, 40)), orDash(sw.User),
 			sw.Members, done, running, queued, failed, age(now, sw.CreatedAt))
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	if page.NextCursor != "" {
@@ -505,15 +499,7 @@ func runSweepRetry(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	wait := fs.Bool("wait", false, "wait for the whole sweep to end, showing progress; exit 0 only if all SUCCEEDED")
 	jsonOut := fs.Bool("json", false, `print the server's answer ({"runs"}; with --wait the sweep's)`)
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.sweepID(p)
-	if !ok {
-		return code
-	}
-	c, code, ok := inv.newClient()
+	id, c, code, ok := inv.startOn(args, inv.sweepID)
 	if !ok {
 		return code
 	}
@@ -545,15 +531,7 @@ func runSweepRetry(inv *invocation, args []string) int {
 
 func runSweepCancel(inv *invocation, args []string) int {
 	inv.newFlags()
-	p, code, ok := inv.start(args, 1, 1)
-	if !ok {
-		return code
-	}
-	id, code, ok := inv.sweepID(p)
-	if !ok {
-		return code
-	}
-	c, code, ok := inv.newClient()
+	id, c, code, ok := inv.startOn(args, inv.sweepID)
 	if !ok {
 		return code
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -144,19 +143,16 @@ func userState(u adminUser) string {
 
 func (inv *invocation) printUsers(us []adminUser) int {
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "ID\tUSER\tROLE\tSTATE\tRUNS\tACTIVE\tGPU HOURS\tLAST SIGN-IN\tCREATED")
+	t := newTable("ID", "USER", "ROLE", "STATE", "RUNS", "ACTIVE", "GPU HOURS", "LAST SIGN-IN", "CREATED")
 	for _, u := range us {
 		last := "never"
 		if u.LastLoginAt != nil {
 			last = age(now, *u.LastLoginAt) + " ago"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%s\n", u.ID, u.Username, u.Role, userState(u),
+		t.rowf("%d\t%s\t%s\t%s\t%d\t%d\t%.1f\t%s\t%s\n", u.ID, u.Username, u.Role, userState(u),
 			u.Runs, u.ActiveRuns, u.GPUSeconds/3600, last, u.CreatedAt.UTC().Format("2006-01-02"))
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
 	return ExitOK

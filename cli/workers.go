@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -37,21 +36,13 @@ func runWorkers(inv *invocation, args []string) int {
 	if len(p.pos) > 0 {
 		return inv.workerAdmin(c, p.pos)
 	}
-	var ans struct {
-		Items []core.WorkerInfo `json:"items"`
-	}
-	raw, err := c.getJSON(inv.ctx, "/api/workers", nil, &ans)
-	if err != nil {
-		return inv.fail(err)
-	}
-	if *jsonOut {
-		return inv.printJSON(raw)
+	workers, code, ok := getItems[core.WorkerInfo](inv, c, "/api/workers", nil, *jsonOut)
+	if !ok {
+		return code
 	}
 	now := inv.env.now()
-	var b bytes.Buffer
-	tw := newTable(&b)
-	fmt.Fprintln(tw, "ID\tSTATE\tHOST\tGPUS\tSLOTS\tRUNNING\tLAST HEARTBEAT")
-	for _, w := range ans.Items {
+	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "RUNNING", "LAST HEARTBEAT")
+	for _, w := range workers {
 		used := 0
 		for _, g := range w.GPUs {
 			if g.TaskID != "" {
@@ -62,14 +53,13 @@ func runWorkers(inv *invocation, args []string) int {
 		if !w.LastHeartbeatAt.IsZero() {
 			hb = age(now, w.LastHeartbeatAt) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.ID, orDash(string(w.State)),
+		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.ID, orDash(string(w.State)),
 			orDash(truncate(w.Host, 40)), used, len(w.GPUs), w.Slots, len(w.RunningTasks), hb)
 	}
-	tw.Flush()
-	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
+	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
 	}
-	if len(ans.Items) == 0 {
+	if len(workers) == 0 {
 		fmt.Fprintln(inv.env.Stderr, "no workers have joined yet: start one with `rlsched worker`")
 	}
 	return ExitOK

@@ -169,6 +169,9 @@ while True:
     check(time.monotonic() < deadline, "no member held by maxParallel: %r %r" % (a, b))
     time.sleep(0.1)
 check(b["status"] == "QUEUED" and ans["id"] in b["pendingReason"], "the held member: %r" % (b,))
+q = [e for e in c.queue() if e["id"] == b["id"]]
+check(len(q) == 1 and q[0]["pendingCode"] == "sweep_limit" and q[0]["user"] == user and q[0]["position"] >= 1, "queue(): %r" % (q,))
+check(c.set_priority(b["id"], 5)["priority"] == 5 and c.queue(limit=1)[0]["id"] == b["id"], "set_priority: %r" % (c.queue(),))
 check(sorted(c.cancel_sweep(ans["id"])) == sorted(ans["runs"]), "cancel_sweep")
 for r in ans["runs"]:
     check(c.wait(r, timeout=60, poll=0.2)["status"] == "CANCELLED", "cancelled member %s" % r)
@@ -176,6 +179,14 @@ check(c.wait_sweep(ans["id"], timeout=60, poll=0.2)["counts"]["CANCELLED"] == 2,
 fails(lambda: c.sweep(base={"command": ["true"]}, grid={}), 400, "bad_request")
 e = fails(lambda: c.sweep(base={"command": ["true"]}, random={"lr": {"dist": "loguniform", "min": 0, "max": 1}}, samples=2), 400, "bad_request")
 check(e.message.startswith("random.lr.min"), "the message names the field: %s" % e)
+
+# Quotas (the user is an admin): set, seen in usage() and quotas(), lifted again.
+check(c.set_quota(user, gpus=3) == {"user": user, "gpus": 3, "runs": None}, "set_quota")
+u = [x for x in c.usage() if x["user"] == user]
+check(len(u) == 1 and u[0]["quota"] == {"gpus": 3, "runs": None} and u[0]["usage"] > 0, "usage(): %r" % (u,))
+check({"user": user, "gpus": 3, "runs": None} in c.quotas(), "quotas(): %r" % (c.quotas(),))
+check(c.set_quota(user) == {"user": user, "gpus": None, "runs": None}, "the quota lifted")
+fails(lambda: c.set_quota("no-such-user", gpus=1), 404, "not_found")
 
 # The master serves this client, to anyone.
 import urllib.request
@@ -187,8 +198,8 @@ print("OK", flush=True)
 // TestPythonClient: scripts/rlsched.py's Client against `rlsched up`
 // (through its gateway): login, submit, wait, metrics, logs, runs across
 // pages, rerun, cancel, a sweep (its members, groups, curves, retry,
-// maxParallel, cancel), errors raised as APIError with the API's code, and
-// /rlsched.py served.
+// maxParallel, cancel), the queue, a priority, usage and quotas, errors
+// raised as APIError with the API's code, and /rlsched.py served.
 func TestPythonClient(t *testing.T) {
 	b := newBed(t)
 	scripts, err := filepath.Abs(filepath.Join("..", "scripts"))

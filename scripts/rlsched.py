@@ -31,6 +31,9 @@ fetch it; the client talks to the REST API of API.md:
     for g in c.sweep_info(sw["id"], runs=False)["groups"]:   # best mean first
         print(g["params"], g["finalReward"], g["n"])
     c.retry_sweep(sw["id"])                    # rerun the members that failed
+    for q in c.queue():                        # the serving order, and why each run waits
+        print(q["position"], q["id"], q["pendingCode"], q["pendingReason"])
+    c.set_quota("bob", gpus=4, runs=8)         # admins; c.usage() shows everyone's share and quota
     try:
         c.task("no-such-run")
     except rlsched.APIError as e:
@@ -462,3 +465,39 @@ class Client:
             if deadline is not None and time.monotonic() + poll > deadline:
                 raise TimeoutError("sweep %s: %s after %ss" % (sweep_id, left, timeout))
             time.sleep(poll)
+
+    # -- scheduling policy ----------------------------------------------------
+
+    def queue(self, limit=None):
+        """The QUEUED runs in the order the scheduler will serve them (GET
+        /api/queue): a list of ``{"id", "name", "user", "gpus", "priority",
+        "createdAt", "position", "pendingCode", "pendingReason"}`` (API.md
+        "Scheduling policy"); runs being placed come first, at position 0. At
+        most ``limit`` runs (the server's default: 500)."""
+        q = _query({"limit": limit})
+        return self._json("GET", "/api/queue" + ("?" + q if q else ""))["items"]
+
+    def usage(self):
+        """Every user's standing (GET /api/users/usage), lowest usage first: a
+        list of ``{"user", "usage", "runningGpus", "runningRuns", "quota":
+        {"gpus", "runs"}}``; usage is in GPU-seconds, decayed, and the quota
+        is the one that applies (None: no cap)."""
+        return self._json("GET", "/api/users/usage")["items"]
+
+    def quotas(self):
+        """Every user's own quota (GET /api/admin/quotas; admins only): a list
+        of ``{"user", "gpus", "runs"}``, None where none is set."""
+        return self._json("GET", "/api/admin/quotas")["items"]
+
+    def set_quota(self, username, gpus=None, runs=None):
+        """Replace a user's quota (PUT /api/admin/quotas/{username}; admins
+        only): at most ``gpus`` active GPUs and ``runs`` active runs, None for
+        no cap, so a cap left out is lifted. Returns ``{"user", "gpus",
+        "runs"}``."""
+        return self._json("PUT", "/api/admin/quotas/" + self._id(username), {"gpus": gpus, "runs": runs})
+
+    def set_priority(self, run_id, priority):
+        """Give a QUEUED run a new priority (POST /api/tasks/{id}/priority;
+        admins only) and return its Task; 409 "conflict" once it has left the
+        queue."""
+        return self._json("POST", "/api/tasks/%s/priority" % self._id(run_id), {"priority": int(priority)})

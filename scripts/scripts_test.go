@@ -709,9 +709,10 @@ print("PARAMS", json.dumps(rlsched.params(), sort_keys=True))
 	}
 }
 
-// clientUnitProg checks the parts of rlsched.Client that need no server: the
+// clientUnitProg checks the parts of rlsched.Client that need no master: the
 // error type, how arguments become bodies and queries, where a download may
-// write, and what an unreachable server gives. It prints OK at the end.
+// write, the requests of the scheduling-policy calls (against a stand-in
+// server), and what an unreachable server gives. It prints OK at the end.
 const clientUnitProg = `
 import datetime, os, socket, sys, tempfile, rlsched
 
@@ -792,6 +793,43 @@ try:
 except rlsched.APIError as e:
     check(e.code == "bad_response" and "bad.json" in e.message, "mismatch error: %r" % (e.__dict__,))
 check(sorted(os.listdir(d)) == ["ckpt"], "files left after a mismatch: %s" % os.listdir(d))
+srv.shutdown()
+
+# The scheduling-policy calls: their methods, paths and bodies, and what they return.
+import json
+calls = []
+answers = {"/api/queue": {"items": [{"id": "r1", "position": 1, "pendingCode": "quota"}]},
+           "/api/users/usage": {"items": [{"user": "bob", "usage": 3.5, "quota": {"gpus": 4, "runs": None}}]},
+           "/api/admin/quotas": {"items": [{"user": "bob", "gpus": 4, "runs": None}]}}
+class P(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(n)) if n else None
+        calls.append((self.command, self.path, body))
+        path = self.path.split("?")[0]
+        ans = answers.get(path) or dict(body or {}, echo=path)
+        data = json.dumps(ans).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    do_GET = do_PUT = do_POST = answer
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), P)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+c = rlsched.Client("http://127.0.0.1:%d" % srv.server_address[1], token="t")
+check(c.queue() == answers["/api/queue"]["items"] and calls[-1] == ("GET", "/api/queue", None), "queue: %r" % (calls[-1],))
+check(c.queue(limit=20) == answers["/api/queue"]["items"] and calls[-1][1] == "/api/queue?limit=20", "queue(limit=): %r" % (calls[-1],))
+check(c.usage() == answers["/api/users/usage"]["items"] and calls[-1] == ("GET", "/api/users/usage", None), "usage: %r" % (calls[-1],))
+check(c.quotas() == answers["/api/admin/quotas"]["items"] and calls[-1] == ("GET", "/api/admin/quotas", None), "quotas: %r" % (calls[-1],))
+got = c.set_quota("bob smith", gpus=4)
+check(calls[-1] == ("PUT", "/api/admin/quotas/bob%20smith", {"gpus": 4, "runs": None}) and got["gpus"] == 4, "set_quota: %r" % (calls[-1],))
+c.set_quota("bob", runs=0)
+check(calls[-1] == ("PUT", "/api/admin/quotas/bob", {"gpus": None, "runs": 0}), "set_quota runs=0: %r" % (calls[-1],))
+got = c.set_priority("r/1", 50)
+check(calls[-1] == ("POST", "/api/tasks/r%2F1/priority", {"priority": 50}) and got["priority"] == 50, "set_priority: %r" % (calls[-1],))
 srv.shutdown()
 
 # A URL must be http(s); a trailing slash is dropped.

@@ -18,33 +18,13 @@ import (
 // reach, SIGKILLs the worker, and checks the guard killed the run's group.
 func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+testutil.ReachableTempDir(t))
-	lw := &testLog{t: t}
-	defer lw.stop()
-	cmd.Stdout, cmd.Stderr = lw, lw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	defer func() {
-		if !exited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-
-	mc := m.next(t)
+	w, mc := startChildWorker(t, m)
 	mc.send(&pb.ExecuteTask{TaskId: "t-orphan", Attempt: 1,
 		Argv: []string{"sh", "-c", "sleep 600 & echo started; wait"}})
 	pgid := int(mc.started(t, "t-orphan").GetPid())
 	waitFor(t, 10*time.Second, "the grandchild to start", func() bool { return m.log("t-orphan", 1) == "started\n" })
 
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	exited = true
+	w.kill(t)
 	waitGroupGone(t, pgid, 5*time.Second)
 }
 
@@ -55,23 +35,7 @@ func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
 	needRoot(t)
 	m := newFakeMaster(t, testToken)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+testutil.ReachableTempDir(t))
-	lw := &testLog{t: t}
-	defer lw.stop()
-	cmd.Stdout, cmd.Stderr = lw, lw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := false
-	defer func() {
-		if !exited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-
-	mc := m.next(t)
+	w, mc := startChildWorker(t, m)
 	mc.send(&pb.ExecuteTask{TaskId: "t-escape", Attempt: 1,
 		Argv: []string{"sh", "-c", "setsid sleep 600 & echo started; wait"}})
 	pgid := int(mc.started(t, "t-escape").GetPid())
@@ -82,16 +46,51 @@ func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
 		t.Fatalf("uid %d runs %v; want the run's shell and its escaped sleep", uid, pids)
 	}
 
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	exited = true
+	w.kill(t)
 	waitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 10*time.Second, "every process of the run's uid to be gone", func() bool {
 		pids, _ := uidProcesses(uid)
 		return len(pids) == 0
 	})
+}
+
+// childWorker is a worker in a child process (this test binary, see
+// TestMain), so that a test can SIGKILL it.
+type childWorker struct {
+	cmd    *exec.Cmd
+	exited bool
+}
+
+// startChildWorker starts a worker joined to m and returns it with its
+// connection. It is killed at the end of the test unless the test did.
+func startChildWorker(t *testing.T, m *fakeMaster) (*childWorker, *masterConn) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envTestMaster+"="+m.addr(), envTestDir+"="+testutil.ReachableTempDir(t))
+	lw := &testLog{t: t}
+	t.Cleanup(lw.stop)
+	cmd.Stdout, cmd.Stderr = lw, lw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &childWorker{cmd: cmd}
+	t.Cleanup(func() {
+		if !w.exited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return w, m.next(t)
+}
+
+// kill SIGKILLs the worker and reaps it.
+func (w *childWorker) kill(t *testing.T) {
+	t.Helper()
+	if err := w.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	w.cmd.Wait()
+	w.exited = true
 }
 
 // procUID is the real uid of process pid.

@@ -14,8 +14,14 @@ import (
 // falls back to EVAL when Redis answers NOSCRIPT (after a restart or
 // SCRIPT FLUSH), which also loads it for the next call.
 var (
+	// give_back.lua is not a script of its own: it defines the quota
+	// give-back that claim, release and reap run, and is prepended to them.
+	//go:embed lua/give_back.lua
+	giveBackLua string
+
 	//go:embed lua/claim.lua
-	claimLua    string
+	claimFile   string
+	claimLua    = giveBackLua + claimFile
 	claimScript = rueidis.NewLuaScript(claimLua)
 
 	//go:embed lua/restore.lua
@@ -27,11 +33,13 @@ var (
 	renewScript = rueidis.NewLuaScript(renewLua)
 
 	//go:embed lua/release.lua
-	releaseLua    string
+	releaseFile   string
+	releaseLua    = giveBackLua + releaseFile
 	releaseScript = rueidis.NewLuaScript(releaseLua)
 
 	//go:embed lua/reap.lua
-	reapLua    string
+	reapFile   string
+	reapLua    = giveBackLua + reapFile
 	reapScript = rueidis.NewLuaScript(reapLua)
 
 	//go:embed lua/get.lua
@@ -54,6 +62,18 @@ var (
 	forgetLua    string
 	forgetScript = rueidis.NewLuaScript(forgetLua)
 )
+
+// Source is the text Redis runs for the script of lua/<name>.lua, with the
+// parts prepended to it: for tools that load the scripts themselves (bench,
+// beside redis-benchmark). ok is false for a name with no script.
+func Source(name string) (src string, ok bool) {
+	src, ok = map[string]string{
+		"claim": claimLua, "restore": restoreLua, "renew": renewLua, "release": releaseLua,
+		"reap": reapLua, "get": getLua, "ensure_fence": ensureFenceLua, "touch": touchLua,
+		"present": presentLua, "forget": forgetLua,
+	}[name]
+	return src, ok
+}
 
 // ttlArg converts a TTL to the scripts' whole milliseconds, rounding up so
 // a lease never lives shorter than asked.

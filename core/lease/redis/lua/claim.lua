@@ -36,19 +36,8 @@ if exp and holder and tonumber(exp) > now then
   return {0, string.sub(holder, 1, sep - 1), string.sub(holder, sep + 1)}
 end
 
--- The charge of an expired lease taken over (as release.lua drops one).
-local old = redis.call('HGET', charges_key, task)
-if old then
-  local sep = string.find(old, '|', 1, true)
-  local u, g = string.sub(old, 1, sep - 1), tonumber(string.sub(old, sep + 1))
-  if redis.call('HINCRBY', use_key, 'r:' .. u, -1) <= 0 then
-    redis.call('HDEL', use_key, 'r:' .. u, 'g:' .. u)
-  else
-    -- -0 (a CPU run's) reaches Redis as "-0", which HINCRBY refuses.
-    if g ~= 0 then redis.call('HINCRBY', use_key, 'g:' .. u, -g) end
-  end
-  redis.call('HDEL', charges_key, task)
-end
+-- The charge of an expired lease taken over goes, as on release.
+give_back(charges_key, use_key, task)
 
 if user ~= '' then
   local g = tonumber(redis.call('HGET', use_key, 'g:' .. user) or '0')

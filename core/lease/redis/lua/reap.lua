@@ -25,18 +25,7 @@ for i = 1, #expired, 2 do
   local holder = redis.call('HGET', leases_key, task)
   redis.call('ZREM', expiry_key, task)
   redis.call('HDEL', leases_key, task)
-  local old = redis.call('HGET', charges_key, task)
-  if old then
-    local sep = string.find(old, '|', 1, true)
-    local u, g = string.sub(old, 1, sep - 1), tonumber(string.sub(old, sep + 1))
-    if redis.call('HINCRBY', use_key, 'r:' .. u, -1) <= 0 then
-      redis.call('HDEL', use_key, 'r:' .. u, 'g:' .. u)
-    else
-      -- -0 (a CPU run's) reaches Redis as "-0", which HINCRBY refuses.
-      if g ~= 0 then redis.call('HINCRBY', use_key, 'g:' .. u, -g) end
-    end
-    redis.call('HDEL', charges_key, task)
-  end
+  give_back(charges_key, use_key, task)
   if holder then
     local sep = string.find(holder, ':', 1, true)
     out[#out + 1] = task

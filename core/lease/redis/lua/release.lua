@@ -24,16 +24,5 @@ if not holder or string.sub(holder, 1, #want) ~= want then
 end
 redis.call('HDEL', leases_key, task)
 redis.call('ZREM', expiry_key, task)
-local old = redis.call('HGET', charges_key, task)
-if old then
-  local sep = string.find(old, '|', 1, true)
-  local u, g = string.sub(old, 1, sep - 1), tonumber(string.sub(old, sep + 1))
-  if redis.call('HINCRBY', use_key, 'r:' .. u, -1) <= 0 then
-    redis.call('HDEL', use_key, 'r:' .. u, 'g:' .. u)
-  else
-    -- -0 (a CPU run's) reaches Redis as "-0", which HINCRBY refuses.
-    if g ~= 0 then redis.call('HINCRBY', use_key, 'g:' .. u, -g) end
-  end
-  redis.call('HDEL', charges_key, task)
-end
+give_back(charges_key, use_key, task)
 return 1
