@@ -44,10 +44,18 @@ type TaskWriter interface {
 // A caller whose context ends while its rows still wait for a batch gets
 // ctx.Err() and its rows are never written; once they are in a committing
 // batch the caller waits for the outcome.
+//
+// On a store with many connections (not a TaskWriter), updates that all
+// leave QUEUED (the scheduler's dispatches) have a lane of their own: a
+// run's start is what its submitter waits for, and behind a batch of the
+// workers' reports it waited for that whole commit first. With a
+// TaskWriter (SQLite's one writer connection) a second lane would only
+// split the group commits.
 type Batcher struct {
 	Store
-	creates *batchQueue[batchRow] // the same queue as updates with a TaskWriter
-	updates *batchQueue[batchRow]
+	creates    *batchQueue[batchRow] // the same queue as updates with a TaskWriter
+	updates    *batchQueue[batchRow]
+	dispatches *batchQueue[batchRow] // the same queue as updates with a TaskWriter
 }
 
 // batchRow is one create (task set) or update of a batch.
@@ -66,7 +74,7 @@ func NewBatcher(st Store, maxBatch int) *Batcher {
 		q := &batchQueue[batchRow]{max: maxBatch, commit: func(ctx context.Context, rows []batchRow) []error {
 			return writeMixed(ctx, tw, rows)
 		}}
-		b.creates, b.updates = q, q
+		b.creates, b.updates, b.dispatches = q, q, q
 		return b
 	}
 	b.creates = &batchQueue[batchRow]{max: maxBatch, commit: func(ctx context.Context, rows []batchRow) []error {
@@ -76,14 +84,27 @@ func NewBatcher(st Store, maxBatch int) *Batcher {
 		}
 		return st.CreateTasks(ctx, ts)
 	}}
-	b.updates = &batchQueue[batchRow]{max: maxBatch, commit: func(ctx context.Context, rows []batchRow) []error {
+	update := func(ctx context.Context, rows []batchRow) []error {
 		us := make([]Update, len(rows))
 		for i, r := range rows {
 			us[i] = r.update
 		}
 		return st.UpdateTasks(ctx, us)
-	}}
+	}
+	b.updates = &batchQueue[batchRow]{max: maxBatch, commit: update}
+	b.dispatches = &batchQueue[batchRow]{max: maxBatch, commit: update}
 	return b
+}
+
+// laneOf is the queue of updates us: the dispatch lane when every one
+// leaves QUEUED.
+func (b *Batcher) laneOf(us ...Update) *batchQueue[batchRow] {
+	for _, u := range us {
+		if u.Expect.Status != core.StatusQueued {
+			return b.updates
+		}
+	}
+	return b.dispatches
 }
 
 // writeMixed commits rows, creates and updates, in one WriteTasks. Creates
@@ -121,7 +142,8 @@ func (b *Batcher) CreateTask(ctx context.Context, t *core.Task) error {
 
 // UpdateTask applies the fenced update in the next group commit.
 func (b *Batcher) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
-	return b.updates.do(ctx, batchRow{update: Update{Task: t, Expect: exp}})
+	u := Update{Task: t, Expect: exp}
+	return b.laneOf(u).do(ctx, batchRow{update: u})
 }
 
 // UpdateTasks applies us in order, all in the same group commit (so still
@@ -134,7 +156,7 @@ func (b *Batcher) UpdateTasks(ctx context.Context, us []Update) []error {
 	for i, u := range us {
 		rows[i] = batchRow{update: u}
 	}
-	return b.updates.doMany(ctx, rows)
+	return b.laneOf(us...).doMany(ctx, rows)
 }
 
 // batchCall is one caller's rows waiting in a batchQueue; they always

@@ -229,3 +229,48 @@ func TestBatcherMixesCreatesAndUpdates(t *testing.T) {
 		t.Fatalf("writes %q, want 1+0 3+4 0+12", got)
 	}
 }
+
+// laneStore blocks the commits of updates that do not leave QUEUED until
+// released, and lets the others through.
+type laneStore struct {
+	store.Store
+	entered, release chan struct{}
+}
+
+func (l *laneStore) UpdateTasks(ctx context.Context, us []store.Update) []error {
+	if us[0].Expect.Status != core.StatusQueued {
+		l.entered <- struct{}{}
+		<-l.release
+	}
+	return make([]error, len(us))
+}
+
+// TestBatcherDispatchLane: on a store with many connections, a dispatch
+// (updates from QUEUED) commits while a batch of other updates is still
+// committing, instead of waiting for it.
+func TestBatcherDispatchLane(t *testing.T) {
+	l := &laneStore{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	b := store.NewBatcher(l, 0)
+	report := make(chan error, 1)
+	go func() {
+		report <- b.UpdateTask(t.Context(), &core.Task{ID: "r1"}, store.Expect{Fence: 1, Status: core.StatusRunning})
+	}()
+	<-l.entered // the report's batch is committing, and holds its lane
+	done := make(chan []error, 1)
+	go func() {
+		done <- b.UpdateTasks(t.Context(), []store.Update{{Task: &core.Task{ID: "q1"}, Expect: store.Expect{Status: core.StatusQueued}},
+			{Task: &core.Task{ID: "q2"}, Expect: store.Expect{Status: core.StatusQueued}}})
+	}()
+	select {
+	case errs := <-done:
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("dispatch: %v", errs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dispatch waited for the report's commit")
+	}
+	close(l.release)
+	if err := <-report; err != nil {
+		t.Fatal(err)
+	}
+}
