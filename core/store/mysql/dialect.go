@@ -11,10 +11,10 @@ import (
 // MariaDB's names (MariaDB calls 1e-3 an INTEGER: any number type will do).
 const jsonType = `JSON_TYPE(JSON_EXTRACT(t.params, ?))`
 
-// dialect spells sqlutil's conditions with MySQL's JSON functions. Strings
+// queryDialect spells sqlutil's conditions with MySQL's JSON functions. Strings
 // compare as bytes, as everywhere in this schema; the name test lowercases
 // with the server's Unicode rules.
-var dialect = sqlutil.Dialect{
+var queryDialect = sqlutil.Dialect{
 	HasTag:       `JSON_CONTAINS(t.tags, JSON_QUOTE(?))`,
 	NameContains: `LOCATE(LOWER(?), LOWER(t.name)) > 0`,
 	Param: func(f store.ParamFilter) (string, []any) {
@@ -40,6 +40,7 @@ var dialect = sqlutil.Dialect{
 // dialects are the statements of sqlutil.Shared in MySQL's and MariaDB's
 // SQL.
 var dialects = sqlutil.Dialects{
+	Query: queryDialect,
 	// The row is made first so that FOR UPDATE locks a row, not a gap:
 	// two masters' gap locks on a missing row would deadlock their inserts.
 	Usage: sqlutil.UsageDialect{
@@ -72,4 +73,11 @@ var dialects = sqlutil.Dialects{
 	// admins at once, the second waits for the first and counts what it
 	// left.
 	UserLock: " FOR UPDATE",
+	// The same bytes are the same row, also when two masters race.
+	PutCodeDiff: `INSERT INTO code_diffs (id, diff, created_at) VALUES (?, ?, ?)
+		ON DUPLICATE KEY UPDATE id = id`,
+	// The INSERT ... SELECT reads the run under a shared lock, so a run
+	// deleted at the same moment cannot leave a dangling request.
+	RequestCancel: `INSERT IGNORE INTO cancel_requests (task_id, requested_at)
+		SELECT id, ? FROM tasks WHERE id = ?`,
 }

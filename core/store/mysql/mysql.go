@@ -180,18 +180,7 @@ func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 
 // inTxOpts is inTx with transaction options.
 func (s *Store) inTxOpts(ctx context.Context, opts *sql.TxOptions, f func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("cannot begin transaction: %w", err)
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("cannot commit transaction: %w", err)
-	}
-	return nil
+	return sqlutil.InTx(ctx, s.db, opts, f)
 }
 
 // MySQL error numbers this package tells apart.

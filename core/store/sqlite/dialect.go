@@ -7,9 +7,9 @@ import (
 
 // The SQL this backend spells its own way, for sqlutil to run.
 
-// dialect spells sqlutil's conditions with SQLite's JSON functions; the
+// queryDialect spells sqlutil's conditions with SQLite's JSON functions; the
 // name test lowercases ASCII letters only (SQLite's lower()).
-var dialect = sqlutil.Dialect{
+var queryDialect = sqlutil.Dialect{
 	HasTag:       `EXISTS (SELECT 1 FROM json_each(t.tags) WHERE json_each.value = ?)`,
 	NameContains: `instr(lower(t.name), lower(?)) > 0`,
 	Param: func(f store.ParamFilter) (string, []any) {
@@ -32,6 +32,7 @@ var dialect = sqlutil.Dialect{
 
 // dialects are the statements of sqlutil.Shared in SQLite's SQL.
 var dialects = sqlutil.Dialects{
+	Query: queryDialect,
 	Usage: sqlutil.UsageDialect{
 		Ensure: `INSERT OR IGNORE INTO user_usage(user_id, gpu_seconds, as_of) VALUES (?, 0, 0)`,
 		// The writer's transaction holds the database: no row lock needed.
@@ -60,4 +61,8 @@ var dialects = sqlutil.Dialects{
 	// SQLite has one writer, so the transaction alone serialises changes
 	// of admins: nothing to lock.
 	UserLock: "",
+	PutCodeDiff: `INSERT INTO code_diffs (id, diff, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`,
+	RequestCancel: `INSERT INTO cancel_requests(task_id, requested_at)
+		SELECT id, ? FROM tasks WHERE id = ? ON CONFLICT(task_id) DO NOTHING`,
 }

@@ -129,18 +129,7 @@ func (s *Store) Close() error {
 // inTx runs f in a write transaction (BEGIN IMMEDIATE, from the DSN) and
 // commits when f returns nil.
 func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("cannot begin transaction: %w", err)
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("cannot commit transaction: %w", err)
-	}
-	return nil
+	return sqlutil.InTx(ctx, s.w, nil, f)
 }
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.

@@ -53,8 +53,26 @@ func readTx[T any](ctx context.Context, r Snapshot, f func(tx *sql.Tx) (T, error
 	return f(tx)
 }
 
+// InTx runs f in a transaction of db begun with opts and commits when f
+// returns nil; when f fails, it rolls back and returns f's error.
+func InTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, f func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("cannot begin transaction: %w", err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("cannot commit transaction: %w", err)
+	}
+	return nil
+}
+
 // Dialects are the statements a backend spells its own way for Shared.
 type Dialects struct {
+	Query    Dialect
 	Usage    UsageDialect
 	Quota    QuotaDialect
 	Artifact ArtifactDialect
@@ -62,6 +80,13 @@ type Dialects struct {
 	// UserLock ends the reads of a change of users (UpdateUser,
 	// DeleteUser): " FOR UPDATE" where two changes may run at once.
 	UserLock string
+	// PutCodeDiff inserts a code diff unless its id is stored already:
+	// args id, diff, created_at.
+	PutCodeDiff string
+	// RequestCancel inserts a run's cancel request with an INSERT ...
+	// SELECT from tasks, unless one is recorded already: args
+	// requested_at, the run's id.
+	RequestCancel string
 }
 
 // Shared implements the methods of store.Store that both SQL backends
