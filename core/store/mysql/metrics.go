@@ -28,7 +28,7 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 		if !ok {
 			return core.ErrNotFound
 		}
-		// The run's packed series (sweeps.go) no longer hold every point.
+		// The run's packed series (sqlutil/packs.go) no longer hold every point.
 		if len(pts) > 0 {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM metric_packs WHERE task_id = ?`, taskID); err != nil {
 				return err

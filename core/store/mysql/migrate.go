@@ -111,7 +111,7 @@ var migrations = [][]string{
 	},
 	// 4: a run's code beyond its commit: the remote, the stored diff (by
 	// content: a rerun or a sweep's members share one copy) or why it was
-	// not stored (codediff.go).
+	// not stored (sqlutil/codediff.go).
 	{
 		`ALTER TABLE tasks ADD COLUMN git_remote VARCHAR(1024) NOT NULL DEFAULT ''`,
 		`ALTER TABLE tasks ADD COLUMN diff_id VARCHAR(64) NOT NULL DEFAULT ''`,

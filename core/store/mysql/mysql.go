@@ -37,6 +37,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
 
 // Pool sizes: enough for a master's API handlers, log writers and
@@ -54,6 +55,7 @@ const (
 // Store is a store.Store on one MySQL database.
 type Store struct {
 	db *sql.DB
+	sqlutil.Shared
 }
 
 var _ store.Store = (*Store)(nil)
@@ -98,6 +100,14 @@ func Open(dsn string) (*Store, error) {
 	db.SetConnMaxLifetime(connMaxLifetime)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
 	s := &Store{db: db}
+	// One pool plays every part: parameters are interpolated client-side,
+	// so no statement is worth preparing, and a write is seen by every
+	// connection once committed. A read-only transaction (REPEATABLE READ)
+	// is one snapshot.
+	s.Shared = sqlutil.NewShared(sqlutil.Conns{
+		Read: db, HotRead: db, Write: db, HotWrite: db, InTx: s.inTx,
+		Snapshot: sqlutil.Snapshot{DB: db, Opts: &sql.TxOptions{ReadOnly: true}},
+	}, dialects)
 
 	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
 	defer cancel()
@@ -170,18 +180,7 @@ func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 
 // inTxOpts is inTx with transaction options.
 func (s *Store) inTxOpts(ctx context.Context, opts *sql.TxOptions, f func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("cannot begin transaction: %w", err)
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("cannot commit transaction: %w", err)
-	}
-	return nil
+	return sqlutil.InTx(ctx, s.db, opts, f)
 }
 
 // MySQL error numbers this package tells apart.

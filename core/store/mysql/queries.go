@@ -4,16 +4,8 @@ import (
 	"context"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
-
-// The read queries are sqlutil's, shared with the sqlite backend.
-
-// ListTasks implements store.Store.
-func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, string, error) {
-	return sqlutil.ListTasks(ctx, s.db, f, dialect)
-}
 
 // QueuedTasks implements store.Store. It is a plain read, safe for any
 // number of masters at once; it reserves nothing. A master that dispatches
@@ -23,14 +15,4 @@ func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, str
 // colliding on the queue's head.
 func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
 	return sqlutil.QueuedTasks(ctx, s.db, limit)
-}
-
-// ActiveTasks implements store.Store.
-func (s *Store) ActiveTasks(ctx context.Context) ([]core.Task, error) {
-	return sqlutil.ActiveTasks(ctx, s.db)
-}
-
-// CountByStatus implements store.Store.
-func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
-	return sqlutil.CountByStatus(ctx, s.db)
 }

@@ -47,7 +47,7 @@ func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
 			continue
 		}
 		var name string
-		err := s.db.QueryRowContext(ctx, `SELECT username FROM users WHERE id = ?`, t.UserID).Scan(&name)
+		err := s.db.QueryRowContext(ctx, sqlutil.SelectOwner, t.UserID).Scan(&name)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			owners[t.UserID] = nil
@@ -111,18 +111,6 @@ func (s *Store) CreateTask(ctx context.Context, t *core.Task) error {
 	return s.CreateTasks(ctx, []*core.Task{t})[0]
 }
 
-// Task returns the run with id, or core.ErrNotFound.
-func (s *Store) Task(ctx context.Context, id string) (core.Task, error) {
-	t, err := sqlutil.ScanTask(s.db.QueryRowContext(ctx, sqlutil.TaskCols+`WHERE t.id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.Task{}, fmt.Errorf("cannot find run %s: %w", id, core.ErrNotFound)
-	}
-	if err != nil {
-		return core.Task{}, fmt.Errorf("cannot read run %s: %w", id, err)
-	}
-	return t, nil
-}
-
 // UpdateTask writes t's mutable fields only while the row still carries
 // exp's fence and status (UpdateTasks of one row): the row is read under
 // its lock, so of concurrent writers from one state exactly one matches,
@@ -178,7 +166,7 @@ func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
 				return err
 			}
 		}
-		return sqlutil.ApplyCharges(ctx, tx, usageDialect, us, errs)
+		return sqlutil.ApplyCharges(ctx, tx, dialects.Usage, us, errs)
 	})
 	if errors.Is(err, errMissed) {
 		err = s.retryTx(ctx, func(tx *sql.Tx) error {
@@ -186,7 +174,7 @@ func (s *Store) UpdateTasks(ctx context.Context, us []store.Update) []error {
 			if err := lockedUpdate(ctx, tx, us, rows, pre, errs, ids); err != nil {
 				return err
 			}
-			return sqlutil.ApplyCharges(ctx, tx, usageDialect, us, errs)
+			return sqlutil.ApplyCharges(ctx, tx, dialects.Usage, us, errs)
 		})
 	}
 	if err != nil {
@@ -369,32 +357,4 @@ func (s *Store) retryTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 		}
 	}
 	return err
-}
-
-// SetFinalReward records a run's final reward (and bumps updated_at) without
-// a fence: the reward is parsed from a log that is already exactly-once.
-func (s *Store) SetFinalReward(ctx context.Context, id string, v float64) error {
-	if err := sqlutil.CheckFinite("final reward", v); err != nil {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
-	}
-	res, err := s.db.ExecContext(ctx, `UPDATE tasks SET final_reward = ?, updated_at = ? WHERE id = ?`,
-		v, time.Now().UnixNano(), id)
-	if err != nil {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
-	} else if n == 0 {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, core.ErrNotFound)
-	}
-	return nil
-}
-
-// MaxFence returns the highest fence of any run, 0 for an empty store.
-func (s *Store) MaxFence(ctx context.Context) (uint64, error) {
-	var f int64
-	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(fence), 0) FROM tasks`).Scan(&f); err != nil {
-		return 0, fmt.Errorf("cannot read highest fence: %w", err)
-	}
-	return uint64(f), nil
 }

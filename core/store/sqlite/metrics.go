@@ -22,7 +22,7 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 		if len(pts) == 0 {
 			return nil
 		}
-		// The run's packed series (sweeps.go) no longer hold every point.
+		// The run's packed series (sqlutil/packs.go) no longer hold every point.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM metric_packs WHERE task_id = ?`, taskID); err != nil {
 			return err
 		}

@@ -69,7 +69,7 @@ var migrations = []string{
 		PRIMARY KEY (task_id, name, step)
 	) WITHOUT ROWID;`,
 	// 2: cancel requests, apart from the run row so that recording one is
-	// not a state change of the run (cancel.go).
+	// not a state change of the run (sqlutil/cancel.go).
 	`CREATE TABLE cancel_requests (
 		task_id      TEXT    PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
 		requested_at INTEGER NOT NULL
@@ -86,7 +86,7 @@ var migrations = []string{
 	`ALTER TABLE users ADD COLUMN token_version INTEGER NOT NULL DEFAULT 0;`,
 	// 5: a run's code beyond its commit: the remote, the stored diff (by
 	// content: a rerun or a sweep's members share one copy) or why it was
-	// not stored (codediff.go).
+	// not stored (sqlutil/codediff.go).
 	`ALTER TABLE tasks ADD COLUMN git_remote TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN diff_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN diff_omitted TEXT NOT NULL DEFAULT '';
@@ -107,7 +107,7 @@ var migrations = []string{
 	// none). sweep_members points each member at its latest run (a retry
 	// moves it). metric_packs holds the series of ended runs packed, one
 	// row per run and name, so a sweep's curves read one row per member
-	// instead of one per point (sweeps.go); a write of points drops the
+	// instead of one per point (sqlutil/packs.go); a write of points drops the
 	// run's packs.
 	`ALTER TABLE tasks ADD COLUMN sweep_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN rerun_of TEXT NOT NULL DEFAULT '';

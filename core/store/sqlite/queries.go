@@ -6,17 +6,8 @@ import (
 	"strings"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
-
-// The read queries are sqlutil's, shared with the mysql backend; they run
-// on the read pool, prepared once.
-
-// ListTasks implements store.Store.
-func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, string, error) {
-	return sqlutil.ListTasks(ctx, s.rs, f, dialect)
-}
 
 // queuedTasks is sqlutil.QueuedTasks' query on the partial index of
 // QUEUED runs (tasks_queued, migration 3): the status is a literal, since a
@@ -26,7 +17,7 @@ func (s *Store) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, str
 var queuedTasks = strings.Replace(sqlutil.TaskCols, "FROM tasks t ", "FROM tasks t INDEXED BY tasks_queued ", 1) +
 	`WHERE t.status = 'QUEUED' ORDER BY t.priority DESC, t.created_at, t.id LIMIT ?`
 
-// QueuedTasks implements store.Store.
+// QueuedTasks implements store.Store, on the read pool, prepared once.
 func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
 	if limit <= 0 {
 		limit = sqlutil.DefaultLimit
@@ -36,14 +27,4 @@ func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
 		return nil, fmt.Errorf("cannot list queued runs: %w", err)
 	}
 	return ts, nil
-}
-
-// ActiveTasks implements store.Store.
-func (s *Store) ActiveTasks(ctx context.Context) ([]core.Task, error) {
-	return sqlutil.ActiveTasks(ctx, s.rs)
-}
-
-// CountByStatus implements store.Store.
-func (s *Store) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
-	return sqlutil.CountByStatus(ctx, s.rs)
 }

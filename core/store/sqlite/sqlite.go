@@ -22,6 +22,8 @@ import (
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/rlsched/rlsched/core/store/internal/sqlutil"
 )
 
 // readConns bounds the read pool; reads are short and SQLite is in-process.
@@ -33,6 +35,7 @@ type Store struct {
 	r  *sql.DB // query_only read pool
 	ws *stmtCache
 	rs *stmtCache
+	sqlutil.Shared
 }
 
 // Open opens (creating when missing) the database at path, applies pending
@@ -79,6 +82,13 @@ func Open(path string) (*Store, error) {
 	r.SetMaxOpenConns(readConns)
 	r.SetMaxIdleConns(readConns)
 	s.r, s.rs = r, &stmtCache{db: r, lazy: true, m: map[string]*sql.Stmt{}}
+	// Reads on the read pool, writes on the writer, each also through its
+	// statement cache for the hot ones. What reads on Write (SetPriority's
+	// check) reads through the writer: a read connection may not see the
+	// write's outcome yet. A read transaction of the read pool sees one
+	// snapshot of the file (WAL); the pool is query_only.
+	s.Shared = sqlutil.NewShared(sqlutil.Conns{Read: r, HotRead: s.rs, Write: w, HotWrite: s.ws, InTx: s.inTx,
+		Snapshot: sqlutil.Snapshot{DB: r}}, dialects)
 	if err := s.Ping(context.Background()); err != nil {
 		_ = s.Close()
 		return nil, err
@@ -119,18 +129,7 @@ func (s *Store) Close() error {
 // inTx runs f in a write transaction (BEGIN IMMEDIATE, from the DSN) and
 // commits when f returns nil.
 func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("cannot begin transaction: %w", err)
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("cannot commit transaction: %w", err)
-	}
-	return nil
+	return sqlutil.InTx(ctx, s.w, nil, f)
 }
 
 // isUnique reports whether err is a UNIQUE or PRIMARY KEY violation.

@@ -49,7 +49,7 @@ func TestSweepIndexes(t *testing.T) {
 	f("SweepLimits", sqlutil.SweepLimitsQuery(2), "tasks_sweep_active", "s1", "s2")
 	f("packed series", sqlutil.SeriesPacksQuery, "PRIMARY KEY", "r", "s1")
 	f("series as rows", sqlutil.SeriesRowsQuery, "PRIMARY KEY", "r", "s1", "r")
-	f("a sweep's version", sqlutil.SeriesVersionQuery(packsIndex), "COVERING INDEX metric_packs_points", "r", "s1")
+	f("a sweep's version", sqlutil.SeriesVersionQuery(dialects.Sweep.PacksIndex), "COVERING INDEX metric_packs_points", "r", "s1")
 	f("runs of a sweep", sqlutil.TaskCols+`WHERE t.sweep_id = ? ORDER BY t.created_at DESC, t.id DESC LIMIT 5`,
 		"tasks_sweep_newest", "s1")
 	f("reruns of a run", sqlutil.TaskCols+`WHERE t.rerun_of <> '' AND t.rerun_of = ? ORDER BY t.created_at DESC, t.id DESC LIMIT 5`,

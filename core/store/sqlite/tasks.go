@@ -18,15 +18,10 @@ var (
 	_ store.TaskWriter = (*Store)(nil)
 )
 
-const (
-	selectOwner    = `SELECT username FROM users WHERE id = ?`
-	setFinalReward = `UPDATE tasks SET final_reward = ?, updated_at = ? WHERE id = ?`
-)
-
 // writeStmts are the writes prepared once on the writer connection: the
 // set-based update of every bucket size among them.
-var writeStmts = append([]string{selectOwner, setFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask,
-	sqlutil.UsageUserKnown, sqlutil.UsageWrite, usageDialect.Ensure, usageDialect.Lock}, setUpdates()...)
+var writeStmts = append([]string{sqlutil.SelectOwner, sqlutil.UpdateFinalReward, sqlutil.InsertTask, sqlutil.UpdateTask,
+	sqlutil.UsageUserKnown, sqlutil.UsageWrite, dialects.Usage.Ensure, dialects.Usage.Lock}, setUpdates()...)
 
 // setUpdate is UpdateTask for n rows in one statement: VALUES rows in
 // sqlutil.PreparedUpdate's argument order joined to tasks on id and
@@ -97,7 +92,7 @@ func (s *Store) WriteTasks(ctx context.Context, creates []*core.Task, updates []
 		if err := s.updateInTx(ctx, tx, updates, u); err != nil {
 			return err
 		}
-		return sqlutil.ApplyCharges(ctx, preparedTx{tx, s.ws}, usageDialect, updates, u.errs)
+		return sqlutil.ApplyCharges(ctx, preparedTx{tx, s.ws}, dialects.Usage, updates, u.errs)
 	})
 	if err != nil {
 		sqlutil.TxFailed(c.errs, c.pre, func(i int) string { return "cannot create run " + creates[i].ID }, err)
@@ -154,7 +149,7 @@ func (s *Store) createInTx(ctx context.Context, tx *sql.Tx, ts []*core.Task, c *
 		owner, seen := owners[t.UserID]
 		if !seen {
 			var name string
-			sel, err := s.ws.inTx(ctx, tx, selectOwner)
+			sel, err := s.ws.inTx(ctx, tx, sqlutil.SelectOwner)
 			if err != nil {
 				return err
 			}
@@ -190,18 +185,6 @@ func (s *Store) createInTx(ctx context.Context, tx *sql.Tx, ts []*core.Task, c *
 		c.names[i] = *owner
 	}
 	return nil
-}
-
-// Task returns the run with id, or core.ErrNotFound.
-func (s *Store) Task(ctx context.Context, id string) (core.Task, error) {
-	t, err := sqlutil.ScanTask(s.rs.QueryRowContext(ctx, sqlutil.TaskCols+`WHERE t.id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return core.Task{}, fmt.Errorf("cannot find run %s: %w", id, core.ErrNotFound)
-	}
-	if err != nil {
-		return core.Task{}, fmt.Errorf("cannot read run %s: %w", id, err)
-	}
-	return t, nil
 }
 
 // UpdateTask writes t's mutable fields in one conditional UPDATE: the row
@@ -319,31 +302,4 @@ func (s *Store) updateInTx(ctx context.Context, tx *sql.Tx, us []store.Update, u
 		}
 	}
 	return nil
-}
-
-// SetFinalReward records a run's final reward (and bumps updated_at) without
-// a fence: the reward is parsed from a log that is already exactly-once.
-func (s *Store) SetFinalReward(ctx context.Context, id string, v float64) error {
-	if err := sqlutil.CheckFinite("final reward", v); err != nil {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
-	}
-	res, err := s.ws.ExecContext(ctx, setFinalReward, v, time.Now().UnixNano(), id)
-	if err != nil {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
-	} else if n == 0 {
-		return fmt.Errorf("cannot set final reward of run %s: %w", id, core.ErrNotFound)
-	}
-	return nil
-}
-
-// MaxFence returns the highest fence of any run, 0 for an empty store.
-func (s *Store) MaxFence(ctx context.Context) (uint64, error) {
-	var f int64
-	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(MAX(fence), 0) FROM tasks`).Scan(&f); err != nil {
-		return 0, fmt.Errorf("cannot read highest fence: %w", err)
-	}
-	return uint64(f), nil
 }

@@ -15,10 +15,52 @@ import (
 
 // The artifact index and the warnings of runs, as both SQL backends store
 // them: the reads are one dialect; each backend spells its own upsert and
-// JSON append.
+// JSON append (ArtifactDialect).
 
-// CheckArtifact validates a row before it is written.
-func CheckArtifact(a core.Artifact) error {
+// ArtifactDialect is the two writes of artifacts and warnings a backend
+// spells its own way.
+type ArtifactDialect struct {
+	// Upsert inserts or replaces the row of (task, attempt, path) with an
+	// INSERT ... SELECT from tasks, so an unknown run inserts nothing: args
+	// artifactArgs, then the run's id again.
+	Upsert string
+	// AddWarning appends one JSON element to a run's warnings in the one
+	// UPDATE, unless it holds core.MaxWarnings already: args the element,
+	// the run's id, core.MaxWarnings.
+	AddWarning string
+}
+
+// PutArtifact inserts or replaces the row of (task, attempt, path)
+// (store.Store).
+func (s *Shared) PutArtifact(ctx context.Context, a core.Artifact) error {
+	if err := checkArtifact(a); err != nil {
+		return err
+	}
+	args := append(artifactArgs(a, time.Now()), a.TaskID)
+	res, err := s.c.Write.ExecContext(ctx, s.d.Artifact.Upsert, args...)
+	if err != nil {
+		return fmt.Errorf("cannot record artifact %.200q of run %s: %w", a.Path, a.TaskID, err)
+	}
+	return recorded(ctx, s.c.Read, "record an artifact", a.TaskID, res)
+}
+
+// AddWarning appends w to the run's warnings (store.Store); concurrent
+// appends and fenced updates never lose one, since the append is the one
+// UPDATE.
+func (s *Shared) AddWarning(ctx context.Context, id string, w core.Warning) error {
+	elem, err := encodeWarning(w)
+	if err != nil {
+		return err
+	}
+	res, err := s.c.Write.ExecContext(ctx, s.d.Artifact.AddWarning, elem, id, core.MaxWarnings)
+	if err != nil {
+		return fmt.Errorf("cannot record a warning of run %s: %w", id, err)
+	}
+	return recorded(ctx, s.c.Read, "record a warning", id, res)
+}
+
+// checkArtifact validates a row before it is written.
+func checkArtifact(a core.Artifact) error {
 	switch {
 	case !core.ValidTaskID(a.TaskID):
 		return fmt.Errorf("cannot record an artifact of run %.80q: invalid id", a.TaskID)
@@ -39,20 +81,17 @@ func CheckArtifact(a core.Artifact) error {
 	return nil
 }
 
-// ArtifactArgs are an upsert's values in the order (task_id, path, attempt,
-// size, sha256, modified_at, stored_at); the backends insert them with
-// INSERT ... SELECT from tasks, so an unknown run inserts nothing.
-func ArtifactArgs(a core.Artifact, now time.Time) []any {
-	mod, _ := Nanos(a.ModifiedAt) // checked by CheckArtifact
+// artifactArgs are an upsert's values in the order (task_id, path, attempt,
+// size, sha256, modified_at, stored_at).
+func artifactArgs(a core.Artifact, now time.Time) []any {
+	mod, _ := Nanos(a.ModifiedAt) // checked by checkArtifact
 	return []any{a.TaskID, a.Path, a.Attempt, a.Size, a.SHA256, mod, now.UnixNano()}
 }
 
-// Recorded finishes a write that inserted nothing when its run does not
+// recorded finishes a write that inserted nothing when its run does not
 // exist (INSERT ... SELECT, UPDATE ... WHERE id): zero rows means no such
 // run, or (an upsert that changed nothing, a full list) that it exists.
-func Recorded(ctx context.Context, db interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, what, id string, res sql.Result) error {
+func recorded(ctx context.Context, db RowQuerier, what, id string, res sql.Result) error {
 	if n, _ := res.RowsAffected(); n > 0 {
 		return nil
 	}
@@ -73,13 +112,13 @@ const artifactCols = `SELECT a.task_id, a.path, a.attempt, a.size, a.sha256, a.m
 // primary key (task_id, path, attempt) answers it per row.
 const newestOnly = `a.attempt = (SELECT MAX(b.attempt) FROM artifacts b WHERE b.task_id = a.task_id AND b.path = a.path)`
 
-// Artifacts lists a run's rows (store.Store's Artifacts).
-func Artifacts(ctx context.Context, db Querier, taskID string, attempt int) ([]core.Artifact, error) {
+// Artifacts lists a run's files (store.Store).
+func (s *Shared) Artifacts(ctx context.Context, taskID string, attempt int) ([]core.Artifact, error) {
 	q, args := artifactCols+`WHERE a.task_id = ? AND `+newestOnly+` ORDER BY a.path`, []any{taskID}
 	if attempt > 0 {
 		q, args = artifactCols+`WHERE a.task_id = ? AND a.attempt = ? ORDER BY a.path`, []any{taskID, attempt}
 	}
-	rows, err := db.QueryContext(ctx, q, args...)
+	rows, err := s.c.Read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the artifacts of run %s: %w", taskID, err)
 	}
@@ -98,15 +137,13 @@ func Artifacts(ctx context.Context, db Querier, taskID string, attempt int) ([]c
 	return out, nil
 }
 
-// Artifact reads one row (store.Store's Artifact).
-func Artifact(ctx context.Context, db interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, taskID, path string, attempt int) (core.Artifact, error) {
+// Artifact reads one file's row (store.Store).
+func (s *Shared) Artifact(ctx context.Context, taskID, path string, attempt int) (core.Artifact, error) {
 	q, args := artifactCols+`WHERE a.task_id = ? AND a.path = ? AND `+newestOnly, []any{taskID, path}
 	if attempt > 0 {
 		q, args = artifactCols+`WHERE a.task_id = ? AND a.path = ? AND a.attempt = ?`, []any{taskID, path, attempt}
 	}
-	a, err := scanArtifact(db.QueryRowContext(ctx, q, args...))
+	a, err := scanArtifact(s.c.Read.QueryRowContext(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return core.Artifact{}, fmt.Errorf("cannot find artifact %.200q of run %s: %w", path, taskID, core.ErrNotFound)
 	}
@@ -126,23 +163,21 @@ func scanArtifact(sc Scanner) (core.Artifact, error) {
 	return a, nil
 }
 
-// ArtifactUsage sums a run's rows (store.Store's ArtifactUsage).
-func ArtifactUsage(ctx context.Context, db interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, taskID string) (int, int64, error) {
+// ArtifactUsage sums a run's rows (store.Store).
+func (s *Shared) ArtifactUsage(ctx context.Context, taskID string) (int, int64, error) {
 	var files int
 	var bytes int64
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM artifacts WHERE task_id = ?`, taskID).Scan(&files, &bytes)
+	err := s.c.Read.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM artifacts WHERE task_id = ?`, taskID).Scan(&files, &bytes)
 	if err != nil {
 		return 0, 0, fmt.Errorf("cannot sum the artifacts of run %s: %w", taskID, err)
 	}
 	return files, bytes, nil
 }
 
-// EncodeWarning validates w and encodes it as one JSON element, its
+// encodeWarning validates w and encodes it as one JSON element, its
 // message cut to core.MaxWarningBytes (at a character boundary) and its
 // time in UTC.
-func EncodeWarning(w core.Warning) (string, error) {
+func encodeWarning(w core.Warning) (string, error) {
 	if w.Code == "" || len(w.Code) > 64 {
 		return "", fmt.Errorf("cannot record a warning: code %.80q", w.Code)
 	}

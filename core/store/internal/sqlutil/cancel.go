@@ -2,9 +2,9 @@ package sqlutil
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -12,24 +12,25 @@ import (
 // cancelChunk keeps IN lists well under SQLite's bound-variable limit.
 const cancelChunk = 500
 
-// CancelRecorded finishes RequestCancel after its INSERT ... SELECT (which
-// each backend spells in its own dialect, ignoring a request made before):
-// nothing inserted means requested before, or no such run.
-func CancelRecorded(ctx context.Context, db interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, id string, res sql.Result) error {
+// RequestCancel records a cancel request of a run (idempotent). Nothing
+// inserted means requested before, or no such run.
+func (s *Shared) RequestCancel(ctx context.Context, id string) error {
+	res, err := s.c.Write.ExecContext(ctx, s.d.RequestCancel, time.Now().UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("cannot record the cancel of run %s: %w", id, err)
+	}
 	if n, _ := res.RowsAffected(); n > 0 {
 		return nil
 	}
 	var one int
-	if err := db.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, id).Scan(&one); err != nil {
+	if err := s.c.Read.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, id).Scan(&one); err != nil {
 		return fmt.Errorf("cannot record the cancel of run %s: %w", id, core.ErrNotFound)
 	}
 	return nil
 }
 
 // CancelRequested returns which of ids have a recorded cancel request.
-func CancelRequested(ctx context.Context, db Querier, ids []string) (map[string]bool, error) {
+func (s *Shared) CancelRequested(ctx context.Context, ids []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), cancelChunk)]
@@ -38,7 +39,7 @@ func CancelRequested(ctx context.Context, db Querier, ids []string) (map[string]
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := db.QueryContext(ctx, `SELECT task_id FROM cancel_requests WHERE task_id IN (?`+
+		rows, err := s.c.Read.QueryContext(ctx, `SELECT task_id FROM cancel_requests WHERE task_id IN (?`+
 			strings.Repeat(",?", len(part)-1)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read cancel requests: %w", err)

@@ -282,3 +282,74 @@ func PackArgs(p Pack) []any {
 // PacksPerTx bounds the packs one transaction writes, so that a large
 // sweep's first read does not hold SQLite's only writer for long.
 const PacksPerTx = 500
+
+// SweepDialect is how a backend reads and writes a sweep's packed series.
+type SweepDialect struct {
+	// PacksIndex makes a sweep's version read its packs' points from
+	// their index (SeriesVersionQuery).
+	PacksIndex string
+	// InsertPack writes a pack only while its run still has the points it
+	// was made of, and leaves one written meanwhile alone: args PackArgs.
+	InsertPack string
+	// PreparePack prepares InsertPack once per transaction of packs
+	// rather than sending it for every pack.
+	PreparePack bool
+}
+
+// SweepMetrics implements store.Store: one read transaction (Snapshot)
+// for the reads, then the packs of the ended runs it read as rows, written
+// in transactions of PacksPerTx so other writers are not held up. A pack
+// that cannot be written costs the next read only. The version is the one
+// the packs written leave (Version.Packed).
+func (s *Shared) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, string, error) {
+	var packs, written []Pack
+	var version Version
+	out, err := readTx(ctx, s.c.Snapshot, func(tx *sql.Tx) ([]store.MemberSeries, error) {
+		out, v, p, err := SweepSeries(ctx, tx, id, name, s.d.Sweep.PacksIndex)
+		version, packs = v, p
+		return out, err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	for len(packs) > 0 {
+		part := packs[:min(len(packs), PacksPerTx)]
+		packs = packs[len(part):]
+		var made []Pack
+		err := s.c.InTx(ctx, func(tx *sql.Tx) error {
+			made = made[:0]
+			exec := func(args ...any) (sql.Result, error) { return tx.ExecContext(ctx, s.d.Sweep.InsertPack, args...) }
+			if s.d.Sweep.PreparePack {
+				st, err := tx.PrepareContext(ctx, s.d.Sweep.InsertPack)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				exec = func(args ...any) (sql.Result, error) { return st.ExecContext(ctx, args...) }
+			}
+			for _, p := range part {
+				res, err := exec(PackArgs(p)...)
+				if err != nil {
+					return err
+				}
+				if n, _ := res.RowsAffected(); n == 1 {
+					made = append(made, p)
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			written = append(written, made...)
+		}
+	}
+	return out, version.Packed(written).String(), nil
+}
+
+// SweepSeriesVersion implements store.Store.
+func (s *Shared) SweepSeriesVersion(ctx context.Context, id, name string) (string, error) {
+	v, err := SeriesVersion(ctx, s.c.HotRead, id, name, s.d.Sweep.PacksIndex)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the version of sweep %s: %w", id, err)
+	}
+	return v.String(), nil
+}

@@ -31,7 +31,8 @@ func ParamPath(key string) string { return `$."` + key + `"` }
 // DESC), and the cursor of the next page ("" after the last). The cursor is
 // a keyset position, so rows created between pages neither repeat nor shift
 // the rest. A malformed cursor wraps store.ErrBadCursor.
-func ListTasks(ctx context.Context, db Querier, f store.Filter, d Dialect) ([]core.Task, string, error) {
+func (s *Shared) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, string, error) {
+	db, d := s.c.HotRead, s.d.Query
 	var where []string
 	var args []any
 	add := func(cond string, a ...any) { where, args = append(where, cond), append(args, a...) }
@@ -119,8 +120,8 @@ func QueuedTasks(ctx context.Context, db Querier, limit int) ([]core.Task, error
 }
 
 // ActiveTasks returns every DISPATCHED or RUNNING run, oldest first.
-func ActiveTasks(ctx context.Context, db Querier) ([]core.Task, error) {
-	ts, err := QueryTasks(ctx, db, TaskCols+`WHERE t.status IN (?, ?) ORDER BY t.created_at, t.id`,
+func (s *Shared) ActiveTasks(ctx context.Context) ([]core.Task, error) {
+	ts, err := QueryTasks(ctx, s.c.HotRead, TaskCols+`WHERE t.status IN (?, ?) ORDER BY t.created_at, t.id`,
 		string(core.StatusDispatched), string(core.StatusRunning))
 	if err != nil {
 		return nil, fmt.Errorf("cannot list active runs: %w", err)
@@ -136,8 +137,8 @@ var allStatuses = []core.Status{
 }
 
 // CountByStatus returns the number of runs in each known status, zeros included.
-func CountByStatus(ctx context.Context, db Querier) (map[core.Status]int, error) {
-	rows, err := db.QueryContext(ctx, `SELECT status, COUNT(*) FROM tasks GROUP BY status`)
+func (s *Shared) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
+	rows, err := s.c.HotRead.QueryContext(ctx, `SELECT status, COUNT(*) FROM tasks GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("cannot count runs: %w", err)
 	}

@@ -30,11 +30,19 @@ const (
 	UsageWrite     = `UPDATE user_usage SET gpu_seconds = ?, as_of = ? WHERE user_id = ?`
 )
 
-// SetPriority changes a QUEUED run's priority (store.Scheduling); w writes,
-// r tells an unknown run (core.ErrNotFound) from one that left the queue
-// (core.ErrConflict).
-func SetPriority(ctx context.Context, w Execer, r RowQuerier, id string, priority int) error {
-	res, err := w.ExecContext(ctx, `UPDATE tasks SET priority = ?, updated_at = ? WHERE id = ? AND status = 'QUEUED'`,
+// SetPriority changes a QUEUED run's priority (store.Scheduling). Both the
+// write and the look that tells an unknown run (core.ErrNotFound) from one
+// that left the queue (core.ErrConflict) are on Write: a read connection
+// may not see the write's outcome yet.
+func (s *Shared) SetPriority(ctx context.Context, id string, priority int) (core.Task, error) {
+	if err := setPriority(ctx, s.c.Write, id, priority); err != nil {
+		return core.Task{}, err
+	}
+	return s.Task(ctx, id)
+}
+
+func setPriority(ctx context.Context, db Conn, id string, priority int) error {
+	res, err := db.ExecContext(ctx, `UPDATE tasks SET priority = ?, updated_at = ? WHERE id = ? AND status = 'QUEUED'`,
 		priority, time.Now().UnixNano(), id)
 	if err != nil {
 		return fmt.Errorf("cannot set the priority of run %s: %w", id, err)
@@ -43,7 +51,7 @@ func SetPriority(ctx context.Context, w Execer, r RowQuerier, id string, priorit
 		return nil
 	}
 	var status string
-	err = r.QueryRowContext(ctx, `SELECT status FROM tasks WHERE id = ?`, id).Scan(&status)
+	err = db.QueryRowContext(ctx, `SELECT status FROM tasks WHERE id = ?`, id).Scan(&status)
 	switch {
 	case err == sql.ErrNoRows:
 		return fmt.Errorf("cannot set the priority of run %s: %w", id, core.ErrNotFound)
@@ -61,7 +69,16 @@ type UsageDialect struct {
 	Ensure, Lock string
 }
 
-// AddUsage adds the charges to their users' usage in tx (store.Scheduling).
+// AddUsage adds the charges to their users' usage in one transaction
+// (store.Scheduling).
+func (s *Shared) AddUsage(ctx context.Context, cs []store.UsageCharge, halfLife time.Duration) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	return s.c.InTx(ctx, func(tx *sql.Tx) error { return addUsage(ctx, tx, s.d.Usage, cs, halfLife) })
+}
+
+// addUsage adds the charges to their users' usage in tx.
 // Each row is (gpu_seconds at as_of); a charge at or after as_of decays the
 // row to the charge's instant and adds it, an earlier one is added decayed
 // to as_of, so the order charges arrive in does not matter. The charges of
@@ -69,7 +86,7 @@ type UsageDialect struct {
 // (decay is linear), so a batch costs each user's row one read and one
 // write however many of their runs ended in it; users are locked in id
 // order, so concurrent batches cannot deadlock on them.
-func AddUsage(ctx context.Context, tx Tx, d UsageDialect, cs []store.UsageCharge, halfLife time.Duration) error {
+func addUsage(ctx context.Context, tx Tx, d UsageDialect, cs []store.UsageCharge, halfLife time.Duration) error {
 	for _, c := range sumByUser(cs, halfLife) {
 		var known int
 		if err := tx.QueryRowContext(ctx, UsageUserKnown, c.UserID).Scan(&known); err != nil {
@@ -142,7 +159,7 @@ func ApplyCharges(ctx context.Context, tx Tx, d UsageDialect, us []store.Update,
 		if len(cs) > 0 && u.ChargeHalfLife != halfLife {
 			// One master writes with one half-life; a batch that mixes
 			// them adds what it has so far first.
-			if err := AddUsage(ctx, tx, d, cs, halfLife); err != nil {
+			if err := addUsage(ctx, tx, d, cs, halfLife); err != nil {
 				return err
 			}
 			cs = cs[:0]
@@ -152,16 +169,16 @@ func ApplyCharges(ctx context.Context, tx Tx, d UsageDialect, us []store.Update,
 	if len(cs) == 0 {
 		return nil
 	}
-	return AddUsage(ctx, tx, d, cs, halfLife)
+	return addUsage(ctx, tx, d, cs, halfLife)
 }
 
-// Usage reads every user's standing (store.Scheduling).
-func Usage(ctx context.Context, db Querier, now time.Time, halfLife time.Duration) ([]store.UserUsage, error) {
+// Usage returns every user's standing at now (store.Scheduling).
+func (s *Shared) Usage(ctx context.Context, now time.Time, halfLife time.Duration) ([]store.UserUsage, error) {
 	nowNs, err := Nanos(now)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read usage: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT u.id, u.username, COALESCE(g.gpu_seconds, 0), COALESCE(g.as_of, 0),
+	rows, err := s.c.Read.QueryContext(ctx, `SELECT u.id, u.username, COALESCE(g.gpu_seconds, 0), COALESCE(g.as_of, 0),
 		COALESCE(a.gpus, 0), COALESCE(a.runs, 0), COALESCE(a.running, 0), q.gpus, q.runs
 		FROM users u
 		LEFT JOIN user_usage g ON g.user_id = u.id
@@ -208,8 +225,13 @@ func Usage(ctx context.Context, db Querier, now time.Time, halfLife time.Duratio
 // (NULL: no cap).
 type QuotaDialect struct{ Upsert string }
 
-// SetQuota replaces a user's quota (store.Scheduling) in tx.
-func SetQuota(ctx context.Context, tx *sql.Tx, d QuotaDialect, userID int64, q core.Quota) error {
+// SetQuota replaces a user's quota (store.Scheduling).
+func (s *Shared) SetQuota(ctx context.Context, userID int64, q core.Quota) error {
+	return s.c.InTx(ctx, func(tx *sql.Tx) error { return setQuota(ctx, tx, s.d.Quota, userID, q) })
+}
+
+// setQuota is SetQuota in tx.
+func setQuota(ctx context.Context, tx *sql.Tx, d QuotaDialect, userID int64, q core.Quota) error {
 	var known int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE id = ? AND deleted = 0`, userID).Scan(&known); err != nil {
 		return fmt.Errorf("cannot set the quota of user %d: %w", userID, err)

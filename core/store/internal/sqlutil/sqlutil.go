@@ -1,7 +1,10 @@
 // Package sqlutil holds what every SQL backend of store.Store must encode the
 // same way, so that SQLite and MySQL give identical answers to the
-// conformance suite: list cursors, page limits, JSON columns, time columns.
-// It does no I/O and keeps no state; every function is safe for concurrent use.
+// conformance suite: list cursors, page limits, JSON columns, time columns,
+// and the queries and methods both backends share (Shared). It opens no
+// connection and keeps no state of its own: it runs on the connections a
+// backend lends it, in the backend's dialect. Every function and method is
+// safe for concurrent use.
 package sqlutil
 
 import (

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,24 +17,84 @@ import (
 
 // The sweep queries both SQL backends share (their schema is one).
 
-// InsertSweep is the INSERT of a sweep; SweepArgs gives its arguments.
+// InsertSweep is the INSERT of a sweep; PrepareSweep gives its arguments.
 const InsertSweep = `INSERT INTO sweeps (id, name, project, user_id, max_parallel, members, spec, created_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 
-// InsertMembers starts the multi-row INSERT of sweep_members; each row is
-// MemberValues (the first without its leading comma).
+// insertMembers starts the multi-row INSERT of sweep_members; each row is
+// memberValues (the first without its leading comma).
 const (
-	InsertMembers = `INSERT INTO sweep_members (sweep_id, member, task_id) VALUES `
-	MemberValues  = `, (?, ?, ?)`
+	insertMembers = `INSERT INTO sweep_members (sweep_id, member, task_id) VALUES `
+	memberValues  = `, (?, ?, ?)`
 )
+
+// membersPerInsert bounds the rows of one multi-row INSERT into
+// sweep_members: 3 placeholders each, far under SQLite's 32,766 and
+// MySQL's 65,535.
+const membersPerInsert = 1000
+
+// InsertMembers makes ts[i] the latest run of member first+i of sweep id,
+// in tx.
+func InsertMembers(ctx context.Context, tx Execer, id string, ts []*core.Task, first int) error {
+	for len(ts) > 0 {
+		part := ts[:min(len(ts), membersPerInsert)]
+		args := make([]any, 0, 3*len(part))
+		for i, t := range part {
+			args = append(args, id, first+i, t.ID)
+		}
+		q := insertMembers + memberValues[2:] + strings.Repeat(memberValues, len(part)-1)
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+		ts, first = ts[len(part):], first+len(part)
+	}
+	return nil
+}
 
 // maxSweepName bounds a sweep's name and project as /api/train bounds a
 // run's (in characters), so a backend's column always holds them.
 const maxSweepName = 200
 
-// SweepArgs checks sw and returns InsertSweep's arguments for it with
+// PrepareSweep does CreateSweep's checks and defaults on sw and its
+// members' first runs: it returns InsertSweep's arguments and the members'
+// rows (sweepArgs, prepareMembers).
+func PrepareSweep(sw *store.Sweep, members []*core.Task, now time.Time) ([]any, []TaskRow, error) {
+	sargs, err := sweepArgs(sw, len(members))
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := prepareMembers(sw.ID, members, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sargs, rows, nil
+}
+
+// SweepOwner reads the username of a new sweep's owner from row (a
+// SelectOwner); core.ErrNotFound when there is none.
+func SweepOwner(row *sql.Row, userID int64) (string, error) {
+	var owner string
+	if err := row.Scan(&owner); errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("owner %d: %w", userID, core.ErrNotFound)
+	} else if err != nil {
+		return "", err
+	}
+	return owner, nil
+}
+
+// SweepCreated makes sw and its members, stored as rows, look as a later
+// read will.
+func SweepCreated(sw *store.Sweep, members []*core.Task, rows []TaskRow, owner string) {
+	sw.User = owner
+	for i, t := range members {
+		t.User = owner
+		Normalize(t, rows[i])
+	}
+}
+
+// sweepArgs checks sw and returns InsertSweep's arguments for it with
 // members members; sw.Spec is compacted.
-func SweepArgs(sw *store.Sweep, members int) ([]any, error) {
+func sweepArgs(sw *store.Sweep, members int) ([]any, error) {
 	if !core.ValidTaskID(sw.ID) {
 		return nil, fmt.Errorf("cannot create sweep %q: invalid id", sw.ID)
 	}
@@ -60,10 +121,10 @@ func SweepArgs(sw *store.Sweep, members int) ([]any, error) {
 	return []any{sw.ID, sw.Name, sw.Project, sw.UserID, sw.MaxParallel, members, buf.String(), created}, nil
 }
 
-// PrepareMembers does CreateTask's checks and defaults on each member's
+// prepareMembers does CreateTask's checks and defaults on each member's
 // first run, marks it a member of sweep id and encodes it. Every run needs
 // an id of its own, given by the caller.
-func PrepareMembers(id string, ts []*core.Task, now time.Time) ([]TaskRow, error) {
+func prepareMembers(id string, ts []*core.Task, now time.Time) ([]TaskRow, error) {
 	rows := make([]TaskRow, len(ts))
 	for i, t := range ts {
 		if t.ID == "" {
@@ -92,8 +153,34 @@ func scanSweep(sc Scanner) (store.Sweep, error) {
 	return sw, err
 }
 
-// GetSweep returns the sweep with id and its Counts; core.ErrNotFound.
-func GetSweep(ctx context.Context, db Querier, id string) (store.Sweep, error) {
+// Sweep implements store.Store.
+func (s *Shared) Sweep(ctx context.Context, id string) (store.Sweep, error) {
+	return readTx(ctx, s.c.Snapshot, func(tx *sql.Tx) (store.Sweep, error) { return getSweep(ctx, tx, id) })
+}
+
+// ListSweeps implements store.Store.
+func (s *Shared) ListSweeps(ctx context.Context, f store.SweepFilter) ([]store.Sweep, string, error) {
+	var next string
+	sws, err := readTx(ctx, s.c.Snapshot, func(tx *sql.Tx) ([]store.Sweep, error) {
+		sws, n, err := listSweeps(ctx, tx, f)
+		next = n
+		return sws, err
+	})
+	return sws, next, err
+}
+
+// SweepRuns implements store.Store.
+func (s *Shared) SweepRuns(ctx context.Context, id string) ([]core.Task, error) {
+	return readTx(ctx, s.c.Snapshot, func(tx *sql.Tx) ([]core.Task, error) { return sweepRuns(ctx, tx, id) })
+}
+
+// SweepLimits implements store.Store.
+func (s *Shared) SweepLimits(ctx context.Context, ids []string) (map[string]core.SweepLimit, error) {
+	return sweepLimits(ctx, s.c.HotRead, ids)
+}
+
+// getSweep returns the sweep with id and its Counts; core.ErrNotFound.
+func getSweep(ctx context.Context, db Querier, id string) (store.Sweep, error) {
 	sws, err := querySweeps(ctx, db, sweepCols+`WHERE s.id = ?`, id)
 	if err != nil {
 		return store.Sweep{}, fmt.Errorf("cannot read sweep %s: %w", id, err)
@@ -104,9 +191,9 @@ func GetSweep(ctx context.Context, db Querier, id string) (store.Sweep, error) {
 	return sws[0], nil
 }
 
-// ListSweeps returns one page of sweeps newest first, with Counts, and the
+// listSweeps returns one page of sweeps newest first, with Counts, and the
 // cursor of the next page; cursors are ListTasks'.
-func ListSweeps(ctx context.Context, db Querier, f store.SweepFilter) ([]store.Sweep, string, error) {
+func listSweeps(ctx context.Context, db Querier, f store.SweepFilter) ([]store.Sweep, string, error) {
 	var where []string
 	var args []any
 	if f.User != "" {
@@ -266,8 +353,8 @@ func LatestRuns(ctx context.Context, db Querier, id string, statuses ...core.Sta
 	return out, nil
 }
 
-// SweepRuns is LatestRuns' tasks alone.
-func SweepRuns(ctx context.Context, db Querier, id string) ([]core.Task, error) {
+// sweepRuns is LatestRuns' tasks alone.
+func sweepRuns(ctx context.Context, db Querier, id string) ([]core.Task, error) {
 	ms, err := LatestRuns(ctx, db, id)
 	if err != nil {
 		return nil, err
@@ -286,6 +373,17 @@ var Retryable = []core.Status{core.StatusFailed, core.StatusCancelled, core.Stat
 // MoveMember is the compare-and-swap that makes a new run a member's
 // latest: it matches only while the member's latest is still the old run.
 const MoveMember = `UPDATE sweep_members SET task_id = ? WHERE sweep_id = ? AND member = ? AND task_id = ?`
+
+// Retried makes the runs a retry created, stored as rows, look as a later
+// read will, and returns them.
+func Retried(created []*core.Task, rows []TaskRow) []core.Task {
+	out := make([]core.Task, len(created))
+	for i, t := range created {
+		Normalize(t, rows[i])
+		out[i] = *t
+	}
+	return out
+}
 
 // PrepareRetry makes member m's new run with rerun and encodes it: created
 // as CreateTask creates one, a member of sweep id, rerunning m's latest
@@ -315,8 +413,8 @@ func SweepLimitsQuery(n int) string {
 		FROM sweeps s WHERE s.max_parallel > 0 AND s.id IN (?` + strings.Repeat(", ?", n-1) + `)`
 }
 
-// SweepLimits returns the capped sweeps among ids with their active members.
-func SweepLimits(ctx context.Context, db Querier, ids []string) (map[string]core.SweepLimit, error) {
+// sweepLimits returns the capped sweeps among ids with their active members.
+func sweepLimits(ctx context.Context, db Querier, ids []string) (map[string]core.SweepLimit, error) {
 	out := map[string]core.SweepLimit{}
 	for len(ids) > 0 {
 		part := ids[:min(len(ids), cancelChunk)]

@@ -1,7 +1,11 @@
 package sqlutil
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -90,4 +94,50 @@ func Normalize(t *core.Task, r TaskRow) {
 	t.StartedAt, t.FinishedAt, t.PreemptedAt = NullTime(r.Started), NullTime(r.Finished), NullTime(r.Preempted)
 	t.Code.HasDiff = t.Code.DiffID != ""
 	t.Warnings = []core.Warning{} // a new run has none; AddWarning alone adds them
+}
+
+// SelectOwner reads the username of a run's or a sweep's owner (one ?, the
+// user's id).
+const SelectOwner = `SELECT username FROM users WHERE id = ?`
+
+// UpdateFinalReward is SetFinalReward's statement.
+const UpdateFinalReward = `UPDATE tasks SET final_reward = ?, updated_at = ? WHERE id = ?`
+
+// Task returns the run with id, or core.ErrNotFound.
+func (s *Shared) Task(ctx context.Context, id string) (core.Task, error) {
+	t, err := ScanTask(s.c.HotRead.QueryRowContext(ctx, TaskCols+`WHERE t.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return core.Task{}, fmt.Errorf("cannot find run %s: %w", id, core.ErrNotFound)
+	}
+	if err != nil {
+		return core.Task{}, fmt.Errorf("cannot read run %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// SetFinalReward records a run's final reward (and bumps updated_at) without
+// a fence: the reward is parsed from a log that is already exactly-once.
+func (s *Shared) SetFinalReward(ctx context.Context, id string, v float64) error {
+	if err := CheckFinite("final reward", v); err != nil {
+		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
+	}
+	res, err := s.c.HotWrite.ExecContext(ctx, UpdateFinalReward, v, time.Now().UnixNano(), id)
+	if err != nil {
+		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("cannot set final reward of run %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("cannot set final reward of run %s: %w", id, core.ErrNotFound)
+	}
+	return nil
+}
+
+// MaxFence returns the highest fence of any run, 0 for an empty store.
+func (s *Shared) MaxFence(ctx context.Context) (uint64, error) {
+	var f int64
+	if err := s.c.Read.QueryRowContext(ctx, `SELECT COALESCE(MAX(fence), 0) FROM tasks`).Scan(&f); err != nil {
+		return 0, fmt.Errorf("cannot read highest fence: %w", err)
+	}
+	return uint64(f), nil
 }
