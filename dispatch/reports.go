@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
@@ -100,20 +101,46 @@ func (m *Master) touchPresence(ctx context.Context, sess *session, now time.Time
 	}
 }
 
-// startGate is a TaskStarted in flight: done is closed once it is recorded.
-type startGate struct{ done chan struct{} }
+// startGate is a TaskStarted in flight: done is closed once it is recorded
+// or dropped.
+//
+// While the start's write still waits for a group commit, the run's
+// TaskFinished supersedes it (supersede): the waiting write is dropped (a
+// Batcher never writes the rows of a caller whose context ended before
+// their batch) and the end is written from DISPATCHED with the start's
+// time, one row for both. That is how a short run costs two writes instead
+// of three; the store still records when it started, and the publisher
+// still tells of its RUNNING (store.Publishing). A start already in a
+// committing batch is written, and the end follows it as before.
+type startGate struct {
+	done       chan struct{}
+	at         time.Time // the start, as the report gives it
+	ctx        context.Context
+	cancel     context.CancelFunc
+	superseded atomic.Bool
+}
+
+// supersede drops the start's write if it still waits.
+func (g *startGate) supersede() {
+	g.superseded.Store(true)
+	g.cancel()
+}
 
 // startPending marks a run's TaskStarted as in flight, on the event loop
 // that read it, so the TaskFinished after it (which runs concurrently, see
-// shard) can wait for it: both would otherwise swap from DISPATCHED, and the
-// loser read the run and swap again. onStarted opens the gate; nil when the
-// report is stale.
+// shard) can wait for it or supersede it: both would otherwise swap from
+// DISPATCHED, and the loser read the run and swap again. onStarted opens
+// the gate; nil when the report is stale.
 func (m *Master) startPending(sess *session, ts *pb.TaskStarted) *startGate {
 	rr := sess.run(ts.TaskId)
 	if !rr.reports(sess.workerID, ts.Attempt, ts.Fence) {
 		return nil
 	}
-	g := &startGate{done: make(chan struct{})}
+	g := &startGate{done: make(chan struct{}), at: m.now()}
+	if ts.StartedUnixMs != 0 && !sess.skewed {
+		g.at = time.UnixMilli(ts.StartedUnixMs)
+	}
+	g.ctx, g.cancel = context.WithTimeout(m.ctx, 10*time.Second)
 	rr.starting.Store(g)
 	return g
 }
@@ -126,24 +153,24 @@ func (m *Master) startDone(sess *session, id string, g *startGate) {
 	if rr := sess.run(id); rr != nil {
 		rr.starting.CompareAndSwap(g, nil)
 	}
+	g.cancel()
 	close(g.done)
 }
 
 func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
 	defer m.startDone(sess, ts.TaskId, gate)
 	rr := m.reg.reported(sess, ts.TaskId, ts.Attempt, ts.Fence)
-	if rr == nil {
+	if rr == nil || gate == nil {
 		m.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
-	at := m.now()
-	if ts.StartedUnixMs != 0 && !sess.skewed {
-		at = time.UnixMilli(ts.StartedUnixMs)
-	}
-	err := m.updateTask(ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
-	if err != nil {
+	at := gate.at
+	err := m.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
+	switch {
+	case err == nil:
+	case gate.superseded.Load() && errors.Is(err, context.Canceled):
+		m.log.Debug().Str("task", ts.TaskId).Msg("start superseded: written with the run's end")
+	default:
 		m.log.Warn().Str("task", ts.TaskId).Err(err).Msg("cannot mark run RUNNING")
 	}
 }
@@ -229,11 +256,14 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		return
 	}
 	cancelled, why := m.reg.cancelRequested(tf.TaskId), m.reg.cancelReason(tf.TaskId)
+	var startAt *time.Time // a start this end supersedes (startGate)
 	if g := rr.starting.Load(); g != nil {
+		g.supersede()
 		select {
 		case <-g.done:
 		case <-ctx.Done():
 		}
+		startAt = &g.at
 	}
 	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, why, m.now()) == nil }
 	var ran store.UsageCharge // what a preempted attempt charges its owner
@@ -248,6 +278,15 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
 			}
 			return preemptFromReport(t, mark, now) == nil
+		}
+	}
+	if startAt != nil {
+		end := change
+		change = func(t *core.Task) bool {
+			if t.Status == core.StatusDispatched {
+				_ = t.Start(*startAt)
+			}
+			return end(t)
 		}
 	}
 	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)

@@ -259,8 +259,26 @@ func (ts *publisher) UpdateTask(ctx context.Context, t *core.Task, exp Expect) e
 	if err := ts.Store.UpdateTask(ctx, t, exp); err != nil {
 		return err
 	}
+	ts.publishStart(t, exp.Status)
 	ts.publishWritten(ctx, t)
 	return nil
+}
+
+// publishStart publishes the RUNNING that a write from DISPATCHED straight
+// to an end, with a start, passed over (a TaskFinished that superseded its
+// TaskStarted, or one whose TaskStarted was lost): whoever follows the run
+// sees it start, then end.
+func (ts *publisher) publishStart(t *core.Task, from core.Status) {
+	if from != core.StatusDispatched || !t.Status.Terminal() || t.StartedAt == nil {
+		return
+	}
+	f := ts.known(t.ID)
+	if f == nil {
+		return // published from a read: as it is
+	}
+	r := written(f, t)
+	r.Status, r.FinishedAt, r.ExitCode, r.Error = core.StatusRunning, nil, nil, ""
+	ts.sink.TaskChanged(r)
 }
 
 // CreateTasks creates ts in one batch of the wrapped store and publishes
@@ -294,6 +312,7 @@ func (ts *publisher) UpdateTasks(ctx context.Context, us []Update) []error {
 	errs := ts.Store.UpdateTasks(ctx, us)
 	for i, err := range errs {
 		if err == nil {
+			ts.publishStart(us[i].Task, us[i].Expect.Status)
 			ts.publishWritten(ctx, us[i].Task)
 		}
 	}

@@ -259,3 +259,49 @@ func TestPublishing_EventIsTheStoredRun(t *testing.T) {
 		check(id+" final reward", id)
 	}
 }
+
+// A write from DISPATCHED straight to an end with a start (a TaskFinished
+// that superseded its TaskStarted) publishes the RUNNING it passed over,
+// then the end.
+func TestPublishing_StartPassedOver(t *testing.T) {
+	ctx := context.Background()
+	sink := &recordSink{}
+	st := store.Publishing(openSQLite(t), sink)
+	u := core.User{Username: "alice", PasswordHash: "x"}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		t.Fatal(err)
+	}
+	task := core.Task{UserID: u.ID, Name: "run", Command: []string{"true"}}
+	if err := st.CreateTask(ctx, &task); err != nil {
+		t.Fatal(err)
+	}
+	d := sink.take()[0]
+	if err := d.Dispatch("w1", nil, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateTask(ctx, &d, store.Expect{Fence: 0, Status: core.StatusQueued}); err != nil {
+		t.Fatal(err)
+	}
+	sink.take()
+	started := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	end := d
+	if err := end.Start(started); err != nil {
+		t.Fatal(err)
+	}
+	code := 0
+	if err := end.Finish(core.StatusSucceeded, &code, "", started.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UpdateTasks(ctx, []store.Update{{Task: &end, Expect: store.Expect{Fence: 3, Status: core.StatusDispatched}}})[0]; err != nil {
+		t.Fatal(err)
+	}
+	ev := sink.take()
+	if len(ev) != 2 || ev[0].Status != core.StatusRunning || ev[0].FinishedAt != nil || ev[0].ExitCode != nil ||
+		ev[0].StartedAt == nil || !ev[0].StartedAt.Equal(started) || ev[1].Status != core.StatusSucceeded {
+		t.Fatalf("events: %+v", ev)
+	}
+	got, err := st.Task(ctx, task.ID)
+	if err != nil || got.StartedAt == nil || !got.StartedAt.Equal(started) {
+		t.Fatalf("stored start %v (%v), want %v", got.StartedAt, err, started)
+	}
+}
