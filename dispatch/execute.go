@@ -26,10 +26,10 @@ type claimed struct {
 	exp   store.Expect
 }
 
-// execute carries out ps and returns how many runs were recorded
-// DISPATCHED. users are the owners' quotas the plan was made with: each
+// execute carries out ps and returns the runs it recorded DISPATCHED
+// (true) and those whose write found them no longer queued (false). users are the owners' quotas the plan was made with: each
 // claim charges its run to them (lease.Charge).
-func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) int {
+func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) map[string]bool {
 	var batch []*claimed
 	for _, p := range ps {
 		if c := m.claim(ctx, p, chargeOf(p.Task, users)); c != nil {
@@ -66,10 +66,11 @@ func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charg
 
 // dispatch records every claimed run in the store at once (QUEUED →
 // DISPATCHED, fenced, one UpdateTasks: one commit for the whole pass), then
-// sends each recorded run's ExecuteTask. It returns how many were recorded.
-func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
+// sends each recorded run's ExecuteTask. It returns the runs recorded
+// (true) and those the store refused (false: cancelled or taken meanwhile).
+func (m *Master) dispatch(ctx context.Context, batch []*claimed) map[string]bool {
 	if len(batch) == 0 {
-		return 0
+		return nil
 	}
 	us := make([]store.Update, len(batch))
 	for i, c := range batch {
@@ -79,18 +80,23 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) int {
 	}
 	errs := m.st.UpdateTasks(ctx, us)
 	var moves []userMove
+	placed := make(map[string]bool, len(batch))
 	for i, c := range batch {
 		if errs[i] != nil {
 			// Cancelled or taken meanwhile: give the lease back.
 			_ = m.ls.Release(ctx, c.t.ID, c.fence)
 			m.reg.remove(c.rr)
+			if !undecided(errs[i]) {
+				placed[c.t.ID] = false
+			}
 			continue
 		}
 		moves = append(moves, userMove{userID: c.t.UserID, gpus: c.t.GPUs, runs: 1})
+		placed[c.t.ID] = true
 		m.send(c)
 	}
 	m.standingMoved(moves)
-	return len(moves)
+	return placed
 }
 
 // send tells a recorded run's worker to start it.

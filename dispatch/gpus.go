@@ -244,7 +244,7 @@ func (m *Master) observeGPUs(sess *session) {
 		m.workerChanged(sess.workerID)
 	}
 	if wake {
-		m.Notify()
+		m.wakeScheduler()
 	}
 }
 

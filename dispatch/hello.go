@@ -93,7 +93,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 		m.resendCancel(rr)
 	}
 	m.workerChanged(h.WorkerId)
-	m.Notify()
+	m.wakeScheduler()
 }
 
 // keepLease renews an adopted run's lease, re-creating it from the store

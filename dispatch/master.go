@@ -187,6 +187,7 @@ type Master struct {
 	addr    string
 	shards  []*shard
 	wake    chan struct{}
+	queue   queuePage // schedule.go
 	reg     registry
 	explain explainer // explain.go
 	// standing caches the users' usage, active runs and quotas (policy.go).
@@ -296,8 +297,18 @@ func (m *Master) leaseHold() time.Duration {
 // now is the dispatcher's clock (Config.Clock).
 func (m *Master) now() time.Time { return m.cfg.Clock() }
 
-// Notify wakes the scheduler.
+// Notify wakes the scheduler: the queue may have changed (a run created,
+// requeued, reprioritised, or another master's), so its next pass reads
+// the queue again (queuePage).
 func (m *Master) Notify() {
+	m.queue.changed.Add(1)
+	m.wakeScheduler()
+}
+
+// wakeScheduler wakes the scheduler for capacity that freed (a run ended,
+// a worker joined or came back): its next pass may place runs of the page
+// it holds without reading the queue again.
+func (m *Master) wakeScheduler() {
 	select {
 	case m.wake <- struct{}{}:
 	default:

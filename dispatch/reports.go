@@ -319,7 +319,11 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 	m.release(ctx, rr)
 	m.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
 		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
-	m.Notify()
+	if rr.preempt.Load() != nil {
+		m.Notify() // requeued: the queue changed
+	} else {
+		m.wakeScheduler()
+	}
 }
 
 // undecided reports whether err leaves a store write's outcome unknown:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
 )
 
@@ -33,5 +34,59 @@ func TestScheduleLooksPastAStuckPage(t *testing.T) {
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	if ex.TaskId != small.ID {
 		t.Fatalf("started %s, want the 1-GPU run %s behind %d runs needing 4 GPUs", ex.TaskId, small.ID, len(ts))
+	}
+}
+
+// countingQueue counts reads of the queue.
+type countingQueue struct {
+	store.Store
+	reads int
+}
+
+func (c *countingQueue) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
+	c.reads++
+	return c.Store.QueuedTasks(ctx, limit)
+}
+
+// The page of the queue serves the passes after it until the queue may
+// have changed (Notify), half of it was placed, or pageTTL passed; the
+// runs placed or found gone leave it.
+func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
+	h := newHarness(t, nil)
+	for range 4 {
+		h.submit(t, 0, "x")
+	}
+	st := &countingQueue{Store: h.st}
+	m := &Master{}
+	now := time.Now()
+	page := func(at time.Time) []core.Task {
+		t.Helper()
+		runs, read, err := m.queue.page(t.Context(), st, at)
+		if err != nil || read != 4 {
+			t.Fatalf("page: %d read, %v", read, err)
+		}
+		return runs
+	}
+	first := page(now)
+	page(now.Add(time.Millisecond))
+	if st.reads != 1 {
+		t.Fatalf("%d reads for two passes, want 1", st.reads)
+	}
+	m.queue.taken(map[string]bool{first[0].ID: true})
+	if got := page(now); len(got) != 3 || got[0].ID != first[1].ID || st.reads != 1 {
+		t.Fatalf("after one placed: %d runs, %d reads", len(got), st.reads)
+	}
+	m.Notify()
+	if got := page(now); len(got) != 4 || st.reads != 2 {
+		t.Fatalf("after Notify: %d runs, %d reads; want 4 and 2", len(got), st.reads)
+	}
+	page(now.Add(pageTTL))
+	if st.reads != 3 {
+		t.Fatalf("after pageTTL: %d reads, want 3", st.reads)
+	}
+	m.queue.taken(map[string]bool{first[0].ID: true, first[1].ID: false, first[2].ID: true})
+	page(now.Add(pageTTL))
+	if st.reads != 4 {
+		t.Fatalf("with over half of it gone: %d reads, want 4", st.reads)
 	}
 }

@@ -30,7 +30,7 @@ func (m *Master) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
 	m.log.Info().Str("worker", id).Bool("drain", drain).Msg("worker drain changed")
 	m.workerChanged(id)
 	if !drain {
-		m.Notify() // its free GPUs count again
+		m.wakeScheduler() // its free GPUs count again
 	}
 	info, _ := m.reg.info(id, m.cfg.MasterID)
 	return info, nil
