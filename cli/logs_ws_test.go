@@ -29,7 +29,8 @@ import (
 // nopControl stands in for the dispatcher of a real REST server.
 type nopControl struct{}
 
-func (nopControl) Notify() {}
+func (nopControl) Notify()          {}
+func (nopControl) Queued(core.Task) {}
 func (nopControl) Cancel(context.Context, string) (core.Task, error) {
 	return core.Task{}, core.ErrConflict
 }

@@ -305,6 +305,14 @@ func (m *Master) Notify() {
 	m.wakeScheduler()
 }
 
+// Queued takes a run just stored QUEUED by this master's REST API into the
+// page of the queue the scheduler holds (queuePage), and wakes it
+// (httpapi.Control).
+func (m *Master) Queued(t core.Task) {
+	m.queue.add(t)
+	m.wakeScheduler()
+}
+
 // wakeScheduler wakes the scheduler for capacity that freed (a run ended,
 // a worker joined or came back): its next pass may place runs of the page
 // it holds without reading the queue again.

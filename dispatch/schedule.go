@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,38 +107,102 @@ func (m *Master) schedule(ctx context.Context) bool {
 const pageTTL = time.Second
 
 // queuePage is the page of the queue the last pass read, less the runs
-// passes placed since. A pass woken by freed capacity (a run ended, a
-// worker joined) places from it instead of reading the queue again:
-// with real workers each freed slot woke a pass that read and decoded
-// 256 queued runs to place one, 58% of the master's CPU in the
-// dispatch-proc benchmark. It is read again when the queue may have
-// changed (Master.Notify: a run created, requeued or reprioritised here
-// or by another master), when half of it was placed, and after pageTTL.
-// A run of it that left the queue some other way is refused by its claim
-// or its fenced DISPATCHED write, as when two masters race for it.
+// passes placed since, plus the runs this master's REST API created since
+// (Master.Queued). A pass places from it instead of reading the queue
+// again: with real workers each freed slot woke a pass that read and
+// decoded 256 queued runs to place one (58% of the master's CPU in
+// dispatch-proc), and on MySQL that read took 10 ms a pass at 1,000
+// submissions/s, most of a run's submit-to-start. It is read again when
+// the queue may have changed otherwise (Master.Notify: a run requeued or
+// reprioritised, a sweep, another master's run), when half of it was
+// placed, and after pageTTL. A run of it that left the queue some other
+// way is refused by its claim or its fenced DISPATCHED write, as when two
+// masters race for it. "Half placed" applies to a full page (plan.Batch
+// runs: the queue may hold more, which a page half gone would hide); a
+// shorter page held the whole queue, and with the inbox still does.
 type queuePage struct {
 	changed atomic.Uint64 // bumped by Master.Notify
+	mu      sync.Mutex
+	inbox   []core.Task // runs Master.Queued took since the last pass
+
 	// Only the scheduler's goroutine touches the rest.
-	runs  []core.Task
-	read  int // runs the read returned (plan.Batch: the queue may hold more)
+	runs  []core.Task     // in the store's order (queueBefore)
+	read  int             // runs the read returned (plan.Batch: the queue may hold more)
+	last  core.Task       // the read's last run, when read == plan.Batch
+	gone  map[string]bool // placed or found gone since the read
 	gen   uint64
 	at    time.Time
 	valid bool
 }
 
+// add takes a run just created QUEUED into the page at its next use.
+func (q *queuePage) add(t core.Task) {
+	q.mu.Lock()
+	q.inbox = append(q.inbox, t)
+	q.mu.Unlock()
+}
+
 // page returns the runs to plan and how many the read returned.
 func (q *queuePage) page(ctx context.Context, st store.Store, now time.Time) ([]core.Task, int, error) {
 	gen := q.changed.Load()
-	if q.valid && gen == q.gen && now.Sub(q.at) < pageTTL && !now.Before(q.at) && 2*len(q.runs) >= q.read {
+	q.mu.Lock()
+	in := q.inbox
+	q.inbox = nil
+	q.mu.Unlock()
+	// Half placed matters only for a full page: one that held the whole
+	// queue still does, with the inbox.
+	half := q.read == plan.Batch && 2*len(q.runs) < q.read
+	if q.valid && gen == q.gen && now.Sub(q.at) < pageTTL && !now.Before(q.at) && !half {
+		for _, t := range in {
+			q.merge(t)
+		}
 		return q.runs, q.read, nil
 	}
+	// The runs of the inbox were stored before they were added: the read
+	// has them.
 	q.valid = false
 	runs, err := st.QueuedTasks(ctx, plan.Batch)
 	if err != nil {
 		return nil, 0, err
 	}
 	q.runs, q.read, q.gen, q.at, q.valid = runs, len(runs), gen, now, true
+	q.gone = map[string]bool{}
+	if len(runs) == plan.Batch {
+		q.last = runs[len(runs)-1]
+	}
 	return runs, len(runs), nil
+}
+
+// merge puts t at its place in the page, unless it is there already, was
+// placed or found gone since the read (its add came late), or falls beyond
+// a full page (the queue holds runs before it that the page lacks: a
+// later read finds it).
+func (q *queuePage) merge(t core.Task) {
+	if q.gone[t.ID] || (q.read == plan.Batch && queueBefore(&q.last, &t)) {
+		return
+	}
+	at := len(q.runs)
+	for i := range q.runs {
+		if q.runs[i].ID == t.ID {
+			return
+		}
+		if at == len(q.runs) && queueBefore(&t, &q.runs[i]) {
+			at = i
+		}
+	}
+	q.runs = slices.Insert(q.runs, at, t)
+}
+
+// queueBefore is the store's queue order (store.Store.QueuedTasks):
+// priority, higher first, then oldest first, then id.
+func queueBefore(a, b *core.Task) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
 }
 
 // taken drops the runs a pass placed, or found gone from the queue.
@@ -151,4 +217,7 @@ func (q *queuePage) taken(ids map[string]bool) {
 		}
 	}
 	q.runs = kept
+	for id := range ids {
+		q.gone[id] = true
+	}
 }

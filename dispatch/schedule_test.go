@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,9 +85,57 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 	if st.reads != 3 {
 		t.Fatalf("after pageTTL: %d reads, want 3", st.reads)
 	}
+	// A page shorter than plan.Batch held the whole queue: it serves with
+	// any number of its runs gone.
 	m.queue.taken(map[string]bool{first[0].ID: true, first[1].ID: false, first[2].ID: true})
-	page(now.Add(pageTTL))
-	if st.reads != 4 {
-		t.Fatalf("with over half of it gone: %d reads, want 4", st.reads)
+	if got := page(now.Add(pageTTL)); len(got) != 1 || st.reads != 3 {
+		t.Fatalf("with three of four gone: %d runs, %d reads; want 1 and 3", len(got), st.reads)
+	}
+
+	// Runs this master created join the page at their place, without a
+	// read; one already placed does not come back.
+	urgent := h.submit(t, 0, "urgent")
+	urgent.Priority = 5
+	m.Queued(urgent)
+	placed := h.submit(t, 0, "placed")
+	m.queue.taken(map[string]bool{placed.ID: true})
+	m.Queued(placed)
+	got := page(now.Add(pageTTL))
+	if st.reads != 3 || len(got) != 2 || got[0].ID != urgent.ID {
+		t.Fatalf("after Queued: %d runs, the first %s, %d reads; want 2, %s, 3 reads", len(got), got[0].ID, st.reads, urgent.ID)
+	}
+	for _, r := range got {
+		if r.ID == placed.ID {
+			t.Fatal("a run placed before its Queued came back")
+		}
+	}
+}
+
+// A run created after a full page was read joins it only if it comes
+// before the page's last run: the queue holds runs after that one that the
+// page lacks.
+func TestQueuePageFullKeepsItsRange(t *testing.T) {
+	var q queuePage
+	base := time.Now()
+	q.valid, q.read, q.gone = true, plan.Batch, map[string]bool{}
+	for i := range plan.Batch {
+		q.runs = append(q.runs, core.Task{ID: fmt.Sprintf("r%03d", i), CreatedAt: base.Add(time.Duration(i))})
+	}
+	q.last = q.runs[len(q.runs)-1]
+	q.merge(core.Task{ID: "late", CreatedAt: base.Add(time.Hour)})
+	q.merge(core.Task{ID: "high", Priority: 1, CreatedAt: base.Add(time.Hour)})
+	if len(q.runs) != plan.Batch+1 || q.runs[0].ID != "high" {
+		t.Fatalf("%d runs, the first %s; want %d, high", len(q.runs), q.runs[0].ID, plan.Batch+1)
+	}
+	// Half of a full page placed: read again (the queue's next runs).
+	st := &countingQueue{Store: newHarness(t, nil).st}
+	q.at = base
+	gone := map[string]bool{}
+	for _, r := range q.runs[:plan.Batch/2+2] {
+		gone[r.ID] = true
+	}
+	q.taken(gone)
+	if _, _, err := q.page(t.Context(), st, base); err != nil || st.reads != 1 {
+		t.Fatalf("a full page half placed: %d reads (%v), want 1", st.reads, err)
 	}
 }

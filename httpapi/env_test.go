@@ -44,6 +44,8 @@ func (c *testControl) Notify() {
 	c.notified++
 }
 
+func (c *testControl) Queued(core.Task) { c.Notify() }
+
 func (c *testControl) Cancel(ctx context.Context, id string) (core.Task, error) {
 	c.mu.Lock()
 	c.cancels = append(c.cancels, id)

@@ -155,7 +155,7 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	if err := s.st.CreateTask(ctx, &t); err != nil {
 		return storeError(err, "run")
 	}
-	s.ctl.Notify()
+	s.ctl.Queued(t)
 	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int64("userId", t.UserID).
 		Str("rerunOf", rerunOf).Msg("run queued")
 	return s.writeJSON(r, fasthttp.StatusAccepted, submitted{t.ID, t.Status, t.TraceID, rerunOf})
