@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 		}
 		return runs
 	}
-	first := page(now)
+	first := slices.Clone(page(now)) // the page is the scheduler's: taken changes it in place
 	page(now.Add(time.Millisecond))
 	if st.reads != 1 {
 		t.Fatalf("%d reads for two passes, want 1", st.reads)
@@ -137,5 +138,32 @@ func TestQueuePageFullKeepsItsRange(t *testing.T) {
 	q.taken(gone)
 	if _, _, err := q.page(t.Context(), st, base); err != nil || st.reads != 1 {
 		t.Fatalf("a full page half placed: %d reads (%v), want 1", st.reads, err)
+	}
+}
+
+// taken keeps the page's order and drops exactly the runs named, wherever
+// they are, and ids the page lacks change nothing.
+func TestQueuePageTaken(t *testing.T) {
+	for _, tc := range []struct {
+		drop []string
+		want string
+	}{{[]string{"a"}, "bcde"}, {[]string{"a", "c"}, "bde"}, {[]string{"e"}, "abcd"}, {[]string{"b", "d", "zz"}, "ace"},
+		{[]string{"zz"}, "abcde"}, {[]string{"a", "b", "c", "d", "e"}, ""}} {
+		q := queuePage{valid: true, gone: map[string]bool{}}
+		for _, id := range []string{"a", "b", "c", "d", "e"} {
+			q.runs = append(q.runs, core.Task{ID: id})
+		}
+		ids := map[string]bool{}
+		for _, id := range tc.drop {
+			ids[id] = true
+		}
+		q.taken(ids)
+		got := ""
+		for _, r := range q.runs {
+			got += r.ID
+		}
+		if got != tc.want || !q.gone[tc.drop[0]] {
+			t.Errorf("dropping %v: %q (gone %v), want %q", tc.drop, got, q.gone, tc.want)
+		}
 	}
 }
