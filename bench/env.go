@@ -245,6 +245,31 @@ func procCPU(pid int) (user, sys time.Duration, err error) {
 	return time.Duration(ut) * time.Second / clkTck, time.Duration(st) * time.Second / clkTck, nil
 }
 
+// procTreeCPU is the CPU time of pid and of its children it has reaped
+// (utime, stime, cutime, cstime of /proc/PID/stat).
+func procTreeCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if i < 0 || len(f) < 15 {
+		return 0, fmt.Errorf("cannot parse /proc/%d/stat", pid)
+	}
+	var ticks int64
+	for _, k := range []int{11, 12, 13, 14} {
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cannot parse /proc/%d/stat times", pid)
+		}
+		ticks += v
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clkTck, nil
+}
+
 // procMem returns the resident set and its peak (VmRSS, VmHWM) in bytes.
 func procMem(pid int) (rss, hwm int64, err error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))

@@ -19,9 +19,20 @@ import (
 // file system under dir sustains: the ceiling of one SQLite writer that
 // commits (synchronous=FULL, WAL) one transaction at a time.
 func fsyncRate(dir string, d time.Duration) (float64, error) {
+	st, err := fsyncStats(dir, d)
+	return st.rate, err
+}
+
+// fsyncStat is fsyncRate with the latency of one write + fdatasync.
+type fsyncStat struct {
+	rate     float64
+	p50, p99 time.Duration
+}
+
+func fsyncStats(dir string, d time.Duration) (fsyncStat, error) {
 	f, err := os.CreateTemp(dir, "fsync-*")
 	if err != nil {
-		return 0, err
+		return fsyncStat{}, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
@@ -30,29 +41,50 @@ func fsyncRate(dir string, d time.Duration) (float64, error) {
 	const ring = 256
 	buf := make([]byte, 4096)
 	if err := f.Truncate(ring * 4096); err != nil {
-		return 0, err
+		return fsyncStat{}, err
 	}
 	if err := unix.Fdatasync(int(f.Fd())); err != nil {
-		return 0, err
+		return fsyncStat{}, err
 	}
+	var h hist.Hist
 	n := 0
 	start := time.Now()
 	for time.Since(start) < d {
+		t0 := time.Now()
 		if _, err := f.WriteAt(buf, int64(n%ring)*4096); err != nil {
-			return 0, err
+			return fsyncStat{}, err
 		}
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
-			return 0, err
+			return fsyncStat{}, err
 		}
+		h.AddDuration(time.Since(t0))
 		n++
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return fsyncStat{rate: float64(n) / time.Since(start).Seconds(), p50: h.QuantileDuration(0.5), p99: h.QuantileDuration(0.99)}, nil
 }
 
 // forkExecRate measures how many /bin/true processes per second conc
 // goroutines start and reap (exec.Cmd.Run, the worker's own path minus
 // pipes and process groups).
 func forkExecRate(conc int, d time.Duration) (float64, error) {
+	rate, _, err := forkExecCPU(conc, d)
+	return rate, err
+}
+
+// forkExecCPU is forkExecRate with the CPU time one fork/exec/wait costs,
+// this process's and the child's (getrusage of self and children).
+func forkExecCPU(conc int, d time.Duration) (float64, time.Duration, error) {
+	cpu := func() time.Duration {
+		var self, kids unix.Rusage
+		_ = unix.Getrusage(unix.RUSAGE_SELF, &self)
+		_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &kids)
+		var t time.Duration
+		for _, tv := range []unix.Timeval{self.Utime, self.Stime, kids.Utime, kids.Stime} {
+			t += time.Duration(tv.Nano())
+		}
+		return t
+	}
+	c0 := cpu()
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -70,9 +102,10 @@ func forkExecRate(conc int, d time.Duration) (float64, error) {
 	}
 	wg.Wait()
 	if err, _ := firstErr.Load().(error); err != nil {
-		return 0, fmt.Errorf("cannot run /bin/true: %w", err)
+		return 0, 0, fmt.Errorf("cannot run /bin/true: %w", err)
 	}
-	return float64(n.Load()) / time.Since(start).Seconds(), nil
+	rate := float64(n.Load()) / time.Since(start).Seconds()
+	return rate, (cpu() - c0) / time.Duration(max(n.Load(), 1)), nil
 }
 
 // echoResult is the raw loopback reference.
