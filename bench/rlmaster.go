@@ -204,19 +204,26 @@ func (m *rlMaster) get(path string, v any) error {
 // call starts it, the second stops it and writes heap and allocation
 // profiles; files are renamed to label.
 func (m *rlMaster) profile(label string, start bool) {
-	e := m.e
-	if e.profDir == "" {
+	if m.e.profDir == "" {
 		return
 	}
 	if start {
 		m.profN++
-		_ = m.cmd.Process.Signal(syscall.SIGUSR1)
+	}
+	m.e.profileProc(m.cmd.Process, m.profN, label, start)
+}
+
+// profileProc starts (start) or stops the n-th profile of a process built
+// with bench/overlay and started with RLSCHED_BENCH_PROFILE_DIR, and names
+// its files after label.
+func (e *env) profileProc(p *os.Process, n int, label string, start bool) {
+	if start {
+		_ = p.Signal(syscall.SIGUSR1)
 		time.Sleep(50 * time.Millisecond)
 		return
 	}
-	n := m.profN
-	_ = m.cmd.Process.Signal(syscall.SIGUSR2)
-	done := filepath.Join(e.profDir, fmt.Sprintf("done-%d-%d", m.pid(), n))
+	_ = p.Signal(syscall.SIGUSR2)
+	done := filepath.Join(e.profDir, fmt.Sprintf("done-%d-%d", p.Pid, n))
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(done); err == nil {
@@ -225,7 +232,7 @@ func (m *rlMaster) profile(label string, start bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, kind := range []string{"cpu", "heap", "allocs", "goroutine"} {
-		src := filepath.Join(e.profDir, fmt.Sprintf("%s-%d-%d.pprof", kind, m.pid(), n))
+		src := filepath.Join(e.profDir, fmt.Sprintf("%s-%d-%d.pprof", kind, p.Pid, n))
 		_ = os.Rename(src, filepath.Join(e.profDir, label+"."+kind+".pprof"))
 	}
 	_ = os.Remove(done)

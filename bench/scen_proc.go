@@ -87,6 +87,7 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 	defer m.stop()
 	bin, _ := e.rlschedBin()
 	var pids []int
+	var procs []*os.Process
 	for i := 0; i < workers; i++ {
 		wdir := filepath.Join(dataDir, "worker-"+strconv.Itoa(i))
 		cmd := exec.Command(bin, "worker", "--master", m.rpc, "--id", fmt.Sprintf("bench-proc-%d", i),
@@ -94,6 +95,9 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 		// RUN_AS=none: the worker's data dir is inside the master's (mode
 		// 0700), and the scenario measures dispatch, not uid handling.
 		cmd.Env = append(os.Environ(), "WORKER_JOIN_TOKEN="+benchJoinToken, "LOG_FORMAT=json", "RUN_AS=none")
+		if e.profDir != "" { // the workers are profiled beside the master
+			cmd.Env = append(cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
+		}
 		logf, err := os.Create(filepath.Join(e.tmp, fmt.Sprintf("worker-%d-%d.log", i, time.Now().UnixNano())))
 		if err != nil {
 			return nil, err
@@ -105,6 +109,7 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 			return nil, fmt.Errorf("cannot start rlsched worker: %w", err)
 		}
 		pids = append(pids, cmd.Process.Pid)
+		procs = append(procs, cmd.Process)
 		defer func() {
 			_ = cmd.Process.Signal(os.Interrupt)
 			done := make(chan struct{})
@@ -126,6 +131,11 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 	label := "proc-" + map[bool]string{false: "disk", true: "tmpfs"}[onTmpfs]
 	for i := 0; i < repeats; i++ {
 		m.profile(fmt.Sprintf("%s-%d", label, i), true)
+		if e.profDir != "" {
+			for _, p := range procs {
+				e.profileProc(p, i+1, "", true)
+			}
+		}
 		s0, w0 := sample(m.pid()), treeCPU(pids)
 		mark := time.Now()
 		if err := preloadQueue(db, n, []string{"/bin/true"}); err != nil {
@@ -150,6 +160,11 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 		}
 		s1, w1 := sample(m.pid()), treeCPU(pids)
 		m.profile(fmt.Sprintf("%s-%d", label, i), false)
+		if e.profDir != "" {
+			for k, p := range procs {
+				e.profileProc(p, i+1, fmt.Sprintf("%s-%d-worker-%d", label, i, k), false)
+			}
+		}
 		first, last, cnt, err := runTimesSince(db, mark)
 		if err != nil {
 			return nil, err
