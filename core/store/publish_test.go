@@ -54,18 +54,26 @@ func TestPublishing_Conformance(t *testing.T) {
 	})
 }
 
-func TestPublishing_PublishesWrites(t *testing.T) {
-	ctx := context.Background()
+// publishedRun is a publishing store over a fresh SQLite file, its sink,
+// and one run of alice's created in it.
+func publishedRun(t *testing.T) (store.Store, *recordSink, core.Task) {
+	t.Helper()
 	sink := &recordSink{}
 	st := store.Publishing(openSQLite(t), sink)
 	u := core.User{Username: "alice", PasswordHash: "x"}
-	if err := st.CreateUser(ctx, &u); err != nil {
+	if err := st.CreateUser(t.Context(), &u); err != nil {
 		t.Fatal(err)
 	}
 	task := core.Task{UserID: u.ID, Name: "run", Command: []string{"true"}}
-	if err := st.CreateTask(ctx, &task); err != nil {
+	if err := st.CreateTask(t.Context(), &task); err != nil {
 		t.Fatal(err)
 	}
+	return st, sink, task
+}
+
+func TestPublishing_PublishesWrites(t *testing.T) {
+	ctx := context.Background()
+	st, sink, task := publishedRun(t)
 	ev := sink.take()
 	if len(ev) != 1 || ev[0].ID != task.ID || ev[0].Status != core.StatusQueued || ev[0].User != "alice" {
 		t.Fatalf("after create: %+v", ev)
@@ -265,16 +273,7 @@ func TestPublishing_EventIsTheStoredRun(t *testing.T) {
 // then the end.
 func TestPublishing_StartPassedOver(t *testing.T) {
 	ctx := context.Background()
-	sink := &recordSink{}
-	st := store.Publishing(openSQLite(t), sink)
-	u := core.User{Username: "alice", PasswordHash: "x"}
-	if err := st.CreateUser(ctx, &u); err != nil {
-		t.Fatal(err)
-	}
-	task := core.Task{UserID: u.ID, Name: "run", Command: []string{"true"}}
-	if err := st.CreateTask(ctx, &task); err != nil {
-		t.Fatal(err)
-	}
+	st, sink, task := publishedRun(t)
 	d := sink.take()[0]
 	if err := d.Dispatch("w1", nil, 3); err != nil {
 		t.Fatal(err)
