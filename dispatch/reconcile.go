@@ -60,6 +60,12 @@ func (m *Master) reconcile(ctx context.Context) {
 			m.lost(ctx, t.ID, t.Fence, "active run without a worker")
 			continue
 		}
+		// No live lease may mean one that expired since the last reap:
+		// Restore would give that one a new hold (it replaces a dead lease),
+		// putting off the run's loss by a hold, or for good on a clock that
+		// stands still. Reap first; a run found lost there is requeued, and
+		// the re-read below gives back the lease restored for it.
+		m.reapOnce(ctx)
 		if err := m.restoreLease(ctx, t); err != nil {
 			m.log.Warn().Err(err).Str("task", t.ID).Msg("reconciliation: cannot restore a lease")
 			continue
