@@ -538,6 +538,10 @@ export function mount(root, ctx) {
   function setTask(nt) {
     if (!nt || nt.id !== id) return;
     const prev = t;
+    // An attempt never leaves its end: a view that says otherwise is older
+    // than the one shown (the cancel request's answer, read before the run
+    // ended, can arrive after the live event of its end).
+    if (prev && nt.attempt === prev.attempt && TERMINAL.has(prev.status) && !TERMINAL.has(nt.status)) return;
     if (prev && nt.status === 'QUEUED' && prev.status === 'QUEUED') {
       nt.queuePosition ??= prev.queuePosition;
       nt.pendingReason ??= prev.pendingReason;
