@@ -43,7 +43,9 @@ func (m *Master) schedule(ctx context.Context) bool {
 	if !m.reg.anyFree() {
 		return false
 	}
-	tasks, read, err := m.queue.page(ctx, m.st, m.now())
+	// Wall time, not the dispatcher's clock: the page is a cache of the
+	// store, and on a clock that stands still (tests) it must still expire.
+	tasks, read, err := m.queue.page(ctx, m.st, time.Now())
 	if err != nil {
 		if ctx.Err() == nil {
 			m.log.Error().Err(err).Msg("cannot read the queue")
