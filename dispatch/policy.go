@@ -71,6 +71,9 @@ type standing struct {
 	mu    sync.Mutex
 	at    time.Time
 	users map[int64]plan.User
+	// lent: users was handed out since it was made, so a move copies it
+	// first; the moves between two passes share one copy.
+	lent bool
 }
 
 // users returns every user's standing for the planner (plan.Snapshot.Users):
@@ -82,6 +85,7 @@ func (m *Master) users(ctx context.Context) (map[int64]plan.User, error) {
 	defer c.mu.Unlock()
 	now := m.now()
 	if c.users != nil && now.Sub(c.at) < usersTTL && !now.Before(c.at) {
+		c.lent = true
 		return c.users, nil
 	}
 	us, err := m.st.Usage(ctx, now, m.cfg.Policy.HalfLife)
@@ -92,7 +96,7 @@ func (m *Master) users(ctx context.Context) (map[int64]plan.User, error) {
 	for _, u := range us {
 		out[u.UserID] = m.planUser(u)
 	}
-	c.users, c.at = out, now
+	c.users, c.at, c.lent = out, now, true
 	return out, nil
 }
 
@@ -130,7 +134,10 @@ func (m *Master) standingMoved(moves []userMove) {
 	if c.users == nil {
 		return
 	}
-	out := maps.Clone(c.users)
+	out := c.users
+	if c.lent { // every run's end moves it: copy once per pass, not per move
+		out, c.lent = maps.Clone(out), false
+	}
 	for _, mv := range moves {
 		u, ok := out[mv.userID]
 		if !ok {

@@ -194,7 +194,7 @@ func TestStandingMovedReplacesTheMap(t *testing.T) {
 		t.Fatalf("a move made a standing: %v", m.standing.users)
 	}
 	given := map[int64]plan.User{1: {Name: "alice", ActiveGPUs: 1, ActiveRuns: 1}}
-	m.standing.users = given
+	m.standing.users, m.standing.lent = given, true // as users() hands it out
 	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}, {userID: 9, gpus: 1, runs: 1}})
 	if got := m.standing.users[1]; got.ActiveGPUs != 3 || got.ActiveRuns != 2 {
 		t.Fatalf("after placing a 2-GPU run: %+v", got)
