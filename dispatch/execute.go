@@ -27,8 +27,9 @@ type claimed struct {
 }
 
 // execute carries out ps and returns the runs it recorded DISPATCHED
-// (true) and those whose write found them no longer queued (false). users are the owners' quotas the plan was made with: each
-// claim charges its run to them (lease.Charge).
+// (true) and those whose write found them no longer queued (false). users
+// are the owners' quotas the plan was made with: each claim charges its
+// run to them (lease.Charge).
 func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) map[string]bool {
 	var batch []*claimed
 	for _, p := range ps {
@@ -43,7 +44,7 @@ func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int
 // when the worker is gone, the run is already placed or the claim failed.
 func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
-	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID, gpuCount: t.GPUs,
+	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID,
 		pol: policyOf(t, m.now())}
 	if !m.reg.place(rr) {
 		return nil

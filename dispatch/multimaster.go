@@ -82,7 +82,7 @@ func (m *Master) helloFromStore(ctx context.Context, h *pb.Hello) map[string]str
 // recordOf is the registry record of an active run t from the store.
 func recordOf(t core.Task) *runRec {
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: t.Worker, gpus: t.GPUIndices,
-		userID: t.UserID, gpuCount: t.GPUs}
+		userID: t.UserID}
 	rr.fence.Store(t.Fence)
 	return rr
 }

@@ -55,11 +55,9 @@ type runRec struct {
 	traceID  string
 	workerID string
 	gpus     []int // indices; empty for a CPU-slot run
-	// userID and gpuCount are the owner and GPUs of the run (0 when not
-	// known: a run adopted from a worker's Hello), for the standing
-	// (standingMoved).
-	userID   int64
-	gpuCount int
+	// userID is the run's owner (0 when not known: a run adopted from a
+	// worker's Hello), for the standing (standingMoved).
+	userID int64
 	// fence is set once the claim returned it; 0 while it is in flight.
 	fence atomic.Uint64
 	// view is the run as this master last wrote it while holding the run
