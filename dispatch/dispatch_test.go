@@ -94,6 +94,9 @@ func startHarness(t *testing.T, clock *leasetest.Clock, wrap func(store.Store) s
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = m.Stop(ctx)
+		if t.Failed() {
+			t.Logf("master log:\n%s", logs.String())
+		}
 		if ownLogs {
 			cfg.Logs.Close()
 		}
@@ -205,6 +208,31 @@ func (p *peer) expect(want proto.Message) proto.Message {
 			p.t.Fatalf("waiting for %T: goodbye %q", want, g.Reason)
 		}
 	}
+}
+
+// expectEach reads until it has one message of each type of want, in any
+// order, and returns them in want's order: a run's end frees its slot
+// before the end's ack is sent, so the next run's ExecuteTask may come
+// first.
+func (p *peer) expectEach(want ...proto.Message) []proto.Message {
+	p.t.Helper()
+	got := make([]proto.Message, len(want))
+	for n := 0; n < len(want); {
+		m, err := p.read()
+		if err != nil {
+			p.t.Fatalf("waiting for %d of %d messages (%T...): %v", len(want)-n, len(want), want[0], err)
+		}
+		if g, ok := m.(*pb.Goodbye); ok {
+			p.t.Fatalf("waiting for %T...: goodbye %q", want[0], g.Reason)
+		}
+		for i, w := range want {
+			if got[i] == nil && codec.TypeOf(m) == codec.TypeOf(w) {
+				got[i], n = m, n+1
+				break
+			}
+		}
+	}
+	return got
 }
 
 func (p *peer) hello(id string, slots int32, gpus int, runs ...*pb.RunRef) *pb.HelloAck {

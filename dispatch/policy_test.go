@@ -153,13 +153,12 @@ func TestPreemption(t *testing.T) {
 		t.Fatalf("CancelTask %v", ct)
 	}
 	p.send(&pb.TaskFinished{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_CANCELLED, Signal: "SIGTERM", ExitCode: -1})
-	p.expect(&pb.TaskFinishedAck{})
+	ex2 := p.expectEach(&pb.TaskFinishedAck{}, &pb.ExecuteTask{})[1].(*pb.ExecuteTask)
 	got := h.task(t, victim.ID)
 	if got.Status != core.StatusQueued || got.Attempt != 2 || got.Preemptions != 1 || got.PreemptedAt == nil ||
 		!strings.Contains(got.Error, "preempted by "+urgent.ID+" (priority 5)") {
 		t.Fatalf("the victim after its preemption: %+v", got)
 	}
-	ex2 := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	if ex2.TaskId != urgent.ID {
 		t.Fatalf("started %s on the freed GPUs, want the urgent run %s", ex2.TaskId, urgent.ID)
 	}

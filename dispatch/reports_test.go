@@ -66,9 +66,7 @@ func TestFinishSupersedesAWaitingStart(t *testing.T) {
 	// commit of the reports' lane below.
 	p.send(&pb.TaskStarted{TaskId: other.ID, Attempt: 1, Fence: ex.Fence})
 	p.send(&pb.TaskFinished{TaskId: other.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
-	p.expect(&pb.TaskFinishedAck{})
-
-	ex = p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	ex = p.expectEach(&pb.TaskFinishedAck{}, &pb.ExecuteTask{})[1].(*pb.ExecuteTask)
 	if ex.TaskId != run.ID {
 		t.Fatalf("ExecuteTask of %s, want %s", ex.TaskId, run.ID)
 	}

@@ -43,8 +43,7 @@ func TestSweepLimitHoldsMembers(t *testing.T) {
 
 	p.send(&pb.TaskStarted{TaskId: first.TaskId, Attempt: 1, Fence: first.Fence, Pid: 1})
 	p.send(&pb.TaskFinished{TaskId: first.TaskId, Attempt: 1, Fence: first.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
-	p.expect(&pb.TaskFinishedAck{})
-	if ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask); ex.TaskId != ms[2].ID {
+	if ex := p.expectEach(&pb.TaskFinishedAck{}, &pb.ExecuteTask{})[1].(*pb.ExecuteTask); ex.TaskId != ms[2].ID {
 		t.Fatalf("started %s after a member ended, want the next member %s", ex.TaskId, ms[2].ID)
 	}
 	explainNow(t, h.m, []core.Task{h.task(t, ms[3].ID)}, map[string]core.QueueInfo{ms[3].ID: held1})
