@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -235,9 +236,11 @@ func (m *Master) Start(ctx context.Context) error {
 		go func() { defer m.wg.Done(); s.run(m.ctx) }()
 	}
 	srv := &server{m: m, booted: make(chan struct{})}
+	loops := runtime.NumCPU()
+	reserveProcs(loops + 1) // the event loops and the acceptor (procs.go)
 	go func() {
 		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
-			gnet.WithMulticore(true), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{m.log}))
 	}()
 	select {
