@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -130,4 +131,63 @@ func preloadQueueMySQL(dsn string, n int, argv []string) error {
 	return copyRuns(ctx, db, `SELECT column_name FROM information_schema.columns
 		WHERE table_schema = DATABASE() AND table_name = 'tasks' ORDER BY ordinal_position`,
 		func(c string) string { return "`" + c + "`" }, tmplID, n)
+}
+
+// service is the process of a distributed backend's server (MariaDB,
+// Redis), whose CPU a run costs there is measured beside the master's.
+func (b dispatchBackend) service() string {
+	switch {
+	case b.redis:
+		return "redis-server"
+	case b.mysql:
+		return "mariadbd"
+	}
+	return ""
+}
+
+// pidOf is the pid of a running process whose command name is comm (0:
+// none).
+func pidOf(comm string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && strings.TrimSpace(string(b)) == comm {
+			return pid
+		}
+	}
+	return 0
+}
+
+// mysqlCounters are MariaDB's global counters of what the store's
+// commits cost it: statements, commits and redo-log writes (MariaDB 10.11
+// writes its redo log with O_DIRECT and counts no fsyncs of it).
+var mysqlCounters = []string{"Questions", "Com_commit", "Innodb_log_writes"}
+
+// mysqlStatus reads mysqlCounters.
+func mysqlStatus() (map[string]int64, error) {
+	db, err := sql.Open("mysql", benchMySQLServer)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(mysqlCounters, "','")+"')")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
 }
