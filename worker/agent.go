@@ -333,6 +333,24 @@ func (a *agent) finishedAck(m *pb.TaskFinishedAck) {
 	delete(a.runs, r.id)
 	r.out.Discard() // every byte was acked: this only removes spill files
 	r.log.Debug().Msg("TaskFinished acked; run forgotten")
+	if r.outs != nil && r.outs.heldLocked() {
+		go removeRunDir(r)
+	} else if r.outDir != "" {
+		r.log.Info().Str("dir", r.outDir).Msg("keeping the run's output dir: the master does not hold all of it")
+	}
+}
+
+// removeRunDir removes a finished run's output dir, whose every file the
+// master stored, and its task's dir once no attempt is left in it: a
+// worker would otherwise keep every output of every run it ever ran.
+// os.RemoveAll follows no symbolic link the run left (it works from
+// directory descriptors), and the dirs above are the worker's.
+func removeRunDir(r *run) {
+	if err := os.RemoveAll(r.outDir); err != nil {
+		r.log.Warn().Err(err).Str("dir", r.outDir).Msg("cannot remove the run's output dir")
+		return
+	}
+	_ = os.Remove(filepath.Dir(r.outDir)) // fails while another attempt's dir is there
 }
 
 // heartbeatAck handles HeartbeatAck: the renewal sent at the heartbeat's

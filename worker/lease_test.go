@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +29,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	m.setAck(func(*pb.Hello) *pb.HelloAck {
 		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: ttl.Milliseconds(), MasterId: "m1"}
 	})
-	var out lockedBuffer
+	var out syncBuf
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -88,22 +87,4 @@ func procState(pid int) byte {
 		return 0
 	}
 	return b[i+2]
-}
-
-// lockedBuffer collects a child's output for assertions.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -81,6 +81,8 @@ type outputs struct {
 	ups        map[string]*upload
 	ready      int  // chunks read and not yet collected, all uploads
 	finished   bool // the last sync is over: TaskFinished may go
+	stored     bool // and the master holds every file of the dir as it is here
+	partial    bool // a file the master refused, or holds as read while it changed
 	stopped    bool
 	started    bool // the goroutines run (and the uploader closes the dir when it ends)
 	dirClosed  bool
@@ -163,6 +165,12 @@ func (o *outputs) closeDirLocked() {
 	}
 }
 
+// heldLocked reports whether the master holds everything of the output
+// dir, once the run is done: every file was stored, or the run never
+// started (the dir holds nothing, or what a restore brought from the
+// master). Caller holds agent.mu.
+func (o *outputs) heldLocked() bool { return o.stored || !o.started }
+
 // doneLocked reports whether TaskFinished may go: the last sync is over
 // (or will never come). Caller holds agent.mu.
 func (o *outputs) doneLocked() bool { return o == nil || o.finished || o.stopped }
@@ -180,10 +188,11 @@ func (o *outputs) run() {
 		case <-o.quit:
 			return
 		case <-o.final:
-			o.sync(true)
+			stored := o.sync(true)
 			<-o.tbEnd // its last points go before TaskFinished
 			o.a.mu.Lock()
 			o.finished = true
+			o.stored = stored && !o.partial && !o.stopped
 			o.a.kickLocked()
 			o.a.mu.Unlock()
 			return
@@ -193,13 +202,20 @@ func (o *outputs) run() {
 	}
 }
 
-// sync sends what changed since the last one.
-func (o *outputs) sync(final bool) {
+// sync sends what changed since the last one. It reports whether every
+// file the walk found was then stored, or refused (outputs.partial).
+func (o *outputs) sync(final bool) (all bool) {
 	files, skipped, truncated, err := o.dir.walk(maxWalk, nil)
 	if err != nil {
 		o.r.log.Warn().Err(err).Msg("cannot list the run's output dir")
-		return
+		return false
 	}
+	defer func() {
+		all = skipped == 0 && !truncated
+		for _, w := range files {
+			all = all && o.known[w.rel] == w.ver
+		}
+	}()
 	if skipped > 0 || truncated {
 		o.r.log.Warn().Int("skipped", skipped).Bool("truncated", truncated).Int("files", len(files)).
 			Msg("some files of the output dir are not uploaded: names rlsched refuses (control characters, over 1024 bytes), too deep, or past the first 200,000")
@@ -217,6 +233,7 @@ func (o *outputs) sync(final bool) {
 		}
 		todo = torn
 	}
+	return
 }
 
 // upload sends the files of list (at most maxUploads at once) and returns
@@ -242,6 +259,7 @@ func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
 			switch {
 			case u.result == upDone:
 				o.known[p] = u.ver
+				o.partial = o.partial || u.changing
 			case u.result == upTorn:
 				torn = append(torn, walked{p, u.ver})
 			case u.result == upFenced:
@@ -249,6 +267,7 @@ func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
 				o.stopLocked()
 			case len(u.result) > 9 && u.result[:9] == "refused: ":
 				o.known[p] = u.ver // never this version again
+				o.partial = true
 				o.r.log.Info().Str("path", p).Str("why", u.result[9:]).Msg("the master does not keep an output file")
 			default:
 				o.r.log.Warn().Str("path", p).Str("why", u.result).Msg("the master could not store an output file; trying again at the next sync")

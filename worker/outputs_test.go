@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -210,5 +212,44 @@ for i in range(100):
 	defer m.mu.Unlock()
 	if len(m.files) != 10_000 || m.refusedFiles != 90_000 {
 		t.Fatalf("%d files kept and %d refusals, want 10,000 and one refusal for each of the other 90,000", len(m.files), m.refusedFiles)
+	}
+}
+
+// Once its TaskFinished is acked, a run's output dir goes, and its task's
+// dir with it, when the master stored every file; a dir with a file the
+// master refused stays (the worker holds the only copy).
+func TestOutputsDirRemovedOnceStored(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	m.mu.Lock()
+	m.maxFiles = 2
+	m.mu.Unlock()
+	logs := &syncBuf{}
+	cfg := startWorker(t, m, loggingTo(t, logs, nil))
+	mc := m.next(t)
+	run := func(id, script string) string {
+		t.Helper()
+		mc.send(&pb.ExecuteTask{TaskId: id, Attempt: 1, Fence: 1, Argv: []string{"sh", "-c", script}})
+		mc.started(t, id)
+		if fin := mc.finished(t, id, 30*time.Second); fin.GetExitCode() != 0 {
+			t.Fatalf("%s failed: %v", id, fin)
+		}
+		dir := filepath.Join(cfg.DataDir, "outputs", id, "1")
+		if _, err := os.Stat(filepath.Join(dir, "a")); err != nil {
+			t.Fatalf("%s's output dir before the ack: %v", id, err)
+		}
+		mc.send(&pb.TaskFinishedAck{TaskId: id, Attempt: 1})
+		return dir
+	}
+	dir := run("t-rm", `cd "$RLSCHED_OUTPUT_DIR" && mkdir sub && echo a > a && echo b > sub/b`)
+	waitFor(t, 10*time.Second, "the stored run's dirs removed", func() bool {
+		_, err := os.Lstat(filepath.Dir(dir))
+		return errors.Is(err, fs.ErrNotExist)
+	})
+	dir = run("t-keep", `cd "$RLSCHED_OUTPUT_DIR" && echo a > a`) // past the master's 2 files
+	waitFor(t, 10*time.Second, "the decision to keep", func() bool {
+		return strings.Contains(logs.String(), "keeping the run's output dir")
+	})
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "a\n" {
+		t.Fatalf("the refused file: %q, %v; want it kept", b, err)
 	}
 }
