@@ -85,7 +85,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return err
 	}
-	if a.guard, err = startGuard(a.log); err != nil {
+	var uidLocks string
+	if a.iso.uids != nil {
+		uidLocks = a.iso.uids.dir
+	}
+	if a.guard, err = startGuard(a.log, uidLocks); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).

@@ -50,6 +50,10 @@ import (
 
 const guardEnv = "RLSCHED_GUARD"
 
+// guardLocksEnv names the worker's uid lock directory (Config.UIDLockDir)
+// for the guard: see guardExit.
+const guardLocksEnv = "RLSCHED_GUARD_UID_LOCKS"
+
 // guardKeepEnv names the only variables the guard inherits: the Go
 // runtime's own knobs. The worker's environment holds the join token and
 // other secrets; the guard needs none, and a process that leaks nothing
@@ -90,17 +94,18 @@ func MaybeGuard() {
 	// Only EOF stops the guard: a Ctrl-C meant for the worker must not take
 	// the guard down before the worker's runs are gone.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	os.Exit(serveGuard(0, os.Stderr))
+	os.Exit(serveGuard(0, os.Stderr, os.Getenv(guardLocksEnv)))
 }
 
 // serveGuard reads registrations from fd and kills groups whose deadline
-// passed, until EOF; then it kills every group still registered.
+// passed, until EOF; then it kills every group still registered (locks:
+// the uid lock directory, see guardExit).
 //
 // One loop, on poll(2): it reads whatever the worker has written before it
 // looks at the deadlines, so a renewal already in the pipe when the guard
 // gets the CPU back (a loaded machine) is never beaten by the kill it
 // cancels.
-func serveGuard(fd int, errw io.Writer) int {
+func serveGuard(fd int, errw io.Writer, locks string) int {
 	tab := guardTable{}
 	buf := make([]byte, 64<<10)
 	var partial []byte
@@ -114,7 +119,7 @@ func serveGuard(fd int, errw io.Writer) int {
 			}
 			if err != nil {
 				fmt.Fprintf(errw, "rlsched guard: cannot poll the worker's pipe: %v\n", err)
-				return guardExit(tab, errw)
+				return guardExit(tab, errw, locks)
 			}
 			if n == 0 {
 				break // timed out: nothing more to read
@@ -124,7 +129,7 @@ func serveGuard(fd int, errw io.Writer) int {
 				if err == unix.EINTR || err == unix.EAGAIN {
 					continue
 				}
-				return guardExit(tab, errw) // EOF: the worker is gone
+				return guardExit(tab, errw, locks) // EOF: the worker is gone
 			}
 			partial = append(partial, buf[:k]...)
 			for {
@@ -156,12 +161,30 @@ func serveGuard(fd int, errw io.Writer) int {
 }
 
 // guardExit kills every run still registered: the worker is gone.
-func guardExit(tab guardTable, errw io.Writer) int {
+//
+// A run's dynamic uid is swept only under the uid's lock in locks (the
+// worker's Config.UIDLockDir). The dead worker's own lock went with it, so
+// another worker may hold the uid by now: it took it finding no process of
+// the uid left (uidPool.acquire), so what runs under the uid is its new
+// run, which a sweep would kill. A lease deadline's kill needs no lock:
+// the worker, alive, still holds the uid of every run it registered.
+func guardExit(tab guardTable, errw io.Writer, locks string) int {
 	for _, pgid := range tab.all() {
 		if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 			fmt.Fprintf(errw, "rlsched guard: worker gone, killed process group %d\n", pgid)
 		}
-		killRunUID(tab[pgid], "worker gone", errw)
+		e := tab[pgid]
+		if e.uid == 0 || locks == "" {
+			killRunUID(e, "worker gone", errw)
+			continue
+		}
+		l, err := lockUID(locks, e.uid)
+		if l == nil {
+			fmt.Fprintf(errw, "rlsched guard: worker gone: uid %d is another run's by now (%v); its processes are left to it\n", e.uid, err)
+			continue
+		}
+		killRunUID(e, "worker gone", errw)
+		l.release()
 	}
 	return 0
 }
@@ -305,9 +328,9 @@ func newGuard(log zerolog.Logger) *guard {
 
 // startGuard starts the guard process and its writer. On error it still
 // returns a guard that keeps the record, without a process behind it.
-func startGuard(log zerolog.Logger) (*guard, error) {
+func startGuard(log zerolog.Logger, uidLocks string) (*guard, error) {
 	g := newGuard(log)
-	err := g.start()
+	err := g.start(uidLocks)
 	if err != nil {
 		g.told = true // the caller reports err
 		g.broken = err
@@ -318,7 +341,9 @@ func startGuard(log zerolog.Logger) (*guard, error) {
 	return g, nil
 }
 
-func (g *guard) start() error {
+// start starts the guard process; uidLocks is the uid lock directory of
+// RUN_AS=dynamic ("" without).
+func (g *guard) start(uidLocks string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find own executable for the guard: %w", err)
@@ -329,6 +354,9 @@ func (g *guard) start() error {
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = guardEnviron(os.Environ())
+	if uidLocks != "" {
+		cmd.Env = append(cmd.Env, guardLocksEnv+"="+uidLocks)
+	}
 	cmd.Stdin = r
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

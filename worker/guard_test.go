@@ -99,7 +99,7 @@ func TestGuardTable_Failure(t *testing.T) {
 // lease is renewed lives, a group whose deadline passes is SIGKILLed soon
 // after it, not before.
 func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
-	g, err := startGuard(zerolog.Nop())
+	g, err := startGuard(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("JWT_SECRET", "jwt-secret-456")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-789")
 	t.Setenv("GOTRACEBACK", "all")
-	g, err := startGuard(zerolog.Nop())
+	g, err := startGuard(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 			t.Errorf("guard environment holds %q", kv)
 		}
 		k, _, _ := strings.Cut(kv, "=")
-		if k != guardEnv && !guardKeepEnv[k] {
+		if k != guardEnv && k != guardLocksEnv && !guardKeepEnv[k] {
 			t.Errorf("guard environment holds %s, not a Go runtime variable", k)
 		}
 	}
@@ -182,7 +182,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 // stopped and its pipe full, registering and renewing still return at once,
 // and the guard reads the latest record once it runs again.
 func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
-	g, err := startGuard(zerolog.Nop())
+	g, err := startGuard(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
 	fmt.Fprintf(w, "+%d %d\n+%d %d\n-%d\n", pgid, now-time.Second, pgid, now+time.Hour, pgid)
 	w.Close()
 	var out strings.Builder
-	if code := serveGuard(int(r.Fd()), &out); code != 0 {
+	if code := serveGuard(int(r.Fd()), &out, ""); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
 	if groupGone(pgid) {
@@ -295,7 +295,7 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	defer r.Close()
 	var out syncBuf
 	served := make(chan int)
-	go func() { served <- serveGuard(int(r.Fd()), &out) }()
+	go func() { served <- serveGuard(int(r.Fd()), &out, "") }()
 	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, leaseClock()+100*time.Millisecond, expiring, pgAccount)
 	waitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
 		pids, _ := uidProcesses(expiring)
@@ -322,6 +322,43 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the guard did not say %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestServeGuard_LeavesAUidAnotherRunHolds: the guard of a worker that
+// died sweeps a run's uid only under the uid's lock; a uid whose lock
+// another worker took since (for a new run, once the group was gone) is
+// not swept, and its new run lives. A uid nobody holds is swept.
+func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
+	needRoot(t)
+	const taken, free = 62043, 62044
+	locks := t.TempDir()
+	pgOld, pgFree := escapee(t, taken), escapee(t, free)
+	l, err := lockUID(locks, taken) // the other worker's new run holds it
+	if err != nil || l == nil {
+		t.Fatalf("lock of uid %d: %v, %v", taken, l, err)
+	}
+	defer l.release()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fmt.Fprintf(w, "+%d 0 %d\n+%d 0 %d\n", pgOld, taken, pgFree, free)
+	w.Close() // the worker is gone
+	var out strings.Builder
+	if code := serveGuard(int(r.Fd()), &out, locks); code != 0 {
+		t.Fatalf("serveGuard: %d", code)
+	}
+	waitGroupGone(t, pgOld, 5*time.Second)
+	if pids, _ := uidProcesses(taken); len(pids) != 1 {
+		t.Fatalf("uid %d has %v; want the process that left the old group, which the uid's new holder now answers for; the guard said:\n%s", taken, pids, out.String())
+	}
+	if pids, _ := uidProcesses(free); len(pids) != 0 {
+		t.Fatalf("processes %v of uid %d, which nobody holds, outlived the worker; the guard said:\n%s", pids, free, out.String())
+	}
+	if want := fmt.Sprintf("uid %d is another run's by now", taken); !strings.Contains(out.String(), want) {
+		t.Errorf("the guard did not say %q:\n%s", want, out.String())
 	}
 }
 

@@ -101,7 +101,7 @@ func (p *uidPool) acquire() (*uidLease, error) {
 		if accountUses(uid) {
 			continue
 		}
-		l, err := p.lock(uid)
+		l, err := lockUID(p.dir, uid)
 		if err != nil {
 			return nil, err
 		}
@@ -124,10 +124,12 @@ func (p *uidPool) acquire() (*uidLease, error) {
 	return nil, fmt.Errorf("no free uid in RUN_UID_RANGE %s: every uid is held by a live run, used by an account, or still has processes; widen the range", p.r)
 }
 
-// lock takes uid's lock file, or returns nil when another holder has it.
-func (p *uidPool) lock(uid uint32) (*uidLease, error) {
+// lockUID takes uid's lock file in dir, or returns nil when another holder
+// has it: a worker's pool, or the guard of a worker that died, sweeping
+// what was left under the uid (guardExit).
+func lockUID(dir string, uid uint32) (*uidLease, error) {
 	// O_CLOEXEC (Go's default): a run must never inherit the lock.
-	f, err := os.OpenFile(filepath.Join(p.dir, strconv.FormatUint(uint64(uid), 10)), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(dir, strconv.FormatUint(uint64(uid), 10)), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the lock of uid %d: %w", uid, err)
 	}
