@@ -236,8 +236,7 @@ func (m *Master) Start(ctx context.Context) error {
 		go func() { defer m.wg.Done(); s.run(m.ctx) }()
 	}
 	srv := &server{m: m, booted: make(chan struct{})}
-	loops := runtime.NumCPU()
-	reserveProcs(loops + 1) // the event loops and the acceptor (procs.go)
+	loops := eventLoops() // procs.go
 	go func() {
 		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
 			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
@@ -256,7 +255,8 @@ func (m *Master) Start(ctx context.Context) error {
 	// gets to run.
 	reconcileAt := m.now().Add(m.reconcilePeriod())
 	go func() { defer m.wg.Done(); m.reapLoop(m.ctx, reconcileAt) }()
-	m.log.Info().Str("rpc", m.addr).Str("master", m.cfg.MasterID).Msg("dispatcher started")
+	m.log.Info().Str("rpc", m.addr).Str("master", m.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
+		Msg("dispatcher started")
 	return nil
 }
 
