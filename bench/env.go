@@ -222,52 +222,42 @@ func freePort() (int, error) {
 
 // procCPU returns the user and system CPU time of pid from /proc/pid/stat.
 func procCPU(pid int) (user, sys time.Duration, err error) {
+	t, err := procStatTimes(pid)
+	return t[0], t[1], err
+}
+
+// procTreeCPU is the CPU time of pid and of its children it has reaped.
+func procTreeCPU(pid int) (time.Duration, error) {
+	t, err := procStatTimes(pid)
+	return t[0] + t[1] + t[2] + t[3], err
+}
+
+// procStatTimes reads utime, stime, cutime and cstime of /proc/pid/stat.
+func procStatTimes(pid int) (times [4]time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return times, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("cannot parse /proc/%d/stat", pid)
+		return times, fmt.Errorf("cannot parse /proc/%d/stat", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	// Fields after the command: state(3) ... utime(14) stime(15); f[0] is field 3.
-	if len(f) < 13 {
-		return 0, 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("cannot parse /proc/%d/stat times", pid)
+	// Fields after the command: state(3) ... utime(14) stime(15) cutime(16)
+	// cstime(17); f[0] is field 3.
+	if len(f) < 15 {
+		return times, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration(ut) * time.Second / clkTck, time.Duration(st) * time.Second / clkTck, nil
-}
-
-// procTreeCPU is the CPU time of pid and of its children it has reaped
-// (utime, stime, cutime, cstime of /proc/PID/stat).
-func procTreeCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	f := strings.Fields(s[i+1:])
-	if i < 0 || len(f) < 15 {
-		return 0, fmt.Errorf("cannot parse /proc/%d/stat", pid)
-	}
-	var ticks int64
-	for _, k := range []int{11, 12, 13, 14} {
-		v, err := strconv.ParseInt(f[k], 10, 64)
+	for k := range times {
+		v, err := strconv.ParseInt(f[11+k], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("cannot parse /proc/%d/stat times", pid)
+			return times, fmt.Errorf("cannot parse /proc/%d/stat times", pid)
 		}
-		ticks += v
+		times[k] = time.Duration(v) * time.Second / clkTck
 	}
-	const clkTck = 100 // USER_HZ on Linux
-	return time.Duration(ticks) * time.Second / clkTck, nil
+	return times, nil
 }
 
 // procMem returns the resident set and its peak (VmRSS, VmHWM) in bytes.

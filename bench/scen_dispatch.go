@@ -224,7 +224,10 @@ func (e *env) dispatchRlsched(b dispatchBackend, workers, slots, n, repeats int,
 		}
 		// The server's share is counted from the end of the preload, which
 		// is not the runs' work (the master has barely begun by then).
-		v0 := sample(svcPid)
+		var v0 procSample
+		if svcPid > 0 {
+			v0 = sample(svcPid)
+		}
 		var c0 map[string]int64
 		if b.mysql {
 			c0, _ = mysqlStatus()
@@ -237,14 +240,16 @@ func (e *env) dispatchRlsched(b dispatchBackend, workers, slots, n, repeats int,
 		if svcPid > 0 {
 			r.svcCPUPerRun = append(r.svcCPUPerRun, v0.cpuTo(sample(svcPid))/time.Duration(n))
 		}
-		if c1, err := mysqlStatus(); b.mysql && err == nil && c0 != nil {
-			if r.dbCounts == nil {
-				r.dbCounts = map[string]int64{}
+		if c0 != nil {
+			if c1, err := mysqlStatus(); err == nil {
+				if r.dbCounts == nil {
+					r.dbCounts = map[string]int64{}
+				}
+				for _, k := range mysqlCounters {
+					r.dbCounts[k] += c1[k] - c0[k]
+				}
+				r.dbRuns += int64(n)
 			}
-			for _, k := range mysqlCounters {
-				r.dbCounts[k] += c1[k] - c0[k]
-			}
-			r.dbRuns += int64(n)
 		}
 		m.profile(fmt.Sprintf("%s-throughput-%d", label, i), false)
 		span := time.Duration(st.LastFinishNs - st.FirstExecNs)
