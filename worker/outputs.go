@@ -202,20 +202,23 @@ func (o *outputs) run() {
 	}
 }
 
-// sync sends what changed since the last one. It reports whether every
-// file the walk found was then stored, or refused (outputs.partial).
+// sync sends what changed since the last one. The last sync (final)
+// reports whether every file the walk found was then stored, or refused
+// (outputs.partial).
 func (o *outputs) sync(final bool) (all bool) {
 	files, skipped, truncated, err := o.dir.walk(maxWalk, nil)
 	if err != nil {
 		o.r.log.Warn().Err(err).Msg("cannot list the run's output dir")
 		return false
 	}
-	defer func() {
-		all = skipped == 0 && !truncated
-		for _, w := range files {
-			all = all && o.known[w.rel] == w.ver
-		}
-	}()
+	if final {
+		defer func() {
+			all = skipped == 0 && !truncated
+			for _, w := range files {
+				all = all && o.known[w.rel] == w.ver
+			}
+		}()
+	}
 	if skipped > 0 || truncated {
 		o.r.log.Warn().Int("skipped", skipped).Bool("truncated", truncated).Int("files", len(files)).
 			Msg("some files of the output dir are not uploaded: names rlsched refuses (control characters, over 1024 bytes), too deep, or past the first 200,000")
