@@ -179,8 +179,11 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			continue
 		}
 		l, err := lockUID(locks, e.uid)
-		if l == nil {
-			fmt.Fprintf(errw, "rlsched guard: worker gone: uid %d is another run's by now (%v); its processes are left to it\n", e.uid, err)
+		switch {
+		case err != nil: // no worker can take the uid through that lock either
+			fmt.Fprintf(errw, "rlsched guard: worker gone: %v; sweeping uid %d without its lock\n", err, e.uid)
+		case l == nil:
+			fmt.Fprintf(errw, "rlsched guard: worker gone: uid %d is another run's by now; its processes are left to it\n", e.uid)
 			continue
 		}
 		killRunUID(e, "worker gone", errw)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -359,6 +360,36 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	}
 	if want := fmt.Sprintf("uid %d is another run's by now", taken); !strings.Contains(out.String(), want) {
 		t.Errorf("the guard did not say %q:\n%s", want, out.String())
+	}
+}
+
+// TestServeGuard_SweepsWhenTheLockCannotBeOpened: a uid lock directory the
+// guard cannot use (no worker can lock through it either) does not spare
+// what the dead worker's run left under its uid.
+func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
+	needRoot(t)
+	const uid = 62045
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pg := escapee(t, uid)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	fmt.Fprintf(w, "+%d 0 %d\n", pg, uid)
+	w.Close()
+	var out strings.Builder
+	if code := serveGuard(int(r.Fd()), &out, notADir); code != 0 {
+		t.Fatalf("serveGuard: %d", code)
+	}
+	if pids, _ := uidProcesses(uid); len(pids) != 0 {
+		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, uid, out.String())
+	}
+	if !strings.Contains(out.String(), "without its lock") {
+		t.Errorf("the guard did not say it swept without the lock:\n%s", out.String())
 	}
 }
 
