@@ -48,7 +48,7 @@ fuzz:
 	$(GO) test ./codec -run '^$$' -fuzz FuzzNext -fuzztime 60s
 	$(GO) test ./worker/tfevents -run '^$$' -fuzz FuzzFeed -fuzztime 60s
 	$(GO) test ./worker/nvsmi -run '^$$' -fuzz FuzzParse -fuzztime 60s
-	$(GO) test ./core/sweep -run '^$$' -fuzz FuzzParse -fuzztime 60s
+	$(GO) test ./sweep -run '^$$' -fuzz FuzzParse -fuzztime 60s
 	$(GO) test ./live -run '^$$' -fuzz FuzzAppendJSONString -fuzztime 60s
 
 lint:

@@ -1,7 +1,7 @@
 // Package artifactpipe is the master's receiver of run outputs: it takes
 // ArtifactChunk frames from the event loops (Pipe.Submit), writes each
 // file's bytes as they come while hashing them, commits the file to the
-// blob store (core/artifact) and its row to the index (core/store) when
+// blob store (artifact) and its row to the index (store) when
 // the last chunk arrives, and acks every chunk once its bytes are durable
 // in the staging area and the last one once the file is indexed. It is a
 // sibling of logpipe, with a queue, a window and writers of its own, so

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/artifact"
 )
 
 // Chunk is an ArtifactChunk as the pipe takes it, its fence and path
@@ -65,7 +65,7 @@ type Index interface {
 }
 
 // Stager is a blob store that takes files written in its own staging
-// directory (core/artifact/disk): uploads to it survive a reconnect and a
+// directory (artifact/disk): uploads to it survive a reconnect and a
 // master failover.
 type Stager interface {
 	StageDir() string

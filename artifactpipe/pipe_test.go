@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/artifact"
+	"github.com/rlsched/rlsched/artifact/disk"
+	"github.com/rlsched/rlsched/artifact/s3"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/artifact"
-	"github.com/rlsched/rlsched/core/artifact/disk"
-	"github.com/rlsched/rlsched/core/artifact/s3"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
-	"github.com/rlsched/rlsched/internal/s3test"
+	"github.com/rlsched/rlsched/internal/testkit/s3test"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // acks collects the answers of one connection.

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/rlsched/rlsched/core/artifact"
+	"github.com/rlsched/rlsched/artifact"
 )
 
 // sink is where an upload's bytes go, appended in order. Only its shard's

@@ -12,7 +12,7 @@ import (
 	driver "github.com/go-sql-driver/mysql"
 	"github.com/redis/rueidis"
 
-	"github.com/rlsched/rlsched/core/store/mysql"
+	"github.com/rlsched/rlsched/store/mysql"
 )
 
 // benchMySQLServer is the MariaDB the dispatch rows use (root, no password,

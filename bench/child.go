@@ -17,7 +17,7 @@ import (
 	"github.com/rlsched/rlsched/bench/fleet"
 	"github.com/rlsched/rlsched/bench/internal/echo"
 	"github.com/rlsched/rlsched/bench/naive"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // Helpers run as child processes of the harness (so their CPU and memory

@@ -10,13 +10,13 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/rlsched/rlsched/core/lease"
-	redislease "github.com/rlsched/rlsched/core/lease/redis"
 	"github.com/rlsched/rlsched/internal/rediskey"
+	"github.com/rlsched/rlsched/lease"
+	redislease "github.com/rlsched/rlsched/lease/redis"
 )
 
 // The claims scenario's reference: redis-benchmark sending the lease scripts
-// by EVALSHA with the KEYS and ARGV core/lease/redis passes, so that one
+// by EVALSHA with the KEYS and ARGV lease/redis passes, so that one
 // reference call is one backend call minus the client.
 
 // leaseTTL is the TTL of every lease the scenario takes, on both sides.
@@ -42,7 +42,7 @@ type refCall struct {
 }
 
 // refCalls are the three reference commands, in cycle order. Their KEYS and
-// ARGV are those of core/lease/redis's Claim (a zero lease.Charge: no user,
+// ARGV are those of lease/redis's Claim (a zero lease.Charge: no user,
 // no caps), Renew (one renewal) and Release, built by the same rediskey.Key;
 // the scenario's backend has DetectReset off, so no ready key follows.
 // Renew and release name "t:" tasks below leased, which fillLeases holds;
@@ -65,14 +65,14 @@ func refCalls(prefix string, shas map[string]string, leased int) []refCall {
 	}
 }
 
-// loadRefScripts loads claim, renew and release as core/lease/redis sends
+// loadRefScripts loads claim, renew and release as lease/redis sends
 // them (some are files with parts prepended) and returns their SHA1s.
 func loadRefScripts(ctx context.Context, c rueidis.Client) (map[string]string, error) {
 	shas := map[string]string{}
 	for _, name := range []string{"claim", "renew", "release"} {
 		src, ok := redislease.Source(name)
 		if !ok {
-			return nil, fmt.Errorf("BUG: core/lease/redis has no script %q", name)
+			return nil, fmt.Errorf("BUG: lease/redis has no script %q", name)
 		}
 		sha, err := c.Do(ctx, c.B().ScriptLoad().Script(src).Build()).ToString()
 		if err != nil {
@@ -108,7 +108,7 @@ func checkRefCalls(ctx context.Context, c rueidis.Client, l lease.Leases, calls 
 		}
 		if err != nil {
 			return fmt.Errorf("the redis-benchmark reference %s is broken: %s: %w; "+
-				"its KEYS and ARGV must be those core/lease/redis passes (bench/claims_ref.go refCalls)",
+				"its KEYS and ARGV must be those lease/redis passes (bench/claims_ref.go refCalls)",
 				rc.script, strings.Join(argv, " "), err)
 		}
 	}

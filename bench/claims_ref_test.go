@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	redislease "github.com/rlsched/rlsched/core/lease/redis"
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	redislease "github.com/rlsched/rlsched/lease/redis"
 )
 
 // The reference commands must do what the backend's calls do; a command

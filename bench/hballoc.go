@@ -15,10 +15,10 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease/memory"
-	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/dispatch"
+	"github.com/rlsched/rlsched/lease/memory"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // hbProbe drives a dispatch.Master in this process over loopback with one

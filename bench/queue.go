@@ -11,8 +11,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // ensureUser returns the id of the bench user, creating it (with a real

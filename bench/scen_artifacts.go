@@ -20,7 +20,7 @@ import (
 
 	"github.com/rlsched/rlsched/bench/internal/echo"
 	"github.com/rlsched/rlsched/bench/internal/hist"
-	"github.com/rlsched/rlsched/internal/s3test"
+	"github.com/rlsched/rlsched/internal/testkit/s3test"
 )
 
 // artRun is one master (one artifact backend) under the artifacts load.

@@ -16,8 +16,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/rlsched/rlsched/bench/internal/hist"
-	"github.com/rlsched/rlsched/core/lease"
-	redislease "github.com/rlsched/rlsched/core/lease/redis"
+	"github.com/rlsched/rlsched/lease"
+	redislease "github.com/rlsched/rlsched/lease/redis"
 )
 
 // benchRedisAddr is the Redis the claims scenario and the dispatch rows use.
@@ -44,7 +44,7 @@ type rbRun struct {
 	full     float64 // share of calls that did the script's whole work
 }
 
-// runClaims measures claim → renew → release cycles through core/lease/redis
+// runClaims measures claim → renew → release cycles through lease/redis
 // (rueidis; each operation one Lua script by EVALSHA, auto-pipelined across
 // goroutines) against the real Redis, beside redis-benchmark sending the
 // very same three scripts by EVALSHA in the same run. One cycle is three
@@ -163,7 +163,7 @@ func runClaims(e *env) (*report, error) {
 			top = r
 		}
 	}
-	t := rep.newTable("claim → renew → release through core/lease/redis (rueidis, EVALSHA, auto-pipelined)",
+	t := rep.newTable("claim → renew → release through lease/redis (rueidis, EVALSHA, auto-pipelined)",
 		"goroutines", "cycles/s", "script calls/s", "ratio to redis-benchmark", "p50 cycle", "p99 cycle", "Redis CPU a call", "failed cycles")
 	for _, r := range runs {
 		t.add(strconv.Itoa(r.goroutines), human(r.cycles), human(3*r.cycles), ratioStr(r.cycles, refCycles), ms(r.p50), ms(r.p99),
@@ -182,7 +182,7 @@ func runClaims(e *env) (*report, error) {
 		fmt.Sprintf("%s cycles/s (%s script calls/s)", human(refCycles), human(3*refCycles)))
 	rep.note("No numeric goal in issue 5. Best rueidis rate %s cycles/s at %d goroutines = %.2f× redis-benchmark's %s cycle-equivalent", human(top.cycles), top.goroutines, top.cycles/refCycles, human(refCycles))
 	rep.note("What is compared: cycles/s of Claim + Renew + Release (three EVALSHA calls through rueidis, each result parsed and checked) against redis-benchmark's calls/s of the same three scripts, combined as one cycle.")
-	rep.note("One reference call is the EVALSHA core/lease/redis sends, with the same KEYS and ARGV (each command was run once before timing and had to succeed): "+
+	rep.note("One reference call is the EVALSHA lease/redis sends, with the same KEYS and ARGV (each command was run once before timing and had to succeed): "+
 		"claim of a fresh task (c:<one of %s at random>, no quota charge, TTL %v; 5 keys); "+
 		"renew of one live lease with its token (t:<one of %s>, each leased beforehand by Restore with token %d; 2 keys); "+
 		"release of such a lease (4 keys). Tasks are drawn at random, so some releases find their task released already and skip the writes "+

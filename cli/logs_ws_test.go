@@ -20,10 +20,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/live"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // nopControl stands in for the dispatcher of a real REST server.

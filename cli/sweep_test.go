@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/store"
 )
 
 // storeControl cancels in the store, as the dispatcher does for a run no

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 )
 
 type recSink struct {

@@ -12,7 +12,7 @@ import (
 const MaxArtifactPath = 1024
 
 // Artifact is one stored version of a file of a run's output dir: the
-// index row that names a blob of the artifact store (core/artifact). A run
+// index row that names a blob of the artifact store (artifact). A run
 // keeps the newest version of each path per attempt.
 type Artifact struct {
 	TaskID  string `json:"-"`

@@ -14,15 +14,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/artifact"
+	"github.com/rlsched/rlsched/artifact/disk"
+	"github.com/rlsched/rlsched/artifact/s3"
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/artifact"
-	"github.com/rlsched/rlsched/core/artifact/disk"
-	"github.com/rlsched/rlsched/core/artifact/s3"
-	"github.com/rlsched/rlsched/core/lease/leasetest"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/internal/s3test"
+	"github.com/rlsched/rlsched/internal/testkit/s3test"
+	"github.com/rlsched/rlsched/lease/leasetest"
+	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/worker"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // Cancel implements httpapi.Control.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store"
 )
 
 // TestCancelThroughAnotherMaster: two masters on one store and one lease

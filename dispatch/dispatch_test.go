@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
@@ -20,11 +20,11 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease/leasetest"
-	"github.com/rlsched/rlsched/core/lease/memory"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/lease/leasetest"
+	"github.com/rlsched/rlsched/lease/memory"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 var token = []byte("dispatch-test-join-token")

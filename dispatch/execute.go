@@ -7,9 +7,9 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/lease"
+	"github.com/rlsched/rlsched/store"
 )
 
 // The executor does what plan.Plan decided: for each placement it claims the

@@ -8,14 +8,14 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/gpuwatch"
+	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 )
 
 // The master's side of "GPUs watched" (docs/gpus.md). A worker's heartbeat
 // carries a GpuSample when it took one: the connection's event loop merges
 // it into the session's gpuState (before heartbeats are coalesced, so a
 // changed foreign list is never lost with a replaced heartbeat), and the
-// session's shard applies core/gpuwatch's rules to it at the heartbeat:
+// session's shard applies dispatch/gpuwatch's rules to it at the heartbeat:
 // series points, gpu_foreign and idle_gpu warnings, idle cancels. The
 // planner reads the GPUs with a foreign process (registry.snapshot).
 
@@ -107,7 +107,7 @@ func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 	}
 }
 
-// sampleLocked is st as core/gpuwatch reads it, in dst's array when it
+// sampleLocked is st as dispatch/gpuwatch reads it, in dst's array when it
 // fits. Caller holds session.gpuMu.
 func (st *gpuState) sampleLocked(idx []int, dst []gpuwatch.GPU) gpuwatch.Sample {
 	if cap(dst) < len(idx) {

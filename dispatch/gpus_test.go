@@ -9,7 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/gpuwatch"
+	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/dispatch/plan"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/lease"
 )
 
 // maxClockSkew is how far a worker's clock may be from the master's before

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease/leasetest"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/lease/leasetest"
+	"github.com/rlsched/rlsched/store"
 )
 
 // The worker is told the lease TTL and stops its runs a TTL after it sent

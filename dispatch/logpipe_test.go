@@ -15,9 +15,9 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease/memory"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/lease/memory"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store/sqlite"
 	"github.com/rlsched/rlsched/worker"
 )
 

@@ -21,15 +21,15 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/artifact"
-	"github.com/rlsched/rlsched/core/gpuwatch"
-	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/internal/obs"
+	"github.com/rlsched/rlsched/lease"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store"
 )
 
 // Config of a master's dispatcher.

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/lease"
+	"github.com/rlsched/rlsched/store"
 )
 
 // Policy is the scheduling policy's settings (API.md "Scheduling policy").

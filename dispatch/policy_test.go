@@ -10,9 +10,9 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/lease"
+	"github.com/rlsched/rlsched/store"
 )
 
 // runOf queues a run of u needing gpus GPUs, created at created.

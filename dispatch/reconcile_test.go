@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // reconcileTTL is the lease TTL of the reconciliation tests: the period is

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/lease"
 )
 
 // recover rebuilds the registry from the store after a (re)start. The store

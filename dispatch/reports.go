@@ -9,10 +9,10 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/lease"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/lease"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store"
 )
 
 // The handlers of a worker's reports: Heartbeat, TaskStarted, LogData and

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // heldStore holds the commit of one batch while armed and counts the rows

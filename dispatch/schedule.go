@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/store"
 )
 
 // scheduleLoop places queued runs whenever woken (a submission, a worker

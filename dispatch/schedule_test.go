@@ -9,8 +9,8 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/store"
 )
 
 // TestScheduleLooksPastAStuckPage: a full page of queued runs that fit

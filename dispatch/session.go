@@ -13,8 +13,8 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/core/gpuwatch"
-	"github.com/rlsched/rlsched/core/lease"
+	"github.com/rlsched/rlsched/dispatch/gpuwatch"
+	"github.com/rlsched/rlsched/lease"
 )
 
 // session is a verified worker connection. It is made by the connection's

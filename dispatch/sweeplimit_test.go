@@ -7,8 +7,8 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/store"
 )
 
 // TestSweepLimitHoldsMembers: of a sweep with maxParallel 2 on a worker

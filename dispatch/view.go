@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // The task-view cache: runRec.view is the run as this master last wrote it

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/promcheck"
-	"github.com/rlsched/rlsched/internal/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/testbin"
 )
 
 // notBuilt are the settings deploy.md names as not built yet (marked with

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
 )
 
 // client talks REST to a master with net/http.

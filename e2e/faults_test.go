@@ -2,7 +2,7 @@ package e2e
 
 // Fault tests of issue 5 against real processes, a real Redis and a real
 // MariaDB. Tests that stop a service use a private instance
-// (internal/testsvc.StartRedis/StartMariaDB); the others share the local
+// (internal/testkit/testsvc.StartRedis/StartMariaDB); the others share the local
 // servers with a database and a key prefix of their own.
 
 import (
@@ -22,7 +22,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 )
 
 // faultSharedBackends returns the env of a master on a database of its own on

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 )
 
 // gpuTask is what these tests read of a run beyond task.

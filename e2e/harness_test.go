@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/e2eutil"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // Short TTLs so that leases expire within seconds (see cmd/rlsched/master.go).

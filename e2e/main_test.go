@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/rlsched/rlsched/internal/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/testbin"
 )
 
 // rlschedBin is the binary under test: $RLSCHED_BIN, or built once by TestMain.

@@ -20,7 +20,7 @@ import (
 	"github.com/fasthttp/websocket"
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 )
 
 // mmBackends returns the env of masters sharing a database of their own on

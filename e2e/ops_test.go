@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/promcheck"
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 )
 
 // TestOpsMetrics: a master and a gateway in front of it, both binaries:

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/s3test"
+	"github.com/rlsched/rlsched/internal/testkit/s3test"
 )
 
 // tfeventsPy writes TensorBoard event files with the standard library

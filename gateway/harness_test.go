@@ -21,14 +21,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/internal/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/testbin"
 )
 
 // Tests here run real sockets: in-process gateways in front of small fake

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/internal/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
 )
 
 // TestMetricsScrape: the gateway's /metrics passes promtool, and its series

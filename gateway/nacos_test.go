@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/gateway"
-	"github.com/rlsched/rlsched/gateway/internal/nacostest"
+	"github.com/rlsched/rlsched/internal/testkit/nacostest"
 )
 
 // Two masters register in a real Nacos-protocol server (Polaris), one as a

@@ -18,7 +18,7 @@ import (
 
 	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/internal/signature"
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 )
 
 // healthMaster reads which master answered /api/monitor/health.

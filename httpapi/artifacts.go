@@ -12,8 +12,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/artifact"
 )
 
 // The outputs of runs (API.md "Run outputs"): the list of a run's files

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/artifact/disk"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/artifact/disk"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // artifactEnv is a test server whose outputs are in a disk store.

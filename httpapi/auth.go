@@ -12,9 +12,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/store"
 )
 
 // CookieName carries the login token for browsers and WebSockets.

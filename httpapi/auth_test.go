@@ -10,7 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 func TestNew_Failure(t *testing.T) {

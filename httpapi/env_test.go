@@ -18,8 +18,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 var testSecret = []byte("test-secret-0123456789abcdef")

@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/internal/signature"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 var testGatewaySecret = []byte("gateway-secret-0123456789")

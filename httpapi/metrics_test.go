@@ -3,7 +3,7 @@ package httpapi
 import (
 	"testing"
 
-	"github.com/rlsched/rlsched/internal/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
 )
 
 // TestMetricsRoute: /metrics is public, passes promtool, answers under any

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // A USER may submit priority ≤ 0 only; admins any in range. A user's

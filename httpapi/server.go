@@ -18,8 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/rlsched/rlsched/core/artifact"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/guard"
@@ -28,6 +27,7 @@ import (
 	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/notify"
+	"github.com/rlsched/rlsched/store"
 )
 
 // MaxBodySize is the largest request body accepted; larger ones get 413.

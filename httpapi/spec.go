@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/sweep"
+	"github.com/rlsched/rlsched/sweep"
 )
 
 // Limits of a submission (API.md "Runs").

@@ -15,12 +15,12 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/sweep"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/sweep"
 )
 
 // Sweeps and seed groups (API.md): a sweep is one submission whose members
-// are ordinary runs (core/sweep expands and summarises; the store creates
+// are ordinary runs (sweep expands and summarises; the store creates
 // them in one transaction).
 
 // sweepTimeout bounds the store work of one sweep request: a 10,000-member
@@ -50,7 +50,7 @@ func (s *Server) createSweep(r *request) *apiError {
 	if e := decodeJSON(spec.Base, &b); e != nil {
 		return prefixed("base", e)
 	}
-	b.Params = nil // core/sweep checked them; each member has its own
+	b.Params = nil // sweep checked them; each member has its own
 	sp := newSpec()
 	if e := s.apply(&sp, &b); e != nil {
 		return prefixed("base", e)

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/scripts"
+	"github.com/rlsched/rlsched/store"
 )
 
 // sweepBody is the sweep the tests submit: 2 learning rates × 2 seeds.

@@ -7,7 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // The admins' user administration (API.md, "Users, privacy,

@@ -21,9 +21,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
 	"github.com/rlsched/rlsched/live"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // wsFailAfter bounds every wait; reaching it fails the test, it never

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // TestPublishing_FeedsTheTasksTopic: the store's event publisher and the

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // metricsFirstWait bounds how long a run's end waits for its metric points:

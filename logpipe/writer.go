@@ -61,7 +61,7 @@ type Acker interface {
 }
 
 // MetricStore is where the metric points extracted from the output go,
-// batched per run and writer batch (core/store.Store is one).
+// batched per run and writer batch (store.Store is one).
 type MetricStore interface {
 	AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error
 }

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/internal/rediskey"
-	"github.com/rlsched/rlsched/internal/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 	"github.com/rlsched/rlsched/worker"
 )
 

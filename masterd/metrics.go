@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
 	"github.com/rlsched/rlsched/internal/obs"
+	"github.com/rlsched/rlsched/store"
 )
 
 // runCountsMaxAge bounds how often a scrape counts the store's runs: the

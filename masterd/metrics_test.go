@@ -3,7 +3,7 @@ package masterd
 import (
 	"testing"
 
-	"github.com/rlsched/rlsched/internal/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
 )
 
 // TestMetricsMove: a started master's /metrics passes promtool, and its

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 )
 
 // TestFleetGPUs: the Workers page is the fleet view: with a fake nvidia-smi,

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/e2eutil"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 const password = "a-long-password"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func TestDataDir_OneHolderAndAStableIdentity(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 

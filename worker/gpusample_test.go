@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 )
 
 // foreignOf is what the master keeps of the samples: each sample's foreign

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestLease_FrozenWorkersRunDiesOnTime is issue 11's frozen worker: a worker

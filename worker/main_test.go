@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rs/zerolog"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestOrphan_WorkerSIGKILLed runs a worker in a child process (this test

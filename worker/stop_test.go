@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func TestCancel_TermKillsGroup(t *testing.T) {

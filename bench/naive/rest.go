@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
+	"github.com/rlsched/rlsched/store"
 )
 
 // REST is the reference for POST /api/train: net/http, a JSON body, and the

@@ -13,9 +13,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/core/store"
-	"github.com/rlsched/rlsched/core/store/mysql"
-	"github.com/rlsched/rlsched/core/store/sqlite"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/mysql"
+	"github.com/rlsched/rlsched/store/sqlite"
 )
 
 // runUser adds an account directly in the store, SQLite or MySQL: `user

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/testbin"
 )
 
 // The soak's settings, from the environment (make chaos sets them).

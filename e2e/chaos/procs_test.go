@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
 )
 
 // proc is one rlsched process of the deployment, which the nemesis kills,

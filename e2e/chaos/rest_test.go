@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
 )
 
 const password = "a-long-password"

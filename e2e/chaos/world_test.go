@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testsvc"
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // worldConfig sizes a deployment.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rlsched/rlsched/gateway/internal/nacostest"
+	"github.com/rlsched/rlsched/internal/testkit/nacostest"
 )
 
 func TestParseAddr(t *testing.T) {

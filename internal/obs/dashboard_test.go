@@ -14,7 +14,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/cog/plugins"
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/rlsched/rlsched/internal/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
 )
 
 const dashboardFile = "../../docs/grafana/rlsched.json"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/internal/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/promcheck"
 	"github.com/valyala/fasthttp"
 )
 

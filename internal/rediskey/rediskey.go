@@ -20,13 +20,13 @@ const DefaultPrefix = "rlsched"
 
 // The names under a prefix. Nothing else is ever written.
 const (
-	Fence     = "fence"         // string: the highest fencing token handed out (core/lease/redis)
+	Fence     = "fence"         // string: the highest fencing token handed out (lease/redis)
 	Leases    = "leases"        // hash: task ID -> "fence:worker"
 	Expiry    = "lease_expiry"  // zset: task ID -> expiry (ms, Redis clock)
 	Presence  = "presence"      // zset: worker ID -> expiry (ms, Redis clock)
 	Masters   = "presence_host" // hash: worker ID -> master ID
 	Ready     = "ready"         // string: set once a master built the state; gone after a flush or an empty restart
-	Charges   = "quota_charges" // hash: task ID -> "user|gpus", the quota charge of its lease (core/lease/redis)
+	Charges   = "quota_charges" // hash: task ID -> "user|gpus", the quota charge of its lease (lease/redis)
 	QuotaUse  = "quota_use"     // hash: "g:<user>" / "r:<user>" -> GPUs / runs charged
 	RateLimit = "gw_ratelimit:" // + subject (user or IP): zset of one gateway window (gateway)
 	Cluster   = "cluster"       // pub/sub channel of the masters' events (package cluster)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testutil"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // waitFor waits up to 30 s for cond (generous: the machine running the

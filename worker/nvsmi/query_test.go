@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 )
 
 func TestCommand(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 )
 
 // problemLog records what a Sampler reports through OnProblem.

@@ -1,0 +1,18 @@
+package mysql
+
+import (
+	"context"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/store/internal/sqlutil"
+)
+
+// QueuedTasks implements store.Store. It is a plain read, safe for any
+// number of masters at once; it reserves nothing. A master that dispatches
+// from it claims each run with lease.Claim (the arbiter) and then moves it
+// with UpdateTask from (its fence, QUEUED) (the durable guard), releasing
+// the lease on core.ErrFenced. TakeQueued does the same without masters
+// colliding on the queue's head.
+func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
+	return sqlutil.QueuedTasks(ctx, s.db, limit)
+}

@@ -1,0 +1,68 @@
+package sqlite
+
+import (
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/store/internal/sqlutil"
+)
+
+// The SQL this backend spells its own way, for sqlutil to run.
+
+// queryDialect spells sqlutil's conditions with SQLite's JSON functions; the
+// name test lowercases ASCII letters only (SQLite's lower()).
+var queryDialect = sqlutil.Dialect{
+	HasTag:       `EXISTS (SELECT 1 FROM json_each(t.tags) WHERE json_each.value = ?)`,
+	NameContains: `instr(lower(t.name), lower(?)) > 0`,
+	Param: func(f store.ParamFilter) (string, []any) {
+		p := sqlutil.ParamPath(f.Key)
+		switch f.Kind {
+		case store.ParamNumber:
+			return `(json_type(t.params, ?) IN ('integer', 'real') AND json_extract(t.params, ?) = ?)`, []any{p, p, f.Num}
+		case store.ParamString:
+			return `(json_type(t.params, ?) = 'text' AND json_extract(t.params, ?) = ?)`, []any{p, p, f.Str}
+		case store.ParamBool:
+			v := "false"
+			if f.Bool {
+				v = "true"
+			}
+			return `json_type(t.params, ?) = ?`, []any{p, v}
+		}
+		return `json_type(t.params, ?) = 'null'`, []any{p}
+	},
+}
+
+// dialects are the statements of sqlutil.Shared in SQLite's SQL.
+var dialects = sqlutil.Dialects{
+	Query: queryDialect,
+	Usage: sqlutil.UsageDialect{
+		Ensure: `INSERT OR IGNORE INTO user_usage(user_id, gpu_seconds, as_of) VALUES (?, 0, 0)`,
+		// The writer's transaction holds the database: no row lock needed.
+		Lock: `SELECT gpu_seconds, as_of FROM user_usage WHERE user_id = ?`,
+	},
+	Quota: sqlutil.QuotaDialect{Upsert: `INSERT INTO user_quotas(user_id, gpus, runs) VALUES (?, ?, ?)
+		ON CONFLICT(user_id) DO UPDATE SET gpus = excluded.gpus, runs = excluded.runs`},
+	Artifact: sqlutil.ArtifactDialect{
+		Upsert: `INSERT INTO artifacts (task_id, path, attempt, size, sha256, modified_at, stored_at)
+			SELECT ?, ?, ?, ?, ?, ?, ? FROM tasks WHERE id = ?
+			ON CONFLICT (task_id, path, attempt) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256,
+				modified_at = excluded.modified_at, stored_at = excluded.stored_at`,
+		// json_insert at '$[#]' appends.
+		AddWarning: `UPDATE tasks SET warnings = json_insert(warnings, '$[#]', json(?))
+			WHERE id = ? AND json_array_length(warnings) < ?`,
+	},
+	// InsertPack is prepared once per transaction of packs: SQLite would
+	// parse it again for every pack.
+	Sweep: sqlutil.SweepDialect{
+		PacksIndex: "INDEXED BY metric_packs_points",
+		InsertPack: `INSERT INTO metric_packs (task_id, name, points, data)
+			SELECT ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM metrics WHERE task_id = ? AND name = ?) = ?
+			ON CONFLICT (task_id, name) DO NOTHING`,
+		PreparePack: true,
+	},
+	// SQLite has one writer, so the transaction alone serialises changes
+	// of admins: nothing to lock.
+	UserLock: "",
+	PutCodeDiff: `INSERT INTO code_diffs (id, diff, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (id) DO NOTHING`,
+	RequestCancel: `INSERT INTO cancel_requests(task_id, requested_at)
+		SELECT id, ? FROM tasks WHERE id = ? ON CONFLICT(task_id) DO NOTHING`,
+}
