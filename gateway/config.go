@@ -78,7 +78,7 @@ type Config struct {
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
 	// listen port of each Serve; every interface's address and the host
 	// name when bound to all): PUBLIC_HOSTS. "*" turns the check off.
-	// Requests under any other Host are refused 421 (internal/guard).
+	// Requests under any other Host are refused 421 (internal/crosssite).
 	PublicHosts []string
 
 	// Name is this gateway in logs and health answers.

@@ -18,7 +18,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/rediskey"
@@ -31,7 +31,7 @@ type Gateway struct {
 	cfg         Config
 	log         zerolog.Logger
 	tokens      *auth.Tokens
-	hosts       guard.Hosts
+	hosts       crosssite.Hosts
 	signer      *signature.Signer
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
@@ -142,7 +142,7 @@ func (g *Gateway) Serve(ln net.Listener) error {
 	}
 	g.lns = append(g.lns, ln)
 	g.mu.Unlock()
-	if err := g.hosts.Add(guard.DefaultNames(ln.Addr())...); err != nil {
+	if err := g.hosts.Add(crosssite.DefaultNames(ln.Addr())...); err != nil {
 		return fmt.Errorf("BUG: default host names: %w", err)
 	}
 	g.log.Info().Strs("hosts", g.hosts.Names()).Msg("answering to these host names (PUBLIC_HOSTS adds more)")
@@ -284,9 +284,9 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	}
 
 	// A cookie comes along with any page's request: a state-changing one
-	// must be this site's own (internal/guard).
-	if guard.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
-		if why := guard.CrossSite(h, string(h.Host())); why != "" {
+	// must be this site's own (internal/crosssite).
+	if crosssite.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
+		if why := crosssite.CrossSite(h, string(h.Host())); why != "" {
 			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, why)
 			return
 		}

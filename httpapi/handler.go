@@ -12,7 +12,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/internal/obs"
 )
 
@@ -234,10 +234,10 @@ func (s *Server) dispatch(r *request) *apiError {
 		r.user = u
 	}
 	// A cookie comes along with any page's request: a state-changing one
-	// signed in by it must be this site's own (internal/guard). After
+	// signed in by it must be this site's own (internal/crosssite). After
 	// authentication: a request that proves no one gets its 401 first.
-	if _, src := auth.FromRequest(&r.ctx.Request, false); guard.Applies(&r.ctx.Request.Header, src == auth.Cookie, rt.session) {
-		if why := guard.CrossSite(&r.ctx.Request.Header, r.site()); why != "" {
+	if _, src := auth.FromRequest(&r.ctx.Request, false); crosssite.Applies(&r.ctx.Request.Header, src == auth.Cookie, rt.session) {
+		if why := crosssite.CrossSite(&r.ctx.Request.Header, r.site()); why != "" {
 			return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
 		}
 	}

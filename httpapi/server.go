@@ -21,7 +21,7 @@ import (
 	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/obs"
 	"github.com/rlsched/rlsched/internal/signature"
@@ -93,7 +93,7 @@ type Config struct {
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
 	// listen port of each Serve; every interface's address and the host
 	// name when bound to all): PUBLIC_HOSTS. "*" turns the check off.
-	// Requests under any other Host are refused 421 (internal/guard).
+	// Requests under any other Host are refused 421 (internal/crosssite).
 	PublicHosts []string
 
 	// Gateway identity (gatewayauth.go). GatewayTrustHeaders believes the
@@ -119,7 +119,7 @@ type Server struct {
 	// tokens issues and verifies login tokens under cfg.JWTSecret.
 	tokens *auth.Tokens
 	// hosts are the names this master answers to.
-	hosts guard.Hosts
+	hosts crosssite.Hosts
 	// throttle counts failed sign-ins (throttle.go).
 	throttle *throttle
 	// routes is the REST API's table (handler.go); uiPage and uiStatic the
@@ -230,7 +230,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
-	if err := s.hosts.Add(guard.DefaultNames(ln.Addr())...); err != nil {
+	if err := s.hosts.Add(crosssite.DefaultNames(ln.Addr())...); err != nil {
 		return fmt.Errorf("BUG: default host names: %w", err)
 	}
 	s.log.Info().Strs("hosts", s.hosts.Names()).Msg("answering to these host names (PUBLIC_HOSTS adds more)")

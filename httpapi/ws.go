@@ -13,7 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/live"
 )
 
@@ -92,10 +92,10 @@ func (s *Server) ws(r *request) *apiError {
 }
 
 // wsSameOrigin: no Origin (not a browser), or the Origin is the site the
-// request was sent to (directly, or through the gateway: internal/guard).
+// request was sent to (directly, or through the gateway: internal/crosssite).
 func wsSameOrigin(r *request) bool {
 	origin := string(r.ctx.Request.Header.Peek("Origin"))
-	return origin == "" || guard.SameOrigin(origin, r.site())
+	return origin == "" || crosssite.SameOrigin(origin, r.site())
 }
 
 func (s *Server) wsPing() time.Duration {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 )
 
 // MaxURLBytes bounds a webhook URL.
@@ -33,7 +33,7 @@ type Targets struct {
 // networks, separated by commas or spaces; empty: any public host.
 func ParseTargets(list string) (*Targets, error) {
 	t := &Targets{names: map[string]bool{}}
-	for _, e := range guard.SplitList(list) {
+	for _, e := range crosssite.SplitList(list) {
 		if p, err := netip.ParsePrefix(e); err == nil {
 			t.nets = append(t.nets, p.Masked())
 			continue

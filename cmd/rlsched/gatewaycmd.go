@@ -15,7 +15,7 @@ import (
 
 	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/gateway/discovery"
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/masterd"
 )
 
@@ -162,7 +162,7 @@ func startGateway(o gatewayOpts, log zerolog.Logger) (*runningGateway, error) {
 		CanaryUserIDs: splitList(o.canaryUsers), CanaryPercent: o.canaryPercent,
 		FallbackDisabled: !o.fallback, UpstreamTimeout: time.Duration(o.fallbackMS) * time.Millisecond,
 		HealthInterval: time.Duration(o.healthIntervalMS) * time.Millisecond, EjectFor: seconds(o.ejectSecs),
-		PublicHosts: guard.SplitList(o.publicHosts), Name: name, Logger: log,
+		PublicHosts: crosssite.SplitList(o.publicHosts), Name: name, Logger: log,
 	})
 	if err != nil {
 		return nil, err

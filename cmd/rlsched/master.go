@@ -11,7 +11,7 @@ import (
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/httpapi"
-	"github.com/rlsched/rlsched/internal/guard"
+	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/logpipe"
 	"github.com/rlsched/rlsched/masterd"
 )
@@ -88,8 +88,8 @@ func (o *masterFlags) config(log zerolog.Logger) masterd.Config {
 	c := o.cfg
 	c.Logger = log
 	c.Gateway.Nacos = o.nacos.options(log)
-	c.PublicHosts = guard.SplitList(o.publicHosts)
-	c.WorkerIDs = guard.SplitList(o.workerIDs)
+	c.PublicHosts = crosssite.SplitList(o.publicHosts)
+	c.WorkerIDs = crosssite.SplitList(o.workerIDs)
 	if c.JWTSecret == "" {
 		c.JWTSecret = os.Getenv("JWT_SECRET")
 	}

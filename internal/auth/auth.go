@@ -183,7 +183,7 @@ const (
 	// cannot set headers on one).
 	Query
 	// Cookie: the jwt_token cookie, which a browser attaches by itself,
-	// also to requests another site's page makes: see internal/guard.
+	// also to requests another site's page makes: see internal/crosssite.
 	Cookie
 )
 

@@ -1,4 +1,4 @@
-// Package guard refuses what a browser can be tricked into sending to an
+// Package crosssite refuses what a browser can be tricked into sending to an
 // rlsched server: a request under a name that is not one of the server's
 // own (DNS rebinding: a page on evil.example whose name now points at the
 // server), and a state-changing request signed in by the cookie that did not
@@ -8,7 +8,7 @@
 // It never looks at tokens or identities, and it never trusts a header a
 // client could forge in a cross-site request (Origin and Sec-Fetch-Site are
 // set by the browser, not by the page).
-package guard
+package crosssite
 
 import (
 	"fmt"
