@@ -54,6 +54,21 @@ func TestTargets(t *testing.T) {
 	f(open, "http://0.0.0.0/hook", false, "")
 	f(open, "http://[::ffff:127.0.0.1]/hook", false, "loopback")
 	f(open, "https://8.8.8.8/hook", true, "")
+	// Addresses that carry an IPv4 one, and the rest of the special
+	// blocks: refused whatever they embed.
+	for _, host := range []string{
+		"[64:ff9b::a00:1]", "[64:ff9b::808:808]", "[64:ff9b:1::1]", // NAT64, well-known and local-use
+		"[2002:7f00:1::1]", "[2002:808:808::1]", // 6to4
+		"[2001:0:4136:e378:8000:63bf:3fff:fdd2]", // Teredo
+		"[::127.0.0.1]", "[::8.8.8.8]",           // IPv4-compatible
+		"[::]", "[fc00::1]", "[fd12:3456::1]", "[fe80::1]", "[fec0::1]", "[ff02::1]", "[100::1]",
+		"[2001:db8::1]", "[3fff::1]", "[5f00::1]",
+		"192.0.0.8", "192.0.2.1", "198.18.0.1", "198.51.100.7", "203.0.113.9", "224.0.0.1",
+		"239.255.255.250", "240.0.0.1", "255.255.255.255", "192.88.99.1",
+	} {
+		f(open, "http://"+host+"/hook", false, "only public hosts")
+	}
+	f(open, "https://[2606:4700:4700::1111]/hook", true, "")
 	f(lab, "http://127.0.0.1:9/hook", true, "")
 	f(lab, "http://[::1]:9/hook", true, "")
 	f(lab, "http://10.9.3.4/hook", true, "")

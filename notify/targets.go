@@ -101,7 +101,7 @@ func (t *Targets) checkAddr(host string, a netip.Addr) error {
 	if t.limited() && (t.names[normName(host)] || t.inNets(a)) {
 		return nil // named by the admin: private addresses too
 	}
-	if !a.IsGlobalUnicast() || a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast() || isShared(a) {
+	if !Public(a) {
 		return &refusedError{host, a}
 	}
 	return nil
@@ -114,14 +114,77 @@ type refusedError struct {
 }
 
 func (e *refusedError) Error() string {
-	return fmt.Sprintf("the webhook's host %s is at %s, an address of this network (loopback, link-local or private): only hosts NOTIFY_ALLOW_HOSTS names may be", e.host, e.addr)
+	why := "not a public address"
+	switch {
+	case e.addr.IsLoopback():
+		why = "a loopback address"
+	case e.addr.IsLinkLocalUnicast():
+		why = "a link-local address"
+	case e.addr.IsPrivate(), sharedV4.Contains(e.addr):
+		why = "a private address"
+	}
+	return fmt.Sprintf("the webhook's host %s is at %s, %s: only public hosts, or the ones NOTIFY_ALLOW_HOSTS names, may be", e.host, e.addr, why)
 }
 
-// cgnat is 100.64.0.0/10, shared address space (RFC 6598): as private as
-// RFC 1918's for the purpose here.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// Public reports whether a is an address of the public internet, by an
+// allow-list: IPv4 outside every block of IANA's special-purpose registry
+// that is not globally reachable, IPv6 only inside 2000::/3 (global
+// unicast) and outside its special blocks. The blocks that carry an IPv4
+// address inside an IPv6 one (IPv4-mapped is unmapped first; NAT64,
+// 6to4, Teredo, IPv4-compatible) are refused whole: a translator on the
+// way could turn them into any address of this network, so a deny-list of
+// what they embed is one prefix short of enough.
+func Public(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.Zone() != "" {
+		return false
+	}
+	if a.Is4() {
+		for _, p := range notGlobalV4 {
+			if p.Contains(a) {
+				return false
+			}
+		}
+		return true
+	}
+	if !globalUnicastV6.Contains(a) {
+		return false // ::/8 (IPv4-compatible, loopback), 64:ff9b::/96, fc00::/7, fe80::/10, ff00::/8 ...
+	}
+	for _, p := range notGlobalV6 {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
 
-func isShared(a netip.Addr) bool { return cgnat.Contains(a) }
+// sharedV4 is 100.64.0.0/10, shared address space (RFC 6598): as private
+// as RFC 1918's for the purpose here.
+var sharedV4 = netip.MustParsePrefix("100.64.0.0/10")
+
+// notGlobalV4 are IANA's IPv4 special-purpose blocks that are not
+// globally reachable, with multicast and the reserved 240/4.
+var notGlobalV4 = prefixes(
+	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+	"192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16", "198.18.0.0/15",
+	"198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+)
+
+// globalUnicastV6 is the only IPv6 space a webhook may be in.
+var globalUnicastV6 = netip.MustParsePrefix("2000::/3")
+
+// notGlobalV6 are the special-purpose blocks inside 2000::/3: the IETF
+// protocol assignments (Teredo 2001::/32, ORCHID, benchmarking),
+// documentation, 6to4 and SRv6 SIDs.
+var notGlobalV6 = prefixes("2001::/23", "2001:db8::/32", "2002::/16", "3fff::/20")
+
+func prefixes(ps ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = netip.MustParsePrefix(p)
+	}
+	return out
+}
 
 // resolve returns host's addresses (host itself when it is one).
 func resolve(ctx context.Context, host string) ([]netip.Addr, error) {
