@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -318,7 +319,6 @@ func (w *Writer) Stats() map[string]any {
 	w.errMu.Unlock()
 	return map[string]any{
 		"status":          status,
-		"dir":             w.cfg.Dir,
 		"writers":         len(w.shards),
 		"frames":          w.frames.Load(),
 		"bytes":           w.bytes.Load(),
@@ -348,7 +348,13 @@ func (w *Writer) Stats() map[string]any {
 func (w *Writer) failed(err error) {
 	w.writeErrors.Add(1)
 	w.errMu.Lock()
-	w.lastErr, w.lastErrAt = err.Error(), time.Now()
+	// Stats is shown on the public health page: the error says what failed,
+	// not where LOG_DIR is on the master's disk (the master's own log has it).
+	msg := err.Error()
+	if w.cfg.Dir != "" {
+		msg = strings.ReplaceAll(msg, w.cfg.Dir, "LOG_DIR")
+	}
+	w.lastErr, w.lastErrAt = msg, time.Now()
 	w.errMu.Unlock()
 	w.failing.Store(true)
 }

@@ -391,7 +391,7 @@ func TestWriter_QueueBytesBound(t *testing.T) {
 // TestWriter_DiskFullThenRecovers: a log file that cannot be written (here
 // /dev/full, which fails with ENOSPC for root too) acks the frame with the
 // error and marks the writer failing; once writable, a resend from the
-// acked offset lands exactly.
+// acked offset lands exactly. The stats never show the dir's path.
 func TestWriter_DiskFullThenRecovers(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full")
@@ -410,6 +410,12 @@ func TestWriter_DiskFullThenRecovers(t *testing.T) {
 	st := w.Stats()
 	if st["status"] != "failing" || st["errors"] != int64(1) || !strings.Contains(st["last_error"].(string), "no space") || st["last_error_at"] == "" {
 		t.Fatalf("stats on a full disk: %v", st)
+	}
+	// The health page is public: it says what failed, never where LOG_DIR is.
+	for k, v := range st {
+		if s, ok := v.(string); ok && strings.Contains(s, w.Dir()) {
+			t.Errorf("stats[%q] = %q shows the log dir's path", k, s)
+		}
 	}
 	if err := os.Remove(p); err != nil {
 		t.Fatal(err)
