@@ -416,7 +416,7 @@ func TestPollingFallback(t *testing.T) {
 	b.screenshot("17-run-polling")
 }
 
-// TestSignInRedirectStaysOnSite (issue 12): the page a sign-in returns to
+// TestSignInRedirectStaysOnSite (issues 12, 25): the page a sign-in returns to
 // (?next=) is a path of this site only. Tricks that a naive "starts with /,
 // not //" check lets through (a backslash, a tab or newline that the URL
 // parser drops, their percent-escapes) land on /runs instead of another
@@ -428,7 +428,8 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 	s.api().signup("hugo")
 	b := newBrowser(t)
 	for _, next := range []string{`/\evil.example/`, `/%5Cevil.example/`, `/%09/evil.example/`, `/%0A/evil.example/`,
-		`//evil.example/`, `/%2F/evil.example/`, `https://evil.example/`, `/%5C%5Cevil.example`, `%2F%2Fevil.example`} {
+		`//evil.example/`, `/%2F/evil.example/`, `https://evil.example/`, `/%5C%5Cevil.example`, `%2F%2Fevil.example`,
+		`/.//evil.example/`, `/%2E//evil.example/`, `/a/..//evil.example/`, `/%2e%2e//evil.example/`} {
 		b.open(s.url + "/login?next=" + strings.ReplaceAll(strings.ReplaceAll(next, `\`, `%5C`), "\t", "%09"))
 		b.wait("the login form", 15*time.Second, `document.querySelector('#username') !== null && location.pathname === '/login'`)
 		b.typeInto("#username", "hugo")
@@ -445,4 +446,8 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 	b.typeInto("#password", password)
 	b.click("#auth-submit")
 	b.wait("the page named by next", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/health'`, s.url))
+	// Signed in already, the sign-in page forwards to next at once: the
+	// same check holds there.
+	b.open(s.url + "/login?next=" + "/.//evil.example/")
+	b.wait("the runs page for a visitor signed in", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/runs'`, s.url))
 }

@@ -39,9 +39,12 @@ const state = {
 const main = document.getElementById('main');
 const topbar = document.getElementById('topbar');
 
+// navigate moves within the app. It never leaves this origin: a URL of
+// another one (a '//host' path that slipped through, say) goes to /runs, so
+// no in-app link or redirect can be turned into an open redirect.
 export function navigate(url, { replace: rep = false } = {}) {
-  const u = new URL(url, location.href);
-  if (u.origin !== location.origin) { location.href = url; return; }
+  let u = new URL(url, location.href);
+  if (u.origin !== location.origin || u.pathname.startsWith('//')) u = new URL('/runs', location.origin);
   if (rep) history.replaceState(null, '', u.pathname + u.search + u.hash);
   else history.pushState(null, '', u.pathname + u.search + u.hash);
   render();

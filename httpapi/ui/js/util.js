@@ -215,7 +215,10 @@ export function statusCounts(counts) {
 // followed by neither '/' nor '\' (browsers read '/\host' as '//host'),
 // and hold no control character or backslash, before or after decoding
 // (the URL parser drops tabs and newlines, so '/%09/host' is '//host'); and
-// resolved against this page it must stay on this origin.
+// resolved against this page it must stay on this origin, and its resolved
+// path must pass the same test: dot segments resolve '/.//host' and
+// '/a/..//host' to the path '//host', which navigating to would read as
+// another host.
 export function safeNext(n) {
   const fallback = '/runs';
   if (typeof n !== 'string' || n === '') return fallback;
@@ -225,7 +228,7 @@ export function safeNext(n) {
   if (bad(n) || bad(d)) return fallback;
   let u;
   try { u = new URL(n, location.origin); } catch { return fallback; }
-  if (u.origin !== location.origin || u.pathname.startsWith('/login')) return fallback;
+  if (u.origin !== location.origin || bad(u.pathname) || u.pathname.startsWith('/login')) return fallback;
   return u.pathname + u.search + u.hash;
 }
 
