@@ -48,6 +48,7 @@ Only the standard library is used.
 import datetime
 import hashlib
 import json
+import ntpath
 import os
 import sys
 import tempfile
@@ -184,12 +185,21 @@ def _query(filters, params=None):
 def _artifact_target(path, to):
     """Where download() writes artifact ``path``: ``to`` itself, or, when
     ``to`` is an existing directory, ``path`` inside it. A path that could
-    leave that directory is refused before anything is asked."""
-    if not path or "\x00" in path or path.startswith("/") or any(p in ("..", "") for p in path.split("/")):
-        raise ValueError("artifact path %r must be relative, without empty or '..' parts" % (path,))
-    if os.path.isdir(to):
-        return os.path.join(to, *path.split("/"))
-    return to
+    leave that directory is refused before anything is asked, on every
+    platform alike: no backslash and no drive ("C:", "\\\\host") in a
+    part, since Windows reads them as separators and roots, and the joined
+    path must still lie inside ``to``."""
+    parts = path.split("/") if path else []
+    if (not parts or "\x00" in path or path.startswith("/")
+            or any(p in ("..", "") or "\\" in p or ntpath.splitdrive(p)[0] for p in parts)):
+        raise ValueError("artifact path %r must be relative, without empty or '..' parts, backslashes or drives" % (path,))
+    if not os.path.isdir(to):
+        return to
+    target = os.path.join(to, *parts)
+    root = os.path.abspath(to)
+    if os.path.commonpath([root, os.path.abspath(target)]) != root:
+        raise ValueError("artifact path %r would leave %s" % (path, to))
+    return target
 
 
 def _etag_sha256(etag):

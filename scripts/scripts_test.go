@@ -751,7 +751,8 @@ check(q == "createdAfter=2026-01-02T03%3A04%3A05Z&limit=5&project=a+b&status=SUC
 
 # download refuses a path that could leave the target folder, before any request.
 d = tempfile.mkdtemp()
-for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "a/", "a\x00b"]:
+for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "a/", "a\x00b",
+            "..\\x", "a\\..\\..\\x", "C:\\x", "C:x", "c:/x", "\\\\host\\share\\x", "a/C:x"]:
     try:
         rlsched._artifact_target(bad, d)
         check(False, "artifact path %r accepted" % bad)
