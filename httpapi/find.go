@@ -157,8 +157,15 @@ func (s *Server) writeRunsCSV(r *request, ts []core.Task, next string) *apiError
 	return s.writeCSV(r, "runs.csv", rows)
 }
 
-// writeCSV answers rows (the header first) as a CSV download.
+// writeCSV answers rows (the header first) as a CSV download. Every cell
+// is made inert for spreadsheets first (csvInert): run names, params and
+// tags are any user's text.
 func (s *Server) writeCSV(r *request, filename string, rows [][]string) *apiError {
+	for _, row := range rows {
+		for i, c := range row {
+			row[i] = csvInert(c)
+		}
+	}
 	var buf bytes.Buffer
 	w := csv.NewWriter(&buf)
 	if err := w.WriteAll(rows); err != nil {
@@ -170,6 +177,20 @@ func (s *Server) writeCSV(r *request, filename string, rows [][]string) *apiErro
 	r.ctx.Response.Header.Set("Content-Disposition", `attachment; filename="`+filename+`"`)
 	r.ctx.SetBody(buf.Bytes())
 	return nil
+}
+
+// csvInert keeps a cell from being read as a formula by a spreadsheet
+// (CSV injection): one that starts with =, +, -, @, a tab or a carriage
+// return gets a leading apostrophe, unless it is a plain number, so that
+// negative rewards and learning rates stay numbers.
+func csvInert(c string) string {
+	if c == "" || !strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+		return c
+	}
+	if _, err := strconv.ParseFloat(c, 64); err == nil {
+		return c
+	}
+	return "'" + c
 }
 
 func csvTime(t *time.Time) string {

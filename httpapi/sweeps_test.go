@@ -498,3 +498,27 @@ func TestPythonClientServed(t *testing.T) {
 		t.Fatalf("POST /rlsched.py: %d", r.status)
 	}
 }
+
+// TestRunsCSVIsInert (issue 25): a cell a spreadsheet would run as a
+// formula (a user's run name, a param) starts with an apostrophe in the
+// CSV; plain numbers, negative ones too, stay numbers.
+func TestRunsCSVIsInert(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("mallory")
+	e.submit(tok, `{"name": "=HYPERLINK(\"http://x\")", "command": ["x"], "params": {"cmd": "@SUM(A1)", "lr": -0.5, "note": "-2+3", "tab": "\tx"}}`)
+	r := e.req("GET", "/api/tasks?format=csv", tok, nil)
+	rows, err := csv.NewReader(strings.NewReader(string(r.body))).ReadAll()
+	if r.status != 200 || err != nil || len(rows) != 2 {
+		t.Fatalf("CSV: %d %v %s", r.status, err, r.body)
+	}
+	got := map[string]string{}
+	for i, col := range rows[0] {
+		got[col] = rows[1][i]
+	}
+	want := map[string]string{"name": `'=HYPERLINK("http://x")`, "cmd": "'@SUM(A1)", "lr": "-0.5", "note": "'-2+3", "tab": "'\tx"}
+	for col, w := range want {
+		if got[col] != w {
+			t.Errorf("column %s = %q, want %q", col, got[col], w)
+		}
+	}
+}
