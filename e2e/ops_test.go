@@ -142,8 +142,8 @@ func opsUsersAndWorkers(t *testing.T, backend []string) {
 	if r, _ := alice.do("GET", "/api/tasks", nil); r.status != 403 {
 		t.Fatalf("a disabled user's token: %s", r)
 	}
-	if r, _ := anon.do("POST", "/api/auth/login", map[string]string{"username": "alice", "password": password}); r.status != 403 {
-		t.Fatalf("a disabled user's sign-in: %s", r)
+	if r, _ := anon.do("POST", "/api/auth/login", map[string]string{"username": "alice", "password": password}); r.status != 401 {
+		t.Fatalf("a disabled user's sign-in: %s (must answer as a wrong password does)", r)
 	}
 	cli(0, "user", "enable", "alice")
 	alice = anon.login("alice")

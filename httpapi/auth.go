@@ -151,14 +151,14 @@ func (s *Server) login(r *request) *apiError {
 		s.throttle.failed("", addr, s.cfg.Now())
 		return errBadCredentials
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(c.Password)) != nil {
+	// A disabled account answers as a wrong password does, right password
+	// or not: an answer that differed would let anyone test guesses against
+	// it (and the password may be in use elsewhere).
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(c.Password)) != nil || u.Disabled {
 		s.throttle.failed(known, addr, s.cfg.Now())
 		return errBadCredentials
 	}
 	s.throttle.succeeded(known)
-	if u.Disabled { // told only to who knows the password
-		return errDisabled
-	}
 	now := s.cfg.Now()
 	if err := s.st.RecordLogin(ctx, u.ID, now); err != nil { // not worth refusing the sign-in
 		s.log.Warn().Err(err).Str("traceId", r.trace).Int64("userId", u.ID).Msg("cannot record the sign-in time")

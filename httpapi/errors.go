@@ -45,8 +45,9 @@ var (
 	errUnauthorized = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
 		"sign in first: send a valid token as 'Authorization: Bearer <jwt>' or the jwt_token cookie"}
 	errTooLarge       = (*apiError)(apierr.ErrTooLarge)
-	errBadCredentials = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized, "wrong username or password"}
-	errRevoked        = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
+	errBadCredentials = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
+		"wrong username or password, or the account is disabled (an admin can enable it)"}
+	errRevoked = &apiError{fasthttp.StatusUnauthorized, codeUnauthorized,
 		"this sign-in has ended (a logout, a change of your role or password): sign in again"}
 	errDisabled = &apiError{fasthttp.StatusForbidden, codeForbidden,
 		"this account is disabled: ask an admin to enable it"}
