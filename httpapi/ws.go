@@ -33,6 +33,11 @@ const (
 	// defaultWSPing is how often the server pings; a client silent for
 	// 2.5 times that (no pong, no message) is disconnected.
 	defaultWSPing = 25 * time.Second
+	// wsRecheck is how often an open WebSocket's user is read again (at
+	// most; the ping interval when shorter): a user disabled, deleted or
+	// signed out stops receiving within it, as their next REST request
+	// would be refused.
+	wsRecheck = 5 * time.Second
 )
 
 const (
@@ -127,6 +132,7 @@ func (s *Server) serveWS(conn *websocket.Conn, hub *live.Hub, u core.User, trace
 	_ = conn.SetReadDeadline(time.Now().Add(idle))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(idle)) })
 	go s.wsWrite(conn, sub, ping, stop, shutdown, writerDone, log)
+	go s.wsRevoke(conn, u, min(ping, wsRecheck), stop, log)
 
 	for {
 		typ, msg, err := conn.ReadMessage()
@@ -139,6 +145,36 @@ func (s *Server) serveWS(conn *websocket.Conn, hub *live.Hub, u core.User, trace
 			log.Info().Err(err).Msg("closing a WebSocket")
 			return
 		}
+	}
+}
+
+// wsRevoke closes the connection once its user's sign-in no longer holds
+// (disabled, deleted, signed out, a new role or password: currentUser's
+// rules), with 1008 and the reason. A store that does not answer keeps the
+// connection, as it keeps the REST requests it cannot check. It uses only
+// WriteControl and Close, which the library allows beside the writer.
+func (s *Server) wsRevoke(conn *websocket.Conn, u core.User, every time.Duration, stop <-chan struct{}, log zerolog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		_, e := s.currentUser(u.ID, u.TokenVersion)
+		if e == nil || e.Status == fasthttp.StatusServiceUnavailable {
+			continue
+		}
+		log.Info().Str("why", e.Message).Msg("closing a WebSocket: its sign-in no longer holds")
+		reason := e.Message
+		if len(reason) > 120 { // a close frame's reason is at most 123 bytes
+			reason = reason[:120]
+		}
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, reason),
+			time.Now().Add(time.Second))
+		_ = conn.Close()
+		return
 	}
 }
 

@@ -746,3 +746,42 @@ func TestWS_TasksTopicMasksEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestWS_ClosedWhenSignInEnds (issue 25): a WebSocket opened before its
+// user was disabled (or signed out) is closed with 1008 within a recheck,
+// as the user's next REST request would be refused; another user's stays.
+func TestWS_ClosedWhenSignInEnds(t *testing.T) {
+	e := newWSEnv(t, live.HubConfig{}, 200*time.Millisecond)
+	e.user("root") // the first user, an admin: alice can be disabled
+	tok, id := e.user("alice")
+	bobTok, _ := e.user("bob")
+	for _, end := range []func(){
+		func() {
+			on := true
+			if _, err := e.st.UpdateUser(context.Background(), id, store.UserPatch{Disabled: &on}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() { e.req("POST", "/api/auth/logout", tok, nil) },
+	} {
+		c := e.connect(tok)
+		c.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
+		c.expect("subscribed", live.TopicTasks)
+		end()
+		var err error
+		for err == nil { // frames may still come before the close
+			_, err = c.tryRead()
+		}
+		if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+			t.Fatalf("after the sign-in ended: want close 1008, got %v", err)
+		}
+		off := false
+		if _, err := e.st.UpdateUser(context.Background(), id, store.UserPatch{Disabled: &off}); err != nil {
+			t.Fatal(err)
+		}
+		tok, _ = e.login("alice", "password-alice")
+	}
+	bob := e.connect(bobTok)
+	bob.send(`{"op":"subscribe","topic":"/topic/tasks"}`)
+	bob.expect("subscribed", live.TopicTasks)
+}
