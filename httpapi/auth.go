@@ -158,7 +158,7 @@ func (s *Server) login(r *request) *apiError {
 		s.throttle.failed(known, addr, s.cfg.Now())
 		return errBadCredentials
 	}
-	s.throttle.succeeded(known)
+	s.throttle.succeeded(known, addr, s.cfg.Now())
 	now := s.cfg.Now()
 	if err := s.st.RecordLogin(ctx, u.ID, now); err != nil { // not worth refusing the sign-in
 		s.log.Warn().Err(err).Str("traceId", r.trace).Int64("userId", u.ID).Msg("cannot record the sign-in time")

@@ -7,33 +7,47 @@ import (
 	"time"
 )
 
-// Sign-in throttling (issue 12): at most loginFailures failed sign-ins per
-// loginWindow for one user, and as many from one address (an IPv6 /64 is
-// one address: a host gets a whole prefix); the next sign-in is 429 with
-// Retry-After, right password or not. The counts live in this master's
-// memory: with several masters behind a gateway, an attacker gets that many
-// tries per master (docs/security.md).
+// Sign-in throttling (issues 12, 25). Three counts, so that guessing is
+// slow and nobody can lock another person out:
+//   - a pair (user, address): at most loginFailures failed sign-ins per
+//     loginWindow, then 429 with Retry-After, right password or not;
+//   - one user from any address, and one address for any user (password
+//     spraying): at most loginWideFailures, but not for a pair that signed
+//     in rightly within loginKnownFor. An attacker elsewhere, or one behind
+//     the lab's NAT trying other names, cannot lock a user out of the
+//     address they sign in from; only one who shares the address and tries
+//     the same name can, for a window.
+//
+// An IPv6 /64 is one address: a host gets a whole prefix. The counts live in
+// this master's memory: with several masters behind a gateway, an attacker
+// gets that many tries per master (docs/security.md).
 const (
-	loginFailures = 5
-	loginWindow   = time.Minute
+	loginFailures     = 5
+	loginWideFailures = 20
+	loginWindow       = time.Minute
+	loginKnownFor     = 30 * 24 * time.Hour
 	// maxThrottled bounds each table. Users are counted only when they
-	// exist, so their table cannot be flooded; a full table of addresses
-	// stops taking new ones (the per-user count still holds) until its
-	// entries age out.
+	// exist, so their tables cannot be flooded; a full table of addresses
+	// (or of known pairs) stops taking new ones until its entries age out.
 	maxThrottled = 1 << 16
 )
 
 // throttle counts failed sign-ins. Safe for concurrent use.
 type throttle struct {
 	mu    sync.Mutex
-	users map[string][]time.Time // failure times, oldest first, at most loginFailures
-	addrs map[string][]time.Time
+	pairs map[string][]time.Time // pairKey: failure times, oldest first, at most loginFailures
+	users map[string][]time.Time // at most loginWideFailures
+	addrs map[string][]time.Time // at most loginWideFailures
+	known map[string]time.Time   // pairKey: the last right sign-in
 	swept time.Time
 }
 
 func newThrottle() *throttle {
-	return &throttle{users: map[string][]time.Time{}, addrs: map[string][]time.Time{}}
+	return &throttle{pairs: map[string][]time.Time{}, users: map[string][]time.Time{},
+		addrs: map[string][]time.Time{}, known: map[string]time.Time{}}
 }
+
+func pairKey(user, addr string) string { return strings.ToLower(user) + "\x00" + addrKey(addr) }
 
 // addrKey is the throttled unit of an address: the address itself, or an
 // IPv6 address's /64.
@@ -51,9 +65,19 @@ func (th *throttle) wait(user, addr string, now time.Time) time.Duration {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.sweepLocked(now)
-	d := waitOf(th.addrs[addrKey(addr)], now)
+	var d time.Duration
+	known := false
 	if user != "" {
-		d = max(d, waitOf(th.users[strings.ToLower(user)], now))
+		p := pairKey(user, addr)
+		d = waitOf(th.pairs[p], loginFailures, now)
+		last, ok := th.known[p]
+		known = ok && now.Sub(last) < loginKnownFor
+		if !known {
+			d = max(d, waitOf(th.users[strings.ToLower(user)], loginWideFailures, now))
+		}
+	}
+	if !known {
+		d = max(d, waitOf(th.addrs[addrKey(addr)], loginWideFailures, now))
 	}
 	return d
 }
@@ -64,34 +88,42 @@ func (th *throttle) failed(user, addr string, now time.Time) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	th.sweepLocked(now)
-	record(th.addrs, addrKey(addr), now)
+	record(th.addrs, addrKey(addr), loginWideFailures, now)
 	if user != "" {
-		record(th.users, strings.ToLower(user), now)
+		record(th.pairs, pairKey(user, addr), loginFailures, now)
+		record(th.users, strings.ToLower(user), loginWideFailures, now)
 	}
 }
 
-// succeeded forgets the user's failures (not the address's).
-func (th *throttle) succeeded(user string) {
+// succeeded forgets the user's failures (not the address's) and remembers
+// the pair as one that signs in rightly.
+func (th *throttle) succeeded(user, addr string, now time.Time) {
 	th.mu.Lock()
 	defer th.mu.Unlock()
+	p := pairKey(user, addr)
+	delete(th.pairs, p)
 	delete(th.users, strings.ToLower(user))
+	if _, ok := th.known[p]; ok || len(th.known) < maxThrottled {
+		th.known[p] = now
+	}
 }
 
-// waitOf: the time until the oldest of a full window of failures leaves it.
-func waitOf(fails []time.Time, now time.Time) time.Duration {
-	if len(fails) < loginFailures {
+// waitOf: the time until the oldest of a full window of limit failures
+// leaves it.
+func waitOf(fails []time.Time, limit int, now time.Time) time.Duration {
+	if len(fails) < limit {
 		return 0
 	}
-	return max(fails[0].Add(loginWindow).Sub(now), 0)
+	return max(fails[len(fails)-limit].Add(loginWindow).Sub(now), 0)
 }
 
-func record(m map[string][]time.Time, key string, now time.Time) {
+func record(m map[string][]time.Time, key string, limit int, now time.Time) {
 	fails, ok := m[key]
 	if !ok && len(m) >= maxThrottled {
 		return
 	}
 	fails = recent(fails, now)
-	if len(fails) == loginFailures {
+	if len(fails) == limit {
 		fails = fails[1:]
 	}
 	m[key] = append(fails, now)
@@ -113,11 +145,16 @@ func (th *throttle) sweepLocked(now time.Time) {
 		return
 	}
 	th.swept = now
-	for _, m := range []map[string][]time.Time{th.users, th.addrs} {
+	for _, m := range []map[string][]time.Time{th.pairs, th.users, th.addrs} {
 		for k, fails := range m {
 			if len(recent(fails, now)) == 0 {
 				delete(m, k)
 			}
+		}
+	}
+	for k, last := range th.known {
+		if now.Sub(last) >= loginKnownFor {
+			delete(th.known, k)
 		}
 	}
 }
