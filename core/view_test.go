@@ -55,12 +55,14 @@ func TestWorkerView(t *testing.T) {
 
 func TestReservedEnv(t *testing.T) {
 	for _, k := range []string{"RLSCHED_X", "rlsched_x", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-		"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "LD_PRELOAD", "Ld_Preload"} {
+		"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "LD_PRELOAD", "Ld_Preload",
+		"LD_AUDIT", "ld_audit", "LD_DEBUG_OUTPUT", "LD_PROFILE", "LD_SOMETHING_NEW", "GLIBC_TUNABLES", "GCONV_PATH",
+		"HOSTALIASES", "MALLOC_TRACE", "Nlspath"} {
 		if ReservedEnv(k) == "" {
 			t.Errorf("%s is not reserved", k)
 		}
 	}
-	for _, k := range []string{"CUDA_LAUNCH_BLOCKING", "LD_LIBRARY_PATH", "PYTHONPATH", "SEED"} {
+	for _, k := range []string{"CUDA_LAUNCH_BLOCKING", "LD_LIBRARY_PATH", "ld_library_path", "PYTHONPATH", "SEED", "OLD_LD", "TZ"} {
 		if why := ReservedEnv(k); why != "" {
 			t.Errorf("%s is reserved: %s", k, why)
 		}
