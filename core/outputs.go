@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -56,7 +57,7 @@ var ErrArtifactPath = errors.New("invalid artifact path")
 // CheckArtifactPath validates the path of an artifact as the worker sends
 // it and as REST names it: relative to the output dir, "/"-separated, at
 // most MaxArtifactPath bytes of valid UTF-8, no NUL or other control
-// character, no empty, "." or ".." element, no leading or trailing "/".
+// character (C0, C1, bidi controls, line separators), no empty, "." or ".." element, no leading or trailing "/".
 // It is the one rule, applied on the worker, on the master's receiver
 // before a path reaches the index, and on download. Paths never touch the
 // master's file system (blobs are named by digest); the rule keeps a
@@ -73,8 +74,11 @@ func CheckArtifactPath(p string) error {
 		return fmt.Errorf("%w: %.80q is absolute", ErrArtifactPath, p)
 	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: %.80q holds a control character", ErrArtifactPath, p)
+		// C0 and C1 controls, and what reorders or breaks the text a
+		// person reads (bidi overrides and isolates, line separators): a
+		// name shown in a listing must read as the file it is.
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' {
+			return fmt.Errorf("%w: %.80q holds a control or text-direction character (U+%04X)", ErrArtifactPath, p, r)
 		}
 	}
 	for elem := range strings.SplitSeq(p, "/") {

@@ -13,7 +13,8 @@ func TestCheckArtifactPath(t *testing.T) {
 		}
 	}
 	bad := []string{"", "../../x", "a/../b", "..", ".", "./a", "a/.", "/etc/passwd", "a//b", "a/", "a\x00b", "a\nb", "\x7f",
-		strings.Repeat("x", 5000), strings.Repeat("x", MaxArtifactPath+1), "\xff\xfe"}
+		strings.Repeat("x", 5000), strings.Repeat("x", MaxArtifactPath+1), "\xff\xfe",
+		"a\u0085b", "\u009bx", "model\u202egnp.exe", "a\u2066b\u2069", "x\u200fy", "\u061cz", "line\u2028two"}
 	for _, p := range bad {
 		if err := CheckArtifactPath(p); err == nil {
 			t.Errorf("CheckArtifactPath(%.40q) accepted it", p)
