@@ -276,6 +276,12 @@ func TestSubmit_CommandMode(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &ans); err != nil || ans.ID == "" || ans.Status != core.StatusQueued {
 		t.Errorf("--json output %q: %v", out, err)
 	}
+	// A relative --workdir is the current directory's: the API takes
+	// absolute paths only.
+	h.mustRun(0, "submit", "--workdir", "exp/a", "--", "./run.sh")
+	if got := h.trainBody()["workdir"]; got != filepath.Join(h.env.Dir, "exp/a") {
+		t.Errorf("relative workdir = %v, want it under %s", got, h.env.Dir)
+	}
 }
 
 func TestSubmit_Wait(t *testing.T) {

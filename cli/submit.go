@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -162,6 +163,9 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("--workdir is empty"), false
 		}
 		req.Workdir = rf.workdir
+		if !filepath.IsAbs(req.Workdir) { // the API takes absolute paths only
+			req.Workdir = filepath.Join(inv.env.Dir, req.Workdir)
+		}
 	}
 	var err error
 	if req.Params, err = parseParams(rf.params, nil); err != nil {

@@ -309,6 +309,11 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		if len(*b.Workdir) > maxWorkdirBytes || strings.IndexByte(*b.Workdir, 0) >= 0 {
 			return errBadRequest("workdir must be at most %d bytes without NUL", maxWorkdirBytes)
 		}
+		// A worker has no directory a relative one could be relative to:
+		// refused here rather than failing the run at the worker.
+		if *b.Workdir != "" && !strings.HasPrefix(*b.Workdir, "/") {
+			return errBadRequest("workdir %q must be an absolute path on the worker", truncate(*b.Workdir, 64))
+		}
 		sp.workdir = *b.Workdir
 	}
 	if b.Code != nil {

@@ -139,6 +139,8 @@ func TestSubmit_Failure(t *testing.T) {
 	f(`{"command":["a"],"env":{"RLSCHED_TASK_ID":"x"}}`, "RLSCHED_TASK_ID")
 	f(`{"command":["a"],"env":{"CUDA_VISIBLE_DEVICES":"0,1"}}`, "CUDA_VISIBLE_DEVICES")
 	f(`{"command":["a"],"env":{"A":"x\u0000y"}}`, "NUL")
+	f(`{"command":["a"],"workdir":"exp/run1"}`, "absolute")
+	f(`{"command":["a"],"env":{"LD_AUDIT":"/tmp/x.so"}}`, "LD_AUDIT")
 	f(`{"command":["a"],"name":"`+strings.Repeat("n", 201)+`"}`, "name")
 	f(`{"command":["a"],"tags":[`+strings.TrimSuffix(strings.Repeat(`"t",`, 33), ",")+`]}`, "tags")
 	f(`{"command":["a"],"params":[1,2]}`, "params")
