@@ -16,7 +16,7 @@ import (
 // (c.SQLitePath, c.LogDir and c.ArtifactDir filled in): the data dir,
 // LOG_DIR and ARTIFACT_DIR get mode 0700 (fixed if looser), the directory of a SQLITE_PATH elsewhere must
 // already be private (it may not be rlsched's to change), and the database
-// files lose every bit for others.
+// files lose every bit for others, or are created 0600.
 func (c *Config) privatePaths(log zerolog.Logger) error {
 	for _, d := range []string{c.DataDir, c.LogDir, c.ArtifactDir} {
 		if d == "" {
@@ -42,6 +42,17 @@ func (c *Config) privatePaths(log zerolog.Logger) error {
 		if err := TightenFile(abs+suffix, log); err != nil {
 			return err
 		}
+	}
+	// On a first start the database does not exist yet, and SQLite would
+	// create it (and its -wal and -shm files, which take the database's
+	// mode) under the umask: made here, empty (a valid empty database), it
+	// is 0600 from its first byte.
+	f, err := os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("cannot create the database file %s: %w", abs, err)
 	}
 	return nil
 }

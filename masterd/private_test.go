@@ -123,3 +123,20 @@ func TestUpLayout_KeepsConfiguredPaths(t *testing.T) {
 		t.Errorf("secrets.env was not moved: %v", err)
 	}
 }
+
+// TestPrivatePaths_NewDatabaseIs0600 (issue 25): on a first start the
+// database and the files SQLite makes beside it are 0600 from the start,
+// not the umask's 0644 until a restart tightens them.
+func TestPrivatePaths_NewDatabaseIs0600(t *testing.T) {
+	m := start(t, Config{})
+	exercise(t, m, "memory") // writes, so the -wal and -shm files exist
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		p := m.SQLitePath() + suffix
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if got := perm(t, p); got != 0o600 {
+			t.Errorf("%s is %o, want 600", p, got)
+		}
+	}
+}
