@@ -466,3 +466,28 @@ func newBenchEnv(b *testing.B) *env {
 	}
 	return &env{st: st, blobs: blobs}
 }
+
+// TestRefusesMoreThanAnnounced (issue 25): the limits are checked against
+// a file's announced size, so an upload that sends past it (a rogue
+// worker's) is refused and nothing of it is kept.
+func TestRefusesMoreThanAnnounced(t *testing.T) {
+	e := newEnv(t)
+	p := e.pipe(t, func(c *Config) { c.MaxFileBytes, c.MaxRunBytes = 1<<20, 1<<20 })
+	a := make(acks, 16)
+	data := randBytes(3 << 19) // 1.5 MiB behind an announced 10 bytes
+	var last Ack
+	for off := 0; off < len(data); off += 1 << 18 {
+		end := min(off+1<<18, len(data))
+		p.Submit(Chunk{TaskID: "r1", Attempt: 1, Path: "small.bin", Size: 10, ModNs: 1, Offset: uint64(off),
+			Data: bytes.Clone(data[off:end]), Last: end == len(data), Ack: a})
+		if last = a.next(t); last.Err != "" {
+			break
+		}
+	}
+	if !strings.Contains(last.Err, "more than the 10 bytes it announced") {
+		t.Fatalf("an upload past its announced size: %+v", last)
+	}
+	if _, err := e.st.Artifact(t.Context(), "r1", "small.bin", 1); err == nil {
+		t.Fatal("the oversized upload was indexed")
+	}
+}

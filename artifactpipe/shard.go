@@ -168,11 +168,15 @@ func (s *shard) chunk(c Chunk) {
 		return
 	}
 	if end > u.have {
-		if max := s.p.cfg.MaxFileBytes; max >= 0 && int64(end) > max {
-			// Only a file that grew while it was read gets here: the
-			// announced size was checked at the start.
-			s.refuse(rs, u, c, "size\x00"+c.Path, fmt.Sprintf("%s grew past ARTIFACT_MAX_FILE_BYTES (%s) while it was uploaded and was not kept",
-				c.Path, humanBytes(max)))
+		if int64(end) > u.size {
+			// The limits were checked against the announced size at the
+			// start; an upload that outgrows it would pass them. A worker
+			// gives up a file that changes while it reads it, so only a
+			// broken or rogue one sends more.
+			s.p.log.Warn().Str("task", rs.id).Int("attempt", c.Attempt).Str("path", c.Path).Int64("size", u.size).
+				Uint64("end", end).Msg("a worker sent more of an output file than it announced; refused")
+			s.refuse(rs, u, c, "size\x00"+c.Path, fmt.Sprintf("%s: the worker sent more than the %s it announced; the file was not kept",
+				c.Path, humanBytes(u.size)))
 			return
 		}
 		if err := u.sink.write(c.Data[u.have-c.Offset:]); err != nil {
