@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -350,7 +351,7 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, st *reqState, start time.Time
 	}
 	if ev := g.log.WithLevel(lvl); ev.Enabled() {
 		ev = ev.Str("method", truncate(string(ctx.Method()), 16)).
-			Str("path", truncate(string(ctx.Request.Header.RequestURI()), 512)).
+			Str("path", truncate(loggedURI(ctx.Request.Header.RequestURI()), 512)).
 			Int("status", status).Dur("duration", d).Str("traceId", st.trace).
 			Str("remote", ctx.RemoteIP().String())
 		if st.up != nil {
@@ -361,6 +362,42 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, st *reqState, start time.Time
 		}
 		ev.Msg("request")
 	}
+}
+
+// loggedURI is a request target as the access log shows it: the values of
+// credentials in the query (a WebSocket's ?token=, which browsers cannot
+// send as a header) replaced by "***", so the log holds no token.
+func loggedURI(uri []byte) string {
+	i := bytes.IndexByte(uri, '?')
+	if i < 0 {
+		return string(uri)
+	}
+	out := append([]byte(nil), uri[:i+1]...)
+	for n, kv := range bytes.Split(uri[i+1:], []byte("&")) {
+		if n > 0 {
+			out = append(out, '&')
+		}
+		k, _, hasValue := bytes.Cut(kv, []byte("="))
+		if hasValue && secretParam(k) {
+			kv = append(append([]byte(nil), k...), "=***"...)
+		}
+		out = append(out, kv...)
+	}
+	return string(out)
+}
+
+// secretParam reports whether a query parameter named k (raw, maybe
+// percent-escaped) carries a credential.
+func secretParam(k []byte) bool {
+	name, err := url.QueryUnescape(string(k))
+	if err != nil {
+		return true // unreadable: hide it rather than guess
+	}
+	switch strings.ToLower(name) {
+	case "token", "access_token", "jwt", "jwt_token", "password", "secret":
+		return true
+	}
+	return false
 }
 
 // requestPath is the raw path of a request target, as the master's
