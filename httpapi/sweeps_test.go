@@ -522,3 +522,41 @@ func TestRunsCSVIsInert(t *testing.T) {
 		}
 	}
 }
+
+// TestPriorityClampedOnEveryPath (issue 25): a priority an admin gave a
+// user's run once is not carried by the user's own rerun or sweep retry;
+// an admin's own rerun keeps it.
+func TestPriorityClampedOnEveryPath(t *testing.T) {
+	e := newEnv(t)
+	root, _ := e.user("root")
+	tok, _ := e.user("alice")
+	id, runs := e.sweep(tok, `{"base": {"command": ["x"]}, "grid": {"lr": [1, 2]}}`)
+	raise := func(run string) {
+		t.Helper()
+		if r := e.req("POST", "/api/tasks/"+run+"/priority", root, `{"priority": 10}`); r.status != 200 {
+			t.Fatalf("an admin raises %s: %d %s", run, r.status, r.body)
+		}
+	}
+	raise(runs[0])
+	e.finish(runs[0], core.StatusFailed)
+	var ans struct {
+		ID   string   `json:"id"`
+		Runs []string `json:"runs"`
+	}
+	r := e.req("POST", "/api/sweeps/"+id+"/retry", tok, nil, "Content-Type", "application/json")
+	mustJSON(t, r.body, &ans)
+	if r.status != http.StatusAccepted || len(ans.Runs) != 1 {
+		t.Fatalf("retry: %d %s", r.status, r.body)
+	}
+	if p := e.task(ans.Runs[0]).Priority; p != 0 {
+		t.Errorf("alice's sweep retry kept priority %d", p)
+	}
+	raise(runs[1])
+	for who, want := range map[string]int{tok: 0, root: 10} {
+		r := e.req("POST", "/api/tasks/"+runs[1]+"/rerun", who, nil, "Content-Type", "application/json")
+		mustJSON(t, r.body, &ans)
+		if p := e.task(ans.ID).Priority; r.status != http.StatusAccepted || p != want {
+			t.Errorf("rerun: %d, priority %d, want %d", r.status, p, want)
+		}
+	}
+}

@@ -76,11 +76,6 @@ func (s *Server) rerunTask(r *request) *apiError {
 		// makes members' new runs): it does not carry the sweep's tag.
 		sp.tags = slices.DeleteFunc(slices.Clone(sp.tags), func(t string) bool { return t == core.SweepTag(orig.SweepID) })
 	}
-	if r.user.Role != core.RoleAdmin {
-		// An admin's priority is not inherited by a user's rerun: a user's
-		// runs are at most priority 0 (a body may lower it further).
-		sp.priority = min(sp.priority, 0)
-	}
 	if body := r.ctx.PostBody(); len(bytes.TrimSpace(body)) > 0 {
 		var b submitBody
 		if e := decodeJSON(body, &b); e != nil {
@@ -103,8 +98,16 @@ func (s *Server) rerunTask(r *request) *apiError {
 }
 
 // newRun is a new QUEUED run of sp owned by the caller, made within the
-// request r (its trace id); nothing is stored yet.
+// request r (its trace id); nothing is stored yet. Every path that makes a
+// run goes through it (submit, rerun, sweep, sweep retry), so this is where
+// a priority is clamped: a caller who is not an admin makes runs of at most
+// priority 0, whatever the spec inherited (an admin's rerun, a member an
+// admin raised); an explicit priority above 0 was refused before, with
+// priorityAllowed's message.
 func (s *Server) newRun(r *request, sp spec) core.Task {
+	if r.user.Role != core.RoleAdmin {
+		sp.priority = min(sp.priority, 0)
+	}
 	t := core.Task{
 		ID:             core.NewTaskID(),
 		Name:           sp.name,
