@@ -13,20 +13,28 @@ import (
 // too, and the points stay queued to retry).
 const metricsFirstWait = 5 * time.Second
 
+// MetricsWaiter is what MetricsFirst waits on: what hands the metric points
+// of runs' output to the store (the log pipe's Writer).
+type MetricsWaiter interface {
+	// WaitMetrics returns once the points of run id extracted so far were
+	// handed to the store, or when ctx ends.
+	WaitMetrics(ctx context.Context, id string) error
+}
+
 // MetricsFirst wraps st so that an update that ends a run (to a terminal
 // status) is written only after the metric points its output carried were
-// handed to the store (Writer.WaitMetrics). A worker reports a run's end
+// handed to the store (w.WaitMetrics). A worker reports a run's end
 // only once every byte of its output is acked, and the acks come as soon
 // as the points are queued, not stored; without this a client that sees the
 // run finished could still miss its last points. Everything else passes
 // through. Safe for concurrent use, as st is.
-func MetricsFirst(st store.Store, w *Writer) store.Store {
+func MetricsFirst(st store.Store, w MetricsWaiter) store.Store {
 	return &metricsFirst{Store: st, w: w}
 }
 
 type metricsFirst struct {
 	store.Store
-	w *Writer
+	w MetricsWaiter
 }
 
 func (m *metricsFirst) waitFor(ctx context.Context, id string) {
