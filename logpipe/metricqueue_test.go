@@ -116,7 +116,7 @@ func TestMetricsFirst_EndWaitsForMetrics(t *testing.T) {
 	g := newGatedStore(raw)
 	a := newAcks()
 	w := newWriter(t, WriterConfig{Store: g})
-	st := MetricsFirst(raw, w)
+	st := store.MetricsFirst(raw, w)
 	submit(t, w, Frame{TaskID: run.ID, Attempt: 1, Data: []byte(twoPoints), Ack: a})
 	a.waitAck(t, run.ID, 0)
 	g.entered(t)

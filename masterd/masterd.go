@@ -213,7 +213,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	if halfLife <= 0 {
 		halfLife = dispatch.DefaultHalfLife
 	}
-	m.st = store.Publishing(logpipe.MetricsFirst(store.Accruing(batched, halfLife), m.logs), sinks{events, m.notifier})
+	m.st = store.Publishing(store.MetricsFirst(store.Accruing(batched, halfLife), m.logs), sinks{events, m.notifier})
 	if m.blobs, err = openBlobs(ctx, cfg); err != nil {
 		return nil, err
 	}

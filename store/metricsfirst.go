@@ -1,11 +1,10 @@
-package logpipe
+package store
 
 import (
 	"context"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/store"
 )
 
 // metricsFirstWait bounds how long a run's end waits for its metric points:
@@ -28,12 +27,12 @@ type MetricsWaiter interface {
 // as the points are queued, not stored; without this a client that sees the
 // run finished could still miss its last points. Everything else passes
 // through. Safe for concurrent use, as st is.
-func MetricsFirst(st store.Store, w MetricsWaiter) store.Store {
+func MetricsFirst(st Store, w MetricsWaiter) Store {
 	return &metricsFirst{Store: st, w: w}
 }
 
 type metricsFirst struct {
-	store.Store
+	Store
 	w MetricsWaiter
 }
 
@@ -43,14 +42,14 @@ func (m *metricsFirst) waitFor(ctx context.Context, id string) {
 	_ = m.w.WaitMetrics(ctx, id) // past the bound the end goes first
 }
 
-func (m *metricsFirst) UpdateTask(ctx context.Context, t *core.Task, exp store.Expect) error {
+func (m *metricsFirst) UpdateTask(ctx context.Context, t *core.Task, exp Expect) error {
 	if t.Status.Terminal() {
 		m.waitFor(ctx, t.ID)
 	}
 	return m.Store.UpdateTask(ctx, t, exp)
 }
 
-func (m *metricsFirst) UpdateTasks(ctx context.Context, us []store.Update) []error {
+func (m *metricsFirst) UpdateTasks(ctx context.Context, us []Update) []error {
 	for _, u := range us {
 		if u.Task.Status.Terminal() {
 			m.waitFor(ctx, u.Task.ID)
