@@ -95,10 +95,11 @@ func TestWriter_FullMetricQueueDropsAndCounts(t *testing.T) {
 	}
 }
 
-// TestMetricsFirst_EndWaitsForMetrics: a run's end reaches the store only
-// after the points its output carried, so a client that sees it finished
-// sees all its metrics.
-func TestMetricsFirst_EndWaitsForMetrics(t *testing.T) {
+// TestWriter_WaitMetricsHoldsTheEnd: WaitMetrics returns only once the
+// points a run's output carried were handed to the store, so the store's
+// MetricsFirst writes the run's end after them and a client that sees it
+// finished sees all its metrics.
+func TestWriter_WaitMetricsHoldsTheEnd(t *testing.T) {
 	ctx := context.Background()
 	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "db.sqlite"))
 	if err != nil {
