@@ -49,14 +49,7 @@ func TestMetricsFirst_EndWaitsForMetrics(t *testing.T) {
 		t.Helper()
 		ctx := context.Background()
 		raw := openSQLite(t)
-		u := core.User{Username: "owner", PasswordHash: "x"}
-		if err := raw.CreateUser(ctx, &u); err != nil {
-			t.Fatal(err)
-		}
-		run := core.Task{UserID: u.ID, Command: []string{"true"}}
-		if err := raw.CreateTask(ctx, &run); err != nil {
-			t.Fatal(err)
-		}
+		run := aliceRun(t, raw, core.Task{Command: []string{"true"}})
 		g := newGatedWaiter()
 		st := store.MetricsFirst(raw, g)
 

@@ -27,14 +27,7 @@ func TestStack_ARunsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := core.User{Username: "alice", PasswordHash: "x"}
-	if err := st.CreateUser(ctx, &u); err != nil {
-		t.Fatal(err)
-	}
-	run := core.Task{UserID: u.ID, Command: []string{"true"}, GPUs: 1}
-	if err := st.CreateTask(ctx, &run); err != nil {
-		t.Fatal(err)
-	}
+	run := aliceRun(t, st, core.Task{Command: []string{"true"}, GPUs: 1})
 	d := run
 	if err := d.Dispatch("w1", []int{0}, 1); err != nil {
 		t.Fatal(err)
@@ -93,7 +86,7 @@ func TestStack_ARunsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(us, func(x store.UserUsage) bool { return x.UserID == u.ID })
+	i := slices.IndexFunc(us, func(x store.UserUsage) bool { return x.UserID == run.UserID })
 	if i < 0 || us[i].Usage < 29 || us[i].Usage > 31 {
 		t.Fatalf("alice's usage %+v, want the run's 30 GPU-seconds", us)
 	}
