@@ -93,7 +93,7 @@ func secondMasterWith(t *testing.T, h *harness, mut func(*Config)) *Master {
 	cfg := Config{Addr: "127.0.0.1:0", MasterID: "m2", JoinToken: token, HeartbeatInterval: 200 * time.Millisecond,
 		LeaseTTL: 5 * time.Second, Logger: zerolog.New(h.logs), Logs: logs}
 	mut(&cfg)
-	m2, err := New(cfg, logpipe.MetricsFirst(h.st, logs), ls)
+	m2, err := New(cfg, store.MetricsFirst(h.st, logs), ls)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func startHarness(t *testing.T, clock *leasetest.Clock, wrap func(store.Store) s
 			t.Fatal(err)
 		}
 	}
-	m, err := New(cfg, logpipe.MetricsFirst(st, cfg.Logs), ls)
+	m, err := New(cfg, store.MetricsFirst(st, cfg.Logs), ls)
 	if err != nil {
 		t.Fatal(err)
 	}

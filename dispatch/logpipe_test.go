@@ -17,6 +17,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/lease/memory"
 	"github.com/rlsched/rlsched/logpipe"
+	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/store/sqlite"
 	"github.com/rlsched/rlsched/worker"
 )
@@ -136,7 +137,7 @@ func TestLogPipe_MasterRestartMidStream(t *testing.T) {
 		}
 		cfg := Config{Addr: addr, MasterID: "m1", JoinToken: token, Logger: mLogger, Logs: logs}
 		streamTimings(&cfg)
-		m, err := New(cfg, logpipe.MetricsFirst(st, logs), memory.New())
+		m, err := New(cfg, store.MetricsFirst(st, logs), memory.New())
 		if err != nil {
 			t.Fatal(err)
 		}

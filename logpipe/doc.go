@@ -7,8 +7,9 @@
 // What it must never do: block an event loop (Submit refuses instead of
 // waiting), buffer without bound (each ring is bounded in frames and in
 // bytes, the metric queue in points), ack bytes that are not in the file
-// (past a run's cap: that are not meant to be), write a byte twice, or make
-// an ack wait for the store.
+// (past a run's cap: that are not meant to be), write a byte twice, make
+// an ack wait for the store, or wrap the store (its decorators live in
+// package store, which declares what it needs of the pipe).
 //
 // Offsets make delivery exactly-once into the file: each attempt's output is
 // addressed by byte offset from 0; bytes the file already has are dropped and
@@ -36,8 +37,9 @@
 // (metricqueue.go), so a slow or unavailable store never holds up a writer
 // or an ack. A full queue drops the points offered and counts them; points
 // the store refuses are retried with backoff. Because the bytes are acked
-// before their points are stored, a run's end is written only after its
-// points (MetricsFirst, a store decorator the master wraps its store in).
+// before their points are stored, Writer.WaitMetrics tells when a run's
+// points so far were handed to the store; the store's MetricsFirst waits on
+// it so that a run's end is written after its points.
 //
 // # Per-run caps
 //

@@ -95,10 +95,11 @@ func TestWriter_FullMetricQueueDropsAndCounts(t *testing.T) {
 	}
 }
 
-// TestMetricsFirst_EndWaitsForMetrics: a run's end reaches the store only
-// after the points its output carried, so a client that sees it finished
-// sees all its metrics.
-func TestMetricsFirst_EndWaitsForMetrics(t *testing.T) {
+// TestWriter_WaitMetricsHoldsTheEnd: WaitMetrics returns only once the
+// points a run's output carried were handed to the store, so the store's
+// MetricsFirst writes the run's end after them and a client that sees it
+// finished sees all its metrics.
+func TestWriter_WaitMetricsHoldsTheEnd(t *testing.T) {
 	ctx := context.Background()
 	raw, err := sqlite.Open(filepath.Join(t.TempDir(), "db.sqlite"))
 	if err != nil {
@@ -116,7 +117,7 @@ func TestMetricsFirst_EndWaitsForMetrics(t *testing.T) {
 	g := newGatedStore(raw)
 	a := newAcks()
 	w := newWriter(t, WriterConfig{Store: g})
-	st := MetricsFirst(raw, w)
+	st := store.MetricsFirst(raw, w)
 	submit(t, w, Frame{TaskID: run.ID, Attempt: 1, Data: []byte(twoPoints), Ack: a})
 	a.waitAck(t, run.ID, 0)
 	g.entered(t)

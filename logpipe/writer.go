@@ -219,7 +219,8 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 
 // WaitMetrics returns once the metric points of run id extracted so far
 // were handed to the store (stored, or kept to retry after an error), or
-// when ctx ends: a run's end is recorded after its metrics (MetricsFirst).
+// when ctx ends: store.MetricsFirst waits on it to record a run's end
+// after its metrics.
 // Safe from any goroutine; it waits for the store, so never call it from
 // an event loop.
 func (w *Writer) WaitMetrics(ctx context.Context, id string) error {

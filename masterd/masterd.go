@@ -126,7 +126,7 @@ type Master struct {
 	cfg      Config
 	raw      store.Store // the backend, closed last
 	metrics  *obs.Master // served at /metrics
-	st       store.Store // raw, group-committed, metrics first, published: what every room writes through
+	st       store.Store // raw in its decorators (store.Stack): what every room writes through
 	ls       lease.Leases
 	logs     *logpipe.Writer
 	notifier *notify.Notifier
@@ -180,24 +180,6 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		}
 		events = m.node
 	}
-	// The store's decorators, innermost first: single-row writes (REST
-	// submissions, the dispatcher's transitions) are group-committed by the
-	// Batcher, which also takes the log pipe's metric points; a run's end is
-	// written after its metric points (MetricsFirst); the event publisher
-	// is outermost, so every committed change reaches the hub.
-	// The metrics hear of every write at the backend (store.Observed): each
-	// call there is one transaction, and each run's change is seen once.
-	batched := store.NewBatcher(store.Observed(m.raw, m.metrics), 0)
-	// Several masters share LOG_DIR (one filesystem, or a shared one across
-	// machines): a run's log is written by whichever master its worker is
-	// connected to, so the writer checks files it holds open for growth by
-	// others, and the hub polls the files that live tails follow here.
-	shared := m.node != nil
-	if m.logs, err = logpipe.NewWriter(logpipe.WriterConfig{Dir: cfg.LogDir, Store: batched, Sink: m.hub,
-		SharedDir: shared, Queue: cfg.LogQueue, MaxRunLogBytes: cfg.RunMaxLogBytes, MaxRunMetricPoints: cfg.RunMaxMetricPoints,
-		Logger: log}); err != nil {
-		return nil, err
-	}
 	targets, err := notify.ParseTargets(cfg.NotifyAllowHosts)
 	if err != nil {
 		return nil, err
@@ -207,13 +189,29 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	if m.notifier, err = notify.New(notify.Config{Users: m.raw, Targets: targets, BaseURL: cfg.PublicURL, Logger: log}); err != nil {
 		return nil, err
 	}
-	// Each run that ends charges its owner's fair-share usage (Accruing),
-	// once, after its end is written.
+	// Each run that ends charges its owner's fair-share usage, decaying
+	// with the policy's half-life.
 	halfLife := cfg.Policy.HalfLife
 	if halfLife <= 0 {
 		halfLife = dispatch.DefaultHalfLife
 	}
-	m.st = store.Publishing(logpipe.MetricsFirst(store.Accruing(batched, halfLife), m.logs), sinks{events, m.notifier})
+	// Several masters share LOG_DIR (one filesystem, or a shared one across
+	// machines): a run's log is written by whichever master its worker is
+	// connected to, so the writer checks files it holds open for growth by
+	// others, and the hub polls the files that live tails follow here.
+	shared := m.node != nil
+	// The store's decorators are declared in one place (store.Stack); the
+	// log pipe is built inside it, since a run's end waits for its points.
+	if m.st, err = store.Stack(m.raw, store.StackOptions{Observer: m.metrics, HalfLife: halfLife, Sink: sinks{events, m.notifier},
+		Points: func(st store.Store) (store.MetricsWaiter, error) {
+			w, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: cfg.LogDir, Store: st, Sink: m.hub,
+				SharedDir: shared, Queue: cfg.LogQueue, MaxRunLogBytes: cfg.RunMaxLogBytes, MaxRunMetricPoints: cfg.RunMaxMetricPoints,
+				Logger: log})
+			m.logs = w
+			return w, err
+		}}); err != nil {
+		return nil, err
+	}
 	if m.blobs, err = openBlobs(ctx, cfg); err != nil {
 		return nil, err
 	}

@@ -51,6 +51,9 @@ type TaskWriter interface {
 // workers' reports it waited for that whole commit first. With a
 // TaskWriter (SQLite's one writer connection) a second lane would only
 // split the group commits.
+//
+// Every method is safe for concurrent use: concurrent callers are what it
+// batches.
 type Batcher struct {
 	Store
 	creates    *batchQueue[batchRow] // the same queue as updates with a TaskWriter

@@ -27,7 +27,7 @@ type Observer interface {
 // commits. Put it innermost, right on the backend, so that each call it
 // sees is one transaction (the Batcher's group commits included) and each
 // run's change is seen once, whoever made it. When st is a TaskWriter, so
-// is the result.
+// is the result. Safe for concurrent use, as st is.
 func Observed(st Store, o Observer) Store {
 	ob := &observed{Store: st, o: o}
 	if tw, ok := st.(TaskWriter); ok {

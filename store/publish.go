@@ -18,11 +18,11 @@ const rereadTimeout = 5 * time.Second
 // it the memory is dropped and refilled (a miss only costs a read-back).
 const maxFixed = 1 << 16
 
-// Publishing wraps st so that every run it creates or changes (CreateTask(s),
-// UpdateTask(s), SetFinalReward, AddWarning) is published to sink as the store now has it.
-// Writes that fail publish nothing, and a failed read-back only loses the
-// event, never the write. Everything else passes through. Safe for
-// concurrent use, as st is.
+// Publishing wraps st so that every run it creates or changes
+// (CreateTask(s), UpdateTask(s), SetFinalReward, AddWarning) is published
+// to sink as the store now has it. Writes that fail publish nothing, and a
+// failed read-back only loses the event, never the write. Everything else
+// passes through. Safe for concurrent use, as st is.
 //
 // A run's event is built without reading it back when possible: an update
 // writes exactly the mutable fields of the task it is given (store.Store's
@@ -33,11 +33,13 @@ const maxFixed = 1 << 16
 // nobody changes the fixed fields. Only SetFinalReward and AddWarning, which
 // write one field of a run whose other mutable fields they do not know,
 // and a run not remembered, read the run back (warnings are remembered
-// with the fixed fields; another master's are seen at the next read-back). (Profiles of the dispatch benchmark had the
-// read-back at a third of the master's CPU.)
+// with the fixed fields; another master's are seen at the next read-back).
+// (Profiles of the dispatch benchmark had the read-back at a third of the
+// master's CPU.)
 //
-// It must be the outermost store of the master: a decorator outside it
-// could change a run without the change being published.
+// It must be the outermost store of the master (Stack puts it there): a
+// decorator outside it could change a run without the change being
+// published.
 func Publishing(st Store, sink core.EventSink) Store {
 	return &publisher{Store: st, sink: sink, fixed: map[string]*core.Task{}}
 }

@@ -60,15 +60,22 @@ func publishedRun(t *testing.T) (store.Store, *recordSink, core.Task) {
 	t.Helper()
 	sink := &recordSink{}
 	st := store.Publishing(openSQLite(t), sink)
+	return st, sink, aliceRun(t, st, core.Task{Name: "run", Command: []string{"true"}})
+}
+
+// aliceRun creates the user alice in st and run as hers, and returns the
+// run as created.
+func aliceRun(t *testing.T, st store.Store, run core.Task) core.Task {
+	t.Helper()
 	u := core.User{Username: "alice", PasswordHash: "x"}
 	if err := st.CreateUser(t.Context(), &u); err != nil {
 		t.Fatal(err)
 	}
-	task := core.Task{UserID: u.ID, Name: "run", Command: []string{"true"}}
-	if err := st.CreateTask(t.Context(), &task); err != nil {
+	run.UserID = u.ID
+	if err := st.CreateTask(t.Context(), &run); err != nil {
 		t.Fatal(err)
 	}
-	return st, sink, task
+	return run
 }
 
 func TestPublishing_PublishesWrites(t *testing.T) {

@@ -56,7 +56,8 @@ type UserUsage struct {
 // store adds it in the update's own transaction, only if the row matched:
 // under a Batcher, the charges of a whole group commit cost that one
 // commit. Each master's writes go through its own, so each run's end is
-// charged once. Everything else passes through.
+// charged once. Everything else passes through. Safe for concurrent use,
+// as st is.
 func Accruing(st Store, halfLife time.Duration) Store {
 	return &accruing{Store: st, halfLife: halfLife}
 }

@@ -1,10 +1,3 @@
-// Package store is rlsched's durable truth: users, runs and their metrics.
-// Every state change of a run is a compare-and-swap on (fence, status), so a
-// writer that lost ownership changes nothing and learns it (core.ErrFenced).
-// Backends: sqlite (default, pure Go) and mysql (several masters); both
-// must pass the conformance suite in storetest. Decorators of any backend
-// live beside the interface: Batcher (group commit) and Publishing (every
-// committed run change to the live views).
 package store
 
 import (

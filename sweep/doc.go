@@ -1,8 +1,8 @@
 // Package sweep is the pure logic of sweeps and seed groups (API.md "Sweeps
 // and seed groups"): it parses and validates a sweep spec, expands it into
-// its members' params, summarises the members' runs into groups (final
-// reward mean ± std, step-aligned mean ± std curves) and picks the members a
-// retry reruns.
+// its members' params and summarises the members' runs into groups (final
+// reward mean ± std, step-aligned mean ± std curves). Which members a retry
+// reruns is the domain's rule (core.SweepRetried), which the stores apply.
 //
 // It never does I/O: no store, no clock, no global randomness. The same
 // spec always expands to the same members in the same order, so the REST

@@ -68,10 +68,8 @@ var migrations = [][]string{
 			finished_at     BIGINT       NULL,
 			updated_at      BIGINT       NOT NULL,
 			fence           BIGINT       NOT NULL,
-			-- QueuedTasks and TakeQueued: status = 'QUEUED' ORDER BY
-			-- priority DESC, created_at, id. The index must serve the ORDER
-			-- BY, or FOR UPDATE SKIP LOCKED would lock every queued row
-			-- before sorting them.
+			-- QueuedTasks: status = 'QUEUED' ORDER BY priority DESC,
+			-- created_at, id, read in index order with no sort.
 			KEY tasks_queue (status, priority DESC, created_at, id),
 			-- ListTasks newest first, alone or filtered by status, owner or
 			-- project (read backwards).

@@ -18,12 +18,10 @@
 // Claim is the arbiter and the fenced UPDATE from (fence, QUEUED) the
 // durable guard, so QueuedTasks followed by lease.Claim then UpdateTask is
 // correct as it stands; masters that read the same head of the queue merely
-// lose races. TakeQueued removes those races: it locks the queue's head with
-// FOR UPDATE SKIP LOCKED, so concurrent masters are handed disjoint runs.
+// lose races.
 //
 // This package must never hold a transaction open across anything but the
-// database, except the place callback of TakeQueued (documented there), and
-// never read-then-write outside a transaction.
+// database, and never read-then-write outside a transaction.
 package mysql
 
 import (
@@ -175,12 +173,7 @@ func (s *Store) Close() error {
 // inTx runs f in a transaction (REPEATABLE READ, InnoDB's default) and
 // commits when f returns nil.
 func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	return s.inTxOpts(ctx, nil, f)
-}
-
-// inTxOpts is inTx with transaction options.
-func (s *Store) inTxOpts(ctx context.Context, opts *sql.TxOptions, f func(tx *sql.Tx) error) error {
-	return sqlutil.InTx(ctx, s.db, opts, f)
+	return sqlutil.InTx(ctx, s.db, nil, f)
 }
 
 // MySQL error numbers this package tells apart.

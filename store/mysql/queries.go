@@ -11,8 +11,7 @@ import (
 // number of masters at once; it reserves nothing. A master that dispatches
 // from it claims each run with lease.Claim (the arbiter) and then moves it
 // with UpdateTask from (its fence, QUEUED) (the durable guard), releasing
-// the lease on core.ErrFenced. TakeQueued does the same without masters
-// colliding on the queue's head.
+// the lease on core.ErrFenced.
 func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
 	return sqlutil.QueuedTasks(ctx, s.db, limit)
 }

@@ -75,7 +75,7 @@ func (s *Store) RetrySweep(ctx context.Context, id string, rerun func(core.Task)
 	var rows []sqlutil.TaskRow
 	err := s.retryTx(ctx, func(tx *sql.Tx) error {
 		created, rows = nil, nil
-		ms, err := sqlutil.LatestRuns(ctx, tx, id, sqlutil.Retryable...)
+		ms, err := sqlutil.LatestRuns(ctx, tx, id, core.SweepRetried()...)
 		if err != nil {
 			return err
 		}

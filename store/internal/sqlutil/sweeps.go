@@ -366,10 +366,6 @@ func sweepRuns(ctx context.Context, db Querier, id string) ([]core.Task, error) 
 	return out, nil
 }
 
-// Retryable are the statuses whose member a retry reruns (sweep's
-// Retryable, as SQL).
-var Retryable = []core.Status{core.StatusFailed, core.StatusCancelled, core.StatusTimeout}
-
 // MoveMember is the compare-and-swap that makes a new run a member's
 // latest: it matches only while the member's latest is still the old run.
 const MoveMember = `UPDATE sweep_members SET task_id = ? WHERE sweep_id = ? AND member = ? AND task_id = ?`
