@@ -3,8 +3,10 @@ package core
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -39,8 +41,29 @@ func ValidTaskID(id string) bool { return taskIDRe.MatchString(id) }
 // ValidWorkerID uses the same alphabet as task ids.
 func ValidWorkerID(id string) bool { return taskIDRe.MatchString(id) }
 
-// ValidUsername: 3–32 of [A-Za-z0-9_.-].
+// ValidUsername: 3–32 of [A-Za-z0-9_.-]. Sign-in looks names up by it; a
+// new name must also pass CheckNewUsername.
 func ValidUsername(s string) bool { return usernameRe.MatchString(s) }
+
+// CheckNewUsername is the rule for a name being registered: ValidUsername,
+// starting and ending with a letter or digit (no "...", "-x" or "x."
+// beside "x"). Names that differ only in case are one name for
+// registration (UsernameFold): the store refuses "Boss" beside "boss".
+func CheckNewUsername(s string) error {
+	if !usernameRe.MatchString(s) {
+		return errors.New("a username is 3–32 of [A-Za-z0-9_.-]")
+	}
+	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return errors.New("a username starts and ends with a letter or a digit")
+	}
+	return nil
+}
+
+// UsernameFold is the key under which usernames must be unique: names that
+// differ only in case would read as the same person.
+func UsernameFold(s string) string { return strings.ToLower(s) }
+
+func alnum(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
 
 // ValidTraceID: 1–64 of [A-Za-z0-9_-].
 func ValidTraceID(s string) bool { return traceIDRe.MatchString(s) }

@@ -72,8 +72,8 @@ func (s *Server) register(r *request) *apiError {
 
 // createUser checks c and stores a new user of role, disabled or not.
 func (s *Server) createUser(c credentials, role core.Role, disabled bool) (core.User, *apiError) {
-	if !core.ValidUsername(c.Username) {
-		return core.User{}, errBadRequest("username must be 3–32 of [A-Za-z0-9_.-]")
+	if err := core.CheckNewUsername(c.Username); err != nil {
+		return core.User{}, errBadRequest("%s", err.Error())
 	}
 	hash, e := s.hashPassword(c.Password)
 	if e != nil {

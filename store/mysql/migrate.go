@@ -216,6 +216,16 @@ var migrations = [][]string{
 			ADD COLUMN preemptions INT NOT NULL DEFAULT 0,
 			ADD COLUMN preempted_at BIGINT NULL`,
 	},
+	// 10: usernames unique regardless of case (issue 25), as sqlite's
+	// migration 11. The column and its key in one ALTER (a second run meets
+	// "duplicate column"); the backfill is idempotent. LOWER needs text, and
+	// usernames are ASCII.
+	{
+		`ALTER TABLE users ADD COLUMN username_fold VARCHAR(64) NULL, ADD UNIQUE KEY users_fold (username_fold)`,
+		`UPDATE users u JOIN (SELECT MIN(id) AS id FROM users WHERE deleted = 0
+			GROUP BY LOWER(CONVERT(username USING utf8mb4))) f ON u.id = f.id
+			SET u.username_fold = LOWER(CONVERT(u.username USING utf8mb4))`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -388,3 +388,33 @@ func TestCodeMigration(t *testing.T) {
 	}
 	_ = s3.Close()
 }
+
+// TestUsernameFoldMigration: as sqlite's: clashing names from before the
+// migration keep their accounts, the older holds the fold.
+func TestUsernameFoldMigration(t *testing.T) {
+	s, dsn := openTemp(t)
+	for _, q := range []string{`ALTER TABLE users DROP KEY users_fold, DROP COLUMN username_fold`,
+		fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, len(migrations)),
+		`INSERT INTO users (username, role, password_hash, created_at) VALUES ('Boss', 'ADMIN', 'h', 1), ('boss', 'USER', 'h', 2)`} {
+		if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for _, name := range []string{"Boss", "boss"} {
+		if _, err := s2.UserByName(t.Context(), name); err != nil {
+			t.Fatalf("UserByName(%s) after the migration: %v", name, err)
+		}
+	}
+	u := core.User{Username: "BOSS", PasswordHash: "h"}
+	if err := s2.CreateUser(t.Context(), &u); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("CreateUser(BOSS) beside Boss and boss: %v, want ErrConflict", err)
+	}
+}

@@ -29,8 +29,8 @@ func (s *Store) CreateUser(ctx context.Context, u *core.User) error {
 		return fmt.Errorf("cannot create user %q: %w", u.Username, err)
 	}
 	insert := func(role core.Role, first any) (int64, error) {
-		res, err := s.db.ExecContext(ctx, `INSERT INTO users (username, role, password_hash, created_at, first_user)
-			VALUES (?, ?, ?, ?, ?)`, u.Username, string(role), u.PasswordHash, createdNs, first)
+		res, err := s.db.ExecContext(ctx, `INSERT INTO users (username, username_fold, role, password_hash, created_at, first_user)
+			VALUES (?, ?, ?, ?, ?, ?)`, u.Username, core.UsernameFold(u.Username), string(role), u.PasswordHash, createdNs, first)
 		if err != nil {
 			return 0, err
 		}

@@ -182,6 +182,13 @@ var migrations = []string{
 	ALTER TABLE tasks ADD COLUMN preempt_grace INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
 	ALTER TABLE tasks ADD COLUMN preempted_at INTEGER;`,
+	// 11: usernames unique regardless of case (issue 25: "Boss" beside
+	// "boss"). Of names that already clash, the oldest keeps the fold and
+	// the others keep working with none (NULL is never a duplicate).
+	`ALTER TABLE users ADD COLUMN username_fold TEXT;
+	UPDATE users SET username_fold = lower(username)
+		WHERE deleted = 0 AND id IN (SELECT MIN(id) FROM users WHERE deleted = 0 GROUP BY lower(username));
+	CREATE UNIQUE INDEX users_fold ON users(username_fold);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

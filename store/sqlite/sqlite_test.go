@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -273,5 +274,35 @@ func BenchmarkUpdateTasks(b *testing.B) {
 			defer s.Close()
 			storetest.BenchUpdateTasks(b, s, size)
 		})
+	}
+}
+
+// TestUsernameFoldMigration (issue 25): a database from before usernames
+// were unique regardless of case keeps every account, even two names that
+// clash ("Boss" and "boss"); the older one holds the name's fold, so no
+// third spelling can be registered.
+func TestUsernameFoldMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rlsched.db")
+	s := openTemp(t, path)
+	n := len(migrations)
+	for _, q := range []string{`DROP INDEX users_fold`, `ALTER TABLE users DROP COLUMN username_fold`,
+		`DELETE FROM schema_migrations WHERE version = ` + strconv.Itoa(n),
+		`INSERT INTO users(username, role, password_hash, created_at) VALUES ('Boss', 'ADMIN', 'h', 1), ('boss', 'USER', 'h', 2)`} {
+		if _, err := s.w.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, path)
+	for _, name := range []string{"Boss", "boss"} {
+		if _, err := s.UserByName(t.Context(), name); err != nil {
+			t.Fatalf("UserByName(%s) after the migration: %v", name, err)
+		}
+	}
+	u := core.User{Username: "BOSS", PasswordHash: "h"}
+	if err := s.CreateUser(t.Context(), &u); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("CreateUser(BOSS) beside Boss and boss: %v, want ErrConflict", err)
 	}
 }

@@ -21,10 +21,10 @@ func (s *Store) CreateUser(ctx context.Context, u *core.User) error {
 	var id int64
 	var gotRole string
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `INSERT INTO users(username, role, password_hash, created_at)
-			SELECT ?, CASE WHEN EXISTS (SELECT 1 FROM users) THEN ? ELSE 'ADMIN' END, ?, ?
+		return tx.QueryRowContext(ctx, `INSERT INTO users(username, username_fold, role, password_hash, created_at)
+			SELECT ?, ?, CASE WHEN EXISTS (SELECT 1 FROM users) THEN ? ELSE 'ADMIN' END, ?, ?
 			RETURNING id, role`,
-			u.Username, string(role), u.PasswordHash, createdNs).Scan(&id, &gotRole)
+			u.Username, core.UsernameFold(u.Username), string(role), u.PasswordHash, createdNs).Scan(&id, &gotRole)
 	})
 	if isUnique(err) {
 		return fmt.Errorf("cannot create user %q: username taken: %w", u.Username, core.ErrConflict)

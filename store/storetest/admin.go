@@ -171,7 +171,7 @@ func testDeletedUserRuns(t *testing.T, s store.Store) {
 	if err != nil || len(us) != 1 || us[0].Username != "alice" {
 		t.Fatalf("ListUsers after a deletion: %+v, %v", us, err)
 	}
-	again := mustUser(t, s, "bob")
+	again := mustUser(t, s, "bob") // the name and its fold are free again
 	if again.ID == bob.ID || again.Role != core.RoleUser {
 		t.Fatalf("a new bob: %+v", again)
 	}

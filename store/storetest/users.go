@@ -38,9 +38,18 @@ func testUsers(t *testing.T, s store.Store) {
 		t.Fatalf("ids not distinct: %d %d %d", alice.ID, bob.ID, carol.ID)
 	}
 
-	dup := core.User{Username: "bob", PasswordHash: "x"}
-	if err := s.CreateUser(ctx, &dup); !errors.Is(err, core.ErrConflict) {
-		t.Fatalf("CreateUser(duplicate bob): got %v, want ErrConflict", err)
+	// Names that differ only in case are one name (issue 25).
+	for _, name := range []string{"bob", "Bob", "BOB"} {
+		dup := core.User{Username: name, PasswordHash: "x"}
+		if err := s.CreateUser(ctx, &dup); !errors.Is(err, core.ErrConflict) {
+			t.Fatalf("CreateUser(%s beside bob): got %v, want ErrConflict", name, err)
+		}
+	}
+	for _, name := range []string{"...", "-bob", "bob.", "_x_"} {
+		odd := core.User{Username: name, PasswordHash: "x"}
+		if err := s.CreateUser(ctx, &odd); err == nil || errors.Is(err, core.ErrConflict) {
+			t.Fatalf("CreateUser(%q): got %v, want a refused name", name, err)
+		}
 	}
 
 	for _, want := range []core.User{alice, bob, carol} {

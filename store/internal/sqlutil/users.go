@@ -49,8 +49,8 @@ func UserLookup(row *sql.Row, key any) (core.User, error) {
 // inserts: its role (USER when empty) and its creation time (now when
 // zero), in unix nanoseconds.
 func NewUser(u *core.User, now time.Time) (core.Role, int64, error) {
-	if !core.ValidUsername(u.Username) {
-		return "", 0, fmt.Errorf("cannot create user %q: a username is 3–32 of [A-Za-z0-9_.-]", u.Username)
+	if err := core.CheckNewUsername(u.Username); err != nil {
+		return "", 0, fmt.Errorf("cannot create user %q: %w", u.Username, err)
 	}
 	role := u.Role
 	if role == "" {
@@ -281,7 +281,8 @@ func deleteUser(ctx context.Context, tx Tx, lock string, id int64) error {
 	if err := checkAdmins(ctx, tx, lock, u); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE users SET username = ?, password_hash = '', disabled = 1, deleted = 1,
+	// The name, and its fold, are free again.
+	_, err = tx.ExecContext(ctx, `UPDATE users SET username = ?, username_fold = NULL, password_hash = '', disabled = 1, deleted = 1,
 		notify_webhook = '', notify_on = '', token_version = token_version + 1 WHERE id = ?`,
 		core.DeletedUsername(id), id)
 	return err
