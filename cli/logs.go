@@ -66,7 +66,7 @@ func (l *logCursor) fetch(inv *invocation) (n int64, eof bool, err error) {
 			EOF        bool     `json:"eof"`
 		}
 		if err := json.Unmarshal(resp.body, &j); err != nil || j.NextOffset == nil {
-			return 0, false, fmt.Errorf("cannot understand the server's log answer: %s", truncate(string(resp.body), 200))
+			return 0, false, fmt.Errorf("cannot understand the server's log answer: %s", fitWidth(string(resp.body), 200))
 		}
 		next, eof = *j.NextOffset, j.EOF
 		if next < l.offset {

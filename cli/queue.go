@@ -78,7 +78,7 @@ func runQueue(inv *invocation, args []string) int {
 			waited = age(now, t)
 		}
 		t.rowf("%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Position, e.ID, e.User, e.GPUs, e.Priority,
-			waited, orDash(e.PendingCode), truncate(e.PendingReason, 120))
+			waited, orDash(e.PendingCode), fitWidth(e.PendingReason, 120))
 	}
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
