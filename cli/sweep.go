@@ -378,8 +378,7 @@ func paramText(v json.RawMessage, ok bool) string {
 // life's order.
 func statusCounts(counts map[core.Status]int) string {
 	var parts []string
-	for _, st := range []core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusLost,
-		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout} {
+	for _, st := range core.Statuses() {
 		if n := counts[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}

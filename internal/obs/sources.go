@@ -57,8 +57,7 @@ func (m *Master) SetSources(s Sources) { m.src.Store(&s) }
 
 // runStatuses and workerStates are the label values always reported.
 var (
-	runStatuses = [...]core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning,
-		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout, core.StatusLost}
+	runStatuses  = core.Statuses()
 	workerStates = [...]core.WorkerState{core.WorkerIdle, core.WorkerRunning, core.WorkerPending, core.WorkerDown, core.WorkerDraining}
 )
 
