@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 func init() {
@@ -181,7 +183,7 @@ func (inv *invocation) pollLogs(c *client, id string, offset int64) error {
 			if !out.failed(err) {
 				return err
 			}
-			if !sleep(inv.ctx, inv.env.logsEvery) {
+			if !backoff.Sleep(inv.ctx, inv.env.logsEvery) {
 				return interruptedErr(c)
 			}
 			continue
@@ -216,7 +218,7 @@ func (inv *invocation) pollLogs(c *client, id string, offset int64) error {
 				}
 			}
 		}
-		if !sleep(inv.ctx, inv.env.logsEvery) {
+		if !backoff.Sleep(inv.ctx, inv.env.logsEvery) {
 			return interruptedErr(c)
 		}
 	}
