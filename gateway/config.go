@@ -10,12 +10,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Service names in Nacos and in X-Upstream-Service (API.md, Gateway).
-const (
-	ServiceStable = "rl-master"
-	ServiceCanary = "rl-master-canary"
-)
-
 // Config of a Gateway. The zero value of every field but the two secrets is
 // API.md's default: JWT enforced, rate limit on (3 submissions per 10 s, kept
 // in this process), fallback on after 5 s, no canary percentage.

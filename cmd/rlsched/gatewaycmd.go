@@ -67,8 +67,8 @@ func (o *gatewayOpts) define(f envFlags, forUp bool) {
 		f.str(&o.bind, "bind", "RLSCHED_BIND", "127.0.0.1", "address to listen on; 0.0.0.0: all interfaces")
 		envBool(f, &o.tlsProxy, "tls-proxy", "RLSCHED_TLS_PROXY", false,
 			"a proxy in front ends TLS (nginx, docs/deploy.md): bind to all interfaces without a warning")
-		f.str(&o.masters, "masters", "GATEWAY_MASTERS", "", "static masters, http://host:port[,...] (service "+gateway.ServiceStable+")")
-		f.str(&o.canaryMasters, "canary-masters", "GATEWAY_CANARY_MASTERS", "", "static canary masters, http://host:port[,...] (service "+gateway.ServiceCanary+")")
+		f.str(&o.masters, "masters", "GATEWAY_MASTERS", "", "static masters, http://host:port[,...] (service "+discovery.ServiceStable+")")
+		f.str(&o.canaryMasters, "canary-masters", "GATEWAY_CANARY_MASTERS", "", "static canary masters, http://host:port[,...] (service "+discovery.ServiceCanary+")")
 		o.nacos.define(f)
 		f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address: share the rate limit with the other gateways (empty: per gateway)")
 		f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key")
@@ -167,10 +167,10 @@ func startGateway(o gatewayOpts, log zerolog.Logger) (*runningGateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := staticRoutes(rg.gw, gateway.ServiceStable, masters); err != nil {
+	if err := staticRoutes(rg.gw, discovery.ServiceStable, masters); err != nil {
 		return nil, usageError{fmt.Errorf("--masters: %w", err)}
 	}
-	if err := staticRoutes(rg.gw, gateway.ServiceCanary, canaries); err != nil {
+	if err := staticRoutes(rg.gw, discovery.ServiceCanary, canaries); err != nil {
 		return nil, usageError{fmt.Errorf("--canary-masters: %w", err)}
 	}
 	if o.nacos.addr != "" {
@@ -190,7 +190,7 @@ func staticRoutes(g *gateway.Gateway, service string, urls []string) error {
 	insts := make([]gateway.Instance, 0, len(urls))
 	for _, u := range urls {
 		insts = append(insts, gateway.Instance{URL: strings.TrimSuffix(u, "/"), Service: service,
-			Canary: service == gateway.ServiceCanary})
+			Canary: service == discovery.ServiceCanary})
 	}
 	return g.SetInstances("static", service, insts)
 }

@@ -28,6 +28,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// The services masters register as and gateways route to, by these names
+// in Nacos and in X-Upstream-Service (API.md, Gateway); the gateway's static
+// routes use them too.
+const (
+	ServiceStable = "rl-master"
+	ServiceCanary = "rl-master-canary"
+)
+
 // Options of a connection to Nacos.
 type Options struct {
 	// Addr lists the servers: host:port[,host:port...], "http://" allowed
