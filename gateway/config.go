@@ -79,8 +79,8 @@ type Config struct {
 	Name   string
 	Logger zerolog.Logger
 	// Metrics are the gateway's Prometheus metrics, served at /metrics;
-	// default a new obs.Gateway.
-	Metrics *obs.Gateway
+	// default a new obs.GatewayMetrics.
+	Metrics *obs.GatewayMetrics
 	// Now is the clock of tokens and signatures; default time.Now.
 	Now func() time.Time
 }
@@ -124,7 +124,7 @@ func (c *Config) setDefaults() error {
 		c.Now = time.Now
 	}
 	if c.Metrics == nil {
-		c.Metrics = obs.NewGateway(obs.GatewayOptions{})
+		c.Metrics = obs.NewGatewayMetrics(obs.GatewayMetricsOptions{})
 	}
 	if c.Name == "" {
 		c.Name = "gateway"

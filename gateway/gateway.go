@@ -37,7 +37,7 @@ type Gateway struct {
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
 	canaryUsers map[string]bool
-	obs         *obs.Gateway
+	obs         *obs.GatewayMetrics
 	self        *obs.Service // requests the gateway answers itself
 	srv         *fasthttp.Server
 

@@ -53,7 +53,7 @@ type GPUCounts struct{ Free, Busy, Foreign int }
 
 // SetSources installs the gauges' callbacks, replacing those set before.
 // A scrape before the first call reports none of these gauges.
-func (m *Master) SetSources(s Sources) { m.src.Store(&s) }
+func (m *MasterMetrics) SetSources(s Sources) { m.src.Store(&s) }
 
 // runStatuses and workerStates are the label values always reported.
 var (
@@ -76,7 +76,7 @@ var (
 )
 
 // masterCollector reports the Sources at scrape time.
-type masterCollector struct{ m *Master }
+type masterCollector struct{ m *MasterMetrics }
 
 func (c *masterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runsDesc, queueDesc, workersDesc, gpusDesc, gpuUtilDesc,
