@@ -114,7 +114,7 @@ func Start(_ context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Nacos.Addr != "" {
 		opts := cfg.Nacos
 		opts.Logger = log
-		if g.watcher, err = discovery.WatchGateway(opts, g.proxy); err != nil {
+		if g.watcher, err = g.proxy.WatchNacos(opts); err != nil {
 			return nil, err
 		}
 	}

@@ -5,7 +5,9 @@
 // updates its routes as instances come and go.
 //
 // It never decides routing itself: it reports instances (with the
-// registry's health) to gateway.Gateway.SetInstances.
+// registry's health) to a callback, and the gateway makes them routes
+// (gateway.Gateway.WatchNacos). It never imports the proxy either, so a
+// master that registers does not link it.
 package discovery
 
 import (
