@@ -230,7 +230,7 @@ func roleNaive(cfgLine []byte, in *bufio.Reader, out *json.Encoder) error {
 	if err := json.Unmarshal(cfgLine, &cfg); err != nil {
 		return err
 	}
-	m := naive.New(naive.Config{Token: []byte(cfg.Token), Interval: cfg.Interval, LogDir: cfg.LogDir})
+	m := naive.NewDispatcher(naive.Config{Token: []byte(cfg.Token), Interval: cfg.Interval, LogDir: cfg.LogDir})
 	ln, err := net.Listen("tcp", cfg.RPC)
 	if err != nil {
 		_ = out.Encode(answer{Error: err.Error()})

@@ -65,7 +65,7 @@ func gitCode(ctx context.Context, dir string) *codeRequest {
 	err = runGit(ctx, dir, &diff, "diff", "HEAD", "--no-color", "--no-ext-diff", "--no-textconv")
 	switch {
 	case err != nil:
-		c.DiffOmitted = "git diff HEAD failed: " + truncate(err.Error(), 150)
+		c.DiffOmitted = "git diff HEAD failed: " + fitWidth(err.Error(), 150)
 	case diff.n > int64(diff.limit):
 		c.DiffOmitted = fmt.Sprintf("the diff is %s, over the %d MiB limit", humanBytes(diff.n), core.MaxCodeDiffBytes>>20)
 	case diff.n == 0:

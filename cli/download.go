@@ -89,7 +89,7 @@ func runDownload(inv *invocation, args []string) int {
 	var bytes int64
 	for _, a := range sel {
 		if why := badArtifactPath(a.Path); why != "" {
-			inv.errorf("refusing file %q of the server: %s", truncate(a.Path, 200), why)
+			inv.errorf("refusing file %q of the server: %s", fitWidth(a.Path, 200), why)
 			failed++
 			continue
 		}
@@ -449,7 +449,7 @@ type progressBar struct {
 
 func newProgressBar(inv *invocation, name string, have, size int64) *progressBar {
 	now := inv.env.now()
-	b := &progressBar{inv: inv, name: safeText(truncate(name, 40)), have: have, size: size, start: now, startHave: have}
+	b := &progressBar{inv: inv, name: safeText(fitWidth(name, 40)), have: have, size: size, start: now, startHave: have}
 	b.draw(now)
 	return b
 }

@@ -124,9 +124,10 @@ func formatTime(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// truncate shortens s to n runes with an ellipsis, and removes tabs and
-// newlines that would break a table.
-func truncate(s string, n int) string {
+// fitWidth is s in at most n runes of one terminal line: tabs and newlines,
+// which would break a table, become spaces; a cut ends in "…". Messages
+// and logs bound bytes instead (internal/clip).
+func fitWidth(s string, n int) string {
 	s = strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' {
 			return ' '

@@ -40,7 +40,7 @@ func runGPUs(inv *invocation, args []string) int {
 	n := 0
 	for _, w := range workers {
 		if w.GPUProblem != "" {
-			fmt.Fprintf(inv.env.Stderr, "%s: %s\n", w.ID, truncate(w.GPUProblem, 200))
+			fmt.Fprintf(inv.env.Stderr, "%s: %s\n", w.ID, fitWidth(w.GPUProblem, 200))
 		}
 		for _, g := range w.GPUs {
 			n++
@@ -56,7 +56,7 @@ func runGPUs(inv *invocation, args []string) int {
 			if g.IdleSince != nil {
 				run += " (idle " + age(now, *g.IdleSince) + ")"
 			}
-			t.rowf("%s\t%d\t%s\t%s\t%s\t%s\t%s\n", w.ID, g.Index, orDash(truncate(g.Name, 30)), util, mem, run, foreignList(g.Foreign))
+			t.rowf("%s\t%d\t%s\t%s\t%s\t%s\t%s\n", w.ID, g.Index, orDash(fitWidth(g.Name, 30)), util, mem, run, foreignList(g.Foreign))
 		}
 	}
 	if err := inv.printTable(t); err != nil {
@@ -80,7 +80,7 @@ func foreignList(procs []core.ForeignProc) string {
 			s += " " + p.User
 		}
 		if p.Command != "" {
-			s += " (" + truncate(p.Command, 40) + ")"
+			s += " (" + fitWidth(p.Command, 40) + ")"
 		}
 		if p.MemoryMB != nil {
 			s += fmt.Sprintf(" %d MiB", *p.MemoryMB)

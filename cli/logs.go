@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 func init() {
@@ -66,7 +68,7 @@ func (l *logCursor) fetch(inv *invocation) (n int64, eof bool, err error) {
 			EOF        bool     `json:"eof"`
 		}
 		if err := json.Unmarshal(resp.body, &j); err != nil || j.NextOffset == nil {
-			return 0, false, fmt.Errorf("cannot understand the server's log answer: %s", truncate(string(resp.body), 200))
+			return 0, false, fmt.Errorf("cannot understand the server's log answer: %s", fitWidth(string(resp.body), 200))
 		}
 		next, eof = *j.NextOffset, j.EOF
 		if next < l.offset {
@@ -181,7 +183,7 @@ func (inv *invocation) pollLogs(c *client, id string, offset int64) error {
 			if !out.failed(err) {
 				return err
 			}
-			if !sleep(inv.ctx, inv.env.logsEvery) {
+			if !backoff.Sleep(inv.ctx, inv.env.logsEvery) {
 				return interruptedErr(c)
 			}
 			continue
@@ -216,7 +218,7 @@ func (inv *invocation) pollLogs(c *client, id string, offset int64) error {
 				}
 			}
 		}
-		if !sleep(inv.ctx, inv.env.logsEvery) {
+		if !backoff.Sleep(inv.ctx, inv.env.logsEvery) {
 			return interruptedErr(c)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 // `logs -f` follows a run through the server's WebSocket (API.md "WebSocket
@@ -66,7 +67,7 @@ func (f *wsFollower) run() error {
 			if errors.Is(err, errNoWebSocket) || !out.failed(err) {
 				return err
 			}
-			if !sleep(f.inv.ctx, f.statusEvery()) {
+			if !backoff.Sleep(f.inv.ctx, f.statusEvery()) {
 				return interruptedErr(f.c)
 			}
 			continue
@@ -87,7 +88,7 @@ func (f *wsFollower) run() error {
 		if !out.failed(err) {
 			return err
 		}
-		if !sleep(f.inv.ctx, f.statusEvery()) {
+		if !backoff.Sleep(f.inv.ctx, f.statusEvery()) {
 			return interruptedErr(f.c)
 		}
 	}

@@ -120,7 +120,7 @@ func runArtifacts(inv *invocation, args []string) int {
 		if len(sum) > 12 {
 			sum = sum[:12]
 		}
-		t.rowf("%s\t%s\t%d\t%s\t%s\n", truncate(a.Path, 100), humanBytes(a.Size), a.Attempt, age(now, a.ModifiedAt), orDash(sum))
+		t.rowf("%s\t%s\t%d\t%s\t%s\n", fitWidth(a.Path, 100), humanBytes(a.Size), a.Attempt, age(now, a.ModifiedAt), orDash(sum))
 	}
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)

@@ -35,19 +35,6 @@ func init() {
 	})
 }
 
-// queueEntry is an item of GET /api/queue.
-type queueEntry struct {
-	ID            string `json:"id"`
-	Name          string `json:"name"`
-	User          string `json:"user"`
-	GPUs          int    `json:"gpus"`
-	Priority      int    `json:"priority"`
-	CreatedAt     string `json:"createdAt"`
-	Position      int    `json:"position"`
-	PendingCode   string `json:"pendingCode"`
-	PendingReason string `json:"pendingReason"`
-}
-
 func runQueue(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	limit := fs.Int("limit", 0, "at most `N` runs (default the server's, 500)")
@@ -66,7 +53,7 @@ func runQueue(inv *invocation, args []string) int {
 	if *limit > 0 {
 		q = url.Values{"limit": {strconv.Itoa(*limit)}}
 	}
-	queued, code, ok := getItems[queueEntry](inv, c, "/api/queue", q, *jsonOut)
+	queued, code, ok := getItems[core.QueueItem](inv, c, "/api/queue", q, *jsonOut)
 	if !ok {
 		return code
 	}
@@ -78,7 +65,7 @@ func runQueue(inv *invocation, args []string) int {
 			waited = age(now, t)
 		}
 		t.rowf("%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Position, e.ID, e.User, e.GPUs, e.Priority,
-			waited, orDash(e.PendingCode), truncate(e.PendingReason, 120))
+			waited, orDash(e.PendingCode), fitWidth(e.PendingReason, 120))
 	}
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
@@ -148,17 +135,8 @@ func runQuota(inv *invocation, args []string) int {
 	return inv.usageError("use `quota ls` or `quota set USER --gpus N --runs M`")
 }
 
-// quotaEntry is an item of GET /api/users/usage.
-type quotaEntry struct {
-	User        string     `json:"user"`
-	Usage       float64    `json:"usage"`
-	RunningGPUs int        `json:"runningGpus"`
-	RunningRuns int        `json:"runningRuns"`
-	Quota       core.Quota `json:"quota"`
-}
-
 func (inv *invocation) quotaList(c *client, jsonOut bool) int {
-	users, code, ok := getItems[quotaEntry](inv, c, "/api/users/usage", nil, jsonOut)
+	users, code, ok := getItems[core.UserUsage](inv, c, "/api/users/usage", nil, jsonOut)
 	if !ok {
 		return code
 	}

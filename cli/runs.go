@@ -307,7 +307,7 @@ func runLs(inv *invocation, args []string) int {
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return inv.fail(fmt.Errorf("cannot understand a run in the server's list: %v", err))
 		}
-		tb.rowf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Status, orDash(truncate(t.Name, 40)),
+		tb.rowf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Status, orDash(fitWidth(t.Name, 40)),
 			orDash(t.User), orDash(t.Worker), t.GPUs, formatFloat(t.FinalReward, true), age(now, t.CreatedAt))
 	}
 	if err := inv.printTable(tb); err != nil {
@@ -382,7 +382,7 @@ func runRerun(inv *invocation, args []string) int {
 			dec := json.NewDecoder(bytes.NewReader(t))
 			dec.UseNumber()
 			if err := dec.Decode(&base); err != nil {
-				return inv.fail(fmt.Errorf("cannot merge params: run %s has params that are not a JSON object: %s", id, truncate(string(t), 100)))
+				return inv.fail(fmt.Errorf("cannot merge params: run %s has params that are not a JSON object: %s", id, fitWidth(string(t), 100)))
 			}
 		}
 		merged, _ := parseParams(params, base)

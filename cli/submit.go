@@ -258,7 +258,7 @@ func runSubmit(inv *invocation, args []string) int {
 // submitted prints the new run's id (or JSON) and waits when asked.
 func (inv *invocation) submitted(c *client, ans submitAnswer, raw []byte, w waitFlags) int {
 	if ans.ID == "" {
-		return inv.fail(fmt.Errorf("the server accepted the run but sent no id: %s", truncate(string(raw), 200)))
+		return inv.fail(fmt.Errorf("the server accepted the run but sent no id: %s", fitWidth(string(raw), 200)))
 	}
 	if w.json && !w.wait {
 		return inv.printJSON(raw)

@@ -200,7 +200,7 @@ func runSweepCreate(inv *invocation, args []string) int {
 		return inv.fail(err)
 	}
 	if ans.ID == "" {
-		return inv.fail(fmt.Errorf("the server accepted the sweep but sent no id: %s", truncate(string(raw), 200)))
+		return inv.fail(fmt.Errorf("the server accepted the sweep but sent no id: %s", fitWidth(string(raw), 200)))
 	}
 	if jsonOut && !wait {
 		return inv.printJSON(raw)
@@ -348,7 +348,7 @@ func groupsTable(sw sweepView) []byte {
 		var cells []string
 		for _, k := range names {
 			v, ok := g.Params[k]
-			cells = append(cells, orDash(truncate(paramText(v, ok), 30)))
+			cells = append(cells, orDash(fitWidth(paramText(v, ok), 30)))
 		}
 		reward, lo, hi := "-", "-", "-"
 		if f := g.FinalReward; f != nil && f.Mean != nil {
@@ -378,8 +378,7 @@ func paramText(v json.RawMessage, ok bool) string {
 // life's order.
 func statusCounts(counts map[core.Status]int) string {
 	var parts []string
-	for _, st := range []core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusLost,
-		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout} {
+	for _, st := range core.Statuses() {
 		if n := counts[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
@@ -483,7 +482,7 @@ func runSweepLs(inv *invocation, args []string) int {
 	t := newTable("ID", "NAME", "USER", "MEMBERS", "DONE", "RUNNING", "QUEUED", "FAILED", "CREATED")
 	for _, sw := range page.Items {
 		done, running, queued, failed := progress(sw.Counts)
-		t.rowf("%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", sw.ID, orDash(truncate(sw.Name, 40)), orDash(sw.User),
+		t.rowf("%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", sw.ID, orDash(fitWidth(sw.Name, 40)), orDash(sw.User),
 			sw.Members, done, running, queued, failed, age(now, sw.CreatedAt))
 	}
 	if err := inv.printTable(t); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 // maxOutage is how long a wait keeps retrying a server that does not answer
@@ -34,18 +35,6 @@ func (o *outage) failed(err error) (retry bool) {
 }
 
 func (o *outage) ok() { o.since = time.Time{} }
-
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 func interruptedErr(c *client) error {
 	return &netError{Server: c.base, Err: context.Canceled, Interrupted: true}
@@ -157,7 +146,7 @@ func (inv *invocation) poll(c *client, progress bool, fetch func() (line string,
 				return nil
 			}
 		}
-		if !sleep(inv.ctx, inv.env.waitEvery) {
+		if !backoff.Sleep(inv.ctx, inv.env.waitEvery) {
 			if tty && last != "" {
 				fmt.Fprintln(inv.env.Stderr)
 			}

@@ -54,7 +54,7 @@ func runWorkers(inv *invocation, args []string) int {
 			hb = age(now, w.LastHeartbeatAt) + " ago"
 		}
 		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.ID, orDash(string(w.State)),
-			orDash(truncate(w.Host, 40)), used, len(w.GPUs), w.Slots, len(w.RunningTasks), hb)
+			orDash(fitWidth(w.Host, 40)), used, len(w.GPUs), w.Slots, len(w.RunningTasks), hb)
 	}
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)

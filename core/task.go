@@ -4,6 +4,7 @@ package core
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -36,15 +37,18 @@ func (s Status) Terminal() bool {
 // Active reports whether a run in state s holds (or is about to hold) a worker.
 func (s Status) Active() bool { return s == StatusDispatched || s == StatusRunning }
 
+// statuses is every status, in a run's life's order: waiting, placed,
+// running, LOST (its lease lapsed: it waits again or fails), then the ends.
+var statuses = [...]Status{StatusQueued, StatusDispatched, StatusRunning, StatusLost,
+	StatusSucceeded, StatusFailed, StatusCancelled, StatusTimeout}
+
+// Statuses returns every status in a run's life's order, a new slice each
+// call: the columns of a sweep's CSV, the CLI's counts, the zeros of a count
+// by status, the label values of the runs gauge.
+func Statuses() []Status { return slices.Clone(statuses[:]) }
+
 // Valid reports whether s is one of the known statuses.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed,
-		StatusCancelled, StatusTimeout, StatusLost:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return slices.Contains(statuses[:], s) }
 
 // Task is one training run. Its JSON form is API.md's Task.
 type Task struct {

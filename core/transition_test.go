@@ -6,12 +6,9 @@ import (
 	"time"
 )
 
-var allStatuses = []Status{StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed,
-	StatusCancelled, StatusTimeout, StatusLost}
-
 func TestTransitionTableShape(t *testing.T) {
 	table := Transitions()
-	for _, s := range allStatuses {
+	for _, s := range Statuses() {
 		if _, ok := table[s]; ok == s.Terminal() {
 			t.Errorf("%s: in the table %v, terminal %v", s, ok, s.Terminal())
 		}
@@ -37,7 +34,7 @@ func TestTransitionTableShape(t *testing.T) {
 		}
 		delete(seen, s)
 	}
-	for _, s := range allStatuses {
+	for _, s := range Statuses() {
 		visit(s, map[Status]bool{})
 	}
 }
@@ -61,7 +58,7 @@ func TestTransitionFunctionsFollowTheTable(t *testing.T) {
 		"Cancel":          func(tk *Task) error { return tk.Cancel("cancelled", now) },
 	}
 	made := map[[2]Status]bool{}
-	for _, from := range allStatuses {
+	for _, from := range Statuses() {
 		for name, f := range funcs {
 			tk := Task{ID: "r", Status: from, Attempt: 1, MaxRetries: 1, Fence: 4}
 			before := tk

@@ -116,3 +116,29 @@ func (w WorkerInfo) ForUser() WorkerInfo {
 	w.GPUs = gpus
 	return w
 }
+
+// QueueItem is a QUEUED run in GET /api/queue (openapi.json's QueueItem):
+// where it stands in the order the scheduler serves the queue, and why it
+// waits. The CLI decodes what httpapi encodes: one type for both.
+type QueueItem struct {
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	User          string `json:"user"`
+	GPUs          int    `json:"gpus"`
+	Priority      int    `json:"priority"`
+	CreatedAt     string `json:"createdAt"` // RFC 3339, UTC
+	Position      int    `json:"position"`
+	PendingCode   string `json:"pendingCode"`
+	PendingReason string `json:"pendingReason"`
+}
+
+// UserUsage is a user's standing in GET /api/users/usage (openapi.json's
+// UserUsage): fair-share usage in GPU-seconds, decayed; what they have
+// active (DISPATCHED + RUNNING); the quota that applies to them.
+type UserUsage struct {
+	User        string  `json:"user"`
+	Usage       float64 `json:"usage"`
+	RunningGPUs int     `json:"runningGpus"`
+	RunningRuns int     `json:"runningRuns"`
+	Quota       Quota   `json:"quota"`
+}

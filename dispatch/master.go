@@ -81,8 +81,8 @@ type Config struct {
 	// (WORKER_FORGET_SECONDS); default 24 h.
 	ForgetAfter time.Duration
 	// Metrics receive the dispatcher's counts (heartbeats, scheduler
-	// passes); default a new obs.Master nobody serves.
-	Metrics *obs.Master
+	// passes); default a new obs.MasterMetrics nobody serves.
+	Metrics *obs.MasterMetrics
 	// Logs writes the runs' output: event loops submit LogData frames to it
 	// and it acks them. Required; the caller owns it (closes it after Stop).
 	Logs *logpipe.Writer
@@ -167,7 +167,7 @@ func (c *Config) defaults() error {
 		c.ForgetAfter = 24 * time.Hour
 	}
 	if c.Metrics == nil {
-		c.Metrics = obs.NewMaster(obs.MasterOptions{})
+		c.Metrics = obs.NewMasterMetrics(obs.MasterMetricsOptions{})
 	}
 	c.Policy.defaults()
 	return nil

@@ -10,12 +10,6 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Service names in Nacos and in X-Upstream-Service (API.md, Gateway).
-const (
-	ServiceStable = "rl-master"
-	ServiceCanary = "rl-master-canary"
-)
-
 // Config of a Gateway. The zero value of every field but the two secrets is
 // API.md's default: JWT enforced, rate limit on (3 submissions per 10 s, kept
 // in this process), fallback on after 5 s, no canary percentage.
@@ -85,8 +79,8 @@ type Config struct {
 	Name   string
 	Logger zerolog.Logger
 	// Metrics are the gateway's Prometheus metrics, served at /metrics;
-	// default a new obs.Gateway.
-	Metrics *obs.Gateway
+	// default a new obs.GatewayMetrics.
+	Metrics *obs.GatewayMetrics
 	// Now is the clock of tokens and signatures; default time.Now.
 	Now func() time.Time
 }
@@ -130,7 +124,7 @@ func (c *Config) setDefaults() error {
 		c.Now = time.Now
 	}
 	if c.Metrics == nil {
-		c.Metrics = obs.NewGateway(obs.GatewayOptions{})
+		c.Metrics = obs.NewGatewayMetrics(obs.GatewayMetricsOptions{})
 	}
 	if c.Name == "" {
 		c.Name = "gateway"

@@ -19,6 +19,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/obs"
@@ -37,7 +38,7 @@ type Gateway struct {
 	limiter     limiter       // nil when the rate limit is off
 	local       *localLimiter // the local log; also the fallback when Redis fails
 	canaryUsers map[string]bool
-	obs         *obs.Gateway
+	obs         *obs.GatewayMetrics
 	self        *obs.Service // requests the gateway answers itself
 	srv         *fasthttp.Server
 
@@ -253,7 +254,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	// sends its own name; monitoring answers whatever name a prober uses.
 	if st.kind != pathMetrics && !(st.kind == pathActuator && isActuatorHealth(st.segs)) && !g.hosts.Allows(h.Host()) {
 		writeError(ctx, st.trace, fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
-			"this gateway does not answer to the name "+strconv.Quote(truncate(string(h.Host()), 128))+
+			"this gateway does not answer to the name "+strconv.Quote(clip.String(string(h.Host()), 128))+
 				"; open it by one of its own names, or add this one to PUBLIC_HOSTS")
 		return
 	}
@@ -350,8 +351,8 @@ func (g *Gateway) finish(ctx *fasthttp.RequestCtx, st *reqState, start time.Time
 		lvl = zerolog.WarnLevel
 	}
 	if ev := g.log.WithLevel(lvl); ev.Enabled() {
-		ev = ev.Str("method", truncate(string(ctx.Method()), 16)).
-			Str("path", truncate(loggedURI(ctx.Request.Header.RequestURI()), 512)).
+		ev = ev.Str("method", clip.String(string(ctx.Method()), 16)).
+			Str("path", clip.String(loggedURI(ctx.Request.Header.RequestURI()), 512)).
 			Int("status", status).Dur("duration", d).Str("traceId", st.trace).
 			Str("remote", ctx.RemoteIP().String())
 		if st.up != nil {
@@ -499,13 +500,6 @@ func (g *Gateway) transportError(ctx *fasthttp.RequestCtx, err error) {
 		linger.Arm(ctx.Conn()) // the client may still be sending
 	}
 	ctx.Response.Header.Set("X-Trace-Id", trace)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 type fasthttpLogger struct{ log zerolog.Logger }

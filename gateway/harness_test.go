@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -504,8 +505,8 @@ func startGW(t testing.TB, cfg gateway.Config, stable, canary []string) (*gatewa
 			t.Fatal(err)
 		}
 	}
-	set(gateway.ServiceStable, stable, false)
-	set(gateway.ServiceCanary, canary, true)
+	set(discovery.ServiceStable, stable, false)
+	set(discovery.ServiceCanary, canary, true)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

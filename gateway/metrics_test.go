@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/testkit/promcheck"
 )
 
@@ -35,14 +36,14 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", name, labels, got, ok, v)
 		}
 	}
-	want(3, "rlsched_gateway_requests_total", "route", "api", "status_class", "2xx", "service", gateway.ServiceStable)
-	want(1, "rlsched_gateway_requests_total", "route", "api", "status_class", "2xx", "service", gateway.ServiceCanary)
+	want(3, "rlsched_gateway_requests_total", "route", "api", "status_class", "2xx", "service", discovery.ServiceStable)
+	want(1, "rlsched_gateway_requests_total", "route", "api", "status_class", "2xx", "service", discovery.ServiceCanary)
 	want(1, "rlsched_gateway_requests_total", "route", "api", "status_class", "4xx", "service", "gateway")
 	want(3, "rlsched_gateway_upstream_attempts_total", "upstream", stable, "result", "ok")
-	want(3, "rlsched_gateway_upstream_duration_seconds", "service", gateway.ServiceStable)
+	want(3, "rlsched_gateway_upstream_duration_seconds", "service", discovery.ServiceStable)
 	want(1, "rlsched_gateway_canary_choices_total", "reason", "header")
 	want(1, "rlsched_gateway_auth_refused_total")
-	want(1, "rlsched_gateway_upstream_available", "upstream", stable, "service", gateway.ServiceStable, "canary", "false")
+	want(1, "rlsched_gateway_upstream_available", "upstream", stable, "service", discovery.ServiceStable, "canary", "false")
 }
 
 // TestMetricsForgetUpstream: an instance that leaves the route table takes
@@ -58,7 +59,7 @@ func TestMetricsForgetUpstream(t *testing.T) {
 	if _, ok := f.Value("rlsched_gateway_upstream_attempts_total", "upstream", a); !ok {
 		t.Fatalf("no series of %s before it leaves", a)
 	}
-	if err := g.SetInstances("static", gateway.ServiceStable, []gateway.Instance{{URL: b, Service: gateway.ServiceStable}}); err != nil {
+	if err := g.SetInstances("static", discovery.ServiceStable, []gateway.Instance{{URL: b, Service: discovery.ServiceStable}}); err != nil {
 		t.Fatal(err)
 	}
 	f = promcheck.Parse(t, promcheck.Scrape(t, gwURL+"/metrics"))

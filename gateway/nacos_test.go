@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/testkit/nacostest"
 )
 
@@ -20,7 +20,7 @@ func TestProcessNacosDiscovery(t *testing.T) {
 	nacos := nacostest.Start(t)
 	env := "NACOS_ADDR=" + nacos.Addr
 	stable := b.startMaster("stable-1", 0, env)
-	canary := b.startMaster("canary-1", 0, env, "SERVICE_NAME="+gateway.ServiceCanary)
+	canary := b.startMaster("canary-1", 0, env, "SERVICE_NAME="+discovery.ServiceCanary)
 	ms := []*master{stable, canary}
 	alice := registerOn(t, ms, "alice")
 	g := b.startGateway("gw", []string{env})
@@ -54,7 +54,7 @@ func TestProcessNacosDiscovery(t *testing.T) {
 			return true, ""
 		})
 	}
-	both := map[string]string{stable.url: gateway.ServiceStable, canary.url: gateway.ServiceCanary}
+	both := map[string]string{stable.url: discovery.ServiceStable, canary.url: discovery.ServiceCanary}
 	want("both registered", both)
 	r := routes(t, g.url, alice.token)
 	if in, _ := instance(r, canary.url); !in.Canary || in.Metadata["masterId"] != "canary-1" || in.Metadata["canary"] != "true" {
@@ -64,17 +64,17 @@ func TestProcessNacosDiscovery(t *testing.T) {
 		a := do(t, "GET", g.url+"/api/monitor/health", "", append(bearer(alice.token), header...)...)
 		return healthMaster(t, a), a.header.Get("X-Upstream-Service")
 	}
-	if m, svc := route(); m != "stable-1" || svc != gateway.ServiceStable {
+	if m, svc := route(); m != "stable-1" || svc != discovery.ServiceStable {
 		t.Fatalf("plain request went to %s (%s)", m, svc)
 	}
-	if m, svc := route("X-Canary", "true"); m != "canary-1" || svc != gateway.ServiceCanary {
+	if m, svc := route("X-Canary", "true"); m != "canary-1" || svc != discovery.ServiceCanary {
 		t.Fatalf("X-Canary request went to %s (%s)", m, svc)
 	}
 
 	// SIGTERM: the canary deregisters on its way out.
 	canary.signal(t, syscall.SIGTERM)
 	canary.waitLog(t, 5*time.Second, "deregistered from Nacos")
-	want("canary stopped", map[string]string{stable.url: gateway.ServiceStable})
+	want("canary stopped", map[string]string{stable.url: discovery.ServiceStable})
 	if m, _ := route("X-Canary", "true"); m != "stable-1" {
 		t.Fatalf("with no canary, X-Canary went to %s", m)
 	}
@@ -91,7 +91,7 @@ func TestProcessNacosDiscovery(t *testing.T) {
 	// way the gateway stops routing to it once it is unhealthy, which is
 	// what this checks: listed unavailable, or gone.
 	stable.signal(t, syscall.SIGKILL)
-	want("stable killed", map[string]string{canary.url: gateway.ServiceCanary}, stable.url)
+	want("stable killed", map[string]string{canary.url: discovery.ServiceCanary}, stable.url)
 	b.restart(stable)
 	want("stable back", both)
 	if m, _ := route(); m != "stable-1" {

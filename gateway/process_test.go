@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 )
@@ -177,16 +178,16 @@ func TestProcessCanaryAndSignedIdentity(t *testing.T) {
 		t.Helper()
 		a := do(t, "GET", g.url+"/api/monitor/health", "", header...)
 		got := healthMaster(t, a)
-		wantCanary := fmt.Sprint(wantSvc == gateway.ServiceCanary)
+		wantCanary := fmt.Sprint(wantSvc == discovery.ServiceCanary)
 		if got != wantMaster || a.header.Get("X-Upstream-Service") != wantSvc || a.header.Get("X-Canary") != wantCanary {
 			t.Errorf("%s: master %s, X-Upstream-Service %s, X-Canary %s; want %s, %s", name, got,
 				a.header.Get("X-Upstream-Service"), a.header.Get("X-Canary"), wantMaster, wantSvc)
 		}
 	}
-	check("plain", "stable-1", gateway.ServiceStable, bearer(alice.token)...)
-	check("X-Canary: true", "canary-1", gateway.ServiceCanary, append(bearer(alice.token), "X-Canary", "true")...)
-	check("whitelisted user", "canary-1", gateway.ServiceCanary, bearer(bob.token)...)
-	check("client-sent X-User-Id", "stable-1", gateway.ServiceStable, append(bearer(alice.token), "X-User-Id", fmt.Sprint(bob.id))...)
+	check("plain", "stable-1", discovery.ServiceStable, bearer(alice.token)...)
+	check("X-Canary: true", "canary-1", discovery.ServiceCanary, append(bearer(alice.token), "X-Canary", "true")...)
+	check("whitelisted user", "canary-1", discovery.ServiceCanary, bearer(bob.token)...)
+	check("client-sent X-User-Id", "stable-1", discovery.ServiceStable, append(bearer(alice.token), "X-User-Id", fmt.Sprint(bob.id))...)
 
 	// Through the gateway the masters know the caller from the signed headers.
 	a := do(t, "GET", g.url+"/api/auth/me", "", bearer(bob.token)...)

@@ -19,6 +19,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/signature"
 )
 
@@ -552,7 +553,7 @@ func TestCanaryChoice(t *testing.T) {
 			t.Fatalf("%d %s", a.status, a.body)
 		}
 		c, svc := a.header.Get("X-Canary"), a.header.Get("X-Upstream-Service")
-		if (string(a.body) == "canary") != (c == "true") || (c == "true") != (svc == gateway.ServiceCanary) {
+		if (string(a.body) == "canary") != (c == "true") || (c == "true") != (svc == discovery.ServiceCanary) {
 			t.Fatalf("body %s, X-Canary %s, X-Upstream-Service %s", a.body, c, svc)
 		}
 		return string(a.body)
@@ -606,7 +607,7 @@ func TestCanaryFallsBackToStable(t *testing.T) {
 	stable := okUpstream(t, "stable")
 	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{stable}, nil)
 	a := do(t, "GET", gwURL+"/api/monitor/health", "", "X-Canary", "true")
-	if a.status != 200 || string(a.body) != "stable" || a.header.Get("X-Canary") != "false" || a.header.Get("X-Upstream-Service") != gateway.ServiceStable {
+	if a.status != 200 || string(a.body) != "stable" || a.header.Get("X-Canary") != "false" || a.header.Get("X-Upstream-Service") != discovery.ServiceStable {
 		t.Fatalf("%d %s %v", a.status, a.body, a.header)
 	}
 }
@@ -620,7 +621,7 @@ func TestActuatorAndMetrics(t *testing.T) {
 		Services map[string]struct{ Available, Total int }
 	}
 	a.json(t, &h)
-	if a.status != 200 || h.Status != "UP" || h.Services[gateway.ServiceStable].Total != 1 || h.Services[gateway.ServiceCanary].Total != 1 {
+	if a.status != 200 || h.Status != "UP" || h.Services[discovery.ServiceStable].Total != 1 || h.Services[discovery.ServiceCanary].Total != 1 {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", ""); a.status != 401 {
@@ -631,7 +632,7 @@ func TestActuatorAndMetrics(t *testing.T) {
 	}
 	r := routes(t, gwURL, testToken(t, 1, "root", "ADMIN"))
 	in, ok := instance(r, canary)
-	if !ok || !in.Canary || in.Service != gateway.ServiceCanary || !in.Available {
+	if !ok || !in.Canary || in.Service != discovery.ServiceCanary || !in.Available {
 		t.Fatalf("routes %+v", r)
 	}
 	eventually(t, 5*time.Second, func() (bool, string) {

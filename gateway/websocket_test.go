@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/gateway"
+	"github.com/rlsched/rlsched/gateway/discovery"
 )
 
 // echoWS is a tiny WebSocket upstream on /ws: it greets, echoes every
@@ -84,7 +85,7 @@ func TestWebSocketThroughGateway(t *testing.T) {
 			}
 			t.Fatalf("dial %s: %v (status %d)", url, err, status)
 		}
-		if got := resp.Header.Get("X-Upstream-Service"); got != gateway.ServiceStable {
+		if got := resp.Header.Get("X-Upstream-Service"); got != discovery.ServiceStable {
 			t.Errorf("X-Upstream-Service %q on the 101", got)
 		}
 		if got := <-echo.idents; got != "7" {

@@ -14,6 +14,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -139,7 +140,7 @@ func (s *Server) login(r *request) *apiError {
 	if d := s.throttle.wait(known, addr, s.cfg.Now()); d > 0 {
 		secs := int((d + time.Second - 1) / time.Second)
 		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
-		s.log.Warn().Str("traceId", r.trace).Str("user", truncate(c.Username, 64)).Str("addr", addr).
+		s.log.Warn().Str("traceId", r.trace).Str("user", clip.String(c.Username, 64)).Str("addr", addr).
 			Msg("sign-in throttled")
 		return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
 			fmt.Sprintf("too many failed sign-ins for this user or from this address; try again in %d s", secs)}

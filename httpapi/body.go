@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/clip"
 )
 
 // MaxSubmitBodySize bounds a submission's body once inflated: a run's code
@@ -29,7 +30,7 @@ func inflateBody(req *fasthttp.Request, limit int) *apiError {
 	case "gzip", "x-gzip":
 	default:
 		return &apiError{fasthttp.StatusUnsupportedMediaType, apierr.UnsupportedMedia,
-			fmt.Sprintf("Content-Encoding %q is not supported: send the body as is or gzip-compressed", truncate(enc, 32))}
+			fmt.Sprintf("Content-Encoding %q is not supported: send the body as is or gzip-compressed", clip.String(enc, 32))}
 	}
 	body := req.Body()
 	if len(body) == 0 {

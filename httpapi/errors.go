@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/internal/linger"
 )
 
@@ -55,7 +56,7 @@ var (
 
 func errMisdirected(host []byte) *apiError {
 	return &apiError{fasthttp.StatusMisdirectedRequest, apierr.MisdirectedRequest,
-		fmt.Sprintf("this server does not answer to the name %q; open it by one of its own names, or add this one to PUBLIC_HOSTS", truncate(string(host), 128))}
+		fmt.Sprintf("this server does not answer to the name %q; open it by one of its own names, or add this one to PUBLIC_HOSTS", clip.String(string(host), 128))}
 }
 
 // writeError answers with e in API.md's error shape.
@@ -146,8 +147,8 @@ func (s *Server) handleTransportError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.Response.Header.Set("X-Trace-Id", trace)
 	writeError(ctx, trace, e)
 	s.log.Info().
-		Str("method", truncate(string(ctx.Method()), 16)).
-		Str("path", truncate(string(ctx.Request.URI().PathOriginal()), 512)).
+		Str("method", clip.String(string(ctx.Method()), 16)).
+		Str("path", clip.String(string(ctx.Request.URI().PathOriginal()), 512)).
 		Int("status", e.Status).
 		Str("traceId", trace).
 		AnErr("reason", err).

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -88,7 +89,7 @@ func runFilter(q *fasthttp.Args) (f store.Filter, csvOut bool, e *apiError) {
 		}
 		pf, err := store.ParseParamFilter(key, string(v))
 		if err != nil {
-			bad = errBadRequest("%s%s: %v", paramPrefix, truncate(key, 64), err)
+			bad = errBadRequest("%s%s: %v", paramPrefix, clip.String(key, 64), err)
 			return
 		}
 		f.Params = append(f.Params, pf)

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/internal/signature"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) checkGateway(ctx *fasthttp.RequestCtx) gatewaySeen {
 		}
 	}
 	if why != "" {
-		s.log.Warn().Str("traceId", truncate(string(h.Peek("X-Trace-Id")), 64)).Str("remote", ctx.RemoteIP().String()).
+		s.log.Warn().Str("traceId", clip.String(string(h.Peek("X-Trace-Id")), 64)).Str("remote", ctx.RemoteIP().String()).
 			Str("reason", why).Msg("gateway identity refused")
 		return gatewaySeen{}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/internal/obs"
 )
@@ -180,8 +181,8 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		if status >= 500 {
 			ev = s.log.Warn()
 		}
-		ev = ev.Str("method", truncate(string(ctx.Method()), 16)).
-			Str("path", truncate(string(ctx.Request.URI().PathOriginal()), 512)).
+		ev = ev.Str("method", clip.String(string(ctx.Method()), 16)).
+			Str("path", clip.String(string(ctx.Request.URI().PathOriginal()), 512)).
 			Int("status", status).
 			Dur("duration", d).
 			Str("traceId", trace).
@@ -335,11 +336,4 @@ func (s *Server) writeJSON(r *request, status int, v any) *apiError {
 	r.ctx.SetContentType("application/json; charset=utf-8")
 	r.ctx.SetBody(b)
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

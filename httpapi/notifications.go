@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/notify"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) putNotifications(r *request) *apiError {
 		seen := map[string]bool{}
 		for _, e := range b.On {
 			if !notify.ValidEvent(e) {
-				return errBadRequest("unknown event %q in \"on\": use run statuses %v or warning codes %v", truncate(e, 64), notify.Statuses, notify.Warnings)
+				return errBadRequest("unknown event %q in \"on\": use run statuses %v or warning codes %v", clip.String(e, 64), notify.Statuses, notify.Warnings)
 			}
 			if !seen[e] {
 				seen[e] = true

@@ -136,7 +136,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Task": core.Task{}, "Worker": core.WorkerInfo{}, "GPU": core.GPU{}, "Code": core.CodeInfo{},
 		"User": userJSON{}, "AdminUser": adminUserJSON{}, "Notifications": notifyJSON{}, "LogPage": logPage{},
 		"Health": healthJSON{}, "Submission": submitBody{}, "Submitted": submitted{}, "Credentials": credentials{},
-		"AdminUserItem": userItemJSON{}, "UserUsage": usageItem{}, "Quota": core.Quota{}, "QuotaItem": quotaItem{}, "QueueItem": queueItem{},
+		"AdminUserItem": userItemJSON{}, "UserUsage": core.UserUsage{}, "Quota": core.Quota{}, "QuotaItem": quotaItem{}, "QueueItem": core.QueueItem{},
 		"UserPatch": struct {
 			Role     *core.Role `json:"role"`
 			Disabled *bool      `json:"disabled"`

@@ -65,15 +65,6 @@ func (s *Server) setPriority(r *request) *apiError {
 	return s.writeJSON(r, fasthttp.StatusOK, v[0])
 }
 
-// usageItem is a user's standing in GET /api/users/usage.
-type usageItem struct {
-	User        string     `json:"user"`
-	Usage       float64    `json:"usage"`
-	RunningGPUs int        `json:"runningGpus"`
-	RunningRuns int        `json:"runningRuns"`
-	Quota       core.Quota `json:"quota"`
-}
-
 // effectiveQuota is q with DefaultGPUQuota for a user without a GPU cap.
 func (s *Server) effectiveQuota(q core.Quota) core.Quota {
 	if q.GPUs == nil && s.cfg.DefaultGPUQuota > 0 {
@@ -93,14 +84,14 @@ func (s *Server) usersUsage(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "usage")
 	}
-	items := make([]usageItem, 0, len(us))
+	items := make([]core.UserUsage, 0, len(us))
 	for _, u := range us {
-		items = append(items, usageItem{User: u.User, Usage: math.Round(u.Usage*1000) / 1000,
+		items = append(items, core.UserUsage{User: u.User, Usage: math.Round(u.Usage*1000) / 1000,
 			RunningGPUs: u.ActiveGPUs, RunningRuns: u.ActiveRuns, Quota: s.effectiveQuota(u.Quota)})
 	}
-	slices.SortStableFunc(items, func(a, b usageItem) int { return cmp.Compare(a.Usage, b.Usage) })
+	slices.SortStableFunc(items, func(a, b core.UserUsage) int { return cmp.Compare(a.Usage, b.Usage) })
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
-		Items []usageItem `json:"items"`
+		Items []core.UserUsage `json:"items"`
 	}{items})
 }
 
@@ -186,19 +177,6 @@ const (
 	maxQueueLimit     = 2000
 )
 
-// queueItem is a QUEUED run in GET /api/queue.
-type queueItem struct {
-	ID            string `json:"id"`
-	Name          string `json:"name"`
-	User          string `json:"user"`
-	GPUs          int    `json:"gpus"`
-	Priority      int    `json:"priority"`
-	CreatedAt     string `json:"createdAt"`
-	Position      int    `json:"position"`
-	PendingCode   string `json:"pendingCode"`
-	PendingReason string `json:"pendingReason"`
-}
-
 // queue is GET /api/queue?limit=: the QUEUED runs in the order the
 // scheduler will serve them, each with its position and why it waits. Runs
 // already being placed (position 0, "starting on …") come first; runs the
@@ -229,13 +207,13 @@ func (s *Server) queue(r *request) *apiError {
 		return math.MaxInt
 	}
 	slices.SortStableFunc(ts, func(a, b core.Task) int { return cmp.Compare(rank(a), rank(b)) })
-	items := make([]queueItem, 0, len(ts))
+	items := make([]core.QueueItem, 0, len(ts))
 	for _, t := range ts {
-		items = append(items, queueItem{ID: t.ID, Name: t.Name, User: t.User, GPUs: t.GPUs, Priority: t.Priority,
+		items = append(items, core.QueueItem{ID: t.ID, Name: t.Name, User: t.User, GPUs: t.GPUs, Priority: t.Priority,
 			CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), Position: t.QueuePosition,
 			PendingCode: t.PendingCode, PendingReason: t.PendingReason})
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
-		Items []queueItem `json:"items"`
+		Items []core.QueueItem `json:"items"`
 	}{items})
 }

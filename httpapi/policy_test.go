@@ -109,7 +109,7 @@ func TestPolicy_UsersUsage(t *testing.T) {
 		t.Fatalf("usage: %d %s", r.status, r.body)
 	}
 	var got struct {
-		Items []usageItem `json:"items"`
+		Items []core.UserUsage `json:"items"`
 	}
 	mustJSON(t, r.body, &got)
 	if len(got.Items) != 2 || got.Items[0].User != "alice" || got.Items[1].User != "root" {
@@ -189,10 +189,10 @@ func TestPolicy_Queue(t *testing.T) {
 		t.Fatalf("queue: %d %s", r.status, r.body)
 	}
 	var got struct {
-		Items []queueItem `json:"items"`
+		Items []core.QueueItem `json:"items"`
 	}
 	mustJSON(t, r.body, &got)
-	want := []queueItem{
+	want := []core.QueueItem{
 		{ID: urgent, User: "root", GPUs: 1, Priority: 5, Position: 1, PendingReason: "starting on w1"},
 		{ID: a1, User: "alice", GPUs: 1, Position: 2, PendingCode: "priority", PendingReason: "waiting behind 1 higher-priority run that takes the free GPUs"},
 		{ID: big, User: "alice", GPUs: 2, Position: 3, PendingCode: "no_worker", PendingReason: "needs 2 GPUs, no worker has that many (the largest has 1)"},

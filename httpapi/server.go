@@ -80,8 +80,8 @@ type Config struct {
 	// default any public host.
 	NotifyTargets *notify.Targets
 	// Metrics are the master's Prometheus metrics, served at /metrics; the
-	// API counts its requests there by route. Default: a new obs.Master.
-	Metrics *obs.Master
+	// API counts its requests there by route. Default: a new obs.MasterMetrics.
+	Metrics *obs.MasterMetrics
 	// FairShareHalfLife (FAIRSHARE_HALF_LIFE) decays the usage GET
 	// /api/users/usage shows, as the scheduler's; default 168 h.
 	// DefaultGPUQuota (DEFAULT_USER_GPU_QUOTA) is the GPU quota shown for
@@ -178,7 +178,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 			RegistrationOpen, RegistrationClosed, RegistrationAdmin, cfg.Registration)
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = obs.NewMaster(obs.MasterOptions{})
+		cfg.Metrics = obs.NewMasterMetrics(obs.MasterMetricsOptions{})
 	}
 	if cfg.NotifyTargets == nil {
 		cfg.NotifyTargets = &notify.Targets{}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/sweep"
 )
 
@@ -273,7 +274,7 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		env := make(map[string]string, len(*b.Env))
 		for k, v := range *b.Env {
 			if !envKeyRe.MatchString(k) {
-				return errBadRequest("env key %q must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 128)", truncate(k, 64))
+				return errBadRequest("env key %q must be an identifier ([A-Za-z_][A-Za-z0-9_]*, at most 128)", clip.String(k, 64))
 			}
 			if why := core.ReservedEnv(k); why != "" {
 				return errBadRequest("env.%s may not be set: %s", k, why)
@@ -312,7 +313,7 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		// A worker has no directory a relative one could be relative to:
 		// refused here rather than failing the run at the worker.
 		if *b.Workdir != "" && !strings.HasPrefix(*b.Workdir, "/") {
-			return errBadRequest("workdir %q must be an absolute path on the worker", truncate(*b.Workdir, 64))
+			return errBadRequest("workdir %q must be an absolute path on the worker", clip.String(*b.Workdir, 64))
 		}
 		sp.workdir = *b.Workdir
 	}
@@ -409,7 +410,7 @@ func paramArgs(raw []byte) (args []string, compact []byte, err error) {
 		}
 		key, _ := tok.(string)
 		if !sweep.ValidParamName(key) {
-			return nil, nil, fmt.Errorf("name %q must be 1–64 of [A-Za-z0-9_.-], not starting with '-'", truncate(key, 64))
+			return nil, nil, fmt.Errorf("name %q must be 1–64 of [A-Za-z0-9_.-], not starting with '-'", clip.String(key, 64))
 		}
 		if seen[key] {
 			return nil, nil, fmt.Errorf("name %q appears twice", key)

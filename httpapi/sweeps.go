@@ -213,16 +213,12 @@ func (s *Server) sweepMembers(ctx context.Context, r *request) (store.Sweep, []s
 }
 
 func zeroCounts() map[core.Status]int {
-	m := make(map[core.Status]int, len(allStatuses))
-	for _, st := range allStatuses {
+	m := map[core.Status]int{}
+	for _, st := range core.Statuses() {
 		m[st] = 0
 	}
 	return m
 }
-
-// allStatuses in their life's order: the columns of a sweep's CSV.
-var allStatuses = []core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusLost,
-	core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout}
 
 // getSweep is GET /api/sweeps/{id}: the sweep, each member's latest run,
 // and the seed groups (the members' params without seed) with their final
@@ -328,8 +324,9 @@ func groupRows(groups []sweep.Group) [][]string {
 		}
 	}
 	names := slices.Sorted(maps.Keys(keys))
+	statuses := core.Statuses() // a column each, in their life's order
 	head := append(slices.Clone(names), "n", "mean", "std", "min", "max", "runs")
-	for _, st := range allStatuses {
+	for _, st := range statuses {
 		head = append(head, string(st))
 	}
 	rows := [][]string{head}
@@ -345,7 +342,7 @@ func groupRows(groups []sweep.Group) [][]string {
 			row = append(row, "", "", "", "")
 		}
 		row = append(row, strconv.Itoa(len(g.Runs)))
-		for _, st := range allStatuses {
+		for _, st := range statuses {
 			row = append(row, strconv.Itoa(g.Counts[st]))
 		}
 		rows = append(rows, row)

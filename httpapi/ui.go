@@ -84,7 +84,7 @@ func uiContentType(p string) string {
 }
 
 // uiRoutes are the dashboard's two routes: its pages and its static files.
-func (s *Server) uiRoutes(m *obs.Master) (page, static *route) {
+func (s *Server) uiRoutes(m *obs.MasterMetrics) (page, static *route) {
 	page = &route{method: fasthttp.MethodGet, pattern: "/{page}", public: true, h: s.serveUIIndex, met: m.Route("ui")}
 	static = &route{method: fasthttp.MethodGet, pattern: "/static/{rest...}", public: true, h: s.serveUIStatic,
 		met: m.Route("ui/static")}

@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -135,7 +136,7 @@ func (s *Server) deleteUser(r *request) *apiError {
 // userOfPath is the user {username} of the path names.
 func (s *Server) userOfPath(r *request) (core.User, *apiError) {
 	if !core.ValidUsername(r.param) {
-		return core.User{}, errNotFound("user " + truncate(r.param, 64))
+		return core.User{}, errNotFound("user " + clip.String(r.param, 64))
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()

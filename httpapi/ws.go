@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/auth"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/live"
 )
@@ -252,7 +253,7 @@ func (s *Server) wsHandle(sub *live.Subscriber, typ int, msg []byte) error {
 	if e := decodeJSON(msg, &op); e != nil {
 		return fail("", e.Code, "%s", e.Message)
 	}
-	topic := truncate(op.Topic, 200)
+	topic := clip.String(op.Topic, 200)
 	switch op.Op {
 	case "subscribe":
 		return s.wsSubscribe(sub, op, fail)
@@ -264,11 +265,11 @@ func (s *Server) wsHandle(sub *live.Subscriber, typ int, msg []byte) error {
 	case "":
 		return fail(topic, codeBadRequest, "missing op: use subscribe or unsubscribe")
 	}
-	return fail(topic, codeBadRequest, "unknown op %q: use subscribe or unsubscribe", truncate(op.Op, 64))
+	return fail(topic, codeBadRequest, "unknown op %q: use subscribe or unsubscribe", clip.String(op.Op, 64))
 }
 
 func (s *Server) wsSubscribe(sub *live.Subscriber, op wsOp, fail func(topic, code, format string, args ...any) error) error {
-	topic := truncate(op.Topic, 200)
+	topic := clip.String(op.Topic, 200)
 	kind, id, err := live.ParseTopic(op.Topic)
 	if err != nil {
 		return fail(topic, codeBadRequest, "%v", err)

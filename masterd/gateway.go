@@ -10,7 +10,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/httpapi"
 )
@@ -24,7 +23,7 @@ type Gateway struct {
 	SharedSecret string        // GATEWAY_SHARED_SECRET (environment only)
 
 	Nacos       discovery.Options // NACOS_*: register there when Nacos.Addr is set
-	ServiceName string            // SERVICE_NAME: gateway.ServiceStable or gateway.ServiceCanary
+	ServiceName string            // SERVICE_NAME: discovery.ServiceStable or discovery.ServiceCanary
 	Advertise   string            // RLSCHED_ADVERTISE_HOST; default the bind address or the first non-loopback IPv4
 }
 
@@ -44,10 +43,10 @@ func (g Gateway) register(httpAddr net.Addr, bind, masterID, rpcAddr string, log
 	}
 	service := g.ServiceName
 	if service == "" {
-		service = gateway.ServiceStable
+		service = discovery.ServiceStable
 	}
-	if service != gateway.ServiceStable && service != gateway.ServiceCanary {
-		return nil, fmt.Errorf("SERVICE_NAME must be %s or %s, not %q", gateway.ServiceStable, gateway.ServiceCanary, service)
+	if service != discovery.ServiceStable && service != discovery.ServiceCanary {
+		return nil, fmt.Errorf("SERVICE_NAME must be %s or %s, not %q", discovery.ServiceStable, discovery.ServiceCanary, service)
 	}
 	ta, ok := httpAddr.(*net.TCPAddr)
 	if !ok {
@@ -57,7 +56,7 @@ func (g Gateway) register(httpAddr net.Addr, bind, masterID, rpcAddr string, log
 	if host == "" {
 		host = advertiseHost(bind)
 	}
-	canary := strconv.FormatBool(service == gateway.ServiceCanary)
+	canary := strconv.FormatBool(service == discovery.ServiceCanary)
 	opts := g.Nacos
 	opts.Logger = log
 	return discovery.Register(opts, discovery.Instance{

@@ -124,9 +124,9 @@ type Config struct {
 // Master is a started master. Its methods are safe for concurrent use.
 type Master struct {
 	cfg      Config
-	raw      store.Store // the backend, closed last
-	metrics  *obs.Master // served at /metrics
-	st       store.Store // raw in its decorators (store.Stack): what every room writes through
+	raw      store.Store        // the backend, closed last
+	metrics  *obs.MasterMetrics // served at /metrics
+	st       store.Store        // raw in its decorators (store.Stack): what every room writes through
 	ls       lease.Leases
 	logs     *logpipe.Writer
 	notifier *notify.Notifier
@@ -162,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("cannot open the store: %w", err)
 	}
 	m.raw = raw
-	m.metrics = obs.NewMaster(obs.MasterOptions{})
+	m.metrics = obs.NewMasterMetrics(obs.MasterMetricsOptions{})
 	ls, err := openLeases(ctx, cfg)
 	if err != nil { // ls may be a typed nil: never keep it for Close
 		return nil, fmt.Errorf("cannot open the lease store: %w", err)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/sweep"
 )
 
@@ -82,7 +83,7 @@ type ParamFilter struct {
 func ParseParamFilter(key, value string) (ParamFilter, error) {
 	f := ParamFilter{Key: key}
 	if !sweep.ValidParamName(key) {
-		return f, fmt.Errorf("%q is not a param name (1–64 of [A-Za-z0-9_.-], not starting with '-')", truncate(key, 64))
+		return f, fmt.Errorf("%q is not a param name (1–64 of [A-Za-z0-9_.-], not starting with '-')", clip.String(key, 64))
 	}
 	v := bytes.TrimSpace([]byte(value))
 	switch {
@@ -101,7 +102,7 @@ func ParseParamFilter(key, value string) (ParamFilter, error) {
 	case len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid(v):
 		n, err := strconv.ParseFloat(string(v), 64)
 		if err != nil || math.IsInf(n, 0) {
-			return f, fmt.Errorf("number %s is out of range", truncate(string(v), 40))
+			return f, fmt.Errorf("number %s is out of range", clip.String(string(v), 40))
 		}
 		f.Kind, f.Num = ParamNumber, n
 		return f, nil
@@ -111,11 +112,4 @@ func ParseParamFilter(key, value string) (ParamFilter, error) {
 	}
 	f.Kind, f.Str = ParamString, value
 	return f, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rlsched/rlsched/internal/clip"
 )
 
 // kv is one member of a JSON object: its name and its compact value.
@@ -34,16 +36,16 @@ func objectOf(raw []byte) ([]kv, error) {
 		}
 		key, _ := tok.(string)
 		if seen[key] {
-			return nil, fmt.Errorf("name %q appears twice", truncate(key, 64))
+			return nil, fmt.Errorf("name %q appears twice", clip.String(key, 64))
 		}
 		seen[key] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, fmt.Errorf("malformed value of %q", truncate(key, 64))
+			return nil, fmt.Errorf("malformed value of %q", clip.String(key, 64))
 		}
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, v); err != nil {
-			return nil, fmt.Errorf("malformed value of %q", truncate(key, 64))
+			return nil, fmt.Errorf("malformed value of %q", clip.String(key, 64))
 		}
 		out = append(out, kv{key, buf.Bytes()})
 	}
@@ -211,13 +213,6 @@ func appendNumber(dst []byte, n json.Number) []byte {
 		return strconv.AppendInt(dst, int64(f), 10)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // flatKey is GroupKey's fast path, for the params the API stores: a flat

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/rlsched/rlsched/internal/clip"
 )
 
 // Limits of a sweep spec (API.md "Sweeps and seed groups").
@@ -249,7 +251,7 @@ func paramObject(raw json.RawMessage, field, shape string) ([]kv, error) {
 	}
 	for _, e := range kvs {
 		if !ValidParamName(e.key) {
-			return nil, fieldErr(field, "name %q must be %s", truncate(e.key, 64), paramNameRule)
+			return nil, fieldErr(field, "name %q must be %s", clip.String(e.key, 64), paramNameRule)
 		}
 	}
 	return kvs, nil
@@ -398,7 +400,7 @@ func parseDist(name string, raw json.RawMessage) (randomParam, error) {
 		return p, nil
 	case Uniform, LogUniform, Int:
 	default:
-		return p, fieldErr(field+".dist", "unknown distribution %q; use one of %s", truncate(d, 32), distNames)
+		return p, fieldErr(field+".dist", "unknown distribution %q; use one of %s", clip.String(d, 32), distNames)
 	}
 	if !isNull(r.Values) {
 		return p, fieldErr(field+".values", "only choice takes values; %s takes min and max", d)

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/clip"
 )
 
 func TestParse_Failure(t *testing.T) {
 	f := func(body, wantField, wantIn string) {
 		t.Helper()
 		s, err := Parse([]byte(body))
-		body = truncate(body, 200)
+		body = clip.String(body, 200)
 		if err == nil {
 			t.Errorf("Parse(%s): no error, %d members; want one naming %q", body, s.Size(), wantField)
 			return

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rlsched/rlsched/internal/clip"
 )
 
 // A data dir belongs to one live worker at a time, and gives it its
@@ -151,7 +153,7 @@ func persistedToken(path string, n int) (string, error) {
 		tok := strings.TrimSpace(string(b))
 		if _, herr := hex.DecodeString(tok); herr != nil || len(tok) != 2*n {
 			return "", fmt.Errorf("cannot use %s: want %d hex digits, found %q; delete the file and the worker makes a new one",
-				path, 2*n, truncate(tok, 80))
+				path, 2*n, clip.String(tok, 80))
 		}
 		return tok, nil
 	case !errors.Is(err, os.ErrNotExist):
@@ -171,13 +173,6 @@ func persistedToken(path string, n int) (string, error) {
 		return "", fmt.Errorf("cannot create %s: %w", path, err)
 	}
 	return tok, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 var nonIDChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)

@@ -39,7 +39,7 @@ type wsFrame struct {
 	Data   string `json:"data,omitempty"`
 }
 
-func (m *Master) onLog(w *wconn, ld *pb.LogData) error {
+func (m *Dispatcher) onLog(w *wconn, ld *pb.LogData) error {
 	if m.cfg.LogDir == "" {
 		return w.send(&pb.LogAck{TaskId: ld.GetTaskId(), Attempt: ld.GetAttempt(), Offset: ld.GetOffset() + uint64(len(ld.GetData()))})
 	}
@@ -107,7 +107,7 @@ func (m *Master) onLog(w *wconn, ld *pb.LogData) error {
 // serveWS answers {"op":"subscribe","topic":"/topic/logs/<id>"} with
 // {"type":"subscribed",...} and then the run's live lines; no history, no
 // authentication, no lagged.
-func (m *Master) serveWS(rw http.ResponseWriter, r *http.Request) {
+func (m *Dispatcher) serveWS(rw http.ResponseWriter, r *http.Request) {
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	c, err := up.Upgrade(rw, r, nil)
 	if err != nil {

@@ -33,8 +33,10 @@ type Config struct {
 	LogDir   string        // output files (logs.go); "": acked, not stored
 }
 
-// Master is the naive master. Its methods are safe for concurrent use.
-type Master struct {
+// Dispatcher is the naive master: it takes workers, places an in-memory
+// queue on them and streams their output, the simplest way. Its methods are
+// safe for concurrent use.
+type Dispatcher struct {
 	cfg    Config
 	mu     sync.Mutex
 	queue  []string // task ids, FIFO
@@ -68,11 +70,11 @@ func (w *wconn) send(m proto.Message) error {
 	return err
 }
 
-// New returns a naive master.
-func New(cfg Config) *Master { return &Master{cfg: cfg} }
+// NewDispatcher returns a naive master.
+func NewDispatcher(cfg Config) *Dispatcher { return &Dispatcher{cfg: cfg} }
 
 // ServeRPC accepts workers on ln, one goroutine per connection.
-func (m *Master) ServeRPC(ln net.Listener) error {
+func (m *Dispatcher) ServeRPC(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -82,7 +84,7 @@ func (m *Master) ServeRPC(ln net.Listener) error {
 	}
 }
 
-func (m *Master) serve(c net.Conn) {
+func (m *Dispatcher) serve(c net.Conn) {
 	defer c.Close()
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
@@ -140,7 +142,7 @@ func (m *Master) serve(c net.Conn) {
 }
 
 // addFree gives n slots of w back and dispatches what fits.
-func (m *Master) addFree(w *wconn, n int) {
+func (m *Dispatcher) addFree(w *wconn, n int) {
 	m.mu.Lock()
 	for range n {
 		m.free = append(m.free, w)
@@ -155,7 +157,7 @@ type pair struct {
 	id string
 }
 
-func (m *Master) pairLocked() []pair {
+func (m *Dispatcher) pairLocked() []pair {
 	var out []pair
 	for len(m.queue) > 0 && len(m.free) > 0 {
 		w := m.free[len(m.free)-1]
@@ -169,14 +171,14 @@ func (m *Master) pairLocked() []pair {
 	return out
 }
 
-func (m *Master) send(pairs []pair) {
+func (m *Dispatcher) send(pairs []pair) {
 	for _, p := range pairs {
 		_ = p.w.send(&pb.ExecuteTask{TaskId: p.id, Attempt: 1, Fence: 1, Argv: []string{"/bin/true"}})
 	}
 }
 
 // Submit queues n runs and dispatches what fits; it returns their ids.
-func (m *Master) Submit(n int) []string {
+func (m *Dispatcher) Submit(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = "n" + strconv.FormatInt(m.nextID.Add(1), 10)
@@ -191,7 +193,7 @@ func (m *Master) Submit(n int) []string {
 
 // HTTPHandler serves POST /submit?n=N (default 1), answering {"ids": [...]}
 // for n ≤ 1000 and {"queued": n} otherwise.
-func (m *Master) HTTPHandler() http.Handler {
+func (m *Dispatcher) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/ws" {
 			m.serveWS(rw, r)

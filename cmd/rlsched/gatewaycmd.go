@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/gateway/discovery"
+	"github.com/rlsched/rlsched/gatewayd"
 	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/masterd"
 )
@@ -67,8 +66,8 @@ func (o *gatewayOpts) define(f envFlags, forUp bool) {
 		f.str(&o.bind, "bind", "RLSCHED_BIND", "127.0.0.1", "address to listen on; 0.0.0.0: all interfaces")
 		envBool(f, &o.tlsProxy, "tls-proxy", "RLSCHED_TLS_PROXY", false,
 			"a proxy in front ends TLS (nginx, docs/deploy.md): bind to all interfaces without a warning")
-		f.str(&o.masters, "masters", "GATEWAY_MASTERS", "", "static masters, http://host:port[,...] (service "+gateway.ServiceStable+")")
-		f.str(&o.canaryMasters, "canary-masters", "GATEWAY_CANARY_MASTERS", "", "static canary masters, http://host:port[,...] (service "+gateway.ServiceCanary+")")
+		f.str(&o.masters, "masters", "GATEWAY_MASTERS", "", "static masters, http://host:port[,...] (service "+discovery.ServiceStable+")")
+		f.str(&o.canaryMasters, "canary-masters", "GATEWAY_CANARY_MASTERS", "", "static canary masters, http://host:port[,...] (service "+discovery.ServiceCanary+")")
 		o.nacos.define(f)
 		f.str(&o.redisAddr, "redis-addr", "REDIS_ADDR", "", "Redis address: share the rate limit with the other gateways (empty: per gateway)")
 		f.str(&o.redisPrefix, "redis-prefix", "REDIS_PREFIX", "rlsched", "prefix of every Redis key")
@@ -101,16 +100,6 @@ func envBool(f envFlags, p *bool, name, env string, def bool, help string) {
 	f.BoolVar(p, name, def, help+" (env "+env+")")
 }
 
-// runningGateway is a started gateway.
-type runningGateway struct {
-	gw       *gateway.Gateway
-	ln       net.Listener
-	url      string
-	watcher  *discovery.Watcher
-	redis    rueidis.Client
-	serveErr chan error
-}
-
 func splitList(s string) []string {
 	var out []string
 	for _, v := range strings.Split(s, ",") {
@@ -121,104 +110,39 @@ func splitList(s string) []string {
 	return out
 }
 
-func startGateway(o gatewayOpts, log zerolog.Logger) (*runningGateway, error) {
-	if o.jwtSecret == "" {
-		return nil, errors.New("JWT_SECRET is not set: give the gateway the masters' secret (rlsched up generates one)")
-	}
-	if o.sharedSecret == "" {
-		return nil, errors.New("GATEWAY_SHARED_SECRET is not set: give the gateway and the masters the same secret of at least 16 bytes")
-	}
-	masters, canaries := splitList(o.masters), splitList(o.canaryMasters)
-	if len(masters)+len(canaries) == 0 && o.nacos.addr == "" {
-		return nil, usageError{errors.New("no masters: give --masters http://host:port[,...] and/or NACOS_ADDR")}
-	}
-	rg := &runningGateway{serveErr: make(chan error, 1)}
-	ok := false
-	defer func() {
-		if !ok {
-			rg.close()
-		}
-	}()
-	var err error
-	if o.redisAddr != "" && o.rateLimit {
-		rg.redis, err = rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{o.redisAddr}, DisableCache: true})
-		if err != nil {
-			return nil, fmt.Errorf("cannot reach Redis at %s for the rate limit: %w", o.redisAddr, err)
-		}
-	}
-	rg.ln, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.port)))
-	if err != nil {
-		return nil, fmt.Errorf("cannot listen on gateway port %d: %w", o.port, err)
-	}
-	name := o.name
-	if name == "" {
-		host, _ := os.Hostname()
-		name = host + ":" + strconv.Itoa(rg.ln.Addr().(*net.TCPAddr).Port)
-	}
-	rg.gw, err = gateway.New(gateway.Config{
-		JWTSecret: []byte(o.jwtSecret), SharedSecret: []byte(o.sharedSecret), AllowAnonymous: !o.jwtEnforce,
-		RateLimitDisabled: !o.rateLimit, RateLimitWindow: seconds(o.rateWindow), RateLimitMax: o.rateMax,
-		Redis: rg.redis, RedisPrefix: o.redisPrefix,
-		CanaryUserIDs: splitList(o.canaryUsers), CanaryPercent: o.canaryPercent,
-		FallbackDisabled: !o.fallback, UpstreamTimeout: time.Duration(o.fallbackMS) * time.Millisecond,
-		HealthInterval: time.Duration(o.healthIntervalMS) * time.Millisecond, EjectFor: seconds(o.ejectSecs),
-		PublicHosts: crosssite.SplitList(o.publicHosts), Name: name, Logger: log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := staticRoutes(rg.gw, gateway.ServiceStable, masters); err != nil {
-		return nil, usageError{fmt.Errorf("--masters: %w", err)}
-	}
-	if err := staticRoutes(rg.gw, gateway.ServiceCanary, canaries); err != nil {
-		return nil, usageError{fmt.Errorf("--canary-masters: %w", err)}
-	}
-	if o.nacos.addr != "" {
-		if rg.watcher, err = discovery.WatchGateway(o.nacos.options(log), rg.gw); err != nil {
-			return nil, err
-		}
-	}
-	go func() { rg.serveErr <- rg.gw.Serve(rg.ln) }()
-	rg.url = "http://" + rg.ln.Addr().String()
-	log.Info().Str("url", rg.url).Strs("masters", masters).Strs("canaryMasters", canaries).
-		Str("nacos", o.nacos.addr).Bool("redis", rg.redis != nil).Msg("gateway started")
-	ok = true
-	return rg, nil
-}
-
-func staticRoutes(g *gateway.Gateway, service string, urls []string) error {
-	insts := make([]gateway.Instance, 0, len(urls))
-	for _, u := range urls {
-		insts = append(insts, gateway.Instance{URL: strings.TrimSuffix(u, "/"), Service: service,
-			Canary: service == gateway.ServiceCanary})
-	}
-	return g.SetInstances("static", service, insts)
-}
-
-// close stops discovery first (no route changes while stopping), then the
-// proxy, then Redis.
-func (rg *runningGateway) close() {
-	if rg.watcher != nil {
-		rg.watcher.Close()
-	}
-	if rg.gw != nil {
-		_ = rg.gw.Shutdown()
-	} else if rg.ln != nil {
-		_ = rg.ln.Close()
-	}
-	if rg.redis != nil {
-		rg.redis.Close()
+// config is the parsed Config.
+func (o gatewayOpts) config(log zerolog.Logger) gatewayd.Config {
+	return gatewayd.Config{
+		Bind: o.bind, Port: o.port, Masters: splitList(o.masters), CanaryMasters: splitList(o.canaryMasters),
+		Nacos: o.nacos.options(log), RedisAddr: o.redisAddr, Logger: log,
+		Proxy: gateway.Config{
+			JWTSecret: []byte(o.jwtSecret), SharedSecret: []byte(o.sharedSecret), AllowAnonymous: !o.jwtEnforce,
+			RateLimitDisabled: !o.rateLimit, RateLimitWindow: seconds(o.rateWindow), RateLimitMax: o.rateMax,
+			RedisPrefix: o.redisPrefix, CanaryUserIDs: splitList(o.canaryUsers), CanaryPercent: o.canaryPercent,
+			FallbackDisabled: !o.fallback, UpstreamTimeout: time.Duration(o.fallbackMS) * time.Millisecond,
+			HealthInterval: time.Duration(o.healthIntervalMS) * time.Millisecond, EjectFor: seconds(o.ejectSecs),
+			PublicHosts: crosssite.SplitList(o.publicHosts), Name: o.name,
+		},
 	}
 }
 
-// startUpGateway starts the gateway of `rlsched up` in front of its master,
-// with the master's JWT secret, bind address, public names and Redis, and
-// sharedSecret (the one the master trusts).
-func startUpGateway(o gatewayOpts, mc masterd.Config, sharedSecret, masterURL string, log zerolog.Logger) (*runningGateway, error) {
+// upConfig is the Config of `rlsched up`'s gateway in front of its master:
+// the master's bind address, public names, Redis and JWT secret, and the
+// shared secret the master trusts.
+func (o gatewayOpts) upConfig(mc masterd.Config, masterURL string, log zerolog.Logger) gatewayd.Config {
 	o.bind, o.masters, o.publicHosts = mc.Bind, masterURL, strings.Join(mc.PublicHosts, ",")
 	o.redisAddr, o.redisPrefix = mc.RedisAddr, mc.RedisPrefix
-	o.jwtSecret, o.sharedSecret = mc.JWTSecret, sharedSecret
-	return startGateway(o, log)
+	o.jwtSecret, o.sharedSecret = mc.JWTSecret, mc.Gateway.SharedSecret
+	return o.config(log)
+}
+
+// startGateway is gatewayd.Start, its Config errors answered as usage errors.
+func startGateway(ctx context.Context, cfg gatewayd.Config) (*gatewayd.Gateway, error) {
+	g, err := gatewayd.Start(ctx, cfg)
+	if ce := (gatewayd.ConfigError{}); errors.As(err, &ce) {
+		return nil, usageError{err}
+	}
+	return g, err
 }
 
 // runGateway is `rlsched gateway`.
@@ -230,17 +154,17 @@ func runGateway(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
-	rg, err := startGateway(o, log)
+	g, err := startGateway(ctx, o.config(log))
 	if err != nil {
 		return err
 	}
-	defer rg.close()
-	warnOpenBind(log, "the gateway", rg.url, o.tlsProxy)
+	defer g.Close(context.Background())
+	warnOpenBind(log, "the gateway", g.URL(), o.tlsProxy)
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 		return nil
-	case err := <-rg.serveErr:
+	case err := <-g.Err():
 		return fmt.Errorf("gateway stopped: %w", err)
 	}
 }

@@ -68,13 +68,13 @@ func runUp(ctx context.Context, args []string) error {
 		return err
 	}
 	defer rm.Close(context.Background())
-	rg, err := startUpGateway(gwo, mc, mc.Gateway.SharedSecret, rm.URL(), log)
+	gw, err := startGateway(ctx, gwo.upConfig(mc, rm.URL(), log))
 	if err != nil {
 		return err
 	}
-	defer rg.close()
+	defer gw.Close(context.Background())
 	warnOpenBind(log, "the master's REST API", rm.URL(), mc.TLSProxy)
-	warnOpenBind(log, "the gateway", rg.url, mc.TLSProxy)
+	warnOpenBind(log, "the gateway", gw.URL(), mc.TLSProxy)
 
 	wctx, stopWorkers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -121,14 +121,14 @@ rlsched is up.
 Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
       bin/rlsched login -u alice -p 'a-long-password' --server %s
       bin/rlsched submit --algorithm PPO --episodes 200 --wait
-`, rg.url, rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, isolation, rg.url, rg.url)
+`, gw.URL(), rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, isolation, gw.URL(), gw.URL())
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 		return nil
 	case err := <-rm.Err():
 		return fmt.Errorf("REST server stopped: %w", err)
-	case err := <-rg.serveErr:
+	case err := <-gw.Err():
 		return fmt.Errorf("gateway stopped: %w", err)
 	case err := <-workerErr:
 		return err

@@ -5,7 +5,9 @@
 // updates its routes as instances come and go.
 //
 // It never decides routing itself: it reports instances (with the
-// registry's health) to gateway.Gateway.SetInstances.
+// registry's health) to a callback, and the gateway makes them routes
+// (gateway.Gateway.WatchNacos). It never imports the proxy either, so a
+// master that registers does not link it.
 package discovery
 
 import (
@@ -26,6 +28,14 @@ import (
 	"github.com/nacos-group/nacos-sdk-go/v2/model"
 	"github.com/nacos-group/nacos-sdk-go/v2/vo"
 	"github.com/rs/zerolog"
+)
+
+// The services masters register as and gateways route to, by these names
+// in Nacos and in X-Upstream-Service (API.md, Gateway); the gateway's static
+// routes use them too.
+const (
+	ServiceStable = "rl-master"
+	ServiceCanary = "rl-master-canary"
 )
 
 // Options of a connection to Nacos.

@@ -14,8 +14,8 @@ import (
 // BenchmarkHotPath is the cost of each typed method, from every core at
 // once (the counters are shared, as in the master).
 func BenchmarkHotPath(b *testing.B) {
-	m := NewMaster(MasterOptions{})
-	g := NewGateway(GatewayOptions{})
+	m := NewMasterMetrics(MasterMetricsOptions{})
+	g := NewGatewayMetrics(GatewayMetricsOptions{})
 	route := m.Route("/api/tasks/{id}")
 	svc := g.Service("rl-master")
 	up := g.Upstream("http://10.0.0.1:8082", "rl-master")

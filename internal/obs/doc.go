@@ -2,10 +2,10 @@
 // metrics API.md names (and those an operator graphs beside them), each in a
 // registry of its own, and the fasthttp handler that serves /metrics.
 //
-// A Master or a Gateway is made per process part (no package-level
-// metrics: two masters in one test process keep theirs apart). Counters and
-// histograms on hot paths are typed methods over label children resolved
-// when the Master or Gateway is made, so a call is one or two atomic adds
+// A MasterMetrics or a GatewayMetrics is made per process part (no
+// package-level metrics: two masters in one test process keep theirs
+// apart). Counters and histograms on hot paths are typed methods over label
+// children resolved when it is made, so a call is one or two atomic adds
 // and never a map lookup or an allocation. Gauges of state the master
 // already holds (runs by status, workers, GPUs, queues, subscribers) are
 // read at scrape time from callbacks the master passes (SetSources): nothing

@@ -63,8 +63,8 @@ const (
 
 var canaryReasonNames = [nCanaryReasons]string{"header", "user", "percent"}
 
-// GatewayOptions tunes a Gateway; the zero value is the default.
-type GatewayOptions struct {
+// GatewayMetricsOptions tunes a GatewayMetrics; the zero value is the default.
+type GatewayMetricsOptions struct {
 	// MaxUpstreams caps the upstream label (default 256 instances); past
 	// it instances share the upstream "other". ForgetUpstream frees a slot.
 	MaxUpstreams int
@@ -73,11 +73,11 @@ type GatewayOptions struct {
 	MaxServices int
 }
 
-// Gateway holds one gateway's metrics in its own registry.
+// GatewayMetrics holds one gateway's metrics in its own registry.
 //
 // Every method is safe from any goroutine; the typed methods cost an
 // atomic add or a histogram observation.
-type Gateway struct {
+type GatewayMetrics struct {
 	reg     *prometheus.Registry
 	handler fasthttp.RequestHandler
 	src     atomic.Pointer[GatewaySources]
@@ -101,9 +101,9 @@ type Gateway struct {
 	upstreams                 map[string]*Upstream // guarded by mu
 }
 
-// NewGateway makes a gateway's metrics, with the Go and process
+// NewGatewayMetrics makes a gateway's metrics, with the Go and process
 // collectors, in a new registry.
-func NewGateway(opts GatewayOptions) *Gateway {
+func NewGatewayMetrics(opts GatewayMetricsOptions) *GatewayMetrics {
 	if opts.MaxUpstreams <= 0 {
 		opts.MaxUpstreams = 256
 	}
@@ -117,7 +117,7 @@ func NewGateway(opts GatewayOptions) *Gateway {
 		reg.MustRegister(c)
 		return c
 	}
-	g := &Gateway{
+	g := &GatewayMetrics{
 		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
 			Help: "Requests answered, by route class, status class and upstream service (\"gateway\": answered by the gateway)."},
@@ -156,41 +156,41 @@ func NewGateway(opts GatewayOptions) *Gateway {
 }
 
 // Registry is where the gateway's metrics live.
-func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+func (g *GatewayMetrics) Registry() *prometheus.Registry { return g.reg }
 
 // Handler serves the registry in Prometheus' text format (GET /metrics).
-func (g *Gateway) Handler() fasthttp.RequestHandler { return g.handler }
+func (g *GatewayMetrics) Handler() fasthttp.RequestHandler { return g.handler }
 
 // Canary counts a request sent to a canary for reason r.
-func (g *Gateway) Canary(r CanaryReason) {
+func (g *GatewayMetrics) Canary(r CanaryReason) {
 	if r < nCanaryReasons {
 		g.canary[r].Inc()
 	}
 }
 
 // RateLimited counts a submission refused with 429.
-func (g *Gateway) RateLimited() { g.rateLimited.Inc() }
+func (g *GatewayMetrics) RateLimited() { g.rateLimited.Inc() }
 
 // RateLimitError counts a rate-limit call to Redis that failed.
-func (g *Gateway) RateLimitError() { g.rateLimitErrors.Inc() }
+func (g *GatewayMetrics) RateLimitError() { g.rateLimitErrors.Inc() }
 
 // AuthRefused counts a request refused for want of a valid token.
-func (g *Gateway) AuthRefused() { g.authRefused.Inc() }
+func (g *GatewayMetrics) AuthRefused() { g.authRefused.Inc() }
 
 // Fallback counts a request no upstream answered.
-func (g *Gateway) Fallback() { g.fallbacks.Inc() }
+func (g *GatewayMetrics) Fallback() { g.fallbacks.Inc() }
 
 // WebSocketOpened and WebSocketClosed bracket one proxied WebSocket.
-func (g *Gateway) WebSocketOpened() { g.websockets.Inc() }
+func (g *GatewayMetrics) WebSocketOpened() { g.websockets.Inc() }
 
 // WebSocketClosed ends what WebSocketOpened began.
-func (g *Gateway) WebSocketClosed() { g.websockets.Dec() }
+func (g *GatewayMetrics) WebSocketClosed() { g.websockets.Dec() }
 
 // Service returns the request metrics of requests answered by the
 // upstream service name ("" for those the gateway answers itself: the
 // label "gateway"). Call it when the route table is built and keep the
 // result; the same name returns the same Service.
-func (g *Gateway) Service(name string) *Service {
+func (g *GatewayMetrics) Service(name string) *Service {
 	if name == "" {
 		name = "gateway"
 	} else if !utf8.ValidString(name) { // a label value must be UTF-8
@@ -239,7 +239,7 @@ func (s *Service) Request(r GatewayRoute, status int, d time.Duration) {
 
 // Upstream returns the metrics of the instance at url, serving service.
 // Call it when the instance joins the route table and keep the result.
-func (g *Gateway) Upstream(url, service string) *Upstream {
+func (g *GatewayMetrics) Upstream(url, service string) *Upstream {
 	svc := g.Service(service)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -269,7 +269,7 @@ func (g *Gateway) Upstream(url, service string) *Upstream {
 // ForgetUpstream drops the series of the instance at url, once it left the
 // route table for good, so instances that come and go (new ports, new
 // hosts) do not pile up series.
-func (g *Gateway) ForgetUpstream(url string) {
+func (g *GatewayMetrics) ForgetUpstream(url string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.upstreams[url]; !ok {
@@ -321,7 +321,7 @@ type UpstreamState struct {
 }
 
 // SetSources installs the gauges' callbacks, replacing those set before.
-func (g *Gateway) SetSources(s GatewaySources) { g.src.Store(&s) }
+func (g *GatewayMetrics) SetSources(s GatewaySources) { g.src.Store(&s) }
 
 var (
 	upstreamUpDesc = prometheus.NewDesc("rlsched_gateway_upstream_available",
@@ -333,7 +333,7 @@ var (
 
 // gatewayCollector reports the GatewaySources at scrape time, the first
 // MaxUpstreams instances only.
-type gatewayCollector struct{ g *Gateway }
+type gatewayCollector struct{ g *GatewayMetrics }
 
 func (c *gatewayCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- upstreamUpDesc

@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// MasterOptions tunes a Master; the zero value is the default.
-type MasterOptions struct {
+// MasterMetricsOptions tunes a MasterMetrics; the zero value is the default.
+type MasterMetricsOptions struct {
 	// MaxGPUSeries caps rlsched_gpu_utilization_ratio (default 1024
 	// series, e.g. 128 machines of 8 GPUs). Past it the GPUs that sort
 	// last by (worker, gpu) are left out of the scrape and counted in
@@ -27,12 +27,12 @@ type MasterOptions struct {
 // the terminal statuses, in core's order.
 var finishedStatuses = [...]core.Status{core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout}
 
-// Master holds one master's metrics in its own registry.
+// MasterMetrics holds one master's metrics in its own registry.
 //
 // Every method is safe from any goroutine. The typed methods (Heartbeat,
 // RunMoved, StoreCommit, ...) cost an atomic add or a histogram
 // observation: call them on hot paths, on event loops included.
-type Master struct {
+type MasterMetrics struct {
 	reg     *prometheus.Registry
 	handler fasthttp.RequestHandler
 	src     atomic.Pointer[Sources]
@@ -51,9 +51,9 @@ type Master struct {
 	routes *routeTable
 }
 
-// NewMaster makes a master's metrics, with the Go and process collectors,
-// in a new registry.
-func NewMaster(opts MasterOptions) *Master {
+// NewMasterMetrics makes a master's metrics, with the Go and process
+// collectors, in a new registry.
+func NewMasterMetrics(opts MasterMetricsOptions) *MasterMetrics {
 	if opts.MaxGPUSeries <= 0 {
 		opts.MaxGPUSeries = 1024
 	}
@@ -71,7 +71,7 @@ func NewMaster(opts MasterOptions) *Master {
 		reg.MustRegister(h)
 		return h
 	}
-	m := &Master{reg: reg, maxGPU: opts.MaxGPUSeries}
+	m := &MasterMetrics{reg: reg, maxGPU: opts.MaxGPUSeries}
 	m.submitted = counter("rlsched_runs_submitted_total", "Runs accepted (submissions, reruns, sweep members).")
 	finished := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rlsched_runs_finished_total",
 		Help: "Runs that reached a terminal status, by that status."}, []string{"status"})
@@ -108,18 +108,18 @@ func newRegistry() *prometheus.Registry {
 
 // Registry is where the master's metrics live, for a caller that adds its
 // own collectors.
-func (m *Master) Registry() *prometheus.Registry { return m.reg }
+func (m *MasterMetrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the registry in Prometheus' text format (GET /metrics).
-func (m *Master) Handler() fasthttp.RequestHandler { return m.handler }
+func (m *MasterMetrics) Handler() fasthttp.RequestHandler { return m.handler }
 
 // RunsCreated counts n runs accepted (store.Observer).
-func (m *Master) RunsCreated(n int) { m.submitted.Add(float64(n)) }
+func (m *MasterMetrics) RunsCreated(n int) { m.submitted.Add(float64(n)) }
 
 // RunMoved counts a committed change of a run's status (store.Observer):
 // a terminal status as RunFinished, LOST as RunLost, and the wait of a
 // run dispatched from the queue as Dispatched.
-func (m *Master) RunMoved(from, to core.Status, queued time.Duration) {
+func (m *MasterMetrics) RunMoved(from, to core.Status, queued time.Duration) {
 	switch {
 	case to.Terminal():
 		m.RunFinished(to)
@@ -132,7 +132,7 @@ func (m *Master) RunMoved(from, to core.Status, queued time.Duration) {
 
 // RunFinished counts a run that reached the terminal status s; any other
 // status counts nothing (LOST is RunLost).
-func (m *Master) RunFinished(s core.Status) {
+func (m *MasterMetrics) RunFinished(s core.Status) {
 	switch s {
 	case core.StatusSucceeded:
 		m.finished[0].Inc()
@@ -146,21 +146,21 @@ func (m *Master) RunFinished(s core.Status) {
 }
 
 // RunLost counts a run lost with its worker, whatever happens to it next.
-func (m *Master) RunLost() { m.lost.Inc() }
+func (m *MasterMetrics) RunLost() { m.lost.Inc() }
 
 // Dispatched records the wait of a run dispatched to a worker: from its
 // submission (or requeue) on.
-func (m *Master) Dispatched(wait time.Duration) { m.dispatch.Observe(wait.Seconds()) }
+func (m *MasterMetrics) Dispatched(wait time.Duration) { m.dispatch.Observe(wait.Seconds()) }
 
 // SchedulerPass records the time of one scheduler pass.
-func (m *Master) SchedulerPass(d time.Duration) { m.schedPass.Observe(d.Seconds()) }
+func (m *MasterMetrics) SchedulerPass(d time.Duration) { m.schedPass.Observe(d.Seconds()) }
 
 // Heartbeat counts one worker heartbeat.
-func (m *Master) Heartbeat() { m.heartbeats.Inc() }
+func (m *MasterMetrics) Heartbeat() { m.heartbeats.Inc() }
 
 // StoreCommit records one store commit of d that wrote rows rows (0 when
 // the commit is not a batch: it is then left out of the batch sizes).
-func (m *Master) StoreCommit(d time.Duration, rows int) {
+func (m *MasterMetrics) StoreCommit(d time.Duration, rows int) {
 	m.storeCommit.Observe(d.Seconds())
 	if rows > 0 {
 		m.storeBatch.Observe(float64(rows))
@@ -168,13 +168,13 @@ func (m *Master) StoreCommit(d time.Duration, rows int) {
 }
 
 // ArtifactBytes counts n bytes of run output received.
-func (m *Master) ArtifactBytes(n int64) { m.artifactBytes.Add(float64(n)) }
+func (m *MasterMetrics) ArtifactBytes(n int64) { m.artifactBytes.Add(float64(n)) }
 
 // Route returns the HTTP metrics of one route template (such as
 // "/api/tasks/{id}", never a raw path). Call it once per route when the
 // router is built and keep the result; the same template returns the same
 // Route.
-func (m *Master) Route(template string) *Route { return m.routes.route(template) }
+func (m *MasterMetrics) Route(template string) *Route { return m.routes.route(template) }
 
 // routeTable hands out one Route per template, up to a cap.
 type routeTable struct {

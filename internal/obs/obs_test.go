@@ -33,10 +33,10 @@ func serve(t *testing.T, h fasthttp.RequestHandler) string {
 	return "http://" + ln.Addr().String() + "/metrics"
 }
 
-// exercisedMaster is a Master with every metric of its registry given a
+// exercisedMaster is a MasterMetrics with every metric of its registry given a
 // sample: sources set, every typed method called.
-func exercisedMaster(t testing.TB) *Master {
-	m := NewMaster(MasterOptions{})
+func exercisedMaster(t testing.TB) *MasterMetrics {
+	m := NewMasterMetrics(MasterMetricsOptions{})
 	m.SetSources(Sources{
 		Runs:       func() map[core.Status]int { return map[core.Status]int{core.StatusQueued: 3, core.StatusRunning: 2} },
 		QueueDepth: func() int { return 3 },
@@ -68,9 +68,9 @@ func exercisedMaster(t testing.TB) *Master {
 	return m
 }
 
-// exercisedGateway is the same for a Gateway.
-func exercisedGateway(t testing.TB) *Gateway {
-	g := NewGateway(GatewayOptions{})
+// exercisedGateway is the same for a GatewayMetrics.
+func exercisedGateway(t testing.TB) *GatewayMetrics {
+	g := NewGatewayMetrics(GatewayMetricsOptions{})
 	g.SetSources(GatewaySources{Upstreams: func(emit func(UpstreamState)) {
 		emit(UpstreamState{URL: "http://10.0.0.1:8082", Service: "rl-master", Available: true, Conns: 3})
 		emit(UpstreamState{URL: "http://10.0.0.2:8082", Service: "rl-master-canary", Canary: true})
@@ -141,7 +141,7 @@ func TestMasterNamesAPI(t *testing.T) {
 }
 
 func TestMasterValuesMove(t *testing.T) {
-	m := NewMaster(MasterOptions{})
+	m := NewMasterMetrics(MasterMetricsOptions{})
 	url := serve(t, m.Handler())
 	route := m.Route("/api/tasks/{id}")
 	f := func(call func(), name string, want float64, labels ...string) {
@@ -189,7 +189,7 @@ func TestMasterValuesMove(t *testing.T) {
 
 // TestRunMoved: a store's report of a status change counts what it means.
 func TestRunMoved(t *testing.T) {
-	m := NewMaster(MasterOptions{})
+	m := NewMasterMetrics(MasterMetricsOptions{})
 	url := serve(t, m.Handler())
 	f := func(call func(), name string, want float64, labels ...string) {
 		t.Helper()
@@ -209,7 +209,7 @@ func TestRunMoved(t *testing.T) {
 }
 
 func TestMasterSources(t *testing.T) {
-	m := NewMaster(MasterOptions{})
+	m := NewMasterMetrics(MasterMetricsOptions{})
 	url := serve(t, m.Handler())
 	fams := promcheck.Parse(t, promcheck.Scrape(t, url))
 	for _, name := range []string{"rlsched_runs", "rlsched_queue_depth", "rlsched_gpu_utilization_ratio"} {
@@ -247,7 +247,7 @@ func TestMasterSources(t *testing.T) {
 }
 
 func TestGPUUtilizationCap(t *testing.T) {
-	m := NewMaster(MasterOptions{MaxGPUSeries: 3})
+	m := NewMasterMetrics(MasterMetricsOptions{MaxGPUSeries: 3})
 	url := serve(t, m.Handler())
 	m.SetSources(Sources{GPUUtilization: func(emit func(string, int, float64)) {
 		emit("w2", 1, 0.2)
@@ -283,7 +283,7 @@ func TestGPUUtilizationCap(t *testing.T) {
 }
 
 func TestRouteCap(t *testing.T) {
-	m := NewMaster(MasterOptions{MaxRoutes: 2})
+	m := NewMasterMetrics(MasterMetricsOptions{MaxRoutes: 2})
 	a, b := m.Route("/a"), m.Route("/b")
 	if m.Route("/a") != a {
 		t.Error("the same template gave a second Route")
@@ -305,7 +305,7 @@ func TestRouteCap(t *testing.T) {
 }
 
 func TestGatewayValuesMove(t *testing.T) {
-	g := NewGateway(GatewayOptions{})
+	g := NewGatewayMetrics(GatewayMetricsOptions{})
 	url := serve(t, g.Handler())
 	svc := g.Service("rl-master")
 	up := g.Upstream("http://10.0.0.1:8082", "rl-master")
@@ -358,7 +358,7 @@ func TestGatewayValuesMove(t *testing.T) {
 }
 
 func TestGatewayUpstreamsBounded(t *testing.T) {
-	g := NewGateway(GatewayOptions{MaxUpstreams: 2, MaxServices: 2})
+	g := NewGatewayMetrics(GatewayMetricsOptions{MaxUpstreams: 2, MaxServices: 2})
 	url := serve(t, g.Handler())
 	for i := range 5 {
 		g.Upstream(fmt.Sprintf("http://10.0.0.%d:8082", i), "rl-master").Attempt(AttemptOK, time.Millisecond)
@@ -396,7 +396,7 @@ func TestGatewayUpstreamsBounded(t *testing.T) {
 // A collector's bug is a 500 that names it, not a scrape that silently
 // lacks series.
 func TestHandlerReportsGatherError(t *testing.T) {
-	m := NewMaster(MasterOptions{})
+	m := NewMasterMetrics(MasterMetricsOptions{})
 	m.Registry().MustRegister(badCollector{})
 	var ctx fasthttp.RequestCtx
 	m.Handler()(&ctx)
@@ -418,8 +418,8 @@ func (badCollector) Collect(ch chan<- prometheus.Metric) {
 // Typed methods, route and upstream lookups, SetSources and scrapes from
 // many goroutines at once (run with -race), and every count arrives.
 func TestConcurrentUse(t *testing.T) {
-	m := NewMaster(MasterOptions{})
-	g := NewGateway(GatewayOptions{})
+	m := NewMasterMetrics(MasterMetricsOptions{})
+	g := NewGatewayMetrics(GatewayMetricsOptions{})
 	url := serve(t, m.Handler())
 	const workers, calls = 4, 500
 	var wg sync.WaitGroup

@@ -53,12 +53,11 @@ type GPUCounts struct{ Free, Busy, Foreign int }
 
 // SetSources installs the gauges' callbacks, replacing those set before.
 // A scrape before the first call reports none of these gauges.
-func (m *Master) SetSources(s Sources) { m.src.Store(&s) }
+func (m *MasterMetrics) SetSources(s Sources) { m.src.Store(&s) }
 
 // runStatuses and workerStates are the label values always reported.
 var (
-	runStatuses = [...]core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning,
-		core.StatusSucceeded, core.StatusFailed, core.StatusCancelled, core.StatusTimeout, core.StatusLost}
+	runStatuses  = core.Statuses()
 	workerStates = [...]core.WorkerState{core.WorkerIdle, core.WorkerRunning, core.WorkerPending, core.WorkerDown, core.WorkerDraining}
 )
 
@@ -77,7 +76,7 @@ var (
 )
 
 // masterCollector reports the Sources at scrape time.
-type masterCollector struct{ m *Master }
+type masterCollector struct{ m *MasterMetrics }
 
 func (c *masterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{runsDesc, queueDesc, workersDesc, gpusDesc, gpuUtilDesc,

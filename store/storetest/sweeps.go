@@ -46,8 +46,7 @@ func end(t *testing.T, s store.Store, id string, st core.Status, fence uint64) {
 
 func counts(kv ...any) map[core.Status]int {
 	m := map[core.Status]int{}
-	for _, st := range []core.Status{core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusSucceeded,
-		core.StatusFailed, core.StatusCancelled, core.StatusTimeout, core.StatusLost} {
+	for _, st := range core.Statuses() {
 		m[st] = 0
 	}
 	for i := 0; i < len(kv); i += 2 {

@@ -129,22 +129,17 @@ func (s *Shared) ActiveTasks(ctx context.Context) ([]core.Task, error) {
 	return ts, nil
 }
 
-// allStatuses are reported by CountByStatus even at zero, so callers (the
-// health page) can range over the map without knowing the list.
-var allStatuses = []core.Status{
-	core.StatusQueued, core.StatusDispatched, core.StatusRunning, core.StatusSucceeded,
-	core.StatusFailed, core.StatusCancelled, core.StatusTimeout, core.StatusLost,
-}
-
-// CountByStatus returns the number of runs in each known status, zeros included.
+// CountByStatus returns the number of runs in each known status, zeros
+// included, so callers (the health page) can range over the map without
+// knowing the list.
 func (s *Shared) CountByStatus(ctx context.Context) (map[core.Status]int, error) {
 	rows, err := s.c.HotRead.QueryContext(ctx, `SELECT status, COUNT(*) FROM tasks GROUP BY status`)
 	if err != nil {
 		return nil, fmt.Errorf("cannot count runs: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[core.Status]int, len(allStatuses))
-	for _, st := range allStatuses {
+	out := map[core.Status]int{}
+	for _, st := range core.Statuses() {
 		out[st] = 0
 	}
 	for rows.Next() {

@@ -274,8 +274,8 @@ func querySweeps(ctx context.Context, db Querier, q string, args ...any) ([]stor
 }
 
 func zeroCounts() map[core.Status]int {
-	m := make(map[core.Status]int, len(allStatuses))
-	for _, st := range allStatuses {
+	m := map[core.Status]int{}
+	for _, st := range core.Statuses() {
 		m[st] = 0
 	}
 	return m
