@@ -157,8 +157,12 @@ func (c *Cluster) StartMaster(name string, o MasterOpts) *Master {
 }
 
 // Restart starts m again, on its data dir and HTTP port; m must have exited.
-func (c *Cluster) Restart(m *Master, name string) {
+func (c *Cluster) Restart(m *Master) {
 	c.T.Helper()
+	name := m.Name
+	if !strings.HasSuffix(name, "-again") {
+		name += "-again"
+	}
 	c.startMaster(m, name)
 }
 
