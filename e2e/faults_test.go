@@ -388,6 +388,8 @@ func TestFaultMariaDBDown(t *testing.T) {
 	lines0 := faultLogLines(m.Proc)
 	seen0 := len(m.Proc.Logs())
 	healthBad := 0
+	// Not a wait: the outage lasts its full 20 s, and the master must answer
+	// well all along.
 	for time.Since(down) < 20*time.Second {
 		// Reads need the store too: the same answer, never a 500.
 		if r, err := alice.Do("GET", "/api/tasks?limit=5", nil); err != nil || r.Status >= 500 && r.Status != 503 {
