@@ -55,9 +55,7 @@ type workerGPUs struct {
 // from it, sampled every second).
 func (b *bed) startGPUWorker(name, rpc, id string, fake *fakesmi.Fake) *proc {
 	b.T.Helper()
-	env := b.ServerEnv("WORKER_JOIN_TOKEN="+b.JoinToken, "NVIDIA_SMI="+fake.Bin, "GPU_SAMPLE_SECONDS=1")
-	return b.Start(name, env, "worker", "--master", rpc, "--id", id, "--slots", "2",
-		"--data-dir", filepath.Join(b.Dir, "worker-"+id))
+	return b.StartWorker(name, rpc, rig.WorkerOpts{ID: id, GPUs: -1, Env: []string{"NVIDIA_SMI=" + fake.Bin, "GPU_SAMPLE_SECONDS=1"}})
 }
 
 // TestGPUForeignProcess: a process rlsched did not start on GPU 1 (a real

@@ -70,9 +70,7 @@ func TestIdentityTwoWorkersOneDataDir(t *testing.T) {
 	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 	dir := filepath.Join(b.Dir, "worker-dir")
 	env := b.ServerEnv("WORKER_JOIN_TOKEN=" + b.JoinToken)
-	args := func(id string) []string {
-		return []string{"worker", "--master", m.RPC, "--id", id, "--gpus", "0", "--slots", "2", "--data-dir", dir}
-	}
+	args := func(id string) []string { return rig.WorkerArgs(m.RPC, id, 2, 0, dir) }
 	w1 := b.Start("worker-1", env, args("w1")...)
 	m.WaitJoined(t, "w1")
 	gate := filepath.Join(b.Dir, "gate")

@@ -119,8 +119,7 @@ func TestIsolation(t *testing.T) {
 		wdir := filepath.Join(b.Dir, "worker-w1")
 		// The token both in a file and (as operators do) in the worker's
 		// environment would be refused: give it in the file only.
-		w := b.Start("worker-w1", b.ServerEnv("WORKER_JOIN_TOKEN_FILE="+tokenFile), "worker", "--master", m.RPC, "--id", "w1",
-			"--slots", "2", "--gpus", "0", "--data-dir", wdir)
+		w := b.Start("worker-w1", b.ServerEnv("WORKER_JOIN_TOKEN_FILE="+tokenFile), rig.WorkerArgs(m.RPC, "w1", 2, 0, wdir)...)
 		m.WaitJoined(t, "w1")
 		alice, _ := signup(t, m.URL, "alice", "ADMIN")
 		bob, _ := signup(t, m.URL, "bob", "USER")

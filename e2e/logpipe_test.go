@@ -14,7 +14,6 @@ import (
 
 	"github.com/fasthttp/websocket"
 
-	"github.com/rlsched/rlsched/internal/testkit/rig"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
@@ -104,12 +103,8 @@ func (w *wsTail) read(want int, c *client, id string) error {
 // exactly once.
 func TestLogExactAcrossMasterKill(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.Dir, "data")
-	httpPort, rpcPort := rig.FreePort(t), rig.FreePort(t)
-	m1 := b.StartMaster("master-1", rig.MasterOpts{DataDir: data, HTTPPort: httpPort, RPCPort: rpcPort})
-	b.StartWorker("worker-w1", m1.RPC, rig.WorkerOpts{ID: "w1"})
-	m1.WaitJoined(t, "w1")
-	alice, _ := signup(t, m1.URL, "alice", "ADMIN")
+	pinned, m1, alice := b.startPinned(t)
+	data := pinned.DataDir
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", seqScript}})
 	header := "TRACE_ID:" + traceID + "\n"
 	want := append([]byte(header), seqOutput()...)
@@ -124,7 +119,7 @@ func TestLogExactAcrossMasterKill(t *testing.T) {
 	}
 	m1.Kill(t)
 	tail.conn.Close()
-	m2 := b.StartMaster("master-2", rig.MasterOpts{DataDir: data, HTTPPort: httpPort, RPCPort: rpcPort})
+	m2 := b.StartMaster("master-2", pinned)
 	m2.WaitJoined(t, "w1")
 	final := alice.waitStatus(id, "SUCCEEDED", 90*time.Second)
 	if final.Attempt != 1 {

@@ -104,9 +104,7 @@ func (c *client) artifacts(id, q string) (map[string]artifactJSON, error) {
 // startOutputWorker runs a worker that syncs outputs every second.
 func (b *bed) startOutputWorker(name, rpc, id string) *proc {
 	b.T.Helper()
-	env := b.ServerEnv("WORKER_JOIN_TOKEN="+b.JoinToken, "ARTIFACT_SYNC_SECONDS=1")
-	return b.Start(name, env, "worker", "--master", rpc, "--id", id, "--slots", "2", "--gpus", "0",
-		"--data-dir", filepath.Join(b.Dir, "worker-"+id))
+	return b.StartWorker(name, rpc, rig.WorkerOpts{ID: id, Env: []string{"ARTIFACT_SYNC_SECONDS=1"}})
 }
 
 // s3Env starts a SeaweedFS of the test's own and returns a master's

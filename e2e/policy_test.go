@@ -90,9 +90,7 @@ func TestPolicyQueueAndQuotaCLI(t *testing.T) {
 func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 	b := newBed(t)
 	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
-	env := b.ServerEnv("WORKER_JOIN_TOKEN="+b.JoinToken, "ARTIFACT_SYNC_SECONDS=1")
-	b.Start("worker-w1", env, "worker", "--master", m.RPC, "--id", "w1", "--slots", "2", "--gpus", "1",
-		"--data-dir", filepath.Join(b.Dir, "worker-w1"))
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", GPUs: 1, Env: []string{"ARTIFACT_SYNC_SECONDS=1"}})
 	m.WaitJoined(t, "w1")
 	anon := newClient(t, m.URL)
 	anon.Register("root")
@@ -209,9 +207,7 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 func TestFairShareTwoUsers(t *testing.T) {
 	b := newBed(t)
 	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
-	env := b.ServerEnv("WORKER_JOIN_TOKEN=" + b.JoinToken)
-	b.Start("worker-w1", env, "worker", "--master", m.RPC, "--id", "w1", "--slots", "2", "--gpus", "2",
-		"--data-dir", filepath.Join(b.Dir, "worker-w1"))
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", GPUs: 2})
 	m.WaitJoined(t, "w1")
 	anon := newClient(t, m.URL)
 	anon.Register("alice")

@@ -29,18 +29,26 @@ func tickLog() string {
 	return sb.String()
 }
 
+// startPinned starts master-1 on ports of its own, which a second master
+// started with the same options takes again, with worker w1 and user alice.
+func (b *bed) startPinned(t *testing.T) (rig.MasterOpts, *master, *client) {
+	t.Helper()
+	o := rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), HTTPPort: rig.FreePort(t), RPCPort: rig.FreePort(t)}
+	m1 := b.StartMaster("master-1", o)
+	b.StartWorker("worker-w1", m1.RPC, rig.WorkerOpts{ID: "w1"})
+	m1.WaitJoined(t, "w1")
+	alice, _ := signup(t, m1.URL, "alice", "ADMIN")
+	return o, m1, alice
+}
+
 // TestMasterRestartLosesNoRun: the master is SIGKILLed while a run is
 // running and restarted on the same data dir and ports; the worker
 // reconnects and the master re-adopts the run, which succeeds as attempt 1
 // with every output line and metric point exactly once.
 func TestMasterRestartLosesNoRun(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.Dir, "data")
-	httpPort, rpcPort := rig.FreePort(t), rig.FreePort(t)
-	m1 := b.StartMaster("master-1", rig.MasterOpts{DataDir: data, HTTPPort: httpPort, RPCPort: rpcPort})
-	b.StartWorker("worker-w1", m1.RPC, rig.WorkerOpts{ID: "w1"})
-	m1.WaitJoined(t, "w1")
-	alice, _ := signup(t, m1.URL, "alice", "ADMIN")
+	pinned, m1, alice := b.startPinned(t)
+	data := pinned.DataDir
 
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", tickScript}})
 	alice.waitStatus(id, "RUNNING", 30*time.Second)
@@ -51,7 +59,7 @@ func TestMasterRestartLosesNoRun(t *testing.T) {
 	restarted := time.Now()
 	// The crashed master's connections linger in TIME_WAIT on the RPC port:
 	// the new master must still be able to listen there (SO_REUSEADDR).
-	m2 := b.StartMaster("master-2", rig.MasterOpts{DataDir: data, HTTPPort: httpPort, RPCPort: rpcPort})
+	m2 := b.StartMaster("master-2", pinned)
 	if m2.URL != m1.URL || m2.RPC != m1.RPC {
 		t.Fatalf("restarted master on %s/%s, want %s/%s", m2.URL, m2.RPC, m1.URL, m1.RPC)
 	}

@@ -35,8 +35,7 @@ func TestWorkerKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	worker := func(id string) *proc {
-		return b.Start("worker-"+id, b.ServerEnv("WORKER_KEY_FILE="+keyFile), "worker", "--master", m.RPC, "--id", id,
-			"--slots", "1", "--gpus", "0", "--data-dir", filepath.Join(b.Dir, "worker-"+id))
+		return b.Start("worker-"+id, b.ServerEnv("WORKER_KEY_FILE="+keyFile), rig.WorkerArgs(m.RPC, id, 1, 0, filepath.Join(b.Dir, "worker-"+id))...)
 	}
 	worker("w1")
 	m.WaitJoined(t, "w1")

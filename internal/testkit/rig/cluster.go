@@ -198,17 +198,21 @@ func (m *Master) WaitJoined(t testing.TB, id string) Line {
 }
 
 // WorkerArgs is the command line of a worker of the masters at rpc (a
-// comma-separated list, the first preferred).
+// comma-separated list, the first preferred); gpus < 0 leaves the GPU
+// count to detection.
 func WorkerArgs(rpc, id string, slots, gpus int, dataDir string) []string {
-	return []string{"worker", "--master", rpc, "--id", id, "--slots", strconv.Itoa(slots),
-		"--gpus", strconv.Itoa(gpus), "--data-dir", dataDir}
+	args := []string{"worker", "--master", rpc, "--id", id, "--slots", strconv.Itoa(slots), "--data-dir", dataDir}
+	if gpus >= 0 {
+		args = append(args, "--gpus", strconv.Itoa(gpus))
+	}
+	return args
 }
 
 // WorkerOpts are the settings of one `rlsched worker`.
 type WorkerOpts struct {
 	ID    string // default: the name
 	Slots int    // CPU slots; default 2
-	GPUs  int
+	GPUs  int    // synthetic GPUs; < 0: detected
 	// Token is its join token; default: the cluster's.
 	Token string
 	Env   []string
