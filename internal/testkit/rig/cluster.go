@@ -15,8 +15,9 @@ import (
 
 // Cluster is one test's rlsched processes: masters, workers, gateways, `up`,
 // each with its output files in Dir. Everything it started is killed when
-// the test ends, and the test fails if one of them crashed. Its methods are
-// safe to call from the test's goroutines.
+// the test ends, and the test fails if one of them crashed. The methods
+// that start a process fail T and so belong to the test's goroutine;
+// ServerEnv, MasterEnv, Procs and OnStop are safe from any goroutine.
 type Cluster struct {
 	T   *testing.T
 	Bin string

@@ -5,8 +5,9 @@
 // cleanup through t.Cleanup. A test package keeps on top only what is its
 // own (the chaos world's faults, the webtest's browser).
 //
-// It is imported by tests only, and must never leave a process it started
-// running once its test has ended.
+// It is imported by tests only. It must never leave a process running once
+// its test has ended: a Cluster kills its processes in t.Cleanup, and every
+// process it launches dies with the test binary.
 package rig
 
 import (
