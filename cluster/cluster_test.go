@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testkit/testutil"
-
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 type recSink struct {
@@ -40,12 +39,6 @@ func (s *recSink) taskCount(id string) int {
 		}
 	}
 	return n
-}
-
-// eventually waits up to 10 s for cond (testutil.WaitFor).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, 10*time.Second, what, cond)
 }
 
 type member struct {
@@ -97,13 +90,13 @@ func TestTwoMasters(t *testing.T) {
 	b := join(t, addr, prefix, "B", snap)
 	defer b.n.Close()
 	// Wait until both subscriptions carry messages: B sees A's snapshots.
-	eventually(t, "subscriptions up", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "subscriptions up", func() bool {
 		a.n.TaskChanged(core.Task{ID: "probe", Status: core.StatusRunning})
 		return b.sink.taskCount("probe") > 0
 	})
 
 	a.n.TaskChanged(core.Task{ID: "r1", Status: core.StatusQueued, Fence: 5})
-	eventually(t, "B sees r1", func() bool { return b.sink.taskCount("r1") == 1 })
+	testutil.WaitFor(t, 10*time.Second, "B sees r1", func() bool { return b.sink.taskCount("r1") == 1 })
 	b.sink.mu.Lock()
 	for _, tk := range b.sink.tasks {
 		if tk.ID == "r1" && tk.Fence != 5 {
@@ -122,7 +115,7 @@ func TestTwoMasters(t *testing.T) {
 	}
 
 	a.n.Cancel("r1")
-	eventually(t, "B gets the cancel", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "B gets the cancel", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.cancels) == 1 && b.cancels[0] == "r1"
@@ -138,7 +131,7 @@ func TestTwoMasters(t *testing.T) {
 	b.mu.Unlock()
 	a.n.WorkerChanged(a.local[0])
 	for _, m := range []*member{a, b} {
-		eventually(t, "merged worker list", func() bool {
+		testutil.WaitFor(t, 10*time.Second, "merged worker list", func() bool {
 			ws := m.n.Workers()
 			return len(ws) == 2 && ws[0].ID == "w1" && ws[0].Master == "A" && ws[1].ID == "w2" && ws[1].Master == "B"
 		})
@@ -147,7 +140,7 @@ func TestTwoMasters(t *testing.T) {
 	b.n.WorkerChanged(core.WorkerInfo{ID: "w1", State: core.WorkerPending, Master: "B"})
 
 	a.n.Close()
-	eventually(t, "A's workers expire on B", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "A's workers expire on B", func() bool {
 		ws := b.n.Workers()
 		return len(ws) == 2 && ws[0].ID == "w1" && ws[0].Master == "B"
 	})

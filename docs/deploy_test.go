@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/promcheck"
-	"github.com/rlsched/rlsched/internal/testkit/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // notBuilt are the settings deploy.md names as not built yet (marked with
@@ -76,7 +76,7 @@ type cli struct {
 
 func newCLI(t *testing.T) *cli {
 	t.Helper()
-	bin, cleanup, err := testbin.Build("docs")
+	bin, cleanup, err := rig.Build("docs")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,38 +10,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
-// client talks REST to a master with net/http.
-type client struct {
-	t     testing.TB
-	base  string
-	token string
-	hc    *http.Client
-}
+// client talks REST to a master, with the helpers of the e2e tests.
+type client struct{ *rig.Client }
 
-func newClient(t testing.TB, base string) *client {
-	return &client{t: t, base: strings.TrimRight(base, "/"),
-		hc: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{}}}
-}
+type (
+	response = rig.Response
+	userJSON = rig.User
+)
+
+func newClient(t testing.TB, base string) *client { return &client{rig.NewClient(t, base)} }
 
 // as returns a client of the same server sending token.
-func (c *client) as(token string) *client {
-	c2 := *c
-	c2.token = token
-	return &c2
-}
+func (c *client) as(token string) *client { return &client{c.As(token)} }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r response) String() string {
-	return fmt.Sprintf("%d %s", r.status, truncateStr(string(r.body), 500))
-}
+// login returns a client carrying name's token.
+func (c *client) login(name string) *client { return &client{c.Login(name, rig.Password)} }
 
 func truncateStr(s string, n int) string {
 	if len(s) > n {
@@ -51,73 +37,14 @@ func truncateStr(s string, n int) string {
 	return s
 }
 
-// do sends a request; body is nil, []byte, string or a value to marshal.
-// hdr are header name/value pairs.
-func (c *client) do(method, path string, body any, hdr ...string) (response, error) {
-	r, err := e2eutil.Do(c.hc, method, c.base+path, c.token, body, hdr...)
-	return response{status: r.Status, header: r.Header, body: r.Body}, err
-}
-
-// must sends a request and fails the test unless the status is want; the
-// answer is decoded into out when out is not nil.
-func (c *client) must(method, path string, body any, want int, out any, hdr ...string) response {
-	c.t.Helper()
-	r, err := c.do(method, path, body, hdr...)
-	if err != nil {
-		c.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	if r.status != want {
-		c.t.Fatalf("%s %s: got %s, want status %d", method, path, r, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(r.body, out); err != nil {
-			c.t.Fatalf("%s %s: cannot decode %s: %v", method, path, r, err)
-		}
-	}
-	return r
-}
-
-type userJSON struct {
-	ID       int64  `json:"id"`
-	Username string `json:"username"`
-	Role     string `json:"role"`
-}
-
-// register creates a user and returns it.
-func (c *client) register(name string) userJSON {
-	c.t.Helper()
-	var u userJSON
-	c.must("POST", "/api/auth/register", map[string]string{"username": name, "password": password}, 201, &u)
-	if u.Username != name || u.ID <= 0 {
-		c.t.Fatalf("register %s: got %+v", name, u)
-	}
-	return u
-}
-
-// login returns a client carrying name's token.
-func (c *client) login(name string) *client {
-	c.t.Helper()
-	var ans struct {
-		Token     string   `json:"token"`
-		ExpiresAt string   `json:"expiresAt"`
-		User      userJSON `json:"user"`
-	}
-	c.must("POST", "/api/auth/login", map[string]string{"username": name, "password": password}, 200, &ans)
-	if ans.Token == "" || ans.User.Username != name {
-		c.t.Fatalf("login %s: got %+v", name, ans)
-	}
-	return c.as(ans.Token)
-}
-
 // signup registers and logs in a user; it checks the role the server gave.
 func signup(t testing.TB, base, name, wantRole string) (*client, userJSON) {
 	t.Helper()
-	c := newClient(t, base)
-	u := c.register(name)
+	c, u := newClient(t, base).Signup(name)
 	if u.Role != wantRole {
 		t.Fatalf("user %s has role %s, want %s", name, u.Role, wantRole)
 	}
-	return c.login(name), u
+	return &client{c}, u
 }
 
 // task is the API's Task, the fields the tests read.
@@ -149,18 +76,18 @@ var terminal = map[string]bool{"SUCCEEDED": true, "FAILED": true, "CANCELLED": t
 
 // submit posts a run and returns its id and trace id.
 func (b *bed) submit(c *client, body any) (id, traceID string) {
-	b.t.Helper()
+	b.T.Helper()
 	var ans struct {
 		ID      string `json:"id"`
 		Status  string `json:"status"`
 		TraceID string `json:"traceId"`
 	}
-	r := c.must("POST", "/api/train", body, 202, &ans)
+	r := c.Must("POST", "/api/train", body, 202, &ans)
 	if ans.ID == "" || ans.Status != "QUEUED" || ans.TraceID == "" {
-		b.t.Fatalf("POST /api/train: got %s", r)
+		b.T.Fatalf("POST /api/train: got %s", r)
 	}
-	if h := r.header.Get("X-Trace-Id"); h != ans.TraceID {
-		b.t.Fatalf("POST /api/train: traceId %q differs from X-Trace-Id %q", ans.TraceID, h)
+	if h := r.Header.Get("X-Trace-Id"); h != ans.TraceID {
+		b.T.Fatalf("POST /api/train: traceId %q differs from X-Trace-Id %q", ans.TraceID, h)
 	}
 	b.track(ans.ID)
 	return ans.ID, ans.TraceID
@@ -169,22 +96,22 @@ func (b *bed) submit(c *client, body any) (id, traceID string) {
 // getTask reads a run; errors (a restarting master) are returned, not fatal.
 func (c *client) getTask(id string) (task, error) {
 	var tk task
-	r, err := c.do("GET", "/api/tasks/"+id, nil)
+	r, err := c.Do("GET", "/api/tasks/"+id, nil)
 	if err != nil {
 		return tk, err
 	}
-	if r.status != 200 {
+	if r.Status != 200 {
 		return tk, fmt.Errorf("GET /api/tasks/%s: %s", id, r)
 	}
-	return tk, json.Unmarshal(r.body, &tk)
+	return tk, json.Unmarshal(r.Body, &tk)
 }
 
 // waitTask polls a run until cond holds; it fails at once when the run ends
 // in a state cond does not accept.
 func (c *client) waitTask(id string, timeout time.Duration, what string, cond func(task) bool) task {
-	c.t.Helper()
+	c.T.Helper()
 	var tk task
-	eventually(c.t, timeout, func() (bool, string) {
+	testutil.Eventually(c.T, timeout, func() (bool, string) {
 		var err error
 		tk, err = c.getTask(id)
 		if err != nil {
@@ -194,7 +121,7 @@ func (c *client) waitTask(id string, timeout time.Duration, what string, cond fu
 			return true, ""
 		}
 		if terminal[tk.Status] {
-			c.t.Fatalf("run ended as %v; wanted %s", tk, what)
+			c.T.Fatalf("run ended as %v; wanted %s", tk, what)
 		}
 		return false, fmt.Sprintf("run is %v; want %s", tk, what)
 	})
@@ -203,31 +130,31 @@ func (c *client) waitTask(id string, timeout time.Duration, what string, cond fu
 
 // waitStatus waits until the run has status st.
 func (c *client) waitStatus(id, st string, timeout time.Duration) task {
-	c.t.Helper()
+	c.T.Helper()
 	return c.waitTask(id, timeout, st, func(tk task) bool { return tk.Status == st })
 }
 
 // logText reads a run's whole log through REST as raw bytes (Accept: text/plain).
 func (c *client) logText(id string) (string, error) {
-	r, err := c.do("GET", "/api/monitor/logs/"+id+"?offset=0&limit=8388608", nil, "Accept", "text/plain")
+	r, err := c.Do("GET", "/api/monitor/logs/"+id+"?offset=0&limit=8388608", nil, "Accept", "text/plain")
 	if err != nil {
 		return "", err
 	}
-	if r.status != 200 {
+	if r.Status != 200 {
 		return "", fmt.Errorf("GET logs of %s: %s", id, r)
 	}
-	return string(r.body), nil
+	return string(r.Body), nil
 }
 
 // waitLogContains waits until the run's log holds s.
 func (c *client) waitLogContains(id, s string, timeout time.Duration) {
-	c.t.Helper()
-	eventually(c.t, timeout, func() (bool, string) {
+	c.T.Helper()
+	testutil.Eventually(c.T, timeout, func() (bool, string) {
 		text, err := c.logText(id)
 		if err != nil {
 			return false, err.Error()
 		}
-		return strings.Contains(text, s), fmt.Sprintf("log of %s lacks %q; it is:\n%s", id, s, tail(text, 20))
+		return strings.Contains(text, s), fmt.Sprintf("log of %s lacks %q; it is:\n%s", id, s, rig.Tail(text, 20))
 	})
 }
 
@@ -257,16 +184,16 @@ var snakeCase = regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 // any 4xx.
 func checkError(t testing.TB, what string, r response, want int, wantCode string) string {
 	t.Helper()
-	if want == 0 && (r.status < 400 || r.status > 499) {
+	if want == 0 && (r.Status < 400 || r.Status > 499) {
 		t.Errorf("%s: got %s, want a 4xx", what, r)
-	} else if want != 0 && r.status != want {
+	} else if want != 0 && r.Status != want {
 		t.Errorf("%s: got %s, want status %d", what, r, want)
 	}
-	if r.status >= 500 {
+	if r.Status >= 500 {
 		t.Errorf("%s: server error %s", what, r)
 	}
 	var e errorBody
-	if err := json.Unmarshal(r.body, &e); err != nil || e.Error == nil {
+	if err := json.Unmarshal(r.Body, &e); err != nil || e.Error == nil {
 		t.Errorf("%s: body is not the API error shape: %s", what, r)
 		return ""
 	}
@@ -276,10 +203,10 @@ func checkError(t testing.TB, what string, r response, want int, wantCode string
 	if wantCode != "" && e.Error.Code != wantCode {
 		t.Errorf("%s: error code %q, want %q (%s)", what, e.Error.Code, wantCode, r)
 	}
-	if h := r.header.Get("X-Trace-Id"); h != e.Error.TraceID {
+	if h := r.Header.Get("X-Trace-Id"); h != e.Error.TraceID {
 		t.Errorf("%s: error traceId %q differs from X-Trace-Id %q", what, e.Error.TraceID, h)
 	}
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("%s: Content-Type %q, want application/json", what, ct)
 	}
 	return e.Error.Code

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 func header(magic uint16, version uint8, typ codec.Type, length uint32) []byte {
@@ -86,20 +87,20 @@ func sendBad(t *testing.T, rpc string, payload []byte) (local, goodbye string) {
 // serving good workers and runs.
 func TestBadWorkersRefused(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", b.dir+"/data", 0, 0)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: b.Dir + "/data"})
 
 	// A worker with the wrong join token.
-	bad := b.startWorker("worker-intruder", m.rpc, "intruder", "not-the-join-token")
-	l := m.waitLog(t, 20*time.Second, "the refusal of the intruder", func(l logLine) bool {
-		return strings.HasPrefix(l.msg(), "closing connection:") && strings.Contains(l.str("error"), "intruder")
+	bad := b.StartWorker("worker-intruder", m.RPC, rig.WorkerOpts{ID: "intruder", Token: "not-the-join-token"})
+	l := m.WaitLog(t, 20*time.Second, "the refusal of the intruder", func(l logLine) bool {
+		return strings.HasPrefix(l.Msg(), "closing connection:") && strings.Contains(l.Str("error"), "intruder")
 	})
-	if !strings.Contains(l.msg(), "worker refused") || !strings.Contains(l.str("error"), "join token") {
+	if !strings.Contains(l.Msg(), "worker refused") || !strings.Contains(l.Str("error"), "join token") {
 		t.Errorf("refusal logged as %v; want 'worker refused' and a reason naming the join token", l)
 	}
-	bad.waitLog(t, 10*time.Second, "that it was refused", func(l logLine) bool {
-		return strings.Contains(l.msg(), "refused")
+	bad.WaitLog(t, 10*time.Second, "that it was refused", func(l logLine) bool {
+		return strings.Contains(l.Msg(), "refused")
 	})
-	bad.kill(t)
+	bad.Kill(t)
 
 	// Raw clients.
 	cases := []struct {
@@ -117,20 +118,20 @@ func TestBadWorkersRefused(t *testing.T) {
 		{"empty Hello", header(codec.Magic, codec.Version, codec.TypeHello, 0), "worker refused"},
 	}
 	for _, tc := range cases {
-		local, goodbye := sendBad(t, m.rpc, tc.payload)
-		l := m.waitLog(t, 10*time.Second, "why it closed the "+tc.name+" connection", func(l logLine) bool {
-			return l.str("remote") == local && strings.HasPrefix(l.msg(), "closing connection:")
+		local, goodbye := sendBad(t, m.RPC, tc.payload)
+		l := m.WaitLog(t, 10*time.Second, "why it closed the "+tc.name+" connection", func(l logLine) bool {
+			return l.Str("remote") == local && strings.HasPrefix(l.Msg(), "closing connection:")
 		})
-		if !strings.Contains(l.msg(), tc.reason) || l.str("error") == "" {
+		if !strings.Contains(l.Msg(), tc.reason) || l.Str("error") == "" {
 			t.Errorf("%s: master logged %v; want %q with an error", tc.name, l, tc.reason)
 		}
-		t.Logf("%s: closed; goodbye %q; logged %q: %s", tc.name, goodbye, l.msg(), l.str("error"))
+		t.Logf("%s: closed; goodbye %q; logged %q: %s", tc.name, goodbye, l.Msg(), l.Str("error"))
 	}
 
 	// The master still serves: a good worker joins and a run succeeds.
-	b.startWorker("worker-good", m.rpc, "good", b.joinToken)
-	m.waitJoined(t, "good")
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	b.StartWorker("worker-good", m.RPC, rig.WorkerOpts{ID: "good"})
+	m.WaitJoined(t, "good")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 	id, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-c", "print('ok')"}})
 	tk := alice.waitStatus(id, "SUCCEEDED", 30*time.Second)
 	if tk.Worker != "good" {
@@ -140,7 +141,7 @@ func TestBadWorkersRefused(t *testing.T) {
 		Status  string         `json:"status"`
 		Workers map[string]int `json:"workers"`
 	}
-	r := newClient(t, m.url).must("GET", "/api/monitor/health", nil, 200, &health)
+	r := newClient(t, m.URL).Must("GET", "/api/monitor/health", nil, 200, &health)
 	if health.Status != "UP" || health.Workers["IDLE"]+health.Workers["RUNNING"] != 1 {
 		t.Errorf("health: %s; want UP with one connected worker", r)
 	}
@@ -149,11 +150,11 @@ func TestBadWorkersRefused(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"items"`
 	}
-	r = alice.must("GET", "/api/workers", nil, 200, &ws)
+	r = alice.Must("GET", "/api/workers", nil, 200, &ws)
 	if len(ws.Items) != 1 || ws.Items[0].ID != "good" {
 		t.Errorf("workers: %s; want only the good worker", r)
 	}
-	if m.exited() {
-		t.Fatalf("the master exited: %v", m.waitErr)
+	if m.Exited() {
+		t.Fatalf("the master exited: %v", m.Err())
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestCancelKillsProcessGroup: cancel stops the whole process group of a
@@ -13,9 +15,9 @@ import (
 // cannot be cancelled again.
 func TestCancelKillsProcessGroup(t *testing.T) {
 	b := newBed(t)
-	up := b.startUp("up", filepath.Join(b.dir, "data"))
-	alice, _ := signup(t, up.url, "alice", "ADMIN")
-	bob, _ := signup(t, up.url, "bob", "USER")
+	up := b.startUp("up", filepath.Join(b.Dir, "data"))
+	alice, _ := signup(t, up.URL, "alice", "ADMIN")
+	bob, _ := signup(t, up.URL, "bob", "USER")
 	grace := time.Duration(cancelGraceSeconds) * time.Second
 
 	// A: alice's sleep, which dies on SIGTERM.
@@ -29,7 +31,7 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	pgA := pa[0].pgid
 
 	// Not the owner, not an admin: 403, and the run keeps running.
-	r, err := bob.do("POST", "/api/tasks/"+a+"/cancel", nil)
+	r, err := bob.Do("POST", "/api/tasks/"+a+"/cancel", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +41,12 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	}
 
 	var cancelled task
-	alice.must("POST", "/api/tasks/"+a+"/cancel", nil, 202, &cancelled)
+	alice.Must("POST", "/api/tasks/"+a+"/cancel", nil, 202, &cancelled)
 	if cancelled.ID != a {
 		t.Errorf("cancel answered run %q, want %s", cancelled.ID, a)
 	}
 	start := time.Now()
-	eventually(t, grace+2*time.Second, func() (bool, string) {
+	testutil.Eventually(t, grace+2*time.Second, func() (bool, string) {
 		return groupGone(pgA), fmt.Sprintf("process group %d of run %s still alive", pgA, a)
 	})
 	t.Logf("run %s (sleep) gone %v after cancel", a, time.Since(start).Round(time.Millisecond))
@@ -52,7 +54,7 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	if tk.Attempt != 1 {
 		t.Errorf("cancelled run: %v; want attempt 1", tk)
 	}
-	r, err = alice.do("POST", "/api/tasks/"+a+"/cancel", nil)
+	r, err = alice.Do("POST", "/api/tasks/"+a+"/cancel", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +64,9 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	bob.waitStatus(bID, "RUNNING", 30*time.Second)
 	pb := waitRunProcs(t, bID, 3, 10*time.Second) // sh and its two sleeps
 	pgB := pb[0].pgid
-	alice.must("POST", "/api/tasks/"+bID+"/cancel", nil, 202, nil)
+	alice.Must("POST", "/api/tasks/"+bID+"/cancel", nil, 202, nil)
 	start = time.Now()
-	eventually(t, grace+2*time.Second, func() (bool, string) {
+	testutil.Eventually(t, grace+2*time.Second, func() (bool, string) {
 		return groupGone(pgB), fmt.Sprintf("process group %d of run %s (ignoring SIGTERM) still alive", pgB, bID)
 	})
 	took := time.Since(start)
@@ -73,13 +75,13 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 		t.Errorf("a run ignoring SIGTERM died %v after cancel; want SIGKILL only after the %v grace", took, grace)
 	}
 	tk = bob.waitStatus(bID, "CANCELLED", 10*time.Second)
-	r, err = bob.do("POST", "/api/tasks/"+bID+"/cancel", nil)
+	r, err = bob.Do("POST", "/api/tasks/"+bID+"/cancel", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkError(t, "cancel a cancelled run (owner)", r, 409, "conflict")
 	// Bob still may not cancel alice's (finished) run.
-	r, err = bob.do("POST", "/api/tasks/"+a+"/cancel", nil)
+	r, err = bob.Do("POST", "/api/tasks/"+a+"/cancel", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,9 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // faultSharedBackends returns the env of a master on a database of its own on
@@ -33,7 +35,7 @@ func faultSharedBackends(t *testing.T) []string {
 	server := testsvc.RequireMySQL(t)
 	redisAddr := testsvc.RequireRedis(t)
 	return []string{"MYSQL_DSN=" + tempDatabase(t, server, "e2e_fault_"),
-		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-fault-" + randHex(6)}
+		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-fault-" + rig.RandHex(6)}
 }
 
 // tempDatabase creates a database of its own on the MySQL server (a DSN
@@ -41,7 +43,7 @@ func faultSharedBackends(t *testing.T) []string {
 // its DSN.
 func tempDatabase(t *testing.T, server, prefix string) string {
 	t.Helper()
-	name := prefix + randHex(6)
+	name := prefix + rig.RandHex(6)
 	db, err := sql.Open("mysql", server)
 	if err != nil {
 		t.Fatal(err)
@@ -68,17 +70,7 @@ func tempDatabase(t *testing.T, server, prefix string) string {
 func faultPrivateBackends(t *testing.T, mdb *testsvc.MariaDB) []string {
 	t.Helper()
 	return []string{"MYSQL_DSN=" + mdb.DSN(), "REDIS_ADDR=" + testsvc.RequireRedis(t),
-		"REDIS_PREFIX=e2e-fault-" + randHex(6)}
-}
-
-// startWorkerN runs a worker with its own data dir and n CPU slots;
-// extraEnv overrides the test's environment.
-func (b *bed) startWorkerN(name, rpc, id string, slots int, extraEnv ...string) *proc {
-	b.t.Helper()
-	dataDir := filepath.Join(b.dir, "worker-"+id)
-	env := b.env(append([]string{"WORKER_JOIN_TOKEN=" + b.joinToken}, extraEnv...)...)
-	return b.start(name, env, "worker", "--master", rpc, "--id", id, "--slots", strconv.Itoa(slots),
-		"--gpus", "0", "--data-dir", dataDir)
+		"REDIS_PREFIX=e2e-fault-" + rig.RandHex(6)}
 }
 
 // faultDump logs p's log lines other than request lines when the test
@@ -91,8 +83,8 @@ func faultDump(t *testing.T, p *proc) {
 		}
 		var sb strings.Builder
 		n := 0
-		for _, l := range p.logs() {
-			if l.msg() == "request" && l.str("level") == "info" {
+		for _, l := range p.Logs() {
+			if l.Msg() == "request" && l.Str("level") == "info" {
 				continue
 			}
 			if n++; n > 300 {
@@ -101,7 +93,7 @@ func faultDump(t *testing.T, p *proc) {
 			}
 			sb.WriteString(l.String() + "\n")
 		}
-		t.Logf("---- %s log without requests:\n%s", p.name, sb.String())
+		t.Logf("---- %s log without requests:\n%s", p.Name, sb.String())
 	})
 }
 
@@ -112,29 +104,29 @@ func (c *client) faultTasks(status string) ([]task, error) {
 	if status != "" {
 		q.Set("status", status)
 	}
-	r, err := c.do("GET", "/api/tasks?"+q.Encode(), nil)
+	r, err := c.Do("GET", "/api/tasks?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
-	if r.status != 200 {
+	if r.Status != 200 {
 		return nil, fmt.Errorf("GET /api/tasks: %s", r)
 	}
 	var ans struct {
 		Items []task `json:"items"`
 	}
-	return ans.Items, json.Unmarshal(r.body, &ans)
+	return ans.Items, json.Unmarshal(r.Body, &ans)
 }
 
 // waitAllStatus waits until every run of ids has status st, or one of
 // orEnded; a run ending otherwise fails the test at once.
 func (c *client) waitAllStatus(ids []string, st string, timeout time.Duration, orEnded ...string) map[string]task {
-	c.t.Helper()
+	c.T.Helper()
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
 	got := map[string]task{}
-	eventually(c.t, timeout, func() (bool, string) {
+	testutil.Eventually(c.T, timeout, func() (bool, string) {
 		ts, err := c.faultTasks("")
 		if err != nil {
 			return false, err.Error()
@@ -147,7 +139,7 @@ func (c *client) waitAllStatus(ids []string, st string, timeout time.Duration, o
 			got[tk.ID] = tk
 			if tk.Status != st && !slices.Contains(orEnded, tk.Status) {
 				if terminal[tk.Status] {
-					c.t.Fatalf("run ended as %v; want %s", tk, st)
+					c.T.Fatalf("run ended as %v; want %s", tk, st)
 				}
 				pending = append(pending, tk.String())
 			}
@@ -176,10 +168,10 @@ print("done", a, flush=True)
 func TestFaultWorkerKills(t *testing.T) {
 	b := newBed(t)
 	const runs, pool = 20, 4
-	data := filepath.Join(b.dir, "data")
-	m := b.startMaster("master", data, 0, 0, faultSharedBackends(t)...)
-	faultDump(t, m.proc)
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	data := filepath.Join(b.Dir, "data")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: faultSharedBackends(t)})
+	faultDump(t, m.Proc)
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 
 	// Each slot of the pool is one worker process with one CPU slot, so a
 	// kill hits exactly one run; a killed worker is replaced by a new one
@@ -193,11 +185,11 @@ func TestFaultWorkerKills(t *testing.T) {
 	byID := map[string]*slot{}
 	for i := range slots {
 		s := &slot{id: fmt.Sprintf("k%d-0", i), idx: i}
-		s.p = b.startWorkerN("worker-"+s.id, m.rpc, s.id, 1)
+		s.p = b.StartWorker("worker-"+s.id, m.RPC, rig.WorkerOpts{ID: s.id, Slots: 1})
 		slots[i], byID[s.id] = s, s
 	}
 	for _, s := range slots {
-		m.waitJoined(t, s.id)
+		m.WaitJoined(t, s.id)
 	}
 
 	ids := make([]string, runs)
@@ -211,15 +203,11 @@ func TestFaultWorkerKills(t *testing.T) {
 	start := time.Now()
 	firstWorker := map[string]string{}
 	killed := 0
-	for killed < runs {
-		if time.Since(start) > 90*time.Second {
-			t.Fatalf("only %d of %d kills within 90 s", killed, runs)
-		}
+	testutil.Eventually(t, 90*time.Second, func() (bool, string) {
 		ts, err := alice.faultTasks("RUNNING")
 		if err != nil {
 			t.Fatal(err)
 		}
-		progressed := false
 		for _, tk := range ts {
 			s := byID[tk.Worker]
 			if tk.Attempt != 1 || s == nil || firstWorker[tk.ID] != "" {
@@ -230,19 +218,16 @@ func TestFaultWorkerKills(t *testing.T) {
 				continue
 			}
 			firstWorker[tk.ID] = s.id
-			s.p.kill(t)
+			s.p.Kill(t)
 			killed++
-			progressed = true
 			delete(byID, s.id)
 			s.gen++
 			s.id = fmt.Sprintf("k%d-%d", s.idx, s.gen)
-			s.p = b.startWorkerN("worker-"+s.id, m.rpc, s.id, 1)
+			s.p = b.StartWorker("worker-"+s.id, m.RPC, rig.WorkerOpts{ID: s.id, Slots: 1})
 			byID[s.id] = s
 		}
-		if !progressed {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+		return killed >= runs, fmt.Sprintf("only %d of %d kills", killed, runs)
+	})
 	t.Logf("%d workers killed in %v", killed, time.Since(start).Round(time.Millisecond))
 
 	final := alice.waitAllStatus(ids, "SUCCEEDED", 90*time.Second)
@@ -280,8 +265,8 @@ func faultCPUSeconds(t testing.TB, pid int) float64 {
 // faultLogLines counts p's log lines other than request lines.
 func faultLogLines(p *proc) int {
 	n := 0
-	for _, l := range p.logs() {
-		if l.msg() != "request" {
+	for _, l := range p.Logs() {
+		if l.Msg() != "request" {
 			n++
 		}
 	}
@@ -316,12 +301,12 @@ print("b", flush=True)
 func TestFaultMariaDBDown(t *testing.T) {
 	b := newBed(t)
 	mdb := testsvc.StartMariaDB(t)
-	data := filepath.Join(b.dir, "data")
-	m := b.startMaster("master", data, 0, 0, faultPrivateBackends(t, mdb)...)
-	faultDump(t, m.proc)
-	b.startWorkerN("worker-w1", m.rpc, "w1", 4)
-	m.waitJoined(t, "w1")
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	data := filepath.Join(b.Dir, "data")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: faultPrivateBackends(t, mdb)})
+	faultDump(t, m.Proc)
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", Slots: 4})
+	m.WaitJoined(t, "w1")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 
 	// Runs that are running when MariaDB stops, and end while it is down.
 	spanning := []string{}
@@ -351,23 +336,23 @@ func TestFaultMariaDBDown(t *testing.T) {
 		defer close(stopped)
 		for i := 0; ; i++ {
 			sent := time.Now()
-			r, err := alice.do("POST", "/api/train", map[string]any{"name": fmt.Sprintf("sub-%d", i),
+			r, err := alice.Do("POST", "/api/train", map[string]any{"name": fmt.Sprintf("sub-%d", i),
 				"command": []string{"echo", "sub"}})
 			answered := time.Now()
-			res := faultSubmission{status: r.status, err: err}
-			if err == nil && (r.status == 201 || r.status == 202) {
+			res := faultSubmission{status: r.Status, err: err}
+			if err == nil && (r.Status == 201 || r.Status == 202) {
 				var ans struct {
 					ID string `json:"id"`
 				}
-				_ = json.Unmarshal(r.body, &ans)
+				_ = json.Unmarshal(r.Body, &ans)
 				res.id = ans.ID
 				b.track(ans.ID)
 			} else if err == nil {
 				var e errorBody
-				if json.Unmarshal(r.body, &e) == nil && e.Error != nil && e.Error.Message != "" && e.Error.TraceID != "" {
+				if json.Unmarshal(r.Body, &e) == nil && e.Error != nil && e.Error.Message != "" && e.Error.TraceID != "" {
 					res.code = e.Error.Code
 				}
-				if r.status != 503 || res.code != "unavailable" {
+				if r.Status != 503 || res.code != "unavailable" {
 					t.Errorf("submission %d: %s; want 202, or 503 with API.md's error body and code unavailable", i, r)
 				}
 			}
@@ -389,7 +374,7 @@ func TestFaultMariaDBDown(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, 10*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(results) >= 3, "the submitter made fewer than 3 submissions"
@@ -399,32 +384,34 @@ func TestFaultMariaDBDown(t *testing.T) {
 	mu.Lock()
 	down = time.Now()
 	mu.Unlock()
-	cpu0 := faultCPUSeconds(t, m.cmd.Process.Pid)
-	lines0 := faultLogLines(m.proc)
-	seen0 := len(m.proc.logs())
+	cpu0 := faultCPUSeconds(t, m.Cmd.Process.Pid)
+	lines0 := faultLogLines(m.Proc)
+	seen0 := len(m.Proc.Logs())
 	healthBad := 0
+	// Not a wait: the outage lasts its full 20 s, and the master must answer
+	// well all along.
 	for time.Since(down) < 20*time.Second {
 		// Reads need the store too: the same answer, never a 500.
-		if r, err := alice.do("GET", "/api/tasks?limit=5", nil); err != nil || r.status >= 500 && r.status != 503 {
+		if r, err := alice.Do("GET", "/api/tasks?limit=5", nil); err != nil || r.Status >= 500 && r.Status != 503 {
 			t.Errorf("GET /api/tasks while MariaDB is down: %v %v; want 200 or 503", r, err)
 		}
-		if r, err := alice.do("GET", "/api/monitor/health", nil); err != nil || r.status != 503 || !strings.Contains(string(r.body), `"status":"DOWN"`) {
+		if r, err := alice.Do("GET", "/api/monitor/health", nil); err != nil || r.Status != 503 || !strings.Contains(string(r.Body), `"status":"DOWN"`) {
 			healthBad++
 			if healthBad == 1 {
 				t.Errorf("GET /api/monitor/health while MariaDB is down: %v %v; want 503 with status DOWN", r, err)
 			}
 		}
-		if m.exited() {
-			t.Fatalf("master exited while MariaDB was down: %v\n%s", m.waitErr, tail(m.stderr(), 40))
+		if m.Exited() {
+			t.Fatalf("master exited while MariaDB was down: %v\n%s", m.Err(), rig.Tail(m.Stderr(), 40))
 		}
 		time.Sleep(500 * time.Millisecond) // the outage's length, not a synchronisation
 	}
-	cpu := faultCPUSeconds(t, m.cmd.Process.Pid) - cpu0
-	lines := faultLogLines(m.proc) - lines0
+	cpu := faultCPUSeconds(t, m.Cmd.Process.Pid) - cpu0
+	lines := faultLogLines(m.Proc) - lines0
 	byMsg := map[string]int{} // what the master logged meanwhile, for the message below
-	for _, l := range m.proc.logs()[seen0:] {
-		if l.msg() != "request" {
-			byMsg[l.msg()]++
+	for _, l := range m.Proc.Logs()[seen0:] {
+		if l.Msg() != "request" {
+			byMsg[l.Msg()]++
 		}
 	}
 
@@ -469,7 +456,7 @@ func TestFaultMariaDBDown(t *testing.T) {
 		var ms struct {
 			Series map[string][][2]float64 `json:"series"`
 		}
-		alice.must("GET", "/api/tasks/"+id+"/metrics?names=m", nil, 200, &ms)
+		alice.Must("GET", "/api/tasks/"+id+"/metrics?names=m", nil, 200, &ms)
 		if got := fmt.Sprint(ms.Series["m"]); got != "[[1 1] [2 2]]" {
 			t.Errorf("metric m of %s spanning the outage: %s; want [[1 1] [2 2]]", id, got)
 		}
@@ -492,13 +479,13 @@ print("done", a, time.time_ns(), flush=True)
 // process, is executed once, and its log is complete.
 func TestFaultPartitionShort(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
+	data := filepath.Join(b.Dir, "data")
 	const ttl = 12
-	m := b.startMaster("master", data, 0, 0, append(faultSharedBackends(t), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(ttl))...)
-	px := newCutProxy(t, m.rpc)
-	w1 := b.startWorkerN("worker-w1", px.Addr(), "w1", 1)
-	m.waitJoined(t, "w1")
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: append(faultSharedBackends(t), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(ttl))})
+	px := newCutProxy(t, m.RPC)
+	w1 := b.StartWorker("worker-w1", px.Addr(), rig.WorkerOpts{ID: "w1", Slots: 1})
+	m.WaitJoined(t, "w1")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", faultTickScript}})
 	alice.waitStatus(id, "RUNNING", 30*time.Second)
@@ -514,6 +501,8 @@ func TestFaultPartitionShort(t *testing.T) {
 	// connection is reset), and the worker's reconnect backoff (100 ms
 	// doubling, ±20%) gets it back within about 7.5 s, well before the
 	// lease (renewed ≤ 1 s before the cut) expires.
+	// Not a wait: the partition lasts its full length (a real process has
+	// no clock to advance), and the run's process must survive all of it.
 	for time.Since(cut) < ttl*time.Second/3 {
 		if rp := runProcs(id); len(rp) == 0 || rp[0].pid != ps[0].pid {
 			t.Fatalf("run %s lost its process during a partition shorter than the lease TTL: %v", id, rp)
@@ -521,7 +510,7 @@ func TestFaultPartitionShort(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	px.Heal()
-	eventually(t, 15*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 15*time.Second, func() (bool, string) {
 		return px.live() > 0, "the worker did not reconnect through the proxy"
 	})
 	t.Logf("worker reconnected %v after the cut", time.Since(cut).Round(time.Millisecond))
@@ -549,7 +538,7 @@ func TestFaultPartitionShort(t *testing.T) {
 	if strings.Join(norm, "\n") != strings.Join(want, "\n") {
 		t.Errorf("log after a short partition:\n%s\nwant every line once, in order", file)
 	}
-	if l, ok := w1.findLog(func(l logLine) bool { return strings.HasPrefix(l.msg(), "self-fencing") }); ok {
+	if l, ok := w1.FindLog(func(l logLine) bool { return strings.HasPrefix(l.Msg(), "self-fencing") }); ok {
 		t.Errorf("worker self-fenced during a partition shorter than the lease TTL: %v", l)
 	}
 }
@@ -560,26 +549,26 @@ func TestFaultPartitionShort(t *testing.T) {
 // run, which runs attempt 2 on another worker only after attempt 1 died.
 func TestFaultPartitionLong(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
+	data := filepath.Join(b.Dir, "data")
 	const ttl = 4
-	m := b.startMaster("master", data, 0, 0, append(faultSharedBackends(t), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(ttl))...)
-	px := newCutProxy(t, m.rpc)
-	w1 := b.startWorkerN("worker-w1", px.Addr(), "w1", 1)
-	m.waitJoined(t, "w1")
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: append(faultSharedBackends(t), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(ttl))})
+	px := newCutProxy(t, m.RPC)
+	w1 := b.StartWorker("worker-w1", px.Addr(), rig.WorkerOpts{ID: "w1", Slots: 1})
+	m.WaitJoined(t, "w1")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", faultKillOnceScript}, "maxRetries": 1})
 	alice.waitStatus(id, "RUNNING", 30*time.Second)
 	pgid := waitRunProcs(t, id, 1, 10*time.Second)[0].pgid
 	alice.waitLogContains(id, "start 1\n", 15*time.Second)
 	// A second worker, directly connected, to take the requeued run.
-	b.startWorkerN("worker-w2", m.rpc, "w2", 1)
-	m.waitJoined(t, "w2")
+	b.StartWorker("worker-w2", m.RPC, rig.WorkerOpts{ID: "w2", Slots: 1})
+	m.WaitJoined(t, "w2")
 
 	px.Cut()
 	cut := time.Now()
 	var gone time.Time
-	eventually(t, time.Duration(ttl)*time.Second+5*time.Second, func() (bool, string) {
+	testutil.Eventually(t, time.Duration(ttl)*time.Second+5*time.Second, func() (bool, string) {
 		if groupGone(pgid) {
 			gone = time.Now()
 			return true, ""
@@ -591,7 +580,7 @@ func TestFaultPartitionLong(t *testing.T) {
 	if gone.Sub(cut) < time.Duration(ttl)*time.Second-1500*time.Millisecond {
 		t.Errorf("attempt 1 died %v after the cut, well before the lease TTL (%ds)", gone.Sub(cut), ttl)
 	}
-	w1.waitLog(t, 5*time.Second, "self-fencing", func(l logLine) bool { return strings.HasPrefix(l.msg(), "self-fencing") })
+	w1.WaitLog(t, 5*time.Second, "self-fencing", func(l logLine) bool { return strings.HasPrefix(l.Msg(), "self-fencing") })
 
 	// Keep the partition until attempt 2 ran: the old worker never got
 	// back in time, so only self-fencing could have stopped attempt 1.
@@ -612,7 +601,7 @@ func TestFaultPartitionLong(t *testing.T) {
 	}
 
 	// The old worker comes back and must not resurrect anything.
-	eventually(t, 20*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 20*time.Second, func() (bool, string) {
 		return px.live() > 0, "w1 did not reconnect after the partition"
 	})
 	t.Logf("w1 reconnected %v after the heal", time.Since(healed).Round(time.Millisecond))
@@ -628,14 +617,14 @@ func TestFaultPartitionLong(t *testing.T) {
 // faultAttemptStart is when the run's latest attempt began, from startedAt.
 func faultAttemptStart(t testing.TB, c *client, id string) time.Time {
 	t.Helper()
-	r, err := c.do("GET", "/api/tasks/"+id, nil)
+	r, err := c.Do("GET", "/api/tasks/"+id, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ans struct {
 		StartedAt time.Time `json:"startedAt"`
 	}
-	if err := json.Unmarshal(r.body, &ans); err != nil || ans.StartedAt.IsZero() {
+	if err := json.Unmarshal(r.Body, &ans); err != nil || ans.StartedAt.IsZero() {
 		t.Fatalf("run %s has no startedAt: %s (%v)", id, r, err)
 	}
 	return ans.StartedAt

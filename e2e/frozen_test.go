@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // frozenAttempts maps the pid of each live process of a run to its attempt
@@ -40,14 +43,14 @@ func TestLeaseFrozenWorker(t *testing.T) {
 	const slack = 3 * time.Second // scheduling on a loaded machine
 	ttl := time.Duration(taskTTLSeconds) * time.Second
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "master"), 0, 0)
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "master")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 	workers := map[string]*proc{}
 	for _, id := range []string{"wa", "wb"} {
-		workers[id] = b.startWorkerN("worker-"+id, m.rpc, id, 1)
-		m.waitJoined(t, id)
+		workers[id] = b.StartWorker("worker-"+id, m.RPC, rig.WorkerOpts{ID: id, Slots: 1})
+		m.WaitJoined(t, id)
 	}
-	gate := filepath.Join(b.dir, "gate")
+	gate := filepath.Join(b.Dir, "gate")
 	id, _ := b.submit(alice, map[string]any{"command": []string{"sh", "-c", "sleep 600 & " + gateScript},
 		"env": map[string]string{"GATE": gate}, "maxRetries": 2})
 	tk := alice.waitStatus(id, "RUNNING", 30*time.Second)
@@ -57,14 +60,14 @@ func TestLeaseFrozenWorker(t *testing.T) {
 		t.Fatalf("run on unknown worker %q", tk.Worker)
 	}
 
-	if err := syscall.Kill(-frozen.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(-frozen.Cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
 	// The last renewal the worker sent was before the stop, so the lease
 	// deadline is at most one TTL after it.
 	var gone time.Time
-	eventually(t, ttl+30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, ttl+30*time.Second, func() (bool, string) {
 		as := frozenAttempts(id)
 		first1 := 0
 		second := false
@@ -87,7 +90,7 @@ func TestLeaseFrozenWorker(t *testing.T) {
 	if late := gone.Sub(stopped); late > ttl+slack {
 		t.Errorf("attempt 1 was gone %v after its worker froze; want at most the %v lease TTL + %v", late, ttl, slack)
 	}
-	if st, ok := procStat(frozen.cmd.Process.Pid); !ok || st.state != 'T' {
+	if st, ok := procStat(frozen.Cmd.Process.Pid); !ok || st.state != 'T' {
 		t.Fatalf("the frozen worker is not stopped any more (%c): the test needs it stopped throughout", st.state)
 	}
 	for _, p := range first {

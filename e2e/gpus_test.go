@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // gpuTask is what these tests read of a run beyond task.
@@ -25,9 +27,9 @@ type gpuTask struct {
 }
 
 func (c *client) gpuTask(id string) gpuTask {
-	c.t.Helper()
+	c.T.Helper()
 	var tk gpuTask
-	c.must("GET", "/api/tasks/"+id, nil, 200, &tk)
+	c.Must("GET", "/api/tasks/"+id, nil, 200, &tk)
 	return tk
 }
 
@@ -52,10 +54,8 @@ type workerGPUs struct {
 // startGPUWorker runs a worker whose nvidia-smi is fake (GPUs detected
 // from it, sampled every second).
 func (b *bed) startGPUWorker(name, rpc, id string, fake *fakesmi.Fake) *proc {
-	b.t.Helper()
-	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "NVIDIA_SMI="+fake.Bin, "GPU_SAMPLE_SECONDS=1")
-	return b.start(name, env, "worker", "--master", rpc, "--id", id, "--slots", "2",
-		"--data-dir", filepath.Join(b.dir, "worker-"+id))
+	b.T.Helper()
+	return b.StartWorker(name, rpc, rig.WorkerOpts{ID: id, GPUs: -1, Env: []string{"NVIDIA_SMI=" + fake.Bin, "GPU_SAMPLE_SECONDS=1"}})
 }
 
 // TestGPUForeignProcess: a process rlsched did not start on GPU 1 (a real
@@ -76,15 +76,15 @@ func TestGPUForeignProcess(t *testing.T) {
 	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
 	fake.SetProcs(fakesmi.Proc{GPUUUID: fakesmi.UUID(1), PID: other.Process.Pid, UsedMemoryMB: 1200})
 
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-	b.startGPUWorker("worker", m.rpc, "gpu-w1", fake)
-	m.waitJoined(t, "gpu-w1")
-	admin, _ := signup(t, m.url, "admin", "ADMIN")
-	user, _ := signup(t, m.url, "carol", "USER")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	b.startGPUWorker("worker", m.RPC, "gpu-w1", fake)
+	m.WaitJoined(t, "gpu-w1")
+	admin, _ := signup(t, m.URL, "admin", "ADMIN")
+	user, _ := signup(t, m.URL, "carol", "USER")
 
 	var ws workerGPUs
-	eventually(t, 30*time.Second, func() (bool, string) {
-		admin.must("GET", "/api/workers", nil, 200, &ws)
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		admin.Must("GET", "/api/workers", nil, 200, &ws)
 		if len(ws.Items) != 1 || len(ws.Items[0].GPUs) != 2 || len(ws.Items[0].GPUs[1].Foreign) != 1 {
 			return false, fmt.Sprintf("workers %+v", ws)
 		}
@@ -95,7 +95,7 @@ func TestGPUForeignProcess(t *testing.T) {
 		!strings.HasPrefix(g1.Foreign[0].Command, "sleep 600") || g1.Utilization == nil || *g1.Utilization != 50 {
 		t.Fatalf("GPU 1 as an admin sees it: %+v", g1)
 	}
-	user.must("GET", "/api/workers", nil, 200, &ws)
+	user.Must("GET", "/api/workers", nil, 200, &ws)
 	if f := ws.Items[0].GPUs[1].Foreign; len(f) != 1 || f[0].User != "" || f[0].Command != "" {
 		t.Fatalf("GPU 1's foreign process as a user sees it: %+v", f)
 	}
@@ -106,7 +106,7 @@ func TestGPUForeignProcess(t *testing.T) {
 		t.Fatalf("first run on GPUs %v, want [0]", tk.GPUIndices)
 	}
 	second, _ := b.submit(user, map[string]any{"command": []string{"sleep", "600"}, "gpus": 1})
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		tk := user.gpuTask(second)
 		return tk.Status == "QUEUED" && tk.PendingCode == "gpu_foreign", fmt.Sprintf("second run %+v", tk)
 	})
@@ -120,7 +120,7 @@ func TestGPUForeignProcess(t *testing.T) {
 		t.Fatalf("second run on GPUs %v, want [1]", tk.GPUIndices)
 	}
 	for _, id := range []string{first, second} {
-		user.must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
+		user.Must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
 		user.waitStatus(id, "CANCELLED", 30*time.Second)
 	}
 }
@@ -132,12 +132,11 @@ func TestIdleGPUCancel(t *testing.T) {
 	b := newBed(t)
 	fake := fakesmi.Install(t)
 	fake.SetGPUs(fakesmi.GPUs(1, "Fake A100")...)
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0,
-		"IDLE_GPU_SECONDS=3", "IDLE_GPU_UTIL=5", "IDLE_GPU_ACTION=cancel")
-	b.startGPUWorker("worker", m.rpc, "gpu-idle", fake)
-	m.waitJoined(t, "gpu-idle")
-	signup(t, m.url, "admin", "ADMIN") // the first user is an admin
-	user, _ := signup(t, m.url, "dave", "USER")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), Env: []string{"IDLE_GPU_SECONDS=3", "IDLE_GPU_UTIL=5", "IDLE_GPU_ACTION=cancel"}})
+	b.startGPUWorker("worker", m.RPC, "gpu-idle", fake)
+	m.WaitJoined(t, "gpu-idle")
+	signup(t, m.URL, "admin", "ADMIN") // the first user is an admin
+	user, _ := signup(t, m.URL, "dave", "USER")
 
 	id, _ := b.submit(user, map[string]any{"command": []string{"sleep", "600"}, "gpus": 1})
 	user.waitStatus(id, "CANCELLED", 60*time.Second)
@@ -155,8 +154,8 @@ func TestIdleGPUCancel(t *testing.T) {
 	var ms struct {
 		Series map[string][][2]float64 `json:"series"`
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
-		user.must("GET", "/api/tasks/"+id+"/metrics?names=sys/gpu_utilization,sys/gpu_memory_mb", nil, 200, &ms)
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		user.Must("GET", "/api/tasks/"+id+"/metrics?names=sys/gpu_utilization,sys/gpu_memory_mb", nil, 200, &ms)
 		b, _ := json.Marshal(ms)
 		return len(ms.Series["sys/gpu_utilization"]) > 0 && len(ms.Series["sys/gpu_memory_mb"]) > 0, string(b)
 	})

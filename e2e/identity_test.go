@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // Issue 11, bad input: workers that would share an identity. A data dir is
@@ -26,9 +29,9 @@ const gateScript = `echo start; while [ ! -e "$GATE" ]; do sleep 0.05; done; ech
 // idWorkerJoins returns the ids of the workers m logged as joined, sorted.
 func idWorkerJoins(m *master) []string {
 	var ids []string
-	for _, l := range m.logs() {
-		if l.msg() == "worker joined" {
-			ids = append(ids, l.str("worker"))
+	for _, l := range m.Logs() {
+		if l.Msg() == "worker joined" {
+			ids = append(ids, l.Str("worker"))
 		}
 	}
 	sort.Strings(ids)
@@ -39,21 +42,21 @@ func idWorkerJoins(m *master) []string {
 // names the data dir in use, its holder's pid and --data-dir.
 func idWaitRefused(t *testing.T, w *proc, dir string, holder int) {
 	t.Helper()
-	eventually(t, 20*time.Second, func() (bool, string) {
-		return w.exited(), w.name + " still runs on a data dir in use"
+	testutil.Eventually(t, 20*time.Second, func() (bool, string) {
+		return w.Exited(), w.Name + " still runs on a data dir in use"
 	})
 	var ee *exec.ExitError
-	if !errors.As(w.waitErr, &ee) || ee.ExitCode() != 1 {
-		t.Errorf("%s ended with %v; want exit status 1", w.name, w.waitErr)
+	if !errors.As(w.Err(), &ee) || ee.ExitCode() != 1 {
+		t.Errorf("%s ended with %v; want exit status 1", w.Name, w.Err())
 	}
-	msg := w.stderr()
+	msg := w.Stderr()
 	want := []string{"data dir " + dir + " is in use", "--data-dir"}
 	if holder > 0 {
 		want = append(want, "pid "+strconv.Itoa(holder))
 	}
 	for _, s := range want {
 		if !strings.Contains(msg, s) {
-			t.Errorf("%s's message does not say %q:\n%s", w.name, s, tail(msg, 10))
+			t.Errorf("%s's message does not say %q:\n%s", w.Name, s, rig.Tail(msg, 10))
 		}
 	}
 }
@@ -63,21 +66,19 @@ func idWaitRefused(t *testing.T, w *proc, dir string, holder int) {
 // the first worker and its run go on untouched.
 func TestIdentityTwoWorkersOneDataDir(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "master"), 0, 0)
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
-	dir := filepath.Join(b.dir, "worker-dir")
-	env := b.env("WORKER_JOIN_TOKEN=" + b.joinToken)
-	args := func(id string) []string {
-		return []string{"worker", "--master", m.rpc, "--id", id, "--gpus", "0", "--slots", "2", "--data-dir", dir}
-	}
-	w1 := b.start("worker-1", env, args("w1")...)
-	m.waitJoined(t, "w1")
-	gate := filepath.Join(b.dir, "gate")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "master")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	dir := filepath.Join(b.Dir, "worker-dir")
+	env := b.ServerEnv("WORKER_JOIN_TOKEN=" + b.JoinToken)
+	args := func(id string) []string { return rig.WorkerArgs(m.RPC, id, 2, 0, dir) }
+	w1 := b.Start("worker-1", env, args("w1")...)
+	m.WaitJoined(t, "w1")
+	gate := filepath.Join(b.Dir, "gate")
 	id, _ := b.submit(alice, map[string]any{"command": []string{"sh", "-c", gateScript}, "env": map[string]string{"GATE": gate}})
 	alice.waitLogContains(id, "start\n", 30*time.Second)
 
-	w2 := b.start("worker-2", env, args("w2")...)
-	idWaitRefused(t, w2, dir, w1.cmd.Process.Pid)
+	w2 := b.Start("worker-2", env, args("w2")...)
+	idWaitRefused(t, w2, dir, w1.Cmd.Process.Pid)
 	if ids := idWorkerJoins(m); len(ids) != 1 || ids[0] != "w1" {
 		t.Errorf("workers joined: %v; want only w1", ids)
 	}
@@ -92,8 +93,8 @@ func TestIdentityTwoWorkersOneDataDir(t *testing.T) {
 	if text, err := alice.logText(id); err != nil || !strings.HasSuffix(text, "\nstart\nend\n") || strings.Count(text, "start") != 1 {
 		t.Errorf("log %q (%v); want start and end, once", text, err)
 	}
-	if w1.exited() {
-		t.Fatalf("the first worker exited: %v", w1.waitErr)
+	if w1.Exited() {
+		t.Fatalf("the first worker exited: %v", w1.Err())
 	}
 }
 
@@ -115,15 +116,15 @@ func idDefaultPrefix(t *testing.T) string {
 // and a short id kept in the dir) and run at the same time.
 func TestIdentityDefaultFlagsOwnDataDirs(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "master"), 0, 0)
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
-	env := b.env("WORKER_JOIN_TOKEN=" + b.joinToken)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "master")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	env := b.ServerEnv("WORKER_JOIN_TOKEN=" + b.JoinToken)
 	for i := range 3 {
-		b.start(fmt.Sprintf("worker-%d", i), env, "worker", "--master", m.rpc, "--slots", "1",
-			"--data-dir", filepath.Join(b.dir, fmt.Sprintf("worker-%d", i)))
+		b.Start(fmt.Sprintf("worker-%d", i), env, "worker", "--master", m.RPC, "--slots", "1",
+			"--data-dir", filepath.Join(b.Dir, fmt.Sprintf("worker-%d", i)))
 	}
 	var ids []string
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		ids = idWorkerJoins(m)
 		return len(ids) == 3, fmt.Sprintf("workers joined: %v; want 3", ids)
 	})
@@ -138,7 +139,7 @@ func TestIdentityDefaultFlagsOwnDataDirs(t *testing.T) {
 	}
 
 	// One slot each: three gated runs at once need all three workers.
-	gate := filepath.Join(b.dir, "gate")
+	gate := filepath.Join(b.Dir, "gate")
 	var runs []string
 	for range 3 {
 		id, _ := b.submit(alice, map[string]any{"command": []string{"sh", "-c", gateScript}, "env": map[string]string{"GATE": gate}})
@@ -167,24 +168,24 @@ func TestIdentityDefaultFlagsOwnDataDirs(t *testing.T) {
 // exit at once with a message naming --data-dir, and every run succeeds.
 func TestIdentityDefaultFlagsSharedDataDir(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "master"), 0, 0)
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "master")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 	// The default data dir (/var/lib/rlsched-worker as root, else under
 	// $HOME) is where three default-flag workers meet; the test points that
 	// default at a dir of its own through the flag's environment variable
 	// instead of touching the machine's.
-	dir := filepath.Join(b.dir, "home", ".local", "share", "rlsched", "worker")
-	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "RLSCHED_WORKER_DIR="+dir)
+	dir := filepath.Join(b.Dir, "home", ".local", "share", "rlsched", "worker")
+	env := b.ServerEnv("WORKER_JOIN_TOKEN="+b.JoinToken, "RLSCHED_WORKER_DIR="+dir)
 	var ws []*proc
 	for i := range 3 {
-		ws = append(ws, b.start(fmt.Sprintf("worker-%d", i), env, "worker", "--master", m.rpc))
+		ws = append(ws, b.Start(fmt.Sprintf("worker-%d", i), env, "worker", "--master", m.RPC))
 	}
 	var alive *proc
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		alive = nil
 		n := 0
 		for _, w := range ws {
-			if !w.exited() {
+			if !w.Exited() {
 				alive = w
 				n++
 			}
@@ -193,11 +194,11 @@ func TestIdentityDefaultFlagsSharedDataDir(t *testing.T) {
 	})
 	for _, w := range ws {
 		if w != alive {
-			idWaitRefused(t, w, dir, alive.cmd.Process.Pid)
+			idWaitRefused(t, w, dir, alive.Cmd.Process.Pid)
 		}
 	}
 	var ids []string
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		ids = idWorkerJoins(m)
 		return len(ids) == 1, fmt.Sprintf("workers joined: %v; want 1", ids)
 	})
@@ -215,7 +216,7 @@ func TestIdentityDefaultFlagsSharedDataDir(t *testing.T) {
 			t.Errorf("run %v: want attempt 1 on %s", tk, ids[0])
 		}
 	}
-	if alive.exited() {
-		t.Fatalf("the worker that holds the data dir exited: %v", alive.waitErr)
+	if alive.Exited() {
+		t.Fatalf("the worker that holds the data dir exited: %v", alive.Err())
 	}
 }

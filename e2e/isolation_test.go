@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // victimScript prints its pid and output dir, then waits for its release
@@ -91,12 +93,12 @@ func TestIsolation(t *testing.T) {
 	}
 	t.Run("up", func(t *testing.T) {
 		b := newBed(t)
-		data := filepath.Join(b.dir, "data")
-		up := b.startUp("up", data, "JWT_SECRET="+b.jwtSecret, "WORKER_JOIN_TOKEN="+b.joinToken)
-		alice, _ := signup(t, up.url, "alice", "ADMIN")
-		bob, _ := signup(t, up.url, "bob", "USER")
+		data := filepath.Join(b.Dir, "data")
+		up := b.startUp("up", data, "JWT_SECRET="+b.JWTSecret, "WORKER_JOIN_TOKEN="+b.JoinToken)
+		alice, _ := signup(t, up.URL, "alice", "ADMIN")
+		bob, _ := signup(t, up.URL, "bob", "USER")
 		master := filepath.Join(data, "master")
-		runIsolation(t, b, alice, bob, up.cmd.Process.Pid, func(victim string) attackTargets {
+		runIsolation(t, b, alice, bob, up.Cmd.Process.Pid, func(victim string) attackTargets {
 			return attackTargets{
 				Read: map[string]string{"secrets": filepath.Join(master, "secrets.env"), "store": filepath.Join(master, "rlsched.db"),
 					"victim-log":        filepath.Join(master, "logs", victim+".log"),
@@ -105,31 +107,30 @@ func TestIsolation(t *testing.T) {
 					"victim-output": filepath.Join(data, "workers", "local-0", "outputs", victim, "1", "planted")},
 				List: map[string]string{"data": data, "outputs": filepath.Join(data, "workers", "local-0", "outputs")},
 			}
-		}, map[string]string{"JWT_SECRET": b.jwtSecret, "WORKER_JOIN_TOKEN": b.joinToken})
+		}, map[string]string{"JWT_SECRET": b.JWTSecret, "WORKER_JOIN_TOKEN": b.JoinToken})
 	})
 	t.Run("worker", func(t *testing.T) {
 		b := newBed(t)
-		m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-		tokenFile := filepath.Join(b.dir, "join.token")
-		if err := os.WriteFile(tokenFile, []byte(b.joinToken+"\n"), 0o600); err != nil {
+		m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+		tokenFile := filepath.Join(b.Dir, "join.token")
+		if err := os.WriteFile(tokenFile, []byte(b.JoinToken+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		wdir := filepath.Join(b.dir, "worker-w1")
+		wdir := filepath.Join(b.Dir, "worker-w1")
 		// The token both in a file and (as operators do) in the worker's
 		// environment would be refused: give it in the file only.
-		w := b.start("worker-w1", b.env("WORKER_JOIN_TOKEN_FILE="+tokenFile), "worker", "--master", m.rpc, "--id", "w1",
-			"--slots", "2", "--gpus", "0", "--data-dir", wdir)
-		m.waitJoined(t, "w1")
-		alice, _ := signup(t, m.url, "alice", "ADMIN")
-		bob, _ := signup(t, m.url, "bob", "USER")
-		runIsolation(t, b, alice, bob, w.cmd.Process.Pid, func(victim string) attackTargets {
+		w := b.Start("worker-w1", b.ServerEnv("WORKER_JOIN_TOKEN_FILE="+tokenFile), rig.WorkerArgs(m.RPC, "w1", 2, 0, wdir)...)
+		m.WaitJoined(t, "w1")
+		alice, _ := signup(t, m.URL, "alice", "ADMIN")
+		bob, _ := signup(t, m.URL, "bob", "USER")
+		runIsolation(t, b, alice, bob, w.Cmd.Process.Pid, func(victim string) attackTargets {
 			return attackTargets{
 				Read: map[string]string{"token-file": tokenFile,
 					"victim-checkpoint": filepath.Join(wdir, "outputs", victim, "1", "checkpoint")},
 				Append: map[string]string{"victim-output": filepath.Join(wdir, "outputs", victim, "1", "planted")},
 				List:   map[string]string{"spool": filepath.Join(wdir, "spool"), "outputs": filepath.Join(wdir, "outputs")},
 			}
-		}, map[string]string{"WORKER_JOIN_TOKEN": b.joinToken})
+		}, map[string]string{"WORKER_JOIN_TOKEN": b.JoinToken})
 	})
 }
 
@@ -138,7 +139,7 @@ func TestIsolation(t *testing.T) {
 // value reached bob's log, and the victim succeeded.
 func runIsolation(t *testing.T, b *bed, alice, bob *client, serverPID int, targets func(victim string) attackTargets, secrets map[string]string) {
 	t.Helper()
-	release := filepath.Join(b.dir, "release-victim")
+	release := filepath.Join(b.Dir, "release-victim")
 	victim, _ := b.submit(alice, map[string]any{"name": "victim", "command": []string{"python3", "-c", victimScript, release}})
 	alice.waitLogContains(victim, "OUT ", 60*time.Second)
 	vlog, err := alice.logText(victim)

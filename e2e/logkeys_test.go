@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // duplicateKeys returns the keys that appear more than once at the top
@@ -43,15 +45,15 @@ func duplicateKeys(line []byte) ([]string, error) {
 // shippers such as Elasticsearch reject documents with duplicate fields).
 func TestJSONLogLinesHaveUniqueKeys(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-	w := b.startWorker("worker-w1", m.rpc, "w1", b.joinToken)
-	m.waitJoined(t, "w1")
-	c, _ := signup(t, m.url, "alice", "ADMIN")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	w := b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
+	c, _ := signup(t, m.URL, "alice", "ADMIN")
 	id, _ := b.submit(c, map[string]any{"command": []string{"python3", "-c", "print('hi')"}})
 	c.waitStatus(id, "SUCCEEDED", 30*time.Second)
-	w.waitLog(t, 10*time.Second, "the end of the run", func(l logLine) bool { return l.msg() == "run ended" })
-	for _, p := range []*proc{m.proc, w} {
-		data, err := os.ReadFile(p.errPath)
+	w.WaitLog(t, 10*time.Second, "the end of the run", func(l logLine) bool { return l.Msg() == "run ended" })
+	for _, p := range []*proc{m.Proc, w} {
+		data, err := os.ReadFile(p.ErrPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,12 +68,12 @@ func TestJSONLogLinesHaveUniqueKeys(t *testing.T) {
 			dups, err := duplicateKeys(line)
 			if err != nil || len(dups) > 0 {
 				if bad++; bad <= 3 {
-					t.Errorf("%s logged a line with duplicate keys %v (err %v): %s", p.name, dups, err, line)
+					t.Errorf("%s logged a line with duplicate keys %v (err %v): %s", p.Name, dups, err, line)
 				}
 			}
 		}
 		if bad > 3 {
-			t.Errorf("%s: %d such lines in all", p.name, bad)
+			t.Errorf("%s: %d such lines in all", p.Name, bad)
 		}
 	}
 }

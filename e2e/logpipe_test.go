@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // seqScript prints `seq 1 2000000` in 20 slices with pauses, so the master
@@ -83,11 +85,11 @@ func (w *wsTail) read(want int, c *client, id string) error {
 				w.t.Fatalf("byte delivered twice: frame [%d,%d) with %d bytes held", f.Offset, end, len(w.got))
 			}
 		case "lagged": // fell behind: fetch the gap over REST, as a browser would
-			r, err := c.do("GET", fmt.Sprintf("/api/monitor/logs/%s?offset=%d&limit=%d", id, len(w.got), f.Offset-len(w.got)), nil, "Accept", "text/plain")
-			if err != nil || r.status != 200 {
+			r, err := c.Do("GET", fmt.Sprintf("/api/monitor/logs/%s?offset=%d&limit=%d", id, len(w.got), f.Offset-len(w.got)), nil, "Accept", "text/plain")
+			if err != nil || r.Status != 200 {
 				return fmt.Errorf("gap fetch: %v %v", r, err)
 			}
-			w.got = append(w.got, r.body...)
+			w.got = append(w.got, r.Body...)
 		case "error":
 			w.t.Fatalf("error frame %s", msg)
 		}
@@ -101,28 +103,24 @@ func (w *wsTail) read(want int, c *client, id string) error {
 // exactly once.
 func TestLogExactAcrossMasterKill(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
-	httpPort, rpcPort := freePort(t), freePort(t)
-	m1 := b.startMaster("master-1", data, httpPort, rpcPort)
-	b.startWorker("worker-w1", m1.rpc, "w1", b.joinToken)
-	m1.waitJoined(t, "w1")
-	alice, _ := signup(t, m1.url, "alice", "ADMIN")
+	pinned, m1, alice := b.startPinned(t)
+	data := pinned.DataDir
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", seqScript}})
 	header := "TRACE_ID:" + traceID + "\n"
 	want := append([]byte(header), seqOutput()...)
 
 	tail := &wsTail{t: t}
-	if err := tail.connect(m1.url, alice.token, id); err != nil {
+	if err := tail.connect(m1.URL, alice.Token, id); err != nil {
 		t.Fatal(err)
 	}
 	// Read a first part live, then kill the master in the middle of the stream.
 	if err := tail.read(3<<20, alice, id); err != nil {
 		t.Fatalf("before the kill: %v", err)
 	}
-	m1.kill(t)
+	m1.Kill(t)
 	tail.conn.Close()
-	m2 := b.startMaster("master-2", data, httpPort, rpcPort)
-	m2.waitJoined(t, "w1")
+	m2 := b.StartMaster("master-2", pinned)
+	m2.WaitJoined(t, "w1")
 	final := alice.waitStatus(id, "SUCCEEDED", 90*time.Second)
 	if final.Attempt != 1 {
 		t.Errorf("attempt %d, want 1: the run must not be rerun", final.Attempt)
@@ -134,8 +132,8 @@ func TestLogExactAcrossMasterKill(t *testing.T) {
 	if !bytes.Equal(body, want) {
 		t.Fatalf("log file differs: %d bytes, want %d; first difference at %d", len(body), len(want), firstDiff(body, want))
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
-		if err := tail.connect(m2.url, alice.token, id); err != nil {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		if err := tail.connect(m2.URL, alice.Token, id); err != nil {
 			return false, err.Error()
 		}
 		err := tail.read(len(want), alice, id)

@@ -20,7 +20,9 @@ import (
 	"github.com/fasthttp/websocket"
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // mmBackends returns the env of masters sharing a database of their own on
@@ -33,17 +35,17 @@ func mmBackends(t *testing.T, b *bed, redisAddr string) []string {
 		redisAddr = testsvc.RequireRedis(t)
 	}
 	return []string{"MYSQL_DSN=" + tempDatabase(t, server, "e2e_multi_"),
-		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-multi-" + randHex(6),
-		"LOG_DIR=" + filepath.Join(b.dir, "shared-logs")}
+		"REDIS_ADDR=" + redisAddr, "REDIS_PREFIX=e2e-multi-" + rig.RandHex(6),
+		"LOG_DIR=" + filepath.Join(b.Dir, "shared-logs")}
 }
 
 // mmStartMasters starts n masters on env, each with a data dir of its own.
 func (b *bed) mmStartMasters(n int, env []string) []*master {
-	b.t.Helper()
+	b.T.Helper()
 	var ms []*master
 	for i := range n {
 		name := fmt.Sprintf("master-%c", 'a'+i)
-		ms = append(ms, b.startMaster(name, filepath.Join(b.dir, name), 0, 0, env...))
+		ms = append(ms, b.StartMaster(name, rig.MasterOpts{DataDir: filepath.Join(b.Dir, name), Env: env}))
 	}
 	return ms
 }
@@ -52,7 +54,7 @@ func (b *bed) mmStartMasters(n int, env []string) []*master {
 func mmRPCList(ms []*master, first int) string {
 	var l []string
 	for i := range ms {
-		l = append(l, ms[(first+i)%len(ms)].rpc)
+		l = append(l, ms[(first+i)%len(ms)].RPC)
 	}
 	return strings.Join(l, ",")
 }
@@ -116,7 +118,7 @@ func mmWatchEvents(t *testing.T, base, token string) *mmEvents {
 // waitSeen waits until the client saw run id in status st.
 func (w *mmEvents) waitSeen(t *testing.T, id, st string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, func() (bool, string) {
+	testutil.Eventually(t, timeout, func() (bool, string) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, s := range w.seen[id] {
@@ -130,11 +132,11 @@ func (w *mmEvents) waitSeen(t *testing.T, id, st string, timeout time.Duration) 
 
 // mmWorkerList is GET /api/workers: id → (state, master).
 func mmWorkerList(c *client) (map[string][2]string, error) {
-	r, err := c.do("GET", "/api/workers", nil)
+	r, err := c.Do("GET", "/api/workers", nil)
 	if err != nil {
 		return nil, err
 	}
-	if r.status != 200 {
+	if r.Status != 200 {
 		return nil, fmt.Errorf("GET /api/workers: %s", r)
 	}
 	var ws []struct {
@@ -142,7 +144,7 @@ func mmWorkerList(c *client) (map[string][2]string, error) {
 		State  string `json:"state"`
 		Master string `json:"master"`
 	}
-	if err := json.Unmarshal(r.body, &ws); err != nil {
+	if err := json.Unmarshal(r.Body, &ws); err != nil {
 		var wrapped struct {
 			Items []struct {
 				ID     string `json:"id"`
@@ -150,7 +152,7 @@ func mmWorkerList(c *client) (map[string][2]string, error) {
 				Master string `json:"master"`
 			} `json:"items"`
 		}
-		if err2 := json.Unmarshal(r.body, &wrapped); err2 != nil {
+		if err2 := json.Unmarshal(r.Body, &wrapped); err2 != nil {
 			return nil, fmt.Errorf("GET /api/workers: %v in %s", err, r)
 		}
 		ws = wrapped.Items
@@ -178,16 +180,16 @@ func TestMultiMasterBasics(t *testing.T) {
 	b := newBed(t)
 	env := mmBackends(t, b, "")
 	ms := b.mmStartMasters(2, env)
-	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 1)
-	b.mmStartWorker("worker-w2", mmRPCList(ms, 1), "w2", 1)
-	ms[0].waitJoined(t, "w1")
-	ms[1].waitJoined(t, "w2")
+	b.StartWorker("worker-w1", mmRPCList(ms, 0), rig.WorkerOpts{ID: "w1", Slots: 1})
+	b.StartWorker("worker-w2", mmRPCList(ms, 1), rig.WorkerOpts{ID: "w2", Slots: 1})
+	ms[0].WaitJoined(t, "w1")
+	ms[1].WaitJoined(t, "w2")
 	holder := map[string]int{"w1": 0, "w2": 1}
 
-	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
-	onB := newClient(t, ms[1].url).login("alice") // one user table, one JWT secret
+	alice, _ := signup(t, ms[0].URL, "alice", "ADMIN")
+	onB := newClient(t, ms[1].URL).login("alice") // one user table, one JWT secret
 	clients := []*client{alice, onB}
-	evs := []*mmEvents{mmWatchEvents(t, ms[0].url, alice.token), mmWatchEvents(t, ms[1].url, onB.token)}
+	evs := []*mmEvents{mmWatchEvents(t, ms[0].URL, alice.Token), mmWatchEvents(t, ms[1].URL, onB.Token)}
 
 	// One slot per worker: two runs take both workers, so each master holds
 	// one of them and each client sees one run through the other master.
@@ -208,7 +210,7 @@ func TestMultiMasterBasics(t *testing.T) {
 
 	// Every master lists both workers, connected, each on its own master.
 	for i, c := range clients {
-		eventually(t, 15*time.Second, func() (bool, string) {
+		testutil.Eventually(t, 15*time.Second, func() (bool, string) {
 			ws, err := mmWorkerList(c)
 			if err != nil {
 				return false, err.Error()
@@ -229,7 +231,7 @@ func TestMultiMasterBasics(t *testing.T) {
 		other := clients[1-holder[w]]
 		other.waitLogContains(id, "tick 3\n", 20*time.Second)
 		tail := &wsTail{t: t}
-		if err := tail.connect(other.base, other.token, id); err != nil {
+		if err := tail.connect(other.Base, other.Token, id); err != nil {
 			t.Fatal(err)
 		}
 		text, _ := other.logText(id)
@@ -247,8 +249,8 @@ func TestMultiMasterBasics(t *testing.T) {
 	// Cancel each run through the master that does not hold its worker.
 	for id, w := range runs {
 		procs := waitRunProcs(t, id, 1, 10*time.Second)
-		clients[1-holder[w]].must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
-		eventually(t, time.Duration(cancelGraceSeconds+5)*time.Second, func() (bool, string) {
+		clients[1-holder[w]].Must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
+		testutil.Eventually(t, time.Duration(cancelGraceSeconds+5)*time.Second, func() (bool, string) {
 			return groupGone(procs[0].pgid), fmt.Sprintf("run %s still running after a cancel through the other master", id)
 		})
 		alice.waitStatus(id, "CANCELLED", 15*time.Second)
@@ -286,13 +288,13 @@ func TestMultiMasterKillOne(t *testing.T) {
 	ms := b.mmStartMasters(2, env)
 	for i := range 3 {
 		id := fmt.Sprintf("w%d", i+1)
-		b.mmStartWorker("worker-"+id, mmRPCList(ms, i%2), id, 20)
+		b.StartWorker("worker-"+id, mmRPCList(ms, i%2), rig.WorkerOpts{ID: id, Slots: 20})
 	}
-	ms[0].waitJoined(t, "w1")
-	ms[0].waitJoined(t, "w3")
-	ms[1].waitJoined(t, "w2")
-	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
-	onB := newClient(t, ms[1].url).login("alice")
+	ms[0].WaitJoined(t, "w1")
+	ms[0].WaitJoined(t, "w3")
+	ms[1].WaitJoined(t, "w2")
+	alice, _ := signup(t, ms[0].URL, "alice", "ADMIN")
+	onB := newClient(t, ms[1].URL).login("alice")
 
 	traces := map[string]string{}
 	var ids []string
@@ -316,17 +318,17 @@ func TestMultiMasterKillOne(t *testing.T) {
 		t.Fatal("no run on the workers of master a")
 	}
 	live := &wsTail{t: t}
-	if err := live.connect(onB.base, onB.token, followed); err != nil {
+	if err := live.connect(onB.Base, onB.Token, followed); err != nil {
 		t.Fatal(err)
 	}
 	defer live.conn.Close()
 	if err := live.read(len("TRACE_ID:")+200, onB, followed); err != nil {
 		t.Fatalf("live tail on b before the kill: %v", err)
 	}
-	ms[0].kill(t)
+	ms[0].Kill(t)
 	// The workers of the dead master re-adopt their runs on the other one.
 	for _, w := range []string{"w1", "w3"} {
-		l := ms[1].waitJoined(t, w)
+		l := ms[1].WaitJoined(t, w)
 		t.Logf("%s moved: %v", w, l)
 	}
 	final := onB.waitAllStatus(ids, "SUCCEEDED", 120*time.Second)
@@ -342,13 +344,13 @@ func TestMultiMasterKillOne(t *testing.T) {
 			t.Errorf("run %v: want attempt 1 (never rerun)", tk)
 		}
 		want := mmOutWant(traces[id], id)
-		got, err := os.ReadFile(filepath.Join(b.dir, "shared-logs", id+".log"))
+		got, err := os.ReadFile(filepath.Join(b.Dir, "shared-logs", id+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("log of %s: %d bytes, want %d; first difference at %d:\n%s", id, len(got), len(want),
-				firstDiff(got, want), tail(string(got), 5))
+				firstDiff(got, want), rig.Tail(string(got), 5))
 		}
 		text, err := onB.logText(id)
 		if err != nil || text != string(want) {
@@ -407,10 +409,10 @@ func mmCheckSpans(t *testing.T, path string, ids []string) {
 
 // rebuilds counts the times a master logged that it rebuilt the lease
 // state (the log's times have whole seconds only: counting is exact).
-func (m *master) rebuilds() int {
+func rebuilds(m *master) int {
 	n := 0
-	for _, l := range m.logs() {
-		if l.msg() == "lease state rebuilt" {
+	for _, l := range m.Logs() {
+		if l.Msg() == "lease state rebuilt" {
 			n++
 		}
 	}
@@ -424,10 +426,10 @@ func (m *master) rebuilds() int {
 func mmWaitRebuilt(t *testing.T, ms []*master, before []int, at time.Time, timeout time.Duration) (string, time.Duration) {
 	t.Helper()
 	var who string
-	eventually(t, timeout, func() (bool, string) {
+	testutil.Eventually(t, timeout, func() (bool, string) {
 		for i, m := range ms {
-			if m.rebuilds() > before[i] {
-				who = m.name
+			if rebuilds(m) > before[i] {
+				who = m.Name
 				return true, ""
 			}
 		}
@@ -449,12 +451,12 @@ func TestMultiMasterRedisFlush(t *testing.T) {
 	ms := b.mmStartMasters(2, env)
 	// w1 (on master a) cannot take all of the first 8 runs: both masters
 	// hold runs when Redis loses its state.
-	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 5)
-	b.mmStartWorker("worker-w2", mmRPCList(ms, 1), "w2", 15)
-	ms[0].waitJoined(t, "w1")
-	ms[1].waitJoined(t, "w2")
-	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
-	spans := filepath.Join(b.dir, "spans.txt")
+	b.StartWorker("worker-w1", mmRPCList(ms, 0), rig.WorkerOpts{ID: "w1", Slots: 5})
+	b.StartWorker("worker-w2", mmRPCList(ms, 1), rig.WorkerOpts{ID: "w2", Slots: 15})
+	ms[0].WaitJoined(t, "w1")
+	ms[1].WaitJoined(t, "w2")
+	alice, _ := signup(t, ms[0].URL, "alice", "ADMIN")
+	spans := filepath.Join(b.Dir, "spans.txt")
 	// The runs (under uids of their own when the worker is root) append to
 	// it: it must exist and be writable by every uid.
 	if err := os.WriteFile(spans, nil, 0o666); err != nil {
@@ -475,7 +477,7 @@ func TestMultiMasterRedisFlush(t *testing.T) {
 
 	ids := submit(8)
 	alice.waitAllStatus(ids, "RUNNING", 60*time.Second)
-	before := []int{ms[0].rebuilds(), ms[1].rebuilds()}
+	before := []int{rebuilds(ms[0]), rebuilds(ms[1])}
 	at := time.Now()
 	r.Kill()
 	r.Start()
@@ -487,7 +489,7 @@ func TestMultiMasterRedisFlush(t *testing.T) {
 	more := submit(8)
 	alice.waitAllStatus(more, "RUNNING", 30*time.Second)
 
-	before = []int{ms[0].rebuilds(), ms[1].rebuilds()}
+	before = []int{rebuilds(ms[0]), rebuilds(ms[1])}
 	at = time.Now()
 	r.Flush()
 	who, took = mmWaitRebuilt(t, ms, before, at, 20*time.Second)
@@ -506,15 +508,6 @@ func TestMultiMasterRedisFlush(t *testing.T) {
 	mmCheckSpans(t, spans, all)
 }
 
-// mmStartWorker runs a worker with its own data dir and slots CPU slots;
-// rpc may list several masters (comma-separated), the first preferred.
-func (b *bed) mmStartWorker(name, rpc, id string, slots int) *proc {
-	b.t.Helper()
-	env := b.env("WORKER_JOIN_TOKEN=" + b.joinToken)
-	return b.start(name, env, "worker", "--master", rpc, "--id", id, "--slots", fmt.Sprint(slots),
-		"--gpus", "0", "--data-dir", filepath.Join(b.dir, "worker-"+id))
-}
-
 // TestMultiMasterCancelWhileMoving: the master holding a run's worker is
 // SIGKILLed and the run is cancelled through the other master before the
 // worker reached it: the request is in the store, so the master the worker
@@ -523,18 +516,18 @@ func TestMultiMasterCancelWhileMoving(t *testing.T) {
 	b := newBed(t)
 	env := mmBackends(t, b, "")
 	ms := b.mmStartMasters(2, env)
-	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 2)
-	ms[0].waitJoined(t, "w1")
-	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
-	onB := newClient(t, ms[1].url).login("alice")
+	b.StartWorker("worker-w1", mmRPCList(ms, 0), rig.WorkerOpts{ID: "w1", Slots: 2})
+	ms[0].WaitJoined(t, "w1")
+	alice, _ := signup(t, ms[0].URL, "alice", "ADMIN")
+	onB := newClient(t, ms[1].URL).login("alice")
 	id, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-u", "-c", mmTickScript}})
 	alice.waitStatus(id, "RUNNING", 30*time.Second)
 	procs := waitRunProcs(t, id, 1, 10*time.Second)
-	ms[0].kill(t)
-	onB.must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
-	l := ms[1].waitJoined(t, "w1")
+	ms[0].Kill(t)
+	onB.Must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
+	l := ms[1].WaitJoined(t, "w1")
 	t.Logf("w1 moved: %v", l)
-	eventually(t, time.Duration(cancelGraceSeconds+10)*time.Second, func() (bool, string) {
+	testutil.Eventually(t, time.Duration(cancelGraceSeconds+10)*time.Second, func() (bool, string) {
 		return groupGone(procs[0].pgid), fmt.Sprintf("run %s still running after its cancel", id)
 	})
 	if tk := onB.waitStatus(id, "CANCELLED", 15*time.Second); tk.Attempt != 1 {

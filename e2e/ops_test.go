@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestOpsMetrics: a master and a gateway in front of it, both binaries:
@@ -18,23 +20,23 @@ import (
 // submitted through the gateway and finishes on a worker.
 func TestOpsMetrics(t *testing.T) {
 	b := newBed(t)
-	shared := "e2e-shared-" + randHex(16)
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0, "GATEWAY_SHARED_SECRET="+shared, "GATEWAY_TRUST_HEADERS=true")
-	b.startWorker("worker", m.rpc, "w1", b.joinToken)
-	m.waitJoined(t, "w1")
-	gp := b.start("gateway", b.env("JWT_SECRET="+b.jwtSecret, "GATEWAY_SHARED_SECRET="+shared), "gateway",
-		"--masters", m.url, "--gateway-port", strconv.Itoa(freePort(t)), "--rate-limit-enabled=false")
-	gwURL := gp.waitLog(t, 30*time.Second, `"gateway started"`, func(l logLine) bool { return l.msg() == "gateway started" }).str("url")
+	shared := "e2e-shared-" + rig.RandHex(16)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), Env: []string{"GATEWAY_SHARED_SECRET=" + shared, "GATEWAY_TRUST_HEADERS=true"}})
+	b.StartWorker("worker", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
+	gp := b.Start("gateway", b.ServerEnv("JWT_SECRET="+b.JWTSecret, "GATEWAY_SHARED_SECRET="+shared), "gateway",
+		"--masters", m.URL, "--gateway-port", strconv.Itoa(rig.FreePort(t)), "--rate-limit-enabled=false")
+	gwURL := gp.WaitLog(t, 30*time.Second, `"gateway started"`, func(l logLine) bool { return l.Msg() == "gateway started" }).Str("url")
 
-	before := promcheck.Parse(t, promcheck.Scrape(t, m.url+"/metrics"))
+	before := promcheck.Parse(t, promcheck.Scrape(t, m.URL+"/metrics"))
 	alice, _ := signup(t, gwURL, "alice", "ADMIN")
 	id, _ := b.submit(alice, map[string]any{"command": []string{"echo", "hello"}})
 	alice.waitStatus(id, "SUCCEEDED", time.Minute)
 
 	var after promcheck.Families
 	var body []byte
-	eventually(t, time.Minute, func() (bool, string) {
-		body = promcheck.Scrape(t, m.url+"/metrics")
+	testutil.Eventually(t, time.Minute, func() (bool, string) {
+		body = promcheck.Scrape(t, m.URL+"/metrics")
 		after = promcheck.Parse(t, body)
 		v, _ := after.Value("rlsched_runs", "status", "SUCCEEDED")
 		return v == 1, "rlsched_runs{status=SUCCEEDED} is not 1 yet (counted at most every 5 s)"
@@ -67,7 +69,7 @@ func TestOpsMetrics(t *testing.T) {
 	if v, _ := g.Value("rlsched_gateway_requests_total", "route", "submit", "status_class", "2xx", "service", "rl-master"); v != 1 {
 		t.Errorf("gateway submissions answered 2xx: %v, want 1", v)
 	}
-	if v, _ := g.Value("rlsched_gateway_upstream_available", "upstream", m.url); v != 1 {
+	if v, _ := g.Value("rlsched_gateway_upstream_available", "upstream", m.URL); v != 1 {
 		t.Errorf("gateway: the master is not available: %v", v)
 	}
 }
@@ -86,32 +88,32 @@ func TestOpsUsersAndWorkersCLI(t *testing.T) {
 
 func opsUsersAndWorkers(t *testing.T, backend []string) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
+	data := filepath.Join(b.Dir, "data")
 	// The first admin, straight into the store, before the master runs.
-	add := exec.Command(rlschedBin, "user", "add", "root", "--admin", "--data-dir", data)
-	add.Env = b.env(backend...)
-	add.Stdin = strings.NewReader(password + "\n")
+	add := exec.Command(b.Bin, "user", "add", "root", "--admin", "--data-dir", data)
+	add.Env = b.ServerEnv(backend...)
+	add.Stdin = strings.NewReader(rig.Password + "\n")
 	if out, err := add.CombinedOutput(); err != nil || !strings.Contains(string(out), "ADMIN") {
 		t.Fatalf("rlsched user add root --admin: %v\n%s", err, out)
 	}
-	m := b.startMaster("master", data, 0, 0, append(backend, "REGISTRATION=closed")...)
-	anon := newClient(t, m.url)
-	if r, _ := anon.do("POST", "/api/auth/register", map[string]string{"username": "mallory", "password": password}); r.status != 403 {
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: append(backend, "REGISTRATION=closed")})
+	anon := newClient(t, m.URL)
+	if r, _ := anon.Do("POST", "/api/auth/register", map[string]string{"username": "mallory", "password": rig.Password}); r.Status != 403 {
 		t.Fatalf("register on a closed master: %s", r)
 	}
 	root := anon.login("root")
-	root.must("POST", "/api/admin/users", map[string]string{"username": "alice", "password": password}, 201, nil)
+	root.Must("POST", "/api/admin/users", map[string]string{"username": "alice", "password": rig.Password}, 201, nil)
 	alice := anon.login("alice")
-	cfg := filepath.Join(b.dir, "cli-root")
+	cfg := filepath.Join(b.Dir, "cli-root")
 	cli := func(want int, args ...string) string {
 		t.Helper()
-		out, code := b.cli(cfg, append(args, "--server", m.url)...)
+		out, code := b.cli(cfg, append(args, "--server", m.URL)...)
 		if code != want {
 			t.Fatalf("rlsched %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
 		}
 		return out
 	}
-	cli(0, "login", "-u", "root", "-p", password)
+	cli(0, "login", "-u", "root", "-p", rig.Password)
 
 	out := cli(0, "user", "ls")
 	if !strings.Contains(out, "root") || !strings.Contains(out, "alice") || !strings.Contains(out, "ADMIN") {
@@ -129,30 +131,30 @@ func opsUsersAndWorkers(t *testing.T, backend []string) {
 	}
 
 	cli(0, "user", "role", "alice", "ADMIN")
-	if r, _ := alice.do("GET", "/api/auth/me", nil); r.status != 401 {
+	if r, _ := alice.Do("GET", "/api/auth/me", nil); r.Status != 401 {
 		t.Fatalf("alice's token after a role change: %s", r)
 	}
 	alice = anon.login("alice")
-	if r, _ := alice.do("GET", "/api/admin/users", nil); r.status != 200 {
+	if r, _ := alice.Do("GET", "/api/admin/users", nil); r.Status != 200 {
 		t.Fatalf("alice as an admin: %s", r)
 	}
 	cli(0, "user", "role", "alice", "user")
 	alice = anon.login("alice")
 	cli(0, "user", "disable", "alice")
-	if r, _ := alice.do("GET", "/api/tasks", nil); r.status != 403 {
+	if r, _ := alice.Do("GET", "/api/tasks", nil); r.Status != 403 {
 		t.Fatalf("a disabled user's token: %s", r)
 	}
-	if r, _ := anon.do("POST", "/api/auth/login", map[string]string{"username": "alice", "password": password}); r.status != 401 {
+	if r, _ := anon.Do("POST", "/api/auth/login", map[string]string{"username": "alice", "password": rig.Password}); r.Status != 401 {
 		t.Fatalf("a disabled user's sign-in: %s (must answer as a wrong password does)", r)
 	}
 	cli(0, "user", "enable", "alice")
 	alice = anon.login("alice")
 	id, _ := b.submit(alice, map[string]any{"command": []string{"true"}})
 	cli(0, "user", "passwd", "alice", "-p", "a-brand-new-password")
-	if r, _ := alice.do("GET", "/api/auth/me", nil); r.status != 401 {
+	if r, _ := alice.Do("GET", "/api/auth/me", nil); r.Status != 401 {
 		t.Fatalf("a token from before the new password: %s", r)
 	}
-	anon.must("POST", "/api/auth/login", map[string]string{"username": "alice", "password": "a-brand-new-password"}, 200, nil)
+	anon.Must("POST", "/api/auth/login", map[string]string{"username": "alice", "password": "a-brand-new-password"}, 200, nil)
 	if out := cli(1, "user", "rm", "root"); !strings.Contains(out, "admin") {
 		t.Fatalf("deleting the last admin:\n%s", out)
 	}
@@ -165,15 +167,15 @@ func opsUsersAndWorkers(t *testing.T, backend []string) {
 	}
 
 	// Workers: drain, a run waits; undrain, it runs; stopped, forgotten.
-	w := b.startWorker("worker", m.rpc, "w1", b.joinToken)
-	m.waitJoined(t, "w1")
+	w := b.StartWorker("worker", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
 	if out := cli(0, "workers", "drain", "w1"); !strings.Contains(out, "DRAINING") {
 		t.Fatalf("workers drain:\n%s", out)
 	}
 	waiting, _ := b.submit(root, map[string]any{"command": []string{"true"}})
 	// The scheduler's own view says why it waits: w1 is there, and full.
 	var held struct{ Status, PendingCode string }
-	root.must("GET", "/api/tasks/"+waiting, nil, 200, &held)
+	root.Must("GET", "/api/tasks/"+waiting, nil, 200, &held)
 	if held.Status != "QUEUED" || held.PendingCode != "resources" {
 		t.Fatalf("a run beside a draining worker: %+v", held)
 	}
@@ -185,8 +187,8 @@ func opsUsersAndWorkers(t *testing.T, backend []string) {
 	if out := cli(1, "workers", "forget", "w1"); !strings.Contains(out, "not DOWN") {
 		t.Fatalf("forgetting a live worker:\n%s", out)
 	}
-	w.kill(t)
-	eventually(t, time.Minute, func() (bool, string) {
+	w.Kill(t)
+	testutil.Eventually(t, time.Minute, func() (bool, string) {
 		out := cli(0, "workers")
 		return strings.Contains(out, "DOWN"), "w1 not DOWN yet:\n" + out
 	})

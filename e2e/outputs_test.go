@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 	"github.com/rlsched/rlsched/internal/testkit/s3test"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // tfeventsPy writes TensorBoard event files with the standard library
@@ -81,15 +83,15 @@ type artifactJSON struct {
 
 // artifacts lists a run's files (q: "" or "?attempt=N").
 func (c *client) artifacts(id, q string) (map[string]artifactJSON, error) {
-	r, err := c.do("GET", "/api/tasks/"+id+"/artifacts"+q, nil)
+	r, err := c.Do("GET", "/api/tasks/"+id+"/artifacts"+q, nil)
 	if err != nil {
 		return nil, err
 	}
-	if r.status != 200 {
+	if r.Status != 200 {
 		return nil, fmt.Errorf("GET artifacts: %s", r)
 	}
 	var b struct{ Items []artifactJSON }
-	if err := json.Unmarshal(r.body, &b); err != nil {
+	if err := json.Unmarshal(r.Body, &b); err != nil {
 		return nil, err
 	}
 	m := map[string]artifactJSON{}
@@ -101,10 +103,8 @@ func (c *client) artifacts(id, q string) (map[string]artifactJSON, error) {
 
 // startOutputWorker runs a worker that syncs outputs every second.
 func (b *bed) startOutputWorker(name, rpc, id string) *proc {
-	b.t.Helper()
-	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "ARTIFACT_SYNC_SECONDS=1")
-	return b.start(name, env, "worker", "--master", rpc, "--id", id, "--slots", "2", "--gpus", "0",
-		"--data-dir", filepath.Join(b.dir, "worker-"+id))
+	b.T.Helper()
+	return b.StartWorker(name, rpc, rig.WorkerOpts{ID: id, Env: []string{"ARTIFACT_SYNC_SECONDS=1"}})
 }
 
 // s3Env starts a SeaweedFS of the test's own and returns a master's
@@ -130,17 +130,17 @@ func TestOutputsResumeAfterWorkerKill(t *testing.T) {
 			if backend == "s3" {
 				env = append(env, s3Env(t)...)
 			}
-			data := filepath.Join(b.dir, "data")
-			m := b.startMaster("master", data, 0, 0, env...)
-			w1 := b.startOutputWorker("worker-w1", m.rpc, "w1")
-			m.waitJoined(t, "w1")
-			alice, _ := signup(t, m.url, "alice", "ADMIN")
+			data := filepath.Join(b.Dir, "data")
+			m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: env})
+			w1 := b.startOutputWorker("worker-w1", m.RPC, "w1")
+			m.WaitJoined(t, "w1")
+			alice, _ := signup(t, m.URL, "alice", "ADMIN")
 			id, _ := b.submit(alice, map[string]any{"command": []string{"python3", "-c", outputsScript}, "maxRetries": 1})
 			alice.waitLogContains(id, "saved\n", 30*time.Second)
 			saved := time.Now()
 
 			var files map[string]artifactJSON
-			eventually(t, 20*time.Second, func() (bool, string) {
+			testutil.Eventually(t, 20*time.Second, func() (bool, string) {
 				var err error
 				if files, err = alice.artifacts(id, ""); err != nil {
 					return false, err.Error()
@@ -155,26 +155,26 @@ func TestOutputsResumeAfterWorkerKill(t *testing.T) {
 			if ck := files["checkpoint.json"]; ck.Attempt != 1 || ck.Size != int64(len(`{"episode": 5}`)) {
 				t.Fatalf("checkpoint.json listed as %+v", ck)
 			}
-			eventually(t, 10*time.Second, func() (bool, string) {
-				r, err := alice.do("GET", "/api/tasks/"+id+"/metrics?names=tb/loss", nil)
+			testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+				r, err := alice.Do("GET", "/api/tasks/"+id+"/metrics?names=tb/loss", nil)
 				if err != nil {
 					return false, err.Error()
 				}
 				var s struct{ Series map[string][][2]float64 }
-				_ = json.Unmarshal(r.body, &s)
+				_ = json.Unmarshal(r.Body, &s)
 				pts := s.Series["tb/loss"]
 				return len(pts) == 5 && pts[4] == [2]float64{40, float64(float32(0.2))}, "metrics " + r.String()
 			})
 			t.Logf("checkpoint listed and TensorBoard scalars stored %v after the run saved them", time.Since(saved).Round(time.Millisecond))
-			eventually(t, 10*time.Second, func() (bool, string) {
-				r, err := alice.do("GET", "/api/tasks/"+id, nil)
+			testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+				r, err := alice.Do("GET", "/api/tasks/"+id, nil)
 				if err != nil {
 					return false, err.Error()
 				}
 				var tk struct {
 					Warnings []struct{ Code, Message string }
 				}
-				_ = json.Unmarshal(r.body, &tk)
+				_ = json.Unmarshal(r.Body, &tk)
 				for _, w := range tk.Warnings {
 					if w.Code == "artifact_limit" && strings.Contains(w.Message, "big.bin") {
 						return true, ""
@@ -183,12 +183,12 @@ func TestOutputsResumeAfterWorkerKill(t *testing.T) {
 				return false, "warnings " + r.String()
 			})
 
-			w1.kill(t)
+			w1.Kill(t)
 			alice.waitTask(id, time.Duration(taskTTLSeconds+15)*time.Second, "QUEUED with attempt 2", func(tk task) bool {
 				return tk.Status == "QUEUED" && tk.Attempt == 2
 			})
-			b.startOutputWorker("worker-w2", m.rpc, "w2")
-			m.waitJoined(t, "w2")
+			b.startOutputWorker("worker-w2", m.RPC, "w2")
+			m.WaitJoined(t, "w2")
 			tk := alice.waitStatus(id, "SUCCEEDED", 60*time.Second)
 			if tk.Attempt != 2 || tk.Worker != "w2" {
 				t.Fatalf("finished run: %v; want attempt 2 on w2", tk)
@@ -201,14 +201,14 @@ func TestOutputsResumeAfterWorkerKill(t *testing.T) {
 				t.Fatalf("log:\n%s", text)
 			}
 			// The file as stored, whole and by range, through REST.
-			r := alice.must("GET", "/api/tasks/"+id+"/artifacts/checkpoint.json", nil, 200, nil)
-			sum := sha256.Sum256(r.body)
-			if string(r.body) != `{"episode": 5}` || r.header.Get("ETag") != `"`+hex.EncodeToString(sum[:])+`"` {
-				t.Fatalf("checkpoint.json: %s %v", r, r.header)
+			r := alice.Must("GET", "/api/tasks/"+id+"/artifacts/checkpoint.json", nil, 200, nil)
+			sum := sha256.Sum256(r.Body)
+			if string(r.Body) != `{"episode": 5}` || r.Header.Get("ETag") != `"`+hex.EncodeToString(sum[:])+`"` {
+				t.Fatalf("checkpoint.json: %s %v", r, r.Header)
 			}
-			r = alice.must("GET", "/api/tasks/"+id+"/artifacts/checkpoint.json", nil, 206, nil, "Range", "bytes=2-8")
-			if string(r.body) != `episode` || r.header.Get("Content-Range") != "bytes 2-8/14" {
-				t.Fatalf("a range: %s %v", r, r.header)
+			r = alice.Must("GET", "/api/tasks/"+id+"/artifacts/checkpoint.json", nil, 206, nil, "Range", "bytes=2-8")
+			if string(r.Body) != `episode` || r.Header.Get("Content-Range") != "bytes 2-8/14" {
+				t.Fatalf("a range: %s %v", r, r.Header)
 			}
 			if files, err := alice.artifacts(id, "?attempt=2"); err != nil || len(files) != 0 {
 				t.Fatalf("attempt 2 uploaded %v (%v): its restored files must not go back", files, err)
@@ -224,9 +224,9 @@ func TestOutputsTwoMastersOneBucket(t *testing.T) {
 	b := newBed(t)
 	env := append(mmBackends(t, b, ""), s3Env(t)...)
 	ms := b.mmStartMasters(2, env)
-	b.startOutputWorker("worker-w1", ms[0].rpc, "w1")
-	ms[0].waitJoined(t, "w1")
-	alice, _ := signup(t, ms[0].url, "alice", "ADMIN")
+	b.startOutputWorker("worker-w1", ms[0].RPC, "w1")
+	ms[0].WaitJoined(t, "w1")
+	alice, _ := signup(t, ms[0].URL, "alice", "ADMIN")
 	script := `import os
 with open(os.path.join(os.environ["RLSCHED_OUTPUT_DIR"], "model.bin"), "wb") as f:
     f.write(bytes(range(256)) * 12288)
@@ -239,11 +239,11 @@ with open(os.path.join(os.environ["RLSCHED_OUTPUT_DIR"], "model.bin"), "wb") as 
 			Staged      bool  `json:"staged"`
 		} `json:"artifacts"`
 	}
-	alice.must("GET", "/api/monitor/health", nil, 200, &health)
+	alice.Must("GET", "/api/monitor/health", nil, 200, &health)
 	if health.Artifacts.StoredFiles != 1 || health.Artifacts.Staged {
 		t.Fatalf("health of the receiving master: %+v, want one file stored, S3 (not staged)", health.Artifacts)
 	}
-	other := newClient(t, ms[1].url).as(alice.token)
+	other := newClient(t, ms[1].URL).as(alice.Token)
 	files, err := other.artifacts(id, "")
 	if err != nil || files["model.bin"].Size != 256*12288 {
 		t.Fatalf("through the other master: %v, %v", files, err)
@@ -255,8 +255,8 @@ with open(os.path.join(os.environ["RLSCHED_OUTPUT_DIR"], "model.bin"), "wb") as 
 		}
 		return p
 	}(), 12288)
-	r := other.must("GET", "/api/tasks/"+id+"/artifacts/model.bin", nil, 200, nil)
-	if !bytes.Equal(r.body, want) {
-		t.Fatalf("model.bin through the other master: %d bytes", len(r.body))
+	r := other.Must("GET", "/api/tasks/"+id+"/artifacts/model.bin", nil, 200, nil)
+	if !bytes.Equal(r.Body, want) {
+		t.Fatalf("model.bin through the other master: %d bytes", len(r.Body))
 	}
 }

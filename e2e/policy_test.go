@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // The scheduling policy through a real master and the CLI: a user's
@@ -15,36 +17,36 @@ import (
 // run's reason, `rlsched quota set/ls` caps a user and shows it.
 func TestPolicyQueueAndQuotaCLI(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-	anon := newClient(t, m.url)
-	anon.register("root")
-	anon.register("alice")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	anon := newClient(t, m.URL)
+	anon.Register("root")
+	anon.Register("alice")
 	root, alice := anon.login("root"), anon.login("alice")
 
-	if r, _ := alice.do("POST", "/api/train", map[string]any{"command": []string{"true"}, "priority": 3}); r.status != 403 {
+	if r, _ := alice.Do("POST", "/api/train", map[string]any{"command": []string{"true"}, "priority": 3}); r.Status != 403 {
 		t.Fatalf("a user's priority 3: %s", r)
 	}
 	var a1, a2, urgent struct {
 		ID string `json:"id"`
 	}
-	alice.must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &a1)
-	alice.must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &a2)
-	root.must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1, "priority": 5}, 202, &urgent)
-	root.must("POST", "/api/tasks/"+a2.ID+"/priority", map[string]any{"priority": 7}, 200, nil)
-	if r, _ := alice.do("POST", "/api/tasks/"+a1.ID+"/priority", map[string]any{"priority": 9}); r.status != 403 {
+	alice.Must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &a1)
+	alice.Must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &a2)
+	root.Must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1, "priority": 5}, 202, &urgent)
+	root.Must("POST", "/api/tasks/"+a2.ID+"/priority", map[string]any{"priority": 7}, 200, nil)
+	if r, _ := alice.Do("POST", "/api/tasks/"+a1.ID+"/priority", map[string]any{"priority": 9}); r.Status != 403 {
 		t.Fatalf("a user changes a priority: %s", r)
 	}
 
-	cfg := filepath.Join(b.dir, "cli-root")
+	cfg := filepath.Join(b.Dir, "cli-root")
 	cli := func(cfg string, want int, args ...string) string {
 		t.Helper()
-		out, code := b.cli(cfg, append(args, "--server", m.url)...)
+		out, code := b.cli(cfg, append(args, "--server", m.URL)...)
 		if code != want {
 			t.Fatalf("rlsched %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
 		}
 		return out
 	}
-	cli(cfg, 0, "login", "-u", "root", "-p", password)
+	cli(cfg, 0, "login", "-u", "root", "-p", rig.Password)
 	out := cli(cfg, 0, "queue")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "POS") {
@@ -64,8 +66,8 @@ func TestPolicyQueueAndQuotaCLI(t *testing.T) {
 		t.Fatalf("quota ls:\n%s", out)
 	}
 	cli(cfg, 2, "quota", "set", "alice")
-	acfg := filepath.Join(b.dir, "cli-alice")
-	cli(acfg, 0, "login", "-u", "alice", "-p", password)
+	acfg := filepath.Join(b.Dir, "cli-alice")
+	cli(acfg, 0, "login", "-u", "alice", "-p", rig.Password)
 	if out := cli(acfg, 1, "quota", "set", "alice", "--gpus", "9"); !strings.Contains(out, "admin") {
 		t.Fatalf("a user's quota set: %s", out)
 	}
@@ -74,7 +76,7 @@ func TestPolicyQueueAndQuotaCLI(t *testing.T) {
 		Preemptible bool `json:"preemptible"`
 		Grace       int  `json:"preemptGraceSeconds"`
 	}
-	alice.must("GET", "/api/tasks/"+id, nil, 200, &p)
+	alice.Must("GET", "/api/tasks/"+id, nil, 200, &p)
 	if !p.Preemptible || p.Grace != 60 {
 		t.Fatalf("submit --preemptible --grace 60 gave %+v", p)
 	}
@@ -87,27 +89,25 @@ func TestPolicyQueueAndQuotaCLI(t *testing.T) {
 // the next attempt logs "resumed from episode K".
 func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-	env := b.env("WORKER_JOIN_TOKEN="+b.joinToken, "ARTIFACT_SYNC_SECONDS=1")
-	b.start("worker-w1", env, "worker", "--master", m.rpc, "--id", "w1", "--slots", "2", "--gpus", "1",
-		"--data-dir", filepath.Join(b.dir, "worker-w1"))
-	m.waitJoined(t, "w1")
-	anon := newClient(t, m.url)
-	anon.register("root")
-	anon.register("alice")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", GPUs: 1, Env: []string{"ARTIFACT_SYNC_SECONDS=1"}})
+	m.WaitJoined(t, "w1")
+	anon := newClient(t, m.URL)
+	anon.Register("root")
+	anon.Register("alice")
 	root, alice := anon.login("root"), anon.login("alice")
 
 	var victim, urgent struct {
 		ID string `json:"id"`
 	}
-	alice.must("POST", "/api/train", map[string]any{"algorithm": "REINFORCE", "episodes": 1000000, "gpus": 1,
+	alice.Must("POST", "/api/train", map[string]any{"algorithm": "REINFORCE", "episodes": 1000000, "gpus": 1,
 		"maxRetries": 0, "preemptible": true, "preemptGraceSeconds": 30}, 202, &victim)
 	alice.waitLogContains(victim.ID, "RLSCHED_METRIC", 60*time.Second)
-	root.must("POST", "/api/train", map[string]any{"command": []string{"sleep", "1"}, "gpus": 1, "priority": 5}, 202, &urgent)
+	root.Must("POST", "/api/train", map[string]any{"command": []string{"sleep", "1"}, "gpus": 1, "priority": 5}, 202, &urgent)
 
 	defer func() {
 		if t.Failed() {
-			for _, l := range strings.Split(m.stderr(), "\n") {
+			for _, l := range strings.Split(m.Stderr(), "\n") {
 				if strings.Contains(l, "preempt") || strings.Contains(l, "cannot") || strings.Contains(l, "error") {
 					t.Log(l)
 				}
@@ -132,11 +132,11 @@ func TestPreemptionResumesFromCheckpoint(t *testing.T) {
 		PreemptedAt *string `json:"preemptedAt"`
 		MaxRetries  int     `json:"maxRetries"`
 	}
-	alice.must("GET", "/api/tasks/"+victim.ID, nil, 200, &v)
+	alice.Must("GET", "/api/tasks/"+victim.ID, nil, 200, &v)
 	if v.Preemptions != 1 || v.PreemptedAt == nil || v.MaxRetries != 0 {
 		t.Fatalf("the victim: %+v", v)
 	}
-	alice.must("POST", "/api/tasks/"+victim.ID+"/cancel", nil, 202, nil)
+	alice.Must("POST", "/api/tasks/"+victim.ID+"/cancel", nil, 202, nil)
 }
 
 // Two masters on MySQL and Redis and 200 runs of bob submitted at once
@@ -148,16 +148,16 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 	b := newBed(t)
 	env := mmBackends(t, b, "")
 	ms := b.mmStartMasters(2, env)
-	root, _ := signup(t, ms[0].url, "root", "ADMIN")
-	newClient(t, ms[0].url).register("bob")
-	bobs := []*client{newClient(t, ms[0].url).login("bob"), newClient(t, ms[1].url).login("bob")}
-	root.must("PUT", "/api/admin/quotas/bob", map[string]any{"runs": 3}, 200, nil)
+	root, _ := signup(t, ms[0].URL, "root", "ADMIN")
+	newClient(t, ms[0].URL).Register("bob")
+	bobs := []*client{newClient(t, ms[0].URL).login("bob"), newClient(t, ms[1].URL).login("bob")}
+	root.Must("PUT", "/api/admin/quotas/bob", map[string]any{"runs": 3}, 200, nil)
 
 	errs := make(chan error, 200)
 	for i := range 200 {
 		go func() {
-			r, err := bobs[i%2].do("POST", "/api/train", map[string]any{"command": []string{"sleep", "60"}})
-			if err == nil && r.status != 202 {
+			r, err := bobs[i%2].Do("POST", "/api/train", map[string]any{"command": []string{"sleep", "60"}})
+			if err == nil && r.Status != 202 {
 				err = fmt.Errorf("submit: %s", r)
 			}
 			errs <- err
@@ -168,8 +168,8 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b.mmStartWorker("worker-w1", mmRPCList(ms, 0), "w1", 8)
-	b.mmStartWorker("worker-w2", mmRPCList(ms, 1), "w2", 8)
+	b.StartWorker("worker-w1", mmRPCList(ms, 0), rig.WorkerOpts{ID: "w1", Slots: 8})
+	b.StartWorker("worker-w2", mmRPCList(ms, 1), rig.WorkerOpts{ID: "w2", Slots: 8})
 	active := func() int {
 		var u struct {
 			Items []struct {
@@ -177,7 +177,7 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 				RunningRuns int    `json:"runningRuns"`
 			} `json:"items"`
 		}
-		root.must("GET", "/api/users/usage", nil, 200, &u)
+		root.Must("GET", "/api/users/usage", nil, 200, &u)
 		for _, it := range u.Items {
 			if it.User == "bob" {
 				return it.RunningRuns
@@ -186,6 +186,8 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 		return -1
 	}
 	most := 0
+	// Not a wait: the quota must hold at every sample over the whole 20 s
+	// (the runs come and go meanwhile), so the loop runs its full length.
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		n := active()
@@ -204,20 +206,18 @@ func TestQuotaAcrossTwoMasters(t *testing.T) {
 // GPUs that free: no more of Alice's runs start before both of his.
 func TestFairShareTwoUsers(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-	env := b.env("WORKER_JOIN_TOKEN=" + b.joinToken)
-	b.start("worker-w1", env, "worker", "--master", m.rpc, "--id", "w1", "--slots", "2", "--gpus", "2",
-		"--data-dir", filepath.Join(b.dir, "worker-w1"))
-	m.waitJoined(t, "w1")
-	anon := newClient(t, m.url)
-	anon.register("alice")
-	anon.register("bob")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", GPUs: 2})
+	m.WaitJoined(t, "w1")
+	anon := newClient(t, m.URL)
+	anon.Register("alice")
+	anon.Register("bob")
 	alice, bob := anon.login("alice"), anon.login("bob")
 	submit := func(c *client) string {
 		var s struct {
 			ID string `json:"id"`
 		}
-		c.must("POST", "/api/train", map[string]any{"command": []string{"sleep", "2"}, "gpus": 1}, 202, &s)
+		c.Must("POST", "/api/train", map[string]any{"command": []string{"sleep", "2"}, "gpus": 1}, 202, &s)
 		return s.ID
 	}
 	var aliceRuns []string
@@ -229,7 +229,7 @@ func TestFairShareTwoUsers(t *testing.T) {
 		var tk struct {
 			StartedAt *time.Time `json:"startedAt"`
 		}
-		c.must("GET", "/api/tasks/"+id, nil, 200, &tk)
+		c.Must("GET", "/api/tasks/"+id, nil, 200, &tk)
 		if tk.StartedAt == nil {
 			return time.Time{}
 		}

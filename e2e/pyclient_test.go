@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // pyClientProg drives rlsched.Client against a real system the way a
@@ -213,19 +215,19 @@ func TestPythonClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("python3: %v", err) // newBed's package doc: e2e needs python3
 	}
-	up := b.startUp("up", filepath.Join(b.dir, "data"))
-	signup(t, up.url, "alice", "ADMIN")
+	up := b.startUp("up", filepath.Join(b.Dir, "data"))
+	signup(t, up.URL, "alice", "ADMIN")
 
-	prog := filepath.Join(b.dir, "client.py")
+	prog := filepath.Join(b.Dir, "client.py")
 	if err := os.WriteFile(prog, []byte(pyClientProg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, prog)
-	cmd.Env = append(b.env(), "PYTHONPATH="+scripts, "PYTHONDONTWRITEBYTECODE=1",
-		"E2E_URL="+up.url, "E2E_USER=alice", "E2E_PASSWORD="+password)
-	cmd.Dir = b.dir
+	cmd.Env = append(b.ServerEnv(), "PYTHONPATH="+scripts, "PYTHONDONTWRITEBYTECODE=1",
+		"E2E_URL="+up.URL, "E2E_USER=alice", "E2E_PASSWORD="+rig.Password)
+	cmd.Dir = b.Dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()

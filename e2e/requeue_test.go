@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // attemptScript prints "start N", sleeps (long on attempt 1, short after)
@@ -22,11 +25,11 @@ print("done", a, flush=True)
 // expires, and succeeds on another worker; the log shows both attempts.
 func TestWorkerKilledRunRequeued(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
-	m := b.startMaster("master", data, 0, 0)
-	w1 := b.startWorker("worker-w1", m.rpc, "w1", b.joinToken)
-	m.waitJoined(t, "w1")
-	alice, _ := signup(t, m.url, "alice", "ADMIN")
+	data := filepath.Join(b.Dir, "data")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data})
+	w1 := b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", attemptScript}, "maxRetries": 1})
 	alice.waitStatus(id, "RUNNING", 30*time.Second)
@@ -34,9 +37,9 @@ func TestWorkerKilledRunRequeued(t *testing.T) {
 	pgid := ps[0].pgid
 	alice.waitLogContains(id, "start 1\n", 15*time.Second)
 
-	w1.kill(t)
+	w1.Kill(t)
 	killed := time.Now()
-	eventually(t, 5*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 5*time.Second, func() (bool, string) {
 		return groupGone(pgid), fmt.Sprintf("run %s (group %d) outlived its SIGKILLed worker", id, pgid)
 	})
 	t.Logf("run's process group gone %v after the worker died", time.Since(killed).Round(time.Millisecond))
@@ -58,8 +61,8 @@ func TestWorkerKilledRunRequeued(t *testing.T) {
 			t.Errorf("run passed through %s between RUNNING and QUEUED", st)
 		}
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		r, err := alice.do("GET", "/api/workers", nil)
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+		r, err := alice.Do("GET", "/api/workers", nil)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -70,7 +73,7 @@ func TestWorkerKilledRunRequeued(t *testing.T) {
 				RunningTasks []string `json:"runningTasks"`
 			} `json:"items"`
 		}
-		if err := json.Unmarshal(r.body, &ws); err != nil {
+		if err := json.Unmarshal(r.Body, &ws); err != nil {
 			return false, err.Error()
 		}
 		for _, w := range ws.Items {
@@ -78,12 +81,12 @@ func TestWorkerKilledRunRequeued(t *testing.T) {
 				return w.State == "DOWN" && len(w.RunningTasks) == 0, fmt.Sprintf("w1 is %+v, want DOWN", w)
 			}
 		}
-		return false, "w1 missing from /api/workers: " + string(r.body)
+		return false, "w1 missing from /api/workers: " + string(r.Body)
 	})
 
 	// Another worker picks it up and attempt 2 succeeds.
-	b.startWorker("worker-w2", m.rpc, "w2", b.joinToken)
-	m.waitJoined(t, "w2")
+	b.StartWorker("worker-w2", m.RPC, rig.WorkerOpts{ID: "w2"})
+	m.WaitJoined(t, "w2")
 	tk = alice.waitStatus(id, "SUCCEEDED", 30*time.Second)
 	if tk.Attempt != 2 || tk.Worker != "w2" || tk.ExitCode == nil || *tk.ExitCode != 0 {
 		t.Fatalf("finished run: %v; want attempt 2 on w2, exit code 0", tk)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // makeJWT signs claims with HS256 (or writes alg "none" when secret is nil).
@@ -54,7 +56,7 @@ func rawHTTP(t *testing.T, addr string, req string, extra func(io.Writer)) respo
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: body}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
 // TestRESTBadInput: malformed, mistyped, oversized and hostile requests to
@@ -62,10 +64,10 @@ func rawHTTP(t *testing.T, addr string, req string, extra func(io.Writer)) respo
 // master stays up.
 func TestRESTBadInput(t *testing.T) {
 	b := newBed(t)
-	m := b.startMaster("master", b.dir+"/data", 0, 0)
-	anon := newClient(t, m.url)
-	alice, admin := signup(t, m.url, "alice", "ADMIN")
-	addr := strings.TrimPrefix(m.url, "http://")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: b.Dir + "/data"})
+	anon := newClient(t, m.URL)
+	alice, admin := signup(t, m.URL, "alice", "ADMIN")
+	addr := strings.TrimPrefix(m.URL, "http://")
 
 	long := strings.Repeat("a", 1000)
 	unknown := "r0000000000000000000000"
@@ -165,7 +167,7 @@ func TestRESTBadInput(t *testing.T) {
 		{"PUT", "/api/tasks/" + unknown, `{}`, 405, ""},
 	}
 	for _, c := range cases {
-		r, err := alice.do(c.method, c.path, c.body)
+		r, err := alice.Do(c.method, c.path, c.body)
 		if err != nil {
 			t.Errorf("%s %s: %v", c.method, truncateStr(c.path, 60), err)
 			continue
@@ -179,14 +181,14 @@ func TestRESTBadInput(t *testing.T) {
 		return map[string]any{"sub": sub, "name": "alice", "role": "ADMIN", "iat": now.Unix(), "exp": exp.Unix()}
 	}
 	sub := strconv.FormatInt(admin.ID, 10)
-	secret := []byte(b.jwtSecret)
+	secret := []byte(b.JWTSecret)
 	good := makeJWT("HS256", secret, claims(sub, now.Add(time.Hour)))
-	alice.as(good).must("GET", "/api/auth/me", nil, 200, nil) // the forged-by-us control token is well formed
-	tampered := []byte(alice.token)
+	alice.as(good).Must("GET", "/api/auth/me", nil, 200, nil) // the forged-by-us control token is well formed
+	tampered := []byte(alice.Token)
 	tampered[len(tampered)-3] ^= 0x01
-	i := strings.IndexByte(alice.token, '.')
-	j := strings.LastIndexByte(alice.token, '.')
-	elevated := alice.token[:i+1] + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","name":"alice","role":"ADMIN","exp":99999999999}`)) + alice.token[j:]
+	i := strings.IndexByte(alice.Token, '.')
+	j := strings.LastIndexByte(alice.Token, '.')
+	elevated := alice.Token[:i+1] + base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"1","name":"alice","role":"ADMIN","exp":99999999999}`)) + alice.Token[j:]
 	tokens := map[string]string{
 		"expired":         makeJWT("HS256", secret, claims(sub, now.Add(-time.Minute))),
 		"tampered":        string(tampered),
@@ -203,7 +205,7 @@ func TestRESTBadInput(t *testing.T) {
 	}
 	for name, tok := range tokens {
 		for _, path := range []string{"/api/auth/me", "/api/tasks", "/api/monitor/logs/" + unknown} {
-			r, err := anon.as(tok).do("GET", path, nil)
+			r, err := anon.as(tok).Do("GET", path, nil)
 			if err != nil {
 				t.Errorf("token %s: %v", name, err)
 				continue
@@ -218,7 +220,7 @@ func TestRESTBadInput(t *testing.T) {
 		"bearer only":     {"Authorization", "Bearer"},
 		"tampered cookie": {"Cookie", "jwt_token=" + string(tampered)},
 	} {
-		r, err := anon.do("POST", "/api/train", `{"command":["true"]}`, hdr...)
+		r, err := anon.Do("POST", "/api/train", `{"command":["true"]}`, hdr...)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -228,25 +230,25 @@ func TestRESTBadInput(t *testing.T) {
 
 	// Trace ids: a valid one is echoed in the header and the error body, an
 	// invalid one replaced by a fresh 32-hex id.
-	r, err := alice.do("GET", "/api/tasks/"+unknown, nil, "X-Trace-Id", "e2e-trace_1")
+	r, err := alice.Do("GET", "/api/tasks/"+unknown, nil, "X-Trace-Id", "e2e-trace_1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkError(t, "with X-Trace-Id", r, 404, "not_found")
-	if h := r.header.Get("X-Trace-Id"); h != "e2e-trace_1" {
+	if h := r.Header.Get("X-Trace-Id"); h != "e2e-trace_1" {
 		t.Errorf("X-Trace-Id e2e-trace_1 answered as %q", h)
 	}
-	r, err = alice.do("GET", "/api/tasks/"+unknown, nil, "X-Trace-Id", "bad trace/../"+long)
+	r, err = alice.Do("GET", "/api/tasks/"+unknown, nil, "X-Trace-Id", "bad trace/../"+long)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkError(t, "with a bad X-Trace-Id", r, 404, "not_found")
-	if h := r.header.Get("X-Trace-Id"); !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(h) {
+	if h := r.Header.Get("X-Trace-Id"); !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(h) {
 		t.Errorf("a bad X-Trace-Id was answered with %q; want a fresh 32-hex id", h)
 	}
 
 	// Bodies over 1 MiB: 413, by Content-Length and chunked.
-	auth := "Authorization: Bearer " + alice.token + "\r\n"
+	auth := "Authorization: Bearer " + alice.Token + "\r\n"
 	r = rawHTTP(t, addr, "POST /api/train HTTP/1.1\r\nHost: e2e\r\n"+auth+
 		"Content-Type: application/json\r\nContent-Length: 1048577\r\n\r\n", func(w io.Writer) {
 		_, _ = w.Write([]byte(`{"name":"` + strings.Repeat("x", 1048577-11) + `"}`))
@@ -263,7 +265,7 @@ func TestRESTBadInput(t *testing.T) {
 		_, _ = io.WriteString(w, "0\r\n\r\n")
 	})
 	checkError(t, "chunked 2.5 MiB", r, 413, "payload_too_large")
-	r, err = alice.do("POST", "/api/train", strings.Repeat(" ", 1<<20+100))
+	r, err = alice.Do("POST", "/api/train", strings.Repeat(" ", 1<<20+100))
 	if err == nil { // the server may close before the client finishes sending
 		checkError(t, "1 MiB of spaces", r, 413, "payload_too_large")
 	}
@@ -273,7 +275,7 @@ func TestRESTBadInput(t *testing.T) {
 		checkError(t, "raw GET "+path, r, 0, "")
 	}
 	r = rawHTTP(t, addr, "HELLO\r\n\r\n", nil)
-	if r.status < 400 || r.status >= 500 {
+	if r.Status < 400 || r.Status >= 500 {
 		t.Errorf("a malformed request line: %s; want a 4xx", r)
 	}
 	r = rawHTTP(t, addr, "GET /api/monitor/health HTTP/1.1\r\nHost: e2e\r\nX-Big: "+strings.Repeat("h", 64<<10)+"\r\n\r\n", nil)
@@ -282,20 +284,20 @@ func TestRESTBadInput(t *testing.T) {
 	checkError(t, "a 9000-byte token", r, 0, "")
 
 	// The master is still up and healthy, and logged no BUG (checked at cleanup).
-	if m.exited() {
-		t.Fatalf("the master exited: %v\n%s", m.waitErr, tail(m.stderr(), 40))
+	if m.Exited() {
+		t.Fatalf("the master exited: %v\n%s", m.Err(), rig.Tail(m.Stderr(), 40))
 	}
 	var health struct {
 		Status string `json:"status"`
 	}
-	anon.must("GET", "/api/monitor/health", nil, 200, &health)
+	anon.Must("GET", "/api/monitor/health", nil, 200, &health)
 	if health.Status != "UP" {
 		t.Errorf("health %q after bad input, want UP", health.Status)
 	}
 	var list struct {
 		Items []task `json:"items"`
 	}
-	alice.must("GET", "/api/tasks", nil, 200, &list)
+	alice.Must("GET", "/api/tasks", nil, 200, &list)
 	if len(list.Items) != 0 {
 		t.Errorf("bad input created runs: %+v", list.Items)
 	}

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // tickScript prints a line and a metric each second for 6 s, then "end".
@@ -26,35 +29,43 @@ func tickLog() string {
 	return sb.String()
 }
 
+// startPinned starts master-1 on ports of its own, which a second master
+// started with the same options takes again, with worker w1 and user alice.
+func (b *bed) startPinned(t *testing.T) (rig.MasterOpts, *master, *client) {
+	t.Helper()
+	o := rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), HTTPPort: rig.FreePort(t), RPCPort: rig.FreePort(t)}
+	m1 := b.StartMaster("master-1", o)
+	b.StartWorker("worker-w1", m1.RPC, rig.WorkerOpts{ID: "w1"})
+	m1.WaitJoined(t, "w1")
+	alice, _ := signup(t, m1.URL, "alice", "ADMIN")
+	return o, m1, alice
+}
+
 // TestMasterRestartLosesNoRun: the master is SIGKILLed while a run is
 // running and restarted on the same data dir and ports; the worker
 // reconnects and the master re-adopts the run, which succeeds as attempt 1
 // with every output line and metric point exactly once.
 func TestMasterRestartLosesNoRun(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
-	httpPort, rpcPort := freePort(t), freePort(t)
-	m1 := b.startMaster("master-1", data, httpPort, rpcPort)
-	b.startWorker("worker-w1", m1.rpc, "w1", b.joinToken)
-	m1.waitJoined(t, "w1")
-	alice, _ := signup(t, m1.url, "alice", "ADMIN")
+	pinned, m1, alice := b.startPinned(t)
+	data := pinned.DataDir
 
 	id, traceID := b.submit(alice, map[string]any{"command": []string{"python3", "-c", tickScript}})
 	alice.waitStatus(id, "RUNNING", 30*time.Second)
 	ps := waitRunProcs(t, id, 1, 10*time.Second)
 	alice.waitLogContains(id, "line 1\n", 15*time.Second)
 
-	m1.kill(t)
+	m1.Kill(t)
 	restarted := time.Now()
 	// The crashed master's connections linger in TIME_WAIT on the RPC port:
 	// the new master must still be able to listen there (SO_REUSEADDR).
-	m2 := b.startMaster("master-2", data, httpPort, rpcPort)
-	if m2.url != m1.url || m2.rpc != m1.rpc {
-		t.Fatalf("restarted master on %s/%s, want %s/%s", m2.url, m2.rpc, m1.url, m1.rpc)
+	m2 := b.StartMaster("master-2", pinned)
+	if m2.URL != m1.URL || m2.RPC != m1.RPC {
+		t.Fatalf("restarted master on %s/%s, want %s/%s", m2.URL, m2.RPC, m1.URL, m1.RPC)
 	}
-	joined := m2.waitJoined(t, "w1")
+	joined := m2.WaitJoined(t, "w1")
 	t.Logf("worker rejoined %v after the restart: %v", time.Since(restarted).Round(time.Millisecond), joined)
-	if joined.str("adopted") != "1" || joined.str("killed") != "0" {
+	if joined.Str("adopted") != "1" || joined.Str("killed") != "0" {
 		t.Errorf("rejoin: %v; want the run adopted, none killed", joined)
 	}
 	if rp := runProcs(id); len(rp) > 0 && rp[0].pid != ps[0].pid {
@@ -72,7 +83,7 @@ func TestMasterRestartLosesNoRun(t *testing.T) {
 	var metrics struct {
 		Series map[string][][2]float64 `json:"series"`
 	}
-	alice.must("GET", "/api/tasks/"+id+"/metrics?names=tick", nil, 200, &metrics)
+	alice.Must("GET", "/api/tasks/"+id+"/metrics?names=tick", nil, 200, &metrics)
 	if got := fmt.Sprint(metrics.Series["tick"]); got != "[[0 0] [1 10] [2 20] [3 30] [4 40] [5 50]]" {
 		t.Errorf("tick metric after a master restart: %s; want each step once", got)
 	}
@@ -87,11 +98,11 @@ func TestMasterRestartLosesNoRun(t *testing.T) {
 // (attempt 2) and fails the one without.
 func TestMasterRestartRequeuesOrphanedRun(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
-	m1 := b.startMaster("master-1", data, 0, 0)
-	w1 := b.startWorker("worker-w1", m1.rpc, "w1", b.joinToken)
-	m1.waitJoined(t, "w1")
-	alice, _ := signup(t, m1.url, "alice", "ADMIN")
+	data := filepath.Join(b.Dir, "data")
+	m1 := b.StartMaster("master-1", rig.MasterOpts{DataDir: data})
+	w1 := b.StartWorker("worker-w1", m1.RPC, rig.WorkerOpts{ID: "w1"})
+	m1.WaitJoined(t, "w1")
+	alice, _ := signup(t, m1.URL, "alice", "ADMIN")
 
 	retry, _ := b.submit(alice, map[string]any{"command": []string{"sleep", "600"}, "maxRetries": 1})
 	once, _ := b.submit(alice, map[string]any{"command": []string{"sleep", "601"}, "maxRetries": 0})
@@ -101,21 +112,21 @@ func TestMasterRestartRequeuesOrphanedRun(t *testing.T) {
 		groups = append(groups, waitRunProcs(t, id, 1, 10*time.Second)[0].pgid)
 	}
 
-	w1.kill(t)
-	m1.kill(t)
+	w1.Kill(t)
+	m1.Kill(t)
 	for i, pg := range groups {
-		eventually(t, 5*time.Second, func() (bool, string) {
+		testutil.Eventually(t, 5*time.Second, func() (bool, string) {
 			return groupGone(pg), fmt.Sprintf("run %d (group %d) outlived its SIGKILLed worker", i, pg)
 		})
 	}
 
 	restarted := time.Now()
-	m2 := b.startMaster("master-2", data, 0, 0)
-	m2.waitLog(t, 10*time.Second, "waiting for workers to re-adopt", func(l logLine) bool {
-		return strings.HasPrefix(l.msg(), "waiting for workers to re-adopt") && l.str("runs") == "2"
+	m2 := b.StartMaster("master-2", rig.MasterOpts{DataDir: data})
+	m2.WaitLog(t, 10*time.Second, "waiting for workers to re-adopt", func(l logLine) bool {
+		return strings.HasPrefix(l.Msg(), "waiting for workers to re-adopt") && l.Str("runs") == "2"
 	})
-	c2 := alice.as(alice.token)
-	c2.base = m2.url
+	c2 := alice.as(alice.Token)
+	c2.Base = m2.URL
 	ttl := time.Duration(taskTTLSeconds) * time.Second
 
 	tk := c2.waitTask(retry, ttl+10*time.Second, "QUEUED with attempt 2", func(tk task) bool {

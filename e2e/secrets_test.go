@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // envScript prints the run's environment, one NAME=VALUE per line.
@@ -43,17 +45,17 @@ func TestRunEnvHidesSecrets(t *testing.T) {
 
 	t.Run("worker", func(t *testing.T) {
 		b := newBed(t)
-		m := b.startMaster("master", filepath.Join(b.dir, "data"), 0, 0)
-		b.startWorker("worker-w1", m.rpc, "w1", b.joinToken)
-		m.waitJoined(t, "w1")
-		c, _ := signup(t, m.url, "alice", "ADMIN")
-		check(t, c, b, map[string]string{"WORKER_JOIN_TOKEN": b.joinToken})
+		m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+		b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+		m.WaitJoined(t, "w1")
+		c, _ := signup(t, m.URL, "alice", "ADMIN")
+		check(t, c, b, map[string]string{"WORKER_JOIN_TOKEN": b.JoinToken})
 	})
 	t.Run("up", func(t *testing.T) {
 		b := newBed(t)
-		up := b.startUp("up", filepath.Join(b.dir, "data"),
-			"JWT_SECRET="+b.jwtSecret, "WORKER_JOIN_TOKEN="+b.joinToken)
-		c, _ := signup(t, up.url, "alice", "ADMIN")
-		check(t, c, b, map[string]string{"JWT_SECRET": b.jwtSecret, "WORKER_JOIN_TOKEN": b.joinToken})
+		up := b.startUp("up", filepath.Join(b.Dir, "data"),
+			"JWT_SECRET="+b.JWTSecret, "WORKER_JOIN_TOKEN="+b.JoinToken)
+		c, _ := signup(t, up.URL, "alice", "ADMIN")
+		check(t, c, b, map[string]string{"JWT_SECRET": b.JWTSecret, "WORKER_JOIN_TOKEN": b.JoinToken})
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // TestSweepCLI is issue 17's "Done when" through the CLI against `rlsched
@@ -14,19 +16,19 @@ import (
 // retry` reruns exactly the members that failed (lr=-1: train.py refuses it).
 func TestSweepCLI(t *testing.T) {
 	b := newBed(t)
-	up := b.startUp("up", filepath.Join(b.dir, "data"))
-	admin, _ := signup(t, up.url, "alice", "ADMIN")
-	cfg := filepath.Join(b.dir, "cli-config")
+	up := b.startUp("up", filepath.Join(b.Dir, "data"))
+	admin, _ := signup(t, up.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-config")
 	cli := func(want int, args ...string) string {
 		t.Helper()
-		out, code := b.cli(cfg, append(args, "--server", up.url)...)
+		out, code := b.cli(cfg, append(args, "--server", up.URL)...)
 		if code != want {
 			t.Fatalf("rlsched %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
 		}
 		return out
 	}
-	cli(0, "register", "-u", "bob", "-p", password)
-	cli(0, "login", "-u", "bob", "-p", password)
+	cli(0, "register", "-u", "bob", "-p", rig.Password)
+	cli(0, "login", "-u", "bob", "-p", rig.Password)
 
 	// Exit 1: the lr=-1 members fail; the others succeed.
 	out := cli(1, "sweep", "--grid", "lr=0.01,-1", "--seeds", "3", "--algorithm", "REINFORCE", "--episodes", "20",
@@ -39,7 +41,7 @@ func TestSweepCLI(t *testing.T) {
 	var sw struct {
 		Runs []task `json:"runs"`
 	}
-	admin.must("GET", "/api/sweeps/"+id, nil, 200, &sw)
+	admin.Must("GET", "/api/sweeps/"+id, nil, 200, &sw)
 	for _, r := range sw.Runs {
 		b.track(r.ID)
 	}
@@ -69,7 +71,7 @@ func TestSweepCLI(t *testing.T) {
 			SweepID string `json:"sweepId"`
 			Status  string `json:"status"`
 		}
-		admin.must("GET", "/api/tasks/"+r, nil, 200, &tk)
+		admin.Must("GET", "/api/tasks/"+r, nil, 200, &tk)
 		if !failed[tk.RerunOf] || tk.SweepID != id || tk.Status != "FAILED" {
 			t.Fatalf("retried run %s: %+v, want a FAILED rerun of an lr=-1 member", r, tk)
 		}

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 var upURLLine = regexp.MustCompile(`(?m)^\s*URL:\s+(\S+)\s*$`)
@@ -17,26 +20,26 @@ var upURLLine = regexp.MustCompile(`(?m)^\s*URL:\s+(\S+)\s*$`)
 // startUp runs `rlsched up` on dataDir with free ports and returns it with
 // the URL it printed on stdout (checked against its JSON log).
 func (b *bed) startUp(name, dataDir string, extraEnv ...string) *master {
-	b.t.Helper()
-	p := b.start(name, b.env(extraEnv...), "up", "--data-dir", dataDir, "--master-port", "0", "--rpc-port", "0", "--gateway-port", "0")
-	m := b.awaitMaster(p)
-	gw := p.waitLog(b.t, 30*time.Second, "gateway started", func(l logLine) bool { return l.msg() == "gateway started" })
+	b.T.Helper()
+	p := b.Start(name, b.ServerEnv(extraEnv...), "up", "--data-dir", dataDir, "--master-port", "0", "--rpc-port", "0", "--gateway-port", "0")
+	m := b.AwaitMaster(p)
+	gw := p.WaitLog(b.T, 30*time.Second, "gateway started", func(l logLine) bool { return l.Msg() == "gateway started" })
 	var url string
-	eventually(b.t, 30*time.Second, func() (bool, string) {
-		if mm := upURLLine.FindStringSubmatch(p.stdout()); mm != nil {
+	testutil.Eventually(b.T, 30*time.Second, func() (bool, string) {
+		if mm := upURLLine.FindStringSubmatch(p.Stdout()); mm != nil {
 			url = mm[1]
 			return true, ""
 		}
-		if p.exited() {
-			b.t.Fatalf("rlsched up exited: %v\n%s", p.waitErr, tail(p.stderr(), 40))
+		if p.Exited() {
+			b.T.Fatalf("rlsched up exited: %v\n%s", p.Err(), rig.Tail(p.Stderr(), 40))
 		}
-		return false, "rlsched up printed no URL: line; stdout:\n" + p.stdout()
+		return false, "rlsched up printed no URL: line; stdout:\n" + p.Stdout()
 	})
-	if url != gw.str("url") {
-		b.t.Fatalf("rlsched up printed URL %s but its gateway logged url %s", url, gw.str("url"))
+	if url != gw.Str("url") {
+		b.T.Fatalf("rlsched up printed URL %s but its gateway logged url %s", url, gw.Str("url"))
 	}
-	m.url = url // everything below goes through the gateway, as a user's requests do
-	m.waitJoined(b.t, "local-0")
+	m.URL = url // everything below goes through the gateway, as a user's requests do
+	m.WaitJoined(b.T, "local-0")
 	return m
 }
 
@@ -45,10 +48,10 @@ func (b *bed) startUp(name, dataDir string, extraEnv ...string) *master {
 // same through the CLI.
 func TestUpPPO(t *testing.T) {
 	b := newBed(t)
-	data := filepath.Join(b.dir, "data")
+	data := filepath.Join(b.Dir, "data")
 	up := b.startUp("up", data)
 
-	admin, _ := signup(t, up.url, "alice", "ADMIN") // the first user of an empty system
+	admin, _ := signup(t, up.URL, "alice", "ADMIN") // the first user of an empty system
 	id, traceID := b.submit(admin, map[string]any{"algorithm": "PPO", "episodes": 200})
 	tk := admin.waitStatus(id, "SUCCEEDED", 90*time.Second)
 	if tk.Attempt != 1 || tk.ExitCode == nil || *tk.ExitCode != 0 || tk.FinalReward == nil {
@@ -65,7 +68,7 @@ func TestUpPPO(t *testing.T) {
 		t.Errorf("first line of the log file is %q, want %q", first, "TRACE_ID:"+traceID)
 	}
 	if strings.Contains(file, "=== rlsched attempt") {
-		t.Errorf("a first attempt's log has an attempt marker:\n%s", tail(file, 10))
+		t.Errorf("a first attempt's log has an attempt marker:\n%s", rig.Tail(file, 10))
 	}
 	// finalReward is the last FINAL_REWARD:x line.
 	var final string
@@ -75,7 +78,7 @@ func TestUpPPO(t *testing.T) {
 		}
 	}
 	if want, err := strconv.ParseFloat(strings.TrimSpace(final), 64); err != nil {
-		t.Errorf("the log has no FINAL_REWARD line: %q", tail(file, 5))
+		t.Errorf("the log has no FINAL_REWARD line: %q", rig.Tail(file, 5))
 	} else if *tk.FinalReward != want {
 		t.Errorf("finalReward %v, want %v (the last FINAL_REWARD line)", *tk.FinalReward, want)
 	}
@@ -92,16 +95,16 @@ func TestUpPPO(t *testing.T) {
 		NextOffset int64    `json:"nextOffset"`
 		EOF        bool     `json:"eof"`
 	}
-	admin.must("GET", "/api/monitor/logs/"+id, nil, 200, &page)
+	admin.Must("GET", "/api/monitor/logs/"+id, nil, 200, &page)
 	if page.Status != "SUCCESS" || !page.EOF || page.Offset != 0 || page.NextOffset != int64(len(file)) {
 		t.Errorf("logs page: status %q eof %v offset %d nextOffset %d; want SUCCESS, eof, 0, %d",
 			page.Status, page.EOF, page.Offset, page.NextOffset, len(file))
 	}
 	if got := strings.Join(page.Content, "\n") + "\n"; got != file {
-		t.Errorf("JSON logs content differs from the file:\n%s\n----\n%s", tail(got, 5), tail(file, 5))
+		t.Errorf("JSON logs content differs from the file:\n%s\n----\n%s", rig.Tail(got, 5), rig.Tail(file, 5))
 	}
 	// A page from an offset inside the file starts there.
-	admin.must("GET", fmt.Sprintf("/api/monitor/logs/%s?offset=%d", id, len(first)+1), nil, 200, &page)
+	admin.Must("GET", fmt.Sprintf("/api/monitor/logs/%s?offset=%d", id, len(first)+1), nil, 200, &page)
 	if len(page.Content) == 0 || strings.HasPrefix(page.Content[0], "TRACE_ID:") {
 		t.Errorf("logs from offset %d: %q", len(first)+1, page.Content[:min(len(page.Content), 2)])
 	}
@@ -111,7 +114,7 @@ func TestUpPPO(t *testing.T) {
 		TaskID string                  `json:"taskId"`
 		Series map[string][][2]float64 `json:"series"`
 	}
-	admin.must("GET", "/api/tasks/"+id+"/metrics", nil, 200, &metrics)
+	admin.Must("GET", "/api/tasks/"+id+"/metrics", nil, 200, &metrics)
 	er := metrics.Series["episode_reward"]
 	if metrics.TaskID != id || len(er) != 200 {
 		t.Fatalf("metrics: taskId %q, %d episode_reward points; want %s and 200", metrics.TaskID, len(er), id)
@@ -121,16 +124,16 @@ func TestUpPPO(t *testing.T) {
 			t.Fatalf("episode_reward point %d has step %v, want %d", i, p[0], i+1)
 		}
 	}
-	admin.must("GET", "/api/tasks/"+id+"/metrics?names=episode_reward,nonexistent", nil, 200, &metrics)
+	admin.Must("GET", "/api/tasks/"+id+"/metrics?names=episode_reward,nonexistent", nil, 200, &metrics)
 	if len(metrics.Series["episode_reward"]) != 200 || len(metrics.Series["nonexistent"]) != 0 {
 		t.Errorf("metrics?names=: %d points, series %v", len(metrics.Series["episode_reward"]), keys(metrics.Series))
 	}
 
 	// The CLI, the way a user would: register, login, submit --wait.
-	cfg := filepath.Join(b.dir, "cli-config")
+	cfg := filepath.Join(b.Dir, "cli-config")
 	for _, args := range [][]string{
-		{"register", "-u", "bob", "-p", password, "--server", up.url},
-		{"login", "-u", "bob", "-p", password, "--server", up.url},
+		{"register", "-u", "bob", "-p", rig.Password, "--server", up.URL},
+		{"login", "-u", "bob", "-p", rig.Password, "--server", up.URL},
 	} {
 		if out, code := b.cli(cfg, args...); code != 0 {
 			t.Fatalf("rlsched %s: exit %d\n%s", args[0], code, out)
@@ -139,14 +142,14 @@ func TestUpPPO(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(cfg, "credentials.json")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("credentials file after login: %v, err %v; want mode 0600", st, err)
 	}
-	out, code := b.cli(cfg, "submit", "--algorithm", "REINFORCE", "--episodes", "50", "--wait", "--server", up.url)
+	out, code := b.cli(cfg, "submit", "--algorithm", "REINFORCE", "--episodes", "50", "--wait", "--server", up.URL)
 	if code != 0 || !strings.Contains(out, "SUCCEEDED") {
 		t.Fatalf("rlsched submit --wait: exit %d, want 0 and SUCCEEDED\n%s", code, out)
 	}
 	var list struct {
 		Items []task `json:"items"`
 	}
-	admin.must("GET", "/api/tasks?user=bob", nil, 200, &list)
+	admin.Must("GET", "/api/tasks?user=bob", nil, 200, &list)
 	if len(list.Items) != 1 || list.Items[0].Status != "SUCCEEDED" || list.Items[0].User != "bob" {
 		t.Fatalf("bob's runs: %+v; want one SUCCEEDED run", list.Items)
 	}
@@ -157,7 +160,7 @@ func TestUpPPO(t *testing.T) {
 	var m2 struct {
 		Series map[string]json.RawMessage `json:"series"`
 	}
-	admin.must("GET", "/api/tasks/"+list.Items[0].ID+"/metrics?names=episode_reward", nil, 200, &m2)
+	admin.Must("GET", "/api/tasks/"+list.Items[0].ID+"/metrics?names=episode_reward", nil, 200, &m2)
 	var pts [][2]float64
 	if err := json.Unmarshal(m2.Series["episode_reward"], &pts); err != nil || len(pts) != 50 {
 		t.Errorf("REINFORCE run has %d episode_reward points (err %v), want 50", len(pts), err)

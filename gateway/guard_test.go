@@ -23,24 +23,24 @@ func TestGatewayHostChecked(t *testing.T) {
 		var e struct {
 			Error struct{ Code, Message, TraceID string }
 		}
-		a.json(t, &e)
-		if a.status != 421 || e.Error.Code != "misdirected_request" || e.Error.TraceID == "" {
-			t.Errorf("Host %q: %d %s", host, a.status, a.body)
+		a.JSON(t, &e)
+		if a.Status != 421 || e.Error.Code != "misdirected_request" || e.Error.TraceID == "" {
+			t.Errorf("Host %q: %d %s", host, a.Status, a.Body)
 		}
-		if a := do(t, "GET", gwURL+"/api/tasks", "", append(bearer(tok), "Host", host)...); a.status != 421 {
-			t.Errorf("Host %q with a token: %d %s", host, a.status, a.body)
+		if a := do(t, "GET", gwURL+"/api/tasks", "", append(bearer(tok), "Host", host)...); a.Status != 421 {
+			t.Errorf("Host %q with a token: %d %s", host, a.Status, a.Body)
 		}
 	}
 	for _, host := range []string{addr, "localhost:" + port, "rlsched.lab.example", "rlsched.lab.example:8443"} {
-		if a := do(t, "GET", gwURL+"/api/tasks", "", append(bearer(tok), "Host", host)...); a.status != 200 {
-			t.Errorf("Host %q: %d %s", host, a.status, a.body)
+		if a := do(t, "GET", gwURL+"/api/tasks", "", append(bearer(tok), "Host", host)...); a.Status != 200 {
+			t.Errorf("Host %q: %d %s", host, a.Status, a.Body)
 		}
 		<-seen
 	}
 	// Monitoring answers under whatever name a prober uses.
 	for _, p := range []string{"/metrics", "/gateway-actuator/health"} {
-		if a := do(t, "GET", gwURL+p, "", "Host", "prometheus-target.internal"); a.status != 200 {
-			t.Errorf("%s under another name: %d", p, a.status)
+		if a := do(t, "GET", gwURL+p, "", "Host", "prometheus-target.internal"); a.Status != 200 {
+			t.Errorf("%s under another name: %d", p, a.Status)
 		}
 	}
 	select {
@@ -62,15 +62,15 @@ func TestGatewayCSRF(t *testing.T) {
 	f := func(name string, want int, path, body string, hdr ...string) {
 		t.Helper()
 		a := do(t, "POST", gwURL+path, body, hdr...)
-		if a.status != want {
-			t.Errorf("%s: %d, want %d (%s)", name, a.status, want, a.body)
+		if a.Status != want {
+			t.Errorf("%s: %d, want %d (%s)", name, a.Status, want, a.Body)
 			return
 		}
 		if want == 403 {
 			var e struct{ Error struct{ Code string } }
-			a.json(t, &e)
+			a.JSON(t, &e)
 			if e.Error.Code != "forbidden" {
-				t.Errorf("%s: %s", name, a.body)
+				t.Errorf("%s: %s", name, a.Body)
 			}
 			return
 		}

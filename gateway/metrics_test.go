@@ -17,15 +17,15 @@ func TestMetricsScrape(t *testing.T) {
 	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{stable}, []string{canary})
 	tok := bearer(testToken(t, 1, "alice", "USER"))
 	for range 3 {
-		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 200 {
-			t.Fatalf("GET /api/tasks: %d", a.status)
+		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.Status != 200 {
+			t.Fatalf("GET /api/tasks: %d", a.Status)
 		}
 	}
-	if a := do(t, "GET", gwURL+"/api/tasks", "", append(tok, "X-Canary", "true")...); a.status != 200 || string(a.body) != "canary" {
-		t.Fatalf("canary: %d %s", a.status, a.body)
+	if a := do(t, "GET", gwURL+"/api/tasks", "", append(tok, "X-Canary", "true")...); a.Status != 200 || string(a.Body) != "canary" {
+		t.Fatalf("canary: %d %s", a.Status, a.Body)
 	}
-	if a := do(t, "GET", gwURL+"/api/tasks", ""); a.status != 401 {
-		t.Fatalf("without a token: %d", a.status)
+	if a := do(t, "GET", gwURL+"/api/tasks", ""); a.Status != 401 {
+		t.Fatalf("without a token: %d", a.Status)
 	}
 	body := promcheck.Scrape(t, gwURL+"/metrics")
 	promcheck.Check(t, body)

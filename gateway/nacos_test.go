@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/testkit/nacostest"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // Two masters register in a real Nacos-protocol server (Polaris), one as a
@@ -23,7 +24,7 @@ func TestProcessNacosDiscovery(t *testing.T) {
 	canary := b.startMaster("canary-1", 0, env, "SERVICE_NAME="+discovery.ServiceCanary)
 	ms := []*master{stable, canary}
 	alice := registerOn(t, ms, "alice")
-	g := b.startGateway("gw", []string{env})
+	g := b.StartGateway("gw", []string{env})
 
 	// want waits until the routes hold exactly the masters of want (by URL:
 	// service), each available: one that left is gone from the list, not
@@ -31,8 +32,8 @@ func TestProcessNacosDiscovery(t *testing.T) {
 	// may also still be listed, but only as unavailable.
 	want := func(what string, want map[string]string, lingering ...string) {
 		t.Helper()
-		eventually(t, 30*time.Second, func() (bool, string) {
-			r := routes(t, g.url, alice.token)
+		testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+			r := routes(t, g.URL, alice.token)
 			got := map[string]string{}
 			for _, rt := range r.Routes {
 				for _, in := range rt.Instances {
@@ -54,15 +55,15 @@ func TestProcessNacosDiscovery(t *testing.T) {
 			return true, ""
 		})
 	}
-	both := map[string]string{stable.url: discovery.ServiceStable, canary.url: discovery.ServiceCanary}
+	both := map[string]string{stable.URL: discovery.ServiceStable, canary.URL: discovery.ServiceCanary}
 	want("both registered", both)
-	r := routes(t, g.url, alice.token)
-	if in, _ := instance(r, canary.url); !in.Canary || in.Metadata["masterId"] != "canary-1" || in.Metadata["canary"] != "true" {
+	r := routes(t, g.URL, alice.token)
+	if in, _ := instance(r, canary.URL); !in.Canary || in.Metadata["masterId"] != "canary-1" || in.Metadata["canary"] != "true" {
 		t.Fatalf("canary instance %+v", in)
 	}
 	route := func(header ...string) (string, string) {
-		a := do(t, "GET", g.url+"/api/monitor/health", "", append(bearer(alice.token), header...)...)
-		return healthMaster(t, a), a.header.Get("X-Upstream-Service")
+		a := do(t, "GET", g.URL+"/api/monitor/health", "", append(bearer(alice.token), header...)...)
+		return healthMaster(t, a), a.Header.Get("X-Upstream-Service")
 	}
 	if m, svc := route(); m != "stable-1" || svc != discovery.ServiceStable {
 		t.Fatalf("plain request went to %s (%s)", m, svc)
@@ -72,13 +73,13 @@ func TestProcessNacosDiscovery(t *testing.T) {
 	}
 
 	// SIGTERM: the canary deregisters on its way out.
-	canary.signal(t, syscall.SIGTERM)
-	canary.waitLog(t, 5*time.Second, "deregistered from Nacos")
-	want("canary stopped", map[string]string{stable.url: discovery.ServiceStable})
+	canary.Stop(t, syscall.SIGTERM, 15*time.Second)
+	canary.WaitMessage(t, 5*time.Second, "deregistered from Nacos")
+	want("canary stopped", map[string]string{stable.URL: discovery.ServiceStable})
 	if m, _ := route("X-Canary", "true"); m != "stable-1" {
 		t.Fatalf("with no canary, X-Canary went to %s", m)
 	}
-	b.restart(canary)
+	b.Restart(canary)
 	want("canary back", both)
 	if m, _ := route("X-Canary", "true"); m != "canary-1" {
 		t.Fatalf("X-Canary went to %s after the canary came back", m)
@@ -90,9 +91,9 @@ func TestProcessNacosDiscovery(t *testing.T) {
 	// expiry, which can be past the 30 s here on a loaded machine); either
 	// way the gateway stops routing to it once it is unhealthy, which is
 	// what this checks: listed unavailable, or gone.
-	stable.signal(t, syscall.SIGKILL)
-	want("stable killed", map[string]string{canary.url: discovery.ServiceCanary}, stable.url)
-	b.restart(stable)
+	stable.Stop(t, syscall.SIGKILL, 15*time.Second)
+	want("stable killed", map[string]string{canary.URL: discovery.ServiceCanary}, stable.URL)
+	b.Restart(stable)
 	want("stable back", both)
 	if m, _ := route(); m != "stable-1" {
 		t.Fatalf("plain request went to %s after the stable master came back", m)

@@ -21,6 +21,8 @@ import (
 	"github.com/rlsched/rlsched/gateway"
 	"github.com/rlsched/rlsched/gateway/discovery"
 	"github.com/rlsched/rlsched/internal/signature"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func TestProxyStreamsLargeResponse(t *testing.T) {
@@ -154,8 +156,8 @@ func TestProxyHopByHopAndForwardedHeaders(t *testing.T) {
 		"Connection", "keep-alive, X-Client-Private", "X-Client-Private", "1", "Keep-Alive", "timeout=9",
 		"Proxy-Authorization", "Basic Zm9vOmJhcg==", "TE", "trailers", "X-Forwarded-For", "10.1.2.3",
 		"Host", "dashboard.example:8081")...)
-	if a.status != 200 {
-		t.Fatalf("%d %s", a.status, a.body)
+	if a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
 	}
 	h := <-seen
 	for _, k := range []string{"X-Client-Private", "Keep-Alive", "Proxy-Authorization", "Te"} {
@@ -178,12 +180,12 @@ func TestProxyHopByHopAndForwardedHeaders(t *testing.T) {
 		t.Errorf("X-Forwarded-Proto %q", got)
 	}
 	for _, k := range []string{"X-Up-Private", "Keep-Alive", "Proxy-Authenticate"} {
-		if v := a.header.Get(k); v != "" {
+		if v := a.Header.Get(k); v != "" {
 			t.Errorf("the client got hop-by-hop %s: %q", k, v)
 		}
 	}
-	if a.header.Get("X-Kept") != "yes" {
-		t.Errorf("an end-to-end header was lost: %v", a.header)
+	if a.Header.Get("X-Kept") != "yes" {
+		t.Errorf("an end-to-end header was lost: %v", a.Header)
 	}
 }
 
@@ -221,8 +223,8 @@ func TestRetriesOnlyIdempotent(t *testing.T) {
 		good := okUpstream(t, "good")
 		_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{bad, good}, nil)
 		for i := 0; i < 6; i++ {
-			if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 200 || string(a.body) != "good" {
-				t.Fatalf("GET %d: %d %s", i, a.status, a.body)
+			if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.Status != 200 || string(a.Body) != "good" {
+				t.Fatalf("GET %d: %d %s", i, a.Status, a.Body)
 			}
 		}
 		if hits.Load() == 0 {
@@ -234,20 +236,20 @@ func TestRetriesOnlyIdempotent(t *testing.T) {
 		bad := resetUpstream(t, &hits)
 		_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{bad}, nil)
 		a := do(t, "POST", gwURL+"/api/tasks/r1/cancel", `{}`, tok...)
-		if a.status != 503 {
-			t.Fatalf("%d %s, want the fallback 503", a.status, a.body)
+		if a.Status != 503 {
+			t.Fatalf("%d %s, want the fallback 503", a.Status, a.Body)
 		}
 		if n := hits.Load(); n != 1 {
 			t.Fatalf("the POST reached the upstream %d times, want once", n)
 		}
 	})
 	t.Run("any request goes elsewhere when the connection is refused", func(t *testing.T) {
-		dead := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		dead := fmt.Sprintf("http://127.0.0.1:%d", rig.FreePort(t))
 		good := okUpstream(t, "good")
 		_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{dead, good}, nil)
 		for i := 0; i < 6; i++ {
-			if a := do(t, "POST", gwURL+"/api/tasks/r1/cancel", `{}`, tok...); a.status != 200 {
-				t.Fatalf("POST %d: %d %s", i, a.status, a.body)
+			if a := do(t, "POST", gwURL+"/api/tasks/r1/cancel", `{}`, tok...); a.Status != 200 {
+				t.Fatalf("POST %d: %d %s", i, a.Status, a.Body)
 			}
 		}
 	})
@@ -289,8 +291,8 @@ func TestFallback(t *testing.T) {
 		start := time.Now()
 		a := do(t, "GET", gwURL+"/api/tasks", "", append(tok, "X-Trace-Id", "fallback-trace")...)
 		d := time.Since(start)
-		if a.status != wantStatus {
-			t.Fatalf("%d %s, want %d", a.status, a.body, wantStatus)
+		if a.Status != wantStatus {
+			t.Fatalf("%d %s, want %d", a.Status, a.Body, wantStatus)
 		}
 		if slow && (d < timeout || d > timeout+time.Second) {
 			t.Fatalf("answered after %v, want just after FALLBACK_TIMEOUT (%v)", d, timeout)
@@ -302,15 +304,15 @@ func TestFallback(t *testing.T) {
 			Status, Message, TraceID string
 			Error                    struct{ Code, Message, TraceID string }
 		}
-		a.json(t, &v)
-		if v.Error.Code != wantCode || v.Error.TraceID != "fallback-trace" || a.header.Get("X-Trace-Id") != "fallback-trace" {
-			t.Fatalf("body %s, headers %v", a.body, a.header)
+		a.JSON(t, &v)
+		if v.Error.Code != wantCode || v.Error.TraceID != "fallback-trace" || a.Header.Get("X-Trace-Id") != "fallback-trace" {
+			t.Fatalf("body %s, headers %v", a.Body, a.Header)
 		}
 		if wantStatus == 503 && (v.Status != "SERVICE_UNAVAILABLE" || v.Message != "Upstream service unavailable" || v.TraceID != "fallback-trace") {
-			t.Fatalf("fallback body %s", a.body)
+			t.Fatalf("fallback body %s", a.Body)
 		}
 	}
-	dead := func(t *testing.T) string { return fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) }
+	dead := func(t *testing.T) string { return fmt.Sprintf("http://127.0.0.1:%d", rig.FreePort(t)) }
 	t.Run("hang", func(t *testing.T) { check(t, gateway.Config{}, hangUpstream(t), 503, "unavailable", true) })
 	t.Run("down", func(t *testing.T) { check(t, gateway.Config{}, dead(t), 503, "unavailable", false) })
 	t.Run("hang without fallback", func(t *testing.T) {
@@ -321,8 +323,8 @@ func TestFallback(t *testing.T) {
 	})
 	t.Run("no instance at all", func(t *testing.T) {
 		_, gwURL := startGW(t, gateway.Config{}, nil, nil)
-		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 503 {
-			t.Fatalf("%d %s", a.status, a.body)
+		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.Status != 503 {
+			t.Fatalf("%d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -362,8 +364,8 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 
 	// Anonymous, public path: none of it arrives; the gateway signs the
 	// request without an identity.
-	if a := do(t, "POST", gwURL+"/api/auth/login", `{}`, forged...); a.status != 200 {
-		t.Fatalf("%d %s", a.status, a.body)
+	if a := do(t, "POST", gwURL+"/api/auth/login", `{}`, forged...); a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
 	}
 	h := <-seen
 	for k := range h {
@@ -377,8 +379,8 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 
 	// Verified: the gateway's own identity, signed over everything.
 	tok := testToken(t, 42, "alice", "USER")
-	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(append(bearer(tok), forged...), "X-Trace-Id", "tr-1")...); a.status != 200 {
-		t.Fatalf("%d %s", a.status, a.body)
+	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(append(bearer(tok), forged...), "X-Trace-Id", "tr-1")...); a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
 	}
 	h = <-seen
 	if h.Get("X-User-Id") != "42" || h.Get("X-User-Name") != "alice" || h.Get("X-User-Role") != "USER" ||
@@ -412,8 +414,8 @@ func TestIdentityHeadersStrippedAndSigned(t *testing.T) {
 		}
 	}
 	// Nonces differ from request to request.
-	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(bearer(tok), "X-Trace-Id", "tr-1")...); a.status != 200 {
-		t.Fatalf("%d %s", a.status, a.body)
+	if a := do(t, "GET", gwURL+"/api/tasks?limit=5", "", append(bearer(tok), "X-Trace-Id", "tr-1")...); a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
 	}
 	if h2 := <-seen; h2.Get("X-Gateway-Nonce") == f.Nonce || h2.Get(":signed") != "true" {
 		t.Fatalf("a second request reused nonce %q", f.Nonce)
@@ -441,41 +443,41 @@ func TestAuthFilter(t *testing.T) {
 	for name, tok := range map[string]string{"none": none, "RS256 header": rs, "expired": expired,
 		"wrong key": wrongKey, "tampered": tampered, "no expiry": noExp, "garbage": "abc.def.ghi"} {
 		a := do(t, "GET", gwURL+"/api/tasks", "", bearer(tok)...)
-		if a.status != 401 || !strings.Contains(string(a.body), `"code":"unauthorized"`) || a.header.Get("WWW-Authenticate") == "" {
-			t.Errorf("%s token: %d %s", name, a.status, a.body)
+		if a.Status != 401 || !strings.Contains(string(a.Body), `"code":"unauthorized"`) || a.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s token: %d %s", name, a.Status, a.Body)
 		}
 	}
-	if a := do(t, "GET", gwURL+"/api/tasks", ""); a.status != 401 {
-		t.Errorf("no token: %d", a.status)
+	if a := do(t, "GET", gwURL+"/api/tasks", ""); a.Status != 401 {
+		t.Errorf("no token: %d", a.Status)
 	}
 	// Browsers are sent to the login page; the login page and static files
 	// are public.
 	a := do(t, "GET", gwURL+"/runs", "", "Accept", "text/html,application/xhtml+xml")
-	if a.status != 302 || a.header.Get("Location") != "/login" {
-		t.Errorf("HTML GET without a token: %d %v", a.status, a.header)
+	if a.Status != 302 || a.Header.Get("Location") != "/login" {
+		t.Errorf("HTML GET without a token: %d %v", a.Status, a.Header)
 	}
 	for _, p := range []string{"/login", "/static/app.js", "/api/monitor/health", "/gateway-actuator/health"} {
-		if a := do(t, "GET", gwURL+p, "", "Accept", "text/html"); a.status != 200 {
-			t.Errorf("public %s: %d %s", p, a.status, a.body)
+		if a := do(t, "GET", gwURL+p, "", "Accept", "text/html"); a.Status != 200 {
+			t.Errorf("public %s: %d %s", p, a.Status, a.Body)
 		}
 	}
 	// Valid: header, cookie; ?token= only on /ws.
-	if a := do(t, "GET", gwURL+"/api/tasks", "", bearer(valid)...); a.status != 200 {
-		t.Errorf("valid token: %d %s", a.status, a.body)
+	if a := do(t, "GET", gwURL+"/api/tasks", "", bearer(valid)...); a.Status != 200 {
+		t.Errorf("valid token: %d %s", a.Status, a.Body)
 	}
-	if a := do(t, "GET", gwURL+"/runs", "", "Cookie", "jwt_token="+valid, "Accept", "text/html"); a.status != 200 {
-		t.Errorf("valid cookie: %d %s", a.status, a.body)
+	if a := do(t, "GET", gwURL+"/runs", "", "Cookie", "jwt_token="+valid, "Accept", "text/html"); a.Status != 200 {
+		t.Errorf("valid cookie: %d %s", a.Status, a.Body)
 	}
-	if a := do(t, "GET", gwURL+"/api/tasks?token="+valid, ""); a.status != 401 {
-		t.Errorf("?token= outside /ws: %d", a.status)
+	if a := do(t, "GET", gwURL+"/api/tasks?token="+valid, ""); a.Status != 401 {
+		t.Errorf("?token= outside /ws: %d", a.Status)
 	}
 	// A malformed Authorization is no token, even with a good cookie.
-	if a := do(t, "GET", gwURL+"/api/tasks", "", "Authorization", "Basic eDp5", "Cookie", "jwt_token="+valid); a.status != 401 {
-		t.Errorf("malformed Authorization: %d", a.status)
+	if a := do(t, "GET", gwURL+"/api/tasks", "", "Authorization", "Basic eDp5", "Cookie", "jwt_token="+valid); a.Status != 401 {
+		t.Errorf("malformed Authorization: %d", a.Status)
 	}
 	// Escapes are judged as the master routes them.
-	if a := do(t, "POST", gwURL+"/api/auth/%6Cogin", `{}`); a.status != 200 {
-		t.Errorf("escaped public path: %d", a.status)
+	if a := do(t, "POST", gwURL+"/api/auth/%6Cogin", `{}`); a.Status != 200 {
+		t.Errorf("escaped public path: %d", a.Status)
 	}
 	for len(seen) > 0 {
 		<-seen
@@ -488,48 +490,48 @@ func TestRateLimitLocal(t *testing.T) {
 	alice, bob := bearer(testToken(t, 1, "alice", "USER")), bearer(testToken(t, 2, "bob", "USER"))
 	for i := 1; i <= 3; i++ {
 		a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)
-		if a.status != 200 || a.header.Get("X-RateLimit-Limit") != "3" || a.header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
-			t.Fatalf("submission %d: %d %v", i, a.status, a.header)
+		if a.Status != 200 || a.Header.Get("X-RateLimit-Limit") != "3" || a.Header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
+			t.Fatalf("submission %d: %d %v", i, a.Status, a.Header)
 		}
 	}
 	a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)
-	if a.status != 429 || a.header.Get("X-RateLimit-Limit") != "3" || a.header.Get("X-RateLimit-Remaining") != "0" ||
-		a.header.Get("Retry-After") == "" || !strings.Contains(string(a.body), `"code":"rate_limited"`) {
-		t.Fatalf("4th submission: %d %v %s", a.status, a.header, a.body)
+	if a.Status != 429 || a.Header.Get("X-RateLimit-Limit") != "3" || a.Header.Get("X-RateLimit-Remaining") != "0" ||
+		a.Header.Get("Retry-After") == "" || !strings.Contains(string(a.Body), `"code":"rate_limited"`) {
+		t.Fatalf("4th submission: %d %v %s", a.Status, a.Header, a.Body)
 	}
 	// Per user: bob is not alice; per IP for the anonymous; the escaped path
 	// is the same route; other methods and paths are not limited.
-	if a := do(t, "POST", gwURL+"/api/train", `{}`, bob...); a.status != 200 {
-		t.Fatalf("bob: %d", a.status)
+	if a := do(t, "POST", gwURL+"/api/train", `{}`, bob...); a.Status != 200 {
+		t.Fatalf("bob: %d", a.Status)
 	}
 	for i := 0; i < 3; i++ {
-		if a := do(t, "POST", gwURL+"/api/train", `{}`); a.status != 200 {
-			t.Fatalf("anonymous %d: %d", i, a.status)
+		if a := do(t, "POST", gwURL+"/api/train", `{}`); a.Status != 200 {
+			t.Fatalf("anonymous %d: %d", i, a.Status)
 		}
 	}
-	if a := do(t, "POST", gwURL+"/api/%74rain", `{}`); a.status != 429 {
-		t.Fatalf("anonymous 4th, escaped: %d", a.status)
+	if a := do(t, "POST", gwURL+"/api/%74rain", `{}`); a.Status != 429 {
+		t.Fatalf("anonymous 4th, escaped: %d", a.Status)
 	}
-	if a := do(t, "GET", gwURL+"/api/tasks", "", alice...); a.status != 200 {
-		t.Fatalf("GET while limited: %d", a.status)
+	if a := do(t, "GET", gwURL+"/api/tasks", "", alice...); a.Status != 200 {
+		t.Fatalf("GET while limited: %d", a.Status)
 	}
 	// A rerun is a submission: it counts against the same budget.
-	if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", `{}`, alice...); a.status != 429 {
-		t.Fatalf("a rerun while limited: %d", a.status)
+	if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", `{}`, alice...); a.Status != 429 {
+		t.Fatalf("a rerun while limited: %d", a.Status)
 	}
 	carol := bearer(testToken(t, 3, "carol", "USER"))
 	for i := 1; i <= 3; i++ {
-		if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", "", carol...); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
-			t.Fatalf("carol's rerun %d: %d %v", i, a.status, a.header)
+		if a := do(t, "POST", gwURL+"/api/tasks/r1/rerun", "", carol...); a.Status != 200 || a.Header.Get("X-RateLimit-Remaining") != fmt.Sprint(3-i) {
+			t.Fatalf("carol's rerun %d: %d %v", i, a.Status, a.Header)
 		}
 	}
-	if a := do(t, "POST", gwURL+"/api/train", `{}`, carol...); a.status != 429 {
-		t.Fatalf("carol's submission after three reruns: %d", a.status)
+	if a := do(t, "POST", gwURL+"/api/train", `{}`, carol...); a.Status != 429 {
+		t.Fatalf("carol's submission after three reruns: %d", a.Status)
 	}
 	// The window slides: after it, alice may submit again.
-	eventually(t, 5*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 5*time.Second, func() (bool, string) {
 		a := do(t, "POST", gwURL+"/api/train", `{}`, alice...)
-		return a.status == 200, fmt.Sprintf("still %d", a.status)
+		return a.Status == 200, fmt.Sprintf("still %d", a.Status)
 	})
 }
 
@@ -549,14 +551,14 @@ func TestCanaryChoice(t *testing.T) {
 		[]string{stable}, []string{canary})
 	route := func(a answer) string {
 		t.Helper()
-		if a.status != 200 {
-			t.Fatalf("%d %s", a.status, a.body)
+		if a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
 		}
-		c, svc := a.header.Get("X-Canary"), a.header.Get("X-Upstream-Service")
-		if (string(a.body) == "canary") != (c == "true") || (c == "true") != (svc == discovery.ServiceCanary) {
-			t.Fatalf("body %s, X-Canary %s, X-Upstream-Service %s", a.body, c, svc)
+		c, svc := a.Header.Get("X-Canary"), a.Header.Get("X-Upstream-Service")
+		if (string(a.Body) == "canary") != (c == "true") || (c == "true") != (svc == discovery.ServiceCanary) {
+			t.Fatalf("body %s, X-Canary %s, X-Upstream-Service %s", a.Body, c, svc)
 		}
-		return string(a.body)
+		return string(a.Body)
 	}
 	// A user below the percentage and one above.
 	var lowID, highID int64
@@ -607,8 +609,8 @@ func TestCanaryFallsBackToStable(t *testing.T) {
 	stable := okUpstream(t, "stable")
 	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{stable}, nil)
 	a := do(t, "GET", gwURL+"/api/monitor/health", "", "X-Canary", "true")
-	if a.status != 200 || string(a.body) != "stable" || a.header.Get("X-Canary") != "false" || a.header.Get("X-Upstream-Service") != discovery.ServiceStable {
-		t.Fatalf("%d %s %v", a.status, a.body, a.header)
+	if a.Status != 200 || string(a.Body) != "stable" || a.Header.Get("X-Canary") != "false" || a.Header.Get("X-Upstream-Service") != discovery.ServiceStable {
+		t.Fatalf("%d %s %v", a.Status, a.Body, a.Header)
 	}
 }
 
@@ -620,29 +622,29 @@ func TestActuatorAndMetrics(t *testing.T) {
 		Status   string
 		Services map[string]struct{ Available, Total int }
 	}
-	a.json(t, &h)
-	if a.status != 200 || h.Status != "UP" || h.Services[discovery.ServiceStable].Total != 1 || h.Services[discovery.ServiceCanary].Total != 1 {
-		t.Fatalf("%d %s", a.status, a.body)
+	a.JSON(t, &h)
+	if a.Status != 200 || h.Status != "UP" || h.Services[discovery.ServiceStable].Total != 1 || h.Services[discovery.ServiceCanary].Total != 1 {
+		t.Fatalf("%d %s", a.Status, a.Body)
 	}
-	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", ""); a.status != 401 {
-		t.Fatalf("routes without a token: %d", a.status)
+	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", ""); a.Status != 401 {
+		t.Fatalf("routes without a token: %d", a.Status)
 	}
-	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", "", bearer(testToken(t, 2, "bob", "USER"))...); a.status != 403 {
-		t.Fatalf("routes for a user: %d", a.status)
+	if a := do(t, "GET", gwURL+"/gateway-actuator/gateway/routes", "", bearer(testToken(t, 2, "bob", "USER"))...); a.Status != 403 {
+		t.Fatalf("routes for a user: %d", a.Status)
 	}
 	r := routes(t, gwURL, testToken(t, 1, "root", "ADMIN"))
 	in, ok := instance(r, canary)
 	if !ok || !in.Canary || in.Service != discovery.ServiceCanary || !in.Available {
 		t.Fatalf("routes %+v", r)
 	}
-	eventually(t, 5*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 5*time.Second, func() (bool, string) {
 		in, _ := instance(routes(t, gwURL, testToken(t, 1, "root", "ADMIN")), stable)
 		return in.LastCheck != nil, "no health check yet"
 	})
 	a = do(t, "GET", gwURL+"/metrics", "")
 	for _, want := range []string{"rlsched_gateway_requests_total", "rlsched_gateway_upstream_available", "go_goroutines"} {
-		if a.status != 200 || !bytes.Contains(a.body, []byte(want)) {
-			t.Fatalf("/metrics lacks %s: %d\n%.2000s", want, a.status, a.body)
+		if a.Status != 200 || !bytes.Contains(a.Body, []byte(want)) {
+			t.Fatalf("/metrics lacks %s: %d\n%.2000s", want, a.Status, a.Body)
 		}
 	}
 }
@@ -654,8 +656,8 @@ func TestOutlierEjection(t *testing.T) {
 	g, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour, EjectAfter: 2, EjectFor: time.Hour}, []string{bad, good}, nil)
 	tok := bearer(testToken(t, 1, "alice", "USER"))
 	for i := 0; i < 10; i++ {
-		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.status != 200 {
-			t.Fatalf("GET %d: %d", i, a.status)
+		if a := do(t, "GET", gwURL+"/api/tasks", "", tok...); a.Status != 200 {
+			t.Fatalf("GET %d: %d", i, a.Status)
 		}
 	}
 	if n := hits.Load(); n != 2 {

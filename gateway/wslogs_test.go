@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // wsLogLines is how many lines the run prints, in two bursts with a pause
@@ -29,21 +32,21 @@ const wsLogLines = 60000
 func TestProcessWebSocketLogTail(t *testing.T) {
 	b := newBed(t)
 	m := b.startMaster("m1", 0)
-	b.startWorker("w1", m.rpc)
+	b.StartWorker("w1", m.RPC, rig.WorkerOpts{})
 	alice := registerOn(t, []*master{m}, "alice")
-	g := b.startGateway("gw", nil, "--masters", m.url)
-	wsURL := "ws" + strings.TrimPrefix(g.url, "http") + "/ws"
+	g := b.StartGateway("gw", nil, "--masters", m.URL)
+	wsURL := "ws" + strings.TrimPrefix(g.URL, "http") + "/ws"
 
 	half := wsLogLines / 2
 	script := fmt.Sprintf("seq -f 'line %%06g of a tail through the gateway' 1 %d; sleep 1; seq -f 'line %%06g of a tail through the gateway' %d %d",
 		half, half+1, wsLogLines)
 	body, _ := json.Marshal(map[string]any{"name": "ws-tail", "command": []string{"/bin/sh", "-c", script}})
-	a := do(t, "POST", g.url+"/api/train", string(body), bearer(alice.token)...)
-	if a.status != 202 {
-		t.Fatalf("submit: %d %s", a.status, a.body)
+	a := do(t, "POST", g.URL+"/api/train", string(body), bearer(alice.token)...)
+	if a.Status != 202 {
+		t.Fatalf("submit: %d %s", a.Status, a.Body)
 	}
 	var sub struct{ ID string }
-	a.json(t, &sub)
+	a.JSON(t, &sub)
 
 	// Subscribed before the run starts: the JWT goes in the Authorization
 	// header, which the gateway verifies and turns into signed identity.
@@ -82,23 +85,23 @@ func TestProcessWebSocketLogTail(t *testing.T) {
 			// The contract lets a slow reader be skipped ahead; it fetches
 			// the gap over REST, through the gateway too.
 			lagged++
-			r := do(t, "GET", fmt.Sprintf("%s/api/monitor/logs/%s?offset=%d&limit=%d", g.url, sub.ID, len(got), f.Offset-len(got)), "",
+			r := do(t, "GET", fmt.Sprintf("%s/api/monitor/logs/%s?offset=%d&limit=%d", g.URL, sub.ID, len(got), f.Offset-len(got)), "",
 				append(bearer(alice.token), "Accept", "text/plain")...)
-			if r.status != 200 || len(r.body) != f.Offset-len(got) {
-				t.Fatalf("gap fetch: %d, %d bytes, want %d", r.status, len(r.body), f.Offset-len(got))
+			if r.Status != 200 || len(r.Body) != f.Offset-len(got) {
+				t.Fatalf("gap fetch: %d, %d bytes, want %d", r.Status, len(r.Body), f.Offset-len(got))
 			}
-			got = append(got, r.body...)
+			got = append(got, r.Body...)
 		case "error":
 			t.Fatalf("error frame: %s", msg)
 		}
 	}
 	// The log is complete once the run has ended (TaskFinished follows the
 	// last ack): the tail must be exactly the file.
-	eventually(t, 30*time.Second, func() (bool, string) {
-		st := runStatus(t, g.url, alice.token, sub.ID)
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		st := runStatus(t, g.URL, alice.token, sub.ID)
 		return st == "SUCCEEDED", "run is " + st
 	})
-	want, err := os.ReadFile(filepath.Join(m.dataDir, "logs", sub.ID+".log"))
+	want, err := os.ReadFile(filepath.Join(m.Opts.DataDir, "logs", sub.ID+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,9 +114,9 @@ func TestProcessWebSocketLogTail(t *testing.T) {
 	// The client closes: the gateway ends the tunnel, closing the master's side.
 	_ = tail.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "done"), time.Now().Add(time.Second))
 	tail.Close()
-	waitTraceLog(t, g.proc, "websocket closed", "ws-tail-1")
-	eventually(t, 10*time.Second, func() (bool, string) {
-		v := gaugeValue(t, g.url, "rlsched_gateway_websockets_active")
+	waitTraceLog(t, g.Proc, "websocket closed", "ws-tail-1")
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+		v := gaugeValue(t, g.URL, "rlsched_gateway_websockets_active")
 		return v == "0", "websockets_active is " + v
 	})
 
@@ -122,11 +125,11 @@ func TestProcessWebSocketLogTail(t *testing.T) {
 	if err := live.WriteJSON(map[string]any{"op": "subscribe", "topic": "/topic/tasks"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() (bool, string) {
-		v := gaugeValue(t, g.url, "rlsched_gateway_websockets_active")
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+		v := gaugeValue(t, g.URL, "rlsched_gateway_websockets_active")
 		return v == "1", "websockets_active is " + v
 	})
-	m.signal(t, syscall.SIGTERM)
+	m.Stop(t, syscall.SIGTERM, 15*time.Second)
 	_ = live.SetReadDeadline(time.Now().Add(15 * time.Second))
 	for {
 		_, _, err := live.ReadMessage()
@@ -140,7 +143,7 @@ func TestProcessWebSocketLogTail(t *testing.T) {
 		break
 	}
 	live.Close()
-	waitTraceLog(t, g.proc, "websocket closed", "ws-tail-2")
+	waitTraceLog(t, g.Proc, "websocket closed", "ws-tail-2")
 }
 
 func dialWS(t *testing.T, url, token, trace string) *websocket.Conn {
@@ -164,10 +167,10 @@ func runStatus(t *testing.T, gwURL, token, id string) string {
 	t.Helper()
 	a := do(t, "GET", gwURL+"/api/tasks/"+id, "", bearer(token)...)
 	var task struct{ Status string }
-	a.json(t, &task)
+	a.JSON(t, &task)
 	switch task.Status {
 	case "FAILED", "CANCELLED", "TIMEOUT", "LOST":
-		t.Fatalf("run ended %s: %s", task.Status, a.body)
+		t.Fatalf("run ended %s: %s", task.Status, a.Body)
 	}
 	return task.Status
 }
@@ -195,16 +198,8 @@ func checkTailLines(t *testing.T, got []byte) {
 // waitTraceLog waits for p's JSON log line msg carrying traceId trace.
 func waitTraceLog(t *testing.T, p *proc, msg, trace string) {
 	t.Helper()
-	eventually(t, 15*time.Second, func() (bool, string) {
-		sc := bufio.NewScanner(strings.NewReader(p.stderr()))
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			var l logLine
-			if json.Unmarshal(sc.Bytes(), &l) == nil && l.str("message") == msg && l.str("traceId") == trace {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%s never logged %q for trace %s", p.name, msg, trace)
+	p.WaitLog(t, 15*time.Second, fmt.Sprintf("%q for trace %s", msg, trace), func(l logLine) bool {
+		return l.Msg() == msg && l.Str("traceId") == trace
 	})
 }
 
@@ -212,10 +207,10 @@ func waitTraceLog(t *testing.T, p *proc, msg, trace string) {
 func gaugeValue(t *testing.T, gwURL, name string) string {
 	t.Helper()
 	a := do(t, "GET", gwURL+"/metrics", "")
-	for _, l := range strings.Split(string(a.body), "\n") {
+	for _, l := range strings.Split(string(a.Body), "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			return v
 		}
 	}
-	return "absent (" + fmt.Sprint(a.status) + ")"
+	return "absent (" + fmt.Sprint(a.Status) + ")"
 }

@@ -181,6 +181,8 @@ func TestQueue_ExplainsQueuedRuns(t *testing.T) {
 	}}
 	e.ctl.mu.Unlock()
 
+	// The store stamps CreatedAt with its own wall clock, not the server's
+	// injected one, so only time passing orders these submissions.
 	big := e.submit(tok, map[string]any{"command": []string{"x"}, "gpus": 2})
 	time.Sleep(5 * time.Millisecond)
 	huge := e.submit(tok, map[string]any{"command": []string{"x"}, "gpus": 4})

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // acks records the Acks a writer sends, and wakes waiters on each.
@@ -173,12 +174,9 @@ func readLog(t *testing.T, dir, task string) string {
 // submit pushes f, retrying while the writer is busy.
 func submit(t *testing.T, w *Writer, f Frame) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !w.Submit(f) {
-		if time.Now().After(deadline) {
-			t.Fatalf("writer busy for 10 s")
-		}
-		time.Sleep(time.Millisecond) // back off like a worker
+	// Every millisecond: a worker backs off that little.
+	if !testutil.Poll(10*time.Second, time.Millisecond, func() bool { return w.Submit(f) }) {
+		t.Fatalf("writer busy for 10 s")
 	}
 }
 
@@ -261,6 +259,8 @@ func testManyProducersExact(t *testing.T, queue string) {
 				st[id] = &state{}
 			}
 			seen := 0
+			// Not a poll: the producer's loop, which wakes on acks
+			// (a.notify); the deadline only bounds it.
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				// Take in acks.
@@ -535,19 +535,13 @@ func TestWriter_MetricsKeptWhileStoreDown(t *testing.T) {
 	store.mu.Lock()
 	store.fail = nil
 	store.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
 		store.mu.Lock()
 		n := len(store.points["m"])
 		store.mu.Unlock()
-		if n == 2 && w.Stats()["metric_retrying"] == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("points not stored after the store came back: %d, stats %v", n, w.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return n == 2 && w.Stats()["metric_retrying"] == 0,
+			fmt.Sprintf("points not stored after the store came back: %d, stats %v", n, w.Stats())
+	})
 }
 
 // TestWriter_RestartAndAttempts: a new writer on the same dir continues

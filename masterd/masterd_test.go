@@ -13,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testkit/testutil"
-
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/worker"
 )
 
@@ -131,12 +130,6 @@ func call(t *testing.T, m *Master, method, path, token string, body, out any, wa
 	}
 }
 
-// eventually waits up to a minute for cond (testutil.WaitFor).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, time.Minute, what, cond)
-}
-
 type health struct {
 	Status  string         `json:"status"`
 	Master  string         `json:"master"`
@@ -155,7 +148,7 @@ func exercise(t *testing.T, m *Master, leases string) {
 		t.Fatalf("health %+v", h)
 	}
 	join(t, m, "w1")
-	eventually(t, "the worker joined", func() bool {
+	testutil.WaitFor(t, time.Minute, "the worker joined", func() bool {
 		call(t, m, "GET", "/api/monitor/health", "", nil, &h, 200)
 		return h.Workers["IDLE"] == 1
 	})
@@ -173,7 +166,7 @@ func exercise(t *testing.T, m *Master, leases string) {
 		Status      string   `json:"status"`
 		FinalReward *float64 `json:"finalReward"`
 	}
-	eventually(t, "the run ended", func() bool {
+	testutil.WaitFor(t, time.Minute, "the run ended", func() bool {
 		call(t, m, "GET", "/api/tasks/"+sub.ID, login.Token, nil, &run, 200)
 		return run.Status != "QUEUED" && run.Status != "DISPATCHED" && run.Status != "RUNNING"
 	})

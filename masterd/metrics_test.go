@@ -2,8 +2,10 @@ package masterd
 
 import (
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/promcheck"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestMetricsMove: a started master's /metrics passes promtool, and its
@@ -21,7 +23,7 @@ func TestMetricsMove(t *testing.T) {
 	exercise(t, m, "memory") // a worker joins, alice's run succeeds
 	var after promcheck.Families
 	var body []byte
-	eventually(t, "the store's counts in the scrape", func() bool {
+	testutil.WaitFor(t, time.Minute, "the store's counts in the scrape", func() bool {
 		body = promcheck.Scrape(t, url)
 		after = promcheck.Parse(t, body)
 		return value(after, "rlsched_runs", "status", "SUCCEEDED") == 1 // counted at most every 5 s

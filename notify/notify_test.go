@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/store/sqlite"
 )
@@ -130,17 +132,10 @@ func (r *receiver) all() [][]byte {
 // hears of a POST before its sender counts it).
 func stats(t *testing.T, n *Notifier, sent, failed int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		s, f, _ := n.Stats()
-		if s == sent && f == failed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sent %d failed %d, want %d and %d", s, f, sent, failed)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return s == sent && f == failed, fmt.Sprintf("sent %d failed %d, want %d and %d", s, f, sent, failed)
+	})
 }
 
 type env struct {

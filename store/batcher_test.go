@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -81,11 +82,8 @@ func TestBatcherCoalesces(t *testing.T) {
 			}
 		})
 	}
-	// Let the callers queue up, then release the commits.
-	deadline := time.Now().Add(5 * time.Second)
-	for b.PendingUpdates() < 25 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	// Let the callers queue up (at most 5 s), then release the commits.
+	testutil.Poll(5*time.Second, time.Millisecond, func() bool { return b.PendingUpdates() >= 25 })
 	close(f.gate)
 	wg.Wait()
 	for i, err := range errs {
@@ -112,9 +110,7 @@ func TestBatcherAbandonedCallIsNotWritten(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	abandoned := core.Task{ID: "late"}
 	go func() { done <- b.UpdateTask(ctx, &abandoned, store.Expect{}) }()
-	for b.PendingUpdates() < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "the abandoned call queued", func() bool { return b.PendingUpdates() >= 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned call: %v", err)
@@ -195,10 +191,9 @@ func TestBatcherMixesCreatesAndUpdates(t *testing.T) {
 			}
 		})
 	}
+	// The two waits below share one budget of 5 s.
 	deadline := time.Now().Add(5 * time.Second)
-	for b.PendingUpdates() < 3+4 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Poll(time.Until(deadline), time.Millisecond, func() bool { return b.PendingUpdates() >= 3+4 })
 	// A batch larger than the bound, queued after them, still commits as
 	// one, alone.
 	big := make([]store.Update, 12)
@@ -217,9 +212,7 @@ func TestBatcherMixesCreatesAndUpdates(t *testing.T) {
 			}
 		}
 	})
-	for b.PendingUpdates() < 3+4+12 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Poll(time.Until(deadline), time.Millisecond, func() bool { return b.PendingUpdates() >= 3+4+12 })
 	close(m.gate)
 	wg.Wait()
 	m.mu.Lock()

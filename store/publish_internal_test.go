@@ -1,8 +1,11 @@
 package store
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestRunLocks: a run's lock holds back only writes of that run, a batch
@@ -29,17 +32,10 @@ func TestRunLocks(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter of run a never got the lock")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 5*time.Second, func() (bool, string) {
 		l.mu.Lock()
 		n := len(l.m)
 		l.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d locks left after every unlock", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return n == 0, fmt.Sprintf("%d locks left after every unlock", n)
+	})
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // screenshotDir holds the screenshots the tests take (ignored by git).
@@ -43,12 +45,7 @@ func chromiumPath(t *testing.T) string {
 // anything is started.
 func needs(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test: skipped with -short")
-	}
-	if rlschedBin == "" {
-		t.Skip("browser tests need Linux and the rlsched binary")
-	}
+	rig.Bin(t)
 	chromiumPath(t)
 }
 
@@ -255,7 +252,7 @@ func (b *browser) signIn(base, name string) {
 	b.open(base + "/login")
 	b.wait("the login form", 15*time.Second, `document.querySelector('#username') !== null`)
 	b.typeInto("#username", name)
-	b.typeInto("#password", password)
+	b.typeInto("#password", rig.Password)
 	b.click("#auth-submit")
 	b.wait("the runs page after signing in", 15*time.Second, `location.pathname === '/runs' && document.querySelector('#runs-table') !== null`)
 }

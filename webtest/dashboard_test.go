@@ -9,6 +9,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // TestSignUpSubmitWatch is the newcomer's path: create an account in the
@@ -33,7 +35,7 @@ func TestSignUpSubmitWatch(t *testing.T) {
 	b.click("#auth-submit")
 	b.wait("inline sign-up errors", 10*time.Second, `document.querySelector('#username-err').textContent !== '' && document.querySelector('#password-err').textContent !== ''`)
 	b.typeInto("#username", "alice")
-	b.typeInto("#password", password)
+	b.typeInto("#password", rig.Password)
 	b.click("#auth-submit")
 	b.wait("the runs page", 15*time.Second, `location.pathname === '/runs' && document.querySelector('#runs-table') !== null`)
 	if who := b.text("#whoami"); !strings.Contains(who, "alice") {
@@ -297,7 +299,8 @@ func TestMillionLineLog(t *testing.T) {
 	start := time.Now()
 	b.open(s.url + "/runs/" + id)
 	b.wait("the run page", 15*time.Second, `document.querySelector('#log-info') !== null`)
-	// While the log loads the page answers quickly.
+	// While the log loads the page answers quickly: five probes spread over
+	// the first second of the load (the sleep spaces them; it orders nothing).
 	for i := 0; i < 5; i++ {
 		t0 := time.Now()
 		eval[int](b, `document.querySelectorAll('#log .ln').length`)
@@ -433,7 +436,7 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 		b.open(s.url + "/login?next=" + strings.ReplaceAll(strings.ReplaceAll(next, `\`, `%5C`), "\t", "%09"))
 		b.wait("the login form", 15*time.Second, `document.querySelector('#username') !== null && location.pathname === '/login'`)
 		b.typeInto("#username", "hugo")
-		b.typeInto("#password", password)
+		b.typeInto("#password", rig.Password)
 		b.click("#auth-submit")
 		b.wait("the runs page", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/runs'`, s.url))
 		// Sign out again for the next case.
@@ -443,7 +446,7 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 	b.open(s.url + "/login?next=" + "%2Fhealth")
 	b.wait("the login form", 15*time.Second, `document.querySelector('#username') !== null`)
 	b.typeInto("#username", "hugo")
-	b.typeInto("#password", password)
+	b.typeInto("#password", rig.Password)
 	b.click("#auth-submit")
 	b.wait("the page named by next", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/health'`, s.url))
 	// Signed in already, the sign-in page forwards to next at once: the

@@ -8,30 +8,9 @@
 package webtest
 
 import (
-	"flag"
-	"fmt"
-	"os"
-	"runtime"
 	"testing"
 
-	"github.com/rlsched/rlsched/internal/testkit/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
-// rlschedBin is the binary under test: $RLSCHED_BIN, or built once by TestMain.
-var rlschedBin string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() || runtime.GOOS != "linux" {
-		os.Exit(m.Run()) // every test skips itself
-	}
-	bin, cleanup, err := testbin.Build("webtest")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "webtest:", err)
-		os.Exit(1)
-	}
-	rlschedBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { rig.Main(m) }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestSweepPages walks a sweep of the default trainer (3 learning rates ×
@@ -39,7 +41,7 @@ func TestSweepPages(t *testing.T) {
 		_ = json.Unmarshal(b, &v)
 		return v.Counts["SUCCEEDED"] == 6 && v.Counts["FAILED"] == 3, fmt.Sprintf("counts %v", v.Counts)
 	}
-	eventually(t, 3*time.Minute, ended)
+	testutil.Eventually(t, 3*time.Minute, ended)
 
 	b := newBrowser(t)
 	b.signIn(s.url, "dana")
@@ -72,12 +74,12 @@ func TestSweepPages(t *testing.T) {
 	// Retry reruns the three failed members.
 	b.wait("the retry button", 10*time.Second, `(document.querySelector('#retry-sweep') || {}).textContent === 'Retry 3 failed'`)
 	b.click("#retry-sweep")
-	eventually(t, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		_, body := a.do("GET", "/api/tasks?sweep="+sw.ID+"&limit=50", nil)
 		n := strings.Count(string(body), `"rerunOf"`)
 		return n == 3, fmt.Sprintf("%d retried runs", n)
 	})
-	eventually(t, 2*time.Minute, ended) // the retries fail as their origins did
+	testutil.Eventually(t, 2*time.Minute, ended) // the retries fail as their origins did
 
 	// The Runs page filtered to a group: its three members.
 	b.open(s.url + "/runs?sweep=" + sw.ID + "&param.lr=0.03")

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestAdminUsersPage: the first user (an admin) finds Users in the top
@@ -34,14 +37,14 @@ func TestAdminUsersPage(t *testing.T) {
 
 	b.selectValue(`select[data-role="bob"]`, "ADMIN")
 	b.wait("bob an admin", 15*time.Second, `(() => { const s = document.querySelector('select[data-role="bob"]'); return s && s.value === 'ADMIN'; })()`)
-	eventually(t, 15*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 15*time.Second, func() (bool, string) {
 		st, body := bob.do("GET", "/api/auth/me", nil)
 		return st == 401, fmt.Sprintf("bob's token after a role change: %d %s", st, body)
 	})
 	b.selectValue(`select[data-role="bob"]`, "USER")
 	b.wait("bob a user again", 15*time.Second, `(() => { const s = document.querySelector('select[data-role="bob"]'); return s && s.value === 'USER'; })()`)
 
-	bob = s.api().login("bob", password)
+	bob = s.api().login("bob", rig.Password)
 	b.click(`button[data-toggle="bob"]`)
 	b.wait("bob disabled", 15*time.Second, `document.querySelector('#users tr[data-user="bob"][data-disabled="true"]') !== null`)
 	if st, body := bob.do("GET", "/api/tasks", nil); st != 403 || !strings.Contains(string(body), "disabled") {
@@ -52,7 +55,7 @@ func TestAdminUsersPage(t *testing.T) {
 
 	eval[bool](b, `(window.prompt = () => 'a-password-reset-by-root', true)`)
 	b.click(`#users tr[data-user="bob"] button[data-fk^="reset-"]`)
-	eventually(t, 15*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 15*time.Second, func() (bool, string) {
 		st, _ := s.api().do("POST", "/api/auth/login", map[string]string{"username": "bob", "password": "a-password-reset-by-root"})
 		return st == 200, fmt.Sprintf("bob's sign-in with the new password: %d", st)
 	})
@@ -60,13 +63,13 @@ func TestAdminUsersPage(t *testing.T) {
 	eval[bool](b, `(window.confirm = () => true, true)`)
 	b.click(`button[data-delete="bob"]`)
 	b.wait("bob gone", 15*time.Second, `document.querySelector('#users tr[data-user="bob"]') === null && document.querySelector('#users tr[data-user="root"]') !== null`)
-	root := s.api().login("root", password)
+	root := s.api().login("root", rig.Password)
 	if tk := root.task(run); !strings.HasPrefix(tk.User, "deleted user ") {
 		t.Errorf("bob's run is owned by %q after his deletion", tk.User)
 	}
 
 	b.typeInto("#new-user", "carol")
-	b.typeInto("#new-password", password)
+	b.typeInto("#new-password", rig.Password)
 	b.click(`#add-user button[type="submit"]`)
 	b.wait("carol added", 15*time.Second, `document.querySelector('#users tr[data-user="carol"]') !== null`)
 

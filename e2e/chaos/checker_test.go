@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 const sec = int64(time.Second)
@@ -224,14 +226,11 @@ func TestRunScript(t *testing.T) {
 	}
 	var es []*execution
 	var problems []string
-	deadline := time.Now().Add(30 * time.Second)
-	for { // the socket's end reaches the server a moment after the exit
+	// The socket's end reaches the server a moment after the exit.
+	testutil.Poll(30*time.Second, 20*time.Millisecond, func() bool {
 		es, problems = h.executions(nil)
-		if len(es) == 1 && es[0].exit != 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(es) == 1 && es[0].exit != 0
+	})
 	if len(problems) > 0 || len(es) != 1 {
 		t.Fatalf("history: %v, %+v", problems, es)
 	}

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestChaosFrozenWorker: a worker is SIGSTOPped (not its runs, not its
@@ -53,13 +56,7 @@ func TestChaosLostDuringStoreOutage(t *testing.T) {
 	w, sub, victim, joined := killHolderInOutage(t, 1)
 	// The master handles the Hello of the new incarnation (which lists no
 	// run) while the store is down.
-	deadline := time.Now().Add(60 * time.Second)
-	for w.joins(victim.id) <= joined {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not join again within 60 s", victim.id)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 60*time.Second, victim.id+" joining again", func() bool { return w.joins(victim.id) > joined })
 	w.mdb.Start()
 	t.Logf("%s joined again while MariaDB was down; MariaDB is back", victim.id)
 	w.waitTerminal(t, sub.ID, 90*time.Second)
@@ -82,20 +79,16 @@ func TestChaosMasterDiesDuringStoreOutage(t *testing.T) {
 	// incarnation came back without it) cannot write LOST and keeps
 	// retrying, in memory.
 	var finder *masterProc
-	deadline := time.Now().Add(60 * time.Second)
-	for finder == nil {
+	testutil.WaitFor(t, 60*time.Second, "a master logging that it retries the lost run "+sub.ID, func() bool {
 		for _, m := range w.masters {
 			for _, l := range m.logs() {
-				if l.str("message") == "the store did not record a lost run; retrying until it does" && l.str("task") == sub.ID {
+				if l.Msg() == "the store did not record a lost run; retrying until it does" && l.Str("task") == sub.ID {
 					finder = m
 				}
 			}
 		}
-		if finder == nil && time.Now().After(deadline) {
-			t.Fatalf("no master logged that it retries the lost run %s within 60 s", sub.ID)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return finder != nil
+	})
 	if err := finder.kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,17 +178,13 @@ func TestChaosLogAfterSilentAttempt(t *testing.T) {
 	holder := w.workerByID(t, second.worker)
 	// Some of attempt 2's output is in the file, written by one master.
 	want := "=== rlsched attempt 2 ===\n" + strings.SplitAfter(string(expectedOutput(sub.ID)), "\n")[0]
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() (bool, string) {
 		b, err := w.api.logText(w.masters[0].url, sub.ID)
 		if err == nil && strings.HasPrefix(string(b), "TRACE_ID:"+sub.TraceID+"\n"+want) {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log of %s never began with attempt 2's first line: %q (%v)", sub.ID, b, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("the log of %s never began with attempt 2's first line: %q (%v)", sub.ID, b, err)
+	})
 	// Cut the link it uses for good: it goes on through the other master.
 	cut := false
 	for _, l := range holder.links {
@@ -255,10 +244,7 @@ func TestChaosStaleExecute(t *testing.T) {
 		if try == 3 {
 			t.Fatalf("the master never placed the run on %s within its heartbeat TTL in 3 tries", target.id)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for w.joins(target.id) <= joined && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
+		testutil.Poll(60*time.Second, 100*time.Millisecond, func() bool { return w.joins(target.id) > joined })
 	}
 	t.Logf("run %s attempt 1 placed on %s behind a black hole; cancelling the blocker on %s", run.ID, target.id, busy.id)
 	w.cancel(t, blocker.ID)
@@ -288,10 +274,10 @@ func (w *world) runStarts(id string) map[int][]string {
 	out := map[int][]string{}
 	for _, wp := range w.workers {
 		for _, f := range wp.outputs() {
-			for _, l := range parseLogFile(f) {
-				if l.str("message") == "run started" && l.str("task") == id {
+			for _, l := range rig.ParseLog(f) {
+				if l.Msg() == "run started" && l.Str("task") == id {
 					var a int
-					fmt.Sscan(l.str("attempt"), &a)
+					fmt.Sscan(l.Str("attempt"), &a)
 					out[a] = append(out[a], wp.id)
 				}
 			}
@@ -304,15 +290,11 @@ func (w *world) runStarts(id string) map[int][]string {
 // returns it as last read.
 func (w *world) waitPlaced(t *testing.T, id string, timeout time.Duration) taskView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var tk taskView
-	for time.Now().Before(deadline) {
+	testutil.Poll(timeout, 50*time.Millisecond, func() bool {
 		r, err := w.api.do("GET", w.masters[0].url, "/api/tasks/"+id, nil)
-		if err == nil && r.status == 200 && json.Unmarshal(r.body, &tk) == nil && tk.Status != "QUEUED" {
-			return tk
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && r.Status == 200 && json.Unmarshal(r.Body, &tk) == nil && tk.Status != "QUEUED"
+	})
 	return tk
 }
 
@@ -320,7 +302,7 @@ func (w *world) waitPlaced(t *testing.T, id string, timeout time.Duration) taskV
 func (w *world) cancel(t *testing.T, id string) {
 	t.Helper()
 	r, err := w.api.do("POST", w.masters[0].url, "/api/tasks/"+id+"/cancel", nil)
-	if err != nil || (r.status != 202 && r.status != 409) {
+	if err != nil || (r.Status != 202 && r.Status != 409) {
 		t.Fatalf("cancel %s: %v %v", id, r, err)
 	}
 }
@@ -335,17 +317,17 @@ func (w *world) submitRun(t *testing.T, gpus int, seconds float64, more ...strin
 	sub := submission{Via: m.name, GPUs: gpus, Sent: time.Now(), Outcome: "acked"}
 	r, err := w.api.do("POST", m.url, "/api/train", map[string]any{"command": argv, "gpus": gpus, "maxRetries": maxRetries})
 	sub.Answered = time.Now()
-	if err != nil || r.status != 202 {
+	if err != nil || r.Status != 202 {
 		t.Fatalf("POST /api/train: %v %v", r, err)
 	}
 	var ans struct {
 		ID      string `json:"id"`
 		TraceID string `json:"traceId"`
 	}
-	if err := json.Unmarshal(r.body, &ans); err != nil || ans.ID == "" {
+	if err := json.Unmarshal(r.Body, &ans); err != nil || ans.ID == "" {
 		t.Fatalf("POST /api/train answered %v", r)
 	}
-	sub.ID, sub.TraceID, sub.Status = ans.ID, ans.TraceID, r.status
+	sub.ID, sub.TraceID, sub.Status = ans.ID, ans.TraceID, r.Status
 	return sub
 }
 
@@ -353,17 +335,17 @@ func (w *world) submitRun(t *testing.T, gpus int, seconds float64, more ...strin
 // returns it (its worker resolved).
 func (w *world) waitLive(t *testing.T, run string, attempt int, timeout time.Duration) sockRecord {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var live sockRecord
+	testutil.WaitFor(t, timeout, fmt.Sprintf("run %s attempt %d starting", run, attempt), func() bool {
 		for _, r := range w.liveRecords() {
 			if r.run == run && r.attempt == attempt {
-				return r
+				live = r
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("run %s attempt %d did not start within %v", run, attempt, timeout)
-	return sockRecord{}
+		return false
+	})
+	return live
 }
 
 func (w *world) workerByID(t *testing.T, id string) *workerProc {
@@ -383,7 +365,7 @@ func (w *world) joins(id string) int {
 	n := 0
 	for _, m := range w.masters {
 		for _, l := range m.logs() {
-			if l.str("message") == "worker joined" && l.str("worker") == id {
+			if l.Msg() == "worker joined" && l.Str("worker") == id {
 				n++
 			}
 		}
@@ -395,18 +377,15 @@ func (w *world) joins(id string) int {
 // that is not fails the test with its last state.
 func (w *world) waitTerminal(t *testing.T, id string, timeout time.Duration) taskView {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last taskView
-	for {
+	testutil.Eventually(t, timeout, func() (bool, string) {
 		r, err := w.api.do("GET", w.master().url, "/api/tasks/"+id, nil)
-		if err == nil && r.status == 200 && json.Unmarshal(r.body, &last) == nil && terminal[last.Status] {
-			return last
+		if err == nil && r.Status == 200 && json.Unmarshal(r.Body, &last) == nil && terminal[last.Status] {
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not end within %v; last seen %v (%v %v)", id, timeout, last, r, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("run %s did not end; last seen %v (%v %v)", id, last, r, err)
+	})
+	return last
 }
 
 // checkRuns runs the soak's checker on these runs and fails the test with

@@ -1,15 +1,12 @@
 package chaos
 
 import (
-	"flag"
-	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testkit/testbin"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // The soak's settings, from the environment (make chaos sets them).
@@ -29,35 +26,13 @@ const (
 	defaultDuration = 40 * time.Second
 )
 
-// rlschedBin is the binary under test: $RLSCHED_BIN, or built once here.
-var rlschedBin string
-
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() || runtime.GOOS != "linux" {
-		os.Exit(m.Run()) // every process test skips itself
-	}
-	bin, cleanup, err := testbin.Build("chaos")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		os.Exit(1)
-	}
-	rlschedBin = bin
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { rig.Main(m) }
 
 // needProcesses skips a test that starts the deployment under -short or
 // where the binary cannot run.
 func needProcesses(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("chaos test: skipped with -short")
-	}
-	if rlschedBin == "" {
-		t.Skip("chaos tests need Linux and the rlsched binary")
-	}
+	rig.Bin(t)
 }
 
 // soakDuration reads RLSCHED_CHAOS_DURATION.

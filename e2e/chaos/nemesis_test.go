@@ -84,6 +84,8 @@ func (n *nemesis) lane(rng *rand.Rand, kinds []string) {
 	order := append([]string(nil), kinds...)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	var last time.Duration // how long the previous fault lasted
+	// Not a wait: the soak injects faults for its whole duration, against
+	// real processes that have no clock to advance.
 	for i := 0; time.Now().Before(n.end); i++ {
 		// At least as long as the last fault lasted, so that each lane is
 		// healthy half of the time or more and runs get done in between.
@@ -163,7 +165,7 @@ func (n *nemesis) inject(rng *rand.Rand, kind string) (fault, error) {
 	case fStopMariaDB:
 		f.Target = "mariadb"
 		w.mdb.Stop()
-		time.Sleep(n.outage)
+		time.Sleep(n.outage) // the fault itself
 		w.mdb.Start()
 	case fCutShort, fCutLong, fBlackholeShort, fBlackholeLong:
 		wp := n.busyWorker(rng)
@@ -181,7 +183,7 @@ func (n *nemesis) inject(rng *rand.Rand, kind string) (fault, error) {
 		for _, l := range wp.links {
 			l.set(st)
 		}
-		time.Sleep(d)
+		time.Sleep(d) // the fault itself
 		for _, l := range wp.links {
 			l.set(linkOpen)
 		}

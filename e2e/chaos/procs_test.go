@@ -5,29 +5,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // proc is one rlsched process of the deployment, which the nemesis kills,
-// freezes and starts again. Each incarnation's stdout and stderr go to a
-// file of their own (a file, not a pipe, so that nothing waits on a
-// grandchild such as the worker's guard).
+// freezes and starts again: a rig.Proc per incarnation, each with its
+// stdout and stderr in one file of its own.
 type proc struct {
 	name string
+	bin  string
 	dir  string // where the output files go
 	args []string
 	env  []string
 
 	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when cmd is reaped
+	cur     *rig.Proc     // the current incarnation; nil before the first
+	ended   chan struct{} // closed once cur is reaped and its exit counted
 	gen     int           // incarnations started
 	outPath string        // of the current incarnation
 	killed  bool          // the current incarnation was killed by the test
@@ -47,52 +45,54 @@ type proc struct {
 func (p *proc) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil && !p.exitedLocked() {
+	if p.runningLocked() {
 		return fmt.Errorf("BUG: %s started while it runs", p.name)
 	}
 	p.gen++
-	p.outPath = filepath.Join(p.dir, fmt.Sprintf("%s.%d.log", p.name, p.gen))
-	out, err := os.Create(p.outPath)
+	outPath := filepath.Join(p.dir, fmt.Sprintf("%s.%d.log", p.name, p.gen))
+	cur, err := rig.Launch(rig.Spec{Name: p.name, Bin: p.bin, Args: p.args, Env: p.env, Dir: p.dir,
+		OutPath: outPath, ErrPath: outPath})
 	if err != nil {
 		return err
 	}
-	defer out.Close()
-	cmd := exec.Command(rlschedBin, p.args...)
-	cmd.Env = p.env
-	cmd.Dir = p.dir
-	cmd.Stdout, cmd.Stderr = out, out
-	// Its own group (so the test's ^C does not reach it and cleanup can
-	// kill what is left of the group); it dies with the test binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("cannot start rlsched %s: %w", strings.Join(p.args, " "), err)
-	}
-	done := make(chan struct{})
-	p.cmd, p.done, p.killed, p.frozen = cmd, done, false, false
-	p.pids = append(p.pids, cmd.Process.Pid)
+	ended := make(chan struct{})
+	p.cur, p.ended, p.outPath, p.killed, p.frozen = cur, ended, outPath, false, false
+	p.pids = append(p.pids, cur.Pid())
 	gen := p.gen
 	go func() {
-		err := cmd.Wait()
-		outPath := filepath.Join(p.dir, fmt.Sprintf("%s.%d.log", p.name, gen))
+		<-cur.Done()
 		up := p.ready == nil || p.ready(outPath)
 		p.mu.Lock()
 		if !p.killed && !up {
 			p.failedStarts++
 		} else if !p.killed {
 			p.exits = append(p.exits, fmt.Sprintf("%s incarnation %d (pid %d) exited by itself: %v; last output:\n%s",
-				p.name, gen, cmd.Process.Pid, err, tailFile(outPath, 15)))
+				p.name, gen, cur.Pid(), cur.Err(), rig.TailFile(outPath, 15)))
 		}
 		p.mu.Unlock()
-		close(done)
+		close(ended)
 	}()
 	return nil
 }
 
-func (p *proc) exitedLocked() bool {
+func (p *proc) runningLocked() bool {
+	if p.cur == nil {
+		return false
+	}
 	select {
-	case <-p.done:
-		return true
+	case <-p.ended:
+		return false
 	default:
+		return true
+	}
+}
+
+// waitEnded reports whether ended is closed within timeout.
+func waitEnded(ended <-chan struct{}, timeout time.Duration) bool {
+	select {
+	case <-ended:
+		return true
+	case <-time.After(timeout):
 		return false
 	}
 }
@@ -101,37 +101,43 @@ func (p *proc) exitedLocked() bool {
 func (p *proc) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && !p.exitedLocked()
+	return p.runningLocked()
 }
 
 // pid is the current incarnation's pid (0 before the first start).
 func (p *proc) pid() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil {
+	if p.cur == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.cur.Pid()
+}
+
+// markKilled records that the test ends the current incarnation and
+// returns it and its ended channel, or nil when none runs.
+func (p *proc) markKilled() (*rig.Proc, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.runningLocked() {
+		return nil, nil
+	}
+	p.killed = true
+	return p.cur, p.ended
 }
 
 // kill SIGKILLs the process (not its group: a crash or the OOM killer takes
 // the worker, not its guard) and waits until it is reaped.
 func (p *proc) kill() error {
-	p.mu.Lock()
-	if p.cmd == nil || p.exitedLocked() {
-		p.mu.Unlock()
+	cur, ended := p.markKilled()
+	if cur == nil {
 		return nil
 	}
-	p.killed = true
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-done:
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("%s (pid %d) did not die within 30 s of SIGKILL", p.name, cmd.Process.Pid)
+	_ = cur.Cmd.Process.Signal(syscall.SIGKILL)
+	if !waitEnded(ended, 30*time.Second) {
+		return fmt.Errorf("%s (pid %d) did not die within 30 s of SIGKILL", p.name, cur.Pid())
 	}
+	return nil
 }
 
 // freeze SIGSTOPs the process (only it: its runs are not its threads and
@@ -142,28 +148,18 @@ func (p *proc) thaw() bool   { return p.signalFrozen(syscall.SIGCONT, false) }
 func (p *proc) signalFrozen(sig syscall.Signal, frozen bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd == nil || p.exitedLocked() {
+	if !p.runningLocked() {
 		return false
 	}
 	p.frozen = frozen
-	return p.cmd.Process.Signal(sig) == nil
+	return p.cur.Cmd.Process.Signal(sig) == nil
 }
 
 // destroy kills the whole group of the current incarnation (cleanup).
 func (p *proc) destroy() {
-	p.mu.Lock()
-	if p.cmd == nil || p.exitedLocked() {
-		p.mu.Unlock()
-		return
-	}
-	p.killed = true
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
+	if cur, ended := p.markKilled(); cur != nil {
+		cur.KillGroup(30 * time.Second)
+		waitEnded(ended, 30*time.Second)
 	}
 }
 
@@ -185,10 +181,7 @@ func (p *proc) outputs() []string {
 	return out
 }
 
-// logLine is one JSON log line (LOG_FORMAT=json).
-type logLine map[string]any
-
-func (l logLine) str(k string) string { return e2eutil.Str(l, k) }
+type logLine = rig.Line
 
 // logs parses the complete JSON lines of the current incarnation; other
 // lines (the guard's, a panic) are skipped.
@@ -196,15 +189,7 @@ func (p *proc) logs() []logLine {
 	p.mu.Lock()
 	path := p.outPath
 	p.mu.Unlock()
-	return parseLogFile(path)
-}
-
-func parseLogFile(path string) []logLine {
-	var out []logLine
-	for _, l := range e2eutil.ParseLog(path) {
-		out = append(out, l)
-	}
-	return out
+	return rig.ParseLog(path)
 }
 
 // crashes lists the incarnations whose output shows a panic, a Go runtime
@@ -213,25 +198,12 @@ func (p *proc) crashes() []string {
 	var out []string
 	for _, f := range p.outputs() {
 		b, _ := os.ReadFile(f)
-		s := string(b)
-		if strings.Contains(s, "panic: ") || strings.Contains(s, `"message":"BUG:`) || strings.Contains(s, "fatal error: ") {
-			out = append(out, fmt.Sprintf("%s crashed or logged a BUG:\n%s", filepath.Base(f), tailString(s, 30)))
+		if s := string(b); rig.Crashed(s) {
+			out = append(out, fmt.Sprintf("%s crashed or logged a BUG:\n%s", filepath.Base(f), rig.Tail(s, 30)))
 		}
 	}
 	return out
 }
-
-func tailFile(path string, lines int) string {
-	b, _ := os.ReadFile(path)
-	return tailString(string(b), lines)
-}
-
-// tailString is e2eutil.Tail.
-var tailString = e2eutil.Tail
-
-// baseEnv is the test's environment minus every setting rlsched reads,
-// plus JSON logs; extra entries come last and win.
-func baseEnv(extra ...string) []string { return e2eutil.ServerEnv([]string{"CHAOS_"}, extra...) }
 
 // killPid SIGKILLs one process.
 func killPid(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }

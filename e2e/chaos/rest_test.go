@@ -8,60 +8,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlsched/rlsched/internal/testkit/e2eutil"
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
-
-const password = "a-long-password"
 
 // api talks REST to the masters, as a user would: each request goes to one
 // master, and the caller picks which.
 type api struct {
 	hc    *http.Client
-	token string
+	token string // the admin's, once startWorld signed up
 }
 
 func newAPI() *api {
 	return &api{hc: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
 }
 
-type response struct {
-	status int
-	body   []byte
-}
+type response = rig.Response
 
-func (r response) String() string {
-	s := string(r.body)
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return fmt.Sprintf("%d %s", r.status, s)
-}
-
-// do sends one request; body is nil or a value to marshal; hdr are
-// name/value pairs.
+// do sends one request (see rig.Do) to the master at base.
 func (a *api) do(method, base, path string, body any, hdr ...string) (response, error) {
-	r, err := e2eutil.Do(a.hc, method, strings.TrimRight(base, "/")+path, a.token, body, hdr...)
-	return response{status: r.Status, body: r.Body}, err
-}
-
-// signup registers the first user (an admin) and keeps its token.
-func (a *api) signup(base, name string) error {
-	r, err := a.do("POST", base, "/api/auth/register", map[string]string{"username": name, "password": password})
-	if err != nil || r.status != 201 {
-		return fmt.Errorf("cannot register %s: %v %v", name, r, err)
-	}
-	r, err = a.do("POST", base, "/api/auth/login", map[string]string{"username": name, "password": password})
-	if err != nil || r.status != 200 {
-		return fmt.Errorf("cannot log in as %s: %v %v", name, r, err)
-	}
-	var ans struct {
-		Token string `json:"token"`
-	}
-	if err := json.Unmarshal(r.body, &ans); err != nil || ans.Token == "" {
-		return fmt.Errorf("login of %s answered %v", name, r)
-	}
-	a.token = ans.Token
-	return nil
+	return rig.Do(a.hc, method, strings.TrimRight(base, "/")+path, a.token, body, hdr...)
 }
 
 // taskView is the part of the API's Task the checker reads.
@@ -102,14 +67,14 @@ func (a *api) listAll(base string) ([]taskView, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.status != 200 {
+		if r.Status != 200 {
 			return nil, fmt.Errorf("GET /api/tasks: %v", r)
 		}
 		var page struct {
 			Items      []taskView `json:"items"`
 			NextCursor string     `json:"nextCursor"`
 		}
-		if err := json.Unmarshal(r.body, &page); err != nil {
+		if err := json.Unmarshal(r.Body, &page); err != nil {
 			return nil, fmt.Errorf("GET /api/tasks: %v in %v", err, r)
 		}
 		all = append(all, page.Items...)
@@ -130,13 +95,13 @@ func (a *api) logText(base, id string) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.status != 200 {
+		if r.Status != 200 {
 			return nil, fmt.Errorf("GET /api/monitor/logs/%s: %v", id, r)
 		}
-		if len(r.body) == 0 {
+		if len(r.Body) == 0 {
 			return out, nil
 		}
-		out = append(out, r.body...)
+		out = append(out, r.Body...)
 	}
 	return nil, fmt.Errorf("log of %s is over 64 MiB", id)
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // maxRetries of every soak run: enough that only a run hit again and again
@@ -109,19 +111,19 @@ func (s *soak) submit(seq, gpus int) {
 		m := s.w.master()
 		sub := submission{Seq: seq, Via: m.name, GPUs: gpus, Sent: time.Now()}
 		r, err := s.w.api.do("POST", m.url, "/api/train", body)
-		sub.Answered, sub.Status = time.Now(), r.status
+		sub.Answered, sub.Status = time.Now(), r.Status
 		down := err != nil && errors.Is(err, syscall.ECONNREFUSED) // nothing was sent
 		switch {
 		case down:
 			sub.Outcome, sub.Err = "refused", err.Error()
 		case err != nil:
 			sub.Outcome, sub.Err = "indeterminate", err.Error()
-		case r.status == 202:
+		case r.Status == 202:
 			var ans struct {
 				ID      string `json:"id"`
 				TraceID string `json:"traceId"`
 			}
-			if json.Unmarshal(r.body, &ans) != nil || ans.ID == "" {
+			if json.Unmarshal(r.Body, &ans) != nil || ans.ID == "" {
 				sub.Outcome, sub.Err = "indeterminate", "202 without an id: "+r.String()
 			} else {
 				sub.Outcome, sub.ID, sub.TraceID = "acked", ans.ID, ans.TraceID
@@ -151,13 +153,13 @@ func (s *soak) pollLoop(stop <-chan struct{}) {
 		call := time.Now().UnixNano()
 		r, err := s.w.api.do("GET", m.url, "/api/tasks?limit=100", nil)
 		ret := time.Now().UnixNano()
-		if err != nil || r.status != 200 {
+		if err != nil || r.Status != 200 {
 			continue // a master down or its store: nothing was read
 		}
 		var page struct {
 			Items []taskView `json:"items"`
 		}
-		if json.Unmarshal(r.body, &page) != nil {
+		if json.Unmarshal(r.Body, &page) != nil {
 			continue
 		}
 		s.mu.Lock()
@@ -193,31 +195,28 @@ func (s *soak) readsCopy() []statusRead {
 // drain waits until every acknowledged run is terminal, or timeout; it
 // returns the last listing and the runs not ended.
 func (s *soak) drain(acked []submission, timeout time.Duration) (map[string]taskView, []string) {
-	deadline := time.Now().Add(timeout)
 	var final map[string]taskView
 	var pending []string
-	for {
-		m := s.w.master()
-		if all, err := s.w.api.listAll(m.url); err == nil {
-			final = map[string]taskView{}
-			for _, tk := range all {
-				final[tk.ID] = tk
-			}
-			pending = pending[:0]
-			for _, sub := range acked {
-				if !terminal[final[sub.ID].Status] {
-					pending = append(pending, sub.ID)
-				}
-			}
-			if len(pending) == 0 {
-				return final, nil
+	if testutil.Poll(timeout, time.Second, func() bool {
+		all, err := s.w.api.listAll(s.w.master().url)
+		if err != nil {
+			return false
+		}
+		final = map[string]taskView{}
+		for _, tk := range all {
+			final[tk.ID] = tk
+		}
+		pending = pending[:0]
+		for _, sub := range acked {
+			if !terminal[final[sub.ID].Status] {
+				pending = append(pending, sub.ID)
 			}
 		}
-		if time.Now().After(deadline) {
-			return final, pending
-		}
-		time.Sleep(time.Second)
+		return len(pending) == 0
+	}) {
+		return final, nil
 	}
+	return final, pending
 }
 
 // diagnoseStuck logs, for runs that did not end, what each master says
@@ -229,8 +228,8 @@ func (s *soak) diagnoseStuck(t *testing.T) {
 	for _, m := range s.w.masters {
 		for _, path := range []string{"/api/workers", "/api/tasks?status=QUEUED&limit=20"} {
 			r, err := s.w.api.do("GET", m.url, path, nil)
-			fmt.Fprintf(&raw, "== %s GET %s: %v\n%s\n", m.name, path, err, r.body)
-			if err != nil || r.status != 200 {
+			fmt.Fprintf(&raw, "== %s GET %s: %v\n%s\n", m.name, path, err, r.Body)
+			if err != nil || r.Status != 200 {
 				t.Logf("stuck runs: %s GET %s: %v %v", m.name, path, r, err)
 				continue
 			}
@@ -244,7 +243,7 @@ func (s *soak) diagnoseStuck(t *testing.T) {
 					RunningTasks []string `json:"runningTasks"`
 				} `json:"items"`
 			}
-			_ = json.Unmarshal(r.body, &ans)
+			_ = json.Unmarshal(r.Body, &ans)
 			for _, it := range ans.Items {
 				if strings.HasPrefix(path, "/api/workers") {
 					t.Logf("stuck runs: %s sees worker %s %s on %s, GPUs %+v, running %v", m.name, it.ID, it.State, it.Master, it.GPUs, it.RunningTasks)
@@ -260,19 +259,14 @@ func (s *soak) diagnoseStuck(t *testing.T) {
 // waitExecutionsGone waits until no execution of an ended run is alive (a
 // killed worker's guard, or a thawed worker, kills them).
 func (w *world) waitExecutionsGone(final map[string]taskView, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		left := 0
+	testutil.Poll(timeout, 100*time.Millisecond, func() bool {
 		for run := range w.hist.live() {
 			if terminal[final[run].Status] {
-				left++
+				return false
 			}
 		}
-		if left == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // fetchLogs reads the log of every SUCCEEDED acknowledged run over REST,

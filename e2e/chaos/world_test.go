@@ -1,8 +1,6 @@
 package chaos
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 	"github.com/rlsched/rlsched/internal/testkit/testsvc"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
@@ -34,10 +33,9 @@ var defaultWorld = worldConfig{masters: 2, workers: 4, gpus: 2, slots: 2, hbTTL:
 type world struct {
 	t     *testing.T
 	cfg   worldConfig
-	dir   string // process output and data dirs
-	share string // 01777: the history and its socket, reachable by every uid
-	jwt   string
-	join  string
+	c     *rig.Cluster // the binary, the secrets, the servers' environment
+	dir   string       // process output and data dirs (c.Dir)
+	share string       // 01777: the history and its socket, reachable by every uid
 
 	redis   *testsvc.Redis
 	mdb     *testsvc.MariaDB
@@ -68,17 +66,12 @@ type workerProc struct {
 	links []*link
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // startWorld starts everything and returns once every worker joined a
 // master and the admin user exists.
 func startWorld(t *testing.T, cfg worldConfig) *world {
 	t.Helper()
-	w := &world{t: t, cfg: cfg, dir: testutil.ReachableTempDir(t), jwt: "chaos-jwt-" + randHex(16), join: "chaos-join-" + randHex(16), api: newAPI()}
+	c := rig.New(t)
+	w := &world{t: t, cfg: cfg, c: c, dir: c.Dir, api: newAPI()}
 	share, err := os.MkdirTemp("", "rlsched-chaos-")
 	if err != nil {
 		t.Fatal(err)
@@ -98,25 +91,23 @@ func startWorld(t *testing.T, cfg worldConfig) *world {
 	logDir := filepath.Join(w.dir, "logs")
 	for i := range cfg.masters {
 		name := fmt.Sprintf("master-%c", 'a'+i)
-		m := &masterProc{proc: &proc{name: name, dir: w.dir, ready: logged("master started")}}
-		m.env = baseEnv("JWT_SECRET="+w.jwt, "WORKER_JOIN_TOKEN="+w.join, "MYSQL_DSN="+w.mdb.DSN(),
+		m := &masterProc{proc: &proc{name: name, bin: c.Bin, dir: w.dir, ready: logged("master started")}}
+		m.env = c.MasterEnv("MYSQL_DSN="+w.mdb.DSN(),
 			"REDIS_ADDR="+w.redis.Addr(), "REDIS_PREFIX=chaos", "LOG_DIR="+logDir,
 			"WORKER_HB_TTL_SECONDS="+strconv.Itoa(cfg.hbTTL), "WORKER_TASK_TTL_SECONDS="+strconv.Itoa(cfg.taskTTL),
-			"RLSCHED_CANCEL_GRACE_SECONDS=2", "REGISTRATION=open")
-		m.args = []string{"master", "--data-dir", filepath.Join(w.dir, name), "--bind", "127.0.0.1",
-			"--master-port", "0", "--rpc-port", "0", "--master-id", name}
+			"RLSCHED_CANCEL_GRACE_SECONDS=2")
+		m.args = rig.MasterArgs(filepath.Join(w.dir, name), 0, 0, name)
 		if err := w.startMaster(m, 90*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		w.masters = append(w.masters, m)
 	}
-	if err := w.api.signup(w.masters[0].url, "chaos"); err != nil {
-		t.Fatal(err)
-	}
+	admin, _ := rig.NewClient(t, w.masters[0].url).Signup("chaos")
+	w.api.token = admin.Token
 	gpuEnv := hideGPUs(t, w.dir)
 	for i := range cfg.workers {
 		id := fmt.Sprintf("w%d", i+1)
-		wp := &workerProc{proc: &proc{name: "worker-" + id, dir: w.dir, ready: logged("worker starting")}, id: id}
+		wp := &workerProc{proc: &proc{name: "worker-" + id, bin: c.Bin, dir: w.dir, ready: logged("worker starting")}, id: id}
 		var addrs []string
 		for j := range cfg.masters {
 			m := w.masters[(i+j)%cfg.masters] // workers spread over the masters
@@ -126,10 +117,8 @@ func startWorld(t *testing.T, cfg worldConfig) *world {
 		}
 		// CHAOS_WORKER reaches the runs (the worker passes its environment
 		// on, less secrets), so the history names the worker.
-		wp.env = baseEnv(append([]string{"WORKER_JOIN_TOKEN=" + w.join, "CHAOS_WORKER=" + id}, gpuEnv...)...)
-		wp.args = []string{"worker", "--master", strings.Join(addrs, ","), "--id", id,
-			"--gpus", strconv.Itoa(cfg.gpus), "--slots", strconv.Itoa(cfg.slots),
-			"--data-dir", filepath.Join(w.dir, "worker-"+id)}
+		wp.env = c.ServerEnv(append([]string{"WORKER_JOIN_TOKEN=" + c.JoinToken, "CHAOS_WORKER=" + id}, gpuEnv...)...)
+		wp.args = rig.WorkerArgs(strings.Join(addrs, ","), id, cfg.slots, cfg.gpus, filepath.Join(w.dir, "worker-"+id))
 		if err := wp.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -166,8 +155,8 @@ func hideGPUs(t *testing.T, dir string) []string {
 // logged returns a proc.ready that looks for a log message.
 func logged(msg string) func(string) bool {
 	return func(path string) bool {
-		for _, l := range parseLogFile(path) {
-			if l.str("message") == msg {
+		for _, l := range rig.ParseLog(path) {
+			if l.Msg() == msg {
 				return true
 			}
 		}
@@ -177,34 +166,43 @@ func logged(msg string) func(string) bool {
 
 // startMaster starts m and waits until it logs "master started"; the first
 // start picks free ports, later ones reuse them. A start that fails (the
-// store is down, say) is retried until timeout, as a supervisor would.
+// store is down, say) is retried a second later until timeout, as a
+// supervisor would.
 func (w *world) startMaster(m *masterProc, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for {
-		if err := m.start(); err != nil {
-			return err
+	var err error
+	var started logLine
+	up := testutil.Poll(timeout, time.Second, func() bool {
+		if !m.running() {
+			if err = m.start(); err != nil {
+				return true
+			}
 		}
-		for m.running() && time.Now().Before(deadline) {
+		testutil.Poll(time.Until(deadline), 50*time.Millisecond, func() bool {
 			for _, l := range m.logs() {
-				if l.str("message") == "master started" {
-					if m.url == "" {
-						m.url, m.rpc = l.str("url"), l.str("rpc")
-						_, rpcPort, _ := net.SplitHostPort(m.rpc)
-						_, httpPort, _ := net.SplitHostPort(strings.TrimPrefix(m.url, "http://"))
-						m.args = replaceArg(replaceArg(m.args, "--rpc-port", rpcPort), "--master-port", httpPort)
-					}
-					return nil
+				if l.Msg() == "master started" {
+					started = l
+					return true
 				}
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if time.Now().After(deadline) {
-			_ = m.kill()
-			return fmt.Errorf("%s did not start within %v; its output:\n%s", m.name, timeout, tailFile(m.outPath, 20))
-		}
-		// It exited before it started: try again in a moment.
-		time.Sleep(time.Second)
+			return !m.running()
+		})
+		return started != nil
+	})
+	if err != nil {
+		return err
 	}
+	if !up {
+		_ = m.kill()
+		return fmt.Errorf("%s did not start within %v; its output:\n%s", m.name, timeout, rig.TailFile(m.outPath, 20))
+	}
+	if m.url == "" {
+		m.url, m.rpc = started.Str("url"), started.Str("rpc")
+		_, rpcPort, _ := net.SplitHostPort(m.rpc)
+		_, httpPort, _ := net.SplitHostPort(strings.TrimPrefix(m.url, "http://"))
+		m.args = replaceArg(replaceArg(m.args, "--rpc-port", rpcPort), "--master-port", httpPort)
+	}
+	return nil
 }
 
 func replaceArg(args []string, flag, value string) []string {
@@ -218,45 +216,50 @@ func replaceArg(args []string, flag, value string) []string {
 }
 
 // startWorker starts wp again; a worker that exits at once (its data dir
-// still locked by the old one's guard, say) is retried until timeout.
+// still locked by the old one's guard, say) is retried a second later
+// until timeout.
 func (w *world) startWorker(wp *workerProc, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if err := wp.start(); err != nil {
-			return err
+	var err error
+	up := testutil.Poll(timeout, time.Second, func() bool {
+		if err = wp.start(); err != nil {
+			return true
 		}
-		settled := time.Now().Add(3 * time.Second)
-		for wp.running() && time.Now().Before(settled) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if wp.running() {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s keeps exiting; its output:\n%s", wp.name, tailFile(wp.outPath, 20))
-		}
-		time.Sleep(time.Second)
+		// Not a wait for an event: a worker still running 3 s after its
+		// start has settled (there is no line that says so sooner).
+		exited := testutil.Poll(3*time.Second, 50*time.Millisecond, func() bool { return !wp.running() })
+		return !exited
+	})
+	if err != nil {
+		return err
 	}
+	if !up {
+		return fmt.Errorf("%s keeps exiting; its output:\n%s", wp.name, rig.TailFile(wp.outPath, 20))
+	}
+	return nil
 }
 
 // waitJoined waits until some master logged that the worker's current
 // incarnation joined.
 func (w *world) waitJoined(wp *workerProc, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var exited bool
+	joined := testutil.Poll(timeout, 100*time.Millisecond, func() bool {
 		for _, m := range w.masters {
 			for _, l := range m.logs() {
-				if l.str("message") == "worker joined" && l.str("worker") == wp.id {
-					return nil
+				if l.Msg() == "worker joined" && l.Str("worker") == wp.id {
+					return true
 				}
 			}
 		}
-		if !wp.running() {
-			return fmt.Errorf("%s exited before it joined; its output:\n%s", wp.name, tailFile(wp.outPath, 20))
-		}
-		time.Sleep(100 * time.Millisecond)
+		exited = !wp.running()
+		return exited
+	})
+	switch {
+	case exited:
+		return fmt.Errorf("%s exited before it joined; its output:\n%s", wp.name, rig.TailFile(wp.outPath, 20))
+	case !joined:
+		return fmt.Errorf("%s did not join a master within %v; its output:\n%s", wp.name, timeout, rig.TailFile(wp.outPath, 20))
 	}
-	return fmt.Errorf("%s did not join a master within %v; its output:\n%s", wp.name, timeout, tailFile(wp.outPath, 20))
+	return nil
 }
 
 // master returns the next master in turn (REST requests spread over them).
@@ -356,10 +359,8 @@ func (w *world) cleanup() {
 	for _, m := range w.masters {
 		m.destroy()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) && len(w.hist.live()) > 0 {
-		time.Sleep(100 * time.Millisecond) // the guards kill the runs of a dead worker
-	}
+	// The guards kill the runs of a dead worker, given a moment.
+	testutil.Poll(10*time.Second, 100*time.Millisecond, func() bool { return len(w.hist.live()) == 0 })
 	for _, rs := range w.hist.live() {
 		for _, r := range rs {
 			if p, _, ok := strings.Cut(r.nonce, "."); ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/internal/testkit/nacostest"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func TestParseAddr(t *testing.T) {
@@ -54,22 +55,15 @@ func TestRegisterAndWatch(t *testing.T) {
 	defer w.Close()
 	wait := func(svc, want string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testutil.Eventually(t, 20*time.Second, func() (bool, string) {
 			mu.Lock()
 			got := ""
 			for _, in := range last[svc] {
 				got += fmt.Sprintf("%s:%d %v %s;", in.IP, in.Port, in.Healthy && in.Enabled, in.Metadata["role"])
 			}
 			mu.Unlock()
-			if got == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %q, want %q", svc, got, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return got == want, fmt.Sprintf("%s: %q, want %q", svc, got, want)
+		})
 	}
 	r1, err := Register(o, Instance{Service: "svc-a", IP: "127.0.0.1", Port: 1111, Metadata: map[string]string{"role": "one"}})
 	if err != nil {

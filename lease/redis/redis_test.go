@@ -115,7 +115,7 @@ func TestKeys(t *testing.T) {
 	if _, err := l.Claim(ctx, "t2", "w1", time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
+	time.Sleep(5 * time.Millisecond) // t2's TTL runs on Redis' clock, which no test can advance
 	if _, err := l.Reap(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestPresence(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // the TTLs run on Redis' clock, which no test can advance
 	if err := l.Touch(ctx, "d", "m2", time.Minute); err != nil {
 		t.Fatal(err)
 	}

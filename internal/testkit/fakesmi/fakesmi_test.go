@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // smi runs the fake with args and returns its stdout, stderr and exit status.
@@ -105,18 +107,14 @@ func TestHang(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(f.HangPIDs()) != 2 {
+	testutil.WaitFor(t, 30*time.Second, "the hanging fake writing hang.pids", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("the hanging fake exited: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging fake wrote no hang.pids within 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(f.HangPIDs()) == 2
+	})
 	pids := f.HangPIDs()
 	if pids[0] != cmd.Process.Pid {
 		t.Fatalf("hang.pids = %v, want the leader %d first", pids, cmd.Process.Pid)

@@ -30,16 +30,13 @@ func ReachableTempDir(t testing.TB) string {
 // the tests: no test sleeps for a fixed time to let something happen.
 func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var why string
+	if !Poll(timeout, 20*time.Millisecond, func() bool {
+		var ok bool
+		ok, why = cond()
+		return ok
+	}) {
+		t.Fatalf("not within %v: %s", timeout, why)
 	}
 }
 
@@ -47,4 +44,21 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string))
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	Eventually(t, timeout, func() (bool, string) { return cond(), what })
+}
+
+// Poll is the loop under Eventually, for the waits that must not fail the
+// test themselves (a cleanup, a goroutine other than the test's, a retry
+// that returns an error): it calls cond every interval until cond reports
+// true or timeout has passed, at least once, and reports whether it did.
+func Poll(timeout, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
 }
