@@ -14,6 +14,8 @@
 // Goroutines: one reader and one writer per connection, a heartbeat ticker per
 // connection, a self-fencing ticker, the writer of the guard's pipe, and per
 // run an output pump and a reaper.
-// All run state is guarded by agent.mu; the writer is the only goroutine that
-// touches the connection for writing, and nothing a run does waits for it.
+// All run state is the run table's (table.go), whose mutex no other file
+// takes; the outputs of the runs share the outputs' own lock (outputs.go),
+// taken after the table's. The writer is the only goroutine that touches
+// the connection for writing, and nothing a run does waits for it.
 package worker
