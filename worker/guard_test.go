@@ -124,14 +124,11 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 		}
 	}
 	deadline, _ := g.deadline(lapsing)
-	// Renew one group until the other is gone.
-	for !groupGone(lapsing) {
-		if leaseClock() > deadline+5*time.Second {
-			t.Fatalf("group %d still alive 5s past its lease deadline", lapsing)
-		}
+	// Renew one group until the other is gone, at most 5 s past its deadline.
+	waitFor(t, deadline+5*time.Second-leaseClock(), "the lapsing group killed by the guard", func() bool {
 		g.renew(leaseClock()+ttl, []int{renewed})
-		time.Sleep(20 * time.Millisecond)
-	}
+		return groupGone(lapsing)
+	})
 	if now := leaseClock(); now < deadline {
 		t.Fatalf("group killed %v before its lease deadline", deadline-now)
 	}
