@@ -19,7 +19,7 @@ type agent struct {
 	log        zerolog.Logger
 	scriptsDir string
 	iso        *isolation // whose uid each run gets, and its private dir
-	guard      *guard     // nil when the guard could not start
+	guard      *guard    // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
 	out        *outLink      // the outputs of every run (outputs.go)
@@ -28,22 +28,38 @@ type agent struct {
 	sampler *nvsmi.Sampler
 }
 
-// Run runs a worker until ctx is cancelled: it joins a master (failing over
-// along cfg.Masters), runs what it is given, and on cancellation stops its
-// runs (SIGTERM, cfg.Grace, SIGKILL), waits for them, and returns nil. It
-// returns an error only when it cannot start (bad config, unwritable DataDir,
-// DataDir in use by another worker).
-func Run(ctx context.Context, cfg Config) error {
+// Worker is a started worker: it joins a master (failing over along
+// Config.Masters) and runs what it is given until Close. Close is safe to
+// call from any goroutine, more than once.
+type Worker struct {
+	stop context.CancelFunc
+	done chan struct{} // closed once the worker stopped
+}
+
+// Start starts a worker. It returns an error only when the worker cannot
+// start (bad config, unwritable DataDir, DataDir in use by another worker,
+// ctx done), and then nothing of it is left running. ctx bounds the start
+// only: the worker runs until Close. A worker never stops on its own (it
+// rejoins its masters until Close), so unlike masterd.Master it has no Err.
+func Start(ctx context.Context, cfg Config) (*Worker, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Before anything touches the dir: it may be another live worker's.
 	dir, err := lockDataDir(cfg.DataDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer dir.close()
+	ok := false
+	defer func() {
+		if !ok {
+			dir.close()
+		}
+	}()
 	if cfg.ID == "" {
 		cfg.ID = defaultID(cfg.Host, dir.suffix)
 	}
@@ -55,14 +71,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	a.out = newOutLink(cfg.ArtifactSync, a.kick)
 	if a.iso, err = newIsolation(cfg, a.log); err != nil {
-		return err
+		return nil, err
 	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {
 		a.log.Warn().Err(err).Msg("cannot remove the old output spool")
 	}
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
-		return err
+		return nil, err
 	}
 	var uidLocks string
 	if a.iso.uids != nil {
@@ -76,15 +92,45 @@ func Run(ctx context.Context, cfg Config) error {
 		Str("data_dir", cfg.DataDir).Msg("worker starting")
 
 	a.spawner = startSpawner()
-	a.sampler = a.startSampler(ctx)
-	var bg sync.WaitGroup
-	bg.Go(func() { a.fenceLoop(ctx) })
-	a.connectLoop(ctx)
-	bg.Wait()
-	a.tab.shutdown()
-	a.spawner.stop()
-	a.guard.close()
-	a.log.Info().Msg("worker stopped")
+	life, stop := context.WithCancel(context.Background())
+	a.sampler = a.startSampler(life)
+	w := &Worker{stop: stop, done: make(chan struct{})}
+	ok = true
+	go func() {
+		defer close(w.done)
+		defer dir.close()
+		var bg sync.WaitGroup
+		bg.Go(func() { a.fenceLoop(life) })
+		a.connectLoop(life)
+		bg.Wait()
+		a.tab.shutdown()
+		a.spawner.stop()
+		a.guard.close()
+		a.log.Info().Msg("worker stopped")
+	}()
+	return w, nil
+}
+
+// Close stops the worker: it leaves its master, stops its runs (SIGTERM,
+// Config.Grace, SIGKILL) and waits until they are reaped and the guard is
+// gone, or until ctx is done, whichever comes first.
+func (w *Worker) Close(ctx context.Context) {
+	w.stop()
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
+}
+
+// Run is Start, then Close once ctx is done, for callers that tie a
+// worker's life to a context (the tests of dispatch and masterd).
+func Run(ctx context.Context, cfg Config) error {
+	w, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	w.Close(context.Background())
 	return nil
 }
 

@@ -76,10 +76,14 @@ func runUp(ctx context.Context, args []string) error {
 	warnOpenBind(log, "the master's REST API", rm.URL(), mc.TLSProxy)
 	warnOpenBind(log, "the gateway", rg.url, mc.TLSProxy)
 
-	wctx, stopWorkers := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopWorkers(); wg.Wait() }()
-	workerErr := make(chan error, workers)
+	var ws []*worker.Worker
+	defer func() { // all at once: each waits for its runs' grace
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Go(func() { w.Close(context.Background()) })
+		}
+		wg.Wait()
+	}()
 	runAs, err := worker.ResolveRunAs(wo.runAs)
 	if err != nil {
 		return err
@@ -92,16 +96,14 @@ func runUp(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Run returns an error only when the worker cannot start (its
-			// data dir out of its runs' reach, say): up without its
-			// workers would serve a queue that never moves.
-			if err := worker.Run(wctx, cfg); err != nil && wctx.Err() == nil {
-				workerErr <- fmt.Errorf("local worker %s: %w", cfg.ID, err)
-			}
-		}()
+		// A worker that cannot start (its data dir out of its runs' reach,
+		// say) stops up: without its workers it would serve a queue that
+		// never moves.
+		w, err := worker.Start(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("local worker %s: %w", cfg.ID, err)
+		}
+		ws = append(ws, w)
 	}
 	isolation := "each run under a uid of its own (RUN_AS=" + runAs + ")"
 	if runAs == worker.RunAsNone {
@@ -130,8 +132,6 @@ Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
 		return fmt.Errorf("REST server stopped: %w", err)
 	case err := <-rg.serveErr:
 		return fmt.Errorf("gateway stopped: %w", err)
-	case err := <-workerErr:
-		return err
 	}
 }
 

@@ -114,5 +114,11 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Key = key
-	return worker.Run(ctx, cfg)
+	w, err := worker.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer w.Close(context.Background())
+	<-ctx.Done()
+	return nil
 }
