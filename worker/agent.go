@@ -18,7 +18,7 @@ type agent struct {
 	instance   string // Hello.instance, kept in the data dir
 	log        zerolog.Logger
 	scriptsDir string
-	iso        *isolation // whose uid each run gets, and its private dir
+	iso        *Isolator // whose uid each run gets, and its private dir
 	guard      *guard    // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
@@ -70,7 +70,8 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		kickc:    make(chan struct{}, 1),
 	}
 	a.out = newOutLink(cfg.ArtifactSync, a.kick)
-	if a.iso, err = newIsolation(cfg, a.log); err != nil {
+	if a.iso, err = New(Options{RunAs: cfg.RunAs, RunUIDs: cfg.RunUIDs, UIDLockDir: cfg.UIDLockDir, DataDir: cfg.DataDir,
+		Runs: cfg.Slots + len(cfg.GPUs)}, a.log); err != nil {
 		return nil, err
 	}
 	// Spilled output of an earlier worker process: its runs died with it.
@@ -80,11 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return nil, err
 	}
-	var uidLocks string
-	if a.iso.uids != nil {
-		uidLocks = a.iso.uids.dir
-	}
-	if a.guard, err = startGuard(a.log, uidLocks); err != nil {
+	if a.guard, err = startGuard(a.log, a.iso.UIDLockDir()); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.tab = newRunTable(cfg.Grace, a.log, a.guard, a.out, a.kick)

@@ -155,13 +155,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.RunUIDs == (UIDRange{}) {
-		c.RunUIDs = defaultUIDRange
+		c.RunUIDs = DefaultUIDRange
 	}
-	if err := c.RunUIDs.validate(); err != nil {
+	if err := c.RunUIDs.Validate(); err != nil {
 		return c, fmt.Errorf("cannot start worker: RUN_UID_RANGE: %w", err)
 	}
 	if c.UIDLockDir == "" {
-		c.UIDLockDir = defaultUIDLockDir
+		c.UIDLockDir = DefaultUIDLockDir
 	}
 	if c.ArtifactSync <= 0 {
 		c.ArtifactSync = defaultArtifactSync

@@ -119,7 +119,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		Slots:     int32(a.cfg.Slots),
 		Version:   core.Version,
 		Runs:      a.tab.refs(),
-		Isolation: a.iso.helloIsolation(),
+		Isolation: a.iso.HelloIsolation(),
 		Instance:  a.instance,
 	}
 	for _, g := range a.cfg.GPUs {

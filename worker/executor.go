@@ -82,7 +82,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 func (a *agent) unprepare(r *run, pipeW *os.File) {
 	r.pipe.Close()
 	pipeW.Close()
-	a.iso.release(r)
+	a.iso.Release(r.ident, r.outDir, r.log)
 	r.out.Close()
 	r.outs.end()
 }
@@ -102,7 +102,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 			return
 		}
 		if err == nil {
-			if err := a.guard.add(r.pgid, guardUID(r.ident)); err != nil {
+			if err := a.guard.add(r.pgid, r.ident.DynamicUID()); err != nil {
 				log.Error().Err(err).Msg("guard")
 			}
 			go a.pump(r)
@@ -114,7 +114,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
-	a.iso.release(r) // nothing runs under its uid
+	a.iso.Release(r.ident, r.outDir, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.end()
 	a.tab.unstarted(r, startFailedMsg(m, err), true)
@@ -167,10 +167,10 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, fmt.Errorf("workdir %q must be an absolute path", wd)
 	}
 	var err error
-	if r.ident, err = a.iso.acquire(m); err != nil {
+	if r.ident, err = a.iso.Acquire(m); err != nil {
 		return nil, nil, err
 	}
-	if r.outDir, err = a.iso.makeRunDir(m, r.ident); err != nil {
+	if r.outDir, err = a.iso.MakeRunDir(m, r.ident); err != nil {
 		return nil, nil, err
 	}
 	od, err := openOutDir(r.outDir)
@@ -182,11 +182,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if wd != "" {
 		dir = wd
 	}
-	if err := checkReach(r.ident, dir, scriptArgs); err != nil {
+	if err := CheckReach(r.ident, dir, scriptArgs); err != nil {
 		return nil, nil, err
 	}
 	env := a.runEnv(m, r.outDir, r.ident)
-	path, note, err := lookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
+	path, note, err := LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -198,11 +198,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
 	}
 	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
-	// uid would (lookPath); exec.Command would use the worker's.
+	// uid would (LookPath); exec.Command would use the worker's.
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.Stdout = pw // one pipe for both keeps their order
 	cmd.Stderr = pw
-	cmd.SysProcAttr = runProcAttr(r.ident.credential())
+	cmd.SysProcAttr = ProcAttr(r.ident.Credential())
 	r.pipe = pr
 	return cmd, pw, nil
 }
@@ -230,10 +230,10 @@ func checkTaskEnv(env map[string]string) error {
 
 // inheritedEnv is the worker's environment without secrets and, for a run
 // under its own uid, without what describes the worker's user.
-func inheritedEnv(id *runIdentity) []string {
+func inheritedEnv(id *Identity) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !dropIdentityEnv(id, k) {
+		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !DropIdentityEnv(id, k) {
 			env = append(env, kv)
 		}
 	}
@@ -253,7 +253,7 @@ func envValue(env []string, key string) string {
 // runEnv returns the worker's environment (less secrets), then the run's
 // variables (for a run under its own uid: HOME, TMPDIR, USER and LOGNAME of
 // its own), then the task's env, checked by checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *runIdentity) []string {
+func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
@@ -273,7 +273,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *runIdentity) []stri
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
-	env = append(env, identityEnv(id, outDir)...)
+	env = append(env, IdentityEnv(id, outDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {
@@ -339,14 +339,14 @@ func (a *agent) reap(r *run) {
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 		r.log.Info().Int("pgid", pgid).Msg("killed processes the run left in its group")
 	}
-	a.iso.sweep(r) // and, under a uid of its own, those that left the group
+	a.iso.Sweep(r.ident, r.log) // and, under a uid of its own, those that left the group
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
 	if err := a.guard.remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
-	a.iso.release(r)
+	a.iso.Release(r.ident, r.outDir, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started))
 }
 

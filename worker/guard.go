@@ -41,7 +41,7 @@ import (
 // no wall-clock step moves; 0 means none.
 //
 // Killing a run is SIGKILL to its process group and, when the line names a
-// uid, to every process of that uid (killUID): a process that left the
+// uid, to every process of that uid (KillUID): a process that left the
 // group (setsid, a double fork) is out of reach of the group's signal, and
 // under RUN_AS=dynamic it would keep the uid busy. Only a dynamic uid is
 // ever named, which belongs to that one run; the uid of a RUN_AS=user run
@@ -178,7 +178,7 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			killRunUID(e, "worker gone", errw)
 			continue
 		}
-		l, err := lockUID(locks, e.uid)
+		l, err := LockUID(locks, e.uid)
 		switch {
 		case err != nil: // no worker can take the uid through that lock either
 			fmt.Fprintf(errw, "rlsched guard: worker gone: %v; sweeping uid %d without its lock\n", err, e.uid)
@@ -187,7 +187,7 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			continue
 		}
 		killRunUID(e, "worker gone", errw)
-		l.release()
+		l.Release()
 	}
 	return 0
 }
@@ -202,7 +202,7 @@ func killRunUID(e guardEntry, why string, errw io.Writer) {
 	if e.uid == 0 {
 		return
 	}
-	killed, left, err := killUID(e.uid, guardUIDKill)
+	killed, left, err := KillUID(e.uid, guardUIDKill)
 	switch {
 	case err != nil:
 		fmt.Fprintf(errw, "rlsched guard: %s: cannot kill the processes of uid %d: %v\n", why, e.uid, err)
@@ -542,14 +542,4 @@ func (g *guard) close() {
 		g.log.Warn().Int("pid", g.cmd.Process.Pid).
 			Msg("the guard process did not exit (stopped?); it kills what is left once it runs again")
 	}
-}
-
-// guardUID is the uid the guard may kill every process of for a run of
-// identity id: its dynamic uid, which no one else has while it runs; 0 (the
-// group alone) for a RUN_AS=user account or the worker's own uid.
-func guardUID(id *runIdentity) uint32 {
-	if id == nil || id.lease == nil {
-		return 0
-	}
-	return id.uid
 }

@@ -31,7 +31,7 @@ func needRoot(t *testing.T) {
 }
 
 func TestParseUIDRange(t *testing.T) {
-	if r, err := ParseUIDRange(" 61000-61999 "); err != nil || r != defaultUIDRange {
+	if r, err := ParseUIDRange(" 61000-61999 "); err != nil || r != DefaultUIDRange {
 		t.Fatalf("default range: %v %v", r, err)
 	}
 	for _, s := range []string{"", "61000", "0-10", "10-9", "a-b", "1-2147483648", "-5"} {
@@ -55,7 +55,7 @@ func TestUIDPool_NeverShared(t *testing.T) {
 		pools = append(pools, p)
 	}
 	var mu sync.Mutex
-	held := map[uint32]*uidLease{}
+	held := map[uint32]*UIDLease{}
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
@@ -80,15 +80,15 @@ func TestUIDPool_NeverShared(t *testing.T) {
 			t.Fatalf("acquire from a full range: %v", err)
 		}
 	}
-	held[62013].release()
+	held[62013].Release()
 	l, err := pools[1].acquire()
 	if err != nil || l.uid != 62013 {
 		t.Fatalf("after release: %v %v, want uid 62013", l, err)
 	}
 	for _, l := range held {
-		l.release()
+		l.Release()
 	}
-	l.release()
+	l.Release()
 }
 
 // TestUIDPool_SkipsAccountsAndLiveProcesses: a uid an account or group has
@@ -120,16 +120,16 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 	if l, err := p.acquire(); err == nil {
 		t.Fatalf("acquired uid %d while a process runs under it", l.uid)
 	}
-	// killUID is how the end of a run clears its uid.
-	if killed, left, err := killUID(uid, 10*time.Second); err != nil || killed != 1 || left != 0 {
-		t.Fatalf("killUID: killed %d, left %d, %v", killed, left, err)
+	// KillUID is how the end of a run clears its uid.
+	if killed, left, err := KillUID(uid, 10*time.Second); err != nil || killed != 1 || left != 0 {
+		t.Fatalf("KillUID: killed %d, left %d, %v", killed, left, err)
 	}
 	l2, err := p.acquire()
 	if err != nil || l2.uid != uid {
-		t.Fatalf("acquire after killUID: %v %v; want uid %d", l2, err, uid)
+		t.Fatalf("acquire after KillUID: %v %v; want uid %d", l2, err, uid)
 	}
-	l1.release()
-	l2.release()
+	l1.Release()
+	l2.Release()
 }
 
 // TestLookPath: a run under its own uid gets the first program on its PATH
@@ -158,18 +158,18 @@ func TestLookPath(t *testing.T) {
 	if err := os.Chmod(filepath.Join(base, "home"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	id := &runIdentity{uid: 62030, gid: 62030}
+	id := &Identity{uid: 62030, gid: 62030}
 	home, open := filepath.Join(base, "home/bin"), filepath.Join(base, "open/bin")
 
-	p, note, err := lookPath("tool", home+":"+open, "/", id)
+	p, note, err := LookPath("tool", home+":"+open, "/", id)
 	if err != nil || p != filepath.Join(open, "tool") || !strings.Contains(note, "using "+p) {
 		t.Fatalf("tool: %q, note %q, %v", p, note, err)
 	}
-	p, note, err = lookPath("sh", home, "/", id)
+	p, note, err = LookPath("sh", home, "/", id)
 	if err != nil || (p != "/usr/local/bin/sh" && p != "/usr/bin/sh" && p != "/bin/sh") || note == "" {
 		t.Fatalf("sh from the safe PATH: %q, note %q, %v", p, note, err)
 	}
-	_, _, err = lookPath("tool", home, "/", id)
+	_, _, err = LookPath("tool", home, "/", id)
 	want := fmt.Sprintf("tool resolves to %s, which uid 62030 cannot execute: %s is mode 0700; install tool where every user can run it, e.g. /usr/bin/tool, or set RUN_AS=none",
 		filepath.Join(home, "tool"), filepath.Join(base, "home"))
 	if err == nil || err.Error() != want {
@@ -177,8 +177,8 @@ func TestLookPath(t *testing.T) {
 	}
 	f := func(name, dir, wantErr string) {
 		t.Helper()
-		if _, _, err := lookPath(name, open, dir, id); err == nil || !strings.Contains(err.Error(), wantErr) {
-			t.Errorf("lookPath(%q) = %v, want an error with %q", name, err, wantErr)
+		if _, _, err := LookPath(name, open, dir, id); err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("LookPath(%q) = %v, want an error with %q", name, err, wantErr)
 		}
 	}
 	f("noread", "/", "it cannot read it")
@@ -187,7 +187,7 @@ func TestLookPath(t *testing.T) {
 	f("./tool", home, "home is mode 0700")
 	f("missing-program", "/", `"missing-program": executable file not found in $PATH`)
 	// The worker's own uid: PATH order as given, nothing checked.
-	if p, _, err := lookPath("tool", home+":"+open, "/", nil); err != nil || p != filepath.Join(home, "tool") {
+	if p, _, err := LookPath("tool", home+":"+open, "/", nil); err != nil || p != filepath.Join(home, "tool") {
 		t.Fatalf("RUN_AS=none: %q %v", p, err)
 	}
 }
@@ -279,7 +279,7 @@ func TestIsolation_RunsCannotSignalEachOther(t *testing.T) {
 	if fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED {
 		t.Fatalf("victim: %v", fin)
 	}
-	if pids, err := uidProcesses(uint32(victimUID)); err != nil || len(pids) != 0 {
+	if pids, err := UIDProcesses(uint32(victimUID)); err != nil || len(pids) != 0 {
 		t.Fatalf("processes of the victim's uid %d after its end: %v %v", victimUID, pids, err)
 	}
 	_ = cfg

@@ -46,7 +46,7 @@ func (d *outDir) close() { unix.Close(d.fd) }
 // dirAt opens the directory of rel's parent elements (made, owned by id,
 // when mkdir) and returns its descriptor and rel's last element. The
 // caller closes the descriptor unless it is d.fd.
-func (d *outDir) dirAt(rel string, mkdir bool, id *runIdentity) (int, string, error) {
+func (d *outDir) dirAt(rel string, mkdir bool, id *Identity) (int, string, error) {
 	if err := core.CheckArtifactPath(rel); err != nil {
 		return -1, "", err
 	}
@@ -56,7 +56,7 @@ func (d *outDir) dirAt(rel string, mkdir bool, id *runIdentity) (int, string, er
 		if mkdir {
 			err := unix.Mkdirat(dir, e, 0o755)
 			if err == nil && id != nil {
-				err = unix.Fchownat(dir, e, int(id.uid), int(id.gid), unix.AT_SYMLINK_NOFOLLOW)
+				err = unix.Fchownat(dir, e, int(id.UID()), int(id.GID()), unix.AT_SYMLINK_NOFOLLOW)
 			}
 			if err != nil && !errors.Is(err, unix.EEXIST) {
 				d.closeDir(dir)
@@ -118,7 +118,7 @@ func (d *outDir) open(rel string) (*os.File, error) {
 
 // create makes the file rel (and its missing parents), owned by id, for a
 // restore: it must not exist (O_EXCL; the dir is new).
-func (d *outDir) create(rel string, id *runIdentity) (*os.File, error) {
+func (d *outDir) create(rel string, id *Identity) (*os.File, error) {
 	dir, name, err := d.dirAt(rel, true, id)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (d *outDir) create(rel string, id *runIdentity) (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), rel)
 	if id != nil {
-		if err := f.Chown(int(id.uid), int(id.gid)); err != nil {
+		if err := f.Chown(int(id.UID()), int(id.GID())); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cannot give %s to %s: %w", rel, id, err)
 		}

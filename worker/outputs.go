@@ -104,7 +104,7 @@ type outputs struct {
 	attempt int32
 	fence   uint64
 	log     zerolog.Logger
-	owner   *runIdentity // whose files the restore makes; nil: the worker's
+	owner   *Identity // whose files the restore makes; nil: the worker's
 	dir     *outDir
 	final   chan struct{} // closed when the run ended: the last sync
 	quit    chan struct{} // closed when the run is forgotten or the worker stops

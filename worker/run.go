@@ -25,7 +25,7 @@ type run struct {
 	out     *spool.Buffer
 	log     zerolog.Logger
 	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed
-	ident   *runIdentity  // whose uid the run has; nil: the worker's own (RunAsNone)
+	ident   *Identity     // whose uid the run has; nil: the worker's own (RunAsNone)
 	outDir  string        // the run's private dir, once created
 	outs    *outputs      // its upload and restore (outputs.go), once the dir is open
 	pumped  chan struct{} // closed when the pump has read the pipe to its end

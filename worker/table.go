@@ -474,7 +474,7 @@ func (t *runTable) start(r *run, cmd *exec.Cmd, m *pb.ExecuteTask, spawn func() 
 	}
 	ev := r.log.Info().Int("pid", r.pgid).Str("dir", cmd.Dir)
 	if r.ident != nil {
-		ev = ev.Uint32("uid", r.ident.uid)
+		ev = ev.Uint32("uid", r.ident.UID())
 	}
 	ev.Msg("run started")
 	return false, nil
