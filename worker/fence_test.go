@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func TestKillTaskIDs_OnReconnect(t *testing.T) {
@@ -68,7 +69,7 @@ func TestSelfFence_KillsRunsWhenAcksStop(t *testing.T) {
 	// While renewals are acked the run outlives several TTLs.
 	n0, _ := mc.heartbeats()
 	waitFor(t, 20*time.Second, "60 acked heartbeats (3s, 3 TTLs)", func() bool { n, _ := mc.heartbeats(); return n >= n0+60 })
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("run killed although its renewals were acked")
 	}
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rs/zerolog"
 )
 
@@ -127,12 +128,12 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 	// Renew one group until the other is gone, at most 5 s past its deadline.
 	waitFor(t, deadline+5*time.Second-leaseClock(), "the lapsing group killed by the guard", func() bool {
 		g.renew(leaseClock()+ttl, []int{renewed})
-		return groupGone(lapsing)
+		return testutil.GroupGone(lapsing)
 	})
 	if now := leaseClock(); now < deadline {
 		t.Fatalf("group killed %v before its lease deadline", deadline-now)
 	}
-	if groupGone(renewed) {
+	if testutil.GroupGone(renewed) {
 		t.Fatal("the renewed group was killed too")
 	}
 	// Once the worker is gone (the pipe closes), the guard kills the rest.
@@ -254,7 +255,7 @@ func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
 	if code := serveGuard(int(r.Fd()), &out, ""); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatalf("the guard killed a group whose renewal it had been sent; it said:\n%s", out.String())
 	}
 }
@@ -283,7 +284,7 @@ func escapee(t *testing.T, uid uint32) int {
 // person's account) is killed by its group alone, and the process that left
 // it is not the guard's to kill.
 func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const dynamic, expiring, account = 62040, 62041, 62042
 	pgDynamic, pgExpiring, pgAccount := escapee(t, dynamic), escapee(t, expiring), escapee(t, account)
 	r, w, err := os.Pipe()
@@ -328,7 +329,7 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 // another worker took since (for a new run, once the group was gone) is
 // not swept, and its new run lives. A uid nobody holds is swept.
 func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const taken, free = 62043, 62044
 	locks := t.TempDir()
 	pgOld, pgFree := escapee(t, taken), escapee(t, free)
@@ -364,7 +365,7 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 // guard cannot use (no worker can lock through it either) does not spare
 // what the dead worker's run left under its uid.
 func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const uid = 62045
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {

@@ -20,16 +20,6 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 )
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: runs under their own uids must be tested there")
-		}
-		t.Skip("runs under their own uids need a worker running as root")
-	}
-}
-
 func TestParseUIDRange(t *testing.T) {
 	if r, err := ParseUIDRange(" 61000-61999 "); err != nil || r != DefaultUIDRange {
 		t.Fatalf("default range: %v %v", r, err)
@@ -101,7 +91,7 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 	if l, err := p.acquire(); err == nil {
 		t.Fatalf("acquired uid %d, which is the account nobody's", l.uid)
 	}
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const uid = 62020
 	sleeper := exec.Command("sleep", "600")
 	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
@@ -195,7 +185,7 @@ func TestLookPath(t *testing.T) {
 // isoWorker starts a worker as root with runs under uids of r.
 func isoWorker(t *testing.T, m *fakeMaster, r UIDRange, edit func(*Config)) Config {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	return startWorker(t, m, func(c *Config) {
 		c.RunAs, c.RunUIDs, c.UIDLockDir = RunAsDynamic, r, filepath.Join(testutil.ReachableTempDir(t), "uids")
 		if edit != nil {
@@ -345,7 +335,7 @@ func TestIsolation_RunAsUser(t *testing.T) {
 			t.Errorf("lookupRunUser(%q) = %v, want an error with %q", c.name, err, c.want)
 		}
 	}
-	needRoot(t)
+	testutil.NeedRoot(t)
 	m := newFakeMaster(t, testToken)
 	startWorker(t, m, func(c *Config) { c.RunAs, c.DataDir = RunAsUser, testutil.ReachableTempDir(t) })
 	mc := m.next(t)
@@ -358,7 +348,7 @@ func TestIsolation_RunAsUser(t *testing.T) {
 // TestIsolation_TightensEarlierDirs: a data dir an earlier version left open
 // (0755 everywhere, a run dir still owned by a dynamic uid) is closed at start.
 func TestIsolation_TightensEarlierDirs(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	dir := testutil.ReachableTempDir(t)
 	old := filepath.Join(dir, "outputs", "r-old", "1")
 	if err := os.MkdirAll(old, 0o755); err != nil {

@@ -54,7 +54,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	// While renewals are acked the run outlives several TTLs.
 	n0, _ := mc.heartbeats()
 	waitFor(t, 30*time.Second, "60 acked heartbeats (6s, 3 TTLs)", func() bool { n, _ := mc.heartbeats(); return n >= n0+60 })
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("run killed although its renewals were acked")
 	}
 

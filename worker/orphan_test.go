@@ -33,7 +33,7 @@ func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 // SIGKILLed; the guard kills the group and every process of the run's uid,
 // so nothing keeps the uid busy.
 func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	m := newFakeMaster(t, testToken)
 	w, mc := startChildWorker(t, m)
 	mc.send(&pb.ExecuteTask{TaskId: "t-escape", Attempt: 1,

@@ -15,7 +15,7 @@ func TestCancel_TermKillsGroup(t *testing.T) {
 	mc := m.next(t)
 	mc.send(&pb.ExecuteTask{TaskId: "t-sleep", Attempt: 1, Fence: 2, Argv: []string{"sleep", "600"}})
 	pgid := int(mc.started(t, "t-sleep").GetPid())
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("run's process group does not exist")
 	}
 	mc.send(&pb.CancelTask{TaskId: "t-sleep", Attempt: 1, Fence: 2, Reason: "test", GraceMs: 5000})
@@ -104,7 +104,7 @@ func TestShutdown_StopsRuns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if !groupGone(pgid) {
+	if !testutil.GroupGone(pgid) {
 		t.Fatal("Run returned with its run's process group alive")
 	}
 }
