@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 	"github.com/rs/zerolog"
 )
@@ -18,8 +19,8 @@ type agent struct {
 	instance   string // Hello.instance, kept in the data dir
 	log        zerolog.Logger
 	scriptsDir string
-	iso        *Isolator // whose uid each run gets, and its private dir
-	guard      *guard    // nil when the guard could not start
+	iso        *isolation.Isolator // whose uid each run gets, and its private dir
+	guard      *guard              // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
 	out        *outLink      // the outputs of every run (outputs.go)
@@ -70,7 +71,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		kickc:    make(chan struct{}, 1),
 	}
 	a.out = newOutLink(cfg.ArtifactSync, a.kick)
-	if a.iso, err = New(Options{RunAs: cfg.RunAs, RunUIDs: cfg.RunUIDs, UIDLockDir: cfg.UIDLockDir, DataDir: cfg.DataDir,
+	if a.iso, err = isolation.New(isolation.Options{RunAs: cfg.RunAs, RunUIDs: cfg.RunUIDs, UIDLockDir: cfg.UIDLockDir, DataDir: cfg.DataDir,
 		Runs: cfg.Slots + len(cfg.GPUs)}, a.log); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
@@ -22,6 +23,13 @@ type GPU struct {
 	Name     string
 	MemoryMB int64
 }
+
+// Whose uid a run gets (Config.RunAs): the modes of package isolation.
+const (
+	RunAsDynamic = isolation.RunAsDynamic
+	RunAsUser    = isolation.RunAsUser
+	RunAsNone    = isolation.RunAsNone
+)
 
 // Config of a worker. Zero values get the defaults named on each field.
 type Config struct {
@@ -68,7 +76,7 @@ type Config struct {
 	RunAs string
 	// RunUIDs is the range RunAsDynamic hands out, one uid per live run;
 	// default 61000-61999.
-	RunUIDs UIDRange
+	RunUIDs isolation.UIDRange
 	// UIDLockDir holds a lock file per uid in use, so that the workers of a
 	// machine never give one uid to two runs; default /run/rlsched/uids.
 	UIDLockDir string
@@ -151,17 +159,17 @@ func (c Config) withDefaults() (Config, error) {
 	case c.SpoolDisk < 0:
 		c.SpoolDisk = 0
 	}
-	if c.RunAs, err = ResolveRunAs(c.RunAs); err != nil {
+	if c.RunAs, err = isolation.ResolveRunAs(c.RunAs); err != nil {
 		return c, err
 	}
-	if c.RunUIDs == (UIDRange{}) {
-		c.RunUIDs = DefaultUIDRange
+	if c.RunUIDs == (isolation.UIDRange{}) {
+		c.RunUIDs = isolation.DefaultUIDRange
 	}
 	if err := c.RunUIDs.Validate(); err != nil {
 		return c, fmt.Errorf("cannot start worker: RUN_UID_RANGE: %w", err)
 	}
 	if c.UIDLockDir == "" {
-		c.UIDLockDir = DefaultUIDLockDir
+		c.UIDLockDir = isolation.DefaultUIDLockDir
 	}
 	if c.ArtifactSync <= 0 {
 		c.ArtifactSync = defaultArtifactSync

@@ -18,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/secure"
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -182,11 +183,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if wd != "" {
 		dir = wd
 	}
-	if err := CheckReach(r.ident, dir, scriptArgs); err != nil {
+	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
 		return nil, nil, err
 	}
 	env := a.runEnv(m, r.outDir, r.ident)
-	path, note, err := LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
+	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -198,11 +199,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
 	}
 	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
-	// uid would (LookPath); exec.Command would use the worker's.
+	// uid would (isolation.LookPath); exec.Command would use the worker's.
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.Stdout = pw // one pipe for both keeps their order
 	cmd.Stderr = pw
-	cmd.SysProcAttr = ProcAttr(r.ident.Credential())
+	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
 	r.pipe = pr
 	return cmd, pw, nil
 }
@@ -230,10 +231,10 @@ func checkTaskEnv(env map[string]string) error {
 
 // inheritedEnv is the worker's environment without secrets and, for a run
 // under its own uid, without what describes the worker's user.
-func inheritedEnv(id *Identity) []string {
+func inheritedEnv(id *isolation.Identity) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !DropIdentityEnv(id, k) {
+		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !isolation.DropIdentityEnv(id, k) {
 			env = append(env, kv)
 		}
 	}
@@ -253,7 +254,7 @@ func envValue(env []string, key string) string {
 // runEnv returns the worker's environment (less secrets), then the run's
 // variables (for a run under its own uid: HOME, TMPDIR, USER and LOGNAME of
 // its own), then the task's env, checked by checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *Identity) []string {
+func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *isolation.Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
@@ -273,7 +274,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *Identity) []string 
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
-	env = append(env, IdentityEnv(id, outDir)...)
+	env = append(env, isolation.IdentityEnv(id, outDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {

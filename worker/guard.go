@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -41,7 +42,7 @@ import (
 // no wall-clock step moves; 0 means none.
 //
 // Killing a run is SIGKILL to its process group and, when the line names a
-// uid, to every process of that uid (KillUID): a process that left the
+// uid, to every process of that uid (isolation.KillUID): a process that left the
 // group (setsid, a double fork) is out of reach of the group's signal, and
 // under RUN_AS=dynamic it would keep the uid busy. Only a dynamic uid is
 // ever named, which belongs to that one run; the uid of a RUN_AS=user run
@@ -178,7 +179,7 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			killRunUID(e, "worker gone", errw)
 			continue
 		}
-		l, err := LockUID(locks, e.uid)
+		l, err := isolation.LockUID(locks, e.uid)
 		switch {
 		case err != nil: // no worker can take the uid through that lock either
 			fmt.Fprintf(errw, "rlsched guard: worker gone: %v; sweeping uid %d without its lock\n", err, e.uid)
@@ -202,7 +203,7 @@ func killRunUID(e guardEntry, why string, errw io.Writer) {
 	if e.uid == 0 {
 		return
 	}
-	killed, left, err := KillUID(e.uid, guardUIDKill)
+	killed, left, err := isolation.KillUID(e.uid, guardUIDKill)
 	switch {
 	case err != nil:
 		fmt.Fprintf(errw, "rlsched guard: %s: cannot kill the processes of uid %d: %v\n", why, e.uid, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rs/zerolog"
 )
 
@@ -270,9 +271,9 @@ func escapee(t *testing.T, uid uint32) int {
 		t.Fatal(err)
 	}
 	go cmd.Wait()
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); KillUID(uid, 5*time.Second) })
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); isolation.KillUID(uid, 5*time.Second) })
 	waitFor(t, 10*time.Second, fmt.Sprintf("two processes of uid %d", uid), func() bool {
-		pids, _ := UIDProcesses(uid)
+		pids, _ := isolation.UIDProcesses(uid)
 		return len(pids) == 2
 	})
 	return cmd.Process.Pid
@@ -297,10 +298,10 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	go func() { served <- serveGuard(int(r.Fd()), &out, "") }()
 	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, leaseClock()+100*time.Millisecond, expiring, pgAccount)
 	waitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
-		pids, _ := UIDProcesses(expiring)
+		pids, _ := isolation.UIDProcesses(expiring)
 		return len(pids) == 0
 	})
-	if pids, _ := UIDProcesses(dynamic); len(pids) != 2 {
+	if pids, _ := isolation.UIDProcesses(dynamic); len(pids) != 2 {
 		t.Fatalf("uid %d has %v before its run's lease ended or the worker did", dynamic, pids)
 	}
 	w.Close() // the worker is gone
@@ -309,11 +310,11 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the guard did not exit after EOF")
 	}
-	if pids, _ := UIDProcesses(dynamic); len(pids) != 0 {
+	if pids, _ := isolation.UIDProcesses(dynamic); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, dynamic, out.String())
 	}
 	waitGroupGone(t, pgAccount, 5*time.Second)
-	if pids, _ := UIDProcesses(account); len(pids) != 1 {
+	if pids, _ := isolation.UIDProcesses(account); len(pids) != 1 {
 		t.Fatalf("uid %d has %v; want only the process that left the run's group, which is not the guard's", account, pids)
 	}
 	for _, want := range []string{fmt.Sprintf("under the run's uid %d", expiring), "lease expired",
@@ -333,7 +334,7 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	const taken, free = 62043, 62044
 	locks := t.TempDir()
 	pgOld, pgFree := escapee(t, taken), escapee(t, free)
-	l, err := LockUID(locks, taken) // the other worker's new run holds it
+	l, err := isolation.LockUID(locks, taken) // the other worker's new run holds it
 	if err != nil || l == nil {
 		t.Fatalf("lock of uid %d: %v, %v", taken, l, err)
 	}
@@ -350,10 +351,10 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 		t.Fatalf("serveGuard: %d", code)
 	}
 	waitGroupGone(t, pgOld, 5*time.Second)
-	if pids, _ := UIDProcesses(taken); len(pids) != 1 {
+	if pids, _ := isolation.UIDProcesses(taken); len(pids) != 1 {
 		t.Fatalf("uid %d has %v; want the process that left the old group, which the uid's new holder now answers for; the guard said:\n%s", taken, pids, out.String())
 	}
-	if pids, _ := UIDProcesses(free); len(pids) != 0 {
+	if pids, _ := isolation.UIDProcesses(free); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d, which nobody holds, outlived the worker; the guard said:\n%s", pids, free, out.String())
 	}
 	if want := fmt.Sprintf("uid %d is another run's by now", taken); !strings.Contains(out.String(), want) {
@@ -383,7 +384,7 @@ func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
 	if code := serveGuard(int(r.Fd()), &out, notADir); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
-	if pids, _ := UIDProcesses(uid); len(pids) != 0 {
+	if pids, _ := isolation.UIDProcesses(uid); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, uid, out.String())
 	}
 	if !strings.Contains(out.String(), "without its lock") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // TestOrphan_WorkerSIGKILLed runs a worker in a child process (this test
@@ -41,15 +42,15 @@ func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
 	pgid := int(mc.started(t, "t-escape").GetPid())
 	waitFor(t, 10*time.Second, "the escapee to start", func() bool { return m.log("t-escape", 1) == "started\n" })
 	uid := procUID(t, pgid)
-	t.Cleanup(func() { KillUID(uid, 5*time.Second) })
-	if pids, _ := UIDProcesses(uid); len(pids) < 2 {
+	t.Cleanup(func() { isolation.KillUID(uid, 5*time.Second) })
+	if pids, _ := isolation.UIDProcesses(uid); len(pids) < 2 {
 		t.Fatalf("uid %d runs %v; want the run's shell and its escaped sleep", uid, pids)
 	}
 
 	w.kill(t)
 	waitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 10*time.Second, "every process of the run's uid to be gone", func() bool {
-		pids, _ := UIDProcesses(uid)
+		pids, _ := isolation.UIDProcesses(uid)
 		return len(pids) == 0
 	})
 }

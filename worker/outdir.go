@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // outDir is a run's output dir as the worker reads and restores it: every
@@ -46,7 +47,7 @@ func (d *outDir) close() { unix.Close(d.fd) }
 // dirAt opens the directory of rel's parent elements (made, owned by id,
 // when mkdir) and returns its descriptor and rel's last element. The
 // caller closes the descriptor unless it is d.fd.
-func (d *outDir) dirAt(rel string, mkdir bool, id *Identity) (int, string, error) {
+func (d *outDir) dirAt(rel string, mkdir bool, id *isolation.Identity) (int, string, error) {
 	if err := core.CheckArtifactPath(rel); err != nil {
 		return -1, "", err
 	}
@@ -118,7 +119,7 @@ func (d *outDir) open(rel string) (*os.File, error) {
 
 // create makes the file rel (and its missing parents), owned by id, for a
 // restore: it must not exist (O_EXCL; the dir is new).
-func (d *outDir) create(rel string, id *Identity) (*os.File, error) {
+func (d *outDir) create(rel string, id *isolation.Identity) (*os.File, error) {
 	dir, name, err := d.dirAt(rel, true, id)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
@@ -104,7 +105,7 @@ type outputs struct {
 	attempt int32
 	fence   uint64
 	log     zerolog.Logger
-	owner   *Identity // whose files the restore makes; nil: the worker's
+	owner   *isolation.Identity // whose files the restore makes; nil: the worker's
 	dir     *outDir
 	final   chan struct{} // closed when the run ended: the last sync
 	quit    chan struct{} // closed when the run is forgotten or the worker stops

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -24,12 +25,12 @@ type run struct {
 	gpus    []int // ExecuteTask.gpu_indices
 	out     *spool.Buffer
 	log     zerolog.Logger
-	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed
-	ident   *Identity     // whose uid the run has; nil: the worker's own (RunAsNone)
-	outDir  string        // the run's private dir, once created
-	outs    *outputs      // its upload and restore (outputs.go), once the dir is open
-	pumped  chan struct{} // closed when the pump has read the pipe to its end
-	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	pipe    *os.File            // read end of the merged stdout/stderr; nil when the start failed
+	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
+	outDir  string              // the run's private dir, once created
+	outs    *outputs            // its upload and restore (outputs.go), once the dir is open
+	pumped  chan struct{}       // closed when the pump has read the pipe to its end
+	exited  atomic.Bool         // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd

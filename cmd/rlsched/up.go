@@ -15,6 +15,7 @@ import (
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/masterd"
 	"github.com/rlsched/rlsched/worker"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // runUp starts a master and local workers in one process, on loopback, with
@@ -84,7 +85,7 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		wg.Wait()
 	}()
-	runAs, err := worker.ResolveRunAs(wo.runAs)
+	runAs, err := isolation.ResolveRunAs(wo.runAs)
 	if err != nil {
 		return err
 	}
@@ -105,9 +106,9 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		ws = append(ws, w)
 	}
-	isolation := "each run under a uid of its own (RUN_AS=" + runAs + ")"
+	runsAs := "each run under a uid of its own (RUN_AS=" + runAs + ")"
 	if runAs == worker.RunAsNone {
-		isolation = "NONE: runs share this process's uid, so every user's run can act as the scheduler here (read the secrets, change the database, kill other runs); start rlsched up as root to isolate runs"
+		runsAs = "NONE: runs share this process's uid, so every user's run can act as the scheduler here (read the secrets, change the database, kill other runs); start rlsched up as root to isolate runs"
 	}
 	fmt.Fprintf(os.Stdout, `
 rlsched is up.
@@ -123,7 +124,7 @@ rlsched is up.
 Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
       bin/rlsched login -u alice -p 'a-long-password' --server %s
       bin/rlsched submit --algorithm PPO --episodes 200 --wait
-`, rg.url, rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, isolation, rg.url, rg.url)
+`, rg.url, rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, runsAs, rg.url, rg.url)
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")

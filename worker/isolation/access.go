@@ -1,4 +1,4 @@
-package worker
+package isolation
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package worker
+package isolation
 
 import (
 	"errors"
