@@ -50,7 +50,7 @@ type Config struct {
 	Host string
 	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>), the
 	// materialised scripts (DataDir/scripts), the output spool (DataDir/spool)
-	// and the worker's identity (datadir.go); see isolation.go's
+	// and the worker's identity (datadir.go); see package isolation's
 	// prepareDataDir for the modes. One live worker per dir: a second one
 	// fails to start.
 	// Required; made absolute.
@@ -70,7 +70,7 @@ type Config struct {
 	// blocks on its next write until the master acks.
 	SpoolMemory int
 	SpoolDisk   int64
-	// RunAs decides whose uid runs get (isolation.go): RunAsDynamic,
+	// RunAs decides whose uid runs get (package isolation): RunAsDynamic,
 	// RunAsUser or RunAsNone; "" picks RunAsDynamic for a worker running as
 	// root on Linux, else RunAsNone. RunAsDynamic and RunAsUser need root.
 	RunAs string

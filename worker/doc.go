@@ -9,7 +9,7 @@
 // itself dies (the guard process, guard.go, kills what is left), or let a run
 // execute past its lease deadline (the guard kills it even when the worker
 // is frozen; docs/reliability.md), nor give one uid to two live runs or a run
-// any secret of rlsched (isolation.go).
+// any secret of rlsched (worker/isolation).
 //
 // Goroutines: one reader and one writer per connection, a heartbeat ticker per
 // connection, a self-fencing ticker, the writer of the guard's pipe, and per
