@@ -20,7 +20,7 @@ type agent struct {
 	log        zerolog.Logger
 	scriptsDir string
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
-	guard      *guard              // nil when the guard could not start
+	guard      *Guard              // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
 	out        *outLink      // the outputs of every run (outputs.go)
@@ -82,7 +82,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return nil, err
 	}
-	if a.guard, err = startGuard(a.log, a.iso.UIDLockDir()); err != nil {
+	if a.guard, err = StartGuard(a.log, a.iso.UIDLockDir()); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.tab = newRunTable(cfg.Grace, a.log, a.guard, a.out, a.kick)
@@ -103,7 +103,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		bg.Wait()
 		a.tab.shutdown()
 		a.spawner.stop()
-		a.guard.close()
+		a.guard.Close()
 		a.log.Info().Msg("worker stopped")
 	}()
 	return w, nil
@@ -119,6 +119,12 @@ func (w *Worker) Close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
+
+// MaybeGuard runs the lease guard and exits when this process was started
+// as one (a worker starts its guard by running its own binary again);
+// otherwise it returns at once. Call it first thing in main, and in
+// TestMain of any test that runs a worker.
+func MaybeGuard() { MaybeServe() }
 
 // Run is Start, then Close once ctx is done, for callers that tie a
 // worker's life to a context (the tests of dispatch and masterd).

@@ -108,8 +108,8 @@ func TestExecute_Environment(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
-	if _, ok := env[guardEnv]; ok {
-		t.Errorf("%s leaked into the run", guardEnv)
+	if _, ok := env[Env]; ok {
+		t.Errorf("%s leaked into the run", Env)
 	}
 
 	fin, out = runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-env2", Attempt: 0, Argv: []string{"env"}})

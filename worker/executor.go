@@ -103,7 +103,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 			return
 		}
 		if err == nil {
-			if err := a.guard.add(r.pgid, r.ident.DynamicUID()); err != nil {
+			if err := a.guard.Add(r.pgid, r.ident.DynamicUID()); err != nil {
 				log.Error().Err(err).Msg("guard")
 			}
 			go a.pump(r)
@@ -344,7 +344,7 @@ func (a *agent) reap(r *run) {
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
-	if err := a.guard.remove(pgid); err != nil {
+	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
 	a.iso.Release(r.ident, r.outDir, r.log)

@@ -19,8 +19,8 @@ import (
 // TTL finds its runs' deadlines passed when it wakes, not a suspension's
 // length later.
 
-// leaseClock reads CLOCK_BOOTTIME.
-func leaseClock() time.Duration {
+// Now reads CLOCK_BOOTTIME.
+func Now() time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
 		panic("BUG: CLOCK_BOOTTIME unreadable: " + err.Error()) // Linux ≥ 2.6.39 has it
@@ -30,13 +30,13 @@ func leaseClock() time.Duration {
 
 // sentAt is when a renewal (a Hello or a Heartbeat) left: on the process's
 // monotonic clock, which orders it against the start of runs, and on
-// leaseClock, from which its lease deadline counts.
+// Now, from which its lease deadline counts.
 type sentAt struct {
 	at   time.Time
 	boot time.Duration
 }
 
-func sentNow() sentAt { return sentAt{at: time.Now(), boot: leaseClock()} }
+func sentNow() sentAt { return sentAt{at: time.Now(), boot: Now()} }
 
 // fenceLoop enforces self-fencing until ctx is done: when no renewal has
 // been acked for a whole lease TTL, counted from the send time of the last
@@ -53,7 +53,7 @@ func (a *agent) fenceLoop(ctx context.Context) {
 		if !backoff.Sleep(ctx, a.tab.fenceEvery()) {
 			return
 		}
-		a.tab.selfFence(leaseClock())
+		a.tab.selfFence(Now())
 	}
 }
 

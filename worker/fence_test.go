@@ -29,7 +29,7 @@ func TestKillTaskIDs_OnReconnect(t *testing.T) {
 	if runs := mc2.hello.GetRuns(); len(runs) != 1 || runs[0].GetTaskId() != "t-kill" {
 		t.Fatalf("Hello.runs = %v", runs)
 	}
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
 		n, hb := mc2.heartbeats()
 		return n >= 2 && len(hb.GetRuns()) == 0
@@ -47,7 +47,7 @@ func TestLostTaskIDs_FromHeartbeatAck(t *testing.T) {
 	mc.send(&pb.ExecuteTask{TaskId: "t-lost", Attempt: 1, Argv: []string{"sleep", "600"}})
 	pgid := int(mc.started(t, "t-lost").GetPid())
 	mc.setLost("t-lost")
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
 		_, hb := mc.heartbeats()
 		return len(hb.GetRuns()) == 0
@@ -75,7 +75,7 @@ func TestSelfFence_KillsRunsWhenAcksStop(t *testing.T) {
 
 	mc.ackHB.Store(false)
 	t0 := time.Now()
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	if el := time.Since(t0); el > ttl+2*time.Second {
 		t.Fatalf("self-fencing took %s with a TTL of %s", el, ttl)
 	}

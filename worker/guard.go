@@ -38,7 +38,7 @@ import (
 // stdin the read end of a pipe, and writes one line per change:
 // "+<pgid> <deadline> [<uid>]" registers a run's group or moves its
 // deadline, and "-<pgid>" forgets a group that is gone. Deadlines are
-// CLOCK_BOOTTIME nanoseconds (leaseClock), a clock both processes share that
+// CLOCK_BOOTTIME nanoseconds (Now), a clock both processes share that
 // no wall-clock step moves; 0 means none.
 //
 // Killing a run is SIGKILL to its process group and, when the line names a
@@ -49,7 +49,7 @@ import (
 // is a person's account, whose other processes are not the run's, so such a
 // run is killed by its group alone.
 
-const guardEnv = "RLSCHED_GUARD"
+const Env = "RLSCHED_GUARD"
 
 // guardLocksEnv names the worker's uid lock directory (Config.UIDLockDir)
 // for the guard: see guardExit.
@@ -71,7 +71,7 @@ func guardEnviron(env []string) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, guardEnv+"=1")
+	return append(out, Env+"=1")
 }
 
 // guardPoll bounds how long the guard sleeps between looks at the clock
@@ -85,11 +85,12 @@ const guardPoll = 250 * time.Millisecond
 // guardIdle is the guard's sleep while it holds no deadline.
 const guardIdle = time.Hour
 
-// MaybeGuard runs the guard and exits when this process was started as one
-// (RLSCHED_GUARD=1); otherwise it returns at once. Call it first thing in
-// main, and in TestMain of any test that runs a worker.
-func MaybeGuard() {
-	if os.Getenv(guardEnv) != "1" {
+// MaybeServe runs the guard and exits when this process was started as one
+// (RLSCHED_GUARD=1); otherwise it returns at once. worker.MaybeGuard calls
+// it; so does TestMain of the guard's own tests, whose binary is the guard
+// of the guards they start.
+func MaybeServe() {
+	if os.Getenv(Env) != "1" {
 		return
 	}
 	// Only EOF stops the guard: a Ctrl-C meant for the worker must not take
@@ -149,7 +150,7 @@ func serveGuard(fd int, errw io.Writer, locks string) int {
 			}
 			timeout = 0 // drain what else is there, then look at the clock
 		}
-		now := leaseClock()
+		now := Now()
 		for _, e := range tab.expire(now) {
 			if err := syscall.Kill(-e.pgid, syscall.SIGKILL); err == nil {
 				fmt.Fprintf(errw, "rlsched guard: lease of process group %d expired %v ago with no renewal acked; killed the group (the run may be running elsewhere by now)\n",
@@ -305,8 +306,8 @@ func (t guardTable) all() []int {
 // reading (its pipe full) never blocks a caller, and the deadlines it reads
 // when it runs again are the latest. The record is kept even when the guard
 // process could not start or is gone: selfFence reads it. Its methods are
-// safe for concurrent use; a nil *guard ignores every call.
-type guard struct {
+// safe for concurrent use; a nil *Guard ignores every call.
+type Guard struct {
 	w    *os.File  // nil: no guard process
 	cmd  *exec.Cmd // nil: no guard process
 	log  zerolog.Logger
@@ -314,7 +315,7 @@ type guard struct {
 	done chan struct{} // closed when the writer returned
 
 	mu    sync.Mutex
-	want  map[int]time.Duration // pgid → lease deadline (leaseClock)
+	want  map[int]time.Duration // pgid → lease deadline (Now)
 	uids  map[int]uint32        // pgid → the run's dynamic uid, for those that have one
 	lease time.Duration         // deadline of the last acked renewal: a new run's
 	// lapsedSet are the groups whose deadline had passed when a renewal moved
@@ -326,13 +327,13 @@ type guard struct {
 	told      bool  // broken was returned once
 }
 
-func newGuard(log zerolog.Logger) *guard {
-	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}, lapsedSet: map[int]bool{}}
+func newGuard(log zerolog.Logger) *Guard {
+	return &Guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}, lapsedSet: map[int]bool{}}
 }
 
-// startGuard starts the guard process and its writer. On error it still
+// StartGuard starts the guard process and its writer. On error it still
 // returns a guard that keeps the record, without a process behind it.
-func startGuard(log zerolog.Logger, uidLocks string) (*guard, error) {
+func StartGuard(log zerolog.Logger, uidLocks string) (*Guard, error) {
 	g := newGuard(log)
 	err := g.start(uidLocks)
 	if err != nil {
@@ -347,7 +348,7 @@ func startGuard(log zerolog.Logger, uidLocks string) (*guard, error) {
 
 // start starts the guard process; uidLocks is the uid lock directory of
 // RUN_AS=dynamic ("" without).
-func (g *guard) start(uidLocks string) error {
+func (g *Guard) start(uidLocks string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find own executable for the guard: %w", err)
@@ -375,7 +376,7 @@ func (g *guard) start(uidLocks string) error {
 }
 
 // writeLoop sends the guard what changed in want since the last write.
-func (g *guard) writeLoop() {
+func (g *Guard) writeLoop() {
 	defer close(g.done)
 	sent := map[int]time.Duration{}
 	var buf []byte
@@ -415,7 +416,7 @@ func (g *guard) writeLoop() {
 	}
 }
 
-func (g *guard) pokeLocked() {
+func (g *Guard) pokeLocked() {
 	select {
 	case g.wake <- struct{}{}:
 	default:
@@ -427,7 +428,7 @@ func (g *guard) pokeLocked() {
 // the first heartbeat that lists it. uid is the run's dynamic uid (guardUID),
 // whose every process the guard kills with the group; 0 for none. It returns
 // an error when no guard process will kill the run.
-func (g *guard) add(pgid int, uid uint32) error {
+func (g *Guard) Add(pgid int, uid uint32) error {
 	if g == nil {
 		return nil
 	}
@@ -444,7 +445,7 @@ func (g *guard) add(pgid int, uid uint32) error {
 }
 
 // errLocked returns the pipe's failure the first time it is asked.
-func (g *guard) errLocked() error {
+func (g *Guard) errLocked() error {
 	if g.broken == nil || g.told {
 		return nil
 	}
@@ -453,7 +454,7 @@ func (g *guard) errLocked() error {
 }
 
 // remove forgets a process group that is gone.
-func (g *guard) remove(pgid int) error {
+func (g *Guard) Remove(pgid int) error {
 	if g == nil {
 		return nil
 	}
@@ -468,14 +469,14 @@ func (g *guard) remove(pgid int) error {
 
 // renew moves the deadline of the groups a renewal acked to deadline, which
 // also becomes the deadline of runs registered from now on.
-func (g *guard) renew(deadline time.Duration, pgids []int) {
+func (g *Guard) Renew(deadline time.Duration, pgids []int) {
 	if g == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lease = max(g.lease, deadline)
-	now := leaseClock()
+	now := Now()
 	for _, pgid := range pgids {
 		if d, ok := g.want[pgid]; ok && deadline > d {
 			if d > 0 && now > d {
@@ -488,7 +489,7 @@ func (g *guard) renew(deadline time.Duration, pgids []int) {
 }
 
 // deadline returns the lease deadline of a registered group.
-func (g *guard) deadline(pgid int) (time.Duration, bool) {
+func (g *Guard) Deadline(pgid int) (time.Duration, bool) {
 	if g == nil {
 		return 0, false
 	}
@@ -502,7 +503,7 @@ func (g *guard) deadline(pgid int) (time.Duration, bool) {
 // it had passed: a run of that group killed by SIGKILL may have been
 // killed by the guard for its lease, though its deadline is in the future
 // now.
-func (g *guard) lapsed(pgid int) bool {
+func (g *Guard) Lapsed(pgid int) bool {
 	if g == nil {
 		return false
 	}
@@ -516,7 +517,7 @@ func (g *guard) lapsed(pgid int) bool {
 const guardCloseWait = 5 * time.Second
 
 // close ends the guard (it kills whatever is still registered) and reaps it.
-func (g *guard) close() {
+func (g *Guard) Close() {
 	if g == nil {
 		return
 	}

@@ -102,11 +102,11 @@ func TestGuardTable_Failure(t *testing.T) {
 // lease is renewed lives, a group whose deadline passes is SIGKILLed soon
 // after it, not before.
 func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
-	g, err := startGuard(zerolog.Nop(), "")
+	g, err := StartGuard(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	defer g.Close()
 	start := func() int {
 		cmd := exec.Command("sleep", "600")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -118,28 +118,28 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 		return cmd.Process.Pid
 	}
 	const ttl = 2 * time.Second // the renewing loop below may stall that long on a loaded machine
-	g.renew(leaseClock()+ttl, nil)
+	g.Renew(Now()+ttl, nil)
 	lapsing, renewed := start(), start()
 	for _, p := range []int{lapsing, renewed} {
-		if err := g.add(p, 0); err != nil {
+		if err := g.Add(p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline, _ := g.deadline(lapsing)
+	deadline, _ := g.Deadline(lapsing)
 	// Renew one group until the other is gone, at most 5 s past its deadline.
-	waitFor(t, deadline+5*time.Second-leaseClock(), "the lapsing group killed by the guard", func() bool {
-		g.renew(leaseClock()+ttl, []int{renewed})
+	waitFor(t, deadline+5*time.Second-Now(), "the lapsing group killed by the guard", func() bool {
+		g.Renew(Now()+ttl, []int{renewed})
 		return testutil.GroupGone(lapsing)
 	})
-	if now := leaseClock(); now < deadline {
+	if now := Now(); now < deadline {
 		t.Fatalf("group killed %v before its lease deadline", deadline-now)
 	}
 	if testutil.GroupGone(renewed) {
 		t.Fatal("the renewed group was killed too")
 	}
 	// Once the worker is gone (the pipe closes), the guard kills the rest.
-	g.close()
-	waitGroupGone(t, renewed, 5*time.Second)
+	g.Close()
+	testutil.WaitGroupGone(t, renewed, 5*time.Second)
 }
 
 // TestGuard_EnvironmentHasNoSecrets: the guard process does not inherit the
@@ -149,11 +149,11 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("JWT_SECRET", "jwt-secret-456")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-789")
 	t.Setenv("GOTRACEBACK", "all")
-	g, err := startGuard(zerolog.Nop(), "")
+	g, err := StartGuard(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	defer g.Close()
 	path := fmt.Sprintf("/proc/%d/environ", g.cmd.Process.Pid)
 	var env []string
 	waitFor(t, 10*time.Second, "the guard to exec", func() bool {
@@ -169,7 +169,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 			t.Errorf("guard environment holds %q", kv)
 		}
 		k, _, _ := strings.Cut(kv, "=")
-		if k != guardEnv && k != guardLocksEnv && !guardKeepEnv[k] {
+		if k != Env && k != guardLocksEnv && !guardKeepEnv[k] {
 			t.Errorf("guard environment holds %s, not a Go runtime variable", k)
 		}
 	}
@@ -182,7 +182,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 // stopped and its pipe full, registering and renewing still return at once,
 // and the guard reads the latest record once it runs again.
 func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
-	g, err := startGuard(zerolog.Nop(), "")
+	g, err := StartGuard(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 		pgids = append(pgids, 1<<23+i)
 	}
 	for _, p := range pgids {
-		if err := g.add(p, 0); err != nil {
+		if err := g.Add(p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,10 +206,10 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 		defer close(done)
 		// ~40 KB of lines per round: the 64 KiB pipe is full after two.
 		for i := range 200 {
-			g.renew(leaseClock()+time.Hour+time.Duration(i), pgids)
+			g.Renew(Now()+time.Hour+time.Duration(i), pgids)
 		}
 		for _, p := range pgids[:1000] {
-			g.remove(p)
+			g.Remove(p)
 		}
 	}()
 	select {
@@ -217,15 +217,15 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("renewals blocked on a stopped guard")
 	}
-	if d, ok := g.deadline(pgids[1999]); !ok || d < leaseClock()+59*time.Minute {
+	if d, ok := g.Deadline(pgids[1999]); !ok || d < Now()+59*time.Minute {
 		t.Fatalf("record of group %d: %v, %v; want the last renewal's deadline", pgids[1999], d, ok)
 	}
-	if _, ok := g.deadline(pgids[0]); ok {
+	if _, ok := g.Deadline(pgids[0]); ok {
 		t.Fatal("a removed group is still in the record")
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
 	closed := make(chan struct{})
-	go func() { g.close(); close(closed) }()
+	go func() { g.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(20 * time.Second):
@@ -249,7 +249,7 @@ func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	now := leaseClock()
+	now := Now()
 	fmt.Fprintf(w, "+%d %d\n+%d %d\n-%d\n", pgid, now-time.Second, pgid, now+time.Hour, pgid)
 	w.Close()
 	var out strings.Builder
@@ -296,7 +296,7 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	var out syncBuf
 	served := make(chan int)
 	go func() { served <- serveGuard(int(r.Fd()), &out, "") }()
-	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, leaseClock()+100*time.Millisecond, expiring, pgAccount)
+	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, Now()+100*time.Millisecond, expiring, pgAccount)
 	waitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
 		pids, _ := isolation.UIDProcesses(expiring)
 		return len(pids) == 0
@@ -313,7 +313,7 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	if pids, _ := isolation.UIDProcesses(dynamic); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, dynamic, out.String())
 	}
-	waitGroupGone(t, pgAccount, 5*time.Second)
+	testutil.WaitGroupGone(t, pgAccount, 5*time.Second)
 	if pids, _ := isolation.UIDProcesses(account); len(pids) != 1 {
 		t.Fatalf("uid %d has %v; want only the process that left the run's group, which is not the guard's", account, pids)
 	}
@@ -350,7 +350,7 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	if code := serveGuard(int(r.Fd()), &out, locks); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
-	waitGroupGone(t, pgOld, 5*time.Second)
+	testutil.WaitGroupGone(t, pgOld, 5*time.Second)
 	if pids, _ := isolation.UIDProcesses(taken); len(pids) != 1 {
 		t.Fatalf("uid %d has %v; want the process that left the old group, which the uid's new holder now answers for; the guard said:\n%s", taken, pids, out.String())
 	}
@@ -397,26 +397,26 @@ func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
 // between); one in time does not. No guard process: the record alone.
 func TestGuardRecordsALateRenewal(t *testing.T) {
 	g := newGuard(zerolog.Nop())
-	now := leaseClock()
-	g.renew(now-time.Second, nil) // the last acked renewal's deadline has passed
-	if err := g.add(1001, 0); err != nil {
+	now := Now()
+	g.Renew(now-time.Second, nil) // the last acked renewal's deadline has passed
+	if err := g.Add(1001, 0); err != nil {
 		t.Fatal(err)
 	}
-	g.renew(now+time.Hour, nil)
-	if err := g.add(1002, 0); err != nil {
+	g.Renew(now+time.Hour, nil)
+	if err := g.Add(1002, 0); err != nil {
 		t.Fatal(err)
 	}
-	g.renew(now+2*time.Hour, []int{1001, 1002})
-	if !g.lapsed(1001) {
+	g.Renew(now+2*time.Hour, []int{1001, 1002})
+	if !g.Lapsed(1001) {
 		t.Error("a group renewed after its deadline passed is not marked lapsed")
 	}
-	if g.lapsed(1002) {
+	if g.Lapsed(1002) {
 		t.Error("a group renewed in time is marked lapsed")
 	}
-	if err := g.remove(1001); err != nil {
+	if err := g.Remove(1001); err != nil {
 		t.Fatal(err)
 	}
-	if g.lapsed(1001) {
+	if g.Lapsed(1001) {
 		t.Error("a removed group is still marked lapsed")
 	}
 }

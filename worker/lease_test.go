@@ -62,7 +62,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the worker to stop", func() bool { return procState(worker) == 'T' })
-	waitGroupGone(t, pgid, ttl+10*time.Second)
+	testutil.WaitGroupGone(t, pgid, ttl+10*time.Second)
 	killed := time.Now()
 	lastAck := time.Unix(0, mc.hbAckAt.Load())
 	if st := procState(worker); st != 'T' {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,11 +113,6 @@ func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
 
 // waitFor is testutil.WaitFor.
 var waitFor = testutil.WaitFor
-
-func waitGroupGone(t *testing.T, pgid int, d time.Duration) {
-	t.Helper()
-	waitFor(t, d, "process group "+strconv.Itoa(pgid)+" to be gone", func() bool { return testutil.GroupGone(pgid) })
-}
 
 func newTestLogger(lw *testLog) zerolog.Logger {
 	return zerolog.New(zerolog.ConsoleWriter{Out: lw, NoColor: true, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()

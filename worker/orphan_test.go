@@ -26,7 +26,7 @@ func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 	waitFor(t, 10*time.Second, "the grandchild to start", func() bool { return m.log("t-orphan", 1) == "started\n" })
 
 	w.kill(t)
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 }
 
 // TestOrphan_EscapedProcessesOfADynamicUID: a run under a dynamic uid
@@ -48,7 +48,7 @@ func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
 	}
 
 	w.kill(t)
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 10*time.Second, "every process of the run's uid to be gone", func() bool {
 		pids, _ := isolation.UIDProcesses(uid)
 		return len(pids) == 0

@@ -30,7 +30,7 @@ import (
 type runTable struct {
 	grace time.Duration // Config.Grace
 	log   zerolog.Logger
-	guard *guard
+	guard *Guard
 	out   *outLink
 	kick  func() // wakes the writer; takes no lock
 	procs sync.WaitGroup
@@ -44,7 +44,7 @@ type runTable struct {
 	stopping    bool
 }
 
-func newRunTable(grace time.Duration, log zerolog.Logger, g *guard, out *outLink, kick func()) *runTable {
+func newRunTable(grace time.Duration, log zerolog.Logger, g *Guard, out *outLink, kick func()) *runTable {
 	return &runTable{grace: grace, log: log, guard: g, out: out, kick: kick, runs: map[string]*run{}}
 }
 
@@ -563,7 +563,7 @@ func (t *runTable) fenceEvery() time.Duration {
 }
 
 // selfFence kills the running runs whose lease deadline has passed; now is
-// a leaseClock reading.
+// a Now reading.
 func (t *runTable) selfFence(now time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -602,13 +602,13 @@ func (t *runTable) renewedLocked(sent sentAt) {
 			pgids = append(pgids, r.pgid)
 		}
 	}
-	t.guard.renew(sent.boot+t.leaseTTL, pgids)
+	t.guard.Renew(sent.boot+t.leaseTTL, pgids)
 }
 
 // leaseLeftLocked tells whether a run that an ExecuteTask read on s names
 // may still start: its lease deadline is the send time of the latest
 // renewal s's master acked (its Hello, then a Heartbeat) plus the lease
-// TTL, on leaseClock, the same deadline the guard and selfFence give the
+// TTL, on Now, the same deadline the guard and selfFence give the
 // run once it starts. The master claimed the lease while serving this
 // connection, after that renewal had left, so the real lease ends no
 // sooner (but for a claim racing the ack: milliseconds, inside the
@@ -620,7 +620,7 @@ func (t *runTable) leaseLeftLocked(s *session) (late time.Duration, ok bool) {
 	if s == nil || s.renewed.boot == 0 || t.leaseTTL <= 0 {
 		return 0, true // no session-scoped renewal known (tests driving execute directly)
 	}
-	now := leaseClock()
+	now := Now()
 	if d := s.renewed.boot + t.leaseTTL; now >= d {
 		return now - d, false
 	}
@@ -635,7 +635,7 @@ func (t *runTable) reapedLocked(r *run) {
 	if r.forgotten {
 		return
 	}
-	if d := t.deadlineLocked(r); d != 0 && leaseClock() > d {
+	if d := t.deadlineLocked(r); d != 0 && Now() > d {
 		r.log.Error().Dur("lease_ttl", t.leaseTTL).
 			Msg("self-fencing: the run ended past its lease deadline (the guard kills it then); forgotten without a report (it may run elsewhere by now)")
 		t.forgetLocked(r, true)
@@ -646,16 +646,16 @@ func (t *runTable) reapedLocked(r *run) {
 	// of SIGKILL with a deadline in the future, and reporting that as its
 	// exit would fail a run the lease took from it (the chaos soak's one
 	// run-ended-badly). Counted LOST like the others.
-	if t.guard.lapsed(r.pgid) && killedBySIGKILL(r.cmd.ProcessState) {
+	if t.guard.Lapsed(r.pgid) && killedBySIGKILL(r.cmd.ProcessState) {
 		r.log.Error().Dur("lease_ttl", t.leaseTTL).
 			Msg("self-fencing: the run died of SIGKILL after its lease deadline had passed once (the guard's kill); forgotten without a report")
 		t.forgetLocked(r, true)
 	}
 }
 
-// deadlineLocked is the lease deadline of r (leaseClock; 0: none yet).
+// deadlineLocked is the lease deadline of r (Now; 0: none yet).
 func (t *runTable) deadlineLocked(r *run) time.Duration {
-	if d, ok := t.guard.deadline(r.pgid); ok {
+	if d, ok := t.guard.Deadline(r.pgid); ok {
 		return d
 	}
 	if t.lastRenewal.boot == 0 || t.leaseTTL <= 0 {

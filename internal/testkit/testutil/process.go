@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // NeedRoot skips a test that starts processes under other uids unless it
@@ -52,4 +53,10 @@ func GroupGone(pgid int) bool {
 		}
 	}
 	return true
+}
+
+// WaitGroupGone waits up to d for process group pgid to be gone (GroupGone).
+func WaitGroupGone(t testing.TB, pgid int, d time.Duration) {
+	t.Helper()
+	WaitFor(t, d, "process group "+strconv.Itoa(pgid)+" to be gone", func() bool { return GroupGone(pgid) })
 }
