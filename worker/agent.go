@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/worker/isolation"
+	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 	"github.com/rs/zerolog"
 )
@@ -20,7 +21,7 @@ type agent struct {
 	log        zerolog.Logger
 	scriptsDir string
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
-	guard      *Guard              // nil when the guard could not start
+	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
 	out        *outLink      // the outputs of every run (outputs.go)
@@ -82,7 +83,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return nil, err
 	}
-	if a.guard, err = StartGuard(a.log, a.iso.UIDLockDir()); err != nil {
+	if a.guard, err = leaseguard.StartGuard(a.log, a.iso.UIDLockDir()); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.tab = newRunTable(cfg.Grace, a.log, a.guard, a.out, a.kick)
@@ -124,7 +125,7 @@ func (w *Worker) Close(ctx context.Context) {
 // as one (a worker starts its guard by running its own binary again);
 // otherwise it returns at once. Call it first thing in main, and in
 // TestMain of any test that runs a worker.
-func MaybeGuard() { MaybeServe() }
+func MaybeGuard() { leaseguard.MaybeServe() }
 
 // Run is Start, then Close once ctx is done, for callers that tie a
 // worker's life to a context (the tests of dispatch and masterd).

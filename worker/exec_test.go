@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/scripts"
+	"github.com/rlsched/rlsched/worker/leaseguard"
 )
 
 func TestExecute_ExitCodeLogsAndAcks(t *testing.T) {
@@ -108,8 +109,8 @@ func TestExecute_Environment(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
-	if _, ok := env[Env]; ok {
-		t.Errorf("%s leaked into the run", Env)
+	if _, ok := env[leaseguard.Env]; ok {
+		t.Errorf("%s leaked into the run", leaseguard.Env)
 	}
 
 	fin, out = runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-env2", Attempt: 0, Argv: []string{"env"}})

@@ -7,36 +7,18 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/backoff"
-
-	"golang.org/x/sys/unix"
+	"github.com/rlsched/rlsched/worker/leaseguard"
 )
-
-// Lease deadlines are kept on CLOCK_BOOTTIME. It is one clock for the whole
-// machine, so the worker can hand deadlines to the guard process; a step of
-// the wall clock (NTP, an operator's date -s) does not move it; and unlike
-// CLOCK_MONOTONIC it keeps counting while the machine is suspended, as the
-// master's clock does meanwhile: a worker host that sleeps past its lease
-// TTL finds its runs' deadlines passed when it wakes, not a suspension's
-// length later.
-
-// Now reads CLOCK_BOOTTIME.
-func Now() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
-		panic("BUG: CLOCK_BOOTTIME unreadable: " + err.Error()) // Linux ≥ 2.6.39 has it
-	}
-	return time.Duration(ts.Nano())
-}
 
 // sentAt is when a renewal (a Hello or a Heartbeat) left: on the process's
 // monotonic clock, which orders it against the start of runs, and on
-// Now, from which its lease deadline counts.
+// leaseguard.Now, from which its lease deadline counts.
 type sentAt struct {
 	at   time.Time
 	boot time.Duration
 }
 
-func sentNow() sentAt { return sentAt{at: time.Now(), boot: Now()} }
+func sentNow() sentAt { return sentAt{at: time.Now(), boot: leaseguard.Now()} }
 
 // fenceLoop enforces self-fencing until ctx is done: when no renewal has
 // been acked for a whole lease TTL, counted from the send time of the last
@@ -53,7 +35,7 @@ func (a *agent) fenceLoop(ctx context.Context) {
 		if !backoff.Sleep(ctx, a.tab.fenceEvery()) {
 			return
 		}
-		a.tab.selfFence(Now())
+		a.tab.selfFence(leaseguard.Now())
 	}
 }
 

@@ -29,7 +29,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	m.setAck(func(*pb.Hello) *pb.HelloAck {
 		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: ttl.Milliseconds(), MasterId: "m1"}
 	})
-	var out syncBuf
+	var out testutil.SyncBuffer
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

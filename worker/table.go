@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
@@ -30,7 +31,7 @@ import (
 type runTable struct {
 	grace time.Duration // Config.Grace
 	log   zerolog.Logger
-	guard *Guard
+	guard *leaseguard.Guard
 	out   *outLink
 	kick  func() // wakes the writer; takes no lock
 	procs sync.WaitGroup
@@ -44,7 +45,7 @@ type runTable struct {
 	stopping    bool
 }
 
-func newRunTable(grace time.Duration, log zerolog.Logger, g *Guard, out *outLink, kick func()) *runTable {
+func newRunTable(grace time.Duration, log zerolog.Logger, g *leaseguard.Guard, out *outLink, kick func()) *runTable {
 	return &runTable{grace: grace, log: log, guard: g, out: out, kick: kick, runs: map[string]*run{}}
 }
 
@@ -563,7 +564,7 @@ func (t *runTable) fenceEvery() time.Duration {
 }
 
 // selfFence kills the running runs whose lease deadline has passed; now is
-// a Now reading.
+// a leaseguard.Now reading.
 func (t *runTable) selfFence(now time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -608,7 +609,7 @@ func (t *runTable) renewedLocked(sent sentAt) {
 // leaseLeftLocked tells whether a run that an ExecuteTask read on s names
 // may still start: its lease deadline is the send time of the latest
 // renewal s's master acked (its Hello, then a Heartbeat) plus the lease
-// TTL, on Now, the same deadline the guard and selfFence give the
+// TTL, on leaseguard.Now, the same deadline the guard and selfFence give the
 // run once it starts. The master claimed the lease while serving this
 // connection, after that renewal had left, so the real lease ends no
 // sooner (but for a claim racing the ack: milliseconds, inside the
@@ -620,7 +621,7 @@ func (t *runTable) leaseLeftLocked(s *session) (late time.Duration, ok bool) {
 	if s == nil || s.renewed.boot == 0 || t.leaseTTL <= 0 {
 		return 0, true // no session-scoped renewal known (tests driving execute directly)
 	}
-	now := Now()
+	now := leaseguard.Now()
 	if d := s.renewed.boot + t.leaseTTL; now >= d {
 		return now - d, false
 	}
@@ -635,7 +636,7 @@ func (t *runTable) reapedLocked(r *run) {
 	if r.forgotten {
 		return
 	}
-	if d := t.deadlineLocked(r); d != 0 && Now() > d {
+	if d := t.deadlineLocked(r); d != 0 && leaseguard.Now() > d {
 		r.log.Error().Dur("lease_ttl", t.leaseTTL).
 			Msg("self-fencing: the run ended past its lease deadline (the guard kills it then); forgotten without a report (it may run elsewhere by now)")
 		t.forgetLocked(r, true)
@@ -653,7 +654,7 @@ func (t *runTable) reapedLocked(r *run) {
 	}
 }
 
-// deadlineLocked is the lease deadline of r (Now; 0: none yet).
+// deadlineLocked is the lease deadline of r (leaseguard.Now; 0: none yet).
 func (t *runTable) deadlineLocked(r *run) time.Duration {
 	if d, ok := t.guard.Deadline(r.pgid); ok {
 		return d

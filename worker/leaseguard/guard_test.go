@@ -1,4 +1,4 @@
-package worker
+package leaseguard
 
 import (
 	"fmt"
@@ -127,7 +127,7 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 	}
 	deadline, _ := g.Deadline(lapsing)
 	// Renew one group until the other is gone, at most 5 s past its deadline.
-	waitFor(t, deadline+5*time.Second-Now(), "the lapsing group killed by the guard", func() bool {
+	testutil.WaitFor(t, deadline+5*time.Second-Now(), "the lapsing group killed by the guard", func() bool {
 		g.Renew(Now()+ttl, []int{renewed})
 		return testutil.GroupGone(lapsing)
 	})
@@ -156,7 +156,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 	defer g.Close()
 	path := fmt.Sprintf("/proc/%d/environ", g.cmd.Process.Pid)
 	var env []string
-	waitFor(t, 10*time.Second, "the guard to exec", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the guard to exec", func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -272,7 +272,7 @@ func escapee(t *testing.T, uid uint32) int {
 	}
 	go cmd.Wait()
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); isolation.KillUID(uid, 5*time.Second) })
-	waitFor(t, 10*time.Second, fmt.Sprintf("two processes of uid %d", uid), func() bool {
+	testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("two processes of uid %d", uid), func() bool {
 		pids, _ := isolation.UIDProcesses(uid)
 		return len(pids) == 2
 	})
@@ -293,11 +293,11 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var out syncBuf
+	var out testutil.SyncBuffer
 	served := make(chan int)
 	go func() { served <- serveGuard(int(r.Fd()), &out, "") }()
 	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, Now()+100*time.Millisecond, expiring, pgAccount)
-	waitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
 		pids, _ := isolation.UIDProcesses(expiring)
 		return len(pids) == 0
 	})
