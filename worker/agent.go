@@ -83,7 +83,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.scriptsDir, err = materialiseScripts(filepath.Join(cfg.DataDir, "scripts")); err != nil {
 		return nil, err
 	}
-	if a.guard, err = leaseguard.StartGuard(a.log, a.iso.UIDLockDir()); err != nil {
+	if a.guard, err = leaseguard.Start(a.log, a.iso.UIDLockDir()); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
 	}
 	a.tab = newRunTable(cfg.Grace, a.log, a.guard, a.out, a.kick)

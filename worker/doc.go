@@ -6,7 +6,7 @@
 // bytes, block a run's output on a dead connection (bytes wait in the run's
 // spool instead, and a full spool blocks the run, never drops), or leave a
 // process behind when a run ends, when its lease is lost, or when the worker
-// itself dies (the guard process, guard.go, kills what is left), or let a run
+// itself dies (the guard process, worker/leaseguard, kills what is left), or let a run
 // execute past its lease deadline (the guard kills it even when the worker
 // is frozen; docs/reliability.md), nor give one uid to two live runs or a run
 // any secret of rlsched (worker/isolation).

@@ -29,7 +29,7 @@ func sentNow() sentAt { return sentAt{at: time.Now(), boot: leaseguard.Now()} }
 // master decides on reconnect whether it still wants their report.
 //
 // This is the second line: the guard process kills each run's group at its
-// deadline even when this process is frozen (guard.go).
+// deadline even when this process is frozen (worker/leaseguard).
 func (a *agent) fenceLoop(ctx context.Context) {
 	for {
 		if !backoff.Sleep(ctx, a.tab.fenceEvery()) {

@@ -331,9 +331,9 @@ func newGuard(log zerolog.Logger) *Guard {
 	return &Guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}, lapsedSet: map[int]bool{}}
 }
 
-// StartGuard starts the guard process and its writer. On error it still
+// Start starts the guard process and its writer. On error it still
 // returns a guard that keeps the record, without a process behind it.
-func StartGuard(log zerolog.Logger, uidLocks string) (*Guard, error) {
+func Start(log zerolog.Logger, uidLocks string) (*Guard, error) {
 	g := newGuard(log)
 	err := g.start(uidLocks)
 	if err != nil {

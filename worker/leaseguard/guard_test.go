@@ -102,7 +102,7 @@ func TestGuardTable_Failure(t *testing.T) {
 // lease is renewed lives, a group whose deadline passes is SIGKILLed soon
 // after it, not before.
 func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
-	g, err := StartGuard(zerolog.Nop(), "")
+	g, err := Start(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("JWT_SECRET", "jwt-secret-456")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-789")
 	t.Setenv("GOTRACEBACK", "all")
-	g, err := StartGuard(zerolog.Nop(), "")
+	g, err := Start(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 // stopped and its pipe full, registering and renewing still return at once,
 // and the guard reads the latest record once it runs again.
 func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
-	g, err := StartGuard(zerolog.Nop(), "")
+	g, err := Start(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
