@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
@@ -24,7 +25,7 @@ type agent struct {
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
-	out        *outLink      // the outputs of every run (outputs.go)
+	out        *Link         // the outputs of every run (outputs.go)
 	kickc      chan struct{} // wakes the current session's writer
 	// sampler samples the GPUs (gpusample.go); nil without GPUs.
 	sampler *nvsmi.Sampler
@@ -71,7 +72,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		log:      cfg.Logger.With().Str("worker", cfg.ID).Logger(),
 		kickc:    make(chan struct{}, 1),
 	}
-	a.out = newOutLink(cfg.ArtifactSync, a.kick)
+	a.out = NewLink(cfg.ArtifactSync, backoff.Backoff{Min: busyBackoffMin, Max: busyBackoffMax}, a.kick)
 	if a.iso, err = isolation.New(isolation.Options{RunAs: cfg.RunAs, RunUIDs: cfg.RunUIDs, UIDLockDir: cfg.UIDLockDir, DataDir: cfg.DataDir,
 		Runs: cfg.Slots + len(cfg.GPUs)}, a.log); err != nil {
 		return nil, err

@@ -172,7 +172,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.UIDLockDir = isolation.DefaultUIDLockDir
 	}
 	if c.ArtifactSync <= 0 {
-		c.ArtifactSync = defaultArtifactSync
+		c.ArtifactSync = DefaultSync
 	}
 	if c.GPUSample == 0 {
 		c.GPUSample = nvsmi.DefaultInterval

@@ -60,7 +60,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 			return
 		}
 		go func() {
-			r.outs.restore(m.GetRestore())
+			r.outs.Restore(m.GetRestore())
 			forgotten, stopped := a.tab.restored(r)
 			switch {
 			case forgotten:
@@ -85,7 +85,7 @@ func (a *agent) unprepare(r *run, pipeW *os.File) {
 	pipeW.Close()
 	a.iso.Release(r.ident, r.outDir, r.log)
 	r.out.Close()
-	r.outs.end()
+	r.outs.End()
 }
 
 // launch starts the prepared run (err: prepare's, then the start is a
@@ -117,7 +117,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
 	a.iso.Release(r.ident, r.outDir, r.log) // nothing runs under its uid
 	r.out.Close()
-	r.outs.end()
+	r.outs.End()
 	a.tab.unstarted(r, startFailedMsg(m, err), true)
 }
 
@@ -174,11 +174,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.outDir, err = a.iso.MakeRunDir(m, r.ident); err != nil {
 		return nil, nil, err
 	}
-	od, err := openOutDir(r.outDir)
+	od, err := OpenDir(r.outDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.outs = a.out.newRun(r, od)
+	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, r.ident, od)
 	dir := r.outDir
 	if wd != "" {
 		dir = wd

@@ -17,11 +17,11 @@ import (
 )
 
 // The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
-// run (outputs.run) walks the dir every Config.ArtifactSync and once more
+// run (Files.run) walks the dir every Config.ArtifactSync and once more
 // when the run has ended, and sends every regular file whose version
 // (size, mtime) it has not stored yet, as ArtifactChunks of at most
 // artifactChunk bytes. The connection's writer takes the chunks after the
-// runs' logs (collectOutputs), within the artifact window the master
+// runs' logs (Link.Collect), within the artifact window the master
 // grants (HelloAck.artifact_window, ArtifactAck.window), so output never
 // takes the room of logs. TaskFinished waits for the last sync, so a
 // finished run's outputs are complete, as its log is.
@@ -54,23 +54,24 @@ const (
 	// finalTries is how often the last sync tries a file that changes
 	// while it is read.
 	finalTries = 3
-	// defaultArtifactSync is Config.ArtifactSync's default
+	// DefaultSync is Config.ArtifactSync's default
 	// (ARTIFACT_SYNC_SECONDS).
-	defaultArtifactSync = 30 * time.Second
+	DefaultSync = 30 * time.Second
 )
 
-// outLink is what the outputs of every run share: the connection's side of
+// Link is what the outputs of every run share: the connection's side of
 // them (whether a session is joined, which one, the artifact window its
 // master grants), the lock of every run's upload state, and the
 // one-restore-at-a-time semaphore. Its mutex is taken after the run
 // table's, never before: nothing that holds it takes another lock of the
 // worker, and it wakes the writer through kick, which takes none.
 //
-// Its methods and those of outputs are safe for concurrent use.
-type outLink struct {
+// Its methods and those of Files are safe for concurrent use.
+type Link struct {
 	kick       func() // wakes the connection's writer; never blocks
 	every      time.Duration
-	restoreSem chan struct{} // one run restores at a time (restore.go)
+	busy       backoff.Backoff // Min and Max of the pause after a "busy" refusal
+	restoreSem chan struct{}   // one run restores at a time (restore.go)
 
 	mu sync.Mutex
 	// cond (on mu) wakes uploaders on an ack, a chunk taken, a new
@@ -81,8 +82,12 @@ type outLink struct {
 	window int    // the session's artifact window (HelloAck, ArtifactAck)
 }
 
-func newOutLink(every time.Duration, kick func()) *outLink {
-	l := &outLink{kick: kick, every: every, restoreSem: make(chan struct{}, 1)}
+// NewLink makes the link of a worker: each run's outputs are synced once
+// an interval (every) while it runs, an upload the master refused as
+// "busy" pauses as busy's Min and Max say, and kick, which must never block
+// nor take a lock, wakes the writer.
+func NewLink(every time.Duration, busy backoff.Backoff, kick func()) *Link {
+	l := &Link{kick: kick, every: every, busy: busy, restoreSem: make(chan struct{}, 1)}
 	l.cond = sync.NewCond(&l.mu)
 	return l
 }
@@ -95,23 +100,23 @@ const (
 	upStopped = "stopped"
 )
 
-// outputs is one run's output dir on its way to the master. Its fields
-// after "Guarded by outLink.mu" are guarded by its link's mutex; known
+// Files is one run's output dir on its way to the master. Its fields
+// after "Guarded by Link.mu" are guarded by its link's mutex; known
 // belongs to the uploader goroutine (and the restore, which ends before
 // the uploader starts).
-type outputs struct {
-	l       *outLink
+type Files struct {
+	l       *Link
 	task    string
 	attempt int32
 	fence   uint64
 	log     zerolog.Logger
 	owner   *isolation.Identity // whose files the restore makes; nil: the worker's
-	dir     *outDir
+	dir     *Dir
 	final   chan struct{} // closed when the run ended: the last sync
 	quit    chan struct{} // closed when the run is forgotten or the worker stops
 	tbEnd   chan struct{} // closed when the TensorBoard reader did its last poll
 
-	// Guarded by outLink.mu.
+	// Guarded by Link.mu.
 	restoring  bool // its files are being restored; the process starts after (restore.go)
 	ups        map[string]*upload
 	ready      int  // chunks read and not yet collected, all uploads
@@ -130,7 +135,7 @@ type outputs struct {
 	known map[string]fileVer // versions stored (or refused for good)
 }
 
-// upload is one version of one file on its way. Guarded by outLink.mu, but
+// upload is one version of one file on its way. Guarded by Link.mu, but
 // f, which only the uploader goroutine reads.
 type upload struct {
 	path     string
@@ -141,23 +146,24 @@ type upload struct {
 	acked    uint64
 	eof      bool // the last chunk is read
 	ready    []*pb.ArtifactChunk
-	gen      uint64 // the session (outLink.gen) next, sent and ready are for
+	gen      uint64 // the session (Link.gen) next, sent and ready are for
 	result   string // "" while on its way, else upDone... or the master's refusal
 	changing bool   // the last try at the run's end: sent as read
 	retryAt  time.Time
 	busy     backoff.Backoff
 }
 
-// newRun makes the outputs of the run r names, whose dir is open.
-func (l *outLink) newRun(r *run, dir *outDir) *outputs {
-	return &outputs{l: l, task: r.id, attempt: r.attempt, fence: r.fence, log: r.log, owner: r.ident, dir: dir,
+// NewFiles makes the outputs of a run (task, attempt, fence), whose dir
+// is open; log is the run's, owner its uid (nil: the worker's).
+func (l *Link) NewFiles(task string, attempt int32, fence uint64, log zerolog.Logger, owner *isolation.Identity, dir *Dir) *Files {
+	return &Files{l: l, task: task, attempt: attempt, fence: fence, log: log, owner: owner, dir: dir,
 		final: make(chan struct{}), quit: make(chan struct{}), tbEnd: make(chan struct{}),
 		ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64)}
 }
 
 // start starts the uploader and the TensorBoard reader once the run's
 // process started.
-func (o *outputs) start() {
+func (o *Files) Start() {
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()
 	if o.started {
@@ -169,7 +175,7 @@ func (o *outputs) start() {
 }
 
 // end starts the last sync (the run ended, or never starts). Nil-safe.
-func (o *outputs) end() {
+func (o *Files) End() {
 	if o == nil {
 		return
 	}
@@ -189,7 +195,7 @@ func (o *outputs) end() {
 
 // stop gives up the uploads: the run is forgotten (killed, fenced, lost)
 // or the worker stops. Nil-safe.
-func (o *outputs) stop() {
+func (o *Files) Stop() {
 	if o == nil {
 		return
 	}
@@ -198,8 +204,8 @@ func (o *outputs) stop() {
 	o.stopLocked()
 }
 
-// stopLocked is stop for callers holding outLink.mu.
-func (o *outputs) stopLocked() {
+// stopLocked is stop for callers holding Link.mu.
+func (o *Files) stopLocked() {
 	if o.stopped {
 		return
 	}
@@ -212,7 +218,7 @@ func (o *outputs) stopLocked() {
 }
 
 // closeDirLocked closes the dir of outputs that never started, once.
-func (o *outputs) closeDirLocked() {
+func (o *Files) closeDirLocked() {
 	if !o.dirClosed {
 		o.dirClosed = true
 		o.dir.close()
@@ -222,7 +228,7 @@ func (o *outputs) closeDirLocked() {
 // held reports whether the master holds everything of the output dir,
 // once the run is done: every file was stored, or the run never started
 // (the dir holds nothing, or what a restore brought from the master).
-func (o *outputs) held() bool {
+func (o *Files) Held() bool {
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()
 	return o.stored || !o.started
@@ -230,7 +236,7 @@ func (o *outputs) held() bool {
 
 // done reports whether TaskFinished may go: the last sync is over (or
 // will never come). Nil-safe: a run without outputs is done.
-func (o *outputs) done() bool {
+func (o *Files) Done() bool {
 	if o == nil {
 		return true
 	}
@@ -240,7 +246,7 @@ func (o *outputs) done() bool {
 }
 
 // run is the uploader goroutine.
-func (o *outputs) run() {
+func (o *Files) run() {
 	defer func() {
 		<-o.tbEnd
 		o.dir.close()
@@ -269,7 +275,7 @@ func (o *outputs) run() {
 // sync sends what changed since the last one. The last sync (final)
 // reports whether every file the walk found was then stored, or refused
 // (outputs.partial).
-func (o *outputs) sync(final bool) (all bool) {
+func (o *Files) sync(final bool) (all bool) {
 	files, skipped, truncated, err := o.dir.walk(maxWalk, nil)
 	if err != nil {
 		o.log.Warn().Err(err).Msg("cannot list the run's output dir")
@@ -305,7 +311,7 @@ func (o *outputs) sync(final bool) (all bool) {
 
 // upload sends the files of list (at most maxUploads at once) and returns
 // those that were torn.
-func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
+func (o *Files) upload(list []walked, changing bool) (torn []walked) {
 	l := o.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -373,7 +379,7 @@ func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
 }
 
 // answeredLocked reports whether an upload has its answer.
-func (o *outputs) answeredLocked() bool {
+func (o *Files) answeredLocked() bool {
 	for _, u := range o.ups {
 		if u.result != "" {
 			return true
@@ -383,7 +389,7 @@ func (o *outputs) answeredLocked() bool {
 }
 
 // endLocked2 closes an upload and removes it.
-func (o *outputs) endLocked2(u *upload, result string) {
+func (o *Files) endLocked2(u *upload, result string) {
 	u.result = result
 	if u.f != nil {
 		u.f.Close()
@@ -394,7 +400,7 @@ func (o *outputs) endLocked2(u *upload, result string) {
 }
 
 // openVersion opens rel and returns its version, from the open file.
-func (o *outputs) openVersion(rel string) (*os.File, fileVer, error) {
+func (o *Files) openVersion(rel string) (*os.File, fileVer, error) {
 	f, err := o.dir.open(rel)
 	if err != nil {
 		return nil, fileVer{}, err
@@ -409,7 +415,7 @@ func (o *outputs) openVersion(rel string) (*os.File, fileVer, error) {
 
 // wantsChunkLocked picks an upload that may read its next chunk now: it
 // has room ahead of the writer, is not paused, and the worker is joined.
-func (o *outputs) wantsChunkLocked() *upload {
+func (o *Files) wantsChunkLocked() *upload {
 	if !o.l.joined || o.ready >= maxReadyChunks {
 		return nil
 	}
@@ -425,8 +431,8 @@ func (o *outputs) wantsChunkLocked() *upload {
 // readLocked reads u's next chunk (without the lock) and queues it for the
 // writer, unless u was rewound or ended meanwhile. A version that changed
 // is torn, except on the last try (changing), which sends what it reads.
-// Caller holds outLink.mu.
-func (o *outputs) readLocked(u *upload) {
+// Caller holds Link.mu.
+func (o *Files) readLocked(u *upload) {
 	l := o.l
 	off, gen, f := u.next, u.gen, u.f
 	n := int(min(uint64(artifactChunk), uint64(max(u.ver.size, 0))-min(off, uint64(max(u.ver.size, 0)))))
@@ -440,16 +446,16 @@ func (o *outputs) readLocked(u *upload) {
 	}
 	l.mu.Lock()
 	if u.result != "" || u.gen != gen || u.next != off {
-		putChunkBuf(buf)
+		PutChunkBuf(buf)
 		return // rewound or ended while reading
 	}
 	switch {
 	case rerr != nil && !errors.Is(rerr, io.EOF):
-		putChunkBuf(buf)
+		PutChunkBuf(buf)
 		u.result = "failed: cannot read it on the worker: " + rerr.Error()
 		return
 	case torn:
-		putChunkBuf(buf)
+		PutChunkBuf(buf)
 		u.result = upTorn
 		return
 	}
@@ -464,9 +470,9 @@ func (o *outputs) readLocked(u *upload) {
 }
 
 // dropReadyLocked throws away u's chunks not yet sent.
-func (o *outputs) dropReadyLocked(u *upload) {
+func (o *Files) dropReadyLocked(u *upload) {
 	for _, c := range u.ready {
-		putChunkBuf(c.Data)
+		PutChunkBuf(c.Data)
 	}
 	o.ready -= len(u.ready)
 	u.ready = nil
@@ -474,14 +480,14 @@ func (o *outputs) dropReadyLocked(u *upload) {
 
 // rewindLocked makes u send again from offset (a new session, a gap, a busy
 // refusal).
-func (o *outputs) rewindLocked(u *upload, offset uint64) {
+func (o *Files) rewindLocked(u *upload, offset uint64) {
 	o.dropReadyLocked(u)
 	u.next, u.sent, u.eof, u.gen = offset, offset, false, o.l.gen
 }
 
 // ack handles a master's ArtifactAck; o is the outputs of the run it
 // names, nil when no run of this worker has them.
-func (l *outLink) ack(m *pb.ArtifactAck, o *outputs) {
+func (l *Link) Ack(m *pb.ArtifactAck, o *Files) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w := m.GetWindow(); w > 0 {
@@ -511,7 +517,7 @@ func (l *outLink) ack(m *pb.ArtifactAck, o *outputs) {
 		o.rewindLocked(u, m.GetOffset())
 	case e == "busy":
 		o.rewindLocked(u, max(u.acked, m.GetOffset()))
-		u.busy.Min, u.busy.Max = busyBackoffMin, busyBackoffMax
+		u.busy.Min, u.busy.Max = l.busy.Min, l.busy.Max
 		d := u.busy.Delay()
 		u.retryAt = time.Now().Add(d)
 		time.AfterFunc(d, l.wake)
@@ -525,7 +531,7 @@ func (l *outLink) ack(m *pb.ArtifactAck, o *outputs) {
 }
 
 // wake wakes the uploaders (a pause ended).
-func (l *outLink) wake() {
+func (l *Link) wake() {
 	l.mu.Lock()
 	l.cond.Broadcast()
 	l.mu.Unlock()
@@ -533,7 +539,7 @@ func (l *outLink) wake() {
 
 // join starts every upload and restore of runs again from what the master
 // acked, for a new session whose master grants window (0: the default).
-func (l *outLink) join(window uint32, runs []*outputs) {
+func (l *Link) Join(window uint32, runs []*Files) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.window = artifactWindow
@@ -552,7 +558,7 @@ func (l *outLink) join(window uint32, runs []*outputs) {
 }
 
 // leave notes that the session ended: uploads stop reading ahead.
-func (l *outLink) leave() {
+func (l *Link) Leave() {
 	l.mu.Lock()
 	l.joined = false
 	l.mu.Unlock()
@@ -561,7 +567,7 @@ func (l *outLink) leave() {
 // collect appends, after every run's logs, each run's restore request,
 // its TensorBoard points and its chunks, the chunks while the connection's
 // artifact window has room.
-func (l *outLink) collect(msgs []proto.Message, runs []*outputs) []proto.Message {
+func (l *Link) Collect(msgs []proto.Message, runs []*Files) []proto.Message {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	window := l.window
@@ -614,7 +620,7 @@ var chunkBufs = sync.Pool{New: func() any { b := make([]byte, artifactChunk); re
 
 func getChunkBuf() []byte { return (*chunkBufs.Get().(*[]byte))[:artifactChunk] }
 
-func putChunkBuf(b []byte) {
+func PutChunkBuf(b []byte) {
 	if cap(b) == artifactChunk {
 		b = b[:artifactChunk]
 		chunkBufs.Put(&b)

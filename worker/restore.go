@@ -35,14 +35,14 @@ type restoreItem struct {
 
 // beginRestore marks the outputs as being restored into: chunks of the
 // restore are taken, and a stop leaves the dir open for the restore.
-func (o *outputs) beginRestore() {
+func (o *Files) BeginRestore() {
 	o.l.mu.Lock()
 	o.restoring = true
 	o.l.mu.Unlock()
 }
 
 // endRestore marks the restore over: later chunks of it are dropped.
-func (o *outputs) endRestore() {
+func (o *Files) EndRestore() {
 	o.l.mu.Lock()
 	o.restoring = false
 	o.l.mu.Unlock()
@@ -50,7 +50,7 @@ func (o *outputs) endRestore() {
 
 // isRestoring reports whether a restore into the outputs is under way.
 // Nil-safe.
-func (o *outputs) isRestoring() bool {
+func (o *Files) Restoring() bool {
 	if o == nil {
 		return false
 	}
@@ -62,7 +62,7 @@ func (o *outputs) isRestoring() bool {
 // restoreChunk hands a chunk of a restored file to the restore. Reader
 // goroutine; never blocks (the master sends at most the window ahead,
 // which the channel holds).
-func (o *outputs) restoreChunk(m *pb.ArtifactChunk) {
+func (o *Files) RestoreChunk(m *pb.ArtifactChunk) {
 	o.l.mu.Lock()
 	restoring := o.restoring
 	o.l.mu.Unlock()
@@ -77,8 +77,8 @@ func (o *outputs) restoreChunk(m *pb.ArtifactChunk) {
 }
 
 // restoreRefusedLocked hands the master's refusal of a restored file to
-// the restore. Caller holds outLink.mu.
-func (o *outputs) restoreRefusedLocked(m *pb.ArtifactAck) {
+// the restore. Caller holds Link.mu.
+func (o *Files) restoreRefusedLocked(m *pb.ArtifactAck) {
 	if o.restoring {
 		select {
 		case o.restoreCh <- restoreItem{refused: m}:
@@ -91,7 +91,7 @@ func (o *outputs) restoreRefusedLocked(m *pb.ArtifactAck) {
 // run is stopped (outputs.quit). Files it cannot restore are logged and
 // left out: the run starts with the others (the master puts a warning on
 // the run for what it could not send).
-func (o *outputs) restore(files []*pb.RestoreFile) {
+func (o *Files) Restore(files []*pb.RestoreFile) {
 	l := o.l
 	select {
 	case l.restoreSem <- struct{}{}:
@@ -124,7 +124,7 @@ func (o *outputs) restore(files []*pb.RestoreFile) {
 }
 
 // restoreFile restores one file and returns its size.
-func (o *outputs) restoreFile(f *pb.RestoreFile) (int64, error) {
+func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 	l := o.l
 	if err := core.CheckArtifactPath(f.GetPath()); err != nil {
 		return 0, err

@@ -230,7 +230,7 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 				return err
 			}
 			if c, ok := m.(*pb.ArtifactChunk); ok {
-				putChunkBuf(c.Data) // encoded: the buffer is free again
+				PutChunkBuf(c.Data) // encoded: the buffer is free again
 			}
 		}
 		if err := w.bw.Flush(); err != nil {

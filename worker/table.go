@@ -25,14 +25,14 @@ import (
 // marked "guarded by runTable.mu" are touched only by its methods, and the
 // ...Locked functions of other files that they call expect it held. Lock
 // order: runTable.mu, then the guard's, a spool's or the outputs'
-// (outLink.mu); nothing that holds one of those takes runTable.mu.
+// (Link.mu); nothing that holds one of those takes runTable.mu.
 //
 // Its methods are safe to call from any goroutine.
 type runTable struct {
 	grace time.Duration // Config.Grace
 	log   zerolog.Logger
 	guard *leaseguard.Guard
-	out   *outLink
+	out   *Link
 	kick  func() // wakes the writer; takes no lock
 	procs sync.WaitGroup
 
@@ -45,7 +45,7 @@ type runTable struct {
 	stopping    bool
 }
 
-func newRunTable(grace time.Duration, log zerolog.Logger, g *leaseguard.Guard, out *outLink, kick func()) *runTable {
+func newRunTable(grace time.Duration, log zerolog.Logger, g *leaseguard.Guard, out *Link, kick func()) *runTable {
 	return &runTable{grace: grace, log: log, guard: g, out: out, kick: kick, runs: map[string]*run{}}
 }
 
@@ -56,7 +56,7 @@ func (t *runTable) shutdown() {
 	for _, r := range t.runs {
 		t.stopLocked(r, pb.Outcome_OUTCOME_CANCELLED, t.grace)
 		r.out.Discard() // nobody will send it; unblock the pump
-		r.outs.stop()
+		r.outs.Stop()
 	}
 	if n := len(t.runs); n > 0 {
 		t.log.Info().Int("runs", n).Msg("stopping runs")
@@ -75,7 +75,7 @@ func (t *runTable) forgetLocked(r *run, now bool) {
 	}
 	r.forgotten = true
 	r.out.Discard()
-	r.outs.stop() // no last sync: the run may run elsewhere by now
+	r.outs.Stop() // no last sync: the run may run elsewhere by now
 	if now {
 		r.signalLocked(syscall.SIGKILL)
 	} else {
@@ -87,10 +87,10 @@ func (t *runTable) forgetLocked(r *run, now bool) {
 // grace. The first outcome asked for wins; later calls do not restart the
 // grace.
 func (t *runTable) stopLocked(r *run, outcome pb.Outcome, grace time.Duration) {
-	if r.stopOutcome == pb.Outcome_OUTCOME_UNSPECIFIED && r.outs.isRestoring() {
+	if r.stopOutcome == pb.Outcome_OUTCOME_UNSPECIFIED && r.outs.Restoring() {
 		// Not started yet: the restore ends, and the run with it.
 		r.stopOutcome = outcome
-		r.outs.stop()
+		r.outs.Stop()
 		return
 	}
 	if r.cmd == nil || r.reaped {
@@ -154,12 +154,12 @@ func (t *runTable) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 		r.finSent = false
 	}
 	t.sess = s
-	t.out.join(ack.GetArtifactWindow(), t.outputsLocked())
+	t.out.Join(ack.GetArtifactWindow(), t.outputsLocked())
 }
 
 // outputsLocked lists the outputs of every run that has them.
-func (t *runTable) outputsLocked() []*outputs {
-	outs := make([]*outputs, 0, len(t.runs))
+func (t *runTable) outputsLocked() []*Files {
+	outs := make([]*Files, 0, len(t.runs))
 	for _, r := range t.runs {
 		if r.outs != nil {
 			outs = append(outs, r.outs)
@@ -174,7 +174,7 @@ func (t *runTable) detach(s *session) {
 	defer t.mu.Unlock()
 	if t.sess == s {
 		t.sess = nil
-		t.out.leave()
+		t.out.Leave()
 	}
 }
 
@@ -265,7 +265,7 @@ func (t *runTable) finishedAck(m *pb.TaskFinishedAck) {
 	delete(t.runs, r.id)
 	r.out.Discard() // every byte was acked: this only removes spill files
 	r.log.Debug().Msg("TaskFinished acked; run forgotten")
-	if r.outs != nil && r.outs.held() {
+	if r.outs != nil && r.outs.Held() {
 		go removeRunDir(r)
 	} else if r.outDir != "" {
 		r.log.Info().Str("dir", r.outDir).Msg("keeping the run's output dir: the master does not hold all of it")
@@ -313,7 +313,7 @@ func (t *runTable) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 // collect gathers, from every run, its TaskStarted if not yet written, its
 // output from the send offset (while the connection's logWindow has room and
 // the run is not paused by a refusal), then every run's outputs (restore
-// requests, TensorBoard points, file chunks: outLink.collect), and its
+// requests, TensorBoard points, file chunks: Link.collect), and its
 // TaskFinished once every byte is acked and its last sync of outputs is
 // over.
 func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
@@ -351,9 +351,9 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 		}
 	}
 	// Outputs after every run's logs, in a window of their own (outputs.go).
-	msgs = t.out.collect(msgs, t.outputsLocked())
+	msgs = t.out.Collect(msgs, t.outputsLocked())
 	for _, r := range t.runs {
-		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.done() {
+		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.Done() {
 			msgs = append(msgs, r.fin)
 			r.finSent = true
 		}
@@ -408,7 +408,7 @@ func (t *runTable) holdRestoring(r *run) bool {
 	if t.stopping {
 		return false
 	}
-	r.outs.beginRestore()
+	r.outs.BeginRestore()
 	t.runs[r.id] = r
 	return true
 }
@@ -419,7 +419,7 @@ func (t *runTable) holdRestoring(r *run) bool {
 func (t *runTable) restored(r *run) (forgotten bool, stopped pb.Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r.outs.endRestore()
+	r.outs.EndRestore()
 	return r.forgotten || t.stopping, r.stopOutcome
 }
 
@@ -461,7 +461,7 @@ func (t *runTable) start(r *run, cmd *exec.Cmd, m *pb.ExecuteTask, spawn func() 
 	}
 	t.runs[r.id] = r
 	t.procs.Add(1)
-	r.outs.start()
+	r.outs.Start()
 	if secs := m.GetTimeoutSeconds(); secs > 0 {
 		r.timeoutTimer = time.AfterFunc(time.Duration(secs)*time.Second, func() {
 			t.mu.Lock()
@@ -506,7 +506,7 @@ func (t *runTable) ended(r *run, waitErr error, dur time.Duration) {
 		outcome = pb.Outcome_OUTCOME_EXITED
 	}
 	r.fin = r.finishedMsg(r.cmd.ProcessState, waitErr, dur, outcome)
-	r.outs.end() // the last sync of outputs; TaskFinished waits for it
+	r.outs.End() // the last sync of outputs; TaskFinished waits for it
 	r.log.Info().Str("outcome", outcome.String()).Int32("exit_code", r.fin.ExitCode).
 		Str("signal", r.fin.Signal).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
 	t.kick()
@@ -531,11 +531,11 @@ func (t *runTable) groups() []nvsmi.RunGroup {
 func (t *runTable) artifactAck(m *pb.ArtifactAck) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var o *outputs
+	var o *Files
 	if r := t.runs[m.GetTaskId()]; r != nil && r.attempt == m.GetAttempt() {
 		o = r.outs
 	}
-	t.out.ack(m, o)
+	t.out.Ack(m, o)
 }
 
 // restoreChunk hands a chunk of a restored file to its run's restore.
@@ -545,13 +545,13 @@ func (t *runTable) restoreChunk(m *pb.ArtifactChunk) {
 		return
 	}
 	t.mu.Lock()
-	var o *outputs
+	var o *Files
 	if r := t.runs[m.GetTaskId()]; r != nil && r.attempt == m.GetAttempt() {
 		o = r.outs
 	}
 	t.mu.Unlock()
 	if o != nil {
-		o.restoreChunk(m)
+		o.RestoreChunk(m)
 	}
 }
 

@@ -33,7 +33,7 @@ const (
 func isEventFile(name string) bool { return strings.HasPrefix(name, "events.out.tfevents.") }
 
 // followTensorBoard is the run's TensorBoard reader goroutine.
-func (o *outputs) followTensorBoard() {
+func (o *Files) followTensorBoard() {
 	defer close(o.tbEnd)
 	files := map[string]*tfevents.File{}
 	given := map[string]bool{} // corrupt or unreadable: not followed again
@@ -89,7 +89,7 @@ func (o *outputs) followTensorBoard() {
 
 // queuePoints turns points into Metric frames, one per step, in the order
 // the steps came, and queues them for the writer.
-func (o *outputs) queuePoints(pts []tfevents.Point) {
+func (o *Files) queuePoints(pts []tfevents.Point) {
 	var frames []*pb.Metric
 	byStep := map[int64]*pb.Metric{}
 	for _, p := range pts {
