@@ -11,6 +11,7 @@ import (
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
+	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rs/zerolog"
 )
 
@@ -25,7 +26,7 @@ type agent struct {
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
-	out        *Link         // the outputs of every run (outputs.go)
+	out        *outputs.Link // the outputs of every run (outputs.go)
 	kickc      chan struct{} // wakes the current session's writer
 	// sampler samples the GPUs (gpusample.go); nil without GPUs.
 	sampler *nvsmi.Sampler
@@ -72,7 +73,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		log:      cfg.Logger.With().Str("worker", cfg.ID).Logger(),
 		kickc:    make(chan struct{}, 1),
 	}
-	a.out = NewLink(cfg.ArtifactSync, backoff.Backoff{Min: busyBackoffMin, Max: busyBackoffMax}, a.kick)
+	a.out = outputs.NewLink(cfg.ArtifactSync, backoff.Backoff{Min: busyBackoffMin, Max: busyBackoffMax}, a.kick)
 	if a.iso, err = isolation.New(isolation.Options{RunAs: cfg.RunAs, RunUIDs: cfg.RunUIDs, UIDLockDir: cfg.UIDLockDir, DataDir: cfg.DataDir,
 		Runs: cfg.Slots + len(cfg.GPUs)}, a.log); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/nvsmi"
+	"github.com/rlsched/rlsched/worker/outputs"
 )
 
 // GPU is one accelerator of this machine, as reported in Hello.
@@ -172,7 +173,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.UIDLockDir = isolation.DefaultUIDLockDir
 	}
 	if c.ArtifactSync <= 0 {
-		c.ArtifactSync = DefaultSync
+		c.ArtifactSync = outputs.DefaultSync
 	}
 	if c.GPUSample == 0 {
 		c.GPUSample = nvsmi.DefaultInterval

@@ -19,6 +19,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/worker/isolation"
+	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -174,7 +175,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.outDir, err = a.iso.MakeRunDir(m, r.ident); err != nil {
 		return nil, nil, err
 	}
-	od, err := OpenDir(r.outDir)
+	od, err := outputs.OpenDir(r.outDir)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/isolation"
+	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -28,7 +29,7 @@ type run struct {
 	pipe    *os.File            // read end of the merged stdout/stderr; nil when the start failed
 	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
 	outDir  string              // the run's private dir, once created
-	outs    *Files              // its upload and restore (outputs.go), once the dir is open
+	outs    *outputs.Files      // its upload and restore (outputs.go), once the dir is open
 	pumped  chan struct{}       // closed when the pump has read the pipe to its end
 	exited  atomic.Bool         // the leader was reaped; the pump stops waiting for stray writers
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/worker/nvsmi"
+	"github.com/rlsched/rlsched/worker/outputs"
 )
 
 const (
@@ -230,7 +231,7 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 				return err
 			}
 			if c, ok := m.(*pb.ArtifactChunk); ok {
-				PutChunkBuf(c.Data) // encoded: the buffer is free again
+				outputs.PutChunkBuf(c.Data) // encoded: the buffer is free again
 			}
 		}
 		if err := w.bw.Flush(); err != nil {

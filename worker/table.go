@@ -12,6 +12,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
+	"github.com/rlsched/rlsched/worker/outputs"
 )
 
 // runTable owns the worker's run state: the runs it holds by task id, the
@@ -25,14 +26,14 @@ import (
 // marked "guarded by runTable.mu" are touched only by its methods, and the
 // ...Locked functions of other files that they call expect it held. Lock
 // order: runTable.mu, then the guard's, a spool's or the outputs'
-// (Link.mu); nothing that holds one of those takes runTable.mu.
+// (outputs.Link.mu); nothing that holds one of those takes runTable.mu.
 //
 // Its methods are safe to call from any goroutine.
 type runTable struct {
 	grace time.Duration // Config.Grace
 	log   zerolog.Logger
 	guard *leaseguard.Guard
-	out   *Link
+	out   *outputs.Link
 	kick  func() // wakes the writer; takes no lock
 	procs sync.WaitGroup
 
@@ -45,7 +46,7 @@ type runTable struct {
 	stopping    bool
 }
 
-func newRunTable(grace time.Duration, log zerolog.Logger, g *leaseguard.Guard, out *Link, kick func()) *runTable {
+func newRunTable(grace time.Duration, log zerolog.Logger, g *leaseguard.Guard, out *outputs.Link, kick func()) *runTable {
 	return &runTable{grace: grace, log: log, guard: g, out: out, kick: kick, runs: map[string]*run{}}
 }
 
@@ -158,8 +159,8 @@ func (t *runTable) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 }
 
 // outputsLocked lists the outputs of every run that has them.
-func (t *runTable) outputsLocked() []*Files {
-	outs := make([]*Files, 0, len(t.runs))
+func (t *runTable) outputsLocked() []*outputs.Files {
+	outs := make([]*outputs.Files, 0, len(t.runs))
 	for _, r := range t.runs {
 		if r.outs != nil {
 			outs = append(outs, r.outs)
@@ -313,7 +314,7 @@ func (t *runTable) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 // collect gathers, from every run, its TaskStarted if not yet written, its
 // output from the send offset (while the connection's logWindow has room and
 // the run is not paused by a refusal), then every run's outputs (restore
-// requests, TensorBoard points, file chunks: Link.collect), and its
+// requests, TensorBoard points, file chunks: outputs.Link.collect), and its
 // TaskFinished once every byte is acked and its last sync of outputs is
 // over.
 func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
@@ -531,7 +532,7 @@ func (t *runTable) groups() []nvsmi.RunGroup {
 func (t *runTable) artifactAck(m *pb.ArtifactAck) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var o *Files
+	var o *outputs.Files
 	if r := t.runs[m.GetTaskId()]; r != nil && r.attempt == m.GetAttempt() {
 		o = r.outs
 	}
@@ -545,7 +546,7 @@ func (t *runTable) restoreChunk(m *pb.ArtifactChunk) {
 		return
 	}
 	t.mu.Lock()
-	var o *Files
+	var o *outputs.Files
 	if r := t.runs[m.GetTaskId()]; r != nil && r.attempt == m.GetAttempt() {
 		o = r.outs
 	}

@@ -1,4 +1,4 @@
-package worker
+package outputs
 
 import (
 	"crypto/sha256"
