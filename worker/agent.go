@@ -26,7 +26,7 @@ type agent struct {
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
-	out        *outputs.Link // the outputs of every run (outputs.go)
+	out        *outputs.Link // the outputs of every run
 	kickc      chan struct{} // wakes the current session's writer
 	// sampler samples the GPUs (gpusample.go); nil without GPUs.
 	sampler *nvsmi.Sampler

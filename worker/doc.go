@@ -15,7 +15,7 @@
 // connection, a self-fencing ticker, the writer of the guard's pipe, and per
 // run an output pump and a reaper.
 // All run state is the run table's (table.go), whose mutex no other file
-// takes; the outputs of the runs share the outputs' own lock (outputs.go),
+// takes; the outputs of the runs share a lock of their own (worker/outputs),
 // taken after the table's. The writer is the only goroutine that touches
 // the connection for writing, and nothing a run does waits for it.
 package worker

@@ -53,9 +53,9 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 
 	cmd, pipeW, err := a.prepare(m, r)
 	if err == nil && len(m.GetRestore()) > 0 {
-		// The files of earlier attempts first (restore.go), off the reader
-		// goroutine, which brings their chunks. The run is held meanwhile:
-		// heartbeats renew it, a Hello lists it.
+		// The files of earlier attempts first (outputs.Files.Restore), off
+		// the reader goroutine, which brings their chunks. The run is held
+		// meanwhile: heartbeats renew it, a Hello lists it.
 		if !a.tab.holdRestoring(r) {
 			a.unprepare(r, pipeW)
 			return

@@ -146,9 +146,9 @@ func (s *session) readLoop(br *bufio.Reader) error {
 		case *pb.TaskFinishedAck:
 			s.a.tab.finishedAck(m)
 		case *pb.ArtifactAck:
-			s.a.tab.artifactAck(m) // outputs.go
+			s.a.tab.artifactAck(m)
 		case *pb.ArtifactChunk:
-			s.a.tab.restoreChunk(m) // restore.go
+			s.a.tab.restoreChunk(m)
 		case *pb.HeartbeatAck:
 			s.a.tab.heartbeatAck(s, m)
 		case *pb.Goodbye:

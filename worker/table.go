@@ -314,7 +314,7 @@ func (t *runTable) heartbeatAck(s *session, m *pb.HeartbeatAck) {
 // collect gathers, from every run, its TaskStarted if not yet written, its
 // output from the send offset (while the connection's logWindow has room and
 // the run is not paused by a refusal), then every run's outputs (restore
-// requests, TensorBoard points, file chunks: outputs.Link.collect), and its
+// requests, TensorBoard points, file chunks: outputs.Link.Collect), and its
 // TaskFinished once every byte is acked and its last sync of outputs is
 // over.
 func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
@@ -351,7 +351,7 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 			inflight += len(data)
 		}
 	}
-	// Outputs after every run's logs, in a window of their own (outputs.go).
+	// Outputs after every run's logs, in a window of their own.
 	msgs = t.out.Collect(msgs, t.outputsLocked())
 	for _, r := range t.runs {
 		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.Done() {
