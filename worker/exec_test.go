@@ -90,7 +90,10 @@ func TestExecute_Environment(t *testing.T) {
 	}
 	env := envMap(out)
 	outDir := filepath.Join(cfg.DataDir, "outputs", "t-env", "2")
-	realOut, _ := filepath.EvalSymlinks(outDir)
+	// The dir itself is gone once the master holds all of it: resolve the
+	// data dir, which stays.
+	realData, _ := filepath.EvalSymlinks(cfg.DataDir)
+	realOut := filepath.Join(realData, "outputs", "t-env", "2")
 	want := map[string]string{
 		"CUDA_VISIBLE_DEVICES": "1,0",
 		"RLSCHED_TASK_ID":      "t-env",
