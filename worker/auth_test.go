@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // impostor listens where the worker's master should be and does not know
@@ -128,7 +129,7 @@ func TestFakeMasterGetsNothingRun(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			mark := filepath.Join(t.TempDir(), "ran")
 			im := newImpostor(t, tc.answer(touchTask("t-fake", mark)))
-			var logs syncBuf
+			var logs testutil.SyncBuffer
 			startWorker(t, nil, loggingTo(t, &logs, func(c *Config) { c.Masters = []string{im.ln.Addr().String()} }))
 			waitFor(t, 20*time.Second, "the worker's second Hello", func() bool { return len(im.seen()) >= 2 })
 			if again := im.seen()[1]; len(again.GetRuns()) != 0 {
@@ -164,7 +165,7 @@ func TestFakeMasterGetsNothingRun(t *testing.T) {
 // stream (by anyone on the path) closes the connection, unobeyed.
 func TestInjectedFrameIsNotObeyed(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	var logs syncBuf
+	var logs testutil.SyncBuffer
 	startWorker(t, m, loggingTo(t, &logs, nil))
 	mc := m.next(t)
 	mark := filepath.Join(t.TempDir(), "ran")
@@ -189,7 +190,7 @@ func TestInjectedFrameIsNotObeyed(t *testing.T) {
 
 // loggingTo has the worker log into logs as well as the test's log, run its
 // runs under its own uid (touch needs nothing else), and applies edit.
-func loggingTo(t *testing.T, logs *syncBuf, edit func(*Config)) func(*Config) {
+func loggingTo(t *testing.T, logs *testutil.SyncBuffer, edit func(*Config)) func(*Config) {
 	return func(c *Config) {
 		c.Logger = zerolog.New(io.MultiWriter(logs, zerolog.ConsoleWriter{Out: &testLog{t: t}, NoColor: true})).With().Timestamp().Logger()
 		c.RunAs = RunAsNone
@@ -197,22 +198,4 @@ func loggingTo(t *testing.T, logs *syncBuf, edit func(*Config)) func(*Config) {
 			edit(c)
 		}
 	}
-}
-
-// syncBuf collects a worker's log for assertions.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/nvsmi"
+	"github.com/rlsched/rlsched/worker/outputs"
 )
 
 // GPU is one accelerator of this machine, as reported in Hello.
@@ -22,6 +24,13 @@ type GPU struct {
 	Name     string
 	MemoryMB int64
 }
+
+// Whose uid a run gets (Config.RunAs): the modes of package isolation.
+const (
+	RunAsDynamic = isolation.RunAsDynamic
+	RunAsUser    = isolation.RunAsUser
+	RunAsNone    = isolation.RunAsNone
+)
 
 // Config of a worker. Zero values get the defaults named on each field.
 type Config struct {
@@ -42,7 +51,7 @@ type Config struct {
 	Host string
 	// DataDir holds run outputs (DataDir/outputs/<taskId>/<attempt>), the
 	// materialised scripts (DataDir/scripts), the output spool (DataDir/spool)
-	// and the worker's identity (datadir.go); see isolation.go's
+	// and the worker's identity (datadir.go); see package isolation's
 	// prepareDataDir for the modes. One live worker per dir: a second one
 	// fails to start.
 	// Required; made absolute.
@@ -62,13 +71,13 @@ type Config struct {
 	// blocks on its next write until the master acks.
 	SpoolMemory int
 	SpoolDisk   int64
-	// RunAs decides whose uid runs get (isolation.go): RunAsDynamic,
+	// RunAs decides whose uid runs get (package isolation): RunAsDynamic,
 	// RunAsUser or RunAsNone; "" picks RunAsDynamic for a worker running as
 	// root on Linux, else RunAsNone. RunAsDynamic and RunAsUser need root.
 	RunAs string
 	// RunUIDs is the range RunAsDynamic hands out, one uid per live run;
 	// default 61000-61999.
-	RunUIDs UIDRange
+	RunUIDs isolation.UIDRange
 	// UIDLockDir holds a lock file per uid in use, so that the workers of a
 	// machine never give one uid to two runs; default /run/rlsched/uids.
 	UIDLockDir string
@@ -151,20 +160,20 @@ func (c Config) withDefaults() (Config, error) {
 	case c.SpoolDisk < 0:
 		c.SpoolDisk = 0
 	}
-	if c.RunAs, err = ResolveRunAs(c.RunAs); err != nil {
+	if c.RunAs, err = isolation.ResolveRunAs(c.RunAs); err != nil {
 		return c, err
 	}
-	if c.RunUIDs == (UIDRange{}) {
-		c.RunUIDs = defaultUIDRange
+	if c.RunUIDs == (isolation.UIDRange{}) {
+		c.RunUIDs = isolation.DefaultUIDRange
 	}
-	if err := c.RunUIDs.validate(); err != nil {
+	if err := c.RunUIDs.Validate(); err != nil {
 		return c, fmt.Errorf("cannot start worker: RUN_UID_RANGE: %w", err)
 	}
 	if c.UIDLockDir == "" {
-		c.UIDLockDir = defaultUIDLockDir
+		c.UIDLockDir = isolation.DefaultUIDLockDir
 	}
 	if c.ArtifactSync <= 0 {
-		c.ArtifactSync = defaultArtifactSync
+		c.ArtifactSync = outputs.DefaultSync
 	}
 	if c.GPUSample == 0 {
 		c.GPUSample = nvsmi.DefaultInterval

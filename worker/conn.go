@@ -113,17 +113,15 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		return nil, codec.Session{}, sentAt{}, fmt.Errorf("master sent %s before its Challenge", codec.TypeOf(m))
 	}
 
-	a.mu.Lock()
 	hello := &pb.Hello{
 		WorkerId:  a.cfg.ID,
 		Host:      a.cfg.Host,
 		Slots:     int32(a.cfg.Slots),
 		Version:   core.Version,
-		Runs:      a.refsLocked(),
-		Isolation: a.iso.helloIsolation(),
+		Runs:      a.tab.refs(),
+		Isolation: a.iso.HelloIsolation(),
 		Instance:  a.instance,
 	}
-	a.mu.Unlock()
 	for _, g := range a.cfg.GPUs {
 		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB, Uuid: g.UUID})
 	}

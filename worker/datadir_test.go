@@ -148,7 +148,7 @@ func TestRun_SecondWorkerOnADataDirExits(t *testing.T) {
 		t.Fatalf("the second worker joined the master as %q", mc2.hello.GetWorkerId())
 	default:
 	}
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("the first worker's run died")
 	}
 	mc.expectNone(t, 300*time.Millisecond, "a report of the first worker's run", isFinished("t-first"))

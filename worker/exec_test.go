@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/scripts"
+	"github.com/rlsched/rlsched/worker/leaseguard"
 )
 
 func TestExecute_ExitCodeLogsAndAcks(t *testing.T) {
@@ -89,7 +90,10 @@ func TestExecute_Environment(t *testing.T) {
 	}
 	env := envMap(out)
 	outDir := filepath.Join(cfg.DataDir, "outputs", "t-env", "2")
-	realOut, _ := filepath.EvalSymlinks(outDir)
+	// The dir itself is gone once the master holds all of it: resolve the
+	// data dir, which stays.
+	realData, _ := filepath.EvalSymlinks(cfg.DataDir)
+	realOut := filepath.Join(realData, "outputs", "t-env", "2")
 	want := map[string]string{
 		"CUDA_VISIBLE_DEVICES": "1,0",
 		"RLSCHED_TASK_ID":      "t-env",
@@ -108,8 +112,8 @@ func TestExecute_Environment(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
 		}
 	}
-	if _, ok := env[guardEnv]; ok {
-		t.Errorf("%s leaked into the run", guardEnv)
+	if _, ok := env[leaseguard.Env]; ok {
+		t.Errorf("%s leaked into the run", leaseguard.Env)
 	}
 
 	fin, out = runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-env2", Attempt: 0, Argv: []string{"env"}})

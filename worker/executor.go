@@ -18,6 +18,8 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/secure"
+	"github.com/rlsched/rlsched/worker/isolation"
+	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
@@ -45,60 +47,30 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 		pumped:  make(chan struct{}),
 	}
 
-	a.mu.Lock()
-	if a.stopping {
-		a.mu.Unlock()
+	if !a.tab.admit(s, r) {
 		return
 	}
-	if late, ok := a.leaseLeftLocked(s); !ok {
-		a.mu.Unlock()
-		// Not started, not reported: the master reaps the lease (it may
-		// have done so already, and started the next attempt elsewhere).
-		log.Warn().Dur("past_deadline", late).Dur("lease_ttl", a.leaseTTL).
-			Msg("refusing an ExecuteTask that arrived after its lease deadline (no renewal acked on this connection for a lease TTL); not starting it")
-		return
-	}
-	if old := a.runs[r.id]; old != nil {
-		if old.attempt == r.attempt && old.fence == r.fence {
-			a.mu.Unlock()
-			log.Debug().Msg("duplicate ExecuteTask ignored")
-			return
-		}
-		log.Warn().Int32("old_attempt", old.attempt).Msg("ExecuteTask for a newer attempt: killing the older one")
-		a.forgetLocked(old, false)
-	}
-	a.mu.Unlock()
 
 	cmd, pipeW, err := a.prepare(m, r)
 	if err == nil && len(m.GetRestore()) > 0 {
-		// The files of earlier attempts first (restore.go), off the reader
-		// goroutine, which brings their chunks. The run is held meanwhile:
-		// heartbeats renew it, a Hello lists it.
-		a.mu.Lock()
-		if a.stopping {
-			a.mu.Unlock()
+		// The files of earlier attempts first (outputs.Files.Restore), off
+		// the reader goroutine, which brings their chunks. The run is held
+		// meanwhile: heartbeats renew it, a Hello lists it.
+		if !a.tab.holdRestoring(r) {
 			a.unprepare(r, pipeW)
 			return
 		}
-		r.restoring = true
-		a.runs[r.id] = r
-		a.mu.Unlock()
 		go func() {
-			a.restore(r, m.GetRestore())
-			a.mu.Lock()
-			r.restoring = false
-			forgotten, stopped := r.forgotten || a.stopping, r.stopOutcome
-			a.mu.Unlock()
+			r.outs.Restore(m.GetRestore())
+			forgotten, stopped := a.tab.restored(r)
 			switch {
 			case forgotten:
 				a.unprepare(r, pipeW)
 			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
 				a.unprepare(r, pipeW)
-				a.mu.Lock()
-				r.fin = startFailedMsg(m, errors.New("stopped while the files of earlier attempts were restored, before it started"))
-				r.fin.Outcome = stopped
-				a.kickLocked()
-				a.mu.Unlock()
+				fin := startFailedMsg(m, errors.New("stopped while the files of earlier attempts were restored, before it started"))
+				fin.Outcome = stopped
+				a.tab.unstarted(r, fin, false)
 			default:
 				a.launch(r, m, cmd, pipeW, nil, log)
 			}
@@ -112,33 +84,27 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 func (a *agent) unprepare(r *run, pipeW *os.File) {
 	r.pipe.Close()
 	pipeW.Close()
-	a.iso.release(r)
+	a.iso.Release(r.ident, r.outDir, r.log)
 	r.out.Close()
-	a.mu.Lock()
-	if r.outs != nil {
-		r.outs.endLocked()
-	}
-	a.mu.Unlock()
+	r.outs.End()
 }
 
 // launch starts the prepared run (err: prepare's, then the start is a
 // failure reported as START_FAILED).
 func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File, err error, log zerolog.Logger) {
 	if err == nil {
-		// Start under the lock, so shutdown cannot slip between the start
-		// and the registration of the process.
-		a.mu.Lock()
-		if a.stopping {
-			a.mu.Unlock()
+		var stopping bool
+		stopping, err = a.tab.start(r, cmd, m, func() error {
+			err := a.spawner.start(cmd)
+			pipeW.Close() // the child holds its own copy
+			return err
+		})
+		if stopping {
 			a.unprepare(r, pipeW)
 			return
 		}
-		err = a.spawner.start(cmd)
-		pipeW.Close() // the child holds its own copy
 		if err == nil {
-			a.startedLocked(r, cmd, m)
-			a.mu.Unlock()
-			if err := a.guard.add(r.pgid, guardUID(r.ident)); err != nil {
+			if err := a.guard.Add(r.pgid, r.ident.DynamicUID()); err != nil {
 				log.Error().Err(err).Msg("guard")
 			}
 			go a.pump(r)
@@ -146,23 +112,14 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 			a.kick()
 			return
 		}
-		a.mu.Unlock()
 		r.pipe.Close()
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
-	a.iso.release(r) // nothing runs under its uid
+	a.iso.Release(r.ident, r.outDir, r.log) // nothing runs under its uid
 	r.out.Close()
-	a.mu.Lock()
-	if r.outs != nil {
-		r.outs.endLocked()
-	}
-	r.fin = startFailedMsg(m, err)
-	if !a.stopping {
-		a.runs[r.id] = r
-	}
-	a.kickLocked()
-	a.mu.Unlock()
+	r.outs.End()
+	a.tab.unstarted(r, startFailedMsg(m, err), true)
 }
 
 // newSpool makes the output spool of the run m names: in memory up to
@@ -174,39 +131,6 @@ func (a *agent) newSpool(m *pb.ExecuteTask) *spool.Buffer {
 		l.Dir = filepath.Join(a.cfg.DataDir, "spool", fmt.Sprintf("%s.%d", m.GetTaskId(), m.GetAttempt()))
 	}
 	return spool.NewSpilling(l)
-}
-
-// startedLocked publishes a run whose process has started. Caller holds a.mu.
-func (a *agent) startedLocked(r *run, cmd *exec.Cmd, m *pb.ExecuteTask) {
-	r.cmd = cmd
-	r.pgid = cmd.Process.Pid // Setpgid: the leader's pid names the group
-	r.startedAt = time.Now()
-	r.startedMsg = &pb.TaskStarted{
-		TaskId:        r.id,
-		Attempt:       r.attempt,
-		Fence:         r.fence,
-		Pid:           int32(r.pgid),
-		StartedUnixMs: r.startedAt.UnixMilli(),
-	}
-	a.runs[r.id] = r
-	a.procs.Add(1)
-	r.outs.startLocked()
-	if t := m.GetTimeoutSeconds(); t > 0 {
-		r.timeoutTimer = time.AfterFunc(time.Duration(t)*time.Second, func() {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if r.reaped {
-				return
-			}
-			r.log.Warn().Int64("timeout_seconds", t).Msg("run timed out")
-			r.stopLocked(a, pb.Outcome_OUTCOME_TIMEOUT, a.cfg.Grace)
-		})
-	}
-	ev := r.log.Info().Int("pid", r.pgid).Str("dir", cmd.Dir)
-	if r.ident != nil {
-		ev = ev.Uint32("uid", r.ident.uid)
-	}
-	ev.Msg("run started")
 }
 
 // prepare validates m and builds its command, with stdout and stderr on one
@@ -245,26 +169,26 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, fmt.Errorf("workdir %q must be an absolute path", wd)
 	}
 	var err error
-	if r.ident, err = a.iso.acquire(m); err != nil {
+	if r.ident, err = a.iso.Acquire(m); err != nil {
 		return nil, nil, err
 	}
-	if r.outDir, err = a.iso.makeRunDir(m, r.ident); err != nil {
+	if r.outDir, err = a.iso.MakeRunDir(m, r.ident); err != nil {
 		return nil, nil, err
 	}
-	od, err := openOutDir(r.outDir)
+	od, err := outputs.OpenDir(r.outDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.outs = newOutputs(a, r, od)
+	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, r.ident, od)
 	dir := r.outDir
 	if wd != "" {
 		dir = wd
 	}
-	if err := checkReach(r.ident, dir, scriptArgs); err != nil {
+	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
 		return nil, nil, err
 	}
 	env := a.runEnv(m, r.outDir, r.ident)
-	path, note, err := lookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
+	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -276,11 +200,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
 	}
 	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
-	// uid would (lookPath); exec.Command would use the worker's.
+	// uid would (isolation.LookPath); exec.Command would use the worker's.
 	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.Stdout = pw // one pipe for both keeps their order
 	cmd.Stderr = pw
-	cmd.SysProcAttr = runProcAttr(r.ident.credential())
+	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
 	r.pipe = pr
 	return cmd, pw, nil
 }
@@ -308,10 +232,10 @@ func checkTaskEnv(env map[string]string) error {
 
 // inheritedEnv is the worker's environment without secrets and, for a run
 // under its own uid, without what describes the worker's user.
-func inheritedEnv(id *runIdentity) []string {
+func inheritedEnv(id *isolation.Identity) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !dropIdentityEnv(id, k) {
+		if k, _, _ := strings.Cut(kv, "="); !secure.IsSecretEnv(k) && !isolation.DropIdentityEnv(id, k) {
 			env = append(env, kv)
 		}
 	}
@@ -331,7 +255,7 @@ func envValue(env []string, key string) string {
 // runEnv returns the worker's environment (less secrets), then the run's
 // variables (for a run under its own uid: HOME, TMPDIR, USER and LOGNAME of
 // its own), then the task's env, checked by checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *runIdentity) []string {
+func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *isolation.Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
@@ -351,7 +275,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *runIdentity) []stri
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
-	env = append(env, identityEnv(id, outDir)...)
+	env = append(env, isolation.IdentityEnv(id, outDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {
@@ -408,46 +332,24 @@ func (a *agent) pump(r *run) {
 // reap waits for the run's leader, kills what is left of its group, waits
 // for the output to be read, and records the report.
 func (a *agent) reap(r *run) {
-	defer a.procs.Done()
 	waitErr := r.cmd.Wait()
 	exitedAt := time.Now()
-
-	a.mu.Lock()
-	r.reaped = true
-	r.stopTimersLocked()
-	a.reapedLocked(r) // past its lease deadline: forgotten
-	pgid, started := r.pgid, r.startedAt
-	a.mu.Unlock()
+	pgid, started := a.tab.reaped(r)
 
 	// Nothing of the run may outlive its leader: background children of a
 	// finished run would hold GPUs nobody accounts for.
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 		r.log.Info().Int("pgid", pgid).Msg("killed processes the run left in its group")
 	}
-	a.iso.sweep(r) // and, under a uid of its own, those that left the group
+	a.iso.Sweep(r.ident, r.log) // and, under a uid of its own, those that left the group
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
-	if err := a.guard.remove(pgid); err != nil {
+	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
-	a.iso.release(r)
-
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if r.forgotten {
-		r.log.Info().Msg("killed run ended")
-		return
-	}
-	outcome := r.stopOutcome
-	if outcome == pb.Outcome_OUTCOME_UNSPECIFIED {
-		outcome = pb.Outcome_OUTCOME_EXITED
-	}
-	r.fin = r.finishedMsg(r.cmd.ProcessState, waitErr, exitedAt.Sub(started), outcome)
-	r.outs.endLocked() // the last sync of outputs; TaskFinished waits for it
-	r.log.Info().Str("outcome", outcome.String()).Int32("exit_code", r.fin.ExitCode).
-		Str("signal", r.fin.Signal).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
-	a.kickLocked()
+	a.iso.Release(r.ident, r.outDir, r.log)
+	a.tab.ended(r, waitErr, exitedAt.Sub(started))
 }
 
 // gpuInts converts ExecuteTask.gpu_indices.

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func TestKillTaskIDs_OnReconnect(t *testing.T) {
@@ -28,7 +29,7 @@ func TestKillTaskIDs_OnReconnect(t *testing.T) {
 	if runs := mc2.hello.GetRuns(); len(runs) != 1 || runs[0].GetTaskId() != "t-kill" {
 		t.Fatalf("Hello.runs = %v", runs)
 	}
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
 		n, hb := mc2.heartbeats()
 		return n >= 2 && len(hb.GetRuns()) == 0
@@ -46,7 +47,7 @@ func TestLostTaskIDs_FromHeartbeatAck(t *testing.T) {
 	mc.send(&pb.ExecuteTask{TaskId: "t-lost", Attempt: 1, Argv: []string{"sleep", "600"}})
 	pgid := int(mc.started(t, "t-lost").GetPid())
 	mc.setLost("t-lost")
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 5*time.Second, "heartbeats without the run", func() bool {
 		_, hb := mc.heartbeats()
 		return len(hb.GetRuns()) == 0
@@ -68,13 +69,13 @@ func TestSelfFence_KillsRunsWhenAcksStop(t *testing.T) {
 	// While renewals are acked the run outlives several TTLs.
 	n0, _ := mc.heartbeats()
 	waitFor(t, 20*time.Second, "60 acked heartbeats (3s, 3 TTLs)", func() bool { n, _ := mc.heartbeats(); return n >= n0+60 })
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("run killed although its renewals were acked")
 	}
 
 	mc.ackHB.Store(false)
 	t0 := time.Now()
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	if el := time.Since(t0); el > ttl+2*time.Second {
 		t.Fatalf("self-fencing took %s with a TTL of %s", el, ttl)
 	}

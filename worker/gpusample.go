@@ -29,24 +29,9 @@ func (a *agent) startSampler(ctx context.Context) *nvsmi.Sampler {
 		idx[i] = g.Index
 	}
 	s := nvsmi.NewSampler(nvsmi.Config{Bin: a.cfg.NvidiaSMI, Interval: a.cfg.GPUSample, GPUs: idx,
-		Runs: a.runGroups, OnProblem: a.gpuProblem})
+		Runs: a.tab.groups, OnProblem: a.gpuProblem})
 	go s.Run(ctx)
 	return s
-}
-
-// runGroups are the process groups of the runs this worker started and
-// has not reaped, for the sampler's foreign rule. Called on the sampler's
-// goroutine.
-func (a *agent) runGroups() []nvsmi.RunGroup {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make([]nvsmi.RunGroup, 0, len(a.runs))
-	for _, r := range a.runs {
-		if r.pgid > 1 && !r.reaped {
-			out = append(out, nvsmi.RunGroup{PGID: r.pgid, GPUs: r.gpus})
-		}
-	}
-	return out
 }
 
 // gpuProblem logs a change of the sampler's problem: once per fault, never
@@ -60,13 +45,13 @@ func (a *agent) gpuProblem(problem string) {
 	a.log.Warn().Str("problem", problem).Msg("GPU sampling is incomplete")
 }
 
-// gpuSampleLocked is the GpuSample the next heartbeat of s carries: nil when
-// no sample was taken since the last one s sent. Caller holds a.mu.
-func (a *agent) gpuSampleLocked(s *session) *pb.GpuSample {
-	if a.sampler == nil {
+// gpuSample is the GpuSample the next heartbeat of s carries: nil when no
+// sample was taken since the last one s sent. Heartbeat goroutine only.
+func (s *session) gpuSample() *pb.GpuSample {
+	if s.a.sampler == nil {
 		return nil
 	}
-	smp := a.sampler.Latest()
+	smp := s.a.sampler.Latest()
 	if smp == nil || smp.Seq == s.gpuSeq {
 		return nil
 	}
@@ -101,9 +86,9 @@ func (a *agent) gpuSampleLocked(s *session) *pb.GpuSample {
 	return m
 }
 
-// heartbeatDroppedLocked: the last heartbeat built for s was not sent, so
-// its sample may have carried a change the master never sees: the next one
-// sends everything again. Caller holds a.mu.
-func (a *agent) heartbeatDroppedLocked(s *session) {
+// heartbeatDropped: the last heartbeat built for s was not sent, so its
+// sample may have carried a change the master never sees: the next one
+// sends everything again. Heartbeat goroutine only.
+func (s *session) heartbeatDropped() {
 	s.gpuSeq, s.gpuSent = 0, nil
 }

@@ -1,201 +1,26 @@
 package worker
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
+	"github.com/rlsched/rlsched/worker/isolation"
 
-	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
 )
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: runs under their own uids must be tested there")
-		}
-		t.Skip("runs under their own uids need a worker running as root")
-	}
-}
-
-func TestParseUIDRange(t *testing.T) {
-	if r, err := ParseUIDRange(" 61000-61999 "); err != nil || r != defaultUIDRange {
-		t.Fatalf("default range: %v %v", r, err)
-	}
-	for _, s := range []string{"", "61000", "0-10", "10-9", "a-b", "1-2147483648", "-5"} {
-		if r, err := ParseUIDRange(s); err == nil {
-			t.Errorf("ParseUIDRange(%q) = %v, want an error", s, r)
-		}
-	}
-}
-
-// TestUIDPool_NeverShared: two pools on one lock dir (two workers of one
-// machine) hand out every uid of a range once, and a released uid again.
-func TestUIDPool_NeverShared(t *testing.T) {
-	r := UIDRange{First: 62010, Last: 62017}
-	dir := t.TempDir()
-	var pools []*uidPool
-	for range 2 {
-		p, err := newUIDPool(r, filepath.Join(dir, "uids"), zerolog.Nop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		pools = append(pools, p)
-	}
-	var mu sync.Mutex
-	held := map[uint32]*uidLease{}
-	var wg sync.WaitGroup
-	for i := range 16 {
-		wg.Go(func() {
-			l, err := pools[i%2].acquire()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if held[l.uid] != nil {
-				t.Errorf("uid %d handed out twice", l.uid)
-			}
-			held[l.uid] = l
-		})
-	}
-	wg.Wait()
-	if len(held) != r.size() {
-		t.Fatalf("%d uids handed out of %d", len(held), r.size())
-	}
-	for _, p := range pools {
-		if _, err := p.acquire(); err == nil || !strings.Contains(err.Error(), "no free uid in RUN_UID_RANGE 62010-62017") {
-			t.Fatalf("acquire from a full range: %v", err)
-		}
-	}
-	held[62013].release()
-	l, err := pools[1].acquire()
-	if err != nil || l.uid != 62013 {
-		t.Fatalf("after release: %v %v, want uid 62013", l, err)
-	}
-	for _, l := range held {
-		l.release()
-	}
-	l.release()
-}
-
-// TestUIDPool_SkipsAccountsAndLiveProcesses: a uid an account or group has
-// is never handed out, nor one under which a process still runs.
-func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
-	p, err := newUIDPool(UIDRange{First: 65534, Last: 65534}, t.TempDir(), zerolog.Nop()) // nobody
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l, err := p.acquire(); err == nil {
-		t.Fatalf("acquired uid %d, which is the account nobody's", l.uid)
-	}
-	needRoot(t)
-	const uid = 62020
-	sleeper := exec.Command("sleep", "600")
-	sleeper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
-	p, err = newUIDPool(UIDRange{First: uid, Last: uid + 1}, t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l1, err := p.acquire()
-	if err != nil || l1.uid != uid+1 {
-		t.Fatalf("acquire: %v %v; want uid %d (%d has a live process)", l1, err, uid+1, uid)
-	}
-	if l, err := p.acquire(); err == nil {
-		t.Fatalf("acquired uid %d while a process runs under it", l.uid)
-	}
-	// killUID is how the end of a run clears its uid.
-	if killed, left, err := killUID(uid, 10*time.Second); err != nil || killed != 1 || left != 0 {
-		t.Fatalf("killUID: killed %d, left %d, %v", killed, left, err)
-	}
-	l2, err := p.acquire()
-	if err != nil || l2.uid != uid {
-		t.Fatalf("acquire after killUID: %v %v; want uid %d", l2, err, uid)
-	}
-	l1.release()
-	l2.release()
-}
-
-// TestLookPath: a run under its own uid gets the first program on its PATH
-// that it can execute, a system one last, and otherwise an error that names
-// what it cannot reach and why.
-func TestLookPath(t *testing.T) {
-	base := testutil.ReachableTempDir(t)
-	mk := func(rel string, perm os.FileMode, body string) string {
-		p := filepath.Join(base, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), perm); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, perm); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	mk("home/bin/tool", 0o755, "\x7fELF")
-	mk("open/bin/tool", 0o755, "\x7fELF")
-	mk("home/bin/sh", 0o755, "\x7fELF")
-	mk("open/bin/noread", 0o711, "#!/bin/sh\necho hi\n")
-	mk("open/bin/badinterp", 0o755, "#!"+filepath.Join(base, "home/bin/tool")+"\n")
-	if err := os.Chmod(filepath.Join(base, "home"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	id := &runIdentity{uid: 62030, gid: 62030}
-	home, open := filepath.Join(base, "home/bin"), filepath.Join(base, "open/bin")
-
-	p, note, err := lookPath("tool", home+":"+open, "/", id)
-	if err != nil || p != filepath.Join(open, "tool") || !strings.Contains(note, "using "+p) {
-		t.Fatalf("tool: %q, note %q, %v", p, note, err)
-	}
-	p, note, err = lookPath("sh", home, "/", id)
-	if err != nil || (p != "/usr/local/bin/sh" && p != "/usr/bin/sh" && p != "/bin/sh") || note == "" {
-		t.Fatalf("sh from the safe PATH: %q, note %q, %v", p, note, err)
-	}
-	_, _, err = lookPath("tool", home, "/", id)
-	want := fmt.Sprintf("tool resolves to %s, which uid 62030 cannot execute: %s is mode 0700; install tool where every user can run it, e.g. /usr/bin/tool, or set RUN_AS=none",
-		filepath.Join(home, "tool"), filepath.Join(base, "home"))
-	if err == nil || err.Error() != want {
-		t.Fatalf("unreachable tool:\n got %v\nwant %s", err, want)
-	}
-	f := func(name, dir, wantErr string) {
-		t.Helper()
-		if _, _, err := lookPath(name, open, dir, id); err == nil || !strings.Contains(err.Error(), wantErr) {
-			t.Errorf("lookPath(%q) = %v, want an error with %q", name, err, wantErr)
-		}
-	}
-	f("noread", "/", "it cannot read it")
-	f("badinterp", "/", "its interpreter "+filepath.Join(home, "tool"))
-	f(filepath.Join(home, "tool"), "/", "home is mode 0700")
-	f("./tool", home, "home is mode 0700")
-	f("missing-program", "/", `"missing-program": executable file not found in $PATH`)
-	// The worker's own uid: PATH order as given, nothing checked.
-	if p, _, err := lookPath("tool", home+":"+open, "/", nil); err != nil || p != filepath.Join(home, "tool") {
-		t.Fatalf("RUN_AS=none: %q %v", p, err)
-	}
-}
-
 // isoWorker starts a worker as root with runs under uids of r.
-func isoWorker(t *testing.T, m *fakeMaster, r UIDRange, edit func(*Config)) Config {
+func isoWorker(t *testing.T, m *fakeMaster, r isolation.UIDRange, edit func(*Config)) Config {
 	t.Helper()
-	needRoot(t)
+	testutil.NeedRoot(t)
 	return startWorker(t, m, func(c *Config) {
 		c.RunAs, c.RunUIDs, c.UIDLockDir = RunAsDynamic, r, filepath.Join(testutil.ReachableTempDir(t), "uids")
 		if edit != nil {
@@ -209,7 +34,7 @@ func isoWorker(t *testing.T, m *fakeMaster, r UIDRange, edit func(*Config)) Conf
 // worker's again.
 func TestIsolation_RunUnderOwnUID(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	cfg := isoWorker(t, m, UIDRange{First: 62040, Last: 62049}, nil)
+	cfg := isoWorker(t, m, isolation.UIDRange{First: 62040, Last: 62049}, nil)
 	mc := m.next(t)
 	fin, out := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-uid", Attempt: 1,
 		Argv: []string{"sh", "-c", `echo "UID=$(id -u)"; echo "GROUPS=$(id -G)"; echo "OWNER=$(stat -c %u:%g:%a "$RLSCHED_OUTPUT_DIR")"; env`}})
@@ -244,7 +69,7 @@ func TestIsolation_RunUnderOwnUID(t *testing.T) {
 // with the run all the same.
 func TestIsolation_RunsCannotSignalEachOther(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	cfg := isoWorker(t, m, UIDRange{First: 62050, Last: 62059}, nil)
+	cfg := isoWorker(t, m, isolation.UIDRange{First: 62050, Last: 62059}, nil)
 	mc := m.next(t)
 	pidFile := filepath.Join(testutil.ReachableTempDir(t), "victim.pid")
 	if err := os.WriteFile(pidFile, nil, 0o666); err != nil {
@@ -279,7 +104,7 @@ func TestIsolation_RunsCannotSignalEachOther(t *testing.T) {
 	if fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED {
 		t.Fatalf("victim: %v", fin)
 	}
-	if pids, err := uidProcesses(uint32(victimUID)); err != nil || len(pids) != 0 {
+	if pids, err := isolation.UIDProcesses(uint32(victimUID)); err != nil || len(pids) != 0 {
 		t.Fatalf("processes of the victim's uid %d after its end: %v %v", victimUID, pids, err)
 	}
 	_ = cfg
@@ -289,7 +114,7 @@ func TestIsolation_RunsCannotSignalEachOther(t *testing.T) {
 // fails its start with the reason; so does an env the worker sets.
 func TestIsolation_StartRefusals(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	isoWorker(t, m, UIDRange{First: 62060, Last: 62061}, nil)
+	isoWorker(t, m, isolation.UIDRange{First: 62060, Last: 62061}, nil)
 	mc := m.next(t)
 	private := t.TempDir()
 	if err := os.Chmod(private, 0o700); err != nil {
@@ -331,21 +156,10 @@ func TestIsolation_StartRefusals(t *testing.T) {
 	}
 }
 
-// TestIsolation_RunAsUser: RUN_AS=user runs as the account named like the
-// run's owner, and refuses owners without one, or with root's or a system
-// account's uid.
+// TestIsolation_RunAsUser: RUN_AS=user refuses a run whose owner has no
+// account (isolation's TestLookupRunUser: the other refusals).
 func TestIsolation_RunAsUser(t *testing.T) {
-	for _, c := range []struct{ name, want string }{
-		{"", "named no owner"},
-		{"no-such-account-x", "has no account \"no-such-account-x\": create it (useradd no-such-account-x)"},
-		{"root", "uid 0: RUN_AS=user runs only as regular accounts"},
-		{"nobody", "uid 65534"},
-	} {
-		if _, err := lookupRunUser(c.name); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("lookupRunUser(%q) = %v, want an error with %q", c.name, err, c.want)
-		}
-	}
-	needRoot(t)
+	testutil.NeedRoot(t)
 	m := newFakeMaster(t, testToken)
 	startWorker(t, m, func(c *Config) { c.RunAs, c.DataDir = RunAsUser, testutil.ReachableTempDir(t) })
 	mc := m.next(t)
@@ -358,7 +172,7 @@ func TestIsolation_RunAsUser(t *testing.T) {
 // TestIsolation_TightensEarlierDirs: a data dir an earlier version left open
 // (0755 everywhere, a run dir still owned by a dynamic uid) is closed at start.
 func TestIsolation_TightensEarlierDirs(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	dir := testutil.ReachableTempDir(t)
 	old := filepath.Join(dir, "outputs", "r-old", "1")
 	if err := os.MkdirAll(old, 0o755); err != nil {
@@ -373,7 +187,7 @@ func TestIsolation_TightensEarlierDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newFakeMaster(t, testToken)
-	isoWorker(t, m, UIDRange{First: 62070, Last: 62079}, func(c *Config) { c.DataDir = dir })
+	isoWorker(t, m, isolation.UIDRange{First: 62070, Last: 62079}, func(c *Config) { c.DataDir = dir })
 	m.next(t)
 	for p, want := range map[string]os.FileMode{dir: 0o711, filepath.Join(dir, "outputs"): 0o711, filepath.Dir(old): 0o711,
 		old: 0o700, filepath.Join(dir, "scripts"): 0o755} {

@@ -29,7 +29,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	m.setAck(func(*pb.Hello) *pb.HelloAck {
 		return &pb.HelloAck{Session: "s1", HeartbeatIntervalMs: 100, LeaseTtlMs: ttl.Milliseconds(), MasterId: "m1"}
 	})
-	var out syncBuf
+	var out testutil.SyncBuffer
 	lw := &testLog{t: t}
 	defer lw.stop()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -54,7 +54,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 	// While renewals are acked the run outlives several TTLs.
 	n0, _ := mc.heartbeats()
 	waitFor(t, 30*time.Second, "60 acked heartbeats (6s, 3 TTLs)", func() bool { n, _ := mc.heartbeats(); return n >= n0+60 })
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("run killed although its renewals were acked")
 	}
 
@@ -62,7 +62,7 @@ func TestLease_FrozenWorkersRunDiesOnTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the worker to stop", func() bool { return procState(worker) == 'T' })
-	waitGroupGone(t, pgid, ttl+10*time.Second)
+	testutil.WaitGroupGone(t, pgid, ttl+10*time.Second)
 	killed := time.Now()
 	lastAck := time.Unix(0, mc.hbAckAt.Load())
 	if st := procState(worker); st != 'T' {

@@ -184,12 +184,12 @@ func TestLogWindow_GrantedByMaster(t *testing.T) {
 	const size = 1 << 20
 	mc.send(&pb.ExecuteTask{TaskId: "t-g", Attempt: 1, Argv: []string{"head", "-c", strconv.Itoa(size), "/dev/zero"}})
 	waitFor(t, 20*time.Second, "the granted window to fill", func() bool { return len(m.log("t-g", 1)) == granted })
-	quiet := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(quiet) {
-		if n := len(m.log("t-g", 1)); n > granted {
-			t.Fatalf("%d bytes sent unacked, granted %d", n, granted)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Two heartbeats more: a flush writes its heartbeats, then what the
+	// runs have, so a byte past the window would come before the second.
+	hbs, _ := mc.heartbeats()
+	waitFor(t, 20*time.Second, "two more heartbeats", func() bool { n, _ := mc.heartbeats(); return n >= hbs+2 })
+	if n := len(m.log("t-g", 1)); n > granted {
+		t.Fatalf("%d bytes sent unacked, granted %d", n, granted)
 	}
 	// An ack for nothing new, granting 2×: the worker may send as much again.
 	mc.send(&pb.LogAck{TaskId: "t-g", Attempt: 1, Offset: 0, LogWindow: 2 * granted})

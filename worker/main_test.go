@@ -4,8 +4,6 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,44 +113,6 @@ func startWorker(t *testing.T, m *fakeMaster, edit func(*Config)) Config {
 
 // waitFor is testutil.WaitFor.
 var waitFor = testutil.WaitFor
-
-// groupGone reports whether no live process is left in process group pgid:
-// kill(-pgid, 0) fails with ESRCH, or (where init is slow to reap orphans)
-// every member is a zombie.
-func groupGone(pgid int) bool {
-	err := syscall.Kill(-pgid, 0)
-	if err == syscall.ESRCH {
-		return true
-	}
-	if err != nil {
-		return false
-	}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state, ppid, pgrp, ...
-		if len(f) < 3 {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g == pgid && f[0] != "Z" && f[0] != "X" {
-			return false
-		}
-	}
-	return true
-}
-
-func waitGroupGone(t *testing.T, pgid int, d time.Duration) {
-	t.Helper()
-	waitFor(t, d, "process group "+strconv.Itoa(pgid)+" to be gone", func() bool { return groupGone(pgid) })
-}
 
 func newTestLogger(lw *testLog) zerolog.Logger {
 	return zerolog.New(zerolog.ConsoleWriter{Out: lw, NoColor: true, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // TestOrphan_WorkerSIGKILLed runs a worker in a child process (this test
@@ -25,7 +26,7 @@ func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 	waitFor(t, 10*time.Second, "the grandchild to start", func() bool { return m.log("t-orphan", 1) == "started\n" })
 
 	w.kill(t)
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 }
 
 // TestOrphan_EscapedProcessesOfADynamicUID: a run under a dynamic uid
@@ -33,7 +34,7 @@ func TestOrphan_WorkerSIGKILLed(t *testing.T) {
 // SIGKILLed; the guard kills the group and every process of the run's uid,
 // so nothing keeps the uid busy.
 func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	m := newFakeMaster(t, testToken)
 	w, mc := startChildWorker(t, m)
 	mc.send(&pb.ExecuteTask{TaskId: "t-escape", Attempt: 1,
@@ -41,15 +42,15 @@ func TestOrphan_EscapedProcessesOfADynamicUID(t *testing.T) {
 	pgid := int(mc.started(t, "t-escape").GetPid())
 	waitFor(t, 10*time.Second, "the escapee to start", func() bool { return m.log("t-escape", 1) == "started\n" })
 	uid := procUID(t, pgid)
-	t.Cleanup(func() { killUID(uid, 5*time.Second) })
-	if pids, _ := uidProcesses(uid); len(pids) < 2 {
+	t.Cleanup(func() { isolation.KillUID(uid, 5*time.Second) })
+	if pids, _ := isolation.UIDProcesses(uid); len(pids) < 2 {
 		t.Fatalf("uid %d runs %v; want the run's shell and its escaped sleep", uid, pids)
 	}
 
 	w.kill(t)
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 	waitFor(t, 10*time.Second, "every process of the run's uid to be gone", func() bool {
-		pids, _ := uidProcesses(uid)
+		pids, _ := isolation.UIDProcesses(uid)
 		return len(pids) == 0
 	})
 }

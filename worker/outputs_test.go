@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func fastSync(c *Config) { c.ArtifactSync = 50 * time.Millisecond }
@@ -223,7 +224,7 @@ func TestOutputsDirRemovedOnceStored(t *testing.T) {
 	m.mu.Lock()
 	m.maxFiles = 2
 	m.mu.Unlock()
-	logs := &syncBuf{}
+	logs := &testutil.SyncBuffer{}
 	cfg := startWorker(t, m, loggingTo(t, logs, nil))
 	mc := m.next(t)
 	run := func(id, script string) string {

@@ -11,27 +11,29 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/worker/isolation"
+	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rlsched/rlsched/worker/spool"
 )
 
 // run is one attempt of one task held by this worker, from ExecuteTask until
 // the master acks its TaskFinished (or the worker kills and forgets it).
 type run struct {
-	// Set before the run is published in agent.runs, then read-only.
+	// Set before the run is published in the run table, then read-only.
 	id      string
 	attempt int32
 	fence   uint64
 	gpus    []int // ExecuteTask.gpu_indices
 	out     *spool.Buffer
 	log     zerolog.Logger
-	pipe    *os.File      // read end of the merged stdout/stderr; nil when the start failed
-	ident   *runIdentity  // whose uid the run has; nil: the worker's own (RunAsNone)
-	outDir  string        // the run's private dir, once created
-	outs    *outputs      // its upload and restore (outputs.go), once the dir is open
-	pumped  chan struct{} // closed when the pump has read the pipe to its end
-	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	pipe    *os.File            // read end of the merged stdout/stderr; nil when the start failed
+	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
+	outDir  string              // the run's private dir, once created
+	outs    *outputs.Files      // its upload and restore, once the dir is open
+	pumped  chan struct{}       // closed when the pump has read the pipe to its end
+	exited  atomic.Bool         // the leader was reaped; the pump stops waiting for stray writers
 
-	// Guarded by agent.mu.
+	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
 	pgid         int
 	startedAt    time.Time
@@ -46,12 +48,11 @@ type run struct {
 	retryAt      time.Time       // no output is sent before then
 	reaped       bool
 	forgotten    bool
-	restoring    bool // its files are being restored; the process starts after (restore.go)
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
 }
 
-// ref describes the run for Hello and Heartbeat. Caller holds agent.mu.
+// ref describes the run for Hello and Heartbeat. Caller holds runTable.mu.
 func (r *run) refLocked() *pb.RunRef {
 	return &pb.RunRef{
 		TaskId:         r.id,
@@ -64,7 +65,7 @@ func (r *run) refLocked() *pb.RunRef {
 
 // signalLocked sends sig to the run's process group unless the leader was
 // already reaped (its pgid could then name someone else's group). Caller
-// holds agent.mu.
+// holds runTable.mu.
 func (r *run) signalLocked(sig syscall.Signal) {
 	if r.pgid <= 1 || r.reaped {
 		return
@@ -74,39 +75,7 @@ func (r *run) signalLocked(sig syscall.Signal) {
 	}
 }
 
-// stopLocked asks the run to stop: SIGTERM to the group now, SIGKILL after
-// grace. The first outcome asked for wins; later calls do not restart the
-// grace. Caller holds agent.mu.
-func (r *run) stopLocked(a *agent, outcome pb.Outcome, grace time.Duration) {
-	if r.restoring && r.stopOutcome == pb.Outcome_OUTCOME_UNSPECIFIED {
-		// Not started yet: the restore ends, and the run with it.
-		r.stopOutcome = outcome
-		r.outs.stopLocked()
-		return
-	}
-	if r.cmd == nil || r.reaped {
-		return
-	}
-	if r.stopOutcome == pb.Outcome_OUTCOME_UNSPECIFIED {
-		r.stopOutcome = outcome
-	}
-	if r.termSent {
-		return
-	}
-	r.termSent = true
-	r.log.Info().Str("outcome", outcome.String()).Dur("grace", grace).Msg("stopping run: SIGTERM to its process group")
-	r.signalLocked(syscall.SIGTERM)
-	r.killTimer = time.AfterFunc(grace, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if !r.reaped {
-			r.log.Warn().Dur("grace", grace).Msg("run outlived its grace: SIGKILL to its process group")
-			r.signalLocked(syscall.SIGKILL)
-		}
-	})
-}
-
-// stopTimersLocked stops the timeout and kill timers. Caller holds agent.mu.
+// stopTimersLocked stops the timeout and kill timers. Caller holds runTable.mu.
 func (r *run) stopTimersLocked() {
 	if r.killTimer != nil {
 		r.killTimer.Stop()

@@ -14,6 +14,7 @@ import (
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/worker/nvsmi"
+	"github.com/rlsched/rlsched/worker/outputs"
 )
 
 const (
@@ -49,19 +50,20 @@ type session struct {
 	interval time.Duration
 
 	ctrl      chan proto.Message // heartbeats, bounded
-	kickc     chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 
-	// Guarded by agent.mu.
+	// Guarded by runTable.mu.
 	seq    uint64
 	hbSent map[uint64]sentAt // heartbeat seq → send time, until acked
 	// renewed is the send time of the latest renewal (its Hello, then a
 	// Heartbeat) this session's master acked: an ExecuteTask read on this
 	// connection was claimed no earlier than about then (see leaseLeftLocked).
 	renewed sentAt
-	// gpuSeq is the Seq of the last GPU sample sent on this session (0:
-	// none yet), gpuSent that sample (gpusample.go).
+
+	// Heartbeat goroutine only: gpuSeq is the Seq of the last GPU sample
+	// sent on this session (0: none yet), gpuSent that sample
+	// (gpusample.go).
 	gpuSeq  uint64
 	gpuSent *nvsmi.Sample
 }
@@ -80,17 +82,8 @@ func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys cod
 		log:      a.log.With().Str("master", addr).Logger(),
 		interval: interval,
 		ctrl:     make(chan proto.Message, ctrlQueue),
-		kickc:    make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		hbSent:   map[uint64]sentAt{},
-	}
-}
-
-// poke wakes the writer. Safe from any goroutine; never blocks.
-func (s *session) poke() {
-	select {
-	case s.kickc <- struct{}{}:
-	default:
 	}
 }
 
@@ -114,14 +107,14 @@ func (s *session) closed() bool {
 // serve runs the session until the connection fails or the master says
 // Goodbye, and returns why.
 func (s *session) serve(br *bufio.Reader, ack *pb.HelloAck, helloSent sentAt) error {
-	s.a.adopt(s, ack, helloSent)
+	s.a.tab.adopt(s, ack, helloSent)
 	var wg sync.WaitGroup
 	wg.Go(s.writeLoop)
 	wg.Go(s.heartbeatLoop)
 	err := s.readLoop(br)
 	s.close()
 	wg.Wait()
-	s.a.detach(s)
+	s.a.tab.detach(s)
 	return err
 }
 
@@ -147,17 +140,17 @@ func (s *session) readLoop(br *bufio.Reader) error {
 		case *pb.ExecuteTask:
 			s.a.execute(s, m)
 		case *pb.CancelTask:
-			s.a.cancel(m)
+			s.a.tab.cancel(m)
 		case *pb.LogAck:
-			s.a.logAck(m)
+			s.a.tab.logAck(m)
 		case *pb.TaskFinishedAck:
-			s.a.finishedAck(m)
+			s.a.tab.finishedAck(m)
 		case *pb.ArtifactAck:
-			s.a.artifactAck(m) // outputs.go
+			s.a.tab.artifactAck(m)
 		case *pb.ArtifactChunk:
-			s.a.restoreChunk(m) // restore.go
+			s.a.tab.restoreChunk(m)
 		case *pb.HeartbeatAck:
-			s.a.heartbeatAck(s, m)
+			s.a.tab.heartbeatAck(s, m)
 		case *pb.Goodbye:
 			return fmt.Errorf("%w: %s", errRefused, m.GetReason())
 		default:
@@ -177,29 +170,15 @@ func (s *session) heartbeatLoop() {
 			return
 		case <-t.C:
 		}
-		hb := s.a.heartbeat(s)
+		hb := s.a.tab.heartbeat(s)
+		hb.Gpus = s.gpuSample()
 		select {
 		case s.ctrl <- hb:
 		default:
 			s.log.Warn().Msg("outbound queue full; dropping a heartbeat")
-			s.a.mu.Lock()
-			s.a.heartbeatDroppedLocked(s)
-			s.a.mu.Unlock()
+			s.heartbeatDropped()
 		}
 	}
-}
-
-// heartbeat builds the next Heartbeat and remembers its send time.
-func (a *agent) heartbeat(s *session) *pb.Heartbeat {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s.seq++
-	now := sentNow()
-	s.hbSent[s.seq] = now
-	if s.seq > 1024 {
-		delete(s.hbSent, s.seq-1024) // never acked: stop remembering it
-	}
-	return &pb.Heartbeat{Seq: s.seq, Runs: a.refsLocked(), SentUnixMs: now.at.UnixMilli(), Gpus: a.gpuSampleLocked(s)}
 }
 
 // writeLoop writes heartbeats, then run reports and output, every time it
@@ -215,7 +194,7 @@ func (s *session) writeLoop() {
 			return
 		case m := <-s.ctrl:
 			ctrl = append(ctrl, m)
-		case <-s.kickc:
+		case <-s.a.kickc:
 		case <-t.C:
 		}
 		if err := s.flush(w, ctrl); err != nil {
@@ -246,87 +225,24 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 		}
 	}
 	for range 8 {
-		msgs, started := s.a.collect(passBudget)
+		msgs, started := s.a.tab.collect(passBudget)
 		for _, m := range msgs {
 			if err := w.write(m); err != nil {
 				return err
 			}
 			if c, ok := m.(*pb.ArtifactChunk); ok {
-				putChunkBuf(c.Data) // encoded: the buffer is free again
+				outputs.PutChunkBuf(c.Data) // encoded: the buffer is free again
 			}
 		}
 		if err := w.bw.Flush(); err != nil {
 			return err
 		}
-		s.a.markStarted(started)
+		s.a.tab.markStarted(started)
 		if len(msgs) == 0 {
 			break
 		}
 	}
 	return nil
-}
-
-// collect gathers, from every run, its TaskStarted if not yet written, its
-// output from the send offset (while the connection's logWindow has room and
-// the run is not paused by a refusal), then every run's outputs (restore
-// requests, TensorBoard points, file chunks: collectOutputsLocked), and its
-// TaskFinished once every byte is acked and its last sync of outputs is
-// over.
-func (a *agent) collect(budget int) (msgs []proto.Message, started []*run) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	inflight := 0
-	for _, r := range a.runs {
-		acked := r.out.Acked()
-		r.sent = max(r.sent, acked)
-		inflight += int(r.sent - acked)
-	}
-	window := a.logWindow
-	if window <= 0 {
-		window = logWindow
-	}
-	now := time.Now()
-	used := 0
-	for _, r := range a.runs {
-		if r.startedMsg != nil {
-			msgs = append(msgs, r.startedMsg)
-			started = append(started, r)
-		}
-		for used < budget && inflight < window && !now.Before(r.retryAt) {
-			if r.sent >= r.out.End() {
-				break
-			}
-			data := r.out.ReadAt(r.sent, min(logChunk, window-inflight))
-			if len(data) == 0 {
-				break
-			}
-			msgs = append(msgs, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Offset: r.sent, Data: data})
-			r.sent += uint64(len(data))
-			used += len(data)
-			inflight += len(data)
-		}
-	}
-	// Outputs after every run's logs, in a window of their own (outputs.go).
-	msgs = a.collectOutputsLocked(msgs)
-	for _, r := range a.runs {
-		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.doneLocked() {
-			msgs = append(msgs, r.fin)
-			r.finSent = true
-		}
-	}
-	return msgs, started
-}
-
-// markStarted notes that the TaskStarted of each run reached the socket.
-func (a *agent) markStarted(started []*run) {
-	if len(started) == 0 {
-		return
-	}
-	a.mu.Lock()
-	for _, r := range started {
-		r.startedMsg = nil
-	}
-	a.mu.Unlock()
 }
 
 // frameWriter seals frames into a reused buffer. Writer goroutine only: the

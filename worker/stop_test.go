@@ -15,11 +15,11 @@ func TestCancel_TermKillsGroup(t *testing.T) {
 	mc := m.next(t)
 	mc.send(&pb.ExecuteTask{TaskId: "t-sleep", Attempt: 1, Fence: 2, Argv: []string{"sleep", "600"}})
 	pgid := int(mc.started(t, "t-sleep").GetPid())
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatal("run's process group does not exist")
 	}
 	mc.send(&pb.CancelTask{TaskId: "t-sleep", Attempt: 1, Fence: 2, Reason: "test", GraceMs: 5000})
-	waitGroupGone(t, pgid, 4*time.Second) // sleep dies of SIGTERM, well within the grace
+	testutil.WaitGroupGone(t, pgid, 4*time.Second) // sleep dies of SIGTERM, well within the grace
 	fin := mc.finished(t, "t-sleep", 10*time.Second)
 	if fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED || fin.GetSignal() != "SIGTERM" || fin.GetExitCode() != -1 {
 		t.Fatalf("TaskFinished: %v", fin)
@@ -38,7 +38,7 @@ func TestCancel_KillAfterGrace(t *testing.T) {
 	const grace = 400 * time.Millisecond
 	t0 := time.Now()
 	mc.send(&pb.CancelTask{TaskId: "t-stubborn", Attempt: 1, GraceMs: grace.Milliseconds()})
-	waitGroupGone(t, pgid, grace+5*time.Second)
+	testutil.WaitGroupGone(t, pgid, grace+5*time.Second)
 	if el := time.Since(t0); el < grace {
 		t.Fatalf("group gone %s after the cancel, before the %s grace", el, grace)
 	}
@@ -62,7 +62,7 @@ func TestTimeout(t *testing.T) {
 	if el := time.Since(t0); el < time.Second {
 		t.Fatalf("timed out after %s, before its 1s", el)
 	}
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 }
 
 func TestRun_LeavesNoBackgroundChildren(t *testing.T) {
@@ -76,7 +76,7 @@ func TestRun_LeavesNoBackgroundChildren(t *testing.T) {
 	if fin.GetExitCode() != 0 || fin.GetOutcome() != pb.Outcome_OUTCOME_EXITED || m.log("t-bg", 1) != "started\n" {
 		t.Fatalf("TaskFinished: %v, output %q", fin, m.log("t-bg", 1))
 	}
-	waitGroupGone(t, pgid, 5*time.Second)
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
 }
 
 func TestShutdown_StopsRuns(t *testing.T) {
@@ -104,7 +104,7 @@ func TestShutdown_StopsRuns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after cancellation")
 	}
-	if !groupGone(pgid) {
+	if !testutil.GroupGone(pgid) {
 		t.Fatal("Run returned with its run's process group alive")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/masterd"
 	"github.com/rlsched/rlsched/worker"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // runUp starts a master and local workers in one process, on loopback, with
@@ -76,11 +77,15 @@ func runUp(ctx context.Context, args []string) error {
 	warnOpenBind(log, "the master's REST API", rm.URL(), mc.TLSProxy)
 	warnOpenBind(log, "the gateway", gw.URL(), mc.TLSProxy)
 
-	wctx, stopWorkers := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopWorkers(); wg.Wait() }()
-	workerErr := make(chan error, workers)
-	runAs, err := worker.ResolveRunAs(wo.runAs)
+	var ws []*worker.Worker
+	defer func() { // all at once: each waits for its runs' grace
+		var wg sync.WaitGroup
+		for _, w := range ws {
+			wg.Go(func() { w.Close(context.Background()) })
+		}
+		wg.Wait()
+	}()
+	runAs, err := isolation.ResolveRunAs(wo.runAs)
 	if err != nil {
 		return err
 	}
@@ -92,20 +97,18 @@ func runUp(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Run returns an error only when the worker cannot start (its
-			// data dir out of its runs' reach, say): up without its
-			// workers would serve a queue that never moves.
-			if err := worker.Run(wctx, cfg); err != nil && wctx.Err() == nil {
-				workerErr <- fmt.Errorf("local worker %s: %w", cfg.ID, err)
-			}
-		}()
+		// A worker that cannot start (its data dir out of its runs' reach,
+		// say) stops up: without its workers it would serve a queue that
+		// never moves.
+		w, err := worker.Start(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("local worker %s: %w", cfg.ID, err)
+		}
+		ws = append(ws, w)
 	}
-	isolation := "each run under a uid of its own (RUN_AS=" + runAs + ")"
+	runsAs := "each run under a uid of its own (RUN_AS=" + runAs + ")"
 	if runAs == worker.RunAsNone {
-		isolation = "NONE: runs share this process's uid, so every user's run can act as the scheduler here (read the secrets, change the database, kill other runs); start rlsched up as root to isolate runs"
+		runsAs = "NONE: runs share this process's uid, so every user's run can act as the scheduler here (read the secrets, change the database, kill other runs); start rlsched up as root to isolate runs"
 	}
 	fmt.Fprintf(os.Stdout, `
 rlsched is up.
@@ -121,7 +124,7 @@ rlsched is up.
 Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
       bin/rlsched login -u alice -p 'a-long-password' --server %s
       bin/rlsched submit --algorithm PPO --episodes 200 --wait
-`, gw.URL(), rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, isolation, gw.URL(), gw.URL())
+`, gw.URL(), rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, runsAs, gw.URL(), gw.URL())
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
@@ -130,8 +133,6 @@ Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
 		return fmt.Errorf("REST server stopped: %w", err)
 	case err := <-gw.Err():
 		return fmt.Errorf("gateway stopped: %w", err)
-	case err := <-workerErr:
-		return err
 	}
 }
 

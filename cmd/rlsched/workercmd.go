@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/worker"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 type workerOpts struct {
@@ -80,7 +81,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if len(masters) == 0 {
 		return worker.Config{}, usageError{errors.New("--master is empty")}
 	}
-	uids, err := worker.ParseUIDRange(o.uidRange)
+	uids, err := isolation.ParseUIDRange(o.uidRange)
 	if err != nil {
 		return worker.Config{}, usageError{fmt.Errorf("RUN_UID_RANGE: %w", err)}
 	}
@@ -114,5 +115,11 @@ func runWorker(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Key = key
-	return worker.Run(ctx, cfg)
+	w, err := worker.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer w.Close(context.Background())
+	<-ctx.Done()
+	return nil
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package worker
+package isolation
 
 import (
 	"bufio"
@@ -14,11 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// uidProcesses lists the live (not zombie) processes of which any of the
+// UIDProcesses lists the live (not zombie) processes of which any of the
 // real, effective, saved or filesystem uids is uid. It reads
 // /proc/<pid>/status, which shows the uids even of a process that made itself
 // non-dumpable (whose /proc entry then belongs to root).
-func uidProcesses(uid uint32) ([]int, error) {
+func UIDProcesses(uid uint32) ([]int, error) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("cannot list processes: %w", err)
@@ -61,14 +61,14 @@ func procHasUID(pid int, uid uint32) bool {
 	return match && !zombie
 }
 
-// killUID SIGKILLs every process of uid until none is left or timeout
+// KillUID SIGKILLs every process of uid until none is left or timeout
 // passes; it returns how many were left then. Each process is signalled
 // through a pidfd opened before its uid is checked again, so a pid reused by
 // another process between the scan and the kill is never hit.
-func killUID(uid uint32, timeout time.Duration) (killed, left int, err error) {
+func KillUID(uid uint32, timeout time.Duration) (killed, left int, err error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		pids, err := uidProcesses(uid)
+		pids, err := UIDProcesses(uid)
 		if err != nil || len(pids) == 0 {
 			return killed, len(pids), err
 		}

@@ -1,12 +1,12 @@
 //go:build unix && !linux
 
-package worker
+package isolation
 
 import "syscall"
 
-// runProcAttr puts a run in a process group of its own, under cred (nil:
+// ProcAttr puts a run in a process group of its own, under cred (nil:
 // the worker's uid). Without Pdeathsig only the guard kills runs left behind
 // by a dead worker.
-func runProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+func ProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 }

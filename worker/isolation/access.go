@@ -1,4 +1,4 @@
-package worker
+package isolation
 
 import (
 	"bytes"
@@ -160,14 +160,14 @@ func errNotFound(name string) error {
 	return fmt.Errorf("exec: %q: executable file not found in $PATH", name)
 }
 
-// lookPath resolves argv[0] the way execvp would as the run's uid: a name
+// LookPath resolves argv[0] the way execvp would as the run's uid: a name
 // with a slash is taken as is (relative to dir, the run's working directory);
 // a bare name is searched in the run's PATH, skipping absolute entries only.
 // For a run under its own uid (id != nil) a candidate that uid cannot
 // execute is skipped, and safePath is searched last; when nothing fits, the
 // error names the first candidate and why that uid cannot run it. note is set
 // when the program found is not the one the worker's own lookup would pick.
-func lookPath(name, pathEnv, dir string, id *runIdentity) (path, note string, err error) {
+func LookPath(name, pathEnv, dir string, id *Identity) (path, note string, err error) {
 	if strings.Contains(name, "/") {
 		if id == nil {
 			return name, "", nil // exec reports what is wrong

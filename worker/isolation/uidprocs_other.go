@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package worker
+package isolation
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 
 var errNoProc = errors.New("runs under their own uids need Linux (/proc, pidfds)")
 
-func uidProcesses(uint32) ([]int, error) { return nil, errNoProc }
+func UIDProcesses(uint32) ([]int, error) { return nil, errNoProc }
 
-func killUID(uint32, time.Duration) (int, int, error) { return 0, 0, errNoProc }
+func KillUID(uint32, time.Duration) (int, int, error) { return 0, 0, errNoProc }
 
 func uidsMapped(UIDRange) error { return nil }

@@ -1,4 +1,4 @@
-package worker
+package outputs
 
 import (
 	"errors"
@@ -33,7 +33,7 @@ const (
 func isEventFile(name string) bool { return strings.HasPrefix(name, "events.out.tfevents.") }
 
 // followTensorBoard is the run's TensorBoard reader goroutine.
-func (o *outputs) followTensorBoard() {
+func (o *Files) followTensorBoard() {
 	defer close(o.tbEnd)
 	files := map[string]*tfevents.File{}
 	given := map[string]bool{} // corrupt or unreadable: not followed again
@@ -57,9 +57,9 @@ func (o *outputs) followTensorBoard() {
 			if err != nil {
 				var ce *tfevents.CorruptError
 				if errors.As(err, &ce) {
-					o.r.log.Warn().Str("path", rel).Err(err).Msg("an event file is corrupt; its later records are not read")
+					o.log.Warn().Str("path", rel).Err(err).Msg("an event file is corrupt; its later records are not read")
 				} else {
-					o.r.log.Info().Str("path", rel).Err(err).Msg("not reading an event file")
+					o.log.Info().Str("path", rel).Err(err).Msg("not reading an event file")
 				}
 				given[rel] = true
 				delete(files, rel)
@@ -89,28 +89,27 @@ func (o *outputs) followTensorBoard() {
 
 // queuePoints turns points into Metric frames, one per step, in the order
 // the steps came, and queues them for the writer.
-func (o *outputs) queuePoints(pts []tfevents.Point) {
+func (o *Files) queuePoints(pts []tfevents.Point) {
 	var frames []*pb.Metric
 	byStep := map[int64]*pb.Metric{}
 	for _, p := range pts {
 		m := byStep[p.Step]
 		if m == nil {
-			m = &pb.Metric{TaskId: o.r.id, Attempt: o.r.attempt, Fence: o.r.fence, Step: p.Step, Values: map[string]float64{}}
+			m = &pb.Metric{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Step: p.Step, Values: map[string]float64{}}
 			byStep[p.Step] = m
 			frames = append(frames, m)
 		}
 		m.Values[p.Tag] = p.Value
 	}
-	a := o.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
 	if room := maxQueuedMetrics - len(o.metrics); len(frames) > room {
 		if o.dropped == 0 {
-			o.r.log.Warn().Msg("TensorBoard points are read faster than they can be sent; dropping some")
+			o.log.Warn().Msg("TensorBoard points are read faster than they can be sent; dropping some")
 		}
 		o.dropped += len(frames) - max(room, 0)
 		frames = frames[:max(room, 0)]
 	}
 	o.metrics = append(o.metrics, frames...)
-	a.kickLocked()
+	o.l.kick()
 }

@@ -1,4 +1,4 @@
-package worker
+package leaseguard
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
@@ -37,18 +38,18 @@ import (
 // stdin the read end of a pipe, and writes one line per change:
 // "+<pgid> <deadline> [<uid>]" registers a run's group or moves its
 // deadline, and "-<pgid>" forgets a group that is gone. Deadlines are
-// CLOCK_BOOTTIME nanoseconds (leaseClock), a clock both processes share that
+// CLOCK_BOOTTIME nanoseconds (Now), a clock both processes share that
 // no wall-clock step moves; 0 means none.
 //
 // Killing a run is SIGKILL to its process group and, when the line names a
-// uid, to every process of that uid (killUID): a process that left the
+// uid, to every process of that uid (isolation.KillUID): a process that left the
 // group (setsid, a double fork) is out of reach of the group's signal, and
 // under RUN_AS=dynamic it would keep the uid busy. Only a dynamic uid is
 // ever named, which belongs to that one run; the uid of a RUN_AS=user run
 // is a person's account, whose other processes are not the run's, so such a
 // run is killed by its group alone.
 
-const guardEnv = "RLSCHED_GUARD"
+const Env = "RLSCHED_GUARD"
 
 // guardLocksEnv names the worker's uid lock directory (Config.UIDLockDir)
 // for the guard: see guardExit.
@@ -70,7 +71,7 @@ func guardEnviron(env []string) []string {
 			out = append(out, kv)
 		}
 	}
-	return append(out, guardEnv+"=1")
+	return append(out, Env+"=1")
 }
 
 // guardPoll bounds how long the guard sleeps between looks at the clock
@@ -84,11 +85,12 @@ const guardPoll = 250 * time.Millisecond
 // guardIdle is the guard's sleep while it holds no deadline.
 const guardIdle = time.Hour
 
-// MaybeGuard runs the guard and exits when this process was started as one
-// (RLSCHED_GUARD=1); otherwise it returns at once. Call it first thing in
-// main, and in TestMain of any test that runs a worker.
-func MaybeGuard() {
-	if os.Getenv(guardEnv) != "1" {
+// MaybeServe runs the guard and exits when this process was started as one
+// (RLSCHED_GUARD=1); otherwise it returns at once. worker.MaybeGuard calls
+// it; so does TestMain of the guard's own tests, whose binary is the guard
+// of the guards they start.
+func MaybeServe() {
+	if os.Getenv(Env) != "1" {
 		return
 	}
 	// Only EOF stops the guard: a Ctrl-C meant for the worker must not take
@@ -148,7 +150,7 @@ func serveGuard(fd int, errw io.Writer, locks string) int {
 			}
 			timeout = 0 // drain what else is there, then look at the clock
 		}
-		now := leaseClock()
+		now := Now()
 		for _, e := range tab.expire(now) {
 			if err := syscall.Kill(-e.pgid, syscall.SIGKILL); err == nil {
 				fmt.Fprintf(errw, "rlsched guard: lease of process group %d expired %v ago with no renewal acked; killed the group (the run may be running elsewhere by now)\n",
@@ -178,7 +180,7 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			killRunUID(e, "worker gone", errw)
 			continue
 		}
-		l, err := lockUID(locks, e.uid)
+		l, err := isolation.LockUID(locks, e.uid)
 		switch {
 		case err != nil: // no worker can take the uid through that lock either
 			fmt.Fprintf(errw, "rlsched guard: worker gone: %v; sweeping uid %d without its lock\n", err, e.uid)
@@ -187,7 +189,7 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			continue
 		}
 		killRunUID(e, "worker gone", errw)
-		l.release()
+		l.Release()
 	}
 	return 0
 }
@@ -202,7 +204,7 @@ func killRunUID(e guardEntry, why string, errw io.Writer) {
 	if e.uid == 0 {
 		return
 	}
-	killed, left, err := killUID(e.uid, guardUIDKill)
+	killed, left, err := isolation.KillUID(e.uid, guardUIDKill)
 	switch {
 	case err != nil:
 		fmt.Fprintf(errw, "rlsched guard: %s: cannot kill the processes of uid %d: %v\n", why, e.uid, err)
@@ -304,8 +306,8 @@ func (t guardTable) all() []int {
 // reading (its pipe full) never blocks a caller, and the deadlines it reads
 // when it runs again are the latest. The record is kept even when the guard
 // process could not start or is gone: selfFence reads it. Its methods are
-// safe for concurrent use; a nil *guard ignores every call.
-type guard struct {
+// safe for concurrent use; a nil *Guard ignores every call.
+type Guard struct {
 	w    *os.File  // nil: no guard process
 	cmd  *exec.Cmd // nil: no guard process
 	log  zerolog.Logger
@@ -313,7 +315,7 @@ type guard struct {
 	done chan struct{} // closed when the writer returned
 
 	mu    sync.Mutex
-	want  map[int]time.Duration // pgid → lease deadline (leaseClock)
+	want  map[int]time.Duration // pgid → lease deadline (Now)
 	uids  map[int]uint32        // pgid → the run's dynamic uid, for those that have one
 	lease time.Duration         // deadline of the last acked renewal: a new run's
 	// lapsedSet are the groups whose deadline had passed when a renewal moved
@@ -325,13 +327,13 @@ type guard struct {
 	told      bool  // broken was returned once
 }
 
-func newGuard(log zerolog.Logger) *guard {
-	return &guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}, lapsedSet: map[int]bool{}}
+func newGuard(log zerolog.Logger) *Guard {
+	return &Guard{log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), want: map[int]time.Duration{}, uids: map[int]uint32{}, lapsedSet: map[int]bool{}}
 }
 
-// startGuard starts the guard process and its writer. On error it still
+// Start starts the guard process and its writer. On error it still
 // returns a guard that keeps the record, without a process behind it.
-func startGuard(log zerolog.Logger, uidLocks string) (*guard, error) {
+func Start(log zerolog.Logger, uidLocks string) (*Guard, error) {
 	g := newGuard(log)
 	err := g.start(uidLocks)
 	if err != nil {
@@ -346,7 +348,7 @@ func startGuard(log zerolog.Logger, uidLocks string) (*guard, error) {
 
 // start starts the guard process; uidLocks is the uid lock directory of
 // RUN_AS=dynamic ("" without).
-func (g *guard) start(uidLocks string) error {
+func (g *Guard) start(uidLocks string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("cannot find own executable for the guard: %w", err)
@@ -374,7 +376,7 @@ func (g *guard) start(uidLocks string) error {
 }
 
 // writeLoop sends the guard what changed in want since the last write.
-func (g *guard) writeLoop() {
+func (g *Guard) writeLoop() {
 	defer close(g.done)
 	sent := map[int]time.Duration{}
 	var buf []byte
@@ -414,7 +416,7 @@ func (g *guard) writeLoop() {
 	}
 }
 
-func (g *guard) pokeLocked() {
+func (g *Guard) pokeLocked() {
 	select {
 	case g.wake <- struct{}{}:
 	default:
@@ -426,7 +428,7 @@ func (g *guard) pokeLocked() {
 // the first heartbeat that lists it. uid is the run's dynamic uid (guardUID),
 // whose every process the guard kills with the group; 0 for none. It returns
 // an error when no guard process will kill the run.
-func (g *guard) add(pgid int, uid uint32) error {
+func (g *Guard) Add(pgid int, uid uint32) error {
 	if g == nil {
 		return nil
 	}
@@ -443,7 +445,7 @@ func (g *guard) add(pgid int, uid uint32) error {
 }
 
 // errLocked returns the pipe's failure the first time it is asked.
-func (g *guard) errLocked() error {
+func (g *Guard) errLocked() error {
 	if g.broken == nil || g.told {
 		return nil
 	}
@@ -452,7 +454,7 @@ func (g *guard) errLocked() error {
 }
 
 // remove forgets a process group that is gone.
-func (g *guard) remove(pgid int) error {
+func (g *Guard) Remove(pgid int) error {
 	if g == nil {
 		return nil
 	}
@@ -467,14 +469,14 @@ func (g *guard) remove(pgid int) error {
 
 // renew moves the deadline of the groups a renewal acked to deadline, which
 // also becomes the deadline of runs registered from now on.
-func (g *guard) renew(deadline time.Duration, pgids []int) {
+func (g *Guard) Renew(deadline time.Duration, pgids []int) {
 	if g == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lease = max(g.lease, deadline)
-	now := leaseClock()
+	now := Now()
 	for _, pgid := range pgids {
 		if d, ok := g.want[pgid]; ok && deadline > d {
 			if d > 0 && now > d {
@@ -487,7 +489,7 @@ func (g *guard) renew(deadline time.Duration, pgids []int) {
 }
 
 // deadline returns the lease deadline of a registered group.
-func (g *guard) deadline(pgid int) (time.Duration, bool) {
+func (g *Guard) Deadline(pgid int) (time.Duration, bool) {
 	if g == nil {
 		return 0, false
 	}
@@ -501,7 +503,7 @@ func (g *guard) deadline(pgid int) (time.Duration, bool) {
 // it had passed: a run of that group killed by SIGKILL may have been
 // killed by the guard for its lease, though its deadline is in the future
 // now.
-func (g *guard) lapsed(pgid int) bool {
+func (g *Guard) Lapsed(pgid int) bool {
 	if g == nil {
 		return false
 	}
@@ -515,7 +517,7 @@ func (g *guard) lapsed(pgid int) bool {
 const guardCloseWait = 5 * time.Second
 
 // close ends the guard (it kills whatever is still registered) and reaps it.
-func (g *guard) close() {
+func (g *Guard) Close() {
 	if g == nil {
 		return
 	}
@@ -542,14 +544,4 @@ func (g *guard) close() {
 		g.log.Warn().Int("pid", g.cmd.Process.Pid).
 			Msg("the guard process did not exit (stopped?); it kills what is left once it runs again")
 	}
-}
-
-// guardUID is the uid the guard may kill every process of for a run of
-// identity id: its dynamic uid, which no one else has while it runs; 0 (the
-// group alone) for a RUN_AS=user account or the worker's own uid.
-func guardUID(id *runIdentity) uint32 {
-	if id == nil || id.lease == nil {
-		return 0
-	}
-	return id.uid
 }

@@ -1,4 +1,4 @@
-package worker
+package outputs
 
 import (
 	"errors"
@@ -8,18 +8,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
-// run (outputs.run) walks the dir every Config.ArtifactSync and once more
+// run (Files.run) walks the dir every Config.ArtifactSync and once more
 // when the run has ended, and sends every regular file whose version
 // (size, mtime) it has not stored yet, as ArtifactChunks of at most
 // artifactChunk bytes. The connection's writer takes the chunks after the
-// runs' logs (collectOutputs), within the artifact window the master
+// runs' logs (Link.Collect), within the artifact window the master
 // grants (HelloAck.artifact_window, ArtifactAck.window), so output never
 // takes the room of logs. TaskFinished waits for the last sync, so a
 // finished run's outputs are complete, as its log is.
@@ -52,10 +54,43 @@ const (
 	// finalTries is how often the last sync tries a file that changes
 	// while it is read.
 	finalTries = 3
-	// defaultArtifactSync is Config.ArtifactSync's default
+	// DefaultSync is Config.ArtifactSync's default
 	// (ARTIFACT_SYNC_SECONDS).
-	defaultArtifactSync = 30 * time.Second
+	DefaultSync = 30 * time.Second
 )
+
+// Link is what the outputs of every run share: the connection's side of
+// them (whether a session is joined, which one, the artifact window its
+// master grants), the lock of every run's upload state, and the
+// one-restore-at-a-time semaphore. Its mutex is taken after the run
+// table's, never before: nothing that holds it takes another lock of the
+// worker, and it wakes the writer through kick, which takes none.
+//
+// Its methods and those of Files are safe for concurrent use.
+type Link struct {
+	kick       func() // wakes the connection's writer; never blocks
+	every      time.Duration
+	busy       backoff.Backoff // Min and Max of the pause after a "busy" refusal
+	restoreSem chan struct{}   // one run restores at a time (restore.go)
+
+	mu sync.Mutex
+	// cond (on mu) wakes uploaders on an ack, a chunk taken, a new
+	// session, a stop.
+	cond   *sync.Cond
+	joined bool   // a session is joined: uploads may read ahead
+	gen    uint64 // counts sessions, so uploads and restores know to start again from what was acked
+	window int    // the session's artifact window (HelloAck, ArtifactAck)
+}
+
+// NewLink makes the link of a worker: each run's outputs are synced once
+// an interval (every) while it runs, an upload the master refused as
+// "busy" pauses as busy's Min and Max say, and kick, which must never block
+// nor take a lock, wakes the writer.
+func NewLink(every time.Duration, busy backoff.Backoff, kick func()) *Link {
+	l := &Link{kick: kick, every: every, busy: busy, restoreSem: make(chan struct{}, 1)}
+	l.cond = sync.NewCond(&l.mu)
+	return l
+}
 
 // Results of an upload.
 const (
@@ -65,19 +100,24 @@ const (
 	upStopped = "stopped"
 )
 
-// outputs is one run's output dir on its way to the master. Its fields
-// after mu-guarded are guarded by agent.mu; known and tries belong to the
-// uploader goroutine.
-type outputs struct {
-	a     *agent
-	r     *run
-	dir   *outDir
-	every time.Duration
-	final chan struct{} // closed when the run ended: the last sync
-	quit  chan struct{} // closed when the run is forgotten or the worker stops
-	tbEnd chan struct{} // closed when the TensorBoard reader did its last poll
+// Files is one run's output dir on its way to the master. Its fields
+// after "Guarded by Link.mu" are guarded by its link's mutex; known
+// belongs to the uploader goroutine (and the restore, which ends before
+// the uploader starts).
+type Files struct {
+	l       *Link
+	task    string
+	attempt int32
+	fence   uint64
+	log     zerolog.Logger
+	owner   *isolation.Identity // whose files the restore makes; nil: the worker's
+	dir     *Dir
+	final   chan struct{} // closed when the run ended: the last sync
+	quit    chan struct{} // closed when the run is forgotten or the worker stops
+	tbEnd   chan struct{} // closed when the TensorBoard reader did its last poll
 
-	// Guarded by agent.mu.
+	// Guarded by Link.mu.
+	restoring  bool // its files are being restored; the process starts after (restore.go)
 	ups        map[string]*upload
 	ready      int  // chunks read and not yet collected, all uploads
 	finished   bool // the last sync is over: TaskFinished may go
@@ -95,8 +135,8 @@ type outputs struct {
 	known map[string]fileVer // versions stored (or refused for good)
 }
 
-// upload is one version of one file on its way. Guarded by agent.mu, but f,
-// which only the uploader goroutine reads.
+// upload is one version of one file on its way. Guarded by Link.mu, but
+// f, which only the uploader goroutine reads.
 type upload struct {
 	path     string
 	ver      fileVer
@@ -106,21 +146,26 @@ type upload struct {
 	acked    uint64
 	eof      bool // the last chunk is read
 	ready    []*pb.ArtifactChunk
-	gen      uint64 // the session (agent.outGen) next, sent and ready are for
+	gen      uint64 // the session (Link.gen) next, sent and ready are for
 	result   string // "" while on its way, else upDone... or the master's refusal
 	changing bool   // the last try at the run's end: sent as read
 	retryAt  time.Time
 	busy     backoff.Backoff
 }
 
-func newOutputs(a *agent, r *run, dir *outDir) *outputs {
-	return &outputs{a: a, r: r, dir: dir, every: a.cfg.ArtifactSync, final: make(chan struct{}), quit: make(chan struct{}),
-		tbEnd: make(chan struct{}), ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64)}
+// NewFiles makes the outputs of a run (task, attempt, fence), whose dir
+// is open; log is the run's, owner its uid (nil: the worker's).
+func (l *Link) NewFiles(task string, attempt int32, fence uint64, log zerolog.Logger, owner *isolation.Identity, dir *Dir) *Files {
+	return &Files{l: l, task: task, attempt: attempt, fence: fence, log: log, owner: owner, dir: dir,
+		final: make(chan struct{}), quit: make(chan struct{}), tbEnd: make(chan struct{}),
+		ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64)}
 }
 
-// startLocked starts the uploader and the TensorBoard reader once the
-// run's process started. Caller holds agent.mu.
-func (o *outputs) startLocked() {
+// start starts the uploader and the TensorBoard reader once the run's
+// process started.
+func (o *Files) Start() {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
 	if o.started {
 		return
 	}
@@ -129,8 +174,13 @@ func (o *outputs) startLocked() {
 	go o.followTensorBoard()
 }
 
-// endLocked starts the last sync (the run ended). Caller holds agent.mu.
-func (o *outputs) endLocked() {
+// end starts the last sync (the run ended, or never starts). Nil-safe.
+func (o *Files) End() {
+	if o == nil {
+		return
+	}
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
 	if !o.started {
 		o.finished = true
 		o.closeDirLocked()
@@ -143,45 +193,65 @@ func (o *outputs) endLocked() {
 	}
 }
 
-// stopLocked gives up the uploads: the run is forgotten (killed, fenced,
-// lost) or the worker stops. Caller holds agent.mu.
-func (o *outputs) stopLocked() {
+// stop gives up the uploads: the run is forgotten (killed, fenced, lost)
+// or the worker stops. Nil-safe.
+func (o *Files) Stop() {
+	if o == nil {
+		return
+	}
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	o.stopLocked()
+}
+
+// stopLocked is stop for callers holding Link.mu.
+func (o *Files) stopLocked() {
 	if o.stopped {
 		return
 	}
 	o.stopped = true
 	close(o.quit)
-	if !o.started && !o.r.restoring { // a restore still uses it: unprepare closes it
+	if !o.started && !o.restoring { // a restore still uses it: unprepare closes it
 		o.closeDirLocked()
 	}
-	o.a.outCond.Broadcast()
+	o.l.cond.Broadcast()
 }
 
 // closeDirLocked closes the dir of outputs that never started, once.
-func (o *outputs) closeDirLocked() {
+func (o *Files) closeDirLocked() {
 	if !o.dirClosed {
 		o.dirClosed = true
 		o.dir.close()
 	}
 }
 
-// heldLocked reports whether the master holds everything of the output
-// dir, once the run is done: every file was stored, or the run never
-// started (the dir holds nothing, or what a restore brought from the
-// master). Caller holds agent.mu.
-func (o *outputs) heldLocked() bool { return o.stored || !o.started }
+// held reports whether the master holds everything of the output dir,
+// once the run is done: every file was stored, or the run never started
+// (the dir holds nothing, or what a restore brought from the master).
+func (o *Files) Held() bool {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	return o.stored || !o.started
+}
 
-// doneLocked reports whether TaskFinished may go: the last sync is over
-// (or will never come). Caller holds agent.mu.
-func (o *outputs) doneLocked() bool { return o == nil || o.finished || o.stopped }
+// done reports whether TaskFinished may go: the last sync is over (or
+// will never come). Nil-safe: a run without outputs is done.
+func (o *Files) Done() bool {
+	if o == nil {
+		return true
+	}
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	return o.finished || o.stopped
+}
 
 // run is the uploader goroutine.
-func (o *outputs) run() {
+func (o *Files) run() {
 	defer func() {
 		<-o.tbEnd
 		o.dir.close()
 	}()
-	tick := time.NewTicker(o.every)
+	tick := time.NewTicker(o.l.every)
 	defer tick.Stop()
 	for {
 		select {
@@ -190,11 +260,11 @@ func (o *outputs) run() {
 		case <-o.final:
 			stored := o.sync(true)
 			<-o.tbEnd // its last points go before TaskFinished
-			o.a.mu.Lock()
+			o.l.mu.Lock()
 			o.finished = true
 			o.stored = stored && !o.partial && !o.stopped
-			o.a.kickLocked()
-			o.a.mu.Unlock()
+			o.l.mu.Unlock()
+			o.l.kick()
 			return
 		case <-tick.C:
 			o.sync(false)
@@ -205,10 +275,10 @@ func (o *outputs) run() {
 // sync sends what changed since the last one. The last sync (final)
 // reports whether every file the walk found was then stored, or refused
 // (outputs.partial).
-func (o *outputs) sync(final bool) (all bool) {
+func (o *Files) sync(final bool) (all bool) {
 	files, skipped, truncated, err := o.dir.walk(maxWalk, nil)
 	if err != nil {
-		o.r.log.Warn().Err(err).Msg("cannot list the run's output dir")
+		o.log.Warn().Err(err).Msg("cannot list the run's output dir")
 		return false
 	}
 	if final {
@@ -220,7 +290,7 @@ func (o *outputs) sync(final bool) (all bool) {
 		}()
 	}
 	if skipped > 0 || truncated {
-		o.r.log.Warn().Int("skipped", skipped).Bool("truncated", truncated).Int("files", len(files)).
+		o.log.Warn().Int("skipped", skipped).Bool("truncated", truncated).Int("files", len(files)).
 			Msg("some files of the output dir are not uploaded: names rlsched refuses (control characters, over 1024 bytes), too deep, or past the first 200,000")
 	}
 	todo := files[:0]
@@ -241,10 +311,10 @@ func (o *outputs) sync(final bool) (all bool) {
 
 // upload sends the files of list (at most maxUploads at once) and returns
 // those that were torn.
-func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
-	a := o.a
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (o *Files) upload(list []walked, changing bool) (torn []walked) {
+	l := o.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	next := 0
 	for {
 		if o.stopped {
@@ -266,26 +336,26 @@ func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
 			case u.result == upTorn:
 				torn = append(torn, walked{p, u.ver})
 			case u.result == upFenced:
-				o.r.log.Warn().Msg("the master refused the run's outputs as fenced: no longer uploading them")
+				o.log.Warn().Msg("the master refused the run's outputs as fenced: no longer uploading them")
 				o.stopLocked()
 			case len(u.result) > 9 && u.result[:9] == "refused: ":
 				o.known[p] = u.ver // never this version again
 				o.partial = true
-				o.r.log.Info().Str("path", p).Str("why", u.result[9:]).Msg("the master does not keep an output file")
+				o.log.Info().Str("path", p).Str("why", u.result[9:]).Msg("the master does not keep an output file")
 			default:
-				o.r.log.Warn().Str("path", p).Str("why", u.result).Msg("the master could not store an output file; trying again at the next sync")
+				o.log.Warn().Str("path", p).Str("why", u.result).Msg("the master could not store an output file; trying again at the next sync")
 			}
 			o.endLocked2(u, u.result)
 		}
 		for next < len(list) && len(o.ups) < maxUploads {
 			w := list[next]
 			next++
-			a.mu.Unlock()
+			l.mu.Unlock()
 			f, ver, err := o.openVersion(w.rel)
-			a.mu.Lock()
+			l.mu.Lock()
 			if err != nil {
 				if !errors.Is(err, fs.ErrNotExist) {
-					o.r.log.Info().Err(err).Msg("not uploading an output file")
+					o.log.Info().Err(err).Msg("not uploading an output file")
 				}
 				continue
 			}
@@ -293,7 +363,7 @@ func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
 				f.Close()
 				continue
 			}
-			o.ups[w.rel] = &upload{path: w.rel, ver: ver, f: f, gen: a.outGen, changing: changing}
+			o.ups[w.rel] = &upload{path: w.rel, ver: ver, f: f, gen: l.gen, changing: changing}
 		}
 		if next == len(list) && len(o.ups) == 0 {
 			return torn
@@ -303,13 +373,13 @@ func (o *outputs) upload(list []walked, changing bool) (torn []walked) {
 			continue
 		}
 		if !o.answeredLocked() { // an answer that came while the lock was let go woke nobody
-			a.outCond.Wait()
+			l.cond.Wait()
 		}
 	}
 }
 
 // answeredLocked reports whether an upload has its answer.
-func (o *outputs) answeredLocked() bool {
+func (o *Files) answeredLocked() bool {
 	for _, u := range o.ups {
 		if u.result != "" {
 			return true
@@ -319,7 +389,7 @@ func (o *outputs) answeredLocked() bool {
 }
 
 // endLocked2 closes an upload and removes it.
-func (o *outputs) endLocked2(u *upload, result string) {
+func (o *Files) endLocked2(u *upload, result string) {
 	u.result = result
 	if u.f != nil {
 		u.f.Close()
@@ -330,7 +400,7 @@ func (o *outputs) endLocked2(u *upload, result string) {
 }
 
 // openVersion opens rel and returns its version, from the open file.
-func (o *outputs) openVersion(rel string) (*os.File, fileVer, error) {
+func (o *Files) openVersion(rel string) (*os.File, fileVer, error) {
 	f, err := o.dir.open(rel)
 	if err != nil {
 		return nil, fileVer{}, err
@@ -345,13 +415,13 @@ func (o *outputs) openVersion(rel string) (*os.File, fileVer, error) {
 
 // wantsChunkLocked picks an upload that may read its next chunk now: it
 // has room ahead of the writer, is not paused, and the worker is joined.
-func (o *outputs) wantsChunkLocked() *upload {
-	if o.a.sess == nil || o.ready >= maxReadyChunks {
+func (o *Files) wantsChunkLocked() *upload {
+	if !o.l.joined || o.ready >= maxReadyChunks {
 		return nil
 	}
 	now := time.Now()
 	for _, u := range o.ups {
-		if u.result == "" && !u.eof && len(u.ready) < 2 && !now.Before(u.retryAt) && u.gen == o.a.outGen {
+		if u.result == "" && !u.eof && len(u.ready) < 2 && !now.Before(u.retryAt) && u.gen == o.l.gen {
 			return u
 		}
 	}
@@ -361,12 +431,12 @@ func (o *outputs) wantsChunkLocked() *upload {
 // readLocked reads u's next chunk (without the lock) and queues it for the
 // writer, unless u was rewound or ended meanwhile. A version that changed
 // is torn, except on the last try (changing), which sends what it reads.
-// Caller holds agent.mu.
-func (o *outputs) readLocked(u *upload) {
-	a := o.a
+// Caller holds Link.mu.
+func (o *Files) readLocked(u *upload) {
+	l := o.l
 	off, gen, f := u.next, u.gen, u.f
 	n := int(min(uint64(artifactChunk), uint64(max(u.ver.size, 0))-min(off, uint64(max(u.ver.size, 0)))))
-	a.mu.Unlock()
+	l.mu.Unlock()
 	buf := getChunkBuf()[:n]
 	got, rerr := f.ReadAt(buf, int64(off))
 	torn := false
@@ -374,35 +444,35 @@ func (o *outputs) readLocked(u *upload) {
 		fi, err := f.Stat()
 		torn = err != nil || verOf(fi) != u.ver || got < n
 	}
-	a.mu.Lock()
+	l.mu.Lock()
 	if u.result != "" || u.gen != gen || u.next != off {
-		putChunkBuf(buf)
+		PutChunkBuf(buf)
 		return // rewound or ended while reading
 	}
 	switch {
 	case rerr != nil && !errors.Is(rerr, io.EOF):
-		putChunkBuf(buf)
+		PutChunkBuf(buf)
 		u.result = "failed: cannot read it on the worker: " + rerr.Error()
 		return
 	case torn:
-		putChunkBuf(buf)
+		PutChunkBuf(buf)
 		u.result = upTorn
 		return
 	}
 	last := off+uint64(got) >= uint64(u.ver.size) || got < n
-	c := &pb.ArtifactChunk{TaskId: o.r.id, Attempt: o.r.attempt, Fence: o.r.fence, Path: u.path, Offset: off, Data: buf[:got],
+	c := &pb.ArtifactChunk{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Path: u.path, Offset: off, Data: buf[:got],
 		Last: last, Size: u.ver.size, ModifiedUnixNs: u.ver.modNs, Changing: last && u.changing}
 	u.ready = append(u.ready, c)
 	u.next += uint64(got)
 	u.eof = last
 	o.ready++
-	a.kickLocked()
+	l.kick()
 }
 
 // dropReadyLocked throws away u's chunks not yet sent.
-func (o *outputs) dropReadyLocked(u *upload) {
+func (o *Files) dropReadyLocked(u *upload) {
 	for _, c := range u.ready {
-		putChunkBuf(c.Data)
+		PutChunkBuf(c.Data)
 	}
 	o.ready -= len(u.ready)
 	u.ready = nil
@@ -410,25 +480,24 @@ func (o *outputs) dropReadyLocked(u *upload) {
 
 // rewindLocked makes u send again from offset (a new session, a gap, a busy
 // refusal).
-func (o *outputs) rewindLocked(u *upload, offset uint64) {
+func (o *Files) rewindLocked(u *upload, offset uint64) {
 	o.dropReadyLocked(u)
-	u.next, u.sent, u.eof, u.gen = offset, offset, false, o.a.outGen
+	u.next, u.sent, u.eof, u.gen = offset, offset, false, o.l.gen
 }
 
-// artifactAck handles a master's ArtifactAck. Reader goroutine.
-func (a *agent) artifactAck(m *pb.ArtifactAck) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// ack handles a master's ArtifactAck; o is the outputs of the run it
+// names, nil when no run of this worker has them.
+func (l *Link) Ack(m *pb.ArtifactAck, o *Files) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if w := m.GetWindow(); w > 0 {
-		a.artWindow = min(max(int(w), 1), maxArtifactWindow)
+		l.window = min(max(int(w), 1), maxArtifactWindow)
 	}
-	r := a.runs[m.GetTaskId()]
-	if r == nil || r.attempt != m.GetAttempt() || r.outs == nil {
+	if o == nil {
 		return
 	}
-	o := r.outs
 	if m.GetRestore() {
-		o.restoreRefused(m) // restore.go
+		o.restoreRefusedLocked(m) // restore.go
 		return
 	}
 	u := o.ups[m.GetPath()]
@@ -448,65 +517,73 @@ func (a *agent) artifactAck(m *pb.ArtifactAck) {
 		o.rewindLocked(u, m.GetOffset())
 	case e == "busy":
 		o.rewindLocked(u, max(u.acked, m.GetOffset()))
-		u.busy.Min, u.busy.Max = busyBackoffMin, busyBackoffMax
+		u.busy.Min, u.busy.Max = l.busy.Min, l.busy.Max
 		d := u.busy.Delay()
 		u.retryAt = time.Now().Add(d)
-		time.AfterFunc(d, a.wakeOutputs)
+		time.AfterFunc(d, l.wake)
 	case e == "fenced":
 		u.result = upFenced
 	default: // "refused: …" or "failed: …"
 		u.result = e
 	}
-	a.outCond.Broadcast()
-	a.kickLocked()
+	l.cond.Broadcast()
+	l.kick()
 }
 
-// wakeOutputs wakes the uploaders (a pause ended).
-func (a *agent) wakeOutputs() {
-	a.mu.Lock()
-	a.outCond.Broadcast()
-	a.mu.Unlock()
+// wake wakes the uploaders (a pause ended).
+func (l *Link) wake() {
+	l.mu.Lock()
+	l.cond.Broadcast()
+	l.mu.Unlock()
 }
 
-// rewindOutputsLocked starts every upload and restore again from what the
-// master acked, for a new session. Caller holds agent.mu.
-func (a *agent) rewindOutputsLocked() {
-	a.outGen++
-	for _, r := range a.runs {
-		if o := r.outs; o != nil {
-			for _, u := range o.ups {
-				o.rewindLocked(u, u.acked)
-			}
-			o.restoreAck = nil
-		}
+// join starts every upload and restore of runs again from what the master
+// acked, for a new session whose master grants window (0: the default).
+func (l *Link) Join(window uint32, runs []*Files) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.window = artifactWindow
+	if window > 0 {
+		l.window = min(int(window), maxArtifactWindow)
 	}
-	a.outCond.Broadcast()
+	l.joined = true
+	l.gen++
+	for _, o := range runs {
+		for _, u := range o.ups {
+			o.rewindLocked(u, u.acked)
+		}
+		o.restoreAck = nil
+	}
+	l.cond.Broadcast()
 }
 
-// collectOutputsLocked appends, after every run's logs, each run's
-// restore request, its TensorBoard points and its chunks, the chunks while
-// the connection's artifact window has room. Caller holds agent.mu.
-func (a *agent) collectOutputsLocked(msgs []proto.Message) []proto.Message {
-	window := a.artWindow
+// leave notes that the session ended: uploads stop reading ahead.
+func (l *Link) Leave() {
+	l.mu.Lock()
+	l.joined = false
+	l.mu.Unlock()
+}
+
+// collect appends, after every run's logs, each run's restore request,
+// its TensorBoard points and its chunks, the chunks while the connection's
+// artifact window has room.
+func (l *Link) Collect(msgs []proto.Message, runs []*Files) []proto.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	window := l.window
 	if window <= 0 {
 		window = artifactWindow
 	}
 	inflight := 0
-	for _, r := range a.runs {
-		if o := r.outs; o != nil {
-			for _, u := range o.ups {
-				if u.gen == a.outGen && u.sent > u.acked {
-					inflight += int(u.sent - u.acked)
-				}
+	for _, o := range runs {
+		for _, u := range o.ups {
+			if u.gen == l.gen && u.sent > u.acked {
+				inflight += int(u.sent - u.acked)
 			}
 		}
 	}
 	used, popped := 0, false
-	for _, r := range a.runs {
-		o := r.outs
-		if o == nil {
-			continue
-		}
+	for _, o := range runs {
 		if o.restoreAck != nil {
 			msgs = append(msgs, o.restoreAck)
 			o.restoreAck = nil
@@ -533,7 +610,7 @@ func (a *agent) collectOutputsLocked(msgs []proto.Message) []proto.Message {
 		}
 	}
 	if popped {
-		a.outCond.Broadcast()
+		l.cond.Broadcast()
 	}
 	return msgs
 }
@@ -543,7 +620,7 @@ var chunkBufs = sync.Pool{New: func() any { b := make([]byte, artifactChunk); re
 
 func getChunkBuf() []byte { return (*chunkBufs.Get().(*[]byte))[:artifactChunk] }
 
-func putChunkBuf(b []byte) {
+func PutChunkBuf(b []byte) {
 	if cap(b) == artifactChunk {
 		b = b[:artifactChunk]
 		chunkBufs.Put(&b)

@@ -1,4 +1,4 @@
-package worker
+package outputs
 
 import (
 	"errors"
@@ -12,9 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
-// outDir is a run's output dir as the worker reads and restores it: every
+// Dir is a run's output dir as the worker reads and restores it: every
 // path is opened one component at a time from the dir's own descriptor,
 // each with O_NOFOLLOW, so a symbolic link anywhere in a path is never
 // followed and nothing outside the dir is ever opened, whatever the run
@@ -24,7 +25,7 @@ import (
 //
 // Its methods are safe for concurrent use (they share only the dir's
 // descriptor, which close ends).
-type outDir struct {
+type Dir struct {
 	path string // for messages only: never resolved again
 	fd   int
 }
@@ -32,21 +33,21 @@ type outDir struct {
 // maxDepth bounds the directories a walk descends.
 const maxDepth = 64
 
-// openOutDir opens the run's dir, which the worker has just made.
-func openOutDir(path string) (*outDir, error) {
+// OpenDir opens the run's dir, which the worker has just made.
+func OpenDir(path string) (*Dir, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the output dir %s: %w", path, err)
 	}
-	return &outDir{path: path, fd: fd}, nil
+	return &Dir{path: path, fd: fd}, nil
 }
 
-func (d *outDir) close() { unix.Close(d.fd) }
+func (d *Dir) close() { unix.Close(d.fd) }
 
 // dirAt opens the directory of rel's parent elements (made, owned by id,
 // when mkdir) and returns its descriptor and rel's last element. The
 // caller closes the descriptor unless it is d.fd.
-func (d *outDir) dirAt(rel string, mkdir bool, id *runIdentity) (int, string, error) {
+func (d *Dir) dirAt(rel string, mkdir bool, id *isolation.Identity) (int, string, error) {
 	if err := core.CheckArtifactPath(rel); err != nil {
 		return -1, "", err
 	}
@@ -56,7 +57,7 @@ func (d *outDir) dirAt(rel string, mkdir bool, id *runIdentity) (int, string, er
 		if mkdir {
 			err := unix.Mkdirat(dir, e, 0o755)
 			if err == nil && id != nil {
-				err = unix.Fchownat(dir, e, int(id.uid), int(id.gid), unix.AT_SYMLINK_NOFOLLOW)
+				err = unix.Fchownat(dir, e, int(id.UID()), int(id.GID()), unix.AT_SYMLINK_NOFOLLOW)
 			}
 			if err != nil && !errors.Is(err, unix.EEXIST) {
 				d.closeDir(dir)
@@ -73,7 +74,7 @@ func (d *outDir) dirAt(rel string, mkdir bool, id *runIdentity) (int, string, er
 	return dir, elems[len(elems)-1], nil
 }
 
-func (d *outDir) closeDir(fd int) {
+func (d *Dir) closeDir(fd int) {
 	if fd != d.fd {
 		unix.Close(fd)
 	}
@@ -93,7 +94,7 @@ func notBeneath(rel string, err error) error {
 
 // open opens the regular file rel for reading. O_NONBLOCK: a FIFO the run
 // put there must not hang the worker (and is then refused as not regular).
-func (d *outDir) open(rel string) (*os.File, error) {
+func (d *Dir) open(rel string) (*os.File, error) {
 	dir, name, err := d.dirAt(rel, false, nil)
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func (d *outDir) open(rel string) (*os.File, error) {
 
 // create makes the file rel (and its missing parents), owned by id, for a
 // restore: it must not exist (O_EXCL; the dir is new).
-func (d *outDir) create(rel string, id *runIdentity) (*os.File, error) {
+func (d *Dir) create(rel string, id *isolation.Identity) (*os.File, error) {
 	dir, name, err := d.dirAt(rel, true, id)
 	if err != nil {
 		return nil, err
@@ -130,7 +131,7 @@ func (d *outDir) create(rel string, id *runIdentity) (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), rel)
 	if id != nil {
-		if err := f.Chown(int(id.uid), int(id.gid)); err != nil {
+		if err := f.Chown(int(id.UID()), int(id.GID())); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("cannot give %s to %s: %w", rel, id, err)
 		}
@@ -139,7 +140,7 @@ func (d *outDir) create(rel string, id *runIdentity) (*os.File, error) {
 }
 
 // remove deletes the file rel (a restore that failed).
-func (d *outDir) remove(rel string) {
+func (d *Dir) remove(rel string) {
 	if dir, name, err := d.dirAt(rel, false, nil); err == nil {
 		_ = unix.Unlinkat(dir, name, 0)
 		d.closeDir(dir)
@@ -148,7 +149,7 @@ func (d *outDir) remove(rel string) {
 
 // setMtime sets rel's mtime (not following a link), so that a restored
 // file counts as the version it was uploaded as.
-func (d *outDir) setMtime(rel string, modNs int64) error {
+func (d *Dir) setMtime(rel string, modNs int64) error {
 	dir, name, err := d.dirAt(rel, false, nil)
 	if err != nil {
 		return err
@@ -174,7 +175,7 @@ type walked struct {
 // keep accepts (nil: all); symbolic links, devices, FIFOs and sockets are
 // skipped, as are names CheckArtifactPath refuses (skipped counts those).
 // Each directory is opened from its parent's descriptor with O_NOFOLLOW.
-func (d *outDir) walk(max int, keep func(name string) bool) (files []walked, skipped int, truncated bool, err error) {
+func (d *Dir) walk(max int, keep func(name string) bool) (files []walked, skipped int, truncated bool, err error) {
 	type frame struct {
 		fd  int
 		rel string

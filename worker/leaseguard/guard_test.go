@@ -1,4 +1,4 @@
-package worker
+package leaseguard
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
+	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rs/zerolog"
 )
 
@@ -100,11 +102,11 @@ func TestGuardTable_Failure(t *testing.T) {
 // lease is renewed lives, a group whose deadline passes is SIGKILLed soon
 // after it, not before.
 func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
-	g, err := startGuard(zerolog.Nop(), "")
+	g, err := Start(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	defer g.Close()
 	start := func() int {
 		cmd := exec.Command("sleep", "600")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -116,31 +118,28 @@ func TestGuard_KillsAtLeaseDeadline(t *testing.T) {
 		return cmd.Process.Pid
 	}
 	const ttl = 2 * time.Second // the renewing loop below may stall that long on a loaded machine
-	g.renew(leaseClock()+ttl, nil)
+	g.Renew(Now()+ttl, nil)
 	lapsing, renewed := start(), start()
 	for _, p := range []int{lapsing, renewed} {
-		if err := g.add(p, 0); err != nil {
+		if err := g.Add(p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	deadline, _ := g.deadline(lapsing)
-	// Renew one group until the other is gone.
-	for !groupGone(lapsing) {
-		if leaseClock() > deadline+5*time.Second {
-			t.Fatalf("group %d still alive 5s past its lease deadline", lapsing)
-		}
-		g.renew(leaseClock()+ttl, []int{renewed})
-		time.Sleep(20 * time.Millisecond)
-	}
-	if now := leaseClock(); now < deadline {
+	deadline, _ := g.Deadline(lapsing)
+	// Renew one group until the other is gone, at most 5 s past its deadline.
+	testutil.WaitFor(t, deadline+5*time.Second-Now(), "the lapsing group killed by the guard", func() bool {
+		g.Renew(Now()+ttl, []int{renewed})
+		return testutil.GroupGone(lapsing)
+	})
+	if now := Now(); now < deadline {
 		t.Fatalf("group killed %v before its lease deadline", deadline-now)
 	}
-	if groupGone(renewed) {
+	if testutil.GroupGone(renewed) {
 		t.Fatal("the renewed group was killed too")
 	}
 	// Once the worker is gone (the pipe closes), the guard kills the rest.
-	g.close()
-	waitGroupGone(t, renewed, 5*time.Second)
+	g.Close()
+	testutil.WaitGroupGone(t, renewed, 5*time.Second)
 }
 
 // TestGuard_EnvironmentHasNoSecrets: the guard process does not inherit the
@@ -150,14 +149,14 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 	t.Setenv("JWT_SECRET", "jwt-secret-456")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-789")
 	t.Setenv("GOTRACEBACK", "all")
-	g, err := startGuard(zerolog.Nop(), "")
+	g, err := Start(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	defer g.Close()
 	path := fmt.Sprintf("/proc/%d/environ", g.cmd.Process.Pid)
 	var env []string
-	waitFor(t, 10*time.Second, "the guard to exec", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the guard to exec", func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +169,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 			t.Errorf("guard environment holds %q", kv)
 		}
 		k, _, _ := strings.Cut(kv, "=")
-		if k != guardEnv && k != guardLocksEnv && !guardKeepEnv[k] {
+		if k != Env && k != guardLocksEnv && !guardKeepEnv[k] {
 			t.Errorf("guard environment holds %s, not a Go runtime variable", k)
 		}
 	}
@@ -183,7 +182,7 @@ func TestGuard_EnvironmentHasNoSecrets(t *testing.T) {
 // stopped and its pipe full, registering and renewing still return at once,
 // and the guard reads the latest record once it runs again.
 func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
-	g, err := startGuard(zerolog.Nop(), "")
+	g, err := Start(zerolog.Nop(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +197,7 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 		pgids = append(pgids, 1<<23+i)
 	}
 	for _, p := range pgids {
-		if err := g.add(p, 0); err != nil {
+		if err := g.Add(p, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,10 +206,10 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 		defer close(done)
 		// ~40 KB of lines per round: the 64 KiB pipe is full after two.
 		for i := range 200 {
-			g.renew(leaseClock()+time.Hour+time.Duration(i), pgids)
+			g.Renew(Now()+time.Hour+time.Duration(i), pgids)
 		}
 		for _, p := range pgids[:1000] {
-			g.remove(p)
+			g.Remove(p)
 		}
 	}()
 	select {
@@ -218,15 +217,15 @@ func TestGuard_StoppedGuardNeverBlocksTheWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("renewals blocked on a stopped guard")
 	}
-	if d, ok := g.deadline(pgids[1999]); !ok || d < leaseClock()+59*time.Minute {
+	if d, ok := g.Deadline(pgids[1999]); !ok || d < Now()+59*time.Minute {
 		t.Fatalf("record of group %d: %v, %v; want the last renewal's deadline", pgids[1999], d, ok)
 	}
-	if _, ok := g.deadline(pgids[0]); ok {
+	if _, ok := g.Deadline(pgids[0]); ok {
 		t.Fatal("a removed group is still in the record")
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
 	closed := make(chan struct{})
-	go func() { g.close(); close(closed) }()
+	go func() { g.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(20 * time.Second):
@@ -250,14 +249,14 @@ func TestServeGuard_ReadsEverythingBeforeKilling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	now := leaseClock()
+	now := Now()
 	fmt.Fprintf(w, "+%d %d\n+%d %d\n-%d\n", pgid, now-time.Second, pgid, now+time.Hour, pgid)
 	w.Close()
 	var out strings.Builder
 	if code := serveGuard(int(r.Fd()), &out, ""); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
-	if groupGone(pgid) {
+	if testutil.GroupGone(pgid) {
 		t.Fatalf("the guard killed a group whose renewal it had been sent; it said:\n%s", out.String())
 	}
 }
@@ -272,9 +271,9 @@ func escapee(t *testing.T, uid uint32) int {
 		t.Fatal(err)
 	}
 	go cmd.Wait()
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); killUID(uid, 5*time.Second) })
-	waitFor(t, 10*time.Second, fmt.Sprintf("two processes of uid %d", uid), func() bool {
-		pids, _ := uidProcesses(uid)
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); isolation.KillUID(uid, 5*time.Second) })
+	testutil.WaitFor(t, 10*time.Second, fmt.Sprintf("two processes of uid %d", uid), func() bool {
+		pids, _ := isolation.UIDProcesses(uid)
 		return len(pids) == 2
 	})
 	return cmd.Process.Pid
@@ -286,7 +285,7 @@ func escapee(t *testing.T, uid uint32) int {
 // person's account) is killed by its group alone, and the process that left
 // it is not the guard's to kill.
 func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const dynamic, expiring, account = 62040, 62041, 62042
 	pgDynamic, pgExpiring, pgAccount := escapee(t, dynamic), escapee(t, expiring), escapee(t, account)
 	r, w, err := os.Pipe()
@@ -294,15 +293,15 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var out syncBuf
+	var out testutil.SyncBuffer
 	served := make(chan int)
 	go func() { served <- serveGuard(int(r.Fd()), &out, "") }()
-	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, leaseClock()+100*time.Millisecond, expiring, pgAccount)
-	waitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
-		pids, _ := uidProcesses(expiring)
+	fmt.Fprintf(w, "+%d 0 %d\n+%d %d %d\n+%d 0\n", pgDynamic, dynamic, pgExpiring, Now()+100*time.Millisecond, expiring, pgAccount)
+	testutil.WaitFor(t, 10*time.Second, "the expired run's uid to be clear", func() bool {
+		pids, _ := isolation.UIDProcesses(expiring)
 		return len(pids) == 0
 	})
-	if pids, _ := uidProcesses(dynamic); len(pids) != 2 {
+	if pids, _ := isolation.UIDProcesses(dynamic); len(pids) != 2 {
 		t.Fatalf("uid %d has %v before its run's lease ended or the worker did", dynamic, pids)
 	}
 	w.Close() // the worker is gone
@@ -311,11 +310,11 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the guard did not exit after EOF")
 	}
-	if pids, _ := uidProcesses(dynamic); len(pids) != 0 {
+	if pids, _ := isolation.UIDProcesses(dynamic); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, dynamic, out.String())
 	}
-	waitGroupGone(t, pgAccount, 5*time.Second)
-	if pids, _ := uidProcesses(account); len(pids) != 1 {
+	testutil.WaitGroupGone(t, pgAccount, 5*time.Second)
+	if pids, _ := isolation.UIDProcesses(account); len(pids) != 1 {
 		t.Fatalf("uid %d has %v; want only the process that left the run's group, which is not the guard's", account, pids)
 	}
 	for _, want := range []string{fmt.Sprintf("under the run's uid %d", expiring), "lease expired",
@@ -331,15 +330,15 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 // another worker took since (for a new run, once the group was gone) is
 // not swept, and its new run lives. A uid nobody holds is swept.
 func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const taken, free = 62043, 62044
 	locks := t.TempDir()
 	pgOld, pgFree := escapee(t, taken), escapee(t, free)
-	l, err := lockUID(locks, taken) // the other worker's new run holds it
+	l, err := isolation.LockUID(locks, taken) // the other worker's new run holds it
 	if err != nil || l == nil {
 		t.Fatalf("lock of uid %d: %v, %v", taken, l, err)
 	}
-	defer l.release()
+	defer l.Release()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -351,11 +350,11 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	if code := serveGuard(int(r.Fd()), &out, locks); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
-	waitGroupGone(t, pgOld, 5*time.Second)
-	if pids, _ := uidProcesses(taken); len(pids) != 1 {
+	testutil.WaitGroupGone(t, pgOld, 5*time.Second)
+	if pids, _ := isolation.UIDProcesses(taken); len(pids) != 1 {
 		t.Fatalf("uid %d has %v; want the process that left the old group, which the uid's new holder now answers for; the guard said:\n%s", taken, pids, out.String())
 	}
-	if pids, _ := uidProcesses(free); len(pids) != 0 {
+	if pids, _ := isolation.UIDProcesses(free); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d, which nobody holds, outlived the worker; the guard said:\n%s", pids, free, out.String())
 	}
 	if want := fmt.Sprintf("uid %d is another run's by now", taken); !strings.Contains(out.String(), want) {
@@ -367,7 +366,7 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 // guard cannot use (no worker can lock through it either) does not spare
 // what the dead worker's run left under its uid.
 func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
-	needRoot(t)
+	testutil.NeedRoot(t)
 	const uid = 62045
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
@@ -385,7 +384,7 @@ func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
 	if code := serveGuard(int(r.Fd()), &out, notADir); code != 0 {
 		t.Fatalf("serveGuard: %d", code)
 	}
-	if pids, _ := uidProcesses(uid); len(pids) != 0 {
+	if pids, _ := isolation.UIDProcesses(uid); len(pids) != 0 {
 		t.Fatalf("processes %v of uid %d outlived the worker; the guard said:\n%s", pids, uid, out.String())
 	}
 	if !strings.Contains(out.String(), "without its lock") {
@@ -398,26 +397,26 @@ func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
 // between); one in time does not. No guard process: the record alone.
 func TestGuardRecordsALateRenewal(t *testing.T) {
 	g := newGuard(zerolog.Nop())
-	now := leaseClock()
-	g.renew(now-time.Second, nil) // the last acked renewal's deadline has passed
-	if err := g.add(1001, 0); err != nil {
+	now := Now()
+	g.Renew(now-time.Second, nil) // the last acked renewal's deadline has passed
+	if err := g.Add(1001, 0); err != nil {
 		t.Fatal(err)
 	}
-	g.renew(now+time.Hour, nil)
-	if err := g.add(1002, 0); err != nil {
+	g.Renew(now+time.Hour, nil)
+	if err := g.Add(1002, 0); err != nil {
 		t.Fatal(err)
 	}
-	g.renew(now+2*time.Hour, []int{1001, 1002})
-	if !g.lapsed(1001) {
+	g.Renew(now+2*time.Hour, []int{1001, 1002})
+	if !g.Lapsed(1001) {
 		t.Error("a group renewed after its deadline passed is not marked lapsed")
 	}
-	if g.lapsed(1002) {
+	if g.Lapsed(1002) {
 		t.Error("a group renewed in time is marked lapsed")
 	}
-	if err := g.remove(1001); err != nil {
+	if err := g.Remove(1001); err != nil {
 		t.Fatal(err)
 	}
-	if g.lapsed(1001) {
+	if g.Lapsed(1001) {
 		t.Error("a removed group is still marked lapsed")
 	}
 }

@@ -1,4 +1,4 @@
-package worker
+package outputs
 
 import (
 	"crypto/sha256"
@@ -33,33 +33,53 @@ type restoreItem struct {
 	refused *pb.ArtifactAck
 }
 
-// restoreChunk hands a chunk of a restored file to its run's restore.
-// Reader goroutine; never blocks (the master sends at most the window
-// ahead, which the channel holds).
-func (a *agent) restoreChunk(m *pb.ArtifactChunk) {
-	if !m.GetRestore() {
-		return
+// beginRestore marks the outputs as being restored into: chunks of the
+// restore are taken, and a stop leaves the dir open for the restore.
+func (o *Files) BeginRestore() {
+	o.l.mu.Lock()
+	o.restoring = true
+	o.l.mu.Unlock()
+}
+
+// endRestore marks the restore over: later chunks of it are dropped.
+func (o *Files) EndRestore() {
+	o.l.mu.Lock()
+	o.restoring = false
+	o.l.mu.Unlock()
+}
+
+// isRestoring reports whether a restore into the outputs is under way.
+// Nil-safe.
+func (o *Files) Restoring() bool {
+	if o == nil {
+		return false
 	}
-	a.mu.Lock()
-	var ch chan restoreItem
-	if r := a.runs[m.GetTaskId()]; r != nil && r.attempt == m.GetAttempt() && r.restoring && r.outs != nil {
-		ch = r.outs.restoreCh
-	}
-	a.mu.Unlock()
-	if ch == nil {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	return o.restoring
+}
+
+// restoreChunk hands a chunk of a restored file to the restore. Reader
+// goroutine; never blocks (the master sends at most the window ahead,
+// which the channel holds).
+func (o *Files) RestoreChunk(m *pb.ArtifactChunk) {
+	o.l.mu.Lock()
+	restoring := o.restoring
+	o.l.mu.Unlock()
+	if !restoring {
 		return
 	}
 	select {
-	case ch <- restoreItem{chunk: m}:
+	case o.restoreCh <- restoreItem{chunk: m}:
 	default:
-		a.log.Warn().Str("task", m.GetTaskId()).Msg("restore chunk dropped: the master sent more than the window asked for")
+		o.log.Warn().Msg("restore chunk dropped: the master sent more than the window asked for")
 	}
 }
 
-// restoreRefused hands the master's refusal of a restored file to the
-// restore. Caller holds agent.mu.
-func (o *outputs) restoreRefused(m *pb.ArtifactAck) {
-	if o.r.restoring {
+// restoreRefusedLocked hands the master's refusal of a restored file to
+// the restore. Caller holds Link.mu.
+func (o *Files) restoreRefusedLocked(m *pb.ArtifactAck) {
+	if o.restoring {
 		select {
 		case o.restoreCh <- restoreItem{refused: m}:
 		default:
@@ -71,48 +91,48 @@ func (o *outputs) restoreRefused(m *pb.ArtifactAck) {
 // run is stopped (outputs.quit). Files it cannot restore are logged and
 // left out: the run starts with the others (the master puts a warning on
 // the run for what it could not send).
-func (a *agent) restore(r *run, files []*pb.RestoreFile) {
-	o := r.outs
+func (o *Files) Restore(files []*pb.RestoreFile) {
+	l := o.l
 	select {
-	case a.restoreSem <- struct{}{}:
+	case l.restoreSem <- struct{}{}:
 	case <-o.quit:
 		return
 	}
-	defer func() { <-a.restoreSem }()
+	defer func() { <-l.restoreSem }()
 	began := time.Now()
 	var bytes int64
 	restored := 0
 	for _, f := range files {
-		n, err := a.restoreFile(r, f)
+		n, err := o.restoreFile(f)
 		select {
 		case <-o.quit:
 			return
 		default:
 		}
 		if err != nil {
-			r.log.Warn().Str("path", f.GetPath()).Err(err).Msg("cannot restore a file of an earlier attempt; the run starts without it")
+			o.log.Warn().Str("path", f.GetPath()).Err(err).Msg("cannot restore a file of an earlier attempt; the run starts without it")
 			continue
 		}
 		restored++
 		bytes += n
 	}
-	a.mu.Lock()
-	o.restoreAck = &pb.ArtifactAck{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Restore: true, Done: true}
-	a.kickLocked()
-	a.mu.Unlock()
-	r.log.Info().Int("files", restored).Int("of", len(files)).Int64("bytes", bytes).Dur("took", time.Since(began)).Msg("restored the outputs of earlier attempts")
+	l.mu.Lock()
+	o.restoreAck = &pb.ArtifactAck{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Restore: true, Done: true}
+	l.mu.Unlock()
+	l.kick()
+	o.log.Info().Int("files", restored).Int("of", len(files)).Int64("bytes", bytes).Dur("took", time.Since(began)).Msg("restored the outputs of earlier attempts")
 }
 
 // restoreFile restores one file and returns its size.
-func (a *agent) restoreFile(r *run, f *pb.RestoreFile) (int64, error) {
-	o := r.outs
+func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
+	l := o.l
 	if err := core.CheckArtifactPath(f.GetPath()); err != nil {
 		return 0, err
 	}
 	if f.GetSize() < 0 {
 		return 0, fmt.Errorf("size %d", f.GetSize())
 	}
-	out, err := o.dir.create(f.GetPath(), r.ident)
+	out, err := o.dir.create(f.GetPath(), o.owner)
 	if err != nil {
 		return 0, err
 	}
@@ -127,12 +147,12 @@ func (a *agent) restoreFile(r *run, f *pb.RestoreFile) (int64, error) {
 	var have uint64
 	var gen uint64
 	ask := func() {
-		a.mu.Lock()
-		o.restoreAck = &pb.ArtifactAck{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Path: f.GetPath(), Offset: have,
+		l.mu.Lock()
+		o.restoreAck = &pb.ArtifactAck{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Path: f.GetPath(), Offset: have,
 			Window: restoreWindow, Restore: true}
-		gen = a.outGen
-		a.kickLocked()
-		a.mu.Unlock()
+		gen = l.gen
+		l.mu.Unlock()
+		l.kick()
 	}
 	ask()
 	progress := time.Now()
@@ -164,9 +184,9 @@ func (a *agent) restoreFile(r *run, f *pb.RestoreFile) (int64, error) {
 				ask()
 			}
 		case <-tick.C:
-			a.mu.Lock()
-			g := a.outGen
-			a.mu.Unlock()
+			l.mu.Lock()
+			g := l.gen
+			l.mu.Unlock()
 			if g != gen {
 				ask() // a new session: ask it again from what we have
 			}

@@ -1,5 +1,5 @@
 //go:build unix && !linux
 
-package worker
+package isolation
 
 func getxattrSize(string, string) (int, error) { return 0, errNoXattr }

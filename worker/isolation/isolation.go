@@ -1,4 +1,4 @@
-package worker
+package isolation
 
 import (
 	"errors"
@@ -38,16 +38,16 @@ const (
 	// nor as nobody, whose uid unrelated daemons and NFS share.
 	minUserUID = 1000
 	nobodyUID  = 65534
-	// defaultUIDLockDir holds the lock files of the uids in use on this machine.
-	defaultUIDLockDir = "/run/rlsched/uids"
+	// DefaultUIDLockDir holds the lock files of the uids in use on this machine.
+	DefaultUIDLockDir = "/run/rlsched/uids"
 	// uidKillTimeout bounds how long the end of a run waits for the
 	// processes of its uid that left its group to die.
 	uidKillTimeout = 10 * time.Second
 )
 
-// isolation starts each run under the uid Config.RunAs names, with a
+// Isolator starts each run under the uid its mode (RUN_AS) names, with a
 // private directory of its own. Its methods are safe for concurrent use.
-type isolation struct {
+type Isolator struct {
 	mode    string
 	uids    *uidPool // RunAsDynamic only
 	log     zerolog.Logger
@@ -57,15 +57,29 @@ type isolation struct {
 	scripts string // DataDir/scripts
 }
 
-// runIdentity is who one run runs as; nil for RunAsNone.
-type runIdentity struct {
+// Identity is who one run runs as; nil for RunAsNone.
+type Identity struct {
 	uid, gid uint32
 	name     string    // the Unix account (RunAsUser); "" for a dynamic uid
 	home     string    // the account's home (RunAsUser)
-	lease    *uidLease // RunAsDynamic: the uid's lock, held until its processes are gone
+	lease    *UIDLease // RunAsDynamic: the uid's lock, held until its processes are gone
 }
 
-func (id *runIdentity) String() string {
+// UID and GID are the run's.
+func (id *Identity) UID() uint32 { return id.uid }
+func (id *Identity) GID() uint32 { return id.gid }
+
+// DynamicUID is the uid the guard may kill every process of for a run of
+// identity id: its dynamic uid, which no one else has while it runs; 0 (the
+// group alone) for a RUN_AS=user account or the worker's own uid.
+func (id *Identity) DynamicUID() uint32 {
+	if id == nil || id.lease == nil {
+		return 0
+	}
+	return id.uid
+}
+
+func (id *Identity) String() string {
 	if id.name != "" {
 		return fmt.Sprintf("uid %d (%s)", id.uid, id.name)
 	}
@@ -75,7 +89,7 @@ func (id *runIdentity) String() string {
 // credential is the run's SysProcAttr.Credential: its uid and gid and no
 // supplementary groups (Groups empty with NoSetGroups false clears them),
 // so it gets none of the worker's groups nor the account's.
-func (id *runIdentity) credential() *syscall.Credential {
+func (id *Identity) Credential() *syscall.Credential {
 	if id == nil {
 		return nil
 	}
@@ -106,11 +120,20 @@ func ResolveRunAs(mode string) (string, error) {
 	return "", fmt.Errorf("cannot start worker: RUN_AS=%q: want dynamic, user or none", mode)
 }
 
-// newIsolation prepares the data dir's layout for cfg.RunAs (see
+// Options are what an Isolator needs of the worker's Config.
+type Options struct {
+	RunAs      string   // RunAsDynamic, RunAsUser or RunAsNone, resolved (ResolveRunAs)
+	RunUIDs    UIDRange // RunAsDynamic's uids
+	UIDLockDir string   // RunAsDynamic's lock files
+	DataDir    string
+	Runs       int // how many runs the worker may hold at once
+}
+
+// New prepares the data dir's layout for cfg.RunAs (see
 // prepareDataDir) and, for RunAsDynamic, the uid pool. It logs a warning
 // when runs share the worker's uid.
-func newIsolation(cfg Config, log zerolog.Logger) (*isolation, error) {
-	iso := &isolation{mode: cfg.RunAs, log: log, dataDir: cfg.DataDir,
+func New(cfg Options, log zerolog.Logger) (*Isolator, error) {
+	iso := &Isolator{mode: cfg.RunAs, log: log, dataDir: cfg.DataDir,
 		outputs: filepath.Join(cfg.DataDir, "outputs"), scripts: filepath.Join(cfg.DataDir, "scripts")}
 	iso.own.uid, iso.own.gid = os.Geteuid(), os.Getegid()
 	if iso.mode == RunAsDynamic {
@@ -137,7 +160,7 @@ func newIsolation(cfg Config, log zerolog.Logger) (*isolation, error) {
 					p, err)
 			}
 		}
-		if need := cfg.Slots + len(cfg.GPUs); cfg.RunUIDs.size() < need {
+		if need := cfg.Runs; cfg.RunUIDs.size() < need {
 			log.Warn().Str("range", cfg.RunUIDs.String()).Int("runs", need).
 				Msg("RUN_UID_RANGE holds fewer uids than this worker may run at once; runs beyond it fail to start")
 		}
@@ -148,8 +171,17 @@ func newIsolation(cfg Config, log zerolog.Logger) (*isolation, error) {
 	return iso, nil
 }
 
-// helloIsolation is Hello.isolation: "uid" when runs get uids of their own.
-func (iso *isolation) helloIsolation() string {
+// UIDLockDir is the uid lock directory of RunAsDynamic; "" in the other
+// modes.
+func (iso *Isolator) UIDLockDir() string {
+	if iso.uids == nil {
+		return ""
+	}
+	return iso.uids.dir
+}
+
+// HelloIsolation is Hello.isolation: "uid" when runs get uids of their own.
+func (iso *Isolator) HelloIsolation() string {
 	if iso.mode == RunAsNone {
 		return "none"
 	}
@@ -165,7 +197,7 @@ func (iso *isolation) helloIsolation() string {
 //	  outputs/          0711
 //	    <task>/         0711
 //	      <attempt>/    0700  the run's private dir, owned by its uid while it runs
-func (iso *isolation) prepareDataDir() error {
+func (iso *Isolator) prepareDataDir() error {
 	for _, d := range []struct {
 		path string
 		perm fs.FileMode
@@ -186,7 +218,7 @@ func (iso *isolation) prepareDataDir() error {
 // owned by a dynamic uid (its worker died before giving it back) returns to
 // the worker. What it cannot fix it logs: the run dirs of new runs are made
 // right one by one anyway.
-func (iso *isolation) tightenOutputs() error {
+func (iso *Isolator) tightenOutputs() error {
 	tasks, err := os.ReadDir(iso.outputs)
 	if err != nil {
 		return fmt.Errorf("cannot start worker: cannot list %s: %w", iso.outputs, err)
@@ -232,15 +264,15 @@ func (iso *isolation) tightenOutputs() error {
 	return nil
 }
 
-// acquire picks the identity of the run m names: nil for RunAsNone.
-func (iso *isolation) acquire(m *pb.ExecuteTask) (*runIdentity, error) {
+// Acquire picks the identity of the run m names: nil for RunAsNone.
+func (iso *Isolator) Acquire(m *pb.ExecuteTask) (*Identity, error) {
 	switch iso.mode {
 	case RunAsDynamic:
 		l, err := iso.uids.acquire()
 		if err != nil {
 			return nil, err
 		}
-		return &runIdentity{uid: l.uid, gid: l.uid, lease: l}, nil
+		return &Identity{uid: l.uid, gid: l.uid, lease: l}, nil
 	case RunAsUser:
 		return lookupRunUser(m.GetUser())
 	}
@@ -248,7 +280,7 @@ func (iso *isolation) acquire(m *pb.ExecuteTask) (*runIdentity, error) {
 }
 
 // lookupRunUser is RunAsUser's identity for the rlsched user name.
-func lookupRunUser(name string) (*runIdentity, error) {
+func lookupRunUser(name string) (*Identity, error) {
 	if name == "" {
 		return nil, errors.New("RUN_AS=user, but the master named no owner for this run (ExecuteTask.user): upgrade the master, or set RUN_AS=dynamic")
 	}
@@ -271,12 +303,12 @@ func lookupRunUser(name string) (*runIdentity, error) {
 	if uid < minUserUID || uid == nobodyUID {
 		return nil, fmt.Errorf("the Unix account %q has uid %d: RUN_AS=user runs only as regular accounts (uid ≥ %d), never as root, nobody or a system account", name, uid, minUserUID)
 	}
-	return &runIdentity{uid: uint32(uid), gid: uint32(gid), name: u.Username, home: u.HomeDir}, nil
+	return &Identity{uid: uint32(uid), gid: uint32(gid), name: u.Username, home: u.HomeDir}, nil
 }
 
-// makeRunDir creates the run's private dir, DataDir/outputs/<task>/<attempt>
+// MakeRunDir creates the run's private dir, DataDir/outputs/<task>/<attempt>
 // (mode 0700), owned by id's uid when it has one.
-func (iso *isolation) makeRunDir(m *pb.ExecuteTask, id *runIdentity) (string, error) {
+func (iso *Isolator) MakeRunDir(m *pb.ExecuteTask, id *Identity) (string, error) {
 	taskDir := filepath.Join(iso.outputs, m.GetTaskId())
 	if err := os.Mkdir(taskDir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("cannot create output dir: %w", err)
@@ -302,9 +334,9 @@ func (iso *isolation) makeRunDir(m *pb.ExecuteTask, id *runIdentity) (string, er
 	return dir, nil
 }
 
-// checkReach fails a run under its own uid that could not enter its working
+// CheckReach fails a run under its own uid that could not enter its working
 // directory or read a built-in script it names, with the reason.
-func checkReach(id *runIdentity, dir string, scriptArgs []string) error {
+func CheckReach(id *Identity, dir string, scriptArgs []string) error {
 	if id == nil {
 		return nil
 	}
@@ -319,10 +351,10 @@ func checkReach(id *runIdentity, dir string, scriptArgs []string) error {
 	return nil
 }
 
-// identityEnv is what a run under its own uid gets instead of the worker's
+// IdentityEnv is what a run under its own uid gets instead of the worker's
 // HOME, TMPDIR, USER and LOGNAME; the worker's XDG_* directories belong to
-// the worker's user and are dropped (filtered by dropIdentityEnv).
-func identityEnv(id *runIdentity, outDir string) []string {
+// the worker's user and are dropped (filtered by DropIdentityEnv).
+func IdentityEnv(id *Identity, outDir string) []string {
 	if id == nil {
 		return nil
 	}
@@ -333,45 +365,44 @@ func identityEnv(id *runIdentity, outDir string) []string {
 	return []string{"HOME=" + home, "TMPDIR=" + outDir, "USER=" + name, "LOGNAME=" + name}
 }
 
-// dropIdentityEnv reports an inherited variable that describes the worker's
+// DropIdentityEnv reports an inherited variable that describes the worker's
 // own user, which a run under another uid must not inherit.
-func dropIdentityEnv(id *runIdentity, key string) bool {
+func DropIdentityEnv(id *Identity, key string) bool {
 	return id != nil && strings.HasPrefix(key, "XDG_")
 }
 
-// sweep kills what is left of a dynamic uid once its run's leader exited:
+// Sweep kills what is left of a dynamic uid once its run's leader exited:
 // processes that left the run's group (setsid) are found by their uid.
-func (iso *isolation) sweep(r *run) {
-	id := r.ident
+// log is the run's.
+func (iso *Isolator) Sweep(id *Identity, log zerolog.Logger) {
 	if id == nil || id.lease == nil {
 		return
 	}
-	killed, left, err := killUID(id.uid, uidKillTimeout)
+	killed, left, err := KillUID(id.uid, uidKillTimeout)
 	switch {
 	case err != nil:
-		r.log.Error().Err(err).Uint32("uid", id.uid).Msg("cannot look for the run's processes by uid")
+		log.Error().Err(err).Uint32("uid", id.uid).Msg("cannot look for the run's processes by uid")
 	case left > 0:
-		r.log.Error().Uint32("uid", id.uid).Int("left", left).
+		log.Error().Uint32("uid", id.uid).Int("left", left).
 			Msg("processes of the run's uid outlived SIGKILL; the uid is not given to another run while they live")
 	case killed > 0:
-		r.log.Info().Uint32("uid", id.uid).Int("killed", killed).Msg("killed processes of the run's uid that had left its group")
+		log.Info().Uint32("uid", id.uid).Int("killed", killed).Msg("killed processes of the run's uid that had left its group")
 	}
 }
 
-// release gives back what acquire and makeRunDir took: a dynamic uid's
-// output dir returns to the worker (a later run under the same uid must not
-// reach it), then the uid is freed. Call it once the run's processes are
-// gone (or never started).
-func (iso *isolation) release(r *run) {
-	id := r.ident
+// Release gives back what Acquire and MakeRunDir took: a dynamic uid's
+// output dir (outDir, "" when none was made) returns to the worker (a later
+// run under the same uid must not reach it), then the uid is freed. Call it
+// once the run's processes are gone (or never started). log is the run's.
+func (iso *Isolator) Release(id *Identity, outDir string, log zerolog.Logger) {
 	if id == nil || id.lease == nil {
 		return
 	}
-	if r.outDir != "" {
-		if err := os.Lchown(r.outDir, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			r.log.Error().Err(err).Str("dir", r.outDir).Msg("cannot take the output dir back from the run's uid; keeping the uid")
+	if outDir != "" {
+		if err := os.Lchown(outDir, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Error().Err(err).Str("dir", outDir).Msg("cannot take the output dir back from the run's uid; keeping the uid")
 			return // never hand out a uid that still owns a finished run's files
 		}
 	}
-	id.lease.release()
+	id.lease.Release()
 }

@@ -1,4 +1,4 @@
-package worker
+package isolation
 
 import (
 	"errors"
@@ -19,9 +19,9 @@ import (
 // UIDRange is an inclusive range of uids that RUN_AS=dynamic hands to runs.
 type UIDRange struct{ First, Last uint32 }
 
-// defaultUIDRange is RUN_UID_RANGE's default: above the accounts distributions
+// DefaultUIDRange is RUN_UID_RANGE's default: above the accounts distributions
 // create (up to 60000 by login.defs) and below nobody (65534).
-var defaultUIDRange = UIDRange{First: 61000, Last: 61999}
+var DefaultUIDRange = UIDRange{First: 61000, Last: 61999}
 
 // ParseUIDRange reads "FIRST-LAST" (inclusive, FIRST ≥ 1).
 func ParseUIDRange(s string) (UIDRange, error) {
@@ -32,10 +32,10 @@ func ParseUIDRange(s string) (UIDRange, error) {
 		return UIDRange{}, fmt.Errorf("invalid uid range %q: want FIRST-LAST, e.g. 61000-61999", s)
 	}
 	r := UIDRange{First: uint32(first), Last: uint32(last)}
-	return r, r.validate()
+	return r, r.Validate()
 }
 
-func (r UIDRange) validate() error {
+func (r UIDRange) Validate() error {
 	switch {
 	case r.First == 0:
 		return fmt.Errorf("uid range %s holds uid 0: runs never run as root", r)
@@ -70,15 +70,15 @@ type uidPool struct {
 	warned map[uint32]bool // uids skipped for live processes, logged once
 }
 
-// uidLease is one uid held for one run; release it once no process of the
+// UIDLease is one uid held for one run; release it once no process of the
 // uid is left.
-type uidLease struct {
+type UIDLease struct {
 	uid  uint32
 	lock *os.File
 }
 
 func newUIDPool(r UIDRange, dir string, log zerolog.Logger) (*uidPool, error) {
-	if err := r.validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	if err := uidsMapped(r); err != nil {
@@ -91,7 +91,7 @@ func newUIDPool(r UIDRange, dir string, log zerolog.Logger) (*uidPool, error) {
 }
 
 // acquire takes the next free uid of the range.
-func (p *uidPool) acquire() (*uidLease, error) {
+func (p *uidPool) acquire() (*UIDLease, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := uint32(p.r.size())
@@ -101,20 +101,20 @@ func (p *uidPool) acquire() (*uidLease, error) {
 		if accountUses(uid) {
 			continue
 		}
-		l, err := lockUID(p.dir, uid)
+		l, err := LockUID(p.dir, uid)
 		if err != nil {
 			return nil, err
 		}
 		if l == nil {
 			continue // another run holds it
 		}
-		if pids, err := uidProcesses(uid); err != nil || len(pids) > 0 {
+		if pids, err := UIDProcesses(uid); err != nil || len(pids) > 0 {
 			if !p.warned[uid] {
 				p.warned[uid] = true
 				p.log.Warn().Uint32("uid", uid).Ints("pids", pids).AnErr("scan_error", err).
 					Msg("processes still run under a uid of RUN_UID_RANGE that no run holds (left by a worker that died?); skipping that uid until they are gone")
 			}
-			l.release()
+			l.Release()
 			continue
 		}
 		delete(p.warned, uid)
@@ -124,10 +124,10 @@ func (p *uidPool) acquire() (*uidLease, error) {
 	return nil, fmt.Errorf("no free uid in RUN_UID_RANGE %s: every uid is held by a live run, used by an account, or still has processes; widen the range", p.r)
 }
 
-// lockUID takes uid's lock file in dir, or returns nil when another holder
+// LockUID takes uid's lock file in dir, or returns nil when another holder
 // has it: a worker's pool, or the guard of a worker that died, sweeping
 // what was left under the uid (guardExit).
-func lockUID(dir string, uid uint32) (*uidLease, error) {
+func LockUID(dir string, uid uint32) (*UIDLease, error) {
 	// O_CLOEXEC (Go's default): a run must never inherit the lock.
 	f, err := os.OpenFile(filepath.Join(dir, strconv.FormatUint(uint64(uid), 10)), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -140,12 +140,12 @@ func lockUID(dir string, uid uint32) (*uidLease, error) {
 		}
 		return nil, fmt.Errorf("cannot lock uid %d: %w", uid, err)
 	}
-	return &uidLease{uid: uid, lock: f}, nil
+	return &UIDLease{uid: uid, lock: f}, nil
 }
 
 // release gives the uid back. Only call it once no process of the uid is
-// left (killUID).
-func (l *uidLease) release() {
+// left (KillUID).
+func (l *UIDLease) Release() {
 	if l != nil && l.lock != nil {
 		l.lock.Close() // drops the flock
 		l.lock = nil
