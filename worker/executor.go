@@ -211,7 +211,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 
 // checkTaskEnv refuses a task env that names a variable rlsched reserves
 // (core.ReservedEnv, the rule the REST API applies at submit: the GPUs and
-// identity the worker sets, device selection, LD_PRELOAD), or a name no
+// identity the worker sets, device selection, loader variables), or a name no
 // environment can hold.
 func checkTaskEnv(env map[string]string) error {
 	keys := make([]string, 0, len(env))
