@@ -7,4 +7,10 @@
 // It never does I/O: no store, no clock, no global randomness. The same
 // spec always expands to the same members in the same order, so the REST
 // layer can create them in one transaction and a test can predict them.
+//
+// Its subpackages are the pure parts of searching a sweep (API.md "Sweep
+// search and early stopping"): goal (which way is better), tpe (proposing
+// params), earlystop (ASHA and the median rule) and importance (which
+// params mattered). They import none of each other but goal; sweep imports
+// goal and earlystop (to check a spec's earlyStop).
 package sweep
