@@ -45,29 +45,33 @@ type Member struct {
 // params.
 func (s *Spec) Members() []Member {
 	samples := s.draw()
-	seeds := s.Seeds
 	out := make([]Member, 0, s.Size())
 	for _, gc := range s.gridCells() {
 		for _, sample := range samples {
-			cell := mergeSorted(gc, sample)
-			cellJSON := appendObject(nil, cell)
-			label := labelOf(cell)
-			if seeds == nil {
-				out = append(out, Member{
-					Index: len(out), Cell: cellJSON, Params: s.params(cell, nil), Label: label,
-				})
-				continue
-			}
-			for _, seed := range seeds {
-				l := SeedParam + "=" + strconv.FormatInt(seed, 10)
-				if label != "" {
-					l = label + " " + l
-				}
-				out = append(out, Member{
-					Index: len(out), Cell: cellJSON, Seed: &seed, Params: s.params(cell, &seed), Label: l,
-				})
-			}
+			out = s.appendCell(out, mergeSorted(gc, sample))
 		}
+	}
+	return out
+}
+
+// appendCell appends cell's members, one per seed (one without seeds),
+// numbered on from len(out).
+func (s *Spec) appendCell(out []Member, cell []kv) []Member {
+	cellJSON := appendObject(nil, cell)
+	label := labelOf(cell)
+	if s.Seeds == nil {
+		return append(out, Member{
+			Index: len(out), Cell: cellJSON, Params: s.params(cell, nil), Label: label,
+		})
+	}
+	for _, seed := range s.Seeds {
+		l := SeedParam + "=" + strconv.FormatInt(seed, 10)
+		if label != "" {
+			l = label + " " + l
+		}
+		out = append(out, Member{
+			Index: len(out), Cell: cellJSON, Seed: &seed, Params: s.params(cell, &seed), Label: l,
+		})
 	}
 	return out
 }
@@ -96,7 +100,16 @@ func (s *Spec) gridCells() [][]kv {
 // controller proposes by TPE as members report, a tpe sweep is a random
 // search over its space.
 func (s *Spec) searched() []randomParam {
-	if s.Method != TPE || len(s.grid) == 0 {
+	if s.Method != TPE {
+		return s.random
+	}
+	return s.swept()
+}
+
+// swept is every param a member's cell holds, sorted by name: the random
+// params and the grid's axes as choices.
+func (s *Spec) swept() []randomParam {
+	if len(s.grid) == 0 {
 		return s.random
 	}
 	ps := slices.Clone(s.random)
