@@ -12,5 +12,6 @@
 // search and early stopping"): goal (which way is better), tpe (proposing
 // params), earlystop (ASHA and the median rule) and importance (which
 // params mattered). They import none of each other but goal; sweep imports
-// goal and earlystop (to check a spec's earlyStop).
+// goal, earlystop (to check a spec's earlyStop) and tpe (a spec's Space,
+// whose points Proposal turns into members and Point reads back).
 package sweep
