@@ -9,10 +9,10 @@ import (
 	"github.com/rlsched/rlsched/sweep/tpe"
 )
 
-// Space is every param a member's cell holds, in name order, as a search
-// space (sweep/tpe's, which sweep/importance reads too): uniform,
-// loguniform and int params as they are, a choice param and a grid axis as
-// a categorical of its values in the order given.
+// Space is every param a member's cell holds, in name order, as sweep/tpe's
+// search space: uniform, loguniform and int params as they are, a choice
+// param and a grid axis as a categorical of its values in the order given
+// (and so a categorical feature for sweep/importance, over Point's values).
 func (s *Spec) Space() tpe.Space {
 	ps := s.swept()
 	out := make(tpe.Space, len(ps))
