@@ -8,8 +8,11 @@
 // (univariate) by the largest l(x)/g(x).
 //
 // A Space is the sweep's random params (uniform, loguniform, int, choice)
-// and, as categorical params, its grid axes; a Trial is one finished
-// proposal's params and objective. Suggest is a pure function of them.
+// and, as categorical params, its grid axes; a Trial is one proposal's
+// params and objective, finished, stopped early (ranked below the finished,
+// as Optuna ranks pruned trials) or still running (ranked last, Optuna's
+// constant liar, so parallel proposals spread out). Suggest is a pure
+// function of them.
 //
 // It never does I/O, never reads a clock and never uses global randomness:
 // every random draw comes from the *rand.Rand the caller passes, so the same

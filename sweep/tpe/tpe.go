@@ -1,6 +1,7 @@
 package tpe
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,13 +10,33 @@ import (
 	"github.com/rlsched/rlsched/sweep/goal"
 )
 
-// Trial is one finished proposal: its Params in the order of the Space (a
-// Categorical as its choice's index) and its objective Value. A NaN Value
-// (a member that reported no metric) is skipped.
+// Trial is one proposal: its Params in the order of the Space (a
+// Categorical as its choice's index), where it stands and its objective
+// Value. A finished or stopped trial whose Value is NaN (a member that
+// reported no metric) is skipped.
 type Trial struct {
 	Params []float64
 	Value  float64
+	State  State
+	// Step is where a Stopped trial was stopped.
+	Step int64
 }
+
+// State is where a trial stands, which ranks it before its value does, as
+// Optuna ranks complete, pruned and (with its constant liar) running
+// trials.
+type State int
+
+const (
+	// Finished ran to its end; Value is its objective.
+	Finished State = iota
+	// Stopped was stopped early at Step; Value is its last report. It ranks
+	// below every finished trial, a later Step above an earlier.
+	Stopped
+	// Running is proposed and not ended; Value is ignored. It ranks below
+	// all others, so proposals made while it runs spread away from it.
+	Running
+)
 
 // Options tune Suggest; the zero value is Optuna's defaults, maximising.
 type Options struct {
@@ -44,11 +65,12 @@ func (o Options) withDefaults() Options {
 }
 
 // Suggest proposes the next params, one value per param of space, each
-// inside it. With fewer than StartupTrials trials of a value it draws them at
-// random; then it splits the trials into the good ones (the best gamma(n))
-// and the rest, and for each param takes, of EICandidates draws from the good
-// trials' estimator l, the one with the largest l(x)/g(x), g being the rest's
-// estimator: TPE's expected improvement. Equal values split in trial order.
+// inside it. With fewer than StartupTrials trials (running ones included) it
+// draws them at random; then it splits the trials into the good ones (the
+// best gamma(n), ranked by State, then value) and the rest, and for each
+// param takes, of EICandidates draws from the good trials' estimator l, the
+// one with the largest l(x)/g(x), g being the rest's estimator: TPE's
+// expected improvement. Equal ranks split in trial order.
 //
 // A trial whose Params do not fit space is an error naming it.
 func Suggest(space Space, trials []Trial, rng *rand.Rand, opt Options) ([]float64, error) {
@@ -58,6 +80,9 @@ func Suggest(space Space, trials []Trial, rng *rand.Rand, opt Options) ([]float6
 	opt = opt.withDefaults()
 	var kept []Trial
 	for i, t := range trials {
+		if t.State < Finished || t.State > Running {
+			return nil, fmt.Errorf("trial %d has an unknown state %d", i, t.State)
+		}
 		if len(t.Params) != len(space) {
 			return nil, fmt.Errorf("trial %d has %d params; the space has %d", i, len(t.Params), len(space))
 		}
@@ -66,7 +91,7 @@ func Suggest(space Space, trials []Trial, rng *rand.Rand, opt Options) ([]float6
 				return nil, fmt.Errorf("trial %d: param %q: %v is outside the space", i, space[j].Name, v)
 			}
 		}
-		if !math.IsNaN(t.Value) {
+		if t.State == Running || !math.IsNaN(t.Value) {
 			kept = append(kept, t)
 		}
 	}
@@ -114,14 +139,19 @@ func split(trials []Trial, g goal.Goal) (below, above []Trial) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		la, lb := g.Loss(trials[a].Value), g.Loss(trials[b].Value)
-		switch {
-		case la < lb:
-			return -1
-		case la > lb:
-			return 1
+		ta, tb := &trials[a], &trials[b]
+		if c := cmp.Compare(ta.State, tb.State); c != 0 {
+			return c
 		}
-		return 0
+		switch ta.State {
+		case Running:
+			return 0
+		case Stopped:
+			if c := cmp.Compare(tb.Step, ta.Step); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(g.Loss(ta.Value), g.Loss(tb.Value))
 	})
 	n := gamma(len(trials))
 	good, rest := slices.Clone(order[:n]), slices.Clone(order[n:])

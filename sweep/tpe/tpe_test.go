@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +50,7 @@ func TestSuggestRefusesTrialsOutsideTheSpace(t *testing.T) {
 		}
 	}
 	f(Trial{Params: []float64{0.5}}, "trial 1 has 1 params; the space has 2")
+	f(Trial{Params: []float64{0.5, 1}, State: 7}, "trial 1 has an unknown state 7")
 	f(Trial{Params: []float64{2, 0}}, `trial 1: param "x": 2 is outside`)
 	f(Trial{Params: []float64{0.5, 2}}, `trial 1: param "c": 2 is outside`)
 	f(Trial{Params: []float64{0.5, 0.5}}, `trial 1: param "c": 0.5 is outside`)
@@ -81,6 +83,62 @@ func TestWeights(t *testing.T) {
 	f(26, append([]float64{1.0 / 26}, ones(25)...))
 	// numpy.linspace(1/30, 1, 5) then 25 ones
 	f(30, append([]float64{1.0 / 30, 1.0/30 + (29.0/30)/4, 1.0/30 + 2*(29.0/30)/4, 1.0/30 + 3*(29.0/30)/4, 1}, ones(25)...))
+}
+
+// TestSplit: finished trials rank by value, then stopped ones by later
+// step, then by value, then running ones; each side keeps trial order.
+func TestSplit(t *testing.T) {
+	f := func(g goal.Goal, trials []Trial, wantBelow, wantAbove []float64) {
+		t.Helper()
+		below, above := split(trials, g)
+		if got := column(below, 0); !slices.Equal(got, wantBelow) {
+			t.Errorf("below = %v; want %v", got, wantBelow)
+		}
+		if got := column(above, 0); !slices.Equal(got, wantAbove) {
+			t.Errorf("above = %v; want %v", got, wantAbove)
+		}
+	}
+	// Params[0] names each trial by its index.
+	var trials []Trial
+	add := func(v float64, s State, step int64) {
+		trials = append(trials, Trial{Params: []float64{float64(len(trials))}, Value: v, State: s, Step: step})
+	}
+	for i := range 11 { // 0..10 finished, value i
+		add(float64(i), Finished, 0)
+	}
+	add(100, Stopped, 10) // 11: stopped early with a great value
+	add(50, Stopped, 30)  // 12: stopped later
+	add(0, Running, 0)    // 13
+	add(0, Running, 0)    // 14
+	add(200, Stopped, 30) // 15
+	// 16 trials: gamma 2. Maximising: 10 and 9, then 8..0, then 15 and 12
+	// (step 30, by value), 11, and the running 13 and 14.
+	f(goal.Maximize, trials, []float64{9, 10}, []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15})
+	f(goal.Minimize, trials, []float64{0, 1}, []float64{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	// Only stopped and running trials: the latest stopped is the best.
+	trials = nil
+	add(1, Running, 0)
+	add(5, Stopped, 10)
+	add(1, Stopped, 20)
+	f(goal.Maximize, trials, []float64{2}, []float64{0, 1})
+}
+
+// TestSuggestCountsRunning: running trials count towards the startup ones
+// and their values are not read.
+func TestSuggestCountsRunning(t *testing.T) {
+	space := Space{{Name: "x", Kind: Uniform, Min: 0, Max: 1}}
+	var trials []Trial
+	for i := range 10 {
+		trials = append(trials, Trial{Params: []float64{float64(i) / 10}, Value: math.NaN(), State: Running})
+	}
+	got, err := Suggest(space, trials, newRand(7), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	random, _ := Suggest(space, nil, newRand(7), Options{})
+	if got[0] == random[0] || !space[0].Contains(got[0]) {
+		t.Errorf("with 10 running trials Suggest = %v; want a TPE proposal, not the random draw %v", got, random)
+	}
 }
 
 func TestGamma(t *testing.T) {
@@ -292,7 +350,8 @@ func TestSuggestProperties(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkInside(t, space, x)
-			trials = append(trials, Trial{Params: x, Value: v})
+			st := rapid.SampledFrom([]State{Finished, Finished, Stopped, Running}).Draw(t, "state")
+			trials = append(trials, Trial{Params: x, Value: v, State: st, Step: int64(rapid.IntRange(0, 3).Draw(t, "step"))})
 		}
 		a, err := Suggest(space, trials, newRand(seed+1), opt)
 		if err != nil {
