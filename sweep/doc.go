@@ -11,7 +11,8 @@
 // Its subpackages are the pure parts of searching a sweep (API.md "Sweep
 // search and early stopping"): goal (which way is better), tpe (proposing
 // params), earlystop (ASHA and the median rule) and importance (which
-// params mattered). They import none of each other but goal; sweep imports
-// goal, earlystop (to check a spec's earlyStop) and tpe (a spec's Space,
-// whose points Proposal turns into members and Point reads back).
+// params mattered). tpe and earlystop import only goal, importance only
+// tpe (for its Space); sweep imports goal, earlystop (to check a spec's
+// earlyStop) and tpe (a spec's Space, whose points Proposal turns into
+// members and Point reads back).
 package sweep

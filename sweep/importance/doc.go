@@ -2,7 +2,8 @@
 // objective (API.md "Sweep search and early stopping": importance): the
 // permutation importance of Breiman's random forests ("Random Forests",
 // Machine Learning 45, 2001), over a small forest of regression trees
-// grown here. For each tree, the rise in its out-of-bag squared error when
+// grown here, for the params of a sweep's search space (sweep/tpe's Space,
+// its categoricals split one choice against the rest). For each tree, the rise in its out-of-bag squared error when
 // one param's values are shuffled among the out-of-bag trials is that
 // param's share; shares are averaged over the trees, negatives clipped to 0
 // and normalised to sum to 1.

@@ -3,6 +3,8 @@ package importance
 import (
 	"math/rand/v2"
 	"slices"
+
+	"github.com/rlsched/rlsched/sweep/tpe"
 )
 
 // node is a tree's node: a leaf with its value, or a split sending a row
@@ -41,7 +43,7 @@ func (t tree) predict(x []float64) float64 {
 // grower grows one tree by CART: each node splits on the best of mtry
 // features drawn at random, by the largest fall in squared error.
 type grower struct {
-	features []Feature
+	space    tpe.Space
 	x        [][]float64
 	y        []float64
 	minLeaf  int
@@ -58,7 +60,7 @@ func (g *grower) grow(rows []int, depth int) int {
 		return id
 	}
 	best := split{gain: 1e-12} // a split must lower the error by more than rounding
-	for _, f := range g.rng.Perm(len(g.features))[:g.mtry] {
+	for _, f := range g.rng.Perm(len(g.space))[:g.mtry] {
 		if s := g.bestSplit(rows, f); s.gain > best.gain {
 			best = s
 		}
@@ -68,7 +70,7 @@ func (g *grower) grow(rows []int, depth int) int {
 	}
 	left := g.grow(best.left, depth+1)
 	right := g.grow(best.right, depth+1)
-	g.t[id] = node{feature: best.feature, categorical: g.features[best.feature].Categorical,
+	g.t[id] = node{feature: best.feature, categorical: g.space[best.feature].Kind == tpe.Categorical,
 		threshold: best.threshold, left: left, right: right}
 	return id
 }
@@ -98,7 +100,7 @@ func (g *grower) bestSplit(rows []int, f int) split {
 		sumR := total - sumL
 		return sumL*sumL/float64(nl) + sumR*sumR/float64(nr) - base
 	}
-	if g.features[f].Categorical {
+	if g.space[f].Kind == tpe.Categorical {
 		sums, counts := map[float64]float64{}, map[float64]int{}
 		for _, r := range rows {
 			sums[g.x[r][f]] += g.y[r]
@@ -145,7 +147,7 @@ func (g *grower) bestSplit(rows []int, f int) split {
 		return split{}
 	}
 	for _, r := range rows {
-		if goesLeft(g.features[f].Categorical, best.threshold, g.x[r][f]) {
+		if goesLeft(g.space[f].Kind == tpe.Categorical, best.threshold, g.x[r][f]) {
 			best.left = append(best.left, r)
 		} else {
 			best.right = append(best.right, r)

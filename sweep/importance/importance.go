@@ -6,16 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-)
 
-// Feature is one param: its name, and whether its values are unordered
-// choices (a choice or grid param, written as the index of its value).
-// Numeric params need no transform: a tree's splits depend only on the
-// order of the values, so a log scale changes nothing.
-type Feature struct {
-	Name        string
-	Categorical bool
-}
+	"github.com/rlsched/rlsched/sweep/tpe"
+)
 
 // Importance is one param's share of the objective's explained error.
 type Importance struct {
@@ -37,11 +30,14 @@ const MinTrials = 8
 
 const maxDepth = 16
 
-// Permutation returns each feature's importance for y, sorted from the
-// most important (equal values by name). x[i] are trial i's values, one per
-// feature; a trial whose y is NaN is left out. When y is constant, or no
-// param explains any of it, every value is 0.
-func Permutation(features []Feature, x [][]float64, y []float64, rng *rand.Rand, opt Options) ([]Importance, error) {
+// Permutation returns the importance for y of each param of space, sorted
+// from the most important (equal values by name). x[i] are trial i's
+// values, one per param, a categorical as its choice's index (a sweep's
+// Spec.Point); a trial whose y is NaN is left out. When y is constant, or no
+// param explains any of it, every value is 0. Numeric values need no
+// transform: a tree's splits depend only on their order, so a log scale
+// changes nothing.
+func Permutation(space tpe.Space, x [][]float64, y []float64, rng *rand.Rand, opt Options) ([]Importance, error) {
 	if len(x) != len(y) {
 		return nil, fmt.Errorf("%d trials of params for %d values; give one value per trial", len(x), len(y))
 	}
@@ -53,12 +49,12 @@ func Permutation(features []Feature, x [][]float64, y []float64, rng *rand.Rand,
 	}
 	var rows []int
 	for i, v := range y {
-		if len(x[i]) != len(features) {
-			return nil, fmt.Errorf("trial %d has %d params; want %d", i, len(x[i]), len(features))
+		if len(x[i]) != len(space) {
+			return nil, fmt.Errorf("trial %d has %d params; want %d", i, len(x[i]), len(space))
 		}
 		for j, p := range x[i] {
 			if math.IsNaN(p) || math.IsInf(p, 0) {
-				return nil, fmt.Errorf("trial %d: param %q is %v", i, features[j].Name, p)
+				return nil, fmt.Errorf("trial %d: param %q is %v", i, space[j].Name, p)
 			}
 		}
 		if !math.IsNaN(v) {
@@ -69,9 +65,9 @@ func Permutation(features []Feature, x [][]float64, y []float64, rng *rand.Rand,
 		return nil, fmt.Errorf("%d trials have a value; importance needs at least %d", len(rows), MinTrials)
 	}
 
-	rise := make([]float64, len(features))
-	g := &grower{features: features, x: x, y: y, minLeaf: opt.MinLeaf, maxDepth: maxDepth,
-		mtry: max(1, len(features)/3), rng: rng}
+	rise := make([]float64, len(space))
+	g := &grower{space: space, x: x, y: y, minLeaf: opt.MinLeaf, maxDepth: maxDepth,
+		mtry: max(1, len(space)/3), rng: rng}
 	inBag := make([]bool, len(y))
 	for range opt.Trees {
 		clear(inBag)
@@ -92,7 +88,7 @@ func Permutation(features []Feature, x [][]float64, y []float64, rng *rand.Rand,
 			continue
 		}
 		base := g.t.oobError(x, y, oob, -1, nil)
-		for f := range features {
+		for f := range space {
 			rise[f] += g.t.oobError(x, y, oob, f, rng.Perm(len(oob))) - base
 		}
 	}
@@ -102,9 +98,9 @@ func Permutation(features []Feature, x [][]float64, y []float64, rng *rand.Rand,
 		rise[f] = max(rise[f], 0)
 		total += rise[f]
 	}
-	out := make([]Importance, len(features))
-	for f, feat := range features {
-		out[f] = Importance{Param: feat.Name}
+	out := make([]Importance, len(space))
+	for f, p := range space {
+		out[f] = Importance{Param: p.Name}
 		if total > 0 {
 			out[f].Value = rise[f] / total
 		}

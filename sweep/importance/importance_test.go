@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/rlsched/rlsched/sweep/tpe"
 )
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0)) }
@@ -22,7 +24,11 @@ func sample(n int, rng *rand.Rand, f func(x, lr, opt float64) float64) ([][]floa
 	return xs, ys
 }
 
-var features = []Feature{{Name: "x"}, {Name: "lr"}, {Name: "opt", Categorical: true}}
+var space3 = tpe.Space{
+	{Name: "x", Kind: tpe.Uniform, Min: 0, Max: 1},
+	{Name: "lr", Kind: tpe.LogUniform, Min: 1e-5, Max: 0.1},
+	{Name: "opt", Kind: tpe.Categorical, N: 3},
+}
 
 func ranking(imps []Importance) string {
 	var names []string
@@ -37,7 +43,7 @@ func TestPermutationRanks(t *testing.T) {
 		t.Helper()
 		rng := newRand(1)
 		xs, ys := sample(120, rng, fn)
-		imps, err := Permutation(features, xs, ys, rng, Options{})
+		imps, err := Permutation(space3, xs, ys, rng, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -66,7 +72,7 @@ func TestPermutationRanks(t *testing.T) {
 func TestPermutationNothingMatters(t *testing.T) {
 	rng := newRand(2)
 	xs, ys := sample(40, rng, func(_, _, _ float64) float64 { return 7 })
-	imps, err := Permutation(features, xs, ys, rng, Options{})
+	imps, err := Permutation(space3, xs, ys, rng, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +90,7 @@ func TestPermutationNothingMatters(t *testing.T) {
 func TestPermutationInput(t *testing.T) {
 	f := func(xs [][]float64, ys []float64, wantErr string) {
 		t.Helper()
-		_, err := Permutation(features, xs, ys, newRand(3), Options{})
+		_, err := Permutation(space3, xs, ys, newRand(3), Options{})
 		if err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("Permutation = %v; want an error with %q", err, wantErr)
 		}
@@ -111,14 +117,14 @@ func TestPermutationProperties(t *testing.T) {
 			ys = append(ys, rapid.SampledFrom([]float64{0, 1, -2, 5, math.NaN()}).Draw(t, "y"))
 		}
 		seed := rapid.Uint64().Draw(t, "seed")
-		a, err := Permutation(features, xs, ys, newRand(seed), Options{Trees: 10})
+		a, err := Permutation(space3, xs, ys, newRand(seed), Options{Trees: 10})
 		if err != nil {
 			if strings.Contains(err.Error(), "needs at least") {
 				return // too many NaNs
 			}
 			t.Fatal(err)
 		}
-		b, _ := Permutation(features, xs, ys, newRand(seed), Options{Trees: 10})
+		b, _ := Permutation(space3, xs, ys, newRand(seed), Options{Trees: 10})
 		var sum float64
 		for i := range a {
 			if a[i] != b[i] {
