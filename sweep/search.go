@@ -115,6 +115,9 @@ func (s *Spec) parseBudget(samples, budget json.RawMessage) error {
 	if !isNull(samples) {
 		return fieldErr("samples", "tpe proposes budget members; drop samples")
 	}
+	if err := s.Space().Validate(); err != nil {
+		return fieldErr("random", "%v", err)
+	}
 	n, err := memberCount(budget, "budget", "tpe needs the members to run in all")
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ func TestParseSearch_Failure(t *testing.T) {
 	// tpe: a grid-only space, samples, the budget
 	f(`{"method":"tpe","grid":{"a":[1,2]},"budget":4}`, "random", "tpe searches random params")
 	f(`{"method":"tpe",`+lrRandom+`,"samples":4,"budget":4}`, "samples", "drop samples")
+	f(`{"method":"tpe","random":{"x":{"dist":"uniform","min":-1e308,"max":1e308}},"budget":4}`, "random", `param "x": max − min overflows`)
 	f(`{"method":"tpe",`+lrRandom+`}`, "budget", "tpe needs")
 	f(`{"method":"tpe",`+lrRandom+`,"budget":0}`, "budget", "1..10000")
 	f(`{"method":"tpe",`+lrRandom+`,"budget":1000000}`, "budget", "1..10000")

@@ -54,6 +54,9 @@ func (s Space) Validate() error {
 		if math.IsNaN(p.Min) || math.IsNaN(p.Max) || math.IsInf(p.Min, 0) || math.IsInf(p.Max, 0) || p.Min > p.Max {
 			return fmt.Errorf("param %q: needs finite bounds, min ≤ max", p.Name)
 		}
+		if p.Kind == Uniform && math.IsInf(p.Max-p.Min, 0) {
+			return fmt.Errorf("param %q: max − min overflows a float64; narrow the range", p.Name)
+		}
 		if p.Kind == LogUniform && p.Min <= 0 {
 			return fmt.Errorf("param %q: loguniform needs min > 0", p.Name)
 		}

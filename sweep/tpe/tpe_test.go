@@ -36,6 +36,8 @@ func TestValidate(t *testing.T) {
 	f(Param{Name: "x", Kind: Uniform, Min: math.NaN(), Max: 1}, "finite bounds")
 	f(Param{Name: "x", Kind: Uniform, Min: 0, Max: math.Inf(1)}, "finite bounds")
 	f(Param{Name: "lr", Kind: LogUniform, Min: 0, Max: 1}, "min > 0")
+	f(Param{Name: "x", Kind: Uniform, Min: -1e308, Max: 1e308}, "max − min overflows")
+	f(Param{Name: "lr", Kind: LogUniform, Min: 1e-308, Max: 1e308}, "")
 	f(Param{Name: "n", Kind: Int, Min: 0.5, Max: 3}, "integer bounds")
 	f(Param{Name: "n", Kind: Int, Min: 0, Max: 1 << 60}, "integer bounds")
 }
