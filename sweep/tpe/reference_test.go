@@ -1,40 +1,29 @@
-package tpe
+package tpe_test
 
 import (
-	"math"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/rlsched/rlsched/sweep/internal/reference"
+	"github.com/rlsched/rlsched/sweep/tpe"
 )
 
-// The reference problem of issue 35: four params, the learning rate on a
-// log scale and one categorical, a known optimum of 1 at lr=3e-3,
-// gamma=0.97, width=128, optimizer=adam.
-var referenceSpace = Space{
-	{Name: "lr", Kind: LogUniform, Min: 1e-5, Max: 1e-1},
-	{Name: "gamma", Kind: Uniform, Min: 0.8, Max: 0.999},
-	{Name: "width", Kind: Int, Min: 16, Max: 512},
-	{Name: "optimizer", Kind: Categorical, N: 3},
-}
-
-func referenceObjective(x []float64) float64 {
-	dl := (math.Log10(x[0]) - math.Log10(3e-3)) / 0.8
-	dg := (x[1] - 0.97) / 0.08
-	dw := (x[2] - 128) / 256
-	return math.Exp(-dl*dl/2) * math.Exp(-dg*dg/2) * (1 - 0.5*dw*dw) * [3]float64{1, 0.85, 0.6}[int(x[3])]
-}
-
 // trialsToReach is how many trials a search needs before one is within 5%
-// of the optimum, or limit+1 when none of limit is.
-func trialsToReach(next func(trials []Trial) []float64, limit int) int {
-	var trials []Trial
+// of the reference optimum, or limit+1 when none of limit is.
+func trialsToReach(t *testing.T, rng *rand.Rand, opt tpe.Options, limit int) int {
+	var trials []tpe.Trial
 	for n := 1; n <= limit; n++ {
-		x := next(trials)
-		v := referenceObjective(x)
-		if v >= 0.95 {
+		x, err := tpe.Suggest(reference.Space, trials, rng, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := reference.Final(x)
+		if v >= 0.95*reference.Optimum {
 			return n
 		}
-		trials = append(trials, Trial{Params: x, Value: v})
+		trials = append(trials, tpe.Trial{Params: x, Value: v})
 	}
 	return limit + 1
 }
@@ -44,24 +33,11 @@ func trialsToReach(next func(trials []Trial) []float64, limit int) int {
 // random search.
 func TestReferenceTPEBeatsRandom(t *testing.T) {
 	const seeds, limit = 10, 1000
+	random := tpe.Options{StartupTrials: limit + 1} // never past the startup draws
 	var tpeN, randomN []int
 	for seed := range uint64(seeds) {
-		rng := rand.New(rand.NewPCG(seed, 1))
-		tpeN = append(tpeN, trialsToReach(func(trials []Trial) []float64 {
-			x, err := Suggest(referenceSpace, trials, rng, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return x
-		}, limit))
-		rng = rand.New(rand.NewPCG(seed, 2))
-		randomN = append(randomN, trialsToReach(func([]Trial) []float64 {
-			x := make([]float64, len(referenceSpace))
-			for i, p := range referenceSpace {
-				x[i] = p.sampleUniform(rng)
-			}
-			return x
-		}, limit))
+		tpeN = append(tpeN, trialsToReach(t, rand.New(rand.NewPCG(seed, 1)), tpe.Options{}, limit))
+		randomN = append(randomN, trialsToReach(t, rand.New(rand.NewPCG(seed, 2)), random, limit))
 	}
 	tm, rm := median(tpeN), median(randomN)
 	t.Logf("trials to within 5%% of the optimum: TPE %v (median %v), random %v (median %v)", tpeN, tm, randomN, rm)
@@ -75,4 +51,27 @@ func median(xs []int) float64 {
 	slices.Sort(s)
 	n := len(s)
 	return float64(s[(n-1)/2]+s[n/2]) / 2
+}
+
+// BenchmarkSuggest times one proposal after n trials of the reference space.
+func BenchmarkSuggest(b *testing.B) {
+	for _, n := range []int{50, 1000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 0))
+			trials := make([]tpe.Trial, n)
+			for i := range trials {
+				x, err := tpe.Suggest(reference.Space, nil, rng, tpe.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				trials[i] = tpe.Trial{Params: x, Value: reference.Final(x)}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tpe.Suggest(reference.Space, trials, rng, tpe.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -1,7 +1,6 @@
 package tpe
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -367,27 +366,4 @@ func TestSuggestProperties(t *testing.T) {
 			}
 		}
 	})
-}
-
-// BenchmarkSuggest times one proposal after n trials of the reference space.
-func BenchmarkSuggest(b *testing.B) {
-	for _, n := range []int{50, 1000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			rng := newRand(1)
-			trials := make([]Trial, n)
-			for i := range trials {
-				x := make([]float64, len(referenceSpace))
-				for j, p := range referenceSpace {
-					x[j] = p.sampleUniform(rng)
-				}
-				trials[i] = Trial{Params: x, Value: referenceObjective(x)}
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Suggest(referenceSpace, trials, rng, Options{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
 }
