@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -39,39 +40,49 @@ type Member struct {
 // sorted (the first name varies slowest, each name's values in the order
 // given), the random samples of a cell next, the seeds innermost. The i-th
 // member has cell i / len(Seeds) and seed Seeds[i % len(Seeds)]. Every cell
-// gets the same random samples.
+// gets the same random samples. A tpe sweep has no grid cells: its Budget
+// members are its samples × seeds, the grid's axes drawn with the random
+// params.
 func (s *Spec) Members() []Member {
 	samples := s.draw()
-	seeds := s.Seeds
 	out := make([]Member, 0, s.Size())
 	for _, gc := range s.gridCells() {
 		for _, sample := range samples {
-			cell := mergeSorted(gc, sample)
-			cellJSON := appendObject(nil, cell)
-			label := labelOf(cell)
-			if seeds == nil {
-				out = append(out, Member{
-					Index: len(out), Cell: cellJSON, Params: s.params(cell, nil), Label: label,
-				})
-				continue
-			}
-			for _, seed := range seeds {
-				l := SeedParam + "=" + strconv.FormatInt(seed, 10)
-				if label != "" {
-					l = label + " " + l
-				}
-				out = append(out, Member{
-					Index: len(out), Cell: cellJSON, Seed: &seed, Params: s.params(cell, &seed), Label: l,
-				})
-			}
+			out = s.appendCell(out, mergeSorted(gc, sample))
 		}
 	}
 	return out
 }
 
-// gridCells lists the grid's cells, each sorted by name (the axes are).
+// appendCell appends cell's members, one per seed (one without seeds),
+// numbered on from len(out).
+func (s *Spec) appendCell(out []Member, cell []kv) []Member {
+	cellJSON := appendObject(nil, cell)
+	label := labelOf(cell)
+	if s.Seeds == nil {
+		return append(out, Member{
+			Index: len(out), Cell: cellJSON, Params: s.params(cell, nil), Label: label,
+		})
+	}
+	for _, seed := range s.Seeds {
+		l := SeedParam + "=" + strconv.FormatInt(seed, 10)
+		if label != "" {
+			l = label + " " + l
+		}
+		out = append(out, Member{
+			Index: len(out), Cell: cellJSON, Seed: &seed, Params: s.params(cell, &seed), Label: l,
+		})
+	}
+	return out
+}
+
+// gridCells lists the grid's cells, each sorted by name (the axes are). A
+// tpe sweep has one empty cell: its grid's axes are drawn (see searched).
 func (s *Spec) gridCells() [][]kv {
 	cells := [][]kv{{}}
+	if s.Method == TPE {
+		return cells
+	}
 	for _, a := range s.grid {
 		next := make([][]kv, 0, len(cells)*len(a.values))
 		for _, c := range cells {
@@ -84,18 +95,44 @@ func (s *Spec) gridCells() [][]kv {
 	return cells
 }
 
+// searched is the params the samples draw, sorted by name: the random
+// params and, in a tpe sweep, the grid's axes as choices. Until the sweep
+// controller proposes by TPE as members report, a tpe sweep is a random
+// search over its space.
+func (s *Spec) searched() []randomParam {
+	if s.Method != TPE {
+		return s.random
+	}
+	return s.swept()
+}
+
+// swept is every param a member's cell holds, sorted by name: the random
+// params and the grid's axes as choices.
+func (s *Spec) swept() []randomParam {
+	if len(s.grid) == 0 {
+		return s.random
+	}
+	ps := slices.Clone(s.random)
+	for _, a := range s.grid {
+		ps = append(ps, randomParam{name: a.name, dist: Choice, values: a.values})
+	}
+	slices.SortFunc(ps, func(a, b randomParam) int { return strings.Compare(a.name, b.name) })
+	return ps
+}
+
 // draw makes the random samples, each sorted by name: sample by sample,
 // each param in name order, from one generator seeded with RandomSeed.
 // Without random params it is one empty sample.
 func (s *Spec) draw() [][]kv {
-	if len(s.random) == 0 {
+	params := s.searched()
+	if len(params) == 0 {
 		return [][]kv{{}}
 	}
 	rng := rand.New(rand.NewPCG(s.RandomSeed, pcgStream))
 	out := make([][]kv, s.samples)
 	for i := range out {
-		sample := make([]kv, len(s.random))
-		for j, p := range s.random {
+		sample := make([]kv, len(params))
+		for j, p := range params {
 			sample[j] = kv{p.name, p.draw(rng)}
 		}
 		out[i] = sample

@@ -199,6 +199,11 @@ func TestMembersProperties(t *testing.T) {
 		if len(grid) == 0 && len(random) == 0 && nSeeds == 0 {
 			spec["seedCount"], nSeeds = 1, 1
 		}
+		// A tpe sweep draws its grid's axes with its random params.
+		if len(random) > 0 && rapid.Bool().Draw(t, "tpe") {
+			spec["method"], spec["budget"] = "tpe", spec["samples"].(int)*max(nSeeds, 1)
+			delete(spec, "samples")
+		}
 		body, _ := json.Marshal(spec)
 		s, err := Parse(body)
 		if err != nil {
@@ -256,6 +261,19 @@ func TestMembersProperties(t *testing.T) {
 			}
 			if m.Seed != nil {
 				groups[key] = append(groups[key], *m.Seed)
+			}
+			// The cell is a point of the space, which proposes it again.
+			x, err := s.Point(m.Cell)
+			if err != nil {
+				t.Fatalf("member %d: Point(%s): %v", i, m.Cell, err)
+			}
+			seedAt := i % max(nSeeds, 1)
+			prop, err := s.Proposal(x, i-seedAt)
+			if err != nil {
+				t.Fatalf("member %d: Proposal(%v): %v", i, x, err)
+			}
+			if again := prop[seedAt]; again.Index != i || string(again.Cell) != string(m.Cell) || string(again.Params) != string(m.Params) {
+				t.Fatalf("member %d %s proposed again as %d %s", i, m.Params, again.Index, again.Params)
 			}
 		}
 		if len(random) == 0 && nSeeds > 0 {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/internal/clip"
+	"github.com/rlsched/rlsched/sweep/goal"
 )
 
 // Limits of a sweep spec (API.md "Sweeps and seed groups").
@@ -113,6 +114,22 @@ type Spec struct {
 	// derived from its random and samples fields (see deriveRandomSeed).
 	RandomSeed uint64
 
+	// Method is the spec's method, or random when it gives random params
+	// and grid when not.
+	Method Method
+	// Metric and Goal are the objective the search and the early stopping
+	// use (default DefaultMetric, maximize).
+	Metric string
+	Goal   goal.Goal
+	// Budget is a tpe sweep's members in all; 0 for grid and random.
+	Budget int
+	// EarlyStop is the spec's earlyStop, its metric and goal defaulting to
+	// the sweep's; nil when absent.
+	//
+	// Nothing acts on Metric, Goal or EarlyStop yet, nor proposes by TPE:
+	// the sweep controller that will is to come (API.md).
+	EarlyStop *EarlyStop
+
 	baseParams []kv
 	grid       []axis        // sorted by name
 	random     []randomParam // sorted by name
@@ -132,6 +149,11 @@ type rawSpec struct {
 	SeedCount   json.RawMessage `json:"seedCount"`
 	MaxParallel json.RawMessage `json:"maxParallel"`
 	RandomSeed  json.RawMessage `json:"randomSeed"`
+	Method      json.RawMessage `json:"method"`
+	Metric      json.RawMessage `json:"metric"`
+	Goal        json.RawMessage `json:"goal"`
+	Budget      json.RawMessage `json:"budget"`
+	EarlyStop   json.RawMessage `json:"earlyStop"`
 }
 
 type rawDist struct {
@@ -160,6 +182,9 @@ func Parse(body []byte) (*Spec, error) {
 	if err := s.parseBase(r.Base); err != nil {
 		return nil, err
 	}
+	if err := s.parseMethodName(r.Method); err != nil {
+		return nil, err
+	}
 	if err := s.parseGrid(r.Grid); err != nil {
 		return nil, err
 	}
@@ -167,6 +192,9 @@ func Parse(body []byte) (*Spec, error) {
 		return nil, err
 	}
 	if err := s.parseSeeds(r.Seeds, r.SeedCount); err != nil {
+		return nil, err
+	}
+	if err := s.parseSearch(&r); err != nil {
 		return nil, err
 	}
 	if len(s.grid) == 0 && len(s.random) == 0 && s.Seeds == nil {
@@ -337,22 +365,32 @@ func (s *Spec) parseRandom(raw, samples json.RawMessage) error {
 		slices.SortFunc(s.random, func(a, b randomParam) int { return strings.Compare(a.name, b.name) })
 	}
 	switch {
+	case s.Method == TPE:
+		return nil // parseBudget reads samples and budget
 	case len(s.random) == 0 && !isNull(samples):
 		return fieldErr("samples", "applies only with random params; drop it or add random")
 	case len(s.random) == 0:
 		return nil
-	case isNull(samples):
-		return fieldErr("samples", "give how many random draws to make (1..%d)", MaxMembers)
 	}
-	n, err := integer(samples, "samples")
+	n, err := memberCount(samples, "samples", "give how many random draws to make")
+	s.samples = n
+	return err
+}
+
+// memberCount reads a required count of 1..MaxMembers (samples, budget);
+// missing says what to give when it is absent.
+func memberCount(raw json.RawMessage, field, missing string) (int, error) {
+	if isNull(raw) {
+		return 0, fieldErr(field, "%s (1..%d)", missing, MaxMembers)
+	}
+	n, err := integer(raw, field)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if n < 1 || n > MaxMembers {
-		return fieldErr("samples", "must be 1..%d", MaxMembers)
+		return 0, fieldErr(field, "must be 1..%d", MaxMembers)
 	}
-	s.samples = int(n)
-	return nil
+	return int(n), nil
 }
 
 func (s *Spec) inGrid(name string) bool {
@@ -507,8 +545,11 @@ func (s *Spec) parseSeeds(seeds, count json.RawMessage) error {
 }
 
 // Cells is how many param combinations the sweep has: the grid's product
-// times the random samples.
+// times the random samples; a tpe sweep's proposals.
 func (s *Spec) Cells() int {
+	if s.Method == TPE {
+		return s.samples
+	}
 	n := 1
 	for _, a := range s.grid {
 		n *= len(a.values)
@@ -525,6 +566,9 @@ func (s *Spec) Size() int { return s.Cells() * max(len(s.Seeds), 1) }
 func (s *Spec) checkSize() error {
 	grid := 1
 	for _, a := range s.grid {
+		if s.Method == TPE {
+			break // the grid's axes are searched, not crossed
+		}
 		grid *= len(a.values)
 		if grid > MaxMembers {
 			return fieldErr("grid", "the grid alone has more than %d cells; at most %d members (cells × seeds)", MaxMembers, MaxMembers)
@@ -584,13 +628,14 @@ func (s *Spec) checkSize() error {
 
 // deriveRandomSeed makes the random draws of a spec without randomSeed a
 // function of its random params and samples only: the same spec draws the
-// same values, and adding a grid value or a seed keeps them.
+// same values, and adding a grid value or a seed keeps them (except in a
+// tpe sweep, whose grid axes are drawn too).
 func (s *Spec) deriveRandomSeed() uint64 {
 	h := sha256.New()
 	// Every part is written as a JSON value followed by a NUL, so no two
 	// specs give the same bytes.
 	part := func(b []byte) { h.Write(b); h.Write([]byte{0}) }
-	for _, p := range s.random {
+	for _, p := range s.searched() {
 		part(appendString(nil, p.name))
 		part(appendString(nil, string(p.dist)))
 		part(strconv.AppendFloat(nil, p.min, 'g', -1, 64))
