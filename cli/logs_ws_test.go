@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/store/sqlite"
@@ -37,23 +37,6 @@ func (nopControl) Cancel(context.Context, string) (core.Task, error) {
 func (nopControl) Workers() []core.WorkerInfo { return nil }
 func (nopControl) MasterID() string           { return "m1" }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // realServer is a master's REST API and WebSocket (hub nil: no /ws) on a
 // real socket, over SQLite.
 type realServer struct {
@@ -61,7 +44,7 @@ type realServer struct {
 	st     store.Store
 	hub    *live.Hub
 	logDir string
-	access *lockedBuffer
+	access *testutil.SyncBuffer
 }
 
 func newRealServer(t *testing.T, withHub bool) *realServer {
@@ -79,7 +62,7 @@ func newRealServerWith(t *testing.T, withHub bool, ctl func(store.Store) httpapi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
-	rs := &realServer{st: raw, logDir: filepath.Join(dir, "logs"), access: &lockedBuffer{}}
+	rs := &realServer{st: raw, logDir: filepath.Join(dir, "logs"), access: &testutil.SyncBuffer{}}
 	if err := os.MkdirAll(rs.logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}

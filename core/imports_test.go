@@ -1,12 +1,11 @@
 package core
 
 import (
-	"go/parser"
-	"go/token"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // ioPackages are the standard packages through which code reaches a file, a
@@ -20,26 +19,14 @@ var ioPackages = []string{"os", "os/exec", "os/signal", "net", "net/http", "io/f
 // of I/O, so that a newcomer finds only domain types and rules here, and a
 // backend can never be reached from the domain.
 func TestCoreIsTheDomainOnly(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
+	for _, f := range testutil.SourceFiles(t, ".") {
+		for _, path := range f.Imports {
 			if strings.HasPrefix(path, "github.com/rlsched/rlsched/") {
-				t.Errorf("%s imports %q: core imports nothing of this module (the rooms depend on core)", name, path)
+				t.Errorf("%s imports %q: core imports nothing of this module (the rooms depend on core)", f.Name, path)
 			}
 			for _, io := range ioPackages {
 				if path == io || strings.HasPrefix(path, "golang.org/x/sys") {
-					t.Errorf("%s imports %q: core does no I/O; put the code in the room that does", name, path)
+					t.Errorf("%s imports %q: core does no I/O; put the code in the room that does", f.Name, path)
 				}
 			}
 		}

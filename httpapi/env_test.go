@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/store/sqlite"
 )
@@ -134,24 +135,6 @@ func (c *testClock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// syncBuffer collects log output written from server goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testEnv struct {
 	t      *testing.T
 	url    string
@@ -160,7 +143,7 @@ type testEnv struct {
 	ctl    *testControl
 	clock  *testClock
 	logDir string
-	logs   *syncBuffer
+	logs   *testutil.SyncBuffer
 	client *http.Client
 }
 
@@ -184,7 +167,7 @@ func newEnvWith(t *testing.T, edit func(*Config)) *testEnv {
 		ctl:    &testControl{st: st},
 		clock:  &testClock{now: time.Now()},
 		logDir: filepath.Join(dir, "logs"),
-		logs:   &syncBuffer{},
+		logs:   &testutil.SyncBuffer{},
 		client: &http.Client{Timeout: 30 * time.Second},
 	}
 	cfg := Config{

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/live"
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/store/sqlite"
@@ -59,7 +60,7 @@ func newWSEnv(t *testing.T, hc live.HubConfig, ping time.Duration) *wsEnv {
 		ctl:    &testControl{st: st},
 		clock:  &testClock{now: time.Now()},
 		logDir: logDir,
-		logs:   &syncBuffer{},
+		logs:   &testutil.SyncBuffer{},
 		client: &http.Client{Timeout: 30 * time.Second},
 	}
 	srv, err := New(Config{

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,29 +32,11 @@ func TestMain(m *testing.M) {
 
 const joinToken = "masterd-test-join-token"
 
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start starts a master from cfg (completed for a test: free ports, a data
 // dir, secrets) and stops it at the end of the test.
 func start(t *testing.T, cfg Config) *Master {
 	t.Helper()
-	logs := &syncBuf{}
+	logs := &testutil.SyncBuffer{}
 	cfg.DataDir, cfg.Bind = t.TempDir(), "127.0.0.1"
 	cfg.JWTSecret, cfg.JoinToken = "masterd-test-jwt-secret-0123456789", joinToken
 	cfg.Logger = zerolog.New(logs)

@@ -1,14 +1,12 @@
 package sweep
 
 import (
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // pureStd is the standard library sweep and its subpackages may import:
@@ -56,33 +54,17 @@ func TestPackagesStayPure(t *testing.T) {
 		for _, p := range own {
 			allowed[module+p] = true
 		}
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no Go files in %s: %v", dir, err)
-		}
-		for _, name := range files {
-			if strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, imp := range f.Imports {
-				path, _ := strconv.Unquote(imp.Path.Value)
+		for _, f := range testutil.SourceFiles(t, dir) {
+			for _, path := range f.Imports {
 				if !pureStd[path] && !allowed[path] {
-					t.Errorf("%s imports %q: sweep's packages do no I/O, read no clock and import only %v of this module", name, path, own)
+					t.Errorf("%s imports %q: sweep's packages do no I/O, read no clock and import only %v of this module", f.Name, path, own)
 				}
 			}
-			src, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range globalRand.FindAllStringSubmatch(string(src), -1) {
+			for _, m := range globalRand.FindAllStringSubmatch(f.Src, -1) {
 				switch m[1] {
 				case "Rand", "New", "NewPCG":
 				default:
-					t.Errorf("%s calls %s: draw only from the *rand.Rand the caller passes", name, m[0])
+					t.Errorf("%s calls %s: draw only from the *rand.Rand the caller passes", f.Name, m[0])
 				}
 			}
 		}

@@ -307,17 +307,9 @@ func TestTokenVersionMigration(t *testing.T) {
 	if _, err := s.BumpTokenVersion(t.Context(), u.ID); err != nil {
 		t.Fatal(err)
 	}
-	exec := func(s *Store, qs ...string) {
-		t.Helper()
-		for _, q := range qs {
-			if _, err := s.db.ExecContext(t.Context(), q); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	// Migrations after 3 are undone with it: migrate starts after the
 	// highest version recorded.
-	exec(s, `ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version >= 3`)
+	execAll(t, s, `ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version >= 3`)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +321,7 @@ func TestTokenVersionMigration(t *testing.T) {
 	if got, err := s2.UserByID(t.Context(), u.ID); err != nil || got.TokenVersion != 0 {
 		t.Fatalf("after the migration: %+v, %v", got, err)
 	}
-	exec(s2, `DELETE FROM schema_migrations WHERE version >= 3`) // the columns stay
+	execAll(t, s2, `DELETE FROM schema_migrations WHERE version >= 3`) // the columns stay
 	s3, err := Open(dsn)
 	if err != nil {
 		t.Fatalf("reopen after a half-recorded migration: %v", err)
@@ -355,16 +347,8 @@ func codeMigration(t *testing.T) int {
 func TestCodeMigration(t *testing.T) {
 	s, dsn := openTemp(t)
 	queue(t, s, 1)
-	exec := func(s *Store, qs ...string) {
-		t.Helper()
-		for _, q := range qs {
-			if _, err := s.db.ExecContext(t.Context(), q); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	v := codeMigration(t)
-	exec(s, `ALTER TABLE tasks DROP COLUMN git_remote, DROP COLUMN diff_id, DROP COLUMN diff_omitted`,
+	execAll(t, s, `ALTER TABLE tasks DROP COLUMN git_remote, DROP COLUMN diff_id, DROP COLUMN diff_omitted`,
 		`DROP TABLE code_diffs`, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -380,7 +364,7 @@ func TestCodeMigration(t *testing.T) {
 	if _, err := s2.PutCodeDiff(t.Context(), []byte("+x\n")); err != nil {
 		t.Fatalf("PutCodeDiff after the migration: %v", err)
 	}
-	exec(s2, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v)) // the columns stay
+	execAll(t, s2, fmt.Sprintf(`DELETE FROM schema_migrations WHERE version >= %d`, v)) // the columns stay
 	_ = s2.Close()
 	s3, err := Open(dsn)
 	if err != nil {
@@ -393,13 +377,9 @@ func TestCodeMigration(t *testing.T) {
 // migration keep their accounts, the older holds the fold.
 func TestUsernameFoldMigration(t *testing.T) {
 	s, dsn := openTemp(t)
-	for _, q := range []string{`ALTER TABLE users DROP KEY users_fold, DROP COLUMN username_fold`,
+	execAll(t, s, `ALTER TABLE users DROP KEY users_fold, DROP COLUMN username_fold`,
 		fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, len(migrations)),
-		`INSERT INTO users (username, role, password_hash, created_at) VALUES ('Boss', 'ADMIN', 'h', 1), ('boss', 'USER', 'h', 2)`} {
-		if _, err := s.db.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		`INSERT INTO users (username, role, password_hash, created_at) VALUES ('Boss', 'ADMIN', 'h', 1), ('boss', 'USER', 'h', 2)`)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -416,5 +396,15 @@ func TestUsernameFoldMigration(t *testing.T) {
 	u := core.User{Username: "BOSS", PasswordHash: "h"}
 	if err := s2.CreateUser(t.Context(), &u); !errors.Is(err, core.ErrConflict) {
 		t.Fatalf("CreateUser(BOSS) beside Boss and boss: %v, want ErrConflict", err)
+	}
+}
+
+// execAll runs each statement on s, failing t at the first error.
+func execAll(t *testing.T, s *Store, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := s.db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }
