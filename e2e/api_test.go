@@ -30,13 +30,6 @@ func (c *client) as(token string) *client { return &client{c.As(token)} }
 // login returns a client carrying name's token.
 func (c *client) login(name string) *client { return &client{c.Login(name, rig.Password)} }
 
-func truncateStr(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
 // signup registers and logs in a user; it checks the role the server gave.
 func signup(t testing.TB, base, name, wantRole string) (*client, userJSON) {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
@@ -52,7 +53,7 @@ func rawHTTP(t *testing.T, addr string, req string, extra func(io.Writer)) respo
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		t.Fatalf("no HTTP answer to %q: %v", truncateStr(req, 80), err)
+		t.Fatalf("no HTTP answer to %q: %v", clip.String(req, 80), err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
@@ -169,10 +170,10 @@ func TestRESTBadInput(t *testing.T) {
 	for _, c := range cases {
 		r, err := alice.Do(c.method, c.path, c.body)
 		if err != nil {
-			t.Errorf("%s %s: %v", c.method, truncateStr(c.path, 60), err)
+			t.Errorf("%s %s: %v", c.method, clip.String(c.path, 60), err)
 			continue
 		}
-		checkError(t, fmt.Sprintf("%s %s %v", c.method, truncateStr(c.path, 60), truncateStr(fmt.Sprint(c.body), 60)), r, c.status, c.code)
+		checkError(t, fmt.Sprintf("%s %s %v", c.method, clip.String(c.path, 60), clip.String(fmt.Sprint(c.body), 60)), r, c.status, c.code)
 	}
 
 	// Tokens: missing, malformed, expired, tampered, unsigned, foreign.
