@@ -3,6 +3,10 @@
 // from a monotonic counter, so a stale owner can be recognised anywhere.
 // Backends: memory (default, one master) and redis (rueidis + Lua, several
 // masters); both must pass the conformance suite in leasetest.
+//
+// It must never be the truth of a run's state (the store is: a lease only
+// says who may write it, and Redis can lose an acknowledged write), and a
+// backend must never hand out a token that is not above every earlier one.
 package lease
 
 import (

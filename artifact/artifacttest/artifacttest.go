@@ -3,6 +3,8 @@
 // of the same bytes, ranged reads, missing and invalid digests, Delete, and
 // Puts that fail (a reader error midway, a wrong size, a cancelled context)
 // leaving nothing behind, and a 64 MiB blob streamed with bounded memory.
+// A case must never depend on one backend's layout (a path on disk, a key
+// in a bucket): only what artifact.Store promises.
 package artifacttest
 
 import (

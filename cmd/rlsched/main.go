@@ -1,6 +1,8 @@
 // Command rlsched is the one binary of rlsched: `up` (everything on one
 // machine), `master`, `worker`, `user`, and the client commands of package
-// cli. This package only parses flags and wires packages together.
+// cli. This package only parses flags and wires packages together: it must
+// never hold a rule of a room (a flag's meaning is checked where it is used,
+// in the Config of masterd, gatewayd or worker).
 package main
 
 import (

@@ -1,7 +1,8 @@
 // Package testutil holds the helpers that tests of several packages share,
 // each written once: a temp dir that runs under uids of their own can enter,
-// and polling until a condition holds.
-// It is imported by tests only.
+// and polling until a condition holds. It is imported by tests only, and it
+// never sleeps to let something happen: every wait is a poll of a condition
+// (Eventually, WaitFor, Poll) with a deadline.
 package testutil
 
 import (

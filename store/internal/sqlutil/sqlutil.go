@@ -4,7 +4,8 @@
 // and the queries and methods both backends share (Shared). It opens no
 // connection and keeps no state of its own: it runs on the connections a
 // backend lends it, in the backend's dialect. Every function and method is
-// safe for concurrent use.
+// safe for concurrent use. It must never hold SQL one backend needs and the
+// other cannot run: what differs goes through the backend's Dialect.
 package sqlutil
 
 import (
