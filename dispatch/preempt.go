@@ -77,18 +77,7 @@ func (m *Master) preempt(page []core.Task, placed []plan.Placement, snap plan.Sn
 	if m.cfg.Policy.PreemptCooldown < 0 {
 		return // preemption off
 	}
-	started := make(map[string]bool, len(placed))
-	for _, p := range placed {
-		started[p.Task.ID] = true
-	}
-	var waiting []*core.Task
-	for i := range page {
-		t := &page[i]
-		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || heldBack(t, snap) {
-			continue
-		}
-		waiting = append(waiting, t)
-	}
+	waiting := waitingForGPUs(page, placed, snap)
 	if len(waiting) == 0 {
 		return
 	}
@@ -109,18 +98,25 @@ func (m *Master) preempt(page []core.Task, placed []plan.Placement, snap plan.Sn
 	}
 }
 
-// heldBack reports whether t waits for its quota or its sweep's cap, which
-// no preemption would lift.
-func heldBack(t *core.Task, snap plan.Snapshot) bool {
-	if u, ok := snap.Users[t.UserID]; ok {
-		if (u.MaxGPUs >= 0 && u.ActiveGPUs+t.GPUs > u.MaxGPUs) || (u.MaxRuns >= 0 && u.ActiveRuns+1 > u.MaxRuns) {
-			return true
+// waitingForGPUs are the GPU runs of page that placed did not start and
+// that only GPUs hold back: not in flight, and not waiting for their
+// owner's quota or their sweep's cap (plan.Held, the planner's own gates),
+// which no preemption would lift.
+func waitingForGPUs(page []core.Task, placed []plan.Placement, snap plan.Snapshot) []*core.Task {
+	started := make(map[string]bool, len(placed))
+	for _, p := range placed {
+		started[p.Task.ID] = true
+	}
+	held := plan.Held(snap, page, placed)
+	var waiting []*core.Task
+	for i := range page {
+		t := &page[i]
+		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || held[t.ID] {
+			continue
 		}
+		waiting = append(waiting, t)
 	}
-	if l, ok := snap.Sweeps[t.SweepID]; ok && t.SweepID != "" && l.Active >= l.MaxParallel {
-		return true
-	}
-	return false
+	return waiting
 }
 
 // sendPreempt tells rr's worker to stop it with its grace.
