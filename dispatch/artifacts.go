@@ -28,7 +28,7 @@ import (
 // a chunk of a run the worker does not hold, with a bad path or a bad
 // version, is refused and logged (thinned); the others are submitted, or
 // answered "busy" when the receiver's queue is full.
-func (m *Master) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
+func (m *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 	ack := &pb.ArtifactAck{TaskId: c.TaskId, Attempt: c.Attempt, Path: c.Path, Offset: c.Offset, Size: c.Size, ModifiedUnixNs: c.ModifiedUnixNs}
 	rr := sess.run(c.TaskId)
 	if !rr.reports(sess.workerID, c.Attempt, c.Fence) {
@@ -69,7 +69,7 @@ func (m *Master) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 // refuseOutput logs a refused output frame at the 1st, 2nd, 4th, 8th...
 // refusal of the session, so a worker that keeps sending cannot flood the
 // log from the loop.
-func (m *Master) refuseOutput(sess *session, taskID, msg string, err error) {
+func (m *Dispatcher) refuseOutput(sess *session, taskID, msg string, err error) {
 	if n := sess.refusedOutput.Add(1); n&(n-1) == 0 {
 		m.log.Warn().Str("worker", sess.workerID).Str("task", taskID).AnErr("why", err).Int64("refused", n).Msg(msg)
 	}
@@ -87,7 +87,7 @@ func (s *session) ArtifactAcked(a artifactpipe.Ack) {
 // files: on the event loop, into the log pipe's metric queue (which never
 // blocks on the store). Points of a run the worker does not hold are
 // dropped.
-func (m *Master) onMetric(sess *session, mt *pb.Metric) {
+func (m *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
 	if !sess.run(mt.TaskId).reports(sess.workerID, mt.Attempt, mt.Fence) {
 		m.refuseOutput(sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
 		return
@@ -111,7 +111,7 @@ const maxMetricName = 128
 // newest version of each path of its earlier attempts, then of the run it
 // resumes from for paths those lack. Nil for an attempt that does not
 // resume (core.Task.Resumes).
-func (m *Master) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, error) {
+func (m *Dispatcher) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, error) {
 	if !t.Resumes() {
 		return nil, nil
 	}
@@ -150,7 +150,7 @@ func (m *Master) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifac
 // list on rr for the worker's requests. A list the store cannot give now
 // starts the attempt without its files, with a warning on the run (it is
 // better than a run that never starts).
-func (m *Master) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *pb.ExecuteTask) {
+func (m *Dispatcher) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *pb.ExecuteTask) {
 	if !t.Resumes() {
 		return
 	}
@@ -174,7 +174,7 @@ func (m *Master) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *
 
 // warn records a warning on a run, off the caller's goroutine, logging a
 // failure.
-func (m *Master) warn(id, code, msg string) {
+func (m *Dispatcher) warn(id, code, msg string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()
@@ -186,7 +186,7 @@ func (m *Master) warn(id, code, msg string) {
 
 // restoreSet is the files rr's attempt may be sent, by path: from its
 // ExecuteTask, or (a run adopted from another master) listed again.
-func (m *Master) restoreSet(ctx context.Context, rr *runRec) (map[string]core.Artifact, error) {
+func (m *Dispatcher) restoreSet(ctx context.Context, rr *runRec) (map[string]core.Artifact, error) {
 	if set := rr.restore.Load(); set != nil {
 		return *set, nil
 	}
@@ -227,7 +227,7 @@ const (
 // of path and takes window more. On the event loop: it checks the fence
 // and hands the request to the run's stream on this connection, started
 // here when there is none.
-func (m *Master) onRestoreAck(sess *session, a *pb.ArtifactAck) {
+func (m *Dispatcher) onRestoreAck(sess *session, a *pb.ArtifactAck) {
 	rr := sess.run(a.TaskId)
 	if !rr.reports(sess.workerID, a.Attempt, a.Fence) {
 		m.refuseOutput(sess, a.TaskId, "refusing a restore request with a stale fence", nil)
@@ -257,7 +257,7 @@ func (m *Master) onRestoreAck(sess *session, a *pb.ArtifactAck) {
 // worker asks for them: one file at a time, at most the asked window ahead
 // of what the worker has written. Its goroutine owns everything but want.
 type restoreStream struct {
-	m     *Master
+	m     *Dispatcher
 	sess  *session
 	rr    *runRec
 	wake  chan struct{}
@@ -379,7 +379,7 @@ func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 
 // outputWindow is HelloAck.artifact_window: 0 (the worker's default)
 // without a receiver.
-func (m *Master) outputWindow() uint32 {
+func (m *Dispatcher) outputWindow() uint32 {
 	if m.outputs == nil {
 		return 0
 	}

@@ -11,13 +11,13 @@ import (
 )
 
 // Cancel implements httpapi.Control.
-func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
+func (m *Dispatcher) Cancel(ctx context.Context, id string) (core.Task, error) {
 	return m.cancelWith(ctx, id, "")
 }
 
 // cancelWith is the one cancel path: why, when not "", is the error the run
 // ends with instead of "cancelled" (a cancel the master decides itself).
-func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, error) {
+func (m *Dispatcher) cancelWith(ctx context.Context, id, why string) (core.Task, error) {
 	msg := "cancelled"
 	if why != "" {
 		msg = why
@@ -60,7 +60,7 @@ func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, err
 }
 
 // resendCancel tells a run's worker to stop it if its cancel was requested.
-func (m *Master) resendCancel(rr *runRec) {
+func (m *Dispatcher) resendCancel(rr *runRec) {
 	sess := m.reg.cancelTarget(rr)
 	if sess == nil {
 		return
@@ -72,7 +72,7 @@ func (m *Master) resendCancel(rr *runRec) {
 // cancelIdle cancels run id, idle on its GPUs, off the caller's goroutine
 // (the shard's), through the normal cancel path: SIGTERM, the grace, the
 // outputs uploaded; it ends CANCELLED with error why.
-func (m *Master) cancelIdle(id, why string) {
+func (m *Dispatcher) cancelIdle(id, why string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()

@@ -76,14 +76,14 @@ func TestCancelLostRunEndsCancelled(t *testing.T) {
 }
 
 // secondMaster starts another master on h's store and lease backend.
-func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Master {
+func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Dispatcher {
 	t.Helper()
 	return secondMasterWith(t, h, func(c *Config) { c.OnCancel = onCancel })
 }
 
 // secondMasterWith starts another master on h's store and lease backend,
 // its Config as mut leaves it.
-func secondMasterWith(t *testing.T, h *harness, mut func(*Config)) *Master {
+func secondMasterWith(t *testing.T, h *harness, mut func(*Config)) *Dispatcher {
 	t.Helper()
 	logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(h.dir, "logs2"), Store: h.st, Logger: zerolog.New(h.logs)})
 	if err != nil {

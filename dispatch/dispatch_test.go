@@ -30,7 +30,7 @@ import (
 var token = []byte("dispatch-test-join-token")
 
 type harness struct {
-	m     *Master
+	m     *Dispatcher
 	st    store.Store
 	dir   string
 	logs  *syncWriter

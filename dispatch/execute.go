@@ -30,7 +30,7 @@ type claimed struct {
 // (true) and those whose write found them no longer queued (false). users
 // are the owners' quotas the plan was made with: each claim charges its
 // run to them (lease.Charge).
-func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) map[string]bool {
+func (m *Dispatcher) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) map[string]bool {
 	var batch []*claimed
 	for _, p := range ps {
 		if c := m.claim(ctx, p, chargeOf(p.Task, users)); c != nil {
@@ -42,7 +42,7 @@ func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int
 
 // claim registers p's run as placed on its worker and claims its lease; nil
 // when the worker is gone, the run is already placed or the claim failed.
-func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
+func (m *Dispatcher) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID,
 		pol: policyOf(t, m.now())}
@@ -69,7 +69,7 @@ func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charg
 // DISPATCHED, fenced, one UpdateTasks: one commit for the whole pass), then
 // sends each recorded run's ExecuteTask. It returns the runs recorded
 // (true) and those the store refused (false: cancelled or taken meanwhile).
-func (m *Master) dispatch(ctx context.Context, batch []*claimed) map[string]bool {
+func (m *Dispatcher) dispatch(ctx context.Context, batch []*claimed) map[string]bool {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -101,7 +101,7 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) map[string]bool
 }
 
 // send tells a recorded run's worker to start it.
-func (m *Master) send(c *claimed) {
+func (m *Dispatcher) send(c *claimed) {
 	t, rr, fence, workerID, gpus := c.t, c.rr, c.fence, c.rr.workerID, c.rr.gpus
 	view := *t // not t: that would keep the whole page of the queue alive
 	rr.view.Store(&view)

@@ -33,7 +33,7 @@ type explainer struct {
 // run, where it stands and why it has not started. Only this master's
 // workers are known; with several masters sharing a store, a run may start
 // on another master's worker first.
-func (m *Master) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
+func (m *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
 	e := &m.explain
 	e.mu.Lock()
 	defer e.mu.Unlock()

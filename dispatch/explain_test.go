@@ -14,7 +14,7 @@ import (
 
 // The master's REST layer takes the dispatcher as its Control and asks it
 // through this interface; no wiring beyond that.
-var _ httpapi.QueueExplainer = (*Master)(nil)
+var _ httpapi.QueueExplainer = (*Dispatcher)(nil)
 
 // queueRun stores a QUEUED run with a fixed creation time, so runs of one
 // priority have a known order (ids made in one millisecond do not).
@@ -31,7 +31,7 @@ func (h *harness) queueRun(t *testing.T, gpus, prio int, created time.Time) core
 
 // explainNow asks Explain until want holds for every run (a cached answer
 // may be up to explainTTL old) and fails with the last answer otherwise.
-func explainNow(t *testing.T, m *Master, runs []core.Task, want map[string]core.QueueInfo) {
+func explainNow(t *testing.T, m *Dispatcher, runs []core.Task, want map[string]core.QueueInfo) {
 	t.Helper()
 	var got map[string]core.QueueInfo
 	deadline := time.Now().Add(10 * time.Second)

@@ -139,7 +139,7 @@ func (sess *session) foreignGPUs() []int {
 
 // observeGPUs applies the rules to sess's newest sample, when there is one
 // it has not seen. Only on the session's shard goroutine (onHeartbeat).
-func (m *Master) observeGPUs(sess *session) {
+func (m *Dispatcher) observeGPUs(sess *session) {
 	sess.gpuMu.Lock()
 	cur := &sess.gpuSt
 	if cur.seq == 0 || cur.seq == sess.gpuSeen {

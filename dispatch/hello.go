@@ -19,7 +19,7 @@ const maxClockSkew = 5 * time.Second
 // workerKey is the key of a worker id this master admits (codec.AcceptHello's
 // keyFor): derived from the join token, so the master keeps no table of
 // keys, and refused for an id outside WORKER_IDS when that is set.
-func (m *Master) workerKey(id string) ([]byte, error) {
+func (m *Dispatcher) workerKey(id string) ([]byte, error) {
 	if !core.ValidWorkerID(id) {
 		return nil, fmt.Errorf("invalid worker id %q", id)
 	}
@@ -34,7 +34,7 @@ func (m *Master) workerKey(id string) ([]byte, error) {
 // logged, and its timestamps (TaskStarted.started_unix_ms) are not used:
 // the master's own time of the report is. An older worker sends no time.
 // On the event loop, before the session is shared.
-func (m *Master) checkSkew(sess *session, h *pb.Hello, now time.Time) {
+func (m *Dispatcher) checkSkew(sess *session, h *pb.Hello, now time.Time) {
 	if h.SentUnixMs == 0 {
 		return
 	}
@@ -51,7 +51,7 @@ func (m *Master) checkSkew(sess *session, h *pb.Hello, now time.Time) {
 // onHello registers a verified session and reconciles the runs the worker
 // says it holds with the runs the master placed on it (registry.join).
 // Runs on shard.
-func (m *Master) onHello(sess *session, h *pb.Hello) {
+func (m *Dispatcher) onHello(sess *session, h *pb.Hello) {
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
 	now := m.now()
@@ -98,7 +98,7 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 
 // keepLease renews an adopted run's lease, re-creating it from the store
 // when the lease backend lost it (a restarted master on memory leases).
-func (m *Master) keepLease(ctx context.Context, rr *runRec) error {
+func (m *Dispatcher) keepLease(ctx context.Context, rr *runRec) error {
 	fence := rr.fence.Load()
 	errs := m.ls.Renew(ctx, []lease.Renewal{{TaskID: rr.taskID, Fence: fence}}, m.leaseHold())
 	if errs[0] == nil {
@@ -118,7 +118,7 @@ func (m *Master) keepLease(ctx context.Context, rr *runRec) error {
 }
 
 // sessionClosed unregisters a closed session. Runs on shard.
-func (m *Master) sessionClosed(sess *session, err error) {
+func (m *Dispatcher) sessionClosed(sess *session, err error) {
 	if !m.reg.leave(sess) {
 		return
 	}

@@ -123,7 +123,7 @@ func TestLogPipe_MasterRestartMidStream(t *testing.T) {
 	dbPath := filepath.Join(dir, "db.sqlite")
 	logDir := filepath.Join(dir, "logs")
 	mlog := &syncWriter{b: &strings.Builder{}}
-	start := func(addr string) (*Master, func()) {
+	start := func(addr string) (*Dispatcher, func()) {
 		t.Helper()
 		st, err := sqlite.Open(dbPath)
 		if err != nil {

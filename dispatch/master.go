@@ -173,8 +173,9 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Master runs the dispatcher. Its exported methods are safe for concurrent use.
-type Master struct {
+// Dispatcher is the master side of the RPC, composed of the components
+// below. Its exported methods are safe for concurrent use.
+type Dispatcher struct {
 	cfg  Config
 	log  zerolog.Logger
 	st   store.Store
@@ -196,7 +197,7 @@ type Master struct {
 	pending  sync.Map // *conn → struct{}: connections waiting for Hello
 
 	// lostRetries: runs found lost whose writes the store has not taken
-	// yet, by task id (reap.go, Master.lost).
+	// yet, by task id (reap.go, Dispatcher.lost).
 	lostMu      sync.Mutex
 	lostRetries map[string]*lostRetry
 
@@ -206,15 +207,15 @@ type Master struct {
 	runErr chan error
 }
 
-// New builds a master; Start runs it. Run output goes to cfg.Logs.
-func New(cfg Config, st store.Store, ls lease.Leases) (*Master, error) {
+// New builds a dispatcher; Start runs it. Run output goes to cfg.Logs.
+func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	if cfg.Logs == nil {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
-	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
+	m := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
 		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1),
 		lostRetries: map[string]*lostRetry{}}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
@@ -224,7 +225,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Master, error) {
 
 // Start recovers state from the store, starts the RPC server, the scheduler
 // and the reaper, and returns once the server listens.
-func (m *Master) Start(ctx context.Context) error {
+func (m *Dispatcher) Start(ctx context.Context) error {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	if err := m.recover(ctx); err != nil {
 		return err
@@ -261,13 +262,13 @@ func (m *Master) Start(ctx context.Context) error {
 }
 
 // Addr is the address the RPC server listens on.
-func (m *Master) Addr() string { return m.addr }
+func (m *Dispatcher) Addr() string { return m.addr }
 
 // MasterID names this master.
-func (m *Master) MasterID() string { return m.cfg.MasterID }
+func (m *Dispatcher) MasterID() string { return m.cfg.MasterID }
 
 // Stop closes the server and waits for the background goroutines.
-func (m *Master) Stop(ctx context.Context) error {
+func (m *Dispatcher) Stop(ctx context.Context) error {
 	if m.cancel == nil {
 		return nil
 	}
@@ -278,7 +279,7 @@ func (m *Master) Stop(ctx context.Context) error {
 }
 
 // LogStats is the log writer's health, for /api/monitor/health.
-func (m *Master) LogStats() map[string]any {
+func (m *Dispatcher) LogStats() map[string]any {
 	if m.logs == nil {
 		return map[string]any{"status": "stopped"}
 	}
@@ -293,17 +294,17 @@ func (m *Master) LogStats() map[string]any {
 // master reaps the lease and requeues the run, the worker's own deadline
 // has passed even if its clock ran up to 10% slow (docs/protocol.md,
 // "Heartbeats and leases").
-func (m *Master) leaseHold() time.Duration {
+func (m *Dispatcher) leaseHold() time.Duration {
 	return m.cfg.LeaseTTL + m.cfg.LeaseTTL/10 + time.Second
 }
 
 // now is the dispatcher's clock (Config.Clock).
-func (m *Master) now() time.Time { return m.cfg.Clock() }
+func (m *Dispatcher) now() time.Time { return m.cfg.Clock() }
 
 // Notify wakes the scheduler: the queue may have changed (a run created,
 // requeued, reprioritised, or another master's), so its next pass reads
 // the queue again (queuePage).
-func (m *Master) Notify() {
+func (m *Dispatcher) Notify() {
 	m.queue.changed.Add(1)
 	m.wakeScheduler()
 }
@@ -311,7 +312,7 @@ func (m *Master) Notify() {
 // Queued takes a run just stored QUEUED by this master's REST API into the
 // page of the queue the scheduler holds (queuePage), and wakes it
 // (httpapi.Control).
-func (m *Master) Queued(t core.Task) {
+func (m *Dispatcher) Queued(t core.Task) {
 	m.queue.add(t)
 	m.wakeScheduler()
 }
@@ -319,7 +320,7 @@ func (m *Master) Queued(t core.Task) {
 // wakeScheduler wakes the scheduler for capacity that freed (a run ended,
 // a worker joined or came back): its next pass may place runs of the page
 // it holds without reading the queue again.
-func (m *Master) wakeScheduler() {
+func (m *Dispatcher) wakeScheduler() {
 	select {
 	case m.wake <- struct{}{}:
 	default:

@@ -18,7 +18,7 @@ import (
 // master holds the run's worker, the worker is told at once. A run it does
 // not hold is left to the master that does (or to the store check when the
 // worker re-adopts the run here).
-func (m *Master) CancelNotified(id string) {
+func (m *Dispatcher) CancelNotified(id string) {
 	for _, rr := range m.reg.cancelPlaced(id) {
 		m.resendCancel(rr)
 	}
@@ -27,7 +27,7 @@ func (m *Master) CancelNotified(id string) {
 // loadCancels marks the runs among ids whose cancel the store records, so a
 // run re-adopted here (after a restart, or from another master) is
 // stopped, and ends CANCELLED.
-func (m *Master) loadCancels(ctx context.Context, ids []string) {
+func (m *Dispatcher) loadCancels(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
@@ -51,7 +51,7 @@ func (m *Master) loadCancels(ctx context.Context, ids []string) {
 // listed runs the store has active on another worker (task id → that
 // worker): they are the other worker's, and the Hello handling kills them
 // here.
-func (m *Master) helloFromStore(ctx context.Context, h *pb.Hello) map[string]string {
+func (m *Dispatcher) helloFromStore(ctx context.Context, h *pb.Hello) map[string]string {
 	var foreign map[string]string
 	ids := make([]string, 0, len(h.Runs))
 	for _, ref := range h.Runs {
@@ -91,7 +91,7 @@ func recordOf(t core.Task) *runRec {
 // master's connected workers that it has not seen, and delivers them: the
 // cross-master notification is best effort (pub/sub keeps nothing for a
 // master that was briefly disconnected), the store is not.
-func (m *Master) sweepCancels(ctx context.Context) {
+func (m *Dispatcher) sweepCancels(ctx context.Context) {
 	ids := m.reg.uncancelledHeld()
 	if len(ids) == 0 {
 		return
@@ -115,7 +115,7 @@ func (m *Master) sweepCancels(ctx context.Context) {
 // master's view of that worker does not list it for ever. A run that ended
 // at this master's claim while its worker is connected here is left to the
 // worker's own report.
-func (m *Master) RemoteTaskChanged(t core.Task) {
+func (m *Dispatcher) RemoteTaskChanged(t core.Task) {
 	if t.Status == core.StatusQueued {
 		m.Notify()
 	}

@@ -79,7 +79,7 @@ type standing struct {
 // users returns every user's standing for the planner (plan.Snapshot.Users):
 // usage, what they have active, and their quota, DefaultGPUQuota for those
 // without a GPU cap of their own.
-func (m *Master) users(ctx context.Context) (map[int64]plan.User, error) {
+func (m *Dispatcher) users(ctx context.Context) (map[int64]plan.User, error) {
 	c := &m.standing
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,7 +101,7 @@ func (m *Master) users(ctx context.Context) (map[int64]plan.User, error) {
 }
 
 // planUser is u as the planner sees it.
-func (m *Master) planUser(u store.UserUsage) plan.User {
+func (m *Dispatcher) planUser(u store.UserUsage) plan.User {
 	p := plan.User{Name: u.User, Usage: u.Usage, ActiveGPUs: u.ActiveGPUs, ActiveRuns: u.ActiveRuns, MaxGPUs: -1, MaxRuns: -1}
 	switch {
 	case u.Quota.GPUs != nil:
@@ -124,7 +124,7 @@ type userMove struct {
 }
 
 // standingMoved applies moves to the cached standing, if any.
-func (m *Master) standingMoved(moves []userMove) {
+func (m *Dispatcher) standingMoved(moves []userMove) {
 	if len(moves) == 0 {
 		return
 	}
@@ -163,7 +163,7 @@ func chargeOf(t *core.Task, users map[int64]plan.User) lease.Charge {
 
 // reserveBefore is plan.Snapshot.ReserveBefore now: runs queued before it
 // may hold a worker (zero: reservations are off).
-func (m *Master) reserveBefore() time.Time {
+func (m *Dispatcher) reserveBefore() time.Time {
 	if m.cfg.Policy.BackfillReserve < 0 {
 		return time.Time{}
 	}

@@ -187,7 +187,7 @@ func TestPreemption(t *testing.T) {
 // master places and ends move a copy, floored at zero, and users the
 // cache lacks are left to the next read.
 func TestStandingMovedReplacesTheMap(t *testing.T) {
-	m := &Master{}
+	m := &Dispatcher{}
 	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}}) // nothing cached: nothing to move
 	if m.standing.users != nil {
 		t.Fatalf("a move made a standing: %v", m.standing.users)

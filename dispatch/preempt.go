@@ -52,7 +52,7 @@ type preemptFor struct {
 // scheduler's loop, and only while this master's workers run preemptible
 // runs (so it costs nothing otherwise). It plans the queue's first page as
 // a pass would and preempts for the runs that would not start.
-func (m *Master) preemptTick(ctx context.Context) {
+func (m *Dispatcher) preemptTick(ctx context.Context) {
 	if m.cfg.Policy.PreemptCooldown < 0 || !m.reg.anyPreemptible() {
 		return
 	}
@@ -73,7 +73,7 @@ func (m *Master) preemptTick(ctx context.Context) {
 
 // preempt chooses and stops victims for the runs of page that did not
 // start (placed), as the plan's snapshot snap saw the quotas and sweeps.
-func (m *Master) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
+func (m *Dispatcher) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
 	if m.cfg.Policy.PreemptCooldown < 0 {
 		return // preemption off
 	}
@@ -120,7 +120,7 @@ func waitingForGPUs(page []core.Task, placed []plan.Placement, snap plan.Snapsho
 }
 
 // sendPreempt tells rr's worker to stop it with its grace.
-func (m *Master) sendPreempt(rr *runRec) {
+func (m *Dispatcher) sendPreempt(rr *runRec) {
 	mark := rr.preempt.Load()
 	sess := m.reg.session(rr)
 	if mark == nil || rr.pol == nil || sess == nil {

@@ -20,7 +20,7 @@ const forgetEvery = time.Minute
 // reapLoop turns expired leases into LOST runs, closes sessions that
 // stopped heartbeating, and about once a lease TTL gives a lease back to
 // the active runs that have none (reconcile.go).
-func (m *Master) reapLoop(ctx context.Context, nextReconcile time.Time) {
+func (m *Dispatcher) reapLoop(ctx context.Context, nextReconcile time.Time) {
 	tick := time.NewTicker(m.cfg.ReapInterval)
 	defer tick.Stop()
 	lastSweep, lastForget := m.now(), m.now()
@@ -49,7 +49,7 @@ func (m *Master) reapLoop(ctx context.Context, nextReconcile time.Time) {
 	}
 }
 
-func (m *Master) reapOnce(ctx context.Context) {
+func (m *Dispatcher) reapOnce(ctx context.Context) {
 	for {
 		expired, err := m.ls.Reap(ctx, 1000)
 		if err != nil {
@@ -84,7 +84,7 @@ func (m *Master) reapOnce(ctx context.Context) {
 }
 
 // runGone ends a placed run that its worker no longer has.
-func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
+func (m *Dispatcher) runGone(ctx context.Context, rr *runRec, reason string) {
 	m.release(ctx, rr)
 	m.lost(ctx, rr.taskID, rr.fence.Load(), reason)
 }
@@ -98,7 +98,7 @@ func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
 // answers that the run is no longer that claim (another fence: requeued or
 // ended by someone else), else the run stayed RUNNING on a worker that
 // does not run it, for good (issue 11, TestChaosLostDuringStoreOutage).
-func (m *Master) lost(ctx context.Context, id string, fence uint64, reason string) {
+func (m *Dispatcher) lost(ctx context.Context, id string, fence uint64, reason string) {
 	cancelled := m.reg.takeCancel(id)
 	if err := m.recordLost(ctx, id, fence, reason, cancelled); undecided(err) {
 		m.lostLater(id, fence, reason, cancelled, err)
@@ -107,7 +107,7 @@ func (m *Master) lost(ctx context.Context, id string, fence uint64, reason strin
 
 // recordLost is one try of lost's writes. It returns the error that left
 // them unfinished, or nil once they are done or there is nothing to do.
-func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason string, cancelled bool) error {
+func (m *Dispatcher) recordLost(ctx context.Context, id string, fence uint64, reason string, cancelled bool) error {
 	if !cancelled {
 		// The request may have gone to another master, or before a restart.
 		req, err := m.st.CancelRequested(ctx, []string{id})
@@ -159,7 +159,7 @@ func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason
 }
 
 // lostRetry is a run found lost whose LOST or requeue write is still to
-// land (Master.lost).
+// land (Dispatcher.lost).
 type lostRetry struct {
 	fence     uint64
 	reason    string
@@ -169,7 +169,7 @@ type lostRetry struct {
 }
 
 // lostLater queues a run for retryLost.
-func (m *Master) lostLater(id string, fence uint64, reason string, cancelled bool, err error) {
+func (m *Dispatcher) lostLater(id string, fence uint64, reason string, cancelled bool, err error) {
 	m.lostMu.Lock()
 	defer m.lostMu.Unlock()
 	if r := m.lostRetries[id]; r != nil && r.fence >= fence {
@@ -186,7 +186,7 @@ func (m *Master) lostLater(id string, fence uint64, reason string, cancelled boo
 const lostRetryMax = 5 * time.Second
 
 // retryLost tries again the due writes of lost runs. On the reaper.
-func (m *Master) retryLost(ctx context.Context) {
+func (m *Dispatcher) retryLost(ctx context.Context) {
 	now := m.now()
 	type due struct {
 		id string

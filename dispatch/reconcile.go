@@ -13,7 +13,7 @@ const reconcileJitter = 0.25
 
 // reconcilePeriod is the pause before the next reconciliation: one lease
 // TTL, ±25%.
-func (m *Master) reconcilePeriod() time.Duration {
+func (m *Dispatcher) reconcilePeriod() time.Duration {
 	b := backoff.Backoff{Min: m.cfg.LeaseTTL, Max: m.cfg.LeaseTTL, Jitter: reconcileJitter}
 	return b.Delay()
 }
@@ -27,7 +27,7 @@ func (m *Master) reconcilePeriod() time.Duration {
 // Such a run has no lease and no session of this master holds it. It is
 // what a master leaves behind when it dies after it released or reaped a
 // run's lease and before the store took the run's LOST and requeue
-// writes (the store was down: Master.lost keeps the retries only in
+// writes (the store was down: Dispatcher.lost keeps the retries only in
 // memory), while another master lives on and never runs its startup
 // recovery again (docs/reliability.md, "Reconciliation").
 //
@@ -35,7 +35,7 @@ func (m *Master) reconcilePeriod() time.Duration {
 // active run. Runs this master holds with a connected worker, and those
 // whose lost writes it is retrying, are left alone; a run with a live
 // lease is never touched.
-func (m *Master) reconcile(ctx context.Context) {
+func (m *Dispatcher) reconcile(ctx context.Context) {
 	active, err := m.st.ActiveTasks(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -83,7 +83,7 @@ func (m *Master) reconcile(ctx context.Context) {
 }
 
 // lostPending reports whether id's lost writes are queued for retryLost.
-func (m *Master) lostPending(id string) bool {
+func (m *Dispatcher) lostPending(id string) bool {
 	m.lostMu.Lock()
 	defer m.lostMu.Unlock()
 	return m.lostRetries[id] != nil

@@ -131,7 +131,7 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	// Not through the lease (whose reap goes to one master): both at once.
 	both := activeRun(t, h, "w-gone", 1001)
 	var wg sync.WaitGroup
-	for _, m := range []*Master{h.m, m2} {
+	for _, m := range []*Dispatcher{h.m, m2} {
 		wg.Add(1)
 		go func() { defer wg.Done(); m.lost(ctx, both.ID, both.Fence, "test: both masters") }()
 	}

@@ -20,7 +20,7 @@ import (
 // live lease alone (ErrLeaseHeld; the same worker and fence is merely
 // renewed), so this never takes a run from the master that holds it. The
 // registry keeps such runs, so that their workers can move here.
-func (m *Master) recover(ctx context.Context) error {
+func (m *Dispatcher) recover(ctx context.Context) error {
 	active, err := m.rebuildLeases(ctx)
 	if err != nil {
 		return err
@@ -49,7 +49,7 @@ func (m *Master) recover(ctx context.Context) error {
 // returns the active runs. Used at start, and when the backend lost its
 // state (Redis restarted empty or flushed): then every master does it, and
 // Restore makes their work idempotent.
-func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
+func (m *Dispatcher) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 	max, err := m.st.MaxFence(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the highest fence: %w", err)
@@ -77,7 +77,7 @@ func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 // its worker renews it, else the reaper finds it expired and the run is
 // lost. A run without a worker or fence has no lease to restore (recover
 // and reconcile call it lost).
-func (m *Master) restoreLease(ctx context.Context, t core.Task) error {
+func (m *Dispatcher) restoreLease(ctx context.Context, t core.Task) error {
 	if t.Worker == "" || t.Fence == 0 {
 		return nil
 	}
@@ -94,7 +94,7 @@ func (m *Master) restoreLease(ctx context.Context, t core.Task) error {
 // lease lost (which would stop a healthy run) or failing the placement.
 type resetGuard struct {
 	lease.Leases
-	m *Master
+	m *Dispatcher
 
 	mu    sync.Mutex
 	fixed time.Time // when the last rebuild finished

@@ -64,7 +64,7 @@ type runRec struct {
 	// (nil: unknown, read it); see view.go.
 	view atomic.Pointer[core.Task]
 	// starting is closed when the run's TaskStarted has been recorded; nil
-	// when none is in flight (see Master.startPending).
+	// when none is in flight (see Dispatcher.startPending).
 	starting atomic.Pointer[startGate]
 	// restore is the files this attempt may be sent, by path (artifacts.go);
 	// nil until listed.

@@ -26,7 +26,7 @@ import (
 // context, the renewal list and the ack are the shard's or the session's,
 // reused (they are only touched on that goroutine), and the worker's
 // presence is refreshed only every half presence TTL (see touchPresence).
-func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
+func (m *Dispatcher) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	if sess.closed.Load() {
 		return // replaced, refused or gone
 	}
@@ -84,7 +84,7 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 // the half of it during which touchPresence skips refreshing, so presence
 // never ends sooner after a worker's last heartbeat than with a refresh at
 // every heartbeat.
-func (m *Master) presenceTTL() time.Duration {
+func (m *Dispatcher) presenceTTL() time.Duration {
 	return m.cfg.HeartbeatTTL + m.cfg.HeartbeatTTL/2
 }
 
@@ -92,7 +92,7 @@ func (m *Master) presenceTTL() time.Duration {
 // half a heartbeat TTL old: with the default TTL of three intervals that
 // is every other heartbeat, and one lease-backend call (a Redis round trip)
 // saved in two. Only on the session's shard goroutine.
-func (m *Master) touchPresence(ctx context.Context, sess *session, now time.Time) {
+func (m *Dispatcher) touchPresence(ctx context.Context, sess *session, now time.Time) {
 	if sess.touched != 0 && now.UnixNano()-sess.touched < int64(m.cfg.HeartbeatTTL/2) {
 		return
 	}
@@ -131,7 +131,7 @@ func (g *startGate) supersede() {
 // shard) can wait for it or supersede it: both would otherwise swap from
 // DISPATCHED, and the loser read the run and swap again. onStarted opens
 // the gate; nil when the report is stale.
-func (m *Master) startPending(sess *session, ts *pb.TaskStarted) *startGate {
+func (m *Dispatcher) startPending(sess *session, ts *pb.TaskStarted) *startGate {
 	rr := sess.run(ts.TaskId)
 	if !rr.reports(sess.workerID, ts.Attempt, ts.Fence) {
 		return nil
@@ -146,7 +146,7 @@ func (m *Master) startPending(sess *session, ts *pb.TaskStarted) *startGate {
 }
 
 // startDone opens a gate from startPending.
-func (m *Master) startDone(sess *session, id string, g *startGate) {
+func (m *Dispatcher) startDone(sess *session, id string, g *startGate) {
 	if g == nil {
 		return
 	}
@@ -157,7 +157,7 @@ func (m *Master) startDone(sess *session, id string, g *startGate) {
 	close(g.done)
 }
 
-func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
+func (m *Dispatcher) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
 	defer m.startDone(sess, ts.TaskId, gate)
 	rr := m.reg.reported(sess, ts.TaskId, ts.Attempt, ts.Fence)
 	if rr == nil || gate == nil {
@@ -182,7 +182,7 @@ func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
 // answered "fenced"; when the writer's queue is full, "busy" with the
 // frame's offset, and the worker resends from there after a pause (package
 // logpipe, "Back-pressure").
-func (m *Master) onLogData(sess *session, ld *pb.LogData) {
+func (m *Dispatcher) onLogData(sess *session, ld *pb.LogData) {
 	rr := sess.run(ld.TaskId)
 	if !rr.reports(sess.workerID, ld.Attempt, ld.Fence) {
 		// Logged at the 1st, 2nd, 4th, 8th... refusal of the session: a
@@ -237,7 +237,7 @@ func (s *session) LogAcked(a logpipe.Ack) {
 		LogWindow: s.m.logs.LogWindow()})
 }
 
-func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
+func (m *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 	ack := true // false: the worker keeps its report and sends it again after reconnecting
 	defer func() {
 		if ack {
@@ -375,7 +375,7 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, c
 // The run leaves the registry before its lease is released: a heartbeat in
 // between would otherwise find the run placed, fail to renew its lease and
 // tell the worker to stop it, before the worker had its TaskFinishedAck.
-func (m *Master) release(ctx context.Context, rr *runRec) {
+func (m *Dispatcher) release(ctx context.Context, rr *runRec) {
 	m.reg.end(rr, m.now())
 	if rr.userID != 0 {
 		m.standingMoved([]userMove{{userID: rr.userID, gpus: len(rr.gpus), runs: -1}})

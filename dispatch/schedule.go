@@ -14,7 +14,7 @@ import (
 
 // scheduleLoop places queued runs whenever woken (a submission, a worker
 // joining, a run ending) and once a second as a safety net.
-func (m *Master) scheduleLoop(ctx context.Context) {
+func (m *Dispatcher) scheduleLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -38,7 +38,7 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 // and a queued run: every joining worker wakes the scheduler, and building
 // it for 15,000 workers at each of those wakes, under the registry lock
 // that every Hello also takes, was what made a reconnect storm slow.
-func (m *Master) schedule(ctx context.Context) bool {
+func (m *Dispatcher) schedule(ctx context.Context) bool {
 	start := time.Now()
 	if !m.reg.anyFree() {
 		return false
@@ -110,12 +110,12 @@ const pageTTL = time.Second
 
 // queuePage is the page of the queue the last pass read, less the runs
 // passes placed since, plus the runs this master's REST API created since
-// (Master.Queued). A pass places from it instead of reading the queue
+// (Dispatcher.Queued). A pass places from it instead of reading the queue
 // again: with real workers each freed slot woke a pass that read and
 // decoded 256 queued runs to place one (58% of the master's CPU in
 // dispatch-proc), and on MySQL that read took 10 ms a pass at 1,000
 // submissions/s, most of a run's submit-to-start. It is read again when
-// the queue may have changed otherwise (Master.Notify: a run requeued or
+// the queue may have changed otherwise (Dispatcher.Notify: a run requeued or
 // reprioritised, a sweep, another master's run), when half of it was
 // placed, and after pageTTL. A run of it that left the queue some other
 // way is refused by its claim or its fenced DISPATCHED write, as when two
@@ -123,9 +123,9 @@ const pageTTL = time.Second
 // runs: the queue may hold more, which a page half gone would hide); a
 // shorter page held the whole queue, and with the inbox still does.
 type queuePage struct {
-	changed atomic.Uint64 // bumped by Master.Notify
+	changed atomic.Uint64 // bumped by Dispatcher.Notify
 	mu      sync.Mutex
-	inbox   []core.Task // runs Master.Queued took since the last pass
+	inbox   []core.Task // runs Dispatcher.Queued took since the last pass
 
 	// Only the scheduler's goroutine touches the rest.
 	runs  []core.Task     // in the store's order (queueBefore)

@@ -59,7 +59,7 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 		h.submit(t, 0, "x")
 	}
 	st := &countingQueue{Store: h.st}
-	m := &Master{}
+	m := &Dispatcher{}
 	now := time.Now()
 	page := func(at time.Time) []core.Task {
 		t.Helper()

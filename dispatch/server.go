@@ -21,14 +21,14 @@ import (
 // must never block: they parse frames and push work to shards.
 type server struct {
 	gnet.BuiltinEventEngine
-	m      *Master
+	m      *Dispatcher
 	booted chan struct{}
 }
 
 // conn is the per-connection state kept in gnet's Conn context. Only the
 // connection's event loop touches nonce, hello, open and sess (set once
 // the Hello's seal is verified); the reaper reads c and opened of
-// connections still waiting for their Hello (Master.pending).
+// connections still waiting for their Hello (Dispatcher.pending).
 type conn struct {
 	c      gnet.Conn
 	nonce  [codec.NonceSize]byte
@@ -251,7 +251,7 @@ func (s *server) admit(sess *session, async bool, f func()) gnet.Action {
 
 var shardSeed = maphash.MakeSeed()
 
-func (m *Master) shardFor(workerID string) *shard {
+func (m *Dispatcher) shardFor(workerID string) *shard {
 	return m.shards[maphash.String(shardSeed, workerID)%uint64(len(m.shards))]
 }
 

@@ -21,7 +21,7 @@ import (
 // event loop when the Hello's seal checks out, and registered by the
 // worker's shard (registry.join).
 type session struct {
-	m        *Master
+	m        *Dispatcher
 	id       string
 	workerID string
 	instance string // Hello.instance: "" from a worker that sends none

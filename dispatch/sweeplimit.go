@@ -14,7 +14,7 @@ import (
 // With several masters, each reads the store's count; two masters placing
 // members of one sweep in the same instant can exceed its cap by what they
 // place then.
-func (m *Master) sweepLimits(ctx context.Context, queue []core.Task) (map[string]core.SweepLimit, error) {
+func (m *Dispatcher) sweepLimits(ctx context.Context, queue []core.Task) (map[string]core.SweepLimit, error) {
 	var ids []string
 	seen := map[string]bool{}
 	for i := range queue {

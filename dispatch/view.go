@@ -23,7 +23,7 @@ import (
 // change returns false to leave the run alone. rr, when not nil, is the run
 // as placed here: its view is tried first, without reading the run; when
 // the swap fails, or change declines the view, the run is read.
-func (m *Master) updateTask(ctx context.Context, rr *runRec, id string, fence uint64, change func(*core.Task) bool) error {
+func (m *Dispatcher) updateTask(ctx context.Context, rr *runRec, id string, fence uint64, change func(*core.Task) bool) error {
 	if v, ok := rr.viewAt(fence); ok {
 		exp := store.Expect{Fence: v.Fence, Status: v.Status}
 		if change(&v) {
@@ -80,7 +80,7 @@ func (rr *runRec) setView(fence uint64, t *core.Task) {
 }
 
 // dropView forgets the view of the run id: the next update reads the run.
-func (m *Master) dropView(id string) {
+func (m *Dispatcher) dropView(id string) {
 	if rr := m.reg.run(id); rr != nil {
 		rr.view.Store(nil)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // workerChanged reports a worker's new view to Config.OnWorker.
-func (m *Master) workerChanged(id string) {
+func (m *Dispatcher) workerChanged(id string) {
 	if m.cfg.OnWorker == nil {
 		return
 	}
@@ -17,13 +17,13 @@ func (m *Master) workerChanged(id string) {
 }
 
 // Workers lists every known worker, sorted by id.
-func (m *Master) Workers() []core.WorkerInfo { return m.reg.infos(m.cfg.MasterID) }
+func (m *Dispatcher) Workers() []core.WorkerInfo { return m.reg.infos(m.cfg.MasterID) }
 
 // DrainWorker sets whether worker id takes new runs: a draining worker
 // finishes the runs it has and is given none (state DRAINING while
 // connected), also after it reconnects, until undrained. It returns the
 // worker's view; core.ErrNotFound when this master does not know it.
-func (m *Master) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
+func (m *Dispatcher) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
 	if !m.reg.drain(id, drain) {
 		return core.WorkerInfo{}, core.ErrNotFound
 	}
@@ -39,7 +39,7 @@ func (m *Master) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
 // ForgetWorker drops a DOWN worker from the list: core.ErrNotFound when
 // unknown, core.ErrConflict (with its state) when it is not DOWN. A
 // worker that comes back is known again.
-func (m *Master) ForgetWorker(id string) error {
+func (m *Dispatcher) ForgetWorker(id string) error {
 	st, err := m.reg.forget(id)
 	if err != nil {
 		return fmt.Errorf("cannot forget worker %s (%s): %w", id, st, err)
@@ -49,7 +49,7 @@ func (m *Master) ForgetWorker(id string) error {
 }
 
 // forgetDown drops the workers DOWN for longer than Config.ForgetAfter.
-func (m *Master) forgetDown() {
+func (m *Dispatcher) forgetDown() {
 	if ids := m.reg.forgetDown(m.now().Add(-m.cfg.ForgetAfter)); len(ids) > 0 {
 		m.log.Info().Strs("workers", ids).Dur("after", m.cfg.ForgetAfter).Msg("forgot workers down for long")
 	}
@@ -57,7 +57,7 @@ func (m *Master) forgetDown() {
 
 // Backlog is the number of worker reports waiting on the dispatcher's
 // shards (the planner's inputs, for the metrics).
-func (m *Master) Backlog() int {
+func (m *Dispatcher) Backlog() int {
 	n := 0
 	for _, s := range m.shards {
 		n += int(s.pending.Load())
@@ -67,6 +67,6 @@ func (m *Master) Backlog() int {
 
 // GPUUUIDs implements httpapi.GPUNamer: the UUIDs of GPUs indices of
 // worker, "" for one it does not know.
-func (m *Master) GPUUUIDs(worker string, indices []int) []string {
+func (m *Dispatcher) GPUUUIDs(worker string, indices []int) []string {
 	return m.reg.gpuUUIDs(worker, indices)
 }
