@@ -196,10 +196,9 @@ type Dispatcher struct {
 	standing standing
 	pending  sync.Map // *conn → struct{}: connections waiting for Hello
 
-	// lostRetries: runs found lost whose writes the store has not taken
-	// yet, by task id (reap.go, Dispatcher.lost).
-	lostMu      sync.Mutex
-	lostRetries map[string]*lostRetry
+	// retrying: runs found lost whose writes the store has not taken yet
+	// (lostruns.go, Dispatcher.lost).
+	retrying lostRuns
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -216,8 +215,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	m := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1),
-		lostRetries: map[string]*lostRetry{}}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.reg.init()
 	return m, nil

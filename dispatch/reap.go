@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 var errNoSession = errors.New("worker not connected")
@@ -158,58 +157,19 @@ func (m *Dispatcher) recordLost(ctx context.Context, id string, fence uint64, re
 	return nil
 }
 
-// lostRetry is a run found lost whose LOST or requeue write is still to
-// land (Dispatcher.lost).
-type lostRetry struct {
-	fence     uint64
-	reason    string
-	cancelled bool
-	bo        backoff.Backoff
-	next      time.Time
-}
-
 // lostLater queues a run for retryLost.
 func (m *Dispatcher) lostLater(id string, fence uint64, reason string, cancelled bool, err error) {
-	m.lostMu.Lock()
-	defer m.lostMu.Unlock()
-	if r := m.lostRetries[id]; r != nil && r.fence >= fence {
-		return // already queued (or a newer claim is)
+	if m.retrying.add(id, fence, reason, cancelled, m.now()) {
+		m.log.Warn().Str("task", id).Uint64("fence", fence).Err(err).Msg("the store did not record a lost run; retrying until it does")
 	}
-	r := &lostRetry{fence: fence, reason: reason, cancelled: cancelled, bo: backoff.Backoff{Max: lostRetryMax}}
-	r.next = m.now().Add(r.bo.Delay())
-	m.lostRetries[id] = r
-	m.log.Warn().Str("task", id).Uint64("fence", fence).Err(err).Msg("the store did not record a lost run; retrying until it does")
 }
-
-// lostRetryMax bounds the pause between two tries of a lost run's writes:
-// once the store is back, the run is requeued within it.
-const lostRetryMax = 5 * time.Second
 
 // retryLost tries again the due writes of lost runs. On the reaper.
 func (m *Dispatcher) retryLost(ctx context.Context) {
-	now := m.now()
-	type due struct {
-		id string
-		r  *lostRetry
-	}
-	var todo []due
-	m.lostMu.Lock()
-	for id, r := range m.lostRetries {
-		if !now.Before(r.next) {
-			todo = append(todo, due{id, r})
-		}
-	}
-	m.lostMu.Unlock()
-	for _, d := range todo {
+	for _, d := range m.retrying.due(m.now()) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := m.recordLost(rctx, d.id, d.r.fence, d.r.reason, d.r.cancelled)
 		cancel()
-		m.lostMu.Lock()
-		if undecided(err) && ctx.Err() == nil {
-			d.r.next = m.now().Add(d.r.bo.Delay())
-		} else if m.lostRetries[d.id] == d.r {
-			delete(m.lostRetries, d.id)
-		}
-		m.lostMu.Unlock()
+		m.retrying.tried(d, undecided(err) && ctx.Err() == nil, m.now)
 	}
 }

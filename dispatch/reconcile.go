@@ -47,7 +47,7 @@ func (m *Dispatcher) reconcile(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if m.reg.heldLive(t.ID, t.Fence) || m.lostPending(t.ID) {
+		if m.reg.heldLive(t.ID, t.Fence) || m.retrying.pending(t.ID) {
 			continue
 		}
 		if _, ok, err := m.ls.Get(ctx, t.ID); err != nil {
@@ -80,11 +80,4 @@ func (m *Dispatcher) reconcile(ctx context.Context) {
 		m.log.Warn().Str("task", t.ID).Str("worker", t.Worker).Uint64("fence", t.Fence).
 			Msg("reconciliation: an active run had no lease; restored it for one hold, then it is lost unless its worker renews it")
 	}
-}
-
-// lostPending reports whether id's lost writes are queued for retryLost.
-func (m *Dispatcher) lostPending(id string) bool {
-	m.lostMu.Lock()
-	defer m.lostMu.Unlock()
-	return m.lostRetries[id] != nil
 }
