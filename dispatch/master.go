@@ -185,8 +185,7 @@ type Dispatcher struct {
 	outputs *artifactpipe.Pipe
 	blobs   artifact.Store
 
-	eng     gnet.Engine
-	addr    string
+	srv     *server // the RPC server (server.go)
 	shards  []*shard
 	wake    chan struct{}
 	queue   queuePage // schedule.go
@@ -194,7 +193,6 @@ type Dispatcher struct {
 	explain explainer // explain.go
 	// standing caches the users' usage, active runs and quotas (policy.go).
 	standing standing
-	pending  sync.Map // *conn → struct{}: connections waiting for Hello
 
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, Dispatcher.lost).
@@ -217,6 +215,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	m := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
 		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
+	m.srv = &server{m: m, booted: make(chan struct{})}
 	m.reg.init()
 	return m, nil
 }
@@ -234,7 +233,7 @@ func (m *Dispatcher) Start(ctx context.Context) error {
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); s.run(m.ctx) }()
 	}
-	srv := &server{m: m, booted: make(chan struct{})}
+	srv := m.srv
 	loops := eventLoops() // procs.go
 	go func() {
 		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
@@ -254,13 +253,13 @@ func (m *Dispatcher) Start(ctx context.Context) error {
 	// gets to run.
 	reconcileAt := m.now().Add(m.reconcilePeriod())
 	go func() { defer m.wg.Done(); m.reapLoop(m.ctx, reconcileAt) }()
-	m.log.Info().Str("rpc", m.addr).Str("master", m.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
+	m.log.Info().Str("rpc", m.srv.addr()).Str("master", m.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("dispatcher started")
 	return nil
 }
 
 // Addr is the address the RPC server listens on.
-func (m *Dispatcher) Addr() string { return m.addr }
+func (m *Dispatcher) Addr() string { return m.srv.addr() }
 
 // MasterID names this master.
 func (m *Dispatcher) MasterID() string { return m.cfg.MasterID }
@@ -270,7 +269,7 @@ func (m *Dispatcher) Stop(ctx context.Context) error {
 	if m.cancel == nil {
 		return nil
 	}
-	err := m.eng.Stop(ctx)
+	err := m.srv.stop(ctx)
 	m.cancel()
 	m.wg.Wait()
 	return err

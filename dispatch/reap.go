@@ -11,8 +11,6 @@ import (
 
 var errNoSession = errors.New("worker not connected")
 
-const helloTimeout = 10 * time.Second
-
 // forgetEvery is how often DOWN workers past Config.ForgetAfter are dropped.
 const forgetEvery = time.Minute
 
@@ -72,14 +70,7 @@ func (m *Dispatcher) reapOnce(ctx context.Context) {
 		m.log.Warn().Str("worker", s.workerID).Msg("closing a session silent for longer than the heartbeat TTL")
 		s.closeFor("silent for longer than the heartbeat TTL")
 	}
-	m.pending.Range(func(k, v any) bool {
-		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
-			m.pending.Delete(k)
-			m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
-			_ = cc.c.Close()
-		}
-		return true
-	})
+	m.srv.closeLateHellos(now)
 }
 
 // runGone ends a placed run that its worker no longer has.

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -17,18 +19,31 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 )
 
-// server is the gnet event handler. Its callbacks run on event loops and
-// must never block: they parse frames and push work to shards.
+// helloTimeout is how long a connection may take to send its Hello.
+const helloTimeout = 10 * time.Second
+
+// server is the RPC server: the gnet engine, its listen address, and the
+// connections still waiting for their Hello. It owns them: nothing else
+// touches the engine or the pending set. Its gnet callbacks run on event
+// loops and must never block: they parse frames, check them and hand them
+// to the dispatcher's handlers, on the loop for those that never block
+// (LogData, artifact chunks) and on the worker's shard for the rest; they
+// never take the registry's mutex. Safe from other goroutines: addr (once
+// Start returned), stop, and closeLateHellos (the reaper).
 type server struct {
 	gnet.BuiltinEventEngine
 	m      *Dispatcher
 	booted chan struct{}
+
+	eng       gnet.Engine // set by OnBoot, before booted is closed
+	boundAddr string      // likewise
+	pending   sync.Map    // *conn → struct{}: connections waiting for Hello
 }
 
 // conn is the per-connection state kept in gnet's Conn context. Only the
 // connection's event loop touches nonce, hello, open and sess (set once
 // the Hello's seal is verified); the reaper reads c and opened of
-// connections still waiting for their Hello (Dispatcher.pending).
+// connections still waiting for their Hello (server.pending).
 type conn struct {
 	c      gnet.Conn
 	nonce  [codec.NonceSize]byte
@@ -39,14 +54,14 @@ type conn struct {
 }
 
 func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.m.eng = eng
-	s.m.addr = s.m.cfg.Addr
+	s.eng = eng
+	s.boundAddr = s.m.cfg.Addr
 	if fd, err := eng.Dup(); err == nil {
 		if sa, err := unix.Getsockname(fd); err == nil {
 			if in4, ok := sa.(*unix.SockaddrInet4); ok {
-				s.m.addr = (&net.TCPAddr{IP: in4.Addr[:], Port: in4.Port}).String()
+				s.boundAddr = (&net.TCPAddr{IP: in4.Addr[:], Port: in4.Port}).String()
 			} else if in6, ok := sa.(*unix.SockaddrInet6); ok {
-				s.m.addr = (&net.TCPAddr{IP: in6.Addr[:], Port: in6.Port}).String()
+				s.boundAddr = (&net.TCPAddr{IP: in6.Addr[:], Port: in6.Port}).String()
 			}
 		}
 		unix.Close(fd)
@@ -55,11 +70,30 @@ func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
+// addr is the address the server listens on, once booted.
+func (s *server) addr() string { return s.boundAddr }
+
+// stop closes the listener and every connection.
+func (s *server) stop(ctx context.Context) error { return s.eng.Stop(ctx) }
+
+// closeLateHellos closes the connections that sent no Hello within
+// helloTimeout of opening, as of now. On the reaper.
+func (s *server) closeLateHellos(now time.Time) {
+	s.pending.Range(func(k, v any) bool {
+		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
+			s.pending.Delete(k)
+			s.m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
+			_ = cc.c.Close()
+		}
+		return true
+	})
+}
+
 func (s *server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cc := &conn{c: c, opened: s.m.now()}
 	_, _ = rand.Read(cc.nonce[:])
 	c.SetContext(cc)
-	s.m.pending.Store(cc, struct{}{})
+	s.pending.Store(cc, struct{}{})
 	out, err := codec.AppendFrame(nil, &pb.Challenge{Nonce: cc.nonce[:], MasterId: s.m.cfg.MasterID})
 	if err != nil {
 		return nil, gnet.Close
@@ -72,7 +106,7 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cc == nil {
 		return gnet.None
 	}
-	s.m.pending.Delete(cc)
+	s.pending.Delete(cc)
 	if cc.sess == nil {
 		return gnet.None
 	}
@@ -165,7 +199,7 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	}
 	now := s.m.now()
 	cc.hello, cc.open = true, keys.Recv
-	s.m.pending.Delete(cc)
+	s.pending.Delete(cc)
 	sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
 		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId), quit: make(chan struct{})}
 	sess.lastSeen.Store(now.UnixNano())
