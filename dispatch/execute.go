@@ -96,7 +96,7 @@ func (m *Dispatcher) dispatch(ctx context.Context, batch []*claimed) map[string]
 		placed[c.t.ID] = true
 		m.send(c)
 	}
-	m.standingMoved(moves)
+	m.inputs.standingMoved(moves)
 	return placed
 }
 

@@ -55,14 +55,10 @@ func (m *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string
 		if err != nil {
 			return nil // an explanation is never worth an error
 		}
-		snap := m.reg.snapshot(queue)
-		if snap.Sweeps, err = m.sweepLimits(ctx, queue); err != nil {
+		snap, err := m.inputs.snapshot(ctx, queue)
+		if err != nil {
 			return nil
 		}
-		if snap.Users, err = m.users(ctx); err != nil {
-			return nil
-		}
-		snap.ReserveBefore = m.reserveBefore()
 		e.info, e.at = plan.Plan(snap, queue).Waiting, time.Now()
 	}
 	out := make(map[string]core.QueueInfo, len(queued))

@@ -191,8 +191,8 @@ type Dispatcher struct {
 	queue   queuePage // schedule.go
 	reg     registry
 	explain explainer // explain.go
-	// standing caches the users' usage, active runs and quotas (policy.go).
-	standing standing
+	// inputs takes the planner's snapshots (inputs.go).
+	inputs planInputs
 
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, Dispatcher.lost).
@@ -217,6 +217,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.srv = &server{m: m, booted: make(chan struct{})}
 	m.reg.init()
+	m.inputs = planInputs{st: st, reg: &m.reg, policy: cfg.Policy, now: cfg.Clock}
 	return m, nil
 }
 

@@ -187,22 +187,22 @@ func TestPreemption(t *testing.T) {
 // master places and ends move a copy, floored at zero, and users the
 // cache lacks are left to the next read.
 func TestStandingMovedReplacesTheMap(t *testing.T) {
-	m := &Dispatcher{}
-	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}}) // nothing cached: nothing to move
-	if m.standing.users != nil {
-		t.Fatalf("a move made a standing: %v", m.standing.users)
+	in := &planInputs{}
+	in.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}}) // nothing cached: nothing to move
+	if in.standing.users != nil {
+		t.Fatalf("a move made a standing: %v", in.standing.users)
 	}
 	given := map[int64]plan.User{1: {Name: "alice", ActiveGPUs: 1, ActiveRuns: 1}}
-	m.standing.users, m.standing.lent = given, true // as users() hands it out
-	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}, {userID: 9, gpus: 1, runs: 1}})
-	if got := m.standing.users[1]; got.ActiveGPUs != 3 || got.ActiveRuns != 2 {
+	in.standing.users, in.standing.lent = given, true // as users() hands it out
+	in.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}, {userID: 9, gpus: 1, runs: 1}})
+	if got := in.standing.users[1]; got.ActiveGPUs != 3 || got.ActiveRuns != 2 {
 		t.Fatalf("after placing a 2-GPU run: %+v", got)
 	}
-	if given[1].ActiveGPUs != 1 || len(m.standing.users) != 1 {
-		t.Fatalf("the map handed out changed (%+v) or an unknown user was added (%v)", given[1], m.standing.users)
+	if given[1].ActiveGPUs != 1 || len(in.standing.users) != 1 {
+		t.Fatalf("the map handed out changed (%+v) or an unknown user was added (%v)", given[1], in.standing.users)
 	}
-	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}})
-	if got := m.standing.users[1]; got.ActiveGPUs != 0 || got.ActiveRuns != 0 {
+	in.standingMoved([]userMove{{userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}})
+	if got := in.standing.users[1]; got.ActiveGPUs != 0 || got.ActiveRuns != 0 {
 		t.Fatalf("more ends than runs: %+v, want 0 and 0", got)
 	}
 }

@@ -60,14 +60,10 @@ func (m *Dispatcher) preemptTick(ctx context.Context) {
 	if err != nil || len(tasks) == 0 {
 		return
 	}
-	snap := m.reg.snapshot(tasks)
-	if snap.Sweeps, err = m.sweepLimits(ctx, tasks); err != nil {
+	snap, err := m.inputs.snapshot(ctx, tasks)
+	if err != nil {
 		return
 	}
-	if snap.Users, err = m.users(ctx); err != nil {
-		return
-	}
-	snap.ReserveBefore = m.reserveBefore()
 	m.preempt(tasks, plan.Place(snap, tasks), snap)
 }
 

@@ -378,7 +378,7 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, c
 func (m *Dispatcher) release(ctx context.Context, rr *runRec) {
 	m.reg.end(rr, m.now())
 	if rr.userID != 0 {
-		m.standingMoved([]userMove{{userID: rr.userID, gpus: len(rr.gpus), runs: -1}})
+		m.inputs.standingMoved([]userMove{{userID: rr.userID, gpus: len(rr.gpus), runs: -1}})
 	}
 	if err := m.ls.Release(ctx, rr.taskID, rr.fence.Load()); err != nil && !errors.Is(err, core.ErrLeaseLost) {
 		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")

@@ -59,19 +59,12 @@ func (m *Dispatcher) schedule(ctx context.Context) bool {
 	if len(snap.Free) == 0 {
 		return false
 	}
-	if snap.Sweeps, err = m.sweepLimits(ctx, tasks); err != nil {
+	if err := m.inputs.complete(ctx, &snap, tasks); err != nil {
 		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
+			m.log.Error().Err(err).Msg("cannot plan the queue")
 		}
 		return false
 	}
-	if snap.Users, err = m.users(ctx); err != nil {
-		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot read the users' usage and quotas")
-		}
-		return false
-	}
-	snap.ReserveBefore = m.reserveBefore()
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), read) {
 		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
@@ -83,7 +76,7 @@ func (m *Dispatcher) schedule(ctx context.Context) bool {
 		}
 		if len(deep) > len(tasks) {
 			snap.InFlight = m.reg.inFlight(deep)
-			if snap.Sweeps, err = m.sweepLimits(ctx, deep); err != nil {
+			if snap.Sweeps, err = m.inputs.sweepLimits(ctx, deep); err != nil {
 				if ctx.Err() == nil {
 					m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
 				}
