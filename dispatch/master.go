@@ -192,7 +192,8 @@ type Dispatcher struct {
 	reg     registry
 	explain explainer // explain.go
 	// inputs takes the planner's snapshots (inputs.go).
-	inputs planInputs
+	inputs  planInputs
+	preempt preempter // preempt.go
 
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, Dispatcher.lost).
@@ -218,6 +219,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	m.srv = &server{m: m, booted: make(chan struct{})}
 	m.reg.init()
 	m.inputs = planInputs{st: st, reg: &m.reg, policy: cfg.Policy, now: cfg.Clock}
+	m.preempt = preempter{queue: st, inputs: &m.inputs, reg: &m.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: m.log}
 	return m, nil
 }
 

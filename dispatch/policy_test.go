@@ -170,7 +170,7 @@ func TestPreemption(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.m.Notify()
-	h.m.preemptTick(context.Background()) // what the next tick does, now
+	h.m.preempt.tick(context.Background()) // what the next tick does, now
 	_ = p.c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
 	for {
 		m, _, err := codec.ReadFrame(p.r, codec.DefaultMaxBody, nil, p.keys.Recv)

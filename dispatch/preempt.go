@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
@@ -48,48 +50,69 @@ type preemptFor struct {
 	priority int
 }
 
-// preemptTick looks for runs to preempt, once a second from the
-// scheduler's loop, and only while this master's workers run preemptible
-// runs (so it costs nothing otherwise). It plans the queue's first page as
-// a pass would and preempts for the runs that would not start.
-func (m *Dispatcher) preemptTick(ctx context.Context) {
-	if m.cfg.Policy.PreemptCooldown < 0 || !m.reg.anyPreemptible() {
+// preempter is preemption's component. It keeps no state of its own: the
+// mark of a victim lives on its run (runRec.preempt), set through the
+// registry (markPreempt), and the victim's end is recorded by the reports'
+// path (preemptFromReport). It never preempts a run this master did not
+// place (only those have a runPolicy) and never blocks on a worker: the
+// CancelTask is queued on the session. tick runs on the scheduler's
+// goroutine only.
+type preempter struct {
+	queue    queueReader
+	inputs   *planInputs
+	reg      *registry
+	cooldown time.Duration // Policy.PreemptCooldown; < 0: off
+	now      func() time.Time
+	log      zerolog.Logger
+}
+
+// queueReader is what preemption reads of the store.
+type queueReader interface {
+	QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
+}
+
+// tick looks for runs to preempt, once a second from the scheduler's loop,
+// and only while this master's workers run preemptible runs (so it costs
+// nothing otherwise). It plans the queue's first page as a pass would and
+// preempts for the runs that would not start.
+func (p *preempter) tick(ctx context.Context) {
+	if p.cooldown < 0 || !p.reg.anyPreemptible() {
 		return
 	}
-	tasks, err := m.st.QueuedTasks(ctx, plan.Batch)
+	tasks, err := p.queue.QueuedTasks(ctx, plan.Batch)
 	if err != nil || len(tasks) == 0 {
 		return
 	}
-	snap, err := m.inputs.snapshot(ctx, tasks)
+	snap, err := p.inputs.snapshot(ctx, tasks)
 	if err != nil {
 		return
 	}
-	m.preempt(tasks, plan.Place(snap, tasks), snap)
+	p.preempt(tasks, plan.Place(snap, tasks), snap)
 }
 
 // preempt chooses and stops victims for the runs of page that did not
 // start (placed), as the plan's snapshot snap saw the quotas and sweeps.
-func (m *Dispatcher) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
-	if m.cfg.Policy.PreemptCooldown < 0 {
+func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
+	if p.cooldown < 0 {
 		return // preemption off
 	}
 	waiting := waitingForGPUs(page, placed, snap)
 	if len(waiting) == 0 {
 		return
 	}
-	nodes, recs := m.reg.preemptNodes()
+	nodes, recs := p.reg.preemptNodes()
 	if len(nodes) == 0 {
 		return
 	}
 	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: maxPreemptionsPerPass,
-		CooldownSince: m.now().Add(-m.cfg.Policy.PreemptCooldown)})
-	for _, p := range ps {
-		for _, id := range p.Victims {
+		CooldownSince: p.now().Add(-p.cooldown)})
+	for _, pr := range ps {
+		for _, id := range pr.Victims {
 			rr := recs[id]
-			if rr == nil || !m.reg.markPreempt(rr, preemptFor{by: p.For.ID, priority: p.For.Priority}) {
+			if rr == nil || !p.reg.markPreempt(rr, preemptFor{by: pr.For.ID, priority: pr.For.Priority}) {
 				continue
 			}
-			m.sendPreempt(rr)
+			p.send(rr)
 		}
 	}
 }
@@ -115,20 +138,20 @@ func waitingForGPUs(page []core.Task, placed []plan.Placement, snap plan.Snapsho
 	return waiting
 }
 
-// sendPreempt tells rr's worker to stop it with its grace.
-func (m *Dispatcher) sendPreempt(rr *runRec) {
+// send tells rr's worker to stop it with its grace.
+func (p *preempter) send(rr *runRec) {
 	mark := rr.preempt.Load()
-	sess := m.reg.session(rr)
+	sess := p.reg.session(rr)
 	if mark == nil || rr.pol == nil || sess == nil {
 		return
 	}
 	reason := fmt.Sprintf("preempted by %s (priority %d)", mark.by, mark.priority)
 	if err := sess.send(&pb.CancelTask{TaskId: rr.taskID, Attempt: int32(rr.attempt), Fence: rr.fence.Load(),
 		Reason: reason, GraceMs: rr.pol.grace.Milliseconds()}); err != nil {
-		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot send the preemption")
+		p.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot send the preemption")
 		return
 	}
-	m.log.Info().Str("task", rr.taskID).Str("for", mark.by).Dur("grace", rr.pol.grace).Msg("run preempted")
+	p.log.Info().Str("task", rr.taskID).Str("for", mark.by).Dur("grace", rr.pol.grace).Msg("run preempted")
 }
 
 // preemptFromReport records the end of a preempted run: QUEUED again.

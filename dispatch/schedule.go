@@ -23,7 +23,7 @@ func (m *Dispatcher) scheduleLoop(ctx context.Context) {
 			return
 		case <-m.wake:
 		case <-tick.C:
-			m.preemptTick(ctx) // preempt.go
+			m.preempt.tick(ctx) // preempt.go
 		}
 		for m.schedule(ctx) {
 		}
