@@ -19,9 +19,15 @@ const explainQueueDepth = 2000
 // submitted) forces a fresh one anyway.
 const explainTTL = 250 * time.Millisecond
 
-// explainer caches the last plan of the queue; its own mutex, never the
+// explainer answers Explain: it plans the queue as the scheduler does and
+// caches the last plan. It owns the cache; its own mutex, never the
 // registry's, guards it, so a slow store read never holds up scheduling.
+// It never places a run. explain is safe from any goroutine (REST
+// listings).
 type explainer struct {
+	queue  queueReader
+	inputs *planInputs
+
 	mu   sync.Mutex
 	at   time.Time
 	info map[string]core.QueueInfo
@@ -34,7 +40,10 @@ type explainer struct {
 // workers are known; with several masters sharing a store, a run may start
 // on another master's worker first.
 func (m *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
-	e := &m.explain
+	return m.explain.explain(ctx, queued)
+}
+
+func (e *explainer) explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Wall time, not Config.Clock: the cache's age is compared with the
@@ -51,11 +60,11 @@ func (m *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string
 		}
 	}
 	if !fresh {
-		queue, err := m.st.QueuedTasks(ctx, explainQueueDepth)
+		queue, err := e.queue.QueuedTasks(ctx, explainQueueDepth)
 		if err != nil {
 			return nil // an explanation is never worth an error
 		}
-		snap, err := m.inputs.snapshot(ctx, queue)
+		snap, err := e.inputs.snapshot(ctx, queue)
 		if err != nil {
 			return nil
 		}

@@ -219,6 +219,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	m.srv = &server{m: m, booted: make(chan struct{})}
 	m.reg.init()
 	m.inputs = planInputs{st: st, reg: &m.reg, policy: cfg.Policy, now: cfg.Clock}
+	m.explain = explainer{queue: st, inputs: &m.inputs}
 	m.preempt = preempter{queue: st, inputs: &m.inputs, reg: &m.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: m.log}
 	return m, nil
 }
