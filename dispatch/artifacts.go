@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
@@ -15,9 +17,8 @@ import (
 // Run outputs on the RPC path: ArtifactChunks of uploads go from the event
 // loop to the artifact receiver (package artifactpipe) after the fence and
 // path checks; its answers go back as ArtifactAcks. The files a resumed
-// attempt starts with are listed in its ExecuteTask (restoreFiles) and
-// streamed to the worker on its ArtifactAck{restore} (a restoreStream per
-// run and connection, off the loop). TensorBoard points (Metric frames) go
+// attempt starts with are listed in its ExecuteTask and streamed to the
+// worker on its ArtifactAck{restore} (the restorer, restorestream.go). TensorBoard points (Metric frames) go
 // to the log pipe's metric queue.
 
 // onArtifactChunk runs on the connection's event loop and never blocks:
@@ -28,7 +29,7 @@ func (m *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 	ack := &pb.ArtifactAck{TaskId: c.TaskId, Attempt: c.Attempt, Path: c.Path, Offset: c.Offset, Size: c.Size, ModifiedUnixNs: c.ModifiedUnixNs}
 	rr := sess.run(c.TaskId)
 	if !rr.reports(sess.workerID, c.Attempt, c.Fence) {
-		m.refuseOutput(sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
+		refuseOutput(&m.log, sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
 		ack.Error = "fenced"
 		_ = sess.send(ack)
 		return
@@ -45,7 +46,7 @@ func (m *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 		why = errors.New("this master keeps no outputs")
 	}
 	if why != nil {
-		m.refuseOutput(sess, c.TaskId, "refusing an ArtifactChunk", why)
+		refuseOutput(&m.log, sess, c.TaskId, "refusing an ArtifactChunk", why)
 		ack.Error = "refused: " + why.Error()
 		_ = sess.send(ack)
 		return
@@ -65,9 +66,9 @@ func (m *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 // refuseOutput logs a refused output frame at the 1st, 2nd, 4th, 8th...
 // refusal of the session, so a worker that keeps sending cannot flood the
 // log from the loop.
-func (m *Dispatcher) refuseOutput(sess *session, taskID, msg string, err error) {
+func refuseOutput(log *zerolog.Logger, sess *session, taskID, msg string, err error) {
 	if n := sess.refusedOutput.Add(1); n&(n-1) == 0 {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", taskID).AnErr("why", err).Int64("refused", n).Msg(msg)
+		log.Warn().Str("worker", sess.workerID).Str("task", taskID).AnErr("why", err).Int64("refused", n).Msg(msg)
 	}
 }
 
@@ -85,7 +86,7 @@ func (s *session) ArtifactAcked(a artifactpipe.Ack) {
 // dropped.
 func (m *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
 	if !sess.run(mt.TaskId).reports(sess.workerID, mt.Attempt, mt.Fence) {
-		m.refuseOutput(sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
+		refuseOutput(&m.log, sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
 		return
 	}
 	pts := make([]core.MetricPoint, 0, len(mt.Values))

@@ -115,7 +115,7 @@ func (m *Dispatcher) send(c *claimed) {
 	}
 	if t.Resumes() {
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		m.restoreMsg(ctx, t, rr, msg) // artifacts.go
+		m.restore.restoreMsg(ctx, t, rr, msg) // restorestream.go
 		cancel()
 	}
 	var err error

@@ -176,14 +176,12 @@ func (c *Config) defaults() error {
 // Dispatcher is the master side of the RPC, composed of the components
 // below. Its exported methods are safe for concurrent use.
 type Dispatcher struct {
-	cfg  Config
-	log  zerolog.Logger
-	st   store.Store
-	ls   lease.Leases
-	logs *logpipe.Writer
-	// outputs and blobs: Config.Outputs and Config.Blobs (artifacts.go).
-	outputs *artifactpipe.Pipe
-	blobs   artifact.Store
+	cfg     Config
+	log     zerolog.Logger
+	st      store.Store
+	ls      lease.Leases
+	logs    *logpipe.Writer
+	outputs *artifactpipe.Pipe // Config.Outputs (artifacts.go)
 
 	srv     *server // the RPC server (server.go)
 	shards  []*shard
@@ -194,6 +192,7 @@ type Dispatcher struct {
 	// inputs takes the planner's snapshots (inputs.go).
 	inputs  planInputs
 	preempt preempter // preempt.go
+	restore restorer  // restorestream.go
 
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, Dispatcher.lost).
@@ -214,11 +213,12 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	m := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
 	m.srv = &server{m: m, booted: make(chan struct{})}
 	m.reg.init()
 	m.inputs = planInputs{st: st, reg: &m.reg, policy: cfg.Policy, now: cfg.Clock}
+	m.restore = restorer{st: st, blobs: cfg.Blobs, warn: m.warn, log: m.log}
 	m.explain = explainer{queue: st, inputs: &m.inputs}
 	m.preempt = preempter{queue: st, inputs: &m.inputs, reg: &m.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: m.log}
 	return m, nil
@@ -228,6 +228,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 // and the reaper, and returns once the server listens.
 func (m *Dispatcher) Start(ctx context.Context) error {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.restore.start(m.ctx)
 	if err := m.recover(ctx); err != nil {
 		return err
 	}

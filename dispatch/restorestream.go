@@ -10,21 +10,53 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 )
+
+// restorer gives a resumed attempt the files it starts with: their list in
+// its ExecuteTask (restoreMsg), then the files themselves, streamed from
+// the blob store as the worker asks for them (onRestoreAck, a
+// restoreStream per run and connection). It owns the streams; the list it
+// keeps of each attempt lives on its run (runRec.restore). It never reads
+// the blob store or the store on an event loop (onRestoreAck only hands
+// the request to the stream's goroutine) and never sends a file that is
+// not in the run's list. restoreMsg is called on the scheduler's
+// goroutine, onRestoreAck on the connection's event loop.
+type restorer struct {
+	st    restoreStore
+	blobs artifact.Store // nil: this master keeps no outputs
+	// warn records a warning on a run, off the caller's goroutine.
+	warn func(id, code, msg string)
+	log  zerolog.Logger
+	// ctx ends with the dispatcher (start): streams stop with it.
+	ctx context.Context
+}
+
+// restoreStore is what the restorer reads of the store.
+type restoreStore interface {
+	Task(ctx context.Context, id string) (core.Task, error)
+	Artifacts(ctx context.Context, taskID string, attempt int) ([]core.Artifact, error)
+}
+
+// start gives the restorer the dispatcher's lifetime, before any session
+// or pass can ask it for a file.
+func (r *restorer) start(ctx context.Context) { r.ctx = ctx }
 
 // restoreFiles lists the files attempt t.Attempt of t starts with: the
 // newest version of each path of its earlier attempts, then of the run it
 // resumes from for paths those lack. Nil for an attempt that does not
 // resume (core.Task.Resumes).
-func (m *Dispatcher) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, error) {
+func (r *restorer) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, error) {
 	if !t.Resumes() {
 		return nil, nil
 	}
 	byPath := map[string]core.Artifact{}
 	add := func(id string, below int) error {
-		rows, err := m.st.Artifacts(ctx, id, 0)
+		rows, err := r.st.Artifacts(ctx, id, 0)
 		if err != nil {
 			return err
 		}
@@ -57,18 +89,18 @@ func (m *Dispatcher) restoreFiles(ctx context.Context, t *core.Task) ([]core.Art
 // list on rr for the worker's requests. A list the store cannot give now
 // starts the attempt without its files, with a warning on the run (it is
 // better than a run that never starts).
-func (m *Dispatcher) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *pb.ExecuteTask) {
+func (r *restorer) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *pb.ExecuteTask) {
 	if !t.Resumes() {
 		return
 	}
 	msg.Resume = true
-	if m.blobs == nil {
+	if r.blobs == nil {
 		return // a master without outputs has none to restore
 	}
-	files, err := m.restoreFiles(ctx, t)
+	files, err := r.restoreFiles(ctx, t)
 	if err != nil {
-		m.log.Warn().Str("task", t.ID).Err(err).Msg("cannot list the files to restore; the attempt starts without them")
-		m.warn(t.ID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without the files of earlier attempts: %v", t.Attempt, err))
+		r.log.Warn().Str("task", t.ID).Err(err).Msg("cannot list the files to restore; the attempt starts without them")
+		r.warn(t.ID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without the files of earlier attempts: %v", t.Attempt, err))
 		return
 	}
 	set := make(map[string]core.Artifact, len(files))
@@ -81,18 +113,18 @@ func (m *Dispatcher) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, m
 
 // restoreSet is the files rr's attempt may be sent, by path: from its
 // ExecuteTask, or (a run adopted from another master) listed again.
-func (m *Dispatcher) restoreSet(ctx context.Context, rr *runRec) (map[string]core.Artifact, error) {
+func (r *restorer) restoreSet(ctx context.Context, rr *runRec) (map[string]core.Artifact, error) {
 	if set := rr.restore.Load(); set != nil {
 		return *set, nil
 	}
-	t, err := m.st.Task(ctx, rr.taskID)
+	t, err := r.st.Task(ctx, rr.taskID)
 	if err != nil {
 		return nil, err
 	}
 	if t.Attempt != rr.attempt {
 		return nil, fmt.Errorf("the run is at attempt %d, not %d", t.Attempt, rr.attempt)
 	}
-	files, err := m.restoreFiles(ctx, &t)
+	files, err := r.restoreFiles(ctx, &t)
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +154,10 @@ const (
 // of path and takes window more. On the event loop: it checks the fence
 // and hands the request to the run's stream on this connection, started
 // here when there is none.
-func (m *Dispatcher) onRestoreAck(sess *session, a *pb.ArtifactAck) {
+func (r *restorer) onRestoreAck(sess *session, a *pb.ArtifactAck) {
 	rr := sess.run(a.TaskId)
 	if !rr.reports(sess.workerID, a.Attempt, a.Fence) {
-		m.refuseOutput(sess, a.TaskId, "refusing a restore request with a stale fence", nil)
+		refuseOutput(&r.log, sess, a.TaskId, "refusing a restore request with a stale fence", nil)
 		_ = sess.send(&pb.ArtifactAck{TaskId: a.TaskId, Attempt: a.Attempt, Path: a.Path, Restore: true, Error: "fenced"})
 		return
 	}
@@ -137,7 +169,7 @@ func (m *Dispatcher) onRestoreAck(sess *session, a *pb.ArtifactAck) {
 		if a.Done {
 			return
 		}
-		st = &restoreStream{m: m, sess: sess, rr: rr, wake: make(chan struct{}, 1)}
+		st = &restoreStream{r: r, sess: sess, rr: rr, wake: make(chan struct{}, 1)}
 		sess.restores[a.TaskId] = st
 		go st.run()
 	}
@@ -152,7 +184,7 @@ func (m *Dispatcher) onRestoreAck(sess *session, a *pb.ArtifactAck) {
 // worker asks for them: one file at a time, at most the asked window ahead
 // of what the worker has written. Its goroutine owns everything but want.
 type restoreStream struct {
-	m     *Dispatcher
+	r     *restorer
 	sess  *session
 	rr    *runRec
 	wake  chan struct{}
@@ -176,7 +208,7 @@ var restoreReads = make(chan struct{}, maxRestoreReads)
 func (st *restoreStream) run() {
 	defer st.ended.Store(true)
 	var cancel context.CancelFunc
-	st.ctx, cancel = context.WithCancel(st.m.ctx)
+	st.ctx, cancel = context.WithCancel(st.r.ctx)
 	defer cancel()
 	defer st.close()
 	idle := time.NewTimer(restoreIdle)
@@ -186,7 +218,7 @@ func (st *restoreStream) run() {
 		case <-st.wake:
 		case <-st.sess.quit:
 			return
-		case <-st.m.ctx.Done():
+		case <-st.r.ctx.Done():
 			return
 		case <-idle.C:
 			return
@@ -199,10 +231,10 @@ func (st *restoreStream) run() {
 		if err := st.serve(a); errors.Is(err, errSessionGone) || st.sess.closed.Load() {
 			return
 		} else if err != nil {
-			st.m.log.Warn().Str("task", st.rr.taskID).Str("path", a.Path).Err(err).Msg("cannot restore a file")
+			st.r.log.Warn().Str("task", st.rr.taskID).Str("path", a.Path).Err(err).Msg("cannot restore a file")
 			_ = st.sess.send(&pb.ArtifactAck{TaskId: a.TaskId, Attempt: a.Attempt, Path: a.Path, Restore: true,
 				Error: "failed: " + err.Error()})
-			st.m.warn(st.rr.taskID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without %s: %v", st.rr.attempt, a.Path, err))
+			st.r.warn(st.rr.taskID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without %s: %v", st.rr.attempt, a.Path, err))
 			st.close()
 		}
 	}
@@ -222,7 +254,7 @@ func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 	ctx, cancel := context.WithTimeout(st.ctx, 30*time.Second)
 	defer cancel()
 	if st.set == nil {
-		set, err := st.m.restoreSet(ctx, st.rr)
+		set, err := st.r.restoreSet(ctx, st.rr)
 		if err != nil {
 			return fmt.Errorf("cannot list the run's files to restore: %w", err)
 		}
@@ -232,7 +264,7 @@ func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 	if !ok {
 		return errors.New("not among the run's files to restore")
 	}
-	if st.m.blobs == nil {
+	if st.r.blobs == nil {
 		return errors.New("this master keeps no outputs")
 	}
 	if a.Offset > uint64(f.Size) {
@@ -240,7 +272,7 @@ func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 	}
 	if st.rd == nil || st.cur.Path != f.Path || a.Offset > st.sent {
 		st.close()
-		rd, err := st.m.blobs.Open(st.ctx, f.SHA256, int64(a.Offset), -1)
+		rd, err := st.r.blobs.Open(st.ctx, f.SHA256, int64(a.Offset), -1)
 		if err != nil {
 			return err
 		}

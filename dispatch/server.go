@@ -260,7 +260,7 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		if !msg.Restore {
 			return s.refuse(cc, "protocol error", errors.New("an ArtifactAck from a worker must be a restore request"))
 		}
-		s.m.onRestoreAck(sess, msg)
+		s.m.restore.onRestoreAck(sess, msg)
 	case *pb.Metric:
 		s.m.onMetric(sess, msg)
 	default:
