@@ -11,6 +11,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/lease"
 	"github.com/rlsched/rlsched/store"
 )
@@ -113,7 +114,7 @@ func TestQuotaHoldsAtTheClaim(t *testing.T) {
 	p := dial(t, h.m.Addr())
 	p.hello("w", 0, 2)
 	h.m.Notify()
-	eventually(t, "the claim is refused", func() bool { return strings.Contains(h.logs.String(), "quota") })
+	testutil.WaitFor(t, 10*time.Second, "the claim is refused", func() bool { return strings.Contains(h.logs.String(), "quota") })
 	if st := h.task(t, a1.ID).Status; st != core.StatusQueued {
 		t.Fatalf("Alice's run is %s, past a quota another master's claim holds", st)
 	}
@@ -140,7 +141,7 @@ func TestPreemption(t *testing.T) {
 		t.Fatalf("started %s, want the victim", ex.TaskId)
 	}
 	p.send(&pb.TaskStarted{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
-	eventually(t, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
 
 	urgent := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 2, Attempt: 1, MaxRetries: 1,
 		Priority: 5, TraceID: core.NewTraceID(), CreatedAt: h.clock.Now()}
