@@ -1,13 +1,16 @@
 // Package dispatch is the master side of the RPC: a gnet server speaking the
 // framed protocol of package codec, worker sessions, the registry of workers
 // and the runs placed on them, the scheduler that carries out what package
-// plan decides, and the reaper that turns expired leases into LOST runs.
+// plan decides, preemption, the reaper that turns expired leases into LOST
+// runs, and the restore of a resumed run's files. Dispatcher composes it
+// from components that each own their state (see Dispatcher);
 // docs/architecture.md ("dispatch") lists its files.
 //
-// Event loops only parse frames and hand them on: they never block on the
-// store, the lease backend, a disk, or the registry's mutex. Work for one
-// worker runs in order on one of a fixed set of shard goroutines (not a
-// goroutine per connection), and every queue on the way is bounded.
+// It never decides a placement itself (package plan does, and holds every
+// rule). Event loops only parse frames and hand them on: they never block
+// on the store, the lease backend, a disk, or the registry's mutex. Work
+// for one worker runs in order on one of a fixed set of shard goroutines
+// (not a goroutine per connection), and every queue on the way is bounded.
 package dispatch
 
 import (
@@ -173,8 +176,12 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Dispatcher is the master side of the RPC, composed of the components
-// below. Its exported methods are safe for concurrent use.
+// Dispatcher runs the master side of the RPC. It composes the components
+// below, each of which owns its state and is asked through its methods;
+// the sessions' reports, the scheduler loop and its executor, the reaper,
+// recovery and reconciliation, the hooks of several masters and the GPU
+// rules are its own methods, on the state they name. Its exported methods
+// are safe for concurrent use.
 type Dispatcher struct {
 	cfg     Config
 	log     zerolog.Logger
@@ -183,17 +190,15 @@ type Dispatcher struct {
 	logs    *logpipe.Writer
 	outputs *artifactpipe.Pipe // Config.Outputs (artifacts.go)
 
-	srv     *server // the RPC server (server.go)
-	shards  []*shard
+	srv     *server  // the RPC server: engine, address, connections before Hello (server.go)
+	shards  []*shard // ordered work per worker (shard.go)
 	wake    chan struct{}
-	queue   queuePage // schedule.go
-	reg     registry
-	explain explainer // explain.go
-	// inputs takes the planner's snapshots (inputs.go).
-	inputs  planInputs
-	preempt preempter // preempt.go
-	restore restorer  // restorestream.go
-
+	queue   queuePage  // the scheduler's page of the queue (schedule.go)
+	reg     registry   // workers and placed runs; its mutex is its own (registry.go)
+	inputs  planInputs // the planner's snapshots and the users' standing (inputs.go)
+	preempt preempter  // preemption, on the scheduler's tick (preempt.go)
+	explain explainer  // Explain's plan of the queue, cached (explain.go)
+	restore restorer   // a resumed attempt's files (restorestream.go)
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, Dispatcher.lost).
 	retrying lostRuns
