@@ -70,7 +70,7 @@ func (m *Dispatcher) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	clear(renew) // no task ids kept alive by the scratch slice
 	sess.renew = renew[:0]
 	m.touchPresence(ctx, sess, now)
-	m.observeGPUs(sess)
+	m.gpus.observe(sess)
 	if len(lost) > 0 {
 		m.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
 	}

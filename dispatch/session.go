@@ -82,8 +82,8 @@ type session struct {
 	ack     pb.HeartbeatAck // scratch of onHeartbeat
 	watch   *gpuwatch.Watch // the GPU rules' memory of this session's runs
 	gpuSeen uint64          // gpuState.seq of the last sample observed
-	gpuOut  gpuwatch.Result // scratch of observeGPUs
-	// What the worker's view last showed of the GPUs (observeGPUs), and
+	gpuOut  gpuwatch.Result // scratch of gpuRules.observe
+	// What the worker's view last showed of the GPUs (gpuRules.observe), and
 	// the scratch of its samples.
 	gpuForeignGen uint64
 	gpuHadForeign bool
