@@ -55,7 +55,7 @@ func (m *Dispatcher) onHello(sess *session, h *pb.Hello) {
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
 	now := m.now()
-	foreign := m.helloFromStore(ctx, h) // multimaster.go: runs another master placed, persisted cancels
+	foreign := m.peers.helloFromStore(ctx, h) // multimaster.go: runs another master placed, persisted cancels
 	j := m.reg.join(sess, h, foreign, now)
 	if j.refused != "" {
 		m.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Str("instance", h.Instance).Msg("refusing worker: " + j.refused)

@@ -200,6 +200,7 @@ type Dispatcher struct {
 	explain explainer  // Explain's plan of the queue, cached (explain.go)
 	restore restorer   // a resumed attempt's files (restorestream.go)
 	gpus    gpuRules   // the GPU rules at each heartbeat (gpus.go)
+	peers   peers      // the hooks of several masters (multimaster.go)
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, Dispatcher.lost).
 	retrying lostRuns
@@ -227,6 +228,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	m.restore = restorer{st: st, blobs: cfg.Blobs, warn: m.warn, log: m.log}
 	m.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: m.warn, cancel: m.cancelIdle, changed: m.workerChanged,
 		wake: m.wakeScheduler, log: m.log}
+	m.peers = peers{st: st, reg: &m.reg, resendCancel: m.resendCancel, notify: m.Notify, changed: m.workerChanged, log: m.log}
 	m.explain = explainer{queue: st, inputs: &m.inputs}
 	m.preempt = preempter{queue: st, inputs: &m.inputs, reg: &m.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: m.log}
 	return m, nil

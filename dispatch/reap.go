@@ -33,7 +33,7 @@ func (m *Dispatcher) reapLoop(ctx context.Context, nextReconcile time.Time) {
 		// store and not in this master's memory while it runs.
 		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
 			lastSweep = m.now()
-			m.sweepCancels(ctx)
+			m.peers.sweepCancels(ctx)
 		}
 		if !m.now().Before(nextReconcile) {
 			m.reconcile(ctx)

@@ -36,7 +36,7 @@ func (m *Dispatcher) recover(ctx context.Context) error {
 	for i, t := range active {
 		ids[i] = t.ID
 	}
-	m.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
+	m.peers.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
 	if len(active) > 0 {
 		m.log.Info().Int("runs", len(active)).Msg("waiting for workers to re-adopt active runs")
 	}
