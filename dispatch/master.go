@@ -179,9 +179,8 @@ func (c *Config) defaults() error {
 // Dispatcher runs the master side of the RPC. It composes the components
 // below, each of which owns its state and is asked through its methods;
 // the sessions' reports, the scheduler loop and its executor, the reaper,
-// recovery and reconciliation, the hooks of several masters and the GPU
-// rules are its own methods, on the state they name. Its exported methods
-// are safe for concurrent use.
+// recovery and reconciliation, and cancels are its own methods, on the
+// state they name. Its exported methods are safe for concurrent use.
 type Dispatcher struct {
 	cfg     Config
 	log     zerolog.Logger
