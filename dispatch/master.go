@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifact"
@@ -207,7 +206,6 @@ type Dispatcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	runErr chan error
 }
 
 // New builds a dispatcher; Start runs it. Run output goes to cfg.Logs.
@@ -219,9 +217,9 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	m := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs, wake: make(chan struct{}, 1), runErr: make(chan error, 1)}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs, wake: make(chan struct{}, 1)}
 	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
-	m.srv = &server{m: m, booted: make(chan struct{})}
+	m.srv = &server{m: m, booted: make(chan struct{}), runErr: make(chan error, 1)}
 	m.reg.init()
 	m.inputs = planInputs{st: st, reg: &m.reg, policy: cfg.Policy, now: cfg.Clock}
 	m.restore = restorer{st: st, blobs: cfg.Blobs, warn: m.warn, log: m.log}
@@ -247,19 +245,9 @@ func (m *Dispatcher) Start(ctx context.Context) error {
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); s.run(m.ctx) }()
 	}
-	srv := m.srv
 	loops := eventLoops() // procs.go
-	go func() {
-		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
-			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{m.log}))
-	}()
-	select {
-	case <-srv.booted:
-	case err := <-m.runErr:
-		return fmt.Errorf("cannot start the RPC server on %s: %w", m.cfg.Addr, err)
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := m.srv.listen(ctx, loops); err != nil {
+		return err
 	}
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.scheduleLoop(m.ctx) }()

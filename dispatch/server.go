@@ -29,11 +29,12 @@ const helloTimeout = 10 * time.Second
 // to the dispatcher's handlers, on the loop for those that never block
 // (LogData, artifact chunks) and on the worker's shard for the rest; they
 // never take the registry's mutex. Safe from other goroutines: addr (once
-// Start returned), stop, and closeLateHellos (the reaper).
+// listen returned), stop, and closeLateHellos (the reaper).
 type server struct {
 	gnet.BuiltinEventEngine
 	m      *Dispatcher
-	booted chan struct{}
+	booted chan struct{} // closed by OnBoot
+	runErr chan error    // gnet.Run's end
 
 	eng       gnet.Engine // set by OnBoot, before booted is closed
 	boundAddr string      // likewise
@@ -68,6 +69,24 @@ func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 	}
 	close(s.booted)
 	return gnet.None
+}
+
+// listen runs the server on Config.Addr with loops event loops and
+// returns once it listens, or why it cannot.
+func (s *server) listen(ctx context.Context, loops int) error {
+	go func() {
+		s.runErr <- gnet.Run(s, "tcp://"+s.m.cfg.Addr,
+			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{s.m.log}))
+	}()
+	select {
+	case <-s.booted:
+		return nil
+	case err := <-s.runErr:
+		return fmt.Errorf("cannot start the RPC server on %s: %w", s.m.cfg.Addr, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // addr is the address the server listens on, once booted.
