@@ -93,9 +93,6 @@ func (p *preempter) tick(ctx context.Context) {
 // preempt chooses and stops victims for the runs of page that did not
 // start (placed), as the plan's snapshot snap saw the quotas and sweeps.
 func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
-	if p.cooldown < 0 {
-		return // preemption off
-	}
 	waiting := waitingForGPUs(page, placed, snap)
 	if len(waiting) == 0 {
 		return
