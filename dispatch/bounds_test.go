@@ -59,6 +59,9 @@ func TestFullShardClosesTheWorker(t *testing.T) {
 	defer close(block)
 	sh := h.m.shardFor("w-flood")
 	sh.push(func() { <-block }) // the shard is busy: nothing drains
+	// The HelloAck is sent before the Hello's handling returns: until it
+	// has, it counts against the limit too.
+	testutil.WaitFor(t, 10*time.Second, "the Hello handled", func() bool { return sh.pending.Load() == 1 })
 	var burst []byte
 	for i := range 10 {
 		burst = append(burst, p.frame(&pb.TaskFinished{TaskId: "r-unknown", Attempt: 1, Fence: uint64(i + 1)})...)
