@@ -25,11 +25,11 @@ import (
 // a chunk of a run the worker does not hold, with a bad path or a bad
 // version, is refused and logged (thinned); the others are submitted, or
 // answered "busy" when the receiver's queue is full.
-func (m *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
+func (d *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 	ack := &pb.ArtifactAck{TaskId: c.TaskId, Attempt: c.Attempt, Path: c.Path, Offset: c.Offset, Size: c.Size, ModifiedUnixNs: c.ModifiedUnixNs}
 	rr := sess.run(c.TaskId)
 	if !rr.reports(sess.workerID, c.Attempt, c.Fence) {
-		refuseOutput(&m.log, sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
+		refuseOutput(&d.log, sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
 		ack.Error = "fenced"
 		_ = sess.send(ack)
 		return
@@ -42,23 +42,23 @@ func (m *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 		why = errors.New("a worker sends no restore chunks")
 	case c.Size < 0 || len(c.Data) > artifactpipe.MaxChunk:
 		why = fmt.Errorf("size %d, %d bytes of data", c.Size, len(c.Data))
-	case m.outputs == nil:
+	case d.outputs == nil:
 		why = errors.New("this master keeps no outputs")
 	}
 	if why != nil {
-		refuseOutput(&m.log, sess, c.TaskId, "refusing an ArtifactChunk", why)
+		refuseOutput(&d.log, sess, c.TaskId, "refusing an ArtifactChunk", why)
 		ack.Error = "refused: " + why.Error()
 		_ = sess.send(ack)
 		return
 	}
 	if !sess.outputSender {
 		sess.outputSender = true
-		m.outputs.AddSender(1)
+		d.outputs.AddSender(1)
 	}
 	ch := artifactpipe.Chunk{TaskID: c.TaskId, Attempt: int(c.Attempt), Path: c.Path, Size: c.Size, ModNs: c.ModifiedUnixNs,
 		Offset: c.Offset, Data: c.Data, Last: c.Last, Changing: c.Changing, Ack: sess}
-	if !m.outputs.Submit(ch) {
-		ack.Error, ack.Window = artifactpipe.ErrBusy, m.outputs.Window()
+	if !d.outputs.Submit(ch) {
+		ack.Error, ack.Window = artifactpipe.ErrBusy, d.outputs.Window()
 		_ = sess.send(ack)
 	}
 }
@@ -77,16 +77,16 @@ func refuseOutput(log *zerolog.Logger, sess *session, taskID, msg string, err er
 // blocks (AsyncWrite).
 func (s *session) ArtifactAcked(a artifactpipe.Ack) {
 	_ = s.send(&pb.ArtifactAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Path: a.Path, Offset: a.Offset, Error: a.Err,
-		Done: a.Done, Size: a.Size, ModifiedUnixNs: a.ModNs, Window: s.m.outputs.Window()})
+		Done: a.Done, Size: a.Size, ModifiedUnixNs: a.ModNs, Window: s.d.outputs.Window()})
 }
 
 // onMetric takes the TensorBoard scalars a worker read from a run's event
 // files: on the event loop, into the log pipe's metric queue (which never
 // blocks on the store). Points of a run the worker does not hold are
 // dropped.
-func (m *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
+func (d *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
 	if !sess.run(mt.TaskId).reports(sess.workerID, mt.Attempt, mt.Fence) {
-		refuseOutput(&m.log, sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
+		refuseOutput(&d.log, sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
 		return
 	}
 	pts := make([]core.MetricPoint, 0, len(mt.Values))
@@ -97,7 +97,7 @@ func (m *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
 		pts = append(pts, core.MetricPoint{Step: mt.Step, Name: name, Value: v})
 	}
 	if len(pts) > 0 {
-		m.logs.QueueMetrics(mt.TaskId, pts)
+		d.logs.QueueMetrics(mt.TaskId, pts)
 	}
 }
 
@@ -106,21 +106,21 @@ const maxMetricName = 128
 
 // warn records a warning on a run, off the caller's goroutine, logging a
 // failure.
-func (m *Dispatcher) warn(id, code, msg string) {
+func (d *Dispatcher) warn(id, code, msg string) {
 	go func() {
-		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 		defer cancel()
-		if err := m.st.AddWarning(ctx, id, core.Warning{Code: code, Message: msg, At: m.now()}); err != nil {
-			m.log.Warn().Str("task", id).Err(err).Str("warning", msg).Msg("cannot record a run's warning")
+		if err := d.st.AddWarning(ctx, id, core.Warning{Code: code, Message: msg, At: d.now()}); err != nil {
+			d.log.Warn().Str("task", id).Err(err).Str("warning", msg).Msg("cannot record a run's warning")
 		}
 	}()
 }
 
 // outputWindow is HelloAck.artifact_window: 0 (the worker's default)
 // without a receiver.
-func (m *Dispatcher) outputWindow() uint32 {
-	if m.outputs == nil {
+func (d *Dispatcher) outputWindow() uint32 {
+	if d.outputs == nil {
 		return 0
 	}
-	return m.outputs.Window()
+	return d.outputs.Window()
 }

@@ -39,8 +39,8 @@ type explainer struct {
 // run, where it stands and why it has not started. Only this master's
 // workers are known; with several masters sharing a store, a run may start
 // on another master's worker first.
-func (m *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
-	return m.explain.explain(ctx, queued)
+func (d *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
+	return d.explain.explain(ctx, queued)
 }
 
 func (e *explainer) explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {

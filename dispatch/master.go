@@ -216,73 +216,73 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	if cfg.Logs == nil {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
-	m := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
 		st: st, logs: cfg.Logs, outputs: cfg.Outputs, wake: make(chan struct{}, 1)}
-	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
-	m.srv = &server{m: m, booted: make(chan struct{}), runErr: make(chan error, 1)}
-	m.reg.init()
-	m.inputs = planInputs{st: st, reg: &m.reg, policy: cfg.Policy, now: cfg.Clock}
-	m.restore = restorer{st: st, blobs: cfg.Blobs, warn: m.warn, log: m.log}
-	m.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: m.warn, cancel: m.cancelIdle, changed: m.workerChanged,
-		wake: m.wakeScheduler, log: m.log}
-	m.peers = peers{st: st, reg: &m.reg, resendCancel: m.resendCancel, notify: m.Notify, changed: m.workerChanged, log: m.log}
-	m.explain = explainer{queue: st, inputs: &m.inputs}
-	m.preempt = preempter{queue: st, inputs: &m.inputs, reg: &m.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: m.log}
-	return m, nil
+	d.ls = &resetGuard{Leases: ls, d: d} // recover.go
+	d.srv = &server{d: d, booted: make(chan struct{}), runErr: make(chan error, 1)}
+	d.reg.init()
+	d.inputs = planInputs{st: st, reg: &d.reg, policy: cfg.Policy, now: cfg.Clock}
+	d.restore = restorer{st: st, blobs: cfg.Blobs, warn: d.warn, log: d.log}
+	d.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: d.warn, cancel: d.cancelIdle, changed: d.workerChanged,
+		wake: d.wakeScheduler, log: d.log}
+	d.peers = peers{st: st, reg: &d.reg, resendCancel: d.resendCancel, notify: d.Notify, changed: d.workerChanged, log: d.log}
+	d.explain = explainer{queue: st, inputs: &d.inputs}
+	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
+	return d, nil
 }
 
 // Start recovers state from the store, starts the RPC server, the scheduler
 // and the reaper, and returns once the server listens.
-func (m *Dispatcher) Start(ctx context.Context) error {
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-	m.restore.start(m.ctx)
-	if err := m.recover(ctx); err != nil {
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.restore.start(d.ctx)
+	if err := d.recover(ctx); err != nil {
 		return err
 	}
-	for i := 0; i < m.cfg.Shards; i++ {
-		s := newShard(m.cfg.ShardBacklog, m.cfg.ShardAsync)
-		m.shards = append(m.shards, s)
-		m.wg.Add(1)
-		go func() { defer m.wg.Done(); s.run(m.ctx) }()
+	for i := 0; i < d.cfg.Shards; i++ {
+		s := newShard(d.cfg.ShardBacklog, d.cfg.ShardAsync)
+		d.shards = append(d.shards, s)
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); s.run(d.ctx) }()
 	}
 	loops := eventLoops() // procs.go
-	if err := m.srv.listen(ctx, loops); err != nil {
+	if err := d.srv.listen(ctx, loops); err != nil {
 		return err
 	}
-	m.wg.Add(2)
-	go func() { defer m.wg.Done(); m.scheduleLoop(m.ctx) }()
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.scheduleLoop(d.ctx) }()
 	// Counted from the recovery just done, not from whenever the goroutine
 	// gets to run.
-	reconcileAt := m.now().Add(m.reconcilePeriod())
-	go func() { defer m.wg.Done(); m.reapLoop(m.ctx, reconcileAt) }()
-	m.log.Info().Str("rpc", m.srv.addr()).Str("master", m.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
+	reconcileAt := d.now().Add(d.reconcilePeriod())
+	go func() { defer d.wg.Done(); d.reapLoop(d.ctx, reconcileAt) }()
+	d.log.Info().Str("rpc", d.srv.addr()).Str("master", d.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("dispatcher started")
 	return nil
 }
 
 // Addr is the address the RPC server listens on.
-func (m *Dispatcher) Addr() string { return m.srv.addr() }
+func (d *Dispatcher) Addr() string { return d.srv.addr() }
 
 // MasterID names this master.
-func (m *Dispatcher) MasterID() string { return m.cfg.MasterID }
+func (d *Dispatcher) MasterID() string { return d.cfg.MasterID }
 
 // Stop closes the server and waits for the background goroutines.
-func (m *Dispatcher) Stop(ctx context.Context) error {
-	if m.cancel == nil {
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	if d.cancel == nil {
 		return nil
 	}
-	err := m.srv.stop(ctx)
-	m.cancel()
-	m.wg.Wait()
+	err := d.srv.stop(ctx)
+	d.cancel()
+	d.wg.Wait()
 	return err
 }
 
 // LogStats is the log writer's health, for /api/monitor/health.
-func (m *Dispatcher) LogStats() map[string]any {
-	if m.logs == nil {
+func (d *Dispatcher) LogStats() map[string]any {
+	if d.logs == nil {
 		return map[string]any{"status": "stopped"}
 	}
-	return m.logs.Stats()
+	return d.logs.Stats()
 }
 
 // leaseHold is how long the master holds a run's lease from a claim or
@@ -293,35 +293,35 @@ func (m *Dispatcher) LogStats() map[string]any {
 // master reaps the lease and requeues the run, the worker's own deadline
 // has passed even if its clock ran up to 10% slow (docs/protocol.md,
 // "Heartbeats and leases").
-func (m *Dispatcher) leaseHold() time.Duration {
-	return m.cfg.LeaseTTL + m.cfg.LeaseTTL/10 + time.Second
+func (d *Dispatcher) leaseHold() time.Duration {
+	return d.cfg.LeaseTTL + d.cfg.LeaseTTL/10 + time.Second
 }
 
 // now is the dispatcher's clock (Config.Clock).
-func (m *Dispatcher) now() time.Time { return m.cfg.Clock() }
+func (d *Dispatcher) now() time.Time { return d.cfg.Clock() }
 
 // Notify wakes the scheduler: the queue may have changed (a run created,
 // requeued, reprioritised, or another master's), so its next pass reads
 // the queue again (queuePage).
-func (m *Dispatcher) Notify() {
-	m.queue.changed.Add(1)
-	m.wakeScheduler()
+func (d *Dispatcher) Notify() {
+	d.queue.changed.Add(1)
+	d.wakeScheduler()
 }
 
 // Queued takes a run just stored QUEUED by this master's REST API into the
 // page of the queue the scheduler holds (queuePage), and wakes it
 // (httpapi.Control).
-func (m *Dispatcher) Queued(t core.Task) {
-	m.queue.add(t)
-	m.wakeScheduler()
+func (d *Dispatcher) Queued(t core.Task) {
+	d.queue.add(t)
+	d.wakeScheduler()
 }
 
 // wakeScheduler wakes the scheduler for capacity that freed (a run ended,
 // a worker joined or came back): its next pass may place runs of the page
 // it holds without reading the queue again.
-func (m *Dispatcher) wakeScheduler() {
+func (d *Dispatcher) wakeScheduler() {
 	select {
-	case m.wake <- struct{}{}:
+	case d.wake <- struct{}{}:
 	default:
 	}
 }

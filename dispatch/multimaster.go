@@ -41,7 +41,7 @@ type peerStore interface {
 // master holds the run's worker, the worker is told at once. A run it does
 // not hold is left to the master that does (or to the store check when the
 // worker re-adopts the run here).
-func (m *Dispatcher) CancelNotified(id string) { m.peers.cancelNotified(id) }
+func (d *Dispatcher) CancelNotified(id string) { d.peers.cancelNotified(id) }
 
 func (p *peers) cancelNotified(id string) {
 	for _, rr := range p.reg.cancelPlaced(id) {
@@ -140,7 +140,7 @@ func (p *peers) sweepCancels(ctx context.Context) {
 // master's view of that worker does not list it for ever. A run that ended
 // at this master's claim while its worker is connected here is left to the
 // worker's own report.
-func (m *Dispatcher) RemoteTaskChanged(t core.Task) { m.peers.remoteTaskChanged(t) }
+func (d *Dispatcher) RemoteTaskChanged(t core.Task) { d.peers.remoteTaskChanged(t) }
 
 func (p *peers) remoteTaskChanged(t core.Task) {
 	if t.Status == core.StatusQueued {

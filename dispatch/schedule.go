@@ -14,18 +14,18 @@ import (
 
 // scheduleLoop places queued runs whenever woken (a submission, a worker
 // joining, a run ending) and once a second as a safety net.
-func (m *Dispatcher) scheduleLoop(ctx context.Context) {
+func (d *Dispatcher) scheduleLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.wake:
+		case <-d.wake:
 		case <-tick.C:
-			m.preempt.tick(ctx) // preempt.go
+			d.preempt.tick(ctx) // preempt.go
 		}
-		for m.schedule(ctx) {
+		for d.schedule(ctx) {
 		}
 	}
 }
@@ -38,56 +38,56 @@ func (m *Dispatcher) scheduleLoop(ctx context.Context) {
 // and a queued run: every joining worker wakes the scheduler, and building
 // it for 15,000 workers at each of those wakes, under the registry lock
 // that every Hello also takes, was what made a reconnect storm slow.
-func (m *Dispatcher) schedule(ctx context.Context) bool {
+func (d *Dispatcher) schedule(ctx context.Context) bool {
 	start := time.Now()
-	if !m.reg.anyFree() {
+	if !d.reg.anyFree() {
 		return false
 	}
 	// Wall time, not the dispatcher's clock: the page is a cache of the
 	// store, and on a clock that stands still (tests) it must still expire.
-	tasks, read, err := m.queue.page(ctx, m.st, time.Now())
+	tasks, read, err := d.queue.page(ctx, d.st, time.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot read the queue")
+			d.log.Error().Err(err).Msg("cannot read the queue")
 		}
 		return false
 	}
 	if len(tasks) == 0 {
 		return false
 	}
-	snap := m.reg.snapshot(tasks)
+	snap := d.reg.snapshot(tasks)
 	if len(snap.Free) == 0 {
 		return false
 	}
-	if err := m.inputs.complete(ctx, &snap, tasks); err != nil {
+	if err := d.inputs.complete(ctx, &snap, tasks); err != nil {
 		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot plan the queue")
+			d.log.Error().Err(err).Msg("cannot plan the queue")
 		}
 		return false
 	}
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), read) {
-		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
+		deep, err := d.st.QueuedTasks(ctx, plan.Deep)
 		if err != nil {
 			if ctx.Err() == nil {
-				m.log.Error().Err(err).Msg("cannot read the queue")
+				d.log.Error().Err(err).Msg("cannot read the queue")
 			}
 			return false
 		}
 		if len(deep) > len(tasks) {
-			snap.InFlight = m.reg.inFlight(deep)
-			if snap.Sweeps, err = m.inputs.sweepLimits(ctx, deep); err != nil {
+			snap.InFlight = d.reg.inFlight(deep)
+			if snap.Sweeps, err = d.inputs.sweepLimits(ctx, deep); err != nil {
 				if ctx.Err() == nil {
-					m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
+					d.log.Error().Err(err).Msg("cannot read the limits of sweeps")
 				}
 				return false
 			}
 			placements = plan.Place(snap, deep)
 		}
 	}
-	done := m.execute(ctx, placements, snap.Users)
-	m.queue.taken(done)
-	m.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
+	done := d.execute(ctx, placements, snap.Users)
+	d.queue.taken(done)
+	d.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
 	placed := 0
 	for _, ok := range done {
 		if ok {

@@ -32,7 +32,7 @@ const helloTimeout = 10 * time.Second
 // listen returned), stop, and closeLateHellos (the reaper).
 type server struct {
 	gnet.BuiltinEventEngine
-	m      *Dispatcher
+	d      *Dispatcher
 	booted chan struct{} // closed by OnBoot
 	runErr chan error    // gnet.Run's end
 
@@ -56,7 +56,7 @@ type conn struct {
 
 func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng = eng
-	s.boundAddr = s.m.cfg.Addr
+	s.boundAddr = s.d.cfg.Addr
 	if fd, err := eng.Dup(); err == nil {
 		if sa, err := unix.Getsockname(fd); err == nil {
 			if in4, ok := sa.(*unix.SockaddrInet4); ok {
@@ -75,15 +75,15 @@ func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 // returns once it listens, or why it cannot.
 func (s *server) listen(ctx context.Context, loops int) error {
 	go func() {
-		s.runErr <- gnet.Run(s, "tcp://"+s.m.cfg.Addr,
+		s.runErr <- gnet.Run(s, "tcp://"+s.d.cfg.Addr,
 			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{s.m.log}))
+			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{s.d.log}))
 	}()
 	select {
 	case <-s.booted:
 		return nil
 	case err := <-s.runErr:
-		return fmt.Errorf("cannot start the RPC server on %s: %w", s.m.cfg.Addr, err)
+		return fmt.Errorf("cannot start the RPC server on %s: %w", s.d.cfg.Addr, err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -101,7 +101,7 @@ func (s *server) closeLateHellos(now time.Time) {
 	s.pending.Range(func(k, v any) bool {
 		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
 			s.pending.Delete(k)
-			s.m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
+			s.d.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
 			_ = cc.c.Close()
 		}
 		return true
@@ -109,11 +109,11 @@ func (s *server) closeLateHellos(now time.Time) {
 }
 
 func (s *server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	cc := &conn{c: c, opened: s.m.now()}
+	cc := &conn{c: c, opened: s.d.now()}
 	_, _ = rand.Read(cc.nonce[:])
 	c.SetContext(cc)
 	s.pending.Store(cc, struct{}{})
-	out, err := codec.AppendFrame(nil, &pb.Challenge{Nonce: cc.nonce[:], MasterId: s.m.cfg.MasterID})
+	out, err := codec.AppendFrame(nil, &pb.Challenge{Nonce: cc.nonce[:], MasterId: s.d.cfg.MasterID})
 	if err != nil {
 		return nil, gnet.Close
 	}
@@ -132,17 +132,17 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	sess := cc.sess
 	sess.closed.Store(true)
 	close(sess.quit)
-	s.m.logs.AddConn(-1)
+	s.d.logs.AddConn(-1)
 	if sess.logSender {
-		s.m.logs.AddSender(-1)
+		s.d.logs.AddSender(-1)
 	}
-	if s.m.outputs != nil {
+	if s.d.outputs != nil {
 		if sess.outputSender {
-			s.m.outputs.AddSender(-1)
+			s.d.outputs.AddSender(-1)
 		}
-		s.m.outputs.Detach(sess)
+		s.d.outputs.Detach(sess)
 	}
-	sess.shard.push(func() { s.m.sessionClosed(sess, err) })
+	sess.shard.push(func() { s.d.sessionClosed(sess, err) })
 	return gnet.None
 }
 
@@ -164,7 +164,7 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 			}
 			continue
 		}
-		msg, err := codec.NextFrom(c, s.m.cfg.MaxFrame, cc.open)
+		msg, err := codec.NextFrom(c, s.d.cfg.MaxFrame, cc.open)
 		if err != nil {
 			what := "bad frame header"
 			switch {
@@ -189,7 +189,7 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 // the session. joined is false while the Hello is not all there (act
 // None) and when it is refused (act Close).
 func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
-	frame, h, err := codec.PeekFrame(cc.c, s.m.cfg.MaxHelloFrame)
+	frame, h, err := codec.PeekFrame(cc.c, s.d.cfg.MaxHelloFrame)
 	if err != nil {
 		if errors.Is(err, codec.ErrTooLarge) {
 			err = fmt.Errorf("%w, the limit before a Hello", err)
@@ -202,7 +202,7 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	if h.Type != codec.TypeHello {
 		return false, s.refuse(cc, "protocol error", fmt.Errorf("%s before Hello", h.Type))
 	}
-	hello, keys, err := codec.AcceptHello(frame, cc.nonce[:], s.m.cfg.MasterID, s.m.workerKey)
+	hello, keys, err := codec.AcceptHello(frame, cc.nonce[:], s.d.cfg.MasterID, s.d.workerKey)
 	if err != nil {
 		what := "worker refused"
 		switch {
@@ -216,19 +216,19 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	if _, err := cc.c.Discard(len(frame)); err != nil {
 		return false, s.refuse(cc, "protocol error", fmt.Errorf("cannot discard the Hello: %w", err))
 	}
-	now := s.m.now()
+	now := s.d.now()
 	cc.hello, cc.open = true, keys.Recv
 	s.pending.Delete(cc)
-	sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
-		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId), quit: make(chan struct{})}
+	sess := &session{d: s.d, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
+		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.d.shardFor(hello.WorkerId), quit: make(chan struct{})}
 	sess.lastSeen.Store(now.UnixNano())
 	for _, g := range hello.Gpus {
 		sess.gpuIdx = append(sess.gpuIdx, int(g.Index))
 	}
-	s.m.checkSkew(sess, hello, now)
+	s.d.checkSkew(sess, hello, now)
 	cc.sess = sess
-	s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
-	if act := s.admit(sess, false, func() { s.m.onHello(sess, hello) }); act != gnet.None {
+	s.d.logs.AddConn(1) // for its credit window (HelloAck.log_window)
+	if act := s.admit(sess, false, func() { s.d.onHello(sess, hello) }); act != gnet.None {
 		return false, act
 	}
 	return true, gnet.None
@@ -236,7 +236,7 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 
 // refuse logs why a connection is closed and tells the peer, best effort.
 func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
-	ev := s.m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Err(err)
+	ev := s.d.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Err(err)
 	if cc.sess != nil {
 		ev = ev.Str("worker", cc.sess.workerID)
 	}
@@ -249,7 +249,7 @@ func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
 
 // handle acts on one authenticated frame of a joined worker.
 func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
-	now := s.m.now()
+	now := s.d.now()
 	sess := cc.sess
 	sess.lastSeen.Store(now.UnixNano())
 	switch msg := msg.(type) {
@@ -264,24 +264,24 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 			sess.shard.pushHeartbeat(sess)
 		}
 	case *pb.TaskStarted:
-		gate := s.m.startPending(sess, msg)
-		if act := s.admit(sess, true, func() { s.m.onStarted(sess, msg, gate) }); act != gnet.None {
-			s.m.startDone(sess, msg.TaskId, gate)
+		gate := s.d.startPending(sess, msg)
+		if act := s.admit(sess, true, func() { s.d.onStarted(sess, msg, gate) }); act != gnet.None {
+			s.d.startDone(sess, msg.TaskId, gate)
 			return act
 		}
 	case *pb.LogData:
-		s.m.onLogData(sess, msg) // on this loop: it never blocks
+		s.d.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
-		return s.admit(sess, true, func() { s.m.onFinished(sess, msg) })
+		return s.admit(sess, true, func() { s.d.onFinished(sess, msg) })
 	case *pb.ArtifactChunk:
-		s.m.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
+		s.d.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
 	case *pb.ArtifactAck:
 		if !msg.Restore {
 			return s.refuse(cc, "protocol error", errors.New("an ArtifactAck from a worker must be a restore request"))
 		}
-		s.m.restore.onRestoreAck(sess, msg)
+		s.d.restore.onRestoreAck(sess, msg)
 	case *pb.Metric:
-		s.m.onMetric(sess, msg)
+		s.d.onMetric(sess, msg)
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}
@@ -296,16 +296,16 @@ func (s *server) admit(sess *session, async bool, f func()) gnet.Action {
 	if sess.shard.tryPush(f, async) {
 		return gnet.None
 	}
-	reason := fmt.Sprintf("the master's work queue for this worker is full (%d waiting); reconnect and resend", s.m.cfg.ShardBacklog)
-	s.m.log.Warn().Str("worker", sess.workerID).Str("remote", sess.remote).Msg("closing connection: " + reason)
+	reason := fmt.Sprintf("the master's work queue for this worker is full (%d waiting); reconnect and resend", s.d.cfg.ShardBacklog)
+	s.d.log.Warn().Str("worker", sess.workerID).Str("remote", sess.remote).Msg("closing connection: " + reason)
 	sess.closeFor(reason)
 	return gnet.Close
 }
 
 var shardSeed = maphash.MakeSeed()
 
-func (m *Dispatcher) shardFor(workerID string) *shard {
-	return m.shards[maphash.String(shardSeed, workerID)%uint64(len(m.shards))]
+func (d *Dispatcher) shardFor(workerID string) *shard {
+	return d.shards[maphash.String(shardSeed, workerID)%uint64(len(d.shards))]
 }
 
 func newSessionID() string {
