@@ -177,9 +177,9 @@ func (c *Config) defaults() error {
 
 // Dispatcher runs the master side of the RPC. It composes the components
 // below, each of which owns its state and is asked through its methods;
-// the sessions' reports, the scheduler loop and its executor, the reaper,
-// recovery and reconciliation, and cancels are its own methods, on the
-// state they name. Its exported methods are safe for concurrent use.
+// the sessions' reports, the reaper, recovery and reconciliation, and
+// cancels are its own methods, on the state they name. Its exported
+// methods are safe for concurrent use.
 type Dispatcher struct {
 	cfg     Config
 	log     zerolog.Logger
@@ -188,10 +188,9 @@ type Dispatcher struct {
 	logs    *logpipe.Writer
 	outputs *artifactpipe.Pipe // Config.Outputs (artifacts.go)
 
-	srv     *server  // the RPC server: engine, address, connections before Hello (server.go)
-	shards  []*shard // ordered work per worker (shard.go)
-	wake    chan struct{}
-	queue   queuePage  // the scheduler's page of the queue (schedule.go)
+	srv     *server    // the RPC server: engine, address, connections before Hello (server.go)
+	shards  []*shard   // ordered work per worker (shard.go)
+	sched   scheduler  // the scheduler loop and the executor (schedule.go, execute.go)
 	reg     registry   // workers and placed runs; its mutex is its own (registry.go)
 	inputs  planInputs // the planner's snapshots and the users' standing (inputs.go)
 	preempt preempter  // preemption, on the scheduler's tick (preempt.go)
@@ -217,7 +216,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	d := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs, wake: make(chan struct{}, 1)}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs}
 	d.ls = &resetGuard{Leases: ls, d: d} // recover.go
 	d.srv = &server{d: d, booted: make(chan struct{}), runErr: make(chan error, 1)}
 	d.reg.init()
@@ -228,6 +227,8 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.peers = peers{st: st, reg: &d.reg, resendCancel: d.resendCancel, notify: d.Notify, changed: d.workerChanged, log: d.log}
 	d.explain = explainer{queue: st, inputs: &d.inputs}
 	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
+	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
+		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
 	return d, nil
 }
 
@@ -250,7 +251,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 		return err
 	}
 	d.wg.Add(2)
-	go func() { defer d.wg.Done(); d.scheduleLoop(d.ctx) }()
+	go func() { defer d.wg.Done(); d.sched.run(d.ctx) }()
 	// Counted from the recovery just done, not from whenever the goroutine
 	// gets to run.
 	reconcileAt := d.now().Add(d.reconcilePeriod())
@@ -303,25 +304,12 @@ func (d *Dispatcher) now() time.Time { return d.cfg.Clock() }
 // Notify wakes the scheduler: the queue may have changed (a run created,
 // requeued, reprioritised, or another master's), so its next pass reads
 // the queue again (queuePage).
-func (d *Dispatcher) Notify() {
-	d.queue.changed.Add(1)
-	d.wakeScheduler()
-}
+func (d *Dispatcher) Notify() { d.sched.notify() }
 
 // Queued takes a run just stored QUEUED by this master's REST API into the
 // page of the queue the scheduler holds (queuePage), and wakes it
 // (httpapi.Control).
-func (d *Dispatcher) Queued(t core.Task) {
-	d.queue.add(t)
-	d.wakeScheduler()
-}
+func (d *Dispatcher) Queued(t core.Task) { d.sched.queued(t) }
 
-// wakeScheduler wakes the scheduler for capacity that freed (a run ended,
-// a worker joined or came back): its next pass may place runs of the page
-// it holds without reading the queue again.
-func (d *Dispatcher) wakeScheduler() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
-}
+// wakeScheduler wakes the scheduler for capacity that freed.
+func (d *Dispatcher) wakeScheduler() { d.sched.wakeUp() }
