@@ -21,14 +21,14 @@ import (
 	"github.com/rlsched/rlsched/store/sqlite"
 )
 
-// hbProbe drives a dispatch.Master in this process over loopback with one
+// hbProbe drives a dispatch.Dispatcher in this process over loopback with one
 // worker connection, to count what the master allocates per heartbeat. The
 // client side allocates nothing per heartbeat (the heartbeat is sealed into
 // a reused buffer, acks are read into a fixed buffer and their tags checked,
 // not decoded), so runtime.MemStats deltas are the master's: event loop,
 // shard, handler, lease store and reply.
 type hbProbe struct {
-	m     *dispatch.Master
+	m     *dispatch.Dispatcher
 	st    *sqlite.Store
 	logs  *logpipe.Writer
 	c     net.Conn

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"slices"
-	"strings"
-	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/codec/pb"
@@ -19,20 +17,19 @@ import (
 // Run outputs on the RPC path: ArtifactChunks of uploads go from the event
 // loop to the artifact receiver (package artifactpipe) after the fence and
 // path checks; its answers go back as ArtifactAcks. The files a resumed
-// attempt starts with are listed in its ExecuteTask (restoreFiles) and
-// streamed to the worker on its ArtifactAck{restore} (a restoreStream per
-// run and connection, off the loop). TensorBoard points (Metric frames) go
+// attempt starts with are listed in its ExecuteTask and streamed to the
+// worker on its ArtifactAck{restore} (the restorer, restorestream.go). TensorBoard points (Metric frames) go
 // to the log pipe's metric queue.
 
 // onArtifactChunk runs on the connection's event loop and never blocks:
 // a chunk of a run the worker does not hold, with a bad path or a bad
 // version, is refused and logged (thinned); the others are submitted, or
 // answered "busy" when the receiver's queue is full.
-func (m *Master) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
+func (d *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 	ack := &pb.ArtifactAck{TaskId: c.TaskId, Attempt: c.Attempt, Path: c.Path, Offset: c.Offset, Size: c.Size, ModifiedUnixNs: c.ModifiedUnixNs}
 	rr := sess.run(c.TaskId)
 	if !rr.reports(sess.workerID, c.Attempt, c.Fence) {
-		m.refuseOutput(sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
+		refuseOutput(&d.log, sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
 		ack.Error = "fenced"
 		_ = sess.send(ack)
 		return
@@ -45,23 +42,23 @@ func (m *Master) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 		why = errors.New("a worker sends no restore chunks")
 	case c.Size < 0 || len(c.Data) > artifactpipe.MaxChunk:
 		why = fmt.Errorf("size %d, %d bytes of data", c.Size, len(c.Data))
-	case m.outputs == nil:
+	case d.outputs == nil:
 		why = errors.New("this master keeps no outputs")
 	}
 	if why != nil {
-		m.refuseOutput(sess, c.TaskId, "refusing an ArtifactChunk", why)
+		refuseOutput(&d.log, sess, c.TaskId, "refusing an ArtifactChunk", why)
 		ack.Error = "refused: " + why.Error()
 		_ = sess.send(ack)
 		return
 	}
 	if !sess.outputSender {
 		sess.outputSender = true
-		m.outputs.AddSender(1)
+		d.outputs.AddSender(1)
 	}
 	ch := artifactpipe.Chunk{TaskID: c.TaskId, Attempt: int(c.Attempt), Path: c.Path, Size: c.Size, ModNs: c.ModifiedUnixNs,
 		Offset: c.Offset, Data: c.Data, Last: c.Last, Changing: c.Changing, Ack: sess}
-	if !m.outputs.Submit(ch) {
-		ack.Error, ack.Window = artifactpipe.ErrBusy, m.outputs.Window()
+	if !d.outputs.Submit(ch) {
+		ack.Error, ack.Window = artifactpipe.ErrBusy, d.outputs.Window()
 		_ = sess.send(ack)
 	}
 }
@@ -69,9 +66,9 @@ func (m *Master) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 // refuseOutput logs a refused output frame at the 1st, 2nd, 4th, 8th...
 // refusal of the session, so a worker that keeps sending cannot flood the
 // log from the loop.
-func (m *Master) refuseOutput(sess *session, taskID, msg string, err error) {
+func refuseOutput(log *zerolog.Logger, sess *session, taskID, msg string, err error) {
 	if n := sess.refusedOutput.Add(1); n&(n-1) == 0 {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", taskID).AnErr("why", err).Int64("refused", n).Msg(msg)
+		log.Warn().Str("worker", sess.workerID).Str("task", taskID).AnErr("why", err).Int64("refused", n).Msg(msg)
 	}
 }
 
@@ -80,16 +77,16 @@ func (m *Master) refuseOutput(sess *session, taskID, msg string, err error) {
 // blocks (AsyncWrite).
 func (s *session) ArtifactAcked(a artifactpipe.Ack) {
 	_ = s.send(&pb.ArtifactAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Path: a.Path, Offset: a.Offset, Error: a.Err,
-		Done: a.Done, Size: a.Size, ModifiedUnixNs: a.ModNs, Window: s.m.outputs.Window()})
+		Done: a.Done, Size: a.Size, ModifiedUnixNs: a.ModNs, Window: s.d.outputs.Window()})
 }
 
 // onMetric takes the TensorBoard scalars a worker read from a run's event
 // files: on the event loop, into the log pipe's metric queue (which never
 // blocks on the store). Points of a run the worker does not hold are
 // dropped.
-func (m *Master) onMetric(sess *session, mt *pb.Metric) {
+func (d *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
 	if !sess.run(mt.TaskId).reports(sess.workerID, mt.Attempt, mt.Fence) {
-		m.refuseOutput(sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
+		refuseOutput(&d.log, sess, mt.TaskId, "dropping a Metric with a stale fence", nil)
 		return
 	}
 	pts := make([]core.MetricPoint, 0, len(mt.Values))
@@ -100,288 +97,30 @@ func (m *Master) onMetric(sess *session, mt *pb.Metric) {
 		pts = append(pts, core.MetricPoint{Step: mt.Step, Name: name, Value: v})
 	}
 	if len(pts) > 0 {
-		m.logs.QueueMetrics(mt.TaskId, pts)
+		d.logs.QueueMetrics(mt.TaskId, pts)
 	}
 }
 
 // maxMetricName is the longest metric name kept, as for metric lines.
 const maxMetricName = 128
 
-// restoreFiles lists the files attempt t.Attempt of t starts with: the
-// newest version of each path of its earlier attempts, then of the run it
-// resumes from for paths those lack. Nil for an attempt that does not
-// resume (core.Task.Resumes).
-func (m *Master) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, error) {
-	if !t.Resumes() {
-		return nil, nil
-	}
-	byPath := map[string]core.Artifact{}
-	add := func(id string, below int) error {
-		rows, err := m.st.Artifacts(ctx, id, 0)
-		if err != nil {
-			return err
-		}
-		for _, a := range rows {
-			if _, ok := byPath[a.Path]; !ok && (below == 0 || a.Attempt < below) {
-				byPath[a.Path] = a
-			}
-		}
-		return nil
-	}
-	if t.Attempt > 1 {
-		if err := add(t.ID, t.Attempt); err != nil {
-			return nil, err
-		}
-	}
-	if t.ResumeFrom != "" && t.ResumeFrom != t.ID {
-		if err := add(t.ResumeFrom, 0); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]core.Artifact, 0, len(byPath))
-	for _, a := range byPath {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b core.Artifact) int { return strings.Compare(a.Path, b.Path) })
-	return out, nil
-}
-
-// restoreMsg fills ExecuteTask's resume and restore for t, and keeps the
-// list on rr for the worker's requests. A list the store cannot give now
-// starts the attempt without its files, with a warning on the run (it is
-// better than a run that never starts).
-func (m *Master) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *pb.ExecuteTask) {
-	if !t.Resumes() {
-		return
-	}
-	msg.Resume = true
-	if m.blobs == nil {
-		return // a master without outputs has none to restore
-	}
-	files, err := m.restoreFiles(ctx, t)
-	if err != nil {
-		m.log.Warn().Str("task", t.ID).Err(err).Msg("cannot list the files to restore; the attempt starts without them")
-		m.warn(t.ID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without the files of earlier attempts: %v", t.Attempt, err))
-		return
-	}
-	set := make(map[string]core.Artifact, len(files))
-	for _, a := range files {
-		set[a.Path] = a
-		msg.Restore = append(msg.Restore, &pb.RestoreFile{Path: a.Path, Size: a.Size, Sha256: a.SHA256, ModifiedUnixNs: a.ModifiedAt.UnixNano()})
-	}
-	rr.restore.Store(&set)
-}
-
 // warn records a warning on a run, off the caller's goroutine, logging a
 // failure.
-func (m *Master) warn(id, code, msg string) {
+func (d *Dispatcher) warn(id, code, msg string) {
 	go func() {
-		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 		defer cancel()
-		if err := m.st.AddWarning(ctx, id, core.Warning{Code: code, Message: msg, At: m.now()}); err != nil {
-			m.log.Warn().Str("task", id).Err(err).Str("warning", msg).Msg("cannot record a run's warning")
+		if err := d.st.AddWarning(ctx, id, core.Warning{Code: code, Message: msg, At: d.now()}); err != nil {
+			d.log.Warn().Str("task", id).Err(err).Str("warning", msg).Msg("cannot record a run's warning")
 		}
 	}()
 }
 
-// restoreSet is the files rr's attempt may be sent, by path: from its
-// ExecuteTask, or (a run adopted from another master) listed again.
-func (m *Master) restoreSet(ctx context.Context, rr *runRec) (map[string]core.Artifact, error) {
-	if set := rr.restore.Load(); set != nil {
-		return *set, nil
-	}
-	t, err := m.st.Task(ctx, rr.taskID)
-	if err != nil {
-		return nil, err
-	}
-	if t.Attempt != rr.attempt {
-		return nil, fmt.Errorf("the run is at attempt %d, not %d", t.Attempt, rr.attempt)
-	}
-	files, err := m.restoreFiles(ctx, &t)
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[string]core.Artifact, len(files))
-	for _, a := range files {
-		set[a.Path] = a
-	}
-	rr.restore.Store(&set)
-	return set, nil
-}
-
-// Restore flow control.
-const (
-	// restoreChunk is the largest chunk of a restored file.
-	restoreChunk = 1 << 20
-	// maxRestoreWindow bounds what one request may ask beyond its offset,
-	// whatever the worker says, so a connection's outbound buffer stays
-	// far below MaxOutbound.
-	maxRestoreWindow = 8 << 20
-	// restoreIdle ends a stream whose worker stopped asking.
-	restoreIdle = 2 * time.Minute
-	// maxRestoreReads bounds the blob reads of all streams at once.
-	maxRestoreReads = 16
-)
-
-// onRestoreAck takes a worker's ArtifactAck{restore}: it has offset bytes
-// of path and takes window more. On the event loop: it checks the fence
-// and hands the request to the run's stream on this connection, started
-// here when there is none.
-func (m *Master) onRestoreAck(sess *session, a *pb.ArtifactAck) {
-	rr := sess.run(a.TaskId)
-	if !rr.reports(sess.workerID, a.Attempt, a.Fence) {
-		m.refuseOutput(sess, a.TaskId, "refusing a restore request with a stale fence", nil)
-		_ = sess.send(&pb.ArtifactAck{TaskId: a.TaskId, Attempt: a.Attempt, Path: a.Path, Restore: true, Error: "fenced"})
-		return
-	}
-	if sess.restores == nil {
-		sess.restores = map[string]*restoreStream{}
-	}
-	st := sess.restores[a.TaskId]
-	if st == nil || st.ended.Load() {
-		if a.Done {
-			return
-		}
-		st = &restoreStream{m: m, sess: sess, rr: rr, wake: make(chan struct{}, 1)}
-		sess.restores[a.TaskId] = st
-		go st.run()
-	}
-	st.want.Store(a)
-	select {
-	case st.wake <- struct{}{}:
-	default:
-	}
-}
-
-// restoreStream sends one run's restored files to one connection, as its
-// worker asks for them: one file at a time, at most the asked window ahead
-// of what the worker has written. Its goroutine owns everything but want.
-type restoreStream struct {
-	m     *Master
-	sess  *session
-	rr    *runRec
-	wake  chan struct{}
-	want  atomic.Pointer[pb.ArtifactAck] // the newest request
-	ended atomic.Bool
-
-	ctx  context.Context // the stream's: a blob reader lives across requests
-	set  map[string]core.Artifact
-	cur  core.Artifact // the file being sent
-	rd   io.ReadCloser
-	sent uint64
-	buf  []byte
-}
-
-// errSessionGone: the connection closed; the worker asks again on its next.
-var errSessionGone = errors.New("the connection closed")
-
-// restoreReads limits the blob reads of all streams (maxRestoreReads).
-var restoreReads = make(chan struct{}, maxRestoreReads)
-
-func (st *restoreStream) run() {
-	defer st.ended.Store(true)
-	var cancel context.CancelFunc
-	st.ctx, cancel = context.WithCancel(st.m.ctx)
-	defer cancel()
-	defer st.close()
-	idle := time.NewTimer(restoreIdle)
-	defer idle.Stop()
-	for {
-		select {
-		case <-st.wake:
-		case <-st.sess.quit:
-			return
-		case <-st.m.ctx.Done():
-			return
-		case <-idle.C:
-			return
-		}
-		idle.Reset(restoreIdle)
-		a := st.want.Load()
-		if a.Done {
-			return
-		}
-		if err := st.serve(a); errors.Is(err, errSessionGone) || st.sess.closed.Load() {
-			return
-		} else if err != nil {
-			st.m.log.Warn().Str("task", st.rr.taskID).Str("path", a.Path).Err(err).Msg("cannot restore a file")
-			_ = st.sess.send(&pb.ArtifactAck{TaskId: a.TaskId, Attempt: a.Attempt, Path: a.Path, Restore: true,
-				Error: "failed: " + err.Error()})
-			st.m.warn(st.rr.taskID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without %s: %v", st.rr.attempt, a.Path, err))
-			st.close()
-		}
-	}
-}
-
-func (st *restoreStream) close() {
-	if st.rd != nil {
-		st.rd.Close()
-		st.rd = nil
-	}
-	st.cur = core.Artifact{}
-}
-
-// serve sends the bytes of a.path from what was sent up to a.offset +
-// a.window (opening the file, or reopening it where the worker has it).
-func (st *restoreStream) serve(a *pb.ArtifactAck) error {
-	ctx, cancel := context.WithTimeout(st.ctx, 30*time.Second)
-	defer cancel()
-	if st.set == nil {
-		set, err := st.m.restoreSet(ctx, st.rr)
-		if err != nil {
-			return fmt.Errorf("cannot list the run's files to restore: %w", err)
-		}
-		st.set = set
-	}
-	f, ok := st.set[a.Path]
-	if !ok {
-		return errors.New("not among the run's files to restore")
-	}
-	if st.m.blobs == nil {
-		return errors.New("this master keeps no outputs")
-	}
-	if a.Offset > uint64(f.Size) {
-		return fmt.Errorf("offset %d past the file's %d bytes", a.Offset, f.Size)
-	}
-	if st.rd == nil || st.cur.Path != f.Path || a.Offset > st.sent {
-		st.close()
-		rd, err := st.m.blobs.Open(st.ctx, f.SHA256, int64(a.Offset), -1)
-		if err != nil {
-			return err
-		}
-		st.rd, st.cur, st.sent = rd, f, a.Offset
-	}
-	limit := min(a.Offset+uint64(min(a.Window, maxRestoreWindow)), uint64(f.Size))
-	if st.buf == nil {
-		st.buf = make([]byte, restoreChunk)
-	}
-	for st.sent < limit || (st.sent == 0 && f.Size == 0 && a.Offset == 0) {
-		n := int(min(uint64(len(st.buf)), limit-st.sent))
-		restoreReads <- struct{}{}
-		_, err := io.ReadFull(st.rd, st.buf[:n])
-		<-restoreReads
-		if err != nil {
-			return fmt.Errorf("cannot read the stored file: %w", err)
-		}
-		last := st.sent+uint64(n) == uint64(f.Size)
-		if err := st.sess.send(&pb.ArtifactChunk{TaskId: a.TaskId, Attempt: a.Attempt, Fence: a.Fence, Path: f.Path,
-			Offset: st.sent, Data: st.buf[:n], Last: last, Size: f.Size, ModifiedUnixNs: f.ModifiedAt.UnixNano(), Restore: true}); err != nil {
-			return errSessionGone
-		}
-		st.sent += uint64(n)
-		if last {
-			st.close()
-			break
-		}
-	}
-	return nil
-}
-
 // outputWindow is HelloAck.artifact_window: 0 (the worker's default)
 // without a receiver.
-func (m *Master) outputWindow() uint32 {
-	if m.outputs == nil {
+func (d *Dispatcher) outputWindow() uint32 {
+	if d.outputs == nil {
 		return 0
 	}
-	return m.outputs.Window()
+	return d.outputs.Window()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/testkit/s3test"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/lease/leasetest"
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/worker"
@@ -143,7 +144,7 @@ func TestOutputChunksRefused(t *testing.T) {
 	}
 	p.send(&pb.Metric{TaskId: task.ID, Attempt: 1, Fence: ex.Fence, Step: 3, Values: map[string]float64{"train/loss": 0.25}})
 	p.send(&pb.Metric{TaskId: task.ID, Attempt: 1, Fence: ex.Fence + 1, Step: 4, Values: map[string]float64{"train/loss": 9}})
-	eventually(t, "the TensorBoard point stored", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the TensorBoard point stored", func() bool {
 		s, _ := oh.st.Metrics(t.Context(), task.ID, []string{"train/loss"})
 		return len(s["train/loss"]) == 1 && s["train/loss"][0] == [2]float64{3, 0.25}
 	})

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // With WORKER_IDS set, a Hello under another id is refused (and logged)
@@ -70,7 +72,7 @@ func TestForgedReportFromAnotherWorkersSession(t *testing.T) {
 	// w2 still owns it.
 	w2.send(&pb.TaskFinished{TaskId: run.ID, Attempt: ex.Attempt, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
 	w2.expect(&pb.TaskFinishedAck{})
-	eventually(t, "w2's report recorded", func() bool { return h.task(t, run.ID).Status == core.StatusSucceeded })
+	testutil.WaitFor(t, 10*time.Second, "w2's report recorded", func() bool { return h.task(t, run.ID).Status == core.StatusSucceeded })
 }
 
 // proxy forwards TCP connections to a master frame by frame, and lets a
@@ -164,7 +166,7 @@ func (p *proxy) setTamper(dir string, from int, f func([]byte) []byte) {
 // handshake, with heartbeats answered.
 func (p *proxy) joined(t *testing.T, conn int) {
 	t.Helper()
-	eventually(t, "connection "+strconv.Itoa(conn)+" joined", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "connection "+strconv.Itoa(conn)+" joined", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.conns == conn && p.frames["mw"] >= 3 && p.frames["wm"] >= 2
@@ -185,14 +187,14 @@ func TestTamperedAndReplayedFramesCloseTheConnection(t *testing.T) {
 
 	// A byte of a HeartbeatAck's body changed on its way to the worker.
 	px.setTamper("mw", 2, func(f []byte) []byte { f[codec.HeaderSize] ^= 0x01; return f })
-	eventually(t, "the worker's reason", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the worker's reason", func() bool {
 		return strings.Contains(wlog.String(), "is not authenticated, so it is not obeyed")
 	})
 	px.joined(t, 2)
 
 	// A byte of a Heartbeat's tag changed on its way to the master.
 	px.setTamper("wm", 1, func(f []byte) []byte { f[len(f)-1] ^= 0x80; return f })
-	eventually(t, "the master's reason", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the master's reason", func() bool {
 		return strings.Contains(h.logs.String(), "closing connection: frame not authenticated")
 	})
 	px.joined(t, 3)
@@ -200,7 +202,7 @@ func TestTamperedAndReplayedFramesCloseTheConnection(t *testing.T) {
 	// A Heartbeat sent twice: the copy's sequence number is not the next one.
 	before := strings.Count(h.logs.String(), "closing connection: frame not authenticated")
 	px.setTamper("wm", 1, func(f []byte) []byte { return append(f, f...) })
-	eventually(t, "the master's reason for the replay", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the master's reason for the replay", func() bool {
 		return strings.Count(h.logs.String(), "closing connection: frame not authenticated") > before
 	})
 	px.joined(t, 4)

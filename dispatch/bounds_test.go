@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // closedByMaster reads until the master closes the connection.
@@ -58,6 +59,9 @@ func TestFullShardClosesTheWorker(t *testing.T) {
 	defer close(block)
 	sh := h.m.shardFor("w-flood")
 	sh.push(func() { <-block }) // the shard is busy: nothing drains
+	// The HelloAck is sent before the Hello's handling returns: until it
+	// has, it counts against the limit too.
+	testutil.WaitFor(t, 10*time.Second, "the Hello handled", func() bool { return sh.pending.Load() == 1 })
 	var burst []byte
 	for i := range 10 {
 		burst = append(burst, p.frame(&pb.TaskFinished{TaskId: "r-unknown", Attempt: 1, Fence: uint64(i + 1)})...)
@@ -67,7 +71,7 @@ func TestFullShardClosesTheWorker(t *testing.T) {
 	}
 	closedByMaster(t, p)
 	// The limit, and the session's close (which is always queued).
-	eventually(t, "the close queued", func() bool { return sh.pending.Load() == 4 })
+	testutil.WaitFor(t, 10*time.Second, "the close queued", func() bool { return sh.pending.Load() == 4 })
 	if !strings.Contains(h.logs.String(), "work queue for this worker is full") {
 		t.Fatalf("no logged reason:\n%s", h.logs.String())
 	}
@@ -89,10 +93,9 @@ func TestSlowConsumerIsClosed(t *testing.T) {
 	// the socket stopped taking it.
 	id := strings.Repeat("r", 64)
 	var chunk []byte
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(h.logs.String(), "slow consumer") {
-		if time.Now().After(deadline) {
-			t.Fatalf("not closed as a slow consumer:\n%s", h.logs.String())
+	testutil.Eventually(t, 60*time.Second, func() (bool, string) {
+		if strings.Contains(h.logs.String(), "slow consumer") {
+			return true, ""
 		}
 		for len(chunk) < 256<<10 {
 			chunk = append(chunk, p.frame(&pb.LogData{TaskId: id, Attempt: 1, Fence: 7})...)
@@ -100,18 +103,16 @@ func TestSlowConsumerIsClosed(t *testing.T) {
 		_ = p.c.SetWriteDeadline(time.Now().Add(time.Second))
 		n, err := p.c.Write(chunk)
 		chunk = chunk[n:]
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			break // closed by the master
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			return true, "" // closed by the master
 		}
-	}
-	eventually(t, "the logged slow-consumer close", func() bool {
+		return false, "not closed as a slow consumer:\n" + h.logs.String()
+	})
+	testutil.WaitFor(t, 10*time.Second, "the logged slow-consumer close", func() bool {
 		return strings.Contains(h.logs.String(), "closing connection: slow consumer")
 	})
-	eventually(t, "the worker gone", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the worker gone", func() bool {
 		ws := h.m.Workers()
 		return len(ws) == 1 && ws[0].State == "DOWN"
 	})

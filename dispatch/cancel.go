@@ -11,19 +11,19 @@ import (
 )
 
 // Cancel implements httpapi.Control.
-func (m *Master) Cancel(ctx context.Context, id string) (core.Task, error) {
-	return m.cancelWith(ctx, id, "")
+func (d *Dispatcher) Cancel(ctx context.Context, id string) (core.Task, error) {
+	return d.cancelWith(ctx, id, "")
 }
 
 // cancelWith is the one cancel path: why, when not "", is the error the run
 // ends with instead of "cancelled" (a cancel the master decides itself).
-func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, error) {
+func (d *Dispatcher) cancelWith(ctx context.Context, id, why string) (core.Task, error) {
 	msg := "cancelled"
 	if why != "" {
 		msg = why
 	}
 	for try := 0; try < 5; try++ {
-		t, err := m.st.Task(ctx, id)
+		t, err := d.st.Task(ctx, id)
 		if err != nil {
 			return t, err
 		}
@@ -32,10 +32,10 @@ func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, err
 			return t, core.ErrConflict
 		case t.Status == core.StatusQueued || t.Status == core.StatusLost:
 			exp := store.Expect{Fence: t.Fence, Status: t.Status}
-			if err := t.Cancel(msg, m.now()); err != nil {
+			if err := t.Cancel(msg, d.now()); err != nil {
 				return t, err
 			}
-			err := m.st.UpdateTask(ctx, &t, exp)
+			err := d.st.UpdateTask(ctx, &t, exp)
 			if errors.Is(err, core.ErrFenced) {
 				continue // dispatched meanwhile: cancel it on its worker
 			}
@@ -44,14 +44,14 @@ func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, err
 			// Recorded in the store first: the master that holds (or later
 			// re-adopts) the run's worker may be another one, or this one
 			// after a restart.
-			if err := m.st.RequestCancel(ctx, id); err != nil {
+			if err := d.st.RequestCancel(ctx, id); err != nil {
 				return t, err
 			}
-			if rr := m.reg.requestCancel(id, why); rr != nil {
-				m.resendCancel(rr)
+			if rr := d.reg.requestCancel(id, why); rr != nil {
+				d.resendCancel(rr)
 			}
-			if m.cfg.OnCancel != nil {
-				m.cfg.OnCancel(id)
+			if d.cfg.OnCancel != nil {
+				d.cfg.OnCancel(id)
 			}
 			return t, nil
 		}
@@ -60,26 +60,26 @@ func (m *Master) cancelWith(ctx context.Context, id, why string) (core.Task, err
 }
 
 // resendCancel tells a run's worker to stop it if its cancel was requested.
-func (m *Master) resendCancel(rr *runRec) {
-	sess := m.reg.cancelTarget(rr)
+func (d *Dispatcher) resendCancel(rr *runRec) {
+	sess := d.reg.cancelTarget(rr)
 	if sess == nil {
 		return
 	}
 	_ = sess.send(&pb.CancelTask{TaskId: rr.taskID, Attempt: int32(rr.attempt), Fence: rr.fence.Load(),
-		Reason: "cancelled by a user", GraceMs: m.cfg.CancelGrace.Milliseconds()})
+		Reason: "cancelled by a user", GraceMs: d.cfg.CancelGrace.Milliseconds()})
 }
 
 // cancelIdle cancels run id, idle on its GPUs, off the caller's goroutine
 // (the shard's), through the normal cancel path: SIGTERM, the grace, the
 // outputs uploaded; it ends CANCELLED with error why.
-func (m *Master) cancelIdle(id, why string) {
+func (d *Dispatcher) cancelIdle(id, why string) {
 	go func() {
-		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 		defer cancel()
-		if _, err := m.cancelWith(ctx, id, why); err != nil {
-			m.log.Warn().Str("task", id).Err(err).Msg("cannot cancel a run idle on its GPUs")
+		if _, err := d.cancelWith(ctx, id, why); err != nil {
+			d.log.Warn().Str("task", id).Err(err).Msg("cannot cancel a run idle on its GPUs")
 			return
 		}
-		m.log.Info().Str("task", id).Msg("cancelling a run: " + why)
+		d.log.Info().Str("task", id).Msg("cancelling a run: " + why)
 	}()
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/logpipe"
 	"github.com/rlsched/rlsched/store"
 )
@@ -27,7 +28,7 @@ func TestCancelThroughAnotherMaster(t *testing.T) {
 	p.hello("w1", 1, 0)
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
-	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 
 	if _, err := m2.Cancel(context.Background(), run.ID); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestCancelLostRunEndsCancelled(t *testing.T) {
 	p.hello("w1", 1, 0)
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
-	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 	// Recorded by another master: this one's memory knows nothing.
 	if err := h.st.RequestCancel(context.Background(), run.ID); err != nil {
 		t.Fatal(err)
@@ -72,18 +73,18 @@ func TestCancelLostRunEndsCancelled(t *testing.T) {
 	p.c.Close()
 	p2 := dial(t, h.m.Addr())
 	p2.hello("w1", 1, 0)
-	eventually(t, "CANCELLED", func() bool { return h.task(t, run.ID).Status == core.StatusCancelled })
+	testutil.WaitFor(t, 10*time.Second, "CANCELLED", func() bool { return h.task(t, run.ID).Status == core.StatusCancelled })
 }
 
 // secondMaster starts another master on h's store and lease backend.
-func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Master {
+func secondMaster(t *testing.T, h *harness, onCancel func(string)) *Dispatcher {
 	t.Helper()
 	return secondMasterWith(t, h, func(c *Config) { c.OnCancel = onCancel })
 }
 
 // secondMasterWith starts another master on h's store and lease backend,
 // its Config as mut leaves it.
-func secondMasterWith(t *testing.T, h *harness, mut func(*Config)) *Master {
+func secondMasterWith(t *testing.T, h *harness, mut func(*Config)) *Dispatcher {
 	t.Helper()
 	logs, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: filepath.Join(h.dir, "logs2"), Store: h.st, Logger: zerolog.New(h.logs)})
 	if err != nil {
@@ -119,7 +120,7 @@ func TestRecoveredRunForgottenWhenItEnds(t *testing.T) {
 	p.hello("w1", 1, 0)
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
-	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 	m2 := secondMaster(t, h, nil)
 	lists := func() bool {
 		for _, w := range m2.Workers() {

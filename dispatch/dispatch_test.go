@@ -30,7 +30,7 @@ import (
 var token = []byte("dispatch-test-join-token")
 
 type harness struct {
-	m     *Master
+	m     *Dispatcher
 	st    store.Store
 	dir   string
 	logs  *syncWriter
@@ -245,12 +245,6 @@ func (p *peer) hello(id string, slots int32, gpus int, runs ...*pb.RunRef) *pb.H
 	return p.expect(&pb.HelloAck{}).(*pb.HelloAck)
 }
 
-// eventually waits up to 10 s for f (testutil.WaitFor).
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	testutil.WaitFor(t, 10*time.Second, what, f)
-}
-
 func TestRunLifecycle(t *testing.T) {
 	// The fake worker never heartbeats: on a clock that stands still, a
 	// loaded machine's pauses between steps do not close its session.
@@ -391,7 +385,7 @@ func TestLostRunIsRequeuedThenFailed(t *testing.T) {
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.c.Close() // the worker dies without a word: its lease expires
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
-	eventually(t, "requeue with attempt 2", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "requeue with attempt 2", func() bool {
 		got := h.task(t, task.ID)
 		return got.Status == core.StatusQueued && got.Attempt == 2 && got.Fence == ex.Fence
 	})
@@ -403,7 +397,7 @@ func TestLostRunIsRequeuedThenFailed(t *testing.T) {
 	}
 	p2.c.Close()
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
-	eventually(t, "FAILED after retries", func() bool { return h.task(t, task.ID).Status == core.StatusFailed })
+	testutil.WaitFor(t, 10*time.Second, "FAILED after retries", func() bool { return h.task(t, task.ID).Status == core.StatusFailed })
 }
 
 func TestReconnectReadoptsAndUnknownRunsAreKilled(t *testing.T) {
@@ -425,7 +419,7 @@ func TestReconnectReadoptsAndUnknownRunsAreKilled(t *testing.T) {
 	if hb := p2.expect(&pb.HeartbeatAck{}).(*pb.HeartbeatAck); len(hb.LostTaskIds) != 0 {
 		t.Fatalf("adopted run reported lost: %v", hb.LostTaskIds)
 	}
-	eventually(t, "RUNNING", func() bool { return h.task(t, task.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, task.ID).Status == core.StatusRunning })
 }
 
 func TestCancel(t *testing.T) {

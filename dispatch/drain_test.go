@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestDrainWorker: a drained worker keeps its run, shows DRAINING and is
@@ -67,7 +68,7 @@ func TestForgetWorker(t *testing.T) {
 		return ""
 	}
 	p.c.Close()
-	eventually(t, "w1 DOWN", func() bool { return state("w1") == core.WorkerDown })
+	testutil.WaitFor(t, 10*time.Second, "w1 DOWN", func() bool { return state("w1") == core.WorkerDown })
 	if err := h.m.ForgetWorker("w1"); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestForgetWorker(t *testing.T) {
 	p = dial(t, h.m.Addr())
 	p.hello("w2", 1, 0)
 	p.c.Close()
-	eventually(t, "w2 DOWN", func() bool { return state("w2") == core.WorkerDown })
+	testutil.WaitFor(t, 10*time.Second, "w2 DOWN", func() bool { return state("w2") == core.WorkerDown })
 	h.m.forgetDown()
 	if state("w2") != core.WorkerDown {
 		t.Fatal("a worker down for less than ForgetAfter was forgotten")

@@ -30,36 +30,36 @@ type claimed struct {
 // (true) and those whose write found them no longer queued (false). users
 // are the owners' quotas the plan was made with: each claim charges its
 // run to them (lease.Charge).
-func (m *Master) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) map[string]bool {
+func (s *scheduler) execute(ctx context.Context, ps []plan.Placement, users map[int64]plan.User) map[string]bool {
 	var batch []*claimed
 	for _, p := range ps {
-		if c := m.claim(ctx, p, chargeOf(p.Task, users)); c != nil {
+		if c := s.claim(ctx, p, chargeOf(p.Task, users)); c != nil {
 			batch = append(batch, c)
 		}
 	}
-	return m.dispatch(ctx, batch)
+	return s.dispatch(ctx, batch)
 }
 
 // claim registers p's run as placed on its worker and claims its lease; nil
 // when the worker is gone, the run is already placed or the claim failed.
-func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
+func (s *scheduler) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID,
-		pol: policyOf(t, m.now())}
-	if !m.reg.place(rr) {
+		pol: policyOf(t, s.now())}
+	if !s.reg.place(rr) {
 		return nil
 	}
 
-	fence, err := m.ls.ClaimCharged(ctx, t.ID, p.Worker, m.leaseHold(), charge)
+	fence, err := s.ls.ClaimCharged(ctx, t.ID, p.Worker, s.hold(), charge)
 	if err != nil {
-		ev := m.log.Warn()
+		ev := s.log.Warn()
 		// Another master took it first, or another master's runs of the
 		// owner took the quota: normal races, the run waits.
 		if errors.Is(err, core.ErrLeaseHeld) || errors.Is(err, lease.ErrQuota) {
-			ev = m.log.Debug()
+			ev = s.log.Debug()
 		}
 		ev.Str("task", t.ID).Err(err).Msg("cannot claim run")
-		m.reg.remove(rr)
+		s.reg.remove(rr)
 		return nil
 	}
 	return &claimed{t: t, rr: rr, fence: fence, exp: store.Expect{Fence: t.Fence, Status: core.StatusQueued}}
@@ -69,7 +69,7 @@ func (m *Master) claim(ctx context.Context, p plan.Placement, charge lease.Charg
 // DISPATCHED, fenced, one UpdateTasks: one commit for the whole pass), then
 // sends each recorded run's ExecuteTask. It returns the runs recorded
 // (true) and those the store refused (false: cancelled or taken meanwhile).
-func (m *Master) dispatch(ctx context.Context, batch []*claimed) map[string]bool {
+func (s *scheduler) dispatch(ctx context.Context, batch []*claimed) map[string]bool {
 	if len(batch) == 0 {
 		return nil
 	}
@@ -79,14 +79,14 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) map[string]bool
 		_ = c.t.Dispatch(c.rr.workerID, c.rr.gpus, c.fence)
 		us[i] = store.Update{Task: c.t, Expect: c.exp}
 	}
-	errs := m.st.UpdateTasks(ctx, us)
+	errs := s.st.UpdateTasks(ctx, us)
 	var moves []userMove
 	placed := make(map[string]bool, len(batch))
 	for i, c := range batch {
 		if errs[i] != nil {
 			// Cancelled or taken meanwhile: give the lease back.
-			_ = m.ls.Release(ctx, c.t.ID, c.fence)
-			m.reg.remove(c.rr)
+			_ = s.ls.Release(ctx, c.t.ID, c.fence)
+			s.reg.remove(c.rr)
 			if !undecided(errs[i]) {
 				placed[c.t.ID] = false
 			}
@@ -94,18 +94,18 @@ func (m *Master) dispatch(ctx context.Context, batch []*claimed) map[string]bool
 		}
 		moves = append(moves, userMove{userID: c.t.UserID, gpus: c.t.GPUs, runs: 1})
 		placed[c.t.ID] = true
-		m.send(c)
+		s.send(ctx, c)
 	}
-	m.standingMoved(moves)
+	s.inputs.standingMoved(moves)
 	return placed
 }
 
 // send tells a recorded run's worker to start it.
-func (m *Master) send(c *claimed) {
+func (s *scheduler) send(ctx context.Context, c *claimed) {
 	t, rr, fence, workerID, gpus := c.t, c.rr, c.fence, c.rr.workerID, c.rr.gpus
 	view := *t // not t: that would keep the whole page of the queue alive
 	rr.view.Store(&view)
-	sess, cancelRequested := m.reg.sent(rr, fence)
+	sess, cancelRequested := s.reg.sent(rr, fence)
 
 	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
 		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
@@ -114,8 +114,8 @@ func (m *Master) send(c *claimed) {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}
 	if t.Resumes() {
-		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		m.restoreMsg(ctx, t, rr, msg) // artifacts.go
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		s.restore.restoreMsg(ctx, t, rr, msg) // restorestream.go
 		cancel()
 	}
 	var err error
@@ -126,12 +126,12 @@ func (m *Master) send(c *claimed) {
 	}
 	if err != nil {
 		// The lease expires and the reaper requeues the run.
-		m.log.Warn().Str("task", t.ID).Str("worker", workerID).Err(err).Msg("cannot send ExecuteTask")
+		s.log.Warn().Str("task", t.ID).Str("worker", workerID).Err(err).Msg("cannot send ExecuteTask")
 		return
 	}
-	m.workerChanged(workerID)
-	m.log.Info().Str("task", t.ID).Str("worker", workerID).Ints("gpus", gpus).Int("attempt", t.Attempt).Uint64("fence", fence).Msg("run dispatched")
+	s.changed(workerID)
+	s.log.Info().Str("task", t.ID).Str("worker", workerID).Ints("gpus", gpus).Int("attempt", t.Attempt).Uint64("fence", fence).Msg("run dispatched")
 	if cancelRequested {
-		m.resendCancel(rr)
+		s.resendCancel(rr)
 	}
 }

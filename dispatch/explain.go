@@ -19,9 +19,15 @@ const explainQueueDepth = 2000
 // submitted) forces a fresh one anyway.
 const explainTTL = 250 * time.Millisecond
 
-// explainer caches the last plan of the queue; its own mutex, never the
+// explainer answers Explain: it plans the queue as the scheduler does and
+// caches the last plan. It owns the cache; its own mutex, never the
 // registry's, guards it, so a slow store read never holds up scheduling.
+// It never places a run. explain is safe from any goroutine (REST
+// listings).
 type explainer struct {
+	queue  queueReader
+	inputs *planInputs
+
 	mu   sync.Mutex
 	at   time.Time
 	info map[string]core.QueueInfo
@@ -33,8 +39,11 @@ type explainer struct {
 // run, where it stands and why it has not started. Only this master's
 // workers are known; with several masters sharing a store, a run may start
 // on another master's worker first.
-func (m *Master) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
-	e := &m.explain
+func (d *Dispatcher) Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
+	return d.explain.explain(ctx, queued)
+}
+
+func (e *explainer) explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Wall time, not Config.Clock: the cache's age is compared with the
@@ -51,18 +60,14 @@ func (m *Master) Explain(ctx context.Context, queued []core.Task) map[string]cor
 		}
 	}
 	if !fresh {
-		queue, err := m.st.QueuedTasks(ctx, explainQueueDepth)
+		queue, err := e.queue.QueuedTasks(ctx, explainQueueDepth)
 		if err != nil {
 			return nil // an explanation is never worth an error
 		}
-		snap := m.reg.snapshot(queue)
-		if snap.Sweeps, err = m.sweepLimits(ctx, queue); err != nil {
+		snap, err := e.inputs.snapshot(ctx, queue)
+		if err != nil {
 			return nil
 		}
-		if snap.Users, err = m.users(ctx); err != nil {
-			return nil
-		}
-		snap.ReserveBefore = m.reserveBefore()
 		e.info, e.at = plan.Plan(snap, queue).Waiting, time.Now()
 	}
 	out := make(map[string]core.QueueInfo, len(queued))

@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,11 +12,12 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
 	"github.com/rlsched/rlsched/httpapi"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // The master's REST layer takes the dispatcher as its Control and asks it
 // through this interface; no wiring beyond that.
-var _ httpapi.QueueExplainer = (*Master)(nil)
+var _ httpapi.QueueExplainer = (*Dispatcher)(nil)
 
 // queueRun stores a QUEUED run with a fixed creation time, so runs of one
 // priority have a known order (ids made in one millisecond do not).
@@ -31,30 +34,21 @@ func (h *harness) queueRun(t *testing.T, gpus, prio int, created time.Time) core
 
 // explainNow asks Explain until want holds for every run (a cached answer
 // may be up to explainTTL old) and fails with the last answer otherwise.
-func explainNow(t *testing.T, m *Master, runs []core.Task, want map[string]core.QueueInfo) {
+func explainNow(t *testing.T, m *Dispatcher, runs []core.Task, want map[string]core.QueueInfo) {
 	t.Helper()
-	var got map[string]core.QueueInfo
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got = m.Explain(context.Background(), runs)
-		ok := len(got) == len(want)
-		for id, w := range want {
-			ok = ok && got[id] == w
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := m.Explain(context.Background(), runs)
+		var why strings.Builder
+		for _, r := range runs {
+			if got[r.ID] != want[r.ID] {
+				fmt.Fprintf(&why, "\nrun %s (%d GPUs, prio %d): got %+v, want %+v", r.ID, r.GPUs, r.Priority, got[r.ID], want[r.ID])
+			}
 		}
-		if ok {
-			return
+		if len(got) != len(want) {
+			fmt.Fprintf(&why, "\n%d runs explained, want %d", len(got), len(want))
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, r := range runs {
-		if got[r.ID] != want[r.ID] {
-			t.Errorf("run %s (%d GPUs, prio %d): got %+v, want %+v", r.ID, r.GPUs, r.Priority, got[r.ID], want[r.ID])
-		}
-	}
-	t.FailNow()
+		return why.Len() == 0, "Explain's answer differs:" + why.String()
+	})
 }
 
 // TestExplainMatchesScheduler predicts a scheduling pass from the plan,

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/gpuwatch"
@@ -137,9 +139,34 @@ func (sess *session) foreignGPUs() []int {
 	return out
 }
 
-// observeGPUs applies the rules to sess's newest sample, when there is one
-// it has not seen. Only on the session's shard goroutine (onHeartbeat).
-func (m *Master) observeGPUs(sess *session) {
+// gpuRules applies dispatch/gpuwatch's rules to the workers' samples. Its
+// state is each session's (session.watch and the fields beside it, which
+// only the session's shard touches); it holds the rules' settings and what
+// it tells of their outcome: series points to the log pipe's metric queue,
+// warnings, idle cancels, a changed worker view, a wake of the scheduler.
+// It never blocks the shard (each of those is queued or goes off the
+// shard's goroutine) and never cancels a run but through the cancel path.
+// observe runs only on the session's shard goroutine.
+type gpuRules struct {
+	cfg    gpuwatch.Config
+	points metricQueue
+	warn   func(id, code, msg string) // off the caller's goroutine
+	cancel func(id, why string)       // cancelIdle: off the caller's goroutine
+	// changed reports a worker's new view; wake wakes the scheduler.
+	changed func(workerID string)
+	wake    func()
+	log     zerolog.Logger
+}
+
+// metricQueue is where the series points go (logpipe.Writer.QueueMetrics:
+// it never blocks on the store).
+type metricQueue interface {
+	QueueMetrics(id string, pts []core.MetricPoint)
+}
+
+// observe applies the rules to sess's newest sample, when there is one it
+// has not seen. Only on the session's shard goroutine (onHeartbeat).
+func (g *gpuRules) observe(sess *session) {
 	sess.gpuMu.Lock()
 	cur := &sess.gpuSt
 	if cur.seq == 0 || cur.seq == sess.gpuSeen {
@@ -152,7 +179,7 @@ func (m *Master) observeGPUs(sess *session) {
 	sess.gpuMu.Unlock()
 	sess.gpuScratch = smp.GPUs
 	if sess.watch == nil {
-		sess.watch = gpuwatch.NewWatch(m.cfg.GPUWatch)
+		sess.watch = gpuwatch.NewWatch(g.cfg)
 	}
 	var running []gpuwatch.Run
 	if runs := sess.runs.Load(); runs != nil {
@@ -183,15 +210,15 @@ func (m *Master) observeGPUs(sess *session) {
 		for _, p := range out.Points[i:j] {
 			pts = append(pts, core.MetricPoint{Step: step, Name: p.Name, Value: p.Value})
 		}
-		m.logs.QueueMetrics(out.Points[i].Run, pts)
+		g.points.QueueMetrics(out.Points[i].Run, pts)
 		i = j
 	}
 	for _, w := range out.Warnings {
-		m.log.Warn().Str("task", w.Run).Str("worker", sess.workerID).Str("code", w.Code).Msg(w.Message)
-		m.warn(w.Run, w.Code, w.Message)
+		g.log.Warn().Str("task", w.Run).Str("worker", sess.workerID).Str("code", w.Code).Msg(w.Message)
+		g.warn(w.Run, w.Code, w.Message)
 	}
 	for _, c := range out.Cancels {
-		m.cancelIdle(c.Run, c.Error)
+		g.cancel(c.Run, c.Error)
 	}
 	// The worker's view (OnWorker, /topic/workers) changes with every
 	// sample's values, but 15,000 workers each sampling every 10 s would
@@ -241,10 +268,10 @@ func (m *Master) observeGPUs(sess *session) {
 		changed = true
 	}
 	if changed {
-		m.workerChanged(sess.workerID)
+		g.changed(sess.workerID)
 	}
 	if wake {
-		m.wakeScheduler()
+		g.wake()
 	}
 }
 

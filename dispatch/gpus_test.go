@@ -11,6 +11,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func gpuSample(util []uint32, foreign ...*pb.ForeignProc) *pb.GpuSample {
@@ -42,7 +43,7 @@ func TestGPUForeignProcesses(t *testing.T) {
 	}
 	bob := &pb.ForeignProc{GpuIndex: 1, Pid: 4242, User: "bob", Command: "python notebook.py", MemoryMb: 1200}
 	beat(gpuSample([]uint32{0, 90}, bob))
-	eventually(t, "the foreign process in the worker's view", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the foreign process in the worker's view", func() bool {
 		ws := h.m.Workers()
 		return len(ws) == 1 && len(ws[0].GPUs[1].Foreign) == 1 && ws[0].GPUs[1].Foreign[0].User == "bob"
 	})
@@ -55,14 +56,14 @@ func TestGPUForeignProcesses(t *testing.T) {
 	refs = append(refs, &pb.RunRef{TaskId: a.ID, Attempt: exA.Attempt, Fence: exA.Fence})
 	p.send(&pb.TaskStarted{TaskId: a.ID, Attempt: exA.Attempt, Fence: exA.Fence, Pid: 1})
 	b := h.submit(t, 1, "b")
-	eventually(t, "the second run waiting with gpu_foreign", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the second run waiting with gpu_foreign", func() bool {
 		info := h.m.Explain(context.Background(), []core.Task{h.task(t, b.ID)})[b.ID]
 		return info.Code == plan.CodeGPUForeign
 	})
 	if got := h.task(t, b.ID); got.Status != core.StatusQueued {
 		t.Fatalf("second run %s", got.Status)
 	}
-	eventually(t, "the first run RUNNING", func() bool { return h.task(t, a.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "the first run RUNNING", func() bool { return h.task(t, a.ID).Status == core.StatusRunning })
 
 	// Bob's process moves to GPU 0, which run a holds: a gets a warning; GPU
 	// 1 is free again and b starts there.
@@ -73,7 +74,7 @@ func TestGPUForeignProcesses(t *testing.T) {
 		t.Fatalf("second run: %v", exB)
 	}
 	refs = append(refs, &pb.RunRef{TaskId: b.ID, Attempt: exB.Attempt, Fence: exB.Fence})
-	eventually(t, "a gpu_foreign warning on the first run", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a gpu_foreign warning on the first run", func() bool {
 		for _, w := range h.task(t, a.ID).Warnings {
 			if w.Code == gpuwatch.CodeForeign && strings.Contains(w.Message, "pid 4242 of user bob") &&
 				!strings.Contains(w.Message, "notebook") {
@@ -83,7 +84,7 @@ func TestGPUForeignProcesses(t *testing.T) {
 		return false
 	})
 	beat(gpuSample([]uint32{60, 0})) // no foreign list: unchanged
-	eventually(t, "the run's GPU series", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the run's GPU series", func() bool {
 		ms, err := h.st.Metrics(context.Background(), a.ID, []string{gpuwatch.MetricUtilization, gpuwatch.MetricMemory})
 		return err == nil && len(ms[gpuwatch.MetricUtilization]) >= 1 && len(ms[gpuwatch.MetricMemory]) >= 1 && ms[gpuwatch.MetricMemory][0][1] == 1000
 	})
@@ -112,14 +113,13 @@ func TestIdleGPUCancel(t *testing.T) {
 	run := h.submit(t, 1, "sleep")
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: ex.Attempt, Fence: ex.Fence, Pid: 1})
-	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 	refs := []*pb.RunRef{{TaskId: run.ID, Attempt: ex.Attempt, Fence: ex.Fence}}
 	var ct *pb.CancelTask
-	deadline := time.Now().Add(10 * time.Second)
-	for seq := uint64(1); ct == nil; seq++ {
-		if time.Now().After(deadline) {
-			t.Fatal("no CancelTask for a run idle for more than IDLE_GPU_SECONDS")
-		}
+	seq := uint64(0)
+	// A heartbeat with an idle sample at each poll, as a worker sends them.
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+		seq++
 		p.send(&pb.Heartbeat{Seq: seq, Runs: refs, Gpus: gpuSample([]uint32{2})})
 		for {
 			m, err := p.read()
@@ -128,16 +128,13 @@ func TestIdleGPUCancel(t *testing.T) {
 			}
 			if c, ok := m.(*pb.CancelTask); ok {
 				ct = c
-				break
+				return true, ""
 			}
 			if _, ok := m.(*pb.HeartbeatAck); ok {
-				break
+				return false, "no CancelTask for a run idle for more than IDLE_GPU_SECONDS"
 			}
 		}
-		if ct == nil {
-			time.Sleep(100 * time.Millisecond) // the worker's sample interval, not a synchronisation
-		}
-	}
+	})
 	if ct.TaskId != run.ID {
 		t.Fatalf("CancelTask %v", ct)
 	}
@@ -147,7 +144,7 @@ func TestIdleGPUCancel(t *testing.T) {
 	if got.Status != core.StatusCancelled || !strings.HasPrefix(got.Error, "idle GPU for ") || !strings.HasSuffix(got.Error, " s") {
 		t.Fatalf("%s %q", got.Status, got.Error)
 	}
-	eventually(t, "the idle_gpu warning", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the idle_gpu warning", func() bool {
 		for _, w := range h.task(t, run.ID).Warnings {
 			if w.Code == gpuwatch.CodeIdle && strings.Contains(w.Message, "GPU 0 idle (under 5% utilisation)") {
 				return true

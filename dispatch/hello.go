@@ -19,14 +19,14 @@ const maxClockSkew = 5 * time.Second
 // workerKey is the key of a worker id this master admits (codec.AcceptHello's
 // keyFor): derived from the join token, so the master keeps no table of
 // keys, and refused for an id outside WORKER_IDS when that is set.
-func (m *Master) workerKey(id string) ([]byte, error) {
+func (d *Dispatcher) workerKey(id string) ([]byte, error) {
 	if !core.ValidWorkerID(id) {
 		return nil, fmt.Errorf("invalid worker id %q", id)
 	}
-	if m.cfg.allowed != nil && !m.cfg.allowed[id] {
+	if d.cfg.allowed != nil && !d.cfg.allowed[id] {
 		return nil, fmt.Errorf("worker id %q is not in this master's WORKER_IDS: add it there to admit it", id)
 	}
-	return codec.WorkerKey(m.cfg.JoinToken, id), nil
+	return codec.WorkerKey(d.cfg.JoinToken, id), nil
 }
 
 // checkSkew compares the send time of a Hello, read at now, with the
@@ -34,7 +34,7 @@ func (m *Master) workerKey(id string) ([]byte, error) {
 // logged, and its timestamps (TaskStarted.started_unix_ms) are not used:
 // the master's own time of the report is. An older worker sends no time.
 // On the event loop, before the session is shared.
-func (m *Master) checkSkew(sess *session, h *pb.Hello, now time.Time) {
+func (d *Dispatcher) checkSkew(sess *session, h *pb.Hello, now time.Time) {
 	if h.SentUnixMs == 0 {
 		return
 	}
@@ -43,7 +43,7 @@ func (m *Master) checkSkew(sess *session, h *pb.Hello, now time.Time) {
 		return
 	}
 	sess.skewed = true
-	m.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Dur("skew", skew).
+	d.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Dur("skew", skew).
 		Msgf("the clock of worker %s is off by %v from this master's; its timestamps are not used: synchronise its clock (NTP)",
 			h.WorkerId, skew.Round(time.Millisecond))
 }
@@ -51,14 +51,14 @@ func (m *Master) checkSkew(sess *session, h *pb.Hello, now time.Time) {
 // onHello registers a verified session and reconciles the runs the worker
 // says it holds with the runs the master placed on it (registry.join).
 // Runs on shard.
-func (m *Master) onHello(sess *session, h *pb.Hello) {
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+func (d *Dispatcher) onHello(sess *session, h *pb.Hello) {
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
-	now := m.now()
-	foreign := m.helloFromStore(ctx, h) // multimaster.go: runs another master placed, persisted cancels
-	j := m.reg.join(sess, h, foreign, now)
+	now := d.now()
+	foreign := d.peers.helloFromStore(ctx, h) // multimaster.go: runs another master placed, persisted cancels
+	j := d.reg.join(sess, h, foreign, now)
 	if j.refused != "" {
-		m.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Str("instance", h.Instance).Msg("refusing worker: " + j.refused)
+		d.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Str("instance", h.Instance).Msg("refusing worker: " + j.refused)
 		_ = sess.send(&pb.Goodbye{Reason: j.refused}) // before the close: gnet writes first
 		sess.closed.Store(true)
 		_ = sess.c.Close()
@@ -68,63 +68,63 @@ func (m *Master) onHello(sess *session, h *pb.Hello) {
 		_ = j.old.c.Close()
 	}
 	if len(j.why) > 0 {
-		m.log.Warn().Str("worker", h.WorkerId).Strs("runs", j.why).Msg("Hello lists runs that are not the worker's to run; telling it to kill them")
+		d.log.Warn().Str("worker", h.WorkerId).Strs("runs", j.why).Msg("Hello lists runs that are not the worker's to run; telling it to kill them")
 	}
 
 	kill := j.kill
 	kept := j.adopt[:0]
 	for _, rr := range j.adopt {
-		if err := m.keepLease(ctx, rr); err != nil {
-			m.log.Warn().Str("worker", h.WorkerId).Str("task", rr.taskID).Err(err).Msg("cannot re-adopt run; telling the worker to kill it")
+		if err := d.keepLease(ctx, rr); err != nil {
+			d.log.Warn().Str("worker", h.WorkerId).Str("task", rr.taskID).Err(err).Msg("cannot re-adopt run; telling the worker to kill it")
 			kill = append(kill, rr.taskID)
 			continue
 		}
 		kept = append(kept, rr)
 	}
-	m.touchPresence(ctx, sess, now)
-	err := sess.send(&pb.HelloAck{Session: sess.id, HeartbeatIntervalMs: m.cfg.HeartbeatInterval.Milliseconds(),
-		LeaseTtlMs: m.cfg.LeaseTTL.Milliseconds(), MasterId: m.cfg.MasterID, KillTaskIds: kill, LogWindow: m.logs.HelloWindow(), ArtifactWindow: m.outputWindow()})
-	m.log.Info().Str("worker", h.WorkerId).Str("host", h.Host).Int("gpus", len(h.Gpus)).Int32("slots", h.Slots).
+	d.touchPresence(ctx, sess, now)
+	err := sess.send(&pb.HelloAck{Session: sess.id, HeartbeatIntervalMs: d.cfg.HeartbeatInterval.Milliseconds(),
+		LeaseTtlMs: d.cfg.LeaseTTL.Milliseconds(), MasterId: d.cfg.MasterID, KillTaskIds: kill, LogWindow: d.logs.HelloWindow(), ArtifactWindow: d.outputWindow()})
+	d.log.Info().Str("worker", h.WorkerId).Str("host", h.Host).Int("gpus", len(h.Gpus)).Int32("slots", h.Slots).
 		Int("adopted", len(kept)).Int("killed", len(kill)).Int("lost", len(j.gone)).AnErr("sendErr", err).Msg("worker joined")
 	for _, rr := range j.gone {
-		m.runGone(ctx, rr, "the worker reconnected without the run")
+		d.runGone(ctx, rr, "the worker reconnected without the run")
 	}
 	for _, rr := range kept {
-		m.resendCancel(rr)
+		d.resendCancel(rr)
 	}
-	m.workerChanged(h.WorkerId)
-	m.wakeScheduler()
+	d.workerChanged(h.WorkerId)
+	d.wakeScheduler()
 }
 
 // keepLease renews an adopted run's lease, re-creating it from the store
 // when the lease backend lost it (a restarted master on memory leases).
-func (m *Master) keepLease(ctx context.Context, rr *runRec) error {
+func (d *Dispatcher) keepLease(ctx context.Context, rr *runRec) error {
 	fence := rr.fence.Load()
-	errs := m.ls.Renew(ctx, []lease.Renewal{{TaskID: rr.taskID, Fence: fence}}, m.leaseHold())
+	errs := d.ls.Renew(ctx, []lease.Renewal{{TaskID: rr.taskID, Fence: fence}}, d.leaseHold())
 	if errs[0] == nil {
 		return nil
 	}
 	if !errors.Is(errs[0], core.ErrLeaseLost) {
 		return errs[0]
 	}
-	t, err := m.st.Task(ctx, rr.taskID)
+	t, err := d.st.Task(ctx, rr.taskID)
 	if err != nil {
 		return err
 	}
 	if !t.Status.Active() || t.Fence != fence || t.Worker != rr.workerID {
 		return fmt.Errorf("the store has the run %s with fence %d on %q", t.Status, t.Fence, t.Worker)
 	}
-	return m.ls.Restore(ctx, rr.taskID, rr.workerID, fence, m.leaseHold())
+	return d.ls.Restore(ctx, rr.taskID, rr.workerID, fence, d.leaseHold())
 }
 
 // sessionClosed unregisters a closed session. Runs on shard.
-func (m *Master) sessionClosed(sess *session, err error) {
-	if !m.reg.leave(sess) {
+func (d *Dispatcher) sessionClosed(sess *session, err error) {
+	if !d.reg.leave(sess) {
 		return
 	}
-	_ = m.ls.Forget(m.ctx, sess.workerID)
-	m.workerChanged(sess.workerID)
-	ev := m.log.Info().Str("worker", sess.workerID).AnErr("reason", err)
+	_ = d.ls.Forget(d.ctx, sess.workerID)
+	d.workerChanged(sess.workerID)
+	ev := d.log.Info().Str("worker", sess.workerID).AnErr("reason", err)
 	if why := sess.closeReason.Load(); why != nil {
 		ev = ev.Str("why", *why)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // join sends h and returns the master's answer: a HelloAck or a Goodbye.
@@ -140,7 +141,7 @@ func TestSkewedWorkerClock(t *testing.T) {
 		t.Errorf("workers %+v, want w-skew with isolation uid", ws)
 	}
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, StartedUnixMs: off.UnixMilli()})
-	eventually(t, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 	if got := h.task(t, run.ID); !got.StartedAt.Equal(h.clock.Now()) {
 		t.Fatalf("startedAt %v, want the master's time %v, not the skewed worker's %v", got.StartedAt, h.clock.Now(), off)
 	}

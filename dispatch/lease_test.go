@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/lease/leasetest"
 	"github.com/rlsched/rlsched/store"
 )
@@ -36,7 +37,7 @@ func TestLeaseHeldPastTheTTLTheWorkerIsTold(t *testing.T) {
 	}
 	h.clock.Advance(2 * time.Millisecond)
 	h.m.reapOnce(context.Background())
-	eventually(t, "requeue after TTL + margin", func() bool { return h.task(t, run.ID).Status == core.StatusQueued })
+	testutil.WaitFor(t, 10*time.Second, "requeue after TTL + margin", func() bool { return h.task(t, run.ID).Status == core.StatusQueued })
 }
 
 // A connection that sends no Hello is closed once helloTimeout passed.
@@ -140,12 +141,12 @@ func TestLostRunIsRequeuedAfterStoreOutage(t *testing.T) {
 	run := h.submit(t, 0, "x")
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
-	eventually(t, "the run RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "the run RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 
 	outage.down.Store(true)
 	p2 := dial(t, h.m.Addr())
 	p2.hello("w-lost", 1, 0) // a new incarnation: without the run
-	eventually(t, "the failed LOST write queued for a retry", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the failed LOST write queued for a retry", func() bool {
 		return strings.Contains(h.logs.String(), "the store did not record a lost run")
 	})
 	if got := h.task(t, run.ID); got.Status != core.StatusRunning {
@@ -153,7 +154,7 @@ func TestLostRunIsRequeuedAfterStoreOutage(t *testing.T) {
 	}
 
 	outage.down.Store(false)
-	eventually(t, "the run requeued as attempt 2", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the run requeued as attempt 2", func() bool {
 		clock.Advance(500 * time.Millisecond) // the retry's backoff is on the master's clock
 		return h.task(t, run.ID).Attempt == 2
 	})

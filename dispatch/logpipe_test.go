@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/lease/memory"
 	"github.com/rlsched/rlsched/logpipe"
 	"github.com/rlsched/rlsched/store"
@@ -61,17 +62,13 @@ func startRealWorker(t *testing.T, id, addr string) *syncWriter {
 // waitStatus polls the store until the run reaches status, failing after d.
 func waitStatus(t *testing.T, h *harness, id string, status core.Status, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	testutil.Eventually(t, d, func() (bool, string) {
 		task := h.task(t, id)
-		if task.Status == status {
-			return
-		}
-		if task.Status.Terminal() || time.Now().After(deadline) {
+		if task.Status != status && task.Status.Terminal() {
 			t.Fatalf("run %s is %s (%s), want %s", id, task.Status, task.Error, status)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return task.Status == status, fmt.Sprintf("run %s is %s (%s), want %s", id, task.Status, task.Error, status)
+	})
 }
 
 // streamTimings are heartbeat and lease settings loose enough for runs
@@ -124,7 +121,7 @@ func TestLogPipe_MasterRestartMidStream(t *testing.T) {
 	dbPath := filepath.Join(dir, "db.sqlite")
 	logDir := filepath.Join(dir, "logs")
 	mlog := &syncWriter{b: &strings.Builder{}}
-	start := func(addr string) (*Master, func()) {
+	start := func(addr string) (*Dispatcher, func()) {
 		t.Helper()
 		st, err := sqlite.Open(dbPath)
 		if err != nil {
@@ -182,23 +179,18 @@ func TestLogPipe_MasterRestartMidStream(t *testing.T) {
 	script := `i=1; while [ $i -le 2000000 ]; do seq $i $((i+49999)); i=$((i+50000)); sleep 0.05; done`
 	task := h.submit(t, 0, "sh", "-c", script)
 	logFile := filepath.Join(logDir, task.ID+".log")
-	deadline := time.Now().Add(60 * time.Second)
-	for { // stop mid-stream: some output stored, most still to come
-		if fi, err := os.Stat(logFile); err == nil && fi.Size() > 2<<20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no output within 60 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Stop mid-stream: some output stored, most still to come.
+	testutil.WaitFor(t, 60*time.Second, "2 MiB of output", func() bool {
+		fi, err := os.Stat(logFile)
+		return err == nil && fi.Size() > 2<<20
+	})
 	began := time.Now()
 	stop1()
 	fi, _ := os.Stat(logFile)
 	t.Logf("master stopped in %v with %d bytes in the log", time.Since(began), fi.Size())
 	m2, _ := start(addr) // same port, same data dir
 	h.m = m2
-	eventually(t, "the worker back", func() bool { ws := m2.Workers(); return len(ws) == 1 && ws[0].State == core.WorkerRunning })
+	testutil.WaitFor(t, 10*time.Second, "the worker back", func() bool { ws := m2.Workers(); return len(ws) == 1 && ws[0].State == core.WorkerRunning })
 	t.Logf("worker back %v after the stop", time.Since(began))
 	waitStatus(t, h, task.ID, core.StatusSucceeded, 120*time.Second)
 	t.Logf("run done %v after the stop", time.Since(began))
@@ -223,7 +215,7 @@ func TestLogPipe_UnwritableLogDir(t *testing.T) {
 	}
 	wlog := startRealWorker(t, "w-full", h.m.Addr())
 	task := h.submit(t, 0, "seq", "1", "20000")
-	eventually(t, "the worker told of the error", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the worker told of the error", func() bool {
 		return strings.Contains(wlog.String(), "master could not store output")
 	})
 	st := h.m.LogStats()

@@ -1,13 +1,16 @@
 // Package dispatch is the master side of the RPC: a gnet server speaking the
 // framed protocol of package codec, worker sessions, the registry of workers
 // and the runs placed on them, the scheduler that carries out what package
-// plan decides, and the reaper that turns expired leases into LOST runs.
+// plan decides, preemption, the reaper that turns expired leases into LOST
+// runs, and the restore of a resumed run's files. Dispatcher composes it
+// from components that each own their state (see Dispatcher);
 // docs/architecture.md ("dispatch") lists its files.
 //
-// Event loops only parse frames and hand them on: they never block on the
-// store, the lease backend, a disk, or the registry's mutex. Work for one
-// worker runs in order on one of a fixed set of shard goroutines (not a
-// goroutine per connection), and every queue on the way is bounded.
+// It never decides a placement itself (package plan does, and holds every
+// rule). Event loops only parse frames and hand them on: they never block
+// on the store, the lease backend, a disk, or the registry's mutex. Work
+// for one worker runs in order on one of a fixed set of shard goroutines
+// (not a goroutine per connection), and every queue on the way is bounded.
 package dispatch
 
 import (
@@ -18,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifact"
@@ -173,116 +175,115 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Master runs the dispatcher. Its exported methods are safe for concurrent use.
-type Master struct {
-	cfg  Config
-	log  zerolog.Logger
-	st   store.Store
-	ls   lease.Leases
-	logs *logpipe.Writer
-	// outputs and blobs: Config.Outputs and Config.Blobs (artifacts.go).
-	outputs *artifactpipe.Pipe
-	blobs   artifact.Store
+// Dispatcher runs the master side of the RPC. It composes the components
+// below, each of which owns its state and is asked through its methods;
+// the sessions' reports, the reaper, recovery and reconciliation, and
+// cancels are its own methods, on the state they name. Its exported
+// methods are safe for concurrent use.
+type Dispatcher struct {
+	cfg     Config
+	log     zerolog.Logger
+	st      store.Store
+	ls      lease.Leases
+	logs    *logpipe.Writer
+	outputs *artifactpipe.Pipe // Config.Outputs (artifacts.go)
 
-	eng     gnet.Engine
-	addr    string
-	shards  []*shard
-	wake    chan struct{}
-	queue   queuePage // schedule.go
-	reg     registry
-	explain explainer // explain.go
-	// standing caches the users' usage, active runs and quotas (policy.go).
-	standing standing
-	pending  sync.Map // *conn → struct{}: connections waiting for Hello
-
-	// lostRetries: runs found lost whose writes the store has not taken
-	// yet, by task id (reap.go, Master.lost).
-	lostMu      sync.Mutex
-	lostRetries map[string]*lostRetry
+	srv     *server    // the RPC server: engine, address, connections before Hello (server.go)
+	shards  []*shard   // ordered work per worker (shard.go)
+	sched   scheduler  // the scheduler loop and the executor (schedule.go, execute.go)
+	reg     registry   // workers and placed runs; its mutex is its own (registry.go)
+	inputs  planInputs // the planner's snapshots and the users' standing (inputs.go)
+	preempt preempter  // preemption, on the scheduler's tick (preempt.go)
+	explain explainer  // Explain's plan of the queue, cached (explain.go)
+	restore restorer   // a resumed attempt's files (restorestream.go)
+	gpus    gpuRules   // the GPU rules at each heartbeat (gpus.go)
+	peers   peers      // the hooks of several masters (multimaster.go)
+	// retrying: runs found lost whose writes the store has not taken yet
+	// (lostruns.go, Dispatcher.lost).
+	retrying lostRuns
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	runErr chan error
 }
 
-// New builds a master; Start runs it. Run output goes to cfg.Logs.
-func New(cfg Config, st store.Store, ls lease.Leases) (*Master, error) {
+// New builds a dispatcher; Start runs it. Run output goes to cfg.Logs.
+func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	if cfg.Logs == nil {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
-	m := &Master{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs, blobs: cfg.Blobs, wake: make(chan struct{}, 1), runErr: make(chan error, 1),
-		lostRetries: map[string]*lostRetry{}}
-	m.ls = &resetGuard{Leases: ls, m: m} // recover.go
-	m.reg.init()
-	return m, nil
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs}
+	d.ls = &resetGuard{Leases: ls, d: d} // recover.go
+	d.srv = &server{d: d, booted: make(chan struct{}), runErr: make(chan error, 1)}
+	d.reg.init()
+	d.inputs = planInputs{st: st, reg: &d.reg, policy: cfg.Policy, now: cfg.Clock}
+	d.restore = restorer{st: st, blobs: cfg.Blobs, warn: d.warn, log: d.log}
+	d.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: d.warn, cancel: d.cancelIdle, changed: d.workerChanged,
+		wake: d.wakeScheduler, log: d.log}
+	d.peers = peers{st: st, reg: &d.reg, resendCancel: d.resendCancel, notify: d.Notify, changed: d.workerChanged, log: d.log}
+	d.explain = explainer{queue: st, inputs: &d.inputs}
+	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
+	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
+		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
+	return d, nil
 }
 
 // Start recovers state from the store, starts the RPC server, the scheduler
 // and the reaper, and returns once the server listens.
-func (m *Master) Start(ctx context.Context) error {
-	m.ctx, m.cancel = context.WithCancel(context.Background())
-	if err := m.recover(ctx); err != nil {
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.restore.start(d.ctx)
+	if err := d.recover(ctx); err != nil {
 		return err
 	}
-	for i := 0; i < m.cfg.Shards; i++ {
-		s := newShard(m.cfg.ShardBacklog, m.cfg.ShardAsync)
-		m.shards = append(m.shards, s)
-		m.wg.Add(1)
-		go func() { defer m.wg.Done(); s.run(m.ctx) }()
+	for i := 0; i < d.cfg.Shards; i++ {
+		s := newShard(d.cfg.ShardBacklog, d.cfg.ShardAsync)
+		d.shards = append(d.shards, s)
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); s.run(d.ctx) }()
 	}
-	srv := &server{m: m, booted: make(chan struct{})}
 	loops := eventLoops() // procs.go
-	go func() {
-		m.runErr <- gnet.Run(srv, "tcp://"+m.cfg.Addr,
-			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{m.log}))
-	}()
-	select {
-	case <-srv.booted:
-	case err := <-m.runErr:
-		return fmt.Errorf("cannot start the RPC server on %s: %w", m.cfg.Addr, err)
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := d.srv.listen(ctx, loops); err != nil {
+		return err
 	}
-	m.wg.Add(2)
-	go func() { defer m.wg.Done(); m.scheduleLoop(m.ctx) }()
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.sched.run(d.ctx) }()
 	// Counted from the recovery just done, not from whenever the goroutine
 	// gets to run.
-	reconcileAt := m.now().Add(m.reconcilePeriod())
-	go func() { defer m.wg.Done(); m.reapLoop(m.ctx, reconcileAt) }()
-	m.log.Info().Str("rpc", m.addr).Str("master", m.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
+	reconcileAt := d.now().Add(d.reconcilePeriod())
+	go func() { defer d.wg.Done(); d.reapLoop(d.ctx, reconcileAt) }()
+	d.log.Info().Str("rpc", d.srv.addr()).Str("master", d.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("dispatcher started")
 	return nil
 }
 
 // Addr is the address the RPC server listens on.
-func (m *Master) Addr() string { return m.addr }
+func (d *Dispatcher) Addr() string { return d.srv.addr() }
 
 // MasterID names this master.
-func (m *Master) MasterID() string { return m.cfg.MasterID }
+func (d *Dispatcher) MasterID() string { return d.cfg.MasterID }
 
 // Stop closes the server and waits for the background goroutines.
-func (m *Master) Stop(ctx context.Context) error {
-	if m.cancel == nil {
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	if d.cancel == nil {
 		return nil
 	}
-	err := m.eng.Stop(ctx)
-	m.cancel()
-	m.wg.Wait()
+	err := d.srv.stop(ctx)
+	d.cancel()
+	d.wg.Wait()
 	return err
 }
 
 // LogStats is the log writer's health, for /api/monitor/health.
-func (m *Master) LogStats() map[string]any {
-	if m.logs == nil {
+func (d *Dispatcher) LogStats() map[string]any {
+	if d.logs == nil {
 		return map[string]any{"status": "stopped"}
 	}
-	return m.logs.Stats()
+	return d.logs.Stats()
 }
 
 // leaseHold is how long the master holds a run's lease from a claim or
@@ -293,35 +294,22 @@ func (m *Master) LogStats() map[string]any {
 // master reaps the lease and requeues the run, the worker's own deadline
 // has passed even if its clock ran up to 10% slow (docs/protocol.md,
 // "Heartbeats and leases").
-func (m *Master) leaseHold() time.Duration {
-	return m.cfg.LeaseTTL + m.cfg.LeaseTTL/10 + time.Second
+func (d *Dispatcher) leaseHold() time.Duration {
+	return d.cfg.LeaseTTL + d.cfg.LeaseTTL/10 + time.Second
 }
 
 // now is the dispatcher's clock (Config.Clock).
-func (m *Master) now() time.Time { return m.cfg.Clock() }
+func (d *Dispatcher) now() time.Time { return d.cfg.Clock() }
 
 // Notify wakes the scheduler: the queue may have changed (a run created,
 // requeued, reprioritised, or another master's), so its next pass reads
 // the queue again (queuePage).
-func (m *Master) Notify() {
-	m.queue.changed.Add(1)
-	m.wakeScheduler()
-}
+func (d *Dispatcher) Notify() { d.sched.notify() }
 
 // Queued takes a run just stored QUEUED by this master's REST API into the
 // page of the queue the scheduler holds (queuePage), and wakes it
 // (httpapi.Control).
-func (m *Master) Queued(t core.Task) {
-	m.queue.add(t)
-	m.wakeScheduler()
-}
+func (d *Dispatcher) Queued(t core.Task) { d.sched.queued(t) }
 
-// wakeScheduler wakes the scheduler for capacity that freed (a run ended,
-// a worker joined or came back): its next pass may place runs of the page
-// it holds without reading the queue again.
-func (m *Master) wakeScheduler() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
+// wakeScheduler wakes the scheduler for capacity that freed.
+func (d *Dispatcher) wakeScheduler() { d.sched.wakeUp() }

@@ -5,41 +5,66 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 )
 
-// The hooks of several masters sharing one store (docs/decisions.md,
-// "Several masters"): cancels another master recorded, runs another master
-// placed or moved on, and the store lookups that stand in for a
-// notification that pub/sub lost.
+// peers is what several masters sharing one store need of this one
+// (docs/decisions.md, "Several masters"): cancels another master recorded,
+// runs another master placed or moved on, and the store lookups that stand
+// in for a notification that pub/sub lost. It keeps no state: what it
+// learns goes into the registry (a cancel request, an adopted or forgotten
+// run), and the cancel path tells the worker. It never takes a run whose
+// live lease another master holds (it adopts only what the store has
+// active on the worker that lists it). Safe from any goroutine.
+type peers struct {
+	st  peerStore
+	reg *registry
+	// resendCancel tells a run's worker to stop it if its cancel was
+	// requested (cancel.go); notify wakes the scheduler for a changed
+	// queue; changed reports a worker's new view. None blocks.
+	resendCancel func(rr *runRec)
+	notify       func()
+	changed      func(workerID string)
+	log          zerolog.Logger
+}
+
+// peerStore is what peers reads of the store.
+type peerStore interface {
+	Task(ctx context.Context, id string) (core.Task, error)
+	CancelRequested(ctx context.Context, ids []string) (map[string]bool, error)
+}
 
 // CancelNotified delivers a cancel that another master recorded: when this
 // master holds the run's worker, the worker is told at once. A run it does
 // not hold is left to the master that does (or to the store check when the
 // worker re-adopts the run here).
-func (m *Master) CancelNotified(id string) {
-	for _, rr := range m.reg.cancelPlaced(id) {
-		m.resendCancel(rr)
+func (d *Dispatcher) CancelNotified(id string) { d.peers.cancelNotified(id) }
+
+func (p *peers) cancelNotified(id string) {
+	for _, rr := range p.reg.cancelPlaced(id) {
+		p.resendCancel(rr)
 	}
 }
 
 // loadCancels marks the runs among ids whose cancel the store records, so a
 // run re-adopted here (after a restart, or from another master) is
 // stopped, and ends CANCELLED.
-func (m *Master) loadCancels(ctx context.Context, ids []string) {
+func (p *peers) loadCancels(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	req, err := m.st.CancelRequested(ctx, ids)
+	req, err := p.st.CancelRequested(ctx, ids)
 	if err != nil {
-		m.log.Warn().Err(err).Msg("cannot read cancel requests")
+		p.log.Warn().Err(err).Msg("cannot read cancel requests")
 		return
 	}
 	if len(req) == 0 {
 		return
 	}
-	m.reg.cancelPlaced(slices.Collect(maps.Keys(req))...)
+	p.reg.cancelPlaced(slices.Collect(maps.Keys(req))...)
 }
 
 // helloFromStore prepares the registry for a worker's Hello (hello.go calls
@@ -51,15 +76,15 @@ func (m *Master) loadCancels(ctx context.Context, ids []string) {
 // listed runs the store has active on another worker (task id → that
 // worker): they are the other worker's, and the Hello handling kills them
 // here.
-func (m *Master) helloFromStore(ctx context.Context, h *pb.Hello) map[string]string {
+func (p *peers) helloFromStore(ctx context.Context, h *pb.Hello) map[string]string {
 	var foreign map[string]string
 	ids := make([]string, 0, len(h.Runs))
 	for _, ref := range h.Runs {
 		ids = append(ids, ref.TaskId)
-		if ref.Fence == 0 || m.reg.run(ref.TaskId) != nil {
+		if ref.Fence == 0 || p.reg.run(ref.TaskId) != nil {
 			continue
 		}
-		t, err := m.st.Task(ctx, ref.TaskId)
+		t, err := p.st.Task(ctx, ref.TaskId)
 		if err != nil || !t.Status.Active() {
 			continue
 		}
@@ -73,9 +98,9 @@ func (m *Master) helloFromStore(ctx context.Context, h *pb.Hello) map[string]str
 		if t.Fence != ref.Fence || t.Attempt != int(ref.Attempt) {
 			continue // not the run the store knows: the Hello handling kills it
 		}
-		m.reg.adopt(recordOf(t))
+		p.reg.adopt(recordOf(t))
 	}
-	m.loadCancels(ctx, ids)
+	p.loadCancels(ctx, ids)
 	return foreign
 }
 
@@ -91,20 +116,20 @@ func recordOf(t core.Task) *runRec {
 // master's connected workers that it has not seen, and delivers them: the
 // cross-master notification is best effort (pub/sub keeps nothing for a
 // master that was briefly disconnected), the store is not.
-func (m *Master) sweepCancels(ctx context.Context) {
-	ids := m.reg.uncancelledHeld()
+func (p *peers) sweepCancels(ctx context.Context) {
+	ids := p.reg.uncancelledHeld()
 	if len(ids) == 0 {
 		return
 	}
-	req, err := m.st.CancelRequested(ctx, ids)
+	req, err := p.st.CancelRequested(ctx, ids)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn().Err(err).Msg("cannot read cancel requests")
+			p.log.Warn().Err(err).Msg("cannot read cancel requests")
 		}
 		return
 	}
 	for id := range req {
-		m.CancelNotified(id)
+		p.cancelNotified(id)
 	}
 }
 
@@ -115,11 +140,13 @@ func (m *Master) sweepCancels(ctx context.Context) {
 // master's view of that worker does not list it for ever. A run that ended
 // at this master's claim while its worker is connected here is left to the
 // worker's own report.
-func (m *Master) RemoteTaskChanged(t core.Task) {
+func (d *Dispatcher) RemoteTaskChanged(t core.Task) { d.peers.remoteTaskChanged(t) }
+
+func (p *peers) remoteTaskChanged(t core.Task) {
 	if t.Status == core.StatusQueued {
-		m.Notify()
+		p.notify()
 	}
-	if w := m.reg.movedOn(t); w != "" {
-		m.workerChanged(w)
+	if w := p.reg.movedOn(t); w != "" {
+		p.changed(w)
 	}
 }

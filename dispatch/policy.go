@@ -79,35 +79,35 @@ type standing struct {
 // users returns every user's standing for the planner (plan.Snapshot.Users):
 // usage, what they have active, and their quota, DefaultGPUQuota for those
 // without a GPU cap of their own.
-func (m *Master) users(ctx context.Context) (map[int64]plan.User, error) {
-	c := &m.standing
+func (in *planInputs) users(ctx context.Context) (map[int64]plan.User, error) {
+	c := &in.standing
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := m.now()
+	now := in.now()
 	if c.users != nil && now.Sub(c.at) < usersTTL && !now.Before(c.at) {
 		c.lent = true
 		return c.users, nil
 	}
-	us, err := m.st.Usage(ctx, now, m.cfg.Policy.HalfLife)
+	us, err := in.st.Usage(ctx, now, in.policy.HalfLife)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[int64]plan.User, len(us))
 	for _, u := range us {
-		out[u.UserID] = m.planUser(u)
+		out[u.UserID] = in.planUser(u)
 	}
 	c.users, c.at, c.lent = out, now, true
 	return out, nil
 }
 
 // planUser is u as the planner sees it.
-func (m *Master) planUser(u store.UserUsage) plan.User {
+func (in *planInputs) planUser(u store.UserUsage) plan.User {
 	p := plan.User{Name: u.User, Usage: u.Usage, ActiveGPUs: u.ActiveGPUs, ActiveRuns: u.ActiveRuns, MaxGPUs: -1, MaxRuns: -1}
 	switch {
 	case u.Quota.GPUs != nil:
 		p.MaxGPUs = *u.Quota.GPUs
-	case m.cfg.Policy.DefaultGPUQuota > 0:
-		p.MaxGPUs = m.cfg.Policy.DefaultGPUQuota
+	case in.policy.DefaultGPUQuota > 0:
+		p.MaxGPUs = in.policy.DefaultGPUQuota
 	}
 	if u.Quota.Runs != nil {
 		p.MaxRuns = *u.Quota.Runs
@@ -124,11 +124,11 @@ type userMove struct {
 }
 
 // standingMoved applies moves to the cached standing, if any.
-func (m *Master) standingMoved(moves []userMove) {
+func (in *planInputs) standingMoved(moves []userMove) {
 	if len(moves) == 0 {
 		return
 	}
-	c := &m.standing
+	c := &in.standing
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.users == nil {
@@ -163,9 +163,9 @@ func chargeOf(t *core.Task, users map[int64]plan.User) lease.Charge {
 
 // reserveBefore is plan.Snapshot.ReserveBefore now: runs queued before it
 // may hold a worker (zero: reservations are off).
-func (m *Master) reserveBefore() time.Time {
-	if m.cfg.Policy.BackfillReserve < 0 {
+func (in *planInputs) reserveBefore() time.Time {
+	if in.policy.BackfillReserve < 0 {
 		return time.Time{}
 	}
-	return m.now().Add(-m.cfg.Policy.BackfillReserve)
+	return in.now().Add(-in.policy.BackfillReserve)
 }

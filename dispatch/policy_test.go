@@ -11,6 +11,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/lease"
 	"github.com/rlsched/rlsched/store"
 )
@@ -113,7 +114,7 @@ func TestQuotaHoldsAtTheClaim(t *testing.T) {
 	p := dial(t, h.m.Addr())
 	p.hello("w", 0, 2)
 	h.m.Notify()
-	eventually(t, "the claim is refused", func() bool { return strings.Contains(h.logs.String(), "quota") })
+	testutil.WaitFor(t, 10*time.Second, "the claim is refused", func() bool { return strings.Contains(h.logs.String(), "quota") })
 	if st := h.task(t, a1.ID).Status; st != core.StatusQueued {
 		t.Fatalf("Alice's run is %s, past a quota another master's claim holds", st)
 	}
@@ -140,7 +141,7 @@ func TestPreemption(t *testing.T) {
 		t.Fatalf("started %s, want the victim", ex.TaskId)
 	}
 	p.send(&pb.TaskStarted{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
-	eventually(t, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
+	testutil.WaitFor(t, 10*time.Second, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
 
 	urgent := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 2, Attempt: 1, MaxRetries: 1,
 		Priority: 5, TraceID: core.NewTraceID(), CreatedAt: h.clock.Now()}
@@ -170,7 +171,7 @@ func TestPreemption(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.m.Notify()
-	h.m.preemptTick(context.Background()) // what the next tick does, now
+	h.m.preempt.tick(context.Background()) // what the next tick does, now
 	_ = p.c.SetReadDeadline(time.Now().Add(1500 * time.Millisecond))
 	for {
 		m, _, err := codec.ReadFrame(p.r, codec.DefaultMaxBody, nil, p.keys.Recv)
@@ -187,22 +188,22 @@ func TestPreemption(t *testing.T) {
 // master places and ends move a copy, floored at zero, and users the
 // cache lacks are left to the next read.
 func TestStandingMovedReplacesTheMap(t *testing.T) {
-	m := &Master{}
-	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}}) // nothing cached: nothing to move
-	if m.standing.users != nil {
-		t.Fatalf("a move made a standing: %v", m.standing.users)
+	in := &planInputs{}
+	in.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}}) // nothing cached: nothing to move
+	if in.standing.users != nil {
+		t.Fatalf("a move made a standing: %v", in.standing.users)
 	}
 	given := map[int64]plan.User{1: {Name: "alice", ActiveGPUs: 1, ActiveRuns: 1}}
-	m.standing.users, m.standing.lent = given, true // as users() hands it out
-	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}, {userID: 9, gpus: 1, runs: 1}})
-	if got := m.standing.users[1]; got.ActiveGPUs != 3 || got.ActiveRuns != 2 {
+	in.standing.users, in.standing.lent = given, true // as users() hands it out
+	in.standingMoved([]userMove{{userID: 1, gpus: 2, runs: 1}, {userID: 9, gpus: 1, runs: 1}})
+	if got := in.standing.users[1]; got.ActiveGPUs != 3 || got.ActiveRuns != 2 {
 		t.Fatalf("after placing a 2-GPU run: %+v", got)
 	}
-	if given[1].ActiveGPUs != 1 || len(m.standing.users) != 1 {
-		t.Fatalf("the map handed out changed (%+v) or an unknown user was added (%v)", given[1], m.standing.users)
+	if given[1].ActiveGPUs != 1 || len(in.standing.users) != 1 {
+		t.Fatalf("the map handed out changed (%+v) or an unknown user was added (%v)", given[1], in.standing.users)
 	}
-	m.standingMoved([]userMove{{userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}})
-	if got := m.standing.users[1]; got.ActiveGPUs != 0 || got.ActiveRuns != 0 {
+	in.standingMoved([]userMove{{userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}, {userID: 1, gpus: 2, runs: -1}})
+	if got := in.standing.users[1]; got.ActiveGPUs != 0 || got.ActiveRuns != 0 {
 		t.Fatalf("more ends than runs: %+v, want 0 and 0", got)
 	}
 }

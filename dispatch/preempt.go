@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
@@ -48,164 +50,108 @@ type preemptFor struct {
 	priority int
 }
 
-// preemptTick looks for runs to preempt, once a second from the
-// scheduler's loop, and only while this master's workers run preemptible
-// runs (so it costs nothing otherwise). It plans the queue's first page as
-// a pass would and preempts for the runs that would not start.
-func (m *Master) preemptTick(ctx context.Context) {
-	if m.cfg.Policy.PreemptCooldown < 0 || !m.reg.anyPreemptible() {
+// preempter is preemption's component. It keeps no state of its own: the
+// mark of a victim lives on its run (runRec.preempt), set through the
+// registry (markPreempt), and the victim's end is recorded by the reports'
+// path (preemptFromReport). It never preempts a run this master did not
+// place (only those have a runPolicy) and never blocks on a worker: the
+// CancelTask is queued on the session. tick runs on the scheduler's
+// goroutine only.
+type preempter struct {
+	queue    queueReader
+	inputs   *planInputs
+	reg      *registry
+	cooldown time.Duration // Policy.PreemptCooldown; < 0: off
+	now      func() time.Time
+	log      zerolog.Logger
+}
+
+// queueReader is what preemption reads of the store.
+type queueReader interface {
+	QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
+}
+
+// tick looks for runs to preempt, once a second from the scheduler's loop,
+// and only while this master's workers run preemptible runs (so it costs
+// nothing otherwise). It plans the queue's first page as a pass would and
+// preempts for the runs that would not start.
+func (p *preempter) tick(ctx context.Context) {
+	if p.cooldown < 0 || !p.reg.anyPreemptible() {
 		return
 	}
-	tasks, err := m.st.QueuedTasks(ctx, plan.Batch)
+	tasks, err := p.queue.QueuedTasks(ctx, plan.Batch)
 	if err != nil || len(tasks) == 0 {
 		return
 	}
-	snap := m.reg.snapshot(tasks)
-	if snap.Sweeps, err = m.sweepLimits(ctx, tasks); err != nil {
+	snap, err := p.inputs.snapshot(ctx, tasks)
+	if err != nil {
 		return
 	}
-	if snap.Users, err = m.users(ctx); err != nil {
-		return
-	}
-	snap.ReserveBefore = m.reserveBefore()
-	m.preempt(tasks, plan.Place(snap, tasks), snap)
+	p.preempt(tasks, plan.Place(snap, tasks), snap)
 }
 
 // preempt chooses and stops victims for the runs of page that did not
 // start (placed), as the plan's snapshot snap saw the quotas and sweeps.
-func (m *Master) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
-	if m.cfg.Policy.PreemptCooldown < 0 {
-		return // preemption off
-	}
-	started := make(map[string]bool, len(placed))
-	for _, p := range placed {
-		started[p.Task.ID] = true
-	}
-	var waiting []*core.Task
-	for i := range page {
-		t := &page[i]
-		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || heldBack(t, snap) {
-			continue
-		}
-		waiting = append(waiting, t)
-	}
+func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
+	waiting := waitingForGPUs(page, placed, snap)
 	if len(waiting) == 0 {
 		return
 	}
-	nodes, recs := m.reg.preemptNodes()
+	nodes, recs := p.reg.preemptNodes()
 	if len(nodes) == 0 {
 		return
 	}
 	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: maxPreemptionsPerPass,
-		CooldownSince: m.now().Add(-m.cfg.Policy.PreemptCooldown)})
-	for _, p := range ps {
-		for _, id := range p.Victims {
+		CooldownSince: p.now().Add(-p.cooldown)})
+	for _, pr := range ps {
+		for _, id := range pr.Victims {
 			rr := recs[id]
-			if rr == nil || !m.reg.markPreempt(rr, preemptFor{by: p.For.ID, priority: p.For.Priority}) {
+			if rr == nil || !p.reg.markPreempt(rr, preemptFor{by: pr.For.ID, priority: pr.For.Priority}) {
 				continue
 			}
-			m.sendPreempt(rr)
+			p.send(rr)
 		}
 	}
 }
 
-// heldBack reports whether t waits for its quota or its sweep's cap, which
-// no preemption would lift.
-func heldBack(t *core.Task, snap plan.Snapshot) bool {
-	if u, ok := snap.Users[t.UserID]; ok {
-		if (u.MaxGPUs >= 0 && u.ActiveGPUs+t.GPUs > u.MaxGPUs) || (u.MaxRuns >= 0 && u.ActiveRuns+1 > u.MaxRuns) {
-			return true
+// waitingForGPUs are the GPU runs of page that placed did not start and
+// that only GPUs hold back: not in flight, and not waiting for their
+// owner's quota or their sweep's cap (plan.Held, the planner's own gates),
+// which no preemption would lift.
+func waitingForGPUs(page []core.Task, placed []plan.Placement, snap plan.Snapshot) []*core.Task {
+	started := make(map[string]bool, len(placed))
+	for _, p := range placed {
+		started[p.Task.ID] = true
+	}
+	held := plan.Held(snap, page, placed)
+	var waiting []*core.Task
+	for i := range page {
+		t := &page[i]
+		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || held[t.ID] {
+			continue
 		}
+		waiting = append(waiting, t)
 	}
-	if l, ok := snap.Sweeps[t.SweepID]; ok && t.SweepID != "" && l.Active >= l.MaxParallel {
-		return true
-	}
-	return false
+	return waiting
 }
 
-// sendPreempt tells rr's worker to stop it with its grace.
-func (m *Master) sendPreempt(rr *runRec) {
+// send tells rr's worker to stop it with its grace.
+func (p *preempter) send(rr *runRec) {
 	mark := rr.preempt.Load()
-	sess := m.reg.session(rr)
+	sess := p.reg.session(rr)
 	if mark == nil || rr.pol == nil || sess == nil {
 		return
 	}
 	reason := fmt.Sprintf("preempted by %s (priority %d)", mark.by, mark.priority)
 	if err := sess.send(&pb.CancelTask{TaskId: rr.taskID, Attempt: int32(rr.attempt), Fence: rr.fence.Load(),
 		Reason: reason, GraceMs: rr.pol.grace.Milliseconds()}); err != nil {
-		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot send the preemption")
+		p.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot send the preemption")
 		return
 	}
-	m.log.Info().Str("task", rr.taskID).Str("for", mark.by).Dur("grace", rr.pol.grace).Msg("run preempted")
+	p.log.Info().Str("task", rr.taskID).Str("for", mark.by).Dur("grace", rr.pol.grace).Msg("run preempted")
 }
 
 // preemptFromReport records the end of a preempted run: QUEUED again.
 func preemptFromReport(t *core.Task, mark *preemptFor, now time.Time) error {
 	return t.Preempt(fmt.Sprintf("preempted by %s (priority %d)", mark.by, mark.priority), now)
-}
-
-// preemptNodes is every connected, undrained worker as plan.Preempt sees
-// it: its free GPUs (those of runs already being preempted count as free:
-// they are freeing) and its runs this master knows (their view), with the
-// runs by id.
-func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var nodes []plan.Node
-	recs := map[string]*runRec{}
-	for _, w := range r.workers {
-		if !w.connectedLocked() || w.draining {
-			continue
-		}
-		n := plan.Node{ID: w.id, FreeGPUs: len(w.freeLocked().FreeGPUs)}
-		for _, rr := range w.runs {
-			if rr.preempt.Load() != nil {
-				n.FreeGPUs += len(rr.gpus)
-				continue
-			}
-			if rr.pol == nil || rr.fence.Load() == 0 || !rr.pol.preemptible {
-				continue
-			}
-			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), Priority: rr.pol.priority, Preemptible: true,
-				StartedAt: rr.pol.placedAt, PreemptedAt: rr.pol.preemptedAt}
-			n.Runs = append(n.Runs, a)
-			recs[rr.taskID] = rr
-		}
-		nodes = append(nodes, n)
-	}
-	return nodes, recs
-}
-
-// markPreempt marks rr as preempted for mark, unless it is marked already
-// or no longer placed; it reports whether it marked it.
-func (r *registry) markPreempt(rr *runRec, mark preemptFor) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.runs[rr.taskID] != rr {
-		return false
-	}
-	return rr.preempt.CompareAndSwap(nil, &mark)
-}
-
-// anyPreemptible reports whether a run on a connected worker is
-// preemptible and not being preempted already.
-func (r *registry) anyPreemptible() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rr := range r.runs {
-		if rr.pol != nil && rr.pol.preemptible && rr.preempt.Load() == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// session is the session of rr's worker (nil: not connected).
-func (r *registry) session(rr *runRec) *session {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w := r.workers[rr.workerID]; w != nil && w.connectedLocked() {
-		return w.sess
-	}
-	return nil
 }

@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
-	"github.com/rlsched/rlsched/internal/backoff"
 )
 
 var errNoSession = errors.New("worker not connected")
-
-const helloTimeout = 10 * time.Second
 
 // forgetEvery is how often DOWN workers past Config.ForgetAfter are dropped.
 const forgetEvery = time.Minute
@@ -20,73 +17,66 @@ const forgetEvery = time.Minute
 // reapLoop turns expired leases into LOST runs, closes sessions that
 // stopped heartbeating, and about once a lease TTL gives a lease back to
 // the active runs that have none (reconcile.go).
-func (m *Master) reapLoop(ctx context.Context, nextReconcile time.Time) {
-	tick := time.NewTicker(m.cfg.ReapInterval)
+func (d *Dispatcher) reapLoop(ctx context.Context, nextReconcile time.Time) {
+	tick := time.NewTicker(d.cfg.ReapInterval)
 	defer tick.Stop()
-	lastSweep, lastForget := m.now(), m.now()
+	lastSweep, lastForget := d.now(), d.now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		m.reapOnce(ctx)
-		m.retryLost(ctx)
+		d.reapOnce(ctx)
+		d.retryLost(ctx)
 		// Only with several masters (OnCancel set) can a request be in the
 		// store and not in this master's memory while it runs.
-		if m.cfg.OnCancel != nil && m.now().Sub(lastSweep) >= m.cfg.HeartbeatInterval {
-			lastSweep = m.now()
-			m.sweepCancels(ctx)
+		if d.cfg.OnCancel != nil && d.now().Sub(lastSweep) >= d.cfg.HeartbeatInterval {
+			lastSweep = d.now()
+			d.peers.sweepCancels(ctx)
 		}
-		if !m.now().Before(nextReconcile) {
-			m.reconcile(ctx)
-			nextReconcile = m.now().Add(m.reconcilePeriod())
+		if !d.now().Before(nextReconcile) {
+			d.reconcile(ctx)
+			nextReconcile = d.now().Add(d.reconcilePeriod())
 		}
-		if m.now().Sub(lastForget) >= forgetEvery { // a pass over every worker: not each reap
-			lastForget = m.now()
-			m.forgetDown()
+		if d.now().Sub(lastForget) >= forgetEvery { // a pass over every worker: not each reap
+			lastForget = d.now()
+			d.forgetDown()
 		}
 	}
 }
 
-func (m *Master) reapOnce(ctx context.Context) {
+func (d *Dispatcher) reapOnce(ctx context.Context) {
 	for {
-		expired, err := m.ls.Reap(ctx, 1000)
+		expired, err := d.ls.Reap(ctx, 1000)
 		if err != nil {
 			if ctx.Err() == nil {
-				m.log.Error().Err(err).Msg("cannot reap leases")
+				d.log.Error().Err(err).Msg("cannot reap leases")
 			}
 			break
 		}
 		for _, l := range expired {
-			m.reg.expired(l.TaskID, l.Fence)
-			m.logs.Forget(l.TaskID)
-			m.workerChanged(l.WorkerID)
-			m.lost(ctx, l.TaskID, l.Fence, fmt.Sprintf("lease of worker %s expired", l.WorkerID))
+			d.reg.expired(l.TaskID, l.Fence)
+			d.logs.Forget(l.TaskID)
+			d.workerChanged(l.WorkerID)
+			d.lost(ctx, l.TaskID, l.Fence, fmt.Sprintf("lease of worker %s expired", l.WorkerID))
 		}
 		if len(expired) < 1000 {
 			break
 		}
 	}
-	now := m.now()
-	for _, s := range m.reg.silent(now, m.cfg.HeartbeatTTL) {
-		m.log.Warn().Str("worker", s.workerID).Msg("closing a session silent for longer than the heartbeat TTL")
+	now := d.now()
+	for _, s := range d.reg.silent(now, d.cfg.HeartbeatTTL) {
+		d.log.Warn().Str("worker", s.workerID).Msg("closing a session silent for longer than the heartbeat TTL")
 		s.closeFor("silent for longer than the heartbeat TTL")
 	}
-	m.pending.Range(func(k, v any) bool {
-		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
-			m.pending.Delete(k)
-			m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
-			_ = cc.c.Close()
-		}
-		return true
-	})
+	d.srv.closeLateHellos(now)
 }
 
 // runGone ends a placed run that its worker no longer has.
-func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
-	m.release(ctx, rr)
-	m.lost(ctx, rr.taskID, rr.fence.Load(), reason)
+func (d *Dispatcher) runGone(ctx context.Context, rr *runRec, reason string) {
+	d.release(ctx, rr)
+	d.lost(ctx, rr.taskID, rr.fence.Load(), reason)
 }
 
 // lost marks an active run LOST, then requeues it with attempt + 1 while
@@ -98,28 +88,28 @@ func (m *Master) runGone(ctx context.Context, rr *runRec, reason string) {
 // answers that the run is no longer that claim (another fence: requeued or
 // ended by someone else), else the run stayed RUNNING on a worker that
 // does not run it, for good (issue 11, TestChaosLostDuringStoreOutage).
-func (m *Master) lost(ctx context.Context, id string, fence uint64, reason string) {
-	cancelled := m.reg.takeCancel(id)
-	if err := m.recordLost(ctx, id, fence, reason, cancelled); undecided(err) {
-		m.lostLater(id, fence, reason, cancelled, err)
+func (d *Dispatcher) lost(ctx context.Context, id string, fence uint64, reason string) {
+	cancelled := d.reg.takeCancel(id)
+	if err := d.recordLost(ctx, id, fence, reason, cancelled); undecided(err) {
+		d.lostLater(id, fence, reason, cancelled, err)
 	}
 }
 
 // recordLost is one try of lost's writes. It returns the error that left
 // them unfinished, or nil once they are done or there is nothing to do.
-func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason string, cancelled bool) error {
+func (d *Dispatcher) recordLost(ctx context.Context, id string, fence uint64, reason string, cancelled bool) error {
 	if !cancelled {
 		// The request may have gone to another master, or before a restart.
-		req, err := m.st.CancelRequested(ctx, []string{id})
+		req, err := d.st.CancelRequested(ctx, []string{id})
 		cancelled = err == nil && req[id]
 	}
 	var wasLost bool
-	err := m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
+	err := d.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
 		if t.Status != core.StatusLost && !t.Status.Active() {
 			return false // ended or requeued meanwhile
 		}
 		if cancelled {
-			return t.Cancel("cancelled; "+reason, m.now()) == nil
+			return t.Cancel("cancelled; "+reason, d.now()) == nil
 		}
 		if t.Status == core.StatusLost {
 			wasLost = true // an earlier try wrote LOST, not the requeue
@@ -130,19 +120,19 @@ func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason
 	})
 	if err != nil || !wasLost {
 		if err != nil && !errors.Is(err, core.ErrNotFound) && !errors.Is(err, core.ErrFenced) {
-			m.log.Warn().Str("task", id).Err(err).Msg("cannot mark run LOST")
+			d.log.Warn().Str("task", id).Err(err).Msg("cannot mark run LOST")
 		}
 		return err
 	}
 	var requeued, moved bool
-	err = m.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
+	err = d.updateTask(ctx, nil, id, fence, func(t *core.Task) bool {
 		var err error
-		requeued, err = t.Requeue(reason, m.now())
+		requeued, err = t.Requeue(reason, d.now())
 		moved = err == nil
 		return moved
 	})
 	if err != nil {
-		m.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")
+		d.log.Warn().Str("task", id).Err(err).Msg("cannot requeue a lost run")
 		return err
 	}
 	if !moved {
@@ -152,64 +142,25 @@ func (m *Master) recordLost(ctx context.Context, id string, fence uint64, reason
 	// another master may have restored it between the reap (or release)
 	// and this write; left there, it would hold up the next attempt's
 	// claim for a whole hold.
-	_ = m.ls.Release(ctx, id, fence)
-	m.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
-	m.Notify()
+	_ = d.ls.Release(ctx, id, fence)
+	d.log.Warn().Str("task", id).Str("reason", reason).Bool("requeued", requeued).Msg("run lost")
+	d.Notify()
 	return nil
 }
 
-// lostRetry is a run found lost whose LOST or requeue write is still to
-// land (Master.lost).
-type lostRetry struct {
-	fence     uint64
-	reason    string
-	cancelled bool
-	bo        backoff.Backoff
-	next      time.Time
-}
-
 // lostLater queues a run for retryLost.
-func (m *Master) lostLater(id string, fence uint64, reason string, cancelled bool, err error) {
-	m.lostMu.Lock()
-	defer m.lostMu.Unlock()
-	if r := m.lostRetries[id]; r != nil && r.fence >= fence {
-		return // already queued (or a newer claim is)
+func (d *Dispatcher) lostLater(id string, fence uint64, reason string, cancelled bool, err error) {
+	if d.retrying.add(id, fence, reason, cancelled, d.now()) {
+		d.log.Warn().Str("task", id).Uint64("fence", fence).Err(err).Msg("the store did not record a lost run; retrying until it does")
 	}
-	r := &lostRetry{fence: fence, reason: reason, cancelled: cancelled, bo: backoff.Backoff{Max: lostRetryMax}}
-	r.next = m.now().Add(r.bo.Delay())
-	m.lostRetries[id] = r
-	m.log.Warn().Str("task", id).Uint64("fence", fence).Err(err).Msg("the store did not record a lost run; retrying until it does")
 }
-
-// lostRetryMax bounds the pause between two tries of a lost run's writes:
-// once the store is back, the run is requeued within it.
-const lostRetryMax = 5 * time.Second
 
 // retryLost tries again the due writes of lost runs. On the reaper.
-func (m *Master) retryLost(ctx context.Context) {
-	now := m.now()
-	type due struct {
-		id string
-		r  *lostRetry
-	}
-	var todo []due
-	m.lostMu.Lock()
-	for id, r := range m.lostRetries {
-		if !now.Before(r.next) {
-			todo = append(todo, due{id, r})
-		}
-	}
-	m.lostMu.Unlock()
-	for _, d := range todo {
+func (d *Dispatcher) retryLost(ctx context.Context) {
+	for _, due := range d.retrying.due(d.now()) {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := m.recordLost(rctx, d.id, d.r.fence, d.r.reason, d.r.cancelled)
+		err := d.recordLost(rctx, due.id, due.r.fence, due.r.reason, due.r.cancelled)
 		cancel()
-		m.lostMu.Lock()
-		if undecided(err) && ctx.Err() == nil {
-			d.r.next = m.now().Add(d.r.bo.Delay())
-		} else if m.lostRetries[d.id] == d.r {
-			delete(m.lostRetries, d.id)
-		}
-		m.lostMu.Unlock()
+		d.retrying.tried(due, undecided(err) && ctx.Err() == nil, d.now)
 	}
 }

@@ -13,8 +13,8 @@ const reconcileJitter = 0.25
 
 // reconcilePeriod is the pause before the next reconciliation: one lease
 // TTL, ±25%.
-func (m *Master) reconcilePeriod() time.Duration {
-	b := backoff.Backoff{Min: m.cfg.LeaseTTL, Max: m.cfg.LeaseTTL, Jitter: reconcileJitter}
+func (d *Dispatcher) reconcilePeriod() time.Duration {
+	b := backoff.Backoff{Min: d.cfg.LeaseTTL, Max: d.cfg.LeaseTTL, Jitter: reconcileJitter}
 	return b.Delay()
 }
 
@@ -27,7 +27,7 @@ func (m *Master) reconcilePeriod() time.Duration {
 // Such a run has no lease and no session of this master holds it. It is
 // what a master leaves behind when it dies after it released or reaped a
 // run's lease and before the store took the run's LOST and requeue
-// writes (the store was down: Master.lost keeps the retries only in
+// writes (the store was down: Dispatcher.lost keeps the retries only in
 // memory), while another master lives on and never runs its startup
 // recovery again (docs/reliability.md, "Reconciliation").
 //
@@ -35,11 +35,11 @@ func (m *Master) reconcilePeriod() time.Duration {
 // active run. Runs this master holds with a connected worker, and those
 // whose lost writes it is retrying, are left alone; a run with a live
 // lease is never touched.
-func (m *Master) reconcile(ctx context.Context) {
-	active, err := m.st.ActiveTasks(ctx)
+func (d *Dispatcher) reconcile(ctx context.Context) {
+	active, err := d.st.ActiveTasks(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn().Err(err).Msg("reconciliation: cannot read active runs")
+			d.log.Warn().Err(err).Msg("reconciliation: cannot read active runs")
 		}
 		return
 	}
@@ -47,17 +47,17 @@ func (m *Master) reconcile(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if m.reg.heldLive(t.ID, t.Fence) || m.lostPending(t.ID) {
+		if d.reg.heldLive(t.ID, t.Fence) || d.retrying.pending(t.ID) {
 			continue
 		}
-		if _, ok, err := m.ls.Get(ctx, t.ID); err != nil {
-			m.log.Warn().Err(err).Str("task", t.ID).Msg("reconciliation: cannot read a lease")
+		if _, ok, err := d.ls.Get(ctx, t.ID); err != nil {
+			d.log.Warn().Err(err).Str("task", t.ID).Msg("reconciliation: cannot read a lease")
 			return
 		} else if ok {
 			continue // its worker renews it, or the reaper will find it expired
 		}
 		if t.Worker == "" || t.Fence == 0 { // as at startup (recover)
-			m.lost(ctx, t.ID, t.Fence, "active run without a worker")
+			d.lost(ctx, t.ID, t.Fence, "active run without a worker")
 			continue
 		}
 		// No live lease may mean one that expired since the last reap:
@@ -65,26 +65,19 @@ func (m *Master) reconcile(ctx context.Context) {
 		// putting off the run's loss by a hold, or for good on a clock that
 		// stands still. Reap first; a run found lost there is requeued, and
 		// the re-read below gives back the lease restored for it.
-		m.reapOnce(ctx)
-		if err := m.restoreLease(ctx, t); err != nil {
-			m.log.Warn().Err(err).Str("task", t.ID).Msg("reconciliation: cannot restore a lease")
+		d.reapOnce(ctx)
+		if err := d.restoreLease(ctx, t); err != nil {
+			d.log.Warn().Err(err).Str("task", t.ID).Msg("reconciliation: cannot restore a lease")
 			continue
 		}
 		// The run may have moved on since ActiveTasks read it (requeued by
 		// a master's late write): a lease left at the old fence would hold
 		// up the claim of its next attempt for a whole hold.
-		if now, err := m.st.Task(ctx, t.ID); err == nil && (!now.Status.Active() || now.Fence != t.Fence) {
-			_ = m.ls.Release(ctx, t.ID, t.Fence)
+		if now, err := d.st.Task(ctx, t.ID); err == nil && (!now.Status.Active() || now.Fence != t.Fence) {
+			_ = d.ls.Release(ctx, t.ID, t.Fence)
 			continue
 		}
-		m.log.Warn().Str("task", t.ID).Str("worker", t.Worker).Uint64("fence", t.Fence).
+		d.log.Warn().Str("task", t.ID).Str("worker", t.Worker).Uint64("fence", t.Fence).
 			Msg("reconciliation: an active run had no lease; restored it for one hold, then it is lost unless its worker renews it")
 	}
-}
-
-// lostPending reports whether id's lost writes are queued for retryLost.
-func (m *Master) lostPending(id string) bool {
-	m.lostMu.Lock()
-	defer m.lostMu.Unlock()
-	return m.lostRetries[id] != nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -78,7 +79,7 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	}
 
 	h.clock.Advance(reconcileTTL) // past 1.25 TTL: the period ended
-	eventually(t, "the orphan's lease restored", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the orphan's lease restored", func() bool {
 		l, ok, err := h.m.ls.Get(ctx, orphan.ID)
 		return err == nil && ok && l.Fence == orphan.Fence
 	})
@@ -87,7 +88,7 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	}
 
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
-	eventually(t, "orphan requeued", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "orphan requeued", func() bool {
 		got := h.task(t, orphan.ID)
 		return got.Status == core.StatusQueued && got.Attempt == 2
 	})
@@ -123,7 +124,7 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	h.m.reconcile(ctx)
 	m2.reconcile(ctx)
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
-	eventually(t, "orphan requeued", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "orphan requeued", func() bool {
 		got := h.task(t, orphan.ID)
 		return got.Status == core.StatusQueued && got.Attempt == 2
 	})
@@ -131,7 +132,7 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	// Not through the lease (whose reap goes to one master): both at once.
 	both := activeRun(t, h, "w-gone", 1001)
 	var wg sync.WaitGroup
-	for _, m := range []*Master{h.m, m2} {
+	for _, m := range []*Dispatcher{h.m, m2} {
 		wg.Add(1)
 		go func() { defer wg.Done(); m.lost(ctx, both.ID, both.Fence, "test: both masters") }()
 	}

@@ -20,25 +20,25 @@ import (
 // live lease alone (ErrLeaseHeld; the same worker and fence is merely
 // renewed), so this never takes a run from the master that holds it. The
 // registry keeps such runs, so that their workers can move here.
-func (m *Master) recover(ctx context.Context) error {
-	active, err := m.rebuildLeases(ctx)
+func (d *Dispatcher) recover(ctx context.Context) error {
+	active, err := d.rebuildLeases(ctx)
 	if err != nil {
 		return err
 	}
 	for _, t := range active {
 		if t.Worker == "" || t.Fence == 0 {
-			m.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
+			d.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
 			continue
 		}
-		m.reg.adopt(recordOf(t))
+		d.reg.adopt(recordOf(t))
 	}
 	ids := make([]string, len(active))
 	for i, t := range active {
 		ids[i] = t.ID
 	}
-	m.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
+	d.peers.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
 	if len(active) > 0 {
-		m.log.Info().Int("runs", len(active)).Msg("waiting for workers to re-adopt active runs")
+		d.log.Info().Int("runs", len(active)).Msg("waiting for workers to re-adopt active runs")
 	}
 	return nil
 }
@@ -49,24 +49,24 @@ func (m *Master) recover(ctx context.Context) error {
 // returns the active runs. Used at start, and when the backend lost its
 // state (Redis restarted empty or flushed): then every master does it, and
 // Restore makes their work idempotent.
-func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
-	max, err := m.st.MaxFence(ctx)
+func (d *Dispatcher) rebuildLeases(ctx context.Context) ([]core.Task, error) {
+	max, err := d.st.MaxFence(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the highest fence: %w", err)
 	}
-	if err := m.ls.EnsureFenceAbove(ctx, max); err != nil {
+	if err := d.ls.EnsureFenceAbove(ctx, max); err != nil {
 		return nil, fmt.Errorf("cannot raise the fencing counter: %w", err)
 	}
-	active, err := m.st.ActiveTasks(ctx)
+	active, err := d.st.ActiveTasks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read active runs: %w", err)
 	}
 	for _, t := range active {
-		if err := m.restoreLease(ctx, t); err != nil {
+		if err := d.restoreLease(ctx, t); err != nil {
 			return nil, err
 		}
 	}
-	if err := m.ls.MarkReady(ctx); err != nil {
+	if err := d.ls.MarkReady(ctx); err != nil {
 		return nil, err
 	}
 	return active, nil
@@ -77,11 +77,11 @@ func (m *Master) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 // its worker renews it, else the reaper finds it expired and the run is
 // lost. A run without a worker or fence has no lease to restore (recover
 // and reconcile call it lost).
-func (m *Master) restoreLease(ctx context.Context, t core.Task) error {
+func (d *Dispatcher) restoreLease(ctx context.Context, t core.Task) error {
 	if t.Worker == "" || t.Fence == 0 {
 		return nil
 	}
-	err := m.ls.Restore(ctx, t.ID, t.Worker, t.Fence, m.leaseHold())
+	err := d.ls.Restore(ctx, t.ID, t.Worker, t.Fence, d.leaseHold())
 	if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
 		return fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
 	}
@@ -94,7 +94,7 @@ func (m *Master) restoreLease(ctx context.Context, t core.Task) error {
 // lease lost (which would stop a healthy run) or failing the placement.
 type resetGuard struct {
 	lease.Leases
-	m *Master
+	d *Dispatcher
 
 	mu    sync.Mutex
 	fixed time.Time // when the last rebuild finished
@@ -108,15 +108,15 @@ func (g *resetGuard) rebuild(ctx context.Context, seen time.Time) error {
 	if g.fixed.After(seen) {
 		return nil
 	}
-	m := g.m
-	m.log.Warn().Msg("the lease backend lost its state (Redis restarted empty or flushed): rebuilding it from the store")
-	active, err := m.rebuildLeases(ctx)
+	d := g.d
+	d.log.Warn().Msg("the lease backend lost its state (Redis restarted empty or flushed): rebuilding it from the store")
+	active, err := d.rebuildLeases(ctx)
 	if err != nil {
-		m.log.Error().Err(err).Msg("cannot rebuild the lease state")
+		d.log.Error().Err(err).Msg("cannot rebuild the lease state")
 		return err
 	}
 	g.fixed = time.Now()
-	m.log.Info().Int("runs", len(active)).Msg("lease state rebuilt")
+	d.log.Info().Int("runs", len(active)).Msg("lease state rebuilt")
 	return nil
 }
 

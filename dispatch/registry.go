@@ -64,7 +64,7 @@ type runRec struct {
 	// (nil: unknown, read it); see view.go.
 	view atomic.Pointer[core.Task]
 	// starting is closed when the run's TaskStarted has been recorded; nil
-	// when none is in flight (see Master.startPending).
+	// when none is in flight (see Dispatcher.startPending).
 	starting atomic.Pointer[startGate]
 	// restore is the files this attempt may be sent, by path (artifacts.go);
 	// nil until listed.
@@ -756,4 +756,70 @@ func (r *registry) gpuUUIDs(id string, indices []int) []string {
 		}
 	}
 	return out
+}
+
+// preemptNodes is every connected, undrained worker as plan.Preempt sees
+// it: its free GPUs (those of runs already being preempted count as free:
+// they are freeing) and its runs this master knows (their view), with the
+// runs by id.
+func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var nodes []plan.Node
+	recs := map[string]*runRec{}
+	for _, w := range r.workers {
+		if !w.connectedLocked() || w.draining {
+			continue
+		}
+		n := plan.Node{ID: w.id, FreeGPUs: len(w.freeLocked().FreeGPUs)}
+		for _, rr := range w.runs {
+			if rr.preempt.Load() != nil {
+				n.FreeGPUs += len(rr.gpus)
+				continue
+			}
+			if rr.pol == nil || rr.fence.Load() == 0 || !rr.pol.preemptible {
+				continue
+			}
+			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), Priority: rr.pol.priority, Preemptible: true,
+				StartedAt: rr.pol.placedAt, PreemptedAt: rr.pol.preemptedAt}
+			n.Runs = append(n.Runs, a)
+			recs[rr.taskID] = rr
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, recs
+}
+
+// markPreempt marks rr as preempted for mark, unless it is marked already
+// or no longer placed; it reports whether it marked it.
+func (r *registry) markPreempt(rr *runRec, mark preemptFor) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[rr.taskID] != rr {
+		return false
+	}
+	return rr.preempt.CompareAndSwap(nil, &mark)
+}
+
+// anyPreemptible reports whether a run on a connected worker is
+// preemptible and not being preempted already.
+func (r *registry) anyPreemptible() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rr := range r.runs {
+		if rr.pol != nil && rr.pol.preemptible && rr.preempt.Load() == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// session is the session of rr's worker (nil: not connected).
+func (r *registry) session(rr *runRec) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[rr.workerID]; w != nil && w.connectedLocked() {
+		return w.sess
+	}
+	return nil
 }

@@ -26,13 +26,13 @@ import (
 // context, the renewal list and the ack are the shard's or the session's,
 // reused (they are only touched on that goroutine), and the worker's
 // presence is refreshed only every half presence TTL (see touchPresence).
-func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
+func (d *Dispatcher) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	if sess.closed.Load() {
 		return // replaced, refused or gone
 	}
-	m.cfg.Metrics.Heartbeat()
-	ctx := sess.shard.callCtx(m.ctx)
-	now := m.now()
+	d.cfg.Metrics.Heartbeat()
+	ctx := sess.shard.callCtx(d.ctx)
+	now := d.now()
 	sess.lastHeartbeat.Store(now.UnixNano())
 	renew := sess.renew[:0]
 	var lost, other []string
@@ -46,7 +46,7 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 	if len(other) > 0 {
 		// A run whose end is recorded is not lost: the worker had not seen
 		// the TaskFinishedAck when it sent the heartbeat.
-		ended := m.reg.endedLately(other)
+		ended := d.reg.endedLately(other)
 		for _, id := range other {
 			if !ended[id] {
 				lost = append(lost, id)
@@ -54,7 +54,7 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 		}
 	}
 	if len(renew) > 0 {
-		for i, err := range m.ls.Renew(ctx, renew, m.leaseHold()) {
+		for i, err := range d.ls.Renew(ctx, renew, d.leaseHold()) {
 			switch {
 			case err == nil:
 			case errors.Is(err, core.ErrLeaseLost):
@@ -63,16 +63,16 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 				// A slow or restarting lease backend is not a lost lease:
 				// the next heartbeat renews it. Killing the run here would
 				// throw away work and its pending report.
-				m.log.Warn().Str("worker", sess.workerID).Str("task", renew[i].TaskID).Err(err).Msg("cannot renew a run's lease now; retrying at the next heartbeat")
+				d.log.Warn().Str("worker", sess.workerID).Str("task", renew[i].TaskID).Err(err).Msg("cannot renew a run's lease now; retrying at the next heartbeat")
 			}
 		}
 	}
 	clear(renew) // no task ids kept alive by the scratch slice
 	sess.renew = renew[:0]
-	m.touchPresence(ctx, sess, now)
-	m.observeGPUs(sess)
+	d.touchPresence(ctx, sess, now)
+	d.gpus.observe(sess)
 	if len(lost) > 0 {
-		m.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
+		d.log.Warn().Str("worker", sess.workerID).Strs("tasks", lost).Msg("heartbeat names runs whose lease is gone; worker told to stop them")
 	}
 	ack := &sess.ack
 	ack.Seq, ack.LostTaskIds = hb.Seq, lost
@@ -84,19 +84,19 @@ func (m *Master) onHeartbeat(sess *session, hb *pb.Heartbeat) {
 // the half of it during which touchPresence skips refreshing, so presence
 // never ends sooner after a worker's last heartbeat than with a refresh at
 // every heartbeat.
-func (m *Master) presenceTTL() time.Duration {
-	return m.cfg.HeartbeatTTL + m.cfg.HeartbeatTTL/2
+func (d *Dispatcher) presenceTTL() time.Duration {
+	return d.cfg.HeartbeatTTL + d.cfg.HeartbeatTTL/2
 }
 
 // touchPresence refreshes the worker's presence when its last refresh is
 // half a heartbeat TTL old: with the default TTL of three intervals that
 // is every other heartbeat, and one lease-backend call (a Redis round trip)
 // saved in two. Only on the session's shard goroutine.
-func (m *Master) touchPresence(ctx context.Context, sess *session, now time.Time) {
-	if sess.touched != 0 && now.UnixNano()-sess.touched < int64(m.cfg.HeartbeatTTL/2) {
+func (d *Dispatcher) touchPresence(ctx context.Context, sess *session, now time.Time) {
+	if sess.touched != 0 && now.UnixNano()-sess.touched < int64(d.cfg.HeartbeatTTL/2) {
 		return
 	}
-	if err := m.ls.Touch(ctx, sess.workerID, m.cfg.MasterID, m.presenceTTL()); err == nil {
+	if err := d.ls.Touch(ctx, sess.workerID, d.cfg.MasterID, d.presenceTTL()); err == nil {
 		sess.touched = now.UnixNano()
 	}
 }
@@ -131,22 +131,22 @@ func (g *startGate) supersede() {
 // shard) can wait for it or supersede it: both would otherwise swap from
 // DISPATCHED, and the loser read the run and swap again. onStarted opens
 // the gate; nil when the report is stale.
-func (m *Master) startPending(sess *session, ts *pb.TaskStarted) *startGate {
+func (d *Dispatcher) startPending(sess *session, ts *pb.TaskStarted) *startGate {
 	rr := sess.run(ts.TaskId)
 	if !rr.reports(sess.workerID, ts.Attempt, ts.Fence) {
 		return nil
 	}
-	g := &startGate{done: make(chan struct{}), at: m.now()}
+	g := &startGate{done: make(chan struct{}), at: d.now()}
 	if ts.StartedUnixMs != 0 && !sess.skewed {
 		g.at = time.UnixMilli(ts.StartedUnixMs)
 	}
-	g.ctx, g.cancel = context.WithTimeout(m.ctx, 10*time.Second)
+	g.ctx, g.cancel = context.WithTimeout(d.ctx, 10*time.Second)
 	rr.starting.Store(g)
 	return g
 }
 
 // startDone opens a gate from startPending.
-func (m *Master) startDone(sess *session, id string, g *startGate) {
+func (d *Dispatcher) startDone(sess *session, id string, g *startGate) {
 	if g == nil {
 		return
 	}
@@ -157,21 +157,21 @@ func (m *Master) startDone(sess *session, id string, g *startGate) {
 	close(g.done)
 }
 
-func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
-	defer m.startDone(sess, ts.TaskId, gate)
-	rr := m.reg.reported(sess, ts.TaskId, ts.Attempt, ts.Fence)
+func (d *Dispatcher) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
+	defer d.startDone(sess, ts.TaskId, gate)
+	rr := d.reg.reported(sess, ts.TaskId, ts.Attempt, ts.Fence)
 	if rr == nil || gate == nil {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
+		d.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
 		return
 	}
 	at := gate.at
-	err := m.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
+	err := d.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
 	switch {
 	case err == nil:
 	case gate.superseded.Load() && errors.Is(err, context.Canceled):
-		m.log.Debug().Str("task", ts.TaskId).Msg("start superseded: written with the run's end")
+		d.log.Debug().Str("task", ts.TaskId).Msg("start superseded: written with the run's end")
 	default:
-		m.log.Warn().Str("task", ts.TaskId).Err(err).Msg("cannot mark run RUNNING")
+		d.log.Warn().Str("task", ts.TaskId).Err(err).Msg("cannot mark run RUNNING")
 	}
 }
 
@@ -182,13 +182,13 @@ func (m *Master) onStarted(sess *session, ts *pb.TaskStarted, gate *startGate) {
 // answered "fenced"; when the writer's queue is full, "busy" with the
 // frame's offset, and the worker resends from there after a pause (package
 // logpipe, "Back-pressure").
-func (m *Master) onLogData(sess *session, ld *pb.LogData) {
+func (d *Dispatcher) onLogData(sess *session, ld *pb.LogData) {
 	rr := sess.run(ld.TaskId)
 	if !rr.reports(sess.workerID, ld.Attempt, ld.Fence) {
 		// Logged at the 1st, 2nd, 4th, 8th... refusal of the session: a
 		// worker that keeps sending cannot flood the log from the loop.
 		if n := sess.fenced.Add(1); n&(n-1) == 0 {
-			m.log.Warn().Str("worker", sess.workerID).Str("task", ld.TaskId).Int32("attempt", ld.Attempt).
+			d.log.Warn().Str("worker", sess.workerID).Str("task", ld.TaskId).Int32("attempt", ld.Attempt).
 				Uint64("fence", ld.Fence).Int64("refused", n).Msg("refusing LogData with a stale fence")
 		}
 		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Error: "fenced"})
@@ -196,16 +196,16 @@ func (m *Master) onLogData(sess *session, ld *pb.LogData) {
 	}
 	if !sess.logSender {
 		sess.logSender = true
-		m.logs.AddSender(1)
+		d.logs.AddSender(1)
 	}
 	if sess.logFlow.drop(ld) {
 		return // behind a frame refused "busy": the worker resends it (logpipe_flow.go)
 	}
 	f := logpipe.Frame{TaskID: ld.TaskId, TraceID: rr.traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
-	if !m.logs.Submit(f) {
+	if !d.logs.Submit(f) {
 		sess.logFlow.busy(ld)
 		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy,
-			LogWindow: m.logs.LogWindow()})
+			LogWindow: d.logs.LogWindow()})
 	}
 }
 
@@ -216,7 +216,7 @@ func (m *Master) onLogData(sess *session, ld *pb.LogData) {
 // and it is queued there before the worker can see the ack and finish.
 func (s *session) LogAcked(a logpipe.Ack) {
 	if a.FinalReward != nil {
-		id, v, m := a.TaskID, *a.FinalReward, s.m
+		id, v, m := a.TaskID, *a.FinalReward, s.d
 		s.shard.push(func() {
 			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 			defer cancel()
@@ -234,28 +234,28 @@ func (s *session) LogAcked(a logpipe.Ack) {
 	// Every ack carries the window, so a worker follows the number of
 	// connections sending output (logpipe.Writer.LogWindow).
 	_ = s.send(&pb.LogAck{TaskId: a.TaskID, Attempt: int32(a.Attempt), Offset: a.Offset, Error: a.Err,
-		LogWindow: s.m.logs.LogWindow()})
+		LogWindow: s.d.logs.LogWindow()})
 }
 
-func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
+func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 	ack := true // false: the worker keeps its report and sends it again after reconnecting
 	defer func() {
 		if ack {
 			_ = sess.send(&pb.TaskFinishedAck{TaskId: tf.TaskId, Attempt: tf.Attempt})
 		}
 	}()
-	rr := m.reg.reported(sess, tf.TaskId, tf.Attempt, tf.Fence)
+	rr := d.reg.reported(sess, tf.TaskId, tf.Attempt, tf.Fence)
 	if rr == nil {
-		m.log.Warn().Str("worker", sess.workerID).Str("task", tf.TaskId).Uint64("fence", tf.Fence).Msg("ignoring TaskFinished with a stale fence")
+		d.log.Warn().Str("worker", sess.workerID).Str("task", tf.TaskId).Uint64("fence", tf.Fence).Msg("ignoring TaskFinished with a stale fence")
 		return
 	}
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
 	if tf.Outcome == pb.Outcome_OUTCOME_LOST {
-		m.runGone(ctx, rr, "the worker stopped the run: "+tf.Error)
+		d.runGone(ctx, rr, "the worker stopped the run: "+tf.Error)
 		return
 	}
-	cancelled, why := m.reg.cancelRequested(tf.TaskId), m.reg.cancelReason(tf.TaskId)
+	cancelled, why := d.reg.cancelRequested(tf.TaskId), d.reg.cancelReason(tf.TaskId)
 	var startAt *time.Time // a start this end supersedes (startGate)
 	if g := rr.starting.Load(); g != nil {
 		g.supersede()
@@ -265,14 +265,14 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 		}
 		startAt = &g.at
 	}
-	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, why, m.now()) == nil }
+	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, why, d.now()) == nil }
 	var ran store.UsageCharge // what a preempted attempt charges its owner
 	if mark := rr.preempt.Load(); mark != nil && !cancelled && tf.Outcome == pb.Outcome_OUTCOME_CANCELLED {
 		// Stopped for a run of higher priority (preempt.go): queued again.
 		// The write leaves no startedAt (a QUEUED run has none), so the
 		// usage store.Accruing would charge is charged here.
 		change = func(t *core.Task) bool {
-			now := m.now()
+			now := d.now()
 			ran = store.UsageCharge{}
 			if t.StartedAt != nil && now.After(*t.StartedAt) {
 				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
@@ -289,40 +289,40 @@ func (m *Master) onFinished(sess *session, tf *pb.TaskFinished) {
 			return end(t)
 		}
 	}
-	err := m.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
+	err := d.updateTask(ctx, rr, tf.TaskId, tf.Fence, change)
 	// A store that did not answer must not lose the report: the worker
 	// forgets it once acked, and nothing would ever write the run's end.
 	// Retry with backoff (onFinished runs beside the shard, on its async
 	// pool); the ack, the lease and the registry entry wait. A retry after
 	// a write that did land finds the run ended and changes nothing.
 	var bo backoff.Backoff
-	for undecided(err) && m.ctx.Err() == nil {
+	for undecided(err) && d.ctx.Err() == nil {
 		delay := bo.Delay()
-		m.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
-		backoff.Sleep(m.ctx, delay)
-		rctx, rcancel := context.WithTimeout(m.ctx, 10*time.Second)
-		err = m.updateTask(rctx, rr, tf.TaskId, tf.Fence, change)
+		d.log.Warn().Str("task", tf.TaskId).Err(err).Dur("retry_in", delay).Msg("cannot record the end of a run yet; retrying")
+		backoff.Sleep(d.ctx, delay)
+		rctx, rcancel := context.WithTimeout(d.ctx, 10*time.Second)
+		err = d.updateTask(rctx, rr, tf.TaskId, tf.Fence, change)
 		rcancel()
 	}
 	if undecided(err) { // shutting down with the store away
 		ack = false
-		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
+		d.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
 		return
 	}
 	if err != nil {
-		m.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
+		d.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
 	} else if ran.GPUSeconds > 0 {
-		_ = m.st.AddUsage(ctx, []store.UsageCharge{ran}, m.cfg.Policy.HalfLife)
+		_ = d.st.AddUsage(ctx, []store.UsageCharge{ran}, d.cfg.Policy.HalfLife)
 	}
-	ctx, cancel = context.WithTimeout(m.ctx, 10*time.Second) // the first may be spent by the retries
+	ctx, cancel = context.WithTimeout(d.ctx, 10*time.Second) // the first may be spent by the retries
 	defer cancel()
-	m.release(ctx, rr)
-	m.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
+	d.release(ctx, rr)
+	d.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
 		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
 	if rr.preempt.Load() != nil {
-		m.Notify() // requeued: the queue changed
+		d.Notify() // requeued: the queue changed
 	} else {
-		m.wakeScheduler()
+		d.wakeScheduler()
 	}
 }
 
@@ -375,17 +375,17 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, c
 // The run leaves the registry before its lease is released: a heartbeat in
 // between would otherwise find the run placed, fail to renew its lease and
 // tell the worker to stop it, before the worker had its TaskFinishedAck.
-func (m *Master) release(ctx context.Context, rr *runRec) {
-	m.reg.end(rr, m.now())
+func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
+	d.reg.end(rr, d.now())
 	if rr.userID != 0 {
-		m.standingMoved([]userMove{{userID: rr.userID, gpus: len(rr.gpus), runs: -1}})
+		d.inputs.standingMoved([]userMove{{userID: rr.userID, gpus: len(rr.gpus), runs: -1}})
 	}
-	if err := m.ls.Release(ctx, rr.taskID, rr.fence.Load()); err != nil && !errors.Is(err, core.ErrLeaseLost) {
-		m.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
+	if err := d.ls.Release(ctx, rr.taskID, rr.fence.Load()); err != nil && !errors.Is(err, core.ErrLeaseLost) {
+		d.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
 	}
-	m.logs.Forget(rr.taskID)
-	if m.outputs != nil {
-		m.outputs.Forget(rr.taskID)
+	d.logs.Forget(rr.taskID)
+	if d.outputs != nil {
+		d.outputs.Forget(rr.taskID)
 	}
-	m.workerChanged(rr.workerID)
+	d.workerChanged(rr.workerID)
 }

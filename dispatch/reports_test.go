@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -83,7 +84,7 @@ func TestFinishSupersedesAWaitingStart(t *testing.T) {
 	started := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, StartedUnixMs: started.UnixMilli()})
 	p.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
-	eventually(t, "the end superseding the start", func() bool { return strings.Contains(h.logs.String(), "start superseded") })
+	testutil.WaitFor(t, 10*time.Second, "the end superseding the start", func() bool { return strings.Contains(h.logs.String(), "start superseded") })
 	close(held.hold)
 	p.expect(&pb.TaskFinishedAck{})
 	if err := <-blocker; err != nil {

@@ -7,25 +7,84 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/internal/obs"
+	"github.com/rlsched/rlsched/lease"
 	"github.com/rlsched/rlsched/store"
 )
 
-// scheduleLoop places queued runs whenever woken (a submission, a worker
-// joining, a run ending) and once a second as a safety net.
-func (m *Master) scheduleLoop(ctx context.Context) {
+// scheduler is the scheduler loop and the executor of its plans
+// (execute.go): it owns its page of the queue (queuePage) and its wake
+// channel, and takes the planner's inputs, plan.Place's placements, the
+// leases and the store writes that carry them out. It never decides a
+// placement (package plan does) and never blocks a caller that wakes it:
+// notify, queued and wakeUp are safe from any goroutine and never block;
+// run and all else run on the scheduler's own goroutine.
+type scheduler struct {
+	st      schedStore
+	ls      lease.Leases
+	reg     *registry
+	inputs  *planInputs
+	preempt *preempter           // on the loop's tick
+	restore *restorer            // a resumed attempt's restore list, for its ExecuteTask
+	hold    func() time.Duration // the lease hold (Dispatcher.leaseHold)
+	now     func() time.Time
+	// changed reports a worker's new view; resendCancel tells a run's
+	// worker to stop it if its cancel was requested. Neither blocks.
+	changed      func(workerID string)
+	resendCancel func(rr *runRec)
+	metrics      *obs.MasterMetrics
+	log          zerolog.Logger
+
+	wake  chan struct{}
+	queue queuePage
+}
+
+// schedStore is what the scheduler reads and writes of the store.
+type schedStore interface {
+	queueReader
+	UpdateTasks(ctx context.Context, us []store.Update) []error
+}
+
+// notify says the queue may have changed (Dispatcher.Notify).
+func (s *scheduler) notify() {
+	s.queue.changed.Add(1)
+	s.wakeUp()
+}
+
+// queued takes a run just stored QUEUED into the page (Dispatcher.Queued).
+func (s *scheduler) queued(t core.Task) {
+	s.queue.add(t)
+	s.wakeUp()
+}
+
+// wakeUp wakes the scheduler for capacity that freed (a run ended, a
+// worker joined or came back): its next pass may place runs of the page it
+// holds without reading the queue again.
+func (s *scheduler) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run places queued runs whenever woken (a submission, a worker joining, a
+// run ending) and once a second as a safety net.
+func (s *scheduler) run(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.wake:
+		case <-s.wake:
 		case <-tick.C:
-			m.preemptTick(ctx) // preempt.go
+			s.preempt.tick(ctx) // preempt.go
 		}
-		for m.schedule(ctx) {
+		for s.schedule(ctx) {
 		}
 	}
 }
@@ -38,63 +97,56 @@ func (m *Master) scheduleLoop(ctx context.Context) {
 // and a queued run: every joining worker wakes the scheduler, and building
 // it for 15,000 workers at each of those wakes, under the registry lock
 // that every Hello also takes, was what made a reconnect storm slow.
-func (m *Master) schedule(ctx context.Context) bool {
+func (s *scheduler) schedule(ctx context.Context) bool {
 	start := time.Now()
-	if !m.reg.anyFree() {
+	if !s.reg.anyFree() {
 		return false
 	}
 	// Wall time, not the dispatcher's clock: the page is a cache of the
 	// store, and on a clock that stands still (tests) it must still expire.
-	tasks, read, err := m.queue.page(ctx, m.st, time.Now())
+	tasks, read, err := s.queue.page(ctx, s.st, time.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot read the queue")
+			s.log.Error().Err(err).Msg("cannot read the queue")
 		}
 		return false
 	}
 	if len(tasks) == 0 {
 		return false
 	}
-	snap := m.reg.snapshot(tasks)
+	snap := s.reg.snapshot(tasks)
 	if len(snap.Free) == 0 {
 		return false
 	}
-	if snap.Sweeps, err = m.sweepLimits(ctx, tasks); err != nil {
+	if err := s.inputs.complete(ctx, &snap, tasks); err != nil {
 		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
+			s.log.Error().Err(err).Msg("cannot plan the queue")
 		}
 		return false
 	}
-	if snap.Users, err = m.users(ctx); err != nil {
-		if ctx.Err() == nil {
-			m.log.Error().Err(err).Msg("cannot read the users' usage and quotas")
-		}
-		return false
-	}
-	snap.ReserveBefore = m.reserveBefore()
 	placements := plan.Place(snap, tasks)
 	if plan.LookDeeper(len(placements), read) {
-		deep, err := m.st.QueuedTasks(ctx, plan.Deep)
+		deep, err := s.st.QueuedTasks(ctx, plan.Deep)
 		if err != nil {
 			if ctx.Err() == nil {
-				m.log.Error().Err(err).Msg("cannot read the queue")
+				s.log.Error().Err(err).Msg("cannot read the queue")
 			}
 			return false
 		}
 		if len(deep) > len(tasks) {
-			snap.InFlight = m.reg.inFlight(deep)
-			if snap.Sweeps, err = m.sweepLimits(ctx, deep); err != nil {
+			snap.InFlight = s.reg.inFlight(deep)
+			if snap.Sweeps, err = s.inputs.sweepLimits(ctx, deep); err != nil {
 				if ctx.Err() == nil {
-					m.log.Error().Err(err).Msg("cannot read the limits of sweeps")
+					s.log.Error().Err(err).Msg("cannot read the limits of sweeps")
 				}
 				return false
 			}
 			placements = plan.Place(snap, deep)
 		}
 	}
-	done := m.execute(ctx, placements, snap.Users)
-	m.queue.taken(done)
-	m.cfg.Metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
+	done := s.execute(ctx, placements, snap.Users)
+	s.queue.taken(done)
+	s.metrics.SchedulerPass(time.Since(start)) // passes that planned: the others cost nothing
 	placed := 0
 	for _, ok := range done {
 		if ok {
@@ -110,12 +162,12 @@ const pageTTL = time.Second
 
 // queuePage is the page of the queue the last pass read, less the runs
 // passes placed since, plus the runs this master's REST API created since
-// (Master.Queued). A pass places from it instead of reading the queue
+// (scheduler.queued). A pass places from it instead of reading the queue
 // again: with real workers each freed slot woke a pass that read and
 // decoded 256 queued runs to place one (58% of the master's CPU in
 // dispatch-proc), and on MySQL that read took 10 ms a pass at 1,000
 // submissions/s, most of a run's submit-to-start. It is read again when
-// the queue may have changed otherwise (Master.Notify: a run requeued or
+// the queue may have changed otherwise (scheduler.notify: a run requeued or
 // reprioritised, a sweep, another master's run), when half of it was
 // placed, and after pageTTL. A run of it that left the queue some other
 // way is refused by its claim or its fenced DISPATCHED write, as when two
@@ -123,9 +175,9 @@ const pageTTL = time.Second
 // runs: the queue may hold more, which a page half gone would hide); a
 // shorter page held the whole queue, and with the inbox still does.
 type queuePage struct {
-	changed atomic.Uint64 // bumped by Master.Notify
+	changed atomic.Uint64 // bumped by scheduler.notify
 	mu      sync.Mutex
-	inbox   []core.Task // runs Master.Queued took since the last pass
+	inbox   []core.Task // runs scheduler.queued took since the last pass
 
 	// Only the scheduler's goroutine touches the rest.
 	runs  []core.Task     // in the store's order (queueBefore)
@@ -146,7 +198,7 @@ func (q *queuePage) add(t core.Task) {
 
 // page returns the runs to plan and how many the read returned. The slice
 // is the page itself: it is valid until the pass's taken.
-func (q *queuePage) page(ctx context.Context, st store.Store, now time.Time) ([]core.Task, int, error) {
+func (q *queuePage) page(ctx context.Context, st queueReader, now time.Time) ([]core.Task, int, error) {
 	gen := q.changed.Load()
 	q.mu.Lock()
 	in := q.inbox

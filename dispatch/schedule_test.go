@@ -59,11 +59,11 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 		h.submit(t, 0, "x")
 	}
 	st := &countingQueue{Store: h.st}
-	m := &Master{}
+	sc := &scheduler{}
 	now := time.Now()
 	page := func(at time.Time) []core.Task {
 		t.Helper()
-		runs, read, err := m.queue.page(t.Context(), st, at)
+		runs, read, err := sc.queue.page(t.Context(), st, at)
 		if err != nil || read != 4 {
 			t.Fatalf("page: %d read, %v", read, err)
 		}
@@ -74,11 +74,11 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 	if st.reads != 1 {
 		t.Fatalf("%d reads for two passes, want 1", st.reads)
 	}
-	m.queue.taken(map[string]bool{first[0].ID: true})
+	sc.queue.taken(map[string]bool{first[0].ID: true})
 	if got := page(now); len(got) != 3 || got[0].ID != first[1].ID || st.reads != 1 {
 		t.Fatalf("after one placed: %d runs, %d reads", len(got), st.reads)
 	}
-	m.Notify()
+	sc.notify()
 	if got := page(now); len(got) != 4 || st.reads != 2 {
 		t.Fatalf("after Notify: %d runs, %d reads; want 4 and 2", len(got), st.reads)
 	}
@@ -88,7 +88,7 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 	}
 	// A page shorter than plan.Batch held the whole queue: it serves with
 	// any number of its runs gone.
-	m.queue.taken(map[string]bool{first[0].ID: true, first[1].ID: false, first[2].ID: true})
+	sc.queue.taken(map[string]bool{first[0].ID: true, first[1].ID: false, first[2].ID: true})
 	if got := page(now.Add(pageTTL)); len(got) != 1 || st.reads != 3 {
 		t.Fatalf("with three of four gone: %d runs, %d reads; want 1 and 3", len(got), st.reads)
 	}
@@ -97,10 +97,10 @@ func TestQueuePageServesPassesUntilTheQueueChanges(t *testing.T) {
 	// read; one already placed does not come back.
 	urgent := h.submit(t, 0, "urgent")
 	urgent.Priority = 5
-	m.Queued(urgent)
+	sc.queued(urgent)
 	placed := h.submit(t, 0, "placed")
-	m.queue.taken(map[string]bool{placed.ID: true})
-	m.Queued(placed)
+	sc.queue.taken(map[string]bool{placed.ID: true})
+	sc.queued(placed)
 	got := page(now.Add(pageTTL))
 	if st.reads != 3 || len(got) != 2 || got[0].ID != urgent.ID {
 		t.Fatalf("after Queued: %d runs, the first %s, %d reads; want 2, %s, 3 reads", len(got), got[0].ID, st.reads, urgent.ID)

@@ -1,11 +1,13 @@
 package dispatch
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -17,18 +19,32 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 )
 
-// server is the gnet event handler. Its callbacks run on event loops and
-// must never block: they parse frames and push work to shards.
+// helloTimeout is how long a connection may take to send its Hello.
+const helloTimeout = 10 * time.Second
+
+// server is the RPC server: the gnet engine, its listen address, and the
+// connections still waiting for their Hello. It owns them: nothing else
+// touches the engine or the pending set. Its gnet callbacks run on event
+// loops and must never block: they parse frames, check them and hand them
+// to the dispatcher's handlers, on the loop for those that never block
+// (LogData, artifact chunks) and on the worker's shard for the rest; they
+// never take the registry's mutex. Safe from other goroutines: addr (once
+// listen returned), stop, and closeLateHellos (the reaper).
 type server struct {
 	gnet.BuiltinEventEngine
-	m      *Master
-	booted chan struct{}
+	d      *Dispatcher
+	booted chan struct{} // closed by OnBoot
+	runErr chan error    // gnet.Run's end
+
+	eng       gnet.Engine // set by OnBoot, before booted is closed
+	boundAddr string      // likewise
+	pending   sync.Map    // *conn → struct{}: connections waiting for Hello
 }
 
 // conn is the per-connection state kept in gnet's Conn context. Only the
 // connection's event loop touches nonce, hello, open and sess (set once
 // the Hello's seal is verified); the reaper reads c and opened of
-// connections still waiting for their Hello (Master.pending).
+// connections still waiting for their Hello (server.pending).
 type conn struct {
 	c      gnet.Conn
 	nonce  [codec.NonceSize]byte
@@ -39,14 +55,14 @@ type conn struct {
 }
 
 func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.m.eng = eng
-	s.m.addr = s.m.cfg.Addr
+	s.eng = eng
+	s.boundAddr = s.d.cfg.Addr
 	if fd, err := eng.Dup(); err == nil {
 		if sa, err := unix.Getsockname(fd); err == nil {
 			if in4, ok := sa.(*unix.SockaddrInet4); ok {
-				s.m.addr = (&net.TCPAddr{IP: in4.Addr[:], Port: in4.Port}).String()
+				s.boundAddr = (&net.TCPAddr{IP: in4.Addr[:], Port: in4.Port}).String()
 			} else if in6, ok := sa.(*unix.SockaddrInet6); ok {
-				s.m.addr = (&net.TCPAddr{IP: in6.Addr[:], Port: in6.Port}).String()
+				s.boundAddr = (&net.TCPAddr{IP: in6.Addr[:], Port: in6.Port}).String()
 			}
 		}
 		unix.Close(fd)
@@ -55,12 +71,49 @@ func (s *server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
+// listen runs the server on Config.Addr with loops event loops and
+// returns once it listens, or why it cannot.
+func (s *server) listen(ctx context.Context, loops int) error {
+	go func() {
+		s.runErr <- gnet.Run(s, "tcp://"+s.d.cfg.Addr,
+			gnet.WithNumEventLoop(loops), gnet.WithReusePort(false), gnet.WithReuseAddr(true), gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTCPKeepAlive(time.Minute), gnet.WithLogger(gnetLogger{s.d.log}))
+	}()
+	select {
+	case <-s.booted:
+		return nil
+	case err := <-s.runErr:
+		return fmt.Errorf("cannot start the RPC server on %s: %w", s.d.cfg.Addr, err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// addr is the address the server listens on, once booted.
+func (s *server) addr() string { return s.boundAddr }
+
+// stop closes the listener and every connection.
+func (s *server) stop(ctx context.Context) error { return s.eng.Stop(ctx) }
+
+// closeLateHellos closes the connections that sent no Hello within
+// helloTimeout of opening, as of now. On the reaper.
+func (s *server) closeLateHellos(now time.Time) {
+	s.pending.Range(func(k, v any) bool {
+		if cc := k.(*conn); now.Sub(cc.opened) > helloTimeout {
+			s.pending.Delete(k)
+			s.d.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Msg("closing connection: no Hello within 10 s")
+			_ = cc.c.Close()
+		}
+		return true
+	})
+}
+
 func (s *server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	cc := &conn{c: c, opened: s.m.now()}
+	cc := &conn{c: c, opened: s.d.now()}
 	_, _ = rand.Read(cc.nonce[:])
 	c.SetContext(cc)
-	s.m.pending.Store(cc, struct{}{})
-	out, err := codec.AppendFrame(nil, &pb.Challenge{Nonce: cc.nonce[:], MasterId: s.m.cfg.MasterID})
+	s.pending.Store(cc, struct{}{})
+	out, err := codec.AppendFrame(nil, &pb.Challenge{Nonce: cc.nonce[:], MasterId: s.d.cfg.MasterID})
 	if err != nil {
 		return nil, gnet.Close
 	}
@@ -72,24 +125,24 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cc == nil {
 		return gnet.None
 	}
-	s.m.pending.Delete(cc)
+	s.pending.Delete(cc)
 	if cc.sess == nil {
 		return gnet.None
 	}
 	sess := cc.sess
 	sess.closed.Store(true)
 	close(sess.quit)
-	s.m.logs.AddConn(-1)
+	s.d.logs.AddConn(-1)
 	if sess.logSender {
-		s.m.logs.AddSender(-1)
+		s.d.logs.AddSender(-1)
 	}
-	if s.m.outputs != nil {
+	if s.d.outputs != nil {
 		if sess.outputSender {
-			s.m.outputs.AddSender(-1)
+			s.d.outputs.AddSender(-1)
 		}
-		s.m.outputs.Detach(sess)
+		s.d.outputs.Detach(sess)
 	}
-	sess.shard.push(func() { s.m.sessionClosed(sess, err) })
+	sess.shard.push(func() { s.d.sessionClosed(sess, err) })
 	return gnet.None
 }
 
@@ -111,7 +164,7 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 			}
 			continue
 		}
-		msg, err := codec.NextFrom(c, s.m.cfg.MaxFrame, cc.open)
+		msg, err := codec.NextFrom(c, s.d.cfg.MaxFrame, cc.open)
 		if err != nil {
 			what := "bad frame header"
 			switch {
@@ -136,7 +189,7 @@ func (s *server) OnTraffic(c gnet.Conn) gnet.Action {
 // the session. joined is false while the Hello is not all there (act
 // None) and when it is refused (act Close).
 func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
-	frame, h, err := codec.PeekFrame(cc.c, s.m.cfg.MaxHelloFrame)
+	frame, h, err := codec.PeekFrame(cc.c, s.d.cfg.MaxHelloFrame)
 	if err != nil {
 		if errors.Is(err, codec.ErrTooLarge) {
 			err = fmt.Errorf("%w, the limit before a Hello", err)
@@ -149,7 +202,7 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	if h.Type != codec.TypeHello {
 		return false, s.refuse(cc, "protocol error", fmt.Errorf("%s before Hello", h.Type))
 	}
-	hello, keys, err := codec.AcceptHello(frame, cc.nonce[:], s.m.cfg.MasterID, s.m.workerKey)
+	hello, keys, err := codec.AcceptHello(frame, cc.nonce[:], s.d.cfg.MasterID, s.d.workerKey)
 	if err != nil {
 		what := "worker refused"
 		switch {
@@ -163,19 +216,19 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	if _, err := cc.c.Discard(len(frame)); err != nil {
 		return false, s.refuse(cc, "protocol error", fmt.Errorf("cannot discard the Hello: %w", err))
 	}
-	now := s.m.now()
+	now := s.d.now()
 	cc.hello, cc.open = true, keys.Recv
-	s.m.pending.Delete(cc)
-	sess := &session{m: s.m, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
-		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.m.shardFor(hello.WorkerId), quit: make(chan struct{})}
+	s.pending.Delete(cc)
+	sess := &session{d: s.d, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
+		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.d.shardFor(hello.WorkerId), quit: make(chan struct{})}
 	sess.lastSeen.Store(now.UnixNano())
 	for _, g := range hello.Gpus {
 		sess.gpuIdx = append(sess.gpuIdx, int(g.Index))
 	}
-	s.m.checkSkew(sess, hello, now)
+	s.d.checkSkew(sess, hello, now)
 	cc.sess = sess
-	s.m.logs.AddConn(1) // for its credit window (HelloAck.log_window)
-	if act := s.admit(sess, false, func() { s.m.onHello(sess, hello) }); act != gnet.None {
+	s.d.logs.AddConn(1) // for its credit window (HelloAck.log_window)
+	if act := s.admit(sess, false, func() { s.d.onHello(sess, hello) }); act != gnet.None {
 		return false, act
 	}
 	return true, gnet.None
@@ -183,7 +236,7 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 
 // refuse logs why a connection is closed and tells the peer, best effort.
 func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
-	ev := s.m.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Err(err)
+	ev := s.d.log.Warn().Str("remote", addrString(cc.c.RemoteAddr())).Err(err)
 	if cc.sess != nil {
 		ev = ev.Str("worker", cc.sess.workerID)
 	}
@@ -196,7 +249,7 @@ func (s *server) refuse(cc *conn, what string, err error) gnet.Action {
 
 // handle acts on one authenticated frame of a joined worker.
 func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
-	now := s.m.now()
+	now := s.d.now()
 	sess := cc.sess
 	sess.lastSeen.Store(now.UnixNano())
 	switch msg := msg.(type) {
@@ -211,24 +264,24 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 			sess.shard.pushHeartbeat(sess)
 		}
 	case *pb.TaskStarted:
-		gate := s.m.startPending(sess, msg)
-		if act := s.admit(sess, true, func() { s.m.onStarted(sess, msg, gate) }); act != gnet.None {
-			s.m.startDone(sess, msg.TaskId, gate)
+		gate := s.d.startPending(sess, msg)
+		if act := s.admit(sess, true, func() { s.d.onStarted(sess, msg, gate) }); act != gnet.None {
+			s.d.startDone(sess, msg.TaskId, gate)
 			return act
 		}
 	case *pb.LogData:
-		s.m.onLogData(sess, msg) // on this loop: it never blocks
+		s.d.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
-		return s.admit(sess, true, func() { s.m.onFinished(sess, msg) })
+		return s.admit(sess, true, func() { s.d.onFinished(sess, msg) })
 	case *pb.ArtifactChunk:
-		s.m.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
+		s.d.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
 	case *pb.ArtifactAck:
 		if !msg.Restore {
 			return s.refuse(cc, "protocol error", errors.New("an ArtifactAck from a worker must be a restore request"))
 		}
-		s.m.onRestoreAck(sess, msg)
+		s.d.restore.onRestoreAck(sess, msg)
 	case *pb.Metric:
-		s.m.onMetric(sess, msg)
+		s.d.onMetric(sess, msg)
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}
@@ -243,16 +296,16 @@ func (s *server) admit(sess *session, async bool, f func()) gnet.Action {
 	if sess.shard.tryPush(f, async) {
 		return gnet.None
 	}
-	reason := fmt.Sprintf("the master's work queue for this worker is full (%d waiting); reconnect and resend", s.m.cfg.ShardBacklog)
-	s.m.log.Warn().Str("worker", sess.workerID).Str("remote", sess.remote).Msg("closing connection: " + reason)
+	reason := fmt.Sprintf("the master's work queue for this worker is full (%d waiting); reconnect and resend", s.d.cfg.ShardBacklog)
+	s.d.log.Warn().Str("worker", sess.workerID).Str("remote", sess.remote).Msg("closing connection: " + reason)
 	sess.closeFor(reason)
 	return gnet.Close
 }
 
 var shardSeed = maphash.MakeSeed()
 
-func (m *Master) shardFor(workerID string) *shard {
-	return m.shards[maphash.String(shardSeed, workerID)%uint64(len(m.shards))]
+func (d *Dispatcher) shardFor(workerID string) *shard {
+	return d.shards[maphash.String(shardSeed, workerID)%uint64(len(d.shards))]
 }
 
 func newSessionID() string {

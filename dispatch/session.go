@@ -21,7 +21,7 @@ import (
 // event loop when the Hello's seal checks out, and registered by the
 // worker's shard (registry.join).
 type session struct {
-	m        *Master
+	d        *Dispatcher
 	id       string
 	workerID string
 	instance string // Hello.instance: "" from a worker that sends none
@@ -82,8 +82,8 @@ type session struct {
 	ack     pb.HeartbeatAck // scratch of onHeartbeat
 	watch   *gpuwatch.Watch // the GPU rules' memory of this session's runs
 	gpuSeen uint64          // gpuState.seq of the last sample observed
-	gpuOut  gpuwatch.Result // scratch of observeGPUs
-	// What the worker's view last showed of the GPUs (observeGPUs), and
+	gpuOut  gpuwatch.Result // scratch of gpuRules.observe
+	// What the worker's view last showed of the GPUs (gpuRules.observe), and
 	// the scratch of its samples.
 	gpuForeignGen uint64
 	gpuHadForeign bool
@@ -144,10 +144,10 @@ func checkOutbound(c gnet.Conn, _ error) error {
 		return nil
 	}
 	s := cc.sess
-	if n, limit := c.OutboundBuffered(), s.m.cfg.MaxOutbound; n > limit {
+	if n, limit := c.OutboundBuffered(), s.d.cfg.MaxOutbound; n > limit {
 		reason := fmt.Sprintf("%v: %d bytes wait for its socket (limit %d)", ErrSlowConsumer, n, limit)
 		if s.closeFor(reason) {
-			s.m.log.Warn().Str("worker", s.workerID).Str("remote", s.remote).Msg("closing connection: " + reason)
+			s.d.log.Warn().Str("worker", s.workerID).Str("remote", s.remote).Msg("closing connection: " + reason)
 		}
 	}
 	return nil

@@ -155,7 +155,7 @@ func (s *shard) run(ctx context.Context) {
 					s.pending.Add(-1)
 				case itemHeartbeat:
 					if hb := it.sess.hb.Swap(nil); hb != nil {
-						it.sess.m.onHeartbeat(it.sess, hb)
+						it.sess.d.onHeartbeat(it.sess, hb)
 					}
 					s.pending.Add(-1)
 				}

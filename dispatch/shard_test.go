@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 func runShard(t *testing.T, s *shard) {
@@ -88,7 +90,7 @@ func TestShardAsyncIsBounded(t *testing.T) {
 			}
 		}, true)
 	}
-	eventually(t, "the first async functions to start", func() bool { return running.Load() == limit })
+	testutil.WaitFor(t, 10*time.Second, "the first async functions to start", func() bool { return running.Load() == limit })
 	close(release)
 	waitClosed(t, all, "async work never finished")
 	if p := peak.Load(); p != limit {
@@ -112,7 +114,7 @@ func TestShardBacklogIsBounded(t *testing.T) {
 	}
 	s.push(func() {}) // a session's close, say
 	runShard(t, s)
-	eventually(t, "the shard to drain", func() bool { return s.pending.Load() == 0 })
+	testutil.WaitFor(t, 10*time.Second, "the shard to drain", func() bool { return s.pending.Load() == 0 })
 	if !s.tryPush(func() {}, true) {
 		t.Fatal("a report refused after the shard drained")
 	}

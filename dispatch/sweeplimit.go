@@ -14,7 +14,7 @@ import (
 // With several masters, each reads the store's count; two masters placing
 // members of one sweep in the same instant can exceed its cap by what they
 // place then.
-func (m *Master) sweepLimits(ctx context.Context, queue []core.Task) (map[string]core.SweepLimit, error) {
+func (in *planInputs) sweepLimits(ctx context.Context, queue []core.Task) (map[string]core.SweepLimit, error) {
 	var ids []string
 	seen := map[string]bool{}
 	for i := range queue {
@@ -26,5 +26,5 @@ func (m *Master) sweepLimits(ctx context.Context, queue []core.Task) (map[string
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return m.st.SweepLimits(ctx, ids)
+	return in.st.SweepLimits(ctx, ids)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/store"
 )
 
@@ -31,7 +32,7 @@ func TestSweepLimitHoldsMembers(t *testing.T) {
 	p.hello("w", 8, 0)
 	first := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.expect(&pb.ExecuteTask{})
-	eventually(t, "both placements recorded", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "both placements recorded", func() bool {
 		c, err := h.st.SweepLimits(context.Background(), []string{sw.ID})
 		return err == nil && c[sw.ID].Active == 2
 	})

@@ -23,11 +23,11 @@ import (
 // change returns false to leave the run alone. rr, when not nil, is the run
 // as placed here: its view is tried first, without reading the run; when
 // the swap fails, or change declines the view, the run is read.
-func (m *Master) updateTask(ctx context.Context, rr *runRec, id string, fence uint64, change func(*core.Task) bool) error {
+func (d *Dispatcher) updateTask(ctx context.Context, rr *runRec, id string, fence uint64, change func(*core.Task) bool) error {
 	if v, ok := rr.viewAt(fence); ok {
 		exp := store.Expect{Fence: v.Fence, Status: v.Status}
 		if change(&v) {
-			err := m.st.UpdateTask(ctx, &v, exp)
+			err := d.st.UpdateTask(ctx, &v, exp)
 			if err == nil {
 				rr.setView(fence, &v)
 				return nil
@@ -38,7 +38,7 @@ func (m *Master) updateTask(ctx context.Context, rr *runRec, id string, fence ui
 		}
 	}
 	for try := 0; try < 5; try++ {
-		t, err := m.st.Task(ctx, id)
+		t, err := d.st.Task(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (m *Master) updateTask(ctx context.Context, rr *runRec, id string, fence ui
 		if !change(&t) {
 			return nil
 		}
-		err = m.st.UpdateTask(ctx, &t, exp)
+		err = d.st.UpdateTask(ctx, &t, exp)
 		if err == nil {
 			rr.setView(fence, &t)
 		}
@@ -80,8 +80,8 @@ func (rr *runRec) setView(fence uint64, t *core.Task) {
 }
 
 // dropView forgets the view of the run id: the next update reads the run.
-func (m *Master) dropView(id string) {
-	if rr := m.reg.run(id); rr != nil {
+func (d *Dispatcher) dropView(id string) {
+	if rr := d.reg.run(id); rr != nil {
 		rr.view.Store(nil)
 	}
 }

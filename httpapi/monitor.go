@@ -28,7 +28,7 @@ func (s *Server) workers(r *request) *apiError {
 }
 
 // WorkerAdmin is implemented by a Control that lets admins drain and
-// forget workers (dispatch.Master; with several masters, masterd's
+// forget workers (dispatch.Dispatcher; with several masters, masterd's
 // cluster control, which reaches the master holding the worker).
 type WorkerAdmin interface {
 	// DrainWorker sets whether worker id takes new runs and returns its

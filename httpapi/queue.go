@@ -12,7 +12,7 @@ import (
 // and pendingCode. Explain gets the QUEUED runs of one answer and returns
 // what it knows, keyed by run id; runs it omits get no explanation. It must
 // be fast (it runs on every listing that shows a queued run) and must not
-// block the scheduler. The master's dispatcher (dispatch.Master) implements
+// block the scheduler. The master's dispatcher (dispatch.Dispatcher) implements
 // it with its scheduler's own planner (package dispatch/plan).
 type QueueExplainer interface {
 	Explain(ctx context.Context, queued []core.Task) map[string]core.QueueInfo
@@ -49,7 +49,7 @@ func (s *Server) explainQueue(ctx context.Context, ts []core.Task) {
 }
 
 // GPUNamer is implemented by a Control that knows its workers' GPUs
-// (dispatch.Master): the UUIDs of GPUs indices of worker, "" for one it
+// (dispatch.Dispatcher): the UUIDs of GPUs indices of worker, "" for one it
 // does not know.
 type GPUNamer interface {
 	GPUUUIDs(worker string, indices []int) []string

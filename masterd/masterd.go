@@ -133,7 +133,7 @@ type Master struct {
 	hub      *live.Hub
 	node     *cluster.Node // nil without REDIS_ADDR: one master alone
 	noPoll   context.CancelFunc
-	disp     *dispatch.Master
+	disp     *dispatch.Dispatcher
 	api      *httpapi.Server
 	httpLn   net.Listener
 	httpErr  chan error
@@ -461,7 +461,7 @@ func (s sinks) WorkerChanged(w core.WorkerInfo) {
 // clusterControl is the dispatcher as the REST API sees it when masters are
 // several: /api/workers lists the workers of every master.
 type clusterControl struct {
-	*dispatch.Master
+	*dispatch.Dispatcher
 	node *cluster.Node
 }
 
@@ -472,7 +472,7 @@ func (c clusterControl) Workers() []core.WorkerInfo { return c.node.Workers() }
 // is connected here, else the cluster's (its holder shows the new state at
 // its next publication).
 func (c clusterControl) DrainWorker(id string, drain bool) (core.WorkerInfo, error) {
-	w, err := c.Master.DrainWorker(id, drain)
+	w, err := c.Dispatcher.DrainWorker(id, drain)
 	c.node.Drain(id, drain)
 	if err == nil && w.State != core.WorkerDown && w.State != core.WorkerPending {
 		return w, nil
@@ -492,7 +492,7 @@ func (c clusterControl) ForgetWorker(id string) error {
 	if v.State != core.WorkerDown {
 		return fmt.Errorf("cannot forget worker %s (%s): %w", id, v.State, core.ErrConflict)
 	}
-	if err := c.Master.ForgetWorker(id); err != nil && !errors.Is(err, core.ErrNotFound) {
+	if err := c.Dispatcher.ForgetWorker(id); err != nil && !errors.Is(err, core.ErrNotFound) {
 		return err
 	}
 	c.node.Forget(id)

@@ -2,7 +2,8 @@
 // is every placement rule of the master in one place: best-fit GPUs, CPU
 // runs to the most free slots, backfill past a run that does not fit, how
 // deep the scheduler looks, and the reason (with a code) given for each run
-// left queued. The scheduler executes what Plan returns; Explain shows it.
+// left queued. The scheduler executes what Plan returns; Explain shows it;
+// preemption serves only the runs Held does not hold back.
 // A new placement rule (quota, foreign GPUs, sweep limits, ...) goes here.
 //
 // Plan is a pure function of its arguments: this package never locks,
