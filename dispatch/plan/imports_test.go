@@ -1,13 +1,10 @@
 package plan
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // Plan stays pure because this package cannot reach a lock, a clock or
@@ -23,31 +20,15 @@ var clockReads = []string{"time.Now", "time.Since", "time.Until", "time.Sleep", 
 	"time.NewTimer", "time.NewTicker"}
 
 func TestPlanImportsNothingImpure(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range testutil.SourceFiles(t, ".") {
 		for _, c := range clockReads {
-			if strings.Contains(string(src), c) {
-				t.Errorf("%s uses %s: the planner must not read a clock; the caller puts instants in the Snapshot", name, c)
+			if strings.Contains(f.Src, c) {
+				t.Errorf("%s uses %s: the planner must not read a clock; the caller puts instants in the Snapshot", f.Name, c)
 			}
 		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
+		for _, path := range f.Imports {
 			if !pureImports[path] {
-				t.Errorf("%s imports %q: the planner must not lock, read a clock or do I/O (see the package comment)", name, path)
+				t.Errorf("%s imports %q: the planner must not lock, read a clock or do I/O (see the package comment)", f.Name, path)
 			}
 		}
 	}
