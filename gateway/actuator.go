@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -27,7 +28,7 @@ func (g *Gateway) actuator(ctx *fasthttp.RequestCtx, st *reqState) {
 	case isActuatorHealth(st.segs):
 		g.health(ctx)
 	case len(st.segs) == 3 && st.segs[1] == "gateway" && st.segs[2] == "routes":
-		if !st.verified || st.user.role != string(core.RoleAdmin) {
+		if !st.verified || st.user.role != string(core.RoleAdmin) || !g.adminNow(ctx, st) {
 			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, "the routes are for admins")
 			return
 		}
@@ -35,6 +36,37 @@ func (g *Gateway) actuator(ctx *fasthttp.RequestCtx, st *reqState) {
 	default:
 		writeError(ctx, st.trace, fasthttp.StatusNotFound, apierr.NotFound, "path not found")
 	}
+}
+
+// adminNow asks a master whether the caller is an admin now. A token's
+// role is what its user was when it was issued: one demoted, disabled or
+// signed out since still says ADMIN until it expires, and the gateway knows
+// nothing of revocations. The master reads the user on every request, so
+// GET /api/auth/me, signed as any proxied request, answers for now. No
+// master to ask is a no.
+func (g *Gateway) adminNow(ctx *fasthttp.RequestCtx, st *reqState) bool {
+	up := g.routes.Load().pick(false, g.rr.Add(1), time.Now().UnixNano(), nil)
+	if up == nil {
+		return false
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(fasthttp.MethodGet)
+	req.SetRequestURI("/api/auth/me")
+	req.UseHostHeader = true
+	req.Header.SetHost(up.host)
+	req.Header.Set("X-Trace-Id", st.trace)
+	g.sign(req, ctx.RemoteIP().String(), st.user)
+	if err := up.hc.DoTimeout(req, resp, g.cfg.UpstreamTimeout); err != nil || resp.StatusCode() != fasthttp.StatusOK {
+		g.log.Info().Err(err).Int("status", resp.StatusCode()).Str("traceId", st.trace).
+			Msg("the routes page: no master confirmed the caller is an admin")
+		return false
+	}
+	var me struct {
+		Role string `json:"role"`
+	}
+	return json.Unmarshal(resp.Body(), &me) == nil && me.Role == string(core.RoleAdmin)
 }
 
 type healthJSON struct {

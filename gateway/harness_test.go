@@ -244,6 +244,21 @@ func okUpstream(t testing.TB, name string) string {
 	})
 }
 
+// adminUpstream is okUpstream that answers GET /api/auth/me as a master
+// would for a user of role (the gateway asks it before the routes page).
+func adminUpstream(t testing.TB, name, role string) string {
+	return upstream(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/api/auth/me" {
+			ctx.SetContentType("application/json")
+			ctx.SetBodyString(`{"id":1,"username":"root","role":"` + role + `"}`)
+			return
+		}
+		ctx.Response.Header.Set("X-Name", name)
+		ctx.SetContentType("text/plain")
+		ctx.SetBodyString(name)
+	})
+}
+
 // testToken is a valid token of the in-process gateways' secret.
 func testToken(t testing.TB, id int64, name, role string) string {
 	return mint(t, testJWT, id, name, role, time.Now().Add(time.Hour))

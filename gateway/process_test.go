@@ -333,3 +333,26 @@ func TestProcessFallbackWithinTimeout(t *testing.T) {
 		t.Fatalf("answered after %v, want just after FALLBACK_TIMEOUT_MS=600", d)
 	}
 }
+
+// TestProcessRoutesForAdminsNow (issue 25): the routes page asks a master
+// who the caller is now: an admin demoted since their token was issued,
+// whose token still says ADMIN, is refused.
+func TestProcessRoutesForAdminsNow(t *testing.T) {
+	b := newBed(t)
+	m := b.startMaster("m1", 0)
+	alice := registerOn(t, []*master{m}, "alice") // the first user: an admin
+	bob := registerOn(t, []*master{m}, "bob")
+	g := b.StartGateway("gw", []string{"RATE_LIMIT_ENABLED=false"}, "--masters", m.URL)
+	if a := do(t, "PATCH", g.URL+"/api/admin/users/bob", `{"role":"ADMIN"}`, append(bearer(alice.token), "Content-Type", "application/json")...); a.Status != 200 {
+		t.Fatalf("alice makes bob an admin: %d %s", a.Status, a.Body)
+	}
+	bob.token = rig.NewClient(t, m.URL).Login("bob", rig.Password).Token // a token that says ADMIN
+	routes(t, g.URL, bob.token)
+	if a := do(t, "PATCH", g.URL+"/api/admin/users/bob", `{"role":"USER"}`, append(bearer(alice.token), "Content-Type", "application/json")...); a.Status != 200 {
+		t.Fatalf("alice demotes bob: %d %s", a.Status, a.Body)
+	}
+	if a := do(t, "GET", g.URL+"/gateway-actuator/gateway/routes", "", bearer(bob.token)...); a.Status != 403 {
+		t.Fatalf("routes for a demoted admin's old token: %d %s", a.Status, a.Body)
+	}
+	routes(t, g.URL, alice.token)
+}

@@ -615,7 +615,7 @@ func TestCanaryFallsBackToStable(t *testing.T) {
 }
 
 func TestActuatorAndMetrics(t *testing.T) {
-	stable, canary := okUpstream(t, "stable"), okUpstream(t, "canary")
+	stable, canary := adminUpstream(t, "stable", "ADMIN"), okUpstream(t, "canary")
 	_, gwURL := startGW(t, gateway.Config{HealthInterval: 100 * time.Millisecond}, []string{stable}, []string{canary})
 	a := do(t, "GET", gwURL+"/gateway-actuator/health", "")
 	var h struct {
@@ -641,6 +641,11 @@ func TestActuatorAndMetrics(t *testing.T) {
 		in, _ := instance(routes(t, gwURL, testToken(t, 1, "root", "ADMIN")), stable)
 		return in.LastCheck != nil, "no health check yet"
 	})
+	// A token that says ADMIN for a user the master says is not one now.
+	_, demoted := startGW(t, gateway.Config{HealthInterval: time.Hour}, []string{adminUpstream(t, "stable", "USER")}, nil)
+	if a := do(t, "GET", demoted+"/gateway-actuator/gateway/routes", "", bearer(testToken(t, 1, "root", "ADMIN"))...); a.Status != 403 {
+		t.Fatalf("routes for a token the master no longer backs: %d", a.Status)
+	}
 	a = do(t, "GET", gwURL+"/metrics", "")
 	for _, want := range []string{"rlsched_gateway_requests_total", "rlsched_gateway_upstream_available", "go_goroutines"} {
 		if a.Status != 200 || !bytes.Contains(a.Body, []byte(want)) {
