@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"github.com/rlsched/rlsched/worker"
 	"io"
 	"os"
 	"path/filepath"
@@ -103,4 +104,22 @@ func TestWorkerKeyCommand(t *testing.T) {
 	f([]string{"w1"}, "shorter than 16")
 	t.Setenv("WORKER_JOIN_TOKEN", "")
 	f([]string{"w1"}, "WORKER_JOIN_TOKEN is not set")
+}
+
+// TestCheckRunAsRegistration (issue 25): `up` refuses RUN_AS=user with open
+// registration, where anyone could register an existing Unix account's
+// name; closed and admin registration, and the other RUN_AS, are fine.
+func TestCheckRunAsRegistration(t *testing.T) {
+	for _, c := range []struct {
+		runAs, registration string
+		ok                  bool
+	}{
+		{worker.RunAsUser, "open", false}, {worker.RunAsUser, "", false},
+		{worker.RunAsUser, "closed", true}, {worker.RunAsUser, "admin", true},
+		{worker.RunAsDynamic, "open", true}, {worker.RunAsNone, "open", true},
+	} {
+		if err := checkRunAsRegistration(c.runAs, c.registration); (err == nil) != c.ok {
+			t.Errorf("RUN_AS=%s REGISTRATION=%q: %v, want ok %v", c.runAs, c.registration, err, c.ok)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,6 +37,13 @@ func runUp(ctx context.Context, args []string) error {
 	wo.defineIsolation(f)
 	wo.defineOutputs(f)
 	if err := f.parse(args); err != nil {
+		return err
+	}
+	runAs, err := isolation.ResolveRunAs(wo.runAs)
+	if err != nil {
+		return err
+	}
+	if err := checkRunAsRegistration(runAs, o.cfg.Registration); err != nil {
 		return err
 	}
 	log := newLogger()
@@ -85,10 +93,6 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		wg.Wait()
 	}()
-	runAs, err := isolation.ResolveRunAs(wo.runAs)
-	if err != nil {
-		return err
-	}
 	for i := 0; i < workers; i++ {
 		wo.masters = rm.RPCAddr()
 		wo.id = fmt.Sprintf("local-%d", i)
@@ -176,4 +180,16 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// checkRunAsRegistration refuses RUN_AS=user beside open registration: a
+// run under RUN_AS=user runs as the Unix account named like its owner, so
+// anyone who could register the name of an existing account (a
+// colleague's, a service's) would run code as it.
+func checkRunAsRegistration(runAs, registration string) error {
+	if runAs == worker.RunAsUser && (registration == "" || registration == httpapi.RegistrationOpen) {
+		return usageError{errors.New("RUN_AS=user runs each run as the Unix account named like its owner, so with REGISTRATION=open " +
+			"anyone could register an existing account's name and run as it: set REGISTRATION=closed (admins add users) or admin (an admin enables each account)")}
+	}
+	return nil
 }
