@@ -220,14 +220,14 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 		}
 	}
 	for _, m := range ctrl {
-		if err := w.write(m); err != nil {
+		if err := s.write(w, m); err != nil {
 			return err
 		}
 	}
 	for range 8 {
 		msgs, started := s.a.tab.collect(passBudget)
 		for _, m := range msgs {
-			if err := w.write(m); err != nil {
+			if err := s.write(w, m); err != nil {
 				return err
 			}
 			if c, ok := m.(*pb.ArtifactChunk); ok {
@@ -243,6 +243,18 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 		}
 	}
 	return nil
+}
+
+// write writes m, or drops it when it would be a frame over the protocol's
+// limit: one oversized message (a bug in whatever bounded it) costs that
+// message, never the connection and every run on it.
+func (s *session) write(w *frameWriter, m proto.Message) error {
+	err := w.write(m)
+	if errors.Is(err, codec.ErrTooLarge) {
+		s.log.Warn().Err(err).Msg("a message over the frame limit was dropped; the connection stays")
+		return nil
+	}
+	return err
 }
 
 // frameWriter seals frames into a reused buffer. Writer goroutine only: the

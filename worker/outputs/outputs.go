@@ -117,19 +117,20 @@ type Files struct {
 	tbEnd   chan struct{} // closed when the TensorBoard reader did its last poll
 
 	// Guarded by Link.mu.
-	restoring  bool // its files are being restored; the process starts after (restore.go)
-	ups        map[string]*upload
-	ready      int  // chunks read and not yet collected, all uploads
-	finished   bool // the last sync is over: TaskFinished may go
-	stored     bool // and the master holds every file of the dir as it is here
-	partial    bool // a file the master refused, or holds as read while it changed
-	stopped    bool
-	started    bool // the goroutines run (and the uploader closes the dir when it ends)
-	dirClosed  bool
-	metrics    []*pb.Metric
-	dropped    int // TensorBoard frames dropped while the queue was full
-	restoreAck *pb.ArtifactAck
-	restoreCh  chan restoreItem // chunks and refusals of the restore
+	restoring   bool // its files are being restored; the process starts after (restore.go)
+	ups         map[string]*upload
+	ready       int  // chunks read and not yet collected, all uploads
+	finished    bool // the last sync is over: TaskFinished may go
+	stored      bool // and the master holds every file of the dir as it is here
+	partial     bool // a file the master refused, or holds as read while it changed
+	stopped     bool
+	started     bool // the goroutines run (and the uploader closes the dir when it ends)
+	dirClosed   bool
+	metrics     []*pb.Metric
+	dropped     int // TensorBoard frames (and over-long tags) dropped
+	metricBytes int // what metrics holds, as metricBytesOf counts it
+	restoreAck  *pb.ArtifactAck
+	restoreCh   chan restoreItem // chunks and refusals of the restore
 
 	// Uploader goroutine only.
 	known map[string]fileVer // versions stored (or refused for good)
@@ -592,6 +593,7 @@ func (l *Link) Collect(msgs []proto.Message, runs []*Files) []proto.Message {
 			n := min(len(o.metrics), maxMetricFrames)
 			for _, m := range o.metrics[:n] {
 				msgs = append(msgs, m)
+				o.metricBytes -= metricBytesOf(m)
 			}
 			o.metrics = append(o.metrics[:0], o.metrics[n:]...)
 		}

@@ -23,9 +23,18 @@ const (
 	tbDiscover = 2 * time.Second
 	// maxEventFiles bounds the event files of a run that are followed.
 	maxEventFiles = 1000
-	// maxQueuedMetrics bounds the Metric frames a run holds for the writer
-	// (while disconnected); past it new ones are dropped and counted.
-	maxQueuedMetrics = 10_000
+	// maxQueuedMetrics and maxQueuedMetricBytes bound the Metric frames a
+	// run holds for the writer (while disconnected); past them new ones are
+	// dropped and counted.
+	maxQueuedMetrics     = 10_000
+	maxQueuedMetricBytes = 32 << 20
+	// maxMetricFrameBytes bounds one Metric frame's values (estimated by
+	// metricEntryBytes): a step with more tags than fit is split into
+	// several frames of the same step, so no step can make a frame over the
+	// protocol's limit (16 MiB) and cost its worker the connection.
+	maxMetricFrameBytes = 1 << 20
+	// maxTagBytes bounds a tag; a longer one is dropped and counted.
+	maxTagBytes = 4096
 	// maxMetricFrames bounds the Metric frames one writer pass takes of a run.
 	maxMetricFrames = 256
 )
@@ -87,29 +96,65 @@ func (o *Files) followTensorBoard() {
 	}
 }
 
-// queuePoints turns points into Metric frames, one per step, in the order
-// the steps came, and queues them for the writer.
+// queuePoints turns points into Metric frames, one per step (or several
+// for a step whose values do not fit one frame), in the order the steps
+// came, and queues them for the writer within its bounds.
 func (o *Files) queuePoints(pts []tfevents.Point) {
 	var frames []*pb.Metric
-	byStep := map[int64]*pb.Metric{}
+	var sizes []int
+	open := map[int64]int{} // step -> index of its frame still filling
+	tooLong := 0
 	for _, p := range pts {
-		m := byStep[p.Step]
-		if m == nil {
-			m = &pb.Metric{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Step: p.Step, Values: map[string]float64{}}
-			byStep[p.Step] = m
-			frames = append(frames, m)
+		n := metricEntryBytes(p.Tag)
+		if len(p.Tag) > maxTagBytes {
+			tooLong++
+			continue
 		}
-		m.Values[p.Tag] = p.Value
+		i, ok := open[p.Step]
+		if !ok || sizes[i]+n > maxMetricFrameBytes {
+			i = len(frames)
+			open[p.Step] = i
+			frames = append(frames, &pb.Metric{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Step: p.Step, Values: map[string]float64{}})
+			sizes = append(sizes, metricFrameOverhead)
+		}
+		if _, dup := frames[i].Values[p.Tag]; !dup {
+			sizes[i] += n
+		}
+		frames[i].Values[p.Tag] = p.Value
 	}
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()
-	if room := maxQueuedMetrics - len(o.metrics); len(frames) > room {
-		if o.dropped == 0 {
-			o.log.Warn().Msg("TensorBoard points are read faster than they can be sent; dropping some")
+	kept := 0
+	for i, m := range frames {
+		if len(o.metrics) >= maxQueuedMetrics || o.metricBytes+sizes[i] > maxQueuedMetricBytes {
+			break
 		}
-		o.dropped += len(frames) - max(room, 0)
-		frames = frames[:max(room, 0)]
+		o.metrics = append(o.metrics, m)
+		o.metricBytes += sizes[i]
+		kept++
 	}
-	o.metrics = append(o.metrics, frames...)
+	if lost := len(frames) - kept + tooLong; lost > 0 {
+		if o.dropped == 0 {
+			o.log.Warn().Int("tooLongTags", tooLong).
+				Msg("TensorBoard points are read faster than they can be sent, or have tags over 4 KiB; dropping some")
+		}
+		o.dropped += lost
+	}
 	o.l.kick()
+}
+
+// metricFrameOverhead is a Metric frame's fields but its values, at most.
+const metricFrameOverhead = 128
+
+// metricEntryBytes is at least what one value of tag adds to a Metric
+// frame's encoding: the map entry's tag and length, the key, the double.
+func metricEntryBytes(tag string) int { return len(tag) + 16 }
+
+// metricBytesOf is what m counted against maxQueuedMetricBytes.
+func metricBytesOf(m *pb.Metric) int {
+	n := metricFrameOverhead
+	for k := range m.Values {
+		n += metricEntryBytes(k)
+	}
+	return n
 }
