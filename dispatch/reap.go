@@ -9,8 +9,6 @@ import (
 	"github.com/rlsched/rlsched/core"
 )
 
-var errNoSession = errors.New("worker not connected")
-
 // forgetEvery is how often DOWN workers past Config.ForgetAfter are dropped.
 const forgetEvery = time.Minute
 
@@ -71,12 +69,6 @@ func (d *Dispatcher) reapOnce(ctx context.Context) {
 		s.closeFor("silent for longer than the heartbeat TTL")
 	}
 	d.srv.closeLateHellos(now)
-}
-
-// runGone ends a placed run that its worker no longer has.
-func (d *Dispatcher) runGone(ctx context.Context, rr *runRec, reason string) {
-	d.release(ctx, rr)
-	d.lost(ctx, rr.taskID, rr.fence.Load(), reason)
 }
 
 // lost marks an active run LOST, then requeues it with attempt + 1 while
