@@ -177,8 +177,8 @@ func (c *Config) defaults() error {
 
 // Dispatcher runs the master side of the RPC. It composes the components
 // below, each of which owns its state and is asked through its methods;
-// the sessions' reports, the reaper, recovery and reconciliation, and
-// cancels are its own methods, on the state they name. Its exported
+// the sessions' reports, recovery and reconciliation, and cancels are its
+// own methods, on the state they name. Its exported
 // methods are safe for concurrent use.
 type Dispatcher struct {
 	cfg     Config
@@ -198,8 +198,9 @@ type Dispatcher struct {
 	restore restorer   // a resumed attempt's files (restorestream.go)
 	gpus    gpuRules   // the GPU rules at each heartbeat (gpus.go)
 	peers   peers      // the hooks of several masters (multimaster.go)
+	reap    reaper     // expired leases, silent sessions, the periodic jobs on its tick (reap.go)
 	// retrying: runs found lost whose writes the store has not taken yet
-	// (lostruns.go, Dispatcher.lost).
+	// (lostruns.go, reaper.lost).
 	retrying lostRuns
 
 	ctx    context.Context
@@ -229,6 +230,13 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
 	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
 		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
+	d.reap = reaper{ls: d.ls, st: st, reg: &d.reg, retrying: &d.retrying, update: d.updateTask, forgetLogs: d.logs.Forget,
+		changed: d.workerChanged, notify: d.Notify, closeLateHellos: d.srv.closeLateHellos, reconcile: d.reconcile,
+		reconcilePeriod: d.reconcilePeriod, forgetDown: d.forgetDown, every: cfg.ReapInterval, heartbeatTTL: cfg.HeartbeatTTL,
+		heartbeatInterval: cfg.HeartbeatInterval, now: cfg.Clock, log: d.log}
+	if cfg.OnCancel != nil { // several masters
+		d.reap.sweepCancels = d.peers.sweepCancels
+	}
 	return d, nil
 }
 
@@ -255,7 +263,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	// Counted from the recovery just done, not from whenever the goroutine
 	// gets to run.
 	reconcileAt := d.now().Add(d.reconcilePeriod())
-	go func() { defer d.wg.Done(); d.reapLoop(d.ctx, reconcileAt) }()
+	go func() { defer d.wg.Done(); d.reap.run(d.ctx, reconcileAt) }()
 	d.log.Info().Str("rpc", d.srv.addr()).Str("master", d.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("dispatcher started")
 	return nil

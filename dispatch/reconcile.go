@@ -27,7 +27,7 @@ func (d *Dispatcher) reconcilePeriod() time.Duration {
 // Such a run has no lease and no session of this master holds it. It is
 // what a master leaves behind when it dies after it released or reaped a
 // run's lease and before the store took the run's LOST and requeue
-// writes (the store was down: Dispatcher.lost keeps the retries only in
+// writes (the store was down: reaper.lost keeps the retries only in
 // memory), while another master lives on and never runs its startup
 // recovery again (docs/reliability.md, "Reconciliation").
 //
@@ -57,7 +57,7 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 			continue // its worker renews it, or the reaper will find it expired
 		}
 		if t.Worker == "" || t.Fence == 0 { // as at startup (recover)
-			d.lost(ctx, t.ID, t.Fence, "active run without a worker")
+			d.reap.lost(ctx, t.ID, t.Fence, "active run without a worker")
 			continue
 		}
 		// No live lease may mean one that expired since the last reap:
@@ -65,7 +65,7 @@ func (d *Dispatcher) reconcile(ctx context.Context) {
 		// putting off the run's loss by a hold, or for good on a clock that
 		// stands still. Reap first; a run found lost there is requeued, and
 		// the re-read below gives back the lease restored for it.
-		d.reapOnce(ctx)
+		d.reap.reapOnce(ctx)
 		if err := d.restoreLease(ctx, t); err != nil {
 			d.log.Warn().Err(err).Str("task", t.ID).Msg("reconciliation: cannot restore a lease")
 			continue

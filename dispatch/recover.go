@@ -27,7 +27,7 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 	}
 	for _, t := range active {
 		if t.Worker == "" || t.Fence == 0 {
-			d.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
+			d.reap.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
 			continue
 		}
 		d.reg.adopt(recordOf(t))

@@ -393,5 +393,5 @@ func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
 // runGone ends a placed run that its worker no longer has.
 func (d *Dispatcher) runGone(ctx context.Context, rr *runRec, reason string) {
 	d.release(ctx, rr)
-	d.lost(ctx, rr.taskID, rr.fence.Load(), reason)
+	d.reap.lost(ctx, rr.taskID, rr.fence.Load(), reason)
 }
