@@ -99,7 +99,7 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	// Two more periods: the live run was never touched.
 	for range 2 {
 		h.clock.Advance(reconcileTTL * 5 / 4)
-		h.m.reconcile(ctx)
+		h.m.rec.reconcile(ctx)
 		h.m.reap.reapOnce(ctx)
 	}
 	if got := h.task(t, live.ID); got.Status != core.StatusDispatched || got.Attempt != 1 || got.Fence != fence {
@@ -121,8 +121,8 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	orphan := activeRun(t, h, "w-gone", 1000)
 
 	h.clock.Advance(reconcileTTL * 5 / 4)
-	h.m.reconcile(ctx)
-	m2.reconcile(ctx)
+	h.m.rec.reconcile(ctx)
+	m2.rec.reconcile(ctx)
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
 	testutil.WaitFor(t, 10*time.Second, "orphan requeued", func() bool {
 		got := h.task(t, orphan.ID)
@@ -139,8 +139,8 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	wg.Wait()
 	for range 2 { // and later periods find nothing more to do
 		h.clock.Advance(reconcileTTL * 5 / 4)
-		h.m.reconcile(ctx)
-		m2.reconcile(ctx)
+		h.m.rec.reconcile(ctx)
+		m2.rec.reconcile(ctx)
 		h.clock.Advance(h.m.leaseHold() + time.Millisecond)
 		h.m.reap.reapOnce(ctx)
 		m2.reap.reapOnce(ctx)
@@ -162,7 +162,7 @@ func TestLostReleasesRestoredLease(t *testing.T) {
 	h := newClockedHarness(t, func(c *Config) { c.LeaseTTL = reconcileTTL })
 	ctx := context.Background()
 	run := activeRun(t, h, "w-gone", 1000)
-	if err := h.m.restoreLease(ctx, run); err != nil {
+	if err := h.m.rec.restoreLease(ctx, run); err != nil {
 		t.Fatal(err)
 	}
 	h.m.reap.lost(ctx, run.ID, run.Fence, "test: found lost")
