@@ -18,6 +18,8 @@ import (
 // cannot carry out (worker gone, lease held by another master, run changed
 // in the store) is dropped, and the run waits for the next pass.
 
+var errNoSession = errors.New("worker not connected")
+
 // claimed is a placement whose lease is claimed, not yet recorded.
 type claimed struct {
 	t     *core.Task

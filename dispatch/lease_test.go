@@ -31,12 +31,12 @@ func TestLeaseHeldPastTheTTLTheWorkerIsTold(t *testing.T) {
 	p.c.Close()
 
 	h.clock.Advance(10*time.Second + time.Second + 999*time.Millisecond) // TTL + 10% + 1 s, less 1 ms
-	h.m.reapOnce(context.Background())
+	h.m.reap.reapOnce(context.Background())
 	if got := h.task(t, run.ID); got.Status != core.StatusDispatched {
 		t.Fatalf("requeued within the clock margin: %s", got.Status)
 	}
 	h.clock.Advance(2 * time.Millisecond)
-	h.m.reapOnce(context.Background())
+	h.m.reap.reapOnce(context.Background())
 	testutil.WaitFor(t, 10*time.Second, "requeue after TTL + margin", func() bool { return h.task(t, run.ID).Status == core.StatusQueued })
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // lostRuns is the reaper's queue of runs found lost whose LOST or requeue
-// write the store has not taken yet, by task id (Dispatcher.lost). It owns
+// write the store has not taken yet, by task id (reaper.lost). It owns
 // its table and the mutex that guards it, and only keeps the queue: the
 // reaper does the writes (retryLost). It never does I/O or blocks while
 // holding the mutex. Every method is safe from any goroutine (the reaper,
@@ -19,7 +19,7 @@ type lostRuns struct {
 }
 
 // lostRetry is a run found lost whose LOST or requeue write is still to
-// land (Dispatcher.lost).
+// land (reaper.lost).
 type lostRetry struct {
 	fence     uint64
 	reason    string

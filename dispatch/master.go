@@ -2,7 +2,9 @@
 // framed protocol of package codec, worker sessions, the registry of workers
 // and the runs placed on them, the scheduler that carries out what package
 // plan decides, preemption, the reaper that turns expired leases into LOST
-// runs, and the restore of a resumed run's files. Dispatcher composes it
+// runs, the recovery of the leases from the store (at start, after the
+// lease backend lost its state, and by reconciliation), and the restore of
+// a resumed run's files. Dispatcher composes it
 // from components that each own their state (see Dispatcher);
 // docs/architecture.md ("dispatch") lists its files.
 //
@@ -177,9 +179,8 @@ func (c *Config) defaults() error {
 
 // Dispatcher runs the master side of the RPC. It composes the components
 // below, each of which owns its state and is asked through its methods;
-// the sessions' reports, the reaper, recovery and reconciliation, and
-// cancels are its own methods, on the state they name. Its exported
-// methods are safe for concurrent use.
+// the sessions' reports and cancels are its own methods, on the state they
+// name. Its exported methods are safe for concurrent use.
 type Dispatcher struct {
 	cfg     Config
 	log     zerolog.Logger
@@ -198,8 +199,10 @@ type Dispatcher struct {
 	restore restorer   // a resumed attempt's files (restorestream.go)
 	gpus    gpuRules   // the GPU rules at each heartbeat (gpus.go)
 	peers   peers      // the hooks of several masters (multimaster.go)
+	reap    reaper     // expired leases, silent sessions, the periodic jobs on its tick (reap.go)
+	rec     recoverer  // start-up recovery, the lease backend's rebuild, reconciliation (recover.go, reconcile.go)
 	// retrying: runs found lost whose writes the store has not taken yet
-	// (lostruns.go, Dispatcher.lost).
+	// (lostruns.go, reaper.lost).
 	retrying lostRuns
 
 	ctx    context.Context
@@ -217,7 +220,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
 		st: st, logs: cfg.Logs, outputs: cfg.Outputs}
-	d.ls = &resetGuard{Leases: ls, d: d} // recover.go
+	d.ls = &resetGuard{Leases: ls, rebuild: d.rec.rebuild} // recover.go
 	d.srv = &server{d: d, booted: make(chan struct{}), runErr: make(chan error, 1)}
 	d.reg.init()
 	d.inputs = planInputs{st: st, reg: &d.reg, policy: cfg.Policy, now: cfg.Clock}
@@ -229,6 +232,15 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
 	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
 		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
+	d.reap = reaper{ls: d.ls, st: st, reg: &d.reg, retrying: &d.retrying, update: d.updateTask, forgetLogs: d.logs.Forget,
+		changed: d.workerChanged, notify: d.Notify, closeLateHellos: d.srv.closeLateHellos, reconcile: d.rec.reconcile,
+		reconcilePeriod: d.rec.reconcilePeriod, forgetDown: d.forgetDown, every: cfg.ReapInterval, heartbeatTTL: cfg.HeartbeatTTL,
+		heartbeatInterval: cfg.HeartbeatInterval, now: cfg.Clock, log: d.log}
+	d.rec = recoverer{st: st, ls: d.ls, reg: &d.reg, retrying: &d.retrying, hold: d.leaseHold, lost: d.reap.lost, reap: d.reap.reapOnce,
+		loadCancels: d.peers.loadCancels, leaseTTL: cfg.LeaseTTL, log: d.log}
+	if cfg.OnCancel != nil { // several masters
+		d.reap.sweepCancels = d.peers.sweepCancels
+	}
 	return d, nil
 }
 
@@ -237,7 +249,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.restore.start(d.ctx)
-	if err := d.recover(ctx); err != nil {
+	if err := d.rec.recover(ctx); err != nil {
 		return err
 	}
 	for i := 0; i < d.cfg.Shards; i++ {
@@ -254,8 +266,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	go func() { defer d.wg.Done(); d.sched.run(d.ctx) }()
 	// Counted from the recovery just done, not from whenever the goroutine
 	// gets to run.
-	reconcileAt := d.now().Add(d.reconcilePeriod())
-	go func() { defer d.wg.Done(); d.reapLoop(d.ctx, reconcileAt) }()
+	reconcileAt := d.now().Add(d.rec.reconcilePeriod())
+	go func() { defer d.wg.Done(); d.reap.run(d.ctx, reconcileAt) }()
 	d.log.Info().Str("rpc", d.srv.addr()).Str("master", d.cfg.MasterID).Int("event_loops", loops).Int("gomaxprocs", runtime.GOMAXPROCS(0)).
 		Msg("dispatcher started")
 	return nil

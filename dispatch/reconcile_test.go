@@ -73,7 +73,7 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	}
 
 	h.clock.Advance(reconcileTTL/2 - time.Millisecond) // before any period ends
-	h.m.reapOnce(ctx)
+	h.m.reap.reapOnce(ctx)
 	if got := h.task(t, orphan.ID); got.Status != core.StatusRunning {
 		t.Fatalf("orphan %s before the reconciliation", got.Status)
 	}
@@ -99,8 +99,8 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	// Two more periods: the live run was never touched.
 	for range 2 {
 		h.clock.Advance(reconcileTTL * 5 / 4)
-		h.m.reconcile(ctx)
-		h.m.reapOnce(ctx)
+		h.m.rec.reconcile(ctx)
+		h.m.reap.reapOnce(ctx)
 	}
 	if got := h.task(t, live.ID); got.Status != core.StatusDispatched || got.Attempt != 1 || got.Fence != fence {
 		t.Fatalf("live run %s attempt %d fence %d, want DISPATCHED attempt 1 fence %d", got.Status, got.Attempt, got.Fence, fence)
@@ -121,8 +121,8 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	orphan := activeRun(t, h, "w-gone", 1000)
 
 	h.clock.Advance(reconcileTTL * 5 / 4)
-	h.m.reconcile(ctx)
-	m2.reconcile(ctx)
+	h.m.rec.reconcile(ctx)
+	m2.rec.reconcile(ctx)
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
 	testutil.WaitFor(t, 10*time.Second, "orphan requeued", func() bool {
 		got := h.task(t, orphan.ID)
@@ -134,16 +134,16 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, m := range []*Dispatcher{h.m, m2} {
 		wg.Add(1)
-		go func() { defer wg.Done(); m.lost(ctx, both.ID, both.Fence, "test: both masters") }()
+		go func() { defer wg.Done(); m.reap.lost(ctx, both.ID, both.Fence, "test: both masters") }()
 	}
 	wg.Wait()
 	for range 2 { // and later periods find nothing more to do
 		h.clock.Advance(reconcileTTL * 5 / 4)
-		h.m.reconcile(ctx)
-		m2.reconcile(ctx)
+		h.m.rec.reconcile(ctx)
+		m2.rec.reconcile(ctx)
 		h.clock.Advance(h.m.leaseHold() + time.Millisecond)
-		h.m.reapOnce(ctx)
-		m2.reapOnce(ctx)
+		h.m.reap.reapOnce(ctx)
+		m2.reap.reapOnce(ctx)
 	}
 	for _, id := range []string{orphan.ID, both.ID} {
 		if got := h.task(t, id); got.Status != core.StatusQueued || got.Attempt != 2 {
@@ -162,10 +162,10 @@ func TestLostReleasesRestoredLease(t *testing.T) {
 	h := newClockedHarness(t, func(c *Config) { c.LeaseTTL = reconcileTTL })
 	ctx := context.Background()
 	run := activeRun(t, h, "w-gone", 1000)
-	if err := h.m.restoreLease(ctx, run); err != nil {
+	if err := h.m.rec.restoreLease(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	h.m.lost(ctx, run.ID, run.Fence, "test: found lost")
+	h.m.reap.lost(ctx, run.ID, run.Fence, "test: found lost")
 	if got := h.task(t, run.ID); got.Status != core.StatusQueued || got.Attempt != 2 {
 		t.Fatalf("run %s attempt %d, want QUEUED attempt 2", got.Status, got.Attempt)
 	}

@@ -7,9 +7,56 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/lease"
 )
+
+// recoverer gives the lease backend back what the store says it holds:
+// at start-up (recover), when the backend lost its state (rebuild, asked
+// by resetGuard), and about once a lease TTL for the active runs that
+// nothing would ever find lost (reconcile.go). It owns the time of the last
+// rebuild and the mutex that runs one rebuild at a time; the runs are the
+// registry's, and it calls a run lost through the reaper (lost). It never
+// replaces a live lease (Restore leaves one alone) and never requeues a
+// run by itself. recover runs once, in Start, before anything else;
+// reconcile on the reaper's goroutine; rebuild and restoreLease are safe
+// from any goroutine.
+type recoverer struct {
+	st       recoverStore
+	ls       recoverLeases
+	reg      *registry
+	retrying *lostRuns
+	hold     func() time.Duration // the lease hold (Dispatcher.leaseHold)
+	// lost calls a run lost (reaper.lost); reap reaps the expired leases
+	// (reaper.reapOnce); loadCancels marks the runs whose cancel the store
+	// records (peers).
+	lost        func(ctx context.Context, id string, fence uint64, reason string)
+	reap        func(ctx context.Context)
+	loadCancels func(ctx context.Context, ids []string)
+	leaseTTL    time.Duration // Config.LeaseTTL: reconciliation's period
+	log         zerolog.Logger
+
+	mu    sync.Mutex
+	fixed time.Time // when the last rebuild finished
+}
+
+// recoverStore is what the recoverer reads of the store.
+type recoverStore interface {
+	MaxFence(ctx context.Context) (uint64, error)
+	ActiveTasks(ctx context.Context) ([]core.Task, error)
+	Task(ctx context.Context, id string) (core.Task, error)
+}
+
+// recoverLeases is what the recoverer asks of the lease backend.
+type recoverLeases interface {
+	Restore(ctx context.Context, taskID, workerID string, fence uint64, ttl time.Duration) error
+	Release(ctx context.Context, taskID string, fence uint64) error
+	Get(ctx context.Context, taskID string) (lease.Lease, bool, error)
+	EnsureFenceAbove(ctx context.Context, min uint64) error
+	MarkReady(ctx context.Context) error
+}
 
 // recover rebuilds the registry from the store after a (re)start. The store
 // is the truth: every DISPATCHED or RUNNING run gets its lease back for one
@@ -20,25 +67,25 @@ import (
 // live lease alone (ErrLeaseHeld; the same worker and fence is merely
 // renewed), so this never takes a run from the master that holds it. The
 // registry keeps such runs, so that their workers can move here.
-func (d *Dispatcher) recover(ctx context.Context) error {
-	active, err := d.rebuildLeases(ctx)
+func (c *recoverer) recover(ctx context.Context) error {
+	active, err := c.rebuildLeases(ctx)
 	if err != nil {
 		return err
 	}
 	for _, t := range active {
 		if t.Worker == "" || t.Fence == 0 {
-			d.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
+			c.lost(ctx, t.ID, t.Fence, "active run without a worker at master start")
 			continue
 		}
-		d.reg.adopt(recordOf(t))
+		c.reg.adopt(recordOf(t))
 	}
 	ids := make([]string, len(active))
 	for i, t := range active {
 		ids[i] = t.ID
 	}
-	d.peers.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
+	c.loadCancels(ctx, ids) // a cancel requested before the restart still stops its run
 	if len(active) > 0 {
-		d.log.Info().Int("runs", len(active)).Msg("waiting for workers to re-adopt active runs")
+		c.log.Info().Int("runs", len(active)).Msg("waiting for workers to re-adopt active runs")
 	}
 	return nil
 }
@@ -49,24 +96,24 @@ func (d *Dispatcher) recover(ctx context.Context) error {
 // returns the active runs. Used at start, and when the backend lost its
 // state (Redis restarted empty or flushed): then every master does it, and
 // Restore makes their work idempotent.
-func (d *Dispatcher) rebuildLeases(ctx context.Context) ([]core.Task, error) {
-	max, err := d.st.MaxFence(ctx)
+func (c *recoverer) rebuildLeases(ctx context.Context) ([]core.Task, error) {
+	max, err := c.st.MaxFence(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the highest fence: %w", err)
 	}
-	if err := d.ls.EnsureFenceAbove(ctx, max); err != nil {
+	if err := c.ls.EnsureFenceAbove(ctx, max); err != nil {
 		return nil, fmt.Errorf("cannot raise the fencing counter: %w", err)
 	}
-	active, err := d.st.ActiveTasks(ctx)
+	active, err := c.st.ActiveTasks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read active runs: %w", err)
 	}
 	for _, t := range active {
-		if err := d.restoreLease(ctx, t); err != nil {
+		if err := c.restoreLease(ctx, t); err != nil {
 			return nil, err
 		}
 	}
-	if err := d.ls.MarkReady(ctx); err != nil {
+	if err := c.ls.MarkReady(ctx); err != nil {
 		return nil, err
 	}
 	return active, nil
@@ -77,11 +124,11 @@ func (d *Dispatcher) rebuildLeases(ctx context.Context) ([]core.Task, error) {
 // its worker renews it, else the reaper finds it expired and the run is
 // lost. A run without a worker or fence has no lease to restore (recover
 // and reconcile call it lost).
-func (d *Dispatcher) restoreLease(ctx context.Context, t core.Task) error {
+func (c *recoverer) restoreLease(ctx context.Context, t core.Task) error {
 	if t.Worker == "" || t.Fence == 0 {
 		return nil
 	}
-	err := d.ls.Restore(ctx, t.ID, t.Worker, t.Fence, d.leaseHold())
+	err := c.ls.Restore(ctx, t.ID, t.Worker, t.Fence, c.hold())
 	if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
 		return fmt.Errorf("cannot restore the lease of %s: %w", t.ID, err)
 	}
@@ -89,34 +136,33 @@ func (d *Dispatcher) restoreLease(ctx context.Context, t core.Task) error {
 }
 
 // resetGuard is the lease backend as the dispatcher uses it: when Claim or
-// Renew finds that the backend lost its state (lease.ErrReset), it rebuilds
-// the state from the store and retries, instead of reporting the run's
-// lease lost (which would stop a healthy run) or failing the placement.
+// Renew finds that the backend lost its state (lease.ErrReset), it has the
+// recoverer rebuild the state from the store and retries, instead of
+// reporting the run's lease lost (which would stop a healthy run) or
+// failing the placement. It keeps no state.
 type resetGuard struct {
 	lease.Leases
-	d *Dispatcher
-
-	mu    sync.Mutex
-	fixed time.Time // when the last rebuild finished
+	// rebuild is recoverer.rebuild: seen is when the caller found the
+	// backend's state lost.
+	rebuild func(ctx context.Context, seen time.Time) error
 }
 
 // rebuild runs one rebuild at a time; callers that waited for another's
 // rebuild do not repeat it.
-func (g *resetGuard) rebuild(ctx context.Context, seen time.Time) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.fixed.After(seen) {
+func (c *recoverer) rebuild(ctx context.Context, seen time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fixed.After(seen) {
 		return nil
 	}
-	d := g.d
-	d.log.Warn().Msg("the lease backend lost its state (Redis restarted empty or flushed): rebuilding it from the store")
-	active, err := d.rebuildLeases(ctx)
+	c.log.Warn().Msg("the lease backend lost its state (Redis restarted empty or flushed): rebuilding it from the store")
+	active, err := c.rebuildLeases(ctx)
 	if err != nil {
-		d.log.Error().Err(err).Msg("cannot rebuild the lease state")
+		c.log.Error().Err(err).Msg("cannot rebuild the lease state")
 		return err
 	}
-	g.fixed = time.Now()
-	d.log.Info().Int("runs", len(active)).Msg("lease state rebuilt")
+	c.fixed = time.Now()
+	c.log.Info().Int("runs", len(active)).Msg("lease state rebuilt")
 	return nil
 }
 

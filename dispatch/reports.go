@@ -389,3 +389,9 @@ func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
 	}
 	d.workerChanged(rr.workerID)
 }
+
+// runGone ends a placed run that its worker no longer has.
+func (d *Dispatcher) runGone(ctx context.Context, rr *runRec, reason string) {
+	d.release(ctx, rr)
+	d.reap.lost(ctx, rr.taskID, rr.fence.Load(), reason)
+}

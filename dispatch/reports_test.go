@@ -84,7 +84,9 @@ func TestFinishSupersedesAWaitingStart(t *testing.T) {
 	started := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, StartedUnixMs: started.UnixMilli()})
 	p.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
-	testutil.WaitFor(t, 10*time.Second, "the end superseding the start", func() bool { return strings.Contains(h.logs.String(), "start superseded") })
+	// other's end may have superseded its start too: wait for run's.
+	superseded := `"task":"` + run.ID + `","message":"start superseded`
+	testutil.WaitFor(t, 10*time.Second, "the end superseding the start", func() bool { return strings.Contains(h.logs.String(), superseded) })
 	close(held.hold)
 	p.expect(&pb.TaskFinishedAck{})
 	if err := <-blocker; err != nil {
