@@ -6,10 +6,16 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/scripts"
 	"github.com/rlsched/rlsched/stats"
 )
 
@@ -259,5 +265,58 @@ func TestCompare_TooManyGroups(t *testing.T) {
 	_, r := e.compare(tok, "sweep="+url.QueryEscape(id)+"&by=param.lr")
 	if r.status != 400 || !strings.Contains(string(r.body), "more than 1000 groups") {
 		t.Fatalf("10,000 groups: %d %s", r.status, r.body)
+	}
+}
+
+// The issue's done-when: a sweep of 4 learning rates × 10 seeds on 3 tasks
+// gives the aggregate table, the profile and the improvement through the
+// Python client, as REST gives them.
+func TestCompare_PythonClient(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("python3 not found under CI=true: %v", err)
+		}
+		t.Skipf("python3 not found: %v", err)
+	}
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	id, runs := e.sweep(tok, `{"base": {"command": ["x"]}, "grid": {"lr": [0.1, 0.2, 0.3, 0.4], "env": ["a", "b", "c"]}, "seedCount": 10}`)
+	for i, rid := range runs {
+		pts := []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: float64((i*7919)%97) / 97}}
+		if err := e.st.AppendMetrics(context.Background(), rid, pts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	src, err := scripts.FS.ReadFile("rlsched.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rlsched.py"), src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prog := `import json, sys, rlsched
+c = rlsched.Client(sys.argv[1], token=sys.argv[2])
+print(json.dumps(c.compare(sweep=sys.argv[3], by="lr", task="env", profile=[0.25, 0.5], improve=("0.4", "0.1"), seed=3, reps=300)))`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", prog, e.url, tok, id)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python client: %v", err)
+	}
+	var fromPy, fromREST any
+	mustJSON(t, out, &fromPy)
+	_, r := e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&profile=0.25,0.5&improve=0.4:0.1&seed=3&reps=300")
+	mustJSON(t, r.body, &fromREST)
+	if !reflect.DeepEqual(fromPy, fromREST) {
+		t.Fatalf("the Python client's answer differs from REST's:\n%s\n%s", out, r.body)
+	}
+	var a compareAnswer
+	mustJSON(t, out, &a)
+	if len(a.Groups) != 4 || a.Groups[0].N != 30 || len(a.Tasks) != 3 || len(a.Groups[3].Profile) != 2 || a.Improvement == nil {
+		t.Fatalf("answer: %s", out)
 	}
 }
