@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -251,15 +252,7 @@ func (b *boot) reset(g Group, gamma float64, taus []float64) {
 			all = append(all, sv{x, t, j})
 		}
 	}
-	slices.SortFunc(all, func(a, b sv) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b sv) int { return cmp.Compare(a.v, b.v) })
 	b.n = len(all)
 	b.vals = slices.Grow(b.vals[:0], b.n)[:b.n]
 	b.clip = slices.Grow(b.clip[:0], b.n)[:b.n]

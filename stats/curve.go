@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -215,15 +216,7 @@ func (c *curveBoot) reset(g CurveGroup, points int) {
 		for r, s := range c.runs {
 			o[r] = runAt{s[f], int32(r)}
 		}
-		slices.SortFunc(o, func(a, b runAt) int {
-			switch {
-			case a.v < b.v:
-				return -1
-			case a.v > b.v:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(o, func(a, b runAt) int { return cmp.Compare(a.v, b.v) })
 	}
 }
 
