@@ -93,8 +93,12 @@ func parseCompare(q *fasthttp.Args) (c compareQuery, e *apiError) {
 			return c, errBadRequest("ids: at most %d runs", maxCompareIDs)
 		}
 	}
-	if c.filter, _, e = runFilter(q); e != nil {
+	var csvOut bool
+	if c.filter, csvOut, e = runFilter(q); e != nil {
 		return c, e
+	}
+	if csvOut {
+		return c, errBadRequest("format: GET /api/compare answers JSON only")
 	}
 	if v := string(q.Peek("by")); v != "" {
 		for _, p := range strings.Split(v, ",") {

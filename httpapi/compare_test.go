@@ -233,6 +233,7 @@ func TestCompare_BadInput(t *testing.T) {
 	f(s+"&improve=0.1:9", "improve")
 	f(s+"&seed=-1", "seed")
 	f(s+"&curve=1", "curve")
+	f(s+"&format=csv", "format")
 	f(s+"&curve=100000", "curve")
 	f("ids=bad/id", "ids")
 	f(s+"&reps=50000&curve=1000", "reps × series × grid points")

@@ -160,7 +160,8 @@ func (r *Request) check() error {
 }
 
 // Compare answers r: each group's aggregates and profile with their
-// intervals, and each improvement's.
+// intervals, and each improvement's. It is safe to call from several
+// goroutines at once (it shares nothing between calls).
 func Compare(r Request) (Result, error) {
 	if err := r.check(); err != nil {
 		return Result{}, err

@@ -82,7 +82,8 @@ type CurvePoint struct {
 // Curves are the IQM curves of groups on grid with their intervals. A
 // replicate resamples each group's runs within each task once for the
 // whole curve (as rliable does), and is kept as counts over the runs; at
-// each step the runs are walked in their order there, sorted once.
+// each step the runs are walked in their order there, sorted once. It is
+// safe to call from several goroutines at once.
 func Curves(groups []CurveGroup, grid []float64, o Options) ([][]CurvePoint, error) {
 	if err := o.check(); err != nil {
 		return nil, err
