@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -257,6 +258,146 @@ func TestPercentileProperty(t *testing.T) {
 		}
 		if got := percentile(xs, q, new([]float64)); !near(got, want, 1e-12) {
 			t.Fatalf("percentile %v of %d = %v, want %v", q, len(xs), got, want)
+		}
+	})
+}
+
+// Curves over more steps than a block replay the same replicates in every
+// block: each step's interval is that of the textbook bootstrap drawing
+// the same runs from the same stream, materialised and sorted.
+func TestCurvesBlocksReplay(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		points := rapid.IntRange(frameBlock+1, 3*frameBlock+5).Draw(t, "points")
+		tasks := rapid.IntRange(1, 3).Draw(t, "tasks")
+		var g CurveGroup
+		for range tasks {
+			runs := rapid.IntRange(1, 6).Draw(t, "runs")
+			var ss [][]float64
+			for range runs {
+				ss = append(ss, rapid.SliceOfN(rapid.Float64Range(-5, 5), points, points).Draw(t, "series"))
+			}
+			g.Series = append(g.Series, ss)
+		}
+		grid := make([]float64, points)
+		for i := range grid {
+			grid[i] = float64(i)
+		}
+		o := Options{Reps: rapid.IntRange(2, 60).Draw(t, "reps"), CI: 0.9, Seed: rapid.Uint64().Draw(t, "seed")}
+		cs, err := Curves([]CurveGroup{g}, grid, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(o.Seed, 0))
+		est := make([][]float64, points)
+		for range o.Reps {
+			var drawn [][]float64
+			for _, ss := range g.Series {
+				for range ss {
+					drawn = append(drawn, ss[rng.Uint32N(uint32(len(ss)))])
+				}
+			}
+			for f := range points {
+				var at []float64
+				for _, s := range drawn {
+					at = append(at, s[f])
+				}
+				est[f] = append(est[f], IQM([][]float64{at}))
+			}
+		}
+		for f, p := range cs[0] {
+			lo, hi := percentile(est[f], 0.05, new([]float64)), percentile(est[f], 0.95, new([]float64))
+			if !near(p.Lo, lo, 1e-9) || !near(p.Hi, hi, 1e-9) {
+				t.Fatalf("step %d of %d: [%v, %v], textbook [%v, %v]", f, points, p.Lo, p.Hi, lo, hi)
+			}
+		}
+	})
+}
+
+// Compare's counting bootstrap is the textbook one: each interval equals
+// that of the same replicates (the same draws from the same stream)
+// materialised and estimated as the point estimates are.
+func TestCompareReplay(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := genGroup(t, "g")
+		taus := rapid.SliceOfN(rapid.Float64Range(-6, 6), 0, 4).Draw(t, "taus")
+		o := Options{Reps: rapid.IntRange(2, 100).Draw(t, "reps"), CI: 0.9, Seed: rapid.Uint64().Draw(t, "seed"), Gamma: 0.5}
+		res, err := Compare(Request{Groups: []Group{g}, Stats: Stats, Taus: taus, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(o.Seed, 0))
+		est := map[Stat][]float64{}
+		prof := make([][]float64, len(taus))
+		for range o.Reps {
+			var re [][]float64
+			for _, xs := range g.Scores {
+				if len(xs) == 0 {
+					continue
+				}
+				var r []float64
+				for range xs {
+					r = append(r, xs[rng.Uint32N(uint32(len(xs)))])
+				}
+				re = append(re, r)
+			}
+			for _, st := range Stats {
+				est[st] = append(est[st], Estimate(st, re, o.Gamma))
+			}
+			for j, tau := range taus {
+				prof[j] = append(prof[j], Profile(re, tau))
+			}
+		}
+		check := func(what string, iv Interval, e []float64) {
+			lo, hi := percentile(e, 0.05, new([]float64)), percentile(e, 0.95, new([]float64))
+			if !near(iv.Lo, lo, 1e-9) || !near(iv.Hi, hi, 1e-9) {
+				t.Fatalf("%s: [%v, %v], textbook [%v, %v]", what, iv.Lo, iv.Hi, lo, hi)
+			}
+		}
+		for _, st := range Stats {
+			check(string(st), res.Groups[0].Stats[st], est[st])
+		}
+		for j, p := range res.Groups[0].Profile {
+			check("profile", p.Interval, prof[j])
+		}
+	})
+}
+
+// The improvement's bootstrap is the textbook one too: x's and y's runs
+// drawn independently within each shared task, P(X > Y) of the replicate.
+func TestImprovementReplay(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		x, y := genGroup(t, "x"), genGroup(t, "y")
+		if _, err := ProbImprovement(x.Scores, y.Scores); err != nil {
+			t.Skip("no task in common")
+		}
+		o := Options{Reps: rapid.IntRange(2, 100).Draw(t, "reps"), CI: 0.8, Seed: rapid.Uint64().Draw(t, "seed"), Gamma: 1}
+		res, err := Compare(Request{Groups: []Group{x, y}, Improve: [][2]int{{0, 1}}, Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(o.Seed, improveStream))
+		var est []float64
+		draw := func(xs []float64) []float64 {
+			var r []float64
+			for range xs {
+				r = append(r, xs[rng.Uint32N(uint32(len(xs)))])
+			}
+			return r
+		}
+		for range o.Reps {
+			var rx, ry [][]float64
+			for t := range min(len(x.Scores), len(y.Scores)) {
+				if len(x.Scores[t]) > 0 && len(y.Scores[t]) > 0 {
+					rx, ry = append(rx, draw(x.Scores[t])), append(ry, draw(y.Scores[t]))
+				}
+			}
+			p, _ := ProbImprovement(rx, ry)
+			est = append(est, p)
+		}
+		iv := res.Improvements[0]
+		lo, hi := percentile(est, 0.1, new([]float64)), percentile(est, 0.9, new([]float64))
+		if !near(iv.Lo, lo, 1e-9) || !near(iv.Hi, hi, 1e-9) {
+			t.Fatalf("[%v, %v], textbook [%v, %v]", iv.Lo, iv.Hi, lo, hi)
 		}
 	})
 }
