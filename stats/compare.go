@@ -183,9 +183,9 @@ func Compare(r Request) (Result, error) {
 
 // compareWorker is one goroutine's scratch space over the groups it does.
 type compareWorker struct {
-	b    boot
-	est  []float64
-	heap []float64
+	b       boot
+	est     []float64
+	scratch []float64
 }
 
 // group is the result of group gi of r; taus are r.Taus sorted.
@@ -206,7 +206,8 @@ func (cw *compareWorker) group(r *Request, gi int, taus []float64) GroupResult {
 	gr := GroupResult{N: b.n, Stats: make(map[Stat]Interval, len(r.Stats))}
 	for si, st := range r.Stats {
 		e := est[si*r.Reps : (si+1)*r.Reps]
-		gr.Stats[st] = Interval{Estimate(st, g.Scores, r.Gamma), percentile(e, qlo, &cw.heap), percentile(e, qhi, &cw.heap)}
+		lo, hi := interval(e, qlo, qhi, &cw.scratch)
+		gr.Stats[st] = Interval{Estimate(st, g.Scores, r.Gamma), lo, hi}
 	}
 	for _, tau := range r.Taus {
 		j, _ := slices.BinarySearch(taus, tau)
@@ -403,6 +404,6 @@ func improvement(x, y Group, o Options, stream uint64) (Interval, error) {
 		est[rep] = sum / float64(len(tasks))
 	}
 	qlo, qhi := o.quantiles()
-	var heap []float64
-	return Interval{v, percentile(est, qlo, &heap), percentile(est, qhi, &heap)}, nil
+	lo, hi := interval(est, qlo, qhi, new([]float64))
+	return Interval{v, lo, hi}, nil
 }

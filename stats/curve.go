@@ -134,14 +134,14 @@ type runAt struct {
 // curveBoot is a group's bootstrap over its runs' curves, and a
 // goroutine's scratch space over the groups it does.
 type curveBoot struct {
-	runs   [][]float64 // runs[r][f]: run r's value at grid step f
-	order  []runAt     // order[f*n:(f+1)*n]: every run's value at step f, ascending
-	tasks  [][]int32   // the runs (indexes) of each task that has any
-	counts []int32     // a replicate: how often each run was drawn
-	n      int
-	est    []float64 // a block of steps: est[rep*block+j] for step f0+j
-	byStep []float64 // the block transposed: byStep[j*reps+rep]
-	heap   []float64
+	runs    [][]float64 // runs[r][f]: run r's value at grid step f
+	order   []runAt     // order[f*n:(f+1)*n]: every run's value at step f, ascending
+	tasks   [][]int32   // the runs (indexes) of each task that has any
+	counts  []int32     // a replicate: how often each run was drawn
+	n       int
+	est     []float64 // a block of steps: est[rep*block+j] for step f0+j
+	byStep  []float64 // the block transposed: byStep[j*reps+rep]
+	scratch []float64
 }
 
 // frameBlock is how many grid steps a pass of the replicates covers: the
@@ -173,7 +173,8 @@ func (c *curveBoot) curve(g CurveGroup, gi int, grid []float64, o Options) []Cur
 		for j := range nb {
 			e := c.byStep[j*o.Reps : (j+1)*o.Reps]
 			f := f0 + j
-			pts[f] = CurvePoint{grid[f], Interval{c.point(f), percentile(e, qlo, &c.heap), percentile(e, qhi, &c.heap)}}
+			lo, hi := interval(e, qlo, qhi, &c.scratch)
+			pts[f] = CurvePoint{grid[f], Interval{c.point(f), lo, hi}}
 		}
 	}
 	return pts

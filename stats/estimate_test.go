@@ -136,6 +136,21 @@ func TestPercentile(t *testing.T) {
 			t.Errorf("percentile of 0..999 at %v = %v, want %v", q, got, want)
 		}
 	}
+	// interval's one pass over the tails (n ≥ 512) gives percentile's ends,
+	// with ties too.
+	for _, tie := range []int{1, 7} {
+		ys := make([]float64, 2000)
+		for i := range ys {
+			ys[i] = float64((i * 7919) % 2000 / tie)
+		}
+		for _, ci := range []float64{0.95, 0.99, 0.9} {
+			lo, hi := interval(slices.Clone(ys), (1-ci)/2, (1+ci)/2, new([]float64))
+			wlo, whi := percentile(slices.Clone(ys), (1-ci)/2, new([]float64)), percentile(slices.Clone(ys), (1+ci)/2, new([]float64))
+			if !near(lo, wlo, 1e-12) || !near(hi, whi, 1e-12) {
+				t.Errorf("interval %v (ties of %d): [%v, %v], percentile [%v, %v]", ci, tie, lo, hi, wlo, whi)
+			}
+		}
+	}
 	// histPercentile agrees with percentile over the same values.
 	hist := []int32{3, 0, 5, 2} // values 0, 2/3 ×5, 1 ×2 of n = 3
 	vals := []float64{0, 0, 0, 2. / 3, 2. / 3, 2. / 3, 2. / 3, 2. / 3, 1, 1}

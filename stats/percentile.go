@@ -1,6 +1,9 @@
 package stats
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // percentile is numpy.percentile(xs, 100*q) (linear interpolation between
 // the order statistics around (n-1)·q). It reorders xs; xs is not empty.
@@ -155,4 +158,71 @@ func histPercentile(hist []int32, n int, q float64) float64 {
 		return lo
 	}
 	return lerp(lo, at(i+1), h-float64(i))
+}
+
+// interval is [percentile(xs, qlo), percentile(xs, qhi)] for qlo < qhi. When
+// both ends are in the tails (as a 95% interval's are), one pass over xs
+// keeps the values beyond two thresholds read off a small sample, and the
+// order statistics are selected among those few; otherwise, or when the
+// sample misjudged a tail, percentile finds each end. xs is reordered;
+// scratch is reused between calls.
+func interval(xs []float64, qlo, qhi float64, scratch *[]float64) (float64, float64) {
+	n := len(xs)
+	hlo, hhi := float64(n-1)*qlo, float64(n-1)*qhi
+	ilo, ihi := int(math.Floor(hlo)), int(math.Floor(hhi))
+	// Each tail needs its two order statistics around the end: ilo+2
+	// values from below, n-ihi from above.
+	mlo, mhi := ilo+2, n-ihi
+	const sample = 64
+	if n < 8*sample || mlo > n/16 || mhi > n/16 || mhi < 2 {
+		return percentile(xs, qlo, scratch), percentile(xs, qhi, scratch)
+	}
+	// The thresholds: a sample value that about 4 times the needed share
+	// of xs lies beyond (and the needed share with all but a tiny chance).
+	r := func(m int) int { return min(sample-1, 4*m*sample/n+3) }
+	var smp [sample]float64
+	for j := range smp {
+		smp[j] = xs[j*n/sample]
+	}
+	insertion(smp[:])
+	tlo, thi := smp[r(mlo)], smp[sample-1-r(mhi)]
+	buf := slices.Grow((*scratch)[:0], 2*n)[:2*n]
+	low, high := buf[:n], buf[n:]
+	nl, nh := 0, 0
+	for _, x := range xs {
+		low[nl], high[nh] = x, x
+		nl += b2i(x <= tlo)
+		nh += b2i(x >= thi)
+	}
+	*scratch = buf
+	if nl < mlo || nh < mhi {
+		return percentile(xs, qlo, scratch), percentile(xs, qhi, scratch)
+	}
+	// Below tlo are the nl smallest: the order statistics are theirs.
+	lo := lerpAt(low[:nl], ilo, hlo)
+	// Above thi are the nh largest: x_(ihi) is the (ihi-(n-nh))-th of them.
+	off := n - nh
+	hi := lerpAt(high[:nh], ihi-off, hhi-float64(off))
+	return lo, hi
+}
+
+// lerpAt is percentile's interpolation at position h of xs's sorted order,
+// i = floor(h); xs is reordered.
+func lerpAt(xs []float64, i int, h float64) float64 {
+	a := selectK(xs, i)
+	if i+1 >= len(xs) || h == float64(i) {
+		return a
+	}
+	b := xs[i+1]
+	for _, x := range xs[i+2:] {
+		b = min(b, x)
+	}
+	return lerp(a, b, h-float64(i))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -401,3 +401,25 @@ func TestImprovementReplay(t *testing.T) {
 		}
 	})
 }
+
+// interval's ends are percentile's, whichever way it finds them.
+func TestIntervalProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 5000).Draw(t, "n")
+		ties := rapid.Bool().Draw(t, "ties")
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = rapid.Float64Range(-10, 10).Draw(t, "x")
+			if ties {
+				xs[i] = math.Round(xs[i])
+			}
+		}
+		ci := rapid.Float64Range(0.5, 0.999).Draw(t, "ci")
+		qlo, qhi := (1-ci)/2, (1+ci)/2
+		wantLo, wantHi := percentile(slices.Clone(xs), qlo, new([]float64)), percentile(slices.Clone(xs), qhi, new([]float64))
+		lo, hi := interval(xs, qlo, qhi, new([]float64))
+		if !near(lo, wantLo, 1e-12) || !near(hi, wantHi, 1e-12) {
+			t.Fatalf("interval %v of %d: [%v, %v], percentile [%v, %v]", ci, n, lo, hi, wantLo, wantHi)
+		}
+	})
+}
