@@ -246,8 +246,9 @@ func (c *curveBoot) replicate(est []float64, f0 int) {
 			continue
 		}
 		w, s := float64(cnt), c.runs[r][f0:f0+len(est)]
-		for f, v := range s {
-			est[f] += w * v
+		s = s[:len(est)] // one bounds check for the loop
+		for f := range est {
+			est[f] += w * s[f]
 		}
 	}
 	inv := 1 / float64(int32(n)-2*k)
