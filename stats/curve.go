@@ -122,7 +122,7 @@ func Curves(groups []CurveGroup, grid []float64, o Options) ([][]CurvePoint, err
 	}
 	out := make([][]CurvePoint, len(groups))
 	ws := make([]curveBoot, min(len(groups), runtime.GOMAXPROCS(0)))
-	eachGroup(len(groups), func(w, gi int) { out[gi] = ws[w].curve(groups[gi], gi, grid, o) })
+	eachGroup(len(groups), func(w, gi int) { out[gi] = ws[w].curve(groups[gi], gi, grid, o, maxCachedCounts) })
 	return out, nil
 }
 
@@ -138,25 +138,41 @@ type curveBoot struct {
 	order   []runAt     // order[f*n:(f+1)*n]: every run's value at step f, ascending
 	tasks   [][]int32   // the runs (indexes) of each task that has any
 	counts  []int32     // a replicate: how often each run was drawn
+	all     []int32     // every replicate's counts, when they fit (maxCachedCounts)
 	n       int
 	est     []float64 // a block of steps: est[rep*block+j] for step f0+j
 	byStep  []float64 // the block transposed: byStep[j*reps+rep]
 	scratch []float64
 }
 
-// frameBlock is how many grid steps a pass of the replicates covers: the
+// frameBlock is how many grid steps a pass over the replicates covers: the
 // replicates' estimates of a block (reps × frameBlock) stay in the cache,
 // where those of a whole 1,000-step curve (16 MiB at 2,000 reps) did not.
 const frameBlock = 32
 
-// curve is the IQM curve of group g (number gi) with its intervals. Each
-// block of steps replays the same replicates: the stream is seeded again
-// (the draws cost little beside the estimates), so the whole curve is one
-// resample per replicate.
-func (c *curveBoot) curve(g CurveGroup, gi int, grid []float64, o Options) []CurvePoint {
+// maxCachedCounts bounds the replicates' counts a curve keeps (4 MiB):
+// within it they are drawn once; beyond it each block of steps replays
+// them.
+const maxCachedCounts = 1 << 20
+
+// curve is the IQM curve of group g (number gi) with its intervals. The
+// whole curve is one resample per replicate: every block of steps sees the
+// same replicates, kept (maxCachedCounts) or drawn again from the stream
+// seeded again.
+// cacheLimit is maxCachedCounts (tests give 0, to replay).
+func (c *curveBoot) curve(g CurveGroup, gi int, grid []float64, o Options, cacheLimit int) []CurvePoint {
 	c.reset(g, len(grid))
 	pcg := rand.NewPCG(o.Seed, uint64(gi))
 	rng := rand.New(pcg)
+	n := c.n
+	cached := o.Reps*n <= cacheLimit
+	if cached {
+		c.all = slices.Grow(c.all[:0], o.Reps*n)[:o.Reps*n]
+		for rep := range o.Reps {
+			c.draw(rng)
+			copy(c.all[rep*n:], c.counts)
+		}
+	}
 	nb := min(frameBlock, len(grid))
 	c.est = slices.Grow(c.est[:0], o.Reps*nb)[:o.Reps*nb]
 	c.byStep = slices.Grow(c.byStep[:0], o.Reps*nb)[:o.Reps*nb]
@@ -164,10 +180,17 @@ func (c *curveBoot) curve(g CurveGroup, gi int, grid []float64, o Options) []Cur
 	pts := make([]CurvePoint, len(grid))
 	for f0 := 0; f0 < len(grid); f0 += frameBlock {
 		nb := min(frameBlock, len(grid)-f0)
-		pcg.Seed(o.Seed, uint64(gi))
+		if !cached {
+			pcg.Seed(o.Seed, uint64(gi))
+		}
 		for rep := range o.Reps {
-			c.draw(rng)
-			c.replicate(c.est[rep*nb:(rep+1)*nb], f0)
+			counts := c.counts
+			if cached {
+				counts = c.all[rep*n : (rep+1)*n]
+			} else {
+				c.draw(rng)
+			}
+			c.replicate(c.est[rep*nb:(rep+1)*nb], f0, counts)
 		}
 		transpose(c.byStep, c.est[:o.Reps*nb], o.Reps, nb)
 		for j := range nb {
@@ -237,11 +260,11 @@ func (c *curveBoot) draw(rng *rand.Rand) {
 // less the k smallest and the k largest draws at the step, which are a few
 // entries from each end of the step's order. No walk of all the runs with
 // a branch on each, no sort.
-func (c *curveBoot) replicate(est []float64, f0 int) {
+func (c *curveBoot) replicate(est []float64, f0 int, counts []int32) {
 	n := c.n
 	k := int32(trimmed(n))
 	clear(est)
-	for r, cnt := range c.counts {
+	for r, cnt := range counts {
 		if cnt == 0 {
 			continue
 		}
@@ -258,7 +281,6 @@ func (c *curveBoot) replicate(est []float64, f0 int) {
 		}
 		return
 	}
-	counts := c.counts
 	for j := range est {
 		f := f0 + j
 		o := c.order[f*n : (f+1)*n]

@@ -304,6 +304,11 @@ func TestCurvesBlocksReplay(t *testing.T) {
 				est[f] = append(est[f], IQM([][]float64{at}))
 			}
 		}
+		// Replayed from the stream in each block, not kept: the same curve.
+		var c curveBoot
+		if replayed := c.curve(g, 0, grid, o, 0); !slices.Equal(replayed, cs[0]) {
+			t.Fatalf("replayed replicates:\n%v\nkept:\n%v", replayed, cs[0])
+		}
 		for f, p := range cs[0] {
 			lo, hi := percentile(est[f], 0.05, new([]float64)), percentile(est[f], 0.95, new([]float64))
 			if !near(p.Lo, lo, 1e-9) || !near(p.Hi, hi, 1e-9) {
