@@ -76,12 +76,14 @@ func runCompare(e *env) (*report, error) {
 	}
 	var naive []stats.Interval
 	aggNaive, _ := timeIt("naive IQM", func() error { naive = naiveIQM(req); return nil })
-	curves, err := timeIt("stats.Curves", func() (err error) { _, err = stats.Curves(cgs, grid, req.Options); return err })
+	var cs [][]stats.CurvePoint
+	curves, err := timeIt("stats.Curves", func() (err error) { cs, err = stats.Curves(cgs, grid, req.Options); return err })
 	if err != nil {
 		return nil, err
 	}
-	curvesNaive, _ := timeIt("naive curves", func() error { naiveCurves(cgs, req.Options); return nil })
-	// The naive bootstrap draws from the same streams in the same order, so
+	var ncs [][]stats.Interval
+	curvesNaive, _ := timeIt("naive curves", func() error { ncs = naiveCurves(cgs, req.Options); return nil })
+	// The naive bootstraps draw from the same streams in the same order, so
 	// both make the same replicates: equal points, intervals equal but for
 	// rounding (the order of a sum).
 	worst := 0.0
@@ -91,6 +93,12 @@ func runCompare(e *env) (*report, error) {
 			return nil, fmt.Errorf("group %d: IQM %v, naive %v", g, iv.Value, naive[g].Value)
 		}
 		worst = max(worst, math.Abs(iv.Lo-naive[g].Lo)/(iv.Hi-iv.Lo), math.Abs(iv.Hi-naive[g].Hi)/(iv.Hi-iv.Lo))
+	}
+	for g, c := range cs {
+		for f, p := range c {
+			w := max(p.Hi-p.Lo, 1e-300)
+			worst = max(worst, math.Abs(p.Lo-ncs[g][f].Lo)/w, math.Abs(p.Hi-ncs[g][f].Hi)/w)
+		}
 	}
 
 	t := rep.newTable("IQM with 95% intervals", "what", "stats (rlsched)", "naive textbook", "ratio")
