@@ -87,7 +87,9 @@ func parseCompare(q *fasthttp.Args) (c compareQuery, e *apiError) {
 			if !core.ValidTaskID(id) {
 				return c, errBadRequest("ids must be run ids separated by commas")
 			}
-			c.ids = append(c.ids, id)
+			if !slices.Contains(c.ids, id) { // a run counts once
+				c.ids = append(c.ids, id)
+			}
 		}
 		if len(c.ids) > maxCompareIDs {
 			return c, errBadRequest("ids: at most %d runs", maxCompareIDs)
