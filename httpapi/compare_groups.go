@@ -54,6 +54,19 @@ func keyOf(params map[string]json.RawMessage, names []string) keyed {
 	return k
 }
 
+// id tells keys apart: their names and canonical values (a name's text
+// would take "1" for 1).
+func (k keyed) id() string {
+	var b strings.Builder
+	for i, n := range k.names {
+		b.WriteString(n)
+		b.WriteByte(0)
+		b.Write(k.values[i])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
 func (k keyed) object() map[string]json.RawMessage {
 	m := make(map[string]json.RawMessage, len(k.names))
 	for i, n := range k.names {
@@ -135,11 +148,11 @@ func (c *compareQuery) group(runs []compareRun) (groups []*compareGroup, tasks [
 	byGroup := map[string]*compareGroup{}
 	byTask := map[string]int{}
 	for _, p := range ps {
-		if _, ok := byTask[p.task.name]; !ok {
-			byTask[p.task.name] = len(tasks)
+		if _, ok := byTask[p.task.id()]; !ok {
+			byTask[p.task.id()] = len(tasks)
 			tasks = append(tasks, p.task)
 		}
-		gk := strings.Join(p.group.names, "\x00") + "\x01" + p.group.name
+		gk := p.group.id()
 		g := byGroup[gk]
 		if g == nil {
 			g = &compareGroup{key: p.group}
@@ -154,7 +167,7 @@ func (c *compareQuery) group(runs []compareRun) (groups []*compareGroup, tasks [
 			g.skipped++
 			continue
 		}
-		t := byTask[p.task.name]
+		t := byTask[p.task.id()]
 		for len(g.scores.Scores) <= t {
 			g.scores.Scores = append(g.scores.Scores, nil)
 			g.series = append(g.series, nil)

@@ -322,3 +322,22 @@ print(json.dumps(c.compare(sweep=sys.argv[3], by="lr", task="env", profile=[0.25
 		t.Fatalf("answer: %s", out)
 	}
 }
+
+// Groups are told apart by their values, not by how their names read: the
+// string "1" and the number 1 are two groups (both named 1).
+func TestCompare_GroupsByValue(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	var ids []string
+	for i, v := range []any{"1", 1, 1.0, "1"} {
+		id := e.submit(tok, map[string]any{"command": []string{"x"}, "params": map[string]any{"v": v}})
+		if err := e.st.AppendMetrics(context.Background(), id, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: float64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	a, r := e.compare(tok, "ids="+strings.Join(ids, ",")+"&by=param.v&reps=10")
+	if r.status != 200 || len(a.Groups) != 2 || a.Groups[0].N != 2 || a.Groups[1].N != 2 || a.Groups[0].Name != "1" {
+		t.Fatalf("groups: %d %s", r.status, r.body)
+	}
+}
