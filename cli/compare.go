@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"sort"
@@ -24,7 +25,7 @@ runs whose score is NaN or ±Inf are skipped and counted.
 --normalize minmax --min X --max Y maps scores to (s-X)/(Y-X); --normalize baseline --baseline G
 maps each task's lowest score (or --min) to 0 and group G's mean to 1. --profile prints the
 fraction of each group's runs above each τ; --improve A:B the probability that a run of group A
-beats one of group B (ties count one half). Groups are named by their params' values, joined by
+beats one of group B (ties count one half), --improve all the matrix of every pair. Groups are named by their params' values, joined by
 commas, as the GROUP column shows them. --json prints the server's answer.`,
 		examples: []string{
 			"rlsched compare --sweep $id --by param.lr --task param.env --metric episode_reward --stat iqm",
@@ -51,11 +52,14 @@ type compareAnswer struct {
 		Stats   map[string]compareInterval `json:"stats"`
 		Profile [][4]*float64              `json:"profile"`
 	} `json:"groups"`
-	Improvement *struct {
-		A string `json:"a"`
-		B string `json:"b"`
-		compareInterval
-	} `json:"improvement"`
+	Improvement  *compareImprovement  `json:"improvement"`
+	Improvements []compareImprovement `json:"improvements"`
+}
+
+type compareImprovement struct {
+	A string `json:"a"`
+	B string `json:"b"`
+	compareInterval
 }
 
 type compareInterval struct {
@@ -97,7 +101,7 @@ func runCompare(inv *invocation, args []string) int {
 	hi := fs.Float64("max", 0, "normalisation: the score `Y` mapped to 1")
 	baseline := fs.String("baseline", "", "normalize=baseline: the `GROUP` whose mean maps to 1")
 	profile := fs.String("profile", "", "performance profile at these `τ,τ,...`: the fraction of runs above each")
-	improve := fs.String("improve", "", "the probability of improvement of group A over group B (`A:B`)")
+	improve := fs.String("improve", "", "the probability of improvement of group A over group B (`A:B`), or all: the matrix of every pair (at most 20 groups)")
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
@@ -185,6 +189,29 @@ func (inv *invocation) printCompare(a *compareAnswer) int {
 	}
 	if im := a.Improvement; im != nil {
 		fmt.Fprintf(inv.env.Stdout, "\nP(%s > %s) = %s\n", im.A, im.B, im.compareInterval)
+	}
+	if len(a.Improvements) > 0 {
+		// The matrix: P(row > column), a row per group in the groups' order.
+		names := make([]string, len(a.Groups))
+		cell := map[[2]string]string{}
+		for i, g := range a.Groups {
+			names[i] = orDash(g.Name)
+		}
+		for _, im := range a.Improvements {
+			cell[[2]string{orDash(im.A), orDash(im.B)}] = im.compareInterval.String()
+		}
+		mt := newTable(append([]string{"P(ROW > COLUMN)"}, names...)...)
+		for _, r := range names {
+			row := []string{r}
+			for _, c := range names {
+				row = append(row, cmp.Or(cell[[2]string{r, c}], "-"))
+			}
+			mt.row(row...)
+		}
+		fmt.Fprintln(inv.env.Stdout)
+		if err := inv.printTable(mt); err != nil {
+			return inv.fail(err)
+		}
 	}
 	return ExitOK
 }

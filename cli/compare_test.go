@@ -34,6 +34,12 @@ func TestCompare(t *testing.T) {
 		lines[len(lines)-1] != "P(0.2 > 0.1) = 1 [1, 1]" {
 		t.Fatalf("compare:\n%s", out)
 	}
+	out, _ = h.mustRun(0, "compare", "--sweep", id, "--by", "lr", "--task", "env", "--reps", "50", "--stat", "iqm", "--improve", "all")
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if n := len(lines); n < 3 || !regexpMatch(`^P\(ROW > COLUMN\)\s+0\.1\s+0\.2$`, lines[n-3]) ||
+		!regexpMatch(`^0\.1\s+-\s+0 \[0, 0\]$`, lines[n-2]) || !regexpMatch(`^0\.2\s+1 \[1, 1\]\s+-$`, lines[n-1]) {
+		t.Fatalf("compare --improve all:\n%s", out)
+	}
 	out, _ = h.mustRun(0, "compare", "--sweep", id, "--by", "param.lr", "--reps", "10", "--json")
 	var a struct {
 		Groups []struct {

@@ -28,6 +28,8 @@ const (
 	maxCompareIDs  = 1_000
 	maxByParams    = 8
 	maxWindow      = 100_000
+	// maxImproveGroups bounds improve=all: 20 groups are 190 pairs.
+	maxImproveGroups = 20
 )
 
 // compareQuery is GET /api/compare's query, checked.
@@ -345,9 +347,20 @@ func (s *Server) compare(r *request) *apiError {
 			return errBadRequest("profile: τ %g is outside the scores' range [%g, %g]", tau, lo, hi)
 		}
 	}
-	var ia, ib int
-	if c.improve != "" {
-		if ia, ib, e = c.improvePair(groups); e != nil {
+	all := c.improve == "all"
+	switch {
+	case all:
+		if len(groups) > maxImproveGroups {
+			return errBadRequest("improve=all: at most %d groups (here %d); name one pair, A:B", maxImproveGroups, len(groups))
+		}
+		for a := range groups {
+			for b := a + 1; b < len(groups); b++ {
+				req.Improve = append(req.Improve, [2]int{a, b})
+			}
+		}
+	case c.improve != "":
+		ia, ib, e := c.improvePair(groups)
+		if e != nil {
 			return e
 		}
 		req.Improve = [][2]int{{ia, ib}}
@@ -375,6 +388,8 @@ func (s *Server) compare(r *request) *apiError {
 		Skipped     int                  `json:"skipped"`
 		Groups      []compareGroupAnswer `json:"groups"`
 		Improvement *improvementAnswer   `json:"improvement,omitempty"`
+		// improve=all: every ordered pair, a over b, a's rows in the groups' order.
+		Improvements []improvementAnswer `json:"improvements,omitempty"`
 	}{Metric: c.metric, Window: c.window, Reps: c.opt.Reps, CI: c.opt.CI, Seed: c.opt.Seed, Normalize: c.norm,
 		Runs: len(runs), Missing: missing, Skipped: skipped}
 	if c.task != "" {
@@ -399,9 +414,26 @@ func (s *Server) compare(r *request) *apiError {
 		}
 		ans.Groups = append(ans.Groups, ga)
 	}
-	if len(res.Improvements) == 1 {
-		iv := res.Improvements[0]
-		ans.Improvement = &improvementAnswer{groups[ia].key.name, groups[ib].key.name, intervalOf(iv.Interval)}
+	answer := func(im stats.Improvement) improvementAnswer {
+		return improvementAnswer{groups[im.A].key.name, groups[im.B].key.name, intervalOf(im.Interval)}
+	}
+	switch {
+	case all:
+		// Each pair was estimated once, a < b; b over a is its reverse.
+		byPair := map[[2]int]stats.Improvement{}
+		for _, im := range res.Improvements {
+			byPair[[2]int{im.A, im.B}], byPair[[2]int{im.B, im.A}] = im, im.Reverse()
+		}
+		for a := range groups {
+			for b := range groups {
+				if a != b {
+					ans.Improvements = append(ans.Improvements, answer(byPair[[2]int{a, b}]))
+				}
+			}
+		}
+	case len(res.Improvements) == 1:
+		im := answer(res.Improvements[0])
+		ans.Improvement = &im
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, ans)
 }

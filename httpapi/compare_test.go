@@ -41,12 +41,15 @@ type compareAnswer struct {
 		Profile [][4]float64 `json:"profile"`
 		Curve   [][4]float64 `json:"curve"`
 	} `json:"groups"`
-	Improvement *struct {
-		A     string     `json:"a"`
-		B     string     `json:"b"`
-		Value float64    `json:"value"`
-		CI    [2]float64 `json:"ci"`
-	} `json:"improvement"`
+	Improvement  *compareImprovement  `json:"improvement"`
+	Improvements []compareImprovement `json:"improvements"`
+}
+
+type compareImprovement struct {
+	A     string     `json:"a"`
+	B     string     `json:"b"`
+	Value float64    `json:"value"`
+	CI    [2]float64 `json:"ci"`
 }
 
 // compareSweep submits 4 learning rates × 2 envs × 3 seeds and gives
@@ -339,5 +342,47 @@ func TestCompare_GroupsByValue(t *testing.T) {
 	a, r := e.compare(tok, "ids="+strings.Join(ids, ",")+"&by=param.v&reps=10")
 	if r.status != 200 || len(a.Groups) != 2 || a.Groups[0].N != 2 || a.Groups[1].N != 2 || a.Groups[0].Name != "1" {
 		t.Fatalf("groups: %d %s", r.status, r.body)
+	}
+}
+
+// improve=all: every ordered pair, b over a the reverse of a over b.
+func TestCompare_ImproveAll(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	id, _ := e.compareSweep(tok)
+	a, r := e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&improve=all&reps=200&stat=iqm")
+	if r.status != 200 || len(a.Improvements) != 12 || a.Improvement != nil {
+		t.Fatalf("improve=all: %d %s", r.status, r.body)
+	}
+	if im := a.Improvements[0]; im.A != "0.1" || im.B != "0.2" {
+		t.Fatalf("the first pair: %+v", im)
+	}
+	by := map[[2]string]compareImprovement{}
+	for _, im := range a.Improvements {
+		by[[2]string{im.A, im.B}] = im
+	}
+	for k, im := range by {
+		rev := by[[2]string{k[1], k[0]}]
+		if math.Abs(im.Value+rev.Value-1) > 1e-12 || math.Abs(im.CI[0]+rev.CI[1]-1) > 1e-12 || im.CI[0] > im.CI[1] {
+			t.Fatalf("%v: %+v, reversed %+v", k, im, rev)
+		}
+	}
+	// The single pair gives the same as its row of the matrix.
+	b, _ := e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&improve=0.1:0.2&reps=200&stat=iqm")
+	if b.Improvement == nil || *b.Improvement != a.Improvements[0] {
+		t.Fatalf("0.1:0.2 %+v, in the matrix %+v", b.Improvement, a.Improvements[0])
+	}
+	lrs := make([]string, 21)
+	for i := range lrs {
+		lrs[i] = fmt.Sprint(i)
+	}
+	id, runs := e.sweep(tok, `{"base": {"command": ["x"]}, "grid": {"lr": [`+strings.Join(lrs, ",")+`]}}`)
+	for _, rid := range runs {
+		if err := e.st.AppendMetrics(context.Background(), rid, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, r := e.compare(tok, "sweep="+id+"&by=param.lr&improve=all"); r.status != 400 || !strings.Contains(string(r.body), "improve=all: at most 20 groups") {
+		t.Fatalf("improve=all over 21 groups: %d %s", r.status, r.body)
 	}
 }

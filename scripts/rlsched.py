@@ -457,7 +457,8 @@ class Client:
         ``stat=["iqm", "mean"]``, ``reps``, ``ci``, ``seed``, ``gamma``,
         ``normalize="minmax"`` with ``min`` and ``max`` (or "baseline" with
         ``baseline=GROUP``), ``profile=[tau, ...]``, ``improve=("A", "B")``
-        (or "A:B") and ``curve=POINTS``, as API.md names them. Returns the
+        (or "A:B"; "all" for the matrix of every pair, in "improvements")
+        and ``curve=POINTS``, as API.md names them. Returns the
         answer: ``{"groups": [{"key", "name", "n", "stats": {"iqm": {"value",
         "ci": [lo, hi]}}, "profile": [[tau, fraction, lo, hi]]}],
         "improvement": {"a", "b", "value", "ci"}, ...}``.

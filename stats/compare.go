@@ -87,6 +87,13 @@ type Improvement struct {
 	Interval
 }
 
+// Reverse is the probability of improvement of B over A, from A's over B:
+// P(Y > X) = 1 - P(X > Y) in every replicate, so the interval's ends swap
+// (numpy's percentile is symmetric: of 1-x at q, 1 less x's at 1-q).
+func (im Improvement) Reverse() Improvement {
+	return Improvement{im.B, im.A, Interval{1 - im.Value, 1 - im.Hi, 1 - im.Lo}}
+}
+
 // Result is a comparison's answer, Groups in the request's order.
 type Result struct {
 	Groups       []GroupResult

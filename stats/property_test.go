@@ -404,6 +404,15 @@ func TestImprovementReplay(t *testing.T) {
 		if !near(iv.Lo, lo, 1e-9) || !near(iv.Hi, hi, 1e-9) {
 			t.Fatalf("[%v, %v], textbook [%v, %v]", iv.Lo, iv.Hi, lo, hi)
 		}
+		// The reverse's interval is that of the same replicates' 1 - P.
+		rev := iv.Reverse()
+		for i := range est {
+			est[i] = 1 - est[i]
+		}
+		lo, hi = percentile(est, 0.1, new([]float64)), percentile(est, 0.9, new([]float64))
+		if rev.A != 1 || rev.B != 0 || !near(rev.Lo, lo, 1e-9) || !near(rev.Hi, hi, 1e-9) || !near(rev.Value+iv.Value, 1, 1e-12) {
+			t.Fatalf("reverse %+v, textbook [%v, %v]", rev, lo, hi)
+		}
 	})
 }
 
