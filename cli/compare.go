@@ -22,8 +22,9 @@ each task (a stratified bootstrap, --reps times, --seed for repeatability), and 
 task's runs. A run's score is its --metric's last value, or the mean of its last --window points;
 runs whose score is NaN or ±Inf are skipped and counted.
 
---normalize minmax --min X --max Y maps scores to (s-X)/(Y-X); --normalize baseline --baseline G
-maps each task's lowest score (or --min) to 0 and group G's mean to 1. --profile prints the
+--normalize minmax --min X --max Y maps scores to (s-X)/(Y-X), X and Y each one number or one per
+task (--min cartpole=0,pendulum=-1600); --normalize baseline --baseline G maps each task's lowest
+score (or --min) to 0 and group G's mean to 1. --profile prints the
 fraction of each group's runs above each τ; --improve A:B the probability that a run of group A
 beats one of group B (ties count one half), --improve all the matrix of every pair. Groups are named by their params' values, joined by
 commas, as the GROUP column shows them. --json prints the server's answer.`,
@@ -97,8 +98,8 @@ func runCompare(inv *invocation, args []string) int {
 	ci := fs.Float64("ci", 0, "the intervals' coverage (`C`, default 0.95)")
 	seed := fs.Uint64("seed", 0, "the bootstrap's `SEED`: the same seed, the same intervals")
 	normalize := fs.String("normalize", "", "`HOW` scores are normalised: none, minmax (--min, --max) or baseline (--baseline)")
-	lo := fs.Float64("min", 0, "normalisation: the score `X` mapped to 0")
-	hi := fs.Float64("max", 0, "normalisation: the score `Y` mapped to 1")
+	lo := fs.String("min", "", "normalisation: the score `X` mapped to 0 (or TASK=X,TASK=X,... per task)")
+	hi := fs.String("max", "", "normalisation: the score `Y` mapped to 1 (or TASK=Y,TASK=Y,... per task)")
 	baseline := fs.String("baseline", "", "normalize=baseline: the `GROUP` whose mean maps to 1")
 	profile := fs.String("profile", "", "performance profile at these `τ,τ,...`: the fraction of runs above each")
 	improve := fs.String("improve", "", "the probability of improvement of group A over group B (`A:B`), or all: the matrix of every pair (at most 20 groups)")
@@ -122,7 +123,7 @@ func runCompare(inv *invocation, args []string) int {
 		v         string
 	}{{"window", "window", strconv.Itoa(*window)}, {"reps", "reps", strconv.Itoa(*reps)},
 		{"ci", "ci", strconv.FormatFloat(*ci, 'g', -1, 64)}, {"seed", "seed", strconv.FormatUint(*seed, 10)},
-		{"min", "min", strconv.FormatFloat(*lo, 'g', -1, 64)}, {"max", "max", strconv.FormatFloat(*hi, 'g', -1, 64)}} {
+		{"min", "min", *lo}, {"max", "max", *hi}} {
 		if fs.isSet(f.flag) {
 			q.Set(f.key, f.v)
 		}

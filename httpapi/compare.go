@@ -42,8 +42,8 @@ type compareQuery struct {
 	window   int
 	stats    []stats.Stat
 	opt      stats.Options
-	norm     string // none, minmax or baseline
-	lo, hi   float64
+	norm     string  // none, minmax or baseline
+	lo, hi   perTask // normalisation's min and max
 	baseline string
 	taus     []float64
 	improve  string
@@ -69,6 +69,32 @@ func floatArg(q *fasthttp.Args, field string, def float64) (float64, *apiError) 
 		return 0, errBadRequest("%s must be a finite number", field)
 	}
 	return f, nil
+}
+
+// perTask is a number for every task, or one for each task by name.
+type perTask struct {
+	all float64
+	by  map[string]float64 // nil: all
+}
+
+// perTaskArg reads field as a number (every task's) or as TASK=NUMBER
+// pairs separated by commas.
+func perTaskArg(q *fasthttp.Args, field string, def float64) (perTask, *apiError) {
+	v := string(q.Peek(field))
+	if !strings.Contains(v, "=") {
+		f, e := floatArg(q, field, def)
+		return perTask{all: f}, e
+	}
+	p := perTask{by: map[string]float64{}}
+	for _, pair := range strings.Split(v, ",") {
+		i := strings.LastIndexByte(pair, '=')
+		f, err := strconv.ParseFloat(pair[i+1:], 64)
+		if i < 1 || err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return p, errBadRequest("%s must be a finite number, or TASK=NUMBER pairs separated by commas", field)
+		}
+		p.by[pair[:i]] = f
+	}
+	return p, nil
 }
 
 func intArg(q *fasthttp.Args, field string, def, lo, hi int) (int, *apiError) {
@@ -171,20 +197,20 @@ func parseCompare(q *fasthttp.Args) (c compareQuery, e *apiError) {
 		if !q.Has("min") || !q.Has("max") {
 			return c, errBadRequest("normalize=minmax needs min and max")
 		}
-		if c.lo, e = floatArg(q, "min", 0); e != nil {
+		if c.lo, e = perTaskArg(q, "min", 0); e != nil {
 			return c, e
 		}
-		if c.hi, e = floatArg(q, "max", 0); e != nil {
+		if c.hi, e = perTaskArg(q, "max", 0); e != nil {
 			return c, e
 		}
-		if c.lo == c.hi {
+		if c.lo.by == nil && c.hi.by == nil && c.lo.all == c.hi.all {
 			return c, errBadRequest("min and max must differ")
 		}
 	case "baseline":
 		if c.baseline = string(q.Peek("baseline")); c.baseline == "" {
 			return c, errBadRequest("normalize=baseline needs baseline=GROUP, a group's name")
 		}
-		if c.lo, e = floatArg(q, "min", math.NaN()); e != nil {
+		if c.lo, e = perTaskArg(q, "min", math.NaN()); e != nil {
 			return c, e
 		}
 	default:

@@ -241,12 +241,22 @@ func groupNamed(groups []*compareGroup, name string) int {
 	return -1
 }
 
+// groupNames and taskNames list the first ten names, quoted, for a
+// message.
 func groupNames(groups []*compareGroup) string {
-	names := make([]string, 0, min(len(groups), 10))
-	for _, g := range groups[:min(len(groups), 10)] {
-		names = append(names, strconv.Quote(g.key.name))
+	return someNames(len(groups), func(i int) string { return groups[i].key.name })
+}
+
+func taskNames(tasks []keyed) string {
+	return someNames(len(tasks), func(i int) string { return tasks[i].name })
+}
+
+func someNames(n int, name func(int) string) string {
+	names := make([]string, 0, min(n, 10))
+	for i := range min(n, 10) {
+		names = append(names, strconv.Quote(name(i)))
 	}
-	if len(groups) > 10 {
+	if n > 10 {
 		names = append(names, "…")
 	}
 	return strings.Join(names, ", ")
@@ -272,11 +282,23 @@ func (c *compareQuery) improvePair(groups []*compareGroup) (int, int, *apiError)
 
 // spans are each task's normalisation, nil for none.
 func (c *compareQuery) spans(groups []*compareGroup, tasks []keyed) ([]stats.Span, *apiError) {
+	var lo, hi []float64
+	for _, p := range []struct {
+		field string
+		v     perTask
+		dst   *[]float64
+	}{{"min", c.lo, &lo}, {"max", c.hi, &hi}} {
+		vs, e := p.v.each(p.field, tasks)
+		if e != nil {
+			return nil, e
+		}
+		*p.dst = vs
+	}
 	switch c.norm {
 	case "minmax":
 		sp := make([]stats.Span, len(tasks))
 		for t := range sp {
-			sp[t] = stats.Span{Lo: c.lo, Hi: c.hi}
+			sp[t] = stats.Span{Lo: lo[t], Hi: hi[t]}
 		}
 		return sp, nil
 	case "baseline":
@@ -288,13 +310,43 @@ func (c *compareQuery) spans(groups []*compareGroup, tasks []keyed) ([]stats.Spa
 		for i, g := range groups {
 			gs[i] = g.scores
 		}
-		sp, err := stats.BaselineSpans(gs, b, c.lo)
+		sp, err := stats.BaselineSpans(gs, b, c.lo.all)
 		if err != nil {
 			return nil, errBadRequest("baseline: %s", taskNamed(err.Error(), tasks))
+		}
+		if c.lo.by != nil {
+			for t := range sp {
+				sp[t].Lo = lo[t]
+			}
 		}
 		return sp, nil
 	}
 	return nil, nil
+}
+
+// each is p's value for every task: a name p has no value for, or a value
+// for a task there is not, is a 400 naming field.
+func (p perTask) each(field string, tasks []keyed) ([]float64, *apiError) {
+	vs := make([]float64, len(tasks))
+	known := map[string]bool{}
+	for t, k := range tasks {
+		known[k.name] = true
+		vs[t] = p.all
+		if p.by == nil {
+			continue
+		}
+		v, ok := p.by[k.name]
+		if !ok {
+			return nil, errBadRequest("%s: no value for task %q (give TASK=NUMBER for each of %s)", field, k.name, taskNames(tasks))
+		}
+		vs[t] = v
+	}
+	for name := range p.by {
+		if !known[name] {
+			return nil, errBadRequest("%s: no task is named %q (the tasks: %s)", field, name, taskNames(tasks))
+		}
+	}
+	return vs, nil
 }
 
 // taskNamed puts the task's name for stats' "task N" in msg.

@@ -160,6 +160,14 @@ func TestCompare_Sweep(t *testing.T) {
 	if v := a.Groups[0].Stats["mean"].Value; math.Abs(v-0.5) > 1e-12 {
 		t.Errorf("minmax mean %v", v)
 	}
+	// Per task: cartpole's scores (1 to 5.5) map by [0, 10], pendulum's by
+	// [-10, 0]; lr 0.1's mean over both is then (mean_c/10 + (10 + mean_p)/10) / 2.
+	a, r = e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&reps=10&stat=mean&normalize=minmax"+
+		"&min="+url.QueryEscape("cartpole=0,pendulum=-10")+"&max="+url.QueryEscape("cartpole=10,pendulum=0"))
+	mc, mp := stats.Mean([][]float64{scores["0.1"]["cartpole"]}), stats.Mean([][]float64{scores["0.1"]["pendulum"]})
+	if want := (mc/10 + (10+mp)/10) / 2; r.status != 200 || math.Abs(a.Groups[0].Stats["mean"].Value-want) > 1e-12 {
+		t.Fatalf("minmax per task: %d %s, want mean %v", r.status, r.body, want)
+	}
 	a, r = e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&reps=10&stat=mean&normalize=baseline&baseline=0.2")
 	if r.status != 200 || math.Abs(a.Groups[1].Stats["mean"].Value-1) > 1e-12 {
 		t.Fatalf("baseline: %d %s", r.status, r.body)
@@ -230,6 +238,10 @@ func TestCompare_BadInput(t *testing.T) {
 	f(s+"&normalize=minmax&min=0", "min and max")
 	f(s+"&normalize=minmax&min=1&max=1", "differ")
 	f(s+"&normalize=zscore", "normalize")
+	f(s+"&task=param.env&normalize=minmax&min=cartpole=0&max=10", `min: no value for task \"pendulum\"`)
+	f(s+"&task=param.env&normalize=minmax&min=0&max="+url.QueryEscape("cartpole=1,pendulum=2,atari=3"), `max: no task is named \"atari\"`)
+	f(s+"&task=param.env&normalize=minmax&min=0&max="+url.QueryEscape("cartpole=0,pendulum=2"), `normalize: task \"cartpole\"`)
+	f(s+"&normalize=minmax&min=0&max=a=x", "max must be a finite number, or TASK=NUMBER")
 	f(s+"&normalize=baseline", "baseline")
 	f(s+"&normalize=baseline&baseline=7", "baseline")
 	f(s+"&improve=0.1", "improve")

@@ -455,7 +455,8 @@ class Client:
         ...). Then ``by=["lr"]`` (params, "param." optional; default every
         param but the seed), ``task="env"``, ``metric``, ``window``,
         ``stat=["iqm", "mean"]``, ``reps``, ``ci``, ``seed``, ``gamma``,
-        ``normalize="minmax"`` with ``min`` and ``max`` (or "baseline" with
+        ``normalize="minmax"`` with ``min`` and ``max`` (numbers, or dicts by
+        task) (or "baseline" with
         ``baseline=GROUP``), ``profile=[tau, ...]``, ``improve=("A", "B")``
         (or "A:B"; "all" for the matrix of every pair, in "improvements")
         and ``curve=POINTS``, as API.md names them. Returns the
@@ -472,6 +473,9 @@ class Client:
                                 for part in names for n in part.split(","))
         if isinstance(q.get("improve"), (list, tuple)):
             q["improve"] = ":".join(str(x) for x in q["improve"])
+        for k in ("min", "max"):
+            if isinstance(q.get(k), dict):  # per task: {"cartpole": 0, "pendulum": -1600}
+                q[k] = ",".join("%s=%s" % (t, _query_value(v)) for t, v in q[k].items())
         return self._json("GET", "/api/compare?" + _query(q, params))
 
     def retry_sweep(self, sweep_id):
