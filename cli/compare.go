@@ -15,19 +15,20 @@ func init() {
 		args: "(--sweep ID | --ids A,B,... | filters) [--by param.K[,param.K]] [--task param.K] [--metric NAME] " +
 			"[--stat iqm,mean,median,gap] [--reps N] [--ci C] [--seed S] [--profile T,T,...] [--improve A:B] [--json]",
 		summary: "Compare groups of runs as an RL paper does: IQM, mean, median, optimality gap with bootstrap intervals (GET /api/compare).",
-		details: `The runs are --ids, or --sweep ID alone (each member's latest run), or those the ls filters find
-(--tag, --project, --param K=V, ...). --by groups them by params (default: every param but the
-seed); --task names the param that is each run's task (environment): scores are resampled within
-each task (a stratified bootstrap, --reps times, --seed for repeatability), and IQM pools every
-task's runs. A run's score is its --metric's last value, or the mean of its last --window points;
-runs whose score is NaN or ±Inf are skipped and counted.
+		details: `The runs are --ids, or --sweep ID alone (each member's latest run), or those the ls filters
+find (--tag, --project, --param K=V, ...; --sweep with another filter: every run of the sweep).
+--by groups them by params (default: every param but the seed); --task names the param that is
+each run's task (environment): scores are resampled within each task (a stratified bootstrap,
+--reps times, --seed for repeatability), and IQM pools every task's runs. A run's score is its
+--metric's last value, or the mean of its last --window points; runs whose score is NaN or ±Inf
+are skipped and counted.
 
 --normalize minmax --min X --max Y maps scores to (s-X)/(Y-X), X and Y each one number or one per
 task (--min cartpole=0,pendulum=-1600); --normalize baseline --baseline G maps each task's lowest
-score (or --min) to 0 and group G's mean to 1. --profile prints the
-fraction of each group's runs above each τ; --improve A:B the probability that a run of group A
-beats one of group B (ties count one half), --improve all the matrix of every pair. Groups are named by their params' values, joined by
-commas, as the GROUP column shows them. --json prints the server's answer.`,
+score (or --min) to 0 and group G's mean to 1. --profile prints the fraction of each group's runs
+above each τ; --improve A:B the probability that a run of group A beats one of group B (ties
+count one half), --improve all the matrix of every pair. Groups are named by their params'
+values, joined by commas, as the GROUP column shows them. --json prints the server's answer.`,
 		examples: []string{
 			"rlsched compare --sweep $id --by param.lr --task param.env --metric episode_reward --stat iqm",
 			"rlsched compare --tag baseline --by param.algo --improve PPO:DQN --profile 100,200,300",
@@ -89,7 +90,7 @@ func runCompare(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	filters := addRunFilters(fs)
 	ids := fs.String("ids", "", "compare these runs: `IDS` separated by commas")
-	by := fs.String("by", "", "group by these params: `param.K[,param.K]` (default: every param but the seed)")
+	by := fs.String("by", "", "group by these `param.K[,param.K]` (K alone is param.K; default: every param but the seed)")
 	task := fs.String("task", "", "the param `param.K` that names each run's task (environment)")
 	metric := fs.String("metric", "", "the series scored (`NAME`; default episode_reward)")
 	window := fs.Int("window", 0, "a run's score: the mean of its last `K` points (default 1: the final value)")
@@ -101,8 +102,8 @@ func runCompare(inv *invocation, args []string) int {
 	lo := fs.String("min", "", "normalisation: the score `X` mapped to 0 (or TASK=X,TASK=X,... per task)")
 	hi := fs.String("max", "", "normalisation: the score `Y` mapped to 1 (or TASK=Y,TASK=Y,... per task)")
 	baseline := fs.String("baseline", "", "normalize=baseline: the `GROUP` whose mean maps to 1")
-	profile := fs.String("profile", "", "performance profile at these `τ,τ,...`: the fraction of runs above each")
-	improve := fs.String("improve", "", "the probability of improvement of group A over group B (`A:B`), or all: the matrix of every pair (at most 20 groups)")
+	profile := fs.String("profile", "", "the performance profile at `τ,τ,...`: the fraction of runs above each")
+	improve := fs.String("improve", "", "the probability of improvement of group A over group B, `A:B`; or all: the matrix of every pair (at most 20 groups)")
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
