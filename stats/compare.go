@@ -17,8 +17,8 @@ const (
 	MaxTasks  = 1_000
 	MaxScores = 1_000_000 // scores over every group
 	// MaxWork bounds reps × (scores + profile points) summed over groups,
-	// and reps × the scores of the two groups of an improvement: about a
-	// second of bootstrap on one core.
+	// and reps × the scores of the two groups of each improvement: a
+	// second or two of bootstrap on one core.
 	MaxWork = 400_000_000
 	// MaxProfileCells bounds profile points × the scores of a group (the
 	// per-point histograms of the profile's bootstrap).

@@ -21,6 +21,7 @@
 // This package must never do I/O, read a clock, or draw from a global
 // random source: every random draw comes from a PCG stream seeded by the
 // caller's Options.Seed, so the same input and seed give the same answer,
-// bit for bit. Every input size is bounded (Limits), and a bound crossed is
-// an error naming it, never a long computation.
+// bit for bit, however many goroutines share the work. Every input size is
+// bounded (the Max constants), and a bound crossed is an error naming it,
+// never a long computation.
 package stats
