@@ -195,21 +195,11 @@ type taskPage struct {
 
 func runLs(inv *invocation, args []string) int {
 	fs := inv.newFlags()
-	status := fs.String("status", "", "only runs in `STATUS` (QUEUED, RUNNING, SUCCEEDED, FAILED, ...)")
-	user := fs.String("user", "", "only runs of `USER`")
-	project := fs.String("project", "", "only runs of `PROJECT`")
+	filters := addRunFilters(fs)
 	limit := fs.Int("limit", 0, "at most `N` runs (1–500; with --all the page size)")
 	all := fs.Bool("all", false, "follow the pages to the last run")
 	jsonOut := fs.Bool("json", false, `print the server's JSON ({"items":[...],"nextCursor"}; with --all one object with every item)`)
 	csvOut := fs.Bool("csv", false, "print the runs as CSV, a column per param (the server's ?format=csv)")
-	tag := fs.String("tag", "", "only runs tagged `TAG`")
-	name := fs.String("name", "", "only runs whose name contains `TEXT` (without case)")
-	sweep := fs.String("sweep", "", "only members of sweep `ID` (every run of each)")
-	rerunOf := fs.String("rerun-of", "", "only reruns of run `ID`")
-	since := fs.String("since", "", "only runs created at or after `T` (RFC 3339, a date, or an age like 7d)")
-	until := fs.String("until", "", "only runs created before `T` (RFC 3339, a date, or an age like 36h)")
-	var params multiFlag
-	fs.Var(&params, "param", "only runs whose param `KEY=VALUE` (repeatable; compared as JSON values)")
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
 	}
@@ -217,40 +207,8 @@ func runLs(inv *invocation, args []string) int {
 		return inv.usageError("give --json or --csv, not both")
 	}
 	q := url.Values{}
-	for _, f := range []struct{ key, v string }{{"tag", *tag}, {"name", *name}, {"sweep", *sweep}, {"rerunOf", *rerunOf}} {
-		if f.v != "" {
-			q.Set(f.key, f.v)
-		}
-	}
-	for _, kv := range params {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return inv.usageError("--param wants KEY=VALUE, got %q", kv)
-		}
-		q.Add("param."+k, v)
-	}
-	for _, f := range []struct{ flag, key, v string }{{"since", "createdAfter", *since}, {"until", "createdBefore", *until}} {
-		if !fs.isSet(f.flag) {
-			continue
-		}
-		t, err := parseWhen(f.v, inv.env.now())
-		if err != nil {
-			return inv.usageError("--%s: %v", f.flag, err)
-		}
-		q.Set(f.key, t.UTC().Format(time.RFC3339Nano))
-	}
-	if *status != "" {
-		s := core.Status(strings.ToUpper(*status))
-		if !s.Valid() {
-			return inv.usageError("unknown --status %q: use QUEUED, DISPATCHED, RUNNING, SUCCEEDED, FAILED, CANCELLED, TIMEOUT or LOST", *status)
-		}
-		q.Set("status", string(s))
-	}
-	if *user != "" {
-		q.Set("user", *user)
-	}
-	if *project != "" {
-		q.Set("project", *project)
+	if code, ok := filters.query(inv, q); !ok {
+		return code
 	}
 	if fs.isSet("limit") {
 		if *limit < 1 || *limit > 500 {
@@ -317,6 +275,70 @@ func runLs(inv *invocation, args []string) int {
 		fmt.Fprintf(inv.env.Stderr, "(more runs: add --all, or --limit N)\n")
 	}
 	return ExitOK
+}
+
+// runFilters are the flags of GET /api/tasks' filters, which ls and compare
+// share.
+type runFilters struct {
+	fs                                                             *flagSet
+	status, user, project, tag, name, sweep, rerunOf, since, until *string
+	params                                                         multiFlag
+}
+
+func addRunFilters(fs *flagSet) *runFilters {
+	f := &runFilters{fs: fs}
+	f.status = fs.String("status", "", "only runs in `STATUS` (QUEUED, RUNNING, SUCCEEDED, FAILED, ...)")
+	f.user = fs.String("user", "", "only runs of `USER`")
+	f.project = fs.String("project", "", "only runs of `PROJECT`")
+	f.tag = fs.String("tag", "", "only runs tagged `TAG`")
+	f.name = fs.String("name", "", "only runs whose name contains `TEXT` (without case)")
+	f.sweep = fs.String("sweep", "", "only members of sweep `ID` (every run of each)")
+	f.rerunOf = fs.String("rerun-of", "", "only reruns of run `ID`")
+	f.since = fs.String("since", "", "only runs created at or after `T` (RFC 3339, a date, or an age like 7d)")
+	f.until = fs.String("until", "", "only runs created before `T` (RFC 3339, a date, or an age like 36h)")
+	fs.Var(&f.params, "param", "only runs whose param `KEY=VALUE` (repeatable; compared as JSON values)")
+	return f
+}
+
+// query adds the filters given to q; ok=false means the command is over
+// (a usage error) and code is its exit code.
+func (f *runFilters) query(inv *invocation, q url.Values) (code int, ok bool) {
+	for _, p := range []struct{ key, v string }{{"tag", *f.tag}, {"name", *f.name}, {"sweep", *f.sweep}, {"rerunOf", *f.rerunOf}} {
+		if p.v != "" {
+			q.Set(p.key, p.v)
+		}
+	}
+	for _, kv := range f.params {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return inv.usageError("--param wants KEY=VALUE, got %q", kv), false
+		}
+		q.Add("param."+k, v)
+	}
+	for _, p := range []struct{ flag, key, v string }{{"since", "createdAfter", *f.since}, {"until", "createdBefore", *f.until}} {
+		if !f.fs.isSet(p.flag) {
+			continue
+		}
+		t, err := parseWhen(p.v, inv.env.now())
+		if err != nil {
+			return inv.usageError("--%s: %v", p.flag, err), false
+		}
+		q.Set(p.key, t.UTC().Format(time.RFC3339Nano))
+	}
+	if *f.status != "" {
+		s := core.Status(strings.ToUpper(*f.status))
+		if !s.Valid() {
+			return inv.usageError("unknown --status %q: use QUEUED, DISPATCHED, RUNNING, SUCCEEDED, FAILED, CANCELLED, TIMEOUT or LOST", *f.status), false
+		}
+		q.Set("status", string(s))
+	}
+	if *f.user != "" {
+		q.Set("user", *f.user)
+	}
+	if *f.project != "" {
+		q.Set("project", *f.project)
+	}
+	return ExitOK, true
 }
 
 func runCancel(inv *invocation, args []string) int {

@@ -100,6 +100,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
 		{method: get, pattern: "/api/tasks/{id}/artifacts", h: s.listArtifacts},
 		{method: get, pattern: "/api/tasks/{id}/artifacts/{rest...}", h: s.getArtifact},
+		{method: get, pattern: "/api/compare", h: s.compare},
 		{method: get, pattern: "/api/sweeps", h: s.listSweeps},
 		{method: post, pattern: "/api/sweeps", submission: true, h: s.createSweep},
 		{method: get, pattern: "/api/sweeps/{id}", idOf: "sweep", h: s.getSweep},

@@ -444,6 +444,40 @@ class Client:
         path = "/api/sweeps/%s/metrics?%s" % (self._id(sweep_id), urllib.parse.urlencode({"name": name}))
         return self._json("GET", path)["groups"]
 
+    def compare(self, params=None, **query):
+        """Compare groups of runs as an RL paper does (GET /api/compare):
+        each group's IQM, mean, median and optimality gap with stratified
+        bootstrap intervals, and on demand its performance profile, the
+        probability of improvement of one group over another and IQM curves.
+
+        The runs: ``sweep=ID`` (each member's latest run), ``ids=[...]``, or
+        the filters of runs() (``tag``, ``project``, ``params={"lr": 1e-3}``,
+        ...). Then ``by=["lr"]`` (params, "param." optional; default every
+        param but the seed), ``task="env"``, ``metric``, ``window``,
+        ``stat=["iqm", "mean"]``, ``reps``, ``ci``, ``seed``, ``gamma``,
+        ``normalize="minmax"`` with ``min`` and ``max`` (numbers, or dicts by
+        task) (or "baseline" with
+        ``baseline=GROUP``), ``profile=[tau, ...]``, ``improve=("A", "B")``
+        (or "A:B"; "all" for the matrix of every pair, in "improvements")
+        and ``curve=POINTS``, as API.md names them. Returns the
+        answer: ``{"groups": [{"key", "name", "n", "stats": {"iqm": {"value",
+        "ci": [lo, hi]}}, "profile": [[tau, fraction, lo, hi]]}],
+        "improvement": {"a", "b", "value", "ci"}, ...}``.
+        """
+        q = dict(query)
+        for k in ("by", "task"):
+            v = q.get(k)
+            if v is not None:
+                names = [v] if isinstance(v, str) else list(v)
+                q[k] = ",".join(n if n.startswith("param.") else "param." + n
+                                for part in names for n in part.split(","))
+        if isinstance(q.get("improve"), (list, tuple)):
+            q["improve"] = ":".join(str(x) for x in q["improve"])
+        for k in ("min", "max"):
+            if isinstance(q.get(k), dict):  # per task: {"cartpole": 0, "pendulum": -1600}
+                q[k] = ",".join("%s=%s" % (t, _query_value(v)) for t, v in q[k].items())
+        return self._json("GET", "/api/compare?" + _query(q, params))
+
     def retry_sweep(self, sweep_id):
         """Rerun every member whose latest run ended FAILED, CANCELLED or
         TIMEOUT; returns the new runs' ids (none on a second call)."""

@@ -711,8 +711,8 @@ print("PARAMS", json.dumps(rlsched.params(), sort_keys=True))
 
 // clientUnitProg checks the parts of rlsched.Client that need no master: the
 // error type, how arguments become bodies and queries, where a download may
-// write, the requests of the scheduling-policy calls (against a stand-in
-// server), and what an unreachable server gives. It prints OK at the end.
+// write, the requests of compare and of the scheduling-policy calls (against
+// a stand-in server), and what an unreachable server gives. It prints OK at the end.
 const clientUnitProg = `
 import datetime, os, socket, sys, tempfile, rlsched
 
@@ -767,18 +767,29 @@ check(rlsched._etag_sha256('"%s"' % sha) == sha and rlsched._etag_sha256('W/"%s"
 check(rlsched._etag_sha256('"abc"') == "" and rlsched._etag_sha256("") == "" and rlsched._etag_sha256('"%s"' % ("zz" * 32)) == "", "etag without a sha256")
 
 # download checks the bytes against the ETag's sha256 and writes nothing on a mismatch.
-import hashlib, http.server, threading
+import hashlib, http.server, json, threading, urllib.parse
 body = b'{"episode": 30}\n'
+compare_answer = {"groups": [{"key": {"lr": 0.001}, "name": "0.001", "n": 10,
+                              "stats": {"iqm": {"value": 1.5, "ci": [1.0, 2.0]}}}],
+                  "improvement": {"a": "0.001", "b": "0.01", "value": 0.75, "ci": [0.5, 0.9]}}
 seen = []
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         seen.append(self.path)
+        if self.path.startswith("/api/compare?"):
+            self.answer(json.dumps(compare_answer).encode(), "application/json", None)
+            return
         tag = hashlib.sha256(body).hexdigest() if "good" in self.path else "0" * 64
+        self.answer(body, None, '"%s"' % tag)
+    def answer(self, b, ctype, etag):
         self.send_response(200)
-        self.send_header("ETag", '"%s"' % tag)
-        self.send_header("Content-Length", str(len(body)))
+        if ctype:
+            self.send_header("Content-Type", ctype)
+        if etag:
+            self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(b)))
         self.end_headers()
-        self.wfile.write(body)
+        self.wfile.write(b)
     def log_message(self, *a):
         pass
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
@@ -788,6 +799,26 @@ d = tempfile.mkdtemp()
 got = c.download("r1", "ckpt/good.json", d, attempt=2)
 check(got == os.path.join(d, "ckpt", "good.json") and open(got, "rb").read() == body, "download: %s" % got)
 check(seen[-1] == "/api/tasks/r1/artifacts/ckpt/good.json?attempt=2", "download path: %s" % seen[-1])
+
+# compare: by and task as param.NAME, lists joined by commas, improve as A:B,
+# the filters of runs() beside them; the answer as it came.
+got = c.compare(sweep="s1", by=["lr", "param.batch"], task="env", metric="episode_reward", stat=["iqm", "mean"],
+                reps=500, ci=0.9, seed=7, profile=[0.5, 1.0], improve=("0.001", "0.01"), normalize="minmax", min=-1, max=0)
+check(got == compare_answer, "answer: %r" % (got,))
+path, _, query = seen[-1].partition("?")
+q = dict(urllib.parse.parse_qsl(query))
+check(path == "/api/compare", "path: " + path)
+want = {"sweep": "s1", "by": "param.lr,param.batch", "task": "param.env", "metric": "episode_reward", "stat": "iqm,mean",
+        "reps": "500", "ci": "0.9", "seed": "7", "profile": "0.5,1.0", "improve": "0.001:0.01", "normalize": "minmax",
+        "min": "-1", "max": "0"}
+check(q == want, "query: %r" % (q,))
+
+c.compare(tag="paper", params={"algo": "PPO"}, by="lr,batch", created_after="2026-01-01T00:00:00Z", improve="a:b",
+          normalize="minmax", min={"cartpole": 0, "pendulum": -1600.5}, max=1)
+q = dict(urllib.parse.parse_qsl(seen[-1].partition("?")[2]))
+check(q == {"tag": "paper", "param.algo": "PPO", "by": "param.lr,param.batch", "createdAfter": "2026-01-01T00:00:00Z", "improve": "a:b",
+            "normalize": "minmax", "min": "cartpole=0,pendulum=-1600.5", "max": "1"},
+      "filters: %r" % (q,))
 try:
     c.download("r1", "bad.json", d)
     check(False, "a download whose bytes do not match its ETag succeeded")
