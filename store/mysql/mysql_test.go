@@ -310,14 +310,7 @@ func TestTokenVersionMigration(t *testing.T) {
 	// Migrations after 3 are undone with it: migrate starts after the
 	// highest version recorded.
 	execAll(t, s, `ALTER TABLE users DROP COLUMN token_version`, `DELETE FROM schema_migrations WHERE version >= 3`)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s, dsn)
 	if got, err := s2.UserByID(t.Context(), u.ID); err != nil || got.TokenVersion != 0 {
 		t.Fatalf("after the migration: %+v, %v", got, err)
 	}
@@ -380,14 +373,7 @@ func TestUsernameFoldMigration(t *testing.T) {
 	execAll(t, s, `ALTER TABLE users DROP KEY users_fold, DROP COLUMN username_fold`,
 		fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, len(migrations)),
 		`INSERT INTO users (username, role, password_hash, created_at) VALUES ('Boss', 'ADMIN', 'h', 1), ('boss', 'USER', 'h', 2)`)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopen(t, s, dsn)
 	for _, name := range []string{"Boss", "boss"} {
 		if _, err := s2.UserByName(t.Context(), name); err != nil {
 			t.Fatalf("UserByName(%s) after the migration: %v", name, err)
@@ -407,4 +393,19 @@ func execAll(t *testing.T, s *Store, qs ...string) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
+}
+
+// reopen closes s and opens its database again, as a restarted master
+// does (migrating it), closed at the end of the test.
+func reopen(t *testing.T, s *Store, dsn string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	return s2
 }
