@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -27,4 +26,3 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetBody(b)
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
