@@ -25,4 +25,3 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetContentType("application/json; charset=utf-8")
 	ctx.SetBody(b)
 }
-

@@ -531,4 +531,3 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.idle))
 	return c.Conn.Write(p)
 }
-
