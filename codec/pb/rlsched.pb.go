@@ -219,11 +219,14 @@ func (x *RunRef) GetFinished() bool {
 }
 
 type GPU struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	MemoryMb      int64                  `protobuf:"varint,3,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
-	Uuid          string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"` // nvidia-smi's GPU-…; "" for a GPU given by --gpus N
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Index    int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Name     string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	MemoryMb int64                  `protobuf:"varint,3,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	Uuid     string                 `protobuf:"bytes,4,opt,name=uuid,proto3" json:"uuid,omitempty"` // nvidia-smi's GPU-…; "" for a GPU given by --gpus N
+	// The cores near this GPU (nvidia-smi topo -m's CPU affinity, as a cpuset
+	// list such as "0-15,32-47"); "" when unknown.
+	CpuAffinity   string `protobuf:"bytes,5,opt,name=cpu_affinity,json=cpuAffinity,proto3" json:"cpu_affinity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,6 +289,13 @@ func (x *GPU) GetUuid() string {
 	return ""
 }
 
+func (x *GPU) GetCpuAffinity() string {
+	if x != nil {
+		return x.CpuAffinity
+	}
+	return ""
+}
+
 type Hello struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
@@ -307,9 +317,19 @@ type Hello struct {
 	// 16 random bytes, fresh per connection, for the session key: the Hello
 	// is the first frame sealed with it, and the master reads this before it
 	// can check the Hello's tag.
-	Nonce         []byte `protobuf:"bytes,11,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nonce []byte `protobuf:"bytes,11,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// What the worker offers runs (issue 26): the machine's cores and memory
+	// less RESERVED_CPUS and RESERVED_MEMORY_MB; 0 means "not reported" (an
+	// older worker), which the master reads as unlimited.
+	CpuMillis int64 `protobuf:"varint,12,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryMb  int64 `protobuf:"varint,13,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	// How a run's limits are enforced: "cgroup-v1", "cgroup-v2" or "none";
+	// with enforcement_warning saying why when it is "none" on a worker that
+	// was asked for best-effort enforcement.
+	Enforcement        string `protobuf:"bytes,14,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
+	EnforcementWarning string `protobuf:"bytes,15,opt,name=enforcement_warning,json=enforcementWarning,proto3" json:"enforcement_warning,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -410,6 +430,34 @@ func (x *Hello) GetNonce() []byte {
 		return x.Nonce
 	}
 	return nil
+}
+
+func (x *Hello) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *Hello) GetMemoryMb() int64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
+func (x *Hello) GetEnforcement() string {
+	if x != nil {
+		return x.Enforcement
+	}
+	return ""
+}
+
+func (x *Hello) GetEnforcementWarning() string {
+	if x != nil {
+		return x.EnforcementWarning
+	}
+	return ""
 }
 
 type HelloAck struct {
@@ -855,7 +903,11 @@ type ExecuteTask struct {
 	// Files to restore into the run's output dir before the process starts,
 	// streamed by the master as ArtifactChunk{restore: true} on the worker's
 	// ArtifactAck{restore: true} (docs/protocol.md, "Restore").
-	Restore       []*RestoreFile `protobuf:"bytes,13,rep,name=restore,proto3" json:"restore,omitempty"`
+	Restore []*RestoreFile `protobuf:"bytes,13,rep,name=restore,proto3" json:"restore,omitempty"`
+	// The run's resources (issue 26): cores in thousandths (0: no CPU limit)
+	// and memory in MiB (0: no memory limit), as the master granted them.
+	CpuMillis     int64 `protobuf:"varint,14,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryMb      int64 `protobuf:"varint,15,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -979,6 +1031,20 @@ func (x *ExecuteTask) GetRestore() []*RestoreFile {
 		return x.Restore
 	}
 	return nil
+}
+
+func (x *ExecuteTask) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *ExecuteTask) GetMemoryMb() int64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
 }
 
 // RestoreFile is one stored version of a file (the newest of its path).
@@ -1441,16 +1507,23 @@ func (x *CancelTask) GetGraceMs() int64 {
 }
 
 type TaskFinished struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
-	ExitCode      int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
-	Signal        string                 `protobuf:"bytes,5,opt,name=signal,proto3" json:"signal,omitempty"`
-	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	DurationMs    int64                  `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	Outcome       Outcome                `protobuf:"varint,8,opt,name=outcome,proto3,enum=rlsched.v1.Outcome" json:"outcome,omitempty"`
-	LogBytes      uint64                 `protobuf:"varint,9,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"` // total output bytes of the attempt
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TaskId     string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt    int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence      uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	ExitCode   int32                  `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Signal     string                 `protobuf:"bytes,5,opt,name=signal,proto3" json:"signal,omitempty"`
+	Error      string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	DurationMs int64                  `protobuf:"varint,7,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Outcome    Outcome                `protobuf:"varint,8,opt,name=outcome,proto3,enum=rlsched.v1.Outcome" json:"outcome,omitempty"`
+	LogBytes   uint64                 `protobuf:"varint,9,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"` // total output bytes of the attempt
+	// Why the process ended when the worker knows better than the exit code
+	// (issue 26): "out_of_memory" (its cgroup's memory limit killed it),
+	// "pids_limit" (it hit its process-count limit); "" otherwise.
+	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the attempt used, from its control group when it had one.
+	CpuSeconds    float64 `protobuf:"fixed64,11,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	PeakMemoryMb  int64   `protobuf:"varint,12,opt,name=peak_memory_mb,json=peakMemoryMb,proto3" json:"peak_memory_mb,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1544,6 +1617,27 @@ func (x *TaskFinished) GetOutcome() Outcome {
 func (x *TaskFinished) GetLogBytes() uint64 {
 	if x != nil {
 		return x.LogBytes
+	}
+	return 0
+}
+
+func (x *TaskFinished) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *TaskFinished) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *TaskFinished) GetPeakMemoryMb() int64 {
+	if x != nil {
+		return x.PeakMemoryMb
 	}
 	return 0
 }
@@ -1932,12 +2026,13 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12(\n" +
 	"\x10acked_log_offset\x18\x04 \x01(\x04R\x0eackedLogOffset\x12\x1a\n" +
-	"\bfinished\x18\x05 \x01(\bR\bfinished\"`\n" +
+	"\bfinished\x18\x05 \x01(\bR\bfinished\"\x83\x01\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\x12\x12\n" +
-	"\x04uuid\x18\x04 \x01(\tR\x04uuid\"\xb4\x02\n" +
+	"\x04uuid\x18\x04 \x01(\tR\x04uuid\x12!\n" +
+	"\fcpu_affinity\x18\x05 \x01(\tR\vcpuAffinity\"\xc3\x03\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12#\n" +
@@ -1950,7 +2045,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"sentUnixMs\x12\x1c\n" +
 	"\tisolation\x18\n" +
 	" \x01(\tR\tisolation\x12\x14\n" +
-	"\x05nonce\x18\v \x01(\fR\x05nonceJ\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
+	"\x05nonce\x18\v \x01(\fR\x05nonce\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\f \x01(\x03R\tcpuMillis\x12\x1b\n" +
+	"\tmemory_mb\x18\r \x01(\x03R\bmemoryMb\x12 \n" +
+	"\venforcement\x18\x0e \x01(\tR\venforcement\x12/\n" +
+	"\x13enforcement_warning\x18\x0f \x01(\tR\x12enforcementWarningJ\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
 	"\bHelloAck\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12 \n" +
@@ -1984,7 +2084,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\rR\bmemoryMb\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xd5\x03\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\x91\x04\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2001,7 +2101,10 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"paramsJson\x12\x12\n" +
 	"\x04user\x18\v \x01(\tR\x04user\x12\x16\n" +
 	"\x06resume\x18\f \x01(\bR\x06resume\x121\n" +
-	"\arestore\x18\r \x03(\v2\x17.rlsched.v1.RestoreFileR\arestore\x1a6\n" +
+	"\arestore\x18\r \x03(\v2\x17.rlsched.v1.RestoreFileR\arestore\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x0e \x01(\x03R\tcpuMillis\x12\x1b\n" +
+	"\tmemory_mb\x18\x0f \x01(\x03R\bmemoryMb\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
@@ -2045,7 +2148,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x19\n" +
-	"\bgrace_ms\x18\x05 \x01(\x03R\agraceMs\"\x8f\x02\n" +
+	"\bgrace_ms\x18\x05 \x01(\x03R\agraceMs\"\xee\x02\n" +
 	"\fTaskFinished\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2056,7 +2159,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\vduration_ms\x18\a \x01(\x03R\n" +
 	"durationMs\x12-\n" +
 	"\aoutcome\x18\b \x01(\x0e2\x13.rlsched.v1.OutcomeR\aoutcome\x12\x1b\n" +
-	"\tlog_bytes\x18\t \x01(\x04R\blogBytes\"D\n" +
+	"\tlog_bytes\x18\t \x01(\x04R\blogBytes\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\x12\x1f\n" +
+	"\vcpu_seconds\x18\v \x01(\x01R\n" +
+	"cpuSeconds\x12$\n" +
+	"\x0epeak_memory_mb\x18\f \x01(\x03R\fpeakMemoryMb\"D\n" +
 	"\x0fTaskFinishedAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xb8\x02\n" +
