@@ -115,6 +115,43 @@ type Task struct {
 	PreemptGraceSeconds int        `json:"preemptGraceSeconds"`
 	Preemptions         int        `json:"preemptions"`
 	PreemptedAt         *time.Time `json:"preemptedAt"`
+	// CPUs (cores, fractions allowed) and MemoryMB are the run's resources
+	// (issue 26): what it asked for at submission, 0 for "the default",
+	// and once placed what it got.
+	CPUs     float64 `json:"cpus"`
+	MemoryMB int64   `json:"memoryMb"`
+	// Private limits the run's artifacts, and resuming from them, to its
+	// owner and admins whatever ARTIFACT_VISIBILITY says (issue 25).
+	// Kind is KindBatch or KindInteractive (issue 34). Both fixed at
+	// submission.
+	Private bool   `json:"private"`
+	Kind    string `json:"kind"`
+	// Reason is the machine-readable cause of the run's end beside Error
+	// (API.md "Resources": out_of_memory, pids_limit, preempted, lost,
+	// dependency, early_stopped, ...); "" when the exit code says it all.
+	// Usage is what the ended run used; ErrorTail the last lines of its
+	// stderr, bounded, when it failed.
+	Reason    string `json:"reason"`
+	Usage     *Usage `json:"usage"`
+	ErrorTail string `json:"errorTail,omitempty"`
+	// Note and Baseline are the run's record as its owner edits it after
+	// submission (issue 30), as are Name and Tags; no fenced update writes
+	// them, so an edit is never lost to a state change.
+	Note     string `json:"note"`
+	Baseline bool   `json:"baseline"`
+}
+
+// The kinds of run.
+const (
+	KindBatch       = "batch"
+	KindInteractive = "interactive"
+)
+
+// Usage is what an ended run used (API.md "Resources").
+type Usage struct {
+	CPUSeconds   float64 `json:"cpuSeconds"`
+	PeakMemoryMB int64   `json:"peakMemoryMb"`
+	GPUSeconds   float64 `json:"gpuSeconds"`
 }
 
 // Limits of preemption (API.md "Scheduling policy").

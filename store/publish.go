@@ -80,7 +80,8 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		GPUs: t.GPUs, Priority: t.Priority, Env: maps.Clone(t.Env), Tags: slices.Clone(t.Tags),
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
 		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings),
-		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds}
+		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds,
+		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline}
 	ts.fixed[t.ID] = f
 	return f
 }
@@ -128,6 +129,7 @@ func written(f, t *core.Task) core.Task {
 	v.ExitCode, v.FinalReward = clonePtr(t.ExitCode), clonePtr(t.FinalReward)
 	v.StartedAt, v.FinishedAt, v.UpdatedAt = clonePtr(t.StartedAt), clonePtr(t.FinishedAt), t.UpdatedAt
 	v.Preemptions, v.PreemptedAt = t.Preemptions, clonePtr(t.PreemptedAt)
+	v.CPUs, v.MemoryMB, v.Reason, v.Usage, v.ErrorTail = t.CPUs, t.MemoryMB, t.Reason, clonePtr(t.Usage), t.ErrorTail
 	return v
 }
 

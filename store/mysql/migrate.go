@@ -226,6 +226,19 @@ var migrations = [][]string{
 			GROUP BY LOWER(CONVERT(username USING utf8mb4))) f ON u.id = f.id
 			SET u.username_fold = LOWER(CONVERT(u.username USING utf8mb4))`,
 	},
+	// 11: wave 3's run fields, as sqlite's migration 12, in one ALTER.
+	{
+		`ALTER TABLE tasks
+			ADD COLUMN cpus DOUBLE NOT NULL DEFAULT 0,
+			ADD COLUMN memory_mb BIGINT NOT NULL DEFAULT 0,
+			ADD COLUMN private BOOLEAN NOT NULL DEFAULT FALSE,
+			ADD COLUMN kind VARCHAR(16) NOT NULL DEFAULT 'batch',
+			ADD COLUMN reason VARCHAR(64) NOT NULL DEFAULT '',
+			ADD COLUMN usage_json TEXT NULL,
+			ADD COLUMN error_tail TEXT NULL,
+			ADD COLUMN note TEXT NULL,
+			ADD COLUMN baseline BOOLEAN NOT NULL DEFAULT FALSE`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -371,7 +371,7 @@ func TestCodeMigration(t *testing.T) {
 func TestUsernameFoldMigration(t *testing.T) {
 	s, dsn := openTemp(t)
 	execAll(t, s, `ALTER TABLE users DROP KEY users_fold, DROP COLUMN username_fold`,
-		fmt.Sprintf(`DELETE FROM schema_migrations WHERE version = %d`, len(migrations)),
+		`DELETE FROM schema_migrations WHERE version >= 10`, // from the fold migration on
 		`INSERT INTO users (username, role, password_hash, created_at) VALUES ('Boss', 'ADMIN', 'h', 1), ('boss', 'USER', 'h', 2)`)
 	s2 := reopen(t, s, dsn)
 	for _, name := range []string{"Boss", "boss"} {

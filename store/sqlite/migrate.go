@@ -189,6 +189,18 @@ var migrations = []string{
 	UPDATE users SET username_fold = lower(username)
 		WHERE deleted = 0 AND id IN (SELECT MIN(id) FROM users WHERE deleted = 0 GROUP BY lower(username));
 	CREATE UNIQUE INDEX users_fold ON users(username_fold);`,
+	// 12: wave 3's run fields: resources (issue 26), private and kind
+	// (issues 25, 34), the end's reason, usage and stderr tail, and the
+	// record's note and baseline flag (issue 30).
+	`ALTER TABLE tasks ADD COLUMN cpus REAL NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN memory_mb INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN private INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN kind TEXT NOT NULL DEFAULT 'batch';
+	ALTER TABLE tasks ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN usage_json TEXT;
+	ALTER TABLE tasks ADD COLUMN error_tail TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN note TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -30,6 +30,9 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		CreatedAt:      at(0).In(time.FixedZone("CET", 3600)),
 		StartedAt:      ptr(at(time.Second)), FinishedAt: ptr(at(2 * time.Second)),
 		UpdatedAt: at(3 * time.Nanosecond), Fence: 99,
+		CPUs: 2.5, MemoryMB: 16384, Private: true, Kind: core.KindInteractive,
+		Reason: "lost", Usage: &core.Usage{CPUSeconds: 1.25, PeakMemoryMB: 900, GPUSeconds: 7},
+		ErrorTail: "Traceback\nKeyError: 'x'", Note: "a ünïcode note", Baseline: true,
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these
@@ -47,6 +50,10 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	upd.Worker, upd.GPUIndices, upd.Error = "w-after", []int{0}, ""
 	upd.ExitCode, upd.FinalReward = ptr(0), nil
 	upd.StartedAt, upd.FinishedAt = ptr(at(time.Hour+time.Nanosecond)), nil
+	upd.CPUs, upd.MemoryMB, upd.Reason, upd.Usage, upd.ErrorTail = 4, 2048, "out_of_memory", nil, "Killed"
+	// The owner's record (Private, Kind, Note, Baseline) is not a fenced
+	// update's to change.
+	upd.Private, upd.Kind, upd.Note, upd.Baseline = false, core.KindBatch, "changed", false
 	if err := s.UpdateTask(ctx, &upd, store.Expect{Fence: 0, Status: core.StatusQueued}); err != nil {
 		t.Fatalf("UpdateTask: %v", err)
 	}
@@ -57,6 +64,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	want.Worker, want.GPUIndices, want.Error = "w-after", []int{0}, ""
 	want.ExitCode, want.FinalReward = ptr(0), nil
 	want.StartedAt, want.FinishedAt = ptr(at(time.Hour+time.Nanosecond)), nil
+	want.CPUs, want.MemoryMB, want.Reason, want.Usage, want.ErrorTail = 4, 2048, "out_of_memory", nil, "Killed"
 	want.UpdatedAt = upd.UpdatedAt
 	checkTask(t, "task read after UpdateTask", mustGet(t, s, in.ID), want)
 
@@ -78,7 +86,7 @@ func testTaskDefaults(t *testing.T, s store.Store) {
 			t.Fatalf("CreateTask left id %q createdAt %v updatedAt %v", tk.ID, tk.CreatedAt, tk.UpdatedAt)
 		}
 		want := core.Task{
-			ID: tk.ID, User: "alice", UserID: u.ID, Status: core.StatusQueued,
+			ID: tk.ID, User: "alice", UserID: u.ID, Status: core.StatusQueued, Kind: core.KindBatch,
 			Command: []string{}, Env: map[string]string{}, Tags: []string{}, GPUIndices: []int{},
 			Params: wantParams, CreatedAt: tk.CreatedAt, UpdatedAt: tk.UpdatedAt,
 		}
@@ -118,6 +126,7 @@ func testCreateTaskErrors(t *testing.T, s store.Store) {
 	f(core.Task{ID: "r-nouser", UserID: u.ID + 1000}, core.ErrNotFound)
 	f(core.Task{ID: "bad/id", UserID: u.ID}, nil)                                  // any error
 	f(core.Task{ID: "r-badjson", UserID: u.ID, Params: json.RawMessage(`{`)}, nil) // any error
+	f(core.Task{ID: "r-badkind", UserID: u.ID, Kind: "daemon"}, nil)               // any error
 	if _, err := s.Task(t.Context(), "r-nouser"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("a failed CreateTask left a row: %v", err)
 	}

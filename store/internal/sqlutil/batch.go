@@ -15,18 +15,20 @@ const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 	gpu_indices, trace_id, exit_code, error, final_reward, git_commit, git_dirty,
 	timeout_seconds, created_at, started_at, finished_at, updated_at, fence,
 	git_remote, diff_id, diff_omitted, sweep_id, rerun_of, resume_from,
-	preemptible, preempt_grace, preemptions, preempted_at)
-	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?)`
+	preemptible, preempt_grace, preemptions, preempted_at,
+	cpus, memory_mb, private, kind, reason, usage_json, error_tail, note, baseline)
+	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?, ?,?,?,?,?,?,?,?,?)`
 
 // InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
-const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?)`
+const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?, ?,?,?,?,?,?,?,?,?)`
 
 // UpdateColumns are the run's mutable columns, in the order of a
 // PreparedUpdate's Args (PrepareUpdate): UpdateTask and the backends'
 // set-based updates are built from them, so a new column is added here
 // and in PrepareUpdate only.
 var UpdateColumns = []string{"status", "attempt", "fence", "worker", "gpu_indices", "exit_code", "error",
-	"final_reward", "started_at", "finished_at", "updated_at", "preemptions", "preempted_at"}
+	"final_reward", "started_at", "finished_at", "updated_at", "preemptions", "preempted_at",
+	"cpus", "memory_mb", "reason", "usage_json", "error_tail"}
 
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
@@ -47,6 +49,12 @@ func PrepareCreate(t *core.Task, now time.Time) (TaskRow, error) {
 	}
 	if t.ResumeFrom != "" && !core.ValidTaskID(t.ResumeFrom) {
 		return TaskRow{}, fmt.Errorf("cannot create run %s: invalid resumeFrom %.80q", t.ID, t.ResumeFrom)
+	}
+	if t.Kind == "" {
+		t.Kind = core.KindBatch
+	}
+	if t.Kind != core.KindBatch && t.Kind != core.KindInteractive {
+		return TaskRow{}, fmt.Errorf("cannot create run %s: unknown kind %.20q", t.ID, t.Kind)
 	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
@@ -69,7 +77,8 @@ func InsertArgs(t *core.Task, r TaskRow) []any {
 		r.GPUIndices, t.TraceID, t.ExitCode, t.Error, r.FinalReward, t.Code.GitCommit, t.Code.GitDirty,
 		t.TimeoutSeconds, r.Created, r.Started, r.Finished, r.Updated, r.Fence,
 		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf, t.ResumeFrom,
-		t.Preemptible, t.PreemptGraceSeconds, t.Preemptions, r.Preempted}
+		t.Preemptible, t.PreemptGraceSeconds, t.Preemptions, r.Preempted,
+		t.CPUs, t.MemoryMB, t.Private, t.Kind, t.Reason, r.Usage, t.ErrorTail, t.Note, t.Baseline}
 }
 
 // PreparedUpdate is one row of a batch update, encoded.
@@ -92,6 +101,7 @@ func PrepareUpdate(u store.Update, now time.Time) (PreparedUpdate, error) {
 	}
 	return PreparedUpdate{Row: r, Args: []any{string(upd.Status), upd.Attempt, r.Fence, upd.Worker, r.GPUIndices, upd.ExitCode,
 		upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated, upd.Preemptions, r.Preempted,
+		upd.CPUs, upd.MemoryMB, upd.Reason, r.Usage, upd.ErrorTail,
 		upd.ID, expFence, string(u.Expect.Status)}}, nil
 }
 

@@ -3,6 +3,7 @@ package sqlutil
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 
 	"github.com/rlsched/rlsched/core"
@@ -18,7 +19,8 @@ const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.statu
 	t.gpu_indices, t.trace_id, t.exit_code, t.error, t.final_reward, t.git_commit, t.git_dirty,
 	t.timeout_seconds, t.created_at, t.started_at, t.finished_at, t.updated_at, t.fence,
 	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings,
-	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at
+	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at,
+	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -37,13 +39,15 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		started, finished       *int64
 		warnings                *string
 		preempted               *int64
+		usage, errTail, note    *string
 	)
 	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
 		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
 		&gpuIndices, &t.TraceID, &exitCode, &t.Error, &reward, &t.Code.GitCommit, &t.Code.GitDirty,
 		&t.TimeoutSeconds, &created, &started, &finished, &updated, &fence,
 		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings,
-		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted)
+		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted,
+		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline)
 	if err != nil {
 		return core.Task{}, err
 	}
@@ -55,6 +59,18 @@ func ScanTask(sc Scanner) (core.Task, error) {
 	}
 	t.StartedAt, t.FinishedAt, t.PreemptedAt = NullTime(started), NullTime(finished), NullTime(preempted)
 	t.Code.HasDiff = t.Code.DiffID != ""
+	if errTail != nil {
+		t.ErrorTail = *errTail
+	}
+	if note != nil {
+		t.Note = *note
+	}
+	if usage != nil && *usage != "" {
+		t.Usage = new(core.Usage)
+		if err := json.Unmarshal([]byte(*usage), t.Usage); err != nil {
+			return core.Task{}, fmt.Errorf("run %s: cannot decode its usage: %w", t.ID, err)
+		}
+	}
 	if t.Command, err = DecodeSlice[string](command); err != nil {
 		return core.Task{}, fmt.Errorf("run %s: %w", t.ID, err)
 	}

@@ -3,6 +3,7 @@ package sqlutil
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,6 +20,7 @@ type TaskRow struct {
 	Created, Updated               int64
 	Started, Finished, Preempted   *int64
 	Fence                          int64
+	Usage                          *string
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -73,6 +75,20 @@ func EncodeUpdate(t *core.Task) (TaskRow, error) {
 	}
 	if r.Preempted, err = NullNanos(t.PreemptedAt); err != nil {
 		return r, err
+	}
+	if err := CheckFinite("cpus", t.CPUs); err != nil || t.CPUs < 0 || t.MemoryMB < 0 {
+		return r, fmt.Errorf("cannot store run %s: cpus %v and memoryMb %d must be finite and at least 0", t.ID, t.CPUs, t.MemoryMB)
+	}
+	if u := t.Usage; u != nil {
+		if CheckFinite("usage", u.CPUSeconds) != nil || CheckFinite("usage", u.GPUSeconds) != nil {
+			return r, fmt.Errorf("cannot store run %s: its usage is not finite", t.ID)
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return r, fmt.Errorf("cannot store run %s: %w", t.ID, err)
+		}
+		s := string(b)
+		r.Usage = &s
 	}
 	if r.Fence, err = Fence(t.Fence); err != nil {
 		return r, err
