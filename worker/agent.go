@@ -196,9 +196,9 @@ func (r *run) busyBackoffLocked() (time.Duration, bool) {
 // os.RemoveAll follows no symbolic link the run left (it works from
 // directory descriptors), and the dirs above are the worker's.
 func removeRunDir(r *run) {
-	if err := os.RemoveAll(r.outDir); err != nil {
-		r.log.Warn().Err(err).Str("dir", r.outDir).Msg("cannot remove the run's output dir")
+	if err := os.RemoveAll(r.dirs.Out); err != nil {
+		r.log.Warn().Err(err).Str("dir", r.dirs.Out).Msg("cannot remove the run's output dir")
 		return
 	}
-	_ = os.Remove(filepath.Dir(r.outDir)) // fails while another attempt's dir is there
+	_ = os.Remove(filepath.Dir(r.dirs.Out)) // fails while another attempt's dir is there
 }

@@ -93,7 +93,7 @@ func TestExecute_Environment(t *testing.T) {
 	// The dir itself is gone once the master holds all of it: resolve the
 	// data dir, which stays.
 	realData, _ := filepath.EvalSymlinks(cfg.DataDir)
-	realOut := filepath.Join(realData, "outputs", "t-env", "2")
+	realPriv := filepath.Join(realData, "private", "t-env.2")
 	want := map[string]string{
 		"CUDA_VISIBLE_DEVICES": "1,0",
 		"RLSCHED_TASK_ID":      "t-env",
@@ -104,7 +104,8 @@ func TestExecute_Environment(t *testing.T) {
 		"PYTHONUNBUFFERED":     "0", // the task's env comes last
 		"PYTHONPATH":           filepath.Join(cfg.DataDir, "scripts") + ":/opt/x",
 		"FOO":                  "bar baz",
-		"CWD":                  realOut,
+		"CWD":                  realPriv, // what it writes where it starts is not an output
+		"TMPDIR":               filepath.Join(cfg.DataDir, "private", "t-env.2"),
 		"PATH":                 os.Getenv("PATH"),
 	}
 	for k, v := range want {

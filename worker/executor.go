@@ -84,7 +84,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 func (a *agent) unprepare(r *run, pipeW *os.File) {
 	r.pipe.Close()
 	pipeW.Close()
-	a.iso.Release(r.ident, r.outDir, r.log)
+	a.iso.Release(r.ident, r.dirs, r.log)
 	r.out.Close()
 	r.outs.End()
 }
@@ -116,7 +116,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
-	a.iso.Release(r.ident, r.outDir, r.log) // nothing runs under its uid
+	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
 	a.tab.unstarted(r, startFailedMsg(m, err), true)
@@ -135,7 +135,7 @@ func (a *agent) newSpool(m *pb.ExecuteTask) *spool.Buffer {
 
 // prepare validates m and builds its command, with stdout and stderr on one
 // pipe whose read end it stores in r.pipe. It returns the write end, which
-// the caller closes after Start. It sets r.ident and r.outDir; on an error
+// the caller closes after Start. It sets r.ident and r.dirs; on an error
 // the caller releases them (a.iso.release).
 func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) {
 	if !core.ValidTaskID(m.GetTaskId()) {
@@ -172,22 +172,22 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.ident, err = a.iso.Acquire(m); err != nil {
 		return nil, nil, err
 	}
-	if r.outDir, err = a.iso.MakeRunDir(m, r.ident); err != nil {
+	if r.dirs, err = a.iso.MakeRunDirs(m, r.ident); err != nil {
 		return nil, nil, err
 	}
-	od, err := outputs.OpenDir(r.outDir)
+	od, err := outputs.OpenDir(r.dirs.Out)
 	if err != nil {
 		return nil, nil, err
 	}
 	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, r.ident, od)
-	dir := r.outDir
+	dir := r.dirs.Private // what it writes where it is is its own, not an output
 	if wd != "" {
 		dir = wd
 	}
 	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
 		return nil, nil, err
 	}
-	env := a.runEnv(m, r.outDir, r.ident)
+	env := a.runEnv(m, r.dirs, r.ident)
 	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
@@ -253,9 +253,10 @@ func envValue(env []string, key string) string {
 }
 
 // runEnv returns the worker's environment (less secrets), then the run's
-// variables (for a run under its own uid: HOME, TMPDIR, USER and LOGNAME of
-// its own), then the task's env, checked by checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *isolation.Identity) []string {
+// variables (isolation.IdentityEnv: its private TMPDIR, and under a uid of
+// its own HOME, USER and LOGNAME), then the task's env, checked by
+// checkTaskEnv.
+func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, id *isolation.Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
@@ -269,13 +270,13 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *isolation.Identity)
 		"RLSCHED_ATTEMPT="+strconv.Itoa(int(m.GetAttempt())),
 		"RLSCHED_TRACE_ID="+m.GetTraceId(),
 		"RLSCHED_PARAMS="+m.GetParamsJson(),
-		"RLSCHED_OUTPUT_DIR="+outDir,
+		"RLSCHED_OUTPUT_DIR="+dirs.Out,
 		"PYTHONUNBUFFERED=1",
 	)
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
-	env = append(env, isolation.IdentityEnv(id, outDir)...)
+	env = append(env, isolation.IdentityEnv(id, dirs.Private)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {
@@ -348,7 +349,7 @@ func (a *agent) reap(r *run) {
 	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
-	a.iso.Release(r.ident, r.outDir, r.log)
+	a.iso.Release(r.ident, r.dirs, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started))
 }
 

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,26 +32,29 @@ func isoWorker(t *testing.T, m *fakeMaster, r isolation.UIDRange, edit func(*Con
 }
 
 // TestIsolation_RunUnderOwnUID: a run has a uid of the range, only its own
-// group, and its private dir as HOME and TMPDIR; afterwards the dir is the
-// worker's again.
+// group, and its private dir as HOME, TMPDIR and working directory;
+// afterwards its output dir is the worker's again and its private dir gone.
 func TestIsolation_RunUnderOwnUID(t *testing.T) {
 	m := newFakeMaster(t, testToken)
 	cfg := isoWorker(t, m, isolation.UIDRange{First: 62040, Last: 62049}, nil)
 	mc := m.next(t)
 	fin, out := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-uid", Attempt: 1,
-		Argv: []string{"sh", "-c", `echo "UID=$(id -u)"; echo "GROUPS=$(id -G)"; echo "OWNER=$(stat -c %u:%g:%a "$RLSCHED_OUTPUT_DIR")"; env`}})
+		Argv: []string{"sh", "-c", `echo "UID=$(id -u)"; echo "GROUPS=$(id -G)"; echo "OWNER=$(stat -c %u:%g:%a "$RLSCHED_OUTPUT_DIR")"; ` +
+			`echo "PRIVATE=$(stat -c %u:%a "$HOME")"; echo "CWD=$(pwd)"; env`}})
 	if fin.GetExitCode() != 0 {
 		t.Fatalf("run: %v\n%s", fin, out)
 	}
 	env := envMap(out)
 	uid, _ := strconv.Atoi(env["UID"])
 	outDir := filepath.Join(cfg.DataDir, "outputs", "t-uid", "1")
+	privDir := filepath.Join(cfg.DataDir, "private", "t-uid.1")
 	if uid < 62040 || uid > 62049 {
 		t.Fatalf("the run ran as uid %q, want one of 62040-62049\n%s", env["UID"], out)
 	}
 	for k, v := range map[string]string{
 		"GROUPS": env["UID"], "OWNER": env["UID"] + ":" + env["UID"] + ":700",
-		"HOME": outDir, "TMPDIR": outDir, "USER": "rlsched-" + env["UID"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+		"HOME": privDir, "TMPDIR": privDir, "CWD": privDir, "PRIVATE": env["UID"] + ":700",
+		"USER": "rlsched-" + env["UID"], "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 	} {
 		if env[k] != v {
 			t.Errorf("%s = %q, want %q", k, env[k], v)
@@ -61,6 +66,32 @@ func TestIsolation_RunUnderOwnUID(t *testing.T) {
 	}
 	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != 0 || st.Mode().Perm() != 0o700 {
 		t.Errorf("after the run its dir is uid %d mode %o, want the worker's (0) and 0700", sys.Uid, st.Mode().Perm())
+	}
+	if _, err := os.Lstat(privDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the run's private dir outlived it: %v", err)
+	}
+}
+
+// TestIsolation_PrivateFilesNotUploaded (issue 25): what a run writes for
+// itself (a credential in $HOME, a file in $TMPDIR or where it starts) is
+// never an output; only RLSCHED_OUTPUT_DIR is.
+func TestIsolation_PrivateFilesNotUploaded(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	isoWorker(t, m, isolation.UIDRange{First: 62030, Last: 62039}, nil)
+	mc := m.next(t)
+	fin, out := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-private", Attempt: 1,
+		Argv: []string{"sh", "-c", `set -e; echo "machine h login u password p" > "$HOME/.netrc"; mkdir -p "$HOME/.cache/huggingface"; ` +
+			`echo tok > "$HOME/.cache/huggingface/token"; echo t > "$TMPDIR/t"; echo c > cwdfile; echo ok > "$RLSCHED_OUTPUT_DIR/ok"`}})
+	if fin.GetExitCode() != 0 {
+		t.Fatalf("run: %v\n%s", fin, out)
+	}
+	waitFor(t, 10*time.Second, "the output reaches the master", func() bool { return m.file("t-private", 1, "ok") != nil })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.files {
+		if k != "t-private/1/ok" {
+			t.Errorf("uploaded %s, which the run wrote for itself", k)
+		}
 	}
 }
 

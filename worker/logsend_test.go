@@ -76,7 +76,7 @@ func TestLogAck_BusyResendsFromTheFrame(t *testing.T) {
 	mc.send(&pb.ExecuteTask{TaskId: "t-busy", Attempt: 1, Argv: []string{"sh", "-c", script}})
 	mc.started(t, "t-busy")
 	waitFor(t, 10*time.Second, "the first line acked", func() bool { return mc.acked("t-busy") == 6 })
-	if err := os.WriteFile(filepath.Join(cfg.DataDir, "outputs", "t-busy", "1", "go"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "private", "t-busy.1", "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	mc.finished(t, "t-busy", 20*time.Second)

@@ -33,7 +33,7 @@ func TestReconnect_ResendsFromAckedOffset(t *testing.T) {
 	}
 	release := func(name string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(cfg.DataDir, "outputs", "t-rc", "1", name), nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(cfg.DataDir, "private", "t-rc.1", name), nil, 0o644); err != nil { // where the run starts
 			t.Fatal(err)
 		}
 	}

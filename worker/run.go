@@ -28,7 +28,7 @@ type run struct {
 	log     zerolog.Logger
 	pipe    *os.File            // read end of the merged stdout/stderr; nil when the start failed
 	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
-	outDir  string              // the run's private dir, once created
+	dirs    isolation.RunDirs   // its output and private dirs, once created
 	outs    *outputs.Files      // its upload and restore, once the dir is open
 	pumped  chan struct{}       // closed when the pump has read the pipe to its end
 	exited  atomic.Bool         // the leader was reaped; the pump stops waiting for stray writers

@@ -268,8 +268,8 @@ func (t *runTable) finishedAck(m *pb.TaskFinishedAck) {
 	r.log.Debug().Msg("TaskFinished acked; run forgotten")
 	if r.outs != nil && r.outs.Held() {
 		go removeRunDir(r)
-	} else if r.outDir != "" {
-		r.log.Info().Str("dir", r.outDir).Msg("keeping the run's output dir: the master does not hold all of it")
+	} else if r.dirs.Out != "" {
+		r.log.Info().Str("dir", r.dirs.Out).Msg("keeping the run's output dir: the master does not hold all of it")
 	}
 }
 

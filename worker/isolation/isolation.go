@@ -54,6 +54,7 @@ type Isolator struct {
 	own     struct{ uid, gid int }
 	dataDir string
 	outputs string // DataDir/outputs
+	private string // DataDir/private
 	scripts string // DataDir/scripts
 }
 
@@ -134,7 +135,8 @@ type Options struct {
 // when runs share the worker's uid.
 func New(cfg Options, log zerolog.Logger) (*Isolator, error) {
 	iso := &Isolator{mode: cfg.RunAs, log: log, dataDir: cfg.DataDir,
-		outputs: filepath.Join(cfg.DataDir, "outputs"), scripts: filepath.Join(cfg.DataDir, "scripts")}
+		outputs: filepath.Join(cfg.DataDir, "outputs"), private: filepath.Join(cfg.DataDir, "private"),
+		scripts: filepath.Join(cfg.DataDir, "scripts")}
 	iso.own.uid, iso.own.gid = os.Geteuid(), os.Getegid()
 	if iso.mode == RunAsDynamic {
 		var err error
@@ -153,7 +155,7 @@ func New(cfg Options, log zerolog.Logger) (*Isolator, error) {
 		// Every dynamic uid is in the "other" class of the data dir's
 		// ancestors: check once that such a uid reaches the run-facing tree.
 		probe := cfg.RunUIDs.First
-		for _, p := range []string{iso.outputs, iso.scripts} {
+		for _, p := range []string{iso.outputs, iso.private, iso.scripts} {
 			if err := canAccess(p, probe, probe, needSearch); err != nil {
 				return nil, fmt.Errorf("cannot start worker: runs under their own uids (RUN_AS=dynamic) cannot reach %s: %w; "+
 					"put the data dir under directories every user may enter (chmod o+x on each, or a data dir such as /var/lib/rlsched-worker), or set RUN_AS=none",
@@ -196,18 +198,30 @@ func (iso *Isolator) HelloIsolation() string {
 //	  scripts/          0755  the built-in scripts, readable, not writable, by runs
 //	  outputs/          0711
 //	    <task>/         0711
-//	      <attempt>/    0700  the run's private dir, owned by its uid while it runs
+//	      <attempt>/    0700  the run's output dir, owned by its uid while it runs
+//	  private/          0711
+//	    <task>.<attempt>/ 0700  the run's HOME (a uid of its own) and TMPDIR, never uploaded
+//
+// What an earlier worker left in private/ is removed: its runs are gone.
 func (iso *Isolator) prepareDataDir() error {
 	for _, d := range []struct {
 		path string
 		perm fs.FileMode
-	}{{iso.dataDir, 0o711}, {iso.outputs, 0o711}, {iso.scripts, 0o755}} {
+	}{{iso.dataDir, 0o711}, {iso.outputs, 0o711}, {iso.private, 0o711}, {iso.scripts, 0o755}} {
 		changed, err := secure.EnsureDir(d.path, d.perm)
 		if err != nil {
 			return fmt.Errorf("cannot start worker: %w", err)
 		}
 		if changed != "" {
 			iso.log.Info().Str("change", changed).Msg("set the mode of a worker directory")
+		}
+	}
+	if left, err := os.ReadDir(iso.private); err == nil {
+		for _, e := range left {
+			p := filepath.Join(iso.private, e.Name())
+			if err := os.RemoveAll(p); err != nil {
+				iso.log.Warn().Err(err).Str("dir", p).Msg("cannot remove the private dir an earlier run left")
+			}
 		}
 	}
 	return iso.tightenOutputs()
@@ -306,32 +320,51 @@ func lookupRunUser(name string) (*Identity, error) {
 	return &Identity{uid: uint32(uid), gid: uint32(gid), name: u.Username, home: u.HomeDir}, nil
 }
 
-// MakeRunDir creates the run's private dir, DataDir/outputs/<task>/<attempt>
-// (mode 0700), owned by id's uid when it has one.
-func (iso *Isolator) MakeRunDir(m *pb.ExecuteTask, id *Identity) (string, error) {
+// RunDirs are a run's two directories: Out, DataDir/outputs/<task>/<attempt>,
+// whose every file is uploaded (RLSCHED_OUTPUT_DIR), and Private,
+// DataDir/private/<task>.<attempt>, its working directory, TMPDIR and (under a
+// dynamic uid) HOME, never uploaded and removed at its end (Release): what
+// tools write for themselves (credentials in ~/.netrc, a token cache) must
+// never become an artifact another user can read.
+type RunDirs struct{ Out, Private string }
+
+// MakeRunDirs creates the run's dirs (mode 0700), owned by id's uid when it
+// has one.
+func (iso *Isolator) MakeRunDirs(m *pb.ExecuteTask, id *Identity) (RunDirs, error) {
 	taskDir := filepath.Join(iso.outputs, m.GetTaskId())
 	if err := os.Mkdir(taskDir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("cannot create output dir: %w", err)
+		return RunDirs{}, fmt.Errorf("cannot create output dir: %w", err)
 	}
 	if err := os.Chmod(taskDir, 0o711); err != nil {
-		return "", fmt.Errorf("cannot create output dir: %w", err)
+		return RunDirs{}, fmt.Errorf("cannot create output dir: %w", err)
 	}
-	dir := filepath.Join(taskDir, strconv.Itoa(int(m.GetAttempt())))
+	attempt := strconv.Itoa(int(m.GetAttempt()))
+	d := RunDirs{Out: filepath.Join(taskDir, attempt), Private: filepath.Join(iso.private, m.GetTaskId()+"."+attempt)}
+	for _, dir := range []string{d.Out, d.Private} {
+		if err := iso.makePrivate(dir, id); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// makePrivate makes dir a directory of mode 0700 owned by id's uid.
+func (iso *Isolator) makePrivate(dir string, id *Identity) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("cannot create output dir: %w", err)
+		return fmt.Errorf("cannot create the run's dir: %w", err)
 	}
 	if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("cannot create output dir: %s is not a directory", dir)
+		return fmt.Errorf("cannot create the run's dir: %s is not a directory", dir)
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
-		return "", fmt.Errorf("cannot create output dir: %w", err)
+		return fmt.Errorf("cannot create the run's dir: %w", err)
 	}
 	if id != nil {
 		if err := os.Lchown(dir, int(id.uid), int(id.gid)); err != nil {
-			return "", fmt.Errorf("cannot give the output dir to %s: %w", id, err)
+			return fmt.Errorf("cannot give the run's dir %s to %s: %w", dir, id, err)
 		}
 	}
-	return dir, nil
+	return nil
 }
 
 // CheckReach fails a run under its own uid that could not enter its working
@@ -351,18 +384,21 @@ func CheckReach(id *Identity, dir string, scriptArgs []string) error {
 	return nil
 }
 
-// IdentityEnv is what a run under its own uid gets instead of the worker's
-// HOME, TMPDIR, USER and LOGNAME; the worker's XDG_* directories belong to
-// the worker's user and are dropped (filtered by DropIdentityEnv).
-func IdentityEnv(id *Identity, outDir string) []string {
+// IdentityEnv is what a run gets instead of the worker's TMPDIR and, under
+// a uid of its own, HOME, USER and LOGNAME: TMPDIR is the run's private dir;
+// a dynamic uid's HOME is too, an account's (RUN_AS=user) its own home, and a
+// run under the worker's uid keeps the worker's (its user's packages, as
+// pip --user put them, are where they were). The worker's XDG_* directories
+// belong to the worker's user and are dropped (filtered by DropIdentityEnv).
+func IdentityEnv(id *Identity, privDir string) []string {
 	if id == nil {
-		return nil
+		return []string{"TMPDIR=" + privDir}
 	}
-	home, name := outDir, fmt.Sprintf("rlsched-%d", id.uid)
+	home, name := privDir, fmt.Sprintf("rlsched-%d", id.uid)
 	if id.name != "" {
 		home, name = id.home, id.name
 	}
-	return []string{"HOME=" + home, "TMPDIR=" + outDir, "USER=" + name, "LOGNAME=" + name}
+	return []string{"HOME=" + home, "TMPDIR=" + privDir, "USER=" + name, "LOGNAME=" + name}
 }
 
 // DropIdentityEnv reports an inherited variable that describes the worker's
@@ -390,17 +426,24 @@ func (iso *Isolator) Sweep(id *Identity, log zerolog.Logger) {
 	}
 }
 
-// Release gives back what Acquire and MakeRunDir took: a dynamic uid's
-// output dir (outDir, "" when none was made) returns to the worker (a later
-// run under the same uid must not reach it), then the uid is freed. Call it
-// once the run's processes are gone (or never started). log is the run's.
-func (iso *Isolator) Release(id *Identity, outDir string, log zerolog.Logger) {
+// Release gives back what Acquire and MakeRunDirs took: the run's private
+// dir is removed (os.RemoveAll follows no link the run left), a dynamic
+// uid's output dir returns to the worker (a later run under the same uid
+// must not reach it), then the uid is freed. A zero RunDirs field was never
+// made. Call it once the run's processes are gone (or never started). log
+// is the run's.
+func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
+	if d.Private != "" {
+		if err := os.RemoveAll(d.Private); err != nil {
+			log.Warn().Err(err).Str("dir", d.Private).Msg("cannot remove the run's private dir")
+		}
+	}
 	if id == nil || id.lease == nil {
 		return
 	}
-	if outDir != "" {
-		if err := os.Lchown(outDir, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			log.Error().Err(err).Str("dir", outDir).Msg("cannot take the output dir back from the run's uid; keeping the uid")
+	if d.Out != "" {
+		if err := os.Lchown(d.Out, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Error().Err(err).Str("dir", d.Out).Msg("cannot take the output dir back from the run's uid; keeping the uid")
 			return // never hand out a uid that still owns a finished run's files
 		}
 	}
