@@ -127,6 +127,7 @@ func runShow(inv *invocation, args []string) int {
 		{"env", envString(t.Env)},
 		{"tags", orDash(strings.Join(t.Tags, ","))},
 		{"workdir", orDash(t.Workdir)},
+		{"private", strconv.FormatBool(t.Private)},
 		{"worker", orDash(t.Worker)},
 		{"traceId", orDash(t.TraceID)},
 		{"exitCode", formatInt(t.ExitCode)},

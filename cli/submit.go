@@ -70,6 +70,7 @@ type submitRequest struct {
 	ResumeFrom     string            `json:"resumeFrom,omitempty"`
 	Preemptible    bool              `json:"preemptible,omitempty"`
 	PreemptGrace   *int              `json:"preemptGraceSeconds,omitempty"`
+	Private        bool              `json:"private,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -125,6 +126,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.StringVar(&rf.workdir, "workdir", "", "`DIR` on the worker (default for a command: the current directory)")
 	fs.BoolVar(&rf.req.Preemptible, "preemptible", false, "the run may be stopped (SIGTERM, --grace, SIGKILL) for a run of higher priority, and is requeued to resume from its checkpoint")
 	fs.IntVar(&rf.grace, "grace", 0, "`SECONDS` a preempted run has to checkpoint before SIGKILL (default 30, at most 600)")
+	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
 }
 
 // request checks the flags and the command after -- and builds the run's

@@ -72,6 +72,21 @@ func (t Task) EnvVisibleTo(u User) bool {
 	return u.Role == RoleAdmin || (u.ID != 0 && u.ID == t.UserID)
 }
 
+// Who may read a run's outputs and resume from them (ARTIFACT_VISIBILITY,
+// API.md "Who may read what").
+const (
+	OutputsAll   = "all"   // every signed-in user, unless the run is private
+	OutputsOwner = "owner" // the owner and admins only
+)
+
+// OutputsVisibleTo reports whether u may read t's output files, and start
+// a run from them (resumeFrom), under the server's visibility (OutputsAll
+// or OutputsOwner): its owner and admins always; others only where the
+// server shares outputs and t is not private.
+func (t Task) OutputsVisibleTo(u User, visibility string) bool {
+	return t.EnvVisibleTo(u) || (u.ID != 0 && visibility == OutputsAll && !t.Private)
+}
+
 // ViewFor is t as u sees it: its View, with the env values masked unless u
 // owns the run or is an admin.
 func (t Task) ViewFor(u User) Task {

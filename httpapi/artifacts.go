@@ -18,23 +18,42 @@ import (
 
 // The outputs of runs (API.md "Run outputs"): the list of a run's files
 // and their bytes, streamed from the blob store (Config.Blobs) without
-// buffering a file. Any signed-in user may see runs, so any may read
-// their outputs, as their logs.
+// buffering a file. Who may read them is core.Task.OutputsVisibleTo's
+// rule under ARTIFACT_VISIBILITY; starting a run from them (resumeFrom) is
+// reading them.
 
-// checkResumeFrom makes sure the run sp resumes from exists.
-func (s *Server) checkResumeFrom(sp *spec) *apiError {
+// checkResumeFrom makes sure the run sp resumes from exists and that u may
+// read its outputs.
+func (s *Server) checkResumeFrom(u core.User, sp *spec) *apiError {
 	if sp.resumeFrom == "" {
 		return nil
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
-	if _, err := s.st.Task(ctx, sp.resumeFrom); err != nil {
+	t, err := s.st.Task(ctx, sp.resumeFrom)
+	if err != nil {
 		if errors.Is(err, core.ErrNotFound) {
 			return errBadRequest("resumeFrom: there is no run %s", sp.resumeFrom)
 		}
 		return storeError(err, "run "+sp.resumeFrom)
 	}
+	if e := s.outputsVisible(u, t); e != nil {
+		return &apiError{e.Status, e.Code, "resumeFrom: " + e.Message}
+	}
 	return nil
+}
+
+// outputsVisible is nil when u may read t's outputs, else the 403 that
+// says why not.
+func (s *Server) outputsVisible(u core.User, t core.Task) *apiError {
+	if t.OutputsVisibleTo(u, s.cfg.OutputsVisibility) {
+		return nil
+	}
+	why := "this master shows a run's output files only to its owner and admins (ARTIFACT_VISIBILITY=owner)"
+	if t.Private {
+		why = "run " + t.ID + " is private: its output files are shown only to its owner and admins"
+	}
+	return &apiError{fasthttp.StatusForbidden, codeForbidden, why}
 }
 
 // artifactItem is a file of a run as API.md lists it.
@@ -71,6 +90,9 @@ func (s *Server) listArtifacts(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "run "+r.id)
 	}
+	if e := s.outputsVisible(r.user, t); e != nil {
+		return e
+	}
 	attempt, e := attemptOf(r, t)
 	if e != nil {
 		return e
@@ -106,6 +128,9 @@ func (s *Server) getArtifact(r *request) *apiError {
 	t, err := s.st.Task(ctx, r.id)
 	if err != nil {
 		return storeError(err, "run "+r.id)
+	}
+	if e := s.outputsVisible(r.user, t); e != nil {
+		return e
 	}
 	attempt, e := attemptOf(r, t)
 	if e != nil {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/artifact"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
 	"github.com/rlsched/rlsched/internal/crosssite"
@@ -63,7 +64,10 @@ type Config struct {
 	// Registration is who may register (REGISTRATION): RegistrationOpen
 	// (the default), RegistrationClosed or RegistrationAdmin.
 	Registration string
-	Logger       zerolog.Logger
+	// OutputsVisibility (ARTIFACT_VISIBILITY) is who reads runs' outputs:
+	// core.OutputsAll (the default) or core.OutputsOwner.
+	OutputsVisibility string
+	Logger            zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
 	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.
@@ -176,6 +180,14 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	default:
 		return nil, fmt.Errorf("cannot start the REST API: REGISTRATION must be %s, %s or %s, not %q",
 			RegistrationOpen, RegistrationClosed, RegistrationAdmin, cfg.Registration)
+	}
+	switch cfg.OutputsVisibility {
+	case "":
+		cfg.OutputsVisibility = core.OutputsAll
+	case core.OutputsAll, core.OutputsOwner:
+	default:
+		return nil, fmt.Errorf("cannot start the REST API: ARTIFACT_VISIBILITY must be %s or %s, not %q",
+			core.OutputsAll, core.OutputsOwner, cfg.OutputsVisibility)
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = obs.NewMasterMetrics(obs.MasterMetricsOptions{})

@@ -43,44 +43,48 @@ var (
 	envKeyRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 )
 
-// submitBody is POST /api/train's body, also the override body of rerun.
+// submitBody is POST /api/train's body, also the override body of rerun
+// and, re-encoded, a sweep's stored base (storedSpec: so omitempty).
 // Pointers tell an absent field from a zero one; JSON null counts as absent.
 // A "userId" field is deliberately not read: the owner is the token's user.
 type submitBody struct {
-	Name           *string            `json:"name"`
-	Project        *string            `json:"project"`
-	Command        *[]string          `json:"command"`
-	Algorithm      *string            `json:"algorithm"`
-	Episodes       *int64             `json:"episodes"`
-	LearningRate   *float64           `json:"learningRate"`
-	Params         json.RawMessage    `json:"params"`
-	GPUs           *int64             `json:"gpus"`
-	Priority       *int64             `json:"priority"`
-	MaxRetries     *int64             `json:"maxRetries"`
-	TimeoutSeconds *int64             `json:"timeoutSeconds"`
-	Env            *map[string]string `json:"env"`
-	Workdir        *string            `json:"workdir"`
-	Tags           *[]string          `json:"tags"`
-	Code           *submitCode        `json:"code"`
+	Name           *string            `json:"name,omitempty"`
+	Project        *string            `json:"project,omitempty"`
+	Command        *[]string          `json:"command,omitempty"`
+	Algorithm      *string            `json:"algorithm,omitempty"`
+	Episodes       *int64             `json:"episodes,omitempty"`
+	LearningRate   *float64           `json:"learningRate,omitempty"`
+	Params         json.RawMessage    `json:"params,omitempty"`
+	GPUs           *int64             `json:"gpus,omitempty"`
+	Priority       *int64             `json:"priority,omitempty"`
+	MaxRetries     *int64             `json:"maxRetries,omitempty"`
+	TimeoutSeconds *int64             `json:"timeoutSeconds,omitempty"`
+	Env            *map[string]string `json:"env,omitempty"`
+	Workdir        *string            `json:"workdir,omitempty"`
+	Tags           *[]string          `json:"tags,omitempty"`
+	Code           *submitCode        `json:"code,omitempty"`
 	// ResumeFrom names a run whose output files the new run starts with
 	// (API.md "Resume"); a rerun does not inherit its original's.
-	ResumeFrom *string `json:"resumeFrom"`
+	ResumeFrom *string `json:"resumeFrom,omitempty"`
 	// Preemptible and PreemptGraceSeconds: the run may be preempted for a
 	// run of higher priority, with this long to checkpoint (API.md
 	// "Scheduling policy").
-	Preemptible         *bool  `json:"preemptible"`
-	PreemptGraceSeconds *int64 `json:"preemptGraceSeconds"`
+	Preemptible         *bool  `json:"preemptible,omitempty"`
+	PreemptGraceSeconds *int64 `json:"preemptGraceSeconds,omitempty"`
+	// Private limits the run's outputs, and resuming from them, to its
+	// owner and admins (API.md "Who may read what").
+	Private *bool `json:"private,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
 // with the diff itself, which the Task never carries (it is stored apart,
 // by content). hasDiff is the server's to say, so it is not read.
 type submitCode struct {
-	GitCommit   string `json:"gitCommit"`
-	GitDirty    bool   `json:"gitDirty"`
-	GitRemote   string `json:"gitRemote"`
-	Diff        string `json:"diff"`
-	DiffOmitted string `json:"diffOmitted"`
+	GitCommit   string `json:"gitCommit,omitempty"`
+	GitDirty    bool   `json:"gitDirty,omitempty"`
+	GitRemote   string `json:"gitRemote,omitempty"`
+	Diff        string `json:"diff,omitempty"`
+	DiffOmitted string `json:"diffOmitted,omitempty"`
 }
 
 // spec is a run's submission, resolved: what a rerun repeats.
@@ -111,6 +115,8 @@ type spec struct {
 	// preemptible and grace (seconds; 0: the default) of preemption.
 	preemptible bool
 	grace       int
+	// private: only the owner and admins read its outputs.
+	private bool
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -121,6 +127,7 @@ func (s *Server) specOf(t core.Task) spec {
 		name: t.Name, project: t.Project, base: t.Command, gpus: t.GPUs, priority: t.Priority,
 		retries: t.MaxRetries, timeout: t.TimeoutSeconds, env: t.Env, tags: t.Tags,
 		workdir: t.Workdir, code: t.Code, preemptible: t.Preemptible, grace: t.PreemptGraceSeconds,
+		private: t.Private,
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -299,6 +306,9 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 	}
 	if b.Preemptible != nil {
 		sp.preemptible = *b.Preemptible
+	}
+	if b.Private != nil {
+		sp.private = *b.Private
 	}
 	if b.PreemptGraceSeconds != nil {
 		if max := int64(core.MaxPreemptGrace.Seconds()); *b.PreemptGraceSeconds < 0 || *b.PreemptGraceSeconds > max {

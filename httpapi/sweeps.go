@@ -50,12 +50,19 @@ func (s *Server) createSweep(r *request) *apiError {
 	if e := decodeJSON(spec.Base, &b); e != nil {
 		return prefixed("base", e)
 	}
+	stored, err := storedSpec(spec, b)
+	if err != nil {
+		return errBadRequest("%s", err.Error())
+	}
 	b.Params = nil // sweep checked them; each member has its own
 	sp := newSpec()
 	if e := s.apply(&sp, &b); e != nil {
 		return prefixed("base", e)
 	}
 	if e := priorityAllowed(r.user, b.Priority); e != nil {
+		return prefixed("base", e)
+	}
+	if e := s.checkResumeFrom(r.user, &sp); e != nil {
 		return prefixed("base", e)
 	}
 	name := spec.Name
@@ -91,9 +98,19 @@ func (s *Server) createSweep(r *request) *apiError {
 		runs[i], ids[i] = &t, t.ID
 	}
 	sw := &store.Sweep{ID: id, Name: name, Project: sp.project, UserID: r.user.ID, MaxParallel: spec.MaxParallel,
-		Spec: r.ctx.PostBody(), CreatedAt: now}
+		Spec: stored, CreatedAt: now}
 	ctx, cancel := sweepCtx()
 	defer cancel()
+	if len(sp.diff) > 0 {
+		// Kept once, as a run's is, and named by every member.
+		did, err := s.st.PutCodeDiff(ctx, sp.diff)
+		if err != nil {
+			return storeError(err, "code diff")
+		}
+		for _, t := range runs {
+			t.Code.DiffID, t.Code.HasDiff = did, true
+		}
+	}
 	if err := s.st.CreateSweep(ctx, sw, runs); err != nil {
 		return storeError(err, "sweep")
 	}
@@ -285,19 +302,47 @@ func (s *Server) getSweep(r *request) *apiError {
 	}{summaryOf(sw), specFor(sw, r.user), views, groups})
 }
 
-// specFor is the sweep's submitted body as u may see it: base.env's values
-// masked unless u owns the sweep or is an admin, as a run's env is.
-func specFor(sw store.Sweep, u core.User) json.RawMessage {
-	if u.Role == core.RoleAdmin || u.ID == sw.UserID {
-		return sw.Spec
+// storedSpec is a sweep's spec as it is stored and shown
+// (sweep.Spec.Normalized): its base is b, the decoded base, re-encoded
+// without its code diff (stored apart, as a run's is) and with the
+// credentials of its remote redacted.
+func storedSpec(spec *sweep.Spec, b submitBody) (json.RawMessage, error) {
+	if b.Code != nil {
+		c := *b.Code
+		c.Diff, c.GitRemote = "", core.RedactRemote(c.GitRemote)
+		b.Code = &c
 	}
-	var spec map[string]json.RawMessage
-	if json.Unmarshal(sw.Spec, &spec) != nil {
+	base, err := json.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	return spec.Normalized(base)
+}
+
+// specFor is the sweep's spec as u may see it: base.env's values masked
+// unless u owns the sweep or is an admin. A spec stored before specs were
+// normalised (storedSpec) is normalised here, so no body is ever echoed
+// as it was sent.
+func specFor(sw store.Sweep, u core.User) json.RawMessage {
+	out := json.RawMessage("{}")
+	if spec, err := sweep.Parse(sw.Spec); err == nil {
+		var b submitBody
+		if decodeJSON(spec.Base, &b) == nil {
+			if n, err := storedSpec(spec, b); err == nil {
+				out = n
+			}
+		}
+	}
+	if u.Role == core.RoleAdmin || u.ID == sw.UserID {
+		return out
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(out, &m) != nil {
 		return json.RawMessage("{}")
 	}
 	var base map[string]json.RawMessage
-	if json.Unmarshal(spec["base"], &base) != nil || base["env"] == nil {
-		return sw.Spec
+	if json.Unmarshal(m["base"], &base) != nil || base["env"] == nil {
+		return out
 	}
 	var env map[string]json.RawMessage
 	if json.Unmarshal(base["env"], &env) == nil {
@@ -306,9 +351,9 @@ func specFor(sw store.Sweep, u core.User) json.RawMessage {
 		}
 		base["env"], _ = json.Marshal(env)
 	}
-	spec["base"], _ = json.Marshal(base)
-	out, _ := json.Marshal(spec)
-	return out
+	m["base"], _ = json.Marshal(base)
+	masked, _ := json.Marshal(m)
+	return masked
 }
 
 // groupRows are a sweep's groups as CSV rows: a column per param name

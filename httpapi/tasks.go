@@ -43,7 +43,7 @@ func (s *Server) submit(r *request) *apiError {
 	if e := priorityAllowed(r.user, b.Priority); e != nil {
 		return e
 	}
-	if e := s.checkResumeFrom(&sp); e != nil {
+	if e := s.checkResumeFrom(r.user, &sp); e != nil {
 		return e
 	}
 	if sp.name == "" {
@@ -88,7 +88,7 @@ func (s *Server) rerunTask(r *request) *apiError {
 			return e
 		}
 	}
-	if e := s.checkResumeFrom(&sp); e != nil {
+	if e := s.checkResumeFrom(r.user, &sp); e != nil {
 		return e
 	}
 	if sp.name == "" {
@@ -131,6 +131,7 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 
 		Preemptible:         sp.preemptible,
 		PreemptGraceSeconds: sp.grace,
+		Private:             sp.private,
 	}
 	if t.Env == nil {
 		t.Env = map[string]string{}

@@ -130,6 +130,7 @@ type Spec struct {
 	// the sweep controller that will is to come (API.md).
 	EarlyStop *EarlyStop
 
+	raw        rawSpec // as decoded, for Normalized
 	baseParams []kv
 	grid       []axis        // sorted by name
 	random     []randomParam // sorted by name
@@ -156,6 +157,31 @@ type rawSpec struct {
 	EarlyStop   json.RawMessage `json:"earlyStop"`
 }
 
+// Normalized is the spec as it is stored and shown: the fields Parse
+// read, under their own names (JSON decoding matched a key whatever its
+// case, so "ENV" beside "env" must not survive to be shown unmasked),
+// compact, the absent ones left out, and base replaced by the caller's
+// decoded and re-encoded base (which leaves out what it keeps apart, such
+// as a code diff). Never the body as sent.
+func (s *Spec) Normalized(base json.RawMessage) (json.RawMessage, error) {
+	r := s.raw
+	r.Base = base
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range m {
+		if isNull(v) {
+			delete(m, k)
+		}
+	}
+	return json.Marshal(m)
+}
+
 type rawDist struct {
 	Dist   json.RawMessage `json:"dist"`
 	Min    json.RawMessage `json:"min"`
@@ -171,7 +197,7 @@ func Parse(body []byte) (*Spec, error) {
 	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &r) != nil {
 		return nil, fieldErr("", "send a JSON object with base and grid, random or seeds")
 	}
-	s := &Spec{}
+	s := &Spec{raw: r}
 	var err error
 	if s.Name, err = shortString(r.Name, "name"); err != nil {
 		return nil, err

@@ -231,6 +231,7 @@ export function mount(root, ctx) {
           h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
           h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
           h('dt', null, 'Workdir'), h('dd', null, t.workdir ? h('code', null, t.workdir) : h('span', { class: 'faint' }, "worker's default")),
+          h('dt', null, 'Outputs'), h('dd', { id: 'outputs-visibility' }, t.private ? 'private: its owner and admins' : 'shared as the server allows'),
           h('dt', null, 'Priority'), h('dd', null, String(t.priority || 0)),
           h('dt', null, 'Retries'), h('dd', null, String(t.maxRetries)),
           h('dt', null, 'Timeout'), h('dd', null, t.timeoutSeconds ? fmtDuration(t.timeoutSeconds * 1000) : 'none'),

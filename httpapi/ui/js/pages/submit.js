@@ -111,7 +111,8 @@ export function mount(root, ctx) {
     add('project', field('project', 'Project', h('input', { type: 'text', placeholder: 'e.g. cartpole', autocomplete: 'off' }))),
     add('tags', field('tags', 'Tags', h('input', { type: 'text', placeholder: 'baseline, sweep-3', autocomplete: 'off' }), 'Comma-separated')));
   const adv = h('div', { class: 'form-grid' },
-    h('div', { class: 'span-2' }, add('workdir', field('workdir', 'Working directory', h('input', { type: 'text', class: 'mono', placeholder: "the worker's default", autocomplete: 'off' })))));
+    h('div', { class: 'span-2' }, add('workdir', field('workdir', 'Working directory', h('input', { type: 'text', class: 'mono', placeholder: "the worker's default", autocomplete: 'off' })))),
+    h('div', { class: 'span-2' }, add('private', field('private', 'Private outputs', h('input', { type: 'checkbox' }), 'Only you and admins may read its files and resume from them'))));
   fields.timeoutSeconds.input.addEventListener('input', () => {
     const v = Number(fields.timeoutSeconds.input.value);
     timeoutHuman.textContent = v > 0 ? '= ' + human(v) : 'Then the run ends as TIMEOUT';
@@ -171,6 +172,7 @@ export function mount(root, ctx) {
       fields.project.input.value = t.project || '';
       fields.tags.input.value = (t.tags || []).join(', ');
       fields.workdir.input.value = t.workdir || '';
+      fields.private.input.checked = !!t.private;
     } catch (e) {
       formErr.textContent = 'Cannot copy run ' + id + ': ' + e.message;
       formErr.hidden = false;
@@ -258,6 +260,7 @@ export function mount(root, ctx) {
     if (tags.length) body.tags = tags;
     const wd = fields.workdir.input.value.trim();
     if (wd) body.workdir = wd;
+    if (fields.private.input.checked) body.private = true;
     return body;
   }
 
