@@ -67,7 +67,10 @@ type Config struct {
 	// OutputsVisibility (ARTIFACT_VISIBILITY) is who reads runs' outputs:
 	// core.OutputsAll (the default) or core.OutputsOwner.
 	OutputsVisibility string
-	Logger            zerolog.Logger
+	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; a
+	// submission that would pass it is refused 409. 0: no cap.
+	MaxQueuedPerUser int
+	Logger           zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
 	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.

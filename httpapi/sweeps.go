@@ -101,6 +101,9 @@ func (s *Server) createSweep(r *request) *apiError {
 		Spec: stored, CreatedAt: now}
 	ctx, cancel := sweepCtx()
 	defer cancel()
+	if e := s.roomInQueue(ctx, r.user.ID, len(runs)); e != nil {
+		return e
+	}
 	if len(sp.diff) > 0 {
 		// Kept once, as a run's is, and named by every member.
 		did, err := s.st.PutCodeDiff(ctx, sp.diff)
@@ -503,6 +506,11 @@ func (s *Server) retrySweep(r *request) *apiError {
 	defer cancel()
 	if e := s.mayChangeSweep(ctx, r, "retry"); e != nil {
 		return e
+	}
+	if sw, err := s.st.Sweep(ctx, r.id); err != nil {
+		return storeError(err, "sweep "+r.id)
+	} else if e := s.roomInQueue(ctx, sw.UserID, 1); e != nil {
+		return e // a retry queues at most the sweep's failed members: room for one is checked, as at a submission
 	}
 	now := time.Now()
 	n := 0

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -142,6 +144,28 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 	return t
 }
 
+// roomInQueue is nil when user may queue n more runs under
+// MAX_QUEUED_PER_USER, else the 409 that says so. Every path that queues
+// runs asks it (submit, rerun, sweep, sweep retry). Two submissions at
+// once may both pass it: the cap bounds a queue, it is not a count kept
+// exactly.
+func (s *Server) roomInQueue(ctx context.Context, userID int64, n int) *apiError {
+	max := s.cfg.MaxQueuedPerUser
+	if max <= 0 {
+		return nil
+	}
+	have, err := s.st.QueuedCount(ctx, userID)
+	if err != nil {
+		return storeError(err, "queued runs")
+	}
+	if have+n > max {
+		return &apiError{fasthttp.StatusConflict, codeConflict, fmt.Sprintf(
+			"this would make %d queued runs of yours, over this server's limit of %d (MAX_QUEUED_PER_USER): wait for some to start, or cancel some",
+			have+n, max)}
+	}
+	return nil
+}
+
 // create stores a new QUEUED run of sp owned by the caller (a rerun of
 // run rerunOf when that is set), wakes the scheduler and answers 202.
 func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
@@ -149,6 +173,9 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	t.RerunOf = rerunOf
 	ctx, cancel := storeCtx()
 	defer cancel()
+	if e := s.roomInQueue(ctx, r.user.ID, 1); e != nil {
+		return e
+	}
 	if len(sp.diff) > 0 {
 		id, err := s.st.PutCodeDiff(ctx, sp.diff)
 		if err != nil {

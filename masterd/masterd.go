@@ -84,6 +84,9 @@ type Config struct {
 	// ArtifactVisibility (ARTIFACT_VISIBILITY) is who may read runs'
 	// outputs and resume from them: all (the default) or owner.
 	ArtifactVisibility string
+	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; 0:
+	// no cap.
+	MaxQueuedPerUser int
 	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
 	// sign-in cookie is marked Secure.
 	TLSProxy bool
@@ -263,9 +266,9 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
-		OutputsVisibility: cfg.ArtifactVisibility,
-		NotifyTargets:     targets,
-		Blobs:             m.blobs, OutputStats: m.outputs.Stats,
+		OutputsVisibility: cfg.ArtifactVisibility, MaxQueuedPerUser: cfg.MaxQueuedPerUser,
+		NotifyTargets: targets,
+		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
 		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota,
 	}
 	cfg.Gateway.apply(&apiCfg)

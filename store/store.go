@@ -118,8 +118,14 @@ type Store interface {
 	Task(ctx context.Context, id string) (core.Task, error)
 	// ListTasks returns runs newest first and a cursor for the next page ("" at the end).
 	ListTasks(ctx context.Context, f Filter) ([]core.Task, string, error)
-	// QueuedTasks returns up to limit QUEUED runs, highest priority first, then oldest.
+	// QueuedTasks returns up to limit QUEUED runs, highest priority first,
+	// then oldest; when more are queued, a window fair by construction,
+	// each owner's runs of one sweep (or none) getting their share
+	// (sqlutil.FairQueue).
 	QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
+	// QueuedCount is how many runs of the user are QUEUED
+	// (MAX_QUEUED_PER_USER).
+	QueuedCount(ctx context.Context, userID int64) (int, error)
 	// ActiveTasks returns every DISPATCHED or RUNNING run (for recovery after a restart).
 	ActiveTasks(ctx context.Context) ([]core.Task, error)
 	// UpdateTask writes every mutable field of t (status, attempt, fence,

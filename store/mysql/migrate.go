@@ -239,6 +239,10 @@ var migrations = [][]string{
 			ADD COLUMN note TEXT NULL,
 			ADD COLUMN baseline BOOLEAN NOT NULL DEFAULT FALSE`,
 	},
+	// 12: the queue's runs by owner and sweep, as sqlite's migration 13.
+	{
+		`ALTER TABLE tasks ADD KEY tasks_queue_groups (status, user_id, sweep_id, priority DESC, created_at, id)`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.
@@ -290,9 +294,9 @@ func (s *Store) migrate(ctx context.Context, dbName string) error {
 	for i := top; i < len(migrations); i++ {
 		version := i + 1
 		for _, stmt := range migrations[i] {
-			// An ADD COLUMN that ran before a crash, short of recording
-			// its version, is done.
-			if _, err := conn.ExecContext(ctx, stmt); err != nil && !isErr(err, errDupFieldName) {
+			// An ADD COLUMN or ADD KEY that ran before a crash, short of
+			// recording its version, is done.
+			if _, err := conn.ExecContext(ctx, stmt); err != nil && !isErr(err, errDupFieldName) && !isErr(err, errDupKeyName) {
 				return fmt.Errorf("cannot apply migration %d: %w", version, err)
 			}
 		}

@@ -182,6 +182,7 @@ const (
 	errNoReferencedRow = 1452 // ER_NO_REFERENCED_ROW_2
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK
 	errDupFieldName    = 1060 // ER_DUP_FIELDNAME
+	errDupKeyName      = 1061 // ER_DUP_KEYNAME
 )
 
 // isErr reports whether err is MySQL error number n.

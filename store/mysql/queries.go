@@ -13,5 +13,9 @@ import (
 // with UpdateTask from (its fence, QUEUED) (the durable guard), releasing
 // the lease on core.ErrFenced.
 func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error) {
-	return sqlutil.QueuedTasks(ctx, s.db, limit)
+	return sqlutil.FairQueue(ctx, s.db, queueQueries, limit)
 }
+
+// queueQueries are sqlutil.FairQueue's on the queue's indexes: tasks_queue
+// for the window, tasks_queue_groups (migration 12) for the groups.
+var queueQueries = sqlutil.NewQueueQueries("FROM tasks t FORCE INDEX (tasks_queue)", "FROM tasks t FORCE INDEX (tasks_queue_groups)")

@@ -201,6 +201,9 @@ var migrations = []string{
 	ALTER TABLE tasks ADD COLUMN error_tail TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN note TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;`,
+	// 13: the queue's runs by owner and sweep, for the fair window
+	// (sqlutil.FairQueue): its groups are read off the index alone.
+	`CREATE INDEX tasks_queued_groups ON tasks(user_id, sweep_id, priority DESC, created_at, id) WHERE status = 'QUEUED';`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -132,10 +132,14 @@ func TestReadPoolIsReadOnly(t *testing.T) {
 	}
 }
 
-// queuePlan is how SQLite runs QueuedTasks' query.
-func queuePlan(t *testing.T, s *Store) string {
+// queuePlan is how SQLite runs QueuedTasks' window query, or q with args.
+func queuePlan(t *testing.T, s *Store, q ...any) string {
 	t.Helper()
-	rows, err := s.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+queuedTasks, 10)
+	query, args := queueQueries.Plain, []any{10}
+	if len(q) > 0 {
+		query, args = q[0].(string), q[1:]
+	}
+	rows, err := s.r.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +166,14 @@ func TestQueueIndex(t *testing.T) {
 	s := openTemp(t, path)
 	if p := queuePlan(t, s); !strings.Contains(p, "tasks_queued") || strings.Contains(p, "TEMP B-TREE") {
 		t.Fatalf("plan %q, want the tasks_queued index without a sort", p)
+	}
+	// The fair window's groups are read off their index alone, and a
+	// group's runs through it, without a sort.
+	if p := queuePlan(t, s, queueQueries.Groups); !strings.Contains(p, "COVERING INDEX tasks_queued_groups") {
+		t.Fatalf("groups plan %q, want the covering tasks_queued_groups index", p)
+	}
+	if p := queuePlan(t, s, queueQueries.Group, 1, "", 10, 0); !strings.Contains(p, "tasks_queued_groups") || strings.Contains(p, "TEMP B-TREE") {
+		t.Fatalf("group plan %q, want tasks_queued_groups without a sort", p)
 	}
 	// Back to schema 2, with a queued run, then reopen.
 	u := core.User{Username: "alice", PasswordHash: "h"}

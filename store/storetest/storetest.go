@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentCreateTasks", testConcurrentCreateTasks},
 		{"Batcher", testBatcher},
 		{"QueueOrder", testQueueOrder},
+		{"QueueFair", testQueueFair},
 		{"ActiveAndCounts", testActiveAndCounts},
 		{"MaxFence", testMaxFence},
 		{"CancelRequests", testCancelRequests},

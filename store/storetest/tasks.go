@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -228,4 +229,39 @@ func testQueueOrder(t *testing.T, s store.Store) {
 	f(100, "c1", "c2", "b", "d", "a", "g")
 	f(0, "c1", "c2", "b", "d", "a", "g")
 	f(2, "c1", "c2")
+}
+
+// testQueueFair (issue 25): a window shorter than the queue gives each
+// group of one owner and one sweep its share, so older runs that cannot
+// start never hide everyone else's; it is still in queue order, a group's
+// unused share goes to the others, and priority still comes first.
+func testQueueFair(t *testing.T, s store.Store) {
+	alice, bob, carol := mustUser(t, s, "alice"), mustUser(t, s, "bob"), mustUser(t, s, "carol")
+	mk := func(u core.User, id, sweep string, prio int, created time.Duration) {
+		t.Helper()
+		tk := core.Task{ID: id, UserID: u.ID, SweepID: sweep, Priority: prio, CreatedAt: at(created), Command: []string{"x"}}
+		if err := s.CreateTask(t.Context(), &tk); err != nil {
+			t.Fatalf("CreateTask(%s): %v", id, err)
+		}
+	}
+	for i := range 6 { // alice's old runs, half of them a sweep's
+		mk(alice, fmt.Sprintf("a%d", i), "", 0, time.Duration(i))
+		mk(alice, fmt.Sprintf("s%d", i), "s-big", 0, time.Duration(i)+time.Millisecond)
+	}
+	mk(bob, "b0", "", 0, time.Second)
+	mk(carol, "c0", "", 0, 2*time.Second)
+	mk(carol, "c1", "", 0, 3*time.Second)
+	f := func(limit int, want ...string) {
+		t.Helper()
+		got, err := s.QueuedTasks(t.Context(), limit)
+		if err != nil {
+			t.Fatalf("QueuedTasks(%d): %v", limit, err)
+		}
+		checkIDs(t, fmt.Sprintf("QueuedTasks(%d)", limit), got, want)
+	}
+	f(4, "a0", "s0", "b0", "c0")
+	f(8, "a0", "a1", "a2", "s0", "s1", "b0", "c0", "c1") // bob's unused share goes round again
+	f(100, "a0", "a1", "a2", "a3", "a4", "a5", "s0", "s1", "s2", "s3", "s4", "s5", "b0", "c0", "c1")
+	mk(carol, "c-urgent", "", 5, 4*time.Second)
+	f(4, "c-urgent", "a0", "s0", "b0")
 }

@@ -105,18 +105,14 @@ func (s *Shared) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, st
 	return ts, EncodeCursor(last.CreatedAt.UnixNano(), last.ID), nil
 }
 
-// QueuedTasks returns up to limit QUEUED runs (50 when limit is not
-// positive), highest priority first, then oldest, then lowest id.
-func QueuedTasks(ctx context.Context, db Querier, limit int) ([]core.Task, error) {
-	if limit <= 0 {
-		limit = DefaultLimit
+// QueuedCount implements store.Store, through the queue's (owner, sweep)
+// index.
+func (s *Shared) QueuedCount(ctx context.Context, userID int64) (int, error) {
+	var n int
+	if err := s.c.HotRead.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE status = 'QUEUED' AND user_id = ?`, userID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("cannot count queued runs: %w", err)
 	}
-	ts, err := QueryTasks(ctx, db, TaskCols+`WHERE t.status = ?
-		ORDER BY t.priority DESC, t.created_at, t.id LIMIT ?`, string(core.StatusQueued), limit)
-	if err != nil {
-		return nil, fmt.Errorf("cannot list queued runs: %w", err)
-	}
-	return ts, nil
+	return n, nil
 }
 
 // ActiveTasks returns every DISPATCHED or RUNNING run, oldest first.
