@@ -93,7 +93,7 @@ func (p *preempter) tick(ctx context.Context) {
 // preempt chooses and stops victims for the runs of page that did not
 // start (placed), as the plan's snapshot snap saw the quotas and sweeps.
 func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
-	waiting := waitingForGPUs(page, placed, snap)
+	waiting := plan.Waiting(snap, page, placed)
 	if len(waiting) == 0 {
 		return
 	}
@@ -112,27 +112,6 @@ func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan
 			p.send(rr)
 		}
 	}
-}
-
-// waitingForGPUs are the GPU runs of page that placed did not start and
-// that only GPUs hold back: not in flight, and not waiting for their
-// owner's quota or their sweep's cap (plan.Held, the planner's own gates),
-// which no preemption would lift.
-func waitingForGPUs(page []core.Task, placed []plan.Placement, snap plan.Snapshot) []*core.Task {
-	started := make(map[string]bool, len(placed))
-	for _, p := range placed {
-		started[p.Task.ID] = true
-	}
-	held := plan.Held(snap, page, placed)
-	var waiting []*core.Task
-	for i := range page {
-		t := &page[i]
-		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || held[t.ID] {
-			continue
-		}
-		waiting = append(waiting, t)
-	}
-	return waiting
 }
 
 // send tells rr's worker to stop it with its grace.
