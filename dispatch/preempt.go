@@ -23,8 +23,9 @@ import (
 // DefaultPreemptCooldown is PREEMPT_COOLDOWN_SECONDS's default.
 const DefaultPreemptCooldown = 300 * time.Second
 
-// maxPreemptionsPerPass bounds the preemptions one pass starts.
-const maxPreemptionsPerPass = 4
+// MaxPreemptionsPerPass bounds the preemptions one pass starts (rlsched sim
+// bounds its own the same).
+const MaxPreemptionsPerPass = 4
 
 // runPolicy is what preemption knows of a run this master placed.
 type runPolicy struct {
@@ -101,7 +102,7 @@ func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan
 	if len(nodes) == 0 {
 		return
 	}
-	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: maxPreemptionsPerPass,
+	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: MaxPreemptionsPerPass,
 		CooldownSince: p.now().Add(-p.cooldown)})
 	for _, pr := range ps {
 		for _, id := range pr.Victims {
