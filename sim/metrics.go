@@ -16,19 +16,21 @@ type Summary struct {
 	JCT      Stats  `json:"jct"`  // submission to end
 	Wait     Stats  `json:"wait"` // submission to first start
 	Slowdown Stats  `json:"slowdown"`
-	// Makespan is from the first submission to the last end.
-	Makespan time.Duration `json:"makespan"`
+	// Makespan is from the first submission to the last end, in seconds.
+	Makespan float64 `json:"makespanSeconds"`
 	// Allocation is the share of the cluster's GPU time held by runs;
 	// Utilisation the share that ran work kept (lost work excluded). A
 	// simulated run keeps its GPUs busy: there is no idle GPU in a run.
-	Allocation  float64       `json:"allocation"`
-	Utilisation float64       `json:"utilisation"`
-	Preemptions int64         `json:"preemptions"`
-	Lost        time.Duration `json:"lostWork"` // GPU-less: wall time of work lost, over all jobs
-	LongestWait time.Duration `json:"longestWait"`
-	Events      int64         `json:"events"`
-	Passes      int64         `json:"plannerPasses"`
-	Users       []UserSummary `json:"users"`
+	Allocation  float64 `json:"allocation"`
+	Utilisation float64 `json:"utilisation"`
+	Preemptions int64   `json:"preemptions"`
+	// LostGPUHours is the work lost to preemptions and faults; LongestWait
+	// the longest a job waited to start, in seconds (starvation).
+	LostGPUHours float64       `json:"lostGpuHours"`
+	LongestWait  float64       `json:"longestWaitSeconds"`
+	Events       int64         `json:"events"`
+	Passes       int64         `json:"plannerPasses"`
+	Users        []UserSummary `json:"users"`
 	// Fairness is the largest user's mean slowdown over the smallest's
 	// (1: every user waited alike in proportion to their jobs).
 	Fairness float64 `json:"fairness"`
@@ -78,8 +80,8 @@ func (r *Result) Summarize() Summary {
 		if j.End.After(last) {
 			last = j.End
 		}
-		s.Lost += j.Lost
-		s.LongestWait = max(s.LongestWait, j.Wait())
+		s.LostGPUHours += float64(j.GPUs) * j.Lost.Hours()
+		s.LongestWait = max(s.LongestWait, j.Wait().Seconds())
 		a := users[j.User]
 		if a == nil {
 			a = &acc{UserSummary: UserSummary{User: j.User}}
@@ -96,7 +98,7 @@ func (r *Result) Summarize() Summary {
 	}
 	s.JCT, s.Wait, s.Slowdown = stats(jct), stats(wait), stats(slow)
 	if !last.IsZero() {
-		s.Makespan = last.Sub(r.Start)
+		s.Makespan = last.Sub(r.Start).Seconds()
 	}
 	if span := r.End.Sub(r.Start).Seconds(); span > 0 && r.GPUs > 0 {
 		s.Allocation = r.AllocatedGPUSeconds / (span * float64(r.GPUs))

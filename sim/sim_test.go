@@ -169,10 +169,10 @@ func TestSummary(t *testing.T) {
 		job("b", "v", 0, time.Hour, 2),
 	)
 	s := r.Summarize()
-	if s.Jobs != 2 || s.Makespan != 2*time.Hour || s.Utilisation != 1 || s.Allocation != 1 {
+	if s.Jobs != 2 || s.Makespan != 7200 || s.Utilisation != 1 || s.Allocation != 1 {
 		t.Fatalf("summary %+v", s)
 	}
-	if s.JCT.Mean != 1.5*3600 || s.Wait.Max != 3600 || s.LongestWait != time.Hour || s.Fairness != 2 {
+	if s.JCT.Mean != 1.5*3600 || s.Wait.Max != 3600 || s.LongestWait != 3600 || s.Fairness != 2 {
 		t.Errorf("jct %+v wait %+v longest %v fairness %v", s.JCT, s.Wait, s.LongestWait, s.Fairness)
 	}
 }
