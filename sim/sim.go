@@ -106,7 +106,7 @@ type Result struct {
 	Skipped []Skipped
 	// GPUs of the cluster; AllocatedGPUSeconds were held by runs, Useful
 	// of them ran work that was kept (not lost to a preemption or fault).
-	GPUs                              int
+	Workers, GPUs                     int
 	AllocatedGPUSeconds, UsefulGPUSec float64
 	Start, End                        time.Time // the first submission, the last event
 	Events, Passes, Preemptions       int64
@@ -241,6 +241,7 @@ func newEngine(c *Cluster, nodes []node, cfg Config) *engine {
 		e.byName[n.id] = i
 		e.res.GPUs += len(n.gpus)
 	}
+	e.res.Workers = len(nodes)
 	e.fleetChanged()
 	e.res.Policy = cfg.Policy
 	return e

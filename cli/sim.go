@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/sim"
+)
+
+func init() {
+	register(&command{
+		name: "sim",
+		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|synthetic [--policy SPEC]... " +
+			"[--checkpoint-every D] [--tick D] [--jobs-csv FILE] [--json]",
+		summary: "Simulate a trace on a cluster under the master's own planner, policies side by side (docs/sim.md).",
+		details: `The cluster is a JSON file (--cluster: workers, their GPUs and slots, quotas, a fault
+schedule) or the workers a live master lists (--from URL: GET /api/workers, logged in as for
+` + "`rlsched workers`" + `). The trace is a Philly cluster_job_log, a Helios cluster_log.csv, Alibaba's
+pai_job_table.csv (its pai_task_table.csv beside it, or --tasks FILE), or for --format synthetic
+a spec such as jobs=10000,users=50,span=720h,median=30m,high=0.1,preemptible=0.5,seed=1.
+
+Each --policy is simulated on the same trace: rlsched (the master's defaults), fifo (no fair
+share, quotas, reservations or preemption), or NAME:key=value,... from rlsched's defaults with
+halflife=D, reserve=D|off (BACKFILL_RESERVE_SECONDS), preempt=D|off (PREEMPT_COOLDOWN_SECONDS),
+quota=N (DEFAULT_USER_GPU_QUOTA), fifo=true. Default: rlsched and fifo. A preempted run, or one
+on a worker that fails, keeps its work up to its last checkpoint (--checkpoint-every; 0: it
+starts over). Jobs the cluster can never run, and jobs that never started, are listed with
+their reason.`,
+		examples: []string{
+			"rlsched sim --cluster lab.json --trace cluster_log.csv --format helios",
+			"rlsched sim --cluster lab.json --trace cluster_job_log --format philly --policy rlsched --policy hl24:halflife=24h --policy fifo",
+			"rlsched sim --from http://master:8082 --trace jobs=5000,users=20 --format synthetic --checkpoint-every 30m --json",
+		},
+		run: runSim,
+	})
+}
+
+// simJSON is sim --json's output.
+type simJSON struct {
+	Trace struct {
+		Format  string        `json:"format"`
+		Jobs    int           `json:"jobs"`
+		Ignored []string      `json:"ignoredColumns"`
+		Skipped []sim.Skipped `json:"skipped"`
+	} `json:"trace"`
+	Cluster struct {
+		Workers int `json:"workers"`
+		GPUs    int `json:"gpus"`
+	} `json:"cluster"`
+	Policies []simPolicyJSON `json:"policies"`
+}
+
+type simPolicyJSON struct {
+	sim.Summary
+	// NotRun are the jobs the policy did not run: the cluster fits them
+	// nowhere, or they never started (the planner's reason).
+	NotRun []sim.Skipped `json:"notRun"`
+}
+
+func runSim(inv *invocation, args []string) int {
+	fs := inv.newFlags()
+	clusterFile := fs.String("cluster", "", "the cluster `FILE` (JSON, docs/sim.md)")
+	from := fs.String("from", "", "take the cluster from the master at `URL` (GET /api/workers)")
+	traceArg := fs.String("trace", "", "the trace `FILE`, or the synthetic spec")
+	format := fs.String("format", "", "the trace's format: "+strings.Join(sim.Formats, ", "))
+	tasks := fs.String("tasks", "", "Alibaba's pai_task_table `FILE` (default: beside --trace)")
+	var policies multiFlag
+	fs.Var(&policies, "policy", "a policy `SPEC` to simulate (repeatable; default rlsched and fifo)")
+	checkpoint := fs.Duration("checkpoint-every", 0, "a run keeps its work every `D` (0: a stopped run starts over)")
+	tick := fs.Duration("tick", sim.DefaultTick, "the scheduler's tick in simulated time `D`")
+	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")
+	jsonOut := fs.Bool("json", false, "print the summaries as JSON")
+	if _, code, ok := inv.start(args, 0, 0); !ok {
+		return code
+	}
+	switch {
+	case (*clusterFile == "") == (*from == ""):
+		return inv.usageError("give one of --cluster FILE and --from URL")
+	case *traceArg == "" && *format != "synthetic":
+		return inv.usageError("--trace is required")
+	case *format == "":
+		return inv.usageError("--format is required: one of %s", strings.Join(sim.Formats, ", "))
+	case *checkpoint < 0 || *tick <= 0:
+		return inv.usageError("--checkpoint-every must be 0 or more, --tick more than 0")
+	}
+	var specs []sim.Policy
+	if len(policies) == 0 {
+		policies = multiFlag{"rlsched", "fifo"}
+	}
+	for _, p := range policies {
+		sp, err := sim.ParsePolicy(p)
+		if err != nil {
+			return inv.usageError("%v", err)
+		}
+		specs = append(specs, sp)
+	}
+	c, code, ok := inv.simCluster(*clusterFile, *from)
+	if !ok {
+		return code
+	}
+	tr, code, ok := inv.simTrace(*format, *traceArg, *tasks)
+	if !ok {
+		return code
+	}
+
+	// The policies are independent simulations of the same trace: one
+	// goroutine each (the planner is pure).
+	results := make([]*sim.Result, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, p := range specs {
+		wg.Go(func() {
+			results[i], errs[i] = sim.Run(c, tr, sim.Config{Policy: p, CheckpointEvery: *checkpoint, Tick: *tick})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return inv.fail(err)
+		}
+	}
+	if *jobsCSV != "" {
+		if code, ok := inv.writeJobsCSV(*jobsCSV, results); !ok {
+			return code
+		}
+	}
+	summaries := make([]sim.Summary, len(results))
+	for i, r := range results {
+		summaries[i] = r.Summarize()
+	}
+	if *jsonOut {
+		var out simJSON
+		out.Trace.Format, out.Trace.Jobs, out.Trace.Ignored, out.Trace.Skipped = *format, len(tr.Jobs), tr.Ignored, tr.Skipped
+		out.Trace.Ignored = append([]string{}, out.Trace.Ignored...)
+		out.Trace.Skipped = append([]sim.Skipped{}, out.Trace.Skipped...)
+		out.Cluster.GPUs = c.GPUs()
+		out.Cluster.Workers = results[0].Workers
+		for i, s := range summaries {
+			out.Policies = append(out.Policies, simPolicyJSON{Summary: s, NotRun: append([]sim.Skipped{}, results[i].Skipped[len(tr.Skipped):]...)})
+		}
+		raw, err := json.Marshal(out)
+		if err != nil {
+			return inv.fail(err)
+		}
+		return inv.printJSON(raw)
+	}
+	w := inv.env.Stdout
+	fmt.Fprintf(w, "%s trace: %d jobs on %d workers, %d GPUs", *format, len(tr.Jobs), results[0].Workers, c.GPUs())
+	if len(tr.Ignored) > 0 {
+		fmt.Fprintf(w, " (ignored columns: %s)", strings.Join(tr.Ignored, ", "))
+	}
+	fmt.Fprintln(w)
+	printSkipped(w, "not read from the trace", tr.Skipped)
+	for _, r := range results {
+		printSkipped(w, "not run under "+r.Policy.Name, r.Skipped[len(tr.Skipped):])
+	}
+	fmt.Fprintln(w)
+	if err := sim.WriteTable(w, summaries); err != nil {
+		return inv.fail(fmt.Errorf("cannot write the output: %w", err))
+	}
+	return ExitOK
+}
+
+// printSkipped lists a few skipped jobs with their reasons and counts the
+// rest (--json lists every one).
+func printSkipped(w io.Writer, what string, ss []sim.Skipped) {
+	if len(ss) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d jobs %s:\n", len(ss), what)
+	const shown = 5
+	for _, s := range ss[:min(shown, len(ss))] {
+		fmt.Fprintf(w, "  %s: %s\n", s.ID, s.Reason)
+	}
+	if len(ss) > shown {
+		fmt.Fprintf(w, "  and %d more (--json lists every one)\n", len(ss)-shown)
+	}
+}
+
+func (inv *invocation) simCluster(file, from string) (*sim.Cluster, int, bool) {
+	if from != "" {
+		inv.server = from
+		cl, code, ok := inv.newClient()
+		if !ok {
+			return nil, code, false
+		}
+		ws, code, ok := getItems[core.WorkerInfo](inv, cl, "/api/workers", nil, false)
+		if !ok {
+			return nil, code, false
+		}
+		return sim.FromWorkers(ws), ExitOK, true
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, inv.fail(fmt.Errorf("cannot open the cluster file: %w", err)), false
+	}
+	defer f.Close()
+	c, err := sim.ReadCluster(f)
+	if err != nil {
+		return nil, inv.fail(err), false
+	}
+	return c, ExitOK, true
+}
+
+func (inv *invocation) simTrace(format, arg, tasks string) (*sim.Trace, int, bool) {
+	var tr *sim.Trace
+	var err error
+	switch format {
+	case "synthetic":
+		s, perr := sim.ParseSynthetic(arg)
+		if perr != nil {
+			return nil, inv.usageError("%v", perr), false
+		}
+		return s.Trace(), ExitOK, true
+	case "philly", "helios":
+		f, oerr := os.Open(arg)
+		if oerr != nil {
+			return nil, inv.fail(fmt.Errorf("cannot open the trace: %w", oerr)), false
+		}
+		defer f.Close()
+		if format == "philly" {
+			tr, err = sim.ReadPhilly(f)
+		} else {
+			tr, err = sim.ReadHelios(f)
+		}
+	case "alibaba":
+		if tasks == "" {
+			tasks = filepath.Join(filepath.Dir(arg), "pai_task_table.csv")
+		}
+		jf, oerr := os.Open(arg)
+		if oerr != nil {
+			return nil, inv.fail(fmt.Errorf("cannot open the job table: %w", oerr)), false
+		}
+		defer jf.Close()
+		tf, oerr := os.Open(tasks)
+		if oerr != nil {
+			return nil, inv.fail(fmt.Errorf("cannot open the task table (--tasks): %w", oerr)), false
+		}
+		defer tf.Close()
+		tr, err = sim.ReadAlibaba(jf, tf)
+	default:
+		return nil, inv.usageError("unknown --format %q: one of %s", format, strings.Join(sim.Formats, ", ")), false
+	}
+	if err != nil {
+		return nil, inv.fail(err), false
+	}
+	return tr, ExitOK, true
+}
+
+func (inv *invocation) writeJobsCSV(path string, rs []*sim.Result) (int, bool) {
+	f, err := os.Create(path)
+	if err != nil {
+		return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err)), false
+	}
+	if err := sim.WriteJobsCSV(f, rs); err != nil {
+		f.Close()
+		return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err)), false
+	}
+	if err := f.Close(); err != nil {
+		return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err)), false
+	}
+	return ExitOK, true
+}
