@@ -567,19 +567,31 @@ func (e *engine) start(placements []plan.Placement) {
 	for _, p := range placements {
 		s := e.byID[p.Task.ID]
 		n := &e.nodes[e.byName[p.Worker]]
+		if s.node >= 0 {
+			panic(fmt.Sprintf("BUG: %s placed while it runs on %s", s.job.ID, e.nodes[s.node].id))
+		}
 		ids[s.job.ID] = true
 		s.node, s.gpus, s.start = e.byName[p.Worker], p.GPUs, e.now
 		if s.first.IsZero() {
 			s.first = e.now
 			s.res.Start = e.now
 		}
+		if s.node != e.byName[p.Worker] || !n.up || len(p.GPUs) != s.job.GPUs {
+			panic(fmt.Sprintf("BUG: %s placed on %s (up %v) with GPUs %v, needing %d", s.job.ID, p.Worker, n.up, p.GPUs, s.job.GPUs))
+		}
 		n.runs[s] = struct{}{}
 		if len(p.GPUs) == 0 {
-			n.cpuRuns++
+			if n.cpuRuns++; n.cpuRuns > n.slots {
+				panic(fmt.Sprintf("BUG: %s placed on %s beyond its %d slots", s.job.ID, n.id, n.slots))
+			}
 			e.freeSlots--
 		} else {
 			for _, g := range p.GPUs {
-				n.used[slices.Index(n.gpus, g)] = true
+				i := slices.Index(n.gpus, g)
+				if i < 0 || n.used[i] {
+					panic(fmt.Sprintf("BUG: %s placed on GPU %d of %s, which is not free", s.job.ID, g, n.id))
+				}
+				n.used[i] = true
 			}
 			n.refree()
 			e.freeGPUs -= len(p.GPUs)
