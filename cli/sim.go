@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		name: "sim",
-		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|synthetic [--policy SPEC]... " +
+		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|synthetic [--policy SPEC]... [--policies A,B,...] " +
 			"[--checkpoint-every D] [--tick D] [--jobs-csv FILE] [--json]",
 		summary: "Simulate a trace on a cluster under the master's own planner, policies side by side (docs/sim.md).",
 		details: `The cluster is a JSON file (--cluster: workers, their GPUs and slots, quotas, a fault
@@ -26,14 +26,17 @@ pai_job_table.csv (its pai_task_table.csv beside it, or --tasks FILE), or for --
 a spec such as jobs=10000,users=50,span=720h,median=30m,high=0.1,preemptible=0.5,seed=1.
 
 Each --policy is simulated on the same trace: rlsched (the master's defaults), fifo (no fair
-share, quotas, reservations or preemption), or NAME:key=value,... from rlsched's defaults with
-halflife=D, reserve=D|off (BACKFILL_RESERVE_SECONDS), preempt=D|off (PREEMPT_COOLDOWN_SECONDS),
-quota=N (DEFAULT_USER_GPU_QUOTA), fifo=true. Default: rlsched and fifo. A preempted run, or one
+share, quotas, reservations or preemption), sjf (fifo, shortest oracle duration first),
+tiresias (fifo with Tiresias' 2D-LAS levels as priorities, every run preemptible), or
+NAME:key=value,... from rlsched's defaults with halflife=D, reserve=D|off
+(BACKFILL_RESERVE_SECONDS), preempt=D|off (PREEMPT_COOLDOWN_SECONDS), quota=N
+(DEFAULT_USER_GPU_QUOTA), fifo=true, order=trace|sjf|tiresias. --policies takes names only,
+comma-separated. Default: rlsched and fifo. A preempted run, or one
 on a worker that fails, keeps its work up to its last checkpoint (--checkpoint-every; 0: it
 starts over). Jobs the cluster can never run, and jobs that never started, are listed with
 their reason.`,
 		examples: []string{
-			"rlsched sim --cluster lab.json --trace cluster_log.csv --format helios",
+			"rlsched sim --cluster lab.json --trace cluster_log.csv --format helios --policies rlsched,fifo,sjf,tiresias",
 			"rlsched sim --cluster lab.json --trace cluster_job_log --format philly --policy rlsched --policy hl24:halflife=24h --policy fifo",
 			"rlsched sim --from http://master:8082 --trace jobs=5000,users=20 --format synthetic --checkpoint-every 30m --json",
 		},
@@ -72,6 +75,7 @@ func runSim(inv *invocation, args []string) int {
 	tasks := fs.String("tasks", "", "Alibaba's pai_task_table `FILE` (default: beside --trace)")
 	var policies multiFlag
 	fs.Var(&policies, "policy", "a policy `SPEC` to simulate (repeatable; default rlsched and fifo)")
+	names := fs.String("policies", "", "policies to simulate by `NAME,NAME,...` (rlsched, fifo, sjf, tiresias), after the --policy ones")
 	checkpoint := fs.Duration("checkpoint-every", 0, "a run keeps its work every `D` (0: a stopped run starts over)")
 	tick := fs.Duration("tick", sim.DefaultTick, "the scheduler's tick in simulated time `D`")
 	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")
@@ -90,6 +94,11 @@ func runSim(inv *invocation, args []string) int {
 		return inv.usageError("--checkpoint-every must be 0 or more, --tick more than 0")
 	}
 	var specs []sim.Policy
+	for _, n := range strings.Split(*names, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			policies = append(policies, n)
+		}
+	}
 	if len(policies) == 0 {
 		policies = multiFlag{"rlsched", "fifo"}
 	}

@@ -16,7 +16,7 @@ func TestSim_TablePerPolicyAndSkippedJobs(t *testing.T) {
 	h := newHarness(t)
 	csvPath := filepath.Join(t.TempDir(), "jobs.csv")
 	out, _ := h.mustRun(0, "sim", "--cluster", simData+"cluster.json", "--trace", simData+"helios_venus_cluster_log.csv",
-		"--format", "helios", "--policy", "rlsched", "--policy", "hl1:halflife=1h,reserve=off", "--jobs-csv", csvPath)
+		"--format", "helios", "--policy", "rlsched", "--policy", "hl1:halflife=1h,reserve=off", "--policies", "sjf,tiresias", "--jobs-csv", csvPath)
 	for _, want := range []string{
 		"helios trace: 6 jobs on 6 workers, 40 GPUs",
 		"5476: its duration is negative",
@@ -26,7 +26,7 @@ func TestSim_TablePerPolicyAndSkippedJobs(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^\s+policy\s+rlsched\s+hl1$`).MatchString(out) || !regexp.MustCompile(`(?m)^\s+jobs finished\s+5\s+5$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^\s+policy\s+rlsched\s+hl1\s+sjf\s+tiresias$`).MatchString(out) || !regexp.MustCompile(`(?m)^\s+jobs finished\s+5\s+5\s+5\s+5$`).MatchString(out) {
 		t.Errorf("table:\n%s", out)
 	}
 	f, err := os.Open(csvPath)
@@ -35,7 +35,7 @@ func TestSim_TablePerPolicyAndSkippedJobs(t *testing.T) {
 	}
 	defer f.Close()
 	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil || len(rows) != 1+2*5 {
+	if err != nil || len(rows) != 1+4*5 {
 		t.Errorf("jobs CSV: %d rows, %v", len(rows), err)
 	}
 }

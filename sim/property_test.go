@@ -37,7 +37,7 @@ func TestRunInvariants(t *testing.T) {
 			j.Preemptible = rapid.Bool().Draw(rt, "preemptible")
 			tr.add(j)
 		}
-		pol := rapid.SampledFrom([]string{"rlsched", "fifo", "x:reserve=10m,preempt=1m", "q:quota=2"}).Draw(rt, "policy")
+		pol := rapid.SampledFrom([]string{"rlsched", "fifo", "sjf", "tiresias", "x:reserve=10m,preempt=1m", "q:quota=2"}).Draw(rt, "policy")
 		p, err := ParsePolicy(pol)
 		if err != nil {
 			rt.Fatal(err)

@@ -11,10 +11,14 @@ import (
 )
 
 // ParsePolicy reads a policy spec: "rlsched" (the master's defaults),
-// "fifo" (no fair share, quotas, reservations or preemption), or
+// "fifo" (no fair share, quotas, reservations or preemption), "sjf"
+// (fifo with shorter runs first, by their oracle durations), "tiresias"
+// (fifo with Tiresias' 2D-LAS levels as priorities, every run
+// preemptible, a cooldown of a second), or
 // NAME:key=value,... starting from rlsched's defaults, with the keys
 // halflife=DURATION, reserve=DURATION|off, preempt=DURATION|off (the
-// cooldown), quota=N (the default GPU quota) and fifo=true|false. A
+// cooldown), quota=N (the default GPU quota), fifo=true|false and
+// order=trace|sjf|tiresias. A
 // preset's name may take keys too ("fifo:reserve=300s").
 func ParsePolicy(spec string) (Policy, error) {
 	name, kvs, _ := strings.Cut(strings.TrimSpace(spec), ":")
@@ -22,8 +26,13 @@ func ParsePolicy(spec string) (Policy, error) {
 		return Policy{}, fmt.Errorf("bad policy %q: it needs a name (rlsched, fifo, or a name of yours with key=value settings)", spec)
 	}
 	p := Policy{Name: name}
-	if name == "fifo" {
+	switch name {
+	case "fifo":
 		p.FIFO, p.BackfillReserve, p.PreemptCooldown = true, -1, -1
+	case OrderSJF:
+		p.FIFO, p.BackfillReserve, p.PreemptCooldown, p.Order = true, -1, -1, OrderSJF
+	case OrderTiresias:
+		p.FIFO, p.BackfillReserve, p.PreemptCooldown, p.Order = true, -1, time.Second, OrderTiresias
 	}
 	for _, kv := range strings.Split(kvs, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {
@@ -48,8 +57,17 @@ func ParsePolicy(spec string) (Policy, error) {
 			}
 		case "fifo":
 			p.FIFO, err = strconv.ParseBool(v)
+		case "order":
+			switch v {
+			case "trace":
+				p.Order = ""
+			case OrderSJF, OrderTiresias:
+				p.Order = v
+			default:
+				err = fmt.Errorf("%q is not trace, sjf or tiresias", v)
+			}
 		default:
-			return p, fmt.Errorf("bad policy %q: unknown key %q (halflife, reserve, preempt, quota, fifo)", spec, k)
+			return p, fmt.Errorf("bad policy %q: unknown key %q (halflife, reserve, preempt, quota, fifo, order)", spec, k)
 		}
 		if err != nil {
 			return p, fmt.Errorf("bad policy %q: %s: %w", spec, k, err)

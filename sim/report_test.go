@@ -20,8 +20,11 @@ func TestParsePolicy(t *testing.T) {
 	f("fifo", Policy{Name: "fifo", FIFO: true, BackfillReserve: -1, PreemptCooldown: -1})
 	f("hl24:halflife=24h,reserve=off", Policy{Name: "hl24", HalfLife: 24 * time.Hour, BackfillReserve: -1})
 	f("x:preempt=off,quota=8,fifo=true", Policy{Name: "x", PreemptCooldown: -1, DefaultGPUQuota: 8, FIFO: true})
+	f("sjf", Policy{Name: "sjf", FIFO: true, BackfillReserve: -1, PreemptCooldown: -1, Order: OrderSJF})
+	f("tiresias", Policy{Name: "tiresias", FIFO: true, BackfillReserve: -1, PreemptCooldown: time.Second, Order: OrderTiresias})
+	f("t2:order=tiresias", Policy{Name: "t2", Order: OrderTiresias})
 	f("fifo:reserve=60s", Policy{Name: "fifo", FIFO: true, BackfillReserve: time.Minute, PreemptCooldown: -1})
-	for _, bad := range []string{"", ":halflife=1h", "x:halflife=0s", "x:reserve=soon", "x:quota=-1", "x:what=1", "x:halflife"} {
+	for _, bad := range []string{"", ":halflife=1h", "x:halflife=0s", "x:reserve=soon", "x:quota=-1", "x:what=1", "x:halflife", "x:order=lifo"} {
 		if _, err := ParsePolicy(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

@@ -44,7 +44,26 @@ type Policy struct {
 	PreemptCooldown time.Duration
 	// DefaultGPUQuota is DEFAULT_USER_GPU_QUOTA (0: none).
 	DefaultGPUQuota int
+	// Order sets the runs' priorities for a baseline, so that the planner's
+	// own priority rules (the queue's order, preemption of lower
+	// priorities) carry it out: "" keeps the trace's priorities; OrderSJF
+	// gives shorter runs (their oracle duration) higher ones; OrderTiresias
+	// gives every run the level of Tiresias' discretized 2D-LAS its
+	// attained service (GPU-seconds) has reached, and makes it
+	// preemptible.
+	Order string
 }
+
+// The baselines' orders (Policy.Order).
+const (
+	OrderSJF      = "sjf"
+	OrderTiresias = "tiresias"
+)
+
+// TiresiasLevels are the attained-service thresholds (GPU-seconds) of
+// OrderTiresias' queues: below the first, priority 0; below the second,
+// −1; then −2.
+var TiresiasLevels = []float64{3600, 36000}
 
 func (p Policy) withDefaults() Policy {
 	if p.HalfLife <= 0 {
@@ -142,7 +161,11 @@ type state struct {
 	first   time.Time
 	epoch   int // bumped at every stop: a finish event of an earlier attempt is stale
 	preempt time.Time
-	res     JobResult
+	// attained is the GPU-seconds its ended attempts ran (OrderTiresias);
+	// prio the priority it started its attempt with.
+	attained float64
+	prio     int
+	res      JobResult
 }
 
 type simNode struct {
@@ -454,7 +477,7 @@ func (e *engine) submit(s *state) {
 // order), further up for one requeued.
 func (e *engine) enqueue(s *state) {
 	t := core.Task{ID: s.job.ID, User: s.job.User, UserID: s.userID, Status: core.StatusQueued, GPUs: s.job.GPUs,
-		Priority: s.job.Priority, Preemptible: s.job.Preemptible, CreatedAt: s.job.Submit, UpdatedAt: e.now,
+		Priority: e.priority(s), Preemptible: e.isPreemptible(s), CreatedAt: s.job.Submit, UpdatedAt: e.now,
 		Attempt: s.epoch + 1, Preemptions: s.res.Preemptions}
 	if !s.preempt.IsZero() {
 		at := s.preempt
@@ -471,6 +494,30 @@ func (e *engine) enqueue(s *state) {
 		return 1
 	})
 	e.queue = slices.Insert(e.queue, i, t)
+}
+
+// priority is s's run's priority now: the trace's, or its baseline's
+// (Policy.Order).
+func (e *engine) priority(s *state) int {
+	switch e.cfg.Policy.Order {
+	case OrderSJF:
+		return -int(min(s.job.Duration/time.Second, 1<<40))
+	case OrderTiresias:
+		got := s.attained
+		if s.node >= 0 {
+			got += float64(s.job.GPUs) * e.now.Sub(s.start).Seconds()
+		}
+		level := 0
+		for level < len(TiresiasLevels) && got >= TiresiasLevels[level] {
+			level++
+		}
+		return -level
+	}
+	return s.job.Priority
+}
+
+func (e *engine) isPreemptible(s *state) bool {
+	return s.job.Preemptible || e.cfg.Policy.Order == OrderTiresias
 }
 
 // queueBefore is the store's queue order (store.Store.QueuedTasks, which
@@ -603,8 +650,9 @@ func (e *engine) start(placements []plan.Placement) {
 		u.runW += w
 		u.runWAt += w * e.now.Sub(e.origin).Seconds()
 		e.running++
-		if s.job.Preemptible {
-			e.preemptible[s.job.Priority]++
+		s.prio = p.Task.Priority
+		if e.isPreemptible(s) {
+			e.preemptible[s.prio]++
 		}
 		e.push(event{at: e.now.Add(s.job.Duration - s.done), kind: evFinish, s: s, epoch: s.epoch})
 	}
@@ -675,10 +723,11 @@ func (e *engine) release(s *state) {
 	u.runW -= w
 	u.runWAt -= w * s.start.Sub(e.origin).Seconds()
 	e.res.AllocatedGPUSeconds += float64(s.job.GPUs) * ran.Seconds()
+	s.attained += float64(s.job.GPUs) * ran.Seconds()
 	e.running--
-	if s.job.Preemptible {
-		if e.preemptible[s.job.Priority]--; e.preemptible[s.job.Priority] == 0 {
-			delete(e.preemptible, s.job.Priority)
+	if e.isPreemptible(s) {
+		if e.preemptible[s.prio]--; e.preemptible[s.prio] == 0 {
+			delete(e.preemptible, s.prio)
 		}
 	}
 	s.node, s.gpus = -1, nil
@@ -743,8 +792,12 @@ func (e *engine) preempt() bool {
 
 // anyVictimFor is a shortcut past building the preemption's input: a run
 // of page may preempt only runs of a lower priority (plan.Preempt), and
-// when no preemptible run has one, there is nothing to ask.
+// when no preemptible run has one, there is nothing to ask. (Under
+// OrderTiresias a running run's priority falls as it runs: always ask.)
 func (e *engine) anyVictimFor(page []core.Task) bool {
+	if e.cfg.Policy.Order == OrderTiresias {
+		return true
+	}
 	top := page[0].Priority // the store's order: the highest first
 	for p := range e.preemptible {
 		if p < top {
@@ -765,10 +818,10 @@ func (e *engine) preemptNodes() []plan.Node {
 		}
 		pn := plan.Node{ID: n.id, FreeGPUs: len(n.free)}
 		for _, s := range sortedRuns(n) {
-			if !s.job.Preemptible {
+			if !e.isPreemptible(s) {
 				continue
 			}
-			a := plan.Active{ID: s.job.ID, Worker: n.id, GPUs: len(s.gpus), Priority: s.job.Priority, Preemptible: true,
+			a := plan.Active{ID: s.job.ID, Worker: n.id, GPUs: len(s.gpus), Priority: e.priority(s), Preemptible: true,
 				StartedAt: s.start, PreemptedAt: s.preempt}
 			pn.Runs = append(pn.Runs, a)
 		}

@@ -176,3 +176,44 @@ func TestSummary(t *testing.T) {
 		t.Errorf("jct %+v wait %+v longest %v fairness %v", s.JCT, s.Wait, s.LongestWait, s.Fairness)
 	}
 }
+
+func TestRunSJFServesTheShortestFirst(t *testing.T) {
+	sjf, err := ParsePolicy("sjf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []Job{
+		job("running", "u", 0, time.Hour, 1),
+		job("long", "u", time.Minute, 3*time.Hour, 1),
+		job("short", "u", 2*time.Minute, 10*time.Minute, 1),
+	}
+	_, by := run(t, cluster(1, 1), Config{Policy: sjf}, jobs...)
+	wantTimes(t, by, "short", time.Hour, 70*time.Minute)
+	wantTimes(t, by, "long", 70*time.Minute, 250*time.Minute)
+	_, by = run(t, cluster(1, 1), Config{Policy: Policy{FIFO: true}}, jobs...)
+	wantTimes(t, by, "long", time.Hour, 4*time.Hour)
+}
+
+func TestRunTiresiasDemotesAndPreemptsByAttainedService(t *testing.T) {
+	tir, err := ParsePolicy("tiresias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// old has attained 2 GPU-hours (level 1) when fresh arrives (level 0):
+	// fresh preempts it; old keeps its checkpointed 2 h and ends after.
+	r, by := run(t, cluster(1, 1), Config{Policy: tir, CheckpointEvery: 30 * time.Minute},
+		job("old", "u", 0, 3*time.Hour, 1),
+		job("fresh", "v", 2*time.Hour, 30*time.Minute, 1),
+	)
+	wantTimes(t, by, "fresh", 2*time.Hour, 150*time.Minute)
+	wantTimes(t, by, "old", 0, 210*time.Minute)
+	if r.Preemptions != 1 || by["old"].Lost != 0 {
+		t.Errorf("%d preemptions, old lost %v; want 1 and 0", r.Preemptions, by["old"].Lost)
+	}
+	// Two runs at one level do not preempt each other.
+	_, by = run(t, cluster(1, 1), Config{Policy: tir},
+		job("a", "u", 0, 30*time.Minute, 1),
+		job("b", "v", 10*time.Minute, 30*time.Minute, 1),
+	)
+	wantTimes(t, by, "b", 30*time.Minute, time.Hour)
+}
