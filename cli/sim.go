@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/sim"
@@ -118,30 +117,39 @@ func runSim(inv *invocation, args []string) int {
 		return code
 	}
 
-	// The policies are independent simulations of the same trace: one
-	// goroutine each (the planner is pure).
-	results := make([]*sim.Result, len(specs))
-	errs := make([]error, len(specs))
-	var wg sync.WaitGroup
-	for i, p := range specs {
-		wg.Go(func() {
-			results[i], errs[i] = sim.Run(c, tr, sim.Config{Policy: p, CheckpointEvery: *checkpoint, Tick: *tick})
-		})
+	// One policy at a time, each result dropped once summarised and
+	// written: a million jobs' results are most of a simulation's memory.
+	var csvOut *os.File
+	if *jobsCSV != "" {
+		f, err := os.Create(*jobsCSV)
+		if err != nil {
+			return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err))
+		}
+		defer f.Close()
+		csvOut = f
+		if _, err := f.WriteString(strings.Join(sim.JobsCSVHeader, ",") + "\n"); err != nil {
+			return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err))
+		}
 	}
-	wg.Wait()
-	for _, err := range errs {
+	summaries := make([]sim.Summary, len(specs))
+	notRun := make([][]sim.Skipped, len(specs))
+	workers := 0
+	for i, p := range specs {
+		r, err := sim.Run(c, tr, sim.Config{Policy: p, CheckpointEvery: *checkpoint, Tick: *tick})
 		if err != nil {
 			return inv.fail(err)
 		}
-	}
-	if *jobsCSV != "" {
-		if code, ok := inv.writeJobsCSV(*jobsCSV, results); !ok {
-			return code
+		if csvOut != nil {
+			if err := sim.WriteJobsCSV(csvOut, r); err != nil {
+				return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err))
+			}
 		}
+		summaries[i], notRun[i], workers = r.Summarize(), r.Skipped[len(tr.Skipped):], r.Workers
 	}
-	summaries := make([]sim.Summary, len(results))
-	for i, r := range results {
-		summaries[i] = r.Summarize()
+	if csvOut != nil {
+		if err := csvOut.Close(); err != nil {
+			return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err))
+		}
 	}
 	if *jsonOut {
 		var out simJSON
@@ -149,9 +157,9 @@ func runSim(inv *invocation, args []string) int {
 		out.Trace.Ignored = append([]string{}, out.Trace.Ignored...)
 		out.Trace.Skipped = append([]sim.Skipped{}, out.Trace.Skipped...)
 		out.Cluster.GPUs = c.GPUs()
-		out.Cluster.Workers = results[0].Workers
+		out.Cluster.Workers = workers
 		for i, s := range summaries {
-			out.Policies = append(out.Policies, simPolicyJSON{Summary: s, NotRun: append([]sim.Skipped{}, results[i].Skipped[len(tr.Skipped):]...)})
+			out.Policies = append(out.Policies, simPolicyJSON{Summary: s, NotRun: append([]sim.Skipped{}, notRun[i]...)})
 		}
 		raw, err := json.Marshal(out)
 		if err != nil {
@@ -160,14 +168,14 @@ func runSim(inv *invocation, args []string) int {
 		return inv.printJSON(raw)
 	}
 	w := inv.env.Stdout
-	fmt.Fprintf(w, "%s trace: %d jobs on %d workers, %d GPUs", *format, len(tr.Jobs), results[0].Workers, c.GPUs())
+	fmt.Fprintf(w, "%s trace: %d jobs on %d workers, %d GPUs", *format, len(tr.Jobs), workers, c.GPUs())
 	if len(tr.Ignored) > 0 {
 		fmt.Fprintf(w, " (ignored columns: %s)", strings.Join(tr.Ignored, ", "))
 	}
 	fmt.Fprintln(w)
 	printSkipped(w, "not read from the trace", tr.Skipped)
-	for _, r := range results {
-		printSkipped(w, "not run under "+r.Policy.Name, r.Skipped[len(tr.Skipped):])
+	for i, p := range specs {
+		printSkipped(w, "not run under "+p.Name, notRun[i])
 	}
 	fmt.Fprintln(w)
 	if err := sim.WriteTable(w, summaries); err != nil {
@@ -260,19 +268,4 @@ func (inv *invocation) simTrace(format, arg, tasks string) (*sim.Trace, int, boo
 		return nil, inv.fail(err), false
 	}
 	return tr, ExitOK, true
-}
-
-func (inv *invocation) writeJobsCSV(path string, rs []*sim.Result) (int, bool) {
-	f, err := os.Create(path)
-	if err != nil {
-		return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err)), false
-	}
-	if err := sim.WriteJobsCSV(f, rs); err != nil {
-		f.Close()
-		return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err)), false
-	}
-	if err := f.Close(); err != nil {
-		return inv.fail(fmt.Errorf("cannot write the jobs CSV: %w", err)), false
-	}
-	return ExitOK, true
 }

@@ -138,19 +138,19 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.1fs", d.Seconds())
 }
 
-// WriteJobsCSV writes every finished job's times under policy, one row
-// each: policy, id, user, gpus, submit, start, end (RFC 3339), wait, jct,
-// duration and lost (seconds), preemptions, faults.
-func WriteJobsCSV(w io.Writer, rs []*Result) error {
+// JobsCSVHeader is the first row of WriteJobsCSV's file.
+var JobsCSVHeader = []string{"policy", "id", "user", "gpus", "submit", "start", "end", "wait_s", "jct_s", "duration_s", "lost_s", "preemptions", "faults"}
+
+// WriteJobsCSV writes every finished job's times under r's policy, one
+// row each (JobsCSVHeader): policy, id, user, gpus, submit, start, end
+// (RFC 3339), wait, jct, duration and lost (seconds), preemptions, faults.
+func WriteJobsCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"policy", "id", "user", "gpus", "submit", "start", "end", "wait_s", "jct_s", "duration_s", "lost_s", "preemptions", "faults"})
 	sec := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
-	for _, r := range rs {
-		for _, j := range r.Jobs {
-			cw.Write([]string{r.Policy.Name, j.ID, j.User, strconv.Itoa(j.GPUs), j.Submit.Format(time.RFC3339), j.Start.Format(time.RFC3339),
-				j.End.Format(time.RFC3339), sec(j.Wait()), sec(j.JCT()), sec(j.Duration), sec(j.Lost),
-				strconv.Itoa(j.Preemptions), strconv.Itoa(j.Faults)})
-		}
+	for _, j := range r.Jobs {
+		cw.Write([]string{r.Policy.Name, j.ID, j.User, strconv.Itoa(j.GPUs), j.Submit.Format(time.RFC3339), j.Start.Format(time.RFC3339),
+			j.End.Format(time.RFC3339), sec(j.Wait()), sec(j.JCT()), sec(j.Duration), sec(j.Lost),
+			strconv.Itoa(j.Preemptions), strconv.Itoa(j.Faults)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -43,7 +43,8 @@ func TestWriteTableAndJobsCSV(t *testing.T) {
 		}
 	}
 	b.Reset()
-	if err := WriteJobsCSV(&b, []*Result{r}); err != nil {
+	b.WriteString(strings.Join(JobsCSVHeader, ",") + "\n")
+	if err := WriteJobsCSV(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := csv.NewReader(&b).ReadAll()

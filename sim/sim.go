@@ -152,14 +152,15 @@ func Run(c *Cluster, tr *Trace, cfg Config) (*Result, error) {
 // state is one job as the simulation keeps it: its run's record in the
 // master's registry and store.
 type state struct {
-	job     *Job
+	job     *Job   // the trace's (never written)
+	id      string // its run's id: the job's, made unique
+	idx     int    // in engine.states
 	userID  int64
 	done    time.Duration // work kept (checkpointed)
 	node    int           // -1: queued or ended
 	gpus    []int
 	start   time.Time // of the attempt running
-	first   time.Time
-	epoch   int // bumped at every stop: a finish event of an earlier attempt is stale
+	epoch   int       // bumped at every stop: a finish event of an earlier attempt is stale
 	preempt time.Time
 	// attained is the GPU-seconds its ended attempts ran (OrderTiresias);
 	// prio the priority it started its attempt with.
@@ -233,10 +234,8 @@ type engine struct {
 	users  []userState
 	userID map[string]int64
 
-	jobs    []Job // the trace's, sorted by submission
-	next    int   // the next job to submit
-	states  []state
-	byID    map[string]*state
+	states  []state     // the jobs to simulate, by submission
+	next    int         // the next to submit
 	queue   []core.Task // QUEUED, in the store's order (queueBefore)
 	events  eventHeap
 	seq     int64
@@ -279,8 +278,16 @@ func (e *engine) load(tr *Trace) {
 	for _, n := range e.nodes {
 		maxGPUs, maxSlots = max(maxGPUs, len(n.gpus)), max(maxSlots, n.slots)
 	}
-	e.jobs = make([]Job, 0, len(tr.Jobs))
-	for _, j := range tr.Jobs {
+	jobs := tr.Jobs
+	sorted := func(a, b Job) int { return a.Submit.Compare(b.Submit) }
+	if !slices.IsSortedFunc(jobs, sorted) {
+		jobs = slices.Clone(jobs)
+		slices.SortStableFunc(jobs, sorted)
+	}
+	e.states = make([]state, 0, len(jobs))
+	ids := make(map[string]bool, len(jobs)) // only while loading: a million ids held through the run would be its largest map
+	for i := range jobs {
+		j := &jobs[i]
 		switch {
 		case len(e.nodes) == 0:
 			e.skip(j.ID, "the cluster has no workers")
@@ -289,26 +296,21 @@ func (e *engine) load(tr *Trace) {
 		case j.GPUs == 0 && maxSlots == 0:
 			e.skip(j.ID, "needs a CPU slot, no worker has one")
 		default:
-			e.jobs = append(e.jobs, j)
+			st := state{job: j, id: j.ID, idx: len(e.states), node: -1, userID: e.user(j.User)}
+			if ids[st.id] {
+				st.id = fmt.Sprintf("%s#%d", j.ID, i) // a trace's ids need not be unique; the queue's must
+			}
+			ids[st.id] = true
+			e.states = append(e.states, st)
 		}
 	}
-	t := Trace{Jobs: e.jobs}
-	t.sortJobs()
-	e.jobs = t.Jobs
-	e.states = make([]state, len(e.jobs))
-	e.byID = make(map[string]*state, len(e.jobs))
-	if len(e.jobs) > 0 {
-		e.origin = e.jobs[0].Submit
+	if len(e.states) > 0 {
+		e.origin = e.states[0].job.Submit
 	}
 	e.now = e.origin
 	e.res.Start = e.origin
-	for i := range e.jobs {
-		s := &e.states[i]
-		s.job, s.node, s.userID = &e.jobs[i], -1, e.user(e.jobs[i].User)
-		if e.byID[s.job.ID] != nil {
-			s.job.ID = fmt.Sprintf("%s#%d", s.job.ID, i) // a trace's ids need not be unique; the queue's must
-		}
-		e.byID[s.job.ID] = s
+	for i := range e.users {
+		e.users[i].asOf = e.origin
 	}
 	for _, f := range e.c.Faults {
 		n := e.byName[f.Worker]
@@ -363,7 +365,7 @@ func (e *engine) loop() {
 			break
 		}
 		e.now = at
-		for e.next < len(e.jobs) && !e.jobs[e.next].Submit.After(at) {
+		for e.next < len(e.states) && !e.states[e.next].job.Submit.After(at) {
 			e.submit(&e.states[e.next])
 			e.next++
 			e.res.Events++
@@ -385,8 +387,8 @@ func (e *engine) loop() {
 func (e *engine) nextAt() (time.Time, bool) {
 	var at time.Time
 	ok := false
-	if e.next < len(e.jobs) {
-		at, ok = e.jobs[e.next].Submit, true
+	if e.next < len(e.states) {
+		at, ok = e.states[e.next].job.Submit, true
 	}
 	if len(e.events) > 0 && (!ok || e.events[0].at.Before(at)) {
 		at, ok = e.events[0].at, true
@@ -401,7 +403,7 @@ func (e *engine) tickIfWaiting() {
 	if e.ticking || len(e.queue) == 0 {
 		return
 	}
-	if e.running == 0 && e.next == len(e.jobs) && len(e.events) == 0 {
+	if e.running == 0 && e.next == len(e.states) && len(e.events) == 0 {
 		return
 	}
 	e.ticking = true
@@ -448,7 +450,7 @@ func sortedRuns(n *simNode) []*state {
 	for s := range n.runs {
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b *state) int { return strings.Compare(a.job.ID, b.job.ID) })
+	slices.SortFunc(out, func(a, b *state) int { return strings.Compare(a.id, b.id) })
 	return out
 }
 
@@ -468,7 +470,7 @@ func (e *engine) fleetChanged() {
 }
 
 func (e *engine) submit(s *state) {
-	s.res = JobResult{ID: s.job.ID, User: s.job.User, GPUs: s.job.GPUs, Submit: s.job.Submit, Duration: s.job.Duration}
+	s.res = JobResult{ID: s.id, User: s.job.User, GPUs: s.job.GPUs, Submit: s.job.Submit, Duration: s.job.Duration}
 	e.enqueue(s)
 }
 
@@ -476,9 +478,13 @@ func (e *engine) submit(s *state) {
 // order: at the end for a new submission (the trace is in submission
 // order), further up for one requeued.
 func (e *engine) enqueue(s *state) {
-	t := core.Task{ID: s.job.ID, User: s.job.User, UserID: s.userID, Status: core.StatusQueued, GPUs: s.job.GPUs,
+	t := core.Task{ID: s.id, User: s.job.User, UserID: s.userID, Status: core.StatusQueued, GPUs: s.job.GPUs,
 		Priority: e.priority(s), Preemptible: e.isPreemptible(s), CreatedAt: s.job.Submit, UpdatedAt: e.now,
 		Attempt: s.epoch + 1, Preemptions: s.res.Preemptions}
+	// The simulation has no leases: Fence, which the planner never reads,
+	// carries the index of the run's state (stateOf), so that a placement
+	// finds it without a map of every id.
+	t.Fence = uint64(s.idx + 1)
 	if !s.preempt.IsZero() {
 		at := s.preempt
 		t.PreemptedAt = &at
@@ -494,6 +500,25 @@ func (e *engine) enqueue(s *state) {
 		return 1
 	})
 	e.queue = slices.Insert(e.queue, i, t)
+}
+
+// stateOf is the state of a queued run (enqueue's Fence).
+func (e *engine) stateOf(t *core.Task) *state {
+	i := int(t.Fence) - 1
+	if i < 0 || i >= len(e.states) || e.states[i].id != t.ID {
+		panic(fmt.Sprintf("BUG: queued run %s has no state (fence %d)", t.ID, t.Fence))
+	}
+	return &e.states[i]
+}
+
+// running1 is the run id running on worker.
+func (e *engine) running1(worker, id string) *state {
+	for s := range e.nodes[e.byName[worker]].runs {
+		if s.id == id {
+			return s
+		}
+	}
+	panic(fmt.Sprintf("BUG: preemption of %s, which does not run on %s", id, worker))
 }
 
 // priority is s's run's priority now: the trace's, or its baseline's
@@ -612,31 +637,30 @@ func (e *engine) start(placements []plan.Placement) {
 	}
 	ids := make(map[string]bool, len(placements))
 	for _, p := range placements {
-		s := e.byID[p.Task.ID]
+		s := e.stateOf(p.Task)
 		n := &e.nodes[e.byName[p.Worker]]
 		if s.node >= 0 {
-			panic(fmt.Sprintf("BUG: %s placed while it runs on %s", s.job.ID, e.nodes[s.node].id))
+			panic(fmt.Sprintf("BUG: %s placed while it runs on %s", s.id, e.nodes[s.node].id))
 		}
-		ids[s.job.ID] = true
+		ids[s.id] = true
 		s.node, s.gpus, s.start = e.byName[p.Worker], p.GPUs, e.now
-		if s.first.IsZero() {
-			s.first = e.now
+		if s.res.Start.IsZero() {
 			s.res.Start = e.now
 		}
 		if s.node != e.byName[p.Worker] || !n.up || len(p.GPUs) != s.job.GPUs {
-			panic(fmt.Sprintf("BUG: %s placed on %s (up %v) with GPUs %v, needing %d", s.job.ID, p.Worker, n.up, p.GPUs, s.job.GPUs))
+			panic(fmt.Sprintf("BUG: %s placed on %s (up %v) with GPUs %v, needing %d", s.id, p.Worker, n.up, p.GPUs, s.job.GPUs))
 		}
 		n.runs[s] = struct{}{}
 		if len(p.GPUs) == 0 {
 			if n.cpuRuns++; n.cpuRuns > n.slots {
-				panic(fmt.Sprintf("BUG: %s placed on %s beyond its %d slots", s.job.ID, n.id, n.slots))
+				panic(fmt.Sprintf("BUG: %s placed on %s beyond its %d slots", s.id, n.id, n.slots))
 			}
 			e.freeSlots--
 		} else {
 			for _, g := range p.GPUs {
 				i := slices.Index(n.gpus, g)
 				if i < 0 || n.used[i] {
-					panic(fmt.Sprintf("BUG: %s placed on GPU %d of %s, which is not free", s.job.ID, g, n.id))
+					panic(fmt.Sprintf("BUG: %s placed on GPU %d of %s, which is not free", s.id, g, n.id))
 				}
 				n.used[i] = true
 			}
@@ -779,7 +803,7 @@ func (e *engine) preempt() bool {
 	var victims []*state
 	for _, p := range ps {
 		for _, id := range p.Victims {
-			victims = append(victims, e.byID[id])
+			victims = append(victims, e.running1(p.Worker, id))
 		}
 	}
 	for _, s := range victims {
@@ -821,7 +845,7 @@ func (e *engine) preemptNodes() []plan.Node {
 			if !e.isPreemptible(s) {
 				continue
 			}
-			a := plan.Active{ID: s.job.ID, Worker: n.id, GPUs: len(s.gpus), Priority: e.priority(s), Preemptible: true,
+			a := plan.Active{ID: s.id, Worker: n.id, GPUs: len(s.gpus), Priority: e.priority(s), Preemptible: true,
 				StartedAt: s.start, PreemptedAt: s.preempt}
 			pn.Runs = append(pn.Runs, a)
 		}
