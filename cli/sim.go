@@ -15,13 +15,14 @@ import (
 func init() {
 	register(&command{
 		name: "sim",
-		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|synthetic [--policy SPEC]... [--policies A,B,...] " +
+		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|alibaba2023|synthetic [--policy SPEC]... [--policies A,B,...] " +
 			"[--checkpoint-every D] [--tick D] [--jobs-csv FILE] [--json]",
 		summary: "Simulate a trace on a cluster under the master's own planner, policies side by side (docs/sim.md).",
 		details: `The cluster is a JSON file (--cluster: workers, their GPUs and slots, quotas, a fault
 schedule) or the workers a live master lists (--from URL: GET /api/workers, logged in as for
 ` + "`rlsched workers`" + `). The trace is a Philly cluster_job_log, a Helios cluster_log.csv, Alibaba's
-pai_job_table.csv (its pai_task_table.csv beside it, or --tasks FILE), or for --format synthetic
+pai_job_table.csv (its pai_task_table.csv beside it, or --tasks FILE), Alibaba 2023's
+openb_pod_list.csv (--format alibaba2023), or for --format synthetic
 a spec such as jobs=10000,users=50,span=720h,median=30m,high=0.1,preemptible=0.5,seed=1.
 
 Each --policy is simulated on the same trace: rlsched (the master's defaults), fifo (no fair
@@ -235,16 +236,19 @@ func (inv *invocation) simTrace(format, arg, tasks string) (*sim.Trace, int, boo
 			return nil, inv.usageError("%v", perr), false
 		}
 		return s.Trace(), ExitOK, true
-	case "philly", "helios":
+	case "philly", "helios", "alibaba2023":
 		f, oerr := os.Open(arg)
 		if oerr != nil {
 			return nil, inv.fail(fmt.Errorf("cannot open the trace: %w", oerr)), false
 		}
 		defer f.Close()
-		if format == "philly" {
+		switch format {
+		case "philly":
 			tr, err = sim.ReadPhilly(f)
-		} else {
+		case "helios":
 			tr, err = sim.ReadHelios(f)
+		default:
+			tr, err = sim.ReadOpenB(f)
 		}
 	case "alibaba":
 		if tasks == "" {

@@ -19,7 +19,7 @@ import (
 // at all (not JSON, no header) is an error.
 
 // Formats lists the trace formats ReadTrace takes.
-var Formats = []string{"philly", "helios", "alibaba", "synthetic"}
+var Formats = []string{"philly", "helios", "alibaba", "alibaba2023", "synthetic"}
 
 // clockLayout is the wall-clock time of the Philly and Helios traces, in
 // their cluster's local time, read as UTC (only differences matter).
@@ -296,4 +296,59 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ReadOpenB reads Alibaba's GPU trace of 2023 (alibaba/clusterdata,
+// cluster-trace-gpu-v2023: openb_pod_list*.csv): one pod per row, with a
+// header naming name, num_gpu, gpu_milli, creation_time, scheduled_time
+// and deletion_time (seconds). A pod's GPUs are num_gpu, a fraction of
+// one (gpu_milli < 1000) rounded up to a whole GPU; it is submitted at
+// creation_time and runs from scheduled_time to deletion_time. The pods
+// carry no user: each qos class stands for one.
+func ReadOpenB(r io.Reader) (*Trace, error) {
+	tr := &Trace{}
+	secs := func(s string) (time.Time, error) {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return time.Time{}, err
+		}
+		return time.Unix(0, int64(v*1e9)).UTC(), nil
+	}
+	err := csvRows(r, "Alibaba 2023", nil, []string{"name", "num_gpu", "qos", "creation_time", "scheduled_time", "deletion_time"}, tr,
+		func(line int, col func(string) string) {
+			id := col("name")
+			if id == "" {
+				id = fmt.Sprintf("line %d", line)
+			}
+			gpus, err := strconv.Atoi(col("num_gpu"))
+			if err != nil {
+				tr.skip(id, fmt.Sprintf("its num_gpu %q is not a number", col("num_gpu")))
+				return
+			}
+			sub, err := secs(col("creation_time"))
+			if err != nil {
+				tr.skip(id, fmt.Sprintf("its creation_time %q is not a number", col("creation_time")))
+				return
+			}
+			if col("scheduled_time") == "" || col("deletion_time") == "" {
+				tr.skip(id, "it was never scheduled, or never ended (no scheduled_time or deletion_time)")
+				return
+			}
+			start, err1 := secs(col("scheduled_time"))
+			end, err2 := secs(col("deletion_time"))
+			if err1 != nil || err2 != nil {
+				tr.skip(id, fmt.Sprintf("its scheduled_time %q or deletion_time %q is not a number", col("scheduled_time"), col("deletion_time")))
+				return
+			}
+			user := "qos-" + col("qos")
+			if col("qos") == "" {
+				user = "pods"
+			}
+			tr.add(Job{ID: id, User: user, Submit: sub, Duration: end.Sub(start), GPUs: gpus})
+		})
+	if err != nil {
+		return nil, err
+	}
+	tr.sortJobs()
+	return tr, nil
 }

@@ -149,3 +149,16 @@ func TestSyntheticIsReproducible(t *testing.T) {
 		}
 	}
 }
+
+func TestReadOpenB(t *testing.T) {
+	tr, err := ReadOpenB(open(t, "openb_pod_list.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTrace(t, tr, []Job{
+		{ID: "openb-pod-0017", User: "qos-LS", GPUs: 1, Duration: 1332103 * time.Second},
+		{ID: "openb-pod-0022", User: "qos-BE", GPUs: 1, Duration: 3590 * time.Second}, // 460 milli-GPUs: one GPU
+		{ID: "openb-pod-0035", User: "qos-LS", GPUs: 8, Duration: 7100 * time.Second},
+		{ID: "openb-pod-0041", User: "qos-BE", GPUs: 0, Duration: 600 * time.Second},
+	}, map[string]string{"openb-pod-0050": "never scheduled", "openb-pod-0061": "not a number"})
+}
