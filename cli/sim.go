@@ -2,8 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,14 +17,16 @@ import (
 func init() {
 	register(&command{
 		name: "sim",
-		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|alibaba2023|synthetic [--policy SPEC]... [--policies A,B,...] " +
+		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|alibaba2023|synthetic|history [--policy SPEC]... [--policies A,B,...] " +
 			"[--checkpoint-every D] [--tick D] [--jobs-csv FILE] [--json]",
 		summary: "Simulate a trace on a cluster under the master's own planner, policies side by side (docs/sim.md).",
 		details: `The cluster is a JSON file (--cluster: workers, their GPUs and slots, quotas, a fault
 schedule) or the workers a live master lists (--from URL: GET /api/workers, logged in as for
 ` + "`rlsched workers`" + `). The trace is a Philly cluster_job_log, a Helios cluster_log.csv, Alibaba's
 pai_job_table.csv (its pai_task_table.csv beside it, or --tasks FILE), Alibaba 2023's
-openb_pod_list.csv (--format alibaba2023), or for --format synthetic
+openb_pod_list.csv (--format alibaba2023), history (--trace history: the runs of the master
+at --from URL, or --server, that the ls filters --since, --user, --project, ... select), or
+for --format synthetic
 a spec such as jobs=10000,users=50,span=720h,median=30m,high=0.1,preemptible=0.5,seed=1.
 
 Each --policy is simulated on the same trace: rlsched (the master's defaults), fifo (no fair
@@ -39,6 +43,7 @@ their reason.`,
 			"rlsched sim --cluster lab.json --trace cluster_log.csv --format helios --policies rlsched,fifo,sjf,tiresias",
 			"rlsched sim --cluster lab.json --trace cluster_job_log --format philly --policy rlsched --policy hl24:halflife=24h --policy fifo",
 			"rlsched sim --from http://master:8082 --trace jobs=5000,users=20 --format synthetic --checkpoint-every 30m --json",
+			"rlsched sim --from http://master:8082 --trace history --since 30d --policy rlsched --policy hl24:halflife=24h",
 		},
 		run: runSim,
 	})
@@ -80,13 +85,17 @@ func runSim(inv *invocation, args []string) int {
 	tick := fs.Duration("tick", sim.DefaultTick, "the scheduler's tick in simulated time `D`")
 	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")
 	jsonOut := fs.Bool("json", false, "print the summaries as JSON")
+	filters := addRunFilters(fs)
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
+	}
+	if *traceArg == "history" && (*format == "" || *format == "history") {
+		*format = "history"
 	}
 	switch {
 	case (*clusterFile == "") == (*from == ""):
 		return inv.usageError("give one of --cluster FILE and --from URL")
-	case *traceArg == "" && *format != "synthetic":
+	case *traceArg == "" && *format != "synthetic" && *format != "history":
 		return inv.usageError("--trace is required")
 	case *format == "":
 		return inv.usageError("--format is required: one of %s", strings.Join(sim.Formats, ", "))
@@ -113,7 +122,12 @@ func runSim(inv *invocation, args []string) int {
 	if !ok {
 		return code
 	}
-	tr, code, ok := inv.simTrace(*format, *traceArg, *tasks)
+	var tr *sim.Trace
+	if *format == "history" {
+		tr, code, ok = inv.simHistory(*from, filters)
+	} else {
+		tr, code, ok = inv.simTrace(*format, *traceArg, *tasks)
+	}
 	if !ok {
 		return code
 	}
@@ -224,6 +238,45 @@ func (inv *invocation) simCluster(file, from string) (*sim.Cluster, int, bool) {
 		return nil, inv.fail(err), false
 	}
 	return c, ExitOK, true
+}
+
+// simHistory is the trace of a master's own runs: every page of GET
+// /api/tasks the ls filters select, from the master at from (else
+// --server's).
+func (inv *invocation) simHistory(from string, filters *runFilters) (*sim.Trace, int, bool) {
+	if from != "" {
+		inv.server = from
+	}
+	q := url.Values{}
+	if code, ok := filters.query(inv, q); !ok {
+		return nil, code, false
+	}
+	q.Set("limit", "500")
+	cl, code, ok := inv.newClient()
+	if !ok {
+		return nil, code, false
+	}
+	var runs []core.Task
+	seen := map[string]bool{}
+	for {
+		var page struct {
+			Items      []core.Task `json:"items"`
+			NextCursor string      `json:"nextCursor"`
+		}
+		if _, err := cl.getJSON(inv.ctx, "/api/tasks", q, &page); err != nil {
+			return nil, inv.fail(err), false
+		}
+		runs = append(runs, page.Items...)
+		if page.NextCursor == "" {
+			break
+		}
+		if seen[page.NextCursor] || len(page.Items) == 0 {
+			return nil, inv.fail(errors.New("the server keeps answering the same page of runs: stopping (a server bug)")), false
+		}
+		seen[page.NextCursor] = true
+		q.Set("cursor", page.NextCursor)
+	}
+	return sim.FromTasks(runs), ExitOK, true
 }
 
 func (inv *invocation) simTrace(format, arg, tasks string) (*sim.Trace, int, bool) {

@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/core"
 )
 
 const simData = "../sim/testdata/"
@@ -82,5 +85,35 @@ func TestSim_UsageErrors(t *testing.T) {
 	_, errs = h.mustRun(ExitError, "sim", "--cluster", simData+"cluster.json", "--trace", simData+"cluster.json", "--format", "helios")
 	if !strings.Contains(errs, "cannot read the Helios trace") {
 		t.Errorf("JSON as a Helios trace: %q", errs)
+	}
+}
+
+func TestSim_HistoryOfTheMaster(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
+	h.f.mu.Lock()
+	for _, tk := range []core.Task{
+		{ID: "r1", User: "alice", GPUs: 2, CreatedAt: *at(0), StartedAt: at(1), FinishedAt: at(61), Status: core.StatusSucceeded},
+		{ID: "r2", User: "bob", GPUs: 2, CreatedAt: *at(1), StartedAt: at(61), FinishedAt: at(91), Status: core.StatusSucceeded},
+		{ID: "r3", User: "bob", GPUs: 1, CreatedAt: *at(2), Status: core.StatusQueued},
+	} {
+		h.f.tasks[tk.ID] = &tk
+		h.f.order = append(h.f.order, tk.ID)
+	}
+	h.f.mu.Unlock()
+	out, _ := h.mustRun(0, "sim", "--from", h.f.url(), "--trace", "history", "--policy", "rlsched", "--json")
+	var ans simJSON
+	if err := json.Unmarshal([]byte(out), &ans); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	// The fake master's one live worker has 2 GPUs: r2 waits for r1 (from 1 to 60 min; r1
+	// starts at once here, a minute earlier than it did) and ends at 90.
+	if ans.Trace.Format != "history" || ans.Trace.Jobs != 2 || len(ans.Trace.Skipped) != 1 || ans.Trace.Skipped[0].ID != "r3" {
+		t.Fatalf("trace %+v", ans.Trace)
+	}
+	if p := ans.Policies[0]; p.Jobs != 2 || p.Wait.Max != 59*60 || p.Makespan != 90*60 {
+		t.Errorf("summary %+v", p.Summary)
 	}
 }

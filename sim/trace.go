@@ -19,7 +19,7 @@ import (
 // at all (not JSON, no header) is an error.
 
 // Formats lists the trace formats ReadTrace takes.
-var Formats = []string{"philly", "helios", "alibaba", "alibaba2023", "synthetic"}
+var Formats = []string{"philly", "helios", "alibaba", "alibaba2023", "synthetic", "history"}
 
 // clockLayout is the wall-clock time of the Philly and Helios traces, in
 // their cluster's local time, read as UTC (only differences matter).

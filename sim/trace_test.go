@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlsched/rlsched/core"
 )
 
 func open(t *testing.T, name string) *os.File {
@@ -161,4 +163,21 @@ func TestReadOpenB(t *testing.T) {
 		{ID: "openb-pod-0035", User: "qos-LS", GPUs: 8, Duration: 7100 * time.Second},
 		{ID: "openb-pod-0041", User: "qos-BE", GPUs: 0, Duration: 600 * time.Second},
 	}, map[string]string{"openb-pod-0050": "never scheduled", "openb-pod-0061": "not a number"})
+}
+
+func TestFromTasks(t *testing.T) {
+	at := func(m int) *time.Time { x := t0.Add(time.Duration(m) * time.Minute); return &x }
+	tr := FromTasks([]core.Task{
+		{ID: "late", User: "bob", GPUs: 2, Priority: 3, Preemptible: true, CreatedAt: *at(5), StartedAt: at(6), FinishedAt: at(66), Status: core.StatusSucceeded},
+		{ID: "early", User: "alice", GPUs: 1, CreatedAt: *at(0), StartedAt: at(1), FinishedAt: at(11), Status: core.StatusFailed},
+		{ID: "queued", User: "alice", CreatedAt: *at(2), Status: core.StatusQueued},
+		{ID: "running", User: "alice", CreatedAt: *at(3), StartedAt: at(4), Status: core.StatusRunning},
+	})
+	wantTrace(t, tr, []Job{
+		{ID: "early", User: "alice", GPUs: 1, Duration: 10 * time.Minute},
+		{ID: "late", User: "bob", GPUs: 2, Duration: time.Hour},
+	}, map[string]string{"queued": "QUEUED", "running": "RUNNING"})
+	if j := tr.Jobs[1]; j.Priority != 3 || !j.Preemptible || !j.Submit.Equal(*at(5)) {
+		t.Errorf("late: %+v", j)
+	}
 }
