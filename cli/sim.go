@@ -12,13 +12,14 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/sim"
+	"github.com/rlsched/rlsched/sim/simplot"
 )
 
 func init() {
 	register(&command{
 		name: "sim",
 		args: "(--cluster FILE | --from URL) --trace FILE --format philly|helios|alibaba|alibaba2023|synthetic|history [--policy SPEC]... [--policies A,B,...] " +
-			"[--checkpoint-every D] [--tick D] [--jobs-csv FILE] [--json]",
+			"[--checkpoint-every D] [--tick D] [--jobs-csv FILE] [--plot DIR] [--json]",
 		summary: "Simulate a trace on a cluster under the master's own planner, policies side by side (docs/sim.md).",
 		details: `The cluster is a JSON file (--cluster: workers, their GPUs and slots, quotas, a fault
 schedule) or the workers a live master lists (--from URL: GET /api/workers, logged in as for
@@ -85,6 +86,7 @@ func runSim(inv *invocation, args []string) int {
 	tick := fs.Duration("tick", sim.DefaultTick, "the scheduler's tick in simulated time `D`")
 	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")
 	jsonOut := fs.Bool("json", false, "print the summaries as JSON")
+	plotDir := fs.String("plot", "", "write SVG charts into `DIR` (JCT CDFs, GPU utilisation over time, per-user waits)")
 	filters := addRunFilters(fs)
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
@@ -148,6 +150,7 @@ func runSim(inv *invocation, args []string) int {
 	}
 	summaries := make([]sim.Summary, len(specs))
 	notRun := make([][]sim.Skipped, len(specs))
+	var jctCurves, utilCurves []simplot.Curve // a thousand points each: the results themselves are dropped
 	workers := 0
 	for i, p := range specs {
 		r, err := sim.Run(c, tr, sim.Config{Policy: p, CheckpointEvery: *checkpoint, Tick: *tick})
@@ -160,6 +163,14 @@ func runSim(inv *invocation, args []string) int {
 			}
 		}
 		summaries[i], notRun[i], workers = r.Summarize(), r.Skipped[len(tr.Skipped):], r.Workers
+		if *plotDir != "" {
+			jctCurves, utilCurves = append(jctCurves, simplot.JCTCDF(r)), append(utilCurves, simplot.Utilisation(r))
+		}
+	}
+	if *plotDir != "" {
+		if err := writePlots(*plotDir, jctCurves, utilCurves, summaries); err != nil {
+			return inv.fail(err)
+		}
 	}
 	if csvOut != nil {
 		if err := csvOut.Close(); err != nil {
@@ -197,6 +208,39 @@ func runSim(inv *invocation, args []string) int {
 		return inv.fail(fmt.Errorf("cannot write the output: %w", err))
 	}
 	return ExitOK
+}
+
+// writePlots writes sim's charts into dir (made if missing).
+func writePlots(dir string, jct, util []simplot.Curve, ss []sim.Summary) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cannot make the plot directory: %w", err)
+	}
+	charts := []struct {
+		name string
+		draw func(io.Writer) error
+	}{
+		{"jct_cdf.svg", func(w io.Writer) error {
+			return simplot.Lines(w, "Job completion time (CDF)", "JCT, hours (log)", "fraction of jobs", jct, true)
+		}},
+		{"utilisation.svg", func(w io.Writer) error {
+			return simplot.Lines(w, "GPUs held over time", "days from the first submission", "% of the cluster's GPUs", util, false)
+		}},
+		{"user_wait.svg", func(w io.Writer) error { return simplot.UserWaits(w, ss) }},
+	}
+	for _, c := range charts {
+		f, err := os.Create(filepath.Join(dir, c.name))
+		if err != nil {
+			return fmt.Errorf("cannot write a chart: %w", err)
+		}
+		err = c.draw(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %w", c.name, err)
+		}
+	}
+	return nil
 }
 
 // printSkipped lists a few skipped jobs with their reasons and counts the

@@ -18,8 +18,9 @@ const simData = "../sim/testdata/"
 func TestSim_TablePerPolicyAndSkippedJobs(t *testing.T) {
 	h := newHarness(t)
 	csvPath := filepath.Join(t.TempDir(), "jobs.csv")
+	plots := filepath.Join(t.TempDir(), "plots")
 	out, _ := h.mustRun(0, "sim", "--cluster", simData+"cluster.json", "--trace", simData+"helios_venus_cluster_log.csv",
-		"--format", "helios", "--policy", "rlsched", "--policy", "hl1:halflife=1h,reserve=off", "--policies", "sjf,tiresias", "--jobs-csv", csvPath)
+		"--format", "helios", "--policy", "rlsched", "--policy", "hl1:halflife=1h,reserve=off", "--policies", "sjf,tiresias", "--jobs-csv", csvPath, "--plot", plots)
 	for _, want := range []string{
 		"helios trace: 6 jobs on 6 workers, 40 GPUs",
 		"5476: its duration is negative",
@@ -31,6 +32,12 @@ func TestSim_TablePerPolicyAndSkippedJobs(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\s+policy\s+rlsched\s+hl1\s+sjf\s+tiresias$`).MatchString(out) || !regexp.MustCompile(`(?m)^\s+jobs finished\s+5\s+5\s+5\s+5$`).MatchString(out) {
 		t.Errorf("table:\n%s", out)
+	}
+	for _, name := range []string{"jct_cdf.svg", "utilisation.svg", "user_wait.svg"} {
+		b, err := os.ReadFile(filepath.Join(plots, name))
+		if err != nil || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), "tiresias") {
+			t.Errorf("%s: %d bytes, %v", name, len(b), err)
+		}
 	}
 	f, err := os.Open(csvPath)
 	if err != nil {

@@ -129,6 +129,10 @@ type Result struct {
 	AllocatedGPUSeconds, UsefulGPUSec float64
 	Start, End                        time.Time // the first submission, the last event
 	Events, Passes, Preemptions       int64
+	// Busy is the GPU-seconds held in each Bucket of simulated time from
+	// Start (utilisation over time).
+	Busy   []float64
+	Bucket time.Duration
 }
 
 // Run simulates trace on c under cfg. It returns an error only for a
@@ -309,6 +313,10 @@ func (e *engine) load(tr *Trace) {
 	}
 	e.now = e.origin
 	e.res.Start = e.origin
+	if n := len(e.states); n > 0 {
+		// About 500 buckets over the submissions, at least a minute each.
+		e.res.Bucket = max(time.Minute, e.states[n-1].job.Submit.Sub(e.origin)/500).Round(time.Minute)
+	}
 	for i := range e.users {
 		e.users[i].asOf = e.origin
 	}
@@ -747,6 +755,7 @@ func (e *engine) release(s *state) {
 	u.runW -= w
 	u.runWAt -= w * s.start.Sub(e.origin).Seconds()
 	e.res.AllocatedGPUSeconds += float64(s.job.GPUs) * ran.Seconds()
+	e.busy(s.start, float64(s.job.GPUs))
 	s.attained += float64(s.job.GPUs) * ran.Seconds()
 	e.running--
 	if e.isPreemptible(s) {
@@ -756,6 +765,26 @@ func (e *engine) release(s *state) {
 	}
 	s.node, s.gpus = -1, nil
 	s.epoch++
+}
+
+// busy adds gpus GPUs held from from to now to the buckets it spans.
+func (e *engine) busy(from time.Time, gpus float64) {
+	if gpus == 0 || e.res.Bucket <= 0 {
+		return
+	}
+	w := e.res.Bucket
+	for t := from; t.Before(e.now); {
+		i := int(t.Sub(e.origin) / w)
+		end := e.origin.Add(time.Duration(i+1) * w)
+		if end.After(e.now) {
+			end = e.now
+		}
+		for len(e.res.Busy) <= i {
+			e.res.Busy = append(e.res.Busy, 0)
+		}
+		e.res.Busy[i] += gpus * end.Sub(t).Seconds()
+		t = end
+	}
 }
 
 // stop ends s's attempt early, for a preemption or its worker's fault: it

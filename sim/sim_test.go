@@ -217,3 +217,13 @@ func TestRunTiresiasDemotesAndPreemptsByAttainedService(t *testing.T) {
 	)
 	wantTimes(t, by, "b", 30*time.Minute, time.Hour)
 }
+
+func TestRunBusyOverTime(t *testing.T) {
+	// A 2-GPU job for the first 90 minutes, then a 1-GPU one for 30: the
+	// buckets (a minute: the span of submissions is short) hold 120, then
+	// 60 GPU-seconds each.
+	r, _ := run(t, cluster(1, 2), Config{}, job("a", "u", 0, 90*time.Minute, 2), job("b", "u", 90*time.Minute, 30*time.Minute, 1))
+	if r.Bucket != time.Minute || len(r.Busy) != 120 || r.Busy[0] != 120 || r.Busy[89] != 120 || r.Busy[90] != 60 || r.Busy[119] != 60 {
+		t.Fatalf("bucket %v, %d buckets: %v", r.Bucket, len(r.Busy), r.Busy)
+	}
+}
