@@ -83,7 +83,7 @@ func runSim(inv *invocation, args []string) int {
 	fs.Var(&policies, "policy", "a policy `SPEC` to simulate (repeatable; default rlsched and fifo)")
 	names := fs.String("policies", "", "policies to simulate by `NAME,NAME,...` (rlsched, fifo, sjf, tiresias), after the --policy ones")
 	checkpoint := fs.Duration("checkpoint-every", 0, "a run keeps its work every `D` (0: a stopped run starts over)")
-	tick := fs.Duration("tick", sim.DefaultTick, "the scheduler's tick in simulated time `D`")
+	tick := fs.Duration("tick", 0, "also pass every `D` of simulated time while runs wait (0: only when something is due)")
 	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")
 	jsonOut := fs.Bool("json", false, "print the summaries as JSON")
 	plotDir := fs.String("plot", "", "write SVG charts into `DIR` (JCT CDFs, GPU utilisation over time, per-user waits)")
@@ -101,8 +101,8 @@ func runSim(inv *invocation, args []string) int {
 		return inv.usageError("--trace is required")
 	case *format == "":
 		return inv.usageError("--format is required: one of %s", strings.Join(sim.Formats, ", "))
-	case *checkpoint < 0 || *tick <= 0:
-		return inv.usageError("--checkpoint-every must be 0 or more, --tick more than 0")
+	case *checkpoint < 0 || *tick < 0:
+		return inv.usageError("--checkpoint-every and --tick must be 0 or more")
 	}
 	var specs []sim.Policy
 	for _, n := range strings.Split(*names, ",") {

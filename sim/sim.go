@@ -84,16 +84,13 @@ type Config struct {
 	// CheckpointEvery: a run keeps its work at every multiple of it; a
 	// preemption or a fault loses what it did since (0: it starts over).
 	CheckpointEvery time.Duration
-	// Tick stands for the master's one-second tick (preemption, and runs
-	// becoming due for a reservation): while runs wait, the scheduler
-	// also passes every Tick of simulated time (0: DefaultTick).
+	// Tick: while runs wait, the scheduler also passes every Tick of
+	// simulated time (0: never). The master's one-second tick is simulated
+	// without it, at the instants it could find something new: a run due
+	// for its reservation, a run out of its preemption cooldown, a
+	// Tiresias level reached.
 	Tick time.Duration
 }
-
-// DefaultTick is Config.Tick's default: coarser than the master's second,
-// which over a year of simulated time would be 31 million passes, most of
-// them with nothing changed.
-const DefaultTick = time.Minute
 
 // JobResult is what became of one job.
 type JobResult struct {
@@ -144,9 +141,6 @@ func Run(c *Cluster, tr *Trace, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg.Policy = cfg.Policy.withDefaults()
-	if cfg.Tick <= 0 {
-		cfg.Tick = DefaultTick
-	}
 	e := newEngine(c, nodes, cfg)
 	e.load(tr)
 	e.loop()
@@ -201,6 +195,14 @@ const (
 	evDown
 	evUp
 	evTick
+	// evDue: a queued run becomes due for its backfill reservation
+	// (valid while it is still queued in the same attempt); evWake: a
+	// running run leaves its preemption cooldown or, under
+	// OrderTiresias, reaches the next level (valid while it still runs the
+	// same attempt). They stand for the master's one-second tick at the
+	// instants when the tick could find something new.
+	evDue
+	evWake
 )
 
 type event struct {
@@ -373,15 +375,22 @@ func (e *engine) loop() {
 			break
 		}
 		e.now = at
+		changed := false
 		for e.next < len(e.states) && !e.states[e.next].job.Submit.After(at) {
 			e.submit(&e.states[e.next])
 			e.next++
 			e.res.Events++
+			changed = true
 		}
 		for len(e.events) > 0 && !e.events[0].at.After(at) {
 			ev := heap.Pop(&e.events).(event)
 			e.res.Events++
-			e.apply(ev)
+			if e.apply(ev) {
+				changed = true
+			}
+		}
+		if !changed { // stale events only: a pass would find what the last one did
+			continue
 		}
 		e.schedule()
 		if e.preempt() {
@@ -404,11 +413,11 @@ func (e *engine) nextAt() (time.Time, bool) {
 	return at, ok
 }
 
-// tickIfWaiting keeps the tick going while runs wait and something can
-// still change (runs running, submissions or faults to come); a queue that
-// nothing will change ends the simulation.
+// tickIfWaiting keeps the periodic tick (Config.Tick, if set) going while
+// runs wait and something can still change (runs running, submissions or
+// faults to come); a queue that nothing will change ends the simulation.
 func (e *engine) tickIfWaiting() {
-	if e.ticking || len(e.queue) == 0 {
+	if e.cfg.Tick <= 0 || e.ticking || len(e.queue) == 0 {
 		return
 	}
 	if e.running == 0 && e.next == len(e.states) && len(e.events) == 0 {
@@ -418,11 +427,12 @@ func (e *engine) tickIfWaiting() {
 	e.push(event{at: e.now.Add(e.cfg.Tick), kind: evTick})
 }
 
-func (e *engine) apply(ev event) {
+// apply applies ev; it reports whether it changed anything a pass sees.
+func (e *engine) apply(ev event) bool {
 	switch ev.kind {
 	case evFinish:
 		if ev.s.epoch != ev.epoch || ev.s.node < 0 {
-			return
+			return false
 		}
 		s := ev.s
 		e.release(s)
@@ -432,7 +442,7 @@ func (e *engine) apply(ev event) {
 	case evDown:
 		n := &e.nodes[ev.node]
 		if !n.up {
-			return
+			return false
 		}
 		for _, s := range sortedRuns(n) {
 			e.stop(s, false)
@@ -442,13 +452,18 @@ func (e *engine) apply(ev event) {
 	case evUp:
 		n := &e.nodes[ev.node]
 		if n.up {
-			return
+			return false
 		}
 		n.up = true
 		e.fleetChanged()
 	case evTick:
 		e.ticking = false
+	case evDue:
+		return ev.s.epoch == ev.epoch && ev.s.node < 0 && ev.s.res.End.IsZero()
+	case evWake:
+		return ev.s.epoch == ev.epoch && ev.s.node >= 0
 	}
+	return true
 }
 
 // sortedRuns is n's runs in a fixed order (by id), so that a simulation
@@ -496,6 +511,10 @@ func (e *engine) enqueue(s *state) {
 	if !s.preempt.IsZero() {
 		at := s.preempt
 		t.PreemptedAt = &at
+	}
+	if r := e.cfg.Policy.BackfillReserve; r >= 0 && t.GPUs > 0 {
+		// Due once UpdatedAt is before now − r (plan's reserver).
+		e.push(event{at: e.now.Add(r + 1), kind: evDue, s: s, epoch: s.epoch})
 	}
 	if n := len(e.queue); n == 0 || queueBefore(&e.queue[n-1], &t) {
 		e.queue = append(e.queue, t)
@@ -687,6 +706,19 @@ func (e *engine) start(placements []plan.Placement) {
 			e.preemptible[s.prio]++
 		}
 		e.push(event{at: e.now.Add(s.job.Duration - s.done), kind: evFinish, s: s, epoch: s.epoch})
+		if e.cfg.Policy.Order == OrderTiresias && s.job.GPUs > 0 {
+			for _, thr := range TiresiasLevels {
+				if thr > s.attained {
+					at := e.now.Add(time.Duration((thr - s.attained) / float64(s.job.GPUs) * 1e9))
+					e.push(event{at: at, kind: evWake, s: s, epoch: s.epoch})
+				}
+			}
+		}
+		if !s.preempt.IsZero() && e.cfg.Policy.PreemptCooldown > 0 {
+			if at := s.preempt.Add(e.cfg.Policy.PreemptCooldown + 1); at.After(e.now) {
+				e.push(event{at: at, kind: evWake, s: s, epoch: s.epoch})
+			}
+		}
 	}
 	e.dequeue(ids)
 }
