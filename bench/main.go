@@ -56,6 +56,8 @@ var scenarios = []scenario{
 		"a 10,000-member sweep accepted in ≤ 1 s (one transaction); group statistics over 10,000 runs × 500 metric points in ≤ 200 ms", runSweep},
 	{"plan", "one pass of the planner (dispatch/plan) in process over a large queue, beside a naive best-fit loop over the same runs",
 		"one pass over 100,000 queued runs of 1,000 users on 2,000 workers × 8 GPUs in ≤ 20 ms", runPlan},
+	{"sim", "rlsched sim (package sim) in process: a synthetic year of jobs on 1,000 GPUs under the master's planner",
+		"a million jobs on 1,000 GPUs in ≤ 10 minutes on 2 cores and ≤ 2 GiB; events/s and planner passes/s reported", runSim},
 	{"compare", "the comparison estimators (package stats, GET /api/compare) in process: IQM with stratified bootstrap intervals and IQM curves, beside the textbook bootstrap over the same data",
 		"IQM with 95% CIs (2,000 reps) for 100 groups × 10 seeds × 5 tasks in ≤ 300 ms; IQM curves for 20 groups × 10 seeds × 1,000 points in ≤ 500 ms", runCompare},
 	{"artifacts", "a checkpoint from a real `rlsched worker` into the store (disk, and S3 on SeaweedFS) while simulated runs stream logs to WebSocket subscribers",

@@ -23,8 +23,9 @@ import (
 // DefaultPreemptCooldown is PREEMPT_COOLDOWN_SECONDS's default.
 const DefaultPreemptCooldown = 300 * time.Second
 
-// maxPreemptionsPerPass bounds the preemptions one pass starts.
-const maxPreemptionsPerPass = 4
+// MaxPreemptionsPerPass bounds the preemptions one pass starts (rlsched sim
+// bounds its own the same).
+const MaxPreemptionsPerPass = 4
 
 // runPolicy is what preemption knows of a run this master placed.
 type runPolicy struct {
@@ -93,7 +94,7 @@ func (p *preempter) tick(ctx context.Context) {
 // preempt chooses and stops victims for the runs of page that did not
 // start (placed), as the plan's snapshot snap saw the quotas and sweeps.
 func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan.Snapshot) {
-	waiting := waitingForGPUs(page, placed, snap)
+	waiting := plan.Waiting(snap, page, placed)
 	if len(waiting) == 0 {
 		return
 	}
@@ -101,7 +102,7 @@ func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan
 	if len(nodes) == 0 {
 		return
 	}
-	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: maxPreemptionsPerPass,
+	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: MaxPreemptionsPerPass,
 		CooldownSince: p.now().Add(-p.cooldown)})
 	for _, pr := range ps {
 		for _, id := range pr.Victims {
@@ -112,27 +113,6 @@ func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan
 			p.send(rr)
 		}
 	}
-}
-
-// waitingForGPUs are the GPU runs of page that placed did not start and
-// that only GPUs hold back: not in flight, and not waiting for their
-// owner's quota or their sweep's cap (plan.Held, the planner's own gates),
-// which no preemption would lift.
-func waitingForGPUs(page []core.Task, placed []plan.Placement, snap plan.Snapshot) []*core.Task {
-	started := make(map[string]bool, len(placed))
-	for _, p := range placed {
-		started[p.Task.ID] = true
-	}
-	held := plan.Held(snap, page, placed)
-	var waiting []*core.Task
-	for i := range page {
-		t := &page[i]
-		if t.GPUs == 0 || started[t.ID] || snap.InFlight[t.ID] != "" || held[t.ID] {
-			continue
-		}
-		waiting = append(waiting, t)
-	}
-	return waiting
 }
 
 // send tells rr's worker to stop it with its grace.

@@ -43,7 +43,7 @@ func TestPreemptionWaitsAsThePlannerSays(t *testing.T) {
 		started[p.Task.ID] = true
 	}
 	serves := map[string]bool{}
-	for _, t := range waitingForGPUs(page, placed, snap) {
+	for _, t := range plan.Waiting(snap, page, placed) {
 		serves[t.ID] = true
 	}
 	for _, tk := range page {

@@ -1,0 +1,229 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func job(id, user string, at, dur time.Duration, gpus int) Job {
+	return Job{ID: id, User: user, Submit: t0.Add(at), Duration: dur, GPUs: gpus}
+}
+
+func cluster(workers, gpus int) *Cluster {
+	return &Cluster{Workers: []WorkerSpec{{ID: "w", Count: workers, GPUs: gpus, Slots: 2}}}
+}
+
+func run(t *testing.T, c *Cluster, cfg Config, jobs ...Job) (*Result, map[string]JobResult) {
+	t.Helper()
+	tr := &Trace{}
+	for _, j := range jobs {
+		tr.add(j)
+	}
+	r, err := Run(c, tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]JobResult{}
+	for _, j := range r.Jobs {
+		by[j.ID] = j
+	}
+	return r, by
+}
+
+func wantTimes(t *testing.T, by map[string]JobResult, id string, start, end time.Duration) {
+	t.Helper()
+	j, ok := by[id]
+	if !ok {
+		t.Fatalf("%s did not finish", id)
+	}
+	if got := j.Start.Sub(t0); got != start {
+		t.Errorf("%s started at +%v, want +%v", id, got, start)
+	}
+	if got := j.End.Sub(t0); got != end {
+		t.Errorf("%s ended at +%v, want +%v", id, got, end)
+	}
+}
+
+func TestRunPlacesBestFitAndBackfills(t *testing.T) {
+	// One worker of 4 GPUs: a waits for a's 3 GPUs; b (2 GPUs) cannot
+	// fit beside a, c (1 GPU) backfills past b.
+	_, by := run(t, cluster(1, 4), Config{Policy: Policy{FIFO: true, BackfillReserve: -1, PreemptCooldown: -1}},
+		job("a", "u", 0, time.Hour, 3),
+		job("b", "u", time.Minute, time.Hour, 2),
+		job("c", "u", 2*time.Minute, 10*time.Minute, 1),
+	)
+	wantTimes(t, by, "a", 0, time.Hour)
+	wantTimes(t, by, "c", 2*time.Minute, 12*time.Minute)
+	wantTimes(t, by, "b", time.Hour, 2*time.Hour)
+}
+
+func TestRunFairShareServesTheLighterUser(t *testing.T) {
+	// One GPU. heavy has used it for an hour when light's run and heavy's
+	// second arrive together (heavy's first): fair share serves light first,
+	// FIFO serves the older.
+	jobs := []Job{
+		job("h1", "heavy", 0, time.Hour, 1),
+		job("h2", "heavy", time.Minute, time.Hour, 1),
+		job("l1", "light", 2*time.Minute, time.Hour, 1),
+	}
+	_, fair := run(t, cluster(1, 1), Config{}, jobs...)
+	wantTimes(t, fair, "l1", time.Hour, 2*time.Hour)
+	wantTimes(t, fair, "h2", 2*time.Hour, 3*time.Hour)
+	_, fifo := run(t, cluster(1, 1), Config{Policy: Policy{FIFO: true}}, jobs...)
+	wantTimes(t, fifo, "h2", time.Hour, 2*time.Hour)
+	wantTimes(t, fifo, "l1", 2*time.Hour, 3*time.Hour)
+}
+
+func TestRunPreemptionLosesWorkSinceTheCheckpoint(t *testing.T) {
+	low := job("low", "a", 0, 2*time.Hour, 1)
+	low.Preemptible = true
+	high := job("high", "b", 50*time.Minute, time.Hour, 1)
+	high.Priority = 5
+	r, by := run(t, cluster(1, 1), Config{CheckpointEvery: 20 * time.Minute}, low, high)
+	// low is preempted at 50 min having kept 40 min: it loses 10, and runs
+	// its last 80 min after high.
+	wantTimes(t, by, "high", 50*time.Minute, 110*time.Minute)
+	wantTimes(t, by, "low", 0, 190*time.Minute)
+	if j := by["low"]; j.Preemptions != 1 || j.Lost != 10*time.Minute {
+		t.Errorf("low: %d preemptions, lost %v; want 1 and 10m", j.Preemptions, j.Lost)
+	}
+	if r.Preemptions != 1 {
+		t.Errorf("%d preemptions, want 1", r.Preemptions)
+	}
+	// Without preemption high waits for low.
+	_, by = run(t, cluster(1, 1), Config{Policy: Policy{PreemptCooldown: -1}}, low, high)
+	wantTimes(t, by, "high", 2*time.Hour, 3*time.Hour)
+	// Without checkpoints low starts over.
+	_, by = run(t, cluster(1, 1), Config{}, low, high)
+	wantTimes(t, by, "low", 0, 110*time.Minute+2*time.Hour)
+}
+
+func TestRunFaultRequeuesWithItsCheckpoint(t *testing.T) {
+	c := cluster(2, 1)
+	c.Faults = []Fault{{Worker: "w-1", At: Duration(30 * time.Minute), For: Duration(time.Hour)}}
+	_, by := run(t, c, Config{CheckpointEvery: 25 * time.Minute},
+		job("a", "u", 0, time.Hour, 1),             // on w-1 (best fit among equals: the first by id)
+		job("b", "u", time.Minute, 2*time.Hour, 1), // on w-2
+	)
+	// a loses 5 min at the fault and waits for w-2 or w-1's return at
+	// 90 min, whichever first: w-1 at +90, then runs its last 35 min.
+	wantTimes(t, by, "a", 0, 125*time.Minute)
+	if j := by["a"]; j.Faults != 1 || j.Lost != 5*time.Minute {
+		t.Errorf("a: %d faults, lost %v; want 1 and 5m", j.Faults, j.Lost)
+	}
+	wantTimes(t, by, "b", time.Minute, 121*time.Minute)
+}
+
+func TestRunReportsEveryJobNotSimulated(t *testing.T) {
+	two := 2
+	c := cluster(1, 4)
+	c.Quotas = map[string]Cap{"capped": {GPUs: &two}}
+	r, by := run(t, c, Config{},
+		job("fits", "u", 0, time.Minute, 4),
+		job("huge", "u", 0, time.Minute, 8),
+		job("neg", "u", 0, -time.Minute, 1),
+		job("overquota", "capped", 0, time.Minute, 3),
+	)
+	if _, ok := by["fits"]; !ok || len(r.Jobs) != 1 {
+		t.Fatalf("finished %v, want only fits", r.Jobs)
+	}
+	why := map[string]string{}
+	for _, s := range r.Skipped {
+		why[s.ID] = s.Reason
+	}
+	for id, want := range map[string]string{"huge": "no worker has that many", "neg": "negative", "overquota": "quota"} {
+		if !strings.Contains(why[id], want) {
+			t.Errorf("%s skipped for %q, want it to say %q", id, why[id], want)
+		}
+	}
+	r, _ = run(t, &Cluster{}, Config{}, job("a", "u", 0, time.Minute, 0))
+	if len(r.Skipped) != 1 || !strings.Contains(r.Skipped[0].Reason, "no workers") {
+		t.Errorf("with no workers: %v", r.Skipped)
+	}
+}
+
+func TestRunReservationHoldsForTheLongWaiter(t *testing.T) {
+	// One worker of 2 GPUs, kept busy by a stream of 1-GPU runs that
+	// overlap: the 2-GPU run starts only once it reserves the worker.
+	var jobs []Job
+	for i := range 40 {
+		jobs = append(jobs, job("s"+string(rune('a'+i%26))+string(rune('a'+i/26)), "u", time.Duration(i)*5*time.Minute, 8*time.Minute, 1))
+	}
+	jobs = append(jobs, job("big", "v", 3*time.Minute, 10*time.Minute, 2))
+	_, none := run(t, cluster(1, 2), Config{Policy: Policy{FIFO: true, BackfillReserve: -1, PreemptCooldown: -1}}, jobs...)
+	_, resv := run(t, cluster(1, 2), Config{Policy: Policy{FIFO: true, BackfillReserve: 10 * time.Minute, PreemptCooldown: -1}}, jobs...)
+	if w := resv["big"].Wait(); w > 30*time.Minute {
+		t.Errorf("with reservations big waited %v, want under 30m", w)
+	}
+	if none["big"].Wait() <= resv["big"].Wait() {
+		t.Errorf("without reservations big waited %v, with %v: want longer without", none["big"].Wait(), resv["big"].Wait())
+	}
+}
+
+func TestSummary(t *testing.T) {
+	r, _ := run(t, cluster(1, 2), Config{},
+		job("a", "u", 0, time.Hour, 2),
+		job("b", "v", 0, time.Hour, 2),
+	)
+	s := r.Summarize()
+	if s.Jobs != 2 || s.Makespan != 7200 || s.Utilisation != 1 || s.Allocation != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.JCT.Mean != 1.5*3600 || s.Wait.Max != 3600 || s.LongestWait != 3600 || s.Fairness != 2 {
+		t.Errorf("jct %+v wait %+v longest %v fairness %v", s.JCT, s.Wait, s.LongestWait, s.Fairness)
+	}
+}
+
+func TestRunSJFServesTheShortestFirst(t *testing.T) {
+	sjf, err := ParsePolicy("sjf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := []Job{
+		job("running", "u", 0, time.Hour, 1),
+		job("long", "u", time.Minute, 3*time.Hour, 1),
+		job("short", "u", 2*time.Minute, 10*time.Minute, 1),
+	}
+	_, by := run(t, cluster(1, 1), Config{Policy: sjf}, jobs...)
+	wantTimes(t, by, "short", time.Hour, 70*time.Minute)
+	wantTimes(t, by, "long", 70*time.Minute, 250*time.Minute)
+	_, by = run(t, cluster(1, 1), Config{Policy: Policy{FIFO: true}}, jobs...)
+	wantTimes(t, by, "long", time.Hour, 4*time.Hour)
+}
+
+func TestRunTiresiasDemotesAndPreemptsByAttainedService(t *testing.T) {
+	tir, err := ParsePolicy("tiresias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// old has attained 2 GPU-hours (level 1) when fresh arrives (level 0):
+	// fresh preempts it; old keeps its checkpointed 2 h and ends after.
+	r, by := run(t, cluster(1, 1), Config{Policy: tir, CheckpointEvery: 30 * time.Minute},
+		job("old", "u", 0, 3*time.Hour, 1),
+		job("fresh", "v", 2*time.Hour, 30*time.Minute, 1),
+	)
+	wantTimes(t, by, "fresh", 2*time.Hour, 150*time.Minute)
+	wantTimes(t, by, "old", 0, 210*time.Minute)
+	if r.Preemptions != 1 || by["old"].Lost != 0 {
+		t.Errorf("%d preemptions, old lost %v; want 1 and 0", r.Preemptions, by["old"].Lost)
+	}
+	// Two runs at one level do not preempt each other.
+	_, by = run(t, cluster(1, 1), Config{Policy: tir},
+		job("a", "u", 0, 30*time.Minute, 1),
+		job("b", "v", 10*time.Minute, 30*time.Minute, 1),
+	)
+	wantTimes(t, by, "b", 30*time.Minute, time.Hour)
+}
+
+func TestRunBusyOverTime(t *testing.T) {
+	// A 2-GPU job for the first 90 minutes, then a 1-GPU one for 30: the
+	// buckets (a minute: the span of submissions is short) hold 120, then
+	// 60 GPU-seconds each.
+	r, _ := run(t, cluster(1, 2), Config{}, job("a", "u", 0, 90*time.Minute, 2), job("b", "u", 90*time.Minute, 30*time.Minute, 1))
+	if r.Bucket != time.Minute || len(r.Busy) != 120 || r.Busy[0] != 120 || r.Busy[89] != 120 || r.Busy[90] != 60 || r.Busy[119] != 60 {
+		t.Fatalf("bucket %v, %d buckets: %v", r.Bucket, len(r.Busy), r.Busy)
+	}
+}
