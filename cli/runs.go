@@ -126,6 +126,8 @@ func runShow(inv *invocation, args []string) int {
 		{"timeoutSeconds", timeout},
 		{"env", envString(t.Env)},
 		{"tags", orDash(strings.Join(t.Tags, ","))},
+		{"baseline", strconv.FormatBool(t.Baseline)},
+		{"note", orDash(oneLine(t.Note))},
 		{"workdir", orDash(t.Workdir)},
 		{"worker", orDash(t.Worker)},
 		{"traceId", orDash(t.TraceID)},
