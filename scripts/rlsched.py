@@ -457,7 +457,7 @@ class Client:
 
     def sweep_metrics(self, sweep_id, name="episode_reward"):
         """Each seed group's curve of metric ``name``: a list of ``{"params",
-        "runs", "series": [[step, mean, std, n], ...]}``."""
+        "runs", "series": [[step, mean, std, n, min, max], ...]}``."""
         path = "/api/sweeps/%s/metrics?%s" % (self._id(sweep_id), urllib.parse.urlencode({"name": name}))
         return self._json("GET", path)["groups"]
 
