@@ -42,10 +42,11 @@ export function statsPanel() {
 
   function renderTable(ans) {
     const head = h('tr', null, h('th', null, 'Group'), h('th', { class: 'num' }, 'Runs'), STATS.map(([, l]) => h('th', { class: 'num' }, l)));
+    // data-label names a cell where a phone shows the table as a card a group.
     const rows = ans.groups.map((g) => h('tr', { dataset: { group: g.name } },
-      h('td', null, h('span', { class: 'swatch', style: { background: g.color } }), ' ', g.name || 'all'),
-      h('td', { class: 'num' }, String(g.n) + (g.skipped ? ' (' + g.skipped + ' skipped)' : '')),
-      STATS.map(([k]) => h('td', { class: 'num', dataset: { stat: k } }, interval((g.stats || {})[k])))));
+      h('td', { 'data-label': 'Group' }, h('span', { class: 'swatch', style: { background: g.color } }), ' ', g.name || 'all'),
+      h('td', { class: 'num', 'data-label': 'Runs' }, String(g.n) + (g.skipped ? ' (' + g.skipped + ' skipped)' : '')),
+      STATS.map(([k, l]) => h('td', { class: 'num', dataset: { stat: k }, 'data-label': l }, interval((g.stats || {})[k])))));
     const csv = () => [['group', 'runs', ...STATS.flatMap(([k]) => [k, k + '_lo', k + '_hi'])],
       ...ans.groups.map((g) => [g.name, g.n, ...STATS.flatMap(([k]) => { const s = (g.stats || {})[k] || {}; return [s.value, (s.ci || [])[0], (s.ci || [])[1]]; })])];
     replace(tableBox, h('div', { class: 'stats-head' },
