@@ -27,9 +27,18 @@ func TestEdit(t *testing.T) {
 	if !strings.Contains(out, "\nbaseline: true\n") || !strings.Contains(out, "\nnote: line one | line two\n") {
 		t.Fatalf("show after edit:\n%s", out)
 	}
+	for _, args := range [][]string{{"--is-baseline"}, {"--note", "LINE TWO"}, {"--tag", "paper"}} {
+		out, _ = h.mustRun(0, append([]string{"ls"}, args...)...)
+		if !strings.Contains(out, id) {
+			t.Fatalf("ls %v after the edit:\n%s", args, out)
+		}
+	}
 	out, _ = h.mustRun(0, "edit", id, "--note", "", "--baseline", "false", "--json")
 	if !strings.Contains(out, `"note": ""`) || !strings.Contains(out, `"baseline": false`) {
 		t.Fatalf("edit --json:\n%s", out)
+	}
+	if out, _ = h.mustRun(0, "ls", "--is-baseline"); strings.Contains(out, id) {
+		t.Fatalf("ls --is-baseline lists a run no longer marked:\n%s", out)
 	}
 	_, errs := h.mustRun(2, "edit", id)
 	if !strings.Contains(errs, "nothing to change") {

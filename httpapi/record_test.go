@@ -45,9 +45,33 @@ func TestEditTask(t *testing.T) {
 	if got.Name != "ppo seed 3" || got.Note != "lr too high" || got.Baseline || !slices.Equal(got.Tags, []string{"x"}) {
 		t.Fatalf("after the admin's edit: %+v", got)
 	}
-	// Searchable by the new tag.
-	if r := e.req("GET", "/api/tasks?tag=x", alice, nil); r.status != 200 || !strings.Contains(string(r.body), id) {
-		t.Fatalf("GET /api/tasks?tag=x after the edit: %d %s", r.status, r.body)
+	// Searchable by the new tag, a part of the note, the baseline mark.
+	other := e.submit(alice, map[string]any{"command": []string{"true"}})
+	find := func(query string, want ...string) {
+		t.Helper()
+		r := e.req("GET", "/api/tasks?"+query, alice, nil)
+		var page struct {
+			Items []core.Task `json:"items"`
+		}
+		mustJSON(t, r.body, &page)
+		var got []string
+		for _, it := range page.Items {
+			got = append(got, it.ID)
+		}
+		if r.status != 200 || !slices.Equal(got, want) {
+			t.Fatalf("GET /api/tasks?%s after the edit: %d %v, want %v", query, r.status, got, want)
+		}
+	}
+	find("tag=x", id)
+	find("note=LR%20too", id)
+	find("isBaseline=false", other, id) // the admin's edit cleared it
+	edit(alice, map[string]any{"baseline": true}, http.StatusOK)
+	find("isBaseline=true", id)
+	if r := e.req("GET", "/api/tasks?isBaseline=yes", alice, nil); r.status != 400 || !strings.Contains(string(r.body), "isBaseline must be true or false") {
+		t.Fatalf("isBaseline=yes: %d %s", r.status, r.body)
+	}
+	if r := e.req("GET", "/api/tasks?note="+strings.Repeat("n", maxNameChars+1), alice, nil); r.status != 400 {
+		t.Fatalf("an over-long note filter: %d %s", r.status, r.body)
 	}
 
 	r := e.req("PATCH", path, bob, map[string]any{"name": "mine"})
@@ -89,7 +113,7 @@ func TestEditTask(t *testing.T) {
 		many[i] = "t" + sprint(i)
 	}
 	bad(map[string]any{"addTags": many}, "would have 33 tags")
-	if st := e.task(id); !slices.Equal(st.Tags, []string{"x"}) || st.Note != "lr too high" {
+	if st := e.task(id); !slices.Equal(st.Tags, []string{"x"}) || st.Note != "lr too high" || !st.Baseline {
 		t.Fatalf("refused edits changed the run: %+v", st)
 	}
 }

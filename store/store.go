@@ -53,9 +53,12 @@ type Filter struct {
 	Limit   int    // default 50, at most 500
 	Cursor  string // opaque, from a previous page
 	// Tag: the run carries this tag. Name: its name contains this, ASCII
-	// letters compared without case. Sweep: a member of this sweep (any of
-	// its runs, retried ones too). RerunOf: a rerun of this run.
-	Tag, Name, Sweep, RerunOf string
+	// letters compared without case; Note: its note does (issue 30).
+	// Sweep: a member of this sweep (any of its runs, retried ones too).
+	// RerunOf: a rerun of this run.
+	Tag, Name, Note, Sweep, RerunOf string
+	// Baseline, when set, is the run's baseline mark (issue 30).
+	Baseline *bool
 	// Params: each names a param the run's params hold with an equal value
 	// (ParamFilter).
 	Params []ParamFilter

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/store"
@@ -40,10 +41,24 @@ func testEditRecord(t *testing.T, s store.Store) {
 	if g := mustGet(t, s, "r1"); g.Name != name || g.Note != note || !g.Baseline || !slices.Equal(g.Tags, want.Tags) {
 		t.Fatalf("after UpdateTask the record is %q %q %v %v", g.Name, g.Note, g.Baseline, g.Tags)
 	}
-	found, _, err := s.ListTasks(ctx, store.Filter{Tag: "fig-2"})
-	if err != nil || len(found) != 1 || found[0].ID != "r1" {
-		t.Fatalf("ListTasks(tag fig-2) after the edit: %v, %v", ids(found), err)
+	// Found by the edited fields: the tag, a part of the note (ASCII
+	// without case), the baseline mark.
+	mustTask(t, s, u, "r2", 0, at(time.Second))
+	yesF, noF := true, false
+	find := func(f store.Filter, want ...string) {
+		t.Helper()
+		found, _, err := s.ListTasks(ctx, f)
+		if err != nil || !slices.Equal(ids(found), want) {
+			t.Fatalf("ListTasks(%+v) after the edit: %v, %v; want %v", f, ids(found), err, want)
+		}
 	}
+	find(store.Filter{Tag: "fig-2"}, "r1")
+	find(store.Filter{Note: "DIVERGED after"}, "r1")
+	find(store.Filter{Note: "ünïcode"}, "r1")
+	find(store.Filter{Note: "converged"})
+	find(store.Filter{Baseline: &yesF}, "r1")
+	find(store.Filter{Baseline: &noF}, "r2")
+	find(store.Filter{Baseline: &yesF, Note: "1M"}, "r1")
 
 	// Nil fields stay; an empty note and false clear them.
 	empty, no := "", false
