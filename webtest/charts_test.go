@@ -258,3 +258,59 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// speedTrainer logs six metrics at 500 steps.
+const speedTrainer = `
+import json, math, os
+p = json.loads(os.environ.get("RLSCHED_PARAMS") or "{}")
+lr, seed = float(p.get("lr", 1)), int(p.get("seed", 0))
+lines = []
+for step in range(500):
+    m = {"step": step}
+    for k in range(6):
+        m["m%d" % k] = math.sin(step / 40 + k + seed) * lr + step * 0.01 * k
+    lines.append("RLSCHED_METRIC " + json.dumps(m))
+print("\n".join(lines), flush=True)
+`
+
+// TestComparePageSpeed: the compare page with 50 runs × 6 metrics (500
+// points each) draws in at most 1 s (issue 30's goal), measured by the
+// page around its drawing (the fetches apart).
+func TestComparePageSpeed(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	a := s.api().signup("pia")
+	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "fifty", "base": map[string]any{"command": []string{"python3", "-c", speedTrainer}},
+		"grid": map[string]any{"lr": []any{0.5, 1, 2, 3, 4}}, "seedCount": 10})
+	if st != 202 {
+		t.Fatalf("POST /api/sweeps: %d %s", st, body)
+	}
+	var sw struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &sw); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 4*time.Minute, func() (bool, string) {
+		var v struct {
+			Counts map[string]int `json:"counts"`
+		}
+		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
+		_ = json.Unmarshal(b, &v)
+		return v.Counts["SUCCEEDED"] == 50, fmt.Sprintf("counts %v", v.Counts)
+	})
+	b := newBrowser(t)
+	b.do("desktop viewport", chromedp.EmulateViewport(1400, 1000))
+	b.signIn(s.url, "pia")
+	b.open(s.url + "/compare?sweep=" + sw.ID)
+	b.wait("6 charts of 50 lines", 60*time.Second, `document.querySelectorAll('[data-chart^="compare:"]').length === 6 &&
+		[...document.querySelectorAll('[data-chart^="compare:"]')].every((c) => c.querySelectorAll('path.line[data-points="500"]').length === 50) &&
+		document.querySelector('#compare-charts').dataset.drawMs !== undefined`)
+	draw := eval[int](b, `Number(document.querySelector('#compare-charts').dataset.drawMs)`)
+	t.Logf("50 runs × 6 metrics: fetched in %s ms, drawn in %d ms", eval[string](b, `document.querySelector('#compare-charts').dataset.loadMs`), draw)
+	if draw > 1000 {
+		t.Errorf("the compare page drew 50 runs × 6 metrics in %d ms, want ≤ 1000", draw)
+	}
+	b.screenshot("37-compare-fifty")
+}

@@ -17,6 +17,7 @@ export { niceTicks } from './chartaxis.js';
 const M = { top: 10, right: 14, bottom: 26, left: 52 };
 const SVGNS = 'http://www.w3.org/2000/svg';
 const LEGEND_FILTER_AT = 8; // series from which the legend offers a filter
+const LEGEND_SHOWN = 12;    // entries a closed legend lists (small multiples stay small)
 const ROW_PX = 18;          // a tooltip row's height, to fit the rows in the plot
 
 function s(tag, attrs) {
@@ -385,7 +386,13 @@ export class LineChart {
       this.legendEl.appendChild(f);
     }
     const vis = new Set(this.visible().map((sr) => sr.id));
-    for (const sr of this.series) {
+    // A long legend lists its first entries, the filter's matches first;
+    // the rest is a click away.
+    let entries = this.series;
+    if (this.filter) entries = [...entries.filter((sr) => vis.has(sr.id)), ...entries.filter((sr) => !vis.has(sr.id))];
+    const cut = !this.legendOpen && entries.length > LEGEND_SHOWN + 1;
+    if (cut) entries = entries.slice(0, LEGEND_SHOWN);
+    for (const sr of entries) {
       const on = vis.has(sr.id);
       const b = h('button', { type: 'button', 'aria-pressed': String(on), title: sr.label + ' (double-click: only this one)', dataset: { series: sr.id } },
         h('span', { class: 'swatch', style: { background: sr.color } }), h('span', { class: 'lbl' }, sr.label));
@@ -398,6 +405,11 @@ export class LineChart {
         this.render();
       });
       this.legendEl.appendChild(b);
+    }
+    if (cut || this.legendOpen) {
+      const more = h('button', { type: 'button', class: 'legend-more' }, cut ? '+ ' + (this.series.length - LEGEND_SHOWN) + ' more' : 'fewer');
+      more.addEventListener('click', () => { this.legendOpen = !cut ? false : true; this.renderLegend(); });
+      if (this.series.length > LEGEND_SHOWN + 1) this.legendEl.appendChild(more);
     }
   }
 
