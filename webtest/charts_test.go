@@ -190,6 +190,15 @@ func TestCharts(t *testing.T) {
 		t.Errorf("the stored record %+v, %v", rec, err)
 	}
 	b.screenshot("33-run-record-gpu-time")
+	// Found again by the record: baselines only, a part of the note.
+	b.open(s.url + "/runs?isBaseline=true")
+	b.wait("the one baseline", 15*time.Second, fmt.Sprintf(`document.querySelectorAll('#runs-table tbody tr[data-id]').length === 1 &&
+		document.querySelector('#runs-table tr[data-id=%q] .tag.baseline') !== null && document.querySelector('#filter-baseline').checked`, gpuRun))
+	b.click("#filter-baseline")
+	b.typeInto("#filter-note", "REFERENCE")
+	b.wait("the run by its note", 15*time.Second, fmt.Sprintf(`location.search.includes('note=REFERENCE') && !location.search.includes('isBaseline') &&
+		document.querySelectorAll('#runs-table tbody tr[data-id]').length === 1 && document.querySelector('#runs-table tr[data-id=%q] .run-note-line') !== null`, gpuRun))
+	b.screenshot("33b-runs-by-note")
 
 	// A phone: nothing scrolls sideways; the runs table is a card a run.
 	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
