@@ -1,6 +1,7 @@
 package webtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -140,6 +141,21 @@ func TestCharts(t *testing.T) {
 		t.Error("the runs table scrolls sideways")
 	}
 	t.Logf("compare page: load %s ms, draw %s ms", eval[string](b, `document.querySelector('#compare-charts').dataset.loadMs`), eval[string](b, `document.querySelector('#compare-charts').dataset.drawMs`))
+	// The exports: a chart as a standalone SVG (styles written in) and as
+	// CSV rows, as the Export menu downloads them.
+	svg := evalAwait[string](b, `import('/static/js/chartexport.js').then((m) => m.svgText(document.querySelector('[data-chart="profile"] svg')))`)
+	if !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, `xmlns="http://www.w3.org/2000/svg"`) || strings.Count(svg, "class=\"line\"") != 3 || !strings.Contains(svg, "stroke-width=") {
+		t.Errorf("the profile's SVG export: %.300s", svg)
+	}
+	// The PNG is that SVG drawn as an image, which the page's policy allows.
+	if w := evalAwait[int](b, `import('/static/js/chartexport.js').then((m) => new Promise((r) => { const i = new Image(); i.onload = () => r(i.width); i.onerror = () => r(-1);
+		i.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(m.svgText(document.querySelector('[data-chart="profile"] svg'))); }))`); w <= 0 {
+		t.Errorf("the SVG export does not load as an image (width %d), so no PNG can be drawn", w)
+	}
+	csv := evalAwait[string](b, `import('/static/js/chartexport.js').then((m) => m.csvText([['a', 'b,c'], [1, 'x"y']]))`)
+	if csv != "a,\"b,c\"\n1,\"x\"\"y\"\n" {
+		t.Errorf("CSV export %q", csv)
+	}
 	b.typeInto("#metric-filter", "reward|loss")
 	b.wait("two charts matching the filter", 5*time.Second, `document.querySelectorAll('[data-chart^="compare:"]').length === 2 && location.search.includes('metrics=')`)
 	// Log scale on the loss: decades as ticks.
@@ -226,6 +242,18 @@ func TestCharts(t *testing.T) {
 		t.Error("the run page scrolls sideways on a phone")
 	}
 	b.screenshot("36-run-phone")
+}
+
+// evalAwait is eval of a promise: its resolved value.
+func evalAwait[T any](b *browser, js string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fatalf("evaluate %s: %v", js, err)
+	}
+	return v
 }
 
 // hover moves the mouse over the chart's plot at fractions fx, fy of it.

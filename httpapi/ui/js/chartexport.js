@@ -1,6 +1,7 @@
 // Exports of what a page shows: a chart as SVG or PNG (its computed styles
-// written into the copy, so the file looks as the page does without the
-// stylesheet), and tables as CSV.
+// written into the copy as presentation attributes, so the file looks as
+// the page does without the stylesheet; a style attribute would be refused
+// by the dashboard's Content-Security-Policy), and tables as CSV.
 
 const STYLE_PROPS = ['fill', 'stroke', 'stroke-width', 'stroke-dasharray', 'opacity', 'font-size', 'font-family', 'font-weight'];
 
@@ -11,8 +12,10 @@ export function svgText(svg) {
   const dst = copy.querySelectorAll('*');
   src.forEach((el, i) => {
     const cs = getComputedStyle(el);
-    const style = STYLE_PROPS.map((p) => p + ':' + cs.getPropertyValue(p)).join(';');
-    dst[i].setAttribute('style', style);
+    for (const p of STYLE_PROPS) {
+      const v = cs.getPropertyValue(p);
+      if (v) dst[i].setAttribute(p, v);
+    }
   });
   copy.querySelectorAll('.hover').forEach((g) => g.remove());
   copy.setAttribute('xmlns', 'http://www.w3.org/2000/svg');
