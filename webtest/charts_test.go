@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +23,10 @@ const chartTrainer = `
 import json, math, os, random, time
 p = json.loads(os.environ.get("RLSCHED_PARAMS") or "{}")
 lr, seed = float(p.get("lr", 1)), int(p.get("seed", 0))
+hard = 1.5 if p.get("env") == "hard" else 1.0
 r = random.Random(seed)
 for step in range(0, 300, 3):
-    reward = -max(0.0, 120 * math.exp(-step * lr / 60) + 24 / lr - 20 * r.random() - 8 * seed)
+    reward = -hard * max(0.0, 120 * math.exp(-step * lr / 60) + 24 / lr - 20 * r.random() - 8 * seed)
     loss = 10 ** (2 - 4 * step / 300 * lr ** 0.3) * (1 + 0.3 * r.random())
     print("RLSCHED_METRIC " + json.dumps({"step": step, "episode_reward": reward, "loss": loss, "entropy": 1 + 0.2 * r.random()}), flush=True)
 print("FINAL_REWARD:%f" % reward)
@@ -32,7 +34,7 @@ time.sleep(float(p.get("sleep", 0)))
 `
 
 // TestCharts drives the chart features of issue 30 on a sweep of 3 learning
-// rates × 3 seeds and on a GPU run (a fake nvidia-smi): the sweep page's
+// rates × 2 tasks (env) × 3 seeds and on a GPU run (a fake nvidia-smi): the sweep page's
 // smoothing and its ±std bands clipped to the runs' range (never above 0
 // for rewards ≤ 0), the compare page's small multiples (regex filter, group
 // by a param), log scale, drag-to-zoom and reset, the tooltip beside the
@@ -48,7 +50,7 @@ func TestCharts(t *testing.T) {
 	s := startUp(t, -1, "NVIDIA_SMI="+fake.Bin, "GPU_SAMPLE_SECONDS=1")
 	a := s.api().signup("cara")
 	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "lr curves", "project": "charts",
-		"base": map[string]any{"command": []string{"python3", "-c", chartTrainer}}, "grid": map[string]any{"lr": []any{0.5, 1, 2}},
+		"base": map[string]any{"command": []string{"python3", "-c", chartTrainer}}, "grid": map[string]any{"lr": []any{0.5, 1, 2}, "env": []any{"easy", "hard"}},
 		"seedCount": 3})
 	if st != 202 {
 		t.Fatalf("POST /api/sweeps: %d %s", st, body)
@@ -57,7 +59,7 @@ func TestCharts(t *testing.T) {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`
 	}
-	if err := json.Unmarshal(body, &sw); err != nil || len(sw.Runs) != 9 {
+	if err := json.Unmarshal(body, &sw); err != nil || len(sw.Runs) != 18 {
 		t.Fatalf("sweep answer %s: %v", body, err)
 	}
 	// A GPU run that lasts long enough for the worker's samples to reach
@@ -79,7 +81,7 @@ func TestCharts(t *testing.T) {
 		}
 		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
 		_ = json.Unmarshal(b, &v)
-		return v.Counts["SUCCEEDED"] == 9, fmt.Sprintf("counts %v", v.Counts)
+		return v.Counts["SUCCEEDED"] == 18, fmt.Sprintf("counts %v", v.Counts)
 	})
 
 	// The test could fail: unclipped, some group's mean + std is above 0.
@@ -109,19 +111,19 @@ func TestCharts(t *testing.T) {
 	// The sweep page: bands within the runs' range, smoothing, no log
 	// scale for values ≤ 0, a tooltip that keeps off the legend.
 	b.open(s.url + "/sweeps/" + sw.ID)
-	b.wait("three bands", 20*time.Second, `document.querySelectorAll('[data-chart="sweep"] path.band').length === 3`)
-	if his := eval[[]float64](b, `[...document.querySelectorAll('[data-chart="sweep"] path.band')].map((p) => Number(p.dataset.hi))`); len(his) != 3 || max(his[0], his[1], his[2]) > 0 {
+	b.wait("six bands", 20*time.Second, `document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
+	if his := eval[[]float64](b, `[...document.querySelectorAll('[data-chart="sweep"] path.band')].map((p) => Number(p.dataset.hi))`); len(his) != 6 || slices.Max(his) > 0 {
 		t.Errorf("band tops %v: a band reaches above 0, which no run did", his)
 	}
 	if !eval[bool](b, `document.querySelector('[data-chart="sweep"] .chart-log').disabled`) {
 		t.Error("the log scale is offered for rewards ≤ 0")
 	}
 	b.slide("#sweep-smooth", "0.8")
-	b.wait("smoothed lines over faint raw ones", 5*time.Second, `location.search.includes('smooth=0.8') && document.querySelectorAll('[data-chart="sweep"] path.line.raw').length === 3`)
+	b.wait("smoothed lines over faint raw ones", 5*time.Second, `location.search.includes('smooth=0.8') && document.querySelectorAll('[data-chart="sweep"] path.line.raw').length === 6`)
 	hover(b, `[data-chart="sweep"]`, 0.5, 0.2)
 	b.wait("the tooltip", 5*time.Second, `!document.querySelector('[data-chart="sweep"] .chart-tip').hidden`)
-	if n := eval[int](b, `document.querySelectorAll('[data-chart="sweep"] .chart-tip .r').length`); n != 3 {
-		t.Errorf("the tooltip lists %d series, want the 3 groups", n)
+	if n := eval[int](b, `document.querySelectorAll('[data-chart="sweep"] .chart-tip .r').length`); n != 6 {
+		t.Errorf("the tooltip lists %d series, want the 6 groups", n)
 	}
 	checkTipOffLegend(b, `[data-chart="sweep"]`)
 	b.screenshot("30-sweep-charts")
@@ -133,6 +135,10 @@ func TestCharts(t *testing.T) {
 		document.querySelectorAll('[data-chart="compare:episode_reward"] path.band').length === 3`)
 	b.wait("the aggregate table", 30*time.Second, `document.querySelectorAll('#stats-table tr[data-group]').length === 3 &&
 		document.querySelectorAll('[data-chart="profile"] path.line').length === 3 && document.querySelectorAll('#improve-matrix td.pi').length === 6`)
+	// The two envs as the tasks: the bootstrap resamples within each.
+	b.selectValue("#stats-task", "env")
+	b.wait("the statistics over 2 tasks", 30*time.Second, `document.querySelector('#stats-table .stats-head').textContent.includes('18 runs over 2 tasks') &&
+		document.querySelectorAll('#stats-table tr[data-group]').length === 3 && location.search.includes('task=env')`)
 	iqm := b.text(`#stats-table tr[data-group] td[data-stat="iqm"]`)
 	if !strings.Contains(iqm, "[") {
 		t.Errorf("IQM cell %q has no interval", iqm)
@@ -231,7 +237,7 @@ func TestCharts(t *testing.T) {
 	checkTipOffLegend(b, `[data-chart="compare:episode_reward"]`)
 	b.screenshot("34-compare-phone")
 	b.open(s.url + "/sweeps/" + sw.ID + "?smooth=0.8")
-	b.wait("three bands", 20*time.Second, `document.querySelectorAll('[data-chart="sweep"] path.band').length === 3`)
+	b.wait("six bands", 20*time.Second, `document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
 	if over := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
 		t.Error("the sweep page scrolls sideways on a phone")
 	}
