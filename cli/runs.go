@@ -17,12 +17,13 @@ import (
 func init() {
 	register(&command{
 		name: "ls",
-		args: "[--status S] [--user U] [--project P] [--tag T] [--name S] [--sweep ID] [--param K=V ...] " +
+		args: "[--status S] [--user U] [--project P] [--tag T] [--name S] [--note S] [--is-baseline] [--sweep ID] [--param K=V ...] " +
 			"[--since T] [--until T] [--limit N] [--all] [--json | --csv]",
 		summary: "List runs, newest first.",
 		details: "Without --all one page is shown (the server's default size, or --limit); --all follows\n" +
 			"the pages to the end (--limit is then the page size).\n\n" +
-			"--name matches a part of the name, without case. --param K=V matches runs whose param K equals V\n" +
+			"--name and --note match a part of the name or the note, without case; --is-baseline keeps the runs\n" +
+			"marked as baselines (rlsched edit). --param K=V matches runs whose param K equals V\n" +
 			"as JSON values (--param lr=0.001 matches 1e-3; --param env=CartPole-v1 a string). --since and\n" +
 			"--until take an RFC 3339 time, a date (2025-03-01, UTC) or an age (90m, 36h, 7d): runs created\n" +
 			"at or after --since and before --until. --csv prints id, name, user, project, status, attempt,\n" +
@@ -126,6 +127,8 @@ func runShow(inv *invocation, args []string) int {
 		{"timeoutSeconds", timeout},
 		{"env", envString(t.Env)},
 		{"tags", orDash(strings.Join(t.Tags, ","))},
+		{"baseline", strconv.FormatBool(t.Baseline)},
+		{"note", orDash(oneLine(t.Note))},
 		{"workdir", orDash(t.Workdir)},
 		{"private", strconv.FormatBool(t.Private)},
 		{"worker", orDash(t.Worker)},
@@ -281,9 +284,10 @@ func runLs(inv *invocation, args []string) int {
 // runFilters are the flags of GET /api/tasks' filters, which ls and compare
 // share.
 type runFilters struct {
-	fs                                                             *flagSet
-	status, user, project, tag, name, sweep, rerunOf, since, until *string
-	params                                                         multiFlag
+	fs                                                                   *flagSet
+	status, user, project, tag, name, note, sweep, rerunOf, since, until *string
+	isBaseline                                                           *bool
+	params                                                               multiFlag
 }
 
 func addRunFilters(fs *flagSet) *runFilters {
@@ -293,6 +297,8 @@ func addRunFilters(fs *flagSet) *runFilters {
 	f.project = fs.String("project", "", "only runs of `PROJECT`")
 	f.tag = fs.String("tag", "", "only runs tagged `TAG`")
 	f.name = fs.String("name", "", "only runs whose name contains `TEXT` (without case)")
+	f.note = fs.String("note", "", "only runs whose note contains `TEXT` (without case)")
+	f.isBaseline = fs.Bool("is-baseline", false, "only runs marked as a baseline (rlsched edit --baseline true)")
 	f.sweep = fs.String("sweep", "", "only members of sweep `ID` (every run of each)")
 	f.rerunOf = fs.String("rerun-of", "", "only reruns of run `ID`")
 	f.since = fs.String("since", "", "only runs created at or after `T` (RFC 3339, a date, or an age like 7d)")
@@ -304,7 +310,10 @@ func addRunFilters(fs *flagSet) *runFilters {
 // query adds the filters given to q; ok=false means the command is over
 // (a usage error) and code is its exit code.
 func (f *runFilters) query(inv *invocation, q url.Values) (code int, ok bool) {
-	for _, p := range []struct{ key, v string }{{"tag", *f.tag}, {"name", *f.name}, {"sweep", *f.sweep}, {"rerunOf", *f.rerunOf}} {
+	if *f.isBaseline {
+		q.Set("isBaseline", "true")
+	}
+	for _, p := range []struct{ key, v string }{{"tag", *f.tag}, {"name", *f.name}, {"note", *f.note}, {"sweep", *f.sweep}, {"rerunOf", *f.rerunOf}} {
 		if p.v != "" {
 			q.Set(p.key, p.v)
 		}

@@ -26,7 +26,9 @@ const (
 )
 
 // runFilter reads GET /api/tasks' query: status, user, project, tag, name
-// (a substring, without case), sweep, rerunOf, param.<key>=<value> (a JSON
+// and note (substrings, without case), isBaseline (true or false: the
+// record's mark; not "baseline", which /api/compare's normalisation
+// names), sweep, rerunOf, param.<key>=<value> (a JSON
 // value compared as JSON: param.lr=0.001 matches 1e-3), createdAfter and
 // createdBefore (RFC 3339; at or after, and before), limit, cursor and
 // format (json or csv). A bad value is a 400 naming the parameter.
@@ -53,6 +55,18 @@ func runFilter(q *fasthttp.Args) (f store.Filter, csvOut bool, e *apiError) {
 	f.Name = string(q.Peek("name"))
 	if utf8.RuneCountInString(f.Name) > maxNameChars || strings.IndexByte(f.Name, 0) >= 0 {
 		return f, false, errBadRequest("name must be at most %d characters without NUL", maxNameChars)
+	}
+	f.Note = string(q.Peek("note"))
+	if utf8.RuneCountInString(f.Note) > maxNameChars || strings.IndexByte(f.Note, 0) >= 0 {
+		return f, false, errBadRequest("note must be at most %d characters without NUL", maxNameChars)
+	}
+	switch v := string(q.Peek("isBaseline")); v {
+	case "":
+	case "true", "false":
+		b := v == "true"
+		f.Baseline = &b
+	default:
+		return f, false, errBadRequest("isBaseline must be true or false")
 	}
 	for _, p := range []struct {
 		name string

@@ -93,6 +93,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/ws", public: true, h: s.ws},
 		{method: get, pattern: "/api/monitor/logs/{id...}", h: s.logs},
 		{method: get, pattern: "/api/tasks/{id}", h: s.getTask},
+		{method: patch, pattern: "/api/tasks/{id}", h: s.editTask},
 		{method: post, pattern: "/api/tasks/{id}/cancel", h: s.cancelTask},
 		{method: post, pattern: "/api/tasks/{id}/rerun", submission: true, h: s.rerunTask},
 		{method: post, pattern: "/api/tasks/{id}/priority", admin: true, h: s.setPriority},

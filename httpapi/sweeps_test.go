@@ -325,7 +325,7 @@ func TestSweep_Metrics(t *testing.T) {
 		Groups  []struct {
 			Params map[string]any `json:"params"`
 			Runs   []string       `json:"runs"`
-			Series [][4]float64   `json:"series"`
+			Series [][6]float64   `json:"series"`
 		} `json:"groups"`
 	}
 	r := e.req("GET", "/api/sweeps/"+id+"/metrics", tok, nil)
@@ -334,13 +334,14 @@ func TestSweep_Metrics(t *testing.T) {
 		t.Fatalf("metrics: %d %s", r.status, r.body)
 	}
 	// Members 0,1 are lr=1 (rewards 0,1 then 0,2); 2,3 lr=2 (2,3 then 4,6).
-	byLR := map[float64][][4]float64{}
+	byLR := map[float64][][6]float64{}
 	for _, g := range ans.Groups {
 		byLR[g.Params["lr"].(float64)] = g.Series
 	}
-	want := map[float64][][4]float64{
-		1: {{1, 0.5, math.Sqrt(0.5), 2}, {2, 1, math.Sqrt(2), 2}},
-		2: {{1, 2.5, math.Sqrt(0.5), 2}, {2, 5, math.Sqrt(2), 2}},
+	// [step, mean, std, n, min, max]
+	want := map[float64][][6]float64{
+		1: {{1, 0.5, math.Sqrt(0.5), 2, 0, 1}, {2, 1, math.Sqrt(2), 2, 0, 2}},
+		2: {{1, 2.5, math.Sqrt(0.5), 2, 2, 3}, {2, 5, math.Sqrt(2), 2, 4, 6}},
 	}
 	if !reflect.DeepEqual(byLR, want) {
 		t.Fatalf("curves %v, want %v", byLR, want)
@@ -359,13 +360,13 @@ func TestSweep_Metrics(t *testing.T) {
 		return string(r.body)
 	}
 	first := curve()
-	if curve() != first || curve() != first || !strings.Contains(first, `[2,1,1.4142135623730951,2]`) {
+	if curve() != first || curve() != first || !strings.Contains(first, `[2,1,1.4142135623730951,2,0,2]`) {
 		t.Fatalf("ended curves changed without a change:\n%s", first)
 	}
 	if err := e.st.AppendMetrics(context.Background(), runs[0], []core.MetricPoint{{Step: 3, Name: "episode_reward", Value: 9}}); err != nil {
 		t.Fatal(err)
 	}
-	if late := curve(); late == first || !strings.Contains(late, `[3,9,0,1]`) {
+	if late := curve(); late == first || !strings.Contains(late, `[3,9,0,1,9,9]`) {
 		t.Fatalf("a late point is not in the curves:\n%s", late)
 	}
 	r = e.req("GET", "/api/sweeps/"+id+"/metrics?name=nothing", tok, nil)

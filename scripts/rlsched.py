@@ -159,6 +159,13 @@ def _body(fields):
     return {_camel(k): v for k, v in fields.items() if v is not None}
 
 
+def _strs(v):
+    """A tag or tags as a list (None stays None)."""
+    if v is None:
+        return None
+    return [v] if isinstance(v, str) else list(v)
+
+
 def _query_value(v):
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -339,6 +346,16 @@ class Client:
         """Cancel a run; returns its Task (the cancel is under way)."""
         return self._json("POST", "/api/tasks/%s/cancel" % self._id(run_id))
 
+    def edit(self, run_id, name=None, tags=None, add_tags=None, remove_tags=None, note=None, baseline=None):
+        """Change a run's record (PATCH /api/tasks/{id}; its owner or an
+        admin, at any status) and return its Task. ``tags`` replaces the
+        tags; ``add_tags`` and ``remove_tags`` change them, keeping the
+        others; ``note=""`` clears the note; ``baseline`` is True or False.
+        Arguments left None stay as they are."""
+        body = _body({"name": name, "tags": _strs(tags), "add_tags": _strs(add_tags),
+                      "remove_tags": _strs(remove_tags), "note": note, "baseline": baseline})
+        return self._json("PATCH", "/api/tasks/%s" % self._id(run_id), body)
+
     def rerun(self, run_id, **overrides):
         """Submit a new run with the spec of ``run_id``, ``overrides`` (the
         fields of submit) written over it; returns the new run's id."""
@@ -440,7 +457,7 @@ class Client:
 
     def sweep_metrics(self, sweep_id, name="episode_reward"):
         """Each seed group's curve of metric ``name``: a list of ``{"params",
-        "runs", "series": [[step, mean, std, n], ...]}``."""
+        "runs", "series": [[step, mean, std, n, min, max], ...]}``."""
         path = "/api/sweeps/%s/metrics?%s" % (self._id(sweep_id), urllib.parse.urlencode({"name": name}))
         return self._json("GET", path)["groups"]
 

@@ -846,7 +846,7 @@ class P(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-    do_GET = do_PUT = do_POST = answer
+    do_GET = do_PUT = do_POST = do_PATCH = answer
     def log_message(self, *a):
         pass
 srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), P)
@@ -862,6 +862,11 @@ c.set_quota("bob", runs=0)
 check(calls[-1] == ("PUT", "/api/admin/quotas/bob", {"gpus": None, "runs": 0}), "set_quota runs=0: %r" % (calls[-1],))
 got = c.set_priority("r/1", 50)
 check(calls[-1] == ("POST", "/api/tasks/r%2F1/priority", {"priority": 50}) and got["priority"] == 50, "set_priority: %r" % (calls[-1],))
+got = c.edit("r1", name="ppo", add_tags="paper", remove_tags=["draft", "x"], note="", baseline=False)
+check(calls[-1] == ("PATCH", "/api/tasks/r1", {"name": "ppo", "addTags": ["paper"], "removeTags": ["draft", "x"], "note": "", "baseline": False})
+      and got["name"] == "ppo", "edit: %r" % (calls[-1],))
+c.edit("r1", tags=("a", "b"))
+check(calls[-1] == ("PATCH", "/api/tasks/r1", {"tags": ["a", "b"]}), "edit tags=: %r" % (calls[-1],))
 srv.shutdown()
 
 # A URL must be http(s); a trailing slash is dropped.

@@ -342,6 +342,25 @@ func (ts *publisher) AddWarning(ctx context.Context, id string, w core.Warning) 
 	return nil
 }
 
+// EditRecord edits a run's record and publishes it. The remembered fields
+// of the run are replaced by the edited ones, which are among them: an
+// event of a later state change carries the edit. (Another master's
+// memory of the run keeps the old record until it reads the run again;
+// its events may show the old name or tags until then.)
+func (ts *publisher) EditRecord(ctx context.Context, id string, e RecordEdit) (core.Task, error) {
+	defer ts.locks.lock(id)()
+	t, err := ts.Store.EditRecord(ctx, id, e)
+	if err != nil {
+		return t, err
+	}
+	ts.forget(id)
+	if !t.Status.Terminal() {
+		ts.remember(&t)
+	}
+	ts.sink.TaskChanged(t)
+	return t, nil
+}
+
 // publish reads run id back and publishes it as stored.
 func (ts *publisher) publish(ctx context.Context, id string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rereadTimeout)

@@ -31,6 +31,19 @@ type UserSummary struct {
 	GPUSeconds float64 // GPUs × time of every started run, those still going until now
 }
 
+// RecordEdit is a change of a run's record (EditRecord); nil fields stay
+// as they are. UpdatedAt is set with it.
+type RecordEdit struct {
+	Name, Note *string
+	Baseline   *bool
+	// Tags, when set, makes the run's new tags from its current ones. The
+	// write is a compare-and-swap on the tags read, and Tags is called
+	// again with the new ones when another edit changed them in between,
+	// so two edits at once (one adding a tag, one removing another) both
+	// hold. It must not keep cur.
+	Tags func(cur []string) ([]string, error)
+}
+
 // Filter selects runs for listing. Zero fields match everything; the
 // fields given must all hold.
 type Filter struct {
@@ -40,9 +53,12 @@ type Filter struct {
 	Limit   int    // default 50, at most 500
 	Cursor  string // opaque, from a previous page
 	// Tag: the run carries this tag. Name: its name contains this, ASCII
-	// letters compared without case. Sweep: a member of this sweep (any of
-	// its runs, retried ones too). RerunOf: a rerun of this run.
-	Tag, Name, Sweep, RerunOf string
+	// letters compared without case; Note: its note does (issue 30).
+	// Sweep: a member of this sweep (any of its runs, retried ones too).
+	// RerunOf: a rerun of this run.
+	Tag, Name, Note, Sweep, RerunOf string
+	// Baseline, when set, is the run's baseline mark (issue 30).
+	Baseline *bool
 	// Params: each names a param the run's params hold with an equal value
 	// (ParamFilter).
 	Params []ParamFilter
@@ -143,6 +159,13 @@ type Store interface {
 	UpdateTasks(ctx context.Context, us []Update) []error
 	// SetFinalReward records a run's final reward without touching its state.
 	SetFinalReward(ctx context.Context, id string, v float64) error
+	// EditRecord writes the fields of a run's record that its owner edits
+	// after submission (name, tags, note, baseline: RecordEdit) and returns
+	// the run as written. It is not fenced and touches no other field, so
+	// it neither loses nor is lost to a concurrent state change (UpdateTask
+	// writes none of them). core.ErrNotFound for an unknown run; an error of
+	// e.Tags is returned as it is.
+	EditRecord(ctx context.Context, id string, e RecordEdit) (core.Task, error)
 	// MaxFence returns the highest fence any run carries, so a lease backend
 	// that lost its counter can continue above it.
 	MaxFence(ctx context.Context) (uint64, error)

@@ -14,10 +14,17 @@ const DefaultMaxPoints = 1000
 // Welford's online algorithm: one pass, numerically stable.
 type slot struct {
 	step, mean, m2 float64
+	lo, hi         float64
 	n              int
 }
 
 func (s *slot) add(v float64) {
+	if s.n == 0 || v < s.lo {
+		s.lo = v
+	}
+	if s.n == 0 || v > s.hi {
+		s.hi = v
+	}
 	s.n++
 	d := v - s.mean
 	s.mean += d / float64(s.n)
@@ -25,7 +32,7 @@ func (s *slot) add(v float64) {
 }
 
 func (s *slot) point() Point {
-	p := Point{Step: s.step, Mean: s.mean, N: s.n}
+	p := Point{Step: s.step, Mean: s.mean, N: s.n, Min: s.lo, Max: s.hi}
 	if s.n > 1 {
 		p.Std = math.Sqrt(max(s.m2, 0) / float64(s.n-1))
 	}

@@ -68,15 +68,18 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 
 // Point is one point of a group's curve: the mean and sample standard
 // deviation of the values the N runs that logged this step (or in this
-// bucket, see curve) logged at it.
+// bucket, see curve) logged at it, and the least and greatest of them, so
+// a chart clips its mean ± std band to what the runs reached (issue 30).
 type Point struct {
 	Step float64
 	Mean float64
 	Std  float64
 	N    int
+	Min  float64
+	Max  float64
 }
 
-// MarshalJSON writes API.md's [step, mean, std, n].
+// MarshalJSON writes API.md's [step, mean, std, n] and then min, max.
 func (p Point) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
 
 // AppendJSON appends MarshalJSON's text to b: a curve of many points is
@@ -86,7 +89,9 @@ func (p Point) AppendJSON(b []byte) []byte {
 	b = append(appendStep(append(b, '['), p.Step), ',')
 	b = append(appendFloat(b, p.Mean), ',')
 	b = append(appendFloat(b, p.Std), ',')
-	return append(strconv.AppendInt(b, int64(p.N), 10), ']')
+	b = append(strconv.AppendInt(b, int64(p.N), 10), ',')
+	b = append(appendFloat(b, p.Min), ',')
+	return append(appendFloat(b, p.Max), ']')
 }
 
 // appendStep writes a step, an integer unless the curve is bucketed, as

@@ -50,8 +50,8 @@ func TestSummarize(t *testing.T) {
 	// Sorted by mean final reward (the tie of 2 broken by key), groups
 	// without a final reward last.
 	want := strings.TrimLeft(`
-{"params":{"lr":0.2},"runs":["b1"],"n":1,"finalReward":{"mean":10,"std":0,"min":10,"max":10},"counts":{"SUCCEEDED":1},"series":[[1,0,0,1],[2,3,0,1]]}
-{"params":{"lr":0.1},"runs":["a1","a2","a3"],"n":2,"finalReward":{"mean":2,"std":1.4142135623730951,"min":1,"max":3},"counts":{"FAILED":1,"SUCCEEDED":2},"series":[[1,1,0,1],[2,3,1.4142135623730951,2],[3,4,1.4142135623730951,2],[4,6,0,1]]}
+{"params":{"lr":0.2},"runs":["b1"],"n":1,"finalReward":{"mean":10,"std":0,"min":10,"max":10},"counts":{"SUCCEEDED":1},"series":[[1,0,0,1,0,0],[2,3,0,1,3,3]]}
+{"params":{"lr":0.1},"runs":["a1","a2","a3"],"n":2,"finalReward":{"mean":2,"std":1.4142135623730951,"min":1,"max":3},"counts":{"FAILED":1,"SUCCEEDED":2},"series":[[1,1,0,1,1,1],[2,3,1.4142135623730951,2,2,4],[3,4,1.4142135623730951,2,3,5],[4,6,0,1,6,6]]}
 {"params":{},"runs":["e1"],"n":1,"finalReward":{"mean":2,"std":0,"min":2,"max":2},"counts":{"SUCCEEDED":1}}
 {"params":{"lr":0.3},"runs":["c1"],"n":0,"finalReward":null,"counts":{"RUNNING":1}}
 {"params":{"lr":0.4},"runs":["d1"],"n":0,"finalReward":null,"counts":{"SUCCEEDED":1}}
@@ -86,13 +86,13 @@ func TestSummarizeBuckets(t *testing.T) {
 	got, _ := json.Marshal(groups[0].Series)
 	// Bucket 0: a's mean (1+3)/2 = 2 and b's 2, at the mean step (0+1+0)/3;
 	// bucket 1: a's (5+7)/2 = 6 and b's 4, at (2+3+3)/3.
-	if want := `[[0.3333333333333333,2,0,2],[2.6666666666666665,5,1.4142135623730951,2]]`; string(got) != want {
+	if want := `[[0.3333333333333333,2,0,2,2,2],[2.6666666666666665,5,1.4142135623730951,2,4,6]]`; string(got) != want {
 		t.Errorf("bucketed series %s, want %s", got, want)
 	}
 	// With room for every step, the same runs align exactly.
 	groups, _ = Summarize(runs, 4)
 	got, _ = json.Marshal(groups[0].Series)
-	if want := `[[0,1.5,0.7071067811865476,2],[1,3,0,1],[2,5,0,1],[3,5.5,2.1213203435596424,2]]`; string(got) != want {
+	if want := `[[0,1.5,0.7071067811865476,2,1,2],[1,3,0,1,3,3],[2,5,0,1,5,5],[3,5.5,2.1213203435596424,2,4,7]]`; string(got) != want {
 		t.Errorf("exact series %s, want %s", got, want)
 	}
 	// Runs logging at steps of their own (each step logged by one run) are
@@ -104,7 +104,7 @@ func TestSummarizeBuckets(t *testing.T) {
 	}
 	groups, _ = Summarize(interleaved, 0)
 	got, _ = json.Marshal(groups[0].Series)
-	if want := `[[0.5,1.5,0.7071067811865476,2],[2.5,3.5,0.7071067811865476,2],[4.5,5.5,0.7071067811865476,2],[6.5,7.5,0.7071067811865476,2]]`; string(got) != want {
+	if want := `[[0.5,1.5,0.7071067811865476,2,1,2],[2.5,3.5,0.7071067811865476,2,3,4],[4.5,5.5,0.7071067811865476,2,5,6],[6.5,7.5,0.7071067811865476,2,7,8]]`; string(got) != want {
 		t.Errorf("interleaved series %s, want %s", got, want)
 	}
 	// Values too large to average in float64 are written as null, never
@@ -225,7 +225,7 @@ func naiveGroups(runs []Run, maxPoints int) map[string]Group {
 					}
 				}
 				m, sd := meanStd(vs)
-				g.Series = append(g.Series, Point{Step: s, Mean: m, Std: sd, N: len(vs)})
+				g.Series = append(g.Series, Point{Step: s, Mean: m, Std: sd, N: len(vs), Min: slices.Min(vs), Max: slices.Max(vs)})
 			}
 		} else {
 			n := min(longest, maxPoints)
@@ -252,7 +252,7 @@ func naiveGroups(runs []Run, maxPoints int) map[string]Group {
 				if len(vs) > 0 {
 					m, sd := meanStd(vs)
 					at, _ := meanStd(stepsIn[b])
-					g.Series = append(g.Series, Point{Step: at, Mean: m, Std: sd, N: len(vs)})
+					g.Series = append(g.Series, Point{Step: at, Mean: m, Std: sd, N: len(vs), Min: slices.Min(vs), Max: slices.Max(vs)})
 				}
 			}
 		}

@@ -222,6 +222,16 @@ func (b *browser) selectValue(css, value string) {
 	}
 }
 
+// slide sets a range input to value the way a user's drag ends (input event).
+func (b *browser) slide(css, value string) {
+	b.t.Helper()
+	q, _ := json.Marshal(css)
+	v, _ := json.Marshal(value)
+	if !eval[bool](b, fmt.Sprintf(`(() => { const s = document.querySelector(%s); if (!s) return false; s.value = %s; s.dispatchEvent(new Event('input', {bubbles: true})); return true; })()`, q, v)) {
+		b.fatalf("no range input %s", css)
+	}
+}
+
 // screenshot saves the whole page as screenshots/<name>.png.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()

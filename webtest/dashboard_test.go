@@ -124,7 +124,8 @@ func TestSignUpSubmitWatch(t *testing.T) {
 }
 
 // TestCompareRuns selects two seeds of one config on the Runs page, compares
-// their curves, groups them into mean ± std, and reads the params diff.
+// their curves, groups them into mean ± std, and reads the runs table (a row
+// per run, the params that differ as columns).
 func TestCompareRuns(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -149,26 +150,23 @@ func TestCompareRuns(t *testing.T) {
 	b.wait("the selection bar", 5*time.Second, `!document.querySelector('.selection-bar').hidden`)
 	b.screenshot("07-runs-selected")
 	b.click("#compare-selected")
-	b.wait("three curves", 20*time.Second, `[...document.querySelectorAll('[data-chart="compare"] path.line[data-points]')].filter((p) => Number(p.dataset.points) > 0).length === 3`)
+	b.wait("three curves", 20*time.Second, `[...document.querySelectorAll('[data-chart="compare:episode_reward"] path.line[data-points]')].filter((p) => Number(p.dataset.points) > 0).length === 3`)
 	if m := eval[string](b, `document.querySelector('#metric-select').value`); m != "episode_reward" {
 		t.Errorf("metric %q, want episode_reward", m)
 	}
-	// The params table marks the seed (and the command) as differing.
-	b.wait("the params diff", 5*time.Second, `document.querySelector('#params-diff tr[data-key="param seed"]') !== null`)
-	if !eval[bool](b, `document.querySelector('#params-diff tr[data-key="param seed"]').classList.contains('differs')`) {
-		t.Error("the seed row is not marked as differing")
-	}
-	if eval[bool](b, `document.querySelector('#params-diff tr[data-key="project"]').classList.contains('differs')`) {
-		t.Error("the project row is marked as differing but all runs share it")
+	// The runs table: a row per run, the seed a column marked as differing.
+	b.wait("the runs table", 5*time.Second, `document.querySelectorAll('#params-diff tbody tr[data-id]').length === 3 && document.querySelector('#params-diff th[data-key="param seed"]') !== null`)
+	if !eval[bool](b, `document.querySelector('#params-diff th[data-key="param seed"]').classList.contains('differs')`) {
+		t.Error("the seed column is not marked as differing")
 	}
 	// Group: the two REINFORCE seeds fold into one mean with a band.
-	b.click("#group-seeds")
-	b.wait("a mean ± std band", 10*time.Second, `document.querySelectorAll('[data-chart="compare"] path.band').length === 1 && document.querySelectorAll('[data-chart="compare"] path.line[data-points]').length === 2`)
+	b.selectValue("#group-by", "seed")
+	b.wait("a mean ± std band", 10*time.Second, `document.querySelectorAll('[data-chart="compare:episode_reward"] path.band').length === 1 && document.querySelectorAll('[data-chart="compare:episode_reward"] path.line[data-points]').length === 2`)
 	if g := b.text("#groups-info"); !strings.Contains(g, "2 seeds") {
 		t.Errorf("group description %q, want 2 seeds", g)
 	}
-	b.selectValue("#smooth-select", "0.9")
-	b.wait("smoothed curves", 5*time.Second, `location.search.includes('smooth=0.9')`)
+	b.slide("#compare-smooth", "0.9")
+	b.wait("smoothed curves", 5*time.Second, `location.search.includes('smooth=0.9') && document.querySelector('[data-chart="compare:episode_reward"] path.line.raw') !== null`)
 	b.screenshot("08-compare")
 
 	// Edit & resubmit fills the form from a run.

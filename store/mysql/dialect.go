@@ -17,6 +17,7 @@ const jsonType = `JSON_TYPE(JSON_EXTRACT(t.params, ?))`
 var queryDialect = sqlutil.Dialect{
 	HasTag:       `JSON_CONTAINS(t.tags, JSON_QUOTE(?))`,
 	NameContains: `LOCATE(LOWER(?), LOWER(t.name)) > 0`,
+	NoteContains: `LOCATE(LOWER(?), LOWER(t.note)) > 0`,
 	Param: func(f store.ParamFilter) (string, []any) {
 		p := sqlutil.ParamPath(f.Key)
 		switch f.Kind {

@@ -12,6 +12,7 @@ import (
 var queryDialect = sqlutil.Dialect{
 	HasTag:       `EXISTS (SELECT 1 FROM json_each(t.tags) WHERE json_each.value = ?)`,
 	NameContains: `instr(lower(t.name), lower(?)) > 0`,
+	NoteContains: `instr(lower(t.note), lower(?)) > 0`,
 	Param: func(f store.ParamFilter) (string, []any) {
 		p := sqlutil.ParamPath(f.Key)
 		switch f.Kind {

@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"MaxFence", testMaxFence},
 		{"CancelRequests", testCancelRequests},
 		{"SetFinalReward", testSetFinalReward},
+		{"EditRecord", testEditRecord},
 		{"ListPagination", testListPagination},
 		{"ListStableUnderInserts", testListStableUnderInserts},
 		{"ListLimits", testListLimits},

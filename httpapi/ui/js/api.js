@@ -73,6 +73,8 @@ export const api = {
 
   tasks: (q = {}, signal) => request('/api/tasks' + qs(q), { signal }),
   task: (id, signal) => request('/api/tasks/' + enc(id), { signal }),
+  editTask: (id, body) => request('/api/tasks/' + enc(id), { method: 'PATCH', body }),
+  compare: (q, signal) => request('/api/compare' + qs(q), { signal }),
   submit: (body) => request('/api/train', { method: 'POST', body }),
   cancel: (id) => request('/api/tasks/' + enc(id) + '/cancel', { method: 'POST' }),
   rerun: (id, body) => request('/api/tasks/' + enc(id) + '/rerun', { method: 'POST', body }),

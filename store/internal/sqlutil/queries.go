@@ -14,9 +14,9 @@ import (
 type Dialect struct {
 	// HasTag is a condition on t.tags with one ? for the tag.
 	HasTag string
-	// NameContains is a condition on t.name with one ? for the substring,
-	// ASCII letters compared without case.
-	NameContains string
+	// NameContains and NoteContains are conditions on t.name and t.note
+	// with one ? for the substring, ASCII letters compared without case.
+	NameContains, NoteContains string
 	// Param is a condition on t.params holding f.Key equal to f's value,
 	// and its arguments (the key reaches the SQL as an argument only).
 	Param func(f store.ParamFilter) (string, []any)
@@ -57,6 +57,12 @@ func (s *Shared) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, st
 	}
 	if f.Name != "" {
 		add(d.NameContains, f.Name)
+	}
+	if f.Note != "" {
+		add(d.NoteContains, f.Note)
+	}
+	if f.Baseline != nil {
+		add("t.baseline = ?", *f.Baseline)
 	}
 	for _, pf := range f.Params {
 		cond, a := d.Param(pf)

@@ -1,16 +1,22 @@
-// Compare: the selected runs' curves of one metric overlaid; runs that
-// differ only in their seed can be folded into mean ± std; a params table
-// that highlights what differs. Members of a sweep group as the server
-// groups them (their params without seed, see the sweep page); other runs,
-// compared ad hoc, by their argv without --seed.
+// Compare: the selected runs (ids=, or every member of sweep=) as small
+// multiples, one chart per metric that matches a filter (a regex, as
+// TensorBoard's), each run a line or, grouped by a param or by seed, each
+// group a mean line with a band (± std, a 95% interval of the mean, or
+// min–max, clipped to what the runs reached); a table with a row per run
+// and the chosen params and metrics as columns; and the server's
+// statistics (comparestats.js). Every choice is in the query string, so a
+// link shows the same view.
 
 import { api } from '../api.js';
-import { LineChart, ema } from '../chart.js';
+import { LineChart, smoothingControl } from '../chart.js';
+import { statsPanel, profileTaus } from './comparestats.js';
 import { loadSelection, saveSelection } from './runs.js';
-import { h, replace, clear, badge, fmtNum, shellQuote, paramsOf, paramText, PALETTE, TERMINAL } from '../util.js';
+import { h, replace, clear, badge, fmtNum, paramsOf, paramText, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
 
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
-const MAX_RUNS = 20;
+const MAX_RUNS = 200;
+const MAX_CHARTS = 12;
+const BANDS = [['std', '± std'], ['ci', '95% interval of the mean'], ['minmax', 'min–max'], ['none', 'no band']];
 
 // seedless is a run's argv without its seed ("--seed v" or "--seed=v").
 function seedless(argv) {
@@ -33,6 +39,25 @@ function seedOf(t) {
   return eq ? eq.slice(7) : '';
 }
 
+// canonical is v as JSON with object keys sorted (the server's group key
+// is the canonical JSON of the params without seed).
+function canonical(v) {
+  if (Array.isArray(v)) return '[' + v.map(canonical).join(',') + ']';
+  if (v && typeof v === 'object') return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canonical(v[k])).join(',') + '}';
+  return JSON.stringify(v);
+}
+
+// seedKey groups runs that differ only in their seed: members of a sweep
+// as the server groups them, other runs by their argv without --seed.
+function seedKey(t) {
+  if (t.sweepId) {
+    const { seed, ...rest } = paramsOf(t);
+    return 'sweep:' + t.sweepId + ':' + canonical(rest);
+  }
+  const env = Object.entries(t.env || {}).sort(([a], [b]) => a.localeCompare(b));
+  return JSON.stringify([seedless(t.command || []), env, t.gpus]);
+}
+
 // groupName names a group of runs by what their names share, without a
 // trailing seed marker ("ppo-s1", "ppo-s2" → "ppo").
 function groupName(g) {
@@ -43,54 +68,74 @@ function groupName(g) {
   return p.length >= 2 ? p : names[0];
 }
 
-// canonical is v as JSON with object keys sorted (the server's group key
-// is the canonical JSON of the params without seed).
-function canonical(v) {
-  if (Array.isArray(v)) return '[' + v.map(canonical).join(',') + ']';
-  if (v && typeof v === 'object') return '{' + Object.keys(v).sort().map((k) => JSON.stringify(k) + ':' + canonical(v[k])).join(',') + '}';
-  return JSON.stringify(v);
-}
-
-function groupKey(t) {
-  if (t.sweepId) {
-    const { seed, ...rest } = paramsOf(t);
-    return 'sweep:' + t.sweepId + ':' + canonical(rest);
+// aggregate is the step-aligned mean of a group's series with the band
+// chosen, each point [step, lo, hi, n, min, max] for the chart to clip.
+function aggregate(seriesList, band) {
+  const bySteps = new Map();
+  for (const pts of seriesList) for (const [x, y] of pts) {
+    if (!bySteps.has(x)) bySteps.set(x, []);
+    bySteps.get(x).push(y);
   }
-  const env = Object.entries(t.env || {}).sort(([a], [b]) => a.localeCompare(b));
-  return JSON.stringify([seedless(t.command || []), env, t.gpus]);
+  const steps = [...bySteps.keys()].sort((a, b) => a - b);
+  const mean = [], bandPts = [];
+  for (const x of steps) {
+    const v = bySteps.get(x);
+    const m = v.reduce((a, b) => a + b, 0) / v.length;
+    const sd = v.length > 1 ? Math.sqrt(v.reduce((a, b) => a + (b - m) ** 2, 0) / (v.length - 1)) : 0;
+    const mn = Math.min(...v), mx = Math.max(...v);
+    mean.push([x, m]);
+    if (band === 'std') bandPts.push([x, m - sd, m + sd, v.length, mn, mx]);
+    else if (band === 'ci') { const e = 1.96 * sd / Math.sqrt(v.length); bandPts.push([x, m - e, m + e, v.length, mn, mx]); }
+    else if (band === 'minmax') bandPts.push([x, mn, mx, v.length, mn, mx]);
+  }
+  return { mean, band: band === 'none' ? null : bandPts };
 }
 
 export function mount(root, ctx) {
-  let ids = (ctx.query.get('ids') || '').split(',').map((s) => s.trim()).filter((s) => ID_RE.test(s));
-  if (!ids.length) ids = [...loadSelection()].filter((s) => ID_RE.test(s));
+  const q = ctx.query;
+  const sweepId = ID_RE.test(q.get('sweep') || '') ? q.get('sweep') : '';
+  let ids = (q.get('ids') || '').split(',').map((s) => s.trim()).filter((s) => ID_RE.test(s));
+  if (!ids.length && !sweepId) ids = [...loadSelection()].filter((s) => ID_RE.test(s));
   ids = [...new Set(ids)].slice(0, MAX_RUNS);
   const ac = new AbortController();
   const runs = new Map();     // id -> task
   const metrics = new Map();  // id -> {name: points}
   const colors = new Map();
-  let metric = ctx.query.get('metric') || '';
-  let smooth = Number(ctx.query.get('smooth') || 0);
-  let grouped = ctx.query.get('group') === '1';
-  let onlyDiff = false;
+  const charts = new Map();   // metric -> LineChart
+  let filter = q.get('metrics') || '';
+  let smooth = Number(q.get('smooth') || 0);
+  let by = q.get('by') || (q.get('group') === '1' ? 'seed' : '');   // '', 'seed' or a param name
+  let band = BANDS.some(([k]) => k === q.get('band')) ? q.get('band') : 'std';
+  let statMetric = q.get('stat') || '';
+  let task = q.get('task') || '';
+  const logOn = new Set((q.get('log') || '').split(',').filter(Boolean));
+  let showAll = false;
+  let onlyDiff = q.get('all') !== '1';
 
-  const chart = new LineChart({ title: '', height: 340, empty: 'Pick runs with metrics to compare', name: 'compare' });
-  const metricSel = h('select', { id: 'metric-select' });
-  const smoothSel = h('select', { id: 'smooth-select' }, [['0', 'None'], ['0.6', '0.6'], ['0.8', '0.8'], ['0.9', '0.9'], ['0.97', '0.97']].map(([v, l]) => h('option', { value: v, selected: Number(v) === smooth }, l)));
-  const groupCb = h('input', { type: 'checkbox', id: 'group-seeds', checked: grouped });
-  const groupLbl = h('label', { class: 'toggle', for: 'group-seeds' }, groupCb, h('span', null, 'Group runs that differ only in seed (mean ± std)'));
-  const groupsInfo = h('ul', { class: 'groups', id: 'groups-info' });
+  const filterIn = h('input', { type: 'search', id: 'metric-filter', placeholder: 'e.g. reward|loss', value: filter, 'aria-label': 'Metrics to chart (regex)' });
+  const bySel = h('select', { id: 'group-by' });
+  const bandSel = h('select', { id: 'band-select' }, BANDS.map(([k, l]) => h('option', { value: k, selected: k === band }, l)));
+  const smoothCtl = smoothingControl('compare-smooth', smooth, (a) => { smooth = a; for (const c of charts.values()) c.setSmoothing(a); syncURL(); });
   const chips = h('div', { class: 'chips', id: 'compare-runs' });
   const addSel = h('select', { id: 'add-run', 'aria-label': 'Add a run' }, h('option', { value: '' }, 'Add a run…'));
   addSel.style.width = 'auto';
   addSel.style.maxWidth = '340px';
-  const diffBox = h('div', { class: 'table-wrap', id: 'params-diff' });
-  const onlyDiffCb = h('input', { type: 'checkbox', id: 'only-diff' });
   const status = h('div', { class: 'notice', hidden: true });
+  const grid = h('div', { class: 'charts small-multiples', id: 'compare-charts' });
+  const gridNote = h('p', { class: 'muted chart-note', id: 'charts-note' });
+  const groupsInfo = h('ul', { class: 'groups', id: 'groups-info' });
+  const tableBox = h('div', { class: 'table-wrap runs-compare', id: 'params-diff' });
+  const onlyDiffCb = h('input', { type: 'checkbox', id: 'only-diff', checked: onlyDiff });
+  const statSel = h('select', { id: 'metric-select' });
+  const taskSel = h('select', { id: 'stats-task' });
+  const stats = statsPanel();
 
-  metricSel.addEventListener('change', () => { metric = metricSel.value; syncURL(); draw(); });
-  smoothSel.addEventListener('change', () => { smooth = Number(smoothSel.value); syncURL(); draw(); });
-  groupCb.addEventListener('change', () => { grouped = groupCb.checked; syncURL(); draw(); });
-  onlyDiffCb.addEventListener('change', () => { onlyDiff = onlyDiffCb.checked; renderDiff(); });
+  filterIn.addEventListener('input', debounce(() => { filter = filterIn.value; syncURL(); drawCharts(); }, 250));
+  bySel.addEventListener('change', () => { by = bySel.value; syncURL(); drawCharts(); renderTable(); updateStats(); });
+  bandSel.addEventListener('change', () => { band = bandSel.value; syncURL(); drawCharts(); });
+  onlyDiffCb.addEventListener('change', () => { onlyDiff = onlyDiffCb.checked; syncURL(); renderTable(); });
+  statSel.addEventListener('change', () => { statMetric = statSel.value; syncURL(); updateStats(); });
+  taskSel.addEventListener('change', () => { task = taskSel.value; syncURL(); updateStats(); });
   addSel.addEventListener('change', () => {
     const v = addSel.value;
     if (v && !ids.includes(v) && ids.length < MAX_RUNS) { ids.push(v); syncURL(); loadRuns([v]); }
@@ -98,55 +143,69 @@ export function mount(root, ctx) {
   });
 
   replace(root,
-    h('div', { class: 'page-head' }, h('h1', null, 'Compare runs')),
-    h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', null, 'Runs'), h('span', { class: 'spacer' }), addSel), chips, status),
+    h('div', { class: 'page-head' }, h('h1', null, 'Compare runs'), sweepId ? h('a', { class: 'btn btn-sm', href: '/sweeps/' + sweepId }, 'Sweep ' + sweepId) : null),
+    h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', null, 'Runs'), h('span', { class: 'spacer' }), sweepId ? null : addSel), chips, status),
     h('section', { class: 'card' },
       h('div', { class: 'compare-controls' },
-        h('div', { class: 'field' }, h('label', { for: 'metric-select' }, 'Metric'), metricSel),
-        h('div', { class: 'field' }, h('label', { for: 'smooth-select' }, 'Smoothing'), smoothSel),
-        groupLbl),
-      chart.el, groupsInfo),
+        h('div', { class: 'field' }, h('label', { for: 'metric-filter' }, 'Metrics (regex)'), filterIn),
+        h('div', { class: 'field' }, h('label', { for: 'group-by' }, 'Group runs by'), bySel),
+        h('div', { class: 'field' }, h('label', { for: 'band-select' }, 'Band'), bandSel),
+        smoothCtl),
+      grid, gridNote, groupsInfo),
+    h('section', { class: 'card', id: 'stats' },
+      h('div', { class: 'card-head' }, h('h2', null, 'Statistics'), h('span', { class: 'muted' }, 'across seeds, as an RL paper reports them (IQM, bootstrap intervals)'),
+        h('span', { class: 'spacer' }),
+        h('div', { class: 'field' }, h('label', { for: 'metric-select' }, 'Metric'), statSel),
+        h('div', { class: 'field' }, h('label', { for: 'stats-task' }, 'Task (a param)'), taskSel)),
+      stats.el),
     h('section', { class: 'card' },
-      h('div', { class: 'card-head' }, h('h2', null, 'Params'), h('span', { class: 'spacer' }), h('label', { class: 'toggle', for: 'only-diff' }, onlyDiffCb, h('span', null, 'Only differences'))),
-      diffBox));
+      h('div', { class: 'card-head' }, h('h2', null, 'Runs, params and metrics'), h('span', { class: 'spacer' }), h('label', { class: 'toggle', for: 'only-diff' }, onlyDiffCb, h('span', null, 'Only params that differ'))),
+      tableBox));
 
   function syncURL() {
     const u = new URLSearchParams();
-    if (ids.length) u.set('ids', ids.join(','));
-    if (metric) u.set('metric', metric);
+    if (sweepId) u.set('sweep', sweepId); else if (ids.length) u.set('ids', ids.join(','));
+    if (filter) u.set('metrics', filter);
     if (smooth) u.set('smooth', String(smooth));
-    if (grouped) u.set('group', '1');
+    if (by) u.set('by', by);
+    if (band !== 'std') u.set('band', band);
+    if (statMetric) u.set('stat', statMetric);
+    if (task) u.set('task', task);
+    if (logOn.size) u.set('log', [...logOn].join(','));
+    if (!onlyDiff) u.set('all', '1');
     history.replaceState(null, '', '/compare' + (u.toString() ? '?' + u : ''));
+    if (sweepId) return;
     const sel = loadSelection();
     let changed = false;
     for (const id of ids) if (!sel.has(id)) { sel.add(id); changed = true; }
     if (changed) saveSelection(sel);
   }
 
-  function colorOf(id) {
-    if (!colors.has(id)) colors.set(id, PALETTE[colors.size % PALETTE.length]);
-    return colors.get(id);
+  function colorOf(key) {
+    if (!colors.has(key)) colors.set(key, PALETTE[colors.size % PALETTE.length]);
+    return colors.get(key);
   }
+
+  const loaded = () => ids.map((id) => runs.get(id)).filter(Boolean);
 
   function renderChips() {
     clear(chips);
     if (!ids.length) {
-      chips.appendChild(h('p', { class: 'muted' }, 'No runs selected. Tick runs on the ', h('a', { href: '/runs' }, 'Runs'), ' page, or add them here.'));
+      chips.appendChild(h('p', { class: 'muted' }, sweepId ? 'Loading the sweep…' : ['No runs selected. Tick runs on the ', h('a', { href: '/runs' }, 'Runs'), ' page, or add them here.']));
       return;
     }
     for (const id of ids) {
       const t = runs.get(id);
-      const rm = h('button', { type: 'button', class: 'btn btn-ghost btn-icon btn-sm', 'aria-label': 'Remove ' + (t ? t.name : id) }, '×');
-      rm.addEventListener('click', () => {
+      const rm = sweepId ? null : h('button', { type: 'button', class: 'btn btn-ghost btn-icon btn-sm', 'aria-label': 'Remove ' + (t ? t.name : id) }, '×');
+      if (rm) rm.addEventListener('click', () => {
         ids = ids.filter((x) => x !== id);
         const sel = loadSelection(); sel.delete(id); saveSelection(sel);
-        syncURL(); renderAll();
+        syncURL(); renderAll(); updateStats();
       });
-      const sw = h('span', { class: 'swatch' });
-      sw.style.background = colorOf(id);
-      chips.appendChild(h('span', { class: 'chip', dataset: { id } }, sw,
+      chips.appendChild(h('span', { class: 'chip', dataset: { id } }, h('span', { class: 'swatch', style: { background: colorOf(id) } }),
         h('a', { href: '/runs/' + id }, t ? t.name || id : id),
         t ? badge(t.status) : h('span', { class: 'faint' }, 'loading'),
+        t && t.baseline ? h('span', { class: 'tag baseline' }, 'baseline') : null,
         t && t.finalReward != null ? h('span', { class: 'count' }, fmtNum(t.finalReward)) : null, rm));
     }
   }
@@ -157,134 +216,171 @@ export function mount(root, ctx) {
     return [...names].sort((a, b) => (a === 'episode_reward' ? -1 : b === 'episode_reward' ? 1 : a.localeCompare(b)));
   }
 
-  function renderMetricSel() {
+  // The params runs differ in are the choices of grouping (and of task).
+  function renderSelectors() {
+    const { varying } = varyingKeys(loaded().map(paramsOf));
+    const opts = [['', 'nothing: one line a run'], ['seed', 'everything but the seed'], ...varying.filter((k) => k !== 'seed').map((k) => [k, 'param ' + k])];
+    if (by && !opts.some(([k]) => k === by)) opts.push([by, 'param ' + by]);
+    replace(bySel, opts.map(([k, l]) => h('option', { value: k, selected: k === by }, l)));
+    replace(taskSel, [['', 'none']].concat(varying.filter((k) => k !== 'seed' && k !== by).map((k) => [k, k])).map(([k, l]) => h('option', { value: k, selected: k === task }, l)));
     const names = metricNames();
-    if (!metric || !names.includes(metric)) metric = names.includes('episode_reward') ? 'episode_reward' : names[0] || '';
-    replace(metricSel, names.length ? names.map((n) => h('option', { value: n, selected: n === metric }, n)) : h('option', { value: '' }, 'no metrics yet'));
-    metricSel.disabled = !names.length;
+    if (!statMetric || !names.includes(statMetric)) statMetric = names.includes('episode_reward') ? 'episode_reward' : names[0] || '';
+    replace(statSel, names.length ? names.map((n) => h('option', { value: n, selected: n === statMetric }, n)) : h('option', { value: '' }, 'no metrics yet'));
+    statSel.disabled = !names.length;
   }
 
+  // groups are the runs as the chart draws them: [{key, label, runs}].
   function groups() {
+    const ts = loaded();
+    if (!by) return ts.map((t) => ({ key: t.id, label: (t.name || t.id) + (seedOf(t) !== '' ? ' · seed ' + seedOf(t) : ''), runs: [t] }));
     const g = new Map();
-    for (const id of ids) {
-      const t = runs.get(id);
-      if (!t) continue;
-      const k = groupKey(t);
+    for (const t of ts) {
+      const k = by === 'seed' ? seedKey(t) : by + '=' + canonical(paramsOf(t)[by] ?? null);
       if (!g.has(k)) g.set(k, []);
       g.get(k).push(t);
     }
-    return [...g.values()];
+    return [...g.entries()].map(([k, rs]) => ({
+      key: 'group:' + k,
+      label: (by === 'seed' ? groupName(rs) : by + '=' + paramText(paramsOf(rs[0])[by] ?? null)) + (rs.length > 1 ? ' · ' + rs.length + (by === 'seed' ? ' seeds' : ' runs') : ''),
+      runs: rs,
+    }));
   }
 
-  function pointsOf(id) {
+  function pointsOf(id, metric) {
     const m = metrics.get(id);
-    const pts = (m && m[metric]) || [];
-    return ema(pts.filter((p) => p[0] != null && p[1] != null), smooth);
+    return ((m && m[metric]) || []).filter((p) => p[0] != null && p[1] != null);
   }
 
-  function draw() {
+  function seriesOf(metric, gs) {
+    return gs.map((g) => {
+      const color = colorOf(g.runs.length === 1 && !by ? g.runs[0].id : g.key);
+      if (g.runs.length === 1) return { id: g.key, label: g.label, color, points: pointsOf(g.runs[0].id, metric) };
+      const a = aggregate(g.runs.map((t) => pointsOf(t.id, metric)), band);
+      return { id: g.key, label: g.label, color, points: a.mean, band: a.band };
+    });
+  }
+
+  function drawCharts() {
+    let re = null;
+    try { re = filter ? new RegExp(filter, 'i') : null; filterIn.classList.remove('invalid'); } catch { filterIn.classList.add('invalid'); }
+    const all = metricNames();
+    const matching = all.filter((n) => !re || re.test(n));
+    const shown = showAll ? matching : matching.slice(0, MAX_CHARTS);
+    for (const [n, c] of charts) if (!shown.includes(n)) { c.destroy(); c.el.remove(); charts.delete(n); }
     const gs = groups();
-    const canGroup = gs.some((g) => g.length > 1);
-    groupCb.disabled = !canGroup;
-    groupLbl.title = canGroup ? '' : 'No two selected runs differ only in seed';
-    clear(groupsInfo);
-    const out = [];
-    if (grouped && canGroup) {
-      gs.forEach((g) => {
-        const color = colorOf(g[0].id);
-        if (g.length === 1) {
-          out.push({ id: g[0].id, label: g[0].name || g[0].id, color, points: pointsOf(g[0].id) });
-          return;
-        }
-        const bySteps = new Map();
-        for (const t of g) for (const [x, y] of pointsOf(t.id)) {
-          if (!bySteps.has(x)) bySteps.set(x, []);
-          bySteps.get(x).push(y);
-        }
-        const steps = [...bySteps.keys()].sort((a, b) => a - b);
-        const mean = [], band = [];
-        for (const x of steps) {
-          const v = bySteps.get(x);
-          const m = v.reduce((a, b) => a + b, 0) / v.length;
-          const sd = v.length > 1 ? Math.sqrt(v.reduce((a, b) => a + (b - m) ** 2, 0) / (v.length - 1)) : 0;
-          mean.push([x, m]);
-          band.push([x, m - sd, m + sd]);
-        }
-        const seeds = g.map(seedOf).filter(Boolean);
-        const label = groupName(g) + ' · ' + g.length + ' seeds';
-        out.push({ id: 'group:' + g[0].id, label, color, points: mean, band });
-        groupsInfo.appendChild(h('li', null, h('span', { class: 'swatch', style: { background: color } }), ' ', label, seeds.length ? ' (seeds ' + seeds.join(', ') + ')' : '', ': ', g.map((t) => t.name || t.id).join(', '),
-          g[0].sweepId ? [' · ', h('a', { href: '/sweeps/' + g[0].sweepId }, 'its sweep')] : null));
-      });
-    } else {
-      for (const id of ids) {
-        const t = runs.get(id);
-        if (!t) continue;
-        out.push({ id, label: (t.name || id) + (seedOf(t) !== '' ? ' · seed ' + seedOf(t) : ''), color: colorOf(id), points: pointsOf(id) });
+    shown.forEach((n, i) => {
+      let c = charts.get(n);
+      if (!c) {
+        const time = n.startsWith('sys/');
+        c = new LineChart({ title: n, name: 'compare:' + n, height: 240, empty: 'No points', xKind: time ? 'time' : 'step',
+          onView: (v) => { if (v.yLog) logOn.add(n); else logOn.delete(n); syncURL(); } });
+        c.setSmoothing(smooth);
+        if (logOn.has(n)) c.setView({ yLog: true });
+        charts.set(n, c);
       }
+      if (grid.children[i] !== c.el) grid.insertBefore(c.el, grid.children[i] || null); // in the order shown
+      c.set(seriesOf(n, gs));
+    });
+    replace(gridNote, !all.length ? (ids.length ? 'The runs have no metrics yet.' : '') :
+      [matching.length + ' of ' + all.length + ' metrics match' + (filter ? ' /' + filter + '/' : ''), shown.length < matching.length ? '; ' : '. ',
+        shown.length < matching.length ? h('button', { type: 'button', class: 'btn btn-ghost btn-xs', id: 'show-all-charts', onclick: () => { showAll = true; drawCharts(); } }, 'show all ' + matching.length) : null,
+        ' Drag across a chart to zoom, double-click to reset.']);
+    clear(groupsInfo);
+    if (by) for (const g of gs) if (g.runs.length > 1) {
+      const seeds = g.runs.map(seedOf).filter(Boolean);
+      groupsInfo.appendChild(h('li', null, h('span', { class: 'swatch', style: { background: colorOf(g.key) } }), ' ', g.label,
+        seeds.length ? ' (seeds ' + seeds.join(', ') + ')' : '', ': ', g.runs.map((t) => t.name || t.id).join(', ')));
     }
-    chart.opts.xLabel = 'step';
-    chart.set(out);
   }
 
-  function renderDiff() {
-    const ts = ids.map((id) => runs.get(id)).filter(Boolean);
-    if (!ts.length) { replace(diffBox, h('div', { class: 'empty' }, 'No runs to compare.')); return; }
-    const keys = new Set();
-    for (const t of ts) for (const k of Object.keys(paramsOf(t))) keys.add(k);
-    const rows = [
-      ['status', (t) => t.status],
-      ['final reward', (t) => (t.finalReward != null ? fmtNum(t.finalReward) : '')],
-      ['user', (t) => t.user],
-      ['project', (t) => t.project || ''],
-      ['command', (t) => shellQuote(t.command)],
-      ['gpus', (t) => String(t.gpus)],
-      ['code', (t) => (t.code && t.code.gitCommit ? t.code.gitCommit.slice(0, 12) + (t.code.gitDirty ? ' (dirty)' : '') : '')],
-      ...[...keys].sort().map((k) => ['param ' + k, (t) => paramText(paramsOf(t)[k])]),
+  // The table: a row per run, columns the params (those that differ, or
+  // all) and the last value of each charted metric. On a narrow screen
+  // each row is a card (style.css), so no column hides off to the side.
+  function renderTable() {
+    const ts = loaded();
+    if (!ts.length) { replace(tableBox, h('div', { class: 'empty' }, 'No runs to compare.')); return; }
+    const { varying, constant } = varyingKeys(ts.map(paramsOf));
+    const keys = onlyDiff ? varying : [...varying, ...constant].sort();
+    const ms = [...charts.keys()];
+    const last = (t, m) => { const p = pointsOf(t.id, m); return p.length ? fmtNum(p[p.length - 1][1]) : ''; };
+    const cols = [
+      ['status', 'Status', (t) => badge(t.status)],
+      ['final reward', 'Final reward', (t) => (t.finalReward != null ? fmtNum(t.finalReward) : '')],
+      ...keys.map((k) => ['param ' + k, k, (t) => paramText(paramsOf(t)[k])]),
+      ...ms.map((m) => ['metric ' + m, m + ' (last)', (t) => last(t, m)]),
     ];
-    const body = h('tbody');
-    let shown = 0;
-    for (const [label, get] of rows) {
-      const vals = ts.map(get);
-      const differs = new Set(vals).size > 1;
-      if (onlyDiff && !differs) continue;
-      shown++;
-      body.appendChild(h('tr', { class: differs ? 'differs' : null, dataset: { key: label } },
-        h('th', null, label),
-        vals.map((v, i) => (label === 'status' ? h('td', null, badge(ts[i].status)) : h('td', { class: differs ? '' : 'same' }, v === '' ? '—' : v)))));
-    }
-    if (!shown) body.appendChild(h('tr', null, h('td', { colspan: ts.length + 1, class: 'muted' }, 'The runs agree on every field.')));
-    replace(diffBox, h('table', { class: 'data diff' },
-      h('thead', null, h('tr', null, h('th', null, 'Field'), ts.map((t) => {
-        const sw = h('span', { class: 'swatch' });
-        sw.style.background = colorOf(t.id);
-        return h('th', { class: 'run-h' }, sw, ' ', h('a', { href: '/runs/' + t.id }, t.name || t.id));
-      }))),
-      body));
+    const head = h('tr', null, h('th', null, 'Run'), cols.map(([key, label]) => h('th', { dataset: { key }, class: varying.includes(key.slice(6)) && key.startsWith('param ') ? 'differs' : null }, label)));
+    const body = ts.map((t) => h('tr', { dataset: { id: t.id } },
+      h('td', { class: 'run-cell', 'data-label': 'Run' }, h('span', { class: 'swatch', style: { background: colorOf(t.id) } }), ' ', h('a', { href: '/runs/' + t.id }, t.name || t.id)),
+      cols.map(([key, label, get]) => {
+        const v = get(t);
+        return h('td', { 'data-label': label, dataset: { key }, class: key.startsWith('param ') || key.startsWith('metric ') ? 'mono' : null }, v === '' ? '—' : v);
+      })));
+    replace(tableBox, h('table', { class: 'data compare-table' }, h('thead', null, head), h('tbody', null, body)),
+      !onlyDiff || !constant.length ? null : h('p', { class: 'muted', id: 'constant-params' }, 'Every run: ', constant.map((k) => k + '=' + paramText(paramsOf(ts[0])[k])).join(' ')));
   }
+
+  function updateStats() {
+    const ts = loaded();
+    const scores = ts.map((t) => { const p = pointsOf(t.id, statMetric); return p.length ? p[p.length - 1][1] : NaN; });
+    const sel = sweepId ? { sweep: sweepId } : { ids: ts.map((t) => t.id) };
+    stats.update({
+      ...sel, metric: statMetric,
+      by: by && by !== 'seed' ? 'param.' + by : '',
+      task: task ? 'param.' + task : '',
+      taus: profileTaus(scores),
+      colorOf: (name) => {
+        const g = groups().find((x) => x.key === 'group:' + by + '=' + name || x.label.startsWith(by + '=' + name));
+        return g ? colorOf(g.key) : colorOf('stats:' + name);
+      },
+    });
+  }
+  const statsSoon = debounce(updateStats, 300);
 
   function renderAll() {
     renderChips();
-    renderMetricSel();
-    draw();
-    renderDiff();
+    renderSelectors();
+    drawCharts();
+    renderTable();
   }
 
   async function loadRuns(list) {
     renderChips();
-    await Promise.all(list.map(async (id) => {
-      try {
-        const [t, m] = await Promise.all([api.task(id, ac.signal), api.metrics(id, null, ac.signal)]);
-        runs.set(id, t);
-        metrics.set(id, m.series || {});
-      } catch (e) {
-        if (e.name === 'AbortError') return;
-        ids = ids.filter((x) => x !== id);
-        status.hidden = false;
-        status.textContent = 'Run ' + id + ': ' + e.message;
+    const t0 = performance.now();
+    // At most 8 requests at a time: a sweep's hundred members do not
+    // queue a hundred fetches at once.
+    const queue = [...list];
+    await Promise.all(Array.from({ length: Math.min(8, queue.length) }, async () => {
+      for (let id = queue.shift(); id; id = queue.shift()) {
+        try {
+          const [t, m] = await Promise.all([runs.get(id) && TERMINAL.has(runs.get(id).status) ? runs.get(id) : api.task(id, ac.signal), api.metrics(id, null, ac.signal)]);
+          runs.set(id, t);
+          metrics.set(id, m.series || {});
+        } catch (e) {
+          if (e.name === 'AbortError') return;
+          ids = ids.filter((x) => x !== id);
+          status.hidden = false;
+          status.textContent = 'Run ' + id + ': ' + e.message;
+        }
       }
     }));
+    const t1 = performance.now();
     renderAll();
+    grid.dataset.drawMs = String(Math.round(performance.now() - t1));
+    grid.dataset.loadMs = String(Math.round(t1 - t0));
+    statsSoon();
+  }
+
+  async function loadSweep() {
+    try {
+      const sw = await api.sweep(sweepId, ac.signal);
+      ids = (sw.runs || []).map((t) => t.id).slice(0, MAX_RUNS);
+      for (const t of sw.runs || []) runs.set(t.id, t);
+      if ((sw.runs || []).length > MAX_RUNS) { status.hidden = false; status.textContent = 'The first ' + MAX_RUNS + ' of ' + sw.runs.length + ' members are charted; the statistics use all.'; }
+      await loadRuns(ids);
+    } catch (e) {
+      if (e.name !== 'AbortError') { status.hidden = false; status.textContent = 'Sweep ' + sweepId + ': ' + e.message; }
+    }
   }
 
   async function loadPicker() {
@@ -304,7 +400,6 @@ export function mount(root, ctx) {
   }, 3000);
 
   syncURL();
-  loadRuns(ids);
-  loadPicker();
-  return () => { ac.abort(); clearInterval(timer); chart.destroy(); };
+  if (sweepId) loadSweep(); else { loadRuns(ids); loadPicker(); }
+  return () => { ac.abort(); clearInterval(timer); statsSoon.cancel(); stats.destroy(); for (const c of charts.values()) c.destroy(); };
 }

@@ -7,7 +7,8 @@ import { api } from '../api.js';
 import { live, poller } from '../live.js';
 import { LogView } from '../logview.js';
 import { LogStream, downloadLog } from '../logstream.js';
-import { LineChart, ema } from '../chart.js';
+import { LineChart, smoothingControl } from '../chart.js';
+import { recordBox } from './runrecord.js';
 import { loadSelection, saveSelection } from './runs.js';
 import {
   h, replace, clear, badge, fmtDuration, fmtTime, fmtNum, fmtBytes, parseTime, runDuration, placement,
@@ -34,6 +35,15 @@ export function mount(root, ctx) {
   const charts = new Map();       // name -> LineChart
   let showAllCharts = false;
   const markers = [];             // {attempt, line}
+  let smooth = ctx.query.has('smooth') ? Number(ctx.query.get('smooth')) || 0 : 0.6;
+  const record = recordBox((nt) => setTask(nt));
+  const smoothCtl = smoothingControl('run-smooth', smooth, (a) => {
+    smooth = a;
+    for (const c of charts.values()) c.setSmoothing(a);
+    const u = new URLSearchParams(location.search);
+    u.set('smooth', String(a));
+    history.replaceState(null, '', location.pathname + '?' + u + location.hash);
+  });
   let destroyed = false;
 
   const head = h('div');
@@ -82,8 +92,8 @@ export function mount(root, ctx) {
   cleanups.push(() => view.destroy());
 
   const warnBox = h('section', { class: 'notice warn run-warnings', id: 'warnings', hidden: true, 'aria-label': 'Warnings' });
-  replace(root, head, summary, warnBox,
-    h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics')), chartsNote, chartsBox, chartsMore),
+  replace(root, head, record.el, summary, warnBox,
+    h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics'), h('span', { class: 'spacer' }), smoothCtl), chartsNote, chartsBox, chartsMore),
     h('div', { style: { height: '16px' } }),
     logCard,
     h('div', { style: { height: '16px' } }),
@@ -133,12 +143,15 @@ export function mount(root, ctx) {
       saveSelection(s);
       renderHead();
     });
+    const edit = record.button();
+    if (edit) actions.appendChild(edit);
     actions.append(rerun, h('a', { class: 'btn btn-sm', href: '/submit?from=' + encodeURIComponent(t.id) }, 'Edit & resubmit'), cmp);
     if (sel.size > 0) actions.appendChild(h('a', { class: 'btn btn-ghost btn-sm', href: '/compare?ids=' + [...sel].join(',') }, 'Compare ' + sel.size));
 
     replace(head, h('div', { class: 'page-head' },
       h('div', { style: { minWidth: '0' } },
-        h('div', { class: 'run-title' }, h('h1', { id: 'run-name' }, t.name || t.id), badge(t.status, 'lg')),
+        h('div', { class: 'run-title' }, h('h1', { id: 'run-name' }, t.name || t.id), badge(t.status, 'lg'),
+          t.baseline ? h('span', { class: 'tag baseline', id: 'run-baseline', title: 'Marked as a baseline by its owner' }, 'baseline') : null),
         h('div', { class: 'run-meta' },
           h('span', null, 'by ', h('strong', null, t.user)),
           t.project ? h('span', null, 'project ', h('a', { href: '/runs?project=' + encodeURIComponent(t.project) }, t.project)) : null,
@@ -493,12 +506,17 @@ export function mount(root, ctx) {
     shown.forEach((n, i) => {
       let c = charts.get(n);
       if (!c) {
-        c = new LineChart({ title: n, name: n, height: 200, empty: 'No points yet', legend: false });
+        // The system series (sys/…) are stepped by the sample's Unix
+        // second: a time axis, from the run's start.
+        const time = n.startsWith('sys/');
+        const origin = time && t && t.startedAt ? Math.floor(parseTime(t.startedAt) / 1000) : undefined;
+        c = new LineChart({ title: n, name: n, height: 200, empty: 'No points yet', legend: false, xKind: time ? 'time' : 'step', origin });
+        c.setSmoothing(smooth);
         charts.set(n, c);
         chartsBox.appendChild(c.el);
       }
       const pts = series.get(n);
-      c.set([{ id: n, label: n, color: PALETTE[i % PALETTE.length], points: pts, smooth: pts.length > 60 ? ema(pts, 0.85) : null }]);
+      c.set([{ id: n, label: n, color: PALETTE[i % PALETTE.length], points: pts }]);
     });
     clear(chartsMore);
     if (names.length > MAX_CHARTS) {
@@ -518,13 +536,7 @@ export function mount(root, ctx) {
       const r = await api.metrics(id, null, ac.signal);
       let changed = false;
       for (const [n, pts] of Object.entries(r.series || {})) {
-        let clean = pts.filter((p) => p[0] != null && p[1] != null);
-        // The GPU series (sys/…) are stepped by the sample's Unix second:
-        // charted as seconds since the run started.
-        if (n.startsWith('sys/') && clean.length) {
-          const base = t && t.startedAt ? Math.floor(parseTime(t.startedAt) / 1000) : clean[0][0];
-          clean = clean.map((p) => [p[0] - base, p[1]]);
-        }
+        const clean = pts.filter((p) => p[0] != null && p[1] != null);
         const mine = series.get(n);
         if (logNames.has(n) && !(final && clean.length > (mine ? mine.length : 0))) continue;
         if (mine && mine.length === clean.length && (!clean.length || mine[mine.length - 1][0] === clean[clean.length - 1][0])) continue;
@@ -548,6 +560,7 @@ export function mount(root, ctx) {
       nt.pendingReason ??= prev.pendingReason;
     }
     t = nt;
+    record.set(t, ctx.user);
     renderHead();
     renderSummary();
     renderDetails();

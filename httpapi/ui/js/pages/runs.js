@@ -24,6 +24,7 @@ export function mount(root, ctx) {
     status: (q.get('status') || '').toUpperCase(), user: q.get('user') || '', project: q.get('project') || '',
     name: q.get('name') || '', tag: q.get('tag') || '', sweep: q.get('sweep') || '', rerunOf: q.get('rerunOf') || '',
     params: paramsFromQuery(q), after: q.get('after') || '', before: q.get('before') || '',
+    note: q.get('note') || '', baseline: q.get('isBaseline') === 'true',
   };
   if (!STATUSES.includes(f.status)) f.status = '';
   let items = [];          // tasks shown, newest first
@@ -59,6 +60,9 @@ export function mount(root, ctx) {
   });
   const nameIn = h('input', { type: 'search', id: 'filter-name', placeholder: 'part of a name', value: f.name, autocomplete: 'off' });
   const tagIn = h('input', { type: 'search', id: 'filter-tag', placeholder: 'a tag', value: f.tag, autocomplete: 'off' });
+  const noteIn = h('input', { type: 'search', id: 'filter-note', placeholder: 'part of a note', value: f.note, autocomplete: 'off' });
+  const baselineCb = h('input', { type: 'checkbox', id: 'filter-baseline', checked: f.baseline });
+  baselineCb.addEventListener('change', () => { f.baseline = baselineCb.checked; applyFilters(); });
   const sweepIn = h('input', { type: 'search', id: 'filter-sweep', placeholder: 'a sweep id', value: f.sweep, autocomplete: 'off' });
   const paramIn = h('input', { type: 'search', id: 'filter-param', placeholder: 'lr=0.001 seed=3', value: paramsText(f.params), autocomplete: 'off' });
   const afterIn = h('input', { type: 'date', id: 'filter-after', value: f.after });
@@ -66,20 +70,22 @@ export function mount(root, ctx) {
   const paramErr = h('span', { class: 'err', id: 'filter-param-err' });
   const onText = debounce(() => {
     f.user = userIn.value.trim(); f.project = projIn.value.trim(); f.name = nameIn.value.trim(); f.tag = tagIn.value.trim();
-    f.sweep = sweepIn.value.trim(); f.after = afterIn.value; f.before = beforeIn.value;
+    f.sweep = sweepIn.value.trim(); f.note = noteIn.value.trim(); f.after = afterIn.value; f.before = beforeIn.value;
     const ps = parseParamFilters(paramIn.value);
     paramErr.textContent = ps.error || '';
     if (!ps.error) f.params = ps.params;
     applyFilters();
   }, 300);
-  for (const el of [userIn, projIn, nameIn, tagIn, sweepIn, paramIn]) el.addEventListener('input', onText);
+  for (const el of [userIn, projIn, nameIn, tagIn, noteIn, sweepIn, paramIn]) el.addEventListener('input', onText);
   for (const el of [afterIn, beforeIn]) el.addEventListener('change', onText);
   const csvLink = h('a', { class: 'btn btn-sm', id: 'runs-csv', download: 'runs.csv', title: 'The runs of these filters as CSV, a column per param' }, 'Export CSV');
-  const moreSet = () => !!(f.tag || f.sweep || f.params.length || f.after || f.before || f.rerunOf);
+  const moreSet = () => !!(f.tag || f.note || f.baseline || f.sweep || f.params.length || f.after || f.before || f.rerunOf);
   const more2 = h('details', { class: 'more filters-more', open: moreSet() },
     h('summary', null, 'More filters'),
     h('div', { class: 'filters' },
       h('div', { class: 'field' }, h('label', { for: 'filter-tag' }, 'Tag'), tagIn),
+      h('div', { class: 'field' }, h('label', { for: 'filter-note' }, 'Note'), noteIn),
+      h('label', { class: 'toggle', for: 'filter-baseline' }, baselineCb, h('span', null, 'Baselines only')),
       h('div', { class: 'field' }, h('label', { for: 'filter-sweep' }, 'Sweep'), sweepIn),
       h('div', { class: 'field' }, h('label', { for: 'filter-param', title: 'Params equal as JSON values: lr=0.001 matches 1e-3' }, 'Params'), paramIn, paramErr),
       h('div', { class: 'field' }, h('label', { for: 'filter-after' }, 'Created from'), afterIn),
@@ -143,6 +149,7 @@ export function mount(root, ctx) {
     const { after, before } = dayRange(f);
     return (!f.status || t.status === f.status) && (!f.user || t.user === f.user) && (!f.project || t.project === f.project) &&
       (!f.name || (t.name || '').toLowerCase().includes(f.name.toLowerCase())) && (!f.tag || (t.tags || []).includes(f.tag)) &&
+      (!f.note || (t.note || '').toLowerCase().includes(f.note.toLowerCase())) && (!f.baseline || t.baseline) &&
       (!f.sweep || t.sweepId === f.sweep) && (!f.rerunOf || t.rerunOf === f.rerunOf) &&
       f.params.every(([k, v]) => paramEquals(paramsOf(t)[k], v)) &&
       (!after || (created != null && created >= Date.parse(after))) && (!before || (created != null && created < Date.parse(before)));
@@ -151,8 +158,8 @@ export function mount(root, ctx) {
   // query is the API's query of the filters.
   function query() {
     const { after, before } = dayRange(f);
-    const q = { status: f.status, user: f.user, project: f.project, name: f.name, tag: f.tag, sweep: f.sweep, rerunOf: f.rerunOf,
-      createdAfter: after, createdBefore: before };
+    const q = { status: f.status, user: f.user, project: f.project, name: f.name, tag: f.tag, note: f.note, sweep: f.sweep, rerunOf: f.rerunOf,
+      isBaseline: f.baseline ? 'true' : '', createdAfter: after, createdBefore: before };
     for (const [k, v] of f.params) q['param.' + k] = v;
     return q;
   }
@@ -179,11 +186,13 @@ export function mount(root, ctx) {
     const tags = (t.tags || []).map((x) => (t.sweepId && x === 'sweep:' + t.sweepId
       ? h('a', { class: 'tag', href: '/sweeps/' + t.sweepId, title: 'Its sweep' }, x)
       : h('span', { class: 'tag' }, x)));
+    if (t.baseline) tags.unshift(h('span', { class: 'tag baseline', title: 'Marked as a baseline' }, 'baseline'));
     const flash = prev ? prev.status !== t.status : fresh.delete(t.id);
     const tr = h('tr', { class: [checked && 'selected', flash && 'flash'], dataset: { id: t.id, status: t.status } },
       h('td', { class: 'sel' }, cb),
       statusCell,
       h('td', { class: 'name' }, h('a', { href: '/runs/' + t.id, dataset: { fk: 'name' } }, t.name || t.id),
+        t.note ? h('div', { class: 'sub run-note-line', title: t.note }, t.note.length > 120 ? t.note.slice(0, 120) + '…' : t.note) : null,
         h('div', { class: 'sub' }, h('span', { class: 'mono' }, t.id), h('span', { class: 'show-sm' }, ' · ' + t.user), tags.length ? ' ' : null, tags)),
       h('td', { class: 'hide-sm' }, t.user),
       h('td', { class: 'hide-sm' }, t.project || h('span', { class: 'faint' }, '—')),
@@ -259,7 +268,8 @@ export function mount(root, ctx) {
 
   function applyFilters() {
     const u = new URLSearchParams();
-    for (const k of ['status', 'user', 'project', 'name', 'tag', 'sweep', 'rerunOf', 'after', 'before']) if (f[k]) u.set(k, f[k]);
+    for (const k of ['status', 'user', 'project', 'name', 'tag', 'note', 'sweep', 'rerunOf', 'after', 'before']) if (f[k]) u.set(k, f[k]);
+    if (f.baseline) u.set('isBaseline', 'true');
     for (const [k, v] of f.params) u.append('param.' + k, v);
     const s = u.toString();
     history.replaceState(null, '', '/runs' + (s ? '?' + s : ''));

@@ -5,7 +5,7 @@
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { LineChart } from '../chart.js';
+import { LineChart, smoothingControl } from '../chart.js';
 import { progressBar, progressOf } from './sweeps.js';
 import {
   h, replace, badge, fmtNum, fmtTime, parseTime, paramsOf, paramText, varyingKeys, paramsLabel, statusCounts,
@@ -26,21 +26,36 @@ export function mount(root, ctx) {
 
   const head = h('div');
   const progress = h('div', { class: 'card', id: 'sweep-progress' });
-  const chart = new LineChart({ height: 320, empty: 'No points yet: the members report them with RLSCHED_METRIC lines', name: 'sweep' });
+  let smooth = Number(ctx.query.get('smooth') || 0);
+  const view = { yLog: ctx.query.get('log') === '1' };
+  const chart = new LineChart({ height: 320, empty: 'No points yet: the members report them with RLSCHED_METRIC lines', name: 'sweep',
+    onView: (v) => { view.yLog = v.yLog; syncURL(); } });
+  chart.setSmoothing(smooth);
+  chart.setView(view);
   const metricSel = h('select', { id: 'sweep-metric' });
   metricSel.addEventListener('change', () => {
     metric = metricSel.value;
-    history.replaceState(null, '', '/sweeps/' + id + '?metric=' + encodeURIComponent(metric));
+    syncURL();
     loadCurves();
   });
+  const smoothCtl = smoothingControl('sweep-smooth', smooth, (a) => { smooth = a; chart.setSmoothing(a); syncURL(); });
+  // syncURL keeps the view in the address, so a link shows what this page shows.
+  function syncURL() {
+    const u = new URLSearchParams();
+    if (metric) u.set('metric', metric);
+    if (smooth) u.set('smooth', String(smooth));
+    if (view.yLog) u.set('log', '1');
+    history.replaceState(null, '', '/sweeps/' + id + (u.toString() ? '?' + u : ''));
+  }
   const curveNote = h('p', { class: 'muted chart-note' });
   const groupsBox = h('div', { class: 'table-wrap', id: 'groups' });
   const constants = h('p', { class: 'muted', id: 'constant-params' });
 
   replace(root, head, progress,
     h('section', { class: 'card', id: 'curves' },
-      h('div', { class: 'card-head' }, h('h2', null, 'Curves'), h('span', { class: 'muted' }, 'mean ± std across the seeds of each group'),
-        h('span', { class: 'spacer' }), h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel)),
+      h('div', { class: 'card-head' }, h('h2', null, 'Curves'), h('span', { class: 'muted' }, 'mean ± std across the seeds of each group, within the runs\' min and max'),
+        h('span', { class: 'spacer' }), smoothCtl, h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel),
+        h('a', { class: 'btn btn-sm', href: '/compare?sweep=' + encodeURIComponent(id), id: 'sweep-stats' }, 'Statistics')),
       chart.el, curveNote),
     h('section', { class: 'card' },
       h('div', { class: 'card-head' }, h('h2', null, 'Groups'), h('span', { class: 'muted' }, 'runs with equal params but for the seed; best mean final reward first'),
@@ -187,14 +202,14 @@ export function mount(root, ctx) {
         label: (paramsLabel(g.params, varying) || 'all') + ' · ' + g.runs.length + ' runs',
         color: colorOf(key),
         points: g.series.map((p) => [p[0], p[1]]),
-        band: g.series.map((p) => [p[0], p[1] - p[2], p[1] + p[2], p[3]]),
+        // [step, mean, std, n, min, max]: the band is clipped to min–max.
+        band: g.series.map((p) => [p[0], p[1] - p[2], p[1] + p[2], p[3], p[4], p[5]]),
       };
     });
-    chart.opts.xLabel = 'step';
     chart.set(series);
     chart.hide(open.size ? series.filter((s) => !open.has(s.id)).map((s) => s.id) : []);
     const points = curves.reduce((a, g) => a + g.series.length, 0);
-    curveNote.textContent = points ? 'Hover or use the arrow keys to read a step; click a group below to show only it.' : '';
+    curveNote.textContent = points ? 'Hover or use the arrow keys to read a step, drag to zoom (double-click to reset); click a group below to show only it.' : '';
   }
 
   function renderMetricSel() {
