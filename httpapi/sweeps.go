@@ -76,7 +76,10 @@ func (s *Server) createSweep(r *request) *apiError {
 		}
 		sp.tags = append(slices.Clone(sp.tags), tag)
 	}
-	members := spec.Members()
+	members, err := spec.Initial()
+	if err != nil {
+		return errBadRequest("random: %v", err)
+	}
 	runs := make([]*core.Task, len(members))
 	ids := make([]string, len(members))
 	now := time.Now()
@@ -104,6 +107,32 @@ func (s *Server) createSweep(r *request) *apiError {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`
 	}{id, ids})
+}
+
+// AddMembers stores members as sweep sw's members from, from+1, ... (a tpe
+// sweep's proposals, made by the sweep controller): each a run of
+// template's spec (a member's latest run: the sweep's base, as a retry
+// makes it) with the member's params and name, owned by the sweep's owner
+// under the sweep's trace id; core.ErrConflict when another master added
+// them first. It wakes the scheduler. Safe from any goroutine.
+func (s *Server) AddMembers(ctx context.Context, sw store.Sweep, template core.Task, from int, members []sweep.Member) error {
+	sp := s.specOf(template)
+	owner := core.User{ID: sw.UserID, Username: sw.User}
+	runs := make([]*core.Task, len(members))
+	now := time.Now()
+	for i, m := range members {
+		msp := sp
+		msp.params = m.Params
+		msp.name = memberName(sw.Name, m.Label)
+		t := runOf(owner, template.TraceID, msp)
+		t.CreatedAt = now.Add(time.Duration(i)) // member order, as at creation
+		runs[i] = &t
+	}
+	if err := s.st.AddSweepMembers(ctx, sw.ID, from, runs); err != nil {
+		return err
+	}
+	s.ctl.Notify()
+	return nil
 }
 
 // memberName names a member after its sweep and its cell and seed.
