@@ -41,9 +41,9 @@ import (
 	"github.com/rlsched/rlsched/logpipe"
 	"github.com/rlsched/rlsched/notify"
 	"github.com/rlsched/rlsched/store"
-	"github.com/rlsched/rlsched/sweepctl"
 	"github.com/rlsched/rlsched/store/mysql"
 	"github.com/rlsched/rlsched/store/sqlite"
+	"github.com/rlsched/rlsched/sweepctl"
 )
 
 // Config is the settings of a master. cmd/rlsched binds one flag (and
@@ -425,7 +425,7 @@ func (m *Master) Err() <-chan error { return m.httpErr }
 func (m *Master) Close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = m.nacos.Close() // first: the gateways stop routing here before the API stops
+	_ = m.nacos.Close()    // first: the gateways stop routing here before the API stops
 	if m.noSweeps != nil { // before the API and the dispatcher it asks
 		m.noSweeps()
 		<-m.sweeps
