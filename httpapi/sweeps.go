@@ -306,12 +306,62 @@ func (s *Server) getSweep(r *request) *apiError {
 	if groups == nil {
 		groups = []sweep.Group{}
 	}
+	search, e := s.sweepSearch(ctx, r, sw, runs)
+	if e != nil {
+		return e
+	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		sweepSummary
 		Spec   json.RawMessage `json:"spec"`
 		Runs   []core.Task     `json:"runs,omitempty"` // a sweep has members: absent only with runs=false
 		Groups []sweep.Group   `json:"groups"`
-	}{summaryOf(sw), specFor(sw, r.user), views, groups})
+		*sweepSearch
+	}{summaryOf(sw), specFor(sw, r.user), views, groups, search})
+}
+
+// sweepSearch is sw's search results (searchOf); nil for a spec stored
+// before it parsed as it does now. runs are the members' latest runs, read
+// here when nil.
+func (s *Server) sweepSearch(ctx context.Context, r *request, sw store.Sweep, runs []core.Task) (*sweepSearch, *apiError) {
+	spec, err := sweep.Parse(sw.Spec)
+	if err != nil {
+		return nil, nil
+	}
+	if runs == nil {
+		if runs, err = s.st.SweepRuns(ctx, r.id); err != nil {
+			return nil, storeError(err, "sweep "+r.id)
+		}
+	}
+	seriesOf := func(name string) (map[string][][2]float64, *apiError) {
+		ms, _, err := s.st.SweepMetrics(ctx, r.id, name)
+		if err != nil {
+			return nil, storeError(err, "sweep "+r.id)
+		}
+		out := make(map[string][][2]float64, len(ms))
+		for _, m := range ms {
+			out[m.TaskID] = m.Points
+		}
+		return out, nil
+	}
+	series, e := seriesOf(spec.Metric)
+	if e != nil {
+		return nil, e
+	}
+	var esSeries map[string][][2]float64
+	if es := spec.EarlyStop; es != nil {
+		esSeries = series
+		if es.Metric != spec.Metric {
+			if esSeries, e = seriesOf(es.Metric); e != nil {
+				return nil, e
+			}
+		}
+	}
+	out, err := searchOf(spec, runs, series, esSeries)
+	if err != nil {
+		s.log.Warn().Str("sweepId", sw.ID).Err(err).Msg("cannot read a sweep's search results")
+		return nil, nil
+	}
+	return &out, nil
 }
 
 // specFor is the sweep's submitted body as u may see it: base.env's values

@@ -15,9 +15,9 @@ import (
 // seed. Its Trial is what TPE learns from it and what the best and the
 // importances are read from.
 type Outcome struct {
-	// Key is the group's key (GroupKey); Runs its members' run ids and
-	// Scores their scores (the last value of the sweep's metric), in input
-	// order, only the runs that have one.
+	// Key is the group's key (GroupKey); Runs its members' run ids, in
+	// input order, and Scores the scores that count (the last value of the
+	// sweep's metric, see Trial), once the proposal is not running.
 	Key    string
 	Runs   []string
 	Scores []float64
@@ -56,9 +56,6 @@ func (s *Spec) Outcomes(runs []Run) ([]Outcome, error) {
 		o := &out[i]
 		o.Runs = append(o.Runs, r.ID)
 		last, step, has := lastPoint(r.Series)
-		if has {
-			o.Scores = append(o.Scores, last)
-		}
 		switch {
 		case !r.Status.Terminal():
 			o.Trial.State = tpe.Running
@@ -72,6 +69,7 @@ func (s *Spec) Outcomes(runs []Run) ([]Outcome, error) {
 	}
 	for i := range out {
 		if xs := counted[out[i].Key]; len(xs) > 0 && out[i].Trial.State != tpe.Running {
+			out[i].Scores = xs
 			out[i].Trial.Value = stats.IQM([][]float64{xs})
 		}
 	}
