@@ -319,12 +319,13 @@ func (s *Server) getSweep(r *request) *apiError {
 	}{summaryOf(sw), specFor(sw, r.user), views, groups, search})
 }
 
-// sweepSearch is sw's search results (searchOf); nil for a spec stored
-// before it parsed as it does now. runs are the members' latest runs, read
-// here when nil.
+// sweepSearch is sw's search results (searchOf); nil for a sweep that does
+// not search (neither tpe nor earlyStop: its GET reads what it read before,
+// no series) and for a spec stored before it parsed as it does now. runs
+// are the members' latest runs, read here when nil.
 func (s *Server) sweepSearch(ctx context.Context, r *request, sw store.Sweep, runs []core.Task) (*sweepSearch, *apiError) {
 	spec, err := sweep.Parse(sw.Spec)
-	if err != nil {
+	if err != nil || spec.Method != sweep.TPE && spec.EarlyStop == nil {
 		return nil, nil
 	}
 	if runs == nil {
