@@ -34,6 +34,10 @@ params are the --param values, its cell and {"seed": s}; its runs are tagged swe
 KEY=choice:A,B,C from the values; --samples N draws N points (reproducibly: --random-seed S).
 --seeds N runs each cell with seeds 0..N-1 (so does --seed-count N); --seeds 3,7,11 with those.
 --max-parallel N lets at most N members run at once.
+--method tpe --budget N searches --random's space (and the --grid axes as choices) by TPE:
+the first proposals at once, each next one as earlier ones end, never more than --max-parallel
+members running; --early-stop asha (--min-steps S or --rungs S1,S2,..., --reduction-factor η)
+or --early-stop median stops members below a rung's cut (CANCELLED, reason early_stopped).
 
 Only the sweep's id is printed on standard output. With --wait a progress line
 (done/running/queued/failed) goes to standard error, then the groups: the exit code is 0
@@ -45,6 +49,7 @@ only when every member SUCCEEDED.
   rlsched sweep cancel ID                  cancel the members still queued or running`,
 		examples: []string{
 			"rlsched sweep --grid lr=3e-4,1e-3 --seeds 5 --algorithm PPO --episodes 300",
+			"rlsched sweep --method tpe --budget 60 --max-parallel 6 --random lr=loguniform:1e-5:1e-2 --early-stop asha --min-steps 1000 -- python3 train.py",
 			"rlsched sweep --random lr=loguniform:1e-5:1e-2 --samples 8 --seed-count 3 --max-parallel 4 -- python3 train.py",
 			"rlsched sweep show $id",
 			"rlsched sweep retry $id --wait",
@@ -86,6 +91,20 @@ type sweepRequest struct {
 	SeedCount   int                      `json:"seedCount,omitempty"`
 	MaxParallel int                      `json:"maxParallel,omitempty"`
 	RandomSeed  *int64                   `json:"randomSeed,omitempty"`
+	Method      string                   `json:"method,omitempty"`
+	Metric      string                   `json:"metric,omitempty"`
+	Goal        string                   `json:"goal,omitempty"`
+	Budget      int                      `json:"budget,omitempty"`
+	EarlyStop   *earlyStopRequest        `json:"earlyStop,omitempty"`
+}
+
+// earlyStopRequest is a sweep's earlyStop; the server checks it and names
+// the field of a bad one.
+type earlyStopRequest struct {
+	Method          string  `json:"method"`
+	MinSteps        int64   `json:"minSteps,omitempty"`
+	ReductionFactor int     `json:"reductionFactor,omitempty"`
+	Rungs           []int64 `json:"rungs,omitempty"`
 }
 
 type randomRequest struct {
@@ -104,6 +123,10 @@ func runSweepCreate(inv *invocation, args []string) int {
 		samples, seedCount, parallel int
 		randomSeed                   int64
 		wait, jsonOut                bool
+		method, metric, goal, early  string
+		rungs                        string
+		budget, reduction            int
+		minSteps                     int64
 	)
 	rf.define(fs)
 	fs.Var(&grid, "grid", "grid values `KEY=V1,V2,...` (repeatable): a member for every combination")
@@ -113,6 +136,14 @@ func runSweepCreate(inv *invocation, args []string) int {
 	fs.StringVar(&seeds, "seeds", "", "`N` seeds (0..N-1) per cell, or the seeds themselves: 3,7,11")
 	fs.IntVar(&seedCount, "seed-count", 0, "`N` seeds (0..N-1) per cell")
 	fs.IntVar(&parallel, "max-parallel", 0, "at most `N` members running at once (default no cap)")
+	fs.StringVar(&method, "method", "", "how members are chosen: `grid`, random or tpe (default grid, or random with --random)")
+	fs.IntVar(&budget, "budget", 0, "`N` members in all (tpe: proposed as earlier ones end)")
+	fs.StringVar(&metric, "metric", "", "the `METRIC` searched and judged (default episode_reward)")
+	fs.StringVar(&goal, "goal", "", "`maximize` (the default) or minimize the metric")
+	fs.StringVar(&early, "early-stop", "", "stop members below a rung's cut: `asha` (with --min-steps or --rungs) or median")
+	fs.Int64Var(&minSteps, "min-steps", 0, "asha's first rung, or the median rule's grace, in `STEPS`")
+	fs.StringVar(&rungs, "rungs", "", "asha's rungs as `STEPS,...`, increasing (instead of --min-steps)")
+	fs.IntVar(&reduction, "reduction-factor", 0, "asha keeps the top 1/`N` of a rung (default 3)")
 	fs.BoolVar(&wait, "wait", false, "wait for every member to end, showing progress; exit 0 only if all SUCCEEDED")
 	fs.BoolVar(&jsonOut, "json", false, `print the server's answer ({"id","runs"}; with --wait the sweep's)`)
 	p := fs.parse(args)
@@ -127,7 +158,23 @@ func runSweepCreate(inv *invocation, args []string) int {
 	if !ok {
 		return code
 	}
-	req := sweepRequest{Name: base.Name, Project: base.Project, Base: base, Samples: samples, MaxParallel: parallel}
+	req := sweepRequest{Name: base.Name, Project: base.Project, Base: base, Samples: samples, MaxParallel: parallel,
+		Method: method, Metric: metric, Goal: goal, Budget: budget}
+	if early != "" {
+		req.EarlyStop = &earlyStopRequest{Method: early, MinSteps: minSteps, ReductionFactor: reduction}
+		for _, v := range strings.Split(rungs, ",") {
+			if v = strings.TrimSpace(v); v == "" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return inv.usageError("--rungs %q: %q is not a step", rungs, v)
+			}
+			req.EarlyStop.Rungs = append(req.EarlyStop.Rungs, n)
+		}
+	} else if fs.isSet("min-steps") || fs.isSet("rungs") || fs.isSet("reduction-factor") {
+		return inv.usageError("--min-steps, --rungs and --reduction-factor go with --early-stop asha or median")
+	}
 	req.Base.Name, req.Base.Project = "", ""
 	for _, g := range grid {
 		k, vs, ok := strings.Cut(g, "=")
@@ -184,7 +231,7 @@ func runSweepCreate(inv *invocation, args []string) int {
 			req.Seeds = append(req.Seeds, n)
 		}
 	}
-	if req.Grid == nil && req.Random == nil && req.Seeds == nil && req.SeedCount == 0 {
+	if req.Grid == nil && req.Random == nil && req.Seeds == nil && req.SeedCount == 0 && req.Method == "" {
 		return inv.usageError("nothing to sweep: give --grid, --random with --samples, or --seeds")
 	}
 	c, code, ok := inv.newClient()
@@ -247,7 +294,25 @@ type sweepView struct {
 	MaxParallel int                 `json:"maxParallel"`
 	CreatedAt   time.Time           `json:"createdAt"`
 	Counts      map[core.Status]int `json:"counts"`
-	Groups      []struct {
+	Method      string              `json:"method"`
+	Metric      string              `json:"metric"`
+	Budget      int                 `json:"budget"`
+	Best        *struct {
+		Params json.RawMessage `json:"params"`
+		Value  *float64        `json:"value"`
+		CI     []*float64      `json:"ci"`
+		Runs   []string        `json:"runs"`
+	} `json:"best"`
+	Importance []struct {
+		Param string   `json:"param"`
+		Value *float64 `json:"value"`
+	} `json:"importance"`
+	Stops []struct {
+		Run   string `json:"run"`
+		Error string `json:"error"`
+	} `json:"stops"`
+	Unreported []string `json:"unreported"`
+	Groups     []struct {
 		Params      map[string]json.RawMessage `json:"params"`
 		Runs        []string                   `json:"runs"`
 		N           int                        `json:"n"`
@@ -361,6 +426,41 @@ func groupsTable(sw sweepView) []byte {
 	return t.bytes()
 }
 
+// searchLines say what a sweep's search found: the best params with the
+// IQM of their seeds and its interval, the params' importances, and why
+// each member stopped early (and which never reported the metric).
+func searchLines(sw sweepView) []byte {
+	var b bytes.Buffer
+	if sw.Method == "tpe" {
+		fmt.Fprintf(&b, "\ntpe search of %s: %d of %d members proposed\n", orDash(sw.Metric), sw.Members, sw.Budget)
+	}
+	if best := sw.Best; best != nil {
+		ci := "-"
+		if len(best.CI) == 2 {
+			ci = "[" + formatFloat(best.CI[0], true) + ", " + formatFloat(best.CI[1], true) + "]"
+		}
+		fmt.Fprintf(&b, "\nbest %s: %s %s (runs %s)\n", orDash(sw.Metric), fitWidth(string(best.Params), 120),
+			formatFloat(best.Value, true)+" "+ci, strings.Join(best.Runs, ", "))
+	}
+	if len(sw.Importance) > 0 {
+		var parts []string
+		for _, im := range sw.Importance {
+			parts = append(parts, im.Param+" "+formatFloat(im.Value, true))
+		}
+		fmt.Fprintf(&b, "importance: %s\n", strings.Join(parts, ", "))
+	}
+	if len(sw.Stops) > 0 {
+		fmt.Fprintf(&b, "\nstopped early:\n")
+		for _, st := range sw.Stops {
+			fmt.Fprintf(&b, "  %s  %s\n", st.Run, st.Error)
+		}
+	}
+	if len(sw.Unreported) > 0 {
+		fmt.Fprintf(&b, "never reported the early-stopping metric (not stopped for it): %s\n", strings.Join(sw.Unreported, ", "))
+	}
+	return b.Bytes()
+}
+
 // paramText is a param value as the table shows it: a string as it is,
 // anything else as its JSON.
 func paramText(v json.RawMessage, ok bool) string {
@@ -439,6 +539,7 @@ func runSweepShow(inv *invocation, args []string) int {
 	}
 	fmt.Fprintf(&b, ": %d done, %d running, %d queued, %d failed\n\n", done, running, queued, failed)
 	b.Write(groupsTable(sw))
+	b.Write(searchLines(sw))
 	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
 		return inv.fail(err)
 	}

@@ -261,3 +261,55 @@ func TestSweep_Wait(t *testing.T) {
 }
 
 func regexpMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
+
+// TestSweep_SearchFlagsAndShow: --method tpe --budget --early-stop reach
+// the server (a tpe sweep starts with its first proposals), a bad rung is
+// the server's 400 naming the field, and `sweep show` gives the best, the
+// stops and the members that never reported.
+func TestSweep_SearchFlagsAndShow(t *testing.T) {
+	h, rs := sweepHarness(t)
+	out, errs := h.mustRun(0, "sweep", "--method", "tpe", "--budget", "4", "--max-parallel", "2",
+		"--random", "lr=loguniform:1e-4:1e-1", "--early-stop", "asha", "--rungs", "10,30", "--reduction-factor", "2",
+		"--name", "search", "--", "python3", "train.py")
+	id := strings.TrimSpace(out)
+	if !strings.Contains(errs, "2 runs queued") {
+		t.Fatalf("stdout %q, stderr %q; want the first 2 proposals queued", out, errs)
+	}
+	_, errs = h.mustRun(1, "sweep", "--method", "tpe", "--budget", "4", "--random", "lr=uniform:0:1",
+		"--early-stop", "asha", "--rungs", "30,10", "--", "python3", "train.py")
+	if !strings.Contains(errs, "earlyStop.rungs[1]") {
+		t.Fatalf("rungs not increasing: stderr %q; want the field named", errs)
+	}
+	_, errs = h.mustRun(2, "sweep", "--random", "lr=uniform:0:1", "--samples", "2", "--rungs", "10", "--", "python3", "train.py")
+	if !strings.Contains(errs, "--early-stop") {
+		t.Fatalf("--rungs without --early-stop: stderr %q", errs)
+	}
+	ms := members(t, rs.st, id)
+	ctx := context.Background()
+	for i, m := range ms {
+		if err := rs.st.AppendMetrics(ctx, m.ID, []core.MetricPoint{{Step: 10, Name: "episode_reward", Value: float64(10 * (i + 1))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end(t, rs.st, ms[1].ID, core.StatusSucceeded, nil)
+	tk, err := rs.st.Task(ctx, ms[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+	tk.Status, tk.Reason, tk.Error = core.StatusCancelled, core.ReasonEarlyStopped, "stopped at rung 1 (step 10): episode_reward 10 below the cut 20 of 2 members"
+	if err := rs.st.UpdateTask(ctx, &tk, exp); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id)
+	for _, want := range []string{
+		"tpe search of episode_reward: 2 of 4 members proposed",
+		"best episode_reward: {\"lr\":",
+		"20 [20, 20] (runs " + ms[1].ID + ")",
+		"stopped early:\n  " + ms[0].ID + "  stopped at rung 1 (step 10): episode_reward 10 below the cut 20 of 2 members",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sweep show lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -141,6 +141,11 @@ type Task struct {
 	Baseline bool   `json:"baseline"`
 }
 
+// ReasonEarlyStopped is the Reason of a sweep's member stopped by its
+// sweep's early stopping (API.md "Sweep search and early stopping"); its
+// Error names the rung, the step and the cut.
+const ReasonEarlyStopped = "early_stopped"
+
 // The kinds of run.
 const (
 	KindBatch       = "batch"

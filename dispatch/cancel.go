@@ -12,15 +12,37 @@ import (
 
 // Cancel implements httpapi.Control.
 func (d *Dispatcher) Cancel(ctx context.Context, id string) (core.Task, error) {
-	return d.cancelWith(ctx, id, "")
+	return d.cancelWith(ctx, id, cancelCause{})
 }
 
-// cancelWith is the one cancel path: why, when not "", is the error the run
-// ends with instead of "cancelled" (a cancel the master decides itself).
-func (d *Dispatcher) cancelWith(ctx context.Context, id, why string) (core.Task, error) {
+// cancelCause is why the master itself cancels a run: msg the error it
+// ends with instead of "cancelled", reason its core.Task.Reason.
+type cancelCause struct{ reason, msg string }
+
+// ErrNotPlacedHere is StopEarly's answer for a run this master does not
+// hold: the master that holds it stops it (every master runs the sweep
+// controller), so the run's reason and error are written once, by it.
+var ErrNotPlacedHere = errors.New("the run is not placed on this master's workers")
+
+// StopEarly stops run id, placed on a worker of this master, for its
+// sweep's early stopping, through the one cancel path: SIGTERM, the grace,
+// its outputs kept; it ends CANCELLED with reason core.ReasonEarlyStopped
+// and error why. ErrNotPlacedHere when another master (or none) holds it;
+// core.ErrConflict when it has ended. Safe from any goroutine.
+func (d *Dispatcher) StopEarly(ctx context.Context, id, why string) error {
+	if !d.reg.placed(id) {
+		return ErrNotPlacedHere
+	}
+	_, err := d.cancelWith(ctx, id, cancelCause{core.ReasonEarlyStopped, why})
+	return err
+}
+
+// cancelWith is the one cancel path: why, when set, is why the master
+// itself cancels the run (instead of "cancelled" by a user).
+func (d *Dispatcher) cancelWith(ctx context.Context, id string, why cancelCause) (core.Task, error) {
 	msg := "cancelled"
-	if why != "" {
-		msg = why
+	if why.msg != "" {
+		msg = why.msg
 	}
 	for try := 0; try < 5; try++ {
 		t, err := d.st.Task(ctx, id)
@@ -35,6 +57,7 @@ func (d *Dispatcher) cancelWith(ctx context.Context, id, why string) (core.Task,
 			if err := t.Cancel(msg, d.now()); err != nil {
 				return t, err
 			}
+			t.Reason = why.reason
 			err := d.st.UpdateTask(ctx, &t, exp)
 			if errors.Is(err, core.ErrFenced) {
 				continue // dispatched meanwhile: cancel it on its worker
@@ -76,7 +99,7 @@ func (d *Dispatcher) cancelIdle(id, why string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 		defer cancel()
-		if _, err := d.cancelWith(ctx, id, why); err != nil {
+		if _, err := d.cancelWith(ctx, id, cancelCause{msg: why}); err != nil {
 			d.log.Warn().Str("task", id).Err(err).Msg("cannot cancel a run idle on its GPUs")
 			return
 		}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -198,5 +199,45 @@ func TestLateEventOfAnotherMasterKeepsTheClaim(t *testing.T) {
 	h.m.RemoteTaskChanged(run)
 	if !h.m.reg.heldLive(run.ID, ex.Fence) {
 		t.Fatal("a late QUEUED event of the submission dropped this master's claim")
+	}
+}
+
+// TestStopEarly: only the master holding the run's worker stops it for its
+// sweep's early stopping (another answers ErrNotPlacedHere and sends
+// nothing); it goes through the cancel path (CancelTask with the grace)
+// and ends CANCELLED with reason early_stopped and the controller's
+// message, whatever error the worker's report gives.
+func TestStopEarly(t *testing.T) {
+	h := newHarness(t, nil)
+	m2 := secondMaster(t, h, h.m.CancelNotified)
+	run := h.submit(t, 0, "x")
+	p := dial(t, h.m.Addr())
+	p.hello("w1", 1, 0)
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence})
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+
+	const why = "stopped at rung 1 (step 10): episode_reward 1 below the cut 5 of 3 members"
+	if err := m2.StopEarly(context.Background(), run.ID, why); !errors.Is(err, ErrNotPlacedHere) {
+		t.Fatalf("StopEarly on the master not holding the run: %v, want ErrNotPlacedHere", err)
+	}
+	if req, _ := h.st.CancelRequested(context.Background(), []string{run.ID}); req[run.ID] {
+		t.Fatal("the refused StopEarly recorded a cancel request")
+	}
+	if err := h.m.StopEarly(context.Background(), run.ID, why); err != nil {
+		t.Fatal(err)
+	}
+	if ct := p.expect(&pb.CancelTask{}).(*pb.CancelTask); ct.TaskId != run.ID || ct.Fence != ex.Fence {
+		t.Fatalf("CancelTask: %v", ct)
+	}
+	p.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_CANCELLED,
+		Signal: "SIGTERM", ExitCode: -1, Error: "terminated"})
+	p.expect(&pb.TaskFinishedAck{})
+	got := h.task(t, run.ID)
+	if got.Status != core.StatusCancelled || got.Reason != core.ReasonEarlyStopped || got.Error != why {
+		t.Fatalf("stopped run: %s, reason %q, error %q; want CANCELLED, early_stopped, %q", got.Status, got.Reason, got.Error, why)
+	}
+	if err := h.m.StopEarly(context.Background(), run.ID, why); !errors.Is(err, ErrNotPlacedHere) && !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("StopEarly of an ended run: %v", err)
 	}
 }

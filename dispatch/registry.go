@@ -28,9 +28,9 @@ type registry struct {
 	workers map[string]*workerRec
 	runs    map[string]*runRec  // by task id
 	cancels map[string]struct{} // runs whose cancel was requested, by task id
-	// cancelWhy is the error a run cancelled by the master itself (an idle
-	// GPU) ends with, instead of "cancelled"; by task id.
-	cancelWhy map[string]string
+	// cancelWhy is why a run cancelled by the master itself (an idle GPU,
+	// its sweep's early stopping) ends, instead of "cancelled"; by task id.
+	cancelWhy map[string]cancelCause
 	ended     endedRuns
 }
 
@@ -90,7 +90,7 @@ func (r *registry) init() {
 	r.workers = map[string]*workerRec{}
 	r.runs = map[string]*runRec{}
 	r.cancels = map[string]struct{}{}
-	r.cancelWhy = map[string]string{}
+	r.cancelWhy = map[string]cancelCause{}
 	r.ended.at = map[string]time.Time{}
 }
 
@@ -407,11 +407,11 @@ func (r *registry) silent(now time.Time, ttl time.Duration) []*session {
 
 // requestCancel records that id's cancel was requested and returns its run
 // when it is placed here.
-func (r *registry) requestCancel(id, why string) *runRec {
+func (r *registry) requestCancel(id string, why cancelCause) *runRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancels[id] = struct{}{}
-	if why != "" && r.runs[id] != nil {
+	if why.msg != "" && r.runs[id] != nil {
 		if _, ok := r.cancelWhy[id]; !ok {
 			r.cancelWhy[id] = why
 		}
@@ -419,15 +419,22 @@ func (r *registry) requestCancel(id, why string) *runRec {
 	return r.runs[id]
 }
 
-// cancelReason is the error run id ends with when cancelled: the one its
-// cancel was requested with here, else "cancelled".
-func (r *registry) cancelReason(id string) string {
+// cancelReason is why run id ends when cancelled: the cause its cancel
+// was requested with here, else "cancelled".
+func (r *registry) cancelReason(id string) cancelCause {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if why, ok := r.cancelWhy[id]; ok {
 		return why
 	}
-	return "cancelled"
+	return cancelCause{msg: "cancelled"}
+}
+
+// placed reports whether run id is placed on a worker of this master.
+func (r *registry) placed(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id] != nil
 }
 
 // cancelPlaced records a cancel request (from another master, or from the

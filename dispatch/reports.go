@@ -336,17 +336,20 @@ func undecided(err error) bool {
 
 // finishFromReport ends the active run t as a worker's report says, at
 // now (core.Task.Finish); it fails when t is no longer active. A cancelled
-// run whose report gives no error gets cancelMsg.
-func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, cancelMsg string, now time.Time) error {
+// run whose report gives no error gets why's message; one the master
+// cancelled for a reason (early stopping) gets why's message and reason
+// whatever the report says.
+func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, why cancelCause, now time.Time) error {
 	code := int(tf.ExitCode)
 	exit, msg := &code, tf.Error
 	var status core.Status
 	switch {
 	case tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || cancelRequested:
 		status = core.StatusCancelled
-		if msg == "" {
-			msg = cancelMsg
+		if msg == "" || why.reason != "" {
+			msg = why.msg
 		}
+		t.Reason = why.reason
 	case tf.Outcome == pb.Outcome_OUTCOME_TIMEOUT:
 		status = core.StatusTimeout
 		if msg == "" {

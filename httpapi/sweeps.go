@@ -83,7 +83,10 @@ func (s *Server) createSweep(r *request) *apiError {
 		}
 		sp.tags = append(slices.Clone(sp.tags), tag)
 	}
-	members := spec.Members()
+	members, err := spec.Initial()
+	if err != nil {
+		return errBadRequest("random: %v", err)
+	}
 	runs := make([]*core.Task, len(members))
 	ids := make([]string, len(members))
 	now := time.Now()
@@ -124,6 +127,32 @@ func (s *Server) createSweep(r *request) *apiError {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`
 	}{id, ids})
+}
+
+// AddMembers stores members as sweep sw's members from, from+1, ... (a tpe
+// sweep's proposals, made by the sweep controller): each a run of
+// template's spec (a member's latest run: the sweep's base, as a retry
+// makes it) with the member's params and name, owned by the sweep's owner
+// under the sweep's trace id; core.ErrConflict when another master added
+// them first. It wakes the scheduler. Safe from any goroutine.
+func (s *Server) AddMembers(ctx context.Context, sw store.Sweep, template core.Task, from int, members []sweep.Member) error {
+	sp := s.specOf(template)
+	owner := core.User{ID: sw.UserID, Username: sw.User}
+	runs := make([]*core.Task, len(members))
+	now := time.Now()
+	for i, m := range members {
+		msp := sp
+		msp.params = m.Params
+		msp.name = memberName(sw.Name, m.Label)
+		t := runOf(owner, template.TraceID, msp)
+		t.CreatedAt = now.Add(time.Duration(i)) // member order, as at creation
+		runs[i] = &t
+	}
+	if err := s.st.AddSweepMembers(ctx, sw.ID, from, runs); err != nil {
+		return err
+	}
+	s.ctl.Notify()
+	return nil
 }
 
 // memberName names a member after its sweep and its cell and seed.
@@ -297,12 +326,63 @@ func (s *Server) getSweep(r *request) *apiError {
 	if groups == nil {
 		groups = []sweep.Group{}
 	}
+	search, e := s.sweepSearch(ctx, r, sw, runs)
+	if e != nil {
+		return e
+	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		sweepSummary
 		Spec   json.RawMessage `json:"spec"`
 		Runs   []core.Task     `json:"runs,omitempty"` // a sweep has members: absent only with runs=false
 		Groups []sweep.Group   `json:"groups"`
-	}{summaryOf(sw), specFor(sw, r.user), views, groups})
+		*sweepSearch
+	}{summaryOf(sw), specFor(sw, r.user), views, groups, search})
+}
+
+// sweepSearch is sw's search results (searchOf); nil for a sweep that does
+// not search (neither tpe nor earlyStop: its GET reads what it read before,
+// no series) and for a spec stored before it parsed as it does now. runs
+// are the members' latest runs, read here when nil.
+func (s *Server) sweepSearch(ctx context.Context, r *request, sw store.Sweep, runs []core.Task) (*sweepSearch, *apiError) {
+	spec, err := sweep.Parse(sw.Spec)
+	if err != nil || spec.Method != sweep.TPE && spec.EarlyStop == nil {
+		return nil, nil
+	}
+	if runs == nil {
+		if runs, err = s.st.SweepRuns(ctx, r.id); err != nil {
+			return nil, storeError(err, "sweep "+r.id)
+		}
+	}
+	seriesOf := func(name string) (map[string][][2]float64, *apiError) {
+		ms, _, err := s.st.SweepMetrics(ctx, r.id, name)
+		if err != nil {
+			return nil, storeError(err, "sweep "+r.id)
+		}
+		out := make(map[string][][2]float64, len(ms))
+		for _, m := range ms {
+			out[m.TaskID] = m.Points
+		}
+		return out, nil
+	}
+	series, e := seriesOf(spec.Metric)
+	if e != nil {
+		return nil, e
+	}
+	var esSeries map[string][][2]float64
+	if es := spec.EarlyStop; es != nil {
+		esSeries = series
+		if es.Metric != spec.Metric {
+			if esSeries, e = seriesOf(es.Metric); e != nil {
+				return nil, e
+			}
+		}
+	}
+	out, err := searchOf(spec, runs, series, esSeries)
+	if err != nil {
+		s.log.Warn().Str("sweepId", sw.ID).Err(err).Msg("cannot read a sweep's search results")
+		return nil, nil
+	}
+	return &out, nil
 }
 
 // storedSpec is a sweep's spec as it is stored and shown

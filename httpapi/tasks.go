@@ -110,12 +110,17 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 	if r.user.Role != core.RoleAdmin {
 		sp.priority = min(sp.priority, 0)
 	}
+	return runOf(r.user, r.trace, sp)
+}
+
+// runOf is a new QUEUED run of sp owned by u, under trace; sp is checked.
+func runOf(u core.User, trace string, sp spec) core.Task {
 	t := core.Task{
 		ID:             core.NewTaskID(),
 		Name:           sp.name,
 		Project:        sp.project,
-		User:           r.user.Username,
-		UserID:         r.user.ID,
+		User:           u.Username,
+		UserID:         u.ID,
 		Status:         core.StatusQueued,
 		Attempt:        1,
 		MaxRetries:     sp.retries,
@@ -126,7 +131,7 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 		Env:            sp.env,
 		Tags:           sp.tags,
 		Workdir:        sp.workdir,
-		TraceID:        r.trace,
+		TraceID:        trace,
 		TimeoutSeconds: sp.timeout,
 		Code:           sp.code,
 		ResumeFrom:     sp.resumeFrom,

@@ -43,6 +43,7 @@ import (
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/store/mysql"
 	"github.com/rlsched/rlsched/store/sqlite"
+	"github.com/rlsched/rlsched/sweepctl"
 )
 
 // Config is the settings of a master. cmd/rlsched binds one flag (and
@@ -124,6 +125,11 @@ type Config struct {
 	Gateway Gateway // trust in the gateway and registration in Nacos (gateway.go)
 	Logger  zerolog.Logger
 
+	// SweepInterval is the sweep controller's pause between steps
+	// (sweepctl.DefaultInterval when 0): how soon a tpe sweep proposes
+	// after a member ends and a member below a rung's cut is stopped.
+	SweepInterval time.Duration
+
 	gpuWatch gpuwatch.Config // from the IdleGPU fields (defaults)
 }
 
@@ -141,6 +147,8 @@ type Master struct {
 	noPoll   context.CancelFunc
 	disp     *dispatch.Dispatcher
 	api      *httpapi.Server
+	noSweeps context.CancelFunc // stops the sweep controller
+	sweeps   chan struct{}      // closed when it stopped
 	httpLn   net.Listener
 	httpErr  chan error
 	url      string
@@ -276,6 +284,12 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		return nil, err
 	}
 	go func() { m.httpErr <- m.api.Serve(m.httpLn) }()
+	sc := sweepctl.New(sweepctl.Config{Store: m.st, Stopper: m.disp, Grower: m.api, Interval: cfg.SweepInterval,
+		Log: log.With().Str("component", "sweepctl").Logger()})
+	var sctx context.Context
+	sctx, m.noSweeps = context.WithCancel(context.Background())
+	m.sweeps = make(chan struct{})
+	go func() { defer close(m.sweeps); sc.Run(sctx) }()
 	m.url = "http://" + m.httpLn.Addr().String()
 	if m.nacos, err = cfg.Gateway.register(m.httpLn.Addr(), cfg.Bind, cfg.MasterID, m.rpcAddr, log); err != nil {
 		return nil, err
@@ -418,7 +432,11 @@ func (m *Master) Err() <-chan error { return m.httpErr }
 func (m *Master) Close(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = m.nacos.Close() // first: the gateways stop routing here before the API stops
+	_ = m.nacos.Close()    // first: the gateways stop routing here before the API stops
+	if m.noSweeps != nil { // before the API and the dispatcher it asks
+		m.noSweeps()
+		<-m.sweeps
+	}
 	if m.api != nil {
 		m.api.Shutdown()
 	} else if m.httpLn != nil {

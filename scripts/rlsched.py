@@ -164,6 +164,15 @@ def _strs(v):
     if v is None:
         return None
     return [v] if isinstance(v, str) else list(v)
+def _sweep_body(spec):
+    """A sweep's body: its names, base's and early_stop's in camelCase."""
+    spec = dict(spec)
+    if isinstance(spec.get("base"), dict):
+        spec["base"] = _body(spec["base"])
+    for k in ("early_stop", "earlyStop"):
+        if isinstance(spec.get(k), dict):
+            spec[k] = _body(spec[k])
+    return _body(spec)
 
 
 def _query_value(v):
@@ -434,11 +443,13 @@ class Client:
         snake_case names become camelCase too), ``grid={"lr": [3e-4,
         1e-3]}``, ``random={"lr": {"dist": "loguniform", "min": 1e-5,
         "max": 1e-2}}`` with ``samples=n``, ``seeds=[...]`` or
-        ``seed_count=n``, ``max_parallel=n`` and ``random_seed=n``.
+        ``seed_count=n``, ``max_parallel=n`` and ``random_seed=n``; a
+        search: ``method="tpe"``, ``budget=n``, ``metric``, ``goal``, and
+        ``early_stop={"method": "asha", "min_steps": 1000}`` (or
+        ``"rungs": [...]``, ``"reduction_factor"``; or ``"median"``), whose
+        names become camelCase too.
         """
-        if isinstance(spec.get("base"), dict):
-            spec = dict(spec, base=_body(spec["base"]))
-        return self._json("POST", "/api/sweeps", _body(spec))
+        return self._json("POST", "/api/sweeps", _sweep_body(spec))
 
     def sweeps(self, **filters):
         """The sweeps (GET /api/sweeps), newest first: a list of
@@ -451,7 +462,11 @@ class Client:
         """A sweep (GET /api/sweeps/{id}): its ``counts``, the latest run of
         each member in ``runs`` (left out with ``runs=False``) and its seed
         ``groups``, each ``{"params", "runs", "n", "finalReward": {"mean",
-        "std", "min", "max"}, "counts"}``, best mean first."""
+        "std", "min", "max"}, "counts"}``, best mean first; and what its
+        search found: ``best`` (``{"params", "value", "ci": [lo, hi],
+        "runs"}`` or None), ``importance`` (``[{"param", "value"}]``),
+        ``stops`` (``[{"run", "error"}]``: the members stopped early and
+        why) and ``unreported``."""
         path = "/api/sweeps/" + self._id(sweep_id)
         return self._json("GET", path + ("" if runs else "?runs=false"))
 

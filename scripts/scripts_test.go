@@ -743,6 +743,10 @@ check(e.code == "not_found", "malformed error body")
 check(rlsched._camel("max_retries") == "maxRetries" and rlsched._camel("seedCount") == "seedCount" and rlsched._camel("timeout_seconds") == "timeoutSeconds", "camel")
 b = rlsched._body({"max_retries": 2, "params": {"n_steps": 128}, "env": {"MY_VAR": "1"}, "name": None, "seed_count": 3})
 check(b == {"maxRetries": 2, "params": {"n_steps": 128}, "env": {"MY_VAR": "1"}, "seedCount": 3}, "body: %r" % (b,))
+b = rlsched._sweep_body({"base": {"max_retries": 1}, "method": "tpe", "max_parallel": 4, "random": {"lr_x": {"dist": "uniform", "min": 0, "max": 1}},
+                          "early_stop": {"method": "asha", "min_steps": 100, "reduction_factor": 3}})
+check(b == {"base": {"maxRetries": 1}, "method": "tpe", "maxParallel": 4, "random": {"lr_x": {"dist": "uniform", "min": 0, "max": 1}},
+            "earlyStop": {"method": "asha", "minSteps": 100, "reductionFactor": 3}}, "sweep body: %r" % (b,))
 
 # Filters as a query string.
 q = rlsched._query({"status": "SUCCEEDED", "project": "a b", "user": None, "created_after": datetime.datetime(2026, 1, 2, 3, 4, 5), "tag": ["x", "y"], "limit": 5},

@@ -392,6 +392,22 @@ func (ts *publisher) CreateSweep(ctx context.Context, sw *Sweep, members []*core
 	return nil
 }
 
+// AddSweepMembers adds the members and publishes each one's run.
+func (ts *publisher) AddSweepMembers(ctx context.Context, id string, from int, members []*core.Task) error {
+	ids := make([]string, len(members))
+	for i, t := range members {
+		ids[i] = t.ID
+	}
+	defer ts.locks.lockAll(ids)()
+	if err := ts.Store.AddSweepMembers(ctx, id, from, members); err != nil {
+		return err
+	}
+	for _, t := range members {
+		ts.publishCreated(t)
+	}
+	return nil
+}
+
 // RetrySweep retries the sweep and publishes each new run. Their ids are
 // the store's to give, so each is locked once known, like CreateTask's.
 func (ts *publisher) RetrySweep(ctx context.Context, id string, rerun func(core.Task) core.Task) ([]core.Task, error) {

@@ -209,6 +209,13 @@ type Store interface {
 	// ListSweeps returns sweeps newest first with their Counts, and a
 	// cursor for the next page ("" at the end); ErrBadCursor as ListTasks.
 	ListSweeps(ctx context.Context, f SweepFilter) ([]Sweep, string, error)
+	// AddSweepMembers appends members as members from, from+1, ... of sweep
+	// id (a tpe sweep's proposals), each run created as CreateSweep creates
+	// one and owned by the sweep's owner, in one transaction, only if the
+	// sweep still has from members: else core.ErrConflict (another master
+	// added them first) and nothing is written; core.ErrNotFound for an
+	// unknown sweep.
+	AddSweepMembers(ctx context.Context, id string, from int, members []*core.Task) error
 	// SweepRuns returns the latest run of each member of sweep id, in
 	// member order; core.ErrNotFound for an unknown sweep.
 	SweepRuns(ctx context.Context, id string) ([]core.Task, error)

@@ -15,5 +15,8 @@
 // tpe (for its Space); sweep imports goal, earlystop (to check a spec's
 // earlyStop) and tpe (a spec's Space, whose points Proposal turns into
 // members and Point reads back), and besides core only internal/clip (to
-// quote a bad value in an error).
+// quote a bad value in an error) and stats (the IQM of a proposal's
+// seeds, Outcomes). The master's sweep controller (package sweepctl)
+// drives the search and the stops; httpapi answers the best and the
+// importances.
 package sweep

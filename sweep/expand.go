@@ -96,9 +96,8 @@ func (s *Spec) gridCells() [][]kv {
 }
 
 // searched is the params the samples draw, sorted by name: the random
-// params and, in a tpe sweep, the grid's axes as choices. Until the sweep
-// controller proposes by TPE as members report, a tpe sweep is a random
-// search over its space.
+// params and, in a tpe sweep, the grid's axes as choices (Members' random
+// expansion of a tpe sweep; its members are Initial's and Suggest's).
 func (s *Spec) searched() []randomParam {
 	if s.Method != TPE {
 		return s.random

@@ -20,7 +20,7 @@ var pureStd = map[string]bool{
 // ownImports is each package's allowed imports of this module, the
 // direction sweep/doc.go states.
 var ownImports = map[string][]string{
-	".":                  {"core", "internal/clip", "sweep/goal", "sweep/earlystop", "sweep/tpe"},
+	".":                  {"core", "internal/clip", "stats", "sweep/goal", "sweep/earlystop", "sweep/tpe"},
 	"goal":               nil,
 	"tpe":                {"sweep/goal"},
 	"earlystop":          {"sweep/goal"},

@@ -23,9 +23,10 @@ const (
 	// Random is the grid's cells × the random samples (the default with
 	// random params).
 	Random Method = "random"
-	// TPE proposes Budget members, the grid's axes searched as choices.
-	// Until the sweep controller proposes as members report, a tpe sweep
-	// expands as a random one over the same space (see Members).
+	// TPE proposes Budget members, the grid's axes searched as choices:
+	// Initial at submission, then Suggest as members end (the master's
+	// sweep controller, package sweepctl). Members expands one as a random
+	// search of the same space.
 	TPE Method = "tpe"
 )
 

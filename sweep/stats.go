@@ -21,6 +21,9 @@ type Run struct {
 	Params      json.RawMessage // the Task's params
 	Status      core.Status
 	FinalReward *float64
+	// Reason is the Task's reason (core.ReasonEarlyStopped: stopped by the
+	// sweep's early stopping), read by Outcomes.
+	Reason string
 	// Series is one metric of the run as [step, value] pairs (a store's
 	// Metrics answer), or nil when no curves are wanted.
 	Series [][2]float64

@@ -57,6 +57,7 @@ func (o *masterFlags) define(f envFlags, registration string) {
 	f.seconds(&c.HeartbeatTTL, "worker-hb-ttl", "WORKER_HB_TTL_SECONDS", 30, "`seconds` without a heartbeat before a worker counts as gone; workers beat every third of it")
 	f.seconds(&c.TaskTTL, "worker-task-ttl", "WORKER_TASK_TTL_SECONDS", 120, "run lease TTL in `seconds`; a run whose worker is silent this long is LOST")
 	f.seconds(&c.CancelGrace, "cancel-grace", "RLSCHED_CANCEL_GRACE_SECONDS", 10, "`seconds` between SIGTERM and SIGKILL when a run is cancelled")
+	f.seconds(&c.SweepInterval, "sweep-interval", "SWEEP_INTERVAL_SECONDS", 2, "`seconds` between two steps of the sweep controller (a tpe sweep's proposals, early stops)")
 	f.str(&c.MasterID, "master-id", "RLSCHED_MASTER_ID", "", "name of this master (default host:rpc-port)")
 	f.str(&o.publicHosts, "public-hosts", "PUBLIC_HOSTS", "", "more names (host or host:port, comma-separated) the REST API and the gateway answer to besides localhost and the bound address; others are refused 421 (DNS rebinding); * turns the check off")
 	f.str(&o.workerIDs, "worker-ids", "WORKER_IDS", "", "the only worker ids admitted (comma-separated; empty: any id whose Hello is sealed with its key)")

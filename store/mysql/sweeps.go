@@ -107,3 +107,42 @@ func (s *Store) RetrySweep(ctx context.Context, id string, rerun func(core.Task)
 	}
 	return sqlutil.Retried(created, rows), nil
 }
+
+// AddSweepMembers implements store.Store in one transaction, retried on a
+// deadlock: the compare-and-swap on the member count (under InnoDB's row
+// lock) first, so a loser writes nothing.
+func (s *Store) AddSweepMembers(ctx context.Context, id string, from int, members []*core.Task) error {
+	var rows []sqlutil.TaskRow
+	var owner string
+	err := s.retryTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlutil.GrowSweep, from+len(members), id, from)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if err := sqlutil.Grown(ctx, tx, id, n); err != nil {
+			return err
+		}
+		if owner, err = sqlutil.OwnMembers(tx.QueryRowContext(ctx, sqlutil.SelectSweepOwner, id), id, members); err != nil {
+			return err
+		}
+		if rows, err = sqlutil.PrepareGrow(id, from, members, time.Now()); err != nil {
+			return err
+		}
+		if err := insertTasks(ctx, tx, members, rows); err != nil {
+			return err
+		}
+		return sqlutil.InsertMembers(ctx, tx, id, members, from)
+	})
+	if isErr(err, errDupEntry) {
+		return fmt.Errorf("cannot add members to sweep %s: a run id is taken: %w", id, core.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("cannot add members to sweep %s: %w", id, err)
+	}
+	sqlutil.SweepCreated(&store.Sweep{}, members, rows, owner)
+	return nil
+}

@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepMetrics", testSweepMetrics},
 		{"SweepLimits", testSweepLimits},
 		{"SweepVersion", testSweepVersion},
+		{"SweepGrow", testSweepGrow},
 		{"SetPriority", testSetPriority},
 		{"Usage", testUsage},
 		{"Accruing", testAccruing},

@@ -440,3 +440,49 @@ func sweepLimits(ctx context.Context, db Querier, ids []string) (map[string]core
 	}
 	return out, nil
 }
+
+// GrowSweep is the compare-and-swap of AddSweepMembers: the sweep's member
+// count moves from the count its caller read to the new one, so of two
+// masters proposing the same members only one adds them.
+const GrowSweep = `UPDATE sweeps SET members = ? WHERE id = ? AND members = ?`
+
+// PrepareGrow does AddSweepMembers' checks and defaults on the new
+// members' runs and returns their rows.
+func PrepareGrow(id string, from int, members []*core.Task, now time.Time) ([]TaskRow, error) {
+	if from < 0 || len(members) == 0 {
+		return nil, fmt.Errorf("cannot add members to sweep %s: %d members from %d", id, len(members), from)
+	}
+	return prepareMembers(id, members, now)
+}
+
+// Grown reports a GrowSweep that changed no row: core.ErrNotFound for an
+// unknown sweep, else core.ErrConflict (its count is no longer from).
+func Grown(ctx context.Context, db Querier, id string, n int64) error {
+	if n == 1 {
+		return nil
+	}
+	if err := sweepExists(ctx, db, id); err != nil {
+		return err
+	}
+	return fmt.Errorf("its members were added meanwhile: %w", core.ErrConflict)
+}
+
+// SelectSweepOwner reads a sweep's owner (one ?, the sweep's id): new
+// members are the owner's runs, whoever proposes them.
+const SelectSweepOwner = `SELECT s.user_id, u.username FROM sweeps s JOIN users u ON u.id = s.user_id WHERE s.id = ?`
+
+// OwnMembers makes members the runs of the sweep's owner read by row (a
+// SelectSweepOwner); core.ErrNotFound for an unknown sweep.
+func OwnMembers(row *sql.Row, id string, members []*core.Task) (string, error) {
+	var uid int64
+	var owner string
+	if err := row.Scan(&uid, &owner); errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("sweep %s: %w", id, core.ErrNotFound)
+	} else if err != nil {
+		return "", err
+	}
+	for _, t := range members {
+		t.UserID = uid
+	}
+	return owner, nil
+}

@@ -1,7 +1,9 @@
 // Sweep page: the seed groups of one sweep (its members' params without the
 // seed, from the server) as a table sorted by mean final reward, each
 // group's curve as a mean line with a ±std band, a click through to a
-// group's member runs, and retry / cancel.
+// group's member runs, and retry / cancel; for a search (tpe, earlyStop)
+// the best params with their interval, the params' importances and why
+// members stopped early.
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
@@ -26,6 +28,7 @@ export function mount(root, ctx) {
 
   const head = h('div');
   const progress = h('div', { class: 'card', id: 'sweep-progress' });
+  const search = h('section', { class: 'card', id: 'sweep-search', hidden: true });
   let smooth = Number(ctx.query.get('smooth') || 0);
   const view = { yLog: ctx.query.get('log') === '1' };
   const chart = new LineChart({ height: 320, empty: 'No points yet: the members report them with RLSCHED_METRIC lines', name: 'sweep',
@@ -51,7 +54,7 @@ export function mount(root, ctx) {
   const groupsBox = h('div', { class: 'table-wrap', id: 'groups' });
   const constants = h('p', { class: 'muted', id: 'constant-params' });
 
-  replace(root, head, progress,
+  replace(root, head, progress, search,
     h('section', { class: 'card', id: 'curves' },
       h('div', { class: 'card-head' }, h('h2', null, 'Curves'), h('span', { class: 'muted' }, 'mean ± std across the seeds of each group, within the runs\' min and max'),
         h('span', { class: 'spacer' }), smoothCtl, h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel),
@@ -126,6 +129,40 @@ export function mount(root, ctx) {
     ctx.setTitle(sw.name || sw.id);
   }
 
+  // renderSearch shows what the search found: the best params (the IQM of
+  // their seeds and its 95% interval), the importances as bars, the members
+  // stopped early with why, and those that never reported the metric.
+  function renderSearch() {
+    const stops = sw.stops || [];
+    const imp = sw.importance || [];
+    const unreported = sw.unreported || [];
+    const searching = sw.method === 'tpe' || (sw.spec && sw.spec.earlyStop);
+    search.hidden = !searching && !sw.best;
+    if (search.hidden) return;
+    const runLinks = (ids) => ids.map((rid, i) => [i ? ', ' : '', h('a', { href: '/runs/' + rid }, rid)]);
+    const best = sw.best
+      ? h('p', { id: 'sweep-best' }, 'Best ', h('strong', null, sw.metric || 'metric'), ': ', h('code', null, paramsLabel(sw.best.params, Object.keys(sw.best.params))),
+        ' = ', h('strong', null, fmtNum(sw.best.value)), h('span', { class: 'muted' }, ' [' + fmtNum(sw.best.ci[0]) + ', ' + fmtNum(sw.best.ci[1]) + '] · runs '),
+        runLinks(sw.best.runs))
+      : h('p', { class: 'muted', id: 'sweep-best' }, 'No finished proposal with a value yet.');
+    const top = imp.reduce((m, x) => Math.max(m, x.value), 0) || 1;
+    const bars = imp.length
+      ? h('table', { class: 'kvtable', id: 'sweep-importance' }, h('tbody', null, imp.map((x) => h('tr', null,
+        h('td', { class: 'mono' }, x.param),
+        h('td', { style: { width: '60%' } }, h('div', { class: 'bar', style: { width: Math.max(0, 100 * x.value / top) + '%', background: PALETTE[0], height: '0.7em' } })),
+        h('td', { class: 'num' }, fmtNum(x.value))))))
+      : h('p', { class: 'muted', id: 'sweep-importance' }, 'Importance needs 8 finished proposals.');
+    const stopped = stops.length
+      ? h('table', { class: 'kvtable', id: 'sweep-stops' }, h('tbody', null, stops.map((st) => h('tr', { dataset: { id: st.run } },
+        h('td', null, h('a', { href: '/runs/' + st.run }, st.run)), h('td', null, st.error)))))
+      : h('p', { class: 'muted', id: 'sweep-stops' }, 'No member stopped early.');
+    replace(search,
+      h('div', { class: 'card-head' }, h('h2', null, 'Search'),
+        h('span', { class: 'muted' }, sw.method === 'tpe' ? 'TPE: ' + sw.members + ' of ' + sw.budget + ' members proposed' : (sw.method || ''))),
+      best, h('h3', null, 'Importance'), bars, h('h3', null, 'Stopped early'), stopped,
+      unreported.length ? h('p', { class: 'muted', id: 'sweep-unreported' }, 'Never reported the early-stopping metric (not stopped for it): ', runLinks(unreported)) : null);
+  }
+
   function renderGroups() {
     const groups = sw.groups || [];
     const { varying, constant } = varyingKeys(groups.map((g) => g.params));
@@ -186,7 +223,8 @@ export function mount(root, ctx) {
         h('td', null, h('a', { href: '/runs/' + rid }, t.name || rid)),
         h('td', { class: 'mono' }, 'seed' in p ? 'seed ' + paramText(p.seed) : ''),
         h('td', null, badge(t.status), t.attempt > 1 ? h('span', { class: 'faint' }, ' attempt ' + t.attempt) : null,
-          t.rerunOf ? h('span', { class: 'faint' }, ' · retry of ', h('a', { href: '/runs/' + t.rerunOf }, t.rerunOf)) : null),
+          t.rerunOf ? h('span', { class: 'faint' }, ' · retry of ', h('a', { href: '/runs/' + t.rerunOf }, t.rerunOf)) : null,
+          t.reason === 'early_stopped' ? h('span', { class: 'faint stop-reason' }, ' · ' + t.error) : null),
         h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')));
     })));
   }
@@ -261,6 +299,7 @@ export function mount(root, ctx) {
     }
     if (destroyed) return;
     renderHead();
+    renderSearch();
     renderGroups();
     if (!metricNames.length) await loadMetricNames();
     renderMetricSel();
