@@ -35,7 +35,7 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 		d, _ = g.local.allow(rctx, subject)
 	}
 	// The headers are set by finish, after the upstream's answer.
-	st.limited, st.remaining = true, max(d.remaining, 0)
+	st.limited, st.remaining, st.subject = true, max(d.remaining, 0), subject
 	if d.allowed {
 		return true
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -213,8 +214,10 @@ type reqState struct {
 	canary   bool
 	why      obs.CanaryReason // when canary
 	up       *upstream
-	// limited: the rate limit decided; remaining is what it left.
+	// limited: the rate limit decided; remaining is what it left, for
+	// subject.
 	limited   bool
+	subject   string
 	remaining int
 }
 
@@ -316,6 +319,28 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	g.proxy(ctx, &st)
+	g.chargeMembers(ctx, &st)
+}
+
+// chargeMembers counts the runs beyond the first of an admitted submission
+// that queued several (a sweep) against its subject's limit, as the master
+// said (signature.HeaderRunsQueued): a 1,000-member sweep is not one
+// submission. What a failed charge costs is a looser limit, so it is only
+// counted.
+func (g *Gateway) chargeMembers(ctx *fasthttp.RequestCtx, st *reqState) {
+	if !st.limited || ctx.Response.StatusCode() != fasthttp.StatusAccepted {
+		return
+	}
+	n, err := strconv.Atoi(string(ctx.Response.Header.Peek(signature.HeaderRunsQueued)))
+	if err != nil || n <= 1 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
+	defer cancel()
+	if err := g.limiter.charge(rctx, st.subject, n-1); err != nil {
+		g.obs.RateLimitError()
+		_ = g.local.charge(rctx, st.subject, n-1)
+	}
 }
 
 // finish sets the routing headers, records metrics and logs the request.

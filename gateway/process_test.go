@@ -146,6 +146,16 @@ func TestProcessRateLimitSharedThroughRedis(t *testing.T) {
 	if a := do(t, "POST", g2.URL+"/api/train", `{"command":["/bin/true"]}`, bearer(bob.token)...); a.Status != 202 {
 		t.Fatalf("bob: %d %s", a.Status, a.Body)
 	}
+	// A sweep counts its members (issue 25): bob's sweep of 4 is admitted
+	// as his second submission, and its members use up the rest, on both
+	// gateways.
+	sweep := `{"base":{"command":["/bin/true"]},"grid":{"a":[1,2,3,4]}}`
+	if a := do(t, "POST", g1.URL+"/api/sweeps", sweep, bearer(bob.token)...); a.Status != 202 {
+		t.Fatalf("bob's sweep: %d %s", a.Status, a.Body)
+	}
+	if a := do(t, "POST", g2.URL+"/api/train", `{"command":["/bin/true"]}`, bearer(bob.token)...); a.Status != 429 {
+		t.Fatalf("bob's submission after a sweep of 4: %d %s, want 429", a.Status, a.Body)
+	}
 }
 
 // deleteKeys removes every key under prefix.

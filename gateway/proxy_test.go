@@ -685,3 +685,30 @@ func mintClaims(secret string, claims map[string]any) (string, error) {
 	p := encodeSeg(string(b))
 	return h + "." + p + "." + hs256(secret, h+"."+p), nil
 }
+
+// TestRateLimitCountsSweepMembers (issue 25): a sweep is admitted as one
+// submission, then its members beyond the first count against the limit
+// as the master reports them, so a sweep cannot make a thousand runs past
+// a limit of three.
+func TestRateLimitCountsSweepMembers(t *testing.T) {
+	up := upstream(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/api/sweeps" {
+			ctx.Response.Header.Set(signature.HeaderRunsQueued, "5")
+		}
+		ctx.SetStatusCode(fasthttp.StatusAccepted)
+	})
+	_, gwURL := startGW(t, gateway.Config{HealthInterval: time.Hour, AllowAnonymous: true, RateLimitWindow: time.Hour}, []string{up}, nil)
+	alice, bob := bearer(testToken(t, 1, "alice", "USER")), bearer(testToken(t, 2, "bob", "USER"))
+	if a := do(t, "POST", gwURL+"/api/sweeps", `{}`, alice...); a.Status != 202 {
+		t.Fatalf("the sweep: %d", a.Status)
+	}
+	if a := do(t, "POST", gwURL+"/api/train", `{}`, alice...); a.Status != 429 {
+		t.Fatalf("a submission after a sweep of 5 under a limit of 3: %d, want 429", a.Status)
+	}
+	// One run at a time still gets its three.
+	for i := range 3 {
+		if a := do(t, "POST", gwURL+"/api/train", `{}`, bob...); a.Status != 202 {
+			t.Fatalf("bob's submission %d: %d", i+1, a.Status)
+		}
+	}
+}

@@ -28,9 +28,12 @@ type decision struct {
 	retryAfter time.Duration // when refused
 }
 
-// limiter admits or refuses one event of a subject. Safe for concurrent use.
+// limiter admits or refuses one event of a subject, and records more events
+// of one it admitted (charge: a sweep's members beyond its one admission),
+// never past its max in the window. Safe for concurrent use.
 type limiter interface {
 	allow(ctx context.Context, subject string) (decision, error)
+	charge(ctx context.Context, subject string, n int) error
 }
 
 // localLimiter keeps the logs in this process, in shards.
@@ -77,6 +80,24 @@ func (l *localLimiter) allow(_ context.Context, subject string) (decision, error
 	return decision{retryAfter: max(retry, time.Millisecond)}, nil
 }
 
+func (l *localLimiter) charge(_ context.Context, subject string, n int) error {
+	sh := &l.shards[maphash.String(l.seed, subject)%uint64(len(l.shards))]
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	log := sh.logs[subject]
+	i := 0
+	for i < len(log) && !log[i].After(now.Add(-l.window)) {
+		i++
+	}
+	log = log[i:]
+	for ; n > 0 && len(log) < l.max; n-- {
+		log = append(log, now)
+	}
+	sh.logs[subject] = log
+	return nil
+}
+
 // sweep forgets subjects with no admission left in the window; the gateway
 // calls it every window, so memory follows the subjects of one window.
 func (l *localLimiter) sweep() {
@@ -97,6 +118,11 @@ func (l *localLimiter) sweep() {
 var rateLimitLua string
 
 var rateLimitScript = rueidis.NewLuaScript(rateLimitLua)
+
+//go:embed lua/charge.lua
+var chargeLua string
+
+var chargeScript = rueidis.NewLuaScript(chargeLua)
 
 // redisLimiter shares the logs across gateways through one Lua script.
 type redisLimiter struct {
@@ -134,4 +160,14 @@ func (l *redisLimiter) allow(ctx context.Context, subject string) (decision, err
 		return decision{allowed: true, remaining: int(n[1])}, nil
 	}
 	return decision{retryAfter: time.Duration(n[2]) * time.Millisecond}, nil
+}
+
+func (l *redisLimiter) charge(ctx context.Context, subject string, n int) error {
+	prefix := l.id + ":" + strconv.FormatUint(l.seq.Add(1), 36)
+	err := chargeScript.Exec(ctx, l.client, []string{rateLimitKey(l.prefix, subject)},
+		[]string{strconv.FormatInt(l.window.Milliseconds(), 10), strconv.Itoa(l.max), strconv.Itoa(n), prefix}).Error()
+	if err != nil {
+		return fmt.Errorf("cannot run the rate-limit charge script: %w", err)
+	}
+	return nil
 }

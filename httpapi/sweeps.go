@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/signature"
 	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/sweep"
 )
@@ -123,6 +124,7 @@ func (s *Server) createSweep(r *request) *apiError {
 	s.ctl.Notify()
 	s.log.Info().Str("traceId", r.trace).Str("sweepId", id).Int("members", len(runs)).Int64("userId", r.user.ID).
 		Msg("sweep queued")
+	r.ctx.Response.Header.Set(signature.HeaderRunsQueued, strconv.Itoa(len(ids)))
 	return s.writeJSON(r, fasthttp.StatusAccepted, struct {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`
@@ -613,6 +615,7 @@ func (s *Server) retrySweep(r *request) *apiError {
 	}
 	s.log.Info().Str("traceId", r.trace).Str("sweepId", r.id).Int("runs", len(ids)).Int64("userId", r.user.ID).
 		Msg("sweep retried")
+	r.ctx.Response.Header.Set(signature.HeaderRunsQueued, strconv.Itoa(len(ids)))
 	return s.writeJSON(r, fasthttp.StatusAccepted, struct {
 		Runs []string `json:"runs"`
 	}{ids})

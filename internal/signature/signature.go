@@ -28,6 +28,11 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// HeaderRunsQueued is on the master's answer to a submission that queued
+// more than one run (a sweep, a sweep's retry): how many, so the gateway's
+// submission limit counts every member, not the one request.
+const HeaderRunsQueued = "X-Rlsched-Runs-Queued"
+
 // Headers the gateway sets on every request it forwards. Clients cannot send
 // them: the gateway strips every X-User-* and X-Gateway-* header a client
 // sends. The identity headers are absent on an anonymous request.
