@@ -23,6 +23,12 @@ type GPU struct {
 	UUID     string
 	Name     string
 	MemoryMB int64
+	// CPUAffinity is the cores near it (nvidia-smi topo -m), a cpu list;
+	// "" when unknown.
+	CPUAffinity string
+	// Minor numbers its device node, /dev/nvidia<Minor>, which only the
+	// runs given this GPU may open (worker/cgroup).
+	Minor int
 }
 
 // Whose uid a run gets (Config.RunAs): the modes of package isolation.
