@@ -71,6 +71,17 @@ func openWith(o Options, attach func(dir string, deny []int) error) (*Manager, e
 	return m, nil
 }
 
+// Close removes the worker's parent groups once its runs' are gone; one
+// still holding a group (a run that outlived SIGKILL) stays.
+func (m *Manager) Close() {
+	if m == nil {
+		return
+	}
+	for _, p := range m.parent {
+		_ = os.Remove(p)
+	}
+}
+
 // Kind is Hello.enforcement; Warning is Hello.enforcement_warning.
 func (m *Manager) Kind() string {
 	if m == nil {

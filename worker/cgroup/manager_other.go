@@ -21,6 +21,7 @@ func Open(o Options) (*Manager, error) {
 	return &Manager{warning: "runs are not limited to their cores, memory and GPUs: control groups need Linux"}, nil
 }
 
+func (m *Manager) Close()          {}
 func (m *Manager) Kind() string    { return KindNone }
 func (m *Manager) Warning() string { return m.warning }
 func (m *Manager) Create(string, int32, uint64, Limits) (*Group, error) {
