@@ -2,6 +2,7 @@ package worker
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -174,4 +175,40 @@ func TestResources_EscapedChildDies(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	waitFor(t, 5*time.Second, "the escaped child dead", func() bool { return testutil.GroupGone(pid) })
+}
+
+// TestResources_RunAsUserLeavesNothing: under RUN_AS=user no uid sweep
+// applies (the account has other processes), so only the run's control
+// group finds a child that left its session; it dies with the run.
+func TestResources_RunAsUserLeavesNothing(t *testing.T) {
+	needCgroupV1(t)
+	useradd, err := exec.LookPath("useradd")
+	if err != nil {
+		t.Skip("no useradd to make the run's account")
+	}
+	name := "rlcg" + strconv.Itoa(os.Getpid()%100000)
+	if out, err := exec.Command(useradd, "-M", "-N", "-s", "/bin/sh", "-d", "/nonexistent", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("userdel", name).Run() })
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, func(c *Config) { c.RunAs = RunAsUser })
+	mc := m.next(t)
+	dir := testutil.ReachableTempDir(t)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pid")
+	fin, out := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-user", Attempt: 1, User: name, Argv: []string{"sh", "-c",
+		`(setsid sh -c 'echo $$ > "$1"; exec sleep 600' sh "$1" </dev/null >/dev/null 2>&1 &); while [ ! -s "$1" ]; do sleep 0.01; done; id -un`, "sh", pidFile}})
+	if fin.GetExitCode() != 0 || strings.TrimSpace(out) != name {
+		t.Fatalf("run: %v %q", fin, out)
+	}
+	b, _ := os.ReadFile(pidFile)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("pid file %q", b)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	waitFor(t, 5*time.Second, "the escaped child of the account dead", func() bool { return testutil.GroupGone(pid) })
 }
