@@ -25,6 +25,7 @@ type agent struct {
 	scriptsDir string
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
 	cg         *cgroup.Manager     // each run's control group
+	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
 	offer      offer               // the cores and memory runs may have (Hello)
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
@@ -88,6 +89,9 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	if a.cg, err = cgroup.Open(cgroup.Options{Mode: cfg.ResourceEnforcement, Name: dir.instance, Cores: a.offer.cores,
 		MemoryMB: a.offer.memoryMB, GPUs: cgroupGPUs(cfg.GPUs), PidsMax: cfg.PidsMax, Log: a.log}); err != nil {
+		return nil, err
+	}
+	if a.caches, err = isolation.NewCaches(cfg.DataDir, cfg.CacheMaxMB, a.log); err != nil {
 		return nil, err
 	}
 	// Spilled output of an earlier worker process: its runs died with it.

@@ -116,6 +116,10 @@ type Config struct {
 	// PidsMax (PIDS_MAX) bounds the processes and threads of one run;
 	// default 16384.
 	PidsMax int64
+	// CacheMaxMB (CACHE_MAX_MB) caps each rlsched user's persistent cache
+	// dir on this worker (isolation.Caches: XDG_CACHE_HOME, PIP_CACHE_DIR,
+	// HF_HOME, TORCH_HOME); default 10240; negative: no cache dirs.
+	CacheMaxMB int64
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -131,6 +135,8 @@ const (
 	// defaultPidsMax: room for an RL run's env workers and their threads,
 	// far below what a fork bomb would take from the machine.
 	defaultPidsMax = 16384
+	// defaultCacheMaxMB holds a few models and wheels per user.
+	defaultCacheMaxMB = 10240
 )
 
 // withDefaults validates c and fills in the defaults.
@@ -213,6 +219,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PidsMax <= 0 {
 		c.PidsMax = defaultPidsMax
+	}
+	if c.CacheMaxMB == 0 {
+		c.CacheMaxMB = defaultCacheMaxMB
 	}
 	return c, nil
 }

@@ -88,6 +88,7 @@ func (a *agent) unprepare(r *run, pipeW *os.File) {
 	r.pipe.Close()
 	pipeW.Close()
 	r.cg.Remove()
+	r.releaseCache()
 	a.iso.Release(r.ident, r.outDir, r.log)
 	r.out.Close()
 	r.outs.End()
@@ -121,6 +122,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
 	r.cg.Remove()
+	r.releaseCache()
 	a.iso.Release(r.ident, r.outDir, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
@@ -195,7 +197,8 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
 		return nil, nil, err
 	}
-	env := a.runEnv(m, r.outDir, r.ident)
+	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
+	env := a.runEnv(m, r.outDir, r.cacheDir, r.ident)
 	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
@@ -266,8 +269,9 @@ func envValue(env []string, key string) string {
 
 // runEnv returns the worker's environment (less secrets), then the run's
 // variables (for a run under its own uid: HOME, TMPDIR, USER and LOGNAME of
-// its own), then the task's env, checked by checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *isolation.Identity) []string {
+// its own; its user's cache dir when it has one), then the task's env,
+// checked by checkTaskEnv.
+func (a *agent) runEnv(m *pb.ExecuteTask, outDir, cacheDir string, id *isolation.Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
@@ -288,6 +292,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, outDir string, id *isolation.Identity)
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
 	env = append(env, isolation.IdentityEnv(id, outDir)...)
+	env = append(env, isolation.CacheEnv(cacheDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {
@@ -374,6 +379,7 @@ func (a *agent) reap(r *run) {
 	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
+	r.releaseCache() // its processes are gone, and its uid not yet given back
 	a.iso.Release(r.ident, r.outDir, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
 }

@@ -32,8 +32,11 @@ type run struct {
 	outDir  string              // the run's private dir, once created
 	outs    *outputs.Files      // its upload and restore, once the dir is open
 	cg      *cgroup.Group       // its control group; nil when unenforced
-	pumped  chan struct{}       // closed when the pump has read the pipe to its end
-	exited  atomic.Bool         // the leader was reaped; the pump stops waiting for stray writers
+	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
+	cacheDir  string
+	cacheDone func()
+	pumped    chan struct{} // closed when the pump has read the pipe to its end
+	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
@@ -52,6 +55,14 @@ type run struct {
 	forgotten    bool
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
+}
+
+// releaseCache gives back the run's cache dir, once.
+func (r *run) releaseCache() {
+	if r.cacheDone != nil {
+		r.cacheDone()
+		r.cacheDone = nil
+	}
 }
 
 // ref describes the run for Hello and Heartbeat. Caller holds runTable.mu.
