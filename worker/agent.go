@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
@@ -23,6 +24,9 @@ type agent struct {
 	log        zerolog.Logger
 	scriptsDir string
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
+	cg         *cgroup.Manager     // each run's control group
+	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
+	offer      offer               // the cores and memory runs may have (Hello)
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
@@ -78,6 +82,18 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		Runs: cfg.Slots + len(cfg.GPUs)}, a.log); err != nil {
 		return nil, err
 	}
+	// Before the guard starts: on cgroup v2 the worker may move itself
+	// into a leaf of its own, which its child must not block.
+	if a.offer, err = machineOffer(cfg); err != nil {
+		return nil, err
+	}
+	if a.cg, err = cgroup.Open(cgroup.Options{Mode: cfg.ResourceEnforcement, Name: dir.instance, Cores: a.offer.cores,
+		MemoryMB: a.offer.memoryMB, GPUs: cgroupGPUs(cfg.GPUs), PidsMax: cfg.PidsMax, Log: a.log}); err != nil {
+		return nil, err
+	}
+	if a.caches, err = isolation.NewCaches(cfg.DataDir, cfg.CacheMaxMB, a.log); err != nil {
+		return nil, err
+	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {
 		a.log.Warn().Err(err).Msg("cannot remove the old output spool")
@@ -105,6 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		a.connectLoop(life)
 		bg.Wait()
 		a.tab.shutdown()
+		a.cg.Close()
 		a.spawner.stop()
 		a.guard.Close()
 		a.log.Info().Msg("worker stopped")

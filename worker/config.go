@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 	"github.com/rlsched/rlsched/worker/outputs"
@@ -23,6 +24,12 @@ type GPU struct {
 	UUID     string
 	Name     string
 	MemoryMB int64
+	// CPUAffinity is the cores near it (nvidia-smi topo -m), a cpu list;
+	// "" when unknown.
+	CPUAffinity string
+	// Minor numbers its device node, /dev/nvidia<Minor>, which only the
+	// runs given this GPU may open (worker/cgroup).
+	Minor int
 }
 
 // Whose uid a run gets (Config.RunAs): the modes of package isolation.
@@ -92,6 +99,27 @@ type Config struct {
 	// NvidiaSMI is the nvidia-smi to run; default $NVIDIA_SMI, else the one
 	// on PATH.
 	NvidiaSMI string
+	// ResourceEnforcement (RESOURCE_ENFORCEMENT) is what the worker does
+	// when runs cannot get control groups of their own (worker/cgroup):
+	// cgroup.Required refuses to start, cgroup.BestEffort runs them
+	// unenforced and says so in Hello, cgroup.Off never tries. Default
+	// Required as root, else BestEffort.
+	ResourceEnforcement string
+	// ReservedCPUs (RESERVED_CPUS) and ReservedMemoryMB
+	// (RESERVED_MEMORY_MB) are kept from runs for the system and the
+	// worker: the lowest whole cores leave the runs' cpuset, and every run
+	// together is capped at the machine's memory less ReservedMemoryMB.
+	// Default no cores, and a twentieth of the memory within 512 MiB to
+	// 4 GiB; a negative ReservedMemoryMB keeps none.
+	ReservedCPUs     float64
+	ReservedMemoryMB int64
+	// PidsMax (PIDS_MAX) bounds the processes and threads of one run;
+	// default 16384.
+	PidsMax int64
+	// CacheMaxMB (CACHE_MAX_MB) caps each rlsched user's persistent cache
+	// dir on this worker (isolation.Caches: XDG_CACHE_HOME, PIP_CACHE_DIR,
+	// HF_HOME, TORCH_HOME); default 10240; negative: no cache dirs.
+	CacheMaxMB int64
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -104,6 +132,11 @@ const (
 	defaultSpoolDisk   = 1 << 30
 	// defaultLeaseTTL applies when a HelloAck names no lease TTL (DESIGN.md).
 	defaultLeaseTTL = 2 * time.Minute
+	// defaultPidsMax: room for an RL run's env workers and their threads,
+	// far below what a fork bomb would take from the machine.
+	defaultPidsMax = 16384
+	// defaultCacheMaxMB holds a few models and wheels per user.
+	defaultCacheMaxMB = 10240
 )
 
 // withDefaults validates c and fills in the defaults.
@@ -177,6 +210,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.GPUSample == 0 {
 		c.GPUSample = nvsmi.DefaultInterval
+	}
+	if c.ResourceEnforcement, err = cgroup.ResolveMode(c.ResourceEnforcement); err != nil {
+		return c, err
+	}
+	if c.ReservedCPUs < 0 || c.ReservedCPUs != c.ReservedCPUs {
+		return c, fmt.Errorf("cannot start worker: RESERVED_CPUS=%v: want a number of cores, 0 or more", c.ReservedCPUs)
+	}
+	if c.PidsMax <= 0 {
+		c.PidsMax = defaultPidsMax
+	}
+	if c.CacheMaxMB == 0 {
+		c.CacheMaxMB = defaultCacheMaxMB
 	}
 	return c, nil
 }

@@ -121,9 +121,15 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		Runs:      a.tab.refs(),
 		Isolation: a.iso.HelloIsolation(),
 		Instance:  a.instance,
+		CpuMillis: a.offer.cpuMillis,
+		MemoryMb:  a.offer.memoryMB,
+
+		Enforcement:        a.cg.Kind(),
+		EnforcementWarning: a.cg.Warning(),
 	}
 	for _, g := range a.cfg.GPUs {
-		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB, Uuid: g.UUID})
+		hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(g.Index), Name: g.Name, MemoryMb: g.MemoryMB, Uuid: g.UUID,
+			CpuAffinity: g.CPUAffinity})
 	}
 	helloSent := sentNow()
 	hello.SentUnixMs = helloSent.at.UnixMilli()

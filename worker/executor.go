@@ -18,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/secure"
+	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rlsched/rlsched/worker/spool"
@@ -30,6 +31,8 @@ const (
 	// a pipe that stays open this long without a byte is held by a process
 	// that left the group (setsid); the worker stops waiting for it.
 	drainTimeout = 5 * time.Second
+	// cgroupKillTimeout bounds the kill of a run's control group.
+	cgroupKillTimeout = 10 * time.Second
 )
 
 // execute starts the run m names, read on session s. Called from the
@@ -84,6 +87,8 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 func (a *agent) unprepare(r *run, pipeW *os.File) {
 	r.pipe.Close()
 	pipeW.Close()
+	r.cg.Remove()
+	r.releaseCache()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	r.out.Close()
 	r.outs.End()
@@ -95,7 +100,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	if err == nil {
 		var stopping bool
 		stopping, err = a.tab.start(r, cmd, m, func() error {
-			err := a.spawner.start(cmd)
+			err := a.spawner.start(cmd, r.cg)
 			pipeW.Close() // the child holds its own copy
 			return err
 		})
@@ -116,6 +121,8 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
+	r.cg.Remove()
+	r.releaseCache()
 	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
@@ -135,8 +142,8 @@ func (a *agent) newSpool(m *pb.ExecuteTask) *spool.Buffer {
 
 // prepare validates m and builds its command, with stdout and stderr on one
 // pipe whose read end it stores in r.pipe. It returns the write end, which
-// the caller closes after Start. It sets r.ident and r.dirs; on an error
-// the caller releases them (a.iso.release).
+// the caller closes after Start. It sets r.ident, r.dirs and r.cg; on an
+// error the caller releases them (a.iso.Release, r.cg.Remove).
 func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) {
 	if !core.ValidTaskID(m.GetTaskId()) {
 		return nil, nil, fmt.Errorf("invalid task id %q: want [A-Za-z0-9_-]{1,64}", m.GetTaskId())
@@ -164,6 +171,9 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err := checkTaskEnv(m.GetEnv()); err != nil {
 		return nil, nil, err
 	}
+	if m.GetCpuMillis() < 0 || m.GetMemoryMb() < 0 {
+		return nil, nil, fmt.Errorf("invalid resources: cpu_millis %d, memory_mb %d; want 0 (no limit) or more", m.GetCpuMillis(), m.GetMemoryMb())
+	}
 	wd := m.GetWorkdir()
 	if wd != "" && !filepath.IsAbs(wd) {
 		return nil, nil, fmt.Errorf("workdir %q must be an absolute path", wd)
@@ -187,13 +197,18 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
 		return nil, nil, err
 	}
-	env := a.runEnv(m, r.dirs, r.ident)
+	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
+	env := a.runEnv(m, r.dirs, r.cacheDir, r.ident)
 	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
 	}
 	if note != "" {
 		r.log.Info().Msg(note)
+	}
+	if r.cg, err = a.cg.Create(m.GetTaskId(), m.GetAttempt(), m.GetFence(), cgroup.Limits{CPUMillis: m.GetCpuMillis(),
+		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
+		return nil, nil, err
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -254,9 +269,9 @@ func envValue(env []string, key string) string {
 
 // runEnv returns the worker's environment (less secrets), then the run's
 // variables (isolation.IdentityEnv: its private TMPDIR, and under a uid of
-// its own HOME, USER and LOGNAME), then the task's env, checked by
-// checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, id *isolation.Identity) []string {
+// its own HOME, USER and LOGNAME; its user's cache dir when it has one),
+// then the task's env, checked by checkTaskEnv.
+func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir string, id *isolation.Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
@@ -277,6 +292,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, id *isolation.
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
 	env = append(env, isolation.IdentityEnv(id, dirs.Private)...)
+	env = append(env, isolation.CacheEnv(cacheDir)...)
 	pythonPath := os.Getenv("PYTHONPATH")
 	keys := make([]string, 0, len(m.GetEnv()))
 	for k := range m.GetEnv() {
@@ -327,30 +343,50 @@ func (a *agent) pump(r *run) {
 		}
 	}
 	r.pipe.Close()
-	r.out.Close()
 }
 
-// reap waits for the run's leader, kills what is left of its group, waits
-// for the output to be read, and records the report.
+// reap waits for the run's leader, kills what is left of its control group
+// and process group, waits for the output to be read, adds the verdict of
+// its control group, and records the report.
 func (a *agent) reap(r *run) {
 	waitErr := r.cmd.Wait()
 	exitedAt := time.Now()
 	pgid, started := a.tab.reaped(r)
 
 	// Nothing of the run may outlive its leader: background children of a
-	// finished run would hold GPUs nobody accounts for.
+	// finished run would hold GPUs nobody accounts for. Its control group
+	// holds every process it started, whatever their session or uid.
+	if n, err := r.cg.Kill(cgroupKillTimeout); err != nil {
+		r.log.Error().Err(err).Str("cgroup", r.cg.Dir()).Msg("cannot kill every process of the run's control group")
+	} else if n > 0 {
+		r.log.Info().Int("killed", n).Msg("killed processes the run left in its control group")
+	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 		r.log.Info().Int("pgid", pgid).Msg("killed processes the run left in its group")
 	}
 	a.iso.Sweep(r.ident, r.log) // and, under a uid of its own, those that left the group
+	use := r.cg.Usage()
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
+	if msg := use.Message(); msg != "" && failed(r.cmd.ProcessState) {
+		// The last line of its log says why, where its owner looks first.
+		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)
+		r.log.Warn().Str("reason", use.Reason()).Int64("peak_memory_mb", use.PeakMemoryMB).Msg(msg)
+	}
+	r.out.Close()
+	r.cg.Remove()
 	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")
 	}
+	r.releaseCache() // its processes are gone, and its uid not yet given back
 	a.iso.Release(r.ident, r.dirs, r.log)
-	a.tab.ended(r, waitErr, exitedAt.Sub(started))
+	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
+}
+
+// failed: the process did not exit 0 (a signal, or a non-zero status).
+func failed(ps *os.ProcessState) bool {
+	return ps == nil || !ps.Success()
 }
 
 // gpuInts converts ExecuteTask.gpu_indices.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -18,11 +19,12 @@ func TestDetectGPUs(t *testing.T) {
 	gpus := fakesmi.GPUs(2, "NVIDIA A100-SXM4-40GB")
 	gpus[1].Name = "Odd, Name" // the one field that may hold a comma
 	gpus[1].Raw = map[string]string{"memory.total": "[N/A]"}
+	gpus[0].CPUAffinity = "0-15,32-47"
 	fake.SetGPUs(gpus...)
 	t.Setenv("NVIDIA_SMI", fake.Bin)
 	got, err := DetectGPUs()
-	want := []GPU{{Index: 0, UUID: fakesmi.UUID(0), Name: "NVIDIA A100-SXM4-40GB", MemoryMB: 40960},
-		{Index: 1, UUID: fakesmi.UUID(1), Name: "Odd, Name", MemoryMB: 0}}
+	want := []GPU{{Index: 0, UUID: fakesmi.UUID(0), Name: "NVIDIA A100-SXM4-40GB", MemoryMB: 40960, CPUAffinity: "0-15,32-47"},
+		{Index: 1, UUID: fakesmi.UUID(1), Name: "Odd, Name", MemoryMB: 0, Minor: 1}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("DetectGPUs() = %+v, %v\nwant %+v", got, err, want)
 	}
@@ -38,8 +40,28 @@ func TestDetectGPUs(t *testing.T) {
 	}
 }
 
+// TestDriverMinors: the device minor of each GPU is the driver's, by UUID.
+func TestDriverMinors(t *testing.T) {
+	dir := t.TempDir()
+	for bus, info := range map[string]string{
+		"0000:3b:00.0": "Model: \t\t NVIDIA H100\nIRQ:   123\nGPU UUID: \t GPU-aaa\nDevice Minor: \t 1\n",
+		"0000:86:00.0": "GPU UUID: GPU-bbb\nDevice Minor: 0\n",
+		"0000:99:00.0": "garbage",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, bus), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, bus, "information"), []byte(info), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := driverMinors(dir); !reflect.DeepEqual(got, map[string]int{"GPU-aaa": 1, "GPU-bbb": 0}) {
+		t.Fatalf("driverMinors = %v", got)
+	}
+}
+
 func TestSyntheticGPUs(t *testing.T) {
-	want := []GPU{{Index: 0, Name: "gpu0"}, {Index: 1, Name: "gpu1"}, {Index: 2, Name: "gpu2"}}
+	want := []GPU{{Index: 0, Name: "gpu0"}, {Index: 1, Name: "gpu1", Minor: 1}, {Index: 2, Name: "gpu2", Minor: 2}}
 	if got := SyntheticGPUs(3); !reflect.DeepEqual(got, want) {
 		t.Fatalf("SyntheticGPUs(3) = %+v", got)
 	}

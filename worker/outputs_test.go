@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
+	"github.com/rlsched/rlsched/worker/cgroup"
 )
 
 func fastSync(c *Config) { c.ArtifactSync = 50 * time.Millisecond }
@@ -87,7 +88,8 @@ echo final > state.bin`
 // after finalTries tries; the run's TaskFinished still goes.
 func TestOutputsChangingAtTheEnd(t *testing.T) {
 	m := newFakeMaster(t, testToken)
-	startWorker(t, m, func(c *Config) { c.RunAs = RunAsNone })
+	// Without a control group: with one, the writer dies with the run.
+	startWorker(t, m, func(c *Config) { c.RunAs, c.ResourceEnforcement = RunAsNone, cgroup.Off })
 	mc := m.next(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	script := `cd "$RLSCHED_OUTPUT_DIR"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/outputs"
 	"github.com/rlsched/rlsched/worker/spool"
@@ -30,8 +31,12 @@ type run struct {
 	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
 	dirs    isolation.RunDirs   // its output and private dirs, once created
 	outs    *outputs.Files      // its upload and restore, once the dir is open
-	pumped  chan struct{}       // closed when the pump has read the pipe to its end
-	exited  atomic.Bool         // the leader was reaped; the pump stops waiting for stray writers
+	cg      *cgroup.Group       // its control group; nil when unenforced
+	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
+	cacheDir  string
+	cacheDone func()
+	pumped    chan struct{} // closed when the pump has read the pipe to its end
+	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
@@ -50,6 +55,14 @@ type run struct {
 	forgotten    bool
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
+}
+
+// releaseCache gives back the run's cache dir, once.
+func (r *run) releaseCache() {
+	if r.cacheDone != nil {
+		r.cacheDone()
+		r.cacheDone = nil
+	}
 }
 
 // ref describes the run for Hello and Heartbeat. Caller holds runTable.mu.
@@ -85,8 +98,9 @@ func (r *run) stopTimersLocked() {
 	}
 }
 
-// finishedMsg builds the TaskFinished report of a reaped process.
-func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration, outcome pb.Outcome) *pb.TaskFinished {
+// finishedMsg builds the TaskFinished report of a reaped process, with
+// what its control group counted (use).
+func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration, outcome pb.Outcome, use cgroup.Usage) *pb.TaskFinished {
 	m := &pb.TaskFinished{
 		TaskId:     r.id,
 		Attempt:    r.attempt,
@@ -96,8 +110,19 @@ func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration,
 		Outcome:    outcome,
 		LogBytes:   r.out.End(),
 	}
+	if r.cg != nil {
+		m.CpuSeconds = use.CPUSeconds
+		m.PeakMemoryMb = max(use.PeakMemoryMB, 0)
+	}
+	if ps == nil || !ps.Success() {
+		// The kernel's kill for its limit explains the SIGKILL (or the
+		// exit status of a run whose fork failed).
+		if m.Reason = use.Reason(); m.Reason != "" {
+			m.Error = use.Message()
+		}
+	}
 	if ps == nil {
-		if waitErr != nil {
+		if waitErr != nil && m.Error == "" {
 			m.Error = waitErr.Error()
 		}
 		return m

@@ -3,6 +3,8 @@ package worker
 import (
 	"os/exec"
 	"runtime"
+
+	"github.com/rlsched/rlsched/worker/cgroup"
 )
 
 // spawner starts every run from one OS thread that lives as long as the
@@ -18,8 +20,9 @@ type spawner struct {
 }
 
 type spawnReq struct {
-	cmd  *exec.Cmd
-	errc chan error
+	cmd   *exec.Cmd
+	group *cgroup.Group // nil: none
+	errc  chan error
 }
 
 func startSpawner() *spawner {
@@ -28,16 +31,18 @@ func startSpawner() *spawner {
 		defer close(s.done)
 		runtime.LockOSThread() // never unlocked: the thread ends with the worker
 		for req := range s.reqs {
-			req.errc <- req.cmd.Start()
+			req.errc <- req.group.Start(req.cmd)
 		}
 	}()
 	return s
 }
 
-// start runs cmd.Start on the spawner's thread.
-func (s *spawner) start(cmd *exec.Cmd) error {
+// start starts cmd on the spawner's thread, inside g (nil: none). On cgroup
+// v1 the thread itself enters g for the fork (cgroup.Group.Start), which
+// is safe only here: nothing else forks from this thread.
+func (s *spawner) start(cmd *exec.Cmd, g *cgroup.Group) error {
 	errc := make(chan error, 1)
-	s.reqs <- spawnReq{cmd: cmd, errc: errc}
+	s.reqs <- spawnReq{cmd: cmd, group: g, errc: errc}
 	return <-errc
 }
 

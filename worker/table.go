@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 	"github.com/rlsched/rlsched/worker/outputs"
@@ -494,7 +495,7 @@ func (t *runTable) reaped(r *run) (pgid int, started time.Time) {
 
 // ended records the report of r, whose group is gone and whose output is
 // read, unless it was forgotten; the process no longer counts.
-func (t *runTable) ended(r *run, waitErr error, dur time.Duration) {
+func (t *runTable) ended(r *run, waitErr error, dur time.Duration, use cgroup.Usage) {
 	defer t.procs.Done()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -506,10 +507,10 @@ func (t *runTable) ended(r *run, waitErr error, dur time.Duration) {
 	if outcome == pb.Outcome_OUTCOME_UNSPECIFIED {
 		outcome = pb.Outcome_OUTCOME_EXITED
 	}
-	r.fin = r.finishedMsg(r.cmd.ProcessState, waitErr, dur, outcome)
+	r.fin = r.finishedMsg(r.cmd.ProcessState, waitErr, dur, outcome, use)
 	r.outs.End() // the last sync of outputs; TaskFinished waits for it
 	r.log.Info().Str("outcome", outcome.String()).Int32("exit_code", r.fin.ExitCode).
-		Str("signal", r.fin.Signal).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
+		Str("signal", r.fin.Signal).Str("reason", r.fin.Reason).Uint64("log_bytes", r.fin.LogBytes).Msg("run ended")
 	t.kick()
 }
 

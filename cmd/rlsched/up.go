@@ -16,6 +16,7 @@ import (
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/masterd"
 	"github.com/rlsched/rlsched/worker"
+	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
 )
 
@@ -36,6 +37,7 @@ func runUp(ctx context.Context, args []string) error {
 	f.int(&wo.slots, "slots", "RLSCHED_SLOTS", 2, "CPU slots per local worker")
 	wo.defineIsolation(f)
 	wo.defineOutputs(f)
+	wo.defineResources(f, cgroup.BestEffort) // a laptop's `up` runs without delegation
 	if err := f.parse(args); err != nil {
 		return err
 	}

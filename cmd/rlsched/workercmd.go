@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -23,6 +25,11 @@ type workerOpts struct {
 	tokenFile, keyFile   string
 	artifactSync         int // seconds
 	gpuSample            int // seconds
+	enforcement          string
+	reservedCPUs         string // cores, fractions allowed
+	reservedMemoryMB     int64
+	pidsMax              int64
+	cacheMaxMB           int64
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -35,6 +42,18 @@ func (o *workerOpts) define(f envFlags) {
 	f.str(&o.keyFile, "key-file", "WORKER_KEY_FILE", "", "file holding this worker's own key (rlsched worker-key ID), mode 0600, instead of the join token (or env WORKER_KEY)")
 	o.defineIsolation(f)
 	o.defineOutputs(f)
+	o.defineResources(f, "")
+}
+
+// defineResources adds the flags of the runs' control groups; `up` has
+// them too, with best-effort enforcement by default (enforcement "": the
+// worker's own default, required as root).
+func (o *workerOpts) defineResources(f envFlags, enforcement string) {
+	f.str(&o.enforcement, "resource-enforcement", "RESOURCE_ENFORCEMENT", enforcement, "required (refuse to start without a control group per run), best-effort (run unenforced and say so) or off; default required as root, else best-effort")
+	f.str(&o.reservedCPUs, "reserved-cpus", "RESERVED_CPUS", "0", "`cores` kept from runs for the system and the worker (the lowest whole ones leave the runs' cpuset)")
+	f.int64(&o.reservedMemoryMB, "reserved-memory", "RESERVED_MEMORY_MB", 0, "`MiB` kept from runs for the system and the worker (0: a twentieth of the memory, within 512 MiB to 4 GiB; -1: none)")
+	f.int64(&o.pidsMax, "pids-max", "PIDS_MAX", 16384, "processes and threads one run may have")
+	f.int64(&o.cacheMaxMB, "cache-max", "CACHE_MAX_MB", 10240, "`MiB` of each user's persistent cache dir on the worker (XDG_CACHE_HOME, PIP_CACHE_DIR, HF_HOME, TORCH_HOME), least recently used files removed past it; -1: no cache dirs")
 }
 
 // defineOutputs adds the flags of the runs' outputs; `up` has them too and
@@ -85,13 +104,18 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if err != nil {
 		return worker.Config{}, usageError{fmt.Errorf("RUN_UID_RANGE: %w", err)}
 	}
+	reservedCPUs, err := strconv.ParseFloat(o.reservedCPUs, 64)
+	if err != nil || reservedCPUs < 0 || math.IsNaN(reservedCPUs) || math.IsInf(reservedCPUs, 0) {
+		return worker.Config{}, usageError{fmt.Errorf("RESERVED_CPUS=%q: want a number of cores, 0 or more", o.reservedCPUs)}
+	}
 	sample := seconds(o.gpuSample)
 	if o.gpuSample <= 0 {
 		sample = -1 // never
 	}
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
-		GPUSample: sample, Logger: log}, nil
+		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
+		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

@@ -2,8 +2,8 @@
 // one part tests may stand in for. Install writes a small python3 script (the
 // standard library only) named nvidia-smi into a test's temporary directory;
 // it answers `--query-gpu=`, `--query-compute-apps=` (any fields they name, in
-// the order named) and `-L` from a JSON state file beside it, which the test
-// rewrites through the methods of Fake. Each query can also be made to hang,
+// the order named), `-L` and `topo -m` from a JSON state file beside it,
+// which the test rewrites through the methods of Fake. Each query can also be made to hang,
 // fail, pad its fields or print any other output, for the bad-input tests.
 //
 // Only tests import it; it must never be reachable from a production binary.
@@ -33,6 +33,8 @@ type GPU struct {
 	MemoryTotalMB  int    `json:"memory.total"`
 	MemoryUsedMB   int    `json:"memory.used"`
 	UtilizationPct int    `json:"utilization.gpu"`
+	// CPUAffinity is the "CPU Affinity" of `topo -m` ("0-15,32-47"); "" prints N/A.
+	CPUAffinity string `json:"cpu_affinity,omitempty"`
 	// Raw prints a field as this text instead, e.g.
 	// {"utilization.gpu": "[N/A]"} or {"memory.used": "[Not Supported]"}.
 	Raw map[string]string `json:"raw,omitempty"`
@@ -70,8 +72,8 @@ type Behaviour struct {
 type State struct {
 	GPUs  []GPU  `json:"gpus"`
 	Procs []Proc `json:"procs"`
-	// Behaviour of `--query-gpu` ("gpu"), `--query-compute-apps` ("apps")
-	// and `-L` ("list").
+	// Behaviour of `--query-gpu` ("gpu"), `--query-compute-apps` ("apps"),
+	// `-L` ("list") and `topo -m` ("topo").
 	Behaviour map[string]Behaviour `json:"behaviour,omitempty"`
 }
 
@@ -80,6 +82,7 @@ const (
 	QueryGPU  = "gpu"
 	QueryApps = "apps"
 	QueryList = "list"
+	QueryTopo = "topo"
 )
 
 // Fake is an installed fake nvidia-smi. Its methods may be called from any

@@ -4,6 +4,7 @@
 #   --query-gpu=FIELDS --format=csv[,noheader][,nounits]
 #   --query-compute-apps=FIELDS --format=...
 #   -L / --list-gpus
+#   topo -m (the matrix, with each GPU's "cpu_affinity" from the state)
 # from nvidia-smi.json beside it (rewritten by the test through temp + rename,
 # so every call reads one whole state). Each query's "behaviour" in the state
 # can make it hang, fail, pad its fields or print other output instead.
@@ -100,6 +101,20 @@ def gpu_computed(row):
     return c
 
 
+def topo(gpus, b):
+    behave(b)
+    if "output" in b:
+        sys.stdout.write(b["output"])
+        return
+    names = ["GPU%s" % g.get("index") for g in gpus]
+    out = ["\t" + "\t".join(names) + "\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"]
+    for i, g in enumerate(gpus):
+        links = [" X " if j == i else "NV12" for j in range(len(gpus))]
+        out.append(names[i] + "\t" + "\t".join(links) + "\t" + (g.get("cpu_affinity") or "N/A") + "\t0\t\tN/A")
+    out += ["", "Legend:", "", "  X    = Self", "  NV#  = Connection traversing a bonded set of # NVLinks"]
+    sys.stdout.write("\n".join(out) + "\n")
+
+
 def main(argv):
     st = load()
     gpus = st.get("gpus") or []
@@ -108,6 +123,9 @@ def main(argv):
     query_gpu = query_apps = None
     fmt = ""
     list_gpus = False
+    if argv[:2] == ["topo", "-m"]:
+        topo(gpus, beh.get("topo") or {})
+        return
     i = 0
     while i < len(argv):
         a = argv[i]
