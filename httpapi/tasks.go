@@ -131,7 +131,10 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 
 		Preemptible:         sp.preemptible,
 		PreemptGraceSeconds: sp.grace,
+		CPUs:                sp.cpus,
+		MemoryMB:            sp.memoryMB,
 	}
+	s.cfg.Resources.Fill(&t)
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}
