@@ -88,17 +88,3 @@ func TestResources_Failure(t *testing.T) {
 	id := e.submit(tok, `{"command":["x"]}`)
 	f("/api/tasks/"+id+"/rerun", `{"memoryMb":0}`, "memoryMb")
 }
-
-func TestResourceDefaults_Check(t *testing.T) {
-	for _, d := range []core.ResourceDefaults{{CPUs: -1}, {CPUsPerGPU: 5000}, {MemoryMB: 1}, {MemoryMBPerGPU: -3}} {
-		if err := d.Check(); err == nil || !strings.Contains(err.Error(), "DEFAULT_") {
-			t.Fatalf("%+v: %v", d, err)
-		}
-	}
-	if err := (core.ResourceDefaults{}).Check(); err != nil {
-		t.Fatalf("no defaults: %v", err)
-	}
-	if err := core.DefaultResources.Check(); err != nil {
-		t.Fatalf("the defaults: %v", err)
-	}
-}
