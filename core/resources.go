@@ -23,6 +23,10 @@ const (
 	ReasonPidsLimit   = "pids_limit"
 )
 
+// WarnUnenforced is the warning of a run started on a worker that could
+// not enforce its limits (RESOURCE_ENFORCEMENT=best-effort).
+const WarnUnenforced = "unenforced"
+
 // ResourceDefaults are what a run that does not ask for cores or memory
 // gets (DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_MB_PER_GPU for GPU runs, per
 // GPU; DEFAULT_CPUS, DEFAULT_MEMORY_MB for CPU-only runs). A zero default
