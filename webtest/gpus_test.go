@@ -53,6 +53,8 @@ func TestFleetGPUs(t *testing.T) {
 	if held := b.text(fmt.Sprintf(`#workers .gpu[data-task=%q]`, id)); !strings.Contains(held, "idle-sleeper") || !strings.Contains(held, "1.5 GiB / 40 GiB") {
 		t.Errorf("the held tile says %q, want the run and the memory used", held)
 	}
+	// Its cores and memory beside the GPUs, and how it enforces them.
+	b.wait("the worker's cores and memory", 20*time.Second, `(() => { const e = document.querySelector('#workers .worker-resources'); return e && e.textContent.includes('enforcement:'); })()`)
 	b.screenshot("20-fleet-gpus")
 
 	b.open(s.url + "/runs/" + id)
