@@ -1,9 +1,9 @@
 // Package plan decides where queued runs start and why the others wait. It
 // is every placement rule of the master in one place: a run only where its
 // GPUs, cores and memory all fit, best-fit GPUs, CPU runs to the machines
-// without free GPUs first and then the most free slots, backfill past a run that does not fit, how
-// deep the scheduler looks, and the reason (with a code) given for each run
-// left queued. The scheduler executes what Plan returns; Explain shows it;
+// without free GPUs first and then the most free slots, backfill past a run
+// that does not fit, how deep the scheduler looks, and the reason (with a
+// code) given for each run left queued. The scheduler executes what Plan returns; Explain shows it;
 // preemption serves only the runs Held does not hold back.
 // A new placement rule (quota, foreign GPUs, sweep limits, ...) goes here.
 //
