@@ -423,14 +423,16 @@ func TestShow(t *testing.T) {
 	exit, r := 0, 12.5
 	id := h.f.addTask(core.Task{Name: "n", User: "alice", Status: core.StatusSucceeded, Command: []string{"python3", "a b.py"},
 		Params: json.RawMessage(`{"lr": 0.1}`), Env: map[string]string{"K": "V"}, Tags: []string{"x", "y"},
-		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true},
+		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true}, CPUs: 2.5, MemoryMB: 4096,
+		Reason: core.ReasonOutOfMemory, Usage: &core.Usage{CPUSeconds: 12.25, PeakMemoryMB: 4198, GPUSeconds: 180},
 		Worker: "w1", GPUIndices: []int{1}, GPUUUIDs: []string{"GPU-1"},
 		Warnings: []core.Warning{{Code: "idle_gpu", Message: "GPU 1 idle (under 5% utilisation) for 1800 s", At: time.Now()}}})
 	out, _ := h.mustRun(0, "show", id)
 	for _, want := range []string{"id: " + id + "\n", "status: SUCCEEDED\n", "command: python3 'a b.py'\n",
 		`params: {"lr":0.1}` + "\n", `env: {"K":"V"}` + "\n", "tags: x,y\n", "exitCode: 0\n",
 		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: w1\n", "gpuUuids: GPU-1\n",
-		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n"} {
+		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n", "cpus: 2.5\n", "memory: 4 GiB\n", "reason: out_of_memory\n",
+		"usage: 12.2 CPU-seconds, peak memory 4.1 GiB, 180 GPU-seconds\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
@@ -561,15 +563,18 @@ func TestMetrics(t *testing.T) {
 func TestWorkers(t *testing.T) {
 	h := newHarness(t)
 	h.login()
-	out, _ := h.mustRun(0, "workers")
+	out, errs := h.mustRun(0, "workers")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("workers:\n%s", out)
 	}
-	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+RUNNING\s+LAST HEARTBEAT$`).MatchString(lines[0]) ||
-		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+1\s+\ds ago$`).MatchString(lines[1]) ||
-		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+0\s+never$`).MatchString(lines[2]) {
+	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+CPUS\s+MEMORY\s+ENFORCED\s+RUNNING\s+LAST HEARTBEAT$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+2.5/16\s+4 GiB/64 GiB\s+none\s+1\s+\ds ago$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+-\s+-\s+cgroup-v1\s+0\s+never$`).MatchString(lines[2]) {
 		t.Errorf("workers:\n%s", out)
+	}
+	if errs != "warning: w1 does not enforce its runs' limits: not root\n" {
+		t.Errorf("workers stderr %q", errs)
 	}
 }
 
@@ -759,4 +764,50 @@ func TestJoinLines(t *testing.T) {
 	f([]string{"a", "b"}, 3, "a\nb")
 	f([]string{"a\n", "b\n"}, 4, "a\nb\n")
 	f([]string{""}, 1, "\n")
+}
+
+func TestSubmit_Resources(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	h.mustRun(0, "submit", "--cpus", "0.5", "--memory", "16GiB", "--", "python3", "train.py")
+	m := h.trainBody()
+	if jsonString(m["cpus"]) != "0.5" || jsonString(m["memoryMb"]) != "16384" {
+		t.Fatalf("cpus %v memoryMb %v", m["cpus"], m["memoryMb"])
+	}
+	h.mustRun(0, "submit", "--", "python3", "train.py")
+	if m := h.trainBody(); m["cpus"] != nil || m["memoryMb"] != nil {
+		t.Fatalf("sent cpus %v memoryMb %v though not asked: the master's defaults apply", m["cpus"], m["memoryMb"])
+	}
+	f := func(want string, args ...string) {
+		t.Helper()
+		_, errs := h.mustRun(ExitUsage, append(append([]string{"submit"}, args...), "--", "x")...)
+		if !strings.Contains(errs, want) {
+			t.Errorf("%v: stderr %q lacks %q", args, errs, want)
+		}
+	}
+	f("--cpus must be a positive", "--cpus", "0")
+	f("--cpus must be a positive", "--cpus", "-2")
+	f("--cpus must be a positive", "--cpus", "NaN")
+	f(`unknown unit "XB"`, "--memory", "16XB")
+	f("want a positive size", "--memory", "GiB")
+	f("want a positive size", "--memory", "-1GiB")
+}
+
+func TestParseMemory(t *testing.T) {
+	f := func(in string, want int64) {
+		t.Helper()
+		got, err := parseMemory(in)
+		if err != nil || got != want {
+			t.Errorf("parseMemory(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	f("16GiB", 16384)
+	f("16G", 16384)
+	f("16gb", 16384)
+	f("1.5 GiB", 1536)
+	f("512MiB", 512)
+	f("512MB", 512)
+	f("4096", 4096)
+	f("1TiB", 1<<20)
+	f("100KiB", 1) // rounded up to whole MiB
 }

@@ -420,8 +420,9 @@ func (f *fakeServer) workers(w http.ResponseWriter, r *http.Request, user string
 				IdleSince: ptr(time.Now().Add(-90 * time.Second))},
 				{Index: 1, Name: "H100", MemoryMB: 81559, Utilization: ptr(97), MemoryUsedMB: ptr[int64](40000),
 					Foreign: []core.ForeignProc{{PID: 4242, User: "bob", Command: "python notebook.py", MemoryMB: ptr[int64](1200)}}}},
-			LastHeartbeatAt: time.Now().Add(-2 * time.Second)},
-		{ID: "w2", Host: "gpu-b", State: core.WorkerDown, Slots: 2},
+			LastHeartbeatAt: time.Now().Add(-2 * time.Second), CPUs: 16, CPUsUsed: 2.5, MemoryMB: 65536, MemoryMBUsed: 4096,
+			Enforcement: core.EnforcementNone, EnforcementWarning: "not root"},
+		{ID: "w2", Host: "gpu-b", State: core.WorkerDown, Slots: 2, Enforcement: core.EnforcementCgroupV1},
 	}
 	writeJSON(w, 200, map[string]any{"items": ws})
 }

@@ -123,6 +123,8 @@ func runShow(inv *invocation, args []string) int {
 		{"gpus", strconv.Itoa(t.GPUs)},
 		{"gpuIndices", gpuIdx},
 		{"gpuUuids", orDash(strings.Join(t.GPUUUIDs, ","))},
+		{"cpus", cpusLine(t.CPUs)},
+		{"memory", memoryLine(t.MemoryMB)},
 		{"priority", strconv.Itoa(t.Priority)},
 		{"timeoutSeconds", timeout},
 		{"env", envString(t.Env)},
@@ -135,6 +137,8 @@ func runShow(inv *invocation, args []string) int {
 		{"traceId", orDash(t.TraceID)},
 		{"exitCode", formatInt(t.ExitCode)},
 		{"error", orDash(oneLine(t.Error))},
+		{"reason", orDash(t.Reason)},
+		{"usage", usageLine(t.Usage)},
 		{"finalReward", formatFloat(t.FinalReward, false)},
 		{"code", codeVer},
 		{"gitRemote", orDash(t.Code.GitRemote)},
@@ -155,6 +159,28 @@ func runShow(inv *invocation, args []string) int {
 		return inv.fail(err)
 	}
 	return ExitOK
+}
+
+// cpusLine, memoryLine and usageLine write a run's resources for show.
+func cpusLine(cpus float64) string {
+	if cpus <= 0 {
+		return "-"
+	}
+	return core.FormatCPUs(cpus)
+}
+
+func memoryLine(mb int64) string {
+	if mb <= 0 {
+		return "-"
+	}
+	return core.FormatMB(mb)
+}
+
+func usageLine(u *core.Usage) string {
+	if u == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f CPU-seconds, peak memory %s, %.0f GPU-seconds", u.CPUSeconds, core.FormatMB(u.PeakMemoryMB), u.GPUSeconds)
 }
 
 // diffLine says whether the run's diff is stored and how to read it.

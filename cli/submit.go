@@ -71,6 +71,8 @@ type submitRequest struct {
 	Preemptible    bool              `json:"preemptible,omitempty"`
 	PreemptGrace   *int              `json:"preemptGraceSeconds,omitempty"`
 	Private        bool              `json:"private,omitempty"`
+	CPUs           *float64          `json:"cpus,omitempty"`
+	MemoryMB       *int64            `json:"memoryMb,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -105,8 +107,8 @@ type runFlags struct {
 	req                         submitRequest
 	episodes, gpus, prio, retry int
 	grace                       int
-	lr                          float64
-	timeout, workdir            string
+	lr, cpus                    float64
+	timeout, workdir, memory    string
 	params, envs, tags          multiFlag
 }
 
@@ -117,6 +119,8 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.Var(&rf.params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
 	fs.Var(&rf.envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
 	fs.IntVar(&rf.gpus, "gpus", 0, "`N` GPUs the run needs")
+	fs.Float64Var(&rf.cpus, "cpus", 0, "`N` CPU cores the run needs, fractions allowed (default: the master's, per GPU for a GPU run)")
+	fs.StringVar(&rf.memory, "memory", "", "memory the run needs, `SIZE` such as 16GiB or 512MiB (default: the master's); past it the run is stopped, out of memory")
 	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first (above 0: admins only)")
 	fs.IntVar(&rf.retry, "max-retries", 1, "requeue a LOST run (its worker vanished) up to `N` times")
 	fs.StringVar(&rf.timeout, "timeout", "", "wall-clock limit, `SECONDS` or a duration like 2h30m; then the run ends as TIMEOUT")
@@ -201,6 +205,19 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("--%s must not be negative", f.name), false
 		}
 		*f.dst = f.v
+	}
+	if fs.isSet("cpus") {
+		if !(rf.cpus > 0) || math.IsInf(rf.cpus, 0) {
+			return req, inv.usageError("--cpus must be a positive number of cores, e.g. 4 or 0.5"), false
+		}
+		req.CPUs = &rf.cpus
+	}
+	if fs.isSet("memory") {
+		mb, err := parseMemory(rf.memory)
+		if err != nil {
+			return req, inv.usageError("%v", err), false
+		}
+		req.MemoryMB = &mb
 	}
 	if fs.isSet("grace") {
 		if rf.grace < 0 || rf.grace > 600 {

@@ -41,7 +41,7 @@ func runWorkers(inv *invocation, args []string) int {
 		return code
 	}
 	now := inv.env.now()
-	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "RUNNING", "LAST HEARTBEAT")
+	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "CPUS", "MEMORY", "ENFORCED", "RUNNING", "LAST HEARTBEAT")
 	for _, w := range workers {
 		used := 0
 		for _, g := range w.GPUs {
@@ -53,8 +53,14 @@ func runWorkers(inv *invocation, args []string) int {
 		if !w.LastHeartbeatAt.IsZero() {
 			hb = age(now, w.LastHeartbeatAt) + " ago"
 		}
-		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.ID, orDash(string(w.State)),
-			orDash(fitWidth(w.Host, 40)), used, len(w.GPUs), w.Slots, len(w.RunningTasks), hb)
+		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%d\t%s\n", w.ID, orDash(string(w.State)),
+			orDash(fitWidth(w.Host, 40)), used, len(w.GPUs), w.Slots, workerCPUs(w), workerMemory(w), orDash(w.Enforcement),
+			len(w.RunningTasks), hb)
+	}
+	for _, w := range workers {
+		if w.EnforcementWarning != "" {
+			fmt.Fprintf(inv.env.Stderr, "warning: %s does not enforce its runs' limits: %s\n", w.ID, oneLine(w.EnforcementWarning))
+		}
 	}
 	if err := inv.printTable(t); err != nil {
 		return inv.fail(err)
@@ -63,6 +69,23 @@ func runWorkers(inv *invocation, args []string) int {
 		fmt.Fprintln(inv.env.Stderr, "no workers have joined yet: start one with `rlsched worker`")
 	}
 	return ExitOK
+}
+
+// workerCPUs and workerMemory are a worker's cores and memory as used/
+// offered ("1.5/8", "4 GiB/16 GiB"); "-/-" when it offers no count (no
+// limit is placed on it).
+func workerCPUs(w core.WorkerInfo) string {
+	if w.CPUs <= 0 {
+		return "-"
+	}
+	return core.FormatCPUs(w.CPUsUsed) + "/" + core.FormatCPUs(w.CPUs)
+}
+
+func workerMemory(w core.WorkerInfo) string {
+	if w.MemoryMB <= 0 {
+		return "-"
+	}
+	return core.FormatMB(w.MemoryMBUsed) + "/" + core.FormatMB(w.MemoryMB)
 }
 
 // workerAdmin is drain, undrain or forget of one worker.

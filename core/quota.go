@@ -12,18 +12,9 @@ type Quota struct {
 	Runs *int `json:"runs"`
 }
 
-// CPURunWeight is what a run without GPUs counts in a user's usage, in GPUs
-// (API.md: a CPU-only run counts 0.25 GPU).
+// CPURunWeight is what a core of a run without GPUs counts in a user's
+// usage, in GPUs (UsageWeight; API.md: a CPU-only run counts 0.25 GPU a core).
 const CPURunWeight = 0.25
-
-// UsageWeight is what one second of a run with gpus GPUs adds to its
-// owner's usage, in GPU-seconds.
-func UsageWeight(gpus int) float64 {
-	if gpus <= 0 {
-		return CPURunWeight
-	}
-	return float64(gpus)
-}
 
 // Decay is v, a usage known at one instant, d later: halved every
 // halfLife (halfLife ≤ 0: no decay). d < 0 grows it back, for a usage

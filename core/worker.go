@@ -23,6 +23,9 @@ type GPU struct {
 	TaskID   string `json:"taskId"`
 	// UUID is nvidia-smi's GPU-…; "" for a GPU given by --gpus N.
 	UUID string `json:"uuid"`
+	// CPUAffinity is the cores near it (nvidia-smi topo -m, a cpuset list
+	// such as "0-15"); "" when unknown.
+	CPUAffinity string `json:"cpuAffinity,omitempty"`
 	// Utilization (percent) and MemoryUsedMB are from the worker's last
 	// sample; null when it did not report them (no sample yet, nvidia-smi
 	// failing, [N/A]).
@@ -65,4 +68,23 @@ type WorkerInfo struct {
 	// GPUProblem says why its GPU samples are incomplete (nvidia-smi
 	// missing, failing, hung), as its worker last reported; "" when fine.
 	GPUProblem string `json:"gpuProblem,omitempty"`
+	// CPUs and MemoryMB are what it offers runs (its machine less what it
+	// reserves), 0 when it does not say (no limit is placed on it);
+	// CPUsUsed and MemoryMBUsed what its runs hold of them. Enforcement is
+	// how runs are held to their limits (EnforcementCgroupV1, ...V2, or
+	// EnforcementNone), with EnforcementWarning saying why not when none.
+	CPUs               float64 `json:"cpus"`
+	MemoryMB           int64   `json:"memoryMb"`
+	CPUsUsed           float64 `json:"cpusUsed"`
+	MemoryMBUsed       int64   `json:"memoryMbUsed"`
+	Enforcement        string  `json:"enforcement"`
+	EnforcementWarning string  `json:"enforcementWarning,omitempty"`
 }
+
+// How a worker enforces its runs' limits (WorkerInfo.Enforcement, Hello's
+// enforcement).
+const (
+	EnforcementCgroupV1 = "cgroup-v1"
+	EnforcementCgroupV2 = "cgroup-v2"
+	EnforcementNone     = "none"
+)

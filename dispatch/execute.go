@@ -47,7 +47,7 @@ func (s *scheduler) execute(ctx context.Context, ps []plan.Placement, users map[
 func (s *scheduler) claim(ctx context.Context, p plan.Placement, charge lease.Charge) *claimed {
 	t := p.Task
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID,
-		pol: policyOf(t, s.now())}
+		cpuMillis: core.CPUMillis(t.CPUs), memoryMB: t.MemoryMB, pol: policyOf(t, s.now())}
 	if !s.reg.place(rr) {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 
 	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
 		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
-		User: t.User}
+		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}

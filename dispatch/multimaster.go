@@ -107,7 +107,7 @@ func (p *peers) helloFromStore(ctx context.Context, h *pb.Hello) map[string]stri
 // recordOf is the registry record of an active run t from the store.
 func recordOf(t core.Task) *runRec {
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: t.Worker, gpus: t.GPUIndices,
-		userID: t.UserID}
+		userID: t.UserID, cpuMillis: core.CPUMillis(t.CPUs), memoryMB: t.MemoryMB}
 	rr.fence.Store(t.Fence)
 	return rr
 }

@@ -38,9 +38,14 @@ type workerRec struct {
 	id, host, version, isolation string
 	gpus                         []core.GPU
 	slots                        int
-	sess                         *session // nil while disconnected
-	runs                         map[string]*runRec
-	lastHeartbeat                time.Time // of the last session; the live one keeps its own
+	// cpuMillis and memoryMB are what it offers runs (Hello; 0: not
+	// reported, unlimited); enforcement and enforcementWarning how it
+	// holds runs to them.
+	cpuMillis, memoryMB             int64
+	enforcement, enforcementWarning string
+	sess                            *session // nil while disconnected
+	runs                            map[string]*runRec
+	lastHeartbeat                   time.Time // of the last session; the live one keeps its own
 	// draining: an admin drained it; it takes no new runs (also after a
 	// reconnect) until undrained or forgotten.
 	draining bool
@@ -55,6 +60,8 @@ type runRec struct {
 	traceID  string
 	workerID string
 	gpus     []int // indices; empty for a CPU-slot run
+	// cpuMillis and memoryMB are the cores (thousandths) and MiB it holds.
+	cpuMillis, memoryMB int64
 	// userID is the run's owner (0 when not known: a run adopted from a
 	// worker's Hello), for the standing (standingMoved).
 	userID int64
@@ -321,9 +328,11 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 		old.closed.Store(true)
 	}
 	w.sess, w.host, w.version, w.slots, w.isolation = sess, h.Host, h.Version, int(h.Slots), h.Isolation
+	w.cpuMillis, w.memoryMB = max(h.CpuMillis, 0), max(h.MemoryMb, 0)
+	w.enforcement, w.enforcementWarning = h.Enforcement, h.EnforcementWarning
 	w.gpus = w.gpus[:0]
 	for _, g := range h.Gpus {
-		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb, UUID: g.Uuid})
+		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb, UUID: g.Uuid, CPUAffinity: g.CpuAffinity})
 	}
 	sess.lastHeartbeat.Store(now.UnixNano())
 	// Count silence from the HelloAck, not from when the event loop read the
@@ -551,7 +560,31 @@ func (w *workerRec) hasFreeLocked() bool {
 		}
 		gpuRuns += len(rr.gpus)
 	}
+	// Not its cores or memory: a run that asks for none (one from before
+	// they were asked for) fits a worker whose cores are all held.
 	return cpuRuns < w.slots || gpuRuns < len(w.gpus)
+}
+
+// usedLocked is the cores (thousandths) and memory its runs hold.
+func (w *workerRec) usedLocked() (cpu, mem int64) {
+	for _, rr := range w.runs {
+		cpu, mem = cpu+rr.cpuMillis, mem+rr.memoryMB
+	}
+	return cpu, mem
+}
+
+// offers is what a worker reports it offers of cores or memory, as the
+// planner counts it: 0 (not reported) is plan.Unlimited.
+func offers(v int64) int64 {
+	if v <= 0 {
+		return plan.Unlimited
+	}
+	return v
+}
+
+// sizeLocked is what w offers in all, as plan.Size.
+func (w *workerRec) sizeLocked() plan.Size {
+	return plan.Size{GPUs: len(w.gpus), Slots: w.slots, CPUMillis: offers(w.cpuMillis), MemoryMB: offers(w.memoryMB)}
 }
 
 // freeLocked is w's free resources, as the planner sees them. It allocates
@@ -561,13 +594,16 @@ func (w *workerRec) freeLocked() plan.Worker {
 	var usedBuf [16]int
 	used := usedBuf[:0]
 	cpuRuns := 0
+	var cpu, mem int64
 	for _, rr := range w.runs {
 		if len(rr.gpus) == 0 {
 			cpuRuns++
 		}
 		used = append(used, rr.gpus...)
+		cpu, mem = cpu+rr.cpuMillis, mem+rr.memoryMB
 	}
-	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus)}
+	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus),
+		FreeCPUMillis: offers(w.cpuMillis) - cpu, FreeMemoryMB: offers(w.memoryMB) - mem}
 	if w.sess != nil {
 		c.ForeignGPUs = w.sess.foreignGPUs()
 	}
@@ -605,6 +641,9 @@ func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
 		}
 		s.Connected++
 		s.MaxGPUs, s.MaxSlots = max(s.MaxGPUs, len(w.gpus)), max(s.MaxSlots, w.slots)
+		if z := w.sizeLocked(); !slices.Contains(s.Sizes, z) {
+			s.Sizes = append(s.Sizes, z)
+		}
 		if c := w.freeLocked(); !w.draining && (len(c.FreeGPUs) > 0 || c.FreeSlots > 0) {
 			s.Free = append(s.Free, c)
 		}
@@ -671,9 +710,15 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 		hb = time.Unix(0, w.sess.lastHeartbeat.Load())
 		problem = w.sess.fillGPUs(gpus)
 	}
+	cpu, mem := w.usedLocked()
+	enf := w.enforcement
+	if enf == "" {
+		enf = core.EnforcementNone // a worker from before enforcement, or one that says nothing
+	}
 	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
 		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation,
-		GPUProblem: problem}
+		GPUProblem: problem, CPUs: float64(w.cpuMillis) / 1000, MemoryMB: w.memoryMB, CPUsUsed: float64(cpu) / 1000,
+		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning}
 }
 
 // info is the view of worker id; false when unknown.
@@ -697,6 +742,18 @@ func (r *registry) infos(master string) []core.WorkerInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// unenforced is why worker id runs its runs without enforcing their
+// limits, when it was asked for best-effort enforcement and could not
+// (Hello's enforcement_warning); "" when it enforces them or was told not to.
+func (r *registry) unenforced(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[id]; w != nil {
+		return w.enforcementWarning
+	}
+	return ""
 }
 
 // drain sets whether worker id takes new runs; false when unknown.

@@ -168,6 +168,10 @@ func (d *Dispatcher) onStarted(sess *session, ts *pb.TaskStarted, gate *startGat
 	err := d.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
 	switch {
 	case err == nil:
+		if why := d.reg.unenforced(sess.workerID); why != "" {
+			d.warn(ts.TaskId, core.WarnUnenforced, fmt.Sprintf("worker %s does not enforce its runs' limits (%s): this run's cores, memory and GPUs are shared on trust",
+				sess.workerID, why))
+		}
 	case gate.superseded.Load() && errors.Is(err, context.Canceled):
 		d.log.Debug().Str("task", ts.TaskId).Msg("start superseded: written with the run's end")
 	default:
@@ -275,7 +279,7 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 			now := d.now()
 			ran = store.UsageCharge{}
 			if t.StartedAt != nil && now.After(*t.StartedAt) {
-				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
+				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs, t.CPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
 			}
 			return preemptFromReport(t, mark, now) == nil
 		}
@@ -370,7 +374,23 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 			msg = fmt.Sprintf("exit code %d", code)
 		}
 	}
-	return t.Finish(status, exit, msg, now)
+	reason := ""
+	if status == core.StatusFailed {
+		// The worker's verdict from its control group's counters; a plain
+		// SIGKILL stays one (API.md "Resources").
+		switch tf.Reason {
+		case core.ReasonOutOfMemory:
+			reason, msg = tf.Reason, core.OutOfMemoryError(tf.PeakMemoryMb, t.MemoryMB)
+		case core.ReasonPidsLimit:
+			reason, msg = tf.Reason, "stopped at its process-count limit: it started more processes than a run may have at once"
+		}
+	}
+	if err := t.Finish(status, exit, msg, now); err != nil {
+		return err
+	}
+	t.Reason = reason
+	t.Usage = core.UsageOf(t, tf.CpuSeconds, tf.PeakMemoryMb)
+	return nil
 }
 
 // release drops a finished run's lease and frees its resources.

@@ -95,6 +95,9 @@ type Config struct {
 	// users without one of their own; 0: none.
 	FairShareHalfLife time.Duration
 	DefaultGPUQuota   int
+	// Resources are the cores and memory a run that asks for none gets
+	// (DEFAULT_CPUS_PER_GPU, ...); nil: core.DefaultResources.
+	Resources *core.ResourceDefaults
 
 	// PublicHosts are names this master answers to besides its defaults
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
@@ -200,6 +203,13 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.DefaultTrainer = append([]string(nil), cfg.DefaultTrainer...)
+	if cfg.Resources == nil {
+		d := core.DefaultResources
+		cfg.Resources = &d
+	}
+	if err := cfg.Resources.Check(); err != nil {
+		return nil, fmt.Errorf("cannot start the REST API: %w", err)
+	}
 	dummy, err := bcrypt.GenerateFromPassword([]byte("rlsched-dummy-password"), cfg.BcryptCost)
 	if err != nil {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)

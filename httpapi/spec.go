@@ -74,6 +74,10 @@ type submitBody struct {
 	// Private limits the run's outputs, and resuming from them, to its
 	// owner and admins (API.md "Who may read what").
 	Private *bool `json:"private,omitempty"`
+	// CPUs (cores, fractions allowed) and MemoryMB (MiB) are what the run
+	// asks for; absent: the master's defaults (API.md "Resources").
+	CPUs     *float64 `json:"cpus,omitempty"`
+	MemoryMB *int64   `json:"memoryMb,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -117,6 +121,9 @@ type spec struct {
 	grace       int
 	// private: only the owner and admins read its outputs.
 	private bool
+	// cpus and memoryMB the run asks for; 0: the defaults (newRun).
+	cpus     float64
+	memoryMB int64
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -128,6 +135,7 @@ func (s *Server) specOf(t core.Task) spec {
 		retries: t.MaxRetries, timeout: t.TimeoutSeconds, env: t.Env, tags: t.Tags,
 		workdir: t.Workdir, code: t.Code, preemptible: t.Preemptible, grace: t.PreemptGraceSeconds,
 		private: t.Private,
+		cpus:    t.CPUs, memoryMB: t.MemoryMB,
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -257,7 +265,19 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		if *b.GPUs < 0 || *b.GPUs > maxGPUs {
 			return errBadRequest("gpus must be 0..%d", maxGPUs)
 		}
-		sp.gpus = int(*b.GPUs)
+		s.regauge(sp, int(*b.GPUs))
+	}
+	if b.CPUs != nil {
+		if err := core.CheckCPUs(*b.CPUs); err != nil {
+			return errBadRequest("cpus %v", err)
+		}
+		sp.cpus = core.RoundCPUs(*b.CPUs)
+	}
+	if b.MemoryMB != nil {
+		if err := core.CheckMemoryMB(*b.MemoryMB); err != nil {
+			return errBadRequest("memoryMb %v", err)
+		}
+		sp.memoryMB = *b.MemoryMB
 	}
 	if b.Priority != nil {
 		if *b.Priority < -maxPriority || *b.Priority > maxPriority {
@@ -336,6 +356,24 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		return errBadRequest("give command (an argv array) or algorithm")
 	}
 	return nil
+}
+
+// regauge sets sp's GPUs to gpus. A rerun whose original got the default
+// cores or memory for its GPUs gets the default for its new GPUs instead
+// (the Task does not say whether a value was asked for, so a value equal
+// to the default counts as the default).
+func (s *Server) regauge(sp *spec, gpus int) {
+	if gpus != sp.gpus {
+		was := core.Task{GPUs: sp.gpus}
+		s.cfg.Resources.Fill(&was)
+		if sp.cpus == was.CPUs {
+			sp.cpus = 0
+		}
+		if sp.memoryMB == was.MemoryMB {
+			sp.memoryMB = 0
+		}
+	}
+	sp.gpus = gpus
 }
 
 // Limits of a submission's code (API.md "Run outputs").

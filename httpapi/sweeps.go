@@ -146,7 +146,7 @@ func (s *Server) AddMembers(ctx context.Context, sw store.Sweep, template core.T
 		msp := sp
 		msp.params = m.Params
 		msp.name = memberName(sw.Name, m.Label)
-		t := runOf(owner, template.TraceID, msp)
+		t := s.runOf(owner, template.TraceID, msp)
 		t.CreatedAt = now.Add(time.Duration(i)) // member order, as at creation
 		runs[i] = &t
 	}

@@ -110,11 +110,12 @@ func (s *Server) newRun(r *request, sp spec) core.Task {
 	if r.user.Role != core.RoleAdmin {
 		sp.priority = min(sp.priority, 0)
 	}
-	return runOf(r.user, r.trace, sp)
+	return s.runOf(r.user, r.trace, sp)
 }
 
-// runOf is a new QUEUED run of sp owned by u, under trace; sp is checked.
-func runOf(u core.User, trace string, sp spec) core.Task {
+// runOf is a new QUEUED run of sp owned by u, under trace, with the
+// master's resource defaults filled in; sp is checked.
+func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 	t := core.Task{
 		ID:             core.NewTaskID(),
 		Name:           sp.name,
@@ -139,7 +140,10 @@ func runOf(u core.User, trace string, sp spec) core.Task {
 		Preemptible:         sp.preemptible,
 		PreemptGraceSeconds: sp.grace,
 		Private:             sp.private,
+		CPUs:                sp.cpus,
+		MemoryMB:            sp.memoryMB,
 	}
+	s.cfg.Resources.Fill(&t)
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}

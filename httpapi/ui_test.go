@@ -151,7 +151,13 @@ func (c *testControl) Explain(ctx context.Context, _ []core.Task) map[string]cor
 		}
 		snap.Connected++
 		snap.MaxGPUs, snap.MaxSlots = max(snap.MaxGPUs, len(w.GPUs)), max(snap.MaxSlots, w.Slots)
-		free := plan.Worker{ID: w.ID, FreeSlots: w.Slots}
+		free := plan.Worker{ID: w.ID, FreeSlots: w.Slots, FreeCPUMillis: plan.Unlimited, FreeMemoryMB: plan.Unlimited}
+		if w.CPUs > 0 {
+			free.FreeCPUMillis = core.CPUMillis(w.CPUs - w.CPUsUsed)
+		}
+		if w.MemoryMB > 0 {
+			free.FreeMemoryMB = w.MemoryMB - w.MemoryMBUsed
+		}
 		onGPU := map[string]bool{}
 		for _, g := range w.GPUs {
 			if g.TaskID == "" {

@@ -118,6 +118,11 @@ type Config struct {
 	// master admits; others are refused with a logged reason.
 	WorkerIDs []string
 
+	// Resources are what a run that asks for no cores or memory gets
+	// (DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_MB_PER_GPU, DEFAULT_CPUS,
+	// DEFAULT_MEMORY_MB); nil: core.DefaultResources.
+	Resources *core.ResourceDefaults
+
 	// Policy is the scheduling policy (FAIRSHARE_HALF_LIFE,
 	// DEFAULT_USER_GPU_QUOTA; dispatch.Policy).
 	Policy dispatch.Policy
@@ -277,7 +282,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		OutputsVisibility: cfg.ArtifactVisibility, MaxQueuedPerUser: cfg.MaxQueuedPerUser,
 		NotifyTargets: targets,
 		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
-		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota,
+		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota, Resources: cfg.Resources,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {

@@ -48,6 +48,7 @@ Only the standard library is used.
 import datetime
 import hashlib
 import json
+import math
 import ntpath
 import os
 import sys
@@ -164,14 +165,57 @@ def _strs(v):
     if v is None:
         return None
     return [v] if isinstance(v, str) else list(v)
+
+
 def _sweep_body(spec):
-    """A sweep's body: its names, base's and early_stop's in camelCase."""
+    """A sweep's body: its names, base's (as _run_body) and early_stop's in
+    camelCase."""
     spec = dict(spec)
     if isinstance(spec.get("base"), dict):
-        spec["base"] = _body(spec["base"])
+        spec["base"] = _run_body(spec["base"])
     for k in ("early_stop", "earlyStop"):
         if isinstance(spec.get(k), dict):
             spec[k] = _body(spec[k])
+    return _body(spec)
+
+
+_MEMORY_UNITS = {"kib": 1.0 / 1024, "kb": 1.0 / 1024, "k": 1.0 / 1024, "mib": 1, "mb": 1, "m": 1, "": 1,
+                 "gib": 1024, "gb": 1024, "g": 1024, "tib": 1 << 20, "tb": 1 << 20, "t": 1 << 20}
+
+
+def _memory_mb(size):
+    """A memory size as MiB, rounded up: an int is MiB already; a string such
+    as "16GiB", "512MiB" or "1.5G" (MB, GB, TB are the binary units too, as
+    in the CLI's --memory)."""
+    if isinstance(size, bool):
+        raise ValueError("memory must be a size such as \"16GiB\", not %r" % (size,))
+    if isinstance(size, int):
+        return size
+    text = str(size).strip()
+    i = 0
+    while i < len(text) and (text[i].isdigit() or text[i] in ".+-"):
+        i += 1
+    num, unit = text[:i], text[i:].strip().lower()
+    if unit not in _MEMORY_UNITS:
+        raise ValueError("memory %r: unknown unit %r; use KiB, MiB, GiB or TiB (e.g. \"16GiB\")" % (size, text[i:]))
+    try:
+        v = float(num)
+    except ValueError:
+        raise ValueError("memory %r: want a positive size such as \"16GiB\"" % (size,)) from None
+    if not v > 0 or v == float("inf"):
+        raise ValueError("memory %r: want a positive size such as \"16GiB\"" % (size,))
+    return int(math.ceil(v * _MEMORY_UNITS[unit]))
+
+
+def _run_body(spec):
+    """A run's fields (submit, a sweep's base) as the API names them, with
+    ``memory="16GiB"`` as ``memoryMb``."""
+    spec = dict(spec)
+    if spec.get("memory") is not None:
+        if spec.get("memory_mb") is not None or spec.get("memoryMb") is not None:
+            raise ValueError("give memory or memory_mb, not both")
+        spec["memory_mb"] = _memory_mb(spec.pop("memory"))
+    spec.pop("memory", None)
     return _body(spec)
 
 
@@ -297,9 +341,11 @@ class Client:
         ``spec`` holds the fields of API.md "Runs": ``command=[argv]`` or
         ``algorithm=``, ``episodes=``, ``learning_rate=``, then ``name``,
         ``project``, ``params={...}``, ``gpus``, ``priority``, ``max_retries``,
-        ``timeout_seconds``, ``env={...}``, ``workdir``, ``tags=[...]``.
+        ``timeout_seconds``, ``env={...}``, ``workdir``, ``tags=[...]``,
+        ``cpus=`` (cores, fractions allowed) and ``memory="16GiB"`` (or
+        ``memory_mb=``); without them the run gets the master's defaults.
         """
-        return self._json("POST", "/api/train", _body(spec))["id"]
+        return self._json("POST", "/api/train", _run_body(spec))["id"]
 
     def task(self, run_id):
         """The Task of a run, a dict (API.md "Runs")."""

@@ -748,6 +748,17 @@ b = rlsched._sweep_body({"base": {"max_retries": 1}, "method": "tpe", "max_paral
 check(b == {"base": {"maxRetries": 1}, "method": "tpe", "maxParallel": 4, "random": {"lr_x": {"dist": "uniform", "min": 0, "max": 1}},
             "earlyStop": {"method": "asha", "minSteps": 100, "reductionFactor": 3}}, "sweep body: %r" % (b,))
 
+# A run's memory as a size; cpus as it is.
+check(rlsched._run_body({"cpus": 0.5, "memory": "16GiB"}) == {"cpus": 0.5, "memoryMb": 16384}, "memory 16GiB")
+check(rlsched._run_body({"memory": "1.5 G"}) == {"memoryMb": 1536} and rlsched._run_body({"memory": 2048}) == {"memoryMb": 2048}, "memory sizes")
+check(rlsched._run_body({"memory_mb": 300}) == {"memoryMb": 300}, "memory_mb")
+for bad in ["16XB", "GiB", "-1GiB", True]:
+    try:
+        rlsched._run_body({"memory": bad})
+        check(False, "memory %r accepted" % (bad,))
+    except ValueError as e:
+        check("memory" in str(e), "memory error names the field: %s" % e)
+
 # Filters as a query string.
 q = rlsched._query({"status": "SUCCEEDED", "project": "a b", "user": None, "created_after": datetime.datetime(2026, 1, 2, 3, 4, 5), "tag": ["x", "y"], "limit": 5},
                    {"lr": 0.001, "algo": "PPO", "norm": True})

@@ -115,7 +115,7 @@ func chargeOf(t *core.Task, from core.Status) (UsageCharge, bool) {
 	if d <= 0 {
 		return UsageCharge{}, false
 	}
-	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs) * d.Seconds(), At: end}, true
+	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs, t.CPUs) * d.Seconds(), At: end}, true
 }
 
 // SetPriority changes a queued run's priority and publishes it. Priority is

@@ -53,9 +53,13 @@ func TestFleetGPUs(t *testing.T) {
 	if held := b.text(fmt.Sprintf(`#workers .gpu[data-task=%q]`, id)); !strings.Contains(held, "idle-sleeper") || !strings.Contains(held, "1.5 GiB / 40 GiB") {
 		t.Errorf("the held tile says %q, want the run and the memory used", held)
 	}
+	// Its cores and memory beside the GPUs, and how it enforces them.
+	b.wait("the worker's cores and memory", 20*time.Second, `(() => { const e = document.querySelector('#workers .worker-resources'); return e && e.textContent.includes('enforcement:'); })()`)
 	b.screenshot("20-fleet-gpus")
 
 	b.open(s.url + "/runs/" + id)
+	// What it got by default for its one GPU (DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_MB_PER_GPU).
+	b.wait("the run's cores and memory", 20*time.Second, `(() => { const c = document.querySelector('#run-cpus'), m = document.querySelector('#run-memory'); return c && m && c.textContent === '1' && m.textContent === '4.0 GiB'; })()`)
 	b.wait("the idle_gpu warning", 20*time.Second, `(() => { const e = document.querySelector('#warnings li[data-code="idle_gpu"]'); return e && e.textContent.includes('GPU 0 idle'); })()`)
 	b.wait("the GPU utilisation chart", 30*time.Second, `document.querySelector('#charts [data-chart="sys/gpu_utilization"] path.line') !== null`)
 	b.screenshot("21-run-gpu-series")

@@ -103,3 +103,15 @@ func (f envFlags) duration(p *time.Duration, name, env string, def time.Duration
 	}
 	f.DurationVar(p, name, def, help)
 }
+
+func (f envFlags) float64(p *float64, name, env string, def float64, help string) {
+	if v, ok := os.LookupEnv(env); ok && env != "" {
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			def = n
+		}
+	}
+	if env != "" {
+		help += " (env " + env + ")"
+	}
+	f.Float64Var(p, name, def, help)
+}

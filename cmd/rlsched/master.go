@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifactpipe"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/crosssite"
@@ -84,6 +85,15 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"`seconds` a GPU run waits while smaller runs backfill past it before the next GPUs to free on the worker where it fits best are held for it (-1: never)")
 	f.seconds(&c.Policy.PreemptCooldown, "preempt-cooldown", "PREEMPT_COOLDOWN_SECONDS", 300,
 		"`seconds` a preempted run is spared from another preemption (-1: no preemption)")
+	c.Resources = &core.ResourceDefaults{}
+	d := core.DefaultResources
+	f.float64(&c.Resources.CPUsPerGPU, "default-cpus-per-gpu", "DEFAULT_CPUS_PER_GPU", d.CPUsPerGPU,
+		"cores a GPU run that does not ask (--cpus) gets, per GPU (0: none)")
+	f.int64(&c.Resources.MemoryMBPerGPU, "default-memory-mb-per-gpu", "DEFAULT_MEMORY_MB_PER_GPU", d.MemoryMBPerGPU,
+		"MiB of memory a GPU run that does not ask (--memory) gets, per GPU (0: none)")
+	f.float64(&c.Resources.CPUs, "default-cpus", "DEFAULT_CPUS", d.CPUs, "cores a CPU-only run that does not ask (--cpus) gets (0: none)")
+	f.int64(&c.Resources.MemoryMB, "default-memory-mb", "DEFAULT_MEMORY_MB", d.MemoryMB,
+		"MiB of memory a CPU-only run that does not ask (--memory) gets (0: none)")
 	defineGatewayTrust(f, &c.Gateway, &o.nacos) // mastergw.go
 }
 

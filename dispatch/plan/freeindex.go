@@ -58,15 +58,21 @@ func (x *freeIndex) took(i, n, gpus int) {
 }
 
 // bestFit returns the first worker with the fewest free GPUs, at least
-// gpus (> 0) of them, or -1.
-func (x *freeIndex) bestFit(gpus int) int {
+// gpus (> 0) of them, for which ok holds (its cores and memory fit), or
+// -1. When cores and memory do not bind, the first candidate is the
+// answer; when they do, the candidates are tried in best-fit order.
+func (x *freeIndex) bestFit(gpus int, ok func(i int) bool) int {
 	for k := gpus; k < len(x.buckets); k++ {
 		if x.count[k] == 0 {
 			continue
 		}
 		for wi, word := range x.buckets[k] {
-			if word != 0 {
-				return wi*64 + bits.TrailingZeros64(word)
+			for word != 0 {
+				i := wi*64 + bits.TrailingZeros64(word)
+				if ok(i) {
+					return i
+				}
+				word &= word - 1
 			}
 		}
 	}

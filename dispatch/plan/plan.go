@@ -1,8 +1,9 @@
 // Package plan decides where queued runs start and why the others wait. It
-// is every placement rule of the master in one place: best-fit GPUs, CPU
-// runs to the most free slots, backfill past a run that does not fit, how
-// deep the scheduler looks, and the reason (with a code) given for each run
-// left queued. The scheduler executes what Plan returns; Explain shows it;
+// is every placement rule of the master in one place: a run only where its
+// GPUs, cores and memory all fit, best-fit GPUs, CPU runs to the machines
+// without free GPUs first and then the most free slots, backfill past a run
+// that does not fit, how deep the scheduler looks, and the reason (with a
+// code) given for each run left queued. The scheduler executes what Plan returns; Explain shows it;
 // preemption serves only the runs Held does not hold back.
 // A new placement rule (quota, foreign GPUs, sweep limits, ...) goes here.
 //
@@ -35,7 +36,14 @@ const (
 	CodeResources = "resources" // no worker has that much free now
 	CodeNoWorker  = "no_worker" // no connected worker could ever fit it
 	CodePriority  = "priority"  // runs ahead of it take what it would fit in
+	CodeCPU       = "cpu"       // its GPUs would fit, not its cores
+	CodeMemory    = "memory"    // its GPUs and cores would fit, not its memory
 )
+
+// Unlimited is the free cores or memory of a worker that reports none (an
+// older worker, Hello's 0): whatever a run asks for fits. It is far from
+// the int64 limit, so sums and differences of it cannot overflow.
+const Unlimited int64 = 1 << 60
 
 // Worker is a connected worker with something free.
 type Worker struct {
@@ -46,7 +54,23 @@ type Worker struct {
 	// to no new run (the gpu_foreign rule, foreign.go).
 	ForeignGPUs []int
 	GPUs        int // all its GPUs, free or not (backfill reservations, reserve.go)
+	// FreeCPUMillis (thousandths of a core) and FreeMemoryMB are what its
+	// runs leave of what it offers; Unlimited when it reports none.
+	FreeCPUMillis, FreeMemoryMB int64
 }
+
+// Size is what a connected worker offers in all, free or not: what the
+// no_worker reason compares a run with.
+type Size struct {
+	GPUs, Slots         int
+	CPUMillis, MemoryMB int64 // Unlimited when not reported
+}
+
+// fits reports whether w has cpu thousandths of a core and mem MiB free.
+func (w *Worker) fits(cpu, mem int64) bool { return w.FreeCPUMillis >= cpu && w.FreeMemoryMB >= mem }
+
+// need is what t asks of a worker's cores (thousandths) and memory (MiB).
+func need(t *core.Task) (cpu, mem int64) { return max(core.CPUMillis(t.CPUs), 0), max(t.MemoryMB, 0) }
 
 // Snapshot is what Plan sees of the master: read-only, taken by the caller
 // at one instant.
@@ -57,6 +81,9 @@ type Snapshot struct {
 	// Connected counts the connected workers, free or not; MaxGPUs and
 	// MaxSlots are the most GPUs and CPU slots one of them has.
 	Connected, MaxGPUs, MaxSlots int
+	// Sizes are the distinct sizes of the connected workers (any order);
+	// nil: the reasons compare only GPUs and slots (MaxGPUs, MaxSlots).
+	Sizes []Size
 	// InFlight holds the runs of the queue that are already placed on a
 	// worker (claimed, not yet recorded as DISPATCHED): task id → worker.
 	InFlight map[string]string
@@ -151,7 +178,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			if gate.full(t) || quota.full(t) {
 				continue
 			}
-			w, gpus := place(t.GPUs, free, ix)
+			w, gpus := place(t, free, ix)
 			if w < 0 {
 				resv.missed(t)
 				if resv.due(t) {
@@ -159,7 +186,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 				}
 				continue // does not fit now; smaller runs behind it may
 			}
-			take(free, w, gpus, ix)
+			take(free, w, t, gpus, ix)
 			gate.take(t)
 			quota.take(t)
 			on[i] = free[w].ID
@@ -214,41 +241,62 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 	return res
 }
 
-// place picks a worker among free for a run needing gpus GPUs (0: one CPU
-// slot). GPU runs go best-fit, to the worker with the fewest free GPUs that
-// still fit, so large runs find whole machines later; CPU runs go to the
-// worker with the most free slots. It returns the index into free and the
-// GPU indices taken, or -1. ix indexes free (freeIndex).
-func place(gpus int, free []Worker, ix *freeIndex) (int, []int) {
-	if gpus > 0 {
-		best := ix.bestFit(gpus)
+// place picks a worker among free for t: one where its GPUs (none: a CPU
+// slot), its cores and its memory all fit. GPU runs go best-fit, to the
+// worker with the fewest free GPUs that still fit, so large runs find
+// whole machines later; CPU runs go to a worker without free GPUs first,
+// keeping the GPU machines' cores for GPU runs, then to the one with the
+// most free slots. It returns the index into free and the GPU indices
+// taken, or -1. ix indexes free (freeIndex).
+func place(t *core.Task, free []Worker, ix *freeIndex) (int, []int) {
+	cpu, mem := need(t)
+	if t.GPUs > 0 {
+		best := ix.bestFit(t.GPUs, func(i int) bool { return free[i].fits(cpu, mem) })
 		if best < 0 {
 			return -1, nil
 		}
-		return best, append([]int(nil), free[best].FreeGPUs[:gpus]...)
+		return best, append([]int(nil), free[best].FreeGPUs[:t.GPUs]...)
 	}
 	if ix.slots <= 0 {
 		return -1, nil
 	}
 	best := -1
-	for i, c := range free {
-		if c.FreeSlots > 0 && (best < 0 || c.FreeSlots > free[best].FreeSlots) {
+	for i := range free {
+		c := &free[i]
+		if c.FreeSlots <= 0 || !c.fits(cpu, mem) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &free[best]
+		if gpuFree, bGPUFree := len(c.FreeGPUs) > 0, len(b.FreeGPUs) > 0; gpuFree != bGPUFree {
+			if !gpuFree {
+				best = i
+			}
+			continue
+		}
+		if c.FreeSlots > b.FreeSlots {
 			best = i
 		}
 	}
 	return best, nil
 }
 
-// take removes what a placement used from free[i], and from ix (nil: a
+// take removes what t's placement used from free[i], and from ix (nil: a
 // free list no plan indexes). It reslices, never writes into, the
 // snapshot's GPU lists.
-func take(free []Worker, i int, gpus []int, ix *freeIndex) {
+func take(free []Worker, i int, t *core.Task, gpus []int, ix *freeIndex) {
 	n := len(free[i].FreeGPUs)
 	if len(gpus) == 0 {
 		free[i].FreeSlots--
 	} else {
 		free[i].FreeGPUs = free[i].FreeGPUs[len(gpus):]
 	}
+	cpu, mem := need(t)
+	free[i].FreeCPUMillis -= cpu
+	free[i].FreeMemoryMB -= mem
 	if ix != nil {
 		ix.took(i, n, len(gpus))
 	}
@@ -259,13 +307,31 @@ type fleet struct {
 	connected, maxGPUs, maxSlots int
 	largestFree                  int // the most free GPUs on one worker
 	freeSlots                    int // free CPU slots over all workers
+	sizes                        []Size
+	// freeCPU[k] and freeMem[k] are the most free cores and memory on one
+	// worker with at least k free GPUs (k = 0: with a free slot).
+	freeCPU, freeMem []int64
 }
 
 func fleetOf(s Snapshot) fleet {
-	f := fleet{connected: s.Connected, maxGPUs: s.MaxGPUs, maxSlots: s.MaxSlots}
+	f := fleet{connected: s.Connected, maxGPUs: s.MaxGPUs, maxSlots: s.MaxSlots, sizes: s.Sizes}
 	for _, w := range s.Free {
 		f.largestFree = max(f.largestFree, len(w.FreeGPUs))
 		f.freeSlots += max(w.FreeSlots, 0)
+	}
+	f.freeCPU, f.freeMem = make([]int64, f.largestFree+1), make([]int64, f.largestFree+1)
+	for _, w := range s.Free {
+		if k := len(w.FreeGPUs); k > 0 {
+			f.freeCPU[k], f.freeMem[k] = max(f.freeCPU[k], w.FreeCPUMillis), max(f.freeMem[k], w.FreeMemoryMB)
+		}
+	}
+	for k := f.largestFree - 1; k > 0; k-- {
+		f.freeCPU[k], f.freeMem[k] = max(f.freeCPU[k], f.freeCPU[k+1]), max(f.freeMem[k], f.freeMem[k+1])
+	}
+	for _, w := range s.Free {
+		if w.FreeSlots > 0 {
+			f.freeCPU[0], f.freeMem[0] = max(f.freeCPU[0], w.FreeCPUMillis), max(f.freeMem[0], w.FreeMemoryMB)
+		}
 	}
 	return f
 }
@@ -284,15 +350,25 @@ func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, a
 		return CodeNoWorker, fmt.Sprintf("needs %d GPUs, no worker has that many (the largest has %d)", t.GPUs, f.maxGPUs)
 	case t.GPUs == 0 && f.maxSlots == 0:
 		return CodeNoWorker, "no connected worker has CPU slots; it needs one"
-	case startsOn != "":
+	}
+	if startsOn != "" {
 		return "", "starting on " + startsOn
+	}
+	if code, why, ok := f.neverFits(t); ok {
+		return code, why
+	}
+	switch {
 	case t.GPUs > 0 && f.largestFree == 0:
 		return CodeResources, fmt.Sprintf("needs %d GPU%s, every GPU is busy", t.GPUs, plural(t.GPUs))
 	case t.GPUs > f.largestFree:
 		return CodeResources, fmt.Sprintf("needs %d GPUs, the largest free block is %d", t.GPUs, f.largestFree)
 	case t.GPUs == 0 && f.freeSlots == 0:
 		return CodeResources, "needs a CPU slot, every slot is busy"
-	case !examined:
+	}
+	if code, why, ok := f.short(t); ok {
+		return code, why
+	}
+	if !examined {
 		return CodePriority, fmt.Sprintf("waiting behind %d queued runs the scheduler looks at first", i)
 	}
 	// It would fit what is free now, but runs ahead of it take it first.

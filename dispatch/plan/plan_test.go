@@ -136,6 +136,21 @@ func farm(t *rapid.T) Snapshot {
 				w.FreeGPUs = append(w.FreeGPUs, g)
 			}
 		}
+		// Cores and memory: unreported (Unlimited) now and then, else a
+		// machine's worth with some of it taken.
+		z := Size{GPUs: gpus, Slots: slots, CPUMillis: Unlimited, MemoryMB: Unlimited}
+		w.FreeCPUMillis, w.FreeMemoryMB = Unlimited, Unlimited
+		if rapid.IntRange(0, 4).Draw(t, "cpuReported") > 0 {
+			z.CPUMillis = 500 * rapid.Int64Range(1, 32).Draw(t, "cpu")
+			w.FreeCPUMillis = z.CPUMillis - 500*rapid.Int64Range(0, z.CPUMillis/500).Draw(t, "cpuUsed")
+		}
+		if rapid.IntRange(0, 4).Draw(t, "memReported") > 0 {
+			z.MemoryMB = 1024 * rapid.Int64Range(1, 64).Draw(t, "mem")
+			w.FreeMemoryMB = z.MemoryMB - 1024*rapid.Int64Range(0, z.MemoryMB/1024).Draw(t, "memUsed")
+		}
+		if !slices.Contains(s.Sizes, z) {
+			s.Sizes = append(s.Sizes, z)
+		}
 		if len(w.FreeGPUs) > 0 || w.FreeSlots > 0 {
 			s.Free = append(s.Free, w)
 		}
@@ -158,7 +173,10 @@ func queue(t *rapid.T, s *Snapshot) []core.Task {
 		if gpus > 3 && rapid.Bool().Draw(t, "cpu") {
 			gpus = 0
 		}
-		q = append(q, queued(fmt.Sprintf("r%d", i), gpus, 0))
+		r := queued(fmt.Sprintf("r%d", i), gpus, 0)
+		r.CPUs = rapid.SampledFrom([]float64{0, 0.5, 1, 2, 4, 8, 32}).Draw(t, "runCPUs")
+		r.MemoryMB = rapid.SampledFrom([]int64{0, 512, 4096, 16384, 100000}).Draw(t, "runMemory")
+		q = append(q, r)
 	}
 	for _, r := range q {
 		if s.Connected > 0 && rapid.IntRange(0, 30).Draw(t, "inFlight") == 0 {
@@ -199,6 +217,7 @@ func TestPlanProperties(t *testing.T) {
 		}
 		gpuHolder := map[string]string{} // "worker/gpu" → run
 		slotsUsed := map[string]int{}
+		cpuUsed, memUsed := map[string]int64{}, map[string]int64{}
 		placed := map[string]Placement{}
 		for _, p := range res.Placements {
 			t.Logf("%s (%d GPUs) on %s %v", p.Task.ID, p.Task.GPUs, p.Worker, p.GPUs)
@@ -212,6 +231,13 @@ func TestPlanProperties(t *testing.T) {
 			w, ok := free[p.Worker]
 			if !ok {
 				t.Fatalf("%s placed on %s, which has nothing free", p.Task.ID, p.Worker)
+			}
+			cpu, mem := need(p.Task)
+			if cpuUsed[p.Worker] += cpu; cpuUsed[p.Worker] > w.FreeCPUMillis {
+				t.Fatalf("%s takes %s's cores to %d thousandths, it has %d free", p.Task.ID, p.Worker, cpuUsed[p.Worker], w.FreeCPUMillis)
+			}
+			if memUsed[p.Worker] += mem; memUsed[p.Worker] > w.FreeMemoryMB {
+				t.Fatalf("%s takes %s's memory to %d MiB, it has %d free", p.Task.ID, p.Worker, memUsed[p.Worker], w.FreeMemoryMB)
 			}
 			if p.Task.GPUs == 0 {
 				if len(p.GPUs) != 0 {
@@ -265,8 +291,17 @@ func TestPlanProperties(t *testing.T) {
 			case qi.Reason == "" || strings.HasPrefix(qi.Reason, "starting"):
 				t.Fatalf("%s left queued with reason %q", r.ID, qi.Reason)
 			case qi.Code == CodeNoWorker:
-				if s.Connected > 0 && r.GPUs <= s.MaxGPUs && (r.GPUs > 0 || s.MaxSlots > 0) {
-					t.Fatalf("%s (%d GPUs) said never to fit (%q), but a worker could hold it", r.ID, r.GPUs, qi.Reason)
+				cpu, mem := need(&r)
+				for _, z := range s.Sizes {
+					if z.GPUs >= r.GPUs && (r.GPUs > 0 || z.Slots > 0) && z.CPUMillis >= cpu && z.MemoryMB >= mem {
+						t.Fatalf("%s (%d GPUs, %v cores, %d MiB) said never to fit (%q), but %+v could hold it",
+							r.ID, r.GPUs, r.CPUs, r.MemoryMB, qi.Reason, z)
+					}
+				}
+			case qi.Code == CodeCPU || qi.Code == CodeMemory:
+				// Its GPUs are free somewhere; its cores or memory beside them not.
+				if r.GPUs > 0 && !slices.ContainsFunc(s.Free, func(w Worker) bool { return len(w.FreeGPUs) >= r.GPUs }) {
+					t.Fatalf("%s: code %q (%q), but no worker has %d GPUs free", r.ID, qi.Code, qi.Reason, r.GPUs)
 				}
 			case qi.Code != CodeResources && qi.Code != CodePriority:
 				t.Fatalf("%s: code %q for %q", r.ID, qi.Code, qi.Reason)
@@ -307,7 +342,7 @@ func TestPlanIsTheSchedulersPasses(t *testing.T) {
 				started[p.Task.ID] = true
 				for i := range cur.Free {
 					if cur.Free[i].ID == p.Worker {
-						take(cur.Free, i, p.GPUs, nil)
+						take(cur.Free, i, p.Task, p.GPUs, nil)
 					}
 				}
 			}

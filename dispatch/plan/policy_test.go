@@ -150,7 +150,9 @@ func TestPolicyProperties(t *testing.T) {
 				if ua < ub && qa.Position > qb.Position {
 					t.Fatalf("%s (usage %v) at %d behind %s (usage %v) at %d", a.ID, ua, qa.Position, b.ID, ub, qb.Position)
 				}
-				sameKind := (a.GPUs == 0) == (b.GPUs == 0) && a.GPUs <= b.GPUs
+				ca, ma := need(a)
+				cb, mb := need(b)
+				sameKind := (a.GPUs == 0) == (b.GPUs == 0) && a.GPUs <= b.GPUs && ca <= cb && ma <= mb
 				if ua < ub && sameKind && placed[b.ID] && !placed[a.ID] &&
 					(qa.Code == CodeResources || qa.Code == CodePriority) {
 					t.Fatalf("%s (%d GPUs, usage %v) waits (%q) while %s (%d GPUs, usage %v) starts",

@@ -85,11 +85,14 @@ func testUsage(t *testing.T, s store.Store) {
 	if u := usageOf(t, s, at(2*h), h, "bob"); u.Usage != 0 {
 		t.Fatalf("bob after a negative charge: %v", u.Usage)
 	}
-	// Active runs: a 2-GPU run started at 2h, a CPU run started at 2h, a
-	// DISPATCHED one not started yet.
+	// Active runs: a 2-GPU run started at 2h, a CPU run of 3 cores started
+	// at 2h (weighted by its cores), a DISPATCHED one not started yet.
 	for i, g := range []int{2, 0, 1} {
 		id := fmt.Sprint("b", i)
 		tk := core.Task{ID: id, UserID: bob.ID, GPUs: g, Command: []string{"x"}, CreatedAt: at(0)}
+		if g == 0 {
+			tk.CPUs = 3
+		}
 		if err := s.CreateTask(t.Context(), &tk); err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +107,7 @@ func testUsage(t *testing.T, s store.Store) {
 		}
 	}
 	u := usageOf(t, s, at(2*h+100*time.Second), h, "bob")
-	if want := 2*100 + core.CPURunWeight*100; !near(u.Usage, want) || u.ActiveGPUs != 3 || u.ActiveRuns != 3 {
+	if want := 2*100 + 3*core.CPURunWeight*100; !near(u.Usage, want) || u.ActiveGPUs != 3 || u.ActiveRuns != 3 {
 		t.Fatalf("bob with runs going: %+v, want usage %v, 3 GPUs, 3 runs", u, want)
 	}
 }

@@ -186,7 +186,7 @@ func (s *Shared) Usage(ctx context.Context, now time.Time, halfLife time.Duratio
 		LEFT JOIN (
 			SELECT user_id, SUM(gpus) AS gpus, COUNT(*) AS runs,
 				SUM(CASE WHEN started_at IS NULL OR started_at > ? THEN 0
-					WHEN gpus = 0 THEN ? * ((? - started_at) / 1e9)
+					WHEN gpus = 0 THEN ? * (CASE WHEN cpus > 0 THEN cpus ELSE 1 END) * ((? - started_at) / 1e9)
 					ELSE gpus * ((? - started_at) / 1e9) END) AS running
 			FROM tasks WHERE status IN ('DISPATCHED', 'RUNNING') GROUP BY user_id) a ON a.user_id = u.id
 		WHERE u.deleted = 0 ORDER BY u.id`, nowNs, core.CPURunWeight, nowNs, nowNs)

@@ -243,6 +243,10 @@ export function mount(root, ctx) {
           h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('a', { href: '#code' }, h('code', null, code.gitCommit.slice(0, 12))) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
           h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
           h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
+          h('dt', null, 'Cores'), h('dd', { id: 'run-cpus' }, t.cpus ? String(t.cpus) : h('span', { class: 'faint' }, 'no limit')),
+          h('dt', null, 'Memory'), h('dd', { id: 'run-memory' }, t.memoryMb ? fmtBytes(t.memoryMb * 1048576) : h('span', { class: 'faint' }, 'no limit')),
+          t.reason ? h('dt', null, 'Ended by') : null, t.reason ? h('dd', { id: 'run-reason' }, h('code', null, t.reason)) : null,
+          t.usage ? h('dt', null, 'Used') : null, t.usage ? h('dd', { id: 'run-usage' }, usageText(t.usage)) : null,
           h('dt', null, 'Workdir'), h('dd', null, t.workdir ? h('code', null, t.workdir) : h('span', { class: 'faint' }, "worker's default")),
           h('dt', null, 'Outputs'), h('dd', { id: 'outputs-visibility' }, t.private ? 'private: its owner and admins' : 'shared as the server allows'),
           h('dt', null, 'Priority'), h('dd', null, String(t.priority || 0)),
@@ -668,6 +672,11 @@ export function mount(root, ctx) {
   })();
 
   return destroy;
+}
+
+// usageText is what an ended run used (Task.usage).
+function usageText(u) {
+  return fmtNum(u.cpuSeconds) + ' CPU-seconds · peak ' + fmtBytes((u.peakMemoryMb || 0) * 1048576) + ' · ' + fmtNum(u.gpuSeconds) + ' GPU-seconds';
 }
 
 // exitText says how the process ended. A negative code is the worker's

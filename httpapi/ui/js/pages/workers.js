@@ -1,6 +1,7 @@
 // Workers, the fleet view: each worker's state and heartbeat, its GPUs as
 // tiles (utilisation bar, memory used/total, the run and user holding it,
-// processes rlsched did not start in red, idle runs marked), its CPU slots; for admins, drain (finish its
+// processes rlsched did not start in red, idle runs marked), its CPU slots, its cores and memory used of
+// what it offers and how it enforces them (a warning when it does not); for admins, drain (finish its
 // runs, take none), undrain, and forget a DOWN worker. Live over
 // /topic/workers, else polled every 2 s.
 
@@ -65,12 +66,25 @@ export function mount(root, ctx) {
         w.version ? h('span', null, 'v ' + w.version) : null,
         w.master ? h('span', null, 'via ' + w.master) : null),
       w.gpuProblem ? h('p', { class: 'notice error gpu-problem' }, w.gpuProblem) : null,
+      w.enforcementWarning ? h('p', { class: 'notice error enforcement-warning' }, 'Limits not enforced: ' + w.enforcementWarning) : null,
+      resources(w),
       gpuTiles.length ? h('div', { class: 'gpus' }, gpuTiles) : h('p', { class: 'muted' }, 'No GPUs: CPU runs only.'),
       w.slots ? h('div', { class: 'slots', 'aria-label': cpuRuns.length + ' of ' + w.slots + ' CPU slots busy' }, h('span', null, 'CPU slots'), slots, h('span', null, cpuRuns.length + ' / ' + w.slots + ' busy')) : null,
       cpuRuns.length ? h('ul', { class: 'worker-runs' }, cpuRuns.map((id) => {
         const t = taskOf(id);
         return h('li', null, h('a', { href: '/runs/' + id, dataset: { fk: 'cpu-' + id } }, t ? t.name || id : id.slice(0, 12)), t ? ' · ' + t.user : '');
       })) : null);
+  }
+
+  // resources is a worker's cores and memory, used of what it offers ("—"
+  // when it offers no count: no limit is placed on it), and its enforcement.
+  function resources(w) {
+    const cores = (n) => String(Math.round(n * 1000) / 1000);
+    const cpus = w.cpus ? cores(w.cpusUsed || 0) + ' / ' + cores(w.cpus) + ' cores' : 'cores —';
+    const mem = w.memoryMb ? fmtBytes((w.memoryMbUsed || 0) * 1048576) + ' / ' + fmtBytes(w.memoryMb * 1048576) : 'memory —';
+    return h('div', { class: 'worker-sub worker-resources', dataset: { cpus: String(w.cpus || 0), memory: String(w.memoryMb || 0) } },
+      h('span', { class: 'cpus' }, cpus), h('span', { class: 'memory' }, mem),
+      h('span', { class: 'enforcement', title: 'how runs are held to their limits' }, 'enforcement: ' + (w.enforcement || 'none')));
   }
 
   // utilBar is a GPU's utilisation at the worker's last sample.
