@@ -563,13 +563,24 @@ func TestWorkers(t *testing.T) {
 	h.login()
 	out, _ := h.mustRun(0, "workers")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("workers:\n%s", out)
 	}
-	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+RUNNING\s+LAST HEARTBEAT$`).MatchString(lines[0]) ||
+	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+RUNNING\s+LAST HEARD$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^w3\s+SILENT\s+gpu-c\s+0/0\s+1\s+1\s+4\ds ago$`).MatchString(lines[3]) ||
 		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+1\s+\ds ago$`).MatchString(lines[1]) ||
 		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+0\s+never$`).MatchString(lines[2]) {
 		t.Errorf("workers:\n%s", out)
+	}
+}
+
+// An unknown worker's hint names the workers, not the users.
+func TestWorkersForgetUnknown(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	code, _, errOut := h.run("workers", "forget", "w9")
+	if code != ExitError || !strings.Contains(errOut, "rlsched workers") || strings.Contains(errOut, "user ls") {
+		t.Fatalf("workers forget w9:\n%s", errOut)
 	}
 }
 
