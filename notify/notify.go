@@ -36,7 +36,7 @@ import (
 var (
 	Statuses = []string{string(core.StatusSucceeded), string(core.StatusFailed), string(core.StatusLost),
 		string(core.StatusTimeout), string(core.StatusCancelled)}
-	Warnings = []string{"idle_gpu", "gpu_foreign", "artifact_limit"}
+	Warnings = []string{"idle_gpu", "gpu_foreign", "artifact_limit", core.WarnWorkerSilent}
 	// DefaultOn is what a webhook set without "on" hears: every end.
 	DefaultOn = []string{string(core.StatusSucceeded), string(core.StatusFailed),
 		string(core.StatusTimeout), string(core.StatusCancelled)}
