@@ -424,12 +424,14 @@ func TestShow(t *testing.T) {
 	id := h.f.addTask(core.Task{Name: "n", User: "alice", Status: core.StatusSucceeded, Command: []string{"python3", "a b.py"},
 		Params: json.RawMessage(`{"lr": 0.1}`), Env: map[string]string{"K": "V"}, Tags: []string{"x", "y"},
 		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true},
+		RerunOf: "r0042", Preemptible: true, Preemptions: 2, ErrorTail: "Traceback:\nKeyError: 'x'",
 		Worker: "w1", GPUIndices: []int{1}, GPUUUIDs: []string{"GPU-1"},
 		Warnings: []core.Warning{{Code: "idle_gpu", Message: "GPU 1 idle (under 5% utilisation) for 1800 s", At: time.Now()}}})
 	out, _ := h.mustRun(0, "show", id)
 	for _, want := range []string{"id: " + id + "\n", "status: SUCCEEDED\n", "command: python3 'a b.py'\n",
 		`params: {"lr":0.1}` + "\n", `env: {"K":"V"}` + "\n", "tags: x,y\n", "exitCode: 0\n",
-		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: w1\n", "gpuUuids: GPU-1\n",
+		"finalReward: 12.5\n", "code: abc\n", "gitDirty: true\n", "worker: w1\n", "gpuUuids: GPU-1\n",
+		"rerunOf: r0042\n", "preemptible: true\n", "preemptions: 2\n", "errorTail: |\n  Traceback:\n  KeyError: 'x'\n",
 		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)

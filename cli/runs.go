@@ -94,12 +94,9 @@ func runShow(inv *invocation, args []string) int {
 	if *jsonOut {
 		return inv.printJSON(raw)
 	}
-	codeVer := "-"
+	codeVer, dirty := "-", "-"
 	if t.Code.GitCommit != "" {
-		codeVer = t.Code.GitCommit
-		if t.Code.GitDirty {
-			codeVer += " (dirty)"
-		}
+		codeVer, dirty = t.Code.GitCommit, strconv.FormatBool(t.Code.GitDirty)
 	}
 	gpuIdx := "-"
 	if len(t.GPUIndices) > 0 {
@@ -131,13 +128,20 @@ func runShow(inv *invocation, args []string) int {
 		{"traceId", orDash(t.TraceID)},
 		{"exitCode", formatInt(t.ExitCode)},
 		{"error", orDash(oneLine(t.Error))},
+		{"reason", orDash(t.Reason)},
 		{"finalReward", formatFloat(t.FinalReward, false)},
 		{"code", codeVer},
+		{"gitDirty", dirty},
 		{"gitRemote", orDash(t.Code.GitRemote)},
 		{"diff", diffLine(t)},
 		{"createdAt", formatTime(&t.CreatedAt)},
 		{"startedAt", formatTime(t.StartedAt)},
 		{"finishedAt", formatTime(t.FinishedAt)},
+		{"rerunOf", orDash(t.RerunOf)},
+		{"resumeFrom", orDash(t.ResumeFrom)},
+		{"sweepId", orDash(t.SweepID)},
+		{"preemptible", strconv.FormatBool(t.Preemptible)},
+		{"preemptions", strconv.Itoa(t.Preemptions)},
 	}
 	for _, w := range t.Warnings {
 		// gpu_foreign, idle_gpu, artifact_limit, ...: one line each, oldest first
@@ -146,6 +150,13 @@ func runShow(inv *invocation, args []string) int {
 	var b bytes.Buffer
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%s: %s\n", l[0], l[1])
+	}
+	if t.ErrorTail != "" {
+		// The end of its log, as it printed it: one line each, indented.
+		b.WriteString("errorTail: |\n")
+		for _, l := range strings.Split(t.ErrorTail, "\n") {
+			b.WriteString("  " + l + "\n")
+		}
 	}
 	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
 		return inv.fail(err)

@@ -82,7 +82,9 @@ export function mount(root, ctx) {
   cleanups.push(() => view.destroy());
 
   const warnBox = h('section', { class: 'notice warn run-warnings', id: 'warnings', hidden: true, 'aria-label': 'Warnings' });
-  replace(root, head, summary, warnBox,
+  // The last lines of a failed run's log (errorTail): why it failed, without opening the log.
+  const tailBox = h('section', { class: 'card error-tail', id: 'error-tail', hidden: true, 'aria-label': 'End of the log' });
+  replace(root, head, summary, warnBox, tailBox,
     h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics')), chartsNote, chartsBox, chartsMore),
     h('div', { style: { height: '16px' } }),
     logCard,
@@ -185,7 +187,7 @@ export function mount(root, ctx) {
     const dur = runDuration(t, now);
     replace(summary,
       h('div', { class: 'stat', id: 'stat-status' }, h('div', { class: 'label' }, 'Status'), h('div', { class: 'value sm' }, badge(t.status)), h('div', { class: 'detail', id: 'status-detail' }, statusDetail)),
-      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Final reward'), h('div', { class: 'value', id: 'final-reward' }, r ? fmtNum(r.v) : '—'), h('div', { class: 'detail' }, r ? r.note : TERMINAL.has(t.status) ? 'none reported' : 'none yet')),
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, TERMINAL.has(t.status) ? 'Final reward' : 'Reward'), h('div', { class: 'value', id: 'final-reward' }, r ? fmtNum(r.v) : '—'), h('div', { class: 'detail' }, r ? r.note : TERMINAL.has(t.status) ? 'none reported' : 'none yet')),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Duration'), h('div', { class: 'value', id: 'duration' }, dur == null ? '—' : fmtDuration(dur)),
         h('div', { class: 'detail' }, t.startedAt ? 'started ' + fmtTime(parseTime(t.startedAt)) : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Placement'), h('div', { class: 'value sm', id: 'placement' }, placement(t)), h('div', { class: 'detail' }, t.gpus ? t.gpus + ' GPU' + (t.gpus === 1 ? '' : 's') + ' requested' : 'CPU slot')),
@@ -194,6 +196,13 @@ export function mount(root, ctx) {
         ? 'preempted ' + t.preemptions + '×' + (t.preemptedAt ? ', last at ' + fmtTime(parseTime(t.preemptedAt)) : '') + ' · retries ' + (t.maxRetries || 0)
         : 'of at most ' + ((t.maxRetries || 0) + 1))));
     renderWarnings();
+    renderErrorTail();
+  }
+
+  function renderErrorTail() {
+    tailBox.hidden = !t.errorTail;
+    replace(tailBox, t.errorTail ? [h('div', { class: 'card-head' }, h('h2', null, 'End of the log'), h('span', { class: 'spacer' }),
+      h('a', { href: '#log' }, 'Full log')), h('pre', { class: 'mono' }, t.errorTail)] : null);
   }
 
   // renderWarnings lists what the run's record says beyond its status: a
@@ -665,9 +674,11 @@ function exitText(t) {
   return t.status === 'CANCELLED' || t.status === 'TIMEOUT' ? 'stopped by a signal' : '';
 }
 
-// endError is the run's error unless it only repeats its status.
+// endError is the run's error unless it only repeats its status or its
+// exit code ("exit code 3 · exit code 3").
 function endError(t) {
-  return t.error && t.error.toLowerCase() !== (t.status || '').toLowerCase() ? t.error : '';
+  const e = (t.error || '').toLowerCase();
+  return e && e !== (t.status || '').toLowerCase() && e !== exitText(t).toLowerCase() ? t.error : '';
 }
 
 // diffView renders a diff as lines (text nodes: nothing in it is markup),
