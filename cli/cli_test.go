@@ -425,6 +425,8 @@ func TestShow(t *testing.T) {
 		Params: json.RawMessage(`{"lr": 0.1}`), Env: map[string]string{"K": "V"}, Tags: []string{"x", "y"},
 		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true},
 		RerunOf: "r0042", Preemptible: true, Preemptions: 2, ErrorTail: "Traceback:\nKeyError: 'x'",
+		History: []core.HistoryEntry{{Status: "RUNNING", Attempt: 1, Worker: "w0", At: time.Now()},
+			{Status: "PREEMPTED", Attempt: 1, Reason: "preempted by r0009 (priority 10)", At: time.Now()}},
 		Worker: "w1", GPUIndices: []int{1}, GPUUUIDs: []string{"GPU-1"},
 		Warnings: []core.Warning{{Code: "idle_gpu", Message: "GPU 1 idle (under 5% utilisation) for 1800 s", At: time.Now()}}})
 	out, _ := h.mustRun(0, "show", id)
@@ -432,6 +434,7 @@ func TestShow(t *testing.T) {
 		`params: {"lr":0.1}` + "\n", `env: {"K":"V"}` + "\n", "tags: x,y\n", "exitCode: 0\n",
 		"finalReward: 12.5\n", "code: abc\n", "gitDirty: true\n", "worker: w1\n", "gpuUuids: GPU-1\n",
 		"rerunOf: r0042\n", "preemptible: true\n", "preemptions: 2\n", "errorTail: |\n  Traceback:\n  KeyError: 'x'\n",
+		" RUNNING attempt 1 on w0\n", " PREEMPTED attempt 1: preempted by r0009 (priority 10)\n",
 		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)

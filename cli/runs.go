@@ -147,6 +147,18 @@ func runShow(inv *invocation, args []string) int {
 		// gpu_foreign, idle_gpu, artifact_limit, ...: one line each, oldest first
 		lines = append(lines, [2]string{"warning", formatTime(&w.At) + " " + w.Code + ": " + oneLine(w.Message)})
 	}
+	for _, e := range t.History {
+		// One line per state change, oldest first: every attempt, where it
+		// ran and why it ended.
+		s := formatTime(&e.At) + " " + e.Status + " attempt " + strconv.Itoa(e.Attempt)
+		if e.Worker != "" {
+			s += " on " + e.Worker
+		}
+		if e.Reason != "" {
+			s += ": " + oneLine(e.Reason)
+		}
+		lines = append(lines, [2]string{"history", s})
+	}
 	var b bytes.Buffer
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%s: %s\n", l[0], l[1])

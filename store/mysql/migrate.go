@@ -239,6 +239,9 @@ var migrations = [][]string{
 			ADD COLUMN note TEXT NULL,
 			ADD COLUMN baseline BOOLEAN NOT NULL DEFAULT FALSE`,
 	},
+	// 12: a run's history, as sqlite's migration 13. MEDIUMTEXT: 100
+	// entries with their reasons can pass TEXT's 64 KiB.
+	{`ALTER TABLE tasks ADD COLUMN history MEDIUMTEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

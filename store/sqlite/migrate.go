@@ -201,6 +201,9 @@ var migrations = []string{
 	ALTER TABLE tasks ADD COLUMN error_tail TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN note TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN baseline INTEGER NOT NULL DEFAULT 0;`,
+	// 13: a run's history, its state changes in order (issue 32), a JSON
+	// array that every update stores whole (core.Task.History).
+	`ALTER TABLE tasks ADD COLUMN history TEXT;`,
 }
 
 // migrate applies every migration the database has not recorded, each in
