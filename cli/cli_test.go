@@ -517,6 +517,10 @@ func TestCancel(t *testing.T) {
 	if !strings.Contains(errs, "already finished (HTTP 409 conflict)") {
 		t.Errorf("second cancel stderr %q", errs)
 	}
+	running := h.f.addTask(core.Task{Status: core.StatusRunning})
+	if out, errs := h.mustRun(0, "cancel", running); out != "CANCELLING\n" || !strings.Contains(errs, "cancellation requested") {
+		t.Errorf("cancel of a running run: stdout %q, stderr %q; want CANCELLING, not the status it had", out, errs)
+	}
 }
 
 func TestRerun_MergesParams(t *testing.T) {

@@ -321,6 +321,8 @@ func (f *fakeServer) cancel(w http.ResponseWriter, r *http.Request, user string)
 		writeErr(w, r, 404, "not_found", "run "+id+" not found")
 	case t.Status.Terminal():
 		writeErr(w, r, 409, "conflict", "run "+id+" already finished")
+	case t.Status == core.StatusRunning:
+		writeJSON(w, 202, t) // as the master answers: its worker stops it later
 	default:
 		t.Status = core.StatusCancelled
 		writeJSON(w, 202, t)

@@ -281,6 +281,11 @@ func runLs(inv *invocation, args []string) int {
 		}
 		return inv.printJSON(b)
 	}
+	if len(items) == 0 {
+		// A bare header reads as a broken command.
+		fmt.Fprintln(inv.env.Stderr, "no runs match")
+		return ExitOK
+	}
 	now := inv.env.now()
 	tb := newTable("ID", "STATUS", "NAME", "USER", "WORKER", "GPUS", "REWARD", "CREATED")
 	for _, raw := range items {
@@ -378,10 +383,14 @@ func runCancel(inv *invocation, args []string) int {
 		}
 		return inv.fail(err)
 	}
-	fmt.Fprintln(inv.env.Stdout, t.Status)
 	if !t.Status.Terminal() {
+		// The answer is the run as the cancel found it (RUNNING): what the
+		// command did is start its stop.
+		fmt.Fprintln(inv.env.Stdout, "CANCELLING")
 		fmt.Fprintf(inv.env.Stderr, "cancellation requested: the worker stops the run; `rlsched show %s` tells when it ended\n", id)
+		return ExitOK
 	}
+	fmt.Fprintln(inv.env.Stdout, t.Status)
 	return ExitOK
 }
 
