@@ -186,13 +186,13 @@ export function mount(root, ctx) {
     const r = lastReward();
     // Every attempt's running time, not only the last one's.
     const atts = attemptsOf().filter((a) => a.started != null);
-    const dur = atts.length > 1 ? atts.reduce((sum, a) => sum + Math.max(0, (a.ended ?? (TERMINAL.has(t.status) ? a.started : now)) - a.started), 0) : runDuration(t, now);
+    const dur = (t.attempt || 1) > 1 && atts.length ? atts.reduce((sum, a) => sum + Math.max(0, (a.ended ?? (TERMINAL.has(t.status) ? a.started : now)) - a.started), 0) : runDuration(t, now);
     const firstStart = atts.length ? atts[0].started : parseTime(t.startedAt);
     replace(summary,
       h('div', { class: 'stat', id: 'stat-status' }, h('div', { class: 'label' }, 'Status'), h('div', { class: 'value sm' }, badge(t.status)), h('div', { class: 'detail', id: 'status-detail' }, statusDetail)),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, TERMINAL.has(t.status) ? 'Final reward' : 'Reward'), h('div', { class: 'value', id: 'final-reward' }, r ? fmtNum(r.v) : '—'), h('div', { class: 'detail' }, r ? r.note : TERMINAL.has(t.status) ? 'none reported' : 'none yet')),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Duration'), h('div', { class: 'value', id: 'duration' }, dur == null ? '—' : fmtDuration(dur)),
-        h('div', { class: 'detail' }, firstStart != null ? 'started ' + fmtTime(firstStart) + (atts.length > 1 ? ' · ' + atts.length + ' attempts' : '') : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
+        h('div', { class: 'detail' }, firstStart != null ? 'started ' + fmtTime(firstStart) + ((t.attempt || 1) > 1 ? ' · ' + t.attempt + ' attempts' : '') : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Placement'), h('div', { class: 'value sm', id: 'placement' }, placement(t)), h('div', { class: 'detail' }, t.gpus ? t.gpus + ' GPU' + (t.gpus === 1 ? '' : 's') + ' requested' : 'CPU slot')),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Attempt'), h('div', { class: 'value' }, String(t.attempt || 1)), h('div', { class: 'detail', id: 'attempt-detail' }, t.preemptions
         // Preempted attempts are not retries: they do not count against maxRetries.
@@ -343,7 +343,7 @@ export function mount(root, ctx) {
         }
         const cur = a.attempt === (t.attempt || 1) && !TERMINAL.has(t.status);
         items.push(h('li', { class: 'run', dataset: { attempt: String(a.attempt) } },
-          h('div', null, attempts.length > 1 ? 'Attempt ' + a.attempt + ' on ' : 'Running on ', h('strong', null, a.worker || t.worker || '?'),
+          h('div', null, attempts.length > 1 || (t.attempt || 1) > 1 ? 'Attempt ' + a.attempt + ' on ' : 'Running on ', h('strong', null, a.worker || t.worker || '?'),
             cur && (t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : ''),
           h('div', { class: 'when' }, fmtTime(a.started) + (a.queued != null ? ' · waited ' + fmtDuration(a.started - a.queued) : ''), logLink ? ' · ' : '', logLink)));
       }
