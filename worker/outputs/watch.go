@@ -36,11 +36,12 @@ const (
 	// maxPending bounds the names waiting for the uploader; past it the
 	// next sync walks the whole dir instead.
 	maxPending = 4096
-	// minEventGap is the least time between two syncs the watch starts;
+	// minEventGap is the least time between two syncs the watch starts
+	// (a checkpoint written in the gap waits for its end: well under 1 s);
 	// eventDuty makes the gap grow with what the last one took (the gap is
 	// eventDuty times its duration), so a large file rewritten in a loop
 	// takes the link a tenth of the time, not all of it.
-	minEventGap = time.Second
+	minEventGap = 200 * time.Millisecond
 	eventDuty   = 10
 )
 
