@@ -82,7 +82,7 @@ while [ ! -e go2 ]; do sleep 0.02; done`
 	dir := filepath.Join(cfg.DataDir, "outputs", "t-now", "1")
 	arrives := func(rel, want string) {
 		t.Helper()
-		waitFor(t, 5*time.Second, rel+" at the master while the run runs", func() bool {
+		waitFor(t, 15*time.Second, rel+" at the master while the run runs", func() bool {
 			f := m.file("t-now", 1, rel)
 			return f != nil && string(f.data) == want
 		})
