@@ -178,7 +178,7 @@ func (e *env) run(id string, st core.Status) core.Task {
 	return core.Task{ID: id, Name: "ppo <cartpole>", UserID: e.user.ID, User: e.user.Username, Status: st, Attempt: 1,
 		StartedAt: &started, FinishedAt: &ended, FinalReward: &reward, ExitCode: &code, Error: "exit status 1",
 		ErrorTail: "l1\nl2\nTraceback:\n  x()\nKeyError: <x>\nl6",
-		Env: map[string]string{"WANDB_API_KEY": "secret"}, TraceID: "trace-1"}
+		Env:       map[string]string{"WANDB_API_KEY": "secret"}, TraceID: "trace-1"}
 }
 
 // TestNotifyFailedRun: a failed run POSTs a Slack-compatible body with the
