@@ -425,12 +425,17 @@ func TestShow(t *testing.T) {
 		Params: json.RawMessage(`{"lr": 0.1}`), Env: map[string]string{"K": "V"}, Tags: []string{"x", "y"},
 		ExitCode: &exit, FinalReward: &r, Code: core.CodeInfo{GitCommit: "abc", GitDirty: true}, CPUs: 2.5, MemoryMB: 4096,
 		Reason: core.ReasonOutOfMemory, Usage: &core.Usage{CPUSeconds: 12.25, PeakMemoryMB: 4198, GPUSeconds: 180},
+		RerunOf: "r0042", Preemptible: true, Preemptions: 2, ErrorTail: "Traceback:\nKeyError: 'x'",
+		History: []core.HistoryEntry{{Status: "RUNNING", Attempt: 1, Worker: "w0", At: time.Now()},
+			{Status: "PREEMPTED", Attempt: 1, Reason: "preempted by r0009 (priority 10)", At: time.Now()}},
 		Worker: "w1", GPUIndices: []int{1}, GPUUUIDs: []string{"GPU-1"},
 		Warnings: []core.Warning{{Code: "idle_gpu", Message: "GPU 1 idle (under 5% utilisation) for 1800 s", At: time.Now()}}})
 	out, _ := h.mustRun(0, "show", id)
 	for _, want := range []string{"id: " + id + "\n", "status: SUCCEEDED\n", "command: python3 'a b.py'\n",
 		`params: {"lr":0.1}` + "\n", `env: {"K":"V"}` + "\n", "tags: x,y\n", "exitCode: 0\n",
-		"finalReward: 12.5\n", "code: abc (dirty)\n", "worker: w1\n", "gpuUuids: GPU-1\n",
+		"finalReward: 12.5\n", "code: abc\n", "gitDirty: true\n", "worker: w1\n", "gpuUuids: GPU-1\n",
+		"rerunOf: r0042\n", "preemptible: true\n", "preemptions: 2\n", "errorTail: |\n  Traceback:\n  KeyError: 'x'\n",
+		" RUNNING attempt 1 on w0\n", " PREEMPTED attempt 1: preempted by r0009 (priority 10)\n",
 		" idle_gpu: GPU 1 idle (under 5% utilisation) for 1800 s\n", "cpus: 2.5\n", "memory: 4 GiB\n", "reason: out_of_memory\n",
 		"usage: 12.2 CPU-seconds, peak memory 4.1 GiB, 180 GPU-seconds\n"} {
 		if !strings.Contains(out, want) {
@@ -514,6 +519,10 @@ func TestCancel(t *testing.T) {
 	if !strings.Contains(errs, "already finished (HTTP 409 conflict)") {
 		t.Errorf("second cancel stderr %q", errs)
 	}
+	running := h.f.addTask(core.Task{Status: core.StatusRunning})
+	if out, errs := h.mustRun(0, "cancel", running); out != "CANCELLING\n" || !strings.Contains(errs, "cancellation requested") {
+		t.Errorf("cancel of a running run: stdout %q, stderr %q; want CANCELLING, not the status it had", out, errs)
+	}
 }
 
 func TestRerun_MergesParams(t *testing.T) {
@@ -565,16 +574,27 @@ func TestWorkers(t *testing.T) {
 	h.login()
 	out, errs := h.mustRun(0, "workers")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("workers:\n%s", out)
 	}
-	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+CPUS\s+MEMORY\s+ENFORCED\s+RUNNING\s+LAST HEARTBEAT$`).MatchString(lines[0]) ||
+	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+CPUS\s+MEMORY\s+ENFORCED\s+RUNNING\s+LAST HEARD$`).MatchString(lines[0]) ||
 		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+2.5/16\s+4 GiB/64 GiB\s+none\s+1\s+\ds ago$`).MatchString(lines[1]) ||
-		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+-\s+-\s+cgroup-v1\s+0\s+never$`).MatchString(lines[2]) {
+		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+-\s+-\s+cgroup-v1\s+0\s+never$`).MatchString(lines[2]) ||
+		!regexp.MustCompile(`^w3\s+SILENT\s+gpu-c\s+0/0\s+1\s+-\s+-\s+-\s+1\s+4\ds ago$`).MatchString(lines[3]) {
 		t.Errorf("workers:\n%s", out)
 	}
 	if errs != "warning: w1 does not enforce its runs' limits: not root\n" {
 		t.Errorf("workers stderr %q", errs)
+	}
+}
+
+// An unknown worker's hint names the workers, not the users.
+func TestWorkersForgetUnknown(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	code, _, errOut := h.run("workers", "forget", "w9")
+	if code != ExitError || !strings.Contains(errOut, "rlsched workers") || strings.Contains(errOut, "user ls") {
+		t.Fatalf("workers forget w9:\n%s", errOut)
 	}
 }
 

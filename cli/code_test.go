@@ -197,7 +197,7 @@ func TestShow_Code(t *testing.T) {
 	h.login()
 	id := h.f.addTask(core.Task{Name: "x", Code: core.CodeInfo{GitCommit: "abc", GitDirty: true, GitRemote: "https://h/r.git", HasDiff: true}})
 	out, _ := h.mustRun(0, "show", id)
-	for _, want := range []string{"code: abc (dirty)\n", "gitRemote: https://h/r.git\n", "diff: stored: rlsched diff " + id + "\n"} {
+	for _, want := range []string{"code: abc\n", "gitDirty: true\n", "gitRemote: https://h/r.git\n", "diff: stored: rlsched diff " + id + "\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}

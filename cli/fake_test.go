@@ -99,6 +99,9 @@ func newFakeServer(t *testing.T) *fakeServer {
 	mux.HandleFunc("GET /api/tasks/{id}/metrics", f.authed(f.metrics))
 	mux.HandleFunc("GET /api/monitor/logs/{id}", f.authed(f.logsHandler))
 	mux.HandleFunc("GET /api/workers", f.authed(f.workers))
+	mux.HandleFunc("DELETE /api/workers/{id}", f.authed(func(w http.ResponseWriter, r *http.Request, _ string) {
+		writeErr(w, r, 404, "not_found", "worker "+r.PathValue("id")+" not found")
+	}))
 	mux.HandleFunc("GET /api/tasks/{id}/artifacts", f.authed(f.artifacts))
 	mux.HandleFunc("GET /api/tasks/{id}/artifacts/{path...}", f.authed(f.artifactFile))
 	mux.HandleFunc("GET /api/tasks/{id}/code.diff", f.authed(f.codeDiff))
@@ -318,6 +321,8 @@ func (f *fakeServer) cancel(w http.ResponseWriter, r *http.Request, user string)
 		writeErr(w, r, 404, "not_found", "run "+id+" not found")
 	case t.Status.Terminal():
 		writeErr(w, r, 409, "conflict", "run "+id+" already finished")
+	case t.Status == core.StatusRunning:
+		writeJSON(w, 202, t) // as the master answers: its worker stops it later
 	default:
 		t.Status = core.StatusCancelled
 		writeJSON(w, 202, t)
@@ -423,6 +428,8 @@ func (f *fakeServer) workers(w http.ResponseWriter, r *http.Request, user string
 			LastHeartbeatAt: time.Now().Add(-2 * time.Second), CPUs: 16, CPUsUsed: 2.5, MemoryMB: 65536, MemoryMBUsed: 4096,
 			Enforcement: core.EnforcementNone, EnforcementWarning: "not root"},
 		{ID: "w2", Host: "gpu-b", State: core.WorkerDown, Slots: 2, Enforcement: core.EnforcementCgroupV1},
+		{ID: "w3", Host: "gpu-c", State: core.WorkerPending, Slots: 1, RunningTasks: []string{"r0002"},
+			LastHeartbeatAt: time.Now().Add(-40 * time.Second)},
 	}
 	writeJSON(w, 200, map[string]any{"items": ws})
 }

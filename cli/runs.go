@@ -95,12 +95,9 @@ func runShow(inv *invocation, args []string) int {
 	if *jsonOut {
 		return inv.printJSON(raw)
 	}
-	codeVer := "-"
+	codeVer, dirty := "-", "-"
 	if t.Code.GitCommit != "" {
-		codeVer = t.Code.GitCommit
-		if t.Code.GitDirty {
-			codeVer += " (dirty)"
-		}
+		codeVer, dirty = t.Code.GitCommit, strconv.FormatBool(t.Code.GitDirty)
 	}
 	gpuIdx := "-"
 	if len(t.GPUIndices) > 0 {
@@ -141,19 +138,44 @@ func runShow(inv *invocation, args []string) int {
 		{"usage", usageLine(t.Usage)},
 		{"finalReward", formatFloat(t.FinalReward, false)},
 		{"code", codeVer},
+		{"gitDirty", dirty},
 		{"gitRemote", orDash(t.Code.GitRemote)},
 		{"diff", diffLine(t)},
 		{"createdAt", formatTime(&t.CreatedAt)},
 		{"startedAt", formatTime(t.StartedAt)},
 		{"finishedAt", formatTime(t.FinishedAt)},
+		{"rerunOf", orDash(t.RerunOf)},
+		{"resumeFrom", orDash(t.ResumeFrom)},
+		{"sweepId", orDash(t.SweepID)},
+		{"preemptible", strconv.FormatBool(t.Preemptible)},
+		{"preemptions", strconv.Itoa(t.Preemptions)},
 	}
 	for _, w := range t.Warnings {
 		// gpu_foreign, idle_gpu, artifact_limit, ...: one line each, oldest first
 		lines = append(lines, [2]string{"warning", formatTime(&w.At) + " " + w.Code + ": " + oneLine(w.Message)})
 	}
+	for _, e := range t.History {
+		// One line per state change, oldest first: every attempt, where it
+		// ran and why it ended.
+		s := formatTime(&e.At) + " " + e.Status + " attempt " + strconv.Itoa(e.Attempt)
+		if e.Worker != "" {
+			s += " on " + e.Worker
+		}
+		if e.Reason != "" {
+			s += ": " + oneLine(e.Reason)
+		}
+		lines = append(lines, [2]string{"history", s})
+	}
 	var b bytes.Buffer
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%s: %s\n", l[0], l[1])
+	}
+	if t.ErrorTail != "" {
+		// The end of its log, as it printed it: one line each, indented.
+		b.WriteString("errorTail: |\n")
+		for _, l := range strings.Split(t.ErrorTail, "\n") {
+			b.WriteString("  " + l + "\n")
+		}
 	}
 	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
 		return inv.fail(err)
@@ -288,6 +310,11 @@ func runLs(inv *invocation, args []string) int {
 		}
 		return inv.printJSON(b)
 	}
+	if len(items) == 0 {
+		// A bare header reads as a broken command.
+		fmt.Fprintln(inv.env.Stderr, "no runs match")
+		return ExitOK
+	}
 	now := inv.env.now()
 	tb := newTable("ID", "STATUS", "NAME", "USER", "WORKER", "GPUS", "REWARD", "CREATED")
 	for _, raw := range items {
@@ -391,10 +418,14 @@ func runCancel(inv *invocation, args []string) int {
 		}
 		return inv.fail(err)
 	}
-	fmt.Fprintln(inv.env.Stdout, t.Status)
 	if !t.Status.Terminal() {
+		// The answer is the run as the cancel found it (RUNNING): what the
+		// command did is start its stop.
+		fmt.Fprintln(inv.env.Stdout, "CANCELLING")
 		fmt.Fprintf(inv.env.Stderr, "cancellation requested: the worker stops the run; `rlsched show %s` tells when it ended\n", id)
+		return ExitOK
 	}
+	fmt.Fprintln(inv.env.Stdout, t.Status)
 	return ExitOK
 }
 

@@ -165,7 +165,9 @@ func adminHint(err error) error {
 		case http.StatusForbidden:
 			ae.Hint = "only an admin may do this: log in as one (`rlsched login -u ADMIN`)"
 		case http.StatusNotFound:
-			ae.Hint = "list the users with `rlsched user ls`"
+			if ae.Hint == "" { // a caller's own (`workers`) says what was not found
+				ae.Hint = "list the users with `rlsched user ls`"
+			}
 		}
 	}
 	return err

@@ -12,11 +12,13 @@ func init() {
 	register(&command{
 		name:    "workers",
 		args:    "[--json] | drain ID | undrain ID | forget ID",
-		summary: "List the workers (state, GPUs in use, runs, last heartbeat); admins drain, undrain, forget.",
+		summary: "List the workers (state, GPUs in use, runs, when last heard); admins drain, undrain, forget.",
 		details: "drain: the worker finishes its runs and takes no new ones (DRAINING) until undrain, also\n" +
 			"after a restart: drain it, wait until `rlsched workers` shows it with no runs, then stop\n" +
 			"or upgrade it. forget: a DOWN worker leaves the list (it also does by itself after\n" +
-			"WORKER_FORGET_SECONDS); it is listed again when it comes back.",
+			"WORKER_FORGET_SECONDS); it is listed again when it comes back. SILENT (the API's PENDING):\n" +
+			"the worker lost its connection and still holds runs; they are requeued when their leases\n" +
+			"end unless it returns (`rlsched show RUN` says when), or at once when it returns without them.",
 		examples: []string{"rlsched workers", "rlsched workers drain gpu1-3f9a2c", "rlsched workers forget gpu9-77aa01"},
 		run:      runWorkers,
 	})
@@ -41,7 +43,7 @@ func runWorkers(inv *invocation, args []string) int {
 		return code
 	}
 	now := inv.env.now()
-	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "CPUS", "MEMORY", "ENFORCED", "RUNNING", "LAST HEARTBEAT")
+	t := newTable("ID", "STATE", "HOST", "GPUS", "SLOTS", "CPUS", "MEMORY", "ENFORCED", "RUNNING", "LAST HEARD")
 	for _, w := range workers {
 		used := 0
 		for _, g := range w.GPUs {
@@ -53,7 +55,13 @@ func runWorkers(inv *invocation, args []string) int {
 		if !w.LastHeartbeatAt.IsZero() {
 			hb = age(now, w.LastHeartbeatAt) + " ago"
 		}
-		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%d\t%s\n", w.ID, orDash(string(w.State)),
+		state := string(w.State)
+		if w.State == core.WorkerPending {
+			// The API's PENDING: it lost its session and still holds runs,
+			// which wait for it until their leases end (each run says when).
+			state = "SILENT"
+		}
+		t.rowf("%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%d\t%s\n", w.ID, orDash(state),
 			orDash(fitWidth(w.Host, 40)), used, len(w.GPUs), w.Slots, workerCPUs(w), workerMemory(w), orDash(w.Enforcement),
 			len(w.RunningTasks), hb)
 	}

@@ -139,6 +139,10 @@ type Task struct {
 	// them, so an edit is never lost to a state change.
 	Note     string `json:"note"`
 	Baseline bool   `json:"baseline"`
+	// History is its state changes in order (history.go): the transitions
+	// append to it and every update stores it whole; View adds what its
+	// fields say when it lacks an entry.
+	History []HistoryEntry `json:"history"`
 }
 
 // ReasonEarlyStopped is the Reason of a sweep's member stopped by its

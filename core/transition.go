@@ -58,6 +58,7 @@ func (t *Task) Dispatch(worker string, gpus []int, fence uint64) error {
 		return err
 	}
 	t.Fence, t.Worker, t.GPUIndices, t.Error = fence, worker, gpus, ""
+	t.record(string(StatusDispatched), "", time.Time{})
 	return nil
 }
 
@@ -69,6 +70,7 @@ func (t *Task) Start(at time.Time) error {
 	}
 	at = at.UTC()
 	t.StartedAt = &at
+	t.record(string(StatusRunning), "", at)
 	return nil
 }
 
@@ -88,6 +90,7 @@ func (t *Task) Finish(status Status, exitCode *int, errMsg string, at time.Time)
 	if t.StartedAt == nil {
 		t.StartedAt = &at
 	}
+	t.record(string(status), errMsg, at)
 	return nil
 }
 
@@ -98,6 +101,7 @@ func (t *Task) Lose(reason string) error {
 		return err
 	}
 	t.Error = reason
+	t.record(string(StatusLost), reason, time.Time{})
 	return nil
 }
 
@@ -115,6 +119,7 @@ func (t *Task) Requeue(reason string, at time.Time) (bool, error) {
 		}
 		t.Attempt++
 		t.Worker, t.GPUIndices, t.StartedAt, t.ExitCode = "", nil, nil, nil
+		t.record(string(StatusQueued), reason, at.UTC())
 		return true, nil
 	}
 	if err := t.move(StatusFailed); err != nil {
@@ -123,6 +128,7 @@ func (t *Task) Requeue(reason string, at time.Time) (bool, error) {
 	at = at.UTC()
 	t.FinishedAt = &at
 	t.Error = fmt.Sprintf("lost after %d attempt(s): %s", t.Attempt, reason)
+	t.record(string(StatusFailed), t.Error, at)
 	return false, nil
 }
 
@@ -135,6 +141,7 @@ func (t *Task) Cancel(errMsg string, at time.Time) error {
 	}
 	at = at.UTC()
 	t.FinishedAt, t.Error = &at, errMsg
+	t.record(string(StatusCancelled), errMsg, at)
 	return nil
 }
 
@@ -153,6 +160,7 @@ func (t *Task) Preempt(why string, at time.Time) error {
 		return err
 	}
 	at = at.UTC()
+	t.record(HistoryPreempted, why, at) // of the attempt it stopped
 	t.Attempt++
 	t.Preemptions++
 	t.PreemptedAt = &at

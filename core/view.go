@@ -38,6 +38,7 @@ func (t Task) View() Task {
 	if t.Warnings == nil {
 		t.Warnings = []Warning{}
 	}
+	t.History = t.HistoryView()
 	if p := bytes.TrimSpace(t.Params); len(p) == 0 || bytes.Equal(p, []byte("null")) || !json.Valid(p) {
 		t.Params = json.RawMessage("{}")
 	}

@@ -15,6 +15,10 @@ const (
 	WorkerDraining WorkerState = "DRAINING"
 )
 
+// WarnWorkerSilent is the warning a run gets when its worker lost its
+// session while holding it: the worker may be dead, or on its way back.
+const WarnWorkerSilent = "worker_silent"
+
 // GPU of a worker, with the run holding it (empty when free).
 type GPU struct {
 	Index    int    `json:"index"`

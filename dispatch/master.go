@@ -234,7 +234,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
 	d.reap = reaper{ls: d.ls, st: st, reg: &d.reg, retrying: &d.retrying, update: d.updateTask, forgetLogs: d.logs.Forget,
 		changed: d.workerChanged, notify: d.Notify, closeLateHellos: d.srv.closeLateHellos, reconcile: d.rec.reconcile,
-		reconcilePeriod: d.rec.reconcilePeriod, forgetDown: d.forgetDown, every: cfg.ReapInterval, heartbeatTTL: cfg.HeartbeatTTL,
+		reconcilePeriod: d.rec.reconcilePeriod, forgetDown: d.forgetDown, noteSilent: d.noteSilent, every: cfg.ReapInterval, heartbeatTTL: cfg.HeartbeatTTL,
 		heartbeatInterval: cfg.HeartbeatInterval, now: cfg.Clock, log: d.log}
 	d.rec = recoverer{st: st, ls: d.ls, reg: &d.reg, retrying: &d.retrying, hold: d.leaseHold, lost: d.reap.lost, reap: d.reap.reapOnce,
 		loadCancels: d.peers.loadCancels, leaseTTL: cfg.LeaseTTL, log: d.log}

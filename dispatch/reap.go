@@ -51,6 +51,8 @@ type reaper struct {
 	reconcile       func(ctx context.Context)
 	reconcilePeriod func() time.Duration
 	forgetDown      func()
+	// noteSilent warns the runs of workers gone silent (silent.go).
+	noteSilent func(ctx context.Context)
 
 	every             time.Duration // Config.ReapInterval
 	heartbeatTTL      time.Duration // a session silent this long is closed
@@ -130,6 +132,9 @@ func (r *reaper) reapOnce(ctx context.Context) {
 		s.closeFor("silent for longer than the heartbeat TTL")
 	}
 	r.closeLateHellos(now)
+	if r.noteSilent != nil {
+		r.noteSilent(ctx)
+	}
 }
 
 // lost marks an active run LOST, then requeues it with attempt + 1 while

@@ -46,6 +46,11 @@ type workerRec struct {
 	sess                            *session // nil while disconnected
 	runs                            map[string]*runRec
 	lastHeartbeat                   time.Time // of the last session; the live one keeps its own
+	// lastHeard is when the last session's last frame came (session.lastSeen).
+	lastHeard time.Time
+	// silentTold: its runs have the worker_silent warning for this
+	// absence (silent.go); a join clears it.
+	silentTold bool
 	// draining: an admin drained it; it takes no new runs (also after a
 	// reconnect) until undrained or forgotten.
 	draining bool
@@ -334,6 +339,7 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 	for _, g := range h.Gpus {
 		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb, UUID: g.Uuid, CPUAffinity: g.CpuAffinity})
 	}
+	w.silentTold = false
 	sess.lastHeartbeat.Store(now.UnixNano())
 	// Count silence from the HelloAck, not from when the event loop read the
 	// Hello: under load the shard may get to it much later.
@@ -396,6 +402,7 @@ func (r *registry) leave(sess *session) bool {
 	}
 	w.sess = nil
 	w.lastHeartbeat = time.Unix(0, sess.lastHeartbeat.Load())
+	w.lastHeard = time.Unix(0, sess.lastSeen.Load())
 	return true
 }
 

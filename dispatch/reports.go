@@ -269,7 +269,16 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 		}
 		startAt = &g.at
 	}
-	change := func(t *core.Task) bool { return finishFromReport(t, tf, cancelled, why, d.now()) == nil }
+	tail := d.errorTail(tf, cancelled)
+	change := func(t *core.Task) bool {
+		if finishFromReport(t, tf, cancelled, why, d.now()) != nil {
+			return false
+		}
+		if t.Status == core.StatusFailed || t.Status == core.StatusTimeout {
+			t.ErrorTail = tail
+		}
+		return true
+	}
 	var ran store.UsageCharge // what a preempted attempt charges its owner
 	if mark := rr.preempt.Load(); mark != nil && !cancelled && tf.Outcome == pb.Outcome_OUTCOME_CANCELLED {
 		// Stopped for a run of higher priority (preempt.go): queued again.
@@ -328,6 +337,22 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 	} else {
 		d.wakeScheduler()
 	}
+}
+
+// errorTail is the end of the log of a run whose report says it failed
+// (core.Task.ErrorTail), "" for any other end. Its log file holds all of
+// it: the worker sends TaskFinished once every byte is acked, and the log
+// pipe acks bytes once they are in the file.
+func (d *Dispatcher) errorTail(tf *pb.TaskFinished, cancelled bool) string {
+	ok := tf.Outcome == pb.Outcome_OUTCOME_EXITED && tf.ExitCode == 0 && tf.Signal == ""
+	if ok || cancelled || tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || d.logs == nil {
+		return ""
+	}
+	tail, err := logpipe.Tail(d.logs.Dir(), tf.TaskId, int(tf.Attempt))
+	if err != nil {
+		d.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot read the end of a failed run's log")
+	}
+	return tail
 }
 
 // undecided reports whether err leaves a store write's outcome unknown:

@@ -36,7 +36,7 @@ import (
 var (
 	Statuses = []string{string(core.StatusSucceeded), string(core.StatusFailed), string(core.StatusLost),
 		string(core.StatusTimeout), string(core.StatusCancelled)}
-	Warnings = []string{"idle_gpu", "gpu_foreign", "artifact_limit"}
+	Warnings = []string{"idle_gpu", "gpu_foreign", "artifact_limit", core.WarnWorkerSilent}
 	// DefaultOn is what a webhook set without "on" hears: every end.
 	DefaultOn = []string{string(core.StatusSucceeded), string(core.StatusFailed),
 		string(core.StatusTimeout), string(core.StatusCancelled)}
@@ -297,6 +297,10 @@ func (n *Notifier) post(webhook string, body []byte, trace string) (retry bool, 
 
 // text is the message: the run's name (linked when BaseURL is set), its
 // status, exit code or error, run time and final reward.
+// notifyTailLines is how many lines of a failed run's errorTail its
+// notification's text shows.
+const notifyTailLines = 5
+
 func (n *Notifier) text(t core.Task) string {
 	name := t.Name
 	if name == "" {
@@ -325,6 +329,13 @@ func (n *Notifier) text(t core.Task) string {
 			e = e[:200] + "…"
 		}
 		fmt.Fprintf(&b, ": %s", slackEscape(e))
+	}
+	if t.ErrorTail != "" {
+		// Its last lines say why; the whole tail is in the body's run.
+		lines := strings.Split(t.ErrorTail, "\n")
+		lines = lines[max(0, len(lines)-notifyTailLines):]
+		tail := strings.ReplaceAll(strings.Join(lines, "\n"), "```", "'''") // a fence of its own would end the block
+		fmt.Fprintf(&b, "\n```\n%s\n```", slackEscape(tail))
 	}
 	return b.String()
 }

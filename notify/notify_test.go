@@ -177,7 +177,8 @@ func (e *env) run(id string, st core.Status) core.Task {
 	reward, code := 187.5, 1
 	return core.Task{ID: id, Name: "ppo <cartpole>", UserID: e.user.ID, User: e.user.Username, Status: st, Attempt: 1,
 		StartedAt: &started, FinishedAt: &ended, FinalReward: &reward, ExitCode: &code, Error: "exit status 1",
-		Env: map[string]string{"WANDB_API_KEY": "secret"}, TraceID: "trace-1"}
+		ErrorTail: "l1\nl2\nTraceback:\n  x()\nKeyError: <x>\nl6",
+		Env:       map[string]string{"WANDB_API_KEY": "secret"}, TraceID: "trace-1"}
 }
 
 // TestNotifyFailedRun: a failed run POSTs a Slack-compatible body with the
@@ -199,7 +200,7 @@ func TestNotifyFailedRun(t *testing.T) {
 		t.Fatalf("body %s: %v", bodies[1], err)
 	}
 	for _, want := range []string{"<https://rlsched.lab.example/runs/r-1|ppo &lt;cartpole&gt;>", "FAILED", "exit code 1",
-		"after 10h2m0s", "final reward 187.5", "exit status 1"} {
+		"after 10h2m0s", "final reward 187.5", "exit status 1", "\n```\nl2\nTraceback:\n  x()\nKeyError: &lt;x&gt;\nl6\n```"} {
 		if !strings.Contains(got.Text, want) {
 			t.Errorf("text %q lacks %q", got.Text, want)
 		}

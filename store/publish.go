@@ -130,6 +130,7 @@ func written(f, t *core.Task) core.Task {
 	v.StartedAt, v.FinishedAt, v.UpdatedAt = clonePtr(t.StartedAt), clonePtr(t.FinishedAt), t.UpdatedAt
 	v.Preemptions, v.PreemptedAt = t.Preemptions, clonePtr(t.PreemptedAt)
 	v.CPUs, v.MemoryMB, v.Reason, v.Usage, v.ErrorTail = t.CPUs, t.MemoryMB, t.Reason, clonePtr(t.Usage), t.ErrorTail
+	v.History = slices.Clone(t.History)
 	return v
 }
 

@@ -51,6 +51,11 @@ func TestQueuePage(t *testing.T) {
 		`(() => { const d = document.querySelector('#attempt-detail'); return d && d.textContent.includes('preempted 1×'); })()`)
 	b.wait("the preemption in the timeline", 15*time.Second,
 		`(() => { const d = document.querySelector('#timeline-preempted'); return d && d.textContent.includes('Preempted by r'); })()`)
+	// One span per attempt, from the run's history: the first ran on the
+	// worker and was preempted, the second waits.
+	if tl := b.text("#timeline-list"); !strings.Contains(tl, "Attempt 1 on local-0") || !strings.Contains(tl, "Attempt 2 waiting in the queue") {
+		t.Errorf("the timeline of a preempted run:\n%s", tl)
+	}
 	b.screenshot("31-run-preempted")
 
 	// An admin sets alice's quota on the same page; a user has no such card.

@@ -103,6 +103,7 @@ type task struct {
 	FinalReward   *float64 `json:"finalReward"`
 	QueuePosition int      `json:"queuePosition"`
 	PendingReason string   `json:"pendingReason"`
+	ErrorTail     string   `json:"errorTail"`
 }
 
 func (a *api) submit(body map[string]any) string {

@@ -66,6 +66,41 @@ mkfifo fifo`
 	}
 }
 
+// A file is sent as soon as the run closes it after writing or renames it
+// into its dir, in a directory made after the run began too, long before
+// the periodic walk (an hour here) would find it.
+func TestOutputsSentWhenWritten(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	cfg := startWorker(t, m, func(c *Config) { c.ArtifactSync = time.Hour })
+	mc := m.next(t)
+	script := `cd "$RLSCHED_OUTPUT_DIR"
+echo '{"episode":460}' > ckpt.json.tmp && mv ckpt.json.tmp ckpt.json
+while [ ! -e go ]; do sleep 0.02; done
+mkdir -p deep/er && echo two > deep/er/b.txt
+while [ ! -e go2 ]; do sleep 0.02; done`
+	mc.send(&pb.ExecuteTask{TaskId: "t-now", Attempt: 1, Fence: 1, Argv: []string{"sh", "-c", script}})
+	mc.started(t, "t-now")
+	dir := filepath.Join(cfg.DataDir, "outputs", "t-now", "1")
+	arrives := func(rel, want string) {
+		t.Helper()
+		waitFor(t, 15*time.Second, rel+" at the master while the run runs", func() bool {
+			f := m.file("t-now", 1, rel)
+			return f != nil && string(f.data) == want
+		})
+	}
+	arrives("ckpt.json", "{\"episode\":460}\n")
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	arrives("deep/er/b.txt", "two\n")
+	if err := os.WriteFile(filepath.Join(dir, "go2"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fin := mc.finished(t, "t-now", 30*time.Second); fin.GetExitCode() != 0 {
+		t.Fatalf("run failed: %v", fin)
+	}
+}
+
 // A file rewritten while the syncs read it is never stored torn: what is
 // stored at the end is its final content.
 func TestOutputsNeverTorn(t *testing.T) {

@@ -243,6 +243,9 @@ var migrations = [][]string{
 	{
 		`ALTER TABLE tasks ADD KEY tasks_queue_groups (status, user_id, sweep_id, priority DESC, created_at, id)`,
 	},
+	// 13: a run's history, as sqlite's migration 14. MEDIUMTEXT: 100
+	// entries with their reasons can pass TEXT's 64 KiB.
+	{`ALTER TABLE tasks ADD COLUMN history MEDIUMTEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -204,6 +204,9 @@ var migrations = []string{
 	// 13: the queue's runs by owner and sweep, for the fair window
 	// (sqlutil.FairQueue): its groups are read off the index alone.
 	`CREATE INDEX tasks_queued_groups ON tasks(user_id, sweep_id, priority DESC, created_at, id) WHERE status = 'QUEUED';`,
+	// 14: a run's history, its state changes in order (issue 32), a JSON
+	// array that every update stores whole (core.Task.History).
+	`ALTER TABLE tasks ADD COLUMN history TEXT;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

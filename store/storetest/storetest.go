@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -156,6 +157,13 @@ func canon(tk core.Task) core.Task {
 	tk.StartedAt, tk.FinishedAt = c(tk.StartedAt), c(tk.FinishedAt)
 	if tk.Warnings == nil {
 		tk.Warnings = []core.Warning{} // as every read gives them; tests write none
+	}
+	if len(tk.History) > 0 {
+		h := slices.Clone(tk.History)
+		for i := range h {
+			h[i].At = h[i].At.Round(0).UTC()
+		}
+		tk.History = h
 	}
 	return tk
 }

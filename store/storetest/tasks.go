@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -55,6 +56,10 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	// The owner's record (Private, Kind, Note, Baseline) is not a fenced
 	// update's to change.
 	upd.Private, upd.Kind, upd.Note, upd.Baseline = false, core.KindBatch, "changed", false
+	// The history is stored whole; an entry without a time is as of the
+	// write (core.Task.Dispatch and Lose give none).
+	upd.History = []core.HistoryEntry{{Status: "DISPATCHED", Attempt: 3, Worker: "w-after"},
+		{Status: "SUCCEEDED", Attempt: 3, At: at(time.Hour + 2*time.Nanosecond), Reason: "ünïcode reason"}}
 	if err := s.UpdateTask(ctx, &upd, store.Expect{Fence: 0, Status: core.StatusQueued}); err != nil {
 		t.Fatalf("UpdateTask: %v", err)
 	}
@@ -67,6 +72,11 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 	want.StartedAt, want.FinishedAt = ptr(at(time.Hour+time.Nanosecond)), nil
 	want.CPUs, want.MemoryMB, want.Reason, want.Usage, want.ErrorTail = 4, 2048, "out_of_memory", nil, "Killed"
 	want.UpdatedAt = upd.UpdatedAt
+	want.History = []core.HistoryEntry{{Status: "DISPATCHED", Attempt: 3, At: upd.UpdatedAt, Worker: "w-after"},
+		{Status: "SUCCEEDED", Attempt: 3, At: at(time.Hour + 2*time.Nanosecond), Reason: "ünïcode reason"}}
+	if g, w := canon(upd).History, canon(want).History; !reflect.DeepEqual(g, w) {
+		t.Fatalf("the history UpdateTask returned: %+v, want %+v", g, w)
+	}
 	checkTask(t, "task read after UpdateTask", mustGet(t, s, in.ID), want)
 
 	if _, err := s.Task(ctx, "r-missing"); !errors.Is(err, core.ErrNotFound) {

@@ -1,6 +1,7 @@
 // Package outputs carries a run's output dir (RLSCHED_OUTPUT_DIR) between
 // the worker and the master: the upload of its files as ArtifactChunks
-// (outputs.go), read through Dir (outdir.go); the restore of a resumed
+// (outputs.go), started by the run closing a file it wrote (watch.go),
+// read through Dir (outdir.go); the restore of a resumed
 // attempt's files before its process starts (restore.go); and the scalars
 // of its TensorBoard event files as Metric frames (tensorboard.go, with
 // package tfevents). Files is one run's; Link is what the runs of a worker

@@ -243,3 +243,20 @@ func statMtime(st *unix.Stat_t) time.Time {
 	sec, nsec := st.Mtim.Unix()
 	return time.Unix(sec, nsec)
 }
+
+// openDirFd opens the directory rel ("" is the dir itself) as dirAt opens
+// a parent, for a watch; the caller closes the descriptor.
+func (d *Dir) openDirFd(rel string) (int, error) {
+	if rel == "" {
+		return unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	// dirAt opens every element of a path but the last: give it one more.
+	dir, _, err := d.dirAt(rel+"/x", false, nil)
+	if err != nil {
+		return -1, err
+	}
+	if dir == d.fd {
+		return -1, fmt.Errorf("BUG: %q opened as the output dir itself", rel)
+	}
+	return dir, nil
+}

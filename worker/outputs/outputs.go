@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 )
 
 // The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
-// run (Files.run) walks the dir every Config.ArtifactSync and once more
-// when the run has ended, and sends every regular file whose version
-// (size, mtime) it has not stored yet, as ArtifactChunks of at most
+// run (Files.run) sends each file the moment the run closes it after
+// writing or renames it into the dir (the watch, watch.go), walks the dir
+// every Config.ArtifactSync as a safety net and once more when the run has
+// ended, and sends every regular file whose version (size, mtime) it has
+// not stored yet, as ArtifactChunks of at most
 // artifactChunk bytes. The connection's writer takes the chunks after the
 // runs' logs (Link.Collect), within the artifact window the master
 // grants (HelloAck.artifact_window, ArtifactAck.window), so output never
@@ -252,25 +255,51 @@ func (o *Files) run() {
 		<-o.tbEnd
 		o.dir.close()
 	}()
+	w := newWatcher(o.dir, o.log)
+	defer w.close()
 	tick := time.NewTicker(o.l.every)
 	defer tick.Stop()
+	var gapUntil time.Time // the next sync the watch starts waits until then
 	for {
 		select {
 		case <-o.quit:
 			return
+		case <-w.pokeCh():
+			if d := time.Until(gapUntil); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-o.quit:
+					return
+				case <-o.final:
+					o.last() // which walks everything the watch saw
+					return
+				}
+			}
+			began := time.Now()
+			if rels, all := w.take(); all {
+				o.sync(false)
+			} else {
+				o.syncNames(rels)
+			}
+			gapUntil = time.Now().Add(max(minEventGap, eventDuty*time.Since(began)))
 		case <-o.final:
-			stored := o.sync(true)
-			<-o.tbEnd // its last points go before TaskFinished
-			o.l.mu.Lock()
-			o.finished = true
-			o.stored = stored && !o.partial && !o.stopped
-			o.l.mu.Unlock()
-			o.l.kick()
+			o.last()
 			return
 		case <-tick.C:
 			o.sync(false)
 		}
 	}
+}
+
+// last is the last sync, after which TaskFinished may go.
+func (o *Files) last() {
+	stored := o.sync(true)
+	<-o.tbEnd // its last points go before TaskFinished
+	o.l.mu.Lock()
+	o.finished = true
+	o.stored = stored && !o.partial && !o.stopped
+	o.l.mu.Unlock()
+	o.l.kick()
 }
 
 // sync sends what changed since the last one. The last sync (final)
@@ -308,6 +337,19 @@ func (o *Files) sync(final bool) (all bool) {
 		todo = torn
 	}
 	return
+}
+
+// syncNames sends the files rels (those the watch saw written) whose
+// version the master does not hold; a torn one goes at the next sync.
+func (o *Files) syncNames(rels []string) {
+	slices.Sort(rels)
+	list := make([]walked, 0, len(rels))
+	for _, r := range rels {
+		list = append(list, walked{rel: r}) // upload reads the version from the open file
+	}
+	if len(list) > 0 {
+		o.upload(list, false)
+	}
 }
 
 // upload sends the files of list (at most maxUploads at once) and returns

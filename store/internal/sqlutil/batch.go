@@ -28,7 +28,7 @@ const InsertTaskValues = `, (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,
 // and in PrepareUpdate only.
 var UpdateColumns = []string{"status", "attempt", "fence", "worker", "gpu_indices", "exit_code", "error",
 	"final_reward", "started_at", "finished_at", "updated_at", "preemptions", "preempted_at",
-	"cpus", "memory_mb", "reason", "usage_json", "error_tail"}
+	"cpus", "memory_mb", "reason", "usage_json", "error_tail", "history"}
 
 // UpdateTask is the fenced UPDATE of a run's mutable fields; UpdateArgs
 // gives its arguments.
@@ -101,7 +101,7 @@ func PrepareUpdate(u store.Update, now time.Time) (PreparedUpdate, error) {
 	}
 	return PreparedUpdate{Row: r, Args: []any{string(upd.Status), upd.Attempt, r.Fence, upd.Worker, r.GPUIndices, upd.ExitCode,
 		upd.Error, r.FinalReward, r.Started, r.Finished, r.Updated, upd.Preemptions, r.Preempted,
-		upd.CPUs, upd.MemoryMB, upd.Reason, r.Usage, upd.ErrorTail,
+		upd.CPUs, upd.MemoryMB, upd.Reason, r.Usage, upd.ErrorTail, r.History,
 		upd.ID, expFence, string(u.Expect.Status)}}, nil
 }
 
@@ -114,6 +114,7 @@ func Applied(t *core.Task, r TaskRow) {
 	t.GPUIndices = append([]int{}, t.GPUIndices...)
 	t.StartedAt, t.FinishedAt = NullTime(r.Started), NullTime(r.Finished)
 	t.PreemptedAt = NullTime(r.Preempted)
+	t.History = fillHistory(t.History, Time(r.Updated))
 }
 
 // FencedErr is a row's error when its update matched nothing but the run exists.

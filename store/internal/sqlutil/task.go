@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
@@ -21,6 +22,7 @@ type TaskRow struct {
 	Started, Finished, Preempted   *int64
 	Fence                          int64
 	Usage                          *string
+	History                        *string // nil: none yet
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -90,6 +92,15 @@ func EncodeUpdate(t *core.Task) (TaskRow, error) {
 		s := string(b)
 		r.Usage = &s
 	}
+	if len(t.History) > 0 {
+		// Entries made without a time (Dispatch, Lose) are as of this write.
+		b, err := json.Marshal(fillHistory(t.History, t.UpdatedAt))
+		if err != nil {
+			return r, fmt.Errorf("cannot store run %s: %w", t.ID, err)
+		}
+		s := string(b)
+		r.History = &s
+	}
 	if r.Fence, err = Fence(t.Fence); err != nil {
 		return r, err
 	}
@@ -156,4 +167,21 @@ func (s *Shared) MaxFence(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("cannot read highest fence: %w", err)
 	}
 	return uint64(f), nil
+}
+
+// fillHistory is h with every entry without a time at at, in a list of its
+// own when one changes (h may be shared with another copy of the run).
+func fillHistory(h []core.HistoryEntry, at time.Time) []core.HistoryEntry {
+	for i := range h {
+		if h[i].At.IsZero() {
+			out := slices.Clone(h)
+			for j := i; j < len(out); j++ {
+				if out[j].At.IsZero() {
+					out[j].At = at.UTC()
+				}
+			}
+			return out
+		}
+	}
+	return h
 }

@@ -92,7 +92,9 @@ export function mount(root, ctx) {
   cleanups.push(() => view.destroy());
 
   const warnBox = h('section', { class: 'notice warn run-warnings', id: 'warnings', hidden: true, 'aria-label': 'Warnings' });
-  replace(root, head, record.el, summary, warnBox,
+  // The last lines of a failed run's log (errorTail): why it failed, without opening the log.
+  const tailBox = h('section', { class: 'card error-tail', id: 'error-tail', hidden: true, 'aria-label': 'End of the log' });
+  replace(root, head, record.el, summary, warnBox, tailBox,
     h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics'), h('span', { class: 'spacer' }), smoothCtl), chartsNote, chartsBox, chartsMore),
     h('div', { style: { height: '16px' } }),
     logCard,
@@ -195,18 +197,28 @@ export function mount(root, ctx) {
       statusDetail = [exitText(t), endError(t)].filter(Boolean).join(' · ');
     } else if (t.error) statusDetail = t.error;
     const r = lastReward();
-    const dur = runDuration(t, now);
+    // Every attempt's running time, not only the last one's.
+    const atts = attemptsOf().filter((a) => a.started != null);
+    const dur = (t.attempt || 1) > 1 && atts.length ? atts.reduce((sum, a) => sum + Math.max(0, (a.ended ?? (TERMINAL.has(t.status) ? a.started : now)) - a.started), 0) : runDuration(t, now);
+    const firstStart = atts.length ? atts[0].started : parseTime(t.startedAt);
     replace(summary,
       h('div', { class: 'stat', id: 'stat-status' }, h('div', { class: 'label' }, 'Status'), h('div', { class: 'value sm' }, badge(t.status)), h('div', { class: 'detail', id: 'status-detail' }, statusDetail)),
-      h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Final reward'), h('div', { class: 'value', id: 'final-reward' }, r ? fmtNum(r.v) : '—'), h('div', { class: 'detail' }, r ? r.note : TERMINAL.has(t.status) ? 'none reported' : 'none yet')),
+      h('div', { class: 'stat' }, h('div', { class: 'label' }, TERMINAL.has(t.status) ? 'Final reward' : 'Reward'), h('div', { class: 'value', id: 'final-reward' }, r ? fmtNum(r.v) : '—'), h('div', { class: 'detail' }, r ? r.note : TERMINAL.has(t.status) ? 'none reported' : 'none yet')),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Duration'), h('div', { class: 'value', id: 'duration' }, dur == null ? '—' : fmtDuration(dur)),
-        h('div', { class: 'detail' }, t.startedAt ? 'started ' + fmtTime(parseTime(t.startedAt)) : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
+        h('div', { class: 'detail' }, firstStart != null ? 'started ' + fmtTime(firstStart) + ((t.attempt || 1) > 1 ? ' · ' + t.attempt + ' attempts' : '') : 'submitted ' + fmtTime(parseTime(t.createdAt)))),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Placement'), h('div', { class: 'value sm', id: 'placement' }, placement(t)), h('div', { class: 'detail' }, t.gpus ? t.gpus + ' GPU' + (t.gpus === 1 ? '' : 's') + ' requested' : 'CPU slot')),
       h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Attempt'), h('div', { class: 'value' }, String(t.attempt || 1)), h('div', { class: 'detail', id: 'attempt-detail' }, t.preemptions
         // Preempted attempts are not retries: they do not count against maxRetries.
         ? 'preempted ' + t.preemptions + '×' + (t.preemptedAt ? ', last at ' + fmtTime(parseTime(t.preemptedAt)) : '') + ' · retries ' + (t.maxRetries || 0)
         : 'of at most ' + ((t.maxRetries || 0) + 1))));
     renderWarnings();
+    renderErrorTail();
+  }
+
+  function renderErrorTail() {
+    tailBox.hidden = !t.errorTail;
+    replace(tailBox, t.errorTail ? [h('div', { class: 'card-head' }, h('h2', null, 'End of the log'), h('span', { class: 'spacer' }),
+      h('a', { href: '#log' }, 'Full log')), h('pre', { class: 'mono' }, t.errorTail)] : null);
   }
 
   // renderWarnings lists what the run's record says beyond its status: a
@@ -274,48 +286,95 @@ export function mount(root, ctx) {
     }
   }
 
-  function renderTimeline() {
-    const created = parseTime(t.createdAt), started = parseTime(t.startedAt), finished = parseTime(t.finishedAt);
-    const now = Date.now();
-    const end = finished ?? now;
-    const total = Math.max(1, end - (created ?? end));
-    const bar = h('div', { class: 'timebar', 'aria-hidden': 'true' });
-    if (created != null) {
-      const q = h('span', { class: 'q' });
-      q.style.width = (((started ?? end) - created) / total) * 100 + '%';
-      bar.appendChild(q);
-      if (started != null) {
-        const r = h('span', { class: ['r', t.status === 'SUCCEEDED' && 'done', ['FAILED', 'TIMEOUT', 'CANCELLED'].includes(t.status) && 'bad'] });
-        r.style.width = ((end - started) / total) * 100 + '%';
-        bar.appendChild(r);
+  // attemptsOf folds the run's history (every state change, API.md) into
+  // one span per attempt: when it was queued, sent, started, how it ended.
+  function attemptsOf() {
+    const out = [];
+    let cur = null;
+    for (const e of t.history || []) {
+      const at = parseTime(e.at);
+      if (!cur || e.attempt !== cur.attempt) {
+        // After a preemption the next attempt has no QUEUED entry of its own: it waited from then.
+        const prev = cur;
+        cur = { attempt: e.attempt, queued: e.status === 'QUEUED' || !prev ? at : (prev.ended ?? at), dispatched: null, started: null, ended: null, end: null, worker: '' };
+        out.push(cur);
+      }
+      switch (e.status) {
+        case 'QUEUED': if (cur.queued == null) cur.queued = at; break;
+        case 'DISPATCHED': cur.dispatched = at; cur.worker = e.worker || cur.worker; break;
+        case 'RUNNING': cur.started = at; cur.worker = e.worker || cur.worker; break;
+        default: cur.ended = at; cur.end = e; // LOST, PREEMPTED or the run's end
       }
     }
+    // A run without a history entry for its start (an old run) keeps its fields'.
+    const last = out[out.length - 1];
+    if (last && last.started == null && t.startedAt && last.attempt === (t.attempt || 1)) last.started = parseTime(t.startedAt);
+    return out;
+  }
+
+  function endItem(a, ran) {
+    const e = a.end;
+    const when = h('div', { class: 'when' }, fmtTime(a.ended) + (ran != null ? ' · ran ' + fmtDuration(ran) : ''));
+    if (e.status === 'PREEMPTED') {
+      const by = /^preempted by \S+ \(priority -?\d+\)$/.test(e.reason || '') ? e.reason : 'preempted';
+      return h('li', { class: 'warn', id: 'timeline-preempted' }, h('div', null, 'Attempt ' + a.attempt + ': ' + by.charAt(0).toUpperCase() + by.slice(1)), when);
+    }
+    if (e.status === 'LOST') {
+      return h('li', { class: 'warn' }, h('div', null, 'Attempt ' + a.attempt + ' lost'), e.reason ? h('div', { class: 'muted' }, e.reason) : null, when);
+    }
+    const final = e.status === t.status;
+    return h('li', { class: e.status === 'SUCCEEDED' ? 'ok' : 'bad' },
+      h('div', null, badge(e.status), final && exitText(t) ? ' ' + exitText(t) : ''),
+      final ? (endError(t) ? h('div', { class: 'muted' }, endError(t)) : null) : (e.reason ? h('div', { class: 'muted' }, e.reason) : null),
+      when);
+  }
+
+  function renderTimeline() {
+    const created = parseTime(t.createdAt);
+    const now = Date.now();
+    const attempts = attemptsOf();
+    const finished = parseTime(t.finishedAt);
+    const end = finished ?? now;
+    const total = Math.max(1, end - (created ?? end));
+    // One bar: each attempt's wait, then its run, coloured by how it ended.
+    const bar = h('div', { class: 'timebar', 'aria-hidden': 'true' });
+    const seg = (cls, from, to) => {
+      if (from == null || to == null || to <= from) return;
+      const sp = h('span', { class: cls });
+      sp.style.width = ((to - from) / total) * 100 + '%';
+      bar.appendChild(sp);
+    };
+    for (const a of attempts) {
+      const stop = a.ended ?? end;
+      seg('q', a.queued, a.started ?? stop);
+      const how = a.end ? a.end.status : '';
+      seg(['r', how === 'SUCCEEDED' && 'done', ['FAILED', 'TIMEOUT', 'CANCELLED'].includes(how) && 'bad', ['LOST', 'PREEMPTED'].includes(how) && 'lost'], a.started, stop);
+    }
     const items = [h('li', null, h('div', null, 'Submitted by ', h('strong', null, t.user)), h('div', { class: 'when' }, fmtTime(created)))];
-    for (const m of markers) {
-      const a = h('a', { href: '#log' }, 'log line ' + (m.line + 1));
-      a.addEventListener('click', (e) => { e.preventDefault(); view.scrollToLine(m.line); view.el.focus(); });
-      items.push(h('li', { class: 'warn' }, h('div', null, 'Attempt ' + m.attempt + ' started after the previous one was lost'), h('div', { class: 'when' }, a)));
+    for (const a of attempts) {
+      if (a.started != null) {
+        const m = markers.find((x) => x.attempt === a.attempt);
+        let logLink = null;
+        if (m) {
+          logLink = h('a', { href: '#log' }, 'log line ' + (m.line + 1));
+          logLink.addEventListener('click', (e) => { e.preventDefault(); view.scrollToLine(m.line); view.el.focus(); });
+        }
+        const cur = a.attempt === (t.attempt || 1) && !TERMINAL.has(t.status);
+        items.push(h('li', { class: 'run', dataset: { attempt: String(a.attempt) } },
+          h('div', null, attempts.length > 1 || (t.attempt || 1) > 1 ? 'Attempt ' + a.attempt + ' on ' : 'Running on ', h('strong', null, a.worker || t.worker || '?'),
+            cur && (t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : ''),
+          h('div', { class: 'when' }, fmtTime(a.started) + (a.queued != null ? ' · waited ' + fmtDuration(a.started - a.queued) : ''), logLink ? ' · ' : '', logLink)));
+      }
+      if (a.end) items.push(endItem(a, a.started != null ? a.ended - a.started : null));
     }
-    if (t.preemptedAt) {
-      // Only the last preemption is known (the Task has no history yet);
-      // the error names who preempted it while it waits again.
-      const by = /^preempted by \S+ \(priority -?\d+\)$/.test(t.error || '') ? t.error : 'preempted';
-      items.push(h('li', { class: 'warn', id: 'timeline-preempted' }, h('div', null, by.charAt(0).toUpperCase() + by.slice(1) + (t.preemptions > 1 ? ' · ' + t.preemptions + ' times' : '')),
-        h('div', { class: 'when' }, fmtTime(parseTime(t.preemptedAt)))));
+    const lastA = attempts[attempts.length - 1];
+    if (!TERMINAL.has(t.status) && !(lastA && lastA.started != null && !lastA.end)) {
+      // The current attempt has not started: it waits, or is on its way to a worker.
+      const n = (t.attempt || 1) > 1 ? 'Attempt ' + t.attempt + ' ' : '';
+      items.push(h('li', null, h('div', null, t.status === 'QUEUED' ? (n ? n + 'waiting' : 'Waiting') + ' in the queue' + (t.queuePosition ? ' · #' + t.queuePosition : '')
+        : t.status === 'DISPATCHED' ? (n || '') + 'Sent to ' + (t.worker || 'a worker') : t.status), h('div', { class: 'when' }, t.pendingReason || '')));
     }
-    if (started != null) {
-      items.push(h('li', { class: 'run' }, h('div', null, 'Running on ', h('strong', null, t.worker || '?'), (t.gpuIndices || []).length ? ' · GPU ' + t.gpuIndices.join(', ') : '', (t.attempt || 1) > 1 ? ' · attempt ' + t.attempt : ''),
-        h('div', { class: 'when' }, fmtTime(started) + (created != null ? ' · waited ' + fmtDuration(started - created) : ''))));
-    } else if (!TERMINAL.has(t.status)) {
-      items.push(h('li', null, h('div', null, t.status === 'QUEUED' ? 'Waiting in the queue' + (t.queuePosition ? ' · #' + t.queuePosition : '') : t.status === 'DISPATCHED' ? 'Sent to ' + (t.worker || 'a worker') : t.status), h('div', { class: 'when' }, t.pendingReason || '')));
-    }
-    if (TERMINAL.has(t.status)) {
-      items.push(h('li', { class: t.status === 'SUCCEEDED' ? 'ok' : 'bad' },
-        h('div', null, badge(t.status), exitText(t) ? ' ' + exitText(t) : ''),
-        endError(t) ? h('div', { class: 'muted' }, endError(t)) : null,
-        h('div', { class: 'when' }, fmtTime(finished) + (started != null && finished != null ? ' · ran ' + fmtDuration(finished - started) : ''))));
-    }
-    replace(timelineBox, h('h2', null, 'Timeline'), bar, h('ol', { class: 'timeline' }, items));
+    replace(timelineBox, h('h2', null, 'Timeline'), bar, h('ol', { class: 'timeline', id: 'timeline-list' }, items));
   }
 
   // ---- code ----
@@ -688,9 +747,11 @@ function exitText(t) {
   return t.status === 'CANCELLED' || t.status === 'TIMEOUT' ? 'stopped by a signal' : '';
 }
 
-// endError is the run's error unless it only repeats its status.
+// endError is the run's error unless it only repeats its status or its
+// exit code ("exit code 3 · exit code 3").
 function endError(t) {
-  return t.error && t.error.toLowerCase() !== (t.status || '').toLowerCase() ? t.error : '';
+  const e = (t.error || '').toLowerCase();
+  return e && e !== (t.status || '').toLowerCase() && e !== exitText(t).toLowerCase() ? t.error : '';
 }
 
 // diffView renders a diff as lines (text nodes: nothing in it is markup),
