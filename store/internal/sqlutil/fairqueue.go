@@ -81,7 +81,7 @@ func FairQueue(ctx context.Context, db Querier, q QueueQueries, limit int) ([]co
 	}
 	out := make([]core.Task, 0, limit)
 	for open := len(groups); len(out) < limit && open > 0; {
-		share := max(1, (limit-len(out)+open-1)/open)
+		share := max(1, (limit-len(out))/open) // rounded down: every open group gets as many as the next
 		for _, g := range groups {
 			if g.done || len(out) >= limit {
 				continue
