@@ -43,7 +43,7 @@ func TestFairQueueProperties(t *testing.T) {
 			u := users[rapid.IntRange(0, len(users)-1).Draw(rt, "user")]
 			sweep := []string{"", "s1", "s2"}[rapid.IntRange(0, 2).Draw(rt, "sweep")]
 			runs = append(runs, &core.Task{ID: fmt.Sprintf("r%03d", i), UserID: u.ID, SweepID: sweep, Command: []string{"x"},
-				Priority: rapid.IntRange(0, 1).Draw(rt, "priority"),
+				Priority:  rapid.IntRange(0, 1).Draw(rt, "priority"),
 				CreatedAt: base.Add(time.Duration(rapid.IntRange(0, 1000).Draw(rt, "age")) * time.Millisecond)})
 		}
 		for _, err := range s.CreateTasks(ctx, runs) {
