@@ -59,17 +59,25 @@ func newLocalLimiter(window time.Duration, max int, now func() time.Time) *local
 	return l
 }
 
-func (l *localLimiter) allow(_ context.Context, subject string) (decision, error) {
-	sh := &l.shards[maphash.String(l.seed, subject)%uint64(len(l.shards))]
-	now := l.now()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	log := sh.logs[subject]
+// shard is subject's shard.
+func (l *localLimiter) shard(subject string) *limitShard {
+	return &l.shards[maphash.String(l.seed, subject)%uint64(len(l.shards))]
+}
+
+// inWindow is log less the admissions that left the window at now.
+func (l *localLimiter) inWindow(log []time.Time, now time.Time) []time.Time {
 	i := 0
 	for i < len(log) && !log[i].After(now.Add(-l.window)) {
 		i++
 	}
-	log = log[i:]
+	return log[i:]
+}
+
+func (l *localLimiter) allow(_ context.Context, subject string) (decision, error) {
+	sh, now := l.shard(subject), l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	log := l.inWindow(sh.logs[subject], now)
 	if len(log) < l.max {
 		log = append(log, now)
 		sh.logs[subject] = log
@@ -81,16 +89,10 @@ func (l *localLimiter) allow(_ context.Context, subject string) (decision, error
 }
 
 func (l *localLimiter) charge(_ context.Context, subject string, n int) error {
-	sh := &l.shards[maphash.String(l.seed, subject)%uint64(len(l.shards))]
-	now := l.now()
+	sh, now := l.shard(subject), l.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	log := sh.logs[subject]
-	i := 0
-	for i < len(log) && !log[i].After(now.Add(-l.window)) {
-		i++
-	}
-	log = log[i:]
+	log := l.inWindow(sh.logs[subject], now)
 	for ; n > 0 && len(log) < l.max; n-- {
 		log = append(log, now)
 	}

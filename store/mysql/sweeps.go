@@ -115,21 +115,8 @@ func (s *Store) AddSweepMembers(ctx context.Context, id string, from int, member
 	var rows []sqlutil.TaskRow
 	var owner string
 	err := s.retryTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlutil.GrowSweep, from+len(members), id, from)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if err := sqlutil.Grown(ctx, tx, id, n); err != nil {
-			return err
-		}
-		if owner, err = sqlutil.OwnMembers(tx.QueryRowContext(ctx, sqlutil.SelectSweepOwner, id), id, members); err != nil {
-			return err
-		}
-		if rows, err = sqlutil.PrepareGrow(id, from, members, time.Now()); err != nil {
+		var err error
+		if rows, owner, err = sqlutil.GrowTx(ctx, tx, id, from, members, time.Now()); err != nil {
 			return err
 		}
 		if err := insertTasks(ctx, tx, members, rows); err != nil {

@@ -446,6 +446,30 @@ func sweepLimits(ctx context.Context, db Querier, ids []string) (map[string]core
 // masters proposing the same members only one adds them.
 const GrowSweep = `UPDATE sweeps SET members = ? WHERE id = ? AND members = ?`
 
+// GrowTx is the part of AddSweepMembers both backends share, in tx: the
+// compare-and-swap on the member count first (so a loser writes nothing),
+// then the members made the owner's runs and checked. It returns their
+// rows, for the backend's insert, and the owner's name.
+func GrowTx(ctx context.Context, tx *sql.Tx, id string, from int, members []*core.Task, now time.Time) ([]TaskRow, string, error) {
+	res, err := tx.ExecContext(ctx, GrowSweep, from+len(members), id, from)
+	if err != nil {
+		return nil, "", err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := Grown(ctx, tx, id, n); err != nil {
+		return nil, "", err
+	}
+	owner, err := OwnMembers(tx.QueryRowContext(ctx, SelectSweepOwner, id), id, members)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := PrepareGrow(id, from, members, now)
+	return rows, owner, err
+}
+
 // PrepareGrow does AddSweepMembers' checks and defaults on the new
 // members' runs and returns their rows.
 func PrepareGrow(id string, from int, members []*core.Task, now time.Time) ([]TaskRow, error) {
