@@ -59,9 +59,10 @@ func TestSim_JSONFromALiveMaster(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &ans); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	// The fake master lists w1 (2 GPUs) and w2, DOWN: only w1 is simulated,
-	// and the synthetic trace's 4- and 8-GPU jobs fit nowhere.
-	if ans.Cluster.Workers != 1 || ans.Cluster.GPUs != 2 || len(ans.Policies) != 1 || ans.Policies[0].Policy != "fifo" {
+	// The fake master lists w1 (2 GPUs), w2, DOWN, and w3, silent (no
+	// GPUs): w1 and w3 are simulated, and the synthetic trace's 4- and
+	// 8-GPU jobs fit nowhere.
+	if ans.Cluster.Workers != 2 || ans.Cluster.GPUs != 2 || len(ans.Policies) != 1 || ans.Policies[0].Policy != "fifo" {
 		t.Fatalf("json %+v", ans)
 	}
 	p := ans.Policies[0]
