@@ -39,9 +39,12 @@ type ResourceDefaults struct {
 	MemoryMB       int64
 }
 
-// DefaultResources are the defaults' defaults: modest, so that a run
-// which asks for nothing fits the small machines rlsched is tried on.
-var DefaultResources = ResourceDefaults{CPUsPerGPU: 1, MemoryMBPerGPU: 4096, CPUs: 1, MemoryMB: 2048}
+// DefaultResources are the defaults' defaults: none. A default that limits
+// or places runs by cores and memory they never asked for queues (a 4-GPU
+// machine with 2 cores held 2 one-GPU runs) or kills (a replay buffer past
+// 4 GiB) runs that ran before; a lab sets DEFAULT_* to its machines' shape
+// (docs/deploy.md).
+var DefaultResources = ResourceDefaults{}
 
 // Check reports a default outside the bounds a submission is held to.
 func (d ResourceDefaults) Check() error {

@@ -378,7 +378,6 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 		if msg == "" || why.reason != "" {
 			msg = why.msg
 		}
-		t.Reason = why.reason
 	case tf.Outcome == pb.Outcome_OUTCOME_TIMEOUT:
 		status = core.StatusTimeout
 		if msg == "" {
@@ -400,6 +399,9 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 		}
 	}
 	reason := ""
+	if status == core.StatusCancelled {
+		reason = why.reason
+	}
 	if status == core.StatusFailed {
 		// The worker's verdict from its control group's counters; a plain
 		// SIGKILL stays one (API.md "Resources").
