@@ -30,7 +30,8 @@ func TestFleetGPUs(t *testing.T) {
 	fake.SetUtil(1, 64)
 	fake.SetMemoryUsed(1, 1200)
 
-	s := startUp(t, -1, "NVIDIA_SMI="+fake.Bin, "GPU_SAMPLE_SECONDS=1", "IDLE_GPU_SECONDS=2", "IDLE_GPU_UTIL=5")
+	s := startUp(t, -1, "NVIDIA_SMI="+fake.Bin, "GPU_SAMPLE_SECONDS=1", "IDLE_GPU_SECONDS=2", "IDLE_GPU_UTIL=5",
+		"DEFAULT_CPUS_PER_GPU=1", "DEFAULT_MEMORY_MB_PER_GPU=4096")
 	a := s.api().signup("gina") // the first user: an admin
 	id := a.submit(map[string]any{"name": "idle-sleeper", "command": []string{"sleep", "600"}, "gpus": 1})
 	t.Cleanup(func() { a.cancel(id) })
@@ -58,7 +59,7 @@ func TestFleetGPUs(t *testing.T) {
 	b.screenshot("20-fleet-gpus")
 
 	b.open(s.url + "/runs/" + id)
-	// What it got by default for its one GPU (DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_MB_PER_GPU).
+	// What it got by the lab's defaults for its one GPU (DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_MB_PER_GPU).
 	b.wait("the run's cores and memory", 20*time.Second, `(() => { const c = document.querySelector('#run-cpus'), m = document.querySelector('#run-memory'); return c && m && c.textContent === '1' && m.textContent === '4.0 GiB'; })()`)
 	b.wait("the idle_gpu warning", 20*time.Second, `(() => { const e = document.querySelector('#warnings li[data-code="idle_gpu"]'); return e && e.textContent.includes('GPU 0 idle'); })()`)
 	b.wait("the GPU utilisation chart", 30*time.Second, `document.querySelector('#charts [data-chart="sys/gpu_utilization"] path.line') !== null`)
