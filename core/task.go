@@ -150,6 +150,19 @@ type Task struct {
 // Error names the rung, the step and the cut.
 const ReasonEarlyStopped = "early_stopped"
 
+// QueueBefore is the queue's order (store.Store.QueuedTasks, the
+// scheduler's page, the simulator's queue): priority, higher first, then
+// oldest first, then id.
+func QueueBefore(a, b *Task) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
+}
+
 // The kinds of run.
 const (
 	KindBatch       = "batch"

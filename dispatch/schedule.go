@@ -180,7 +180,7 @@ type queuePage struct {
 	inbox   []core.Task // runs scheduler.queued took since the last pass
 
 	// Only the scheduler's goroutine touches the rest.
-	runs  []core.Task     // in the store's order (queueBefore)
+	runs  []core.Task     // in the store's order (core.QueueBefore)
 	read  int             // runs the read returned (plan.Batch: the queue may hold more)
 	last  core.Task       // the read's last run, when read == plan.Batch
 	gone  map[string]bool // placed or found gone since the read
@@ -233,7 +233,7 @@ func (q *queuePage) page(ctx context.Context, st queueReader, now time.Time) ([]
 // a full page (the queue holds runs before it that the page lacks: a
 // later read finds it).
 func (q *queuePage) merge(t core.Task) {
-	if q.gone[t.ID] || (q.read == plan.Batch && queueBefore(&q.last, &t)) {
+	if q.gone[t.ID] || (q.read == plan.Batch && core.QueueBefore(&q.last, &t)) {
 		return
 	}
 	at := len(q.runs)
@@ -241,23 +241,11 @@ func (q *queuePage) merge(t core.Task) {
 		if q.runs[i].ID == t.ID {
 			return
 		}
-		if at == len(q.runs) && queueBefore(&t, &q.runs[i]) {
+		if at == len(q.runs) && core.QueueBefore(&t, &q.runs[i]) {
 			at = i
 		}
 	}
 	q.runs = slices.Insert(q.runs, at, t)
-}
-
-// queueBefore is the store's queue order (store.Store.QueuedTasks):
-// priority, higher first, then oldest first, then id.
-func queueBefore(a, b *core.Task) bool {
-	if a.Priority != b.Priority {
-		return a.Priority > b.Priority
-	}
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.Before(b.CreatedAt)
-	}
-	return a.ID < b.ID
 }
 
 // taken drops the runs a pass placed, or found gone from the queue. They

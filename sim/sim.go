@@ -242,7 +242,7 @@ type engine struct {
 
 	states  []state     // the jobs to simulate, by submission
 	next    int         // the next to submit
-	queue   []core.Task // QUEUED, in the store's order (queueBefore)
+	queue   []core.Task // QUEUED, in the store's order (core.QueueBefore)
 	events  eventHeap
 	seq     int64
 	now     time.Time
@@ -516,12 +516,12 @@ func (e *engine) enqueue(s *state) {
 		// Due once UpdatedAt is before now − r (plan's reserver).
 		e.push(event{at: e.now.Add(r + 1), kind: evDue, s: s, epoch: s.epoch})
 	}
-	if n := len(e.queue); n == 0 || queueBefore(&e.queue[n-1], &t) {
+	if n := len(e.queue); n == 0 || core.QueueBefore(&e.queue[n-1], &t) {
 		e.queue = append(e.queue, t)
 		return
 	}
 	i, _ := slices.BinarySearchFunc(e.queue, &t, func(a core.Task, b *core.Task) int {
-		if queueBefore(&a, b) {
+		if core.QueueBefore(&a, b) {
 			return -1
 		}
 		return 1
@@ -570,19 +570,6 @@ func (e *engine) priority(s *state) int {
 
 func (e *engine) isPreemptible(s *state) bool {
 	return s.job.Preemptible || e.cfg.Policy.Order == OrderTiresias
-}
-
-// queueBefore is the store's queue order (store.Store.QueuedTasks, which
-// dispatch's queuePage keeps too): priority, higher first, then oldest
-// first, then id.
-func queueBefore(a, b *core.Task) bool {
-	if a.Priority != b.Priority {
-		return a.Priority > b.Priority
-	}
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.Before(b.CreatedAt)
-	}
-	return a.ID < b.ID
 }
 
 // schedule is the master's scheduler.schedule, pass after pass while

@@ -101,12 +101,12 @@ func FairQueue(ctx context.Context, db Querier, q QueueQueries, limit int) ([]co
 	}
 	slices.SortFunc(out, func(a, b core.Task) int {
 		switch {
-		case a.Priority != b.Priority:
-			return b.Priority - a.Priority
-		case !a.CreatedAt.Equal(b.CreatedAt):
-			return a.CreatedAt.Compare(b.CreatedAt)
+		case core.QueueBefore(&a, &b):
+			return -1
+		case core.QueueBefore(&b, &a):
+			return 1
 		}
-		return strings.Compare(a.ID, b.ID)
+		return 0
 	})
 	return out, nil
 }
