@@ -569,15 +569,16 @@ func appendCurves(b []byte, id, name string, groups []sweep.Group) []byte {
 }
 
 // mayChangeSweep: only its owner or an admin may retry or cancel a sweep.
-func (s *Server) mayChangeSweep(ctx context.Context, r *request, what string) *apiError {
+// It returns the sweep it read.
+func (s *Server) mayChangeSweep(ctx context.Context, r *request, what string) (store.Sweep, *apiError) {
 	sw, err := s.st.Sweep(ctx, r.id)
 	if err != nil {
-		return storeError(err, "sweep "+r.id)
+		return sw, storeError(err, "sweep "+r.id)
 	}
 	if sw.UserID != r.user.ID && r.user.Role != core.RoleAdmin {
-		return &apiError{fasthttp.StatusForbidden, codeForbidden, "only the sweep's owner or an admin may " + what + " it"}
+		return sw, &apiError{fasthttp.StatusForbidden, codeForbidden, "only the sweep's owner or an admin may " + what + " it"}
 	}
-	return nil
+	return sw, nil
 }
 
 // retrySweep is POST /api/sweeps/{id}/retry: a new run for each member whose
@@ -586,13 +587,15 @@ func (s *Server) mayChangeSweep(ctx context.Context, r *request, what string) *a
 func (s *Server) retrySweep(r *request) *apiError {
 	ctx, cancel := sweepCtx()
 	defer cancel()
-	if e := s.mayChangeSweep(ctx, r, "retry"); e != nil {
+	sw, e := s.mayChangeSweep(ctx, r, "retry")
+	if e != nil {
 		return e
 	}
-	if sw, err := s.st.Sweep(ctx, r.id); err != nil {
-		return storeError(err, "sweep "+r.id)
-	} else if e := s.roomInQueue(ctx, sw.UserID, 1); e != nil {
-		return e // a retry queues at most the sweep's failed members: room for one is checked, as at a submission
+	// How many members a retry queues is known only inside the store's
+	// transaction: room for one is checked, so a retry may pass the cap by
+	// the sweep's failed members.
+	if e := s.roomInQueue(ctx, sw.UserID, 1); e != nil {
+		return e
 	}
 	now := time.Now()
 	n := 0
@@ -627,7 +630,7 @@ func (s *Server) retrySweep(r *request) *apiError {
 func (s *Server) cancelSweep(r *request) *apiError {
 	ctx, cancel := sweepCtx()
 	defer cancel()
-	if e := s.mayChangeSweep(ctx, r, "cancel"); e != nil {
+	if _, e := s.mayChangeSweep(ctx, r, "cancel"); e != nil {
 		return e
 	}
 	runs, err := s.st.SweepRuns(ctx, r.id)
