@@ -141,6 +141,8 @@ type Server struct {
 	unrouted         *obs.Route
 	// curves keeps the curves answers of ended sweeps (sweeps.go).
 	curves *answerCache
+	// queued are users' queued counts for MAX_QUEUED_PER_USER (roomInQueue).
+	queued queueCounts
 
 	mu      sync.Mutex
 	stopped bool
@@ -215,7 +217,8 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 		return nil, fmt.Errorf("cannot prepare password hashing: %w", err)
 	}
 	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
-		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle(), curves: newAnswerCache(curvesCacheBytes)}
+		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle(), curves: newAnswerCache(curvesCacheBytes),
+		queued: queueCounts{m: map[int64]queueCount{}}}
 	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
 		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -158,21 +160,55 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 // runs asks it (submit, rerun, sweep, sweep retry). Two submissions at
 // once may both pass it: the cap bounds a queue, it is not a count kept
 // exactly.
+//
+// The store's count costs a read of the user's queued runs (0.9 ms at
+// 10,000 on SQLite), too much for every submission: a count read less
+// than queueCountTTL ago, plus what this master queued since, serves
+// while it stays under the cap, and only a count that would pass it is
+// read again before the refusal.
 func (s *Server) roomInQueue(ctx context.Context, userID int64, n int) *apiError {
 	max := s.cfg.MaxQueuedPerUser
 	if max <= 0 {
 		return nil
 	}
-	have, err := s.st.QueuedCount(ctx, userID)
-	if err != nil {
-		return storeError(err, "queued runs")
+	now := time.Now()
+	s.queued.mu.Lock()
+	c, ok := s.queued.m[userID]
+	s.queued.mu.Unlock()
+	if !ok || now.Sub(c.at) >= queueCountTTL || c.n+n > max {
+		have, err := s.st.QueuedCount(ctx, userID)
+		if err != nil {
+			return storeError(err, "queued runs")
+		}
+		c = queueCount{n: have, at: now}
 	}
-	if have+n > max {
+	refused := c.n+n > max
+	if !refused {
+		c.n += n
+	}
+	s.queued.mu.Lock()
+	s.queued.m[userID] = c
+	s.queued.mu.Unlock()
+	if refused {
 		return &apiError{fasthttp.StatusConflict, codeConflict, fmt.Sprintf(
 			"this would make %d queued runs of yours, over this server's limit of %d (MAX_QUEUED_PER_USER): wait for some to start, or cancel some",
-			have+n, max)}
+			c.n+n, max)}
 	}
 	return nil
+}
+
+// queueCountTTL is how long roomInQueue trusts a user's queued count.
+const queueCountTTL = time.Second
+
+// queueCounts are users' queued counts as roomInQueue last knew them.
+type queueCounts struct {
+	mu sync.Mutex
+	m  map[int64]queueCount
+}
+
+type queueCount struct {
+	n  int
+	at time.Time
 }
 
 // create stores a new QUEUED run of sp owned by the caller (a rerun of
