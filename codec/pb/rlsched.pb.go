@@ -328,8 +328,14 @@ type Hello struct {
 	// was asked for best-effort enforcement.
 	Enforcement        string `protobuf:"bytes,14,opt,name=enforcement,proto3" json:"enforcement,omitempty"`
 	EnforcementWarning string `protobuf:"bytes,15,opt,name=enforcement_warning,json=enforcementWarning,proto3" json:"enforcement_warning,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The worker's labels (issue 28): --label k=v and the automatic ones
+	// (gpu type, gpu count, cpu count, hostname), matched by constraints.
+	Labels map[string]string `protobuf:"bytes,16,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Container runtimes the worker can run images with ("podman",
+	// "docker"), issue 27.
+	Runtimes      []string `protobuf:"bytes,17,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -458,6 +464,20 @@ func (x *Hello) GetEnforcementWarning() string {
 		return x.EnforcementWarning
 	}
 	return ""
+}
+
+func (x *Hello) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Hello) GetRuntimes() []string {
+	if x != nil {
+		return x.Runtimes
+	}
+	return nil
 }
 
 type HelloAck struct {
@@ -906,8 +926,28 @@ type ExecuteTask struct {
 	Restore []*RestoreFile `protobuf:"bytes,13,rep,name=restore,proto3" json:"restore,omitempty"`
 	// The run's resources (issue 26): cores in thousandths (0: no CPU limit)
 	// and memory in MiB (0: no memory limit), as the master granted them.
-	CpuMillis     int64 `protobuf:"varint,14,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
-	MemoryMb      int64 `protobuf:"varint,15,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	CpuMillis int64 `protobuf:"varint,14,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryMb  int64 `protobuf:"varint,15,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	// The run's code snapshot (issue 27): the tree hash the worker
+	// materialises as the run's working directory ("" when the run was
+	// submitted without one, running in workdir), and the subdirectory of
+	// the snapshot it starts in.
+	CodeTree   string `protobuf:"bytes,16,opt,name=code_tree,json=codeTree,proto3" json:"code_tree,omitempty"`
+	CodeSubdir string `protobuf:"bytes,17,opt,name=code_subdir,json=codeSubdir,proto3" json:"code_subdir,omitempty"`
+	// The run's Python environment (issue 27): a requirements file of the
+	// snapshot the worker builds a venv for, or an existing venv's path.
+	PythonRequirements string `protobuf:"bytes,18,opt,name=python_requirements,json=pythonRequirements,proto3" json:"python_requirements,omitempty"`
+	PythonVenv         string `protobuf:"bytes,19,opt,name=python_venv,json=pythonVenv,proto3" json:"python_venv,omitempty"`
+	// A fractional GPU (issue 28): the share of its one GPU (0 < f < 1; 0
+	// means whole GPUs), and the GPU memory the run may use in MiB (0: no
+	// limit).
+	GpuFraction float64 `protobuf:"fixed64,20,opt,name=gpu_fraction,json=gpuFraction,proto3" json:"gpu_fraction,omitempty"`
+	GpuMemoryMb int64   `protobuf:"varint,21,opt,name=gpu_memory_mb,json=gpuMemoryMb,proto3" json:"gpu_memory_mb,omitempty"`
+	// A container image the run runs in (issue 27), on a worker with a
+	// container runtime (Hello.runtimes).
+	Image string `protobuf:"bytes,22,opt,name=image,proto3" json:"image,omitempty"`
+	// An interactive session (issue 34): the process gets a PTY.
+	Interactive   bool `protobuf:"varint,23,opt,name=interactive,proto3" json:"interactive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1045,6 +1085,62 @@ func (x *ExecuteTask) GetMemoryMb() int64 {
 		return x.MemoryMb
 	}
 	return 0
+}
+
+func (x *ExecuteTask) GetCodeTree() string {
+	if x != nil {
+		return x.CodeTree
+	}
+	return ""
+}
+
+func (x *ExecuteTask) GetCodeSubdir() string {
+	if x != nil {
+		return x.CodeSubdir
+	}
+	return ""
+}
+
+func (x *ExecuteTask) GetPythonRequirements() string {
+	if x != nil {
+		return x.PythonRequirements
+	}
+	return ""
+}
+
+func (x *ExecuteTask) GetPythonVenv() string {
+	if x != nil {
+		return x.PythonVenv
+	}
+	return ""
+}
+
+func (x *ExecuteTask) GetGpuFraction() float64 {
+	if x != nil {
+		return x.GpuFraction
+	}
+	return 0
+}
+
+func (x *ExecuteTask) GetGpuMemoryMb() int64 {
+	if x != nil {
+		return x.GpuMemoryMb
+	}
+	return 0
+}
+
+func (x *ExecuteTask) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ExecuteTask) GetInteractive() bool {
+	if x != nil {
+		return x.Interactive
+	}
+	return false
 }
 
 // RestoreFile is one stored version of a file (the newest of its path).
@@ -2032,7 +2128,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04uuid\x18\x04 \x01(\tR\x04uuid\x12!\n" +
-	"\fcpu_affinity\x18\x05 \x01(\tR\vcpuAffinity\"\xc3\x03\n" +
+	"\fcpu_affinity\x18\x05 \x01(\tR\vcpuAffinity\"\xd1\x04\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12#\n" +
@@ -2050,7 +2146,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"cpu_millis\x18\f \x01(\x03R\tcpuMillis\x12\x1b\n" +
 	"\tmemory_mb\x18\r \x01(\x03R\bmemoryMb\x12 \n" +
 	"\venforcement\x18\x0e \x01(\tR\venforcement\x12/\n" +
-	"\x13enforcement_warning\x18\x0f \x01(\tR\x12enforcementWarningJ\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
+	"\x13enforcement_warning\x18\x0f \x01(\tR\x12enforcementWarning\x125\n" +
+	"\x06labels\x18\x10 \x03(\v2\x1d.rlsched.v1.Hello.LabelsEntryR\x06labels\x12\x1a\n" +
+	"\bruntimes\x18\x11 \x03(\tR\bruntimes\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
 	"\bHelloAck\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12 \n" +
@@ -2084,7 +2185,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\rR\bmemoryMb\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\x91\x04\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xa0\x06\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2104,7 +2205,17 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\arestore\x18\r \x03(\v2\x17.rlsched.v1.RestoreFileR\arestore\x12\x1d\n" +
 	"\n" +
 	"cpu_millis\x18\x0e \x01(\x03R\tcpuMillis\x12\x1b\n" +
-	"\tmemory_mb\x18\x0f \x01(\x03R\bmemoryMb\x1a6\n" +
+	"\tmemory_mb\x18\x0f \x01(\x03R\bmemoryMb\x12\x1b\n" +
+	"\tcode_tree\x18\x10 \x01(\tR\bcodeTree\x12\x1f\n" +
+	"\vcode_subdir\x18\x11 \x01(\tR\n" +
+	"codeSubdir\x12/\n" +
+	"\x13python_requirements\x18\x12 \x01(\tR\x12pythonRequirements\x12\x1f\n" +
+	"\vpython_venv\x18\x13 \x01(\tR\n" +
+	"pythonVenv\x12!\n" +
+	"\fgpu_fraction\x18\x14 \x01(\x01R\vgpuFraction\x12\"\n" +
+	"\rgpu_memory_mb\x18\x15 \x01(\x03R\vgpuMemoryMb\x12\x14\n" +
+	"\x05image\x18\x16 \x01(\tR\x05image\x12 \n" +
+	"\vinteractive\x18\x17 \x01(\bR\vinteractive\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
@@ -2218,7 +2329,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -2243,25 +2354,27 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*ArtifactChunk)(nil),   // 20: rlsched.v1.ArtifactChunk
 	(*ArtifactAck)(nil),     // 21: rlsched.v1.ArtifactAck
 	(*Goodbye)(nil),         // 22: rlsched.v1.Goodbye
-	nil,                     // 23: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 24: rlsched.v1.Metric.ValuesEntry
+	nil,                     // 23: rlsched.v1.Hello.LabelsEntry
+	nil,                     // 24: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 25: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
-	2,  // 2: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
-	7,  // 3: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
-	8,  // 4: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
-	9,  // 5: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
-	23, // 6: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
-	12, // 7: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
-	24, // 8: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
-	0,  // 9: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	23, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
+	2,  // 3: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
+	7,  // 4: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
+	8,  // 5: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
+	9,  // 6: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
+	24, // 7: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	12, // 8: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
+	25, // 9: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	0,  // 10: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_codec_pb_rlsched_proto_init() }
@@ -2276,7 +2389,7 @@ func file_codec_pb_rlsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
