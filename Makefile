@@ -31,7 +31,11 @@ chaos: build
 		$(GO) test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaosSoak$$' -v ./e2e/chaos
 
 # Every scenario of bench/ at full size (minutes); rewrites BENCHMARKS.md.
+# nginx-light is the gateway scenario's reference (a plain reverse proxy),
+# installed as .ci/run installs the tests' tools.
 bench:
+	@command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light; }
 	$(GO) run ./bench -all
 
 # The Go micro-benchmarks of the hot paths (codec, ring, writer, hub).

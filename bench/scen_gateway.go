@@ -247,7 +247,11 @@ func (e *env) startBenchGateway(masterURL string) (*exec.Cmd, string, error) {
 }
 
 // startNginx runs Debian's nginx as a plain reverse proxy to masterURL with
-// a keep-alive upstream; ok is false when nginx is not installed.
+// a keep-alive upstream; ok is false when nginx is not installed. nginx
+// names the master by its own address in Host, as the rlsched gateway
+// does: the master answers only to its own names (PUBLIC_HOSTS), and
+// nginx's default ($proxy_host, the upstream's name) or the client's Host
+// got every request a 421.
 func (e *env) startNginx(masterURL string) (cmd *exec.Cmd, url string, ok bool, err error) {
 	bin, lerr := exec.LookPath("nginx")
 	if lerr != nil {
@@ -293,7 +297,7 @@ http {
       proxy_pass http://master;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-      proxy_set_header Host $host;
+      proxy_set_header Host %[4]s;
     }
   }
 }
