@@ -42,6 +42,8 @@ var scenarios = []scenario{
 		"≥ 50,000 runs/s; p99 submit-to-start ≤ 5 ms at 1,000 runs/s", runDispatch},
 	{"dispatch-proc", "the same with real `rlsched worker` processes running /bin/true",
 		"within 80% of the machine's fork/exec rate measured in the same run", runDispatchProc},
+	{"turnaround", "runs of `sleep 0.1` on 4 fake GPUs through `rlsched up` with its defaults (as root: a uid a run, outputs synced at the end)",
+		"the GPUs busy ≥ 97% of the time from the first start to the last end (the limit: 40 runs/s)", runTurnaround},
 	{"heartbeat", "N simulated workers connected and heartbeating (10 s interval, and a compressed 1 s interval)",
 		"15,000 workers on one master; ≤ 20 KiB RSS and ≤ 2 µs CPU per worker heartbeat (100,000 workers in one core and 2 GiB)", runHeartbeat},
 	{"connect-storm", "every worker reconnects at once after a master restart",
