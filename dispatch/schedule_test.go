@@ -141,6 +141,34 @@ func TestQueuePageFullKeepsItsRange(t *testing.T) {
 	}
 }
 
+// Runs added while no pass takes them (nothing free) are held up to
+// plan.Batch; past that the page reads the queue again, which has them.
+func TestQueuePageInboxBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	st := &countingQueue{Store: h.st}
+	sc := &scheduler{}
+	now := time.Now()
+	if _, _, err := sc.queue.page(t.Context(), st, now); err != nil || st.reads != 1 {
+		t.Fatalf("first page: %d reads, %v", st.reads, err)
+	}
+	var ids []string
+	for range plan.Batch + 1 {
+		r := h.submit(t, 0, "x")
+		sc.queued(r)
+		ids = append(ids, r.ID)
+	}
+	if n := len(sc.queue.inbox); n > plan.Batch {
+		t.Fatalf("the inbox holds %d runs, want at most %d", n, plan.Batch)
+	}
+	runs, read, err := sc.queue.page(t.Context(), st, now)
+	if err != nil || st.reads != 2 || read != plan.Batch {
+		t.Fatalf("after an overflow: %d reads, %d read, %v; want 2 reads of a full page", st.reads, read, err)
+	}
+	if runs[0].ID != ids[0] || runs[len(runs)-1].ID != ids[plan.Batch-1] {
+		t.Fatalf("the page runs %s..%s, want %s..%s", runs[0].ID, runs[len(runs)-1].ID, ids[0], ids[plan.Batch-1])
+	}
+}
+
 // taken keeps the page's order and drops exactly the runs named, wherever
 // they are, and ids the page lacks change nothing.
 func TestQueuePageTaken(t *testing.T) {
