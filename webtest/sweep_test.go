@@ -65,6 +65,36 @@ func TestSweepPages(t *testing.T) {
 	}
 	b.screenshot("21-sweep")
 
+	// The params view: a line per group with a final reward over the lr
+	// axis (log: 0.003 to 0.03 spans one decade, so linear) and the
+	// reward's; no heatmap with one varying param. The best group's line
+	// is drawn last, on top.
+	b.wait("the params view", 10*time.Second, `document.querySelectorAll('#sweep-parcoords path.pc-line').length === 2 &&
+		[...document.querySelectorAll('#sweep-parcoords .pc-axis')].map((g) => g.dataset.name).join() === 'lr,final reward' &&
+		document.querySelector('#sweep-heatmap') === null`)
+	if top, best := eval[string](b, `[...document.querySelectorAll('#sweep-parcoords path.pc-line')].pop().dataset.key`),
+		eval[string](b, `document.querySelector('#groups tr.group-row[data-rank="1"]').dataset.key`); top != best {
+		t.Errorf("the line on top is group %s, want the best %s", top, best)
+	}
+	// The heatmap itself, given two params: cells at each pair, the mean of
+	// the groups at one pair, a blank cell where no group is.
+	eval[bool](b, `(window.__hm = null, import('/static/js/parcoords.js').then((m) => {
+		window.__hm = m.heatmap([{ key: 'a', params: { lr: 0.1, gamma: 0.9 }, value: 1 }, { key: 'b', params: { lr: 0.1, gamma: 0.99 }, value: 3 },
+			{ key: 'c', params: { lr: 0.01, gamma: 0.9 }, value: 2 }, { key: 'd', params: { lr: 0.01, gamma: 0.9, clip: 1 }, value: 4 }], 'lr', 'gamma', 'reward');
+		window.__hm.id = 'test-heatmap';
+		document.querySelector('#sweep-params').appendChild(window.__hm);
+	}), true)`)
+	b.wait("the test heatmap", 10*time.Second, `document.querySelector('#test-heatmap') !== null`)
+	cells := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll('#test-heatmap rect.heat-cell')].map((r) => [r.dataset.x + '/' + r.dataset.y, r.dataset.value]))`)
+	if want := map[string]string{"0.01/0.9": "3", "0.01/0.99": "", "0.1/0.9": "1", "0.1/0.99": "3"}; fmt.Sprint(cells) != fmt.Sprint(want) {
+		t.Errorf("heatmap cells %v, want %v", cells, want)
+	}
+	b.screenshot("21b-sweep-params")
+	// A click on the best line opens its group, as its row's click does.
+	b.click(`#sweep-parcoords path.pc-line:last-of-type`)
+	b.wait("the best group opened from its line", 10*time.Second, `document.querySelector('#groups tr.group-row[data-rank="1"]').classList.contains('selected')`)
+	b.click(`#groups tr.group-row[data-rank="1"]`) // closed again, as before
+
 	// A click opens the group's runs and leaves only its curve in the chart.
 	b.click(`#groups tr.group-row[data-rank="1"]`)
 	b.wait("the best group's runs", 10*time.Second, `document.querySelectorAll('#groups tr.members-row tr[data-id]').length === 3 &&

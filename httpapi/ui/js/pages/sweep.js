@@ -3,12 +3,14 @@
 // group's curve as a mean line with a ±std band, a click through to a
 // group's member runs, and retry / cancel; for a search (tpe, earlyStop)
 // the best params with their interval, the params' importances and why
-// members stopped early.
+// members stopped early; the groups across their params as parallel
+// coordinates and, with two params or more, a heatmap (parcoords.js).
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
 import { LineChart, smoothingControl } from '../chart.js';
 import { progressBar, progressOf } from './sweeps.js';
+import { parallelCoords, heatmap } from '../parcoords.js';
 import {
   h, replace, badge, fmtNum, fmtTime, parseTime, paramsOf, paramText, varyingKeys, paramsLabel, statusCounts,
   toast, debounce, PALETTE,
@@ -48,11 +50,15 @@ export function mount(root, ctx) {
     if (metric) u.set('metric', metric);
     if (smooth) u.set('smooth', String(smooth));
     if (view.yLog) u.set('log', '1');
+    if (heatX) u.set('hx', heatX);
+    if (heatY) u.set('hy', heatY);
     history.replaceState(null, '', '/sweeps/' + id + (u.toString() ? '?' + u : ''));
   }
   const curveNote = h('p', { class: 'muted chart-note' });
   const groupsBox = h('div', { class: 'table-wrap', id: 'groups' });
   const constants = h('p', { class: 'muted', id: 'constant-params' });
+  const paramsCard = h('section', { class: 'card', id: 'sweep-params', hidden: true });
+  let heatX = ctx.query.get('hx') || '', heatY = ctx.query.get('hy') || '';
 
   replace(root, head, progress, search,
     h('section', { class: 'card', id: 'curves' },
@@ -60,6 +66,7 @@ export function mount(root, ctx) {
         h('span', { class: 'spacer' }), smoothCtl, h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel),
         h('a', { class: 'btn btn-sm', href: '/compare?sweep=' + encodeURIComponent(id), id: 'sweep-stats' }, 'Statistics')),
       chart.el, curveNote),
+    paramsCard,
     h('section', { class: 'card' },
       h('div', { class: 'card-head' }, h('h2', null, 'Groups'), h('span', { class: 'muted' }, 'runs with equal params but for the seed; best mean final reward first'),
         h('span', { class: 'spacer' }), h('a', { class: 'btn btn-sm', href: api.sweepCSV(id), download: 'sweep-' + id + '.csv', id: 'sweep-csv' }, 'Export CSV')),
@@ -206,6 +213,43 @@ export function mount(root, ctx) {
       body));
   }
 
+  // renderParams draws the groups with a mean final reward over their
+  // varying params; a line's click opens its group below, as a row's does.
+  function renderParams() {
+    const all = sw.groups || [];
+    const { varying } = varyingKeys(all.map((g) => g.params));
+    const groups = all.filter((g) => g.finalReward && Number.isFinite(g.finalReward.mean))
+      .map((g) => ({ key: keyOf(g.params), params: g.params, value: g.finalReward.mean }));
+    paramsCard.hidden = !varying.length || groups.length < 2;
+    if (paramsCard.hidden) return;
+    const pick = (key) => {
+      if (open.has(key)) open.delete(key); else open.add(key);
+      renderGroups();
+      drawCurves();
+      const row = groupsBox.querySelector(`tr.group-row[data-key="${CSS.escape(key)}"]`);
+      if (row) row.scrollIntoView({ block: 'nearest' });
+    };
+    const views = [h('div', { id: 'sweep-parcoords' }, parallelCoords(groups, varying, 'final reward', pick))];
+    let controls = null;
+    if (varying.length >= 2) {
+      if (!varying.includes(heatX)) heatX = varying[0];
+      if (!varying.includes(heatY) || heatY === heatX) heatY = varying.find((k) => k !== heatX);
+      const sel = (sid, label, cur, set) => {
+        const el = h('select', { id: sid }, varying.map((k) => h('option', { value: k, selected: k === cur }, k)));
+        el.addEventListener('change', () => { set(el.value); syncURL(); renderParams(); });
+        return h('div', { class: 'field' }, h('label', { for: sid }, label), el);
+      };
+      controls = [sel('heat-x', 'x', heatX, (v) => { heatX = v; if (heatY === v) heatY = varying.find((k) => k !== v); }),
+        sel('heat-y', 'y', heatY, (v) => { heatY = v; if (heatX === v) heatX = varying.find((k) => k !== v); })];
+      views.push(h('div', { id: 'sweep-heatmap' }, heatmap(groups, heatX, heatY, 'final reward')));
+    }
+    replace(paramsCard,
+      h('div', { class: 'card-head' }, h('h2', null, 'Params'),
+        h('span', { class: 'muted' }, 'each group\'s mean final reward over its params, from purple (low) to yellow (high); click a line to open its group'),
+        h('span', { class: 'spacer' }), controls),
+      h('div', { class: ['params-views', views.length > 1 && 'two'] }, views));
+  }
+
   // runsURL is the Runs page filtered to the sweep and a group's params.
   function runsURL(params) {
     const u = new URLSearchParams({ sweep: id });
@@ -301,6 +345,7 @@ export function mount(root, ctx) {
     renderHead();
     renderSearch();
     renderGroups();
+    renderParams();
     if (!metricNames.length) await loadMetricNames();
     renderMetricSel();
     await loadCurves();
