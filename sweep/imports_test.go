@@ -20,12 +20,12 @@ var pureStd = map[string]bool{
 // ownImports is each package's allowed imports of this module, the
 // direction sweep/doc.go states.
 var ownImports = map[string][]string{
-	".":                  {"core", "internal/clip", "stats", "sweep/goal", "sweep/earlystop", "sweep/tpe"},
-	"goal":               nil,
-	"tpe":                {"sweep/goal"},
-	"earlystop":          {"sweep/goal"},
-	"importance":         {"sweep/tpe"},
-	"internal/reference": {"sweep/tpe"},
+	".":          {"core", "internal/clip", "stats", "sweep/goal", "sweep/earlystop", "sweep/tpe"},
+	"goal":       nil,
+	"tpe":        {"sweep/goal"},
+	"earlystop":  {"sweep/goal"},
+	"importance": {"sweep/tpe"},
+	"reference":  {"sweep/tpe"},
 }
 
 // globalRand is a call of math/rand/v2's global source; only a generator

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlsched/rlsched/sweep/earlystop"
-	"github.com/rlsched/rlsched/sweep/internal/reference"
+	"github.com/rlsched/rlsched/sweep/reference"
 	"github.com/rlsched/rlsched/sweep/tpe"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/rlsched/rlsched/sweep/goal"
-	"github.com/rlsched/rlsched/sweep/internal/reference"
+	"github.com/rlsched/rlsched/sweep/reference"
 	"github.com/rlsched/rlsched/sweep/tpe"
 )
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rlsched/rlsched/sweep/internal/reference"
+	"github.com/rlsched/rlsched/sweep/reference"
 	"github.com/rlsched/rlsched/sweep/tpe"
 )
 
