@@ -4,12 +4,15 @@
 // optimiser) and a learning curve per configuration, so a simulated member
 // runs in microseconds.
 //
-// It is test support: no production code imports it. It never does I/O and
-// holds no randomness; noise is the caller's.
+// It is test and bench support (the sweep-search scenario): no production
+// code imports it. It never does I/O and holds no randomness; noise and
+// draws come from the caller's generator.
 package reference
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/rlsched/rlsched/sweep/tpe"
 )
@@ -48,4 +51,83 @@ func Final(x []float64) float64 {
 func Curve(x []float64, step float64) float64 {
 	tau := min(max(100*math.Pow(1e-2/x[1], 0.3), 30), 400)
 	return Final(x) * (1 - math.Exp(-step/tau))
+}
+
+// TrialsToReach is how many trials a search with opt needs before one is
+// within 5% of Optimum, or limit+1 when none of limit is. Random search is
+// tpe.Options{StartupTrials: limit + 1}: never past the startup draws.
+func TrialsToReach(rng *rand.Rand, opt tpe.Options, limit int) (int, error) {
+	var trials []tpe.Trial
+	for n := 1; n <= limit; n++ {
+		x, err := tpe.Suggest(Space, trials, rng, opt)
+		if err != nil {
+			return 0, err
+		}
+		v := Final(x)
+		if v >= 0.95*Optimum {
+			return n, nil
+		}
+		trials = append(trials, tpe.Trial{Params: x, Value: v})
+	}
+	return limit + 1, nil
+}
+
+// The simulated sweep of Simulate: members of Steps steps each, reporting
+// every Every steps, Parallel at a time.
+const (
+	Members  = 100
+	Steps    = 1000
+	Every    = 10
+	Parallel = 10
+)
+
+// Simulate runs a sweep of the configurations xs, Parallel members at a
+// time, each to Steps unless stop says so, and returns the steps run and
+// the true final value of the best member that ran to the end (by its last
+// noisy report, as a sweep would pick it).
+func Simulate(rng *rand.Rand, xs [][]float64, stop func(member string, step int64, value float64) bool) (steps int64, best float64) {
+	type slot struct {
+		member int
+		step   int64
+	}
+	var active []slot
+	next := 0
+	bestReport := math.Inf(-1)
+	for next < len(xs) || len(active) > 0 {
+		for len(active) < Parallel && next < len(xs) {
+			active = append(active, slot{member: next})
+			next++
+		}
+		kept := active[:0]
+		for _, s := range active {
+			s.step += Every
+			steps += Every
+			x := xs[s.member]
+			v := Curve(x, float64(s.step)) + 0.01*rng.NormFloat64()
+			switch {
+			case stop(fmt.Sprint(s.member), s.step, v):
+			case s.step >= Steps:
+				if v > bestReport {
+					bestReport, best = v, Curve(x, Steps)
+				}
+			default:
+				kept = append(kept, s)
+			}
+		}
+		active = kept
+	}
+	return steps, best
+}
+
+// RandomSweep draws n configurations at random (TPE before its first
+// estimate draws at random).
+func RandomSweep(rng *rand.Rand, n int) ([][]float64, error) {
+	xs := make([][]float64, n)
+	for i := range xs {
+		var err error
+		if xs[i], err = tpe.Suggest(Space, nil, rng, tpe.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	return xs, nil
 }

@@ -10,22 +10,13 @@ import (
 	"github.com/rlsched/rlsched/sweep/tpe"
 )
 
-// trialsToReach is how many trials a search needs before one is within 5%
-// of the reference optimum, or limit+1 when none of limit is.
+// trialsToReach is reference.TrialsToReach, failing t on an error.
 func trialsToReach(t *testing.T, rng *rand.Rand, opt tpe.Options, limit int) int {
-	var trials []tpe.Trial
-	for n := 1; n <= limit; n++ {
-		x, err := tpe.Suggest(reference.Space, trials, rng, opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := reference.Final(x)
-		if v >= 0.95*reference.Optimum {
-			return n
-		}
-		trials = append(trials, tpe.Trial{Params: x, Value: v})
+	n, err := reference.TrialsToReach(rng, opt, limit)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return limit + 1
+	return n
 }
 
 // TestReferenceTPEBeatsRandom is the reference: on the median of 10
