@@ -233,6 +233,9 @@ func (e *env) startBenchGateway(masterURL string) (*exec.Cmd, string, error) {
 		"JWT_ENFORCE=true", "RATE_LIMIT_ENABLED=true", "RATE_LIMIT_WINDOW_SECONDS=1", "RATE_LIMIT_MAX_REQUESTS=1000000000",
 		"CANARY_USER_IDS=999999", "CANARY_PERCENT=10", "FALLBACK_ENABLED=true", "FALLBACK_TIMEOUT_MS=5000",
 		"LOG_FORMAT=json", "LOG_LEVEL=info")
+	if e.profDir != "" { // profiled beside the master (-profile)
+		cmd.Env = append(cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := e.start(cmd); err != nil {
 		return nil, "", fmt.Errorf("cannot start rlsched gateway: %w", err)
@@ -382,6 +385,7 @@ func runGatewayBench(e *env) (*report, error) {
 			body: []byte(`{"name":"bench","command":["/bin/true"]}`)},
 	}
 	runs := map[string]map[string]*gwRun{}
+	gwProfiles := 0 // the gateway's, with -profile: one a request kind
 	for _, r := range reqs {
 		runs[r.name] = map[string]*gwRun{}
 		for _, t := range targets {
@@ -389,8 +393,16 @@ func runGatewayBench(e *env) (*report, error) {
 			runs[r.name][t.name] = run
 			t.closedLoop(r, conns, 0, 300*time.Millisecond) // warm-up
 			for i := 0; i < repeats; i++ {
+				prof := i == 0 && t.pid == gcmd.Process.Pid
+				if prof {
+					gwProfiles++
+					e.profileProc(gcmd.Process, gwProfiles, "", true)
+				}
 				c0 := t.cpu()
 				res := t.closedLoop(r, conns, 0, d)
+				if prof {
+					e.profileProc(gcmd.Process, gwProfiles, "gateway-"+strings.NewReplacer(" ", "-", "/", "_").Replace(r.name), false)
+				}
 				run.cpu += t.cpu() - c0
 				run.rates = append(run.rates, res.rate())
 				run.p50s = append(run.p50s, res.lat.QuantileDuration(0.5))
