@@ -121,7 +121,7 @@ func UsageOf(t *Task, cpuSeconds float64, peakMB int64) *Usage {
 		return nil
 	}
 	d := max(t.FinishedAt.Sub(*t.StartedAt).Seconds(), 0)
-	return &Usage{CPUSeconds: max(cpuSeconds, 0), PeakMemoryMB: max(peakMB, 0), GPUSeconds: float64(t.GPUs) * d}
+	return &Usage{CPUSeconds: max(cpuSeconds, 0), PeakMemoryMB: max(peakMB, 0), GPUSeconds: t.GPUCount() * d}
 }
 
 // OutOfMemoryError is the error of a run its memory limit killed.
@@ -159,11 +159,12 @@ func trimUnit(v float64, unit string) string {
 func FormatCPUs(cpus float64) string { return fmt.Sprintf("%g", RoundCPUs(cpus)) }
 
 // UsageWeight is what one second of t adds to its owner's fair-share
-// usage, in GPU-seconds: its GPUs, or for a CPU-only run CPURunWeight per
-// core it holds (a run from before cores were asked for counts as one).
-func UsageWeight(gpus int, cpus float64) float64 {
+// usage, in GPU-seconds: its GPUs (a fraction of one counts as that
+// fraction: Task.GPUCount), or for a CPU-only run CPURunWeight per core it
+// holds (a run from before cores were asked for counts as one).
+func UsageWeight(gpus float64, cpus float64) float64 {
 	if gpus > 0 {
-		return float64(gpus)
+		return gpus
 	}
 	if cpus > 0 {
 		return CPURunWeight * cpus

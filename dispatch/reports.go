@@ -288,7 +288,7 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 			now := d.now()
 			ran = store.UsageCharge{}
 			if t.StartedAt != nil && now.After(*t.StartedAt) {
-				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs, t.CPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
+				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUCount(), t.CPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
 			}
 			return preemptFromReport(t, mark, now) == nil
 		}
