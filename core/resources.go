@@ -72,18 +72,19 @@ func (d ResourceDefaults) Check() error {
 }
 
 // Fill gives t the defaults for what it did not ask for (0), scaled by
-// its GPUs for a GPU run and kept within the bounds.
+// its GPUs for a GPU run (a fraction of one: that fraction of the per-GPU
+// default) and kept within the bounds.
 func (d ResourceDefaults) Fill(t *Task) {
 	if t.CPUs == 0 {
-		if t.GPUs > 0 {
-			t.CPUs = RoundCPUs(min(d.CPUsPerGPU*float64(t.GPUs), MaxCPUs))
+		if t.UsesGPU() {
+			t.CPUs = RoundCPUs(min(d.CPUsPerGPU*t.GPUCount(), MaxCPUs))
 		} else {
 			t.CPUs = d.CPUs
 		}
 	}
 	if t.MemoryMB == 0 {
-		if t.GPUs > 0 {
-			t.MemoryMB = min(d.MemoryMBPerGPU*int64(t.GPUs), MaxMemoryMB)
+		if t.UsesGPU() {
+			t.MemoryMB = min(int64(float64(d.MemoryMBPerGPU)*t.GPUCount()), MaxMemoryMB)
 		} else {
 			t.MemoryMB = d.MemoryMB
 		}
