@@ -18,6 +18,7 @@ type freeIndex struct {
 	// hundredths: a fractional run that needs more, with no GPU free,
 	// fits nowhere without a look (share.go).
 	shared    []int
+	isShared  []bool // by index into free: in shared
 	shareRoom int
 }
 
@@ -35,7 +36,7 @@ func newFreeIndex(free []Worker) *freeIndex {
 		x.add(i, len(w.FreeGPUs))
 		x.slots += max(w.FreeSlots, 0)
 		if len(w.Shares) > 0 {
-			x.shared = append(x.shared, i)
+			x.addShared(i)
 			for _, s := range w.Shares {
 				x.shareRoom = max(x.shareRoom, 100-s.Used)
 			}
@@ -99,4 +100,15 @@ func (x *freeIndex) anyGPUFree() bool {
 		}
 	}
 	return false
+}
+
+// addShared records that free[i] has a shared GPU.
+func (x *freeIndex) addShared(i int) {
+	if x.isShared == nil {
+		x.isShared = make([]bool, len(x.buckets[0])*64)
+	}
+	if !x.isShared[i] {
+		x.isShared[i] = true
+		x.shared = append(x.shared, i)
+	}
 }

@@ -168,9 +168,7 @@ func takeShare(free []Worker, i int, t *core.Task, g int, memMB int64, ix *freeI
 		k := slices.Index(w.FreeGPUs, g)
 		w.FreeGPUs = slices.Delete(slices.Clone(w.FreeGPUs), k, k+1)
 		ix.moved(i, n, n-1)
-		if !slices.Contains(ix.shared, i) {
-			ix.shared = append(ix.shared, i)
-		}
+		ix.addShared(i)
 		w.Shares = append(w.Shares, Share{Index: g, TotalMB: w.model(g).MemoryMB})
 		j = len(w.Shares) - 1
 		ix.shareRoom = max(ix.shareRoom, 100-h)
