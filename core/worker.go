@@ -94,6 +94,10 @@ type WorkerInfo struct {
 	MemoryMBUsed       int64   `json:"memoryMbUsed"`
 	Enforcement        string  `json:"enforcement"`
 	EnforcementWarning string  `json:"enforcementWarning,omitempty"`
+	// Labels are its labels (--label k=v and the automatic gpu.type,
+	// gpu.count, cpu.count, hostname: issue 28), which a run's
+	// constraints match; absent when it sends none.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // How a worker enforces its runs' limits (WorkerInfo.Enforcement, Hello's

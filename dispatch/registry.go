@@ -759,7 +759,7 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
 		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation,
 		GPUProblem: problem, CPUs: float64(w.cpuMillis) / 1000, MemoryMB: w.memoryMB, CPUsUsed: float64(cpu) / 1000,
-		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning}
+		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning, Labels: w.labels}
 }
 
 // info is the view of worker id; false when unknown.
