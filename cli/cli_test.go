@@ -578,7 +578,7 @@ func TestWorkers(t *testing.T) {
 		t.Fatalf("workers:\n%s", out)
 	}
 	if !regexp.MustCompile(`^ID\s+STATE\s+HOST\s+GPUS\s+SLOTS\s+CPUS\s+MEMORY\s+ENFORCED\s+RUNNING\s+LAST HEARD$`).MatchString(lines[0]) ||
-		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+1/2\s+4\s+2.5/16\s+4 GiB/64 GiB\s+none\s+1\s+\ds ago$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^w1\s+RUNNING\s+gpu-a\s+2/2\s+4\s+2.5/16\s+4 GiB/64 GiB\s+none\s+1\s+\ds ago$`).MatchString(lines[1]) ||
 		!regexp.MustCompile(`^w2\s+DOWN\s+gpu-b\s+0/0\s+2\s+-\s+-\s+cgroup-v1\s+0\s+never$`).MatchString(lines[2]) ||
 		!regexp.MustCompile(`^w3\s+SILENT\s+gpu-c\s+0/0\s+1\s+-\s+-\s+-\s+1\s+4\ds ago$`).MatchString(lines[3]) {
 		t.Errorf("workers:\n%s", out)
@@ -608,7 +608,7 @@ func TestGPUs(t *testing.T) {
 	}
 	if !regexp.MustCompile(`^WORKER\s+GPU\s+NAME\s+UTIL\s+MEMORY\s+RUN\s+FOREIGN$`).MatchString(lines[0]) ||
 		!regexp.MustCompile(`^w1\s+0\s+H100\s+3 %\s+2048 / 81559 MiB\s+r0001 \(idle 1m\d*s?\)\s+-$`).MatchString(lines[1]) ||
-		!regexp.MustCompile(`^w1\s+1\s+H100\s+97 %\s+40000 / 81559 MiB\s+-\s+pid 4242 bob \(python notebook.py\) 1200 MiB$`).MatchString(lines[2]) {
+		!regexp.MustCompile(`^w1\s+1\s+H100\s+97 %\s+40000 / 81559 MiB\s+r0003 0.25 19.9 GiB, r0004 0.5\s+pid 4242 bob \(python notebook.py\) 1200 MiB$`).MatchString(lines[2]) {
 		t.Errorf("gpus:\n%s", out)
 	}
 }

@@ -53,6 +53,9 @@ func runGPUs(inv *invocation, args []string) int {
 				mem = fmt.Sprintf("%d / %d MiB", *g.MemoryUsedMB, g.MemoryMB)
 			}
 			run := orDash(g.TaskID)
+			if len(g.Shares) > 0 {
+				run = shareList(g.Shares)
+			}
 			if g.IdleSince != nil {
 				run += " (idle " + age(now, *g.IdleSince) + ")"
 			}
@@ -66,6 +69,18 @@ func runGPUs(inv *invocation, args []string) int {
 		fmt.Fprintln(inv.env.Stderr, "no worker has GPUs: start one on a GPU machine with `rlsched worker`")
 	}
 	return ExitOK
+}
+
+// shareList is a shared GPU's runs: "r1 0.25 10 GiB, r2 0.5".
+func shareList(shares []core.GPUShare) string {
+	parts := make([]string, len(shares))
+	for i, sh := range shares {
+		parts[i] = fmt.Sprintf("%s %g", sh.TaskID, sh.Fraction)
+		if sh.MemoryMB > 0 {
+			parts[i] += " " + core.FormatMB(sh.MemoryMB)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // foreignList is "pid 4242 bob (python nb.py), pid 17" or "-".

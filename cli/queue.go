@@ -64,7 +64,7 @@ func runQueue(inv *invocation, args []string) int {
 		if t, err := time.Parse(time.RFC3339Nano, e.CreatedAt); err == nil {
 			waited = age(now, t)
 		}
-		t.rowf("%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Position, e.ID, e.User, e.GPUs, e.Priority,
+		t.rowf("%d\t%s\t%s\t%g\t%d\t%s\t%s\t%s\n", e.Position, e.ID, e.User, e.GPUs, e.Priority,
 			waited, orDash(e.PendingCode), fitWidth(e.PendingReason, 120))
 	}
 	if err := inv.printTable(t); err != nil {

@@ -117,7 +117,7 @@ func runShow(inv *invocation, args []string) int {
 		{"maxRetries", strconv.Itoa(t.MaxRetries)},
 		{"command", orDash(shellJoin(t.Command))},
 		{"params", compactJSON(t.Params)},
-		{"gpus", strconv.Itoa(t.GPUs)},
+		{"gpus", strconv.FormatFloat(t.GPUCount(), 'g', -1, 64)},
 		{"gpuIndices", gpuIdx},
 		{"gpuUuids", orDash(strings.Join(t.GPUUUIDs, ","))},
 		{"cpus", cpusLine(t.CPUs)},
@@ -322,8 +322,8 @@ func runLs(inv *invocation, args []string) int {
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return inv.fail(fmt.Errorf("cannot understand a run in the server's list: %v", err))
 		}
-		tb.rowf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Status, orDash(fitWidth(t.Name, 40)),
-			orDash(t.User), orDash(t.Worker), t.GPUs, formatFloat(t.FinalReward, true), age(now, t.CreatedAt))
+		tb.rowf("%s\t%s\t%s\t%s\t%s\t%g\t%s\t%s\n", t.ID, t.Status, orDash(fitWidth(t.Name, 40)),
+			orDash(t.User), orDash(t.Worker), t.GPUCount(), formatFloat(t.FinalReward, true), age(now, t.CreatedAt))
 	}
 	if err := inv.printTable(tb); err != nil {
 		return inv.fail(err)

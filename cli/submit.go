@@ -59,7 +59,7 @@ type submitRequest struct {
 	Episodes       *int              `json:"episodes,omitempty"`
 	LearningRate   *float64          `json:"learningRate,omitempty"`
 	Params         map[string]any    `json:"params,omitempty"`
-	GPUs           *int              `json:"gpus,omitempty"`
+	GPUs           *float64          `json:"gpus,omitempty"`
 	Priority       *int              `json:"priority,omitempty"`
 	MaxRetries     *int              `json:"maxRetries,omitempty"`
 	TimeoutSeconds *int64            `json:"timeoutSeconds,omitempty"`
@@ -73,6 +73,9 @@ type submitRequest struct {
 	Private        bool              `json:"private,omitempty"`
 	CPUs           *float64          `json:"cpus,omitempty"`
 	MemoryMB       *int64            `json:"memoryMb,omitempty"`
+	GPUMemoryMB    *int64            `json:"gpuMemoryMb,omitempty"`
+	GPUType        []string          `json:"gpuType,omitempty"`
+	Constraints    map[string]string `json:"constraints,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -104,12 +107,14 @@ func (inv *invocation) checkWaitFlags(w *waitFlags) (int, bool) {
 // runFlags are the flags that describe a run, shared by submit and sweep
 // (where they describe the base every member shares).
 type runFlags struct {
-	req                         submitRequest
-	episodes, gpus, prio, retry int
-	grace                       int
-	lr, cpus                    float64
-	timeout, workdir, memory    string
-	params, envs, tags          multiFlag
+	req                      submitRequest
+	episodes, prio, retry    int
+	grace                    int
+	lr, cpus, gpus           float64
+	timeout, workdir, memory string
+	gpuMemory                string
+	params, envs, tags       multiFlag
+	gpuTypes, constraints    multiFlag
 }
 
 func (rf *runFlags) define(fs *flagSet) {
@@ -118,7 +123,10 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.Float64Var(&rf.lr, "lr", 0, "learning rate `X` for --algorithm")
 	fs.Var(&rf.params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
 	fs.Var(&rf.envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
-	fs.IntVar(&rf.gpus, "gpus", 0, "`N` GPUs the run needs")
+	fs.Float64Var(&rf.gpus, "gpus", 0, "`N` GPUs the run needs: whole GPUs, or a fraction of one shared with other fractional runs (0.25, 0.5)")
+	fs.StringVar(&rf.gpuMemory, "gpu-memory", "", "GPU memory each GPU must have, `SIZE` such as 40GiB or MiB (a fractional run gets that much of its GPU's)")
+	fs.Var(&rf.gpuTypes, "gpu-type", "run only on GPUs whose name contains `NAME` such as A100 (repeatable: any of them)")
+	fs.Var(&rf.constraints, "constraint", "run only on workers with label `KEY=VALUE`, or without it with '!KEY=VALUE' (repeatable: all must hold)")
 	fs.Float64Var(&rf.cpus, "cpus", 0, "`N` CPU cores the run needs, fractions allowed (default: the master's, per GPU for a GPU run)")
 	fs.StringVar(&rf.memory, "memory", "", "memory the run needs, `SIZE` such as 16GiB or 512MiB (default: the master's); past it the run is stopped, out of memory")
 	fs.IntVar(&rf.prio, "priority", 0, "priority `N`: higher runs first (above 0: admins only)")
@@ -197,7 +205,7 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 		name string
 		v    *int
 		dst  **int
-	}{{"gpus", &rf.gpus, &req.GPUs}, {"priority", &rf.prio, &req.Priority}, {"max-retries", &rf.retry, &req.MaxRetries}} {
+	}{{"priority", &rf.prio, &req.Priority}, {"max-retries", &rf.retry, &req.MaxRetries}} {
 		if !fs.isSet(f.name) {
 			continue
 		}
@@ -205,6 +213,36 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("--%s must not be negative", f.name), false
 		}
 		*f.dst = f.v
+	}
+	if fs.isSet("gpus") {
+		// The master says what is wrong with a fraction (0.333, 1.5).
+		if rf.gpus < 0 || math.IsNaN(rf.gpus) || math.IsInf(rf.gpus, 0) {
+			return req, inv.usageError("--gpus must not be negative"), false
+		}
+		req.GPUs = &rf.gpus
+	}
+	if fs.isSet("gpu-memory") {
+		mb, err := parseMemory(rf.gpuMemory)
+		if err != nil {
+			return req, inv.usageError("%s", strings.Replace(err.Error(), "--memory", "--gpu-memory", 1)), false
+		}
+		req.GPUMemoryMB = &mb
+	}
+	for _, n := range rf.gpuTypes {
+		if strings.TrimSpace(n) == "" {
+			return req, inv.usageError("empty --gpu-type"), false
+		}
+		req.GPUType = append(req.GPUType, n)
+	}
+	for _, c := range rf.constraints {
+		k, v, ok := strings.Cut(c, "=")
+		if !ok || strings.TrimPrefix(k, "!") == "" {
+			return req, inv.usageError("--constraint %q: want KEY=VALUE or '!KEY=VALUE'", c), false
+		}
+		if req.Constraints == nil {
+			req.Constraints = map[string]string{}
+		}
+		req.Constraints[k] = v
 	}
 	if fs.isSet("cpus") {
 		if !(rf.cpus > 0) || math.IsInf(rf.cpus, 0) {

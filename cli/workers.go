@@ -47,7 +47,7 @@ func runWorkers(inv *invocation, args []string) int {
 	for _, w := range workers {
 		used := 0
 		for _, g := range w.GPUs {
-			if g.TaskID != "" {
+			if g.TaskID != "" || len(g.Shares) > 0 { // shared: busy for whole-GPU runs
 				used++
 			}
 		}

@@ -72,18 +72,19 @@ func (d ResourceDefaults) Check() error {
 }
 
 // Fill gives t the defaults for what it did not ask for (0), scaled by
-// its GPUs for a GPU run and kept within the bounds.
+// its GPUs for a GPU run (a fraction of one: that fraction of the per-GPU
+// default) and kept within the bounds.
 func (d ResourceDefaults) Fill(t *Task) {
 	if t.CPUs == 0 {
-		if t.GPUs > 0 {
-			t.CPUs = RoundCPUs(min(d.CPUsPerGPU*float64(t.GPUs), MaxCPUs))
+		if t.UsesGPU() {
+			t.CPUs = RoundCPUs(min(d.CPUsPerGPU*t.GPUCount(), MaxCPUs))
 		} else {
 			t.CPUs = d.CPUs
 		}
 	}
 	if t.MemoryMB == 0 {
-		if t.GPUs > 0 {
-			t.MemoryMB = min(d.MemoryMBPerGPU*int64(t.GPUs), MaxMemoryMB)
+		if t.UsesGPU() {
+			t.MemoryMB = min(int64(float64(d.MemoryMBPerGPU)*t.GPUCount()), MaxMemoryMB)
 		} else {
 			t.MemoryMB = d.MemoryMB
 		}
@@ -121,7 +122,7 @@ func UsageOf(t *Task, cpuSeconds float64, peakMB int64) *Usage {
 		return nil
 	}
 	d := max(t.FinishedAt.Sub(*t.StartedAt).Seconds(), 0)
-	return &Usage{CPUSeconds: max(cpuSeconds, 0), PeakMemoryMB: max(peakMB, 0), GPUSeconds: float64(t.GPUs) * d}
+	return &Usage{CPUSeconds: max(cpuSeconds, 0), PeakMemoryMB: max(peakMB, 0), GPUSeconds: t.GPUCount() * d}
 }
 
 // OutOfMemoryError is the error of a run its memory limit killed.
@@ -159,11 +160,12 @@ func trimUnit(v float64, unit string) string {
 func FormatCPUs(cpus float64) string { return fmt.Sprintf("%g", RoundCPUs(cpus)) }
 
 // UsageWeight is what one second of t adds to its owner's fair-share
-// usage, in GPU-seconds: its GPUs, or for a CPU-only run CPURunWeight per
-// core it holds (a run from before cores were asked for counts as one).
-func UsageWeight(gpus int, cpus float64) float64 {
+// usage, in GPU-seconds: its GPUs (a fraction of one counts as that
+// fraction: Task.GPUCount), or for a CPU-only run CPURunWeight per core it
+// holds (a run from before cores were asked for counts as one).
+func UsageWeight(gpus float64, cpus float64) float64 {
 	if gpus > 0 {
-		return float64(gpus)
+		return gpus
 	}
 	if cpus > 0 {
 		return CPURunWeight * cpus

@@ -7,13 +7,14 @@ import (
 )
 
 func TestUsageWeight(t *testing.T) {
-	f := func(gpus int, cpus, want float64) {
+	f := func(gpus, cpus, want float64) {
 		t.Helper()
 		if got := UsageWeight(gpus, cpus); got != want {
-			t.Fatalf("UsageWeight(%d, %v) = %v, want %v", gpus, cpus, got, want)
+			t.Fatalf("UsageWeight(%v, %v) = %v, want %v", gpus, cpus, got, want)
 		}
 	}
 	f(2, 16, 2)
+	f(0.25, 4, 0.25) // a quarter of a GPU counts a quarter (issue 28)
 	f(0, 4, 4*CPURunWeight)
 	f(0, 0.5, 0.5*CPURunWeight)
 	f(0, 0, CPURunWeight) // a run from before cores were asked for

@@ -52,16 +52,19 @@ func (s Status) Valid() bool { return slices.Contains(statuses[:], s) }
 
 // Task is one training run. Its JSON form is API.md's Task.
 type Task struct {
-	ID         string            `json:"id"`
-	Name       string            `json:"name"`
-	Project    string            `json:"project"`
-	User       string            `json:"user"`
-	UserID     int64             `json:"userId"`
-	Status     Status            `json:"status"`
-	Attempt    int               `json:"attempt"`
-	MaxRetries int               `json:"maxRetries"`
-	Command    []string          `json:"command"`
-	Params     json.RawMessage   `json:"params"`
+	ID         string          `json:"id"`
+	Name       string          `json:"name"`
+	Project    string          `json:"project"`
+	User       string          `json:"user"`
+	UserID     int64           `json:"userId"`
+	Status     Status          `json:"status"`
+	Attempt    int             `json:"attempt"`
+	MaxRetries int             `json:"maxRetries"`
+	Command    []string        `json:"command"`
+	Params     json.RawMessage `json:"params"`
+	// GPUs is the whole GPUs the run holds; a fractional run has 0 here
+	// and its share of one GPU in GPUFraction (issue 28, gpushare.go). The
+	// JSON's "gpus" is the two combined (0.25, or 2).
 	GPUs       int               `json:"gpus"`
 	Priority   int               `json:"priority"`
 	Env        map[string]string `json:"env"`
@@ -143,6 +146,14 @@ type Task struct {
 	// append to it and every update stores it whole; View adds what its
 	// fields say when it lacks an entry.
 	History []HistoryEntry `json:"history"`
+	// GPUFraction (0 < f < 1, hundredths; 0: whole GPUs), GPUMemoryMB,
+	// GPUType and Constraints say where the run may go (issue 28,
+	// gpushare.go); all fixed at submission. GPUFraction is in the JSON
+	// as "gpus" (MarshalJSON).
+	GPUFraction float64           `json:"-"`
+	GPUMemoryMB int64             `json:"gpuMemoryMb"`
+	GPUType     []string          `json:"gpuType,omitempty"`
+	Constraints map[string]string `json:"constraints,omitempty"`
 }
 
 // ReasonEarlyStopped is the Reason of a sweep's member stopped by its

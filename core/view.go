@@ -137,15 +137,15 @@ func (w WorkerInfo) ForUser() WorkerInfo {
 // where it stands in the order the scheduler serves the queue, and why it
 // waits. The CLI decodes what httpapi encodes: one type for both.
 type QueueItem struct {
-	ID            string `json:"id"`
-	Name          string `json:"name"`
-	User          string `json:"user"`
-	GPUs          int    `json:"gpus"`
-	Priority      int    `json:"priority"`
-	CreatedAt     string `json:"createdAt"` // RFC 3339, UTC
-	Position      int    `json:"position"`
-	PendingCode   string `json:"pendingCode"`
-	PendingReason string `json:"pendingReason"`
+	ID            string  `json:"id"`
+	Name          string  `json:"name"`
+	User          string  `json:"user"`
+	GPUs          float64 `json:"gpus"` // whole GPUs or a fraction of one (Task.GPUCount)
+	Priority      int     `json:"priority"`
+	CreatedAt     string  `json:"createdAt"` // RFC 3339, UTC
+	Position      int     `json:"position"`
+	PendingCode   string  `json:"pendingCode"`
+	PendingReason string  `json:"pendingReason"`
 }
 
 // UserUsage is a user's standing in GET /api/users/usage (openapi.json's

@@ -41,6 +41,17 @@ type GPU struct {
 	// IdleSince is when the run holding it started an idle stretch (all its
 	// GPUs under IDLE_GPU_UTIL); absent while it is busy.
 	IdleSince *time.Time `json:"idleSince,omitempty"`
+	// Shares are the fractional runs sharing it (issue 28; TaskID is then
+	// ""), by task id; absent when none.
+	Shares []GPUShare `json:"shares,omitempty"`
+}
+
+// GPUShare is a fractional run's share of a GPU: its fraction and the MiB
+// of the GPU's memory it was given (0: not known).
+type GPUShare struct {
+	TaskID   string  `json:"taskId"`
+	Fraction float64 `json:"fraction"`
+	MemoryMB int64   `json:"memoryMB"`
 }
 
 // ForeignProc is a compute process on a worker's GPU that no run of the
@@ -83,6 +94,10 @@ type WorkerInfo struct {
 	MemoryMBUsed       int64   `json:"memoryMbUsed"`
 	Enforcement        string  `json:"enforcement"`
 	EnforcementWarning string  `json:"enforcementWarning,omitempty"`
+	// Labels are its labels (--label k=v and the automatic gpu.type,
+	// gpu.count, cpu.count, hostname: issue 28), which a run's
+	// constraints match; absent when it sends none.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // How a worker enforces its runs' limits (WorkerInfo.Enforcement, Hello's

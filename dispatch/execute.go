@@ -48,6 +48,9 @@ func (s *scheduler) claim(ctx context.Context, p plan.Placement, charge lease.Ch
 	t := p.Task
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: p.Worker, gpus: p.GPUs, userID: t.UserID,
 		cpuMillis: core.CPUMillis(t.CPUs), memoryMB: t.MemoryMB, pol: policyOf(t, s.now())}
+	if t.Fractional() {
+		rr.share, rr.shareMB = t.GPUHundredths(), p.GPUMemoryMB
+	}
 	if !s.reg.place(rr) {
 		return nil
 	}
@@ -111,7 +114,8 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 
 	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
 		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
-		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB}
+		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB,
+		GpuFraction: t.GPUFraction, GpuMemoryMb: rr.shareMB}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}

@@ -108,6 +108,11 @@ func (p *peers) helloFromStore(ctx context.Context, h *pb.Hello) map[string]stri
 func recordOf(t core.Task) *runRec {
 	rr := &runRec{taskID: t.ID, attempt: t.Attempt, traceID: t.TraceID, workerID: t.Worker, gpus: t.GPUIndices,
 		userID: t.UserID, cpuMillis: core.CPUMillis(t.CPUs), memoryMB: t.MemoryMB}
+	if t.Fractional() {
+		// The share a defaulted run got of its GPU's memory is not stored:
+		// what it asked for counts (0: only its fraction).
+		rr.share, rr.shareMB = t.GPUHundredths(), t.GPUMemoryMB
+	}
 	rr.fence.Store(t.Fence)
 	return rr
 }

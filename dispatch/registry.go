@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -43,9 +44,13 @@ type workerRec struct {
 	// holds runs to them.
 	cpuMillis, memoryMB             int64
 	enforcement, enforcementWarning string
-	sess                            *session // nil while disconnected
-	runs                            map[string]*runRec
-	lastHeartbeat                   time.Time // of the last session; the live one keeps its own
+	// labels are its labels (Hello.labels, constraints match them); like
+	// gpus, replaced whole at each Hello, never written into: the
+	// planner's snapshots share them.
+	labels        map[string]string
+	sess          *session // nil while disconnected
+	runs          map[string]*runRec
+	lastHeartbeat time.Time // of the last session; the live one keeps its own
 	// lastHeard is when the last session's last frame came (session.lastSeen).
 	lastHeard time.Time
 	// silentTold: its runs have the worker_silent warning for this
@@ -67,6 +72,10 @@ type runRec struct {
 	gpus     []int // indices; empty for a CPU-slot run
 	// cpuMillis and memoryMB are the cores (thousandths) and MiB it holds.
 	cpuMillis, memoryMB int64
+	// share is a fractional run's hundredths of its one GPU (0: whole
+	// GPUs), shareMB the MiB of that GPU's memory it was given.
+	share   int
+	shareMB int64
 	// userID is the run's owner (0 when not known: a run adopted from a
 	// worker's Hello), for the standing (standingMoved).
 	userID int64
@@ -335,7 +344,8 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 	w.sess, w.host, w.version, w.slots, w.isolation = sess, h.Host, h.Version, int(h.Slots), h.Isolation
 	w.cpuMillis, w.memoryMB = max(h.CpuMillis, 0), max(h.MemoryMb, 0)
 	w.enforcement, w.enforcementWarning = h.Enforcement, h.EnforcementWarning
-	w.gpus = w.gpus[:0]
+	w.gpus = make([]core.GPU, 0, len(h.Gpus)) // a new array: snapshots share the old one
+	w.labels = maps.Clone(h.Labels)
 	for _, g := range h.Gpus {
 		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb, UUID: g.Uuid, CPUAffinity: g.CpuAffinity})
 	}
@@ -561,15 +571,28 @@ func (w *workerRec) hasFreeLocked() bool {
 		return false
 	}
 	cpuRuns, gpuRuns := 0, 0
+	var shared map[int]int
 	for _, rr := range w.runs {
 		if len(rr.gpus) == 0 {
 			cpuRuns++
 		}
+		if rr.share > 0 && len(rr.gpus) == 1 {
+			if shared == nil {
+				shared = map[int]int{}
+			}
+			shared[rr.gpus[0]] += rr.share
+			continue
+		}
 		gpuRuns += len(rr.gpus)
+	}
+	for _, h := range shared {
+		if h < 100 {
+			return true // room on a shared GPU
+		}
 	}
 	// Not its cores or memory: a run that asks for none (one from before
 	// they were asked for) fits a worker whose cores are all held.
-	return cpuRuns < w.slots || gpuRuns < len(w.gpus)
+	return cpuRuns < w.slots || gpuRuns+len(shared) < len(w.gpus)
 }
 
 // usedLocked is the cores (thousandths) and memory its runs hold.
@@ -610,7 +633,8 @@ func (w *workerRec) freeLocked() plan.Worker {
 		cpu, mem = cpu+rr.cpuMillis, mem+rr.memoryMB
 	}
 	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus),
-		FreeCPUMillis: offers(w.cpuMillis) - cpu, FreeMemoryMB: offers(w.memoryMB) - mem}
+		FreeCPUMillis: offers(w.cpuMillis) - cpu, FreeMemoryMB: offers(w.memoryMB) - mem,
+		Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked()}
 	if w.sess != nil {
 		c.ForeignGPUs = w.sess.foreignGPUs()
 	}
@@ -651,9 +675,10 @@ func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
 		if z := w.sizeLocked(); !slices.Contains(s.Sizes, z) {
 			s.Sizes = append(s.Sizes, z)
 		}
-		if c := w.freeLocked(); !w.draining && (len(c.FreeGPUs) > 0 || c.FreeSlots > 0) {
+		if c := w.freeLocked(); !w.draining && (len(c.FreeGPUs) > 0 || c.FreeSlots > 0 || len(c.Shares) > 0) {
 			s.Free = append(s.Free, c)
 		}
+		s.Machines = append(s.Machines, plan.Machine{Labels: w.labels, GPUs: w.gpus})
 	}
 	slices.SortFunc(s.Free, func(a, b plan.Worker) int { return strings.Compare(a.ID, b.ID) })
 	s.InFlight = r.inFlightLocked(queue)
@@ -701,8 +726,13 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	copy(gpus, w.gpus)
 	holder := map[int]string{}
 	running := []string{}
+	shares := map[int][]core.GPUShare{}
 	for id, rr := range w.runs {
 		running = append(running, id)
+		if rr.share > 0 && len(rr.gpus) == 1 {
+			shares[rr.gpus[0]] = append(shares[rr.gpus[0]], core.GPUShare{TaskID: id, Fraction: float64(rr.share) / 100, MemoryMB: rr.shareMB})
+			continue
+		}
 		for _, g := range rr.gpus {
 			holder[g] = id
 		}
@@ -710,6 +740,10 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	slices.Sort(running)
 	for i := range gpus {
 		gpus[i].TaskID = holder[gpus[i].Index]
+		if sh := shares[gpus[i].Index]; len(sh) > 0 {
+			slices.SortFunc(sh, func(a, b core.GPUShare) int { return strings.Compare(a.TaskID, b.TaskID) })
+			gpus[i].Shares = sh
+		}
 	}
 	hb := w.lastHeartbeat
 	problem := ""
@@ -725,7 +759,7 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
 		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation,
 		GPUProblem: problem, CPUs: float64(w.cpuMillis) / 1000, MemoryMB: w.memoryMB, CPUsUsed: float64(cpu) / 1000,
-		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning}
+		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning, Labels: w.labels}
 }
 
 // info is the view of worker id; false when unknown.
@@ -848,7 +882,9 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 				n.FreeGPUs += len(rr.gpus)
 				continue
 			}
-			if rr.pol == nil || rr.fence.Load() == 0 || !rr.pol.preemptible {
+			// A share frees no whole GPU: fractional runs are not preempted
+			// for whole-GPU runs.
+			if rr.pol == nil || rr.fence.Load() == 0 || !rr.pol.preemptible || rr.share > 0 {
 				continue
 			}
 			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), Priority: rr.pol.priority, Preemptible: true,

@@ -288,7 +288,7 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 			now := d.now()
 			ran = store.UsageCharge{}
 			if t.StartedAt != nil && now.After(*t.StartedAt) {
-				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs, t.CPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
+				ran = store.UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUCount(), t.CPUs) * now.Sub(*t.StartedAt).Seconds(), At: now}
 			}
 			return preemptFromReport(t, mark, now) == nil
 		}
@@ -428,7 +428,11 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
 	d.reg.end(rr, d.now())
 	if rr.userID != 0 {
-		d.inputs.standingMoved([]userMove{{userID: rr.userID, gpus: len(rr.gpus), runs: -1}})
+		gpus := len(rr.gpus)
+		if rr.share > 0 {
+			gpus = 0 // its dispatch moved none (a fraction; the store's count has it)
+		}
+		d.inputs.standingMoved([]userMove{{userID: rr.userID, gpus: gpus, runs: -1}})
 	}
 	if err := d.ls.Release(ctx, rr.taskID, rr.fence.Load()); err != nil && !errors.Is(err, core.ErrLeaseLost) {
 		d.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")

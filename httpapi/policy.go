@@ -209,7 +209,7 @@ func (s *Server) queue(r *request) *apiError {
 	slices.SortStableFunc(ts, func(a, b core.Task) int { return cmp.Compare(rank(a), rank(b)) })
 	items := make([]core.QueueItem, 0, len(ts))
 	for _, t := range ts {
-		items = append(items, core.QueueItem{ID: t.ID, Name: t.Name, User: t.User, GPUs: t.GPUs, Priority: t.Priority,
+		items = append(items, core.QueueItem{ID: t.ID, Name: t.Name, User: t.User, GPUs: t.GPUCount(), Priority: t.Priority,
 			CreatedAt: t.CreatedAt.UTC().Format(time.RFC3339Nano), Position: t.QueuePosition,
 			PendingCode: t.PendingCode, PendingReason: t.PendingReason})
 	}

@@ -55,7 +55,7 @@ type submitBody struct {
 	Episodes       *int64             `json:"episodes,omitempty"`
 	LearningRate   *float64           `json:"learningRate,omitempty"`
 	Params         json.RawMessage    `json:"params,omitempty"`
-	GPUs           *int64             `json:"gpus,omitempty"`
+	GPUs           *float64           `json:"gpus,omitempty"`
 	Priority       *int64             `json:"priority,omitempty"`
 	MaxRetries     *int64             `json:"maxRetries,omitempty"`
 	TimeoutSeconds *int64             `json:"timeoutSeconds,omitempty"`
@@ -78,6 +78,11 @@ type submitBody struct {
 	// asks for; absent: the master's defaults (API.md "Resources").
 	CPUs     *float64 `json:"cpus,omitempty"`
 	MemoryMB *int64   `json:"memoryMb,omitempty"`
+	// GPUMemoryMB, GPUType (a name or a list) and Constraints say where
+	// it may go (API.md "Placement", placement.go).
+	GPUMemoryMB *int64             `json:"gpuMemoryMb,omitempty"`
+	GPUType     json.RawMessage    `json:"gpuType,omitempty"`
+	Constraints *map[string]string `json:"constraints,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -124,6 +129,12 @@ type spec struct {
 	// cpus and memoryMB the run asks for; 0: the defaults (newRun).
 	cpus     float64
 	memoryMB int64
+	// gpuFraction (beside gpus 0), gpuMemoryMB, gpuType and constraints:
+	// where it may go (placement.go).
+	gpuFraction float64
+	gpuMemoryMB int64
+	gpuType     []string
+	constraints map[string]string
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -136,6 +147,7 @@ func (s *Server) specOf(t core.Task) spec {
 		workdir: t.Workdir, code: t.Code, preemptible: t.Preemptible, grace: t.PreemptGraceSeconds,
 		private: t.Private,
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
+		gpuFraction: t.GPUFraction, gpuMemoryMB: t.GPUMemoryMB, gpuType: t.GPUType, constraints: t.Constraints,
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -261,11 +273,8 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		}
 		sp.project = *b.Project
 	}
-	if b.GPUs != nil {
-		if *b.GPUs < 0 || *b.GPUs > maxGPUs {
-			return errBadRequest("gpus must be 0..%d", maxGPUs)
-		}
-		s.regauge(sp, int(*b.GPUs))
+	if e := s.applyPlacement(sp, b); e != nil {
+		return e
 	}
 	if b.CPUs != nil {
 		if err := core.CheckCPUs(*b.CPUs); err != nil {
@@ -362,9 +371,9 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 // cores or memory for its GPUs gets the default for its new GPUs instead
 // (the Task does not say whether a value was asked for, so a value equal
 // to the default counts as the default).
-func (s *Server) regauge(sp *spec, gpus int) {
-	if gpus != sp.gpus {
-		was := core.Task{GPUs: sp.gpus}
+func (s *Server) regauge(sp *spec, gpus int, fraction float64) {
+	if gpus != sp.gpus || fraction != sp.gpuFraction {
+		was := core.Task{GPUs: sp.gpus, GPUFraction: sp.gpuFraction}
 		s.cfg.Resources.Fill(&was)
 		if sp.cpus == was.CPUs {
 			sp.cpus = 0
@@ -373,7 +382,7 @@ func (s *Server) regauge(sp *spec, gpus int) {
 			sp.memoryMB = 0
 		}
 	}
-	sp.gpus = gpus
+	sp.gpus, sp.gpuFraction = gpus, fraction
 }
 
 // Limits of a submission's code (API.md "Run outputs").

@@ -144,6 +144,10 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		Private:             sp.private,
 		CPUs:                sp.cpus,
 		MemoryMB:            sp.memoryMB,
+		GPUFraction:         sp.gpuFraction,
+		GPUMemoryMB:         sp.gpuMemoryMB,
+		GPUType:             sp.gpuType,
+		Constraints:         sp.constraints,
 	}
 	s.cfg.Resources.Fill(&t)
 	if t.Env == nil {

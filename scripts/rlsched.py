@@ -216,6 +216,14 @@ def _run_body(spec):
             raise ValueError("give memory or memory_mb, not both")
         spec["memory_mb"] = _memory_mb(spec.pop("memory"))
     spec.pop("memory", None)
+    if spec.get("gpu_memory") is not None:
+        if spec.get("gpu_memory_mb") is not None or spec.get("gpuMemoryMb") is not None:
+            raise ValueError("give gpu_memory or gpu_memory_mb, not both")
+        try:
+            spec["gpu_memory_mb"] = _memory_mb(spec.pop("gpu_memory"))
+        except ValueError as e:
+            raise ValueError("gpu_" + str(e)) from None
+    spec.pop("gpu_memory", None)
     return _body(spec)
 
 
@@ -344,6 +352,10 @@ class Client:
         ``timeout_seconds``, ``env={...}``, ``workdir``, ``tags=[...]``,
         ``cpus=`` (cores, fractions allowed) and ``memory="16GiB"`` (or
         ``memory_mb=``); without them the run gets the master's defaults.
+        Where it may go (API.md "Placement"): ``gpus=0.25`` (a fraction of
+        one GPU, shared with other fractional runs), ``gpu_memory="40GiB"``
+        (or ``gpu_memory_mb=``), ``gpu_type="A100"`` or a list, and
+        ``constraints={"pool": "a100", "!pool": "interactive"}``.
         """
         return self._json("POST", "/api/train", _run_body(spec))["id"]
 

@@ -752,6 +752,14 @@ check(b == {"base": {"maxRetries": 1}, "method": "tpe", "maxParallel": 4, "rando
 check(rlsched._run_body({"cpus": 0.5, "memory": "16GiB"}) == {"cpus": 0.5, "memoryMb": 16384}, "memory 16GiB")
 check(rlsched._run_body({"memory": "1.5 G"}) == {"memoryMb": 1536} and rlsched._run_body({"memory": 2048}) == {"memoryMb": 2048}, "memory sizes")
 check(rlsched._run_body({"memory_mb": 300}) == {"memoryMb": 300}, "memory_mb")
+# Where a run may go (issue 28): a fraction, GPU memory as a size, types, labels.
+check(rlsched._run_body({"gpus": 0.25, "gpu_memory": "10GiB", "gpu_type": ["A100"], "constraints": {"!pool": "x"}}) ==
+      {"gpus": 0.25, "gpuMemoryMb": 10240, "gpuType": ["A100"], "constraints": {"!pool": "x"}}, "placement fields")
+try:
+    rlsched._run_body({"gpu_memory": "lots"})
+    check(False, "gpu_memory lots accepted")
+except ValueError as e:
+    check("gpu_memory" in str(e), "gpu_memory error names the field: %s" % e)
 for bad in ["16XB", "GiB", "-1GiB", True]:
     try:
         rlsched._run_body({"memory": bad})

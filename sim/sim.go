@@ -682,7 +682,7 @@ func (e *engine) start(placements []plan.Placement) {
 			e.freeGPUs -= len(p.GPUs)
 		}
 		u := &e.users[s.userID-1]
-		w := core.UsageWeight(s.job.GPUs, 0) // traces give no cores: a CPU-only job weighs as one core
+		w := core.UsageWeight(float64(s.job.GPUs), 0) // traces give no cores: a CPU-only job weighs as one core
 		u.activeGPUs += s.job.GPUs
 		u.activeRuns++
 		u.runW += w
@@ -766,7 +766,7 @@ func (e *engine) release(s *state) {
 	}
 	ran := e.now.Sub(s.start)
 	u := &e.users[s.userID-1]
-	w := core.UsageWeight(s.job.GPUs, 0) // traces give no cores: a CPU-only job weighs as one core
+	w := core.UsageWeight(float64(s.job.GPUs), 0) // traces give no cores: a CPU-only job weighs as one core
 	u.charged = core.Decay(u.charged, e.now.Sub(u.asOf), e.cfg.Policy.HalfLife) + w*ran.Seconds()
 	u.asOf = e.now
 	u.activeGPUs -= s.job.GPUs

@@ -44,7 +44,7 @@ type UserUsage struct {
 	UserID     int64
 	User       string
 	Usage      float64 // GPU-seconds, decayed, running runs included
-	ActiveGPUs int     // of DISPATCHED and RUNNING runs
+	ActiveGPUs int     // of DISPATCHED and RUNNING runs; shares of GPUs summed, rounded up
 	ActiveRuns int
 	Quota      core.Quota
 }
@@ -115,7 +115,7 @@ func chargeOf(t *core.Task, from core.Status) (UsageCharge, bool) {
 	if d <= 0 {
 		return UsageCharge{}, false
 	}
-	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUs, t.CPUs) * d.Seconds(), At: end}, true
+	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUCount(), t.CPUs) * d.Seconds(), At: end}, true
 }
 
 // SetPriority changes a queued run's priority and publishes it. Priority is

@@ -43,6 +43,8 @@ func withoutForeign(free []Worker) ([]Worker, foreignRule) {
 			}
 		}
 		out[i].FreeGPUs = kept
+		// A shared GPU with a foreign process takes no more shares.
+		out[i].Shares = slices.DeleteFunc(slices.Clone(w.Shares), func(s Share) bool { return slices.Contains(w.ForeignGPUs, s.Index) })
 	}
 	return out, r
 }

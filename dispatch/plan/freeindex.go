@@ -13,6 +13,13 @@ type freeIndex struct {
 	buckets [][]uint64 // buckets[k]: bit i set when free[i] has k free GPUs
 	count   []int      // count[k]: workers in buckets[k]
 	slots   int        // free CPU slots over all workers
+	// shared lists the workers with a shared GPU (Worker.Shares), and
+	// shareRoom is at least the most room left on one of them, in
+	// hundredths: a fractional run that needs more, with no GPU free,
+	// fits nowhere without a look (share.go).
+	shared    []int
+	isShared  []bool // by index into free: in shared
+	shareRoom int
 }
 
 func newFreeIndex(free []Worker) *freeIndex {
@@ -28,6 +35,12 @@ func newFreeIndex(free []Worker) *freeIndex {
 	for i, w := range free {
 		x.add(i, len(w.FreeGPUs))
 		x.slots += max(w.FreeSlots, 0)
+		if len(w.Shares) > 0 {
+			x.addShared(i)
+			for _, s := range w.Shares {
+				x.shareRoom = max(x.shareRoom, 100-s.Used)
+			}
+		}
 	}
 	return x
 }
@@ -87,4 +100,15 @@ func (x *freeIndex) anyGPUFree() bool {
 		}
 	}
 	return false
+}
+
+// addShared records that free[i] has a shared GPU.
+func (x *freeIndex) addShared(i int) {
+	if x.isShared == nil {
+		x.isShared = make([]bool, len(x.buckets[0])*64)
+	}
+	if !x.isShared[i] {
+		x.isShared[i] = true
+		x.shared = append(x.shared, i)
+	}
 }

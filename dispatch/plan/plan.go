@@ -57,6 +57,13 @@ type Worker struct {
 	// FreeCPUMillis (thousandths of a core) and FreeMemoryMB are what its
 	// runs leave of what it offers; Unlimited when it reports none.
 	FreeCPUMillis, FreeMemoryMB int64
+	// Shares are its GPUs that fractional runs hold part of, out of
+	// FreeGPUs (share.go); Models its GPUs' names and memory (gpuType,
+	// gpuMemoryMb; nil: not known); Labels its labels (constraints).
+	// The planner never writes into them.
+	Shares []Share
+	Models []core.GPU
+	Labels map[string]string
 }
 
 // Size is what a connected worker offers in all, free or not: what the
@@ -84,6 +91,10 @@ type Snapshot struct {
 	// Sizes are the distinct sizes of the connected workers (any order);
 	// nil: the reasons compare only GPUs and slots (MaxGPUs, MaxSlots).
 	Sizes []Size
+	// Machines are the connected workers' labels and GPUs, what the
+	// reasons compare a run's gpuType, gpuMemoryMb and constraints with
+	// (share.go); nil: those never make a run no_worker.
+	Machines []Machine
 	// InFlight holds the runs of the queue that are already placed on a
 	// worker (claimed, not yet recorded as DISPATCHED): task id → worker.
 	InFlight map[string]string
@@ -100,11 +111,14 @@ type Snapshot struct {
 	ReserveBefore time.Time
 }
 
-// Placement is a run to start: on Worker, with GPUs (empty: a CPU slot).
+// Placement is a run to start: on Worker, with GPUs (empty: a CPU slot;
+// a fractional run's one GPU, shared), and for a fractional run the MiB of
+// that GPU's memory it gets (GPUMemoryMB; 0: not known).
 type Placement struct {
-	Task   *core.Task // points into the queue given to Plan
-	Worker string
-	GPUs   []int
+	Task        *core.Task // points into the queue given to Plan
+	Worker      string
+	GPUs        []int
+	GPUMemoryMB int64
 }
 
 // Result of Plan.
@@ -178,6 +192,20 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			if gate.full(t) || quota.full(t) {
 				continue
 			}
+			if t.Fractional() {
+				w, g, mb := placeShare(t, free, ix)
+				if w < 0 {
+					continue // does not fit now; others behind it may
+				}
+				takeShare(free, w, t, g, mb, ix)
+				gate.take(t)
+				quota.take(t)
+				on[i] = free[w].ID
+				placed = append(placed, i)
+				res.Placements = append(res.Placements, Placement{Task: t, Worker: free[w].ID, GPUs: []int{g}, GPUMemoryMB: mb})
+				n++
+				continue
+			}
 			w, gpus := place(t, free, ix)
 			if w < 0 {
 				resv.missed(t)
@@ -230,6 +258,11 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 				code, why = CodeQuota, quota.reason(t)
 			} else if c, w, ok := resv.reason(t); ok && on[i] == "" {
 				code, why = c, w
+			} else if on[i] == "" && code == CodeResources && examined[i] && t.Fractional() {
+				code, why = shareReason(t, free)
+			} else if on[i] == "" && (code == CodeResources || code == CodePriority) && examined[i] && picky(t) && t.GPUs > 0 {
+				code, why = CodeResources, fmt.Sprintf("needs %d GPU%s of the type, memory or labels it asks for; none are free now",
+					t.GPUs, plural(t.GPUs))
 			} else if code == CodeResources || code == CodePriority {
 				if msg, ok := foreign.blocks(t.GPUs, free); ok && on[i] == "" {
 					code, why = CodeGPUForeign, msg
@@ -250,6 +283,9 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 // taken, or -1. ix indexes free (freeIndex).
 func place(t *core.Task, free []Worker, ix *freeIndex) (int, []int) {
 	cpu, mem := need(t)
+	if t.GPUs > 0 && picky(t) {
+		return placeWhole(t, free, ix)
+	}
 	if t.GPUs > 0 {
 		best := ix.bestFit(t.GPUs, func(i int) bool { return free[i].fits(cpu, mem) })
 		if best < 0 {
@@ -263,7 +299,7 @@ func place(t *core.Task, free []Worker, ix *freeIndex) (int, []int) {
 	best := -1
 	for i := range free {
 		c := &free[i]
-		if c.FreeSlots <= 0 || !c.fits(cpu, mem) {
+		if c.FreeSlots <= 0 || !c.admits(t, cpu, mem) {
 			continue
 		}
 		if best < 0 {
@@ -289,10 +325,19 @@ func place(t *core.Task, free []Worker, ix *freeIndex) (int, []int) {
 // snapshot's GPU lists.
 func take(free []Worker, i int, t *core.Task, gpus []int, ix *freeIndex) {
 	n := len(free[i].FreeGPUs)
-	if len(gpus) == 0 {
+	switch {
+	case len(gpus) == 0:
 		free[i].FreeSlots--
-	} else {
+	case len(gpus) <= n && slices.Equal(free[i].FreeGPUs[:len(gpus)], gpus):
 		free[i].FreeGPUs = free[i].FreeGPUs[len(gpus):]
+	default: // GPUs of a type picked from the list: a new list without them
+		kept := make([]int, 0, n-len(gpus))
+		for _, g := range free[i].FreeGPUs {
+			if !slices.Contains(gpus, g) {
+				kept = append(kept, g)
+			}
+		}
+		free[i].FreeGPUs = kept
 	}
 	cpu, mem := need(t)
 	free[i].FreeCPUMillis -= cpu
@@ -308,13 +353,14 @@ type fleet struct {
 	largestFree                  int // the most free GPUs on one worker
 	freeSlots                    int // free CPU slots over all workers
 	sizes                        []Size
+	machines                     []Machine
 	// freeCPU[k] and freeMem[k] are the most free cores and memory on one
 	// worker with at least k free GPUs (k = 0: with a free slot).
 	freeCPU, freeMem []int64
 }
 
 func fleetOf(s Snapshot) fleet {
-	f := fleet{connected: s.Connected, maxGPUs: s.MaxGPUs, maxSlots: s.MaxSlots, sizes: s.Sizes}
+	f := fleet{connected: s.Connected, maxGPUs: s.MaxGPUs, maxSlots: s.MaxSlots, sizes: s.Sizes, machines: s.Machines}
 	for _, w := range s.Free {
 		f.largestFree = max(f.largestFree, len(w.FreeGPUs))
 		f.freeSlots += max(w.FreeSlots, 0)
@@ -344,18 +390,27 @@ func reason(i int, live []*core.Task, f fleet, startsOn string, examined bool, a
 	switch {
 	case f.connected == 0:
 		return CodeNoWorker, "no worker is connected"
-	case t.GPUs > 0 && f.maxGPUs == 0:
-		return CodeNoWorker, fmt.Sprintf("needs %d GPU%s, no connected worker has a GPU", t.GPUs, plural(t.GPUs))
+	case t.UsesGPU() && f.maxGPUs == 0:
+		return CodeNoWorker, fmt.Sprintf("needs %s, no connected worker has a GPU", core.FormatGPUs(t.GPUCount()))
 	case t.GPUs > f.maxGPUs:
 		return CodeNoWorker, fmt.Sprintf("needs %d GPUs, no worker has that many (the largest has %d)", t.GPUs, f.maxGPUs)
-	case t.GPUs == 0 && f.maxSlots == 0:
+	case !t.UsesGPU() && f.maxSlots == 0:
 		return CodeNoWorker, "no connected worker has CPU slots; it needs one"
 	}
 	if startsOn != "" {
 		return "", "starting on " + startsOn
 	}
+	if code, why, ok := neverMatches(t, f.machines); ok {
+		return code, why
+	}
 	if code, why, ok := f.neverFits(t); ok {
 		return code, why
+	}
+	if t.Fractional() {
+		if !examined {
+			return CodePriority, fmt.Sprintf("waiting behind %d queued runs the scheduler looks at first", i)
+		}
+		return CodeResources, "" // share.go's shareReason says what
 	}
 	switch {
 	case t.GPUs > 0 && f.largestFree == 0:

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -192,6 +193,18 @@ func BenchmarkPlanPolicy(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			Place(s, q)
+		}
+	})
+	b.Run("place-fractional", func(b *testing.B) { // 30% of the runs a fraction of a GPU (issue 28)
+		fq := slices.Clone(q)
+		for i := range fq {
+			if i%10 < 3 {
+				fq[i].GPUs, fq[i].GPUFraction = 0, []float64{0.25, 0.5, 0.75}[i%3]
+			}
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			Place(s, fq)
 		}
 	})
 	b.Run("no-users", func(b *testing.B) { // the same without fair share and quotas

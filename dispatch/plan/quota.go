@@ -20,6 +20,8 @@ type quotaGate struct {
 	active map[int64]*use
 }
 
+// use is what an owner has active: GPUs in hundredths (a fractional run
+// counts its fraction: issue 28), and runs.
 type use struct{ gpus, runs int }
 
 func newQuotaGate(s Snapshot, queue []core.Task) quotaGate {
@@ -29,7 +31,7 @@ func newQuotaGate(s Snapshot, queue []core.Task) quotaGate {
 			if g.active == nil {
 				g.active = map[int64]*use{}
 			}
-			g.active[id] = &use{u.ActiveGPUs, u.ActiveRuns}
+			g.active[id] = &use{u.ActiveGPUs * 100, u.ActiveRuns}
 		}
 	}
 	if g.active == nil {
@@ -50,13 +52,13 @@ func (g quotaGate) full(t *core.Task) bool {
 		return false
 	}
 	u := g.users[t.UserID]
-	return (u.MaxGPUs >= 0 && a.gpus+t.GPUs > u.MaxGPUs) || (u.MaxRuns >= 0 && a.runs+1 > u.MaxRuns)
+	return (u.MaxGPUs >= 0 && a.gpus+t.GPUHundredths() > u.MaxGPUs*100) || (u.MaxRuns >= 0 && a.runs+1 > u.MaxRuns)
 }
 
 // take counts t, placed, among its owner's active runs.
 func (g quotaGate) take(t *core.Task) {
 	if a := g.active[t.UserID]; a != nil {
-		a.gpus += t.GPUs
+		a.gpus += t.GPUHundredths()
 		a.runs++
 	}
 }
@@ -71,13 +73,13 @@ func (g quotaGate) reason(t *core.Task) string {
 		who = t.User
 	}
 	switch {
-	case u.MaxGPUs >= 0 && t.GPUs > u.MaxGPUs:
-		return fmt.Sprintf("needs %d GPU%s, more than the quota of %s (%d GPU%s): it starts only once an admin raises the quota",
-			t.GPUs, plural(t.GPUs), who, u.MaxGPUs, plural(u.MaxGPUs))
+	case u.MaxGPUs >= 0 && t.GPUHundredths() > u.MaxGPUs*100:
+		return fmt.Sprintf("needs %s, more than the quota of %s (%d GPU%s): it starts only once an admin raises the quota",
+			core.FormatGPUs(t.GPUCount()), who, u.MaxGPUs, plural(u.MaxGPUs))
 	case u.MaxRuns == 0:
 		return fmt.Sprintf("the quota of %s allows no active runs: it starts only once an admin raises the quota", who)
-	case u.MaxGPUs >= 0 && a.gpus+t.GPUs > u.MaxGPUs:
-		return fmt.Sprintf("needs %d GPU%s; %s has %d of a quota of %d GPUs active", t.GPUs, plural(t.GPUs), who, a.gpus, u.MaxGPUs)
+	case u.MaxGPUs >= 0 && a.gpus+t.GPUHundredths() > u.MaxGPUs*100:
+		return fmt.Sprintf("needs %s; %s has %g of a quota of %d GPUs active", core.FormatGPUs(t.GPUCount()), who, float64(a.gpus)/100, u.MaxGPUs)
 	}
 	return fmt.Sprintf("%s has %d of a quota of %d active runs", who, a.runs, u.MaxRuns)
 }

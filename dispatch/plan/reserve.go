@@ -51,7 +51,7 @@ func (r *reserver) reserve(t *core.Task, free []Worker, ix *freeIndex) {
 	}
 	best := -1
 	for i, w := range free {
-		if w.GPUs < t.GPUs || len(w.FreeGPUs) == 0 {
+		if w.GPUs < t.GPUs || len(w.FreeGPUs) == 0 || !mayHold(t, &w) {
 			continue
 		}
 		if best < 0 || len(w.FreeGPUs) > len(free[best].FreeGPUs) ||
@@ -70,6 +70,24 @@ func (r *reserver) reserve(t *core.Task, free []Worker, ix *freeIndex) {
 	r.held[w.ID] = hold{task: t, free: len(w.FreeGPUs), size: w.GPUs}
 	ix.moved(best, len(w.FreeGPUs), 0)
 	w.FreeGPUs = w.FreeGPUs[len(w.FreeGPUs):]
+}
+
+// mayHold reports whether w could ever hold t: its labels hold t's
+// constraints and it has t.GPUs GPUs of t's type and memory (share.go).
+func mayHold(t *core.Task, w *Worker) bool {
+	if !picky(t) {
+		return true
+	}
+	if !core.MatchConstraints(w.Labels, t.Constraints) {
+		return false
+	}
+	n := 0
+	for _, g := range w.Models {
+		if gpuOK(t, g.Name, g.MemoryMB) {
+			n++
+		}
+	}
+	return n >= t.GPUs
 }
 
 // missed records that t, which did not fit, would have fitted in GPUs held

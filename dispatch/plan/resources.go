@@ -20,9 +20,13 @@ func (f *fleet) neverFits(t *core.Task) (code, why string, ok bool) {
 		return "", "", false
 	}
 	cpu, mem := need(t)
+	gpus := t.GPUs
+	if t.Fractional() {
+		gpus = 1
+	}
 	var maxCPU, maxMem int64
 	for _, z := range f.sizes {
-		if z.GPUs < t.GPUs || (t.GPUs == 0 && z.Slots == 0) {
+		if z.GPUs < gpus || (gpus == 0 && z.Slots == 0) {
 			continue // the GPU reasons speak of these
 		}
 		if z.CPUMillis >= cpu && z.MemoryMB >= mem {
@@ -31,8 +35,8 @@ func (f *fleet) neverFits(t *core.Task) (code, why string, ok bool) {
 		maxCPU, maxMem = max(maxCPU, z.CPUMillis), max(maxMem, z.MemoryMB)
 	}
 	with := ""
-	if t.GPUs > 0 {
-		with = fmt.Sprintf(" with %d GPU%s", t.GPUs, plural(t.GPUs))
+	if gpus > 0 {
+		with = fmt.Sprintf(" with %d GPU%s", gpus, plural(gpus))
 	}
 	switch {
 	case cpu > maxCPU:

@@ -246,6 +246,9 @@ var migrations = [][]string{
 	// 13: a run's history, as sqlite's migration 14. MEDIUMTEXT: 100
 	// entries with their reasons can pass TEXT's 64 KiB.
 	{`ALTER TABLE tasks ADD COLUMN history MEDIUMTEXT NULL`},
+	// 15 (issue 28): where a run may go, as sqlite's migration 15.
+	{`ALTER TABLE tasks ADD COLUMN gpu_fraction DOUBLE NOT NULL DEFAULT 0,
+		ADD COLUMN placement_json TEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

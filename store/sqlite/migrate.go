@@ -207,6 +207,11 @@ var migrations = []string{
 	// 14: a run's history, its state changes in order (issue 32), a JSON
 	// array that every update stores whole (core.Task.History).
 	`ALTER TABLE tasks ADD COLUMN history TEXT;`,
+	// 15 (issue 28): where a run may go: its fraction of a GPU (a column:
+	// Usage sums it) and its GPU memory, types and label constraints (a
+	// JSON object, NULL for none).
+	`ALTER TABLE tasks ADD COLUMN gpu_fraction REAL NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN placement_json TEXT;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

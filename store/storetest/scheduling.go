@@ -86,19 +86,24 @@ func testUsage(t *testing.T, s store.Store) {
 		t.Fatalf("bob after a negative charge: %v", u.Usage)
 	}
 	// Active runs: a 2-GPU run started at 2h, a CPU run of 3 cores started
-	// at 2h (weighted by its cores), a DISPATCHED one not started yet.
-	for i, g := range []int{2, 0, 1} {
+	// at 2h (weighted by its cores), a DISPATCHED one not started yet, a
+	// quarter of a GPU started at 2h (counted a quarter; a whole GPU of
+	// the quota's, rounded up).
+	for i, g := range []int{2, 0, 1, -1} {
 		id := fmt.Sprint("b", i)
-		tk := core.Task{ID: id, UserID: bob.ID, GPUs: g, Command: []string{"x"}, CreatedAt: at(0)}
+		tk := core.Task{ID: id, UserID: bob.ID, GPUs: max(g, 0), Command: []string{"x"}, CreatedAt: at(0)}
 		if g == 0 {
 			tk.CPUs = 3
+		}
+		if g < 0 {
+			tk.GPUFraction = 0.25
 		}
 		if err := s.CreateTask(t.Context(), &tk); err != nil {
 			t.Fatal(err)
 		}
 		exp := store.Expect{Fence: 0, Status: core.StatusQueued}
 		tk.Status, tk.Fence = core.StatusDispatched, uint64(i+1)
-		if i < 2 {
+		if i != 2 {
 			st := at(2 * h)
 			tk.Status, tk.StartedAt = core.StatusRunning, &st
 		}
@@ -107,8 +112,8 @@ func testUsage(t *testing.T, s store.Store) {
 		}
 	}
 	u := usageOf(t, s, at(2*h+100*time.Second), h, "bob")
-	if want := 2*100 + 3*core.CPURunWeight*100; !near(u.Usage, want) || u.ActiveGPUs != 3 || u.ActiveRuns != 3 {
-		t.Fatalf("bob with runs going: %+v, want usage %v, 3 GPUs, 3 runs", u, want)
+	if want := 2*100 + 3*core.CPURunWeight*100 + 0.25*100; !near(u.Usage, want) || u.ActiveGPUs != 4 || u.ActiveRuns != 4 {
+		t.Fatalf("bob with runs going: %+v, want usage %v, 4 GPUs, 4 runs", u, want)
 	}
 }
 

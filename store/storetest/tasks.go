@@ -35,6 +35,8 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		CPUs: 2.5, MemoryMB: 16384, Private: true, Kind: core.KindInteractive,
 		Reason: "lost", Usage: &core.Usage{CPUSeconds: 1.25, PeakMemoryMB: 900, GPUSeconds: 7},
 		ErrorTail: "Traceback\nKeyError: 'x'", Note: "a ünïcode note", Baseline: true,
+		GPUFraction: 0.25, GPUMemoryMB: 20000, GPUType: []string{"A100", "H100"},
+		Constraints: map[string]string{"pool": "a100", "!pool": "interactive"},
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these

@@ -20,7 +20,8 @@ const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.statu
 	t.timeout_seconds, t.created_at, t.started_at, t.finished_at, t.updated_at, t.fence,
 	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings,
 	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at,
-	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline, t.history
+	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline, t.history,
+	t.gpu_fraction, t.placement_json
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -40,7 +41,7 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		warnings                *string
 		preempted               *int64
 		usage, errTail, note    *string
-		history                 *string
+		history, placement      *string
 	)
 	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
 		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
@@ -48,7 +49,8 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		&t.TimeoutSeconds, &created, &started, &finished, &updated, &fence,
 		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings,
 		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted,
-		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline, &history)
+		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline, &history,
+		&t.GPUFraction, &placement)
 	if err != nil {
 		return core.Task{}, err
 	}
@@ -70,6 +72,9 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		if err := json.Unmarshal([]byte(*history), &t.History); err != nil {
 			return core.Task{}, fmt.Errorf("run %s: cannot decode its history: %w", t.ID, err)
 		}
+	}
+	if err := decodePlacement(&t, placement); err != nil {
+		return core.Task{}, err
 	}
 	if usage != nil && *usage != "" {
 		t.Usage = new(core.Usage)

@@ -184,12 +184,13 @@ func (s *Shared) Usage(ctx context.Context, now time.Time, halfLife time.Duratio
 		LEFT JOIN user_usage g ON g.user_id = u.id
 		LEFT JOIN user_quotas q ON q.user_id = u.id
 		LEFT JOIN (
-			SELECT user_id, SUM(gpus) AS gpus, COUNT(*) AS runs,
+			SELECT user_id, SUM(gpus + gpu_fraction) AS gpus, COUNT(*) AS runs,
 				SUM(CASE WHEN started_at IS NULL OR started_at > ? THEN 0
+					WHEN gpu_fraction > 0 THEN gpu_fraction * ((? - started_at) / 1e9)
 					WHEN gpus = 0 THEN ? * (CASE WHEN cpus > 0 THEN cpus ELSE 1 END) * ((? - started_at) / 1e9)
 					ELSE gpus * ((? - started_at) / 1e9) END) AS running
 			FROM tasks WHERE status IN ('DISPATCHED', 'RUNNING') GROUP BY user_id) a ON a.user_id = u.id
-		WHERE u.deleted = 0 ORDER BY u.id`, nowNs, core.CPURunWeight, nowNs, nowNs)
+		WHERE u.deleted = 0 ORDER BY u.id`, nowNs, nowNs, core.CPURunWeight, nowNs, nowNs)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read usage: %w", err)
 	}
@@ -197,12 +198,15 @@ func (s *Shared) Usage(ctx context.Context, now time.Time, halfLife time.Duratio
 	out := []store.UserUsage{}
 	for rows.Next() {
 		var u store.UserUsage
-		var v, running float64
+		var v, running, gpus float64
 		var asOf int64
 		var qg, qr sql.NullInt64
-		if err := rows.Scan(&u.UserID, &u.User, &v, &asOf, &u.ActiveGPUs, &u.ActiveRuns, &running, &qg, &qr); err != nil {
+		if err := rows.Scan(&u.UserID, &u.User, &v, &asOf, &gpus, &u.ActiveRuns, &running, &qg, &qr); err != nil {
 			return nil, fmt.Errorf("cannot read usage: %w", err)
 		}
+		// Shares of GPUs count whole toward the quota's GPUs (issue 28):
+		// 0.25 + 0.25 active hold 1 of a quota of 2.
+		u.ActiveGPUs = int(math.Ceil(gpus - 1e-9))
 		// A row from the future (another master's clock ahead) counts as now.
 		u.Usage = core.Decay(v, time.Duration(max(nowNs-asOf, 0)), halfLife) + max(running, 0)
 		if qg.Valid {

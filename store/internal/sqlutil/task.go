@@ -23,6 +23,7 @@ type TaskRow struct {
 	Fence                          int64
 	Usage                          *string
 	History                        *string // nil: none yet
+	Placement                      *string // placement_json; nil: none
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -45,6 +46,9 @@ func EncodeTask(t *core.Task) (TaskRow, error) {
 		return r, err
 	}
 	if r.Created, err = Nanos(t.CreatedAt); err != nil {
+		return r, err
+	}
+	if r.Placement, err = encodePlacement(t); err != nil {
 		return r, err
 	}
 	return r, nil

@@ -42,10 +42,12 @@ export function mount(root, ctx) {
 
   function card(w) {
     const onGPU = new Set((w.gpus || []).filter((g) => g.taskId).map((g) => g.taskId));
+    for (const g of w.gpus || []) for (const s of g.shares || []) onGPU.add(s.taskId);
     const cpuRuns = (w.runningTasks || []).filter((id) => !onGPU.has(id));
     const gpuTiles = (w.gpus || []).map((g) => {
       const foreign = g.foreign || [];
-      return h('div', { class: ['gpu', g.taskId && 'held', foreign.length && 'foreign', g.idleSince && 'idle'], dataset: { gpu: String(g.index), task: g.taskId || '' } },
+      const shares = g.shares || [];
+      return h('div', { class: ['gpu', (g.taskId || shares.length) && 'held', shares.length && 'shared', foreign.length && 'foreign', g.idleSince && 'idle'], dataset: { gpu: String(g.index), task: g.taskId || '' } },
         h('div', { class: 'gpu-h' }, h('span', null, 'GPU ' + g.index), g.memoryMB ? h('span', null, fmtBytes(g.memoryMB * 1048576)) : null),
         h('div', { class: 'gpu-name', title: (g.name || '') + (g.uuid ? ' · ' + g.uuid : '') }, g.name || 'GPU'),
         utilBar(g), memLine(g),
@@ -53,7 +55,10 @@ export function mount(root, ctx) {
           h('li', { title: p.command || '' }, 'pid ' + p.pid, p.user ? ' · ' + p.user : '', p.memoryMB != null ? ' · ' + p.memoryMB + ' MiB' : '',
             p.command ? h('div', { class: 'cmd' }, p.command) : null))) : null,
         g.idleSince ? h('div', { class: 'idle-mark', title: 'under IDLE_GPU_UTIL since ' + g.idleSince }, 'idle ' + fmtAge(parseTime(g.idleSince)).replace(/ ago$/, '')) : null,
-        g.taskId ? holder(g.taskId) : h('div', { class: 'free' }, foreign.length ? 'not given to runs' : 'free'));
+        // A shared GPU (issue 28): each fractional run with its share.
+        shares.length ? h('ul', { class: 'shares', 'aria-label': 'Runs sharing this GPU' }, shares.map((s) =>
+          h('li', { dataset: { task: s.taskId } }, h('span', { class: 'share' }, Math.round(s.fraction * 100) + ' %' + (s.memoryMB ? ' · ' + fmtBytes(s.memoryMB * 1048576) : '')), holder(s.taskId)))) : null,
+        g.taskId ? holder(g.taskId) : shares.length ? null : h('div', { class: 'free' }, foreign.length ? 'not given to runs' : 'free'));
     });
     const slots = [];
     for (let i = 0; i < (w.slots || 0); i++) slots.push(h('span', { class: ['slot', i < cpuRuns.length && 'busy'] }));
