@@ -27,6 +27,7 @@ type agent struct {
 	cg         *cgroup.Manager     // each run's control group
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
 	offer      offer               // the cores and memory runs may have (Hello)
+	labels     map[string]string   // Hello.labels: the operator's and the automatic ones
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
@@ -87,6 +88,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.offer, err = machineOffer(cfg); err != nil {
 		return nil, err
 	}
+	a.labels = helloLabels(cfg, len(a.offer.cores))
 	if a.cg, err = cgroup.Open(cgroup.Options{Mode: cfg.ResourceEnforcement, Name: dir.instance, Cores: a.offer.cores,
 		MemoryMB: a.offer.memoryMB, GPUs: cgroupGPUs(cfg.GPUs), PidsMax: cfg.PidsMax, Log: a.log}); err != nil {
 		return nil, err

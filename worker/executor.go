@@ -41,13 +41,15 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	log := a.log.With().Str("task", m.GetTaskId()).Int32("attempt", m.GetAttempt()).
 		Uint64("fence", m.GetFence()).Str("trace", m.GetTraceId()).Logger()
 	r := &run{
-		id:      m.GetTaskId(),
-		attempt: m.GetAttempt(),
-		fence:   m.GetFence(),
-		gpus:    gpuInts(m.GetGpuIndices()),
-		out:     a.newSpool(m),
-		log:     log,
-		pumped:  make(chan struct{}),
+		id:       m.GetTaskId(),
+		attempt:  m.GetAttempt(),
+		fence:    m.GetFence(),
+		gpus:     gpuInts(m.GetGpuIndices()),
+		fraction: m.GetGpuFraction(),
+		gpuMemMB: m.GetGpuMemoryMb(),
+		out:      a.newSpool(m),
+		log:      log,
+		pumped:   make(chan struct{}),
 	}
 
 	if !a.tab.admit(s, r) {
@@ -167,6 +169,12 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		if !slices.ContainsFunc(a.cfg.GPUs, func(x GPU) bool { return x.Index == int(g) }) {
 			return nil, nil, fmt.Errorf("GPU %d is not on this worker", g)
 		}
+	}
+	if err := checkShare(r.fraction, r.gpuMemMB, r.gpus); err != nil {
+		return nil, nil, err
+	}
+	if err := a.tab.checkGPUs(r); err != nil {
+		return nil, nil, err
 	}
 	if err := checkTaskEnv(m.GetEnv()); err != nil {
 		return nil, nil, err
@@ -288,6 +296,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir strin
 		"RLSCHED_OUTPUT_DIR="+dirs.Out,
 		"PYTHONUNBUFFERED=1",
 	)
+	env = append(env, shareEnv(m.GetGpuFraction(), m.GetGpuMemoryMb())...)
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}

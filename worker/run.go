@@ -25,13 +25,17 @@ type run struct {
 	attempt int32
 	fence   uint64
 	gpus    []int // ExecuteTask.gpu_indices
-	out     *spool.Buffer
-	log     zerolog.Logger
-	pipe    *os.File            // read end of the merged stdout/stderr; nil when the start failed
-	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
-	dirs    isolation.RunDirs   // its output and private dirs, once created
-	outs    *outputs.Files      // its upload and restore, once the dir is open
-	cg      *cgroup.Group       // its control group; nil when unenforced
+	// fraction is its share of its one GPU (0: whole GPUs), gpuMemMB the
+	// GPU memory it may use (0: no limit); gpushare.go.
+	fraction float64
+	gpuMemMB int64
+	out      *spool.Buffer
+	log      zerolog.Logger
+	pipe     *os.File            // read end of the merged stdout/stderr; nil when the start failed
+	ident    *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
+	dirs     isolation.RunDirs   // its output and private dirs, once created
+	outs     *outputs.Files      // its upload and restore, once the dir is open
+	cg       *cgroup.Group       // its control group; nil when unenforced
 	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
 	cacheDir  string
 	cacheDone func()
@@ -55,6 +59,10 @@ type run struct {
 	forgotten    bool
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
+	// The GPU memory watchdog's (gpuwatch.go): since when the run is over
+	// its share (zero: it is not), and the error it was stopped with.
+	overSince    time.Time
+	gpuMemoryErr string
 }
 
 // releaseCache gives back the run's cache dir, once.
