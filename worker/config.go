@@ -139,6 +139,10 @@ type Config struct {
 	MPSControl string
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
+
+	// now stamps GPU samples, which time the GPU memory grace; nil:
+	// time.Now. Tests set it to step the grace without sleeping.
+	now func() time.Time
 }
 
 const (

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
@@ -122,7 +123,11 @@ func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration,
 		m.CpuSeconds = use.CPUSeconds
 		m.PeakMemoryMb = max(use.PeakMemoryMB, 0)
 	}
-	if ps == nil || !ps.Success() {
+	if r.gpuMemoryErr != "" {
+		// Stopped by the GPU memory watchdog: that is why, whatever the
+		// process made of its SIGTERM.
+		m.Reason, m.Error = core.ReasonGPUMemory, r.gpuMemoryErr
+	} else if ps == nil || !ps.Success() {
 		// The kernel's kill for its limit explains the SIGKILL (or the
 		// exit status of a run whose fork failed).
 		if m.Reason = use.Reason(); m.Reason != "" {

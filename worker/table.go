@@ -528,6 +528,25 @@ func (t *runTable) groups() []nvsmi.RunGroup {
 	return out
 }
 
+// watchGPUMemory applies the GPU memory watchdog (gpuwatch.go) to a
+// sample and returns the lines for the runs' logs, to be written without
+// the lock (a full spool blocks its writer).
+func (t *runTable) watchGPUMemory(smp *nvsmi.Sample, grace time.Duration, enforce bool) []runLine {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var lines []runLine
+	for _, r := range t.runs {
+		line, stop := r.gpuMemoryLocked(smp, grace, enforce)
+		if line != "" {
+			lines = append(lines, runLine{r, line})
+		}
+		if stop {
+			t.gpuMemoryStopLocked(r)
+		}
+	}
+	return lines
+}
+
 // artifactAck hands a master's ArtifactAck to the outputs of the run it
 // names.
 func (t *runTable) artifactAck(m *pb.ArtifactAck) {

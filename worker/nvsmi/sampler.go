@@ -74,6 +74,9 @@ type Sample struct {
 	// Problem says why the sample is incomplete, for a person; "" when it
 	// is not.
 	Problem string
+	// Apps: the process query answered, so Runs is this sample's own; when
+	// it failed, Runs is the last sample's, carried.
+	Apps bool
 }
 
 // Config of a Sampler. Only Runs is needed; the rest have defaults.
@@ -98,6 +101,10 @@ type Config struct {
 	// OnProblem is called on the sampler's goroutine when the Problem
 	// changes ("" when it is gone), so the worker reports it once.
 	OnProblem func(problem string)
+	// OnSample, when set, is called on the sampler's goroutine with each
+	// sample once it is published (the worker's GPU memory watchdog). It
+	// must not block.
+	OnSample func(*Sample)
 	// ProcRoot is where procfs is mounted (default /proc).
 	ProcRoot string
 }
@@ -242,12 +249,16 @@ func (s *Sampler) SampleOnce(ctx context.Context) *Sample {
 	s.seq++
 	smp.Seq = s.seq
 	smp.Problem = probs.String()
+	smp.Apps = appsOK
 	s.latest.Store(smp)
 	if smp.Problem != s.problem {
 		s.problem = smp.Problem
 		if s.cfg.OnProblem != nil {
 			s.cfg.OnProblem(smp.Problem)
 		}
+	}
+	if s.cfg.OnSample != nil {
+		s.cfg.OnSample(smp)
 	}
 	return smp
 }
