@@ -35,6 +35,8 @@ type agent struct {
 	kickc      chan struct{} // wakes the current session's writer
 	// sampler samples the GPUs (gpusample.go); nil without GPUs.
 	sampler *nvsmi.Sampler
+	// mps runs the MPS daemons of GPU_SHARING=mps (mps.go); nil otherwise.
+	mps *mps
 }
 
 // Worker is a started worker: it joins a master (failing over along
@@ -105,6 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	if a.guard, err = leaseguard.Start(a.log, a.iso.UIDLockDir()); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
+	}
+	if cfg.GPUSharing == SharingMPS {
+		a.mps = newMPS(cfg, a.log)
 	}
 	a.tab = newRunTable(cfg.Grace, a.log, a.guard, a.out, a.kick)
 	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).

@@ -91,6 +91,7 @@ func (a *agent) unprepare(r *run, pipeW *os.File) {
 	pipeW.Close()
 	r.cg.Remove()
 	r.releaseCache()
+	r.releaseMPS()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	r.out.Close()
 	r.outs.End()
@@ -125,6 +126,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
 	r.cg.Remove()
 	r.releaseCache()
+	r.releaseMPS()
 	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
@@ -206,7 +208,13 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, err
 	}
 	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
-	env := a.runEnv(m, r.dirs, r.cacheDir, r.ident)
+	var mpsEnv []string
+	if r.fractional() && a.mps != nil {
+		if mpsEnv, r.mpsDone, err = a.mps.acquire(r, runUID(r.ident)); err != nil {
+			return nil, nil, err
+		}
+	}
+	env := append(a.runEnv(m, r.dirs, r.cacheDir, r.ident), mpsEnv...) // the last value of a name counts
 	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
@@ -389,6 +397,7 @@ func (a *agent) reap(r *run) {
 		r.log.Error().Err(err).Msg("guard")
 	}
 	r.releaseCache() // its processes are gone, and its uid not yet given back
+	r.releaseMPS()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
 }
@@ -405,4 +414,12 @@ func gpuInts(idx []int32) []int {
 		out[i] = int(g)
 	}
 	return out
+}
+
+// runUID is the uid a run's processes have: its own, or the worker's.
+func runUID(id *isolation.Identity) uint32 {
+	if id == nil {
+		return uint32(os.Getuid())
+	}
+	return id.UID()
 }

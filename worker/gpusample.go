@@ -29,7 +29,7 @@ func (a *agent) startSampler(ctx context.Context) *nvsmi.Sampler {
 		idx[i] = g.Index
 	}
 	s := nvsmi.NewSampler(nvsmi.Config{Bin: a.cfg.NvidiaSMI, Interval: a.cfg.GPUSample, GPUs: idx,
-		Runs: a.tab.groups, OnProblem: a.gpuProblem, OnSample: a.watchGPUs, Now: a.cfg.now})
+		Runs: a.tab.groups, OnProblem: a.gpuProblem, OnSample: a.watchGPUs, Now: a.cfg.now, Helpers: a.mps.daemons})
 	go s.Run(ctx)
 	return s
 }

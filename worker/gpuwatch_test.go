@@ -29,17 +29,19 @@ func (c *stepClock) step(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// gpuWorker starts a worker on a fake GPU "NVIDIA A10" (24 GiB) whose
+// gpuWorker starts a worker on n fake GPUs "NVIDIA A10" (24 GiB) whose
 // samples are stamped by clk, and returns the fake and the connection.
-func gpuWorker(t *testing.T, clk *stepClock, edit func(*Config)) (*fakesmi.Fake, *fakeMaster, *masterConn) {
+func gpuWorker(t *testing.T, n int, clk *stepClock, edit func(*Config)) (*fakesmi.Fake, *fakeMaster, *masterConn) {
 	t.Helper()
 	fake := fakesmi.Install(t)
-	gpus := fakesmi.GPUs(1, "NVIDIA A10")
-	gpus[0].MemoryTotalMB = 24576
+	gpus := fakesmi.GPUs(n, "NVIDIA A10")
+	for i := range gpus {
+		gpus[i].MemoryTotalMB = 24576
+	}
 	fake.SetGPUs(gpus...)
 	t.Setenv("NVIDIA_SMI", fake.Bin)
 	detected, err := DetectGPUs()
-	if err != nil || len(detected) != 1 {
+	if err != nil || len(detected) != n {
 		t.Fatalf("DetectGPUs: %v %v", detected, err)
 	}
 	m := newFakeMaster(t, testToken)
@@ -65,7 +67,7 @@ func samplesPass(t *testing.T, mc *masterConn, n int) {
 // run that comes back under its share in time is not stopped.
 func TestGPUMemoryWatchdog(t *testing.T) {
 	clk := &stepClock{now: time.Unix(1_800_000_000, 0)}
-	fake, m, mc := gpuWorker(t, clk, nil)
+	fake, m, mc := gpuWorker(t, 1, clk, nil)
 	argv := []string{"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`}
 	for _, id := range []string{"hog", "calm"} {
 		mc.send(&pb.ExecuteTask{TaskId: id, Attempt: 1, Fence: 1, Argv: argv, GpuIndices: []int32{0}, GpuFraction: 0.25, GpuMemoryMb: 4096})

@@ -40,8 +40,11 @@ type run struct {
 	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
 	cacheDir  string
 	cacheDone func()
-	pumped    chan struct{} // closed when the pump has read the pipe to its end
-	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	// mpsDone gives back its place on its GPU's MPS daemon (mps.go); nil:
+	// none.
+	mpsDone func()
+	pumped  chan struct{} // closed when the pump has read the pipe to its end
+	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
@@ -64,6 +67,15 @@ type run struct {
 	// its share (zero: it is not), and the error it was stopped with.
 	overSince    time.Time
 	gpuMemoryErr string
+}
+
+// releaseMPS gives back the run's place on its GPU's MPS daemon, once;
+// the last run's stops the daemon.
+func (r *run) releaseMPS() {
+	if r.mpsDone != nil {
+		r.mpsDone()
+		r.mpsDone = nil
+	}
 }
 
 // releaseCache gives back the run's cache dir, once.
