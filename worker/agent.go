@@ -98,6 +98,11 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.caches, err = isolation.NewCaches(cfg.DataDir, cfg.CacheMaxMB, a.log); err != nil {
 		return nil, err
 	}
+	if cfg.GPUSharing == SharingMPS {
+		if a.mps, err = newMPS(cfg, a.log); err != nil {
+			return nil, err
+		}
+	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {
 		a.log.Warn().Err(err).Msg("cannot remove the old output spool")
@@ -107,9 +112,6 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	if a.guard, err = leaseguard.Start(a.log, a.iso.UIDLockDir()); err != nil {
 		a.log.Error().Err(err).Msg("no guard process: runs may outlive a crashed or frozen worker")
-	}
-	if cfg.GPUSharing == SharingMPS {
-		a.mps = newMPS(cfg, a.log)
 	}
 	a.tab = newRunTable(cfg.Grace, a.log, a.guard, a.out, a.kick)
 	a.log.Info().Strs("masters", cfg.Masters).Int("gpus", len(cfg.GPUs)).Int("slots", cfg.Slots).

@@ -132,6 +132,8 @@ func TestFractionalRunsShareAGPU(t *testing.T) {
 	}
 	mc.send(&pb.ExecuteTask{TaskId: "q-on-1", Attempt: 1, Fence: 1, Argv: sleeper, GpuIndices: []int32{1}, GpuFraction: 0.5})
 	startFailed(t, mc, "q-on-1", "held whole by run whole1")
+	mc.send(&pb.ExecuteTask{TaskId: "whole1b", Attempt: 1, Fence: 1, Argv: sleeper, GpuIndices: []int32{1}})
+	startFailed(t, mc, "whole1b", "GPU 1 is held by run whole1; a whole-GPU run shares its GPU with no other run")
 
 	// A quarter ends: its share is free again, and the GPU is still shared.
 	mc.send(&pb.CancelTask{TaskId: "q0", Attempt: 1, Fence: 1})

@@ -76,7 +76,12 @@ type mpsGPU struct {
 	daemonPID int
 }
 
-func newMPS(cfg Config, log zerolog.Logger) *mps {
+// newMPS refuses to start a worker whose MPS control binary is missing:
+// every fractional run would fail at its start.
+func newMPS(cfg Config, log zerolog.Logger) (*mps, error) {
+	if _, err := exec.LookPath(cfg.MPSControl); err != nil {
+		return nil, fmt.Errorf("cannot start worker: GPU_SHARING=mps, but %s cannot be run (%w); install the NVIDIA driver's MPS tools or use GPU_SHARING=timeslice", cfg.MPSControl, err)
+	}
 	m := &mps{bin: cfg.MPSControl, dir: filepath.Join(cfg.DataDir, "mps"), gpus: cfg.GPUs, log: log, shared: map[int]*mpsGPU{}}
 	// Daemons a crashed predecessor of this data dir left: their runs died
 	// with it.
@@ -89,7 +94,7 @@ func newMPS(cfg Config, log zerolog.Logger) *mps {
 			}
 		}
 	}
-	return m
+	return m, nil
 }
 
 // visible is how the daemon of g and its clients name it: its UUID, which

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,7 +115,10 @@ func TestMPSDaemonPerSharedGPU(t *testing.T) {
 func TestMPSOneUIDPerGPU(t *testing.T) {
 	bin, calls := fakeMPSControl(t)
 	dir := testutil.ReachableTempDir(t)
-	m := newMPS(Config{MPSControl: bin, DataDir: dir, GPUs: SyntheticGPUs(1)}, zerolog.Nop())
+	m, err := newMPS(Config{MPSControl: bin, DataDir: dir, GPUs: SyntheticGPUs(1)}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &run{gpus: []int{0}, fraction: 0.5}
 	env, done1, err := m.acquire(r, 61000)
 	if err != nil || !strings.Contains(strings.Join(env, " "), "CUDA_VISIBLE_DEVICES=0 ") {
@@ -147,9 +151,25 @@ func TestMPSOneUIDPerGPU(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mps", "gpu0", "pipe", "control"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	newMPS(Config{MPSControl: bin, DataDir: dir, GPUs: SyntheticGPUs(1)}, zerolog.Nop())
+	if _, err := newMPS(Config{MPSControl: bin, DataDir: dir, GPUs: SyntheticGPUs(1)}, zerolog.Nop()); err != nil {
+		t.Fatal(err)
+	}
 	if got := readCalls(calls); !strings.HasSuffix(got, "quit pipe="+filepath.Join(dir, "mps", "gpu0", "pipe")+"\n") {
 		t.Fatalf("calls after a restart:\n%s", got)
+	}
+}
+
+// A worker with GPU_SHARING=mps and no MPS control binary does not start.
+func TestMPSControlMissing(t *testing.T) {
+	cfg := Config{ID: "w1", Masters: []string{"127.0.0.1:1"}, JoinToken: testToken, DataDir: testutil.ReachableTempDir(t),
+		GPUs: SyntheticGPUs(1), GPUSharing: SharingMPS, RunAs: RunAsNone, MPSControl: filepath.Join(t.TempDir(), "nvidia-cuda-mps-control")}
+	w, err := Start(context.Background(), cfg)
+	if err == nil {
+		w.Close(context.Background())
+		t.Fatal("the worker started")
+	}
+	if !strings.Contains(err.Error(), "cannot start worker: GPU_SHARING=mps, but") || !strings.Contains(err.Error(), "GPU_SHARING=timeslice") {
+		t.Fatalf("error %v", err)
 	}
 }
 
