@@ -368,7 +368,7 @@ func (a *agent) pump(r *run) {
 func (a *agent) reap(r *run) {
 	waitErr := r.cmd.Wait()
 	exitedAt := time.Now()
-	pgid, started := a.tab.reaped(r)
+	pgid, started, gpuMemoryErr := a.tab.reaped(r)
 
 	// Nothing of the run may outlive its leader: background children of a
 	// finished run would hold GPUs nobody accounts for. Its control group
@@ -386,6 +386,9 @@ func (a *agent) reap(r *run) {
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
+	if gpuMemoryErr != "" {
+		_, _ = fmt.Fprintf(r.out, "\n[rlsched] stopped by the worker: the run %s\n", gpuMemoryErr)
+	}
 	if msg := use.Message(); msg != "" && failed(r.cmd.ProcessState) {
 		// The last line of its log says why, where its owner looks first.
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)

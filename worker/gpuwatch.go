@@ -36,7 +36,7 @@ type runLine struct {
 	line string
 }
 
-// gpuMemoryLocked judges r against the sample: the lines for its log, and
+// gpuMemoryLocked judges r against the sample: the line for its log, and
 // whether it is to be stopped (its gpuMemoryErr set). Caller holds
 // runTable.mu.
 func (r *run) gpuMemoryLocked(smp *nvsmi.Sample, grace time.Duration, enforce bool) (line string, stop bool) {
@@ -74,7 +74,7 @@ func (r *run) gpuMemoryLocked(smp *nvsmi.Sample, grace time.Duration, enforce bo
 	r.gpuMemoryErr = fmt.Sprintf("used %s of GPU %d, over its %s share for %d s; ask for more with --gpu-memory",
 		mibComma(used), gpu, mibComma(r.gpuMemMB), int(over.Round(time.Second)/time.Second))
 	r.log.Warn().Int64("gpu_memory_mb", used).Int64("share_mb", r.gpuMemMB).Dur("over_for", over).Msg("stopping the run: " + r.gpuMemoryErr)
-	return "stopping the run: it " + r.gpuMemoryErr, true
+	return "", true // its log's last line says why (reap), once its output is all read
 }
 
 // gpuMemoryStopLocked asks r to stop for its GPU memory: it ends as exited

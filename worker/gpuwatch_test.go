@@ -93,7 +93,7 @@ func TestGPUMemoryWatchdog(t *testing.T) {
 	if fin.GetReason() != core.ReasonGPUMemory || fin.GetError() != wantErr || fin.GetExitCode() != 0 || fin.GetOutcome() != pb.Outcome_OUTCOME_EXITED {
 		t.Fatalf("hog's report: %v, want reason gpu_memory and %q", fin, wantErr)
 	}
-	if log := m.log("hog", 1); !strings.Contains(log, "[rlsched] warning: stopping the run: it "+wantErr) || !strings.Contains(log, "got TERM") {
+	if log := m.log("hog", 1); !strings.HasSuffix(log, "\n[rlsched] stopped by the worker: the run "+wantErr+"\n") || !strings.Contains(log, "got TERM") {
 		t.Fatalf("hog's log:\n%s", log)
 	}
 	mc.send(&pb.TaskFinishedAck{TaskId: "hog", Attempt: 1})

@@ -483,14 +483,16 @@ func (t *runTable) start(r *run, cmd *exec.Cmd, m *pb.ExecuteTask, spawn func() 
 	return false, nil
 }
 
-// reaped notes that r's leader was reaped, and returns its group and start.
-func (t *runTable) reaped(r *run) (pgid int, started time.Time) {
+// reaped notes that r's leader was reaped, and returns its group, its
+// start and why the GPU memory watchdog stopped it ("": it did not; the
+// watchdog leaves a reaped run alone, so this is final).
+func (t *runTable) reaped(r *run) (pgid int, started time.Time, gpuMemoryErr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.reaped = true
 	r.stopTimersLocked()
 	t.reapedLocked(r) // past its lease deadline: forgotten
-	return r.pgid, r.startedAt
+	return r.pgid, r.startedAt, r.gpuMemoryErr
 }
 
 // ended records the report of r, whose group is gone and whose output is
