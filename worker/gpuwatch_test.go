@@ -107,7 +107,25 @@ func TestGPUMemoryWatchdog(t *testing.T) {
 	clk.step(time.Minute)
 	samplesPass(t, mc, 3)
 	mc.expectNone(t, 100*time.Millisecond, "calm's TaskFinished", isFinished("calm"))
-	if strings.Contains(m.log("calm", 1), "stopping") {
+	if strings.Contains(m.log("calm", 1), "stopped by the worker") {
 		t.Fatalf("calm was stopped:\n%s", m.log("calm", 1))
+	}
+
+	// Over again, then nvidia-smi's process query fails: samples without
+	// it judge nothing, however long; once it answers and the run is still
+	// over, it has been over since before.
+	fake.SetProcMemory(u, int(calm.GetPid()), 5000)
+	waitFor(t, 10*time.Second, "the second warning in calm's log", func() bool {
+		return strings.Count(m.log("calm", 1), "over its 4,096 MiB share") == 2
+	})
+	fake.SetBehaviour(fakesmi.QueryApps, fakesmi.Behaviour{Exit: 9, Stdout: "Unknown Error"})
+	samplesPass(t, mc, 3)
+	clk.step(time.Hour)
+	samplesPass(t, mc, 3)
+	mc.expectNone(t, 100*time.Millisecond, "calm's TaskFinished while the process query fails", isFinished("calm"))
+	fake.SetBehaviour(fakesmi.QueryApps, fakesmi.Behaviour{})
+	fin = mc.finished(t, "calm", 10*time.Second)
+	if want := "used 5,000 MiB of GPU 0, over its 4,096 MiB share for 3600 s; ask for more with --gpu-memory"; fin.GetReason() != core.ReasonGPUMemory || fin.GetError() != want {
+		t.Fatalf("calm's report: %v, want %q", fin, want)
 	}
 }
