@@ -22,6 +22,8 @@ func ReservedEnv(name string) string {
 	case up == "NVIDIA_VISIBLE_DEVICES", up == "HIP_VISIBLE_DEVICES", up == "ROCR_VISIBLE_DEVICES",
 		up == "GPU_DEVICE_ORDINAL":
 		return "it would choose GPUs other than the ones rlsched gave the run"
+	case strings.HasPrefix(up, "CUDA_MPS_"):
+		return "it would leave the run's share of an MPS GPU (issue 28)"
 	case up == "LD_LIBRARY_PATH":
 		return ""
 	case strings.HasPrefix(up, "LD_"):

@@ -21,6 +21,10 @@ const (
 const (
 	ReasonOutOfMemory = "out_of_memory"
 	ReasonPidsLimit   = "pids_limit"
+	// ReasonGPUMemory: its worker's GPU memory watchdog stopped a
+	// fractional run that used more than its gpuMemoryMb past the grace
+	// (issue 28); its error is the worker's sentence.
+	ReasonGPUMemory = "gpu_memory"
 )
 
 // WarnUnenforced is the warning of a run started on a worker that could

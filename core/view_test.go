@@ -57,7 +57,7 @@ func TestReservedEnv(t *testing.T) {
 	for _, k := range []string{"RLSCHED_X", "rlsched_x", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
 		"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "LD_PRELOAD", "Ld_Preload",
 		"LD_AUDIT", "ld_audit", "LD_DEBUG_OUTPUT", "LD_PROFILE", "LD_SOMETHING_NEW", "GLIBC_TUNABLES", "GCONV_PATH",
-		"HOSTALIASES", "MALLOC_TRACE", "Nlspath"} {
+		"HOSTALIASES", "MALLOC_TRACE", "Nlspath", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "cuda_mps_pipe_directory"} {
 		if ReservedEnv(k) == "" {
 			t.Errorf("%s is not reserved", k)
 		}

@@ -27,6 +27,7 @@ type agent struct {
 	cg         *cgroup.Manager     // each run's control group
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
 	offer      offer               // the cores and memory runs may have (Hello)
+	labels     map[string]string   // Hello.labels: the operator's and the automatic ones
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
 	tab        *runTable
@@ -34,6 +35,8 @@ type agent struct {
 	kickc      chan struct{} // wakes the current session's writer
 	// sampler samples the GPUs (gpusample.go); nil without GPUs.
 	sampler *nvsmi.Sampler
+	// mps runs the MPS daemons of GPU_SHARING=mps (mps.go); nil otherwise.
+	mps *mps
 }
 
 // Worker is a started worker: it joins a master (failing over along
@@ -87,12 +90,18 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	if a.offer, err = machineOffer(cfg); err != nil {
 		return nil, err
 	}
+	a.labels = helloLabels(cfg, len(a.offer.cores))
 	if a.cg, err = cgroup.Open(cgroup.Options{Mode: cfg.ResourceEnforcement, Name: dir.instance, Cores: a.offer.cores,
 		MemoryMB: a.offer.memoryMB, GPUs: cgroupGPUs(cfg.GPUs), PidsMax: cfg.PidsMax, Log: a.log}); err != nil {
 		return nil, err
 	}
 	if a.caches, err = isolation.NewCaches(cfg.DataDir, cfg.CacheMaxMB, a.log); err != nil {
 		return nil, err
+	}
+	if cfg.GPUSharing == SharingMPS {
+		if a.mps, err = newMPS(cfg, a.log); err != nil {
+			return nil, err
+		}
 	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {

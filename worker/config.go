@@ -120,8 +120,29 @@ type Config struct {
 	// dir on this worker (isolation.Caches: XDG_CACHE_HOME, PIP_CACHE_DIR,
 	// HF_HOME, TORCH_HOME); default 10240; negative: no cache dirs.
 	CacheMaxMB int64
+	// Labels (--label KEY=VALUE, WORKER_LABELS) are the operator's labels,
+	// which runs' constraints match (labels.go): keys [a-z0-9._/-]{1,63},
+	// printable values of at most 128 bytes, none of the automatic keys
+	// (gpu.type, gpu.count, cpu.count, hostname), which the worker adds.
+	Labels map[string]string
+	// GPUSharing (GPU_SHARING) is how fractional runs share a GPU:
+	// SharingTimeslice (the default: CUDA's time-slicing, the GPU memory
+	// watchdog stops a run over its share) or SharingMPS (one MPS control
+	// daemon per shared GPU; see mps.go).
+	GPUSharing string
+	// GPUMemoryGrace (GPU_MEMORY_GRACE_SECONDS) is how long a run may use
+	// more GPU memory than its share before the watchdog stops it; default
+	// 30 s.
+	GPUMemoryGrace time.Duration
+	// MPSControl is the nvidia-cuda-mps-control to run; default the one
+	// on PATH.
+	MPSControl string
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
+
+	// now stamps GPU samples, which time the GPU memory grace; nil:
+	// time.Now. Tests set it to step the grace without sleeping.
+	now func() time.Time
 }
 
 const (
@@ -137,6 +158,10 @@ const (
 	defaultPidsMax = 16384
 	// defaultCacheMaxMB holds a few models and wheels per user.
 	defaultCacheMaxMB = 10240
+	// defaultGPUMemoryGrace: long enough for a framework's allocator to
+	// give back a transient peak, short enough that neighbours on the GPU
+	// do not fail their own allocations for long.
+	defaultGPUMemoryGrace = 30 * time.Second
 )
 
 // withDefaults validates c and fills in the defaults.
@@ -222,6 +247,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CacheMaxMB == 0 {
 		c.CacheMaxMB = defaultCacheMaxMB
+	}
+	if err := checkLabels(c.Labels); err != nil {
+		return c, err
+	}
+	if c.GPUSharing, err = resolveSharing(c.GPUSharing, c.RunAs); err != nil {
+		return c, err
+	}
+	if c.GPUMemoryGrace <= 0 {
+		c.GPUMemoryGrace = defaultGPUMemoryGrace
+	}
+	if c.MPSControl == "" {
+		c.MPSControl = "nvidia-cuda-mps-control"
 	}
 	return c, nil
 }

@@ -123,6 +123,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		Instance:  a.instance,
 		CpuMillis: a.offer.cpuMillis,
 		MemoryMb:  a.offer.memoryMB,
+		Labels:    a.labels,
 
 		Enforcement:        a.cg.Kind(),
 		EnforcementWarning: a.cg.Warning(),

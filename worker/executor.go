@@ -41,13 +41,15 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	log := a.log.With().Str("task", m.GetTaskId()).Int32("attempt", m.GetAttempt()).
 		Uint64("fence", m.GetFence()).Str("trace", m.GetTraceId()).Logger()
 	r := &run{
-		id:      m.GetTaskId(),
-		attempt: m.GetAttempt(),
-		fence:   m.GetFence(),
-		gpus:    gpuInts(m.GetGpuIndices()),
-		out:     a.newSpool(m),
-		log:     log,
-		pumped:  make(chan struct{}),
+		id:       m.GetTaskId(),
+		attempt:  m.GetAttempt(),
+		fence:    m.GetFence(),
+		gpus:     gpuInts(m.GetGpuIndices()),
+		fraction: m.GetGpuFraction(),
+		gpuMemMB: m.GetGpuMemoryMb(),
+		out:      a.newSpool(m),
+		log:      log,
+		pumped:   make(chan struct{}),
 	}
 
 	if !a.tab.admit(s, r) {
@@ -89,6 +91,7 @@ func (a *agent) unprepare(r *run, pipeW *os.File) {
 	pipeW.Close()
 	r.cg.Remove()
 	r.releaseCache()
+	r.releaseMPS()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	r.out.Close()
 	r.outs.End()
@@ -123,6 +126,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
 	r.cg.Remove()
 	r.releaseCache()
+	r.releaseMPS()
 	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
@@ -168,6 +172,12 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 			return nil, nil, fmt.Errorf("GPU %d is not on this worker", g)
 		}
 	}
+	if err := checkShare(r.fraction, r.gpuMemMB, r.gpus); err != nil {
+		return nil, nil, err
+	}
+	if err := a.tab.checkGPUs(r); err != nil {
+		return nil, nil, err
+	}
 	if err := checkTaskEnv(m.GetEnv()); err != nil {
 		return nil, nil, err
 	}
@@ -198,7 +208,13 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, err
 	}
 	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
-	env := a.runEnv(m, r.dirs, r.cacheDir, r.ident)
+	var mpsEnv []string
+	if r.fractional() && a.mps != nil {
+		if mpsEnv, r.mpsDone, err = a.mps.acquire(r, runUID(r.ident)); err != nil {
+			return nil, nil, err
+		}
+	}
+	env := append(a.runEnv(m, r.dirs, r.cacheDir, r.ident), mpsEnv...) // the last value of a name counts
 	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
 	if err != nil {
 		return nil, nil, err
@@ -288,6 +304,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir strin
 		"RLSCHED_OUTPUT_DIR="+dirs.Out,
 		"PYTHONUNBUFFERED=1",
 	)
+	env = append(env, shareEnv(m.GetGpuFraction(), m.GetGpuMemoryMb())...)
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}
@@ -351,7 +368,7 @@ func (a *agent) pump(r *run) {
 func (a *agent) reap(r *run) {
 	waitErr := r.cmd.Wait()
 	exitedAt := time.Now()
-	pgid, started := a.tab.reaped(r)
+	pgid, started, gpuMemoryErr := a.tab.reaped(r)
 
 	// Nothing of the run may outlive its leader: background children of a
 	// finished run would hold GPUs nobody accounts for. Its control group
@@ -369,6 +386,9 @@ func (a *agent) reap(r *run) {
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
+	if gpuMemoryErr != "" {
+		_, _ = fmt.Fprintf(r.out, "\n[rlsched] stopped by the worker: the run %s\n", gpuMemoryErr)
+	}
 	if msg := use.Message(); msg != "" && failed(r.cmd.ProcessState) {
 		// The last line of its log says why, where its owner looks first.
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)
@@ -380,6 +400,7 @@ func (a *agent) reap(r *run) {
 		r.log.Error().Err(err).Msg("guard")
 	}
 	r.releaseCache() // its processes are gone, and its uid not yet given back
+	r.releaseMPS()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
 }
@@ -396,4 +417,12 @@ func gpuInts(idx []int32) []int {
 		out[i] = int(g)
 	}
 	return out
+}
+
+// runUID is the uid a run's processes have: its own, or the worker's.
+func runUID(id *isolation.Identity) uint32 {
+	if id == nil {
+		return uint32(os.Getuid())
+	}
+	return id.UID()
 }

@@ -21,6 +21,9 @@ const (
 // startSampler starts sampling when the worker has GPUs; nil when it does
 // not sample. The sampler's goroutine ends with ctx.
 func (a *agent) startSampler(ctx context.Context) *nvsmi.Sampler {
+	if len(a.cfg.GPUs) > 0 && a.cfg.GPUSample < 0 && a.cfg.GPUSharing == SharingTimeslice {
+		a.log.Warn().Msg("GPU_SAMPLE_SECONDS=0: no GPU samples, so nothing stops a fractional run that takes more than its GPU memory share")
+	}
 	if len(a.cfg.GPUs) == 0 || a.cfg.GPUSample < 0 {
 		return nil
 	}
@@ -29,7 +32,7 @@ func (a *agent) startSampler(ctx context.Context) *nvsmi.Sampler {
 		idx[i] = g.Index
 	}
 	s := nvsmi.NewSampler(nvsmi.Config{Bin: a.cfg.NvidiaSMI, Interval: a.cfg.GPUSample, GPUs: idx,
-		Runs: a.tab.groups, OnProblem: a.gpuProblem})
+		Runs: a.tab.groups, OnProblem: a.gpuProblem, OnSample: a.watchGPUs, Now: a.cfg.now, Helpers: a.mps.daemons})
 	go s.Run(ctx)
 	return s
 }

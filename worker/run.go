@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
@@ -25,18 +26,25 @@ type run struct {
 	attempt int32
 	fence   uint64
 	gpus    []int // ExecuteTask.gpu_indices
-	out     *spool.Buffer
-	log     zerolog.Logger
-	pipe    *os.File            // read end of the merged stdout/stderr; nil when the start failed
-	ident   *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
-	dirs    isolation.RunDirs   // its output and private dirs, once created
-	outs    *outputs.Files      // its upload and restore, once the dir is open
-	cg      *cgroup.Group       // its control group; nil when unenforced
+	// fraction is its share of its one GPU (0: whole GPUs), gpuMemMB the
+	// GPU memory it may use (0: no limit); gpushare.go.
+	fraction float64
+	gpuMemMB int64
+	out      *spool.Buffer
+	log      zerolog.Logger
+	pipe     *os.File            // read end of the merged stdout/stderr; nil when the start failed
+	ident    *isolation.Identity // whose uid the run has; nil: the worker's own (RunAsNone)
+	dirs     isolation.RunDirs   // its output and private dirs, once created
+	outs     *outputs.Files      // its upload and restore, once the dir is open
+	cg       *cgroup.Group       // its control group; nil when unenforced
 	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
 	cacheDir  string
 	cacheDone func()
-	pumped    chan struct{} // closed when the pump has read the pipe to its end
-	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	// mpsDone gives back its place on its GPU's MPS daemon (mps.go); nil:
+	// none.
+	mpsDone func()
+	pumped  chan struct{} // closed when the pump has read the pipe to its end
+	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
@@ -55,6 +63,19 @@ type run struct {
 	forgotten    bool
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
+	// The GPU memory watchdog's (gpuwatch.go): since when the run is over
+	// its share (zero: it is not), and the error it was stopped with.
+	overSince    time.Time
+	gpuMemoryErr string
+}
+
+// releaseMPS gives back the run's place on its GPU's MPS daemon, once;
+// the last run's stops the daemon.
+func (r *run) releaseMPS() {
+	if r.mpsDone != nil {
+		r.mpsDone()
+		r.mpsDone = nil
+	}
 }
 
 // releaseCache gives back the run's cache dir, once.
@@ -114,7 +135,11 @@ func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration,
 		m.CpuSeconds = use.CPUSeconds
 		m.PeakMemoryMb = max(use.PeakMemoryMB, 0)
 	}
-	if ps == nil || !ps.Success() {
+	if r.gpuMemoryErr != "" {
+		// Stopped by the GPU memory watchdog: that is why, whatever the
+		// process made of its SIGTERM.
+		m.Reason, m.Error = core.ReasonGPUMemory, r.gpuMemoryErr
+	} else if ps == nil || !ps.Success() {
 		// The kernel's kill for its limit explains the SIGKILL (or the
 		// exit status of a run whose fork failed).
 		if m.Reason = use.Reason(); m.Reason != "" {

@@ -483,14 +483,16 @@ func (t *runTable) start(r *run, cmd *exec.Cmd, m *pb.ExecuteTask, spawn func() 
 	return false, nil
 }
 
-// reaped notes that r's leader was reaped, and returns its group and start.
-func (t *runTable) reaped(r *run) (pgid int, started time.Time) {
+// reaped notes that r's leader was reaped, and returns its group, its
+// start and why the GPU memory watchdog stopped it ("": it did not; the
+// watchdog leaves a reaped run alone, so this is final).
+func (t *runTable) reaped(r *run) (pgid int, started time.Time, gpuMemoryErr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.reaped = true
 	r.stopTimersLocked()
 	t.reapedLocked(r) // past its lease deadline: forgotten
-	return r.pgid, r.startedAt
+	return r.pgid, r.startedAt, r.gpuMemoryErr
 }
 
 // ended records the report of r, whose group is gone and whose output is
@@ -526,6 +528,25 @@ func (t *runTable) groups() []nvsmi.RunGroup {
 		}
 	}
 	return out
+}
+
+// watchGPUMemory applies the GPU memory watchdog (gpuwatch.go) to a
+// sample and returns the lines for the runs' logs, to be written without
+// the lock (a full spool blocks its writer).
+func (t *runTable) watchGPUMemory(smp *nvsmi.Sample, grace time.Duration, enforce bool) []runLine {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var lines []runLine
+	for _, r := range t.runs {
+		line, stop := r.gpuMemoryLocked(smp, grace, enforce)
+		if line != "" {
+			lines = append(lines, runLine{r, line})
+		}
+		if stop {
+			t.gpuMemoryStopLocked(r)
+		}
+	}
+	return lines
 }
 
 // artifactAck hands a master's ArtifactAck to the outputs of the run it

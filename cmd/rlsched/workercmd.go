@@ -30,6 +30,9 @@ type workerOpts struct {
 	reservedMemoryMB     int64
 	pidsMax              int64
 	cacheMaxMB           int64
+	labels               labelFlags
+	gpuSharing           string
+	gpuMemoryGrace       int // seconds
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -43,6 +46,9 @@ func (o *workerOpts) define(f envFlags) {
 	o.defineIsolation(f)
 	o.defineOutputs(f)
 	o.defineResources(f, "")
+	f.labels(&o.labels)
+	f.str(&o.gpuSharing, "gpu-sharing", "GPU_SHARING", "timeslice", "how fractional runs share a GPU: timeslice (CUDA's time-slicing; a run over its GPU memory share is stopped) or mps (an MPS control daemon per shared GPU limits each run's memory and threads; needs RUN_AS=user or none)")
+	f.int(&o.gpuMemoryGrace, "gpu-memory-grace", "GPU_MEMORY_GRACE_SECONDS", 30, "`seconds` a fractional run may use more GPU memory than its share before it is stopped (reason gpu_memory)")
 }
 
 // defineResources adds the flags of the runs' control groups; `up` has
@@ -108,6 +114,10 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	if err != nil || reservedCPUs < 0 || math.IsNaN(reservedCPUs) || math.IsInf(reservedCPUs, 0) {
 		return worker.Config{}, usageError{fmt.Errorf("RESERVED_CPUS=%q: want a number of cores, 0 or more", o.reservedCPUs)}
 	}
+	labels, err := o.labels.labelMap()
+	if err != nil {
+		return worker.Config{}, err
+	}
 	sample := seconds(o.gpuSample)
 	if o.gpuSample <= 0 {
 		sample = -1 // never
@@ -115,7 +125,8 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
-		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Logger: log}, nil
+		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Labels: labels, GPUSharing: o.gpuSharing,
+		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

@@ -74,6 +74,9 @@ type Sample struct {
 	// Problem says why the sample is incomplete, for a person; "" when it
 	// is not.
 	Problem string
+	// Apps: the process query answered, so Runs is this sample's own; when
+	// it failed, Runs is the last sample's, carried.
+	Apps bool
 }
 
 // Config of a Sampler. Only Runs is needed; the rest have defaults.
@@ -92,12 +95,21 @@ type Config struct {
 	// goroutine once per sample; it must be safe against the worker's own
 	// updates. Nil: no runs.
 	Runs func() []RunGroup
+	// Helpers returns the pids of the worker's own helpers on the GPUs
+	// (MPS control daemons): a compute process that is one of them or
+	// their descendant (an MPS server) is neither a run's nor foreign. Nil:
+	// none.
+	Helpers func() []int
 	// GPUs are the indices the worker advertises; a sample has exactly
 	// these. Nil: whatever nvidia-smi lists.
 	GPUs []int
 	// OnProblem is called on the sampler's goroutine when the Problem
 	// changes ("" when it is gone), so the worker reports it once.
 	OnProblem func(problem string)
+	// OnSample, when set, is called on the sampler's goroutine with each
+	// sample once it is published (the worker's GPU memory watchdog). It
+	// must not block.
+	OnSample func(*Sample)
 	// ProcRoot is where procfs is mounted (default /proc).
 	ProcRoot string
 }
@@ -242,12 +254,16 @@ func (s *Sampler) SampleOnce(ctx context.Context) *Sample {
 	s.seq++
 	smp.Seq = s.seq
 	smp.Problem = probs.String()
+	smp.Apps = appsOK
 	s.latest.Store(smp)
 	if smp.Problem != s.problem {
 		s.problem = smp.Problem
 		if s.cfg.OnProblem != nil {
 			s.cfg.OnProblem(smp.Problem)
 		}
+	}
+	if s.cfg.OnSample != nil {
+		s.cfg.OnSample(smp)
 	}
 	return smp
 }
@@ -297,6 +313,12 @@ func (s *Sampler) classifyLocked(smp *Sample, parsed []GPU, apps []App, probs *p
 	for pgid := range s.lastGroups {
 		ours[pgid] = true
 	}
+	helpers := map[int]bool{}
+	if s.cfg.Helpers != nil {
+		for _, pid := range s.cfg.Helpers() {
+			helpers[pid] = true
+		}
+	}
 	s.lastGroups = make(map[int]bool, len(runs))
 	for _, r := range runs {
 		s.lastGroups[r.PGID] = true
@@ -323,7 +345,7 @@ func (s *Sampler) classifyLocked(smp *Sample, parsed []GPU, apps []App, probs *p
 			continue
 		}
 		gpu := &smp.GPUs[gi]
-		pgid, found, gone := s.ownerGroupLocked(a.PID, ours)
+		pgid, found, gone := s.ownerGroupLocked(a.PID, ours, helpers)
 		switch {
 		case gone:
 			continue
@@ -379,8 +401,10 @@ const maxAncestors = 32
 
 // ownerGroupLocked finds the run group pid belongs to: pgid != 0 when it
 // or an ancestor is in one of ours; found=false when pid is not in /proc;
-// gone when it is exiting (a zombie) or vanished while being read.
-func (s *Sampler) ownerGroupLocked(pid int, ours map[int]bool) (pgid int, found, gone bool) {
+// gone when it is exiting (a zombie) or vanished while being read, and
+// also when it or an ancestor is one of the worker's helpers (neither a
+// run's nor foreign: left out like a process that went).
+func (s *Sampler) ownerGroupLocked(pid int, ours, helpers map[int]bool) (pgid int, found, gone bool) {
 	if s.procs == nil {
 		return 0, false, false
 	}
@@ -392,12 +416,16 @@ func (s *Sampler) ownerGroupLocked(pid int, ours map[int]bool) (pgid int, found,
 		return 0, true, true
 	}
 	for range maxAncestors {
+		if helpers[pid] {
+			return 0, true, true
+		}
 		if ours[st.pgid] {
 			return st.pgid, true, false
 		}
 		if st.ppid <= 1 {
 			break
 		}
+		pid = st.ppid
 		if st, err = s.procs.stat(st.ppid); err != nil {
 			break // the parent is gone: the chain ends here
 		}

@@ -2,6 +2,7 @@ package nvsmi
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -387,4 +388,33 @@ func TestSameForeign(t *testing.T) {
 	bigger := bob
 	bigger.MemoryMB = 6
 	f(mk([]Process{bob}), mk([]Process{bigger}), false)
+}
+
+// TestHelpersAreNotForeign: an MPS server (a child of the worker's MPS
+// control daemon, Config.Helpers) is neither foreign nor a run's; the
+// Apps flag says the process query answered.
+func TestHelpersAreNotForeign(t *testing.T) {
+	fake := fakesmi.Install(t)
+	fake.SetGPUs(fakesmi.GPUs(1, "NVIDIA A10")...)
+	daemon := startCmd(t, exec.Command("sh", "-c", "sleep 300 & wait"))
+	var server int
+	waitFor(t, "the daemon's child", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", daemon.Process.Pid, daemon.Process.Pid))
+		server, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return server > 0
+	})
+	fake.SetProcs(fakesmi.Proc{GPUUUID: fakesmi.UUID(0), PID: server, UsedMemoryMB: 300})
+	helpers := []int{daemon.Process.Pid}
+	s, _ := newSampler(t, fake, Config{Helpers: func() []int { return helpers }})
+	if smp := sample(t, s); len(smp.GPUs[0].Foreign) != 0 || len(smp.Runs) != 0 || !smp.Apps {
+		t.Fatalf("an MPS server: %+v", smp)
+	}
+	helpers = nil
+	if smp := sample(t, s); len(smp.GPUs[0].Foreign) != 1 {
+		t.Fatalf("without its helper, the same process is foreign: %+v", smp)
+	}
+	fake.SetBehaviour(fakesmi.QueryApps, fakesmi.Behaviour{Exit: 9})
+	if smp := sample(t, s); smp.Apps {
+		t.Fatalf("a failed process query: Apps %v", smp.Apps)
+	}
 }

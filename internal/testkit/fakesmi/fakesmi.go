@@ -200,6 +200,29 @@ func (f *Fake) SetProcs(procs ...Proc) {
 	f.Update(func(s *State) { s.Procs = procs })
 }
 
+// SetProcMemory makes process pid report mb MiB used on the GPU with
+// uuid, adding the process when it is not listed; a negative mb removes
+// it. A test makes a run's process use GPU memory with it (the run's pid is
+// TaskStarted.pid).
+func (f *Fake) SetProcMemory(uuid string, pid, mb int) {
+	f.t.Helper()
+	f.Update(func(s *State) {
+		for i, p := range s.Procs {
+			if p.GPUUUID == uuid && p.PID == pid {
+				if mb < 0 {
+					s.Procs = append(s.Procs[:i], s.Procs[i+1:]...)
+				} else {
+					s.Procs[i].UsedMemoryMB = mb
+				}
+				return
+			}
+		}
+		if mb >= 0 {
+			s.Procs = append(s.Procs, Proc{GPUUUID: uuid, PID: pid, UsedMemoryMB: mb})
+		}
+	})
+}
+
 // SetUtil sets GPU index's utilisation in percent.
 func (f *Fake) SetUtil(index, pct int) {
 	f.t.Helper()

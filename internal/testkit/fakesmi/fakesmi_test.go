@@ -124,3 +124,23 @@ func TestHang(t *testing.T) {
 	}
 	<-done
 }
+
+// SetProcMemory adds, changes and removes one process's row.
+func TestSetProcMemory(t *testing.T) {
+	f := Install(t)
+	f.SetGPUs(GPUs(1, "NVIDIA A10")...)
+	u := UUID(0)
+	want := func(rows string) {
+		t.Helper()
+		if out, _, code := smi(t, f, appsQuery, csv); code != 0 || out != rows {
+			t.Fatalf("apps = %q (exit %d), want %q", out, code, rows)
+		}
+	}
+	f.SetProcMemory(u, 100, 500)
+	f.SetProcMemory(u, 200, 700)
+	want(u + ", 100, 500\n" + u + ", 200, 700\n")
+	f.SetProcMemory(u, 100, 9210)
+	want(u + ", 100, 9210\n" + u + ", 200, 700\n")
+	f.SetProcMemory(u, 100, -1)
+	want(u + ", 200, 700\n")
+}

@@ -1,0 +1,102 @@
+package worker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A worker's labels (issue 28) are what a run's constraints match: the
+// operator's (--label KEY=VALUE, WORKER_LABELS) and the automatic ones
+// below, sent in Hello.labels. The master's placement matches on these
+// exact keys, so they never change name.
+const (
+	LabelGPUType  = "gpu.type"  // the first GPU's name as nvidia-smi gives it; absent without real GPUs
+	LabelGPUCount = "gpu.count" // how many GPUs the worker offers
+	LabelCPUCount = "cpu.count" // the cores runs may use (RESERVED_CPUS taken off)
+	LabelHostname = "hostname"  // Config.Host
+)
+
+// Bounds of a label.
+const (
+	maxLabelKey   = 63
+	maxLabelValue = 128
+	maxLabels     = 64
+)
+
+// autoLabel reports whether key is one the worker sets itself.
+func autoLabel(key string) bool {
+	switch key {
+	case LabelGPUType, LabelGPUCount, LabelCPUCount, LabelHostname:
+		return true
+	}
+	return false
+}
+
+// ParseLabel splits one --label argument, KEY=VALUE, and checks it.
+func ParseLabel(kv string) (key, value string, err error) {
+	key, value, ok := strings.Cut(kv, "=")
+	if !ok {
+		return "", "", fmt.Errorf("label %q: want KEY=VALUE", kv)
+	}
+	if err := checkLabel(key, value); err != nil {
+		return "", "", err
+	}
+	return key, value, nil
+}
+
+// checkLabel: a key of [a-z0-9._/-]{1,63}, not one of the automatic keys,
+// and a printable value of at most 128 bytes.
+func checkLabel(key, value string) error {
+	if key == "" || len(key) > maxLabelKey || strings.IndexFunc(key, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("._/-", r))
+	}) >= 0 {
+		return fmt.Errorf("label key %q must match [a-z0-9._/-]{1,%d}", key, maxLabelKey)
+	}
+	if autoLabel(key) {
+		return fmt.Errorf("label %q is set by the worker itself (%s, %s, %s, %s); choose another key", key,
+			LabelGPUType, LabelGPUCount, LabelCPUCount, LabelHostname)
+	}
+	if len(value) > maxLabelValue {
+		return fmt.Errorf("label %s: a value of %d bytes, at most %d", key, len(value), maxLabelValue)
+	}
+	if !utf8.ValidString(value) || strings.IndexFunc(value, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return fmt.Errorf("label %s: value %q has characters that are not printable", key, value)
+	}
+	return nil
+}
+
+// checkLabels checks the operator's labels (Config.Labels).
+func checkLabels(labels map[string]string) error {
+	if len(labels) > maxLabels {
+		return fmt.Errorf("cannot start worker: %d labels, at most %d", len(labels), maxLabels)
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) { // the same config always gets the same error
+		if err := checkLabel(k, labels[k]); err != nil {
+			return fmt.Errorf("cannot start worker: %w", err)
+		}
+	}
+	return nil
+}
+
+// helloLabels are the labels the worker sends: the operator's and the
+// automatic ones; cores is how many cores runs may use.
+func helloLabels(c Config, cores int) map[string]string {
+	out := make(map[string]string, len(c.Labels)+4)
+	maps.Copy(out, c.Labels)
+	out[LabelGPUCount] = strconv.Itoa(len(c.GPUs))
+	out[LabelCPUCount] = strconv.Itoa(cores)
+	if c.Host != "" {
+		out[LabelHostname] = c.Host
+	}
+	// A synthetic GPU (--gpus N, no UUID) has no name nvidia-smi gave: a
+	// type constraint must not match "gpu0".
+	if len(c.GPUs) > 0 && c.GPUs[0].UUID != "" && c.GPUs[0].Name != "" {
+		out[LabelGPUType] = c.GPUs[0].Name
+	}
+	return out
+}
