@@ -27,12 +27,14 @@ const (
 	MaxGPUMemoryMB = 16 << 20
 )
 
-// Worker labels a worker sets itself (Hello.labels), beside --label k=v.
+// Worker labels a worker sets itself (Hello.labels), beside --label k=v
+// (API.md "Placement"). The master's placement matches on these exact
+// keys, so they never change name.
 const (
-	LabelGPUType  = "gpu.type"
-	LabelGPUCount = "gpu.count"
-	LabelCPUCount = "cpu.count"
-	LabelHostname = "hostname"
+	LabelGPUType  = "gpu.type"  // the first GPU's name as nvidia-smi gives it; absent without real GPUs
+	LabelGPUCount = "gpu.count" // how many GPUs the worker offers
+	LabelCPUCount = "cpu.count" // the cores runs may use (RESERVED_CPUS taken off)
+	LabelHost     = "host"      // the worker's host name (Hello.host)
 )
 
 var labelKeyRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,62}$`)

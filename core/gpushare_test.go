@@ -55,7 +55,7 @@ func TestTaskJSONCombinesGPUs(t *testing.T) {
 }
 
 func TestMatchConstraints(t *testing.T) {
-	labels := map[string]string{"pool": "a100", "hostname": "g1"}
+	labels := map[string]string{"pool": "a100", "host": "g1"}
 	f := func(c map[string]string, want bool) {
 		t.Helper()
 		if got := MatchConstraints(labels, c); got != want {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
@@ -30,8 +31,8 @@ func TestLabelsInHello(t *testing.T) {
 		c.Labels = map[string]string{"pool": "a100", "zone/rack": "r 12"}
 	})
 	got := m.next(t).hello.GetLabels()
-	want := map[string]string{"pool": "a100", "zone/rack": "r 12", LabelGPUType: "NVIDIA A100-SXM4-40GB",
-		LabelGPUCount: "2", LabelCPUCount: strconv.Itoa(len(affinity())), LabelHostname: "gpu-host-1"}
+	want := map[string]string{"pool": "a100", "zone/rack": "r 12", core.LabelGPUType: "NVIDIA A100-SXM4-40GB",
+		core.LabelGPUCount: "2", core.LabelCPUCount: strconv.Itoa(len(affinity())), core.LabelHost: "gpu-host-1"}
 	if len(got) != len(want) {
 		t.Fatalf("labels %v, want %v", got, want)
 	}
@@ -45,7 +46,7 @@ func TestLabelsInHello(t *testing.T) {
 	m2 := newFakeMaster(t, testToken)
 	startWorker(t, m2, nil)
 	l := m2.next(t).hello.GetLabels()
-	if _, ok := l[LabelGPUType]; ok || l[LabelGPUCount] != "2" {
+	if _, ok := l[core.LabelGPUType]; ok || l[core.LabelGPUCount] != "2" {
 		t.Fatalf("labels with synthetic GPUs: %v", l)
 	}
 }
@@ -70,7 +71,7 @@ func TestLabels_Refused(t *testing.T) {
 	f(map[string]string{"pool": strings.Repeat("v", 129)}, "a value of 129 bytes, at most 128")
 	f(map[string]string{"pool": "a\tb"}, "not printable")
 	f(map[string]string{"gpu.type": "A100"}, `label "gpu.type" is set by the worker itself`)
-	f(map[string]string{"hostname": "x"}, "set by the worker itself")
+	f(map[string]string{"host": "x"}, "set by the worker itself")
 
 	for _, kv := range []string{"pool", "=a", "POOL=a"} {
 		if _, _, err := ParseLabel(kv); err == nil {

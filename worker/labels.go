@@ -8,18 +8,14 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/rlsched/rlsched/core"
 )
 
 // A worker's labels (issue 28) are what a run's constraints match: the
-// operator's (--label KEY=VALUE, WORKER_LABELS) and the automatic ones
-// below, sent in Hello.labels. The master's placement matches on these
-// exact keys, so they never change name.
-const (
-	LabelGPUType  = "gpu.type"  // the first GPU's name as nvidia-smi gives it; absent without real GPUs
-	LabelGPUCount = "gpu.count" // how many GPUs the worker offers
-	LabelCPUCount = "cpu.count" // the cores runs may use (RESERVED_CPUS taken off)
-	LabelHostname = "hostname"  // Config.Host
-)
+// operator's (--label KEY=VALUE, WORKER_LABELS) and the automatic ones the
+// worker sets itself (core.LabelGPUType and the others), sent in
+// Hello.labels.
 
 // Bounds of a label.
 const (
@@ -31,7 +27,7 @@ const (
 // autoLabel reports whether key is one the worker sets itself.
 func autoLabel(key string) bool {
 	switch key {
-	case LabelGPUType, LabelGPUCount, LabelCPUCount, LabelHostname:
+	case core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost:
 		return true
 	}
 	return false
@@ -59,7 +55,7 @@ func checkLabel(key, value string) error {
 	}
 	if autoLabel(key) {
 		return fmt.Errorf("label %q is set by the worker itself (%s, %s, %s, %s); choose another key", key,
-			LabelGPUType, LabelGPUCount, LabelCPUCount, LabelHostname)
+			core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost)
 	}
 	if len(value) > maxLabelValue {
 		return fmt.Errorf("label %s: a value of %d bytes, at most %d", key, len(value), maxLabelValue)
@@ -88,15 +84,15 @@ func checkLabels(labels map[string]string) error {
 func helloLabels(c Config, cores int) map[string]string {
 	out := make(map[string]string, len(c.Labels)+4)
 	maps.Copy(out, c.Labels)
-	out[LabelGPUCount] = strconv.Itoa(len(c.GPUs))
-	out[LabelCPUCount] = strconv.Itoa(cores)
+	out[core.LabelGPUCount] = strconv.Itoa(len(c.GPUs))
+	out[core.LabelCPUCount] = strconv.Itoa(cores)
 	if c.Host != "" {
-		out[LabelHostname] = c.Host
+		out[core.LabelHost] = c.Host
 	}
 	// A synthetic GPU (--gpus N, no UUID) has no name nvidia-smi gave: a
 	// type constraint must not match "gpu0".
 	if len(c.GPUs) > 0 && c.GPUs[0].UUID != "" && c.GPUs[0].Name != "" {
-		out[LabelGPUType] = c.GPUs[0].Name
+		out[core.LabelGPUType] = c.GPUs[0].Name
 	}
 	return out
 }
