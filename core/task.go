@@ -143,6 +143,14 @@ type Task struct {
 	// append to it and every update stores it whole; View adds what its
 	// fields say when it lacks an entry.
 	History []HistoryEntry `json:"history"`
+	// After are the runs this one waits for (deps.go), InputsFrom the runs
+	// whose outputs it starts with in RLSCHED_INPUT_DIR/<id>/; both fixed
+	// at submission. Waiting is true while it is QUEUED and its conditions
+	// are undecided: such a run is kept out of the planner's window (the
+	// store's queue leaves it out) until released or cancelled.
+	After      []Dep    `json:"after,omitempty"`
+	InputsFrom []string `json:"inputsFrom,omitempty"`
+	Waiting    bool     `json:"-"`
 }
 
 // ReasonEarlyStopped is the Reason of a sweep's member stopped by its

@@ -195,6 +195,8 @@ type Store interface {
 
 	// Priority, fair share and quotas (scheduling.go).
 	Scheduling
+	// Runs that wait for runs (deps.go).
+	Dependencies
 
 	// Sweeps (sweeps.go).
 

@@ -23,6 +23,7 @@ type TaskRow struct {
 	Fence                          int64
 	Usage                          *string
 	History                        *string // nil: none yet
+	Deps                           *string // after and inputsFrom; nil: none
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -45,6 +46,9 @@ func EncodeTask(t *core.Task) (TaskRow, error) {
 		return r, err
 	}
 	if r.Created, err = Nanos(t.CreatedAt); err != nil {
+		return r, err
+	}
+	if r.Deps, err = encodeDeps(t); err != nil {
 		return r, err
 	}
 	return r, nil
