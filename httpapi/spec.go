@@ -78,6 +78,10 @@ type submitBody struct {
 	// asks for; absent: the master's defaults (API.md "Resources").
 	CPUs     *float64 `json:"cpus,omitempty"`
 	MemoryMB *int64   `json:"memoryMb,omitempty"`
+	// After and InputsFrom: the runs (or sweeps) this one waits for, and
+	// those whose outputs it starts with (deps.go; a rerun keeps neither).
+	After      *[]afterItem `json:"after,omitempty"`
+	InputsFrom *[]string    `json:"inputsFrom,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -124,6 +128,11 @@ type spec struct {
 	// cpus and memoryMB the run asks for; 0: the defaults (newRun).
 	cpus     float64
 	memoryMB int64
+	// after as submitted (applyDeps), deps the parents it resolves to
+	// (resolveDeps), inputsFrom the parents whose outputs it starts with.
+	after      []afterItem
+	deps       []core.Dep
+	inputsFrom []string
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -351,6 +360,9 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		if e := applyCode(sp, b.Code); e != nil {
 			return e
 		}
+	}
+	if e := applyDeps(sp, b); e != nil {
+		return e
 	}
 	if len(sp.base) == 0 {
 		return errBadRequest("give command (an argv array) or algorithm")
