@@ -253,4 +253,3 @@ func (c *Controller) cancel(ctx context.Context, id string, p core.ParentState) 
 }
 
 var _ core.EventSink = (*Controller)(nil)
-

@@ -23,7 +23,7 @@ type QueueExplainer interface {
 // failure leaves the runs unexplained: an explanation is never worth an
 // error.
 func (s *Server) explainQueue(ctx context.Context, ts []core.Task) {
-	s.nameGPUs(ts) // every answer with runs passes here
+	s.nameGPUs(ts)            // every answer with runs passes here
 	s.explainWaiting(ctx, ts) // deps.go: the planner never sees them
 	qe, ok := s.ctl.(QueueExplainer)
 	if !ok {

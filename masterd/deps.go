@@ -11,7 +11,9 @@ import (
 // depSink hands the store's events to the dependency controller, which is
 // made after the store it hears (it writes through it): events before it
 // exists are decided by its first pass (depctl.Controller.Run).
-type depSink struct{ c atomic.Pointer[depctl.Controller] }
+type depSink struct {
+	c atomic.Pointer[depctl.Controller]
+}
 
 func (s *depSink) TaskChanged(t core.Task) {
 	if c := s.c.Load(); c != nil {

@@ -118,9 +118,9 @@ type Files struct {
 	// inputDir is RLSCHED_INPUT_DIR ("" for a run without inputs), set
 	// before the restore (SetInputDir), read by it only.
 	inputDir string
-	final   chan struct{} // closed when the run ended: the last sync
-	quit    chan struct{} // closed when the run is forgotten or the worker stops
-	tbEnd   chan struct{} // closed when the TensorBoard reader did its last poll
+	final    chan struct{} // closed when the run ended: the last sync
+	quit     chan struct{} // closed when the run is forgotten or the worker stops
+	tbEnd    chan struct{} // closed when the TensorBoard reader did its last poll
 
 	// Guarded by Link.mu.
 	restoring   bool // its files are being restored; the process starts after (restore.go)
