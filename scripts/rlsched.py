@@ -216,7 +216,20 @@ def _run_body(spec):
             raise ValueError("give memory or memory_mb, not both")
         spec["memory_mb"] = _memory_mb(spec.pop("memory"))
     spec.pop("memory", None)
+    if spec.get("after") is not None:
+        spec["after"] = _after(spec["after"])
+    if isinstance(spec.get("inputs_from"), str):
+        spec["inputs_from"] = [spec["inputs_from"]]
     return _body(spec)
+
+
+def _after(after):
+    """A submission's after as the API takes it: a run id, or a list of run
+    ids and {"run"|"sweep"|"step": id, "when": "succeeded"|"ended"|"failed"}
+    dicts (a bare id waits for the run to succeed)."""
+    if isinstance(after, (str, dict)):
+        after = [after]
+    return [{"run": a} if isinstance(a, str) else dict(a) for a in after]
 
 
 def _query_value(v):
@@ -344,6 +357,10 @@ class Client:
         ``timeout_seconds``, ``env={...}``, ``workdir``, ``tags=[...]``,
         ``cpus=`` (cores, fractions allowed) and ``memory="16GiB"`` (or
         ``memory_mb=``); without them the run gets the master's defaults.
+        ``after=`` makes it wait for runs (API.md "Dependencies"): a run id,
+        or a list of ids and ``{"run": id, "when": "ended"}`` /
+        ``{"sweep": id}`` dicts; ``inputs_from=[id]`` gives it the output
+        files of those parents in ``RLSCHED_INPUT_DIR/<id>/``.
         """
         return self._json("POST", "/api/train", _run_body(spec))["id"]
 
