@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Quotas", testQuotas},
 		{"PreemptionFields", testPreemptionFields},
 		{"Dependencies", testDependencies},
+		{"Pipelines", testPipelines},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })
