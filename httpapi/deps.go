@@ -157,16 +157,17 @@ func (s *Server) resolveDeps(ctx context.Context, u core.User, sp *spec, steps f
 		}
 	}
 	for i, id := range sp.inputsFrom {
+		step := false
 		if steps != nil {
 			if rid, ok := steps(id); ok {
-				id = rid
+				id, step = rid, true
 				sp.inputsFrom[i] = rid
 			}
 		}
 		if _, ok := seen[id]; !ok {
 			return errBadRequest("inputsFrom[%d]: %s is not one of the runs in after; a run's inputs come from its parents", i, id)
 		}
-		if steps == nil {
+		if !step { // a step's run is the caller's own, and does not exist yet
 			t, err := s.st.Task(ctx, id)
 			if err != nil {
 				return storeError(err, "run "+id)

@@ -26,7 +26,9 @@ func newDepsEnv(t *testing.T) (*testEnv, *depctl.Controller) {
 // lateDecider decides with the controller made once the store is known.
 type lateDecider struct{ c **depctl.Controller }
 
-func (d lateDecider) Decide(ctx context.Context, ids []string) (int, error) { return (*d.c).Decide(ctx, ids) }
+func (d lateDecider) Decide(ctx context.Context, ids []string) (int, error) {
+	return (*d.c).Decide(ctx, ids)
+}
 
 func TestDependencies_BadInput(t *testing.T) {
 	e, _ := newDepsEnv(t)
