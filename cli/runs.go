@@ -146,6 +146,8 @@ func runShow(inv *invocation, args []string) int {
 		{"finishedAt", formatTime(t.FinishedAt)},
 		{"rerunOf", orDash(t.RerunOf)},
 		{"resumeFrom", orDash(t.ResumeFrom)},
+		{"after", afterLine(t.After)},
+		{"inputsFrom", orDash(strings.Join(t.InputsFrom, ", "))},
 		{"sweepId", orDash(t.SweepID)},
 		{"preemptible", strconv.FormatBool(t.Preemptible)},
 		{"preemptions", strconv.Itoa(t.Preemptions)},

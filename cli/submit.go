@@ -76,6 +76,8 @@ type submitRequest struct {
 	GPUMemoryMB    *int64            `json:"gpuMemoryMb,omitempty"`
 	GPUType        []string          `json:"gpuType,omitempty"`
 	Constraints    map[string]string `json:"constraints,omitempty"`
+	After          []afterRequest    `json:"after,omitempty"`
+	InputsFrom     []string          `json:"inputsFrom,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -115,6 +117,7 @@ type runFlags struct {
 	gpuMemory                string
 	params, envs, tags       multiFlag
 	gpuTypes, constraints    multiFlag
+	deps                     depFlags // deps.go
 }
 
 func (rf *runFlags) define(fs *flagSet) {
@@ -139,6 +142,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.BoolVar(&rf.req.Preemptible, "preemptible", false, "the run may be stopped (SIGTERM, --grace, SIGKILL) for a run of higher priority, and is requeued to resume from its checkpoint")
 	fs.IntVar(&rf.grace, "grace", 0, "`SECONDS` a preempted run has to checkpoint before SIGKILL (default 30, at most 600)")
 	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
+	rf.deps.define(fs)
 }
 
 // request checks the flags and the command after -- and builds the run's
@@ -180,6 +184,9 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 		if !filepath.IsAbs(req.Workdir) { // the API takes absolute paths only
 			req.Workdir = filepath.Join(inv.env.Dir, req.Workdir)
 		}
+	}
+	if problem := rf.deps.apply(&req); problem != "" {
+		return req, inv.usageError("%s", problem), false
 	}
 	var err error
 	if req.Params, err = parseParams(rf.params, nil); err != nil {

@@ -154,6 +154,14 @@ type Task struct {
 	GPUMemoryMB int64             `json:"gpuMemoryMb"`
 	GPUType     []string          `json:"gpuType,omitempty"`
 	Constraints map[string]string `json:"constraints,omitempty"`
+	// After are the runs this one waits for (deps.go), InputsFrom the runs
+	// whose outputs it starts with in RLSCHED_INPUT_DIR/<id>/; both fixed
+	// at submission. Waiting is true while it is QUEUED and its conditions
+	// are undecided: such a run is kept out of the planner's window (the
+	// store's queue leaves it out) until released or cancelled.
+	After      []Dep    `json:"after,omitempty"`
+	InputsFrom []string `json:"inputsFrom,omitempty"`
+	Waiting    bool     `json:"-"`
 }
 
 // ReasonEarlyStopped is the Reason of a sweep's member stopped by its

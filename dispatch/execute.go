@@ -119,7 +119,10 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}
-	if t.Resumes() {
+	for _, d := range t.After {
+		msg.Parents = append(msg.Parents, d.Run) // the worker's RLSCHED_PARENT_1..n
+	}
+	if t.Resumes() || len(t.InputsFrom) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		s.restore.restoreMsg(ctx, t, rr, msg) // restorestream.go
 		cancel()

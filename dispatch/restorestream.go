@@ -48,33 +48,52 @@ func (r *restorer) start(ctx context.Context) { r.ctx = ctx }
 
 // restoreFiles lists the files attempt t.Attempt of t starts with: the
 // newest version of each path of its earlier attempts, then of the run it
-// resumes from for paths those lack. Nil for an attempt that does not
-// resume (core.Task.Resumes).
-func (r *restorer) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, error) {
-	if !t.Resumes() {
-		return nil, nil
+// resumes from for paths those lack; then the outputs of each run of its
+// inputsFrom (issue 29), each at "<run>/<path>" and named in inputOf (the
+// worker puts them under RLSCHED_INPUT_DIR, not the output dir; an own
+// output at the same path, which only a run that names its dirs after its
+// parents could have, is kept instead). Nil for an attempt that neither
+// resumes (core.Task.Resumes) nor has inputs.
+func (r *restorer) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artifact, map[string]string, error) {
+	if !t.Resumes() && len(t.InputsFrom) == 0 {
+		return nil, nil, nil
 	}
 	byPath := map[string]core.Artifact{}
-	add := func(id string, below int) error {
+	var inputOf map[string]string
+	add := func(id string, below int, input bool) error {
 		rows, err := r.st.Artifacts(ctx, id, 0)
 		if err != nil {
 			return err
 		}
 		for _, a := range rows {
+			if input {
+				a.Path = id + "/" + a.Path
+			}
 			if _, ok := byPath[a.Path]; !ok && (below == 0 || a.Attempt < below) {
 				byPath[a.Path] = a
+				if input {
+					if inputOf == nil {
+						inputOf = map[string]string{}
+					}
+					inputOf[a.Path] = id
+				}
 			}
 		}
 		return nil
 	}
 	if t.Attempt > 1 {
-		if err := add(t.ID, t.Attempt); err != nil {
-			return nil, err
+		if err := add(t.ID, t.Attempt, false); err != nil {
+			return nil, nil, err
 		}
 	}
 	if t.ResumeFrom != "" && t.ResumeFrom != t.ID {
-		if err := add(t.ResumeFrom, 0); err != nil {
-			return nil, err
+		if err := add(t.ResumeFrom, 0, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, id := range t.InputsFrom {
+		if err := add(id, 0, true); err != nil {
+			return nil, nil, err
 		}
 	}
 	out := make([]core.Artifact, 0, len(byPath))
@@ -82,7 +101,7 @@ func (r *restorer) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artif
 		out = append(out, a)
 	}
 	slices.SortFunc(out, func(a, b core.Artifact) int { return strings.Compare(a.Path, b.Path) })
-	return out, nil
+	return out, inputOf, nil
 }
 
 // restoreMsg fills ExecuteTask's resume and restore for t, and keeps the
@@ -90,23 +109,24 @@ func (r *restorer) restoreFiles(ctx context.Context, t *core.Task) ([]core.Artif
 // starts the attempt without its files, with a warning on the run (it is
 // better than a run that never starts).
 func (r *restorer) restoreMsg(ctx context.Context, t *core.Task, rr *runRec, msg *pb.ExecuteTask) {
-	if !t.Resumes() {
+	if !t.Resumes() && len(t.InputsFrom) == 0 {
 		return
 	}
-	msg.Resume = true
+	msg.Resume = t.Resumes() // a first attempt with inputs only starts fresh
 	if r.blobs == nil {
 		return // a master without outputs has none to restore
 	}
-	files, err := r.restoreFiles(ctx, t)
+	files, inputOf, err := r.restoreFiles(ctx, t)
 	if err != nil {
 		r.log.Warn().Str("task", t.ID).Err(err).Msg("cannot list the files to restore; the attempt starts without them")
-		r.warn(t.ID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without the files of earlier attempts: %v", t.Attempt, err))
+		r.warn(t.ID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without the files of earlier attempts or its inputs: %v", t.Attempt, err))
 		return
 	}
 	set := make(map[string]core.Artifact, len(files))
 	for _, a := range files {
 		set[a.Path] = a
-		msg.Restore = append(msg.Restore, &pb.RestoreFile{Path: a.Path, Size: a.Size, Sha256: a.SHA256, ModifiedUnixNs: a.ModifiedAt.UnixNano()})
+		msg.Restore = append(msg.Restore, &pb.RestoreFile{Path: a.Path, Size: a.Size, Sha256: a.SHA256, ModifiedUnixNs: a.ModifiedAt.UnixNano(),
+			InputOf: inputOf[a.Path]})
 	}
 	rr.restore.Store(&set)
 }
@@ -124,7 +144,7 @@ func (r *restorer) restoreSet(ctx context.Context, rr *runRec) (map[string]core.
 	if t.Attempt != rr.attempt {
 		return nil, fmt.Errorf("the run is at attempt %d, not %d", t.Attempt, rr.attempt)
 	}
-	files, err := r.restoreFiles(ctx, &t)
+	files, _, err := r.restoreFiles(ctx, &t)
 	if err != nil {
 		return nil, err
 	}

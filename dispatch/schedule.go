@@ -57,6 +57,9 @@ func (s *scheduler) notify() {
 
 // queued takes a run just stored QUEUED into the page (Dispatcher.Queued).
 func (s *scheduler) queued(t core.Task) {
+	if t.Waiting {
+		return // not in the queue until released (package depctl)
+	}
 	s.queue.add(t)
 	s.wakeUp()
 }

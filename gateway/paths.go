@@ -62,6 +62,9 @@ func kindOf(segs []string) pathKind {
 	case n == 2 && segs[0] == "api" && segs[1] == "sweeps",
 		n == 4 && segs[0] == "api" && segs[1] == "sweeps" && segs[3] == "retry":
 		return pathSubmit // a sweep, or its retry, is one submission however many runs it makes
+	case n == 2 && segs[0] == "api" && segs[1] == "pipelines",
+		n == 4 && segs[0] == "api" && segs[1] == "pipelines" && segs[3] == "retry":
+		return pathSubmit // so is a pipeline (issue 29)
 	case n == 3 && segs[0] == "api" && segs[1] == "auth" &&
 		(segs[2] == "login" || segs[2] == "register" || segs[2] == "logout"):
 		return pathPublic

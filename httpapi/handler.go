@@ -108,6 +108,9 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/sweeps/{id}/metrics", idOf: "sweep", h: s.sweepMetrics},
 		{method: post, pattern: "/api/sweeps/{id}/retry", idOf: "sweep", h: s.retrySweep},
 		{method: post, pattern: "/api/sweeps/{id}/cancel", idOf: "sweep", h: s.cancelSweep},
+		{method: post, pattern: "/api/pipelines", submission: true, h: s.createPipeline},
+		{method: get, pattern: "/api/pipelines/{id}", idOf: "pipeline", h: s.getPipeline},
+		{method: post, pattern: "/api/pipelines/{id}/retry", idOf: "pipeline", h: s.retryPipeline},
 		// The Python client, for notebooks (API.md).
 		{method: get, pattern: "/rlsched.py", public: true, h: s.pythonClient},
 	}

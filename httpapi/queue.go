@@ -23,14 +23,15 @@ type QueueExplainer interface {
 // failure leaves the runs unexplained: an explanation is never worth an
 // error.
 func (s *Server) explainQueue(ctx context.Context, ts []core.Task) {
-	s.nameGPUs(ts) // every answer with runs passes here
+	s.nameGPUs(ts)            // every answer with runs passes here
+	s.explainWaiting(ctx, ts) // deps.go: the planner never sees them
 	qe, ok := s.ctl.(QueueExplainer)
 	if !ok {
 		return
 	}
 	var queued []core.Task
 	for _, t := range ts {
-		if t.Status == core.StatusQueued {
+		if t.Status == core.StatusQueued && !t.Waiting {
 			queued = append(queued, t)
 		}
 	}
@@ -39,7 +40,7 @@ func (s *Server) explainQueue(ctx context.Context, ts []core.Task) {
 	}
 	info := qe.Explain(ctx, queued)
 	for i := range ts {
-		if ts[i].Status != core.StatusQueued {
+		if ts[i].Status != core.StatusQueued || ts[i].Waiting {
 			continue
 		}
 		if qi, ok := info[ts[i].ID]; ok {

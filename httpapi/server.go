@@ -98,6 +98,9 @@ type Config struct {
 	// Resources are the cores and memory a run that asks for none gets
 	// (DEFAULT_CPUS_PER_GPU, ...); nil: core.DefaultResources.
 	Resources *core.ResourceDefaults
+	// Deps decides the runs the API creates waiting on others (the
+	// master's dependency controller); nil: they wait for its next pass.
+	Deps DepDecider
 
 	// PublicHosts are names this master answers to besides its defaults
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the

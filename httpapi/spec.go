@@ -83,6 +83,10 @@ type submitBody struct {
 	GPUMemoryMB *int64             `json:"gpuMemoryMb,omitempty"`
 	GPUType     json.RawMessage    `json:"gpuType,omitempty"`
 	Constraints *map[string]string `json:"constraints,omitempty"`
+	// After and InputsFrom: the runs (or sweeps) this one waits for, and
+	// those whose outputs it starts with (deps.go; a rerun keeps neither).
+	After      *[]afterItem `json:"after,omitempty"`
+	InputsFrom *[]string    `json:"inputsFrom,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -135,6 +139,11 @@ type spec struct {
 	gpuMemoryMB int64
 	gpuType     []string
 	constraints map[string]string
+	// after as submitted (applyDeps), deps the parents it resolves to
+	// (resolveDeps), inputsFrom the parents whose outputs it starts with.
+	after      []afterItem
+	deps       []core.Dep
+	inputsFrom []string
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -360,6 +369,9 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		if e := applyCode(sp, b.Code); e != nil {
 			return e
 		}
+	}
+	if e := applyDeps(sp, b); e != nil {
+		return e
 	}
 	if len(sp.base) == 0 {
 		return errBadRequest("give command (an argv array) or algorithm")

@@ -66,6 +66,9 @@ func (s *Server) createSweep(r *request) *apiError {
 	if e := s.checkResumeFrom(r.user, &sp); e != nil {
 		return prefixed("base", e)
 	}
+	if e := s.checkDeps(r.user, &sp); e != nil {
+		return prefixed("base", e)
+	}
 	name := spec.Name
 	if name == "" {
 		name = sp.name
@@ -121,6 +124,7 @@ func (s *Server) createSweep(r *request) *apiError {
 	if err := s.st.CreateSweep(ctx, sw, runs); err != nil {
 		return storeError(err, "sweep")
 	}
+	s.decideCreated(ctx, runs)
 	s.ctl.Notify()
 	s.log.Info().Str("traceId", r.trace).Str("sweepId", id).Int("members", len(runs)).Int64("userId", r.user.ID).
 		Msg("sweep queued")

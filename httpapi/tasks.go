@@ -50,6 +50,9 @@ func (s *Server) submit(r *request) *apiError {
 	if e := s.checkResumeFrom(r.user, &sp); e != nil {
 		return e
 	}
+	if e := s.checkDeps(r.user, &sp); e != nil {
+		return e
+	}
 	if sp.name == "" {
 		sp.name = sp.defaultName()
 	}
@@ -93,6 +96,9 @@ func (s *Server) rerunTask(r *request) *apiError {
 		}
 	}
 	if e := s.checkResumeFrom(r.user, &sp); e != nil {
+		return e
+	}
+	if e := s.checkDeps(r.user, &sp); e != nil {
 		return e
 	}
 	if sp.name == "" {
@@ -148,6 +154,8 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		GPUMemoryMB:         sp.gpuMemoryMB,
 		GPUType:             sp.gpuType,
 		Constraints:         sp.constraints,
+		After:               sp.deps,
+		InputsFrom:          sp.inputsFrom,
 	}
 	s.cfg.Resources.Fill(&t)
 	if t.Env == nil {
@@ -235,7 +243,13 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	if err := s.st.CreateTask(ctx, &t); err != nil {
 		return storeError(err, "run")
 	}
-	s.ctl.Queued(t)
+	if t.Waiting {
+		if st, ok := s.decideCreated(ctx, []*core.Task{&t})[t.ID]; ok {
+			t.Status = st
+		}
+	} else {
+		s.ctl.Queued(t)
+	}
 	s.log.Info().Str("traceId", r.trace).Str("taskId", t.ID).Int64("userId", t.UserID).
 		Str("rerunOf", rerunOf).Msg("run queued")
 	return s.writeJSON(r, fasthttp.StatusAccepted, submitted{t.ID, t.Status, t.TraceID, rerunOf})

@@ -28,6 +28,7 @@ import (
 	"github.com/rlsched/rlsched/cluster"
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/depctl"
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/gateway/discovery"
@@ -161,6 +162,11 @@ type Master struct {
 	nacos    *discovery.Registration // nil without NACOS_ADDR
 	blobs    artifact.Store
 	outputs  *artifactpipe.Pipe
+	// The dependency controller (deps.go) and what stops it.
+	depSink  depSink
+	depctl   *depctl.Controller
+	noDeps   context.CancelFunc
+	depsDone chan struct{}
 }
 
 // Start starts a master; on error everything started is stopped again.
@@ -221,7 +227,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	shared := m.node != nil
 	// The store's decorators are declared in one place (store.Stack); the
 	// log pipe is built inside it, since a run's end waits for its points.
-	if m.st, err = store.Stack(m.raw, store.StackOptions{Observer: m.metrics, HalfLife: halfLife, Sink: sinks{events, m.notifier},
+	if m.st, err = store.Stack(m.raw, store.StackOptions{Observer: m.metrics, HalfLife: halfLife, Sink: sinks{events, m.notifier, &m.depSink},
 		Points: func(st store.Store) (store.MetricsWaiter, error) {
 			w, err := logpipe.NewWriter(logpipe.WriterConfig{Dir: cfg.LogDir, Store: st, Sink: m.hub,
 				SharedDir: shared, Queue: cfg.LogQueue, MaxRunLogBytes: cfg.RunMaxLogBytes, MaxRunMetricPoints: cfg.RunMaxMetricPoints,
@@ -273,6 +279,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	if err := m.disp.Start(ctx); err != nil {
 		return nil, err
 	}
+	m.startDeps(events)
 	m.rpcAddr = m.disp.Addr()
 	m.metrics.SetSources(m.metricSources())
 	apiCfg := httpapi.Config{
@@ -283,6 +290,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		NotifyTargets: targets,
 		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
 		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota, Resources: cfg.Resources,
+		Deps: m.depctl,
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {
@@ -447,6 +455,7 @@ func (m *Master) Close(ctx context.Context) {
 	} else if m.httpLn != nil {
 		m.httpLn.Close()
 	}
+	m.stopDeps()
 	if m.disp != nil {
 		_ = m.disp.Stop(ctx)
 	}

@@ -224,7 +224,20 @@ def _run_body(spec):
         except ValueError as e:
             raise ValueError("gpu_" + str(e)) from None
     spec.pop("gpu_memory", None)
+    if spec.get("after") is not None:
+        spec["after"] = _after(spec["after"])
+    if isinstance(spec.get("inputs_from"), str):
+        spec["inputs_from"] = [spec["inputs_from"]]
     return _body(spec)
+
+
+def _after(after):
+    """A submission's after as the API takes it: a run id, or a list of run
+    ids and {"run"|"sweep"|"step": id, "when": "succeeded"|"ended"|"failed"}
+    dicts (a bare id waits for the run to succeed)."""
+    if isinstance(after, (str, dict)):
+        after = [after]
+    return [{"run": a} if isinstance(a, str) else dict(a) for a in after]
 
 
 def _query_value(v):
@@ -356,6 +369,10 @@ class Client:
         one GPU, shared with other fractional runs), ``gpu_memory="40GiB"``
         (or ``gpu_memory_mb=``), ``gpu_type="A100"`` or a list, and
         ``constraints={"pool": "a100", "!pool": "interactive"}``.
+        ``after=`` makes it wait for runs (API.md "Dependencies"): a run id,
+        or a list of ids and ``{"run": id, "when": "ended"}`` /
+        ``{"sweep": id}`` dicts; ``inputs_from=[id]`` gives it the output
+        files of those parents in ``RLSCHED_INPUT_DIR/<id>/``.
         """
         return self._json("POST", "/api/train", _run_body(spec))["id"]
 
@@ -572,6 +589,55 @@ class Client:
         """Rerun every member whose latest run ended FAILED, CANCELLED or
         TIMEOUT; returns the new runs' ids (none on a second call)."""
         return self._json("POST", "/api/sweeps/%s/retry" % self._id(sweep_id))["runs"]
+
+    # -- pipelines -------------------------------------------------------------
+
+    def pipeline(self, spec=None, path=None, **fields):
+        """Submit a pipeline (POST /api/pipelines) and return the answer
+        ``{"id", "runs": {step: run id}}``.
+
+        ``spec`` is ``{"name", "steps": [...]}`` (or ``path`` a JSON file of
+        it, or ``name=`` and ``steps=`` as keywords); each step is a submission
+        as ``submit`` takes it (snake_case names become camelCase) with a
+        unique ``name`` and ``after=[{"step": "train"}]`` (a bare string is a
+        step's name), ``inputs_from=["train"]``.
+        """
+        if path is not None:
+            with open(path) as f:
+                spec = json.load(f)
+        spec = dict(spec or {}, **fields)
+        steps = []
+        for st in spec.get("steps") or []:
+            st = dict(st)
+            if st.get("after") is not None:
+                after = st["after"]
+                if isinstance(after, (str, dict)):
+                    after = [after]
+                st["after"] = [{"step": a} if isinstance(a, str) else dict(a) for a in after]
+            steps.append(_run_body(st))
+        return self._json("POST", "/api/pipelines", {"name": spec.get("name", ""), "steps": steps})
+
+    def pipeline_info(self, pipeline_id):
+        """A pipeline (GET /api/pipelines/{id}): ``steps`` with each one's
+        ``name``, ``run``, ``status``, ``after`` (step names) and ``depth``."""
+        return self._json("GET", "/api/pipelines/" + self._id(pipeline_id))
+
+    def retry_pipeline(self, pipeline_id):
+        """Rerun the steps that ended without succeeding and the steps after
+        them (POST /api/pipelines/{id}/retry); returns ``{"id", "runs": {step:
+        new run id}}``."""
+        return self._json("POST", "/api/pipelines/" + self._id(pipeline_id) + "/retry")
+
+    def wait_pipeline(self, pipeline_id, timeout=None, poll=1.0):
+        """Wait until every step's run ended; return the pipeline."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            p = self.pipeline_info(pipeline_id)
+            if all(st["status"] in ("SUCCEEDED", "FAILED", "CANCELLED", "TIMEOUT") for st in p["steps"]):
+                return p
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError("pipeline %s still going after %ss" % (pipeline_id, timeout))
+            time.sleep(poll)
 
     def cancel_sweep(self, sweep_id):
         """Cancel every member still queued or running; returns their ids."""

@@ -195,6 +195,9 @@ type Store interface {
 
 	// Priority, fair share and quotas (scheduling.go).
 	Scheduling
+	// Runs that wait for runs (deps.go) and pipelines of them (pipelines.go).
+	Dependencies
+	Pipelines
 
 	// Sweeps (sweeps.go).
 

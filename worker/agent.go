@@ -222,6 +222,11 @@ func (r *run) busyBackoffLocked() (time.Duration, bool) {
 // os.RemoveAll follows no symbolic link the run left (it works from
 // directory descriptors), and the dirs above are the worker's.
 func removeRunDir(r *run) {
+	if r.dirs.In != "" { // its parents' outputs: copies of what the master keeps
+		if err := os.RemoveAll(r.dirs.In); err != nil {
+			r.log.Warn().Err(err).Str("dir", r.dirs.In).Msg("cannot remove the run's input dir")
+		}
+	}
 	if err := os.RemoveAll(r.dirs.Out); err != nil {
 		r.log.Warn().Err(err).Str("dir", r.dirs.Out).Msg("cannot remove the run's output dir")
 		return

@@ -200,6 +200,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, err
 	}
 	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, r.ident, od)
+	r.outs.SetInputDir(r.dirs.In)
 	dir := r.dirs.Private // what it writes where it is is its own, not an output
 	if wd != "" {
 		dir = wd
@@ -307,6 +308,12 @@ func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir strin
 	env = append(env, shareEnv(m.GetGpuFraction(), m.GetGpuMemoryMb())...)
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
+	}
+	for i, p := range m.GetParents() { // the runs it waited for (issue 29)
+		env = append(env, "RLSCHED_PARENT_"+strconv.Itoa(i+1)+"="+p)
+	}
+	if dirs.In != "" {
+		env = append(env, "RLSCHED_INPUT_DIR="+dirs.In) // its parents' outputs, RLSCHED_INPUT_DIR/<id>/
 	}
 	env = append(env, isolation.IdentityEnv(id, dirs.Private)...)
 	env = append(env, isolation.CacheEnv(cacheDir)...)

@@ -947,7 +947,10 @@ type ExecuteTask struct {
 	// container runtime (Hello.runtimes).
 	Image string `protobuf:"bytes,22,opt,name=image,proto3" json:"image,omitempty"`
 	// An interactive session (issue 34): the process gets a PTY.
-	Interactive   bool `protobuf:"varint,23,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	Interactive bool `protobuf:"varint,23,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	// The runs this run waited for (issue 29), in the order of its after:
+	// the worker sets RLSCHED_PARENT_1..n to them.
+	Parents       []string `protobuf:"bytes,24,rep,name=parents,proto3" json:"parents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1143,6 +1146,13 @@ func (x *ExecuteTask) GetInteractive() bool {
 	return false
 }
 
+func (x *ExecuteTask) GetParents() []string {
+	if x != nil {
+		return x.Parents
+	}
+	return nil
+}
+
 // RestoreFile is one stored version of a file (the newest of its path).
 type RestoreFile struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1150,8 +1160,12 @@ type RestoreFile struct {
 	Size           int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	Sha256         string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	ModifiedUnixNs int64                  `protobuf:"varint,4,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A parent's output (issue 29, inputsFrom): the file goes to
+	// RLSCHED_INPUT_DIR/<input_of>/<path> instead of the output dir, and is
+	// never uploaded as the run's own. "" for the run's own earlier outputs.
+	InputOf       string `protobuf:"bytes,7,opt,name=input_of,json=inputOf,proto3" json:"input_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RestoreFile) Reset() {
@@ -1210,6 +1224,13 @@ func (x *RestoreFile) GetModifiedUnixNs() int64 {
 		return x.ModifiedUnixNs
 	}
 	return 0
+}
+
+func (x *RestoreFile) GetInputOf() string {
+	if x != nil {
+		return x.InputOf
+	}
+	return ""
 }
 
 type TaskStarted struct {
@@ -2185,7 +2206,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\rR\bmemoryMb\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xa0\x06\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xba\x06\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2215,15 +2236,17 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\fgpu_fraction\x18\x14 \x01(\x01R\vgpuFraction\x12\"\n" +
 	"\rgpu_memory_mb\x18\x15 \x01(\x03R\vgpuMemoryMb\x12\x14\n" +
 	"\x05image\x18\x16 \x01(\tR\x05image\x12 \n" +
-	"\vinteractive\x18\x17 \x01(\bR\vinteractive\x1a6\n" +
+	"\vinteractive\x18\x17 \x01(\bR\vinteractive\x12\x18\n" +
+	"\aparents\x18\x18 \x03(\tR\aparents\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +
 	"\vRestoreFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12(\n" +
-	"\x10modified_unix_ns\x18\x04 \x01(\x03R\x0emodifiedUnixNs\"\xa6\x01\n" +
+	"\x10modified_unix_ns\x18\x04 \x01(\x03R\x0emodifiedUnixNs\x12\x19\n" +
+	"\binput_of\x18\a \x01(\tR\ainputOf\"\xa6\x01\n" +
 	"\vTaskStarted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +

@@ -249,6 +249,40 @@ var migrations = [][]string{
 	// 15 (issue 28): where a run may go, as sqlite's migration 15.
 	{`ALTER TABLE tasks ADD COLUMN gpu_fraction DOUBLE NOT NULL DEFAULT 0,
 		ADD COLUMN placement_json TEXT NULL`},
+	// 16 (issue 29): dependencies and pipelines, as sqlite's migration 16.
+	// The queue's keys gain waiting after status (new names, so a second
+	// run meets "duplicate key"): a waiting run is outside the range
+	// (status 'QUEUED', waiting 0) the window reads. tasks_queue and
+	// tasks_queue_groups stay (DROP KEY could not run twice).
+	{
+		`ALTER TABLE tasks
+			ADD COLUMN waiting BOOLEAN NOT NULL DEFAULT FALSE,
+			ADD COLUMN deps MEDIUMTEXT NULL,
+			ADD KEY tasks_ready (status, waiting, priority DESC, created_at, id),
+			ADD KEY tasks_ready_groups (status, waiting, user_id, sweep_id, priority DESC, created_at, id)`,
+		`CREATE TABLE IF NOT EXISTS task_deps (
+			child_id  VARCHAR(64) NOT NULL,
+			parent_id VARCHAR(64) NOT NULL,
+			cond      VARCHAR(16) NOT NULL,
+			PRIMARY KEY (child_id, parent_id),
+			KEY task_deps_parent (parent_id, child_id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		`CREATE TABLE IF NOT EXISTS pipelines (
+			id         VARCHAR(64) NOT NULL PRIMARY KEY,
+			name       TEXT        NOT NULL,
+			user_id    BIGINT      NOT NULL,
+			created_at BIGINT      NOT NULL,
+			CONSTRAINT pipelines_user FOREIGN KEY (user_id) REFERENCES users (id)
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+		`CREATE TABLE IF NOT EXISTS pipeline_steps (
+			pipeline_id VARCHAR(64) NOT NULL,
+			idx         INT         NOT NULL,
+			name        VARCHAR(128) NOT NULL,
+			run_id      VARCHAR(64) NOT NULL,
+			PRIMARY KEY (pipeline_id, idx),
+			CONSTRAINT pipeline_steps_pipeline FOREIGN KEY (pipeline_id) REFERENCES pipelines (id) ON DELETE CASCADE
+		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

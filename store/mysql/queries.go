@@ -16,6 +16,7 @@ func (s *Store) QueuedTasks(ctx context.Context, limit int) ([]core.Task, error)
 	return sqlutil.FairQueue(ctx, s.db, queueQueries, limit)
 }
 
-// queueQueries are sqlutil.FairQueue's on the queue's indexes: tasks_queue
-// for the window, tasks_queue_groups (migration 12) for the groups.
-var queueQueries = sqlutil.NewQueueQueries("FROM tasks t FORCE INDEX (tasks_queue)", "FROM tasks t FORCE INDEX (tasks_queue_groups)")
+// queueQueries are sqlutil.FairQueue's on the queue's indexes of runs not
+// waiting on a dependency: tasks_ready for the window, tasks_ready_groups
+// for the groups (migration 15).
+var queueQueries = sqlutil.NewQueueQueries("FROM tasks t FORCE INDEX (tasks_ready)", "FROM tasks t FORCE INDEX (tasks_ready_groups)")

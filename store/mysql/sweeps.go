@@ -63,6 +63,11 @@ func insertTasks(ctx context.Context, tx *sql.Tx, ts []*core.Task, rows []sqluti
 			return err
 		}
 	}
+	for _, t := range ts {
+		if err := sqlutil.InsertEdges(ctx, tx, t); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

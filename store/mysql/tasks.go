@@ -88,6 +88,9 @@ func (s *Store) CreateTasks(ctx context.Context, ts []*core.Task) []error {
 			case err != nil:
 				return err
 			default:
+				if err := sqlutil.InsertEdges(ctx, tx, t); err != nil {
+					return err
+				}
 				names[i] = *owner
 			}
 		}

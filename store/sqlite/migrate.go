@@ -212,6 +212,40 @@ var migrations = []string{
 	// JSON object, NULL for none).
 	`ALTER TABLE tasks ADD COLUMN gpu_fraction REAL NOT NULL DEFAULT 0;
 	ALTER TABLE tasks ADD COLUMN placement_json TEXT;`,
+	// 16 (issue 29): dependencies and pipelines. A run that waits on its
+	// parents (waiting = 1) is left out of the queue's indexes, so any
+	// number of them costs the planner's window nothing; tasks_waiting
+	// finds them for the release pass. deps is the run's after and
+	// inputsFrom (JSON); task_deps its edges, indexed both ways; a
+	// pipeline's steps name the run of each step (its latest, after a
+	// retry).
+	`ALTER TABLE tasks ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE tasks ADD COLUMN deps TEXT;
+	DROP INDEX tasks_queued;
+	CREATE INDEX tasks_queued ON tasks(priority DESC, created_at, id) WHERE status = 'QUEUED' AND waiting = 0;
+	DROP INDEX tasks_queued_groups;
+	CREATE INDEX tasks_queued_groups ON tasks(user_id, sweep_id, priority DESC, created_at, id) WHERE status = 'QUEUED' AND waiting = 0;
+	CREATE INDEX tasks_waiting ON tasks(id) WHERE status = 'QUEUED' AND waiting = 1;
+	CREATE TABLE task_deps (
+		child_id  TEXT NOT NULL,
+		parent_id TEXT NOT NULL,
+		cond      TEXT NOT NULL,
+		PRIMARY KEY (child_id, parent_id)
+	) WITHOUT ROWID;
+	CREATE INDEX task_deps_parent ON task_deps(parent_id, child_id);
+	CREATE TABLE pipelines (
+		id         TEXT    PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		user_id    INTEGER NOT NULL REFERENCES users(id),
+		created_at INTEGER NOT NULL
+	);
+	CREATE TABLE pipeline_steps (
+		pipeline_id TEXT    NOT NULL REFERENCES pipelines(id) ON DELETE CASCADE,
+		idx         INTEGER NOT NULL,
+		name        TEXT    NOT NULL,
+		run_id      TEXT    NOT NULL,
+		PRIMARY KEY (pipeline_id, idx)
+	) WITHOUT ROWID;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -43,6 +43,9 @@ func (s *Store) CreateSweep(ctx context.Context, sw *store.Sweep, members []*cor
 			} else if err != nil {
 				return err
 			}
+			if err := sqlutil.InsertEdges(ctx, tx, t); err != nil {
+				return err
+			}
 		}
 		return sqlutil.InsertMembers(ctx, tx, sw.ID, members, 0)
 	})

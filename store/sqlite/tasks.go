@@ -182,6 +182,9 @@ func (s *Store) createInTx(ctx context.Context, tx *sql.Tx, ts []*core.Task, c *
 		if err != nil {
 			return err
 		}
+		if err := sqlutil.InsertEdges(ctx, tx, t); err != nil {
+			return err
+		}
 		c.names[i] = *owner
 	}
 	return nil

@@ -88,6 +88,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Accruing", testAccruing},
 		{"Quotas", testQuotas},
 		{"PreemptionFields", testPreemptionFields},
+		{"Dependencies", testDependencies},
+		{"Pipelines", testPipelines},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.f(t, open(t)) })

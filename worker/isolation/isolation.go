@@ -326,7 +326,10 @@ func lookupRunUser(name string) (*Identity, error) {
 // dynamic uid) HOME, never uploaded and removed at its end (Release): what
 // tools write for themselves (credentials in ~/.netrc, a token cache) must
 // never become an artifact another user can read.
-type RunDirs struct{ Out, Private string }
+// In is RLSCHED_INPUT_DIR, for a run with parents (issue 29): the outputs
+// of the runs it names in inputsFrom are restored there, never uploaded;
+// "" for a run without parents.
+type RunDirs struct{ Out, Private, In string }
 
 // MakeRunDirs creates the run's dirs (mode 0700), owned by id's uid when it
 // has one.
@@ -340,7 +343,12 @@ func (iso *Isolator) MakeRunDirs(m *pb.ExecuteTask, id *Identity) (RunDirs, erro
 	}
 	attempt := strconv.Itoa(int(m.GetAttempt()))
 	d := RunDirs{Out: filepath.Join(taskDir, attempt), Private: filepath.Join(iso.private, m.GetTaskId()+"."+attempt)}
-	for _, dir := range []string{d.Out, d.Private} {
+	dirs := []string{d.Out, d.Private}
+	if len(m.GetParents()) > 0 {
+		d.In = filepath.Join(taskDir, attempt+".in")
+		dirs = append(dirs, d.In)
+	}
+	for _, dir := range dirs {
 		if err := iso.makePrivate(dir, id); err != nil {
 			return d, err
 		}

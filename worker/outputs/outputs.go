@@ -115,9 +115,12 @@ type Files struct {
 	log     zerolog.Logger
 	owner   *isolation.Identity // whose files the restore makes; nil: the worker's
 	dir     *Dir
-	final   chan struct{} // closed when the run ended: the last sync
-	quit    chan struct{} // closed when the run is forgotten or the worker stops
-	tbEnd   chan struct{} // closed when the TensorBoard reader did its last poll
+	// inputDir is RLSCHED_INPUT_DIR ("" for a run without inputs), set
+	// before the restore (SetInputDir), read by it only.
+	inputDir string
+	final    chan struct{} // closed when the run ended: the last sync
+	quit     chan struct{} // closed when the run is forgotten or the worker stops
+	tbEnd    chan struct{} // closed when the TensorBoard reader did its last poll
 
 	// Guarded by Link.mu.
 	restoring   bool // its files are being restored; the process starts after (restore.go)

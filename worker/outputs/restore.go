@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
@@ -26,6 +27,11 @@ const (
 	// restoreStall gives up a file whose bytes stopped coming.
 	restoreStall = 2 * time.Minute
 )
+
+// SetInputDir names the run's RLSCHED_INPUT_DIR, where the outputs of
+// its parents (ExecuteTask.restore's files with input_of) are restored;
+// before Restore.
+func (o *Files) SetInputDir(path string) { o.inputDir = path }
 
 // restoreItem is a chunk of a restored file, or the master's refusal.
 type restoreItem struct {
@@ -129,10 +135,24 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 	if err := core.CheckArtifactPath(f.GetPath()); err != nil {
 		return 0, err
 	}
+	dir := o.dir
+	if in := f.GetInputOf(); in != "" {
+		// A parent's output (inputsFrom): its path is "<parent>/<path>",
+		// written under RLSCHED_INPUT_DIR, which is never uploaded.
+		if o.inputDir == "" || !strings.HasPrefix(f.GetPath(), in+"/") {
+			return 0, fmt.Errorf("an input of run %s at %q, and the run has no input dir for it", in, f.GetPath())
+		}
+		d, err := OpenDir(o.inputDir)
+		if err != nil {
+			return 0, err
+		}
+		defer d.close()
+		dir = d
+	}
 	if f.GetSize() < 0 {
 		return 0, fmt.Errorf("size %d", f.GetSize())
 	}
-	out, err := o.dir.create(f.GetPath(), o.owner)
+	out, err := dir.create(f.GetPath(), o.owner)
 	if err != nil {
 		return 0, err
 	}
@@ -140,7 +160,7 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 	defer func() {
 		if !ok {
 			out.Close()
-			o.dir.remove(f.GetPath())
+			dir.remove(f.GetPath())
 		}
 	}()
 	h := sha256.New()
@@ -202,9 +222,11 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 		return 0, fmt.Errorf("cannot write it: %w", err)
 	}
 	ok = true
-	if err := o.dir.setMtime(f.GetPath(), f.GetModifiedUnixNs()); err != nil {
+	if err := dir.setMtime(f.GetPath(), f.GetModifiedUnixNs()); err != nil {
 		return 0, fmt.Errorf("cannot set its mtime: %w", err)
 	}
-	o.known[f.GetPath()] = fileVer{f.GetSize(), f.GetModifiedUnixNs()} // stored already: not sent back
+	if f.GetInputOf() == "" {
+		o.known[f.GetPath()] = fileVer{f.GetSize(), f.GetModifiedUnixNs()} // stored already: not sent back
+	}
 	return f.GetSize(), nil
 }

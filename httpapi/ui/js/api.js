@@ -118,6 +118,8 @@ export const api = {
   sweepMetrics: (id, name, signal) => request('/api/sweeps/' + enc(id) + '/metrics' + qs({ name }), { signal }),
   retrySweep: (id) => request('/api/sweeps/' + enc(id) + '/retry', { method: 'POST' }),
   cancelSweep: (id) => request('/api/sweeps/' + enc(id) + '/cancel', { method: 'POST' }),
+  pipeline: (id, signal) => request('/api/pipelines/' + enc(id), { signal }),
+  retryPipeline: (id) => request('/api/pipelines/' + enc(id) + '/retry', { method: 'POST' }),
   sweepCSV: (id) => '/api/sweeps/' + enc(id) + '?format=csv',
   health: async (signal) => {
     // 503 still carries the health document ("status":"DOWN").

@@ -15,6 +15,7 @@ import * as healthPage from './pages/health.js';
 import * as usersPage from './pages/users.js';
 import * as sweepsPage from './pages/sweeps.js';
 import * as sweepPage from './pages/sweep.js';
+import * as pipelinePage from './pages/pipeline.js';
 
 const routes = [
   { re: /^\/login$/, page: loginPage, nav: '', public: true, title: 'Sign in' },
@@ -22,6 +23,7 @@ const routes = [
   { re: /^\/runs\/([A-Za-z0-9_-]{1,64})$/, page: runPage, nav: 'runs', title: 'Run', keys: ['id'] },
   { re: /^\/sweeps$/, page: sweepsPage, nav: 'sweeps', title: 'Sweeps' },
   { re: /^\/sweeps\/([A-Za-z0-9_-]{1,64})$/, page: sweepPage, nav: 'sweeps', title: 'Sweep', keys: ['id'] },
+  { re: /^\/pipelines\/([A-Za-z0-9_-]{1,64})$/, page: pipelinePage, nav: 'runs', title: 'Pipeline', keys: ['id'] },
   { re: /^\/submit$/, page: submitPage, nav: 'submit', title: 'New run' },
   { re: /^\/compare$/, page: comparePage, nav: 'compare', title: 'Compare' },
   { re: /^\/workers$/, page: workersPage, nav: 'workers', title: 'Workers' },

@@ -17,7 +17,7 @@ const InsertTask = `INSERT INTO tasks (id, name, project, user_id, status,
 	git_remote, diff_id, diff_omitted, sweep_id, rerun_of, resume_from,
 	preemptible, preempt_grace, preemptions, preempted_at,
 	cpus, memory_mb, private, kind, reason, usage_json, error_tail, note, baseline,
-	gpu_fraction, placement_json)
+	gpu_fraction, placement_json, waiting, deps)
 	VALUES (?,?,?,?,?, ?,?,?,?,?,?,?,?,?,?, ?,?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?,?,?, ?,?,?,?, ?,?,?,?,?,?,?,?,?, ?,?)`
 
 // InsertTaskValues is one more row's VALUES of a multi-row InsertTask.
@@ -64,6 +64,11 @@ func PrepareCreate(t *core.Task, now time.Time) (TaskRow, error) {
 		t.UpdatedAt = now
 	}
 	t.Status, t.Fence = core.StatusQueued, 0
+	if err := checkDeps(t); err != nil {
+		return TaskRow{}, err
+	}
+	// A run with parents waits for them (ReleaseWaiting ends the wait).
+	t.Waiting = len(t.After) > 0
 	r, err := EncodeTask(t)
 	if err != nil {
 		return r, fmt.Errorf("cannot create run %s: %w", t.ID, err)
@@ -80,7 +85,7 @@ func InsertArgs(t *core.Task, r TaskRow) []any {
 		t.Code.GitRemote, t.Code.DiffID, t.Code.DiffOmitted, t.SweepID, t.RerunOf, t.ResumeFrom,
 		t.Preemptible, t.PreemptGraceSeconds, t.Preemptions, r.Preempted,
 		t.CPUs, t.MemoryMB, t.Private, t.Kind, t.Reason, r.Usage, t.ErrorTail, t.Note, t.Baseline,
-		t.GPUFraction, r.Placement}
+		t.GPUFraction, r.Placement, t.Waiting, r.Deps}
 }
 
 // PreparedUpdate is one row of a batch update, encoded.

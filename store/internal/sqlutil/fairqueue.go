@@ -10,7 +10,9 @@ import (
 )
 
 // QueueQueries are a dialect's statements of the fair window (FairQueue),
-// each on the QUEUED runs: Plain is TaskCols in queue order with a LIMIT;
+// each on the QUEUED runs not waiting on a dependency (core.Task.Waiting:
+// the literal condition is the queue's indexes' own, so a waiting run is
+// never read): Plain is TaskCols in queue order with a LIMIT;
 // Groups lists the distinct (user_id, sweep_id) of the queue; Group is
 // TaskCols of one group in queue order with a LIMIT and an OFFSET.
 type QueueQueries struct{ Plain, Groups, Group string }
@@ -21,10 +23,10 @@ type QueueQueries struct{ Plain, Groups, Group string }
 func NewQueueQueries(queue, groups string) QueueQueries {
 	const order = ` ORDER BY t.priority DESC, t.created_at, t.id`
 	return QueueQueries{
-		Plain:  strings.Replace(TaskCols, "FROM tasks t ", queue+" ", 1) + `WHERE t.status = 'QUEUED'` + order + ` LIMIT ?`,
-		Groups: `SELECT DISTINCT user_id, sweep_id ` + strings.Replace(groups, "tasks t", "tasks", 1) + ` WHERE status = 'QUEUED'`,
+		Plain:  strings.Replace(TaskCols, "FROM tasks t ", queue+" ", 1) + `WHERE t.status = 'QUEUED' AND t.waiting = 0` + order + ` LIMIT ?`,
+		Groups: `SELECT DISTINCT user_id, sweep_id ` + strings.Replace(groups, "tasks t", "tasks", 1) + ` WHERE status = 'QUEUED' AND waiting = 0`,
 		Group: strings.Replace(TaskCols, "FROM tasks t ", groups+" ", 1) +
-			`WHERE t.status = 'QUEUED' AND t.user_id = ? AND t.sweep_id = ?` + order + ` LIMIT ? OFFSET ?`,
+			`WHERE t.status = 'QUEUED' AND t.waiting = 0 AND t.user_id = ? AND t.sweep_id = ?` + order + ` LIMIT ? OFFSET ?`,
 	}
 }
 

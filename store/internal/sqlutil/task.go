@@ -24,6 +24,7 @@ type TaskRow struct {
 	Usage                          *string
 	History                        *string // nil: none yet
 	Placement                      *string // placement_json; nil: none
+	Deps                           *string // after and inputsFrom; nil: none
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -49,6 +50,9 @@ func EncodeTask(t *core.Task) (TaskRow, error) {
 		return r, err
 	}
 	if r.Placement, err = encodePlacement(t); err != nil {
+		return r, err
+	}
+	if r.Deps, err = encodeDeps(t); err != nil {
 		return r, err
 	}
 	return r, nil
