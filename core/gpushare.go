@@ -21,7 +21,9 @@ const (
 	MaxGPUTypes        = 8
 	MaxGPUTypeChars    = 64
 	MaxConstraints     = 16
-	MaxLabelValueChars = 256
+	// A worker label: a key of [a-z0-9._/-]{1,63} (ValidLabelKey), a value
+	// of at most MaxLabelValue bytes; a constraint past them matches none.
+	MaxLabelValue = 128
 	// MaxGPUMemoryMB is 16 TiB, far above any GPU: a bigger number is a
 	// unit typed wrong.
 	MaxGPUMemoryMB = 16 << 20
@@ -37,7 +39,7 @@ const (
 	LabelHost     = "host"      // the worker's host name (Hello.host)
 )
 
-var labelKeyRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,62}$`)
+var labelKeyRe = regexp.MustCompile(`^[a-z0-9._/-]{1,63}$`)
 
 // CheckGPUs splits a request of gpus into whole GPUs and a fraction of one:
 // an integer ≥ 0, or 0 < f < 1 with at most two decimals. What is wrong
@@ -138,10 +140,10 @@ func CheckConstraints(c map[string]string) error {
 	for k, v := range c {
 		key := strings.TrimPrefix(k, "!")
 		if !labelKeyRe.MatchString(key) {
-			return fmt.Errorf("key %q must be a label name (1..63 of [A-Za-z0-9_.-/]), with a leading ! for \"must not be\"", clipKey(k))
+			return fmt.Errorf("key %q must be a label name (1..63 of [a-z0-9._/-]), with a leading ! for \"must not be\"", clipKey(k))
 		}
-		if utf8.RuneCountInString(v) > MaxLabelValueChars || strings.IndexByte(v, 0) >= 0 {
-			return fmt.Errorf("%s: the value must be at most %d characters", key, MaxLabelValueChars)
+		if len(v) > MaxLabelValue || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("%s: the value must be at most %d bytes", key, MaxLabelValue)
 		}
 	}
 	return nil

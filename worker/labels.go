@@ -19,9 +19,7 @@ import (
 
 // Bounds of a label.
 const (
-	maxLabelKey   = 63
-	maxLabelValue = 128
-	maxLabels     = 64
+	maxLabels = 64
 )
 
 // autoLabel reports whether key is one the worker sets itself.
@@ -45,20 +43,18 @@ func ParseLabel(kv string) (key, value string, err error) {
 	return key, value, nil
 }
 
-// checkLabel: a key of [a-z0-9._/-]{1,63}, not one of the automatic keys,
-// and a printable value of at most 128 bytes.
+// checkLabel: a key core.ValidLabelKey takes, not one of the automatic
+// keys, and a printable value of at most core.MaxLabelValue bytes.
 func checkLabel(key, value string) error {
-	if key == "" || len(key) > maxLabelKey || strings.IndexFunc(key, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("._/-", r))
-	}) >= 0 {
-		return fmt.Errorf("label key %q must match [a-z0-9._/-]{1,%d}", key, maxLabelKey)
+	if !core.ValidLabelKey(key) {
+		return fmt.Errorf("label key %q must match [a-z0-9._/-]{1,63}", key)
 	}
 	if autoLabel(key) {
 		return fmt.Errorf("label %q is set by the worker itself (%s, %s, %s, %s); choose another key", key,
 			core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost)
 	}
-	if len(value) > maxLabelValue {
-		return fmt.Errorf("label %s: a value of %d bytes, at most %d", key, len(value), maxLabelValue)
+	if len(value) > core.MaxLabelValue {
+		return fmt.Errorf("label %s: a value of %d bytes, at most %d", key, len(value), core.MaxLabelValue)
 	}
 	if !utf8.ValidString(value) || strings.IndexFunc(value, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return fmt.Errorf("label %s: value %q has characters that are not printable", key, value)
