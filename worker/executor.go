@@ -121,6 +121,8 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
+	// Its owner reads why in the run's log as well as in its error.
+	_, _ = fmt.Fprintf(r.out, "[rlsched] cannot start the run: %v\n", err)
 	r.cg.Remove()
 	r.releaseCache()
 	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
@@ -199,12 +201,9 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	}
 	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
 	env := a.runEnv(m, r.dirs, r.cacheDir, r.ident)
-	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
+	path, err := a.lookPath(r, argv[0], envValue(env, "PATH"), dir)
 	if err != nil {
 		return nil, nil, err
-	}
-	if note != "" {
-		r.log.Info().Msg(note)
 	}
 	if r.cg, err = a.cg.Create(m.GetTaskId(), m.GetAttempt(), m.GetFence(), cgroup.Limits{CPUMillis: m.GetCpuMillis(),
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
@@ -222,6 +221,31 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
 	r.pipe = pr
 	return cmd, pw, nil
+}
+
+// lookPath resolves argv[0] as the run's uid would (isolation.LookPath).
+// A python its uid cannot execute is replaced by the operator's RUN_PYTHON
+// when one is set, and the run's own log says so (issue 27): the
+// interpreter is never swapped silently.
+func (a *agent) lookPath(r *run, name, pathEnv, dir string) (string, error) {
+	path, err := isolation.LookPath(name, pathEnv, dir, r.ident)
+	var u *isolation.Unreachable
+	if err == nil || a.cfg.RunPython == "" || !errors.As(err, &u) || !isolation.IsPythonName(name) {
+		return path, err
+	}
+	if _, perr := isolation.LookPath(a.cfg.RunPython, "", dir, r.ident); perr != nil {
+		return "", fmt.Errorf("%w; and RUN_PYTHON %s cannot be used either: %v", err, a.cfg.RunPython, perr)
+	}
+	runNote(r, fmt.Sprintf("%s resolves to %s, which %s cannot execute (%v); running RUN_PYTHON %s instead, as this worker's operator configured",
+		name, u.Path, u.ID, u.Why, a.cfg.RunPython))
+	return a.cfg.RunPython, nil
+}
+
+// runNote writes one line of the worker's into the run's own log (where
+// its owner looks first) and into the worker's.
+func runNote(r *run, msg string) {
+	_, _ = fmt.Fprintf(r.out, "[rlsched] %s\n", msg)
+	r.log.Info().Msg(msg)
 }
 
 // checkTaskEnv refuses a task env that names a variable rlsched reserves

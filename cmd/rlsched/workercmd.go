@@ -30,6 +30,7 @@ type workerOpts struct {
 	reservedMemoryMB     int64
 	pidsMax              int64
 	cacheMaxMB           int64
+	runPython            string
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -66,6 +67,7 @@ func (o *workerOpts) defineOutputs(f envFlags) {
 // defineIsolation adds the flags that say whose uid runs get; `up` has them too.
 func (o *workerOpts) defineIsolation(f envFlags) {
 	f.str(&o.runAs, "run-as", "RUN_AS", "", "whose uid runs get: dynamic (a uid of --uid-range per run), user (the Unix account named like the run's owner) or none (the worker's); default dynamic as root, else none")
+	f.str(&o.runPython, "run-python", "RUN_PYTHON", "", "absolute path of the python a run gets when the python3 on its PATH is one its uid cannot execute (its log says so); default none: such a run fails to start, saying why")
 	f.str(&o.uidRange, "uid-range", "RUN_UID_RANGE", "61000-61999", "uids RUN_AS=dynamic gives runs, one per live run: FIRST-LAST")
 }
 
@@ -115,7 +117,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
-		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Logger: log}, nil
+		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, RunPython: o.runPython, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {
