@@ -73,6 +73,7 @@ type submitRequest struct {
 	Private        bool              `json:"private,omitempty"`
 	CPUs           *float64          `json:"cpus,omitempty"`
 	MemoryMB       *int64            `json:"memoryMb,omitempty"`
+	Python         *core.PythonEnv   `json:"python,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -110,6 +111,7 @@ type runFlags struct {
 	lr, cpus                    float64
 	timeout, workdir, memory    string
 	params, envs, tags          multiFlag
+	requirements, venv          string // the run's Python environment (pyenv.go)
 }
 
 func (rf *runFlags) define(fs *flagSet) {
@@ -131,6 +133,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.BoolVar(&rf.req.Preemptible, "preemptible", false, "the run may be stopped (SIGTERM, --grace, SIGKILL) for a run of higher priority, and is requeued to resume from its checkpoint")
 	fs.IntVar(&rf.grace, "grace", 0, "`SECONDS` a preempted run has to checkpoint before SIGKILL (default 30, at most 600)")
 	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
+	rf.definePython(fs)
 }
 
 // request checks the flags and the command after -- and builds the run's
@@ -231,6 +234,9 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("%v", err), false
 		}
 		req.TimeoutSeconds = &secs
+	}
+	if code, ok := inv.pythonEnv(fs, rf, &req); !ok {
+		return req, code, false
 	}
 	req.Code = gitCode(inv.ctx, inv.env.Dir)
 	fitDiff(&req)

@@ -115,6 +115,9 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}
+	if py := t.Python; py != nil {
+		msg.PythonRequirements, msg.PythonVenv = py.Requirements, py.Venv
+	}
 	if t.Resumes() {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		s.restore.restoreMsg(ctx, t, rr, msg) // restorestream.go

@@ -78,6 +78,9 @@ type submitBody struct {
 	// asks for; absent: the master's defaults (API.md "Resources").
 	CPUs     *float64 `json:"cpus,omitempty"`
 	MemoryMB *int64   `json:"memoryMb,omitempty"`
+	// Python is the run's Python environment (API.md "Python
+	// environments"): a requirements file of its code, or a venv.
+	Python *core.PythonEnv `json:"python,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -124,6 +127,8 @@ type spec struct {
 	// cpus and memoryMB the run asks for; 0: the defaults (newRun).
 	cpus     float64
 	memoryMB int64
+	// python is its Python environment; nil: none.
+	python *core.PythonEnv
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -135,7 +140,7 @@ func (s *Server) specOf(t core.Task) spec {
 		retries: t.MaxRetries, timeout: t.TimeoutSeconds, env: t.Env, tags: t.Tags,
 		workdir: t.Workdir, code: t.Code, preemptible: t.Preemptible, grace: t.PreemptGraceSeconds,
 		private: t.Private,
-		cpus:    t.CPUs, memoryMB: t.MemoryMB,
+		cpus:    t.CPUs, memoryMB: t.MemoryMB, python: t.Python,
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -346,6 +351,13 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 			return errBadRequest("workdir %q must be an absolute path on the worker", clip.String(*b.Workdir, 64))
 		}
 		sp.workdir = *b.Workdir
+	}
+	if b.Python != nil {
+		if err := b.Python.Check(); err != nil {
+			return errBadRequest("%s", err.Error())
+		}
+		py := *b.Python
+		sp.python = &py
 	}
 	if b.Code != nil {
 		if e := applyCode(sp, b.Code); e != nil {

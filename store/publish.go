@@ -81,7 +81,7 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
 		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings),
 		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds,
-		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline}
+		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline, Python: t.Python}
 	ts.fixed[t.ID] = f
 	return f
 }

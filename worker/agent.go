@@ -26,6 +26,7 @@ type agent struct {
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
 	cg         *cgroup.Manager     // each run's control group
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
+	envs       *envs               // the Python envs it built (pyenv.go); nil: none
 	offer      offer               // the cores and memory runs may have (Hello)
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
@@ -93,6 +94,11 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	if a.caches, err = isolation.NewCaches(cfg.DataDir, cfg.CacheMaxMB, a.log); err != nil {
 		return nil, err
+	}
+	if cfg.EnvCacheMB >= 0 {
+		if a.envs, err = newEnvs(cfg.DataDir, cfg.EnvCacheMB, a.log); err != nil {
+			return nil, err
+		}
 	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {

@@ -120,6 +120,11 @@ type Config struct {
 	// dir on this worker (isolation.Caches: XDG_CACHE_HOME, PIP_CACHE_DIR,
 	// HF_HOME, TORCH_HOME); default 10240; negative: no cache dirs.
 	CacheMaxMB int64
+	// EnvCacheMB (ENV_CACHE_MB) caps the Python envs the worker builds
+	// from runs' requirements files (DataDir/envs), the least recently
+	// used removed past it, never one in use; default 20480; negative:
+	// the worker builds none.
+	EnvCacheMB int64
 	// RunPython (RUN_PYTHON) is the interpreter a run gets when the python
 	// its command names (python, python3, python3.N) is one its uid cannot
 	// execute, e.g. pyenv's under /root; the run's log says so. "": such a
@@ -227,6 +232,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RunPython != "" && !filepath.IsAbs(c.RunPython) {
 		return c, fmt.Errorf("cannot start worker: RUN_PYTHON=%q: want an absolute path, e.g. /usr/bin/python3", c.RunPython)
+	}
+	if c.EnvCacheMB == 0 {
+		c.EnvCacheMB = defaultEnvCacheMB
 	}
 	if c.CacheMaxMB == 0 {
 		c.CacheMaxMB = defaultCacheMaxMB

@@ -55,16 +55,23 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	}
 
 	cmd, pipeW, err := a.prepare(m, r)
-	if err == nil && len(m.GetRestore()) > 0 {
+	if err == nil && (len(m.GetRestore()) > 0 || r.py.toBuild()) {
 		// The files of earlier attempts first (outputs.Files.Restore), off
-		// the reader goroutine, which brings their chunks. The run is held
-		// meanwhile: heartbeats renew it, a Hello lists it.
+		// the reader goroutine, which brings their chunks; then its Python
+		// env, built if need be. The run is held meanwhile: heartbeats
+		// renew it, a Hello lists it.
 		if !a.tab.holdRestoring(r) {
 			a.unprepare(r, pipeW)
 			return
 		}
 		go func() {
-			r.outs.Restore(m.GetRestore())
+			if len(m.GetRestore()) > 0 {
+				r.outs.Restore(m.GetRestore())
+			}
+			var envErr error
+			if r.py.toBuild() {
+				envErr = a.buildEnv(r, cmd)
+			}
 			forgotten, stopped := a.tab.restored(r)
 			switch {
 			case forgotten:
@@ -75,7 +82,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 				fin.Outcome = stopped
 				a.tab.unstarted(r, fin, false)
 			default:
-				a.launch(r, m, cmd, pipeW, nil, log)
+				a.launch(r, m, cmd, pipeW, envErr, log)
 			}
 		}()
 		return
@@ -89,6 +96,7 @@ func (a *agent) unprepare(r *run, pipeW *os.File) {
 	pipeW.Close()
 	r.cg.Remove()
 	r.releaseCache()
+	r.releaseEnv()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	r.out.Close()
 	r.outs.End()
@@ -125,6 +133,7 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	_, _ = fmt.Fprintf(r.out, "[rlsched] cannot start the run: %v\n", err)
 	r.cg.Remove()
 	r.releaseCache()
+	r.releaseEnv()
 	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
@@ -201,9 +210,17 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	}
 	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
 	env := a.runEnv(m, r.dirs, r.cacheDir, r.ident)
-	path, err := a.lookPath(r, argv[0], envValue(env, "PATH"), dir)
-	if err != nil {
+	if r.py, err = a.pythonEnv(m, r, dir, env); err != nil {
 		return nil, nil, err
+	}
+	var path string
+	if r.py != nil {
+		env = r.py.apply(env)
+	}
+	if !r.py.toBuild() { // else looked up once it is built (buildEnv)
+		if path, err = a.lookPath(r, argv[0], envValue(env, "PATH"), dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	if r.cg, err = a.cg.Create(m.GetTaskId(), m.GetAttempt(), m.GetFence(), cgroup.Limits{CPUMillis: m.GetCpuMillis(),
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
@@ -239,6 +256,19 @@ func (a *agent) lookPath(r *run, name, pathEnv, dir string) (string, error) {
 	runNote(r, fmt.Sprintf("%s resolves to %s, which %s cannot execute (%v); running RUN_PYTHON %s instead, as this worker's operator configured",
 		name, u.Path, u.ID, u.Why, a.cfg.RunPython))
 	return a.cfg.RunPython, nil
+}
+
+// buildEnv builds r's Python env, or waits for its build (envs.build),
+// holds it for r, and looks the run's command up on the PATH that has the
+// env's bin first.
+func (a *agent) buildEnv(r *run, cmd *exec.Cmd) error {
+	release, err := a.envs.build(r, r.py, isolation.CacheEnv(r.cacheDir), r.dirs.Private)
+	if err != nil {
+		return err
+	}
+	r.envDone = release
+	cmd.Path, err = a.lookPath(r, cmd.Args[0], envValue(cmd.Env, "PATH"), cmd.Dir)
+	return err
 }
 
 // runNote writes one line of the worker's into the run's own log (where
@@ -404,6 +434,7 @@ func (a *agent) reap(r *run) {
 		r.log.Error().Err(err).Msg("guard")
 	}
 	r.releaseCache() // its processes are gone, and its uid not yet given back
+	r.releaseEnv()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -35,8 +36,12 @@ type run struct {
 	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
 	cacheDir  string
 	cacheDone func()
-	pumped    chan struct{} // closed when the pump has read the pipe to its end
-	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	// py is its Python environment (pyenv.go; nil: none); envDone gives
+	// back its hold of a built one.
+	py      *pyEnv
+	envDone func()
+	pumped  chan struct{} // closed when the pump has read the pipe to its end
+	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
@@ -62,6 +67,14 @@ func (r *run) releaseCache() {
 	if r.cacheDone != nil {
 		r.cacheDone()
 		r.cacheDone = nil
+	}
+}
+
+// releaseEnv gives back the run's hold of its built Python env, once.
+func (r *run) releaseEnv() {
+	if r.envDone != nil {
+		r.envDone()
+		r.envDone = nil
 	}
 }
 
@@ -143,6 +156,17 @@ func startFailedMsg(m *pb.ExecuteTask, err error) *pb.TaskFinished {
 		Fence:    m.GetFence(),
 		ExitCode: -1,
 		Error:    err.Error(),
+		Reason:   startFailedReason(err),
 		Outcome:  pb.Outcome_OUTCOME_START_FAILED,
 	}
+}
+
+// startFailedReason is TaskFinished.reason of a start that failed with err:
+// env_build for a Python env that could not be built.
+func startFailedReason(err error) string {
+	var e *envError
+	if errors.As(err, &e) {
+		return e.reason
+	}
+	return ""
 }

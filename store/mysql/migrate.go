@@ -246,6 +246,8 @@ var migrations = [][]string{
 	// 13: a run's history, as sqlite's migration 14. MEDIUMTEXT: 100
 	// entries with their reasons can pass TEXT's 64 KiB.
 	{`ALTER TABLE tasks ADD COLUMN history MEDIUMTEXT NULL`},
+	// 14 (issue 27): a run's Python environment, as sqlite's migration 15.
+	{`ALTER TABLE tasks ADD COLUMN python_env TEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -207,6 +207,9 @@ var migrations = []string{
 	// 14: a run's history, its state changes in order (issue 32), a JSON
 	// array that every update stores whole (core.Task.History).
 	`ALTER TABLE tasks ADD COLUMN history TEXT;`,
+	// 15 (issue 27): a run's Python environment, core.PythonEnv's JSON
+	// (NULL: none), fixed at submission.
+	`ALTER TABLE tasks ADD COLUMN python_env TEXT;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

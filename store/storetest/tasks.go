@@ -35,6 +35,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		CPUs: 2.5, MemoryMB: 16384, Private: true, Kind: core.KindInteractive,
 		Reason: "lost", Usage: &core.Usage{CPUSeconds: 1.25, PeakMemoryMB: 900, GPUSeconds: 7},
 		ErrorTail: "Traceback\nKeyError: 'x'", Note: "a ünïcode note", Baseline: true,
+		Python: &core.PythonEnv{Requirements: "exp/requirements.txt"},
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these

@@ -23,6 +23,7 @@ type TaskRow struct {
 	Fence                          int64
 	Usage                          *string
 	History                        *string // nil: none yet
+	Python                         *string // core.PythonEnv's JSON; nil: none
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -46,6 +47,17 @@ func EncodeTask(t *core.Task) (TaskRow, error) {
 	}
 	if r.Created, err = Nanos(t.CreatedAt); err != nil {
 		return r, err
+	}
+	if t.Python != nil {
+		if err := t.Python.Check(); err != nil {
+			return r, fmt.Errorf("cannot store run %s: %w", t.ID, err)
+		}
+		b, err := json.Marshal(t.Python)
+		if err != nil {
+			return r, err
+		}
+		s := string(b)
+		r.Python = &s
 	}
 	return r, nil
 }
