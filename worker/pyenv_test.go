@@ -1,12 +1,8 @@
 package worker
 
 import (
-	"archive/zip"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,59 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/pywheel"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/worker/isolation"
 )
-
-// writeWheel writes a pure-Python wheel of package rlsched_envtest into
-// dir by hand (no network, no build backend), as pip would find it with
-// PIP_FIND_LINKS: its module says VALUE = value.
-func writeWheel(t *testing.T, dir, value string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, "rlsched_envtest-1.0-py3-none-any.whl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	z := zip.NewWriter(f)
-	files := []struct{ name, body string }{
-		{"rlsched_envtest/__init__.py", fmt.Sprintf("VALUE = %q\n", value)},
-		{"rlsched_envtest-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: rlsched-envtest\nVersion: 1.0\n"},
-		{"rlsched_envtest-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: rlsched-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var record strings.Builder
-	for _, fl := range files {
-		w, err := z.Create(fl.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(fl.body))
-		sum := sha256.Sum256([]byte(fl.body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", fl.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(fl.body))
-	}
-	record.WriteString("rlsched_envtest-1.0.dist-info/RECORD,,\n")
-	w, err := z.Create("rlsched_envtest-1.0.dist-info/RECORD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte(record.String()))
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// needVenv skips outside CI where python3 cannot make a venv with pip
-// (Debian's python3 without python3-venv); .ci/run installs it.
-func needVenv(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("python3", "-m", "venv", filepath.Join(dir, "v")).CombinedOutput(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("python3 -m venv: %v\n%s", err, out)
-		}
-		t.Skipf("python3 cannot make a venv here: %v\n%s", err, out)
-	}
-}
 
 // finishedAll waits for the TaskFinished of every id, acking each.
 func finishedAll(t *testing.T, mc *masterConn, d time.Duration, ids ...string) map[string]*pb.TaskFinished {
@@ -105,12 +52,9 @@ except PermissionError:
 // build that fails fails the run with pip's last lines and reason
 // env_build; a venv given by path is checked.
 func TestPythonEnv_Requirements(t *testing.T) {
-	needVenv(t)
+	pywheel.NeedVenv(t)
 	wheels := testutil.ReachableTempDir(t)
-	writeWheel(t, wheels, "from-the-wheel")
-	if err := os.Chmod(wheels, 0o755); err != nil { // pip lists it as the run's uid
-		t.Fatal(err)
-	}
+	pywheel.Write(t, wheels, "from-the-wheel")
 	// The worker's pip settings; the runs' own PIP_* never reach a build.
 	t.Setenv("PIP_FIND_LINKS", wheels)
 	t.Setenv("PIP_NO_INDEX", "1")
