@@ -214,7 +214,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		return nil, nil, err
 	}
 	var path string
-	if r.py != nil {
+	if r.py != nil && !r.py.toBuild() {
 		env = r.py.apply(env)
 	}
 	if !r.py.toBuild() { // else looked up once it is built (buildEnv)
@@ -258,10 +258,14 @@ func (a *agent) lookPath(r *run, name, pathEnv, dir string) (string, error) {
 	return a.cfg.RunPython, nil
 }
 
-// buildEnv builds r's Python env, or waits for its build (envs.build),
-// holds it for r, and looks the run's command up on the PATH that has the
-// env's bin first.
+// buildEnv reads r's requirements file where it starts, builds its Python
+// env or waits for its build (envs.build), holds it for r, and looks the
+// run's command up on the PATH that has the env's bin first.
 func (a *agent) buildEnv(r *run, cmd *exec.Cmd) error {
+	if err := a.resolveEnv(r, r.py, cmd.Dir, cmd.Env); err != nil {
+		return err
+	}
+	cmd.Env = r.py.apply(cmd.Env)
 	release, err := a.envs.build(r, r.py, isolation.CacheEnv(r.cacheDir), r.dirs.Private)
 	if err != nil {
 		return err

@@ -68,7 +68,9 @@ func (e *envError) Unwrap() error { return e.err }
 // pyEnv is what a run's Python environment adds to its start.
 type pyEnv struct {
 	dir string // the venv: VIRTUAL_ENV, its bin first on PATH
-	// Set when the worker builds it from a requirements file.
+	// Set when the worker builds it from a requirements file: rel as the
+	// run named it and owner at prepare; the rest by resolve, at start.
+	rel, owner                string
 	key, requirements, python string
 }
 
@@ -151,10 +153,10 @@ func pipSettings() []string {
 	return out
 }
 
-// pythonEnv resolves the Python environment m names, before the run's
+// pythonEnv checks the Python environment m names, before the run's
 // command is looked up: a venv's bin/python must be one the run's uid can
-// execute; a requirements file must be readable by it, and gives the key
-// of the env to build (build). nil when m names none.
+// execute; a requirements file is read at start (resolveEnv). nil when m
+// names none.
 func (a *agent) pythonEnv(m *pb.ExecuteTask, r *run, dir string, env []string) (*pyEnv, error) {
 	spec := &core.PythonEnv{Requirements: m.GetPythonRequirements(), Venv: m.GetPythonVenv()}
 	if *spec == (core.PythonEnv{}) {
@@ -176,42 +178,49 @@ func (a *agent) pythonEnv(m *pb.ExecuteTask, r *run, dir string, env []string) (
 	if a.envs == nil {
 		return nil, errors.New("this worker keeps no Python environments (ENV_CACHE_MB=-1): give python.venv, or run on another worker")
 	}
-	reqPath := filepath.Join(dir, filepath.FromSlash(spec.Requirements))
-	if err := isolation.CheckReach(r.ident, dir, []string{reqPath}); err != nil {
-		return nil, fmt.Errorf("python.requirements %s: %w", spec.Requirements, err)
+	return &pyEnv{rel: spec.Requirements, owner: m.GetUser()}, nil
+}
+
+// resolveEnv reads the requirements file in the run's working directory as
+// it is when the run starts (after its code is in place), and sets the
+// env's key, dir and interpreter.
+func (a *agent) resolveEnv(r *run, p *pyEnv, dir string, env []string) error {
+	reqPath := filepath.Join(dir, filepath.FromSlash(p.rel))
+	if err := isolation.CheckRead(r.ident, reqPath); err != nil {
+		return fmt.Errorf("python.requirements %s: %w", p.rel, err)
 	}
 	content, err := os.ReadFile(reqPath)
 	if err != nil {
-		return nil, fmt.Errorf("python.requirements %s: %w", spec.Requirements, err)
+		return fmt.Errorf("python.requirements %s: %w", p.rel, err)
 	}
 	// The interpreter the venv is made with: python3 as the run would get
 	// it (RUN_PYTHON where its own cannot be run), resolved to the file,
 	// whose size and time stand for its version.
 	python, err := a.lookPath(r, "python3", envValue(env, "PATH"), dir)
 	if err != nil {
-		return nil, fmt.Errorf("python.requirements: no python3 to build the env with: %w", err)
+		return fmt.Errorf("python.requirements: no python3 to build the env with: %w", err)
 	}
 	real, err := filepath.EvalSymlinks(python)
 	if err != nil {
-		return nil, fmt.Errorf("python.requirements: %w", err)
+		return fmt.Errorf("python.requirements: %w", err)
 	}
 	st, err := os.Stat(real)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	h := sha256.New()
-	owner := m.GetUser()
-	fmt.Fprintf(h, "rlsched-venv 1\x00%s\x00%s\x00%d\x00%d\x00", owner, real, st.Size(), st.ModTime().UnixNano())
+	fmt.Fprintf(h, "rlsched-venv 1\x00%s\x00%s\x00%d\x00%d\x00", p.owner, real, st.Size(), st.ModTime().UnixNano())
 	for _, kv := range pipSettings() {
 		fmt.Fprintf(h, "%s\x00", kv)
 	}
 	h.Write(content)
-	key := hex.EncodeToString(h.Sum(nil))[:32]
-	return &pyEnv{dir: filepath.Join(a.envs.dir, key), key: key, requirements: reqPath, python: python}, nil
+	p.key = hex.EncodeToString(h.Sum(nil))[:32]
+	p.dir, p.requirements, p.python = filepath.Join(a.envs.dir, p.key), reqPath, python
+	return nil
 }
 
 // toBuild: p is an env the worker builds (from a requirements file).
-func (p *pyEnv) toBuild() bool { return p != nil && p.key != "" }
+func (p *pyEnv) toBuild() bool { return p != nil && p.rel != "" }
 
 // apply puts the env's bin first on the run's PATH and sets VIRTUAL_ENV
 // (after the task's env: exec keeps a name's last value).

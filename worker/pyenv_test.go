@@ -121,7 +121,12 @@ func TestPythonEnv_Requirements(t *testing.T) {
 	exec("venv-ok", &pb.ExecuteTask{PythonVenv: venv})
 	exec("venv-missing", &pb.ExecuteTask{PythonVenv: "/nonexistent/env"})
 	exec("env-broken", &pb.ExecuteTask{PythonRequirements: "broken.txt"})
-	fins = finishedAll(t, mc, 3*time.Minute, "venv-ok", "venv-missing", "env-broken")
+	exec("env-nofile", &pb.ExecuteTask{PythonRequirements: "exp/none.txt"})
+	fins = finishedAll(t, mc, 3*time.Minute, "venv-ok", "venv-missing", "env-broken", "env-nofile")
+	if f := fins["env-nofile"]; f.GetOutcome() != pb.Outcome_OUTCOME_START_FAILED ||
+		!strings.Contains(f.GetError(), "python.requirements exp/none.txt: ") || !strings.Contains(f.GetError(), "no such file") {
+		t.Errorf("missing requirements file: %v", f)
+	}
 	if f := fins["venv-ok"]; f.GetExitCode() != 0 || !strings.Contains(m.log("venv-ok", 1), "venv="+venv+"\n") {
 		t.Errorf("venv by path: %v\n%s", f, m.log("venv-ok", 1))
 	}
