@@ -78,7 +78,11 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 				a.unprepare(r, pipeW)
 			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
 				a.unprepare(r, pipeW)
-				fin := startFailedMsg(m, errors.New("stopped while the files of earlier attempts were restored, before it started"))
+				why := "stopped while the files of earlier attempts were restored, before it started"
+				if r.py.toBuild() {
+					why = "stopped while its files were restored or its Python env built, before it started"
+				}
+				fin := startFailedMsg(m, errors.New(why))
 				fin.Outcome = stopped
 				a.tab.unstarted(r, fin, false)
 			default:
