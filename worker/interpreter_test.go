@@ -71,3 +71,12 @@ func TestInterpreter_RunPython(t *testing.T) {
 		t.Fatalf("the run's log does not say which python it got:\n%s", out)
 	}
 }
+
+// TestInterpreter_RunPythonMustBeAbsolute: a relative RUN_PYTHON would
+// depend on each run's PATH; the worker refuses to start with it.
+func TestInterpreter_RunPythonMustBeAbsolute(t *testing.T) {
+	c := Config{ID: "w1", Masters: []string{"127.0.0.1:1"}, DataDir: t.TempDir(), JoinToken: testToken, RunPython: "python3"}
+	if _, err := c.withDefaults(); err == nil || !strings.Contains(err.Error(), `RUN_PYTHON="python3": want an absolute path`) {
+		t.Fatalf("relative RUN_PYTHON: %v", err)
+	}
+}
