@@ -129,6 +129,7 @@ func runShow(inv *invocation, args []string) int {
 		{"baseline", strconv.FormatBool(t.Baseline)},
 		{"note", orDash(oneLine(t.Note))},
 		{"workdir", orDash(t.Workdir)},
+		{"python", pythonLine(t.Python)},
 		{"private", strconv.FormatBool(t.Private)},
 		{"worker", orDash(t.Worker)},
 		{"traceId", orDash(t.TraceID)},

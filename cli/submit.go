@@ -78,6 +78,7 @@ type submitRequest struct {
 	Constraints    map[string]string `json:"constraints,omitempty"`
 	After          []afterRequest    `json:"after,omitempty"`
 	InputsFrom     []string          `json:"inputsFrom,omitempty"`
+	Python         *core.PythonEnv   `json:"python,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.
@@ -118,6 +119,7 @@ type runFlags struct {
 	params, envs, tags       multiFlag
 	gpuTypes, constraints    multiFlag
 	deps                     depFlags // deps.go
+	requirements, venv       string   // the run's Python environment (pyenv.go)
 }
 
 func (rf *runFlags) define(fs *flagSet) {
@@ -143,6 +145,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.IntVar(&rf.grace, "grace", 0, "`SECONDS` a preempted run has to checkpoint before SIGKILL (default 30, at most 600)")
 	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
 	rf.deps.define(fs)
+	rf.definePython(fs)
 }
 
 // request checks the flags and the command after -- and builds the run's
@@ -276,6 +279,9 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("%v", err), false
 		}
 		req.TimeoutSeconds = &secs
+	}
+	if code, ok := inv.pythonEnv(fs, rf, &req); !ok {
+		return req, code, false
 	}
 	req.Code = gitCode(inv.ctx, inv.env.Dir)
 	fitDiff(&req)

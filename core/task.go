@@ -142,6 +142,9 @@ type Task struct {
 	// them, so an edit is never lost to a state change.
 	Note     string `json:"note"`
 	Baseline bool   `json:"baseline"`
+	// Python is its Python environment (issue 27), fixed at submission;
+	// nil: the python the worker finds on the run's PATH.
+	Python *PythonEnv `json:"python"`
 	// History is its state changes in order (history.go): the transitions
 	// append to it and every update stores it whole; View adds what its
 	// fields say when it lacks an entry.

@@ -122,6 +122,9 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 	for _, d := range t.After {
 		msg.Parents = append(msg.Parents, d.Run) // the worker's RLSCHED_PARENT_1..n
 	}
+	if py := t.Python; py != nil {
+		msg.PythonRequirements, msg.PythonVenv = py.Requirements, py.Venv
+	}
 	if t.Resumes() || len(t.InputsFrom) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		s.restore.restoreMsg(ctx, t, rr, msg) // restorestream.go

@@ -87,6 +87,9 @@ type submitBody struct {
 	// those whose outputs it starts with (deps.go; a rerun keeps neither).
 	After      *[]afterItem `json:"after,omitempty"`
 	InputsFrom *[]string    `json:"inputsFrom,omitempty"`
+	// Python is the run's Python environment (API.md "Python
+	// environments"): a requirements file of its code, or a venv.
+	Python *core.PythonEnv `json:"python,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -144,6 +147,8 @@ type spec struct {
 	after      []afterItem
 	deps       []core.Dep
 	inputsFrom []string
+	// python is its Python environment; nil: none.
+	python *core.PythonEnv
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -157,6 +162,7 @@ func (s *Server) specOf(t core.Task) spec {
 		private: t.Private,
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
 		gpuFraction: t.GPUFraction, gpuMemoryMB: t.GPUMemoryMB, gpuType: t.GPUType, constraints: t.Constraints,
+		python: t.Python,
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -364,6 +370,13 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 			return errBadRequest("workdir %q must be an absolute path on the worker", clip.String(*b.Workdir, 64))
 		}
 		sp.workdir = *b.Workdir
+	}
+	if b.Python != nil {
+		if err := b.Python.Check(); err != nil {
+			return errBadRequest("%s", err.Error())
+		}
+		py := *b.Python
+		sp.python = &py
 	}
 	if b.Code != nil {
 		if e := applyCode(sp, b.Code); e != nil {

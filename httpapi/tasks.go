@@ -148,6 +148,7 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		Preemptible:         sp.preemptible,
 		PreemptGraceSeconds: sp.grace,
 		Private:             sp.private,
+		Python:              sp.python,
 		CPUs:                sp.cpus,
 		MemoryMB:            sp.memoryMB,
 		GPUFraction:         sp.gpuFraction,

@@ -24,6 +24,8 @@ import (
 func TestMain(m *testing.M) {
 	// The test's worker guards its runs with this binary started again.
 	worker.MaybeGuard()
+	// Runs under uids of their own get the PATH they can reach.
+	os.Setenv("PATH", testutil.RunsPATH(os.Getenv("PATH")))
 	if _, ok := os.LookupEnv("GORACE"); !ok {
 		os.Setenv("GORACE", "atexit_sleep_ms=0") // guards are this binary too
 	}

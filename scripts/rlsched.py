@@ -209,8 +209,16 @@ def _memory_mb(size):
 
 def _run_body(spec):
     """A run's fields (submit, a sweep's base) as the API names them, with
-    ``memory="16GiB"`` as ``memoryMb``."""
+    ``memory="16GiB"`` as ``memoryMb``, and ``requirements="requirements.txt"``
+    or ``venv="/shared/envs/x"`` as its ``python`` environment."""
     spec = dict(spec)
+    req, venv = spec.pop("requirements", None), spec.pop("venv", None)
+    if req is not None or venv is not None:
+        if req is not None and venv is not None:
+            raise ValueError("give requirements or venv, not both")
+        if spec.get("python") is not None:
+            raise ValueError("give python={...} or requirements/venv, not both")
+        spec["python"] = {"requirements": req} if req is not None else {"venv": venv}
     if spec.get("memory") is not None:
         if spec.get("memory_mb") is not None or spec.get("memoryMb") is not None:
             raise ValueError("give memory or memory_mb, not both")
@@ -373,6 +381,10 @@ class Client:
         or a list of ids and ``{"run": id, "when": "ended"}`` /
         ``{"sweep": id}`` dicts; ``inputs_from=[id]`` gives it the output
         files of those parents in ``RLSCHED_INPUT_DIR/<id>/``.
+        ``memory_mb=``); without them the run gets the master's defaults;
+        ``requirements="requirements.txt"`` (a file of the run's code, which
+        the worker builds a venv from) or ``venv="/shared/envs/x"`` (an
+        existing venv on the worker) names its Python environment.
         """
         return self._json("POST", "/api/train", _run_body(spec))["id"]
 

@@ -767,6 +767,17 @@ for bad in ["16XB", "GiB", "-1GiB", True]:
     except ValueError as e:
         check("memory" in str(e), "memory error names the field: %s" % e)
 
+# A run's Python environment (issue 27).
+check(rlsched._run_body({"requirements": "exp/requirements.txt"}) == {"python": {"requirements": "exp/requirements.txt"}}, "requirements")
+check(rlsched._run_body({"venv": "/shared/envs/x"}) == {"python": {"venv": "/shared/envs/x"}}, "venv")
+check(rlsched._run_body({"python": {"venv": "/v"}}) == {"python": {"venv": "/v"}}, "python as given")
+for bad in [{"requirements": "r.txt", "venv": "/v"}, {"venv": "/v", "python": {"venv": "/w"}}]:
+    try:
+        rlsched._run_body(bad)
+        check(False, "%r accepted" % (bad,))
+    except ValueError as e:
+        check("not both" in str(e), "python env error: %s" % e)
+
 # Filters as a query string.
 q = rlsched._query({"status": "SUCCEEDED", "project": "a b", "user": None, "created_after": datetime.datetime(2026, 1, 2, 3, 4, 5), "tag": ["x", "y"], "limit": 5},
                    {"lr": 0.001, "algo": "PPO", "norm": True})

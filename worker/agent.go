@@ -26,6 +26,7 @@ type agent struct {
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
 	cg         *cgroup.Manager     // each run's control group
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
+	envs       *envs               // the Python envs it built (pyenv.go); nil: none
 	offer      offer               // the cores and memory runs may have (Hello)
 	labels     map[string]string   // Hello.labels: the operator's and the automatic ones
 	guard      *leaseguard.Guard   // nil when the guard could not start
@@ -100,6 +101,11 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 	}
 	if cfg.GPUSharing == SharingMPS {
 		if a.mps, err = newMPS(cfg, a.log); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.EnvCacheMB >= 0 {
+		if a.envs, err = newEnvs(cfg.DataDir, cfg.EnvCacheMB, a.log); err != nil {
 			return nil, err
 		}
 	}

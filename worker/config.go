@@ -137,6 +137,16 @@ type Config struct {
 	// MPSControl is the nvidia-cuda-mps-control to run; default the one
 	// on PATH.
 	MPSControl string
+	// EnvCacheMB (ENV_CACHE_MB) caps the Python envs the worker builds
+	// from runs' requirements files (DataDir/envs), the least recently
+	// used removed past it, never one in use; default 20480; negative:
+	// the worker builds none.
+	EnvCacheMB int64
+	// RunPython (RUN_PYTHON) is the interpreter a run gets when the python
+	// its command names (python, python3, python3.N) is one its uid cannot
+	// execute, e.g. pyenv's under /root; the run's log says so. "": such a
+	// run fails to start, saying why (issue 27).
+	RunPython string
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 
@@ -244,6 +254,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PidsMax <= 0 {
 		c.PidsMax = defaultPidsMax
+	}
+	if c.RunPython != "" && !filepath.IsAbs(c.RunPython) {
+		return c, fmt.Errorf("cannot start worker: RUN_PYTHON=%q: want an absolute path, e.g. /usr/bin/python3", c.RunPython)
+	}
+	if c.EnvCacheMB == 0 {
+		c.EnvCacheMB = defaultEnvCacheMB
 	}
 	if c.CacheMaxMB == 0 {
 		c.CacheMaxMB = defaultCacheMaxMB

@@ -57,27 +57,38 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	}
 
 	cmd, pipeW, err := a.prepare(m, r)
-	if err == nil && len(m.GetRestore()) > 0 {
+	if err == nil && (len(m.GetRestore()) > 0 || r.py.toBuild()) {
 		// The files of earlier attempts first (outputs.Files.Restore), off
-		// the reader goroutine, which brings their chunks. The run is held
-		// meanwhile: heartbeats renew it, a Hello lists it.
+		// the reader goroutine, which brings their chunks; then its Python
+		// env, built if need be. The run is held meanwhile: heartbeats
+		// renew it, a Hello lists it.
 		if !a.tab.holdRestoring(r) {
 			a.unprepare(r, pipeW)
 			return
 		}
 		go func() {
-			r.outs.Restore(m.GetRestore())
+			if len(m.GetRestore()) > 0 {
+				r.outs.Restore(m.GetRestore())
+			}
+			var envErr error
+			if r.py.toBuild() {
+				envErr = a.buildEnv(r, cmd)
+			}
 			forgotten, stopped := a.tab.restored(r)
 			switch {
 			case forgotten:
 				a.unprepare(r, pipeW)
 			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
 				a.unprepare(r, pipeW)
-				fin := startFailedMsg(m, errors.New("stopped while the files of earlier attempts were restored, before it started"))
+				why := "stopped while the files of earlier attempts were restored, before it started"
+				if r.py.toBuild() {
+					why = "stopped while its files were restored or its Python env built, before it started"
+				}
+				fin := startFailedMsg(m, errors.New(why))
 				fin.Outcome = stopped
 				a.tab.unstarted(r, fin, false)
 			default:
-				a.launch(r, m, cmd, pipeW, nil, log)
+				a.launch(r, m, cmd, pipeW, envErr, log)
 			}
 		}()
 		return
@@ -92,6 +103,7 @@ func (a *agent) unprepare(r *run, pipeW *os.File) {
 	r.cg.Remove()
 	r.releaseCache()
 	r.releaseMPS()
+	r.releaseEnv()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	r.out.Close()
 	r.outs.End()
@@ -124,9 +136,12 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 		r.pipe = nil
 	}
 	log.Warn().Err(err).Strs("argv", m.GetArgv()).Msg("cannot start run")
+	// Its owner reads why in the run's log as well as in its error.
+	_, _ = fmt.Fprintf(r.out, "[rlsched] cannot start the run: %v\n", err)
 	r.cg.Remove()
 	r.releaseCache()
 	r.releaseMPS()
+	r.releaseEnv()
 	a.iso.Release(r.ident, r.dirs, r.log) // nothing runs under its uid
 	r.out.Close()
 	r.outs.End()
@@ -216,12 +231,17 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		}
 	}
 	env := append(a.runEnv(m, r.dirs, r.cacheDir, r.ident), mpsEnv...) // the last value of a name counts
-	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
-	if err != nil {
+	if r.py, err = a.pythonEnv(m, r, dir, env); err != nil {
 		return nil, nil, err
 	}
-	if note != "" {
-		r.log.Info().Msg(note)
+	var path string
+	if r.py != nil && !r.py.toBuild() {
+		env = r.py.apply(env)
+	}
+	if !r.py.toBuild() { // else looked up once it is built (buildEnv)
+		if path, err = a.lookPath(r, argv[0], envValue(env, "PATH"), dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	if r.cg, err = a.cg.Create(m.GetTaskId(), m.GetAttempt(), m.GetFence(), cgroup.Limits{CPUMillis: m.GetCpuMillis(),
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
@@ -239,6 +259,48 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
 	r.pipe = pr
 	return cmd, pw, nil
+}
+
+// lookPath resolves argv[0] as the run's uid would (isolation.LookPath).
+// A python its uid cannot execute is replaced by the operator's RUN_PYTHON
+// when one is set, and the run's own log says so (issue 27): the
+// interpreter is never swapped silently.
+func (a *agent) lookPath(r *run, name, pathEnv, dir string) (string, error) {
+	path, err := isolation.LookPath(name, pathEnv, dir, r.ident)
+	var u *isolation.Unreachable
+	if err == nil || a.cfg.RunPython == "" || !errors.As(err, &u) || !isolation.IsPythonName(name) {
+		return path, err
+	}
+	if _, perr := isolation.LookPath(a.cfg.RunPython, "", dir, r.ident); perr != nil {
+		return "", fmt.Errorf("%w; and RUN_PYTHON %s cannot be used either: %v", err, a.cfg.RunPython, perr)
+	}
+	runNote(r, fmt.Sprintf("%s resolves to %s, which %s cannot execute (%v); running RUN_PYTHON %s instead, as this worker's operator configured",
+		name, u.Path, u.ID, u.Why, a.cfg.RunPython))
+	return a.cfg.RunPython, nil
+}
+
+// buildEnv reads r's requirements file where it starts, builds its Python
+// env or waits for its build (envs.build), holds it for r, and looks the
+// run's command up on the PATH that has the env's bin first.
+func (a *agent) buildEnv(r *run, cmd *exec.Cmd) error {
+	if err := a.resolveEnv(r, r.py, cmd.Dir, cmd.Env); err != nil {
+		return err
+	}
+	cmd.Env = r.py.apply(cmd.Env)
+	release, err := a.envs.build(r, r.py, isolation.CacheEnv(r.cacheDir), r.dirs.Private)
+	if err != nil {
+		return err
+	}
+	r.envDone = release
+	cmd.Path, err = a.lookPath(r, cmd.Args[0], envValue(cmd.Env, "PATH"), cmd.Dir)
+	return err
+}
+
+// runNote writes one line of the worker's into the run's own log (where
+// its owner looks first) and into the worker's.
+func runNote(r *run, msg string) {
+	_, _ = fmt.Fprintf(r.out, "[rlsched] %s\n", msg)
+	r.log.Info().Msg(msg)
 }
 
 // checkTaskEnv refuses a task env that names a variable rlsched reserves
@@ -408,6 +470,7 @@ func (a *agent) reap(r *run) {
 	}
 	r.releaseCache() // its processes are gone, and its uid not yet given back
 	r.releaseMPS()
+	r.releaseEnv()
 	a.iso.Release(r.ident, r.dirs, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
 }

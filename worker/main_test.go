@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(envTestMaster); addr != "" {
 		os.Exit(runChildWorker(addr, os.Getenv(envTestDir)))
 	}
+	// Runs under uids of their own get the PATH they can reach.
+	os.Setenv("PATH", testutil.RunsPATH(os.Getenv("PATH")))
 	if _, ok := os.LookupEnv("GORACE"); !ok {
 		// Guards are this binary too; under -race each would sleep 1s on exit.
 		os.Setenv("GORACE", "atexit_sleep_ms=0")

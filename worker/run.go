@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -43,6 +44,10 @@ type run struct {
 	// mpsDone gives back its place on its GPU's MPS daemon (mps.go); nil:
 	// none.
 	mpsDone func()
+	// py is its Python environment (pyenv.go; nil: none); envDone gives
+	// back its hold of a built one.
+	py      *pyEnv
+	envDone func()
 	pumped  chan struct{} // closed when the pump has read the pipe to its end
 	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
@@ -83,6 +88,14 @@ func (r *run) releaseCache() {
 	if r.cacheDone != nil {
 		r.cacheDone()
 		r.cacheDone = nil
+	}
+}
+
+// releaseEnv gives back the run's hold of its built Python env, once.
+func (r *run) releaseEnv() {
+	if r.envDone != nil {
+		r.envDone()
+		r.envDone = nil
 	}
 }
 
@@ -168,6 +181,17 @@ func startFailedMsg(m *pb.ExecuteTask, err error) *pb.TaskFinished {
 		Fence:    m.GetFence(),
 		ExitCode: -1,
 		Error:    err.Error(),
+		Reason:   startFailedReason(err),
 		Outcome:  pb.Outcome_OUTCOME_START_FAILED,
 	}
+}
+
+// startFailedReason is TaskFinished.reason of a start that failed with err:
+// env_build for a Python env that could not be built.
+func startFailedReason(err error) string {
+	var e *envError
+	if errors.As(err, &e) {
+		return e.reason
+	}
+	return ""
 }

@@ -33,6 +33,8 @@ type workerOpts struct {
 	labels               labelFlags
 	gpuSharing           string
 	gpuMemoryGrace       int // seconds
+	runPython            string
+	envCacheMB           int64
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -59,6 +61,7 @@ func (o *workerOpts) defineResources(f envFlags, enforcement string) {
 	f.str(&o.reservedCPUs, "reserved-cpus", "RESERVED_CPUS", "0", "`cores` kept from runs for the system and the worker (the lowest whole ones leave the runs' cpuset)")
 	f.int64(&o.reservedMemoryMB, "reserved-memory", "RESERVED_MEMORY_MB", 0, "`MiB` kept from runs for the system and the worker (0: a twentieth of the memory, within 512 MiB to 4 GiB; -1: none)")
 	f.int64(&o.pidsMax, "pids-max", "PIDS_MAX", 16384, "processes and threads one run may have")
+	f.int64(&o.envCacheMB, "env-cache-max", "ENV_CACHE_MB", 20480, "`MiB` of the Python envs the worker builds from runs' requirements files, least recently used removed past it (never one in use); -1: build none")
 	f.int64(&o.cacheMaxMB, "cache-max", "CACHE_MAX_MB", 10240, "`MiB` of each user's persistent cache dir on the worker (XDG_CACHE_HOME, PIP_CACHE_DIR, HF_HOME, TORCH_HOME), least recently used files removed past it; -1: no cache dirs")
 }
 
@@ -72,6 +75,7 @@ func (o *workerOpts) defineOutputs(f envFlags) {
 // defineIsolation adds the flags that say whose uid runs get; `up` has them too.
 func (o *workerOpts) defineIsolation(f envFlags) {
 	f.str(&o.runAs, "run-as", "RUN_AS", "", "whose uid runs get: dynamic (a uid of --uid-range per run), user (the Unix account named like the run's owner) or none (the worker's); default dynamic as root, else none")
+	f.str(&o.runPython, "run-python", "RUN_PYTHON", "", "absolute path of the python a run gets when the python3 on its PATH is one its uid cannot execute (its log says so); default none: such a run fails to start, saying why")
 	f.str(&o.uidRange, "uid-range", "RUN_UID_RANGE", "61000-61999", "uids RUN_AS=dynamic gives runs, one per live run: FIRST-LAST")
 }
 
@@ -126,7 +130,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
 		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Labels: labels, GPUSharing: o.gpuSharing,
-		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), Logger: log}, nil
+		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), RunPython: o.runPython, EnvCacheMB: o.envCacheMB, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

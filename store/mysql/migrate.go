@@ -246,10 +246,10 @@ var migrations = [][]string{
 	// 13: a run's history, as sqlite's migration 14. MEDIUMTEXT: 100
 	// entries with their reasons can pass TEXT's 64 KiB.
 	{`ALTER TABLE tasks ADD COLUMN history MEDIUMTEXT NULL`},
-	// 15 (issue 28): where a run may go, as sqlite's migration 15.
+	// 14 (issue 28): where a run may go, as sqlite's migration 15.
 	{`ALTER TABLE tasks ADD COLUMN gpu_fraction DOUBLE NOT NULL DEFAULT 0,
 		ADD COLUMN placement_json TEXT NULL`},
-	// 16 (issue 29): dependencies and pipelines, as sqlite's migration 16.
+	// 15 (issue 29): dependencies and pipelines, as sqlite's migration 16.
 	// The queue's keys gain waiting after status (new names, so a second
 	// run meets "duplicate key"): a waiting run is outside the range
 	// (status 'QUEUED', waiting 0) the window reads. tasks_queue and
@@ -283,6 +283,8 @@ var migrations = [][]string{
 			CONSTRAINT pipeline_steps_pipeline FOREIGN KEY (pipeline_id) REFERENCES pipelines (id) ON DELETE CASCADE
 		) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 	},
+	// 16 (issue 27): a run's Python environment, as sqlite's migration 17.
+	{`ALTER TABLE tasks ADD COLUMN python_env TEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

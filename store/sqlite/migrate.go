@@ -246,6 +246,9 @@ var migrations = []string{
 		run_id      TEXT    NOT NULL,
 		PRIMARY KEY (pipeline_id, idx)
 	) WITHOUT ROWID;`,
+	// 17 (issue 27): a run's Python environment, core.PythonEnv's JSON
+	// (NULL: none), fixed at submission.
+	`ALTER TABLE tasks ADD COLUMN python_env TEXT;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

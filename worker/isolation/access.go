@@ -150,45 +150,68 @@ func shebang(path string) (string, bool) {
 	return f2[0], true
 }
 
-// safePath is searched after the run's PATH when a run under its own uid
-// cannot reach the program its PATH names first: where distributions put
-// programs every user may run.
-var safePath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
-
 // errNotFound mirrors exec's message for a program missing from PATH.
 func errNotFound(name string) error {
 	return fmt.Errorf("exec: %q: executable file not found in $PATH", name)
 }
 
-// LookPath resolves argv[0] the way execvp would as the run's uid: a name
-// with a slash is taken as is (relative to dir, the run's working directory);
-// a bare name is searched in the run's PATH, skipping absolute entries only.
-// For a run under its own uid (id != nil) a candidate that uid cannot
-// execute is skipped, and safePath is searched last; when nothing fits, the
-// error names the first candidate and why that uid cannot run it. note is set
-// when the program found is not the one the worker's own lookup would pick.
-func LookPath(name, pathEnv, dir string, id *Identity) (path, note string, err error) {
+// Unreachable is LookPath's error for a program on the run's PATH that its
+// uid cannot execute: the worker's own lookup would pick Path, so a
+// program further on (a system python3 for pyenv's) would be another
+// interpreter than the one the submitter meant (issue 27). The caller may
+// use the interpreter the operator configured (RUN_PYTHON) instead, and
+// says so in the run's log.
+type Unreachable struct {
+	Name, Path string
+	ID         *Identity
+	Why        error
+}
+
+func (e *Unreachable) Error() string {
+	fix := fmt.Sprintf("make it reachable by that uid (install %s where every user can run it, e.g. /usr/bin/%s)", e.Name, e.Name)
+	if IsPythonName(e.Name) {
+		fix += `, set RUN_PYTHON on the worker to an interpreter every user can run, or give the run a Python environment (--venv DIR or --requirements FILE)`
+	}
+	return fmt.Sprintf("%s resolves to %s, which %s cannot execute: %v; %s", e.Name, e.Path, e.ID, e.Why, fix)
+}
+
+// IsPythonName: a bare name RUN_PYTHON stands in for (python, python3,
+// python3.11).
+func IsPythonName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "python")
+	if !ok {
+		return false
+	}
+	if rest == "" || rest == "3" {
+		return true
+	}
+	minor, ok := strings.CutPrefix(rest, "3.")
+	return ok && minor != "" && strings.Trim(minor, "0123456789") == ""
+}
+
+// LookPath resolves argv[0] the way the worker's own lookup would, then
+// checks that the run's uid can execute what it found: a name with a slash
+// is taken as is (relative to dir, the run's working directory); a bare
+// name is searched in the run's PATH, absolute entries only. For a run
+// under its own uid (id != nil) the first program found must be one that
+// uid can execute, else the error is an *Unreachable: never another
+// program of that name further on, which would run silently in its place.
+func LookPath(name, pathEnv, dir string, id *Identity) (string, error) {
 	if strings.Contains(name, "/") {
 		if id == nil {
-			return name, "", nil // exec reports what is wrong
+			return name, nil // exec reports what is wrong
 		}
 		p := name
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
 		if err := canAccess(p, id.uid, id.gid, needExec); err != nil {
-			return "", "", fmt.Errorf("%s cannot be run by %s: %w; make it executable by every user, or set RUN_AS=none", name, id, err)
+			return "", fmt.Errorf("%s cannot be run by %s: %w; make it executable by every user", name, id, err)
 		}
-		return name, "", nil
+		return name, nil
 	}
-	dirs := filepath.SplitList(pathEnv)
-	if id != nil {
-		dirs = append(dirs, safePath...)
-	}
-	var first string
-	var why error
 	seen := map[string]bool{}
-	for _, d := range dirs {
+	for _, d := range filepath.SplitList(pathEnv) {
 		if d == "" || !filepath.IsAbs(d) || seen[d] {
 			continue // a relative PATH entry would depend on the run's cwd
 		}
@@ -198,24 +221,14 @@ func LookPath(name, pathEnv, dir string, id *Identity) (path, note string, err e
 			continue
 		}
 		if id == nil {
-			return c, "", nil
+			return c, nil
 		}
-		err := canAccess(c, id.uid, id.gid, needExec)
-		if err == nil {
-			if first != "" {
-				note = fmt.Sprintf("%s resolves to %s, which %s cannot execute (%v); using %s", name, first, id, why, c)
-			}
-			return c, note, nil
+		if err := canAccess(c, id.uid, id.gid, needExec); err != nil {
+			return "", &Unreachable{Name: name, Path: c, ID: id, Why: err}
 		}
-		if first == "" {
-			first, why = c, err
-		}
+		return c, nil
 	}
-	if first == "" {
-		return "", "", errNotFound(name)
-	}
-	return "", "", fmt.Errorf("%s resolves to %s, which %s cannot execute: %v; install %s where every user can run it, e.g. /usr/bin/%s, or set RUN_AS=none",
-		name, first, id, why, name, name)
+	return "", errNotFound(name)
 }
 
 // hasACL reports whether path carries a POSIX access ACL.

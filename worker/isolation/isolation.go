@@ -392,6 +392,18 @@ func CheckReach(id *Identity, dir string, scriptArgs []string) error {
 	return nil
 }
 
+// CheckRead says why the run of identity id cannot read path (a file it
+// names, such as its requirements file), or nil; nil for the worker's own.
+func CheckRead(id *Identity, path string) error {
+	if id == nil {
+		return nil
+	}
+	if err := canAccess(path, id.uid, id.gid, needRead); err != nil {
+		return fmt.Errorf("%s cannot read it: %w", id, err)
+	}
+	return nil
+}
+
 // IdentityEnv is what a run gets instead of the worker's TMPDIR and, under
 // a uid of its own, HOME, USER and LOGNAME: TMPDIR is the run's private dir;
 // a dynamic uid's HOME is too, an account's (RUN_AS=user) its own home, and a

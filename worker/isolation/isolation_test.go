@@ -1,6 +1,7 @@
 package isolation
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -119,8 +120,8 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 }
 
 // TestLookPath: a run under its own uid gets the first program on its PATH
-// that it can execute, a system one last, and otherwise an error that names
-// what it cannot reach and why.
+// if it can execute it, and otherwise an error that names what it cannot
+// reach, why, and the fix: never a program of that name further on.
 func TestLookPath(t *testing.T) {
 	base := testutil.ReachableTempDir(t)
 	mk := func(rel string, perm os.FileMode, body string) string {
@@ -138,7 +139,8 @@ func TestLookPath(t *testing.T) {
 	}
 	mk("home/bin/tool", 0o755, "\x7fELF")
 	mk("open/bin/tool", 0o755, "\x7fELF")
-	mk("home/bin/sh", 0o755, "\x7fELF")
+	mk("home/bin/python3", 0o755, "\x7fELF")
+	mk("open/bin/python3", 0o755, "\x7fELF")
 	mk("open/bin/noread", 0o711, "#!/bin/sh\necho hi\n")
 	mk("open/bin/badinterp", 0o755, "#!"+filepath.Join(base, "home/bin/tool")+"\n")
 	if err := os.Chmod(filepath.Join(base, "home"), 0o700); err != nil {
@@ -147,23 +149,28 @@ func TestLookPath(t *testing.T) {
 	id := &Identity{uid: 62030, gid: 62030}
 	home, open := filepath.Join(base, "home/bin"), filepath.Join(base, "open/bin")
 
-	p, note, err := LookPath("tool", home+":"+open, "/", id)
-	if err != nil || p != filepath.Join(open, "tool") || !strings.Contains(note, "using "+p) {
-		t.Fatalf("tool: %q, note %q, %v", p, note, err)
+	if p, err := LookPath("tool", open+":"+home, "/", id); err != nil || p != filepath.Join(open, "tool") {
+		t.Fatalf("tool: %q, %v", p, err)
 	}
-	p, note, err = LookPath("sh", home, "/", id)
-	if err != nil || (p != "/usr/local/bin/sh" && p != "/usr/bin/sh" && p != "/bin/sh") || note == "" {
-		t.Fatalf("sh from the safe PATH: %q, note %q, %v", p, note, err)
-	}
-	_, _, err = LookPath("tool", home, "/", id)
-	want := fmt.Sprintf("tool resolves to %s, which uid 62030 cannot execute: %s is mode 0700; install tool where every user can run it, e.g. /usr/bin/tool, or set RUN_AS=none",
+	_, err := LookPath("tool", home+":"+open, "/", id)
+	want := fmt.Sprintf("tool resolves to %s, which uid 62030 cannot execute: %s is mode 0700; make it reachable by that uid (install tool where every user can run it, e.g. /usr/bin/tool)",
 		filepath.Join(home, "tool"), filepath.Join(base, "home"))
-	if err == nil || err.Error() != want {
-		t.Fatalf("unreachable tool:\n got %v\nwant %s", err, want)
+	if u := (*Unreachable)(nil); err == nil || err.Error() != want || !errors.As(err, &u) || u.Path != filepath.Join(home, "tool") {
+		t.Fatalf("unreachable tool (another one further on PATH):\n got %v\nwant %s", err, want)
+	}
+	_, err = LookPath("python3", home+":"+open, "/", id)
+	if err == nil || !strings.Contains(err.Error(), "python3 resolves to "+filepath.Join(home, "python3")) ||
+		!strings.Contains(err.Error(), "set RUN_PYTHON on the worker") || !strings.Contains(err.Error(), "--venv DIR") {
+		t.Fatalf("unreachable python3: %v", err)
+	}
+	for name, want := range map[string]bool{"python": true, "python3": true, "python3.11": true, "python2": false, "python3.": false, "pythonx": false, "ipython": false} {
+		if IsPythonName(name) != want {
+			t.Errorf("IsPythonName(%q) = %v", name, !want)
+		}
 	}
 	f := func(name, dir, wantErr string) {
 		t.Helper()
-		if _, _, err := LookPath(name, open, dir, id); err == nil || !strings.Contains(err.Error(), wantErr) {
+		if _, err := LookPath(name, open, dir, id); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("LookPath(%q) = %v, want an error with %q", name, err, wantErr)
 		}
 	}
@@ -173,7 +180,7 @@ func TestLookPath(t *testing.T) {
 	f("./tool", home, "home is mode 0700")
 	f("missing-program", "/", `"missing-program": executable file not found in $PATH`)
 	// The worker's own uid: PATH order as given, nothing checked.
-	if p, _, err := LookPath("tool", home+":"+open, "/", nil); err != nil || p != filepath.Join(home, "tool") {
+	if p, err := LookPath("tool", home+":"+open, "/", nil); err != nil || p != filepath.Join(home, "tool") {
 		t.Fatalf("RUN_AS=none: %q %v", p, err)
 	}
 }

@@ -3,6 +3,8 @@ package rig
 import (
 	"os"
 	"strings"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // serverSettings are the variables rlsched reads that a test's own
@@ -39,6 +41,7 @@ next:
 		}
 		env = append(env, kv)
 	}
-	env = append(env, "LOG_FORMAT=json", "LOG_LEVEL=info")
+	// The workers' runs get the PATH a run under its own uid can reach.
+	env = append(env, "PATH="+testutil.RunsPATH(os.Getenv("PATH")), "LOG_FORMAT=json", "LOG_LEVEL=info")
 	return append(env, extra...)
 }

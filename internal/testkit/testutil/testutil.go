@@ -8,6 +8,7 @@ package testutil
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,5 +62,33 @@ func Poll(timeout, interval time.Duration, cond func() bool) bool {
 			return false
 		}
 		time.Sleep(interval)
+	}
+}
+
+// RunsPATH is pathEnv without the entries a run under a uid of its own
+// cannot reach (a pyenv under /root, mode 0700): the PATH of the workers
+// tests run as root. A worker fails a run whose python3 is on such an
+// entry rather than pick another one (issue 27), as it should for a user;
+// the tests mean the python every user can run.
+func RunsPATH(pathEnv string) string {
+	var keep []string
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d != "" && filepath.IsAbs(d) && othersReach(d) {
+			keep = append(keep, d)
+		}
+	}
+	return strings.Join(keep, string(os.PathListSeparator))
+}
+
+// othersReach: every directory from / to dir is searchable by others.
+func othersReach(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
 	}
 }

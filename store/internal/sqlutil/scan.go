@@ -21,7 +21,7 @@ const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.statu
 	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings,
 	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at,
 	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline, t.history,
-	t.gpu_fraction, t.placement_json, t.waiting, t.deps
+	t.gpu_fraction, t.placement_json, t.waiting, t.deps, t.python_env
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -42,7 +42,7 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		preempted               *int64
 		usage, errTail, note    *string
 		history, placement      *string
-		deps                    *string
+		deps, python            *string
 	)
 	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
 		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
@@ -51,7 +51,7 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings,
 		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted,
 		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline, &history,
-		&t.GPUFraction, &placement, &t.Waiting, &deps)
+		&t.GPUFraction, &placement, &t.Waiting, &deps, &python)
 	if err != nil {
 		return core.Task{}, err
 	}
@@ -68,6 +68,12 @@ func ScanTask(sc Scanner) (core.Task, error) {
 	}
 	if note != nil {
 		t.Note = *note
+	}
+	if python != nil && *python != "" {
+		t.Python = new(core.PythonEnv)
+		if err := json.Unmarshal([]byte(*python), t.Python); err != nil {
+			return core.Task{}, fmt.Errorf("run %s: cannot decode its python env: %w", t.ID, err)
+		}
 	}
 	if history != nil && *history != "" {
 		if err := json.Unmarshal([]byte(*history), &t.History); err != nil {

@@ -25,6 +25,7 @@ type TaskRow struct {
 	History                        *string // nil: none yet
 	Placement                      *string // placement_json; nil: none
 	Deps                           *string // after and inputsFrom; nil: none
+	Python                         *string // core.PythonEnv's JSON; nil: none
 }
 
 // EncodeTask validates t and encodes its columns. t.CreatedAt and t.UpdatedAt
@@ -54,6 +55,17 @@ func EncodeTask(t *core.Task) (TaskRow, error) {
 	}
 	if r.Deps, err = encodeDeps(t); err != nil {
 		return r, err
+	}
+	if t.Python != nil {
+		if err := t.Python.Check(); err != nil {
+			return r, fmt.Errorf("cannot store run %s: %w", t.ID, err)
+		}
+		b, err := json.Marshal(t.Python)
+		if err != nil {
+			return r, err
+		}
+		s := string(b)
+		r.Python = &s
 	}
 	return r, nil
 }

@@ -260,6 +260,8 @@ export function mount(root, ctx) {
           t.reason ? h('dt', null, 'Ended by') : null, t.reason ? h('dd', { id: 'run-reason' }, h('code', null, t.reason)) : null,
           t.usage ? h('dt', null, 'Used') : null, t.usage ? h('dd', { id: 'run-usage' }, usageText(t.usage)) : null,
           h('dt', null, 'Workdir'), h('dd', null, t.workdir ? h('code', null, t.workdir) : h('span', { class: 'faint' }, "worker's default")),
+          t.python ? h('dt', null, 'Python') : null,
+          t.python ? h('dd', { id: 'run-python' }, t.python.venv ? ['venv ', h('code', null, t.python.venv)] : ['built from ', h('code', null, t.python.requirements)]) : null,
           h('dt', null, 'Outputs'), h('dd', { id: 'outputs-visibility' }, t.private ? 'private: its owner and admins' : 'shared as the server allows'),
           h('dt', null, 'Priority'), h('dd', null, String(t.priority || 0)),
           h('dt', null, 'Retries'), h('dd', null, String(t.maxRetries)),
