@@ -95,6 +95,18 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		wg.Wait()
 	}()
+	// up as root on a machine whose python3 is a pyenv under /root: the
+	// runs, under uids of their own, could run none of the tour's
+	// commands. up is the operator here, so it configures the python they
+	// get, said once here and in each such run's log (RUN_PYTHON), never
+	// silently; a RUN_PYTHON given wins.
+	if runAs != worker.RunAsNone && wo.runPython == "" {
+		if first, fallback := isolation.UnreachablePython(os.Getenv("PATH")); fallback != "" {
+			wo.runPython = fallback
+			log.Warn().Str("python3", first).Str("RUN_PYTHON", fallback).
+				Msg("runs under their own uids cannot execute the python3 on PATH; they run RUN_PYTHON instead, and their logs say so (set RUN_PYTHON to choose another)")
+		}
+	}
 	for i := 0; i < workers; i++ {
 		wo.masters = rm.RPCAddr()
 		wo.id = fmt.Sprintf("local-%d", i)

@@ -238,3 +238,30 @@ func hasACL(path string) bool {
 }
 
 var errNoXattr = errors.New("no xattr support")
+
+// nobodyID stands for any uid a run may get: one that owns nothing on the
+// way and is in none of its groups, so only the "other" bits let it in.
+const nobodyID = 65534
+
+// UnreachablePython reports, for `rlsched up` as root, the python3 that
+// the first on pathEnv is and that runs under their own uids could not
+// execute (a pyenv under /root), and the first python3 further on
+// pathEnv, or in /usr/bin, that they could: up makes that one its
+// workers' RUN_PYTHON, which every such run's log then names. Both are ""
+// when the first python3 is reachable, or none is found.
+func UnreachablePython(pathEnv string) (unreachable, fallback string) {
+	first, err := LookPath("python3", pathEnv, "", nil)
+	if err != nil || canAccess(first, nobodyID, nobodyID, needExec) == nil {
+		return "", ""
+	}
+	for _, d := range append(filepath.SplitList(pathEnv), "/usr/bin") {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		c := filepath.Join(d, "python3")
+		if st, err := os.Stat(c); err == nil && st.Mode().IsRegular() && canAccess(c, nobodyID, nobodyID, needExec) == nil {
+			return first, c
+		}
+	}
+	return first, ""
+}
