@@ -46,12 +46,13 @@ type GPU struct {
 	Shares []GPUShare `json:"shares,omitempty"`
 }
 
-// GPUShare is a fractional run's share of a GPU: its fraction and the MiB
-// of the GPU's memory it was given (0: not known).
+// GPUShare is a fractional run's share of a GPU: the run, its fraction
+// and the MiB of the GPU's memory it was given (0: not known); the names
+// are contract.md's.
 type GPUShare struct {
-	TaskID   string  `json:"taskId"`
+	TaskID   string  `json:"run"`
 	Fraction float64 `json:"fraction"`
-	MemoryMB int64   `json:"memoryMB"`
+	MemoryMB int64   `json:"memoryMb"`
 }
 
 // ForeignProc is a compute process on a worker's GPU that no run of the

@@ -61,9 +61,9 @@ func TestGPUShares(t *testing.T) {
 				Index  int    `json:"index"`
 				TaskID string `json:"taskId"`
 				Shares []struct {
-					TaskID   string  `json:"taskId"`
+					Run      string  `json:"run"`
 					Fraction float64 `json:"fraction"`
-					MemoryMB int64   `json:"memoryMB"`
+					MemoryMB int64   `json:"memoryMb"`
 				} `json:"shares"`
 			} `json:"gpus"`
 		} `json:"items"`

@@ -42,7 +42,7 @@ export function mount(root, ctx) {
 
   function card(w) {
     const onGPU = new Set((w.gpus || []).filter((g) => g.taskId).map((g) => g.taskId));
-    for (const g of w.gpus || []) for (const s of g.shares || []) onGPU.add(s.taskId);
+    for (const g of w.gpus || []) for (const s of g.shares || []) onGPU.add(s.run);
     const cpuRuns = (w.runningTasks || []).filter((id) => !onGPU.has(id));
     const gpuTiles = (w.gpus || []).map((g) => {
       const foreign = g.foreign || [];
@@ -57,7 +57,7 @@ export function mount(root, ctx) {
         g.idleSince ? h('div', { class: 'idle-mark', title: 'under IDLE_GPU_UTIL since ' + g.idleSince }, 'idle ' + fmtAge(parseTime(g.idleSince)).replace(/ ago$/, '')) : null,
         // A shared GPU (issue 28): each fractional run with its share.
         shares.length ? h('ul', { class: 'shares', 'aria-label': 'Runs sharing this GPU' }, shares.map((s) =>
-          h('li', { dataset: { task: s.taskId } }, h('span', { class: 'share' }, Math.round(s.fraction * 100) + ' %' + (s.memoryMB ? ' · ' + fmtBytes(s.memoryMB * 1048576) : '')), holder(s.taskId)))) : null,
+          h('li', { dataset: { task: s.run } }, h('span', { class: 'share' }, Math.round(s.fraction * 100) + ' %' + (s.memoryMb ? ' · ' + fmtBytes(s.memoryMb * 1048576) : '')), holder(s.run)))) : null,
         g.taskId ? holder(g.taskId) : shares.length ? null : h('div', { class: 'free' }, foreign.length ? 'not given to runs' : 'free'));
     });
     const slots = [];
