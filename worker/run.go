@@ -36,6 +36,7 @@ type run struct {
 	cacheDir  string
 	cacheDone func()
 	pumped    chan struct{} // closed when the pump has read the pipe to its end
+	term      *term         // the terminal of an interactive run (terminal.go); nil for a batch run
 	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
