@@ -75,6 +75,9 @@ type Config struct {
 	Now func() time.Time
 	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.
 	Hub *live.Hub
+	// Terminals serves the terminals of interactive runs (terminal.go);
+	// nil answers 503 there.
+	Terminals Terminals
 	// Blobs holds the runs' output files (GET /api/tasks/{id}/artifacts/…);
 	// nil: none can be downloaded.
 	Blobs artifact.Store

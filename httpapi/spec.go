@@ -78,6 +78,12 @@ type submitBody struct {
 	// asks for; absent: the master's defaults (API.md "Resources").
 	CPUs     *float64 `json:"cpus,omitempty"`
 	MemoryMB *int64   `json:"memoryMb,omitempty"`
+	// Kind is "batch" (the default) or "interactive": a terminal the owner
+	// attaches to (API.md "Interactive sessions"), whose command may be
+	// absent (the login shell of the run's uid). Record false keeps an
+	// interactive run's terminal out of its log.
+	Kind   *string `json:"kind,omitempty"`
+	Record *bool   `json:"record,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -124,6 +130,10 @@ type spec struct {
 	// cpus and memoryMB the run asks for; 0: the defaults (newRun).
 	cpus     float64
 	memoryMB int64
+	// kind is core.KindBatch ("" counts as it) or core.KindInteractive;
+	// noRecord: an interactive run's terminal is kept out of its log.
+	kind     string
+	noRecord bool
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -136,6 +146,7 @@ func (s *Server) specOf(t core.Task) spec {
 		workdir: t.Workdir, code: t.Code, preemptible: t.Preemptible, grace: t.PreemptGraceSeconds,
 		private: t.Private,
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
+		kind: t.Kind, noRecord: t.Env[core.RecordEnv] == "0",
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -352,7 +363,19 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 			return e
 		}
 	}
-	if len(sp.base) == 0 {
+	if b.Kind != nil {
+		if *b.Kind != core.KindBatch && *b.Kind != core.KindInteractive {
+			return errBadRequest("kind must be %q or %q", core.KindBatch, core.KindInteractive)
+		}
+		sp.kind = *b.Kind
+	}
+	if b.Record != nil {
+		sp.noRecord = !*b.Record
+	}
+	if sp.noRecord && sp.kind != core.KindInteractive {
+		return errBadRequest("record applies to interactive runs only (kind %q): a batch run's output is always its log", core.KindInteractive)
+	}
+	if len(sp.base) == 0 && sp.kind != core.KindInteractive {
 		return errBadRequest("give command (an argv array) or algorithm")
 	}
 	return nil
@@ -425,6 +448,9 @@ func (sp *spec) defaultName() string {
 		return sp.algo
 	}
 	if len(sp.base) == 0 {
+		if sp.kind == core.KindInteractive {
+			return "shell"
+		}
 		return ""
 	}
 	name := filepath.Base(sp.base[0])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -146,8 +147,17 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		MemoryMB:            sp.memoryMB,
 	}
 	s.cfg.Resources.Fill(&t)
+	t.Kind = core.KindBatch
+	if sp.kind == core.KindInteractive {
+		t.Kind = core.KindInteractive
+	}
 	if t.Env == nil {
 		t.Env = map[string]string{}
+	}
+	if sp.noRecord {
+		env := maps.Clone(t.Env) // sp.env may be another run's
+		env[core.RecordEnv] = "0"
+		t.Env = env
 	}
 	if t.Tags == nil {
 		t.Tags = []string{}

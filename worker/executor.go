@@ -229,7 +229,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 			return nil, nil, err
 		}
 		r.pipe = ptmx
-		r.term = newTerm(ptmx, m.GetEnv()[RecordEnv] != "0")
+		r.term = newTerm(ptmx, m.GetEnv()[core.RecordEnv] != "0")
 		return cmd, tty, nil
 	}
 	pr, pw, err := os.Pipe()
@@ -256,7 +256,7 @@ func checkTaskEnv(env map[string]string, interactive bool) error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("invalid env name %q", k)
 		}
-		if k == RecordEnv && interactive {
+		if k == core.RecordEnv && interactive {
 			continue // the master's, for record: false
 		}
 		if why := core.ReservedEnv(k); why != "" {

@@ -40,10 +40,6 @@ const (
 	termInputQueue = 64
 	// maxTermSize is the largest window side the PTY is given.
 	maxTermSize = 1000
-	// RecordEnv is the variable the master adds to the env of an
-	// interactive run submitted with record: false: its terminal's output
-	// is not written to its log (a note line is). The run sees it too.
-	RecordEnv = "RLSCHED_RECORD"
 	// timeWarning is how long before its timeout an interactive run's
 	// terminal is told that it will end.
 	timeWarning = 5 * time.Minute

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/worker/isolation"
 )
 
@@ -130,7 +131,7 @@ func TestTerminal_NotRecorded(t *testing.T) {
 	startWorker(t, m, nil)
 	mc := m.next(t)
 	mc.send(&pb.ExecuteTask{TaskId: "t-nr", Attempt: 1, Fence: 3, Interactive: true,
-		Argv: []string{"sh", "-c", "echo secret-$((2*3)); exit 4"}, Env: map[string]string{RecordEnv: "0"}})
+		Argv: []string{"sh", "-c", "echo secret-$((2*3)); exit 4"}, Env: map[string]string{core.RecordEnv: "0"}})
 	r := &termReader{mc: mc, task: "t-nr"}
 	r.until(t, "the output", func(out string) bool { return strings.Contains(out, "secret-6") })
 	fin := mc.finished(t, "t-nr", 20*time.Second)
@@ -146,10 +147,10 @@ func TestTerminal_NotRecorded(t *testing.T) {
 // runs only; a batch run naming the variable is refused like any
 // RLSCHED_ name.
 func TestTerminal_BatchMayNotSetRecordEnv(t *testing.T) {
-	if err := checkTaskEnv(map[string]string{RecordEnv: "0"}, false); err == nil {
-		t.Fatal("a batch run may set " + RecordEnv)
+	if err := checkTaskEnv(map[string]string{core.RecordEnv: "0"}, false); err == nil {
+		t.Fatal("a batch run may set " + core.RecordEnv)
 	}
-	if err := checkTaskEnv(map[string]string{RecordEnv: "0"}, true); err != nil {
+	if err := checkTaskEnv(map[string]string{core.RecordEnv: "0"}, true); err != nil {
 		t.Fatal(err)
 	}
 }
