@@ -73,6 +73,9 @@ type submitRequest struct {
 	Private        bool              `json:"private,omitempty"`
 	CPUs           *float64          `json:"cpus,omitempty"`
 	MemoryMB       *int64            `json:"memoryMb,omitempty"`
+	// Kind and Record: an interactive session (rlsched shell).
+	Kind   string `json:"kind,omitempty"`
+	Record *bool  `json:"record,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.

@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fasthttp/websocket"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
 )
 
 // term is a test's WebSocket client of a session's terminal.
@@ -171,4 +177,46 @@ func TestInteractiveSession(t *testing.T) {
 	if !strings.Contains(head, "marker-42") || !strings.Contains(string(r.Body), "flood-25") {
 		t.Fatalf("the log lacks the session's output: %q ... %q", tail(head), tail(string(r.Body)))
 	}
+
+	// The CLI: rlsched shell, detach with Ctrl-] d, rlsched attach, exit.
+	cfg := filepath.Join(b.Dir, "cli-config")
+	if out, code := b.cli(cfg, "login", "-u", "bob", "-p", rig.Password, "--server", up.URL); code != 0 {
+		t.Fatalf("rlsched login: exit %d\n%s", code, out)
+	}
+	out, code := b.cliIn(cfg, "echo d1-$((1+1))\n\x1dd", "shell", "--time", "1h", "--server", up.URL)
+	m := regexp.MustCompile(`session (\S+) queued`).FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(out, "detached") {
+		t.Fatalf("rlsched shell, then detach: exit %d\n%s", code, out)
+	}
+	sid := m[1]
+	var st task
+	bob.Must("GET", "/api/tasks/"+sid, nil, 200, &st)
+	if st.Status != "RUNNING" {
+		t.Fatalf("after a detach the session is %s, want RUNNING", st.Status)
+	}
+	out, code = b.cliIn(cfg, "exit\n", "attach", sid, "--server", up.URL)
+	if code != 0 || !strings.Contains(out, "d1-2") || !strings.Contains(out, "ended SUCCEEDED") {
+		t.Fatalf("rlsched attach, then exit: exit %d, want 0, the screen from before and SUCCEEDED\n%s", code, out)
+	}
+	out, code = b.cliIn(cfg, "", "attach", sid, "--server", up.URL)
+	if code == 0 || !strings.Contains(out, "SUCCEEDED") {
+		t.Fatalf("rlsched attach to an ended session: exit %d\n%s", code, out)
+	}
+}
+
+// cliIn runs a client subcommand with stdin.
+func (b *bed) cliIn(configDir, stdin string, args ...string) (string, int) {
+	b.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.Bin, args...)
+	cmd.Env = b.ServerEnv("RLSCHED_CONFIG_DIR=" + configDir)
+	cmd.Dir = b.Dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		b.T.Fatalf("rlsched %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
 }
