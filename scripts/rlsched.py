@@ -344,6 +344,10 @@ class Client:
         ``timeout_seconds``, ``env={...}``, ``workdir``, ``tags=[...]``,
         ``cpus=`` (cores, fractions allowed) and ``memory="16GiB"`` (or
         ``memory_mb=``); without them the run gets the master's defaults.
+        ``kind="interactive"`` queues a session to attach a terminal to
+        (``rlsched attach ID``; ``command`` may then be absent, and
+        ``record=False`` keeps its output out of the log). Every Task has
+        ``kind``: ``"batch"`` or ``"interactive"``.
         """
         return self._json("POST", "/api/train", _run_body(spec))["id"]
 
