@@ -228,6 +228,9 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	t.RerunOf = rerunOf
 	ctx, cancel := storeCtx()
 	defer cancel()
+	if e := s.roomForSession(ctx, r.user, t); e != nil {
+		return e
+	}
 	if e := s.roomInQueue(ctx, r.user.ID, 1); e != nil {
 		return e
 	}

@@ -88,3 +88,32 @@ func TestTerminal_Refusals(t *testing.T) {
 		f(p+"..%2Fx"+suffix, bob, http.StatusBadRequest)
 	}
 }
+
+// MAX_INTERACTIVE_GPUS: a user's sessions not yet ended hold at most that
+// many GPUs together; batch runs and other users' sessions do not count.
+func TestInteractiveGPUCap(t *testing.T) {
+	e := newEnvWith(t, func(c *Config) { c.MaxInteractiveGPUs = 2 })
+	alice, _ := e.user("alice")
+	bob, _ := e.user("bob")
+	f := func(tok, body string, status int, words ...string) {
+		t.Helper()
+		r := e.req("POST", "/api/train", tok, body)
+		if r.status != status {
+			t.Fatalf("%s: %d %s, want %d", body, r.status, r.body, status)
+		}
+		for _, w := range words {
+			if !strings.Contains(string(r.body), w) {
+				t.Fatalf("%s: %s lacks %q", body, r.body, w)
+			}
+		}
+	}
+	f(alice, `{"kind":"interactive","gpus":3}`, http.StatusBadRequest, "gpus", "MAX_INTERACTIVE_GPUS")
+	first := e.submit(alice, `{"kind":"interactive","gpus":1}`)
+	e.submit(alice, `{"command":["x"],"gpus":4}`)
+	e.submit(bob, `{"kind":"interactive","gpus":2}`)
+	e.submit(alice, `{"kind":"interactive"}`) // no GPUs: not counted
+	e.submit(alice, `{"kind":"interactive","gpus":1}`)
+	f(alice, `{"kind":"interactive","gpus":1}`, http.StatusConflict, "2 GPUs", "MAX_INTERACTIVE_GPUS")
+	e.finish(first, core.StatusSucceeded)
+	f(alice, `{"kind":"interactive","gpus":1}`, http.StatusAccepted)
+}
