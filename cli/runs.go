@@ -131,6 +131,7 @@ func runShow(inv *invocation, args []string) int {
 		{"workdir", orDash(t.Workdir)},
 		{"python", pythonLine(t.Python)},
 		{"private", strconv.FormatBool(t.Private)},
+		{"kind", orDash(t.Kind)},
 		{"worker", orDash(t.Worker)},
 		{"traceId", orDash(t.TraceID)},
 		{"exitCode", formatInt(t.ExitCode)},
@@ -325,7 +326,11 @@ func runLs(inv *invocation, args []string) int {
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return inv.fail(fmt.Errorf("cannot understand a run in the server's list: %v", err))
 		}
-		tb.rowf("%s\t%s\t%s\t%s\t%s\t%g\t%s\t%s\n", t.ID, t.Status, orDash(fitWidth(t.Name, 40)),
+		name := fitWidth(t.Name, 40)
+		if t.Kind == core.KindInteractive {
+			name = "[shell] " + fitWidth(t.Name, 32) // rlsched attach ID reaches it while it runs
+		}
+		tb.rowf("%s\t%s\t%s\t%s\t%s\t%g\t%s\t%s\n", t.ID, t.Status, orDash(name),
 			orDash(t.User), orDash(t.Worker), t.GPUCount(), formatFloat(t.FinalReward, true), age(now, t.CreatedAt))
 	}
 	if err := inv.printTable(tb); err != nil {

@@ -79,6 +79,9 @@ type submitRequest struct {
 	After          []afterRequest    `json:"after,omitempty"`
 	InputsFrom     []string          `json:"inputsFrom,omitempty"`
 	Python         *core.PythonEnv   `json:"python,omitempty"`
+	// Kind and Record: an interactive session (rlsched shell).
+	Kind   string `json:"kind,omitempty"`
+	Record *bool  `json:"record,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.

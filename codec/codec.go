@@ -55,12 +55,17 @@ const (
 	TypeArtifactChunk
 	TypeArtifactAck
 	TypeGoodbye
+	// The terminal of an interactive run (issue 34).
+	TypeTermData
+	TypeTermInput
+	TypeTermResize
+	TypeTermAck
 	typeEnd
 )
 
 var typeNames = [...]string{"", "Challenge", "Hello", "HelloAck", "Heartbeat", "HeartbeatAck",
 	"ExecuteTask", "TaskStarted", "LogData", "LogAck", "Metric", "CancelTask", "TaskFinished",
-	"TaskFinishedAck", "ArtifactChunk", "ArtifactAck", "Goodbye"}
+	"TaskFinishedAck", "ArtifactChunk", "ArtifactAck", "Goodbye", "TermData", "TermInput", "TermResize", "TermAck"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {
@@ -107,6 +112,14 @@ func New(t Type) proto.Message {
 		return &pb.ArtifactAck{}
 	case TypeGoodbye:
 		return &pb.Goodbye{}
+	case TypeTermData:
+		return &pb.TermData{}
+	case TypeTermInput:
+		return &pb.TermInput{}
+	case TypeTermResize:
+		return &pb.TermResize{}
+	case TypeTermAck:
+		return &pb.TermAck{}
 	}
 	return nil
 }
@@ -147,6 +160,14 @@ func TypeOf(m proto.Message) Type {
 		return TypeArtifactAck
 	case *pb.Goodbye:
 		return TypeGoodbye
+	case *pb.TermData:
+		return TypeTermData
+	case *pb.TermInput:
+		return TypeTermInput
+	case *pb.TermResize:
+		return TypeTermResize
+	case *pb.TermAck:
+		return TypeTermAck
 	}
 	return 0
 }

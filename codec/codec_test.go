@@ -20,6 +20,10 @@ func sample() []proto.Message {
 		&pb.LogData{TaskId: "t1", Attempt: 1, Fence: 7, Offset: 10, Data: []byte("hello\n")},
 		&pb.TaskFinished{TaskId: "t1", ExitCode: 0, Outcome: pb.Outcome_OUTCOME_EXITED},
 		&pb.Goodbye{},
+		&pb.TermData{TaskId: "t1", Attempt: 1, Fence: 7, Offset: 3, Data: []byte("$ ")},
+		&pb.TermInput{TaskId: "t1", Attempt: 1, Fence: 7, Data: []byte("ls\r")},
+		&pb.TermResize{TaskId: "t1", Attempt: 1, Fence: 7, Cols: 80, Rows: 24},
+		&pb.TermAck{TaskId: "t1", Attempt: 1, Fence: 7, Offset: 3},
 	}
 }
 

@@ -191,6 +191,13 @@ const (
 	KindInteractive = "interactive"
 )
 
+// RecordEnv is set to "0" in the env of an interactive run submitted with
+// record: false: its worker keeps the terminal's output out of the run's
+// log (a note line says so). Only the master sets it (ReservedEnv refuses
+// it from users, as every RLSCHED_ name).
+const RecordEnv = "RLSCHED_RECORD"
+
+
 // Usage is what an ended run used (API.md "Resources").
 type Usage struct {
 	CPUSeconds   float64 `json:"cpuSeconds"`

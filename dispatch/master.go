@@ -34,6 +34,7 @@ import (
 	"github.com/rlsched/rlsched/lease"
 	"github.com/rlsched/rlsched/logpipe"
 	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/terminal"
 )
 
 // Config of a master's dispatcher.
@@ -204,6 +205,8 @@ type Dispatcher struct {
 	// retrying: runs found lost whose writes the store has not taken yet
 	// (lostruns.go, reaper.lost).
 	retrying lostRuns
+	// terms: the terminals of interactive runs (terminal.go).
+	terms *terminal.Hub
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -219,7 +222,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 		return nil, errors.New("BUG: a master needs a log writer (Config.Logs)")
 	}
 	d := &Dispatcher{cfg: cfg, log: cfg.Logger.With().Str("component", "dispatch").Logger(),
-		st: st, logs: cfg.Logs, outputs: cfg.Outputs}
+		st: st, logs: cfg.Logs, outputs: cfg.Outputs, terms: terminal.NewHub()}
 	d.ls = &resetGuard{Leases: ls, rebuild: d.rec.rebuild} // recover.go
 	d.srv = &server{d: d, booted: make(chan struct{}), runErr: make(chan error, 1)}
 	d.reg.init()

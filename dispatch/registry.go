@@ -508,6 +508,18 @@ func (r *registry) cancelTarget(rr *runRec) *session {
 	return w.sess
 }
 
+// sessionOf is the connection of rr's worker (nil: not connected), while
+// rr is still placed.
+func (r *registry) sessionOf(rr *runRec) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[rr.workerID]
+	if w == nil || r.runs[rr.taskID] != rr {
+		return nil
+	}
+	return w.sess
+}
+
 // uncancelledHeld lists the runs on connected workers whose cancel was not
 // requested here, fence known.
 func (r *registry) uncancelledHeld() []string {

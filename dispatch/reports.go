@@ -433,6 +433,7 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 // tell the worker to stop it, before the worker had its TaskFinishedAck.
 func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
 	d.reg.end(rr, d.now())
+	d.terms.End(rr.taskID, "the run ended")
 	if rr.userID != 0 {
 		gpus := len(rr.gpus)
 		if rr.share > 0 {

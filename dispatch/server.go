@@ -282,6 +282,10 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		s.d.restore.onRestoreAck(sess, msg)
 	case *pb.Metric:
 		s.d.onMetric(sess, msg)
+	case *pb.TermData:
+		s.d.onTermData(sess, msg) // on this loop: it never blocks (terminal.go)
+	case *pb.TermAck:
+		s.d.onTermAck(sess, msg)
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}

@@ -19,7 +19,7 @@ const (
 	pathPrivate  pathKind = iota // token required
 	pathPublic                   // API.md's public list
 	pathSubmit                   // POST /api/train, /api/tasks/{id}/rerun, /api/sweeps, /api/sweeps/{id}/retry: rate limited
-	pathWS                       // /ws: token also from ?token=
+	pathWS                       // /ws and the terminals' WebSockets: token also from ?token=
 	pathActuator                 // /gateway-actuator/...: answered here
 	pathMetrics                  // /metrics: answered here
 )
@@ -55,6 +55,9 @@ func kindOf(segs []string) pathKind {
 		return pathActuator
 	case n == 1 && segs[0] == "ws":
 		return pathWS
+	case n == 3 && segs[0] == "ws" && segs[1] == "sessions",
+		n == 4 && segs[0] == "api" && segs[1] == "tasks" && segs[3] == "terminal":
+		return pathWS // an interactive run's terminal (issue 34)
 	case n == 2 && segs[0] == "api" && segs[1] == "train":
 		return pathSubmit
 	case n == 4 && segs[0] == "api" && segs[1] == "tasks" && segs[3] == "rerun":

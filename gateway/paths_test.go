@@ -39,6 +39,9 @@ func TestClassify(t *testing.T) {
 	f("/", pathPrivate)
 	f("/runs/r1", pathPrivate)
 	f("/ws", pathWS)
+	f("/ws/sessions/r1", pathWS)
+	f("/api/tasks/r1/terminal", pathWS)
+	f("/ws/sessions", pathPrivate)
 	f("/metrics", pathMetrics)
 	f("/gateway-actuator/health", pathActuator)
 	if _, _, ok := classify([]byte("/api/%zz")); ok {

@@ -91,6 +91,9 @@ func (s *Server) apiRoutes() []*route {
 		{method: put, pattern: "/api/admin/quotas/{username}", admin: true, h: s.putQuota},
 		// Authenticates itself: it also takes ?token=.
 		{method: get, pattern: "/ws", public: true, h: s.ws},
+		// An interactive run's terminal (terminal.go); authenticates itself.
+		{method: get, pattern: "/ws/sessions/{id}", public: true, h: s.terminal},
+		{method: get, pattern: "/api/tasks/{id}/terminal", public: true, h: s.terminal},
 		{method: get, pattern: "/api/monitor/logs/{id...}", h: s.logs},
 		{method: get, pattern: "/api/tasks/{id}", h: s.getTask},
 		{method: patch, pattern: "/api/tasks/{id}", h: s.editTask},

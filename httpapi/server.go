@@ -70,11 +70,17 @@ type Config struct {
 	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; a
 	// submission that would pass it is refused 409. 0: no cap.
 	MaxQueuedPerUser int
-	Logger           zerolog.Logger
+	// MaxInteractiveGPUs (MAX_INTERACTIVE_GPUS) caps the GPUs of a user's
+	// interactive sessions not yet ended (interactive.go). 0: no cap.
+	MaxInteractiveGPUs int
+	Logger             zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time
 	// Hub serves GET /ws (API.md's WebSocket); nil answers 503 there.
 	Hub *live.Hub
+	// Terminals serves the terminals of interactive runs (terminal.go);
+	// nil answers 503 there.
+	Terminals Terminals
 	// Blobs holds the runs' output files (GET /api/tasks/{id}/artifacts/…);
 	// nil: none can be downloaded.
 	Blobs artifact.Store

@@ -90,6 +90,12 @@ type submitBody struct {
 	// Python is the run's Python environment (API.md "Python
 	// environments"): a requirements file of its code, or a venv.
 	Python *core.PythonEnv `json:"python,omitempty"`
+	// Kind is "batch" (the default) or "interactive": a terminal the owner
+	// attaches to (API.md "Interactive sessions"), whose command may be
+	// absent (the login shell of the run's uid). Record false keeps an
+	// interactive run's terminal out of its log.
+	Kind   *string `json:"kind,omitempty"`
+	Record *bool   `json:"record,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -149,6 +155,10 @@ type spec struct {
 	inputsFrom []string
 	// python is its Python environment; nil: none.
 	python *core.PythonEnv
+	// kind is core.KindBatch ("" counts as it) or core.KindInteractive;
+	// noRecord: an interactive run's terminal is kept out of its log.
+	kind     string
+	noRecord bool
 }
 
 func newSpec() spec { return spec{retries: defaultMaxRetries} }
@@ -163,6 +173,7 @@ func (s *Server) specOf(t core.Task) spec {
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
 		gpuFraction: t.GPUFraction, gpuMemoryMB: t.GPUMemoryMB, gpuType: t.GPUType, constraints: t.Constraints,
 		python: t.Python,
+		kind:   t.Kind, noRecord: t.Env[core.RecordEnv] == "0",
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -386,7 +397,19 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 	if e := applyDeps(sp, b); e != nil {
 		return e
 	}
-	if len(sp.base) == 0 {
+	if b.Kind != nil {
+		if *b.Kind != core.KindBatch && *b.Kind != core.KindInteractive {
+			return errBadRequest("kind must be %q or %q", core.KindBatch, core.KindInteractive)
+		}
+		sp.kind = *b.Kind
+	}
+	if b.Record != nil {
+		sp.noRecord = !*b.Record
+	}
+	if sp.noRecord && sp.kind != core.KindInteractive {
+		return errBadRequest("record applies to interactive runs only (kind %q): a batch run's output is always its log", core.KindInteractive)
+	}
+	if len(sp.base) == 0 && sp.kind != core.KindInteractive {
 		return errBadRequest("give command (an argv array) or algorithm")
 	}
 	return nil
@@ -459,6 +482,9 @@ func (sp *spec) defaultName() string {
 		return sp.algo
 	}
 	if len(sp.base) == 0 {
+		if sp.kind == core.KindInteractive {
+			return "shell"
+		}
 		return ""
 	}
 	name := filepath.Base(sp.base[0])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -159,8 +160,17 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		InputsFrom:          sp.inputsFrom,
 	}
 	s.cfg.Resources.Fill(&t)
+	t.Kind = core.KindBatch
+	if sp.kind == core.KindInteractive {
+		t.Kind = core.KindInteractive
+	}
 	if t.Env == nil {
 		t.Env = map[string]string{}
+	}
+	if sp.noRecord {
+		env := maps.Clone(t.Env) // sp.env may be another run's
+		env[core.RecordEnv] = "0"
+		t.Env = env
 	}
 	if t.Tags == nil {
 		t.Tags = []string{}
@@ -231,6 +241,9 @@ func (s *Server) create(r *request, sp spec, rerunOf string) *apiError {
 	t.RerunOf = rerunOf
 	ctx, cancel := storeCtx()
 	defer cancel()
+	if e := s.roomForSession(ctx, r.user, t); e != nil {
+		return e
+	}
 	if e := s.roomInQueue(ctx, r.user.ID, 1); e != nil {
 		return e
 	}

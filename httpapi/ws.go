@@ -55,6 +55,26 @@ func (s *Server) ws(r *request) *apiError {
 		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable,
 			"live updates are off on this master; poll the REST API instead"}
 	}
+	u, e := s.wsAdmit(r)
+	if e != nil {
+		return e
+	}
+	ctx := r.ctx
+	trace := r.trace
+	shutdown := ctx.Done() // closed by the server's Shutdown
+	up := s.wsUpgrader(trace)
+	// On failure the upgrader has answered through Error.
+	_ = up.Upgrade(ctx, func(conn *websocket.Conn) {
+		s.serveWS(conn, hub, u, trace, shutdown)
+	})
+	return nil
+}
+
+// wsAdmit authenticates a WebSocket request (Authorization: Bearer,
+// ?token=, or the jwt_token cookie) and checks that it is an upgrade from
+// this site when signed in by cookie: every refusal is an HTTP answer
+// before the upgrade. It sets r.user.
+func (s *Server) wsAdmit(r *request) (core.User, *apiError) {
 	ctx := r.ctx
 	// Browsers cannot set headers on a WebSocket: ?token= stands in for
 	// Authorization.
@@ -63,23 +83,26 @@ func (s *Server) ws(r *request) *apiError {
 	u, e := s.authenticate(r, true)
 	if e != nil {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="rlsched"`)
-		return e
+		return u, e
 	}
 	r.user = u
 	if !websocket.FastHTTPIsWebSocketUpgrade(ctx) {
 		ctx.Response.Header.Set("Upgrade", "websocket")
-		return &apiError{fasthttp.StatusUpgradeRequired, codeUpgradeRequired,
+		return u, &apiError{fasthttp.StatusUpgradeRequired, codeUpgradeRequired,
 			"this path speaks WebSocket only; connect with a WebSocket client"}
 	}
 	// A cookie comes along with any page's request; only pages of this
 	// site may use it (a token proves itself).
 	if viaCookie && !wsSameOrigin(r) {
-		return &apiError{fasthttp.StatusForbidden, codeForbidden,
+		return u, &apiError{fasthttp.StatusForbidden, codeForbidden,
 			"a WebSocket signed in by cookie must come from this site's pages; send ?token= instead"}
 	}
-	trace := r.trace
-	shutdown := ctx.Done() // closed by the server's Shutdown
-	up := websocket.FastHTTPUpgrader{
+	return u, nil
+}
+
+// wsUpgrader upgrades an admitted request (wsAdmit checked the origin).
+func (s *Server) wsUpgrader(trace string) websocket.FastHTTPUpgrader {
+	return websocket.FastHTTPUpgrader{
 		HandshakeTimeout: 10 * time.Second,
 		CheckOrigin:      func(*fasthttp.RequestCtx) bool { return true }, // checked above
 		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
@@ -90,11 +113,6 @@ func (s *Server) ws(r *request) *apiError {
 			writeError(ctx, trace, &apiError{status, code, reason.Error()})
 		},
 	}
-	// On failure the upgrader has answered through Error.
-	_ = up.Upgrade(ctx, func(conn *websocket.Conn) {
-		s.serveWS(conn, hub, u, trace, shutdown)
-	})
-	return nil
 }
 
 // wsSameOrigin: no Origin (not a browser), or the Origin is the site the

@@ -89,6 +89,9 @@ type Config struct {
 	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; 0:
 	// no cap.
 	MaxQueuedPerUser int
+	// MaxInteractiveGPUs (MAX_INTERACTIVE_GPUS) caps the GPUs of a user's
+	// interactive sessions not yet ended; 0: no cap.
+	MaxInteractiveGPUs int
 	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
 	// sign-in cookie is marked Secure.
 	TLSProxy bool
@@ -284,11 +287,12 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	m.metrics.SetSources(m.metricSources())
 	apiCfg := httpapi.Config{
 		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
-		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub,
+		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub, Terminals: m.disp,
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
 		OutputsVisibility: cfg.ArtifactVisibility, MaxQueuedPerUser: cfg.MaxQueuedPerUser,
-		NotifyTargets: targets,
-		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
+		MaxInteractiveGPUs: cfg.MaxInteractiveGPUs,
+		NotifyTargets:      targets,
+		Blobs:              m.blobs, OutputStats: m.outputs.Stats,
 		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota, Resources: cfg.Resources,
 		Deps: m.depctl,
 	}

@@ -385,6 +385,10 @@ class Client:
         ``requirements="requirements.txt"`` (a file of the run's code, which
         the worker builds a venv from) or ``venv="/shared/envs/x"`` (an
         existing venv on the worker) names its Python environment.
+        ``kind="interactive"`` queues a session to attach a terminal to
+        (``rlsched attach ID``; ``command`` may then be absent, and
+        ``record=False`` keeps its output out of the log). Every Task has
+        ``kind``: ``"batch"`` or ``"interactive"``.
         """
         return self._json("POST", "/api/train", _run_body(spec))["id"]
 

@@ -127,6 +127,9 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 			if err := a.guard.Add(r.pgid, r.ident.DynamicUID()); err != nil {
 				log.Error().Err(err).Msg("guard")
 			}
+			if r.term != nil {
+				a.startTerm(r, m)
+			}
 			go a.pump(r)
 			go a.reap(r)
 			a.kick()
@@ -167,20 +170,8 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if !core.ValidTaskID(m.GetTaskId()) {
 		return nil, nil, fmt.Errorf("invalid task id %q: want [A-Za-z0-9_-]{1,64}", m.GetTaskId())
 	}
-	if len(m.GetArgv()) == 0 {
+	if len(m.GetArgv()) == 0 && !m.GetInteractive() {
 		return nil, nil, errors.New("empty argv")
-	}
-	argv := make([]string, len(m.GetArgv()))
-	var scriptArgs []string
-	for i, arg := range m.GetArgv() {
-		p, err := resolveScript(a.scriptsDir, arg)
-		if err != nil {
-			return nil, nil, err
-		}
-		if p != arg {
-			scriptArgs = append(scriptArgs, p)
-		}
-		argv[i] = p
 	}
 	for _, g := range m.GetGpuIndices() {
 		if !slices.ContainsFunc(a.cfg.GPUs, func(x GPU) bool { return x.Index == int(g) }) {
@@ -193,7 +184,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err := a.tab.checkGPUs(r); err != nil {
 		return nil, nil, err
 	}
-	if err := checkTaskEnv(m.GetEnv()); err != nil {
+	if err := checkTaskEnv(m.GetEnv(), m.GetInteractive()); err != nil {
 		return nil, nil, err
 	}
 	if m.GetCpuMillis() < 0 || m.GetMemoryMb() < 0 {
@@ -206,6 +197,23 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	var err error
 	if r.ident, err = a.iso.Acquire(m); err != nil {
 		return nil, nil, err
+	}
+	// An interactive run without argv gets its uid's login shell.
+	margv := m.GetArgv()
+	if m.GetInteractive() {
+		margv = interactiveArgv(margv, r.ident)
+	}
+	argv := make([]string, len(margv))
+	var scriptArgs []string
+	for i, arg := range margv {
+		p, err := resolveScript(a.scriptsDir, arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		if p != arg {
+			scriptArgs = append(scriptArgs, p)
+		}
+		argv[i] = p
 	}
 	if r.dirs, err = a.iso.MakeRunDirs(m, r.ident); err != nil {
 		return nil, nil, err
@@ -247,16 +255,26 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
 		return nil, nil, err
 	}
+	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
+	// uid would (isolation.LookPath); exec.Command would use the worker's.
+	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
+	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
+	if m.GetInteractive() {
+		// The PTY stands in for the pipe (terminal.go).
+		ptmx, tty, err := openTerminal(cmd, r.ident)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.pipe = ptmx
+		r.term = newTerm(ptmx, m.GetEnv()[core.RecordEnv] != "0")
+		return cmd, tty, nil
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
 	}
-	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
-	// uid would (isolation.LookPath); exec.Command would use the worker's.
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.Stdout = pw // one pipe for both keeps their order
 	cmd.Stderr = pw
-	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
 	r.pipe = pr
 	return cmd, pw, nil
 }
@@ -307,7 +325,7 @@ func runNote(r *run, msg string) {
 // (core.ReservedEnv, the rule the REST API applies at submit: the GPUs and
 // identity the worker sets, device selection, loader variables), or a name no
 // environment can hold.
-func checkTaskEnv(env map[string]string) error {
+func checkTaskEnv(env map[string]string, interactive bool) error {
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -316,6 +334,9 @@ func checkTaskEnv(env map[string]string) error {
 	for _, k := range keys {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("invalid env name %q", k)
+		}
+		if k == core.RecordEnv && interactive {
+			continue // the master's, for record: false
 		}
 		if why := core.ReservedEnv(k); why != "" {
 			return fmt.Errorf("env %s is refused: %s; remove it from the task", k, why)
@@ -412,7 +433,11 @@ func (a *agent) pump(r *run) {
 			_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 		}
 		n, err := r.pipe.Read(buf)
-		if n > 0 {
+		if n > 0 && r.term != nil {
+			r.term.output(buf[:n])
+			a.kick() // a keystroke's echo leaves at once, not at the flush tick
+		}
+		if n > 0 && (r.term == nil || r.term.record) {
 			_, _ = r.out.Write(buf[:n])
 			if unkicked += n; unkicked >= logChunk {
 				a.kick() // a full batch: send before the flush tick
@@ -420,6 +445,9 @@ func (a *agent) pump(r *run) {
 			}
 		}
 		if err != nil {
+			if r.term != nil && errors.Is(err, syscall.EIO) {
+				break // a PTY's master reads EIO once no process holds the terminal: its end
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				r.log.Warn().Msg("a process that left the run's group still holds its output pipe; no longer reading it")
 			} else if err != io.EOF {
@@ -427,6 +455,9 @@ func (a *agent) pump(r *run) {
 			}
 			break
 		}
+	}
+	if r.term != nil {
+		r.term.end()
 	}
 	r.pipe.Close()
 }

@@ -49,6 +49,7 @@ type run struct {
 	py      *pyEnv
 	envDone func()
 	pumped  chan struct{} // closed when the pump has read the pipe to its end
+	term    *term         // the terminal of an interactive run (terminal.go); nil for a batch run
 	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.

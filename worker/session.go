@@ -149,6 +149,10 @@ func (s *session) readLoop(br *bufio.Reader) error {
 			s.a.tab.artifactAck(m)
 		case *pb.ArtifactChunk:
 			s.a.tab.restoreChunk(m)
+		case *pb.TermInput:
+			s.a.tab.termInput(m)
+		case *pb.TermResize:
+			s.a.tab.termResize(m)
 		case *pb.HeartbeatAck:
 			s.a.tab.heartbeatAck(s, m)
 		case *pb.Goodbye:

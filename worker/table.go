@@ -352,6 +352,13 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 			inflight += len(data)
 		}
 	}
+	// Terminal output of interactive runs is never held by the log's
+	// window: it is bounded by its own buffer (terminal.go).
+	for _, r := range t.runs {
+		if r.term != nil {
+			msgs = r.term.collectLocked(r, msgs)
+		}
+	}
 	// Outputs after every run's logs, in a window of their own.
 	msgs = t.out.Collect(msgs, t.outputsLocked())
 	for _, r := range t.runs {
@@ -686,4 +693,41 @@ func (t *runTable) deadlineLocked(r *run) time.Duration {
 		return 0
 	}
 	return t.lastRenewal.boot + t.leaseTTL // not registered yet
+}
+
+// termRunLocked is the interactive run a terminal frame names, if it is
+// the current attempt under that fence and has not been reaped.
+func (t *runTable) termRunLocked(id string, attempt int32, fence uint64) *run {
+	r := t.runs[id]
+	if r == nil || r.term == nil || r.attempt != attempt || r.fence != fence || r.reaped || r.cmd == nil {
+		return nil
+	}
+	return r
+}
+
+// termInput queues input from the master for an interactive run's
+// terminal; it never waits for the PTY.
+func (t *runTable) termInput(m *pb.TermInput) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.termRunLocked(m.GetTaskId(), m.GetAttempt(), m.GetFence())
+	if r == nil {
+		return
+	}
+	if !r.term.input(m) {
+		r.log.Warn().Int("bytes", len(m.GetData())).Msg("terminal input queue full (the master broke its input window); input dropped")
+	}
+}
+
+// termResize sets an interactive run's window size (clamped).
+func (t *runTable) termResize(m *pb.TermResize) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.termRunLocked(m.GetTaskId(), m.GetAttempt(), m.GetFence())
+	if r == nil {
+		return
+	}
+	if err := setWinsize(r.term.ptmx, m.GetCols(), m.GetRows()); err != nil {
+		r.log.Warn().Err(err).Msg("cannot resize the run's terminal")
+	}
 }

@@ -2129,6 +2129,314 @@ func (x *Goodbye) GetReason() string {
 	return ""
 }
 
+// TermData is output of an interactive run's terminal (issue 34), worker
+// to master, sent as soon as it is read so keystrokes echo at once. offset
+// is the byte offset of data[0] in the terminal's output; a gap means the
+// worker dropped bytes the master did not take in time (the run's log,
+// recorded apart through LogData, keeps every byte).
+type TermData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Offset        uint64                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermData) Reset() {
+	*x = TermData{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermData) ProtoMessage() {}
+
+func (x *TermData) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermData.ProtoReflect.Descriptor instead.
+func (*TermData) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TermData) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TermData) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TermData) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *TermData) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *TermData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// TermInput is input for an interactive run's terminal, master to worker.
+// offset is the byte offset of data[0] in the terminal's input; the
+// master keeps at most a window of input unacknowledged (TermAck).
+type TermInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Offset        uint64                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermInput) Reset() {
+	*x = TermInput{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermInput) ProtoMessage() {}
+
+func (x *TermInput) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermInput.ProtoReflect.Descriptor instead.
+func (*TermInput) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TermInput) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TermInput) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TermInput) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *TermInput) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *TermInput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// TermResize sets the window size of an interactive run's terminal,
+// master to worker; cols and rows are 1..1000 (the master clamps).
+type TermResize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Cols          uint32                 `protobuf:"varint,4,opt,name=cols,proto3" json:"cols,omitempty"`
+	Rows          uint32                 `protobuf:"varint,5,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermResize) Reset() {
+	*x = TermResize{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermResize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermResize) ProtoMessage() {}
+
+func (x *TermResize) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermResize.ProtoReflect.Descriptor instead.
+func (*TermResize) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TermResize) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TermResize) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TermResize) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *TermResize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *TermResize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+// TermAck says that input up to offset (exclusive) was written to an
+// interactive run's terminal, worker to master: the master's input credit.
+type TermAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Offset        uint64                 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermAck) Reset() {
+	*x = TermAck{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermAck) ProtoMessage() {}
+
+func (x *TermAck) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermAck.ProtoReflect.Descriptor instead.
+func (*TermAck) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TermAck) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TermAck) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TermAck) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *TermAck) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 var File_codec_pb_rlsched_proto protoreflect.FileDescriptor
 
 const file_codec_pb_rlsched_proto_rawDesc = "" +
@@ -2330,7 +2638,31 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	" \x01(\x03R\x04size\x12(\n" +
 	"\x10modified_unix_ns\x18\v \x01(\x03R\x0emodifiedUnixNs\"!\n" +
 	"\aGoodbye\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason*\x8e\x01\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x7f\n" +
+	"\bTermData\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\"\x80\x01\n" +
+	"\tTermInput\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\"}\n" +
+	"\n" +
+	"TermResize\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x12\n" +
+	"\x04cols\x18\x04 \x01(\rR\x04cols\x12\x12\n" +
+	"\x04rows\x18\x05 \x01(\rR\x04rows\"j\n" +
+	"\aTermAck\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset*\x8e\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOUTCOME_EXITED\x10\x01\x12\x15\n" +
@@ -2352,7 +2684,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -2377,21 +2709,25 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*ArtifactChunk)(nil),   // 20: rlsched.v1.ArtifactChunk
 	(*ArtifactAck)(nil),     // 21: rlsched.v1.ArtifactAck
 	(*Goodbye)(nil),         // 22: rlsched.v1.Goodbye
-	nil,                     // 23: rlsched.v1.Hello.LabelsEntry
-	nil,                     // 24: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 25: rlsched.v1.Metric.ValuesEntry
+	(*TermData)(nil),        // 23: rlsched.v1.TermData
+	(*TermInput)(nil),       // 24: rlsched.v1.TermInput
+	(*TermResize)(nil),      // 25: rlsched.v1.TermResize
+	(*TermAck)(nil),         // 26: rlsched.v1.TermAck
+	nil,                     // 27: rlsched.v1.Hello.LabelsEntry
+	nil,                     // 28: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 29: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
-	23, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
+	27, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
 	2,  // 3: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
 	7,  // 4: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
 	8,  // 5: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
 	9,  // 6: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
-	24, // 7: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	28, // 7: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
 	12, // 8: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
-	25, // 9: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	29, // 9: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
 	0,  // 10: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
 	11, // [11:11] is the sub-list for method output_type
 	11, // [11:11] is the sub-list for method input_type
@@ -2412,7 +2748,7 @@ func file_codec_pb_rlsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

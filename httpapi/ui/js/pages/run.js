@@ -7,6 +7,7 @@ import { api } from '../api.js';
 import { live, poller } from '../live.js';
 import { LogView } from '../logview.js';
 import { LogStream, downloadLog } from '../logstream.js';
+import { TerminalView } from '../terminalview.js';
 import { LineChart, smoothingControl } from '../chart.js';
 import { recordBox } from './runrecord.js';
 import { loadSelection, saveSelection } from './runs.js';
@@ -86,6 +87,10 @@ export function mount(root, ctx) {
   });
   findIn.addEventListener('input', () => { findFrom = 0; });
   const logEmpty = h('div', { class: 'log-empty' }, 'No output yet');
+  // An interactive run's terminal, for its owner while it runs (terminalview.js).
+  let term = null;
+  const termBox = h('div');
+  cleanups.push(() => term && term.destroy());
   const logCard = h('section', { class: 'logbox', id: 'log', 'aria-label': 'Log' },
     h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), logInfo, h('span', { class: 'spacer' }), findIn, dl),
     view.el, logEmpty, followBtn);
@@ -97,6 +102,7 @@ export function mount(root, ctx) {
   replace(root, head, record.el, summary, warnBox, tailBox,
     h('section', { class: 'card', id: 'metrics' }, h('div', { class: 'card-head' }, h('h2', null, 'Metrics'), h('span', { class: 'spacer' }), smoothCtl), chartsNote, chartsBox, chartsMore),
     h('div', { style: { height: '16px' } }),
+    termBox,
     logCard,
     h('div', { style: { height: '16px' } }),
     details,
@@ -632,6 +638,10 @@ export function mount(root, ctx) {
     renderTimeline();
     renderCode();
     renderAttemptSelector();
+    if (!term && t.kind === 'interactive' && t.status === 'RUNNING' && ctx.user && ctx.user.id === t.userId) {
+      term = new TerminalView(id);
+      replace(termBox, term.el, h('div', { style: { height: '16px' } }));
+    }
     if (TERMINAL.has(t.status) && (!prev || !TERMINAL.has(prev.status))) {
       if (stream) stream.runEnded();
       loadArtifacts();

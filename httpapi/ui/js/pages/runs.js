@@ -187,6 +187,9 @@ export function mount(root, ctx) {
       ? h('a', { class: 'tag', href: '/sweeps/' + t.sweepId, title: 'Its sweep' }, x)
       : h('span', { class: 'tag' }, x)));
     if (t.baseline) tags.unshift(h('span', { class: 'tag baseline', title: 'Marked as a baseline' }, 'baseline'));
+    if (t.kind === 'interactive') {
+      tags.unshift(h('span', { class: 'tag interactive', title: 'An interactive session: its owner attaches with rlsched attach ' + t.id }, 'interactive'));
+    }
     const flash = prev ? prev.status !== t.status : fresh.delete(t.id);
     const tr = h('tr', { class: [checked && 'selected', flash && 'flash'], dataset: { id: t.id, status: t.status } },
       h('td', { class: 'sel' }, cb),

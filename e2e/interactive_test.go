@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fasthttp/websocket"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+)
+
+// term is a test's WebSocket client of a session's terminal.
+type term struct {
+	t      *testing.T
+	c      *websocket.Conn
+	screen strings.Builder
+	texts  []map[string]any // control messages from the server, in order
+}
+
+// attach opens id's terminal as c's user, through the server c talks to.
+func attach(t *testing.T, c *client, id string) (*term, *http.Response, error) {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(c.Base, "http") + "/ws/sessions/" + id
+	conn, resp, err := websocket.DefaultDialer.Dial(u, http.Header{"Authorization": {"Bearer " + c.Token}})
+	if err != nil {
+		return nil, resp, err
+	}
+	tm := &term{t: t, c: conn}
+	t.Cleanup(func() { conn.Close() })
+	return tm, resp, nil
+}
+
+func (tm *term) typeIn(s string) {
+	tm.t.Helper()
+	if err := tm.c.WriteMessage(websocket.BinaryMessage, []byte(s)); err != nil {
+		tm.t.Fatal(err)
+	}
+}
+
+func (tm *term) control(v any) {
+	tm.t.Helper()
+	b, _ := json.Marshal(v)
+	if err := tm.c.WriteMessage(websocket.TextMessage, b); err != nil {
+		tm.t.Fatal(err)
+	}
+}
+
+// until reads until cond holds of the screen or the control messages.
+func (tm *term) until(what string, cond func(*term) bool) {
+	tm.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond(tm) {
+		_ = tm.c.SetReadDeadline(deadline)
+		typ, b, err := tm.c.ReadMessage()
+		if err != nil {
+			tm.t.Fatalf("waiting for %s: %v; screen so far %q", what, err, tail(tm.screen.String()))
+		}
+		if typ == websocket.BinaryMessage {
+			tm.screen.Write(b)
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			tm.t.Fatalf("a text message that is not JSON: %q", b)
+		}
+		tm.texts = append(tm.texts, m)
+	}
+}
+
+func (tm *term) shows(s string) func(*term) bool {
+	return func(tm *term) bool { return strings.Contains(tm.screen.String(), s) }
+}
+
+func (tm *term) text(key string) map[string]any {
+	for _, m := range tm.texts {
+		if _, ok := m[key]; ok {
+			return m
+		}
+	}
+	return nil
+}
+
+func tail(s string) string { return s[max(0, len(s)-400):] }
+
+// TestInteractiveSession (issue 34): a session queued through the normal
+// submit path gets a login shell on a PTY; its owner attaches through the
+// gateway, resizes, types, detaches and reattaches to the same screen; a
+// viewer that never reads does not hold the shell back; exiting ends the
+// run SUCCEEDED. Another user (an admin too) is refused 403, an ended
+// session 409, an unknown one 404; a resize of 0x0 is refused.
+func TestInteractiveSession(t *testing.T) {
+	b := newBed(t)
+	up := b.startUp("up", filepath.Join(b.Dir, "data"))
+	alice, _ := signup(t, up.URL, "alice", "ADMIN")
+	bob, _ := signup(t, up.URL, "bob", "USER")
+
+	id, _ := b.submit(bob, map[string]any{"kind": "interactive"})
+	bob.waitStatus(id, "RUNNING", 60*time.Second)
+	var got struct {
+		Kind string `json:"kind"`
+	}
+	bob.Must("GET", "/api/tasks/"+id, nil, 200, &got)
+	if got.Kind != "interactive" {
+		t.Fatalf("kind = %q, want interactive", got.Kind)
+	}
+
+	// Not the owner, even an admin: 403 before the upgrade.
+	if _, resp, err := attach(t, alice, id); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("alice attaches to bob's session: %v %v; want 403", resp, err)
+	}
+	if _, resp, err := attach(t, bob, "no-such-run"); err == nil || resp == nil || resp.StatusCode != 404 {
+		t.Fatalf("attach to an unknown run: %v %v; want 404", resp, err)
+	}
+
+	tm, _, err := attach(t, bob, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.control(map[string]any{"resize": []int{0, 0}})
+	tm.until("the refusal of a 0x0 resize", func(tm *term) bool { return tm.text("error") != nil })
+	tm.control(map[string]any{"resize": []int{132, 43}})
+	tm.typeIn("echo size=$(stty size) tty=$(test -t 0 && echo yes) marker-$((6*7))\r")
+	tm.until("the command's output", tm.shows("marker-42"))
+	if s := tm.screen.String(); !strings.Contains(s, "size=43 132 tty=yes") {
+		t.Fatalf("want the window size and a terminal; screen %q", tail(s))
+	}
+
+	// A viewer that never reads, beside one that does: the shell is not
+	// held back by it (the run's log keeps everything).
+	slow, _, err := attach(t, bob, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	tm.typeIn("head -c 16000000 /dev/zero | tr '\\0' x; echo; echo flood-$((5*5))\r")
+	tm.until("the flood to end", tm.shows("flood-25"))
+	t.Logf("16 MB of output through the terminal in %s with a viewer that reads nothing", time.Since(start).Round(time.Millisecond))
+	slow.c.Close()
+
+	// Detach, then reattach: the ring brings the recent screen back.
+	tm.typeIn("echo before-detach-$((2*4))\r")
+	tm.until("the last line before detaching", tm.shows("before-detach-8"))
+	tm.c.Close()
+	tm2, _, err := attach(t, bob, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm2.until("the recent screen on reattach", tm2.shows("before-detach-8"))
+
+	tm2.typeIn("exit\r")
+	tm2.until("the end of the session", func(tm *term) bool { return tm.text("ended") != nil })
+	end := tm2.text("ended")["ended"].(map[string]any)
+	if end["status"] != "SUCCEEDED" {
+		t.Fatalf("ended: %v", end)
+	}
+	bob.waitStatus(id, "SUCCEEDED", 30*time.Second)
+	if _, resp, err := attach(t, bob, id); err == nil || resp == nil || resp.StatusCode != 409 {
+		t.Fatalf("attach to an ended session: %v %v; want 409", resp, err)
+	}
+	// The log has it all: the start, and the end past the flood.
+	head, err := bob.logText(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := bob.Do("GET", "/api/monitor/logs/"+id+"?offset=15990000&limit=1000000", nil, "Accept", "text/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(head, "marker-42") || !strings.Contains(string(r.Body), "flood-25") {
+		t.Fatalf("the log lacks the session's output: %q ... %q", tail(head), tail(string(r.Body)))
+	}
+
+	// The CLI: rlsched shell, detach with Ctrl-] d, rlsched attach, exit.
+	cfg := filepath.Join(b.Dir, "cli-config")
+	if out, code := b.cli(cfg, "login", "-u", "bob", "-p", rig.Password, "--server", up.URL); code != 0 {
+		t.Fatalf("rlsched login: exit %d\n%s", code, out)
+	}
+	out, code := b.cliIn(cfg, "echo d1-$((1+1))\n\x1dd", "shell", "--time", "1h", "--server", up.URL)
+	m := regexp.MustCompile(`session (\S+) queued`).FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(out, "detached") {
+		t.Fatalf("rlsched shell, then detach: exit %d\n%s", code, out)
+	}
+	sid := m[1]
+	var st task
+	bob.Must("GET", "/api/tasks/"+sid, nil, 200, &st)
+	if st.Status != "RUNNING" {
+		t.Fatalf("after a detach the session is %s, want RUNNING", st.Status)
+	}
+	out, code = b.cliIn(cfg, "exit\n", "attach", sid, "--server", up.URL)
+	if code != 0 || !strings.Contains(out, "d1-2") || !strings.Contains(out, "ended SUCCEEDED") {
+		t.Fatalf("rlsched attach, then exit: exit %d, want 0, the screen from before and SUCCEEDED\n%s", code, out)
+	}
+	out, code = b.cliIn(cfg, "", "attach", sid, "--server", up.URL)
+	if code == 0 || !strings.Contains(out, "SUCCEEDED") {
+		t.Fatalf("rlsched attach to an ended session: exit %d\n%s", code, out)
+	}
+}
+
+// cliIn runs a client subcommand with stdin.
+func (b *bed) cliIn(configDir, stdin string, args ...string) (string, int) {
+	b.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, b.Bin, args...)
+	cmd.Env = b.ServerEnv("RLSCHED_CONFIG_DIR=" + configDir)
+	cmd.Dir = b.Dir
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		b.T.Fatalf("rlsched %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
