@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifact"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/artifact/disk"
 	"github.com/rlsched/rlsched/artifact/s3"
 	"github.com/rlsched/rlsched/artifactpipe"
@@ -88,6 +89,9 @@ type Config struct {
 	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; 0:
 	// no cap.
 	MaxQueuedPerUser int
+	// CodeMaxMB and CodeMaxFiles (CODE_MAX_MB, CODE_MAX_FILES) bound a
+	// run's code snapshot (codetree); 0: the defaults.
+	CodeMaxMB, CodeMaxFiles int
 	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
 	// sign-in cookie is marked Secure.
 	TLSProxy bool
@@ -283,6 +287,13 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		NotifyTargets: targets,
 		Blobs:         m.blobs, OutputStats: m.outputs.Stats,
 		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota, Resources: cfg.Resources,
+		CodeLimits: codetree.Limits{MaxBytes: int64(cfg.CodeMaxMB) << 20, MaxFiles: cfg.CodeMaxFiles},
+	}
+	if apiCfg.CodeLimits.MaxBytes == 0 {
+		apiCfg.CodeLimits.MaxBytes = codetree.DefaultLimits.MaxBytes
+	}
+	if apiCfg.CodeLimits.MaxFiles == 0 {
+		apiCfg.CodeLimits.MaxFiles = codetree.DefaultLimits.MaxFiles
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {

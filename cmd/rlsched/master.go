@@ -41,6 +41,8 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"who may read runs' output files and resume from them: all (every signed-in user; a run submitted private: its owner and admins) or owner (its owner and admins)")
 	f.int(&c.MaxQueuedPerUser, "max-queued-per-user", "MAX_QUEUED_PER_USER", 10000,
 		"most QUEUED runs a user may have; a submission or sweep past it is refused (0: no cap)")
+	f.int(&c.CodeMaxMB, "code-max-mb", "CODE_MAX_MB", 100, "largest code snapshot a run may be submitted with, in `MiB` (the sum of its files)")
+	f.int(&c.CodeMaxFiles, "code-max-files", "CODE_MAX_FILES", 10000, "most files a run's code snapshot may have")
 	f.seconds(&c.WorkerForget, "worker-forget", "WORKER_FORGET_SECONDS", 86400, "`seconds` a DOWN worker stays in the worker list")
 	f.int(&c.IdleGPUUtil, "idle-gpu-util", "IDLE_GPU_UTIL", 5, "a RUNNING run whose GPUs all stay under this `percent` of utilisation is idle")
 	f.int(&c.IdleGPUSeconds, "idle-gpu-seconds", "IDLE_GPU_SECONDS", 1800, "`seconds` a run must stay idle before the idle_gpu warning (0: never)")

@@ -246,6 +246,10 @@ var migrations = [][]string{
 	// 13: a run's history, as sqlite's migration 14. MEDIUMTEXT: 100
 	// entries with their reasons can pass TEXT's 64 KiB.
 	{`ALTER TABLE tasks ADD COLUMN history MEDIUMTEXT NULL`},
+	// 15 (issue 27): a run's code snapshot, as sqlite's migration 15.
+	// Subdir: a snapshot path, at most codetree.MaxPathBytes.
+	{`ALTER TABLE tasks ADD COLUMN code_tree CHAR(64) NOT NULL DEFAULT '',
+		ADD COLUMN code_subdir TEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -207,6 +207,10 @@ var migrations = []string{
 	// 14: a run's history, its state changes in order (issue 32), a JSON
 	// array that every update stores whole (core.Task.History).
 	`ALTER TABLE tasks ADD COLUMN history TEXT;`,
+	// 15 (issue 27): a run's code snapshot, its tree hash and the
+	// directory of the tree it starts in (core.CodeInfo.Tree, Subdir).
+	`ALTER TABLE tasks ADD COLUMN code_tree TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN code_subdir TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -20,7 +20,8 @@ const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.statu
 	t.timeout_seconds, t.created_at, t.started_at, t.finished_at, t.updated_at, t.fence,
 	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings,
 	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at,
-	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline, t.history
+	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline, t.history,
+	t.code_tree, t.code_subdir
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -41,6 +42,7 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		preempted               *int64
 		usage, errTail, note    *string
 		history                 *string
+		codeSubdir              *string
 	)
 	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
 		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
@@ -48,11 +50,15 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		&t.TimeoutSeconds, &created, &started, &finished, &updated, &fence,
 		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings,
 		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted,
-		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline, &history)
+		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline, &history,
+		&t.Code.Tree, &codeSubdir)
 	if err != nil {
 		return core.Task{}, err
 	}
 	t.Status, t.Params, t.FinalReward = core.Status(status), DecodeParams(params), reward
+	if codeSubdir != nil {
+		t.Code.Subdir = *codeSubdir
+	}
 	t.CreatedAt, t.UpdatedAt, t.Fence = Time(created), Time(updated), uint64(fence)
 	if exitCode != nil {
 		c := int(*exitCode)
