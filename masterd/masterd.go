@@ -22,12 +22,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/artifact"
-	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/artifact/disk"
 	"github.com/rlsched/rlsched/artifact/s3"
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/cluster"
 	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch"
 	"github.com/rlsched/rlsched/dispatch/gpuwatch"
