@@ -111,7 +111,8 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 
 	msg := &pb.ExecuteTask{TaskId: t.ID, Attempt: int32(t.Attempt), Fence: fence, Argv: t.Command, Env: t.Env,
 		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
-		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB}
+		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB,
+		CodeTree: t.Code.Tree, CodeSubdir: t.Code.Subdir}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}
