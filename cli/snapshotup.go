@@ -223,6 +223,10 @@ func (inv *invocation) snapshotCode(c *client, dir string, code *codeRequest) (*
 		code = &codeRequest{}
 	}
 	code.Tree, code.Subdir = tree, s.subdir
-	fmt.Fprintf(inv.env.Stderr, "code %.12s (%d files, %s; uploaded %d blobs, %s)\n", tree, len(s.m.Files), humanBytes(s.m.Size()), st.uploaded, humanBytes(st.bytes))
+	if st.bytes > uploadProgressAbove {
+		// Only after a progress display: the standard error of a small
+		// submission stays as it was (scripts read it).
+		fmt.Fprintf(inv.env.Stderr, "code %.12s (%d files, %s; uploaded %d blobs, %s)\n", tree, len(s.m.Files), humanBytes(s.m.Size()), st.uploaded, humanBytes(st.bytes))
+	}
 	return code, nil
 }

@@ -102,7 +102,7 @@ func (m *Manifest) Size() int64 {
 // Encode returns the manifest's canonical bytes (sorted, compact JSON);
 // their sha256 is the tree hash.
 func (m *Manifest) Encode() []byte {
-	files := slices.Clone(m.Files)
+	files := append([]File{}, m.Files...)
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	b, err := json.Marshal(Manifest{Files: files})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/cgroup"
+	"github.com/rlsched/rlsched/worker/codecache"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
@@ -26,6 +27,7 @@ type agent struct {
 	iso        *isolation.Isolator // whose uid each run gets, and its private dir
 	cg         *cgroup.Manager     // each run's control group
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
+	code       *codecache.Cache    // runs' code snapshots (code.go)
 	offer      offer               // the cores and memory runs may have (Hello)
 	guard      *leaseguard.Guard   // nil when the guard could not start
 	spawner    *spawner
@@ -92,6 +94,9 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	if a.caches, err = isolation.NewCaches(cfg.DataDir, cfg.CacheMaxMB, a.log); err != nil {
+		return nil, err
+	}
+	if a.code, err = codecache.Open(filepath.Join(cfg.DataDir, "code"), cfg.CodeCacheMB<<20, a.log); err != nil {
 		return nil, err
 	}
 	// Spilled output of an earlier worker process: its runs died with it.

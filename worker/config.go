@@ -120,6 +120,9 @@ type Config struct {
 	// dir on this worker (isolation.Caches: XDG_CACHE_HOME, PIP_CACHE_DIR,
 	// HF_HOME, TORCH_HOME); default 10240; negative: no cache dirs.
 	CacheMaxMB int64
+	// CodeCacheMB (CODE_CACHE_MB) caps the worker's cache of runs' code
+	// snapshots (worker/codecache, DataDir/code); default 2048.
+	CodeCacheMB int64
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 }
@@ -137,6 +140,8 @@ const (
 	defaultPidsMax = 16384
 	// defaultCacheMaxMB holds a few models and wheels per user.
 	defaultCacheMaxMB = 10240
+	// defaultCodeCacheMB holds twenty trees at CODE_MAX_MB.
+	defaultCodeCacheMB = 2048
 )
 
 // withDefaults validates c and fills in the defaults.
@@ -222,6 +227,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CacheMaxMB == 0 {
 		c.CacheMaxMB = defaultCacheMaxMB
+	}
+	if c.CodeCacheMB <= 0 {
+		c.CodeCacheMB = defaultCodeCacheMB
 	}
 	return c, nil
 }

@@ -55,7 +55,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	}
 
 	cmd, pipeW, err := a.prepare(m, r)
-	if err == nil && len(m.GetRestore()) > 0 {
+	if err == nil && (len(m.GetRestore()) > 0 || m.GetCodeTree() != "") {
 		// The files of earlier attempts first (outputs.Files.Restore), off
 		// the reader goroutine, which brings their chunks. The run is held
 		// meanwhile: heartbeats renew it, a Hello lists it.
@@ -64,16 +64,24 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 			return
 		}
 		go func() {
-			r.outs.Restore(m.GetRestore())
+			// The code snapshot first (code.go), then the outputs of
+			// earlier attempts.
+			err := a.materialise(r, m, cmd)
+			if err == nil && len(m.GetRestore()) > 0 {
+				r.outs.Restore(m.GetRestore())
+			}
 			forgotten, stopped := a.tab.restored(r)
 			switch {
 			case forgotten:
 				a.unprepare(r, pipeW)
 			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
 				a.unprepare(r, pipeW)
-				fin := startFailedMsg(m, errors.New("stopped while the files of earlier attempts were restored, before it started"))
+				fin := startFailedMsg(m, errors.New("stopped while its code or the files of earlier attempts were fetched, before it started"))
 				fin.Outcome = stopped
 				a.tab.unstarted(r, fin, false)
+			case err != nil:
+				a.unprepare(r, pipeW)
+				a.tab.unstarted(r, startFailedMsg(m, err), false)
 			default:
 				a.launch(r, m, cmd, pipeW, nil, log)
 			}
@@ -194,17 +202,18 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if wd != "" {
 		dir = wd
 	}
-	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
-		return nil, nil, err
-	}
 	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
 	env := a.runEnv(m, r.dirs, r.cacheDir, r.ident)
-	path, note, err := isolation.LookPath(argv[0], envValue(env, "PATH"), dir, r.ident)
-	if err != nil {
-		return nil, nil, err
-	}
-	if note != "" {
-		r.log.Info().Msg(note)
+	// Exec, never a shell. argv[0] is looked up in the run's PATH as its
+	// uid would (isolation.LookPath, resolve); exec.Command would use the
+	// worker's. A run with a code snapshot is resolved in it, once it is
+	// made (code.go).
+	cmd := &exec.Cmd{Args: argv, Env: env}
+	r.scriptArgs = scriptArgs
+	if m.GetCodeTree() == "" {
+		if err := a.resolve(r, cmd, dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	if r.cg, err = a.cg.Create(m.GetTaskId(), m.GetAttempt(), m.GetFence(), cgroup.Limits{CPUMillis: m.GetCpuMillis(),
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
@@ -214,9 +223,6 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot create output pipe: %w", err)
 	}
-	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
-	// uid would (isolation.LookPath); exec.Command would use the worker's.
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.Stdout = pw // one pipe for both keeps their order
 	cmd.Stderr = pw
 	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())

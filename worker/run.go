@@ -35,6 +35,9 @@ type run struct {
 	// cacheDir is its user's cache dir ("": none); cacheDone gives it back.
 	cacheDir  string
 	cacheDone func()
+	// scriptArgs are the built-in scripts its argv names (resolve checks
+	// that its uid can read them).
+	scriptArgs []string
 	pumped    chan struct{} // closed when the pump has read the pipe to its end
 	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 

@@ -30,6 +30,7 @@ type workerOpts struct {
 	reservedMemoryMB     int64
 	pidsMax              int64
 	cacheMaxMB           int64
+	codeCacheMB          int64
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -53,6 +54,7 @@ func (o *workerOpts) defineResources(f envFlags, enforcement string) {
 	f.str(&o.reservedCPUs, "reserved-cpus", "RESERVED_CPUS", "0", "`cores` kept from runs for the system and the worker (the lowest whole ones leave the runs' cpuset)")
 	f.int64(&o.reservedMemoryMB, "reserved-memory", "RESERVED_MEMORY_MB", 0, "`MiB` kept from runs for the system and the worker (0: a twentieth of the memory, within 512 MiB to 4 GiB; -1: none)")
 	f.int64(&o.pidsMax, "pids-max", "PIDS_MAX", 16384, "processes and threads one run may have")
+	f.int64(&o.codeCacheMB, "code-cache", "CODE_CACHE_MB", 2048, "`MiB` of runs' code snapshots kept on the worker, least recently used trees removed past it")
 	f.int64(&o.cacheMaxMB, "cache-max", "CACHE_MAX_MB", 10240, "`MiB` of each user's persistent cache dir on the worker (XDG_CACHE_HOME, PIP_CACHE_DIR, HF_HOME, TORCH_HOME), least recently used files removed past it; -1: no cache dirs")
 }
 
@@ -115,7 +117,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
-		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Logger: log}, nil
+		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, CodeCacheMB: o.codeCacheMB, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

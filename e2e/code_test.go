@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlsched/rlsched/internal/testkit/rig"
+)
+
+// codeScript prints what the run sees of its snapshot.
+const codeScript = `import os
+print("data:", open("data.txt").read().strip())
+print("cwd:", os.path.relpath(os.getcwd(), os.environ["RLSCHED_CODE_DIR"]))
+print("helper:", os.path.exists("../helper.py"))
+`
+
+// TestCodeSnapshot (issue 27): a run executes the tree as it was when
+// submitted, from a home directory its worker's run uids cannot read,
+// started in the submitted subdirectory; the files edited, added and
+// deleted after the submission change nothing; a resubmission uploads
+// only the changed file; a rerun runs the original tree; rlsched code
+// downloads it.
+func TestCodeSnapshot(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	b := newBed(t)
+	data := filepath.Join(b.Dir, "data")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-alice")
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		out, code := b.cli(cfg, append(args, "--server", m.URL)...)
+		if code != want {
+			t.Fatalf("rlsched %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+	cli(0, "login", "-u", "alice", "-p", rig.Password)
+
+	// A git tree in a home directory no one else may enter.
+	home := filepath.Join(b.Dir, "home", "alice")
+	proj := filepath.Join(home, "proj")
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(proj, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("exp/train.py", codeScript)
+	write("exp/data.txt", "submitted bytes\n")
+	write("helper.py", "x = 1\n")
+	write("big.bin", strings.Repeat("0123456789abcdef", 100<<10)) // 1.6 MiB: two chunks
+	write(".gitignore", "outputs/\n")
+	write("outputs/ignored.txt", "not code\n")
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = proj
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	git("add", "exp/train.py", "helper.py", "big.bin", ".gitignore")
+	git("commit", "-qm", "first")
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	blobs := func() int {
+		n := 0
+		_ = filepath.WalkDir(filepath.Join(data, "artifacts"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	// No worker yet: the run cannot start before the files change.
+	id := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--", "python3", "train.py"))
+	after1 := blobs()
+	write("exp/data.txt", "edited after submit\n")
+	if err := os.Remove(filepath.Join(proj, "helper.py")); err != nil {
+		t.Fatal(err)
+	}
+	write("exp/new.py", "added after submit\n")
+
+	// The same tree with one file changed (and one deleted, one added):
+	// the new file's blob and the manifest are all it stores.
+	id2 := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--", "python3", "train.py"))
+	if got := blobs() - after1; got != 3 {
+		t.Fatalf("the second submission stored %d blobs; want 3 (data.txt, new.py, the manifest)", got)
+	}
+
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
+	alice.waitStatus(id, "SUCCEEDED", 60*time.Second)
+	text, _ := alice.logText(id)
+	if !regexp.MustCompile(`\[rlsched\] code [0-9a-f]{64} \(5 files, 1\.6 MiB\)\n`).MatchString(text) ||
+		!strings.Contains(text, "data: submitted bytes\n") || !strings.Contains(text, "cwd: exp\n") ||
+		!strings.Contains(text, "helper: True\n") {
+		t.Fatalf("the run did not run the submitted tree; log:\n%s", text)
+	}
+	alice.waitStatus(id2, "SUCCEEDED", 60*time.Second)
+	if text, _ := alice.logText(id2); !strings.Contains(text, "data: edited after submit\n") || !strings.Contains(text, "helper: False\n") {
+		t.Fatalf("the second run did not run its own tree; log:\n%s", text)
+	}
+
+	// A rerun runs the original tree, wherever the files are now.
+	out := cli(0, "rerun", id)
+	re := strings.TrimSpace(out)
+	alice.waitStatus(re, "SUCCEEDED", 60*time.Second)
+	if text, _ := alice.logText(re); !strings.Contains(text, "data: submitted bytes\n") {
+		t.Fatalf("the rerun did not run the original tree; log:\n%s", text)
+	}
+}
