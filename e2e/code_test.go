@@ -126,4 +126,20 @@ func TestCodeSnapshot(t *testing.T) {
 	if text, _ := alice.logText(re); !strings.Contains(text, "data: submitted bytes\n") {
 		t.Fatalf("the rerun did not run the original tree; log:\n%s", text)
 	}
+
+	// The tree comes back as it was submitted, and two runs' trees compare.
+	dl := filepath.Join(b.Dir, "dl")
+	cli(0, "code", id, "-o", dl)
+	if got, err := os.ReadFile(filepath.Join(dl, "exp", "data.txt")); err != nil || string(got) != "submitted bytes\n" {
+		t.Fatalf("rlsched code -o: exp/data.txt is %q (%v)", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dl, "outputs")); err == nil {
+		t.Fatal("rlsched code -o: outputs/ is ignored by .gitignore, yet in the snapshot")
+	}
+	out = cli(0, "code-diff", id, id2)
+	for _, want := range []string{"M exp/data.txt\n", "A exp/new.py\n", "D helper.py\n", "-submitted bytes\n", "+edited after submit\n"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("code-diff lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -179,11 +179,12 @@ func (s *Server) codeOf(r *request) (core.Task, *codetree.Manifest, *apiError) {
 
 // codeFileItem is a file of a run's tree as GET /api/tasks/{id}/code lists it.
 type codeFileItem struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	Mode   string `json:"mode"`
-	SHA256 string `json:"sha256"`
-	Target string `json:"target,omitempty"`
+	Path   string   `json:"path"`
+	Size   int64    `json:"size"`
+	Mode   string   `json:"mode"`
+	SHA256 string   `json:"sha256"`
+	Target string   `json:"target,omitempty"`
+	Chunks []string `json:"chunks,omitempty"`
 }
 
 // listCode is GET /api/tasks/{id}/code → {"tree","subdir","files":[...]}.
@@ -194,7 +195,7 @@ func (s *Server) listCode(r *request) *apiError {
 	}
 	items := make([]codeFileItem, len(m.Files))
 	for i, f := range m.Files {
-		items[i] = codeFileItem{Path: f.Path, Size: f.Size, Mode: f.Mode, SHA256: f.SHA256, Target: f.Target}
+		items[i] = codeFileItem{Path: f.Path, Size: f.Size, Mode: f.Mode, SHA256: f.SHA256, Target: f.Target, Chunks: f.Chunks}
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		Tree   string         `json:"tree"`
