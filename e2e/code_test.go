@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,5 +142,27 @@ func TestCodeSnapshot(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Fatalf("code-diff lacks %q:\n%s", want, out)
 		}
+	}
+
+	// The Python client packs the same tree into the same hash.
+	scripts, err := filepath.Abs(filepath.Join("..", "scripts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", "-c", `import os, rlsched
+c = rlsched.Client(os.environ["E2E_URL"])
+c.login("alice", os.environ["E2E_PASSWORD"])
+print(c.snapshot(os.environ["E2E_DIR"])["tree"])`)
+	cmd.Env = append(b.ServerEnv(), "PYTHONPATH="+scripts, "PYTHONDONTWRITEBYTECODE=1", "E2E_URL="+m.URL,
+		"E2E_PASSWORD="+rig.Password, "E2E_DIR="+filepath.Join(proj, "exp"))
+	pyOut, err := cmd.CombinedOutput()
+	var t2 struct {
+		Code struct{ Tree string } `json:"code"`
+	}
+	if r, err := alice.Do("GET", "/api/tasks/"+id2, nil); err != nil || json.Unmarshal(r.Body, &t2) != nil {
+		t.Fatalf("task %s: %v", id2, err)
+	}
+	if err != nil || strings.TrimSpace(string(pyOut)) != t2.Code.Tree {
+		t.Fatalf("the Python client's snapshot: %v %s; want the tree %s", err, pyOut, t2.Code.Tree)
 	}
 }
