@@ -90,6 +90,16 @@ func TestCode_UploadSubmitAndRead(t *testing.T) {
 	if re["tree"] != tree || re["subdir"] != "exp" {
 		t.Fatalf("rerun code %v", re)
 	}
+	// A sweep's members run its base's snapshot.
+	r = e.req("POST", "/api/sweeps", tok, fmt.Sprintf(`{"base":{"command":["x"],"code":{"tree":%q}},"grid":{"lr":[1,2]}}`, tree2))
+	if r.status != http.StatusAccepted && r.status != http.StatusCreated {
+		t.Fatalf("sweep: %d %s", r.status, r.body)
+	}
+	for _, m := range r.json(t)["runs"].([]any) {
+		if c := e.req("GET", "/api/tasks/"+m.(string), tok, nil).json(t)["code"].(map[string]any); c["tree"] != tree2 {
+			t.Fatalf("sweep member code %v", c)
+		}
+	}
 	private := e.submit(tok, fmt.Sprintf(`{"command":["x"],"private":true,"code":{"tree":%q}}`, tree))
 	if r := e.req("GET", "/api/tasks/"+private+"/code", bobTok, nil); r.status != http.StatusForbidden {
 		t.Fatalf("another's private run's code: %d %s", r.status, r.body)
