@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -166,3 +168,45 @@ print(c.snapshot(os.environ["E2E_DIR"])["tree"])`)
 		t.Fatalf("the Python client's snapshot: %v %s; want the tree %s", err, pyOut, t2.Code.Tree)
 	}
 }
+
+// TestCodeSnapshotDamagedBlob: a snapshot file whose stored bytes no
+// longer match their sha256 fails the run's start, naming the file, in its
+// log and its error; the run never starts on a partial tree.
+func TestCodeSnapshotDamagedBlob(t *testing.T) {
+	b := newBed(t)
+	data := filepath.Join(b.Dir, "data")
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: data})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-alice")
+	if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+		t.Fatal(out)
+	}
+	src := filepath.Join(b.Dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const body = "print('must not run')\n"
+	if err := os.WriteFile(filepath.Join(src, "train.py"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := b.cli(cfg, "submit", "--code", src, "--server", m.URL, "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	id := strings.TrimSpace(out)
+	sum := hexSHA256([]byte(body))
+	blob := filepath.Join(data, "artifacts", "sha256", sum[:2], sum[2:4], sum)
+	if err := os.WriteFile(blob, []byte("print('tampered')\n    "), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
+	tk := alice.waitTask(id, 60*time.Second, "ended", func(tk task) bool { return terminal[tk.Status] })
+	text, _ := alice.logText(id)
+	if tk.Status != "FAILED" || !strings.Contains(tk.Error, "train.py") || !strings.Contains(text, "train.py") ||
+		strings.Contains(text, "must not run") || strings.Contains(text, "tampered") {
+		t.Fatalf("run %v; log:\n%s", tk, text)
+	}
+}
+
+func hexSHA256(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
