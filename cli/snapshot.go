@@ -35,6 +35,7 @@ type snapshot struct {
 	git    bool
 	m      codetree.Manifest
 	blobs  map[string]blobSource // by sha256
+	buf    []byte                // one chunk, reused by every file
 }
 
 // blobSource is a blob's bytes: length bytes at off of the file path.
@@ -155,16 +156,21 @@ func (s *snapshot) packFile(p string, info fs.FileInfo) (codetree.File, error) {
 	}
 	whole := sha256.New()
 	var chunks []string
-	buf := make([]byte, codetree.ChunkSize)
+	if s.buf == nil {
+		s.buf = make([]byte, codetree.ChunkSize)
+	}
+	buf := s.buf
 	var n int64
 	for {
 		k, err := io.ReadFull(f, buf)
 		if k > 0 {
 			whole.Write(buf[:k])
-			cs := sha256.Sum256(buf[:k])
-			c := hex.EncodeToString(cs[:])
-			chunks = append(chunks, c)
-			s.blobs[c] = blobSource{path: full, off: n, size: int64(k)}
+			if n > 0 || k == len(buf) { // maybe more than one chunk: each its own blob
+				cs := sha256.Sum256(buf[:k])
+				c := hex.EncodeToString(cs[:])
+				chunks = append(chunks, c)
+				s.blobs[c] = blobSource{path: full, off: n, size: int64(k)}
+			}
 			n += int64(k)
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -183,9 +189,8 @@ func (s *snapshot) packFile(p string, info fs.FileInfo) (codetree.File, error) {
 	if n > codetree.ChunkSize {
 		out.Chunks = chunks
 	} else {
-		for _, c := range chunks {
-			delete(s.blobs, c)
-		}
+		// One blob, the file itself (a file of exactly ChunkSize bytes
+		// hashed its one chunk too: the same digest).
 		s.blobs[sum] = blobSource{path: full, size: n}
 	}
 	return out, nil

@@ -53,7 +53,13 @@ type Cache struct {
 	size     int64                    // bytes under blobs/
 	inUse    map[string]int           // trees being fetched or copied
 	fetching map[string]chan struct{} // trees being fetched, closed when done
+	// parsed are manifests read lately (at most maxParsed), so that a
+	// cached tree costs its next attempt no parse.
+	parsed map[string]*codetree.Manifest
 }
+
+// maxParsed bounds Cache.parsed (a 2,000-file manifest is about 1 MB parsed).
+const maxParsed = 32
 
 // Tree is a cached snapshot.
 type Tree struct {
@@ -64,7 +70,8 @@ type Tree struct {
 // Open opens (or makes) the cache in dir, keeping at most maxBytes of
 // blobs (0: no limit), and removes what an interrupted fetch left.
 func Open(dir string, maxBytes int64, log zerolog.Logger) (*Cache, error) {
-	c := &Cache{dir: dir, maxBytes: maxBytes, log: log, inUse: map[string]int{}, fetching: map[string]chan struct{}{}}
+	c := &Cache{dir: dir, maxBytes: maxBytes, log: log, inUse: map[string]int{}, fetching: map[string]chan struct{}{},
+		parsed: map[string]*codetree.Manifest{}}
 	for _, d := range []string{dir, c.blobDir(), c.manifestDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("cannot make the code cache %s: %w", d, err)
@@ -149,6 +156,15 @@ func (c *Cache) Release(tree string) {
 // added.
 func (c *Cache) fetch(tree string, f Fetcher) (*Tree, int64, error) {
 	mpath := filepath.Join(c.manifestDir(), tree)
+	// A cached manifest means a complete tree: it is written after its
+	// blobs, and evict removes it before them.
+	now := time.Now()
+	c.mu.Lock()
+	m := c.parsed[tree]
+	c.mu.Unlock()
+	if m != nil && os.Chtimes(mpath, now, now) == nil {
+		return &Tree{Hash: tree, M: m}, 0, nil
+	}
 	b, err := os.ReadFile(mpath)
 	cached := err == nil
 	if errors.Is(err, fs.ErrNotExist) {
@@ -160,13 +176,13 @@ func (c *Cache) fetch(tree string, f Fetcher) (*Tree, int64, error) {
 	} else if err != nil {
 		return nil, 0, fmt.Errorf("cannot read the cached manifest of %s: %w", tree, err)
 	}
-	m, err := codetree.Decode(b, tree)
+	m, err = codetree.Decode(b, tree)
 	if err != nil {
 		return nil, 0, err
 	}
 	var added int64
 	for _, file := range m.Files {
-		if file.Mode == codetree.ModeSymlink {
+		if file.Mode == codetree.ModeSymlink || cached {
 			continue
 		}
 		n, err := c.fetchFile(file, f)
@@ -182,8 +198,13 @@ func (c *Cache) fetch(tree string, f Fetcher) (*Tree, int64, error) {
 			return nil, added, err
 		}
 	}
-	now := time.Now()
 	_ = os.Chtimes(mpath, now, now)
+	c.mu.Lock()
+	if len(c.parsed) >= maxParsed {
+		clear(c.parsed)
+	}
+	c.parsed[tree] = m
+	c.mu.Unlock()
 	return &Tree{Hash: tree, M: m}, added, nil
 }
 
@@ -336,6 +357,9 @@ func (c *Cache) evict() {
 	c.mu.Unlock()
 	for _, t := range trees {
 		if !keep[t.tree] && manifests[t.tree] != nil {
+			c.mu.Lock()
+			delete(c.parsed, t.tree)
+			c.mu.Unlock()
 			_ = os.Remove(filepath.Join(c.manifestDir(), t.tree))
 			c.log.Info().Str("tree", t.tree).Msg("code cache: removed a tree not used lately")
 		}
