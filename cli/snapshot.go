@@ -83,7 +83,7 @@ func packOnce(ctx context.Context, dir string, lim codetree.Limits) (*snapshot, 
 		}
 	} else {
 		var err error
-		if paths, err = walkFiles(dir); err != nil {
+		if paths, err = walkFiles(dir, lim.MaxFiles); err != nil {
 			return nil, err
 		}
 	}
@@ -234,8 +234,9 @@ func gitFiles(ctx context.Context, top string) ([]string, error) {
 }
 
 // walkFiles lists dir's files (not following symlinks) less those its
-// .rlschedignore names.
-func walkFiles(dir string) ([]string, error) {
+// .rlschedignore names; it stops past max+1 of them (a home directory
+// would take long to walk, and is over the limit anyway).
+func walkFiles(dir string, max int) ([]string, error) {
 	ign := ignore.CompileIgnoreLines()
 	if b, err := os.ReadFile(filepath.Join(dir, rlschedIgnore)); err == nil {
 		ign = ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...)
@@ -264,6 +265,9 @@ func walkFiles(dir string) ([]string, error) {
 		}
 		if !d.IsDir() {
 			paths = append(paths, rel)
+			if len(paths) > max {
+				return filepath.SkipAll
+			}
 		}
 		return nil
 	})
@@ -295,8 +299,12 @@ func overLimit(files []sizedPath, total int64, lim codetree.Limits, git bool) er
 		return strings.Compare(a.path, b.path)
 	})
 	var b strings.Builder
-	fmt.Fprintf(&b, "the code snapshot would be %d files, %s; the limits are %d files and %s (CODE_MAX_FILES, CODE_MAX_MB). The largest:\n",
-		len(files)-len(dirs), humanBytes(total), lim.MaxFiles, humanBytes(lim.MaxBytes))
+	n := fmt.Sprint(len(files) - len(dirs))
+	if len(files)-len(dirs) > lim.MaxFiles {
+		n = "more than " + fmt.Sprint(lim.MaxFiles)
+	}
+	fmt.Fprintf(&b, "the code snapshot would be %s files, %s; the limits are %d files and %s (CODE_MAX_FILES, CODE_MAX_MB). The largest:\n",
+		n, humanBytes(total), lim.MaxFiles, humanBytes(lim.MaxBytes))
 	for _, f := range files[:min(len(files), 10)] {
 		fmt.Fprintf(&b, "  %10s  %s\n", humanBytes(f.size), f.path)
 	}

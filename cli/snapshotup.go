@@ -195,6 +195,9 @@ func (inv *invocation) attachCode(c *client, req *submitRequest, rf *runFlags, f
 	if rf.noCode || fs.isSet("workdir") {
 		return nil
 	}
+	if req.Algorithm != "" && rf.codeDir == "" {
+		return nil // the default trainer is the worker's own: nothing of here runs
+	}
 	code, err := inv.snapshotCode(c, rf.codeSource(inv), req.Code)
 	if errors.Is(err, errNoSnapshots) {
 		fmt.Fprintf(inv.env.Stderr, "warning: %v; the run uses the directory %s of the worker\n", err, req.Workdir)

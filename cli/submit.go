@@ -26,7 +26,8 @@ directory less what its .rlschedignore (gitignore syntax) names. Only the files 
 does not have yet are uploaded. The run starts in the snapshot's copy of the current
 directory (RLSCHED_CODE_DIR), so editing a file after submitting changes no run. --code DIR
 snapshots DIR's tree instead; --no-code (or --workdir DIR) sends none, and the run runs in
---workdir on the worker (default: the current directory, which must exist there too).
+--workdir on the worker (default: the current directory, which must exist there too). A run of
+the default trainer (--algorithm) sends no snapshot unless --code is given.
 
 --param KEY=VALUE sets a hyperparameter: VALUE is sent as a JSON number or boolean when it
 reads as one (3, 1e-4, true), else as a string. Params are appended to the argv as
