@@ -142,6 +142,7 @@ func runShow(inv *invocation, args []string) int {
 		{"gitDirty", dirty},
 		{"gitRemote", orDash(t.Code.GitRemote)},
 		{"diff", diffLine(t)},
+		{"codeTree", codeTreeLine(t.Code)},
 		{"createdAt", formatTime(&t.CreatedAt)},
 		{"startedAt", formatTime(t.StartedAt)},
 		{"finishedAt", formatTime(t.FinishedAt)},
@@ -645,4 +646,15 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q is not a time: give 2025-03-01T12:00:00Z, 2025-03-01 or an age like 90m, 36h, 7d", s)
+}
+
+// codeTreeLine is a run's snapshot for show: its tree and where it starts.
+func codeTreeLine(c core.CodeInfo) string {
+	switch {
+	case c.Tree == "":
+		return "- (no snapshot: runs in workdir)"
+	case c.Subdir != "":
+		return c.Tree + " (in " + c.Subdir + "/)"
+	}
+	return c.Tree
 }
