@@ -130,6 +130,13 @@ func TestCodeSnapshot(t *testing.T) {
 		t.Fatalf("the rerun did not run the original tree; log:\n%s", text)
 	}
 
+	// rerun --code takes a new snapshot: today's files.
+	re2 := strings.TrimSpace(cli(0, "rerun", id, "--code", filepath.Join(proj, "exp")))
+	alice.waitStatus(re2, "SUCCEEDED", 60*time.Second)
+	if text, _ := alice.logText(re2); !strings.Contains(text, "data: edited after submit\n") || !strings.Contains(text, "cwd: exp\n") {
+		t.Fatalf("rerun --code did not run the new tree; log:\n%s", text)
+	}
+
 	// The tree comes back as it was submitted, and two runs' trees compare.
 	dl := filepath.Join(b.Dir, "dl")
 	cli(0, "code", id, "-o", dl)
