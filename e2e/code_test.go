@@ -217,3 +217,57 @@ func TestCodeSnapshotDamagedBlob(t *testing.T) {
 }
 
 func hexSHA256(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+// retryScript: attempt 1 leaves an output and waits to be killed; a later
+// attempt says what it found of the snapshot and of the outputs.
+const retryScript = `import os, time
+out = os.environ["RLSCHED_OUTPUT_DIR"]
+print("attempt", os.environ["RLSCHED_ATTEMPT"], "data:", open("data.txt").read().strip(), flush=True)
+if os.environ["RLSCHED_ATTEMPT"] == "1":
+    open(os.path.join(out, "ckpt.txt"), "w").write("from attempt 1")
+    while True:
+        time.sleep(0.2)
+print("restored:", open(os.path.join(out, "ckpt.txt")).read(), flush=True)
+`
+
+// TestCodeSnapshotRetry: a run whose worker died is retried on another
+// worker, with a cold cache, on the same tree (and its outputs restored).
+func TestCodeSnapshotRetry(t *testing.T) {
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-alice")
+	if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+		t.Fatal(out)
+	}
+	src := filepath.Join(b.Dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]string{"train.py": retryScript, "data.txt": "submitted bytes\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1 := b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+	m.WaitJoined(t, "w1")
+	out, code := b.cli(cfg, "submit", "--code", src, "--max-retries", "1", "--server", m.URL, "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	id := strings.TrimSpace(out)
+	b.track(id)
+	alice.waitLogContains(id, "attempt 1 data: submitted bytes\n", 60*time.Second)
+	if err := os.WriteFile(filepath.Join(src, "data.txt"), []byte("edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w1.Kill(t)
+	b.StartWorker("worker-w2", m.RPC, rig.WorkerOpts{ID: "w2"})
+	m.WaitJoined(t, "w2")
+	tk := alice.waitStatus(id, "SUCCEEDED", time.Duration(taskTTLSeconds+60)*time.Second)
+	text, _ := alice.logText(id)
+	if tk.Attempt != 2 || !strings.Contains(text, "attempt 2 data: submitted bytes\n") || !strings.Contains(text, "restored: from attempt 1") ||
+		len(regexp.MustCompile(`\[rlsched\] code [0-9a-f]{64} \(2 files`).FindAllString(text, -1)) != 2 {
+		t.Fatalf("run %v; log:\n%s", tk, text)
+	}
+}
