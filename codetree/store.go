@@ -194,3 +194,59 @@ func (c *chunkReader) Close() error {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// PackSuffix names a tree's pack: its tree hash + PackSuffix is every blob
+// its manifest names, each once, in manifest order, one after another (a
+// worker with a cold cache fetches them as one stream, not a round trip
+// each). The pack has no sha256 of its own: each blob in it is checked.
+const PackSuffix = ".pack"
+
+// PackBlob is one blob of a pack.
+type PackBlob struct {
+	SHA256 string
+	Size   int64
+}
+
+// Pack lists the blobs of m's pack, in order.
+func Pack(m *Manifest) []PackBlob {
+	seen := map[string]bool{}
+	var out []PackBlob
+	for _, f := range m.Files {
+		for i, b := range f.Blobs() {
+			if !seen[b] {
+				seen[b] = true
+				out = append(out, PackBlob{b, ChunkLen(f.Size, i)})
+			}
+		}
+	}
+	return out
+}
+
+// PackSize is the length of a pack.
+func PackSize(p []PackBlob) int64 {
+	var n int64
+	for _, b := range p {
+		n += b.Size
+	}
+	return n
+}
+
+// OpenPack returns the bytes of pack p from off.
+func OpenPack(ctx context.Context, blobs artifact.Store, p []PackBlob, off int64) (io.ReadCloser, error) {
+	var start int64
+	for i, b := range p {
+		if off < start+b.Size || (b.Size == 0 && off == start) {
+			first, err := blobs.Open(ctx, b.SHA256, off-start, -1)
+			if err != nil {
+				return nil, err
+			}
+			rest := make([]string, 0, len(p)-i-1)
+			for _, r := range p[i+1:] {
+				rest = append(rest, r.SHA256)
+			}
+			return &chunkReader{ctx: ctx, blobs: blobs, left: rest, cur: first}, nil
+		}
+		start += b.Size
+	}
+	return io.NopCloser(bytes.NewReader(nil)), nil
+}

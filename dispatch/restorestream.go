@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 )
 
@@ -194,6 +195,7 @@ type restoreStream struct {
 	ctx  context.Context // the stream's: a blob reader lives across requests
 	set  map[string]core.Artifact
 	code map[string]core.Artifact // the blobs of the run's code snapshot, by sha256 (coderestore.go)
+	pack []codetree.PackBlob      // and its pack
 	cur  core.Artifact            // the file being sent
 	// curCode: cur is a blob of the code snapshot, Path its sha256.
 	curCode bool
@@ -268,7 +270,7 @@ func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 	}
 	if st.rd == nil || st.cur.Path != f.Path || st.curCode != a.Code || a.Offset > st.sent {
 		st.close()
-		rd, err := st.r.blobs.Open(st.ctx, f.SHA256, int64(a.Offset), -1)
+		rd, err := st.open(f, a.Code, int64(a.Offset))
 		if err != nil {
 			return err
 		}

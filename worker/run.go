@@ -38,8 +38,8 @@ type run struct {
 	// scriptArgs are the built-in scripts its argv names (resolve checks
 	// that its uid can read them).
 	scriptArgs []string
-	pumped    chan struct{} // closed when the pump has read the pipe to its end
-	exited    atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	pumped     chan struct{} // closed when the pump has read the pipe to its end
+	exited     atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd

@@ -181,11 +181,20 @@ func (c *Cache) fetch(tree string, f Fetcher) (*Tree, int64, error) {
 		return nil, 0, err
 	}
 	var added int64
+	var pack *packFile
+	if !cached {
+		if pack, err = c.fetchPack(tree, m, f); err != nil {
+			return nil, 0, err
+		}
+		if pack != nil {
+			defer pack.close()
+		}
+	}
 	for _, file := range m.Files {
 		if file.Mode == codetree.ModeSymlink || cached {
 			continue
 		}
-		n, err := c.fetchFile(file, f)
+		n, err := c.fetchFile(file, f, pack)
 		if err != nil {
 			return nil, added, err
 		}
@@ -209,7 +218,7 @@ func (c *Cache) fetch(tree string, f Fetcher) (*Tree, int64, error) {
 }
 
 // fetchFile makes the blob of file present and returns the bytes added.
-func (c *Cache) fetchFile(file codetree.File, f Fetcher) (int64, error) {
+func (c *Cache) fetchFile(file codetree.File, f Fetcher, pack *packFile) (int64, error) {
 	dst := c.blobPath(file.SHA256, file.Mode)
 	if _, err := os.Lstat(dst); err == nil {
 		return 0, nil
@@ -235,6 +244,13 @@ func (c *Cache) fetchFile(file codetree.File, f Fetcher) (int64, error) {
 		}
 	} else {
 		for i, sum := range file.Blobs() {
+			if off, ok := pack.offset(sum); ok {
+				if _, err := io.Copy(w, io.NewSectionReader(pack.f, off, codetree.ChunkLen(file.Size, i))); err != nil {
+					tmp.Close()
+					return 0, fmt.Errorf("cannot read the fetched pack: %w", err)
+				}
+				continue
+			}
 			if _, err := f.FetchCode(sum, codetree.ChunkLen(file.Size, i), w); err != nil {
 				tmp.Close()
 				return 0, fmt.Errorf("cannot fetch %s of the code snapshot: %w", file.Path, err)
@@ -406,4 +422,66 @@ func blobNames(m *codetree.Manifest) []string {
 		}
 	}
 	return out
+}
+
+// packMin: a tree missing this many blobs is fetched as its pack, one
+// stream, rather than a round trip per blob.
+const packMin = 8
+
+// packFile is a tree's pack (codetree.Pack) fetched into a temporary file.
+type packFile struct {
+	f   *os.File
+	off map[string]int64 // where each blob starts
+}
+
+// offset is where blob sum starts in the pack; false without a pack.
+func (p *packFile) offset(sum string) (int64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	off, ok := p.off[sum]
+	return off, ok
+}
+
+func (p *packFile) close() {
+	p.f.Close()
+	os.Remove(p.f.Name())
+}
+
+// fetchPack fetches m's pack when the cache lacks packMin of its blobs or
+// more; nil when it lacks fewer.
+func (c *Cache) fetchPack(tree string, m *codetree.Manifest, f Fetcher) (*packFile, error) {
+	missing := 0
+	for _, file := range m.Files {
+		if file.Mode == codetree.ModeSymlink {
+			continue
+		}
+		_, err1 := os.Lstat(c.blobPath(file.SHA256, codetree.ModeFile))
+		_, err2 := os.Lstat(c.blobPath(file.SHA256, codetree.ModeExec))
+		if err1 != nil && err2 != nil {
+			missing++
+		}
+	}
+	if missing < packMin {
+		return nil, nil
+	}
+	tmp, err := os.CreateTemp(c.blobDir(), ".tmp-pack")
+	if err != nil {
+		return nil, fmt.Errorf("cannot write the code cache: %w", err)
+	}
+	p := &packFile{f: tmp, off: map[string]int64{}}
+	var off int64
+	for _, b := range codetree.Pack(m) {
+		p.off[b.SHA256] = off
+		off += b.Size
+	}
+	n, err := f.FetchCode(tree+codetree.PackSuffix, -1, tmp)
+	if err == nil && n != off {
+		err = fmt.Errorf("the pack has %d bytes, not %d", n, off)
+	}
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("cannot fetch code tree %s: %w", tree, err)
+	}
+	return p, nil
 }

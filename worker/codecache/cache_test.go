@@ -2,6 +2,7 @@ package codecache
 
 import (
 	"bytes"
+	"fmt"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -73,6 +74,11 @@ func tree(t *testing.T, src *blobSource, files map[string]string) string {
 	}
 	enc := m.Encode()
 	src.blobs[codetree.Hash(enc)] = enc
+	var pack []byte
+	for _, b := range codetree.Pack(&m) {
+		pack = append(pack, src.blobs[b.SHA256]...)
+	}
+	src.blobs[codetree.Hash(enc)+codetree.PackSuffix] = pack
 	return codetree.Hash(enc)
 }
 
@@ -206,6 +212,29 @@ func TestAcquire_BadBytesAndEviction(t *testing.T) {
 		if (err == nil) != want {
 			t.Fatalf("blob %s present %v, want %v", name, err == nil, want)
 		}
+	}
+	// Many files missing: one pack, checked file by file.
+	many := map[string]string{}
+	for i := range 20 {
+		many[fmt.Sprintf("m/f%02d.py", i)] = fmt.Sprint("file ", i)
+	}
+	many["m/shared.py"] = "ssss"
+	mt := tree(t, src, many)
+	n := src.fetched
+	if _, err := c.Acquire(mt, src); err != nil {
+		t.Fatal(err)
+	}
+	c.Release(mt)
+	if got := src.fetched - n; got != 2 {
+		t.Fatalf("a 21-file tree took %d fetches; want 2 (the manifest, the pack)", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "blobs", hexSum([]byte("file 7")))); err != nil || string(b) != "file 7" {
+		t.Fatalf("a file of the pack: %q %v", b, err)
+	}
+	mt2 := tree(t, src, map[string]string{"z/a": "1", "z/b": "2", "z/c": "3", "z/d": "4", "z/e": "5", "z/f": "6", "z/g": "7", "z/h": "8"})
+	src.corrupt = mt2 + codetree.PackSuffix
+	if _, err := c.Acquire(mt2, src); err == nil || !strings.Contains(err.Error(), "z/a") {
+		t.Fatalf("a pack with other bytes: %v; want an error naming z/a", err)
 	}
 	if _, err := c.Acquire(strings.Repeat("0", 64), src); err == nil {
 		t.Fatal("an unknown tree")
