@@ -20,6 +20,7 @@ fetch it; the client talks to the REST API of API.md:
     c = rlsched.Client("http://127.0.0.1:8081")
     c.login("alice", "a-long-password")        # or Client(url, token="<jwt>")
     run = c.submit(algorithm="PPO", episodes=300, params={"gamma": 0.99})
+    run = c.submit(command=["python3", "train.py"], code=".")  # runs a snapshot of this tree
     task = c.wait(run, timeout=600)            # the final Task, a dict
     print(task["status"], task["finalReward"])
     print(c.metrics(run)["episode_reward"][-1])    # [step, value]
