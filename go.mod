@@ -20,6 +20,7 @@ require (
 	github.com/prometheus/procfs v0.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/rs/zerolog v1.35.1
+	github.com/sabhiram/go-gitignore v0.0.0-20210923224102-525f6e181f06
 	github.com/valyala/fasthttp v1.78.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sys v0.50.0

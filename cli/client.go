@@ -240,7 +240,10 @@ func (c *client) send(ctx context.Context, hc *http.Client, method, path string,
 	}
 	var rd io.Reader
 	gzipped := false
-	if body != nil {
+	raw, isRaw := body.(rawBody)
+	if isRaw {
+		rd = bytes.NewReader(raw)
+	} else if body != nil {
 		b, gz, err := encodeBody(body)
 		if err != nil {
 			return nil, "", err
@@ -258,7 +261,9 @@ func (c *client) send(ctx context.Context, hc *http.Client, method, path string,
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	if body != nil {
+	if isRaw {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	} else if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if gzipped {

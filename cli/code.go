@@ -17,6 +17,9 @@ import (
 // codeRequest is a submission's code (API.md "Run outputs"): what
 // core.CodeInfo shows of it, and the diff itself.
 type codeRequest struct {
+	// Tree and Subdir name the run's snapshot (snapshot.go).
+	Tree        string `json:"tree,omitempty"`
+	Subdir      string `json:"subdir,omitempty"`
 	GitCommit   string `json:"gitCommit"`
 	GitDirty    bool   `json:"gitDirty"`
 	GitRemote   string `json:"gitRemote,omitempty"`

@@ -49,11 +49,12 @@ func init() {
 	})
 	register(&command{
 		name:    "rerun",
-		args:    "ID [--param KEY=VALUE ...] [--resume-from RUN] [--wait | --follow] [--json]",
-		summary: "Start a new run with the same spec, optionally changing params; print its id.",
+		args:    "ID [--param KEY=VALUE ...] [--resume-from RUN] [--code DIR] [--wait | --follow] [--json]",
+		summary: "Start a new run with the same spec and code snapshot, optionally changing params; print its id.",
 		details: "--param values are merged into the original run's params (the others are kept).\n" +
 			"--resume-from RUN starts the new run with the newest output files of RUN (often ID itself)\n" +
-			"and RLSCHED_RESUME=1, so a trainer that checkpoints continues where RUN stopped.",
+			"and RLSCHED_RESUME=1, so a trainer that checkpoints continues where RUN stopped.\n" +
+			"The rerun runs the original run's code snapshot; --code DIR (e.g. --code .) takes a new one.",
 		examples: []string{
 			"rlsched rerun $id",
 			"rlsched rerun $id --param lr=1e-4 --param seed=7 --wait",
@@ -143,6 +144,7 @@ func runShow(inv *invocation, args []string) int {
 		{"gitDirty", dirty},
 		{"gitRemote", orDash(t.Code.GitRemote)},
 		{"diff", diffLine(t)},
+		{"codeTree", codeTreeLine(t.Code)},
 		{"createdAt", formatTime(&t.CreatedAt)},
 		{"startedAt", formatTime(t.StartedAt)},
 		{"finishedAt", formatTime(t.FinishedAt)},
@@ -444,6 +446,8 @@ func runRerun(inv *invocation, args []string) int {
 	var resumeFrom string
 	fs.Var(&params, "param", "change hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
 	fs.StringVar(&resumeFrom, "resume-from", "", "start with the output files of run `RUN` in RLSCHED_OUTPUT_DIR, and RLSCHED_RESUME=1")
+	var codeDir string
+	fs.StringVar(&codeDir, "code", "", "run a new snapshot of the tree of `DIR` (e.g. .) instead of the original run's")
 	inv.addWaitFlags(&w)
 	p, code, ok := inv.start(args, 1, 1)
 	if !ok {
@@ -487,6 +491,17 @@ func runRerun(inv *invocation, args []string) int {
 	}
 	if resumeFrom != "" {
 		body["resumeFrom"] = resumeFrom
+	}
+	if codeDir != "" {
+		rf := runFlags{codeDir: codeDir}
+		dir := rf.codeSource(inv)
+		req := submitRequest{Code: gitCode(inv.ctx, dir)}
+		fitDiff(&req)
+		code, err := inv.snapshotCode(c, dir, req.Code)
+		if err != nil {
+			return inv.fail(err)
+		}
+		body["code"] = code
 	}
 	var ans submitAnswer
 	raw, err := c.postJSON(inv.ctx, taskPath(id, "/rerun"), body, &ans)
@@ -639,4 +654,15 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("%q is not a time: give 2025-03-01T12:00:00Z, 2025-03-01 or an age like 90m, 36h, 7d", s)
+}
+
+// codeTreeLine is a run's snapshot for show: its tree and where it starts.
+func codeTreeLine(c core.CodeInfo) string {
+	switch {
+	case c.Tree == "":
+		return "- (no snapshot: runs in workdir)"
+	case c.Subdir != "":
+		return c.Tree + " (in " + c.Subdir + "/)"
+	}
+	return c.Tree
 }

@@ -18,8 +18,16 @@ func init() {
 		args:    "[flags] (--algorithm A [--episodes N] [--lr X] | -- COMMAND [ARG...])",
 		summary: "Submit a training run (POST /api/train) and print its id.",
 		details: `Either run the configured default trainer with --algorithm (and --episodes, --lr), or run
-your own command: everything after -- is the argv, run without a shell on the worker, in
---workdir (default: the current directory, which must exist on the worker too).
+your own command: everything after -- is the argv, run without a shell on the worker.
+
+The run runs a snapshot of your code, taken now: in a git work tree every tracked file as it
+is in the working tree and every untracked file git does not ignore; elsewhere the current
+directory less what its .rlschedignore (gitignore syntax) names. Only the files the master
+does not have yet are uploaded. The run starts in the snapshot's copy of the current
+directory (RLSCHED_CODE_DIR), so editing a file after submitting changes no run. --code DIR
+snapshots DIR's tree instead; --no-code (or --workdir DIR) sends none, and the run runs in
+--workdir on the worker (default: the current directory, which must exist there too). A run of
+the default trainer (--algorithm) sends no snapshot unless --code is given.
 
 --param KEY=VALUE sets a hyperparameter: VALUE is sent as a JSON number or boolean when it
 reads as one (3, 1e-4, true), else as a string. Params are appended to the argv as
@@ -123,6 +131,8 @@ type runFlags struct {
 	gpuTypes, constraints    multiFlag
 	deps                     depFlags // deps.go
 	requirements, venv       string   // the run's Python environment (pyenv.go)
+	codeDir                  string   // --code DIR
+	noCode                   bool
 }
 
 func (rf *runFlags) define(fs *flagSet) {
@@ -149,6 +159,8 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
 	rf.deps.define(fs)
 	rf.definePython(fs)
+	fs.StringVar(&rf.codeDir, "code", "", "snapshot the tree of `DIR` (its git work tree, else DIR less .rlschedignore) instead of the current directory's")
+	fs.BoolVar(&rf.noCode, "no-code", false, "send no code snapshot: the run runs in --workdir on the worker (a shared file system)")
 }
 
 // request checks the flags and the command after -- and builds the run's
@@ -286,7 +298,13 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 	if code, ok := inv.pythonEnv(fs, rf, &req); !ok {
 		return req, code, false
 	}
-	req.Code = gitCode(inv.ctx, inv.env.Dir)
+	if rf.noCode && rf.codeDir != "" {
+		return req, inv.usageError("give --code DIR or --no-code, not both"), false
+	}
+	if fs.isSet("workdir") && rf.codeDir != "" {
+		return req, inv.usageError("--workdir runs in a directory of the worker, --code in a snapshot: give one"), false
+	}
+	req.Code = gitCode(inv.ctx, rf.codeSource(inv))
 	fitDiff(&req)
 	return req, ExitOK, true
 }
@@ -319,6 +337,9 @@ func runSubmit(inv *invocation, args []string) int {
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code
+	}
+	if err := inv.attachCode(c, &req, &rf, fs); err != nil {
+		return inv.fail(err)
 	}
 	var ans submitAnswer
 	raw, err := c.postJSON(inv.ctx, "/api/train", req, &ans)

@@ -238,6 +238,9 @@ func runSweepCreate(inv *invocation, args []string) int {
 	if !ok {
 		return code
 	}
+	if err := inv.attachCode(c, &req.Base, &rf, fs); err != nil {
+		return inv.fail(err)
+	}
 	var ans struct {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`

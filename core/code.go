@@ -29,6 +29,11 @@ type CodeInfo struct {
 	// hex), so that a rerun or every member of a sweep shares one copy. It
 	// never leaves the masters.
 	DiffID string `json:"-"`
+	// Tree is the sha256 tree hash of the run's code snapshot (codetree),
+	// the files it runs ("" when submitted with --no-code: it runs in
+	// workdir); Subdir the directory of the snapshot it starts in.
+	Tree   string `json:"tree,omitempty"`
+	Subdir string `json:"subdir,omitempty"`
 }
 
 // RedactRemote returns a git remote without anything secret in it: a URL

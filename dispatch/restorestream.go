@@ -14,6 +14,7 @@ import (
 
 	"github.com/rlsched/rlsched/artifact"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 )
 
@@ -213,10 +214,14 @@ type restoreStream struct {
 
 	ctx  context.Context // the stream's: a blob reader lives across requests
 	set  map[string]core.Artifact
-	cur  core.Artifact // the file being sent
-	rd   io.ReadCloser
-	sent uint64
-	buf  []byte
+	code map[string]core.Artifact // the blobs of the run's code snapshot, by sha256 (coderestore.go)
+	pack []codetree.PackBlob      // and its pack
+	cur  core.Artifact            // the file being sent
+	// curCode: cur is a blob of the code snapshot, Path its sha256.
+	curCode bool
+	rd      io.ReadCloser
+	sent    uint64
+	buf     []byte
 }
 
 // errSessionGone: the connection closed; the worker asks again on its next.
@@ -253,7 +258,7 @@ func (st *restoreStream) run() {
 		} else if err != nil {
 			st.r.log.Warn().Str("task", st.rr.taskID).Str("path", a.Path).Err(err).Msg("cannot restore a file")
 			_ = st.sess.send(&pb.ArtifactAck{TaskId: a.TaskId, Attempt: a.Attempt, Path: a.Path, Restore: true,
-				Error: "failed: " + err.Error()})
+				Code: a.Code, Error: "failed: " + err.Error()})
 			st.r.warn(st.rr.taskID, core.WarnArtifactError, fmt.Sprintf("attempt %d started without %s: %v", st.rr.attempt, a.Path, err))
 			st.close()
 		}
@@ -273,30 +278,23 @@ func (st *restoreStream) close() {
 func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 	ctx, cancel := context.WithTimeout(st.ctx, 30*time.Second)
 	defer cancel()
-	if st.set == nil {
-		set, err := st.r.restoreSet(ctx, st.rr)
-		if err != nil {
-			return fmt.Errorf("cannot list the run's files to restore: %w", err)
-		}
-		st.set = set
-	}
-	f, ok := st.set[a.Path]
-	if !ok {
-		return errors.New("not among the run's files to restore")
-	}
 	if st.r.blobs == nil {
 		return errors.New("this master keeps no outputs")
+	}
+	f, err := st.file(ctx, a)
+	if err != nil {
+		return err
 	}
 	if a.Offset > uint64(f.Size) {
 		return fmt.Errorf("offset %d past the file's %d bytes", a.Offset, f.Size)
 	}
-	if st.rd == nil || st.cur.Path != f.Path || a.Offset > st.sent {
+	if st.rd == nil || st.cur.Path != f.Path || st.curCode != a.Code || a.Offset > st.sent {
 		st.close()
-		rd, err := st.r.blobs.Open(st.ctx, f.SHA256, int64(a.Offset), -1)
+		rd, err := st.open(f, a.Code, int64(a.Offset))
 		if err != nil {
 			return err
 		}
-		st.rd, st.cur, st.sent = rd, f, a.Offset
+		st.rd, st.cur, st.curCode, st.sent = rd, f, a.Code, a.Offset
 	}
 	limit := min(a.Offset+uint64(min(a.Window, maxRestoreWindow)), uint64(f.Size))
 	if st.buf == nil {
@@ -312,7 +310,8 @@ func (st *restoreStream) serve(a *pb.ArtifactAck) error {
 		}
 		last := st.sent+uint64(n) == uint64(f.Size)
 		if err := st.sess.send(&pb.ArtifactChunk{TaskId: a.TaskId, Attempt: a.Attempt, Fence: a.Fence, Path: f.Path,
-			Offset: st.sent, Data: st.buf[:n], Last: last, Size: f.Size, ModifiedUnixNs: f.ModifiedAt.UnixNano(), Restore: true}); err != nil {
+			Offset: st.sent, Data: st.buf[:n], Last: last, Size: f.Size, ModifiedUnixNs: f.ModifiedAt.UnixNano(), Restore: true,
+			Code: a.Code}); err != nil {
 			return errSessionGone
 		}
 		st.sent += uint64(n)

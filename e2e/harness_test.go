@@ -208,7 +208,12 @@ func (b *bed) cli(configDir string, args ...string) (string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.Bin, args...)
 	cmd.Env = b.ServerEnv("RLSCHED_CONFIG_DIR=" + configDir)
-	cmd.Dir = b.Dir
+	// A directory of its own: submit snapshots the tree it runs in (issue
+	// 27), and b.Dir holds the servers' live data.
+	cmd.Dir = filepath.Join(b.Dir, "cli-cwd")
+	if err := os.MkdirAll(cmd.Dir, 0o755); err != nil {
+		b.T.Fatal(err)
+	}
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if err != nil {

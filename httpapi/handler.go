@@ -58,6 +58,9 @@ type route struct {
 	// idOf names what the pattern's {id} is, in messages: "" (a run) or
 	// "sweep".
 	idOf string
+	// inflateLimit, when set, is how far a gzip body may inflate instead
+	// (a code snapshot's manifest, codetree).
+	inflateLimit int
 }
 
 // apiRoutes is the REST API: every path the OpenAPI document describes
@@ -104,6 +107,11 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
 		{method: get, pattern: "/api/tasks/{id}/artifacts", h: s.listArtifacts},
 		{method: get, pattern: "/api/tasks/{id}/artifacts/{rest...}", h: s.getArtifact},
+		{method: post, pattern: "/api/code/missing", h: s.codeMissing},
+		{method: put, pattern: "/api/code/blobs/{sha256}", h: s.putCodeBlob},
+		{method: post, pattern: "/api/code/trees", inflateLimit: maxManifestBody, h: s.putCodeTree},
+		{method: get, pattern: "/api/tasks/{id}/code", h: s.listCode},
+		{method: get, pattern: "/api/tasks/{id}/code/{rest...}", h: s.getCodeFile},
 		{method: get, pattern: "/api/compare", h: s.compare},
 		{method: get, pattern: "/api/sweeps", h: s.listSweeps},
 		{method: post, pattern: "/api/sweeps", submission: true, h: s.createSweep},
@@ -266,6 +274,9 @@ func (s *Server) dispatch(r *request) *apiError {
 	limit := MaxBodySize
 	if rt.submission {
 		limit = MaxSubmitBodySize
+	}
+	if rt.inflateLimit > 0 {
+		limit = rt.inflateLimit
 	}
 	if e := inflateBody(&r.ctx.Request, limit); e != nil {
 		return e

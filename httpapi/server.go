@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/rlsched/rlsched/artifact"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/apierr"
 	"github.com/rlsched/rlsched/internal/auth"
@@ -107,6 +108,9 @@ type Config struct {
 	// Deps decides the runs the API creates waiting on others (the
 	// master's dependency controller); nil: they wait for its next pass.
 	Deps DepDecider
+	// CodeLimits are CODE_MAX_MB and CODE_MAX_FILES, a code snapshot's
+	// (codetree); zero: codetree.DefaultLimits.
+	CodeLimits codetree.Limits
 
 	// PublicHosts are names this master answers to besides its defaults
 	// (localhost, 127.0.0.1 and [::1], and the bound address, with the
@@ -214,6 +218,9 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	cfg.JWTSecret = append([]byte(nil), cfg.JWTSecret...)
 	cfg.DefaultTrainer = append([]string(nil), cfg.DefaultTrainer...)
+	if cfg.CodeLimits == (codetree.Limits{}) {
+		cfg.CodeLimits = codetree.DefaultLimits
+	}
 	if cfg.Resources == nil {
 		d := core.DefaultResources
 		cfg.Resources = &d

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/rlsched/rlsched/artifact"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/sweep"
@@ -107,6 +109,9 @@ type submitCode struct {
 	GitRemote   string `json:"gitRemote,omitempty"`
 	Diff        string `json:"diff,omitempty"`
 	DiffOmitted string `json:"diffOmitted,omitempty"`
+	// Tree and Subdir name the run's code snapshot (httpapi/code.go).
+	Tree   string `json:"tree,omitempty"`
+	Subdir string `json:"subdir,omitempty"`
 }
 
 // spec is a run's submission, resolved: what a rerun repeats.
@@ -393,6 +398,9 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		if e := applyCode(sp, b.Code); e != nil {
 			return e
 		}
+		if e := s.checkCodeTree(sp.code.Tree); e != nil {
+			return e
+		}
 	}
 	if e := applyDeps(sp, b); e != nil {
 		return e
@@ -457,7 +465,17 @@ func applyCode(sp *spec, c *submitCode) *apiError {
 	if utf8.RuneCountInString(c.DiffOmitted) > maxDiffOmittedChars || strings.IndexByte(c.DiffOmitted, 0) >= 0 {
 		return errBadRequest("code.diffOmitted must be at most %d characters", maxDiffOmittedChars)
 	}
-	sp.code = core.CodeInfo{GitCommit: c.GitCommit, GitDirty: c.GitDirty, GitRemote: remote, DiffOmitted: c.DiffOmitted}
+	if c.Tree != "" && !artifact.ValidSHA256(c.Tree) {
+		return errBadRequest("code.tree must be a tree hash (64 lower-case hex digits), as POST /api/code/trees answers")
+	}
+	if c.Tree == "" && c.Subdir != "" {
+		return errBadRequest("code.subdir needs code.tree")
+	}
+	if err := codetree.CheckSubdir(c.Subdir); err != nil {
+		return errBadRequest("code.subdir: %v", err)
+	}
+	sp.code = core.CodeInfo{GitCommit: c.GitCommit, GitDirty: c.GitDirty, GitRemote: remote, DiffOmitted: c.DiffOmitted,
+		Tree: c.Tree, Subdir: c.Subdir}
 	sp.diff = nil
 	if c.Diff != "" {
 		sp.diff = []byte(c.Diff)

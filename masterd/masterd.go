@@ -27,6 +27,7 @@ import (
 	"github.com/rlsched/rlsched/artifactpipe"
 	"github.com/rlsched/rlsched/cluster"
 	"github.com/rlsched/rlsched/codec"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/depctl"
 	"github.com/rlsched/rlsched/dispatch"
@@ -92,6 +93,9 @@ type Config struct {
 	// MaxInteractiveGPUs (MAX_INTERACTIVE_GPUS) caps the GPUs of a user's
 	// interactive sessions not yet ended; 0: no cap.
 	MaxInteractiveGPUs int
+	// CodeMaxMB and CodeMaxFiles (CODE_MAX_MB, CODE_MAX_FILES) bound a
+	// run's code snapshot (codetree); 0: the defaults.
+	CodeMaxMB, CodeMaxFiles int
 	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
 	// sign-in cookie is marked Secure.
 	TLSProxy bool
@@ -294,7 +298,14 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		NotifyTargets:      targets,
 		Blobs:              m.blobs, OutputStats: m.outputs.Stats,
 		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota, Resources: cfg.Resources,
-		Deps: m.depctl,
+		Deps:       m.depctl,
+		CodeLimits: codetree.Limits{MaxBytes: int64(cfg.CodeMaxMB) << 20, MaxFiles: cfg.CodeMaxFiles},
+	}
+	if apiCfg.CodeLimits.MaxBytes == 0 {
+		apiCfg.CodeLimits.MaxBytes = codetree.DefaultLimits.MaxBytes
+	}
+	if apiCfg.CodeLimits.MaxFiles == 0 {
+		apiCfg.CodeLimits.MaxFiles = codetree.DefaultLimits.MaxFiles
 	}
 	cfg.Gateway.apply(&apiCfg)
 	if m.api, err = httpapi.New(apiCfg, m.st, ctl); err != nil {

@@ -20,6 +20,7 @@ fetch it; the client talks to the REST API of API.md:
     c = rlsched.Client("http://127.0.0.1:8081")
     c.login("alice", "a-long-password")        # or Client(url, token="<jwt>")
     run = c.submit(algorithm="PPO", episodes=300, params={"gamma": 0.99})
+    run = c.submit(command=["python3", "train.py"], code=".")  # runs a snapshot of this tree
     task = c.wait(run, timeout=600)            # the final Task, a dict
     print(task["status"], task["finalReward"])
     print(c.metrics(run)["episode_reward"][-1])    # [step, value]
@@ -46,11 +47,14 @@ Only the standard library is used.
 """
 
 import datetime
+import fnmatch
+import gzip
 import hashlib
 import json
 import math
 import ntpath
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -291,6 +295,97 @@ def _artifact_target(path, to):
     return target
 
 
+_CHUNK = 1 << 20
+
+
+def _pack(path):
+    """The tree holding path: (root, subdir, manifest files, {sha256:
+    (file, offset, size)}) as API.md "Code snapshots" has them."""
+    path = os.path.abspath(path)
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, check=True)
+        root = out.stdout.decode().strip()
+        out = subprocess.run(["git", "-c", "core.quotePath=off", "ls-files", "-z", "--cached", "--others",
+                              "--exclude-standard"], cwd=root, capture_output=True, check=True)
+        rels = sorted(set(p for p in out.stdout.decode("utf-8", "surrogateescape").split("\0") if p))
+    except (OSError, subprocess.CalledProcessError):
+        root, rels = path, _walk(path)
+    subdir = os.path.relpath(path, root).replace(os.sep, "/")
+    if subdir == ".":
+        subdir = ""
+    files, sources = [], {}
+    for rel in rels:
+        full = os.path.join(root, *rel.split("/"))
+        try:
+            st = os.lstat(full)
+        except FileNotFoundError:
+            continue  # tracked, deleted in the working tree
+        if os.path.islink(full):
+            target = os.readlink(full)
+            files.append({"path": rel, "mode": "120000", "size": len(target.encode()),
+                          "sha256": hashlib.sha256(target.encode()).hexdigest(), "target": target})
+            continue
+        if not os.path.isfile(full):
+            continue
+        whole, chunks, off = hashlib.sha256(), [], 0
+        with open(full, "rb") as f:
+            while True:
+                b = f.read(_CHUNK)
+                if not b:
+                    break
+                whole.update(b)
+                chunks.append((hashlib.sha256(b).hexdigest(), off, len(b)))
+                off += len(b)
+        entry = {"path": rel, "mode": "100755" if st.st_mode & 0o111 else "100644", "size": off,
+                 "sha256": whole.hexdigest()}
+        if off > _CHUNK:
+            entry["chunks"] = [c for c, _, _ in chunks]
+            for c, o, n in chunks:
+                sources[c] = (full, o, n)
+        else:
+            sources[entry["sha256"]] = (full, 0, off)
+        files.append(entry)
+    return root, subdir, files, sources
+
+
+def _walk(root):
+    """The files under root less what its .rlschedignore names."""
+    rules = []
+    try:
+        with open(os.path.join(root, ".rlschedignore")) as f:
+            rules = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
+    except FileNotFoundError:
+        pass
+
+    def ignored(rel, is_dir):
+        out = False
+        for r in rules:
+            neg = r.startswith("!")
+            pat = r[1:] if neg else r
+            if pat.endswith("/"):
+                if not is_dir:
+                    continue
+                pat = pat[:-1]
+            if "/" in pat:
+                hit = fnmatch.fnmatchcase(rel, pat.lstrip("/"))
+            else:
+                hit = fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pat)
+            if hit:
+                out = not neg
+        return out
+
+    rels = []
+    for d, dirs, names in os.walk(root):
+        reld = os.path.relpath(d, root).replace(os.sep, "/")
+        reld = "" if reld == "." else reld + "/"
+        for x in dirs:
+            if os.path.islink(os.path.join(d, x)) and not ignored(reld + x, False):
+                rels.append(reld + x)  # a symlink to a directory is a symlink
+        dirs[:] = [x for x in dirs if not os.path.islink(os.path.join(d, x)) and not ignored(reld + x, True)]
+        rels.extend(reld + x for x in names if not ignored(reld + x, False))
+    return sorted(rels)
+
+
 def _etag_sha256(etag):
     """The sha256 an ETag names ("<64 hex>", maybe W/), else ""."""
     v = etag.strip()
@@ -319,12 +414,18 @@ class Client:
 
     # -- HTTP ---------------------------------------------------------------
 
-    def _open(self, method, path, body=None, accept="application/json"):
+    def _open(self, method, path, body=None, accept="application/json", raw=None):
         data = None
         headers = {"Accept": accept}
-        if body is not None:
+        if raw is not None:
+            data = raw
+            headers["Content-Type"] = "application/octet-stream"
+        elif body is not None:
             data = json.dumps(body).encode("utf-8")
             headers["Content-Type"] = "application/json"
+            if len(data) > 64 << 10:
+                data = gzip.compress(data)
+                headers["Content-Encoding"] = "gzip"
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
@@ -389,8 +490,42 @@ class Client:
         (``rlsched attach ID``; ``command`` may then be absent, and
         ``record=False`` keeps its output out of the log). Every Task has
         ``kind``: ``"batch"`` or ``"interactive"``.
+        ``code="."`` (a directory) runs a snapshot of that directory's tree
+        (see snapshot) instead of ``workdir`` on the worker.
         """
-        return self._json("POST", "/api/train", _run_body(spec))["id"]
+        return self._json("POST", "/api/train", _run_body(self._with_code(spec)))["id"]
+
+    def _with_code(self, spec):
+        """spec with a ``code`` that names a directory replaced by its
+        snapshot."""
+        if isinstance(spec.get("code"), str):
+            spec = dict(spec, code=self.snapshot(spec["code"]))
+        return spec
+
+    def snapshot(self, path="."):
+        """Upload the code tree holding ``path`` (API.md "Code snapshots") and
+        return ``{"tree", "subdir"}`` for a submission's ``code``: in a git
+        work tree its tracked and untracked, not ignored files as they are
+        on disk; elsewhere the directory less what its .rlschedignore names
+        (gitignore patterns: globs, a trailing / for directories, a leading
+        / to anchor, ! to take back). Only the blobs the master lacks are
+        uploaded."""
+        root, subdir, files, sources = _pack(path)
+        sums = list(sources)
+        missing = []
+        for i in range(0, max(len(sums), 1), 10000):
+            missing += self._json("POST", "/api/code/missing", {"sha256": sums[i:i + 10000]})["missing"]
+        for s in missing:
+            full, off, size = sources[s]
+            with open(full, "rb") as f:
+                f.seek(off)
+                data = f.read(size)
+            if hashlib.sha256(data).hexdigest() != s:
+                raise ValueError("%s changed while it was uploaded; try again" % full)
+            with self._open("PUT", "/api/code/blobs/" + s, raw=data):
+                pass
+        ans = self._json("POST", "/api/code/trees", {"files": files})
+        return {"tree": ans["tree"], "subdir": subdir}
 
     def task(self, run_id):
         """The Task of a run, a dict (API.md "Runs")."""
@@ -459,7 +594,7 @@ class Client:
     def rerun(self, run_id, **overrides):
         """Submit a new run with the spec of ``run_id``, ``overrides`` (the
         fields of submit) written over it; returns the new run's id."""
-        return self._json("POST", "/api/tasks/%s/rerun" % self._id(run_id), _body(overrides))["id"]
+        return self._json("POST", "/api/tasks/%s/rerun" % self._id(run_id), _body(self._with_code(overrides)))["id"]
 
     def metrics(self, run_id, names=None):
         """The run's metric series: ``{name: [[step, value], ...]}``, all of
@@ -540,6 +675,8 @@ class Client:
         ``"rungs": [...]``, ``"reduction_factor"``; or ``"median"``), whose
         names become camelCase too.
         """
+        if isinstance(spec.get("base"), dict):
+            spec = dict(spec, base=self._with_code(spec["base"]))
         return self._json("POST", "/api/sweeps", _sweep_body(spec))
 
     def sweeps(self, **filters):

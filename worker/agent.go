@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/cgroup"
+	"github.com/rlsched/rlsched/worker/codecache"
 	"github.com/rlsched/rlsched/worker/isolation"
 	"github.com/rlsched/rlsched/worker/leaseguard"
 	"github.com/rlsched/rlsched/worker/nvsmi"
@@ -27,6 +28,7 @@ type agent struct {
 	cg         *cgroup.Manager     // each run's control group
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
 	envs       *envs               // the Python envs it built (pyenv.go); nil: none
+	code       *codecache.Cache    // runs' code snapshots (code.go)
 	offer      offer               // the cores and memory runs may have (Hello)
 	labels     map[string]string   // Hello.labels: the operator's and the automatic ones
 	guard      *leaseguard.Guard   // nil when the guard could not start
@@ -108,6 +110,9 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		if a.envs, err = newEnvs(cfg.DataDir, cfg.EnvCacheMB, a.log); err != nil {
 			return nil, err
 		}
+	}
+	if a.code, err = codecache.Open(filepath.Join(cfg.DataDir, "code"), cfg.CodeCacheMB<<20, a.log); err != nil {
+		return nil, err
 	}
 	// Spilled output of an earlier worker process: its runs died with it.
 	if err := os.RemoveAll(filepath.Join(cfg.DataDir, "spool")); err != nil {

@@ -147,6 +147,9 @@ type Config struct {
 	// execute, e.g. pyenv's under /root; the run's log says so. "": such a
 	// run fails to start, saying why (issue 27).
 	RunPython string
+	// CodeCacheMB (CODE_CACHE_MB) caps the worker's cache of runs' code
+	// snapshots (worker/codecache, DataDir/code); default 2048.
+	CodeCacheMB int64
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 
@@ -172,6 +175,8 @@ const (
 	// give back a transient peak, short enough that neighbours on the GPU
 	// do not fail their own allocations for long.
 	defaultGPUMemoryGrace = 30 * time.Second
+	// defaultCodeCacheMB holds twenty trees at CODE_MAX_MB.
+	defaultCodeCacheMB = 2048
 )
 
 // withDefaults validates c and fills in the defaults.
@@ -275,6 +280,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MPSControl == "" {
 		c.MPSControl = "nvidia-cuda-mps-control"
+	}
+	if c.CodeCacheMB <= 0 {
+		c.CodeCacheMB = defaultCodeCacheMB
 	}
 	return c, nil
 }

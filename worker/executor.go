@@ -57,7 +57,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	}
 
 	cmd, pipeW, err := a.prepare(m, r)
-	if err == nil && (len(m.GetRestore()) > 0 || r.py.toBuild()) {
+	if err == nil && (len(m.GetRestore()) > 0 || m.GetCodeTree() != "" || r.py.toBuild()) {
 		// The files of earlier attempts first (outputs.Files.Restore), off
 		// the reader goroutine, which brings their chunks; then its Python
 		// env, built if need be. The run is held meanwhile: heartbeats
@@ -67,11 +67,15 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 			return
 		}
 		go func() {
-			if len(m.GetRestore()) > 0 {
+			// The code snapshot first (code.go), then the outputs of
+			// earlier attempts, then its Python env, which may be built
+			// from a requirements file of either.
+			err := a.materialise(r, m, cmd)
+			if err == nil && len(m.GetRestore()) > 0 {
 				r.outs.Restore(m.GetRestore())
 			}
 			var envErr error
-			if r.py.toBuild() {
+			if err == nil && r.py.toBuild() {
 				envErr = a.buildEnv(r, cmd)
 			}
 			forgotten, stopped := a.tab.restored(r)
@@ -80,13 +84,12 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 				a.unprepare(r, pipeW)
 			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
 				a.unprepare(r, pipeW)
-				why := "stopped while the files of earlier attempts were restored, before it started"
-				if r.py.toBuild() {
-					why = "stopped while its files were restored or its Python env built, before it started"
-				}
-				fin := startFailedMsg(m, errors.New(why))
+				fin := startFailedMsg(m, errors.New("stopped while its code or the files of earlier attempts were fetched, or its Python env built, before it started"))
 				fin.Outcome = stopped
 				a.tab.unstarted(r, fin, false)
+			case err != nil:
+				a.unprepare(r, pipeW)
+				a.tab.unstarted(r, startFailedMsg(m, err), false)
 			default:
 				a.launch(r, m, cmd, pipeW, envErr, log)
 			}
@@ -228,9 +231,6 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if wd != "" {
 		dir = wd
 	}
-	if err := isolation.CheckReach(r.ident, dir, scriptArgs); err != nil {
-		return nil, nil, err
-	}
 	r.cacheDir, r.cacheDone = a.caches.Acquire(m.GetUser(), r.ident)
 	var mpsEnv []string
 	if r.fractional() && a.mps != nil {
@@ -242,12 +242,17 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.py, err = a.pythonEnv(m, r, dir, env); err != nil {
 		return nil, nil, err
 	}
-	var path string
 	if r.py != nil && !r.py.toBuild() {
 		env = r.py.apply(env)
 	}
-	if !r.py.toBuild() { // else looked up once it is built (buildEnv)
-		if path, err = a.lookPath(r, argv[0], envValue(env, "PATH"), dir); err != nil {
+	// Exec, never a shell. argv[0] is looked up in the run's PATH as its
+	// uid would (resolve); exec.Command would use the worker's. A run with
+	// a code snapshot is resolved in it once it is made (code.go), one
+	// whose Python env is built once that is (buildEnv).
+	cmd := &exec.Cmd{Args: argv, Env: env}
+	r.scriptArgs = scriptArgs
+	if m.GetCodeTree() == "" {
+		if err := a.resolve(r, cmd, dir); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -255,9 +260,6 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
 		return nil, nil, err
 	}
-	// Exec, never a shell. argv[0] was looked up in the run's PATH as its
-	// uid would (isolation.LookPath); exec.Command would use the worker's.
-	cmd := &exec.Cmd{Path: path, Args: argv, Dir: dir, Env: env}
 	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
 	if m.GetInteractive() {
 		// The PTY stands in for the pipe (terminal.go).

@@ -48,9 +48,12 @@ type run struct {
 	// back its hold of a built one.
 	py      *pyEnv
 	envDone func()
-	pumped  chan struct{} // closed when the pump has read the pipe to its end
-	term    *term         // the terminal of an interactive run (terminal.go); nil for a batch run
-	exited  atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	// scriptArgs are the built-in scripts its argv names (resolve checks
+	// that its uid can read them).
+	scriptArgs []string
+	pumped     chan struct{} // closed when the pump has read the pipe to its end
+	term       *term         // the terminal of an interactive run (terminal.go); nil for a batch run
+	exited     atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd

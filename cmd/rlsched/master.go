@@ -43,6 +43,8 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"most QUEUED runs a user may have; a submission or sweep past it is refused (0: no cap)")
 	f.int(&c.MaxInteractiveGPUs, "max-interactive-gpus", "MAX_INTERACTIVE_GPUS", 0,
 		"most GPUs a user's interactive sessions (rlsched shell) may hold or wait for together; a session past it is refused (0: no cap)")
+	f.int(&c.CodeMaxMB, "code-max-mb", "CODE_MAX_MB", 100, "largest code snapshot a run may be submitted with, in `MiB` (the sum of its files)")
+	f.int(&c.CodeMaxFiles, "code-max-files", "CODE_MAX_FILES", 10000, "most files a run's code snapshot may have")
 	f.seconds(&c.WorkerForget, "worker-forget", "WORKER_FORGET_SECONDS", 86400, "`seconds` a DOWN worker stays in the worker list")
 	f.int(&c.IdleGPUUtil, "idle-gpu-util", "IDLE_GPU_UTIL", 5, "a RUNNING run whose GPUs all stay under this `percent` of utilisation is idle")
 	f.int(&c.IdleGPUSeconds, "idle-gpu-seconds", "IDLE_GPU_SECONDS", 1800, "`seconds` a run must stay idle before the idle_gpu warning (0: never)")

@@ -35,6 +35,7 @@ type workerOpts struct {
 	gpuMemoryGrace       int // seconds
 	runPython            string
 	envCacheMB           int64
+	codeCacheMB          int64
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -62,6 +63,7 @@ func (o *workerOpts) defineResources(f envFlags, enforcement string) {
 	f.int64(&o.reservedMemoryMB, "reserved-memory", "RESERVED_MEMORY_MB", 0, "`MiB` kept from runs for the system and the worker (0: a twentieth of the memory, within 512 MiB to 4 GiB; -1: none)")
 	f.int64(&o.pidsMax, "pids-max", "PIDS_MAX", 16384, "processes and threads one run may have")
 	f.int64(&o.envCacheMB, "env-cache-max", "ENV_CACHE_MB", 20480, "`MiB` of the Python envs the worker builds from runs' requirements files, least recently used removed past it (never one in use); -1: build none")
+	f.int64(&o.codeCacheMB, "code-cache", "CODE_CACHE_MB", 2048, "`MiB` of runs' code snapshots kept on the worker, least recently used trees removed past it")
 	f.int64(&o.cacheMaxMB, "cache-max", "CACHE_MAX_MB", 10240, "`MiB` of each user's persistent cache dir on the worker (XDG_CACHE_HOME, PIP_CACHE_DIR, HF_HOME, TORCH_HOME), least recently used files removed past it; -1: no cache dirs")
 }
 
@@ -130,7 +132,8 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
 		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Labels: labels, GPUSharing: o.gpuSharing,
-		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), RunPython: o.runPython, EnvCacheMB: o.envCacheMB, Logger: log}, nil
+		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), RunPython: o.runPython, EnvCacheMB: o.envCacheMB,
+		CodeCacheMB: o.codeCacheMB, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

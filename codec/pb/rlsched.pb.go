@@ -1831,8 +1831,11 @@ type ArtifactChunk struct {
 	ModifiedUnixNs int64 `protobuf:"varint,10,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
 	// On the last chunk: the file kept changing while it was read at the
 	// run's end and was sent as last read; the stored copy may be torn.
-	Changing      bool `protobuf:"varint,11,opt,name=changing,proto3" json:"changing,omitempty"`
-	Restore       bool `protobuf:"varint,12,opt,name=restore,proto3" json:"restore,omitempty"`
+	Changing bool `protobuf:"varint,11,opt,name=changing,proto3" json:"changing,omitempty"`
+	Restore  bool `protobuf:"varint,12,opt,name=restore,proto3" json:"restore,omitempty"`
+	// With restore: a blob of the run's code snapshot (issue 27), path its
+	// sha256 (the manifest's is the tree hash), for the worker's code cache.
+	Code          bool `protobuf:"varint,13,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1951,6 +1954,13 @@ func (x *ArtifactChunk) GetRestore() bool {
 	return false
 }
 
+func (x *ArtifactChunk) GetCode() bool {
+	if x != nil {
+		return x.Code
+	}
+	return false
+}
+
 // ArtifactAck answers ArtifactChunks. Master to worker: the upload of
 // (path, version) is durable up to offset, done once the file is stored
 // and indexed, or refused (error). Worker to master with restore set: the
@@ -1973,8 +1983,11 @@ type ArtifactAck struct {
 	Restore        bool   `protobuf:"varint,9,opt,name=restore,proto3" json:"restore,omitempty"`
 	Size           int64  `protobuf:"varint,10,opt,name=size,proto3" json:"size,omitempty"` // the version acked (ArtifactChunk.size, modified_unix_ns)
 	ModifiedUnixNs int64  `protobuf:"varint,11,opt,name=modified_unix_ns,json=modifiedUnixNs,proto3" json:"modified_unix_ns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With restore: path is the sha256 of a blob of the run's code snapshot
+	// (issue 27), asked for and answered as a restored file is.
+	Code          bool `protobuf:"varint,12,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ArtifactAck) Reset() {
@@ -2082,6 +2095,13 @@ func (x *ArtifactAck) GetModifiedUnixNs() int64 {
 		return x.ModifiedUnixNs
 	}
 	return 0
+}
+
+func (x *ArtifactAck) GetCode() bool {
+	if x != nil {
+		return x.Code
+	}
+	return false
 }
 
 // Goodbye is sent before the master closes a connection on purpose.
@@ -2609,7 +2629,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x0epeak_memory_mb\x18\f \x01(\x03R\fpeakMemoryMb\"D\n" +
 	"\x0fTaskFinishedAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xb8\x02\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xcc\x02\n" +
 	"\rArtifactChunk\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2623,7 +2643,8 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x10modified_unix_ns\x18\n" +
 	" \x01(\x03R\x0emodifiedUnixNs\x12\x1a\n" +
 	"\bchanging\x18\v \x01(\bR\bchanging\x12\x18\n" +
-	"\arestore\x18\f \x01(\bR\arestore\"\x9c\x02\n" +
+	"\arestore\x18\f \x01(\bR\arestore\x12\x12\n" +
+	"\x04code\x18\r \x01(\bR\x04code\"\xb0\x02\n" +
 	"\vArtifactAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
@@ -2636,7 +2657,8 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\arestore\x18\t \x01(\bR\arestore\x12\x12\n" +
 	"\x04size\x18\n" +
 	" \x01(\x03R\x04size\x12(\n" +
-	"\x10modified_unix_ns\x18\v \x01(\x03R\x0emodifiedUnixNs\"!\n" +
+	"\x10modified_unix_ns\x18\v \x01(\x03R\x0emodifiedUnixNs\x12\x12\n" +
+	"\x04code\x18\f \x01(\bR\x04code\"!\n" +
 	"\aGoodbye\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x7f\n" +
 	"\bTermData\x12\x17\n" +

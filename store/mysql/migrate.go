@@ -285,6 +285,10 @@ var migrations = [][]string{
 	},
 	// 16 (issue 27): a run's Python environment, as sqlite's migration 17.
 	{`ALTER TABLE tasks ADD COLUMN python_env TEXT NULL`},
+	// 17 (issue 27): a run's code snapshot, as sqlite's migration 18.
+	// Subdir: a snapshot path, at most codetree.MaxPathBytes.
+	{`ALTER TABLE tasks ADD COLUMN code_tree CHAR(64) NOT NULL DEFAULT '',
+		ADD COLUMN code_subdir TEXT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -249,6 +249,10 @@ var migrations = []string{
 	// 17 (issue 27): a run's Python environment, core.PythonEnv's JSON
 	// (NULL: none), fixed at submission.
 	`ALTER TABLE tasks ADD COLUMN python_env TEXT;`,
+	// 18 (issue 27): a run's code snapshot, its tree hash and the
+	// directory of the tree it starts in (core.CodeInfo.Tree, Subdir).
+	`ALTER TABLE tasks ADD COLUMN code_tree TEXT NOT NULL DEFAULT '';
+	ALTER TABLE tasks ADD COLUMN code_subdir TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -27,7 +27,8 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		Workdir: "/data/runs", Worker: "w-before", GPUIndices: []int{3, 1},
 		TraceID: "trace-abc", ExitCode: ptr(-1), Error: "old error", FinalReward: ptr(1.5),
 		Code: core.CodeInfo{GitCommit: "0123456789abcdef", GitDirty: true, GitRemote: "https://example.com/lab/rl.git",
-			DiffID: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", DiffOmitted: "a note"},
+			DiffID: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", DiffOmitted: "a note",
+			Tree: "4f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Subdir: "exp/a"},
 		TimeoutSeconds: 3600,
 		CreatedAt:      at(0).In(time.FixedZone("CET", 3600)),
 		StartedAt:      ptr(at(time.Second)), FinishedAt: ptr(at(2 * time.Second)),
@@ -37,7 +38,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		ErrorTail: "Traceback\nKeyError: 'x'", Note: "a ünïcode note", Baseline: true,
 		GPUFraction: 0.25, GPUMemoryMB: 20000, GPUType: []string{"A100", "H100"},
 		Constraints: map[string]string{"pool": "a100", "!pool": "interactive"},
-		Python: &core.PythonEnv{Requirements: "exp/requirements.txt"},
+		Python:      &core.PythonEnv{Requirements: "exp/requirements.txt"},
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these

@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/codetree"
 	"github.com/rlsched/rlsched/core"
 )
 
@@ -131,9 +133,11 @@ func (o *Files) Restore(files []*pb.RestoreFile) {
 
 // restoreFile restores one file and returns its size.
 func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
-	l := o.l
 	if err := core.CheckArtifactPath(f.GetPath()); err != nil {
 		return 0, err
+	}
+	if f.GetSize() < 0 {
+		return 0, fmt.Errorf("size %d", f.GetSize())
 	}
 	dir := o.dir
 	if in := f.GetInputOf(); in != "" {
@@ -149,9 +153,6 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 		defer d.close()
 		dir = d
 	}
-	if f.GetSize() < 0 {
-		return 0, fmt.Errorf("size %d", f.GetSize())
-	}
 	out, err := dir.create(f.GetPath(), o.owner)
 	if err != nil {
 		return 0, err
@@ -163,13 +164,64 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 			dir.remove(f.GetPath())
 		}
 	}()
+	if _, err := o.fetch(f.GetPath(), false, f.GetSize(), f.GetSha256(), out); err != nil {
+		return 0, err
+	}
+	if err := out.Close(); err != nil {
+		return 0, fmt.Errorf("cannot write it: %w", err)
+	}
+	ok = true
+	if err := dir.setMtime(f.GetPath(), f.GetModifiedUnixNs()); err != nil {
+		return 0, fmt.Errorf("cannot set its mtime: %w", err)
+	}
+	if f.GetInputOf() == "" {
+		o.known[f.GetPath()] = fileVer{f.GetSize(), f.GetModifiedUnixNs()} // stored already: not sent back
+	}
+	return f.GetSize(), nil
+}
+
+// FetchCode writes the blob sum of the run's code snapshot (issue 27) into
+// w, asked for and received as a restored file is; size < 0 takes the size
+// the master sends (the manifest's, which the worker does not know). The
+// bytes are checked against sum. Call it while the outputs are restoring
+// (BeginRestore).
+func (o *Files) FetchCode(sum string, size int64, w io.Writer) (int64, error) {
+	select {
+	case o.l.restoreSem <- struct{}{}:
+	case <-o.quit:
+		return 0, fmt.Errorf("the run was stopped")
+	}
+	defer func() { <-o.l.restoreSem }()
+	sha := sum
+	if strings.HasSuffix(sum, codetree.PackSuffix) {
+		sha = "" // a tree's pack: the cache checks each blob in it
+	}
+	n, err := o.fetch(sum, true, size, sha, w)
+	return int64(n), err
+}
+
+// EndCode tells the master that the code snapshot is fetched, so that its
+// stream ends.
+func (o *Files) EndCode() {
+	o.l.mu.Lock()
+	o.restoreAck = &pb.ArtifactAck{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Restore: true, Code: true, Done: true}
+	o.l.mu.Unlock()
+	o.l.kick()
+}
+
+// fetch asks the master for the restored file (or, code, the snapshot's
+// blob) key and writes its bytes into out, checking them against size
+// (< 0: the size the chunks carry) and sha ("": not checked); it returns
+// how many it wrote.
+func (o *Files) fetch(key string, code bool, size int64, sha string, out io.Writer) (uint64, error) {
+	l := o.l
 	h := sha256.New()
 	var have uint64
 	var gen uint64
 	ask := func() {
 		l.mu.Lock()
-		o.restoreAck = &pb.ArtifactAck{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Path: f.GetPath(), Offset: have,
-			Window: restoreWindow, Restore: true}
+		o.restoreAck = &pb.ArtifactAck{TaskId: o.task, Attempt: o.attempt, Fence: o.fence, Path: key, Offset: have,
+			Window: restoreWindow, Restore: true, Code: code}
 		gen = l.gen
 		l.mu.Unlock()
 		l.kick()
@@ -178,21 +230,26 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 	progress := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	size := uint64(f.GetSize())
 	for last := false; !last; {
 		select {
 		case <-o.quit:
 			return 0, fmt.Errorf("the run was stopped")
 		case it := <-o.restoreCh:
 			if it.refused != nil {
-				if it.refused.GetPath() == f.GetPath() {
+				if it.refused.GetPath() == key && it.refused.GetCode() == code {
 					return 0, fmt.Errorf("the master could not send it: %s", it.refused.GetError())
 				}
 				continue
 			}
 			c := it.chunk
-			if c.GetPath() != f.GetPath() || c.GetOffset() != have || have+uint64(len(c.GetData())) > size {
+			if c.GetPath() != key || c.GetCode() != code || c.GetOffset() != have {
 				continue // of an earlier request or session
+			}
+			if size < 0 && c.GetSize() >= 0 {
+				size = c.GetSize() // the sha256 still decides
+			}
+			if have+uint64(len(c.GetData())) > uint64(max(size, 0)) {
+				continue
 			}
 			if _, err := out.Write(c.GetData()); err != nil {
 				return 0, fmt.Errorf("cannot write it: %w", err)
@@ -215,18 +272,8 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 			}
 		}
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); have != size || sum != f.GetSha256() {
-		return 0, fmt.Errorf("got %d bytes with sha256 %s, want %d bytes with %s", have, sum, size, f.GetSha256())
+	if sum := hex.EncodeToString(h.Sum(nil)); int64(have) != size || (sha != "" && sum != sha) {
+		return 0, fmt.Errorf("got %d bytes with sha256 %s, want %d bytes with %s", have, sum, size, sha)
 	}
-	if err := out.Close(); err != nil {
-		return 0, fmt.Errorf("cannot write it: %w", err)
-	}
-	ok = true
-	if err := dir.setMtime(f.GetPath(), f.GetModifiedUnixNs()); err != nil {
-		return 0, fmt.Errorf("cannot set its mtime: %w", err)
-	}
-	if f.GetInputOf() == "" {
-		o.known[f.GetPath()] = fileVer{f.GetSize(), f.GetModifiedUnixNs()} // stored already: not sent back
-	}
-	return f.GetSize(), nil
+	return have, nil
 }

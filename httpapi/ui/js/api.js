@@ -83,6 +83,8 @@ export const api = {
   artifacts: (id, attempt, signal) => request('/api/tasks/' + enc(id) + '/artifacts' + qs({ attempt }), { signal }),
   artifactURL: (id, path, attempt) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/') + qs({ attempt }),
   codeDiffURL: (id) => '/api/tasks/' + enc(id) + '/code.diff',
+  code: (id, signal) => request('/api/tasks/' + enc(id) + '/code', { signal }),
+  codeFileURL: (id, path) => '/api/tasks/' + enc(id) + '/code/' + path.split('/').map(enc).join('/'),
 
   // bytes GETs a file the API serves (a diff, an artifact) as bytes.
   bytes: async (url, signal) => {

@@ -21,7 +21,7 @@ const TaskCols = `SELECT t.id, t.name, t.project, u.username, t.user_id, t.statu
 	t.git_remote, t.diff_id, t.diff_omitted, t.sweep_id, t.rerun_of, t.resume_from, t.warnings,
 	t.preemptible, t.preempt_grace, t.preemptions, t.preempted_at,
 	t.cpus, t.memory_mb, t.private, t.kind, t.reason, t.usage_json, t.error_tail, t.note, t.baseline, t.history,
-	t.gpu_fraction, t.placement_json, t.waiting, t.deps, t.python_env
+	t.gpu_fraction, t.placement_json, t.waiting, t.deps, t.python_env, t.code_tree, t.code_subdir
 	FROM tasks t JOIN users u ON u.id = t.user_id `
 
 // Scanner is a *sql.Row or *sql.Rows.
@@ -43,6 +43,7 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		usage, errTail, note    *string
 		history, placement      *string
 		deps, python            *string
+		codeSubdir              *string
 	)
 	err := sc.Scan(&t.ID, &t.Name, &t.Project, &t.User, &t.UserID, &status, &t.Attempt,
 		&t.MaxRetries, &command, &params, &t.GPUs, &t.Priority, &env, &tags, &t.Workdir, &t.Worker,
@@ -51,11 +52,14 @@ func ScanTask(sc Scanner) (core.Task, error) {
 		&t.Code.GitRemote, &t.Code.DiffID, &t.Code.DiffOmitted, &t.SweepID, &t.RerunOf, &t.ResumeFrom, &warnings,
 		&t.Preemptible, &t.PreemptGraceSeconds, &t.Preemptions, &preempted,
 		&t.CPUs, &t.MemoryMB, &t.Private, &t.Kind, &t.Reason, &usage, &errTail, &note, &t.Baseline, &history,
-		&t.GPUFraction, &placement, &t.Waiting, &deps, &python)
+		&t.GPUFraction, &placement, &t.Waiting, &deps, &python, &t.Code.Tree, &codeSubdir)
 	if err != nil {
 		return core.Task{}, err
 	}
 	t.Status, t.Params, t.FinalReward = core.Status(status), DecodeParams(params), reward
+	if codeSubdir != nil {
+		t.Code.Subdir = *codeSubdir
+	}
 	t.CreatedAt, t.UpdatedAt, t.Fence = Time(created), Time(updated), uint64(fence)
 	if exitCode != nil {
 		c := int(*exitCode)

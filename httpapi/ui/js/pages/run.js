@@ -10,6 +10,7 @@ import { LogStream, downloadLog } from '../logstream.js';
 import { TerminalView } from '../terminalview.js';
 import { LineChart, smoothingControl } from '../chart.js';
 import { recordBox } from './runrecord.js';
+import { snapshotDetails } from './runcode.js';
 import { loadSelection, saveSelection } from './runs.js';
 import {
   h, replace, clear, badge, fmtDuration, fmtTime, fmtNum, fmtBytes, parseTime, runDuration, placement,
@@ -393,7 +394,8 @@ export function mount(root, ctx) {
     if (sig === codeSig) return; // an open diff stays open across live updates
     codeSig = sig;
     if (!c.gitCommit && !c.hasDiff && !c.diffOmitted) {
-      replace(codeBox, h('h2', null, 'Code'), h('p', { class: 'muted' }, 'No git commit recorded: the run was not submitted from a git repository by the CLI.'));
+      replace(codeBox, h('h2', null, 'Code'), h('p', { class: 'muted' }, 'No git commit recorded: the run was not submitted from a git repository by the CLI.'),
+        snapshotDetails(id, c, ac.signal));
       return;
     }
     const remote = c.gitRemote || '';
@@ -414,7 +416,7 @@ export function mount(root, ctx) {
     } else {
       diffPart = h('p', { class: 'muted', id: 'diff-note' }, c.gitDirty ? 'The work tree was dirty; no diff was recorded.' : 'The work tree was clean: the commit is the code.');
     }
-    replace(codeBox, h('h2', null, 'Code'), h('dl', { class: 'kv' }, rows), diffPart);
+    replace(codeBox, h('h2', null, 'Code'), h('dl', { class: 'kv' }, rows), diffPart, snapshotDetails(id, c, ac.signal));
   }
 
   // diffDetails is the diff, collapsed; opening it fetches and shows it.
