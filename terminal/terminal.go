@@ -143,7 +143,13 @@ func (s *Session) Output(off uint64, data []byte) {
 		data = data[s.outEnd-off:]
 		off = s.outEnd
 	}
-	gap := off > s.outEnd
+	// Bytes the worker dropped before this frame, which a viewer that saw
+	// the earlier output missed; none for a session this master has just
+	// made (after a restart: its viewers have seen nothing yet).
+	var gap int64
+	if s.outEnd > 0 && off > s.outEnd {
+		gap = int64(off - s.outEnd)
+	}
 	s.outEnd = off + uint64(len(data))
 	b := append([]byte(nil), data...) // shared by every viewer, never changed
 	if len(b) >= RingSize {
@@ -204,6 +210,10 @@ func (s *Session) Write(ctx context.Context, data []byte) error {
 		s.inSent += uint64(n)
 		s.mu.Unlock()
 		if err := s.send.Input(off, data[:n]); err != nil {
+			// Not sent: not in flight either (inMu keeps other writers out).
+			s.mu.Lock()
+			s.inSent = off
+			s.mu.Unlock()
 			return fmt.Errorf("cannot send input to the run's worker: %w", err)
 		}
 		data = data[n:]
@@ -248,7 +258,7 @@ func (s *Session) Attach() (*Viewer, error) {
 	}
 	v := &Viewer{s: s, wake: make(chan struct{}, 1)}
 	if len(s.ring) > 0 {
-		v.push(append([]byte(nil), s.ring...), false)
+		v.push(append([]byte(nil), s.ring...), 0)
 	}
 	s.viewers[v] = struct{}{}
 	return v, nil
@@ -273,12 +283,11 @@ type Viewer struct {
 	ended  string
 }
 
-// push queues b; beyond ViewerQueue it is dropped and counted. Never blocks.
-func (v *Viewer) push(b []byte, gap bool) {
+// push queues b, after gap bytes the worker dropped; beyond ViewerQueue
+// it is dropped and counted. Never blocks.
+func (v *Viewer) push(b []byte, gap int64) {
 	v.mu.Lock()
-	if gap {
-		v.lagged++ // the worker dropped bytes: say so, whatever the count
-	}
+	v.lagged += gap
 	if v.queued+len(b) > ViewerQueue {
 		v.lagged += int64(len(b))
 	} else {
