@@ -39,7 +39,9 @@ const (
 // Sender sends to the worker that holds a session's run. It must not
 // block for long (the master queues frames on the connection).
 type Sender interface {
-	// Input sends data at input offset off.
+	// Input sends data at input offset off. data is the caller's again
+	// once Input returns (the WebSocket reader reuses its buffer): copy it
+	// or encode it before returning.
 	Input(off uint64, data []byte) error
 	// Resize sets the window size.
 	Resize(cols, rows uint32) error
