@@ -144,11 +144,15 @@ type echoWorker struct {
 	s       *terminal.Session
 	out     uint64
 	resizes [][2]uint32
+	away    bool // the worker is not connected
 }
 
 func (w *echoWorker) Input(off uint64, data []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.away {
+		return errors.New("worker not connected")
+	}
 	s, o := w.s, w.out
 	w.out += uint64(len(data))
 	// In order and before returning: data is the relay's buffer again after
@@ -217,10 +221,26 @@ func TestTerminal_Relay(t *testing.T) {
 	if len(rs) != 1 || rs[0] != [2]uint32{120, 40} {
 		t.Fatalf("resizes forwarded: %v", rs)
 	}
+	// The worker away: the input is dropped and the viewer told; the
+	// connection stays, and input flows again once the worker is back.
+	ft.w.mu.Lock()
+	ft.w.away = true
+	ft.w.mu.Unlock()
+	_ = conn.WriteMessage(websocket.BinaryMessage, []byte("lost"))
+	read("the drop notice", func() bool { return len(texts) == 2 })
+	if !strings.Contains(texts[1], "input dropped") {
+		t.Fatalf("drop notice: %s", texts[1])
+	}
+	ft.w.mu.Lock()
+	ft.w.away = false
+	ft.w.mu.Unlock()
+	_ = conn.WriteMessage(websocket.BinaryMessage, []byte("back"))
+	read("the echo after the worker came back", func() bool { return strings.HasSuffix(screen.String(), "back") })
+
 	e.finish(ft.id, core.StatusSucceeded)
 	ft.hub.End(ft.id, "the run ended")
-	read("the end", func() bool { return len(texts) == 2 })
-	if !strings.Contains(texts[1], `"ended"`) || !strings.Contains(texts[1], "SUCCEEDED") {
-		t.Fatalf("end message: %s", texts[1])
+	read("the end", func() bool { return len(texts) == 3 })
+	if !strings.Contains(texts[2], `"ended"`) || !strings.Contains(texts[2], "SUCCEEDED") {
+		t.Fatalf("end message: %s", texts[2])
 	}
 }
