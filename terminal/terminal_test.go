@@ -217,7 +217,7 @@ func total(bs [][]byte) int {
 // failing is a Sender whose worker is away.
 type failing struct{}
 
-func (failing) Input(uint64, []byte) error { return errors.New("worker not connected") }
+func (failing) Input(uint64, []byte) error  { return errors.New("worker not connected") }
 func (failing) Resize(uint32, uint32) error { return errors.New("worker not connected") }
 
 func TestFailedSendKeepsTheWindow(t *testing.T) {
