@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 const (
@@ -114,6 +116,10 @@ type Session struct {
 	// inMu serialises writers, so chunks of two pastes never interleave
 	// and input offsets are handed out in order.
 	inMu sync.Mutex
+	// lastInput is when input was last sent (Unix ns; 0: never); idleEnd
+	// marks a session its master ends for idleness (MarkIdleEnd).
+	lastInput atomic.Int64
+	idleEnd   atomic.Bool
 
 	mu      sync.Mutex
 	ring    []byte // the last RingSize bytes of output
@@ -218,9 +224,40 @@ func (s *Session) Write(ctx context.Context, data []byte) error {
 			s.mu.Unlock()
 			return fmt.Errorf("cannot send input to the run's worker: %w", err)
 		}
+		s.lastInput.Store(time.Now().UnixNano())
 		data = data[n:]
 	}
 	return nil
+}
+
+// LastInput is when input was last sent to the worker (zero: never).
+func (s *Session) LastInput() time.Time {
+	if ns := s.lastInput.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// MarkIdleEnd reports whether the caller is the first to end the session
+// for idleness.
+func (s *Session) MarkIdleEnd() bool { return s.idleEnd.CompareAndSwap(false, true) }
+
+// Notice shows text to the viewers and in the ring, beside the run's own
+// output (it is not in the run's log nor in the terminal's offsets).
+func (s *Session) Notice(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != "" {
+		return
+	}
+	b := []byte(text)
+	if over := len(s.ring) + len(b) - RingSize; over > 0 {
+		s.ring = append(s.ring[:0], s.ring[min(over, len(s.ring)):]...)
+	}
+	s.ring = append(s.ring, b...)
+	for v := range s.viewers {
+		v.push(b, 0)
+	}
 }
 
 // Resize sets the window size, refusing 0 and sides over MaxSize.
