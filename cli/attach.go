@@ -107,8 +107,10 @@ func (inv *invocation) attach(c *client, id string) int {
 	for {
 		conn, err := a.dial()
 		if err != nil {
-			var ae *apiError
-			if errors.As(err, &ae) || !out.failed(err) {
+			// A refusal ends it (403, 409: the session ended meanwhile);
+			// 503 (its worker reconnecting) and network errors are retried
+			// for a while (transient).
+			if !out.failed(err) {
 				return a.finish(err)
 			}
 			if !backoff.Sleep(inv.ctx, time.Second) {

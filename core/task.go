@@ -197,7 +197,6 @@ const (
 // it from users, as every RLSCHED_ name).
 const RecordEnv = "RLSCHED_RECORD"
 
-
 // Usage is what an ended run used (API.md "Resources").
 type Usage struct {
 	CPUSeconds   float64 `json:"cpuSeconds"`

@@ -152,6 +152,9 @@ type gpuRules struct {
 	points metricQueue
 	warn   func(id, code, msg string) // off the caller's goroutine
 	cancel func(id, why string)       // cancelIdle: off the caller's goroutine
+	// sessions applies INTERACTIVE_IDLE_MINUTES to the running runs of a
+	// sample (terminal.go); nil: none.
+	sessions func(sess *session, running []gpuwatch.Run)
 	// changed reports a worker's new view; wake wakes the scheduler.
 	changed func(workerID string)
 	wake    func()
@@ -219,6 +222,9 @@ func (g *gpuRules) observe(sess *session) {
 	}
 	for _, c := range out.Cancels {
 		g.cancel(c.Run, c.Error)
+	}
+	if g.sessions != nil {
+		g.sessions(sess, running)
 	}
 	// The worker's view (OnWorker, /topic/workers) changes with every
 	// sample's values, but 15,000 workers each sampling every 10 s would

@@ -101,6 +101,10 @@ type Config struct {
 	// runs: IDLE_GPU_UTIL, IDLE_GPU_SECONDS, IDLE_GPU_ACTION); the zero
 	// value is gpuwatch.DefaultConfig().
 	GPUWatch gpuwatch.Config
+	// InteractiveIdle (INTERACTIVE_IDLE_MINUTES) ends an interactive run
+	// whose GPUs stayed idle (GPUWatch's rule) and whose terminal got no
+	// input that long, with a notice in its terminal first; 0: never.
+	InteractiveIdle time.Duration
 	// Policy is the scheduling policy's settings (policy.go).
 	Policy Policy
 	Logger zerolog.Logger
@@ -229,6 +233,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.inputs = planInputs{st: st, reg: &d.reg, policy: cfg.Policy, now: cfg.Clock}
 	d.restore = restorer{st: st, blobs: cfg.Blobs, warn: d.warn, log: d.log}
 	d.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: d.warn, cancel: d.cancelIdle, changed: d.workerChanged,
+		sessions: d.idleSessions,
 		wake: d.wakeScheduler, log: d.log}
 	d.peers = peers{st: st, reg: &d.reg, resendCancel: d.resendCancel, notify: d.Notify, changed: d.workerChanged, log: d.log}
 	d.explain = explainer{queue: st, inputs: &d.inputs}

@@ -1,7 +1,11 @@
 package dispatch
 
 import (
+	"fmt"
+
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/terminal"
 )
 
@@ -65,4 +69,38 @@ func (s termSender) Resize(cols, rows uint32) error {
 	}
 	return sess.send(&pb.TermResize{TaskId: s.rr.taskID, Attempt: int32(s.rr.attempt), Fence: s.rr.fence.Load(),
 		Cols: cols, Rows: rows})
+}
+
+// idleSessions ends the interactive runs among running (sess's, from its
+// newest GPU sample) whose GPUs have been idle for InteractiveIdle (the GPU
+// watch's idle stretch) and whose terminal got no input as long: a notice
+// in the terminal, then the one cancel path (SIGTERM, the grace). On the
+// session's shard goroutine, after the watch observed the sample.
+func (d *Dispatcher) idleSessions(sess *session, running []gpuwatch.Run) {
+	idle := d.cfg.InteractiveIdle
+	runs := sess.runs.Load()
+	if idle <= 0 || runs == nil {
+		return
+	}
+	now := d.now()
+	for _, r := range running {
+		rr := (*runs)[r.ID]
+		if rr == nil {
+			continue
+		}
+		if v := rr.view.Load(); v == nil || v.Kind != core.KindInteractive {
+			continue
+		}
+		since, ok := sess.watch.IdleSince(r.ID)
+		if !ok || now.Sub(since) < idle {
+			continue
+		}
+		ts := d.terms.Session(r.ID, int32(rr.attempt), rr.fence.Load(), termSender{d: d, rr: rr})
+		if last := ts.LastInput(); !last.IsZero() && now.Sub(last) < idle || !ts.MarkIdleEnd() {
+			continue
+		}
+		why := fmt.Sprintf("interactive session idle: no input and idle GPUs for %s (INTERACTIVE_IDLE_MINUTES)", idle)
+		ts.Notice("\r\n[rlsched] " + why + "; it ends now.\r\n")
+		d.cancelIdle(r.ID, why)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,6 +155,22 @@ func TestInteractiveSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	tm2.until("the recent screen on reattach", tm2.shows("before-detach-8"))
+
+	// Keystroke round trips through the gateway, the master and the
+	// worker: one key, its echo (measured, not asserted: a shared CI
+	// machine is no benchmark).
+	var rtts []time.Duration
+	for i := range 100 {
+		key := string(rune('a' + i%26))
+		n := strings.Count(tm2.screen.String(), key)
+		t0 := time.Now()
+		tm2.typeIn(key)
+		tm2.until("the echo of a key", func(tm *term) bool { return strings.Count(tm.screen.String(), key) > n })
+		rtts = append(rtts, time.Since(t0))
+	}
+	slices.Sort(rtts)
+	t.Logf("keystroke round trip over 100 keys: p50 %s, p99 %s, max %s", rtts[50], rtts[98], rtts[99])
+	tm2.typeIn("\x15") // Ctrl-U: the line is dropped
 
 	tm2.typeIn("exit\r")
 	tm2.until("the end of the session", func(tm *term) bool { return tm.text("ended") != nil })

@@ -146,11 +146,21 @@ func (s *Server) serveTerminal(conn *websocket.Conn, sess *terminal.Session, vie
 		_ = conn.SetReadDeadline(time.Now().Add(idle))
 		switch typ {
 		case websocket.BinaryMessage:
+			dropped := false
 			for {
 				n, err := io.ReadFull(rd, buf)
-				if n > 0 {
+				if n > 0 && !dropped {
 					if werr := sess.Write(ctx, buf[:n]); werr != nil {
-						return // ended, or the socket went away
+						if errors.Is(werr, terminal.ErrEnded) || ctx.Err() != nil {
+							return // the writer tells the end
+						}
+						// Its worker is away (reconnecting): this message is
+						// dropped, the viewer told; the session goes on.
+						dropped = true
+						b, _ := json.Marshal(map[string]string{"error": "input dropped: " + werr.Error() + "; type again once the session answers"})
+						if !termSend(conn, &wmu, websocket.TextMessage, b) {
+							return
+						}
 					}
 					_ = conn.SetReadDeadline(time.Now().Add(idle)) // a long paste is not silence
 				}

@@ -96,6 +96,9 @@ type Config struct {
 	// CodeMaxMB and CodeMaxFiles (CODE_MAX_MB, CODE_MAX_FILES) bound a
 	// run's code snapshot (codetree); 0: the defaults.
 	CodeMaxMB, CodeMaxFiles int
+	// InteractiveIdleMinutes (INTERACTIVE_IDLE_MINUTES) ends an interactive
+	// session with idle GPUs and no input that long; 0: never.
+	InteractiveIdleMinutes int
 	// TLSProxy (RLSCHED_TLS_PROXY): a proxy in front ends TLS, so the
 	// sign-in cookie is marked Secure.
 	TLSProxy bool
@@ -266,7 +269,8 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		Addr: net.JoinHostPort(cfg.RPCBind, strconv.Itoa(cfg.RPCPort)), MasterID: cfg.MasterID, JoinToken: []byte(cfg.JoinToken), WorkerIDs: cfg.WorkerIDs,
 		HeartbeatInterval: cfg.HeartbeatTTL / 3, HeartbeatTTL: cfg.HeartbeatTTL, LeaseTTL: cfg.TaskTTL,
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
-		ForgetAfter: cfg.WorkerForget, GPUWatch: cfg.gpuWatch, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
+		ForgetAfter: cfg.WorkerForget, GPUWatch: cfg.gpuWatch,
+		InteractiveIdle: time.Duration(cfg.InteractiveIdleMinutes) * time.Minute, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
 		Policy: cfg.Policy,
 	}
 	if m.node != nil {

@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 const (
@@ -39,7 +41,9 @@ const (
 // Sender sends to the worker that holds a session's run. It must not
 // block for long (the master queues frames on the connection).
 type Sender interface {
-	// Input sends data at input offset off.
+	// Input sends data at input offset off. data is the caller's again
+	// once Input returns (the WebSocket reader reuses its buffer): copy it
+	// or encode it before returning.
 	Input(off uint64, data []byte) error
 	// Resize sets the window size.
 	Resize(cols, rows uint32) error
@@ -112,6 +116,10 @@ type Session struct {
 	// inMu serialises writers, so chunks of two pastes never interleave
 	// and input offsets are handed out in order.
 	inMu sync.Mutex
+	// lastInput is when input was last sent (Unix ns; 0: never); idleEnd
+	// marks a session its master ends for idleness (MarkIdleEnd).
+	lastInput atomic.Int64
+	idleEnd   atomic.Bool
 
 	mu      sync.Mutex
 	ring    []byte // the last RingSize bytes of output
@@ -143,7 +151,13 @@ func (s *Session) Output(off uint64, data []byte) {
 		data = data[s.outEnd-off:]
 		off = s.outEnd
 	}
-	gap := off > s.outEnd
+	// Bytes the worker dropped before this frame, which a viewer that saw
+	// the earlier output missed; none for a session this master has just
+	// made (after a restart: its viewers have seen nothing yet).
+	var gap int64
+	if s.outEnd > 0 && off > s.outEnd {
+		gap = int64(off - s.outEnd)
+	}
 	s.outEnd = off + uint64(len(data))
 	b := append([]byte(nil), data...) // shared by every viewer, never changed
 	if len(b) >= RingSize {
@@ -204,11 +218,46 @@ func (s *Session) Write(ctx context.Context, data []byte) error {
 		s.inSent += uint64(n)
 		s.mu.Unlock()
 		if err := s.send.Input(off, data[:n]); err != nil {
+			// Not sent: not in flight either (inMu keeps other writers out).
+			s.mu.Lock()
+			s.inSent = off
+			s.mu.Unlock()
 			return fmt.Errorf("cannot send input to the run's worker: %w", err)
 		}
+		s.lastInput.Store(time.Now().UnixNano())
 		data = data[n:]
 	}
 	return nil
+}
+
+// LastInput is when input was last sent to the worker (zero: never).
+func (s *Session) LastInput() time.Time {
+	if ns := s.lastInput.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
+}
+
+// MarkIdleEnd reports whether the caller is the first to end the session
+// for idleness.
+func (s *Session) MarkIdleEnd() bool { return s.idleEnd.CompareAndSwap(false, true) }
+
+// Notice shows text to the viewers and in the ring, beside the run's own
+// output (it is not in the run's log nor in the terminal's offsets).
+func (s *Session) Notice(text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != "" {
+		return
+	}
+	b := []byte(text)
+	if over := len(s.ring) + len(b) - RingSize; over > 0 {
+		s.ring = append(s.ring[:0], s.ring[min(over, len(s.ring)):]...)
+	}
+	s.ring = append(s.ring, b...)
+	for v := range s.viewers {
+		v.push(b, 0)
+	}
 }
 
 // Resize sets the window size, refusing 0 and sides over MaxSize.
@@ -248,7 +297,7 @@ func (s *Session) Attach() (*Viewer, error) {
 	}
 	v := &Viewer{s: s, wake: make(chan struct{}, 1)}
 	if len(s.ring) > 0 {
-		v.push(append([]byte(nil), s.ring...), false)
+		v.push(append([]byte(nil), s.ring...), 0)
 	}
 	s.viewers[v] = struct{}{}
 	return v, nil
@@ -273,12 +322,11 @@ type Viewer struct {
 	ended  string
 }
 
-// push queues b; beyond ViewerQueue it is dropped and counted. Never blocks.
-func (v *Viewer) push(b []byte, gap bool) {
+// push queues b, after gap bytes the worker dropped; beyond ViewerQueue
+// it is dropped and counted. Never blocks.
+func (v *Viewer) push(b []byte, gap int64) {
 	v.mu.Lock()
-	if gap {
-		v.lagged++ // the worker dropped bytes: say so, whatever the count
-	}
+	v.lagged += gap
 	if v.queued+len(b) > ViewerQueue {
 		v.lagged += int64(len(b))
 	} else {

@@ -213,3 +213,38 @@ func total(bs [][]byte) int {
 	}
 	return n
 }
+
+// failing is a Sender whose worker is away.
+type failing struct{}
+
+func (failing) Input(uint64, []byte) error  { return errors.New("worker not connected") }
+func (failing) Resize(uint32, uint32) error { return errors.New("worker not connected") }
+
+func TestFailedSendKeepsTheWindow(t *testing.T) {
+	s := NewHub().Session("t1", 1, 5, failing{})
+	for range 10 { // ten failures, each would have taken a chunk of the window
+		if err := s.Write(context.Background(), make([]byte, InputChunk)); err == nil {
+			t.Fatal("a send that failed was reported sent")
+		}
+	}
+	if got := s.inSentNow(); got != 0 {
+		t.Fatalf("after failed sends %d bytes count as in flight", got)
+	}
+}
+
+func TestGapIsReportedInBytes(t *testing.T) {
+	s := NewHub().Session("t1", 1, 5, failing{})
+	s.Output(100, []byte("late")) // a fresh session: no gap to report
+	v, _ := s.Attach()
+	s.Output(110, []byte("x")) // 6 bytes dropped by the worker
+	out, lagged, _, _ := v.Next(context.Background())
+	if lagged != 6 || string(bytes.Join(out, nil)) != "latex" {
+		t.Fatalf("lagged %d, output %q; want 6 and the ring then the new byte", lagged, out)
+	}
+}
+
+func (s *Session) inSentNow() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inSent
+}

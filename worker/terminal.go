@@ -237,16 +237,16 @@ func (t *term) input(m *pb.TermInput) bool {
 	}
 }
 
-// warnAt writes a line into the terminal timeWarning before the run's
+// warnAt writes a line into the terminal (note) before ahead of the run's
 // timeout, so its user can save their work; nil when the timeout is too
 // short for one.
-func (t *term) warnAt(timeout time.Duration, note func(string)) *time.Timer {
-	if timeout <= timeWarning {
+func warnAt(timeout, before time.Duration, note func(string)) *time.Timer {
+	if timeout <= before {
 		return nil
 	}
-	return time.AfterFunc(timeout-timeWarning, func() {
+	return time.AfterFunc(timeout-before, func() {
 		note(fmt.Sprintf("\r\n[rlsched] this session reaches its time limit (%s) in %s: it will be stopped then; save your work.\r\n",
-			timeout, timeWarning))
+			timeout, before))
 	})
 }
 
@@ -259,7 +259,7 @@ func (a *agent) startTerm(r *run, m *pb.ExecuteTask) {
 		_, _ = fmt.Fprintf(r.out, "[rlsched] interactive session not recorded (record: false): its terminal output is not in this log\n")
 	}
 	if secs := m.GetTimeoutSeconds(); secs > 0 {
-		t.warn = t.warnAt(time.Duration(secs)*time.Second, func(line string) {
+		t.warn = warnAt(time.Duration(secs)*time.Second, timeWarning, func(line string) {
 			t.output([]byte(line))
 			if t.record {
 				_, _ = r.out.Write([]byte(line))

@@ -154,3 +154,20 @@ func TestTerminal_BatchMayNotSetRecordEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestTerminal_TimeWarning(t *testing.T) {
+	if warnAt(time.Minute, 5*time.Minute, func(string) {}) != nil {
+		t.Fatal("a warning for a limit shorter than the warning's lead")
+	}
+	got := make(chan string, 1)
+	tm := warnAt(30*time.Millisecond, 20*time.Millisecond, func(s string) { got <- s })
+	defer tm.Stop()
+	select {
+	case line := <-got:
+		if !strings.Contains(line, "time limit (30ms) in 20ms") {
+			t.Fatalf("warning: %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no warning")
+	}
+}

@@ -41,6 +41,8 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"who may read runs' output files and resume from them: all (every signed-in user; a run submitted private: its owner and admins) or owner (its owner and admins)")
 	f.int(&c.MaxQueuedPerUser, "max-queued-per-user", "MAX_QUEUED_PER_USER", 10000,
 		"most QUEUED runs a user may have; a submission or sweep past it is refused (0: no cap)")
+	f.int(&c.InteractiveIdleMinutes, "interactive-idle-minutes", "INTERACTIVE_IDLE_MINUTES", 0,
+		"an interactive session whose GPUs stay idle (IDLE_GPU_UTIL; needs IDLE_GPU_SECONDS > 0) with no input this many `minutes` is told, then cancelled (0: never)")
 	f.int(&c.MaxInteractiveGPUs, "max-interactive-gpus", "MAX_INTERACTIVE_GPUS", 0,
 		"most GPUs a user's interactive sessions (rlsched shell) may hold or wait for together; a session past it is refused (0: no cap)")
 	f.int(&c.CodeMaxMB, "code-max-mb", "CODE_MAX_MB", 100, "largest code snapshot a run may be submitted with, in `MiB` (the sum of its files)")
