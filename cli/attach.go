@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -156,49 +153,9 @@ func (a *attachSession) finish(err error) int {
 	return a.inv.fail(err)
 }
 
-func (a *attachSession) url() (string, error) {
-	u, err := url.Parse(a.c.base)
-	if err != nil {
-		return "", err
-	}
-	if u.Scheme == "https" {
-		u.Scheme = "wss"
-	} else {
-		u.Scheme = "ws"
-	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/ws/sessions/" + url.PathEscape(a.id)
-	return u.String(), nil
-}
-
 // dial opens the session's WebSocket; a refusal is the server's apiError.
 func (a *attachSession) dial() (*websocket.Conn, error) {
-	u, err := a.url()
-	if err != nil {
-		return nil, fmt.Errorf("cannot build the session's URL from %s: %w", a.c.base, err)
-	}
-	traceID := core.NewTraceID()
-	h := http.Header{}
-	h.Set("X-Trace-Id", traceID)
-	h.Set("User-Agent", "rlsched-cli/"+core.Version)
-	if a.c.token != "" {
-		h.Set("Authorization", "Bearer "+a.c.token)
-	}
-	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 30 * time.Second}
-	conn, resp, err := d.DialContext(a.inv.ctx, u, h)
-	if err == nil {
-		return conn, nil
-	}
-	if resp == nil {
-		return nil, &netError{Server: a.c.base, Err: err, TraceID: traceID, Interrupted: a.inv.ctx.Err() != nil}
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	ae := parseAPIError(resp, body)
-	if ae.TraceID == "" {
-		ae.TraceID = traceID
-	}
-	ae.Hint = a.c.hint(ae, resp, "/ws/sessions/"+a.id)
-	return nil, ae
+	return a.c.dialWS(a.inv.ctx, "/ws/sessions/"+url.PathEscape(a.id), nil)
 }
 
 // serve runs one connection until it fails, the session ends or the user

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/rlsched/rlsched/core"
 )
 
@@ -451,3 +452,47 @@ func decodeInto(body []byte, out any, path string) error {
 
 // taskPath is /api/tasks/{id}{suffix}, the id escaped.
 func taskPath(id, suffix string) string { return "/api/tasks/" + url.PathEscape(id) + suffix }
+
+// dialWS opens the WebSocket at path of c's server (wss for an https
+// one) with query; the token goes as a Bearer header unless query has
+// it. A refusal is the server's apiError with its hint, a failure to
+// connect a netError.
+func (c *client) dialWS(ctx context.Context, path string, query url.Values) (*websocket.Conn, error) {
+	u, err := url.Parse(c.base)
+	if err != nil {
+		return nil, fmt.Errorf("cannot build the WebSocket URL of %s: %w", c.base, err)
+	}
+	if u.Scheme == "https" {
+		u.Scheme = "wss"
+	} else {
+		u.Scheme = "ws"
+	}
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawQuery = query.Encode()
+	traceID := core.NewTraceID()
+	h := http.Header{}
+	h.Set("X-Trace-Id", traceID)
+	h.Set("User-Agent", "rlsched-cli/"+core.Version)
+	if c.token != "" && !query.Has("token") {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 30 * time.Second}
+	conn, resp, err := d.DialContext(ctx, u.String(), h)
+	if err == nil {
+		return conn, nil
+	}
+	if ctx.Err() != nil {
+		return nil, &netError{Server: c.base, Err: ctx.Err(), TraceID: traceID, Interrupted: true}
+	}
+	if resp == nil {
+		return nil, &netError{Server: c.base, Err: err, TraceID: traceID}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	ae := parseAPIError(resp, body)
+	if ae.TraceID == "" {
+		ae.TraceID = traceID
+	}
+	ae.Hint = c.hint(ae, resp, path)
+	return nil, ae
+}

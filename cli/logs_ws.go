@@ -7,12 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/fasthttp/websocket"
 
-	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/backoff"
 )
 
@@ -94,56 +92,21 @@ func (f *wsFollower) run() error {
 	}
 }
 
-// wsURL is the server's /ws with the token as ?token=.
-func (f *wsFollower) wsURL() (string, error) {
-	u, err := url.Parse(f.c.base)
-	if err != nil {
-		return "", err
-	}
-	switch u.Scheme {
-	case "https":
-		u.Scheme = "wss"
-	default:
-		u.Scheme = "ws"
-	}
-	u.Path = strings.TrimRight(u.Path, "/") + "/ws"
-	if f.c.token != "" {
-		u.RawQuery = url.Values{"token": {f.c.token}}.Encode()
-	}
-	return u.String(), nil
-}
-
+// dial opens the server's /ws, the token as ?token= as the dashboard
+// sends it; a server that refuses it for another reason than the token
+// (an older one, a proxy without WebSockets) is errNoWebSocket: the logs
+// are read by polling then.
 func (f *wsFollower) dial() (*websocket.Conn, error) {
-	u, err := f.wsURL()
-	if err != nil {
-		return nil, fmt.Errorf("cannot build the WebSocket URL of %s: %w", f.c.base, err)
+	var q url.Values
+	if f.c.token != "" {
+		q = url.Values{"token": {f.c.token}}
 	}
-	traceID := core.NewTraceID()
-	h := http.Header{}
-	h.Set("X-Trace-Id", traceID)
-	h.Set("User-Agent", "rlsched-cli/"+core.Version)
-	d := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 30 * time.Second}
-	conn, resp, err := d.DialContext(f.inv.ctx, u, h)
-	if err == nil {
-		return conn, nil
-	}
-	if f.inv.ctx.Err() != nil {
-		return nil, &netError{Server: f.c.base, Err: f.inv.ctx.Err(), TraceID: traceID, Interrupted: true}
-	}
-	if resp == nil {
-		return nil, &netError{Server: f.c.base, Err: err, TraceID: traceID}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+	conn, err := f.c.dialWS(f.inv.ctx, "/ws", q)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status != http.StatusUnauthorized && ae.Status != http.StatusForbidden {
 		return nil, errNoWebSocket
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	ae := parseAPIError(resp, body)
-	if ae.TraceID == "" {
-		ae.TraceID = traceID
-	}
-	ae.Hint = f.c.hint(ae, resp, "/ws")
-	return nil, ae
+	return conn, err
 }
 
 // wsFrame is a server message.
