@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,39 @@ type message struct {
 type wireTask struct {
 	core.Task
 	Fence uint64 `json:"fence"`
+}
+
+// MarshalJSON is core.Task's JSON with the fence added: core.Task's own
+// MarshalJSON (its "gpus" a fraction or whole GPUs), promoted, would
+// leave Fence out.
+func (w wireTask) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(w.Task)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[len(b)-1] != '}' {
+		return nil, fmt.Errorf("BUG: a run's JSON is not an object: %.40s", b)
+	}
+	sep := ","
+	if len(b) == 2 {
+		sep = ""
+	}
+	return fmt.Appendf(b[:len(b)-1], `%s"fence":%d}`, sep, w.Fence), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (w *wireTask) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &w.Task); err != nil {
+		return err
+	}
+	var f struct {
+		Fence uint64 `json:"fence"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	w.Fence = f.Fence
+	return nil
 }
 
 type remoteView struct {
