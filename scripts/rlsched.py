@@ -381,6 +381,8 @@ class Client:
         or a list of ids and ``{"run": id, "when": "ended"}`` /
         ``{"sweep": id}`` dicts; ``inputs_from=[id]`` gives it the output
         files of those parents in ``RLSCHED_INPUT_DIR/<id>/``.
+        ``nodes=4`` spans 4 workers at once (a multi-node group, ``gpus``
+        on each; API.md "Multi-node groups").
         ``memory_mb=``); without them the run gets the master's defaults;
         ``requirements="requirements.txt"`` (a file of the run's code, which
         the worker builds a venv from) or ``venv="/shared/envs/x"`` (an
