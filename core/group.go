@@ -1,6 +1,9 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // MaxNodes is the most workers one run may span (API.md "Dependencies,
 // pipelines, multi-node groups": nodes 1–64).
@@ -20,4 +23,14 @@ func CheckNodes(n int64) error {
 		return fmt.Errorf("must be an integer from 1 to %d (the workers the run spans at once)", MaxNodes)
 	}
 	return nil
+}
+
+// LogFile is the name of the log of rank's member of run id in the
+// masters' log directory: rank 0's (and a run on one worker's) is
+// "<id>.log", another member's "<id>.rank<N>.log".
+func LogFile(id string, rank int) string {
+	if rank <= 0 {
+		return id + ".log"
+	}
+	return id + ".rank" + strconv.Itoa(rank) + ".log"
 }

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,4 +64,35 @@ func TestNodes_Failure(t *testing.T) {
 	f("/api/sweeps", `{"name":"s","base":{"command":["x"],"nodes":0},"grid":{"lr":[1]}}`, "base: nodes")
 	id := e.submit(tok, `{"command":["x"]}`)
 	f("/api/tasks/"+id+"/rerun", `{"nodes":65}`, "nodes must be")
+}
+
+// A group's logs: rank 0's is the run's log (the default), rank N's its
+// own file; a rank the run does not have is 400 naming rank.
+func TestNodes_LogsByRank(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	g := e.submit(tok, `{"command":["x"],"nodes":2}`)
+	one := e.submit(tok, `{"command":["x"]}`)
+	if err := os.MkdirAll(e.logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{g + ".log": "rank zero\n", g + ".rank1.log": "rank one\n"} {
+		if err := os.WriteFile(filepath.Join(e.logDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for q, want := range map[string]string{"": "rank zero", "?rank=0": "rank zero", "?rank=1": "rank one"} {
+		r := e.req("GET", "/api/monitor/logs/"+g+q, tok, nil)
+		var a logAnswer
+		mustJSON(t, r.body, &a)
+		if r.status != http.StatusOK || len(a.Content) != 1 || a.Content[0] != want {
+			t.Fatalf("logs%s: %d %s, want %q", q, r.status, r.body, want)
+		}
+	}
+	for _, p := range []string{g + "?rank=2", g + "?rank=-1", g + "?rank=x", g + "?rank=1000", one + "?rank=1"} {
+		r := e.req("GET", "/api/monitor/logs/"+p, tok, nil)
+		if r.status != http.StatusBadRequest || r.errCode(t) != "bad_request" || !strings.Contains(string(r.body), "rank") {
+			t.Fatalf("logs/%s: want 400 naming rank, got %d %s", p, r.status, r.body)
+		}
+	}
 }
