@@ -181,9 +181,9 @@ type taskJSON Task
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		taskJSON
-		GPUs  float64 `json:"gpus"`
 		Nodes int     `json:"nodes"`
-	}{taskJSON(t), t.GPUCount(), t.Group()})
+		GPUs  float64 `json:"gpus"`
+	}{taskJSON(t), t.Group(), t.GPUCount()})
 }
 
 // UnmarshalJSON reads API.md's Task, "gpus" a fraction or whole GPUs.
