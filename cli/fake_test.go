@@ -392,6 +392,9 @@ func (f *fakeServer) logsHandler(w http.ResponseWriter, r *http.Request, user st
 		f.onLogRead(id, f.logReads)
 	}
 	log := f.logs[id]
+	if rk := r.URL.Query().Get("rank"); rk != "" { // a group member's log (issue 29)
+		log = f.logs[id+".rank"+rk]
+	}
 	end := int64(len(log))
 	if off > end {
 		off = end

@@ -16,7 +16,7 @@ import (
 func init() {
 	register(&command{
 		name:    "logs",
-		args:    "ID [-f] [--offset N]",
+		args:    "ID [-f] [--offset N] [--rank N]",
 		summary: "Print a run's output (its log file, whose first line is TRACE_ID:...).",
 		details: "With -f, keep printing new output until the run has ended and its log is drained.\n" +
 			"Every byte is printed once, in order; --offset N starts at byte N.",
@@ -35,6 +35,7 @@ type logCursor struct {
 	offset int64
 	out    io.Writer
 	limit  int64 // bytes asked for per request; 0: logChunk
+	rank   int   // a multi-node group's member; 0: rank 0's, the run's log
 }
 
 // fetch reads what the server has from the offset on, writes it and moves
@@ -48,6 +49,9 @@ func (l *logCursor) fetch(inv *invocation) (n int64, eof bool, err error) {
 		limit = min(l.limit, limit)
 	}
 	q.Set("limit", strconv.FormatInt(limit, 10))
+	if l.rank > 0 {
+		q.Set("rank", strconv.Itoa(l.rank))
+	}
 	resp, err := l.c.do(inv.ctx, http.MethodGet, "/api/monitor/logs/"+url.PathEscape(l.id), q, nil, "text/plain")
 	if err != nil {
 		return 0, false, err
@@ -123,6 +127,7 @@ func runLogs(inv *invocation, args []string) int {
 	follow := fs.Bool("f", false, "follow: keep printing until the run has ended")
 	fs.alias("follow", "f")
 	offset := fs.Int64("offset", 0, "start at byte `N` of the log")
+	rank := fs.Int("rank", 0, "a multi-node group's member `N`: its log (default 0, the run's log)")
 	raw := fs.Bool("raw", false, "print the log's bytes as they are, terminal escapes included (only for a run you trust: they reach your terminal)")
 	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
@@ -130,6 +135,13 @@ func runLogs(inv *invocation, args []string) int {
 	}
 	if *offset < 0 {
 		return inv.usageError("--offset must not be negative")
+	}
+	if *rank < 0 {
+		return inv.usageError("--rank must not be negative")
+	}
+	if *rank > 0 && *follow {
+		// The live stream (logs_ws.go) carries rank 0's log only.
+		return inv.usageError("-f follows rank 0's log only; drop -f to read rank %d's", *rank)
 	}
 	c, code, ok := inv.newClient()
 	if !ok {
@@ -145,7 +157,7 @@ func runLogs(inv *invocation, args []string) int {
 		}
 		return ExitOK
 	}
-	lc := &logCursor{c: c, id: id, offset: *offset, out: inv.env.Stdout}
+	lc := &logCursor{c: c, id: id, offset: *offset, out: inv.env.Stdout, rank: *rank}
 	for {
 		n, eof, err := lc.fetch(inv)
 		if err != nil {

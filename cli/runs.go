@@ -119,6 +119,7 @@ func runShow(inv *invocation, args []string) int {
 		{"command", orDash(shellJoin(t.Command))},
 		{"params", compactJSON(t.Params)},
 		{"gpus", strconv.FormatFloat(t.GPUCount(), 'g', -1, 64)},
+		{"nodes", strconv.Itoa(t.Group())},
 		{"gpuIndices", gpuIdx},
 		{"gpuUuids", orDash(strings.Join(t.GPUUUIDs, ","))},
 		{"cpus", cpusLine(t.CPUs)},

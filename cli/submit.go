@@ -87,6 +87,7 @@ type submitRequest struct {
 	After          []afterRequest    `json:"after,omitempty"`
 	InputsFrom     []string          `json:"inputsFrom,omitempty"`
 	Python         *core.PythonEnv   `json:"python,omitempty"`
+	Nodes          *int              `json:"nodes,omitempty"`
 	// Kind and Record: an interactive session (rlsched shell).
 	Kind   string `json:"kind,omitempty"`
 	Record *bool  `json:"record,omitempty"`
@@ -123,7 +124,7 @@ func (inv *invocation) checkWaitFlags(w *waitFlags) (int, bool) {
 type runFlags struct {
 	req                      submitRequest
 	episodes, prio, retry    int
-	grace                    int
+	grace, nodes             int
 	lr, cpus, gpus           float64
 	timeout, workdir, memory string
 	gpuMemory                string
@@ -142,6 +143,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.Var(&rf.params, "param", "hyperparameter `KEY=VALUE` (repeatable; numbers and booleans are typed)")
 	fs.Var(&rf.envs, "env", "set `NAME=VALUE` in the run's environment (repeatable)")
 	fs.Float64Var(&rf.gpus, "gpus", 0, "`N` GPUs the run needs: whole GPUs, or a fraction of one shared with other fractional runs (0.25, 0.5)")
+	fs.IntVar(&rf.nodes, "nodes", 1, "span `N` workers at once (a multi-node group: --gpus on each; all start together or none)")
 	fs.StringVar(&rf.gpuMemory, "gpu-memory", "", "GPU memory each GPU must have, `SIZE` such as 40GiB or MiB (a fractional run gets that much of its GPU's)")
 	fs.Var(&rf.gpuTypes, "gpu-type", "run only on GPUs whose name contains `NAME` such as A100 (repeatable: any of them)")
 	fs.Var(&rf.constraints, "constraint", "run only on workers with label `KEY=VALUE`, or without it with '!KEY=VALUE' (repeatable: all must hold)")
@@ -245,6 +247,10 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 			return req, inv.usageError("--gpus must not be negative"), false
 		}
 		req.GPUs = &rf.gpus
+	}
+	if fs.isSet("nodes") {
+		// The master says what is out of range (0, 1000).
+		req.Nodes = &rf.nodes
 	}
 	if fs.isSet("gpu-memory") {
 		mb, err := parseMemory(rf.gpuMemory)

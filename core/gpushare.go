@@ -18,9 +18,9 @@ import (
 
 // Bounds of the placement fields.
 const (
-	MaxGPUTypes        = 8
-	MaxGPUTypeChars    = 64
-	MaxConstraints     = 16
+	MaxGPUTypes     = 8
+	MaxGPUTypeChars = 64
+	MaxConstraints  = 16
 	// A worker label: a key of [a-z0-9._/-]{1,63} (ValidLabelKey), a value
 	// of at most MaxLabelValue bytes; a constraint past them matches none.
 	MaxLabelValue = 128
@@ -181,8 +181,9 @@ type taskJSON Task
 func (t Task) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		taskJSON
-		GPUs float64 `json:"gpus"`
-	}{taskJSON(t), t.GPUCount()})
+		Nodes int     `json:"nodes"`
+		GPUs  float64 `json:"gpus"`
+	}{taskJSON(t), t.Group(), t.GPUCount()})
 }
 
 // UnmarshalJSON reads API.md's Task, "gpus" a fraction or whole GPUs.

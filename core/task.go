@@ -165,6 +165,11 @@ type Task struct {
 	After      []Dep    `json:"after,omitempty"`
 	InputsFrom []string `json:"inputsFrom,omitempty"`
 	Waiting    bool     `json:"-"`
+	// Nodes is how many workers the run spans at once (issue 29,
+	// group.go): a group of Nodes members, GPUs (and cores, memory) on
+	// each, placed all at once or not at all. 0 or 1: a run on one worker;
+	// the JSON says Group().
+	Nodes int `json:"nodes"`
 }
 
 // ReasonEarlyStopped is the Reason of a sweep's member stopped by its

@@ -677,7 +677,9 @@ func (r *registry) anyFree() bool {
 func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := plan.Snapshot{Free: make([]plan.Worker, 0, len(r.workers))}
+	// NoGroups until the master runs a group's members (issue 29,
+	// docs/decisions.md): a group waits, no_worker, saying so.
+	s := plan.Snapshot{Free: make([]plan.Worker, 0, len(r.workers)), NoGroups: true}
 	for _, w := range r.workers {
 		if !w.connectedLocked() {
 			continue

@@ -29,8 +29,8 @@ type logPage struct {
 	RunStatus  core.Status `json:"runStatus"`
 }
 
-// logs is GET /api/monitor/logs/{taskId}?offset=&limit=: a byte range of the
-// run's log file, as lines (JSON) or raw (Accept: text/plain). The id was
+// logs is GET /api/monitor/logs/{taskId}?offset=&limit=&rank=: a byte range of the
+// run's log file (a multi-node group's: rank's member's, default 0), as lines (JSON) or raw (Accept: text/plain). The id was
 // validated by the router before this runs, so it is safe as a file name.
 //
 // JSON pages end at a line boundary whenever more bytes may follow (the
@@ -55,15 +55,26 @@ func (s *Server) logs(r *request) *apiError {
 		}
 		limit = min(n, maxLogLimit)
 	}
+	rank := 0
+	if v := q.Peek("rank"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 0 || n >= core.MaxNodes {
+			return errBadRequest("rank must be a member's rank, 0 to the run's nodes − 1")
+		}
+		rank = n
+	}
 	ctx, cancel := storeCtx()
 	defer cancel()
 	t, err := s.st.Task(ctx, r.id)
 	if err != nil {
 		return storeError(err, "run "+r.id)
 	}
+	if rank >= t.Group() {
+		return errBadRequest("rank %d: run %s spans %d node(s), ranks 0..%d", rank, r.id, t.Group(), t.Group()-1)
+	}
 	terminal := t.Status.Terminal()
 
-	buf, size, err := readRange(filepath.Join(s.cfg.LogDir, r.id+".log"), offset, limit)
+	buf, size, err := readRange(filepath.Join(s.cfg.LogDir, core.LogFile(r.id, rank)), offset, limit)
 	if err != nil {
 		s.log.Error().Err(err).Str("traceId", r.trace).Str("taskId", r.id).Msg("cannot read a run log")
 		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot read the run's log; try again later"}

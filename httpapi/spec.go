@@ -98,6 +98,9 @@ type submitBody struct {
 	// interactive run's terminal out of its log.
 	Kind   *string `json:"kind,omitempty"`
 	Record *bool   `json:"record,omitempty"`
+	// Nodes: the workers the run spans at once, gpus on each (issue 29,
+	// core.Task.Nodes); a rerun keeps it.
+	Nodes *int64 `json:"nodes,omitempty"`
 }
 
 // submitCode is a submission's code: core.CodeInfo as the client knows it,
@@ -164,9 +167,11 @@ type spec struct {
 	// noRecord: an interactive run's terminal is kept out of its log.
 	kind     string
 	noRecord bool
+	// nodes: the workers it spans at once (1: one).
+	nodes int
 }
 
-func newSpec() spec { return spec{retries: defaultMaxRetries} }
+func newSpec() spec { return spec{retries: defaultMaxRetries, nodes: 1} }
 
 // specOf recovers the spec of an existing run, for rerun.
 func (s *Server) specOf(t core.Task) spec {
@@ -177,8 +182,8 @@ func (s *Server) specOf(t core.Task) spec {
 		private: t.Private,
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
 		gpuFraction: t.GPUFraction, gpuMemoryMB: t.GPUMemoryMB, gpuType: t.GPUType, constraints: t.Constraints,
-		python: t.Python,
-		kind:   t.Kind, noRecord: t.Env[core.RecordEnv] == "0",
+		python: t.Python, nodes: t.Group(),
+		kind: t.Kind, noRecord: t.Env[core.RecordEnv] == "0",
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -306,6 +311,15 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 	}
 	if e := s.applyPlacement(sp, b); e != nil {
 		return e
+	}
+	if b.Nodes != nil {
+		if err := core.CheckNodes(*b.Nodes); err != nil {
+			return errBadRequest("nodes %v", err)
+		}
+		sp.nodes = int(*b.Nodes)
+	}
+	if sp.nodes > 1 && sp.gpuFraction > 0 {
+		return errBadRequest("nodes: a group's members take whole GPUs (or none), not a fraction of one")
 	}
 	if b.CPUs != nil {
 		if err := core.CheckCPUs(*b.CPUs); err != nil {

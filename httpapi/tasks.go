@@ -158,6 +158,7 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		Constraints:         sp.constraints,
 		After:               sp.deps,
 		InputsFrom:          sp.inputsFrom,
+		Nodes:               sp.nodes,
 	}
 	s.cfg.Resources.Fill(&t)
 	t.Kind = core.KindBatch

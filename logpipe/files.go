@@ -42,7 +42,7 @@ func Path(dir, taskID string) (string, error) {
 	if !core.ValidTaskID(taskID) {
 		return "", fmt.Errorf("invalid task id %q", taskID)
 	}
-	return filepath.Join(dir, taskID+".log"), nil
+	return filepath.Join(dir, core.LogFile(taskID, 0)), nil
 }
 
 // fileState is what the master knows of a run's log file.

@@ -482,6 +482,8 @@ class Client:
         or a list of ids and ``{"run": id, "when": "ended"}`` /
         ``{"sweep": id}`` dicts; ``inputs_from=[id]`` gives it the output
         files of those parents in ``RLSCHED_INPUT_DIR/<id>/``.
+        ``nodes=4`` spans 4 workers at once (a multi-node group, ``gpus``
+        on each; API.md "Multi-node groups").
         ``memory_mb=``); without them the run gets the master's defaults;
         ``requirements="requirements.txt"`` (a file of the run's code, which
         the worker builds a venv from) or ``venv="/shared/envs/x"`` (an
@@ -604,13 +606,16 @@ class Client:
             path += "?" + urllib.parse.urlencode({"names": ",".join(names)})
         return self._json("GET", path)["series"]
 
-    def logs(self, run_id, offset=0, limit=None):
+    def logs(self, run_id, offset=0, limit=None, rank=None):
         """A part of the run's log from byte ``offset``: the answer of API.md
         "Logs", ``{"content": [lines], "offset", "nextOffset", "eof"}``; pass
-        ``nextOffset`` as the next call's offset to follow the log."""
+        ``nextOffset`` as the next call's offset to follow the log.
+        ``rank=N`` reads a multi-node group's member N's log (default 0)."""
         q = {"offset": int(offset)}
         if limit is not None:
             q["limit"] = int(limit)
+        if rank is not None:
+            q["rank"] = int(rank)
         return self._json("GET", "/api/monitor/logs/%s?%s" % (self._id(run_id), urllib.parse.urlencode(q)))
 
     # -- run outputs ----------------------------------------------------------

@@ -755,6 +755,8 @@ check(rlsched._run_body({"memory_mb": 300}) == {"memoryMb": 300}, "memory_mb")
 # Where a run may go (issue 28): a fraction, GPU memory as a size, types, labels.
 check(rlsched._run_body({"gpus": 0.25, "gpu_memory": "10GiB", "gpu_type": ["A100"], "constraints": {"!pool": "x"}}) ==
       {"gpus": 0.25, "gpuMemoryMb": 10240, "gpuType": ["A100"], "constraints": {"!pool": "x"}}, "placement fields")
+# A multi-node group (issue 29): nodes as it is, gpus per member.
+check(rlsched._run_body({"nodes": 4, "gpus": 8}) == {"nodes": 4, "gpus": 8}, "nodes")
 try:
     rlsched._run_body({"gpu_memory": "lots"})
     check(False, "gpu_memory lots accepted")

@@ -604,7 +604,9 @@ func (e *engine) schedule() {
 // the runs of page (with their usage, what they have active and their
 // quota); the reservation time.
 func (e *engine) snapshot(page []core.Task) plan.Snapshot {
-	s := plan.Snapshot{Connected: e.connected, MaxGPUs: e.maxGPUs, MaxSlots: e.maxSlots}
+	// NoGroups as the master's (dispatch/registry.go): it runs no
+	// multi-node group yet, so neither does its simulation.
+	s := plan.Snapshot{Connected: e.connected, MaxGPUs: e.maxGPUs, MaxSlots: e.maxSlots, NoGroups: true}
 	free := e.freeBuf[:0]
 	for i := range e.nodes {
 		n := &e.nodes[i]

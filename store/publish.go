@@ -82,7 +82,8 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		CreatedAt: t.CreatedAt, SweepID: t.SweepID, RerunOf: t.RerunOf, ResumeFrom: t.ResumeFrom, Warnings: slices.Clone(t.Warnings),
 		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds,
 		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline,
-		After: slices.Clone(t.After), InputsFrom: slices.Clone(t.InputsFrom), Python: t.Python}
+		After: slices.Clone(t.After), InputsFrom: slices.Clone(t.InputsFrom), Python: t.Python,
+		Nodes: t.Nodes}
 	ts.fixed[t.ID] = f
 	return f
 }

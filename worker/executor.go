@@ -391,6 +391,7 @@ func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir strin
 		"PYTHONUNBUFFERED=1",
 	)
 	env = append(env, shareEnv(m.GetGpuFraction(), m.GetGpuMemoryMb())...)
+	env = append(env, groupEnv(m)...) // a multi-node group's member (group.go)
 	if m.GetResume() {
 		env = append(env, "RLSCHED_RESUME=1") // the outputs of earlier attempts are in RLSCHED_OUTPUT_DIR
 	}

@@ -950,7 +950,17 @@ type ExecuteTask struct {
 	Interactive bool `protobuf:"varint,23,opt,name=interactive,proto3" json:"interactive,omitempty"`
 	// The runs this run waited for (issue 29), in the order of its after:
 	// the worker sets RLSCHED_PARENT_1..n to them.
-	Parents       []string `protobuf:"bytes,24,rep,name=parents,proto3" json:"parents,omitempty"`
+	Parents []string `protobuf:"bytes,24,rep,name=parents,proto3" json:"parents,omitempty"`
+	// A member of a multi-node group (issue 29; nodes 0 or 1: a run on one
+	// worker): its rank (0..nodes-1), the group's size, the members' hosts
+	// in rank order (hosts[0] is MASTER_ADDR) and the rendezvous port on
+	// rank 0's host (MASTER_PORT). The worker sets RANK, WORLD_SIZE,
+	// LOCAL_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT and RLSCHED_NODE_RANK,
+	// RLSCHED_NODES, RLSCHED_HOSTS from them.
+	NodeRank      int32    `protobuf:"varint,25,opt,name=node_rank,json=nodeRank,proto3" json:"node_rank,omitempty"`
+	Nodes         int32    `protobuf:"varint,26,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Hosts         []string `protobuf:"bytes,27,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	MasterPort    int32    `protobuf:"varint,28,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1151,6 +1161,34 @@ func (x *ExecuteTask) GetParents() []string {
 		return x.Parents
 	}
 	return nil
+}
+
+func (x *ExecuteTask) GetNodeRank() int32 {
+	if x != nil {
+		return x.NodeRank
+	}
+	return 0
+}
+
+func (x *ExecuteTask) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *ExecuteTask) GetHosts() []string {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+func (x *ExecuteTask) GetMasterPort() int32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
 }
 
 // RestoreFile is one stored version of a file (the newest of its path).
@@ -2534,7 +2572,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\rR\bmemoryMb\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xba\x06\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xa4\a\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2565,7 +2603,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\rgpu_memory_mb\x18\x15 \x01(\x03R\vgpuMemoryMb\x12\x14\n" +
 	"\x05image\x18\x16 \x01(\tR\x05image\x12 \n" +
 	"\vinteractive\x18\x17 \x01(\bR\vinteractive\x12\x18\n" +
-	"\aparents\x18\x18 \x03(\tR\aparents\x1a6\n" +
+	"\aparents\x18\x18 \x03(\tR\aparents\x12\x1b\n" +
+	"\tnode_rank\x18\x19 \x01(\x05R\bnodeRank\x12\x14\n" +
+	"\x05nodes\x18\x1a \x01(\x05R\x05nodes\x12\x14\n" +
+	"\x05hosts\x18\x1b \x03(\tR\x05hosts\x12\x1f\n" +
+	"\vmaster_port\x18\x1c \x01(\x05R\n" +
+	"masterPort\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +

@@ -109,6 +109,10 @@ type Snapshot struct {
 	// nowhere holds the worker where it fits best (reserve.go); zero: no
 	// reservations. The caller sets it to now − BACKFILL_RESERVE_SECONDS.
 	ReserveBefore time.Time
+	// NoGroups: the caller cannot start a multi-node group yet (issue 29:
+	// the planner places groups, the master does not yet run their
+	// members), so groups wait, no_worker, rather than start as one member.
+	NoGroups bool
 }
 
 // Placement is a run to start: on Worker, with GPUs (empty: a CPU slot;
@@ -119,6 +123,9 @@ type Placement struct {
 	Worker      string
 	GPUs        []int
 	GPUMemoryMB int64
+	// Members are a multi-node group's members in rank order (group.go;
+	// nil for a run on one worker): Worker and GPUs are rank 0's.
+	Members []Member
 }
 
 // Result of Plan.
@@ -190,6 +197,30 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			t := live[i]
 			examined[i] = true
 			if gate.full(t) || quota.full(t) {
+				continue
+			}
+			if t.IsGroup() {
+				if s.NoGroups {
+					continue
+				}
+				ws, gpus := placeGroup(t, free)
+				if ws == nil {
+					if resv.due(t) {
+						resv.reserveGroup(t, free, ix)
+					}
+					continue // all members or none; smaller runs behind it may fit
+				}
+				members := make([]Member, len(ws))
+				for k, w := range ws {
+					take(free, w, t, gpus[k], ix)
+					members[k] = Member{Worker: free[w].ID, GPUs: gpus[k]}
+				}
+				gate.take(t)
+				quota.take(t)
+				on[i] = members[0].Worker
+				placed = append(placed, i)
+				res.Placements = append(res.Placements, Placement{Task: t, Worker: members[0].Worker, GPUs: gpus[0], Members: members})
+				n++
 				continue
 			}
 			if t.Fractional() {
@@ -266,6 +297,14 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			} else if code == CodeResources || code == CodePriority {
 				if msg, ok := foreign.blocks(t.GPUs, free); ok && on[i] == "" {
 					code, why = CodeGPUForeign, msg
+				}
+			}
+			if on[i] == "" && t.IsGroup() && code != CodeSweepLimit && code != CodeQuota {
+				switch _, _, held := resv.reason(t); {
+				case s.NoGroups:
+					code, why = CodeNoWorker, "needs several workers at once, and this master does not run multi-node groups yet"
+				case !held:
+					code, why = groupReason(t, s, free)
 				}
 			}
 			res.Waiting[t.ID] = core.QueueInfo{Position: i + 1, Reason: why, Code: code}

@@ -52,13 +52,13 @@ func (g quotaGate) full(t *core.Task) bool {
 		return false
 	}
 	u := g.users[t.UserID]
-	return (u.MaxGPUs >= 0 && a.gpus+t.GPUHundredths() > u.MaxGPUs*100) || (u.MaxRuns >= 0 && a.runs+1 > u.MaxRuns)
+	return (u.MaxGPUs >= 0 && a.gpus+t.GPUHundredths()*t.Group() > u.MaxGPUs*100) || (u.MaxRuns >= 0 && a.runs+1 > u.MaxRuns)
 }
 
 // take counts t, placed, among its owner's active runs.
 func (g quotaGate) take(t *core.Task) {
 	if a := g.active[t.UserID]; a != nil {
-		a.gpus += t.GPUHundredths()
+		a.gpus += t.GPUHundredths() * t.Group()
 		a.runs++
 	}
 }
@@ -73,13 +73,13 @@ func (g quotaGate) reason(t *core.Task) string {
 		who = t.User
 	}
 	switch {
-	case u.MaxGPUs >= 0 && t.GPUHundredths() > u.MaxGPUs*100:
+	case u.MaxGPUs >= 0 && t.GPUHundredths()*t.Group() > u.MaxGPUs*100:
 		return fmt.Sprintf("needs %s, more than the quota of %s (%d GPU%s): it starts only once an admin raises the quota",
-			core.FormatGPUs(t.GPUCount()), who, u.MaxGPUs, plural(u.MaxGPUs))
+			core.FormatGPUs(t.GPUCount()*float64(t.Group())), who, u.MaxGPUs, plural(u.MaxGPUs))
 	case u.MaxRuns == 0:
 		return fmt.Sprintf("the quota of %s allows no active runs: it starts only once an admin raises the quota", who)
-	case u.MaxGPUs >= 0 && a.gpus+t.GPUHundredths() > u.MaxGPUs*100:
-		return fmt.Sprintf("needs %s; %s has %g of a quota of %d GPUs active", core.FormatGPUs(t.GPUCount()), who, float64(a.gpus)/100, u.MaxGPUs)
+	case u.MaxGPUs >= 0 && a.gpus+t.GPUHundredths()*t.Group() > u.MaxGPUs*100:
+		return fmt.Sprintf("needs %s; %s has %g of a quota of %d GPUs active", core.FormatGPUs(t.GPUCount()*float64(t.Group())), who, float64(a.gpus)/100, u.MaxGPUs)
 	}
 	return fmt.Sprintf("%s has %d of a quota of %d active runs", who, a.runs, u.MaxRuns)
 }

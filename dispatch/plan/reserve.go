@@ -107,6 +107,10 @@ func (r *reserver) missed(t *core.Task) {
 // reason explains t when it holds a worker or waits for one held for
 // another; ok is false otherwise.
 func (r *reserver) reason(t *core.Task) (code, why string, ok bool) {
+	if w := r.by[t.ID]; w != "" && t.IsGroup() {
+		return CodeResources, fmt.Sprintf("needs %d workers with %d GPUs each at once and has waited long: the GPUs of %s are held for it as they free",
+			t.Group(), t.GPUs, w), true
+	}
 	if w := r.by[t.ID]; w != "" {
 		h := r.held[w]
 		return CodeResources, fmt.Sprintf("needs %d GPUs and has waited long: the GPUs of %s are held for it as they free (%d of %d free)",

@@ -39,6 +39,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		GPUFraction: 0.25, GPUMemoryMB: 20000, GPUType: []string{"A100", "H100"},
 		Constraints: map[string]string{"pool": "a100", "!pool": "interactive"},
 		Python:      &core.PythonEnv{Requirements: "exp/requirements.txt"},
+		Nodes:       3,
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these
