@@ -66,7 +66,7 @@ var scenarios = []scenario{
 		"IQM with 95% CIs (2,000 reps) for 100 groups × 10 seeds × 5 tasks in ≤ 300 ms; IQM curves for 20 groups × 10 seeds × 1,000 points in ≤ 500 ms", runCompare},
 	{"artifacts", "a checkpoint from a real `rlsched worker` into the store (disk, and S3 on SeaweedFS) while simulated runs stream logs to WebSocket subscribers",
 		"≥ 50% of raw loopback TCP (S3: ≥ 50% of a plain PutObject); the logs' p99 at most 2× during the upload; master memory bounded", runArtifacts},
-	{"deps", "a chain of N steps and a fan-in of N parents (issue 29), each one pipeline, on a real master and `rlsched worker` running /bin/true",
+	{"deps", "a chain of N steps and a fan-in of N parents (issue 29), on a real master and `rlsched worker` running /bin/true",
 		"a child starts ≤ 1 s after its last parent ends (p99) over a 1,000-step chain and a 1,000-wide fan-in", runDeps},
 	{"claims", "claim → renew → release cycles through the Redis lease backend (rueidis, Lua by EVALSHA) from many goroutines, beside redis-benchmark running the same scripts",
 		"none set in issue 5: the ratio of rueidis cycles/s to redis-benchmark's EVALSHA rate for the same three scripts is reported", runClaims},
