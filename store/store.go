@@ -240,6 +240,13 @@ type Store interface {
 	// answer, so a caller may keep an answer and reuse it while the version
 	// stays. It is "" (never reuse) while a member is queued or active.
 	SweepSeriesVersion(ctx context.Context, id, name string) (string, error)
+	// KeepSweepDecisions stores early-stopping decisions of sweep id's
+	// members, each unless a decision of its run at its rung is kept
+	// already (the first kept stands, also when two masters race).
+	KeepSweepDecisions(ctx context.Context, id string, ds []SweepDecision) error
+	// SweepDecisions returns the decisions kept of sweep id, by rung, then
+	// in the order they were made; none for an unknown sweep.
+	SweepDecisions(ctx context.Context, id string) ([]SweepDecision, error)
 	// SweepLimits returns, of the sweeps ids, those with a cap on their
 	// active members (maxParallel > 0), with the cap and how many of their
 	// runs are DISPATCHED or RUNNING. Unknown ids are left out.

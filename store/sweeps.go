@@ -47,6 +47,21 @@ type MemberSeries struct {
 	Points [][2]float64
 }
 
+// SweepDecision is one early-stopping decision of a member's run at an
+// ASHA rung (sweep/earlystop.Decision, with the rung counted from 0): it
+// continued (Stop false) or was stopped, by Value against Cut over Peers
+// values at the rung.
+type SweepDecision struct {
+	TaskID    string
+	Rung      int
+	Step      int64 // the rung's step
+	Value     float64
+	Cut       float64
+	Peers     int
+	Stop      bool
+	DecidedAt time.Time
+}
+
 // SweepFilter selects sweeps for listing; zero fields match everything.
 type SweepFilter struct {
 	User   string // username

@@ -27,6 +27,8 @@ type Store interface {
 	ListSweeps(ctx context.Context, f store.SweepFilter) ([]store.Sweep, string, error)
 	SweepRuns(ctx context.Context, id string) ([]core.Task, error)
 	SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, string, error)
+	SweepDecisions(ctx context.Context, id string) ([]store.SweepDecision, error)
+	KeepSweepDecisions(ctx context.Context, id string, ds []store.SweepDecision) error
 }
 
 // Stopper stops a member early (dispatch.Dispatcher.StopEarly): an error
@@ -177,7 +179,9 @@ func (c *Controller) stepSweep(ctx context.Context, sw store.Sweep, spec *sweep.
 		if err != nil {
 			return err
 		}
-		c.stop(ctx, spec.EarlyStop, runs, s)
+		if err := c.stop(ctx, sw.ID, spec.EarlyStop, runs, s); err != nil {
+			return err
+		}
 	}
 	if spec.Method != sweep.TPE || sw.Members >= spec.Budget {
 		return nil
@@ -198,16 +202,38 @@ func anyActive(runs []core.Task) bool {
 	return false
 }
 
-// stop asks for the stop of every active member the rule stops.
-func (c *Controller) stop(ctx context.Context, es *sweep.EarlyStop, runs []core.Task, series map[string][][2]float64) {
+// stop keeps the rule's new decisions of sweep id, then asks for the stop
+// of every active member the rule stops. The decisions are kept first, so
+// that no stop is asked that the record does not show.
+func (c *Controller) stop(ctx context.Context, id string, es *sweep.EarlyStop, runs []core.Task, series map[string][][2]float64) error {
 	members := make([]Member, len(runs))
 	for i, t := range runs {
 		members[i] = Member{TaskID: t.ID, StartedAt: t.StartedAt, Status: t.Status, Series: series[t.ID]}
 	}
-	j, err := Judge(es.Config, members)
+	rows, err := c.cfg.Store.SweepDecisions(ctx, id)
+	if err != nil {
+		return err
+	}
+	kept := make([]earlystop.Decision, len(rows))
+	for i, r := range rows {
+		kept[i] = DecisionOf(r)
+	}
+	j, err := Judge(es.Config, members, kept)
 	if err != nil { // Parse validated the config
 		c.cfg.Log.Error().Err(err).Msg("BUG: sweep controller: a parsed earlyStop does not make a stopper")
-		return
+		return nil
+	}
+	if len(j.New) > 0 {
+		now := time.Now()
+		ds := make([]store.SweepDecision, len(j.New))
+		for i, d := range j.New {
+			// A nanosecond apart: SweepDecisions gives them in this order.
+			ds[i] = store.SweepDecision{TaskID: d.Member, Rung: d.Rung, Step: d.RungStep, Value: d.Value,
+				Cut: d.Cut, Peers: d.Peers, Stop: d.Stop, DecidedAt: now.Add(time.Duration(i))}
+		}
+		if err := c.cfg.Store.KeepSweepDecisions(ctx, id, ds); err != nil {
+			return err
+		}
 	}
 	for _, t := range runs {
 		d, ok := j.Stops[t.ID]
@@ -224,6 +250,13 @@ func (c *Controller) stop(ctx context.Context, es *sweep.EarlyStop, runs []core.
 			c.cfg.Log.Debug().Str("task", t.ID).Err(err).Msg("sweep controller: not stopping a member here")
 		}
 	}
+	return nil
+}
+
+// DecisionOf is a kept decision as sweep/earlystop gives it.
+func DecisionOf(r store.SweepDecision) earlystop.Decision {
+	return earlystop.Decision{Member: r.TaskID, Step: r.Step, Stop: r.Stop, Rung: r.Rung, RungStep: r.Step,
+		Value: r.Value, Cut: r.Cut, Peers: r.Peers}
 }
 
 // StopMessage is a stopped member's error: the rung (counted from 1), its

@@ -268,7 +268,7 @@ func TestJudge(t *testing.T) {
 		{TaskID: "silent", StartedAt: at(time.Second), Status: core.StatusRunning},
 		{TaskID: "queued", Status: core.StatusQueued},
 	}
-	j, err := Judge(cfg, ms)
+	j, err := Judge(cfg, ms, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,52 @@ func TestJudge(t *testing.T) {
 		t.Fatalf("Judge: stops %v, unreported %v; want none, [silent]", j.Stops, j.Unreported)
 	}
 	ms[0].Series, ms[1].Series = pts(1), pts(5)
-	if j, _ = Judge(cfg, ms); len(j.Stops) != 1 || j.Stops["late"].Cut != 5 {
+	if j, _ = Judge(cfg, ms, nil); len(j.Stops) != 1 || j.Stops["late"].Cut != 5 {
 		t.Fatalf("Judge: stops %v; want late, below early's 5", j.Stops)
+	}
+}
+
+// TestControllerKeepsDecisions: each rung decision is kept once; a member
+// that continued at a rung is not stopped there when a member that started
+// earlier (and so is replayed first) reports its better value later.
+func TestControllerKeepsDecisions(t *testing.T) {
+	b := newBed(t, `{"method":"tpe","budget":3,"maxParallel":3,
+		"random":{"lr":{"dist":"loguniform","min":1e-4,"max":1e-1}},
+		"earlyStop":{"method":"asha","rungs":[10],"reductionFactor":2}}`)
+	runs := b.runs()
+	early, late, third := runs[0].ID, runs[1].ID, runs[2].ID
+	c := b.controller()
+	b.start(early, 0)
+	b.start(late, time.Second)
+	b.start(third, 2*time.Second)
+	b.report(late, 10, 10)
+	b.step(c) // late alone at the rung: it continues
+	b.report(early, 10, 20)
+	b.step(c) // replayed, early comes first and late would be below its cut
+	if len(b.stops.calls) != 0 {
+		t.Fatalf("stops %v; want none: late continued at the rung before early reported", b.stops.calls)
+	}
+	b.report(third, 10, 5)
+	b.step(b.controller()) // a restarted master's: it reads the kept decisions, not c's memory
+	if len(b.stops.calls) != 1 || b.stops.calls[third] == "" {
+		t.Fatalf("stops %v; want third's only", b.stops.calls)
+	}
+	ds, err := b.st.SweepDecisions(t.Context(), b.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, fmt.Sprintf("%s rung %d step %d %g/%g of %d stop %v", map[string]string{early: "early", late: "late", third: "third"}[d.TaskID],
+			d.Rung, d.Step, d.Value, d.Cut, d.Peers, d.Stop))
+	}
+	want := []string{
+		"late rung 0 step 10 10/10 of 1 stop false",
+		"early rung 0 step 10 20/20 of 1 stop false", // replayed first, before late
+
+		"third rung 0 step 10 5/10 of 3 stop true",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("kept decisions\n%v\nwant\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -27,6 +27,10 @@ type Judgement struct {
 	// Unreported are the members that have started (or ended) without a
 	// point of the metric: never judged, so never stopped for lacking it.
 	Unreported []string
+	// New are the ASHA rung decisions, continues and stops, that were not
+	// kept before, in the order the replay made them: the controller keeps
+	// them (store.KeepSweepDecisions), so that the next replay holds them.
+	New []earlystop.Decision
 }
 
 // event is one report of a member, as the replay feeds it.
@@ -42,11 +46,22 @@ type event struct {
 // then by their order. A step's reports of every member come before any
 // later step's, so a rung's cut is taken over the members that reached it
 // at an earlier step; the same store gives every master, and a restarted
-// one, the same stops.
-func Judge(cfg earlystop.Config, members []Member) (Judgement, error) {
+// one, the same stops. The decisions kept from earlier replays (kept) hold
+// at their rungs: a member that continued at a rung is not stopped there
+// when a member that reached the rung at an earlier step reports later.
+func Judge(cfg earlystop.Config, members []Member, kept []earlystop.Decision) (Judgement, error) {
 	st, err := earlystop.New(cfg)
 	if err != nil {
 		return Judgement{}, err
+	}
+	type key struct {
+		member string
+		rung   int
+	}
+	old := make(map[key]bool, len(kept))
+	for _, d := range kept {
+		st.Keep(d)
+		old[key{d.Member, d.Rung}] = true
 	}
 	var evs []event
 	j := Judgement{Stops: map[string]earlystop.Decision{}}
@@ -77,6 +92,11 @@ func Judge(cfg earlystop.Config, members []Member) (Judgement, error) {
 			if _, ok := j.Stops[id]; !ok {
 				j.Stops[id] = d
 			}
+		}
+	}
+	for _, d := range st.Decisions() {
+		if d.Rung >= 0 && !old[key{d.Member, d.Rung}] {
+			j.New = append(j.New, d)
 		}
 	}
 	return j, nil

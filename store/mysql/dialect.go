@@ -79,6 +79,8 @@ var dialects = sqlutil.Dialects{
 		ON DUPLICATE KEY UPDATE id = id`,
 	// The INSERT ... SELECT reads the run under a shared lock, so a run
 	// deleted at the same moment cannot leave a dangling request.
+	KeepDecision: `INSERT IGNORE INTO sweep_decisions (sweep_id, task_id, rung, step, value, cut, peers, stop, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	RequestCancel: `INSERT IGNORE INTO cancel_requests (task_id, requested_at)
 		SELECT id, ? FROM tasks WHERE id = ?`,
 }

@@ -289,6 +289,21 @@ var migrations = [][]string{
 	// Subdir: a snapshot path, at most codetree.MaxPathBytes.
 	{`ALTER TABLE tasks ADD COLUMN code_tree CHAR(64) NOT NULL DEFAULT '',
 		ADD COLUMN code_subdir TEXT NULL`},
+	// 18 (issue 35): an early-stopping sweep's rung decisions, as sqlite's
+	// migration 19.
+	{`CREATE TABLE IF NOT EXISTS sweep_decisions (
+		sweep_id   VARCHAR(64) NOT NULL,
+		task_id    VARCHAR(64) NOT NULL,
+		rung       INT         NOT NULL,
+		step       BIGINT      NOT NULL,
+		value      DOUBLE      NOT NULL,
+		cut        DOUBLE      NOT NULL,
+		peers      INT         NOT NULL,
+		stop       TINYINT(1)  NOT NULL,
+		decided_at BIGINT      NOT NULL,
+		PRIMARY KEY (task_id, rung),
+		KEY sweep_decisions_sweep (sweep_id, rung)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -64,6 +64,8 @@ var dialects = sqlutil.Dialects{
 	UserLock: "",
 	PutCodeDiff: `INSERT INTO code_diffs (id, diff, created_at) VALUES (?, ?, ?)
 		ON CONFLICT (id) DO NOTHING`,
+	KeepDecision: `INSERT INTO sweep_decisions (sweep_id, task_id, rung, step, value, cut, peers, stop, decided_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (task_id, rung) DO NOTHING`,
 	RequestCancel: `INSERT INTO cancel_requests(task_id, requested_at)
 		SELECT id, ? FROM tasks WHERE id = ? ON CONFLICT(task_id) DO NOTHING`,
 }

@@ -253,6 +253,22 @@ var migrations = []string{
 	// directory of the tree it starts in (core.CodeInfo.Tree, Subdir).
 	`ALTER TABLE tasks ADD COLUMN code_tree TEXT NOT NULL DEFAULT '';
 	ALTER TABLE tasks ADD COLUMN code_subdir TEXT NOT NULL DEFAULT '';`,
+	// 19 (issue 35): an early-stopping sweep's rung decisions, continues
+	// and stops, each kept once by (run, rung) so that a replay never
+	// turns a continue into a stop (store.SweepDecision).
+	`CREATE TABLE sweep_decisions (
+		sweep_id   TEXT    NOT NULL,
+		task_id    TEXT    NOT NULL,
+		rung       INTEGER NOT NULL,
+		step       INTEGER NOT NULL,
+		value      REAL    NOT NULL,
+		cut        REAL    NOT NULL,
+		peers      INTEGER NOT NULL,
+		stop       INTEGER NOT NULL,
+		decided_at INTEGER NOT NULL,
+		PRIMARY KEY (task_id, rung)
+	) WITHOUT ROWID;
+	CREATE INDEX sweep_decisions_sweep ON sweep_decisions(sweep_id, rung);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

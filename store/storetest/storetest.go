@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepLimits", testSweepLimits},
 		{"SweepVersion", testSweepVersion},
 		{"SweepGrow", testSweepGrow},
+		{"SweepDecisions", testSweepDecisions},
 		{"SetPriority", testSetPriority},
 		{"Usage", testUsage},
 		{"Accruing", testAccruing},

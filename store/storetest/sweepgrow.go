@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/store"
@@ -79,5 +80,56 @@ func testSweepGrow(t *testing.T, s store.Store) {
 	}
 	if sw, _ := s.Sweep(ctx, "s1"); sw.Members != 7 || countRuns(t, s) != before+3 {
 		t.Fatalf("after the race: %d members, %d runs; want 7, %d", sw.Members, countRuns(t, s), before+3)
+	}
+}
+
+// testSweepDecisions: a rung decision is kept once by (run, rung): the
+// first kept stands, also when two keep at once; they read back by rung,
+// then in the order kept, with every field.
+func testSweepDecisions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := mustUser(t, s, "alice")
+	mustSweep(t, s, "s1", u, 3, 0)
+	at := time.Unix(1700000000, 0)
+	d := func(run string, rung int, v float64, stop bool, i int) store.SweepDecision {
+		return store.SweepDecision{TaskID: run, Rung: rung, Step: int64(10 * (rung + 1)), Value: v, Cut: 2.5,
+			Peers: 3, Stop: stop, DecidedAt: at.Add(time.Duration(i))}
+	}
+	if ds, err := s.SweepDecisions(ctx, "s1"); err != nil || len(ds) != 0 {
+		t.Fatalf("SweepDecisions of a sweep without any: %v, %v", ds, err)
+	}
+	if err := s.KeepSweepDecisions(ctx, "s1", []store.SweepDecision{d("b", 1, 3, false, 0), d("a", 0, 1.5, true, 1), d("b", 0, -1e300, false, 2)}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 { // the same (run, rung) again, with another verdict: ignored
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.KeepSweepDecisions(ctx, "s1", []store.SweepDecision{d("a", 0, 9, false, 10+i), d("c", 0, 4, false, 20)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ds, err := s.SweepDecisions(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.SweepDecision{d("a", 0, 1.5, true, 1), d("b", 0, -1e300, false, 2), d("c", 0, 4, false, 20), d("b", 1, 3, false, 0)}
+	if len(ds) != len(want) {
+		t.Fatalf("SweepDecisions: %+v; want %+v", ds, want)
+	}
+	for i := range want {
+		if !ds[i].DecidedAt.Equal(want[i].DecidedAt) {
+			t.Fatalf("decision %d at %v; want %v", i, ds[i].DecidedAt, want[i].DecidedAt)
+		}
+		ds[i].DecidedAt = want[i].DecidedAt
+		if ds[i] != want[i] {
+			t.Fatalf("decision %d: %+v; want %+v", i, ds[i], want[i])
+		}
+	}
+	if ds, err := s.SweepDecisions(ctx, "s-other"); err != nil || len(ds) != 0 {
+		t.Fatalf("another sweep's: %v, %v", ds, err)
 	}
 }

@@ -63,6 +63,28 @@ type Stopper struct {
 	atRung    [][]float64 // ASHA: the values judged at each rung, sorted best first
 	members   map[string]*member
 	decisions []Decision
+	// kept are the ASHA decisions made before (Keep), by member and rung.
+	kept map[keptKey]Decision
+}
+
+type keptKey struct {
+	member string
+	rung   int
+}
+
+// Keep makes a decision made before (an ASHA rung decision, d.Rung ≥ 0)
+// the member's decision at that rung whatever the reports give: a member
+// that continued at a rung is never stopped there later, when a report
+// that came later lowers the rung's bar. The member's value at the rung
+// still counts towards the others' cuts. A Median decision is not kept.
+func (s *Stopper) Keep(d Decision) {
+	if s.cfg.Method != ASHA || d.Rung < 0 || d.Rung >= len(s.rungs) {
+		return
+	}
+	if s.kept == nil {
+		s.kept = map[keptKey]Decision{}
+	}
+	s.kept[keptKey{d.Member, d.Rung}] = d
 }
 
 // New makes a Stopper, or returns Validate's error.
@@ -140,6 +162,10 @@ func (s *Stopper) judgeRung(name string, m *member, step int64, value float64) (
 	eta := s.cfg.eta()
 	keep := (len(vs) + eta - 1) / eta // ⌈n/η⌉: the first to arrive continues
 	cut := vs[keep-1]
+	if d, ok := s.kept[keptKey{name, k}]; ok {
+		d.Member, d.Step = name, step
+		return d, true
+	}
 	return Decision{
 		Member: name, Step: step, Stop: g.Better(cut, value),
 		Rung: k, RungStep: s.rungs[k], Value: value, Cut: cut, Peers: len(vs),

@@ -251,3 +251,36 @@ func mustNewRapid(t *rapid.T, c Config) *Stopper {
 	}
 	return s
 }
+
+// TestKeep: a continue kept from before holds at its rung though a replay
+// in which a better member reached the rung first would stop the member;
+// the kept member's value still counts towards the next one's cut.
+func TestKeep(t *testing.T) {
+	cfg := Config{Method: ASHA, Goal: goal.Maximize, Rungs: []int64{10}, ReductionFactor: 2}
+	replay := func(keep bool) (Decision, Decision) {
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keep {
+			s.Keep(Decision{Member: "low", Rung: 0, RungStep: 10, Value: 1, Cut: 1, Peers: 1})
+			s.Keep(Decision{Member: "median", Rung: -1, Stop: true}) // not kept: Median only
+		}
+		s.Report("high", 10, 5) // reported after "low" at first, replayed before it
+		low, _ := s.Report("low", 10, 1)
+		third, _ := s.Report("third", 10, 3)
+		return low, third
+	}
+	if low, _ := replay(false); !low.Stop {
+		t.Fatalf("without Keep: %+v; want the replay to stop it", low)
+	}
+	low, third := replay(true)
+	if low.Stop || low.Cut != 1 || low.Peers != 1 || low.Step != 10 || low.Member != "low" {
+		t.Fatalf("with Keep: %+v; want the kept continue", low)
+	}
+	// third's cut is over {5, 3, 1}: ⌈3/2⌉ = 2 kept, cut 3, so it continues;
+	// without low's value it would be over {5, 3} and the cut 5 would stop it.
+	if third.Stop || third.Peers != 3 || third.Cut != 3 {
+		t.Fatalf("third: %+v; want a continue over 3 peers with the cut 3", third)
+	}
+}

@@ -87,6 +87,10 @@ type Dialects struct {
 	// SELECT from tasks, unless one is recorded already: args
 	// requested_at, the run's id.
 	RequestCancel string
+	// KeepDecision inserts a sweep's rung decision unless one of its run
+	// at its rung is kept already: args sweep_id, task_id, rung, step,
+	// value, cut, peers, stop, decided_at.
+	KeepDecision string
 }
 
 // Shared implements the methods of store.Store that both SQL backends

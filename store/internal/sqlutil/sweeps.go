@@ -510,3 +510,52 @@ func OwnMembers(row *sql.Row, id string, members []*core.Task) (string, error) {
 	}
 	return owner, nil
 }
+
+// KeepSweepDecisions implements store.Store in one transaction.
+func (s *Shared) KeepSweepDecisions(ctx context.Context, id string, ds []store.SweepDecision) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	err := s.c.InTx(ctx, func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, s.d.KeepDecision)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, d := range ds {
+			if _, err := st.ExecContext(ctx, id, d.TaskID, d.Rung, d.Step, d.Value, d.Cut, d.Peers, d.Stop,
+				d.DecidedAt.UnixNano()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot keep the decisions of sweep %s: %w", id, err)
+	}
+	return nil
+}
+
+// SweepDecisions implements store.Store.
+func (s *Shared) SweepDecisions(ctx context.Context, id string) ([]store.SweepDecision, error) {
+	rows, err := s.c.Read.QueryContext(ctx, `SELECT task_id, rung, step, value, cut, peers, stop, decided_at
+		FROM sweep_decisions WHERE sweep_id = ? ORDER BY rung, decided_at, task_id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the decisions of sweep %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []store.SweepDecision
+	for rows.Next() {
+		var d store.SweepDecision
+		var at int64
+		if err := rows.Scan(&d.TaskID, &d.Rung, &d.Step, &d.Value, &d.Cut, &d.Peers, &d.Stop, &at); err != nil {
+			return nil, fmt.Errorf("cannot read the decisions of sweep %s: %w", id, err)
+		}
+		d.DecidedAt = time.Unix(0, at)
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read the decisions of sweep %s: %w", id, err)
+	}
+	return out, nil
+}
