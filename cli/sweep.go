@@ -315,7 +315,13 @@ type sweepView struct {
 		Error string `json:"error"`
 	} `json:"stops"`
 	Unreported []string `json:"unreported"`
-	Groups     []struct {
+	Decisions  []struct {
+		Rung int      `json:"rung"`
+		Step int64    `json:"step"`
+		Cut  *float64 `json:"cut"`
+		Stop bool     `json:"stop"`
+	} `json:"decisions"`
+	Groups []struct {
 		Params      map[string]json.RawMessage `json:"params"`
 		Runs        []string                   `json:"runs"`
 		N           int                        `json:"n"`
@@ -452,6 +458,7 @@ func searchLines(sw sweepView) []byte {
 		}
 		fmt.Fprintf(&b, "importance: %s\n", strings.Join(parts, ", "))
 	}
+	b.Write(rungLines(sw))
 	if len(sw.Stops) > 0 {
 		fmt.Fprintf(&b, "\nstopped early:\n")
 		for _, st := range sw.Stops {
@@ -460,6 +467,30 @@ func searchLines(sw sweepView) []byte {
 	}
 	if len(sw.Unreported) > 0 {
 		fmt.Fprintf(&b, "never reported the early-stopping metric (not stopped for it): %s\n", strings.Join(sw.Unreported, ", "))
+	}
+	return b.Bytes()
+}
+
+// rungLines count each rung's kept decisions: how many members continued
+// and stopped there, and the last cut (the bar the latest member met).
+func rungLines(sw sweepView) []byte {
+	var b bytes.Buffer
+	for i := 0; i < len(sw.Decisions); {
+		d := sw.Decisions[i]
+		kept, stopped := 0, 0
+		var cut *float64
+		for ; i < len(sw.Decisions) && sw.Decisions[i].Rung == d.Rung; i++ {
+			if sw.Decisions[i].Stop {
+				stopped++
+			} else {
+				kept++
+			}
+			cut = sw.Decisions[i].Cut
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "rung %d (step %d): %d continued, %d stopped; last cut %s\n", d.Rung, d.Step, kept, stopped, formatFloat(cut, true))
 	}
 	return b.Bytes()
 }

@@ -301,9 +301,15 @@ func TestSweep_SearchFlagsAndShow(t *testing.T) {
 	if err := rs.st.UpdateTask(ctx, &tk, exp); err != nil {
 		t.Fatal(err)
 	}
+	ds := []store.SweepDecision{{TaskID: ms[1].ID, Rung: 0, Step: 10, Value: 20, Cut: 20, Peers: 1},
+		{TaskID: ms[0].ID, Rung: 0, Step: 10, Value: 10, Cut: 20, Peers: 2, Stop: true, DecidedAt: time.Unix(0, 1)}}
+	if err := rs.st.KeepSweepDecisions(ctx, id, ds); err != nil {
+		t.Fatal(err)
+	}
 	out, _ = h.mustRun(0, "sweep", "show", id)
 	for _, want := range []string{
 		"tpe search of episode_reward: 2 of 4 members proposed",
+		"rung 1 (step 10): 1 continued, 1 stopped; last cut 20\n",
 		"best episode_reward: {\"lr\":",
 		"20 [20, 20] (runs " + ms[1].ID + ")",
 		"stopped early:\n  " + ms[0].ID + "  stopped at rung 1 (step 10): episode_reward 10 below the cut 20 of 2 members",

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,24 +14,34 @@ import (
 )
 
 // searchScript reports episode_reward 10 at every step when run with
-// --good true and 0 otherwise; a hopeless member logs every other step, so
-// it reaches the rung at step 3 after a good one has, whatever their start
-// times. It leaves a file in its output dir, which a stop keeps.
+// --good true and 0 otherwise; a hopeless member logs every other step,
+// and reaches the rung (step 3) only after a good one has passed it: the
+// good one makes the file "passed" in the directory argv[1] names after
+// its step 3, and the hopeless one waits for it. A rung's first member
+// continues (ASHA's asynchronous promotion, kept once decided), so the
+// order is the test's, not the scheduler's. It leaves a file in its output
+// dir, which a stop keeps.
 const searchScript = `
 import os, sys, time
 good = sys.argv[sys.argv.index("--good") + 1] == "true"
+passed = os.path.join(sys.argv[1], "passed")
 open(os.path.join(os.environ["RLSCHED_OUTPUT_DIR"], "note.txt"), "w").write("kept")
 for i in range(1, 41):
     step = i if good else 2 * i
+    if not good and step >= 3:
+        while not os.path.exists(passed):
+            time.sleep(0.05)
     print('RLSCHED_METRIC {"step": %d, "episode_reward": %d}' % (step, 10 if good else 0), flush=True)
+    if good and step == 3:
+        open(passed, "w").close()
     time.sleep(0.25)
 `
 
 // searchSpec is a tpe sweep of 3 proposals, 2 at a time, with ASHA at
 // step 3 keeping the top half.
-func searchSpec(randomSeed uint64) map[string]any {
+func searchSpec(randomSeed uint64, dir string) map[string]any {
 	return map[string]any{
-		"name": "search", "base": map[string]any{"command": []string{"python3", "-c", searchScript}},
+		"name": "search", "base": map[string]any{"command": []string{"python3", "-c", searchScript, dir}},
 		"method": "tpe", "budget": 3, "maxParallel": 2, "randomSeed": randomSeed,
 		"random":    map[string]any{"good": map[string]any{"dist": "choice", "values": []bool{true, false}}},
 		"earlyStop": map[string]any{"method": "asha", "rungs": []int{3}, "reductionFactor": 2},
@@ -46,7 +57,7 @@ func searchSpec(randomSeed uint64) map[string]any {
 func TestSweepSearchStopsEarly(t *testing.T) {
 	seed := uint64(0)
 	for s := uint64(1); s < 1000 && seed == 0; s++ {
-		body, _ := json.Marshal(searchSpec(s))
+		body, _ := json.Marshal(searchSpec(s, ""))
 		spec, err := sweep.Parse(body)
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +81,7 @@ func TestSweepSearchStopsEarly(t *testing.T) {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`
 	}
-	alice.Must("POST", "/api/sweeps", searchSpec(seed), 202, &created)
+	alice.Must("POST", "/api/sweeps", searchSpec(seed, handshakeDir(t)), 202, &created)
 	if len(created.Runs) != 2 {
 		t.Fatalf("a tpe sweep with maxParallel 2 starts with %d members; want 2", len(created.Runs))
 	}
@@ -86,6 +97,13 @@ func TestSweepSearchStopsEarly(t *testing.T) {
 			Run   string `json:"run"`
 			Error string `json:"error"`
 		} `json:"stops"`
+		Decisions []struct {
+			Run   string  `json:"run"`
+			Rung  int     `json:"rung"`
+			Cut   float64 `json:"cut"`
+			Peers int     `json:"peers"`
+			Stop  bool    `json:"stop"`
+		} `json:"decisions"`
 	}
 	get := func() info {
 		var in info
@@ -120,6 +138,13 @@ func TestSweepSearchStopsEarly(t *testing.T) {
 	}
 	if len(in.Stops) != 1 || in.Stops[0].Run != bad || in.Stops[0].Error != why || in.Budget != 3 {
 		t.Fatalf("GET /api/sweeps/%s: stops %+v, budget %d; want the hopeless member's", created.ID, in.Stops, in.Budget)
+	}
+	kept := map[string]string{}
+	for _, d := range in.Decisions {
+		kept[d.Run] = fmt.Sprintf("rung %d stop %v cut %g of %d", d.Rung, d.Stop, d.Cut, d.Peers)
+	}
+	if kept[good] != "rung 1 stop false cut 10 of 1" || kept[bad] != "rung 1 stop true cut 10 of 2" {
+		t.Fatalf("decisions %+v; want the good member's continue and the hopeless one's stop at rung 1", in.Decisions)
 	}
 	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
 		files, err := alice.artifacts(bad, "")
@@ -156,4 +181,19 @@ type searchMember struct {
 	Reason string          `json:"reason"`
 	Error  string          `json:"error"`
 	Params json.RawMessage `json:"params"`
+}
+
+// handshakeDir is a directory the runs of a test, each under its own uid,
+// can all write.
+func handshakeDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rlsched-handshake-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

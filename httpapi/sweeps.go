@@ -388,6 +388,13 @@ func (s *Server) sweepSearch(ctx context.Context, r *request, sw store.Sweep, ru
 		s.log.Warn().Str("sweepId", sw.ID).Err(err).Msg("cannot read a sweep's search results")
 		return nil, nil
 	}
+	if spec.EarlyStop != nil {
+		ds, err := s.st.SweepDecisions(ctx, r.id)
+		if err != nil {
+			return nil, storeError(err, "sweep "+r.id)
+		}
+		out.Decisions = decisionsOf(ds)
+	}
 	return &out, nil
 }
 

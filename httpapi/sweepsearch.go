@@ -7,6 +7,7 @@ import (
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/stats"
+	"github.com/rlsched/rlsched/store"
 	"github.com/rlsched/rlsched/sweep"
 	"github.com/rlsched/rlsched/sweep/importance"
 	"github.com/rlsched/rlsched/sweep/tpe"
@@ -45,6 +46,31 @@ type sweepSearch struct {
 	// Unreported are the members that started without reporting the
 	// early-stopping metric: never judged, so never stopped for lacking it.
 	Unreported []string `json:"unreported"`
+	// Decisions are the early-stopping rule's kept rung decisions
+	// (sweepctl), by rung, then in the order made; absent without
+	// earlyStop.
+	Decisions []sweepDecision `json:"decisions,omitzero"`
+}
+
+// sweepDecision is a member's run judged at an ASHA rung (counted from 1,
+// as the stop's message counts it): it continued or stopped, by its value
+// against the cut over peers values at the rung.
+type sweepDecision struct {
+	Run   string  `json:"run"`
+	Rung  int     `json:"rung"`
+	Step  int64   `json:"step"`
+	Value float64 `json:"value"`
+	Cut   float64 `json:"cut"`
+	Peers int     `json:"peers"`
+	Stop  bool    `json:"stop"`
+}
+
+func decisionsOf(ds []store.SweepDecision) []sweepDecision {
+	out := make([]sweepDecision, len(ds))
+	for i, d := range ds {
+		out[i] = sweepDecision{Run: d.TaskID, Rung: d.Rung + 1, Step: d.Step, Value: d.Value, Cut: d.Cut, Peers: d.Peers, Stop: d.Stop}
+	}
+	return out
 }
 
 // searchOf reads spec's search results from the members' latest runs and

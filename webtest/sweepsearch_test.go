@@ -3,6 +3,7 @@ package webtest
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,23 +13,42 @@ import (
 )
 
 // searchScript reports 10 with --good true and 0 otherwise; a hopeless
-// member logs every other step, so it reaches the rung after a good one.
+// member logs every other step and reaches the rung (step 3) only after a
+// good one has passed it (the good one makes the file "passed" in the
+// directory argv[1] names; the hopeless one waits for it): a rung's first
+// member continues, so the order is the test's.
 const searchScript = `
-import sys, time
+import os, sys, time
 good = sys.argv[sys.argv.index("--good") + 1] == "true"
+passed = os.path.join(sys.argv[1], "passed")
 for i in range(1, 25):
-    print('RLSCHED_METRIC {"step": %d, "episode_reward": %d}' % (i if good else 2 * i, 10 if good else 0), flush=True)
+    step = i if good else 2 * i
+    if not good and step >= 3:
+        while not os.path.exists(passed):
+            time.sleep(0.05)
+    print('RLSCHED_METRIC {"step": %d, "episode_reward": %d}' % (step, 10 if good else 0), flush=True)
+    if good and step == 3:
+        open(passed, "w").close()
     time.sleep(0.2)
 `
 
 // TestSweepSearchPage: the sweep page of a tpe + ASHA sweep shows the best
-// params with their interval, the member stopped early and why (also in
-// its group's member rows), and that importance needs more proposals.
+// params with their interval, each rung's kept decisions, the member
+// stopped early and why (also in its group's member rows), and that
+// importance needs more proposals.
 func TestSweepSearchPage(t *testing.T) {
 	needs(t)
 	t.Parallel()
+	dir, err := os.MkdirTemp("", "rlsched-handshake-") // written by the runs, each under its own uid
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	spec := func(seed uint64) map[string]any {
-		return map[string]any{"name": "search", "base": map[string]any{"command": []string{"python3", "-c", searchScript}},
+		return map[string]any{"name": "search", "base": map[string]any{"command": []string{"python3", "-c", searchScript, dir}},
 			"method": "tpe", "budget": 2, "maxParallel": 2, "randomSeed": seed,
 			"random":    map[string]any{"good": map[string]any{"dist": "choice", "values": []bool{true, false}}},
 			"earlyStop": map[string]any{"method": "asha", "rungs": []int{3}, "reductionFactor": 2}}
@@ -73,6 +93,9 @@ func TestSweepSearchPage(t *testing.T) {
 	}
 	if why := b.text("#sweep-stops"); !strings.Contains(why, "stopped at rung 1 (step 3): episode_reward 0 below the cut 10 of 2 members") {
 		t.Errorf("stops: %q", why)
+	}
+	if r := eval[string](b, `[...document.querySelectorAll('#sweep-rungs tr[data-rung="1"] td')].map((td) => td.textContent).join(' ')`); r != "1 3 1 1 10" {
+		t.Errorf("rung 1's decisions: %q; want step 3, 1 continued, 1 stopped, last cut 10", r)
 	}
 	if imp := b.text("#sweep-importance"); !strings.Contains(imp, "needs 8 finished proposals") {
 		t.Errorf("importance: %q", imp)

@@ -137,8 +137,9 @@ export function mount(root, ctx) {
   }
 
   // renderSearch shows what the search found: the best params (the IQM of
-  // their seeds and its 95% interval), the importances as bars, the members
-  // stopped early with why, and those that never reported the metric.
+  // their seeds and its 95% interval), the importances as bars, each rung's
+  // decisions, the members stopped early with why, and those that never
+  // reported the metric.
   function renderSearch() {
     const stops = sw.stops || [];
     const imp = sw.importance || [];
@@ -163,10 +164,27 @@ export function mount(root, ctx) {
       ? h('table', { class: 'kvtable', id: 'sweep-stops' }, h('tbody', null, stops.map((st) => h('tr', { dataset: { id: st.run } },
         h('td', null, h('a', { href: '/runs/' + st.run }, st.run)), h('td', null, st.error)))))
       : h('p', { class: 'muted', id: 'sweep-stops' }, 'No member stopped early.');
+    // Each rung's kept decisions: how many continued and stopped there,
+    // and the cut the latest member was judged against.
+    const rungs = [];
+    for (const d of sw.decisions || []) {
+      let r = rungs[rungs.length - 1];
+      if (!r || r.rung !== d.rung) rungs.push(r = { rung: d.rung, step: d.step, kept: 0, stopped: 0, cut: d.cut });
+      if (d.stop) r.stopped++; else r.kept++;
+      r.cut = d.cut;
+    }
+    const rungTable = rungs.length
+      ? h('div', { class: 'table-wrap' }, h('table', { class: 'data', id: 'sweep-rungs' },
+        h('thead', null, h('tr', null, h('th', null, 'rung'), h('th', { class: 'num' }, 'step'), h('th', { class: 'num' }, 'continued'),
+          h('th', { class: 'num' }, 'stopped'), h('th', { class: 'num' }, 'last cut'))),
+        h('tbody', null, rungs.map((r) => h('tr', { dataset: { rung: String(r.rung) } },
+          h('td', null, String(r.rung)), h('td', { class: 'num' }, String(r.step)), h('td', { class: 'num' }, String(r.kept)),
+          h('td', { class: 'num' }, String(r.stopped)), h('td', { class: 'num' }, fmtNum(r.cut)))))))
+      : null;
     replace(search,
       h('div', { class: 'card-head' }, h('h2', null, 'Search'),
         h('span', { class: 'muted' }, sw.method === 'tpe' ? 'TPE: ' + sw.members + ' of ' + sw.budget + ' members proposed' : (sw.method || ''))),
-      best, h('h3', null, 'Importance'), bars, h('h3', null, 'Stopped early'), stopped,
+      best, h('h3', null, 'Importance'), bars, rungTable ? [h('h3', null, 'Rungs'), rungTable] : null, h('h3', null, 'Stopped early'), stopped,
       unreported.length ? h('p', { class: 'muted', id: 'sweep-unreported' }, 'Never reported the early-stopping metric (not stopped for it): ', runLinks(unreported)) : null);
   }
 
