@@ -16,7 +16,11 @@ export function niceTicks(min, max, count) {
   const lo = Math.floor(min / step) * step;
   const hi = Math.ceil(max / step) * step;
   const ticks = [];
-  for (let v = lo, i = 0; v <= hi + step * 1e-6 && i < 100; v += step, i++) ticks.push(Number(v.toPrecision(12)));
+  // lo + i·step, not a running sum, and a value within a rounding error of
+  // zero is zero: a sum of steps wrote 0 as -5.55e-17.
+  for (let i = 0, v = lo; v <= hi + step * 1e-6 && i < 100; i++, v = lo + i * step) {
+    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : Number(v.toPrecision(12)));
+  }
   return { lo, hi, ticks, step };
 }
 
