@@ -330,14 +330,22 @@ func TestHealthAndResponsive(t *testing.T) {
 	t.Parallel()
 	s := startUp(t, 1)
 	a := s.api().signup("gina")
-	id := a.submit(map[string]any{"name": "quick", "algorithm": "PPO", "episodes": 50, "project": "mobile"})
+	id := a.submit(map[string]any{"name": "quick", "algorithm": "PPO", "episodes": 50, "project": "mobile",
+		"params": map[string]any{"lr": 0.00021056337053284956}})
 	a.waitStatus(id, "SUCCEEDED", 90*time.Second)
 
 	b := newBrowser(t)
 	b.signIn(s.url, "gina")
-	b.wait("the health strip", 10*time.Second, `document.querySelector('#health-strip [data-stat="queue"]') !== null`)
+	b.wait("the runs table", 10*time.Second, `document.querySelector('#runs-table tr[data-id]') !== null`)
+	if n := eval[int](b, `[...document.querySelectorAll('main .stat-strip, main a[href="/submit"]')].filter((e) => e.offsetParent !== null).length`); n != 0 {
+		t.Errorf("the Runs page has %d ops cards or New run buttons of its own; want them on Health and in the top bar only", n)
+	}
+	// Param columns, chosen by the reader and kept in this browser.
+	b.click("details.filters-more summary")
+	b.typeInto("#runs-columns", "lr")
+	b.wait("the lr column, to 4 significant digits", 10*time.Second, fmt.Sprintf(`(() => { const c = document.querySelector('#runs-table tr[data-id=%q] td[data-param="lr"]'); return !!c && c.textContent === '0.0002106' && c.title === '0.00021056337053284956'; })()`, id))
 	b.click(`.mainnav a[href="/health"]`)
-	b.wait("the health page", 10*time.Second, `document.querySelector('#health-status .badge') && document.querySelector('#health-status .badge').dataset.status === 'UP'`)
+	b.wait("the health page", 10*time.Second, `document.querySelector('#health-status .badge') && document.querySelector('#health-status .badge').dataset.status === 'UP' && document.querySelector('main [data-stat="gpus"]') !== null`)
 	b.screenshot("14-health")
 
 	// Keyboard: g r goes to the runs, j focuses the first run's link.
@@ -353,6 +361,14 @@ func TestHealthAndResponsive(t *testing.T) {
 	b.wait("the runs table", 10*time.Second, fmt.Sprintf(`document.querySelector('#runs-table tr[data-id=%q]') !== null`, id))
 	if over := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
 		t.Error("the runs page scrolls sideways on a phone")
+	}
+	// Every page of the nav is in sight on a phone, and the runs table's
+	// columns fit the screen (the final reward too).
+	if hidden := eval[[]string](b, `[...document.querySelectorAll('.mainnav a:not([hidden])')].filter((a) => { const r = a.getBoundingClientRect(); return r.right > window.innerWidth || r.width === 0; }).map((a) => a.textContent)`); len(hidden) > 0 {
+		t.Errorf("nav items out of sight on a phone: %v", hidden)
+	}
+	if over := eval[bool](b, `(() => { const w = document.querySelector('#runs-table').closest('.table-wrap'); return w.scrollWidth > w.clientWidth + 1; })()`); over {
+		t.Error("the runs table scrolls sideways on a phone")
 	}
 	b.screenshot("15-runs-phone")
 	b.open(s.url + "/runs/" + id)

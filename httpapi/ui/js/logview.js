@@ -25,7 +25,20 @@ class Chunk {
     const end = j + 1 < this.count ? this.starts[j + 1] - 1 : this.text.length;
     return this.text.slice(this.starts[j], end);
   }
+  // shown are the indexes of the lines that are not metric lines, made
+  // once (a chunk never changes: an append makes a new one).
+  shown() {
+    if (!this._shown) {
+      const out = [];
+      for (let j = 0; j < this.count; j++) if (!isMetric(this.line(j))) out.push(j);
+      this._shown = Uint32Array.from(out);
+    }
+    return this._shown;
+  }
 }
+
+const METRIC = 'RLSCHED_METRIC ';
+const isMetric = (t) => t.includes(METRIC);
 
 export class LogView {
   constructor() {
@@ -38,6 +51,7 @@ export class LogView {
     this.follow = true;
     this.lastSetTop = -1;  // scrollTop this code set last (its scroll event is not the reader's)
     this.highlight = -1;
+    this.hideMetrics = false; // RLSCHED_METRIC lines left out of the view (not of the log)
     this.frame = 0;
     this.onFollowChange = null;
 
@@ -121,12 +135,58 @@ export class LogView {
     return -1;
   }
 
+  // setHideMetrics leaves the RLSCHED_METRIC lines out of the view, or
+  // shows them again; find and the line numbers stay the log's.
+  setHideMetrics(on) {
+    if (this.hideMetrics === on) return;
+    this.hideMetrics = on;
+    this.schedule();
+  }
+
+  // absOf is the absolute line number of row k of the view.
+  absOf(k) {
+    if (!this.hideMetrics) return this.dropped + k;
+    for (let c = 0; c < this.chunks.length; c++) {
+      const sh = this.chunks[c].shown();
+      if (k < sh.length) return this.firstLine[c] + sh[k];
+      k -= sh.length;
+    }
+    return this.dropped + this.total; // the partial line
+  }
+
+  // rowOf is the row of the view that shows absolute line n, or the next
+  // one shown when n is hidden.
+  rowOf(n) {
+    const k = Math.max(0, n - this.dropped);
+    if (!this.hideMetrics) return k;
+    let row = 0;
+    for (let c = 0; c < this.chunks.length; c++) {
+      const sh = this.chunks[c].shown();
+      const j = n - this.firstLine[c];
+      if (j < this.chunks[c].count) {
+        let lo = 0, hi = sh.length;
+        while (lo < hi) { const mid = (lo + hi) >> 1; if (sh[mid] < j) lo = mid + 1; else hi = mid; }
+        return row + lo;
+      }
+      row += sh.length;
+    }
+    return row;
+  }
+
   schedule() {
     if (this.frame) return;
     this.frame = requestAnimationFrame(() => { this.frame = 0; this.render(); });
   }
 
-  kept() { return this.total + (this.partial ? 1 : 0); }
+  // kept is the number of rows of the view: the lines kept, less the
+  // metric lines while they are hidden.
+  kept() {
+    const partial = this.partial && !(this.hideMetrics && isMetric(this.partial)) ? 1 : 0;
+    if (!this.hideMetrics) return this.total + partial;
+    let n = 0;
+    for (const c of this.chunks) n += c.shown().length;
+    return n + partial;
+  }
 
   geometry() {
     const kept = this.kept();
@@ -159,12 +219,12 @@ export class LogView {
     const digits = String(this.dropped + kept).length;
     const gutter = Math.max(5, digits) * 8 + 14;
     for (let k = start; k < end; k++) {
-      const n = this.dropped + k;
+      const n = this.absOf(k);
       let t = this.line(n) ?? '';
-      const isPartial = k === this.total && this.partial !== '';
+      const isPartial = n === this.dropped + this.total && this.partial !== '';
       let cls = 'ln';
       if (t.startsWith('=== rlsched attempt') || t.startsWith('TRACE_ID:')) cls += ' mark';
-      else if (t.includes('RLSCHED_METRIC ')) cls += ' dim';
+      else if (isMetric(t)) cls += ' dim';
       else if (/\b(error|exception|traceback|fatal)\b/i.test(t)) cls += ' err';
       if (isPartial) cls += ' partial';
       if (n === this.highlight) cls += ' hl';
@@ -203,7 +263,7 @@ export class LogView {
   // scrollToLine shows absolute line n (0-based) and highlights it.
   scrollToLine(n) {
     const { kept, height, scaled } = this.geometry();
-    const k = Math.max(0, n - this.dropped);
+    const k = this.rowOf(n);
     this.highlight = n;
     this.setFollow(false);
     const view = this.el.clientHeight || 400;

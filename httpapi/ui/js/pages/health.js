@@ -1,5 +1,5 @@
 // Health: the master's /api/monitor/health (queue, workers by state, log
-// pipe, store) as a page, and as a compact strip for the Runs page.
+// pipe, store) as a page: the operators' view, kept off the Runs page.
 
 import { api } from '../api.js';
 import { live } from '../live.js';
@@ -11,7 +11,9 @@ function gpuCounts(workers) {
   let total = 0, free = 0;
   for (const w of workers || []) {
     if (w.state === 'DOWN') continue;
-    for (const g of w.gpus || []) { total++; if (!g.taskId) free++; }
+    // A GPU a foreign process holds, or that fractional runs share, is
+    // not free for a run that asks for a whole one.
+    for (const g of w.gpus || []) { total++; if (!g.taskId && !(g.foreign || []).length && !(g.shares || []).length) free++; }
   }
   return { total, free };
 }
@@ -38,44 +40,6 @@ function valueText(k, v) {
 
 function stat(label, value, detail, attrs) {
   return h('div', { class: 'stat', ...attrs }, h('div', { class: 'label' }, label), h('div', { class: 'value' }, value), detail ? h('div', { class: 'detail' }, detail) : null);
-}
-
-function logpipeValue(lp) {
-  if (!lp || !Object.keys(lp).length) return '—';
-  return lp.status || 'ok';
-}
-
-function logpipeDetail(lp) {
-  if (!lp || !Object.keys(lp).length) return 'no statistics';
-  const parts = [];
-  if (lp.queue_capacity) parts.push('queue ' + fmtNum(lp.queue_depth || 0) + ' / ' + fmtNum(lp.queue_capacity));
-  if (lp.lines != null) parts.push(fmtNum(lp.lines) + ' lines');
-  if (lp.errors) parts.push(fmtNum(lp.errors) + ' errors');
-  return parts.join(' · ');
-}
-
-// healthStrip is the compact panel on the Runs page.
-export function healthStrip() {
-  const el = h('section', { class: 'stat-strip', 'aria-label': 'Cluster health', id: 'health-strip' });
-  const ac = new AbortController();
-  async function refresh() {
-    try {
-      const [hl, ws] = await Promise.all([api.health(ac.signal), api.workers(ac.signal).catch(() => null)]);
-      const w = hl.workers || {};
-      const g = gpuCounts(ws && ws.items);
-      replace(el,
-        stat('Queue', String(hl.queue ? hl.queue.queued : '—'), hl.queue && hl.queue.queued ? h('a', { href: '/runs?status=QUEUED' }, 'show queued runs') : 'nothing waiting', { dataset: { stat: 'queue' } }),
-        stat('Workers', String((w.IDLE || 0) + (w.RUNNING || 0) + (w.DRAINING || 0)) + ' up', STATES.filter((s) => w[s]).map((s) => w[s] + ' ' + s.toLowerCase()).join(' · ') || 'none connected', { dataset: { stat: 'workers' } }),
-        stat('GPUs free', g.total ? g.free + ' / ' + g.total : '—', !g.total ? 'CPU-only workers' : g.free ? 'on live workers' : 'all busy', { dataset: { stat: 'gpus' } }),
-        stat('Log pipe', logpipeValue(hl.logpipe), logpipeDetail(hl.logpipe), { dataset: { stat: 'logpipe' } }),
-        h('div', { class: 'stat' }, h('div', { class: 'label' }, 'Master'), h('div', { class: 'value sm' }, badge(hl.status || 'DOWN')), h('div', { class: 'detail' }, h('a', { href: '/health' }, (hl.master || '') + ' · details'))));
-    } catch (e) {
-      if (e.name !== 'AbortError') replace(el, h('div', { class: 'notice error' }, 'Health unavailable: ' + e.message));
-    }
-  }
-  refresh();
-  const t = setInterval(() => { if (document.visibilityState !== 'hidden') refresh(); }, 5000);
-  return { el, destroy: () => { clearInterval(t); ac.abort(); } };
 }
 
 function pipeBadge(status) {
@@ -119,7 +83,7 @@ export function mount(root) {
       h('div', { class: 'stat-strip' },
         stat('Status', badge(hl.status || 'DOWN', 'lg'), hl.error || 'store reachable', { id: 'health-status' }),
         stat('Queue', String(hl.queue ? hl.queue.queued : '—'), 'runs waiting', { dataset: { stat: 'queue' } }),
-        stat('GPUs free', g.total ? g.free + ' / ' + g.total : '—', g.total ? 'on live workers' : 'no GPUs reported'),
+        stat('GPUs free', g.total ? g.free + ' / ' + g.total : '—', g.total ? 'whole GPUs no run or foreign process holds' : 'no GPUs reported', { dataset: { stat: 'gpus' } }),
         stat('Live updates', live.state === 'open' ? 'WebSocket' : 'Polling', live.state === 'open' ? 'this browser is subscribed' : 'REST every 2 s')),
       h('div', { class: 'grid grid-2' },
         h('section', { class: 'card' }, h('h2', null, 'Workers by state'), bars,

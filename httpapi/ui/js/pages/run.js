@@ -87,13 +87,24 @@ export function mount(root, ctx) {
     findFrom = n + 1;
   });
   findIn.addEventListener('input', () => { findFrom = 0; });
+  // Metric lines are most of a training log: a reader may leave them out.
+  const HIDE_KEY = 'rlsched.log.hideMetrics';
+  const hideCb = h('input', { type: 'checkbox', id: 'log-hide-metrics' });
+  try { hideCb.checked = localStorage.getItem(HIDE_KEY) === '1'; } catch { /* private mode */ }
+  view.setHideMetrics(hideCb.checked);
+  hideCb.addEventListener('change', () => {
+    view.setHideMetrics(hideCb.checked);
+    try { localStorage.setItem(HIDE_KEY, hideCb.checked ? '1' : '0'); } catch { /* private mode */ }
+  });
+  const hideToggle = h('label', { class: 'toggle', for: 'log-hide-metrics', title: 'Leave the RLSCHED_METRIC lines out of the view (the download keeps them)' },
+    hideCb, h('span', null, 'Hide metric lines'));
   const logEmpty = h('div', { class: 'log-empty' }, 'No output yet');
   // An interactive run's terminal, for its owner while it runs (terminalview.js).
   let term = null;
   const termBox = h('div');
   cleanups.push(() => term && term.destroy());
   const logCard = h('section', { class: 'logbox', id: 'log', 'aria-label': 'Log' },
-    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), logInfo, h('span', { class: 'spacer' }), findIn, dl),
+    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), logInfo, h('span', { class: 'spacer' }), hideToggle, findIn, dl),
     view.el, logEmpty, followBtn);
   cleanups.push(() => view.destroy());
 

@@ -1,15 +1,30 @@
 // Runs: a live table (WebSocket /topic/tasks, else polling), filters by
 // status, user, project, name, tag, sweep, params and creation date kept in
 // the URL (and in the CSV export), queue position and reason for QUEUED
-// runs, and a selection for Compare. A health strip sits on top.
+// runs, chosen param columns, and a selection for Compare. The operators'
+// health cards are on the Health page, not here.
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, paramsOf, STATUSES, TERMINAL } from '../util.js';
-import { healthStrip } from './health.js';
+import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, paramsOf, paramText, STATUSES, TERMINAL } from '../util.js';
 
 const PAGE = 50;
 const SEL_KEY = 'rlsched.compare';
+const COLS_KEY = 'rlsched.runs.columns';
+const MAX_COLS = 8;
+
+// loadColumns are the param keys the reader chose to see as columns.
+function loadColumns() {
+  try { return parseColumns(localStorage.getItem(COLS_KEY) || ''); } catch { return []; }
+}
+function parseColumns(text) {
+  return [...new Set(text.split(/[\s,]+/).filter((k) => /^[A-Za-z0-9_.\-]{1,64}$/.test(k)))].slice(0, MAX_COLS);
+}
+
+// sweepTag is a sweep's tag, shortened: the full id is in its title.
+function sweepTag(id) {
+  return 'sweep ' + (id.length > 8 ? '…' + id.slice(-6) : id);
+}
 
 export function loadSelection() {
   try { return new Set(JSON.parse(sessionStorage.getItem(SEL_KEY) || '[]')); } catch { return new Set(); }
@@ -80,6 +95,18 @@ export function mount(root, ctx) {
   for (const el of [afterIn, beforeIn]) el.addEventListener('change', onText);
   const csvLink = h('a', { class: 'btn btn-sm', id: 'runs-csv', download: 'runs.csv', title: 'The runs of these filters as CSV, a column per param' }, 'Export CSV');
   const moreSet = () => !!(f.tag || f.note || f.baseline || f.sweep || f.params.length || f.after || f.before || f.rerunOf);
+  // Param columns: keys the reader picks (seen ones offered), kept in this
+  // browser.
+  let columns = loadColumns();
+  const paramKeys = new Set();
+  const keysDL = h('datalist', { id: 'param-keys-dl' });
+  const colsIn = h('input', { type: 'search', id: 'runs-columns', placeholder: 'lr gamma seed', value: columns.join(' '), list: 'param-keys-dl', autocomplete: 'off' });
+  colsIn.addEventListener('input', debounce(() => {
+    columns = parseColumns(colsIn.value);
+    try { localStorage.setItem(COLS_KEY, columns.join(' ')); } catch { /* private mode */ }
+    renderHead();
+    renderRows();
+  }, 300));
   const more2 = h('details', { class: 'more filters-more', open: moreSet() },
     h('summary', null, 'More filters'),
     h('div', { class: 'filters' },
@@ -89,7 +116,8 @@ export function mount(root, ctx) {
       h('div', { class: 'field' }, h('label', { for: 'filter-sweep' }, 'Sweep'), sweepIn),
       h('div', { class: 'field' }, h('label', { for: 'filter-param', title: 'Params equal as JSON values: lr=0.001 matches 1e-3' }, 'Params'), paramIn, paramErr),
       h('div', { class: 'field' }, h('label', { for: 'filter-after' }, 'Created from'), afterIn),
-      h('div', { class: 'field' }, h('label', { for: 'filter-before' }, 'to'), beforeIn)));
+      h('div', { class: 'field' }, h('label', { for: 'filter-before' }, 'to'), beforeIn),
+      h('div', { class: 'field' }, h('label', { for: 'runs-columns', title: 'Param keys to show as columns, up to ' + MAX_COLS }, 'Param columns'), colsIn, keysDL)));
 
   const filters = h('div', { class: 'filters' },
     chips,
@@ -109,13 +137,18 @@ export function mount(root, ctx) {
     saveSelection(selection);
     renderRows();
   });
-  const table = h('table', { class: 'data', id: 'runs-table' },
-    h('thead', null, h('tr', null,
+  const thead = h('thead');
+  function renderHead() {
+    replace(thead, h('tr', null,
       h('th', { class: 'sel' }, selAll),
-      h('th', null, 'Status'), h('th', null, 'Name'), h('th', { class: 'hide-sm' }, 'User'), h('th', { class: 'hide-sm' }, 'Project'),
+      h('th', { class: 'hide-sm' }, 'Status'), h('th', null, 'Name'),
+      columns.map((k) => h('th', { class: 'hide-sm param-col', dataset: { param: k } }, k)),
+      h('th', { class: 'hide-sm' }, 'User'), h('th', { class: 'hide-sm' }, 'Project'),
       h('th', { class: 'hide-sm' }, 'GPUs · worker'), h('th', { class: 'num hide-sm' }, 'Attempt'), h('th', { class: 'hide-sm' }, 'Age'),
-      h('th', { class: 'num' }, 'Duration'), h('th', { class: 'num' }, 'Final reward'))),
-    tbody);
+      h('th', { class: 'num hide-sm' }, 'Duration'), h('th', { class: 'num' }, 'Final reward')));
+  }
+  renderHead();
+  const table = h('table', { class: 'data', id: 'runs-table' }, thead, tbody);
   const empty = h('div', { class: 'empty', hidden: true });
   const more = h('button', { type: 'button', class: 'btn btn-sm', hidden: true }, 'Load more');
   more.addEventListener('click', () => load(true));
@@ -130,11 +163,8 @@ export function mount(root, ctx) {
   clearSel.addEventListener('click', () => { selection.clear(); saveSelection(selection); renderRows(); });
   const selBar = h('div', { class: 'selection-bar', hidden: true, role: 'region', 'aria-label': 'Selected runs' }, selCount, h('span', { style: { flex: '1' } }), clearSel, compareBtn);
 
-  const health = healthStrip();
   replace(root,
-    h('div', { class: 'page-head' }, h('h1', null, 'Runs'), h('span', { class: 'spacer' }),
-      h('a', { class: 'btn btn-primary', href: '/submit' }, 'New run')),
-    health.el,
+    h('div', { class: 'page-head' }, h('h1', null, 'Runs')),
     filters,
     more2,
     errBox,
@@ -174,7 +204,7 @@ export function mount(root, ctx) {
       saveSelection(selection);
       renderRows();
     });
-    const statusCell = h('td', null, badge(t.status));
+    const statusCell = h('td', { class: 'hide-sm' }, badge(t.status));
     if (t.status === 'QUEUED' && (t.queuePosition || t.pendingReason)) {
       statusCell.appendChild(h('div', { class: 'queue-info' },
         t.queuePosition ? h('strong', null, '#' + t.queuePosition + ' in queue') : null,
@@ -184,8 +214,9 @@ export function mount(root, ctx) {
       statusCell.appendChild(h('div', { class: 'queue-info', title: t.error }, t.error.length > 80 ? t.error.slice(0, 80) + '…' : t.error));
     }
     const tags = (t.tags || []).map((x) => (t.sweepId && x === 'sweep:' + t.sweepId
-      ? h('a', { class: 'tag', href: '/sweeps/' + t.sweepId, title: 'Its sweep' }, x)
+      ? h('a', { class: 'tag', href: '/sweeps/' + t.sweepId, title: 'Its sweep, ' + t.sweepId }, sweepTag(t.sweepId))
       : h('span', { class: 'tag' }, x)));
+    const ps = paramsOf(t);
     if (t.baseline) tags.unshift(h('span', { class: 'tag baseline', title: 'Marked as a baseline' }, 'baseline'));
     if (t.kind === 'interactive') {
       tags.unshift(h('span', { class: 'tag interactive', title: 'An interactive session: its owner attaches with rlsched attach ' + t.id }, 'interactive'));
@@ -194,22 +225,27 @@ export function mount(root, ctx) {
     const tr = h('tr', { class: [checked && 'selected', flash && 'flash'], dataset: { id: t.id, status: t.status } },
       h('td', { class: 'sel' }, cb),
       statusCell,
-      h('td', { class: 'name' }, h('a', { href: '/runs/' + t.id, dataset: { fk: 'name' } }, t.name || t.id),
+      // On a phone the status rides in the name's cell, so the final
+      // reward fits beside it.
+      h('td', { class: 'name' }, h('span', { class: 'show-sm status-sm' }, badge(t.status)), h('a', { href: '/runs/' + t.id, dataset: { fk: 'name' } }, t.name || t.id),
         t.note ? h('div', { class: 'sub run-note-line', title: t.note }, t.note.length > 120 ? t.note.slice(0, 120) + '…' : t.note) : null,
         h('div', { class: 'sub' }, h('span', { class: 'mono' }, t.id), h('span', { class: 'show-sm' }, ' · ' + t.user), tags.length ? ' ' : null, tags)),
+      // A number with 4 significant digits; the record keeps it whole.
+      columns.map((k) => h('td', { class: 'hide-sm mono param-col', dataset: { param: k }, title: k in ps ? paramText(ps[k]) : '' },
+        !(k in ps) ? h('span', { class: 'faint' }, '—') : typeof ps[k] === 'number' ? String(Number(ps[k].toPrecision(4))) : paramText(ps[k]))),
       h('td', { class: 'hide-sm' }, t.user),
       h('td', { class: 'hide-sm' }, t.project || h('span', { class: 'faint' }, '—')),
       h('td', { class: 'hide-sm nowrap' }, placement(t)),
       h('td', { class: 'num hide-sm' }, t.attempt > 1 ? t.attempt + ' / ' + (t.maxRetries + 1) : String(t.attempt || 1)),
       h('td', { class: 'hide-sm nowrap', dataset: { age: t.createdAt || '' }, title: t.createdAt || '' }, fmtAge(parseTime(t.createdAt))),
-      h('td', { class: 'num nowrap', dataset: { dur: '1' } }, t.startedAt ? fmtDuration(runDuration(t)) : h('span', { class: 'faint' }, '—')),
+      h('td', { class: 'num nowrap hide-sm', dataset: { dur: '1' } }, t.startedAt ? fmtDuration(runDuration(t)) : h('span', { class: 'faint' }, '—')),
       h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')));
     tr._task = t;
     return tr;
   }
 
   function renderRows() {
-    keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id), row);
+    keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' '), row);
     empty.hidden = items.length > 0 || loading;
     if (!items.length) {
       replace(empty, f.status || f.user || f.project || f.name || moreSet()
@@ -231,11 +267,13 @@ export function mount(root, ctx) {
   function remember(t) {
     if (t.user) users.add(t.user);
     if (t.project) projects.add(t.project);
+    for (const k of Object.keys(paramsOf(t))) paramKeys.add(k);
   }
 
   function syncLists() {
     replace(userDL, [...users].sort().map((u) => h('option', { value: u })));
     replace(projDL, [...projects].sort().map((p) => h('option', { value: p })));
+    replace(keysDL, [...paramKeys].sort().map((k) => h('option', { value: k })));
     mine.setAttribute('aria-pressed', String(f.user === ctx.user.username));
   }
 
@@ -369,7 +407,6 @@ export function mount(root, ctx) {
     clearInterval(tick);
     refreshQueue.cancel();
     onText.cancel();
-    health.destroy();
     document.removeEventListener('keydown', onKey);
   };
 }
