@@ -103,6 +103,7 @@ func runReplay(e *env) (*report, error) {
 		describeCluster(replayCluster), compress, replayDense, compress, len(pods.Skipped))
 	rep.note("GPU allocation: the GPUs the running pods asked for in the trace (a share counted as its gpu_milli/1000, also when rounded up) over the cluster's GPUs, integrated over the window of submissions (%s real, %.1f trace hours); GPUs held: what the runs held (a rounded-up share holds a whole GPU). Waits run from the submission to the start the worker reported (`createdAt` to `startedAt`), × %.0f; a run that never started counts with its wait until the end of the replay (a lower bound), a run no worker can hold (no_worker: its GPU type, cores or memory no worker has) is counted apart and in no wait. The replay ends when every run has started or waits with no_worker, or one more window after the last submission.",
 		ms(window), span.Hours()/replayDense, compress)
+	rep.note("Submissions were at most %s (fractions kept) and %s (rounded up) behind their times.", ms(f.late), ms(u.late))
 	rep.note("Over-commits: from the store, every run's GPUs, share and memory share between its startedAt and finishedAt on each worker's GPU (a whole run alone, shares ≤ 1.00, their memory ≤ the GPU's); from the simulated workers, each ExecuteTask checked against the runs the worker holds and has not reported ended.")
 	if len(f.neverFit) > 0 {
 		rep.note("Never fit, with the master's reason (fractions kept): %s", strings.Join(f.neverFit[:min(4, len(f.neverFit))], "; "))
@@ -118,6 +119,7 @@ type replayResult struct {
 	neverFit             []string
 	overStore, overFleet int64
 	overWhy              string
+	late                 time.Duration // the latest submission, behind its time
 }
 
 // replayTask is what the replay reads back of each run.
@@ -179,9 +181,11 @@ func replayOnce(e *env, pods []sim.Pod, rounded bool, compress float64, window t
 	// a submission late by a few milliseconds costs nothing.
 	t0 := time.Now()
 	first := pods[0].Created
+	var late time.Duration
 	for _, p := range pods {
 		at := t0.Add(time.Duration(float64(p.Created.Sub(first)) / (compress * replayDense)))
 		time.Sleep(time.Until(at))
+		late = max(late, time.Since(at))
 		if err := replaySubmit(m, tok, p, rounded, compress); err != nil {
 			return nil, fmt.Errorf("pod %s: %w", p.Name, err)
 		}
@@ -209,7 +213,7 @@ func replayOnce(e *env, pods []sim.Pod, rounded bool, compress float64, window t
 		return nil, err
 	}
 	r := summariseReplay(pods, tasks, t0, end, stop, compress)
-	r.overFleet = st.Overcommits
+	r.overFleet, r.late = st.Overcommits, late
 	if st.LastOvercommit != "" {
 		r.overWhy = strings.TrimPrefix(r.overWhy+"; workers: "+st.LastOvercommit, "; ")
 	}
