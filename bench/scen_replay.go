@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -106,7 +108,7 @@ func runReplay(e *env) (*report, error) {
 	rep.note("Submissions were at most %s (fractions kept) and %s (rounded up) behind their times.", ms(f.late), ms(u.late))
 	rep.note("Over-commits: from the store, every run's GPUs, share and memory share between its startedAt and finishedAt on each worker's GPU (a whole run alone, shares ≤ 1.00, their memory ≤ the GPU's); from the simulated workers, each ExecuteTask checked against the runs the worker holds and has not reported ended.")
 	if len(f.neverFit) > 0 {
-		rep.note("Never fit, with the master's reason (fractions kept): %s", strings.Join(f.neverFit[:min(4, len(f.neverFit))], "; "))
+		rep.note("Never fit, with the master's reason (fractions kept): %s", countReasons(f.neverFit))
 	}
 	rep.result = result{metric: "replay_gpu_allocation_pct", value: 100 * f.alloc, unit: "%", ref: "rounded_up", refValue: 100 * u.alloc}
 	return rep, nil
@@ -116,7 +118,7 @@ type replayResult struct {
 	alloc, held          float64
 	started, waiting     int
 	meanWait, p95Wait    float64 // trace seconds
-	neverFit             []string
+	neverFit             []string // the master's reasons
 	overStore, overFleet int64
 	overWhy              string
 	late                 time.Duration // the latest submission, behind its time
@@ -315,7 +317,7 @@ func summariseReplay(pods []sim.Pod, tasks []replayTask, t0, end, stop time.Time
 	for _, t := range tasks {
 		if t.StartedAt == nil {
 			if t.Status == "QUEUED" && t.PendingCode == "no_worker" {
-				r.neverFit = append(r.neverFit, t.Name+": "+t.PendingReason)
+				r.neverFit = append(r.neverFit, t.PendingReason)
 				continue
 			}
 			r.waiting++
@@ -405,6 +407,21 @@ func kindOf(worker string) string {
 		return worker[:i]
 	}
 	return worker
+}
+
+// countReasons writes reasons as "2 × why; 1 × other", most frequent first.
+func countReasons(reasons []string) string {
+	n := map[string]int{}
+	for _, r := range reasons {
+		n[r]++
+	}
+	keys := slices.Collect(maps.Keys(n))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(n[b]-n[a], strings.Compare(a, b)) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d × %s", n[k], k)
+	}
+	return strings.Join(parts, "; ")
 }
 
 func countShares(ps []sim.Pod) int {
