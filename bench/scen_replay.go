@@ -117,7 +117,7 @@ func runReplay(e *env) (*report, error) {
 type replayResult struct {
 	alloc, held          float64
 	started, waiting     int
-	meanWait, p95Wait    float64 // trace seconds
+	meanWait, p95Wait    float64  // trace seconds
 	neverFit             []string // the master's reasons
 	overStore, overFleet int64
 	overWhy              string
