@@ -64,7 +64,7 @@ func runReplay(e *env) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	compress := pick(e, 1200.0, 300.0)
+	compress := pick(e, 3000.0, 300.0)
 	gpus := 0
 	for _, k := range replayCluster {
 		gpus += k.count * k.gpus
