@@ -48,10 +48,11 @@ var replayCluster = []replayKind{
 	{prefix: "cpu", count: 2, cores: 64, memoryMB: 262144, slots: 16, labels: map[string]string{"pool": "cpu"}},
 }
 
-// The replay's clock: durations run replayCompress (full) times faster
-// than in the trace, arrivals replayDense times faster still, so that 20
-// GPUs see the load of a cluster that would need about 6 × more (the
-// trace's pods are a sample of a cluster of 6,200 GPUs).
+// The replay's clock: durations run 300 times faster than in the trace
+// (3,000 with -quick), arrivals replayDense times faster still, so that
+// 20 GPUs see the load of a cluster about 6 × larger (the trace's pods
+// are a sample of a cluster of 6,200 GPUs; at the trace's own pace 20
+// GPUs are seldom full, and any placement looks alike).
 const replayDense = 6
 
 // runReplay replays the trace slice through a real master and simulated
