@@ -409,9 +409,15 @@ func (w *worker) finish(c gnet.Conn, r *run, outcome pb.Outcome) {
 }
 
 // labels are the worker's Hello labels: Config.Labels and the automatic
-// ones of the real worker (core.LabelGPUType and the others).
+// ones of the real worker (core.LabelGPUType and the others). A fleet
+// that sets none of GPUName, CPUMillis and Labels sends none, as the
+// fleets of the scenarios before labels did, so their figures stay
+// comparable.
 func (w *worker) labels() map[string]string {
 	c := w.f.cfg
+	if c.GPUName == "" && c.CPUMillis == 0 && len(c.Labels) == 0 {
+		return nil
+	}
 	out := map[string]string{core.LabelGPUCount: strconv.Itoa(c.GPUs), core.LabelHost: "sim-" + strconv.Itoa(w.idx)}
 	if c.GPUName != "" && c.GPUs > 0 {
 		out[core.LabelGPUType] = c.GPUName

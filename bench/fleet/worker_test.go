@@ -33,3 +33,15 @@ func TestOvercommitSeesSharesWholeRunsAndMemory(t *testing.T) {
 		}
 	}
 }
+
+func TestLabelsOnlyWhenAsked(t *testing.T) {
+	plain := &worker{f: &Fleet{cfg: Config{GPUs: 8}}, idx: 3}
+	if l := plain.labels(); l != nil {
+		t.Errorf("a plain fleet's labels: %v", l)
+	}
+	w := &worker{f: &Fleet{cfg: Config{GPUs: 2, GPUName: "T4", CPUMillis: 104000, Labels: map[string]string{"pool": "t4"}}}, idx: 3}
+	l := w.labels()
+	if l["gpu.type"] != "T4" || l["gpu.count"] != "2" || l["cpu.count"] != "104" || l["host"] != "sim-3" || l["pool"] != "t4" || len(l) != 5 {
+		t.Errorf("labels: %v", l)
+	}
+}
