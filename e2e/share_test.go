@@ -107,15 +107,15 @@ func TestGPUTypesAndPools(t *testing.T) {
 		return p
 	}
 	sleep := []string{"sleep", "600"}
-	first, _ := b.submit(user, map[string]any{"command": sleep, "gpus": 1, "gpuType": "a100"})
+	first, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 1, "gpuType": "a100"})
 	user.waitStatus(first, "RUNNING", 30*time.Second)
 	if w := get(first).Worker; w != "types-a100" {
 		t.Fatalf("the A100 run is on %s", w)
 	}
-	second, _ := b.submit(user, map[string]any{"command": sleep, "gpus": 0.5, "gpuType": []string{"A100"}})
+	second, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 0.5, "gpuType": []string{"A100"}})
 	var cpus []string
 	for range 3 {
-		id, _ := b.submit(user, map[string]any{"command": sleep, "gpus": 0, "constraints": map[string]string{"pool": "cpu"}})
+		id, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 0, "constraints": map[string]string{"pool": "cpu"}})
 		cpus = append(cpus, id)
 	}
 	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
@@ -135,7 +135,7 @@ func TestGPUTypesAndPools(t *testing.T) {
 			fmt.Sprintf("second %+v, CPU runs %+v", s, ps)
 	})
 	// The RTX GPUs were free all along: any run may have them.
-	anyGPU, _ := b.submit(user, map[string]any{"command": sleep, "gpus": 1})
+	anyGPU, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 1})
 	user.waitStatus(anyGPU, "RUNNING", 30*time.Second)
 	if w := get(anyGPU).Worker; w != "types-rtx" {
 		t.Fatalf("a run of any GPU type is on %s, want the RTX worker", w)
