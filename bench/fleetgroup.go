@@ -28,6 +28,14 @@ type fleetOpts struct {
 	// GPUs per worker, and every how many heartbeats one carries a GPU
 	// sample (fleet.Config.GPUSampleEvery).
 	GPUs, GPUSampleEvery int
+	// What the workers say of themselves (fleet.Config's fields of the
+	// same names), and RunForArgv: a run of "sleep S" lasts S.
+	GPUName     string
+	GPUMemoryMB int64
+	CPUMillis   int64
+	MemoryMB    int64
+	Labels      map[string]string
+	RunForArgv  bool
 }
 
 // fleetGroup is a simulated farm spread over helper processes, each with
@@ -48,7 +56,8 @@ func (e *env) startFleet(addr, token string, o fleetOpts) (*fleetGroup, error) {
 		first := i*(o.N/k) + min(i, o.N%k)
 		cfg := fleet.Config{Addr: addr, N: n, First: first, Prefix: o.Prefix, LocalIP: e.localIP(), Token: token,
 			Slots: o.Slots, Raw: o.Raw, RawInterval: o.RawEvery, RunFor: o.RunFor, LogLines: o.LogLines,
-			RecordExec: o.RecordExec, Dialers: o.Dialers, Reconnect: o.Reconnect, GPUs: o.GPUs, GPUSampleEvery: o.GPUSampleEvery}
+			RecordExec: o.RecordExec, Dialers: o.Dialers, Reconnect: o.Reconnect, GPUs: o.GPUs, GPUSampleEvery: o.GPUSampleEvery,
+			GPUName: o.GPUName, GPUMemoryMB: o.GPUMemoryMB, CPUMillis: o.CPUMillis, MemoryMB: o.MemoryMB, Labels: o.Labels, RunForArgv: o.RunForArgv}
 		c, err := e.startChild("fleet", cfg)
 		if err != nil {
 			g.stop()
@@ -135,6 +144,10 @@ func mergeStats(out *groupStats, s *fleet.Stats) {
 	o.LastJoinNs = max(o.LastJoinNs, s.LastJoinNs)
 	if s.LastRefusal != "" {
 		o.LastRefusal = s.LastRefusal
+	}
+	o.Overcommits += s.Overcommits
+	if s.LastOvercommit != "" {
+		o.LastOvercommit = s.LastOvercommit
 	}
 	out.rtt.Merge(s.RTT)
 }

@@ -68,6 +68,8 @@ var scenarios = []scenario{
 		"≥ 50% of raw loopback TCP (S3: ≥ 50% of a plain PutObject); the logs' p99 at most 2× during the upload; master memory bounded", runArtifacts},
 	{"deps", "a chain of N steps and a fan-in of N parents (issue 29), on a real master and `rlsched worker` running /bin/true",
 		"a child starts ≤ 1 s after its last parent ends (p99) over a 1,000-step chain and a 1,000-wide fan-in", runDeps},
+	{"replay", "400 pods of Alibaba's 2023 GPU trace (openb) through a real master and simulated workers in compressed time, with their GPU shares and with every share rounded up to a whole GPU",
+		"GPU allocation ≥ 10 points above rounding up, mean wait lower, no GPU's shares over-committed (issue 28)", runReplay},
 	{"claims", "claim → renew → release cycles through the Redis lease backend (rueidis, Lua by EVALSHA) from many goroutines, beside redis-benchmark running the same scripts",
 		"none set in issue 5: the ratio of rueidis cycles/s to redis-benchmark's EVALSHA rate for the same three scripts is reported", runClaims},
 }

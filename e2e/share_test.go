@@ -74,3 +74,73 @@ func TestGPUShares(t *testing.T) {
 		t.Fatalf("shared GPU in /api/workers: %+v", g)
 	}
 }
+
+// TestGPUTypesAndPools (issue 28, "Done when"): on a real master with an
+// A100 worker and an RTX worker (fake nvidia-smi names) and a CPU worker
+// labelled pool=cpu, a second run asking for an A100 waits for the one
+// A100 (resources) while the RTX GPUs stay free, and never lands on the RTX
+// worker; CPU runs constrained to pool=cpu fill the CPU worker and the
+// next one waits rather than take a slot of a GPU worker.
+func TestGPUTypesAndPools(t *testing.T) {
+	b := newBed(t)
+	a100 := fakesmi.Install(t)
+	a100.SetGPUs(fakesmi.GPUs(1, "NVIDIA A100-SXM4-40GB")...)
+	rtx := fakesmi.Install(t)
+	rtx.SetGPUs(fakesmi.GPUs(2, "NVIDIA GeForce RTX 4090")...)
+	m := b.StartMaster("master", rig.MasterOpts{})
+	b.startGPUWorker("worker-a100", m.RPC, "types-a100", a100)
+	b.startGPUWorker("worker-rtx", m.RPC, "types-rtx", rtx)
+	b.StartWorker("worker-cpu", m.RPC, rig.WorkerOpts{ID: "types-cpu", GPUs: 0, Slots: 2, Env: []string{"WORKER_LABELS=pool=cpu"}})
+	for _, id := range []string{"types-a100", "types-rtx", "types-cpu"} {
+		m.WaitJoined(t, id)
+	}
+	signup(t, m.URL, "admin", "ADMIN")
+	user, _ := signup(t, m.URL, "erin", "USER")
+	type placed struct {
+		Status      string `json:"status"`
+		Worker      string `json:"worker"`
+		PendingCode string `json:"pendingCode"`
+	}
+	get := func(id string) placed {
+		var p placed
+		user.Must("GET", "/api/tasks/"+id, nil, 200, &p)
+		return p
+	}
+	sleep := []string{"sleep", "600"}
+	first, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 1, "gpuType": "a100"})
+	user.waitStatus(first, "RUNNING", 30*time.Second)
+	if w := get(first).Worker; w != "types-a100" {
+		t.Fatalf("the A100 run is on %s", w)
+	}
+	second, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 0.5, "gpuType": []string{"A100"}})
+	var cpus []string
+	for range 3 {
+		id, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 0, "constraints": map[string]string{"pool": "cpu"}})
+		cpus = append(cpus, id)
+	}
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		s := get(second)
+		running, queued := 0, 0
+		var ps []placed
+		for _, id := range cpus {
+			p := get(id)
+			ps = append(ps, p)
+			if p.Status == "RUNNING" && p.Worker == "types-cpu" {
+				running++
+			} else if p.Status == "QUEUED" && p.Worker == "" && p.PendingCode != "" {
+				queued++
+			}
+		}
+		return s.Status == "QUEUED" && s.PendingCode == "resources" && running == 2 && queued == 1,
+			fmt.Sprintf("second %+v, CPU runs %+v", s, ps)
+	})
+	// The RTX GPUs were free all along: any run may have them.
+	anyGPU, _ := b.submit(user, map[string]any{"command": sleep, "cpus": 0.1, "memoryMb": 64, "gpus": 1})
+	user.waitStatus(anyGPU, "RUNNING", 30*time.Second)
+	if w := get(anyGPU).Worker; w != "types-rtx" {
+		t.Fatalf("a run of any GPU type is on %s, want the RTX worker", w)
+	}
+	if s := get(second); s.Status != "QUEUED" || s.Worker != "" {
+		t.Fatalf("the second A100 run: %+v", s)
+	}
+}

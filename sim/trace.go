@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -307,6 +308,95 @@ func sortedKeys(m map[string]bool) []string {
 // carry no user: each qos class stands for one.
 func ReadOpenB(r io.Reader) (*Trace, error) {
 	tr := &Trace{}
+	err := readOpenB(r, false, tr, func(p Pod) {
+		user := "qos-" + p.QoS
+		if p.QoS == "" {
+			user = "pods"
+		}
+		tr.add(Job{ID: p.Name, User: user, Submit: p.Created, Duration: p.Duration(), GPUs: p.NumGPU})
+	})
+	if err != nil {
+		return nil, err
+	}
+	tr.sortJobs()
+	return tr, nil
+}
+
+// Pod is one row of the openb pod list as the trace has it, for a replay
+// that keeps what the simulator rounds away (bench's replay scenario):
+// cores and memory, a share of a GPU, the GPU types it may run on.
+type Pod struct {
+	Name      string
+	CPUMilli  int64 // cpu_milli: thousandths of a core
+	MemoryMiB int64 // memory_mib
+	NumGPU    int   // num_gpu: 0..8
+	// GPUMilli is gpu_milli, the thousandths of each GPU: below 1000 (with
+	// NumGPU 1) the pod shares its GPU.
+	GPUMilli int
+	// GPUSpec is gpu_spec split at "|": the GPU models it may run on
+	// ("V100M16|V100M32"); empty: any.
+	GPUSpec []string
+	QoS     string
+	// Created, Scheduled and Deleted are creation_time, scheduled_time and
+	// deletion_time (seconds of the trace, as times after the Unix epoch).
+	Created, Scheduled, Deleted time.Time
+}
+
+// Duration is how long the pod ran: deletion − scheduling.
+func (p Pod) Duration() time.Duration { return p.Deleted.Sub(p.Scheduled) }
+
+// GPUs is what the pod asked for in GPUs: its share of one (0.46) or its
+// whole GPUs.
+func (p Pod) GPUs() float64 {
+	if p.Shares() {
+		return float64(p.GPUMilli) / 1000
+	}
+	return float64(p.NumGPU)
+}
+
+// Shares reports whether the pod asked for a share of one GPU.
+func (p Pod) Shares() bool { return p.NumGPU == 1 && p.GPUMilli > 0 && p.GPUMilli < 1000 }
+
+// Pods is what ReadOpenBPods made of a pod list: the pods in the order of
+// their creation, and the rows it could not take with their reasons.
+type Pods struct {
+	Pods    []Pod
+	Skipped []Skipped
+	Ignored []string
+}
+
+// ReadOpenBPods reads an openb pod list as ReadOpenB does, keeping every
+// column of each pod (it needs cpu_milli, memory_mib, gpu_milli and
+// gpu_spec too). Pods never scheduled or never ended are skipped, as are
+// rows with a number that is not one.
+func ReadOpenBPods(r io.Reader) (*Pods, error) {
+	tr := &Trace{}
+	out := &Pods{}
+	if err := readOpenB(r, true, tr, func(p Pod) {
+		switch {
+		case p.Duration() < 0:
+			tr.skip(p.Name, fmt.Sprintf("its duration is negative (%v)", p.Duration()))
+		case p.NumGPU < 0 || p.GPUMilli < 0 || p.GPUMilli > 1000:
+			tr.skip(p.Name, fmt.Sprintf("it asks for %d GPUs of %d milli-GPUs each", p.NumGPU, p.GPUMilli))
+		default:
+			out.Pods = append(out.Pods, p)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out.Pods, func(a, b Pod) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	out.Skipped, out.Ignored = tr.Skipped, tr.Ignored
+	return out, nil
+}
+
+// readOpenB reads the rows of an openb pod list into each, skipping into
+// tr those it cannot read. full: the resource columns are required and read.
+func readOpenB(r io.Reader, full bool, tr *Trace, each func(Pod)) error {
 	secs := func(s string) (time.Time, error) {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
@@ -314,41 +404,56 @@ func ReadOpenB(r io.Reader) (*Trace, error) {
 		}
 		return time.Unix(0, int64(v*1e9)).UTC(), nil
 	}
-	err := csvRows(r, "Alibaba 2023", nil, []string{"name", "num_gpu", "qos", "creation_time", "scheduled_time", "deletion_time"}, tr,
+	want := []string{"name", "num_gpu", "qos", "creation_time", "scheduled_time", "deletion_time"}
+	if full {
+		want = append(want, "cpu_milli", "memory_mib", "gpu_milli", "gpu_spec")
+	}
+	return csvRows(r, "Alibaba 2023", nil, want, tr,
 		func(line int, col func(string) string) {
-			id := col("name")
-			if id == "" {
-				id = fmt.Sprintf("line %d", line)
+			p := Pod{Name: col("name"), QoS: col("qos")}
+			if p.Name == "" {
+				p.Name = fmt.Sprintf("line %d", line)
 			}
-			gpus, err := strconv.Atoi(col("num_gpu"))
-			if err != nil {
-				tr.skip(id, fmt.Sprintf("its num_gpu %q is not a number", col("num_gpu")))
+			var err error
+			if p.NumGPU, err = strconv.Atoi(col("num_gpu")); err != nil {
+				tr.skip(p.Name, fmt.Sprintf("its num_gpu %q is not a number", col("num_gpu")))
 				return
 			}
-			sub, err := secs(col("creation_time"))
-			if err != nil {
-				tr.skip(id, fmt.Sprintf("its creation_time %q is not a number", col("creation_time")))
+			if p.Created, err = secs(col("creation_time")); err != nil {
+				tr.skip(p.Name, fmt.Sprintf("its creation_time %q is not a number", col("creation_time")))
 				return
 			}
 			if col("scheduled_time") == "" || col("deletion_time") == "" {
-				tr.skip(id, "it was never scheduled, or never ended (no scheduled_time or deletion_time)")
+				tr.skip(p.Name, "it was never scheduled, or never ended (no scheduled_time or deletion_time)")
 				return
 			}
-			start, err1 := secs(col("scheduled_time"))
-			end, err2 := secs(col("deletion_time"))
-			if err1 != nil || err2 != nil {
-				tr.skip(id, fmt.Sprintf("its scheduled_time %q or deletion_time %q is not a number", col("scheduled_time"), col("deletion_time")))
+			var err2 error
+			p.Scheduled, err = secs(col("scheduled_time"))
+			p.Deleted, err2 = secs(col("deletion_time"))
+			if err != nil || err2 != nil {
+				tr.skip(p.Name, fmt.Sprintf("its scheduled_time %q or deletion_time %q is not a number", col("scheduled_time"), col("deletion_time")))
 				return
 			}
-			user := "qos-" + col("qos")
-			if col("qos") == "" {
-				user = "pods"
+			if full {
+				for _, f := range []struct {
+					name string
+					v    *int64
+				}{{"cpu_milli", &p.CPUMilli}, {"memory_mib", &p.MemoryMiB}} {
+					if *f.v, err = strconv.ParseInt(col(f.name), 10, 64); err != nil {
+						tr.skip(p.Name, fmt.Sprintf("its %s %q is not a number", f.name, col(f.name)))
+						return
+					}
+				}
+				if p.GPUMilli, err = strconv.Atoi(col("gpu_milli")); err != nil {
+					tr.skip(p.Name, fmt.Sprintf("its gpu_milli %q is not a number", col("gpu_milli")))
+					return
+				}
+				for _, s := range strings.Split(col("gpu_spec"), "|") {
+					if s = strings.TrimSpace(s); s != "" && s != "nan" && !slices.Contains(p.GPUSpec, s) {
+						p.GPUSpec = append(p.GPUSpec, s)
+					}
+				}
 			}
-			tr.add(Job{ID: id, User: user, Submit: sub, Duration: end.Sub(start), GPUs: gpus})
+			each(p)
 		})
-	if err != nil {
-		return nil, err
-	}
-	tr.sortJobs()
-	return tr, nil
 }

@@ -181,3 +181,28 @@ func TestFromTasks(t *testing.T) {
 		t.Errorf("late: %+v", j)
 	}
 }
+
+func TestReadOpenBPods(t *testing.T) {
+	ps, err := ReadOpenBPods(open(t, "openb_pod_list.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.Pods) != 4 || len(ps.Skipped) != 2 {
+		t.Fatalf("pods %+v skipped %+v", ps.Pods, ps.Skipped)
+	}
+	share := ps.Pods[1]
+	if share.Name != "openb-pod-0022" || !share.Shares() || share.GPUs() != 0.46 || share.CPUMilli != 6000 ||
+		share.MemoryMiB != 12288 || !slices.Equal(share.GPUSpec, []string{"G2"}) || share.Duration() != 3590*time.Second {
+		t.Errorf("the shared pod: %+v", share)
+	}
+	if whole := ps.Pods[2]; whole.Shares() || whole.GPUs() != 8 || !slices.Equal(whole.GPUSpec, []string{"V100M32"}) {
+		t.Errorf("the 8-GPU pod: %+v", whole)
+	}
+	if cpu := ps.Pods[3]; cpu.Shares() || cpu.GPUs() != 0 || cpu.GPUSpec != nil {
+		t.Errorf("the CPU pod: %+v", cpu)
+	}
+	if _, err := ReadOpenBPods(strings.NewReader("name,num_gpu,qos,creation_time,scheduled_time,deletion_time\n")); err == nil ||
+		!strings.Contains(err.Error(), "cpu_milli") {
+		t.Errorf("a list without the resource columns: %v", err)
+	}
+}

@@ -58,6 +58,20 @@ type Config struct {
 	// bytes per connection (default the real worker's 4 MiB).
 	LogStream bool
 	LogWindow int
+	// What each worker says of itself in its Hello (issue 28): its GPUs'
+	// name and memory (default "SimGPU", 81,920 MiB), the cores (in
+	// thousandths) and memory it offers runs (0: not reported, which the
+	// master reads as unlimited) and its labels, beside the automatic ones
+	// the real worker adds (gpu.type when GPUName is set, gpu.count,
+	// cpu.count when CPUMillis is, host).
+	GPUName     string
+	GPUMemoryMB int64
+	CPUMillis   int64
+	MemoryMB    int64
+	Labels      map[string]string
+	// RunForArgv: a run whose argv is "sleep SECONDS" lasts that long
+	// (fractions allowed) instead of RunFor.
+	RunForArgv bool
 }
 
 // Stats are counters since the last Reset (Connected and Joined are levels).
@@ -86,6 +100,12 @@ type Stats struct {
 	LogGaps   int64 `json:"logGaps,omitempty"`
 	LogFenced int64 `json:"logFenced,omitempty"`
 	LogErrors int64 `json:"logErrors,omitempty"`
+	// ExecuteTasks that would over-commit a GPU of the worker given the
+	// runs it holds and has not reported ended: a whole-GPU run on a GPU
+	// any run holds, a share on a GPU held whole, shares above the whole
+	// GPU or their memory above the GPU's. The run is simulated anyway.
+	Overcommits    int64  `json:"overcommits,omitempty"`
+	LastOvercommit string `json:"lastOvercommit,omitempty"`
 }
 
 // Exec is the arrival of one ExecuteTask.
@@ -107,6 +127,7 @@ type Fleet struct {
 	addr                                           atomic.Value // string: where Connect dialed last
 	closing                                        atomic.Bool  // CloseAll or Stop: no redials
 	hbSent, hbAcked, execs, finished, logAcks      atomic.Int64
+	overcommits                                    atomic.Int64
 	firstExec, lastFinish, lastJoin                atomic.Int64
 	rtt                                            hist.Hist
 	streamCounters
@@ -115,6 +136,7 @@ type Fleet struct {
 	conns       []gnet.Conn // by worker index; nil while disconnected
 	execLog     []Exec
 	lastRefusal string
+	lastOver    string
 }
 
 // New starts the event loops and the timer of a fleet; Connect dials.
@@ -127,6 +149,9 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "sim"
+	}
+	if cfg.GPUMemoryMB <= 0 {
+		cfg.GPUMemoryMB = 81920
 	}
 	f := &Fleet{cfg: cfg, conns: make([]gnet.Conn, cfg.N)}
 	f.firstExec.Store(0)
@@ -245,7 +270,7 @@ func WaitFor(timeout time.Duration, cond func() bool) bool {
 // Stats returns the counters.
 func (f *Fleet) Stats() Stats {
 	f.mu.Lock()
-	refusal := f.lastRefusal
+	refusal, over := f.lastRefusal, f.lastOver
 	f.mu.Unlock()
 	return Stats{
 		Connected: f.connected.Load(), Joined: f.joined.Load(), DialErrors: f.dialErrors.Load(),
@@ -255,6 +280,7 @@ func (f *Fleet) Stats() Stats {
 		RTT: f.rtt.Snapshot(), LastRefusal: refusal,
 		LogLines: f.logLines.Load(), LogAcked: f.logAcked.Load(), LogFrames: f.logFrames.Load(), LogBusy: f.logBusy.Load(),
 		LogGaps: f.logGaps.Load(), LogFenced: f.logFenced.Load(), LogErrors: f.logErrors.Load(),
+		Overcommits: f.overcommits.Load(), LastOvercommit: over,
 	}
 }
 
@@ -262,12 +288,13 @@ func (f *Fleet) Stats() Stats {
 func (f *Fleet) Reset() {
 	for _, c := range []*atomic.Int64{&f.dialErrors, &f.refused, &f.closed, &f.redials, &f.hbSent, &f.hbAcked,
 		&f.execs, &f.finished, &f.logAcks, &f.firstExec, &f.lastFinish, &f.lastJoin,
-		&f.logLines, &f.logAcked, &f.logFrames, &f.logBusy, &f.logGaps, &f.logFenced, &f.logErrors} {
+		&f.logLines, &f.logAcked, &f.logFrames, &f.logBusy, &f.logGaps, &f.logFenced, &f.logErrors, &f.overcommits} {
 		c.Store(0)
 	}
 	f.rtt.Reset()
 	f.mu.Lock()
 	f.execLog = nil
+	f.lastOver = ""
 	f.mu.Unlock()
 }
 

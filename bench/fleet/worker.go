@@ -1,8 +1,12 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
 )
 
 // worker is one simulated worker. gen and due are shared with the timer
@@ -52,6 +57,9 @@ type run struct {
 	logAcked uint64
 	finSent  bool
 	st       *stream // Config.LogStream
+	gpus     []int32 // ExecuteTask.gpu_indices
+	share    int     // hundredths of its one GPU; 0: whole GPUs
+	shareMB  int64   // ExecuteTask.gpu_memory_mb
 }
 
 type handler struct {
@@ -181,9 +189,11 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 	f := w.f
 	switch m := msg.(type) {
 	case *pb.Challenge:
-		hello := &pb.Hello{WorkerId: w.id, Host: "sim-" + strconv.Itoa(w.idx), Slots: int32(f.cfg.Slots), Version: "bench"}
+		hello := &pb.Hello{WorkerId: w.id, Host: "sim-" + strconv.Itoa(w.idx), Slots: int32(f.cfg.Slots), Version: "bench",
+			CpuMillis: f.cfg.CPUMillis, MemoryMb: f.cfg.MemoryMB, Labels: w.labels()}
+		name := cmp.Or(f.cfg.GPUName, "SimGPU")
 		for i := 0; i < f.cfg.GPUs; i++ {
-			hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(i), Name: "SimGPU", MemoryMb: 81920})
+			hello.Gpus = append(hello.Gpus, &pb.GPU{Index: int32(i), Name: name, MemoryMb: f.cfg.GPUMemoryMB})
 		}
 		for _, r := range w.runs {
 			hello.Runs = append(hello.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence,
@@ -341,8 +351,20 @@ func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
 		}
 		w.forget(old.id)
 	}
+	if why := w.overcommit(m); why != "" {
+		f.overcommits.Add(1)
+		f.mu.Lock()
+		f.lastOver = why
+		f.mu.Unlock()
+	}
+	runFor := f.cfg.RunFor
+	if argv := m.GetArgv(); f.cfg.RunForArgv && len(argv) == 2 && argv[0] == "sleep" {
+		if s, err := strconv.ParseFloat(argv[1], 64); err == nil && s >= 0 {
+			runFor = time.Duration(s * float64(time.Second))
+		}
+	}
 	r := &run{id: m.GetTaskId(), attempt: m.GetAttempt(), fence: m.GetFence(), started: now,
-		endAt: now + int64(f.cfg.RunFor)}
+		endAt: now + int64(runFor), gpus: m.GetGpuIndices(), share: int(math.Round(m.GetGpuFraction() * 100)), shareMB: m.GetGpuMemoryMb()}
 	w.runs = append(w.runs, r)
 	w.send(c, &pb.TaskStarted{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Pid: int32(1000 + w.idx%30000),
 		StartedUnixMs: now / 1e6})
@@ -364,7 +386,7 @@ func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
 		r.logTotal = uint64(len(out))
 		w.send(c, &pb.LogData{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Offset: 0, Data: out})
 	}
-	if f.cfg.RunFor <= 0 {
+	if runFor <= 0 {
 		r.exited = true
 		w.maybeFinish(c, r)
 		return
@@ -384,4 +406,54 @@ func (w *worker) finish(c gnet.Conn, r *run, outcome pb.Outcome) {
 	r.finSent = true
 	w.send(c, &pb.TaskFinished{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, ExitCode: 0,
 		DurationMs: (r.endAt - r.started) / 1e6, Outcome: outcome, LogBytes: r.logTotal})
+}
+
+// labels are the worker's Hello labels: Config.Labels and the automatic
+// ones of the real worker (core.LabelGPUType and the others). A fleet
+// that sets none of GPUName, CPUMillis and Labels sends none, as the
+// fleets of the scenarios before labels did, so their figures stay
+// comparable.
+func (w *worker) labels() map[string]string {
+	c := w.f.cfg
+	if c.GPUName == "" && c.CPUMillis == 0 && len(c.Labels) == 0 {
+		return nil
+	}
+	out := map[string]string{core.LabelGPUCount: strconv.Itoa(c.GPUs), core.LabelHost: "sim-" + strconv.Itoa(w.idx)}
+	if c.GPUName != "" && c.GPUs > 0 {
+		out[core.LabelGPUType] = c.GPUName
+	}
+	if c.CPUMillis > 0 {
+		out[core.LabelCPUCount] = strconv.FormatInt(c.CPUMillis/1000, 10)
+	}
+	maps.Copy(out, c.Labels)
+	return out
+}
+
+// overcommit says how m would over-commit one of the worker's GPUs, given
+// the runs it holds and has not reported ended ("" when it would not).
+func (w *worker) overcommit(m *pb.ExecuteTask) string {
+	share := int(math.Round(m.GetGpuFraction() * 100))
+	for _, g := range m.GetGpuIndices() {
+		used, mem, whole, n := 0, int64(0), false, 0
+		for _, r := range w.runs {
+			if r.finSent || r.id == m.GetTaskId() || !slices.Contains(r.gpus, g) {
+				continue
+			}
+			n++
+			whole = whole || r.share == 0
+			used += r.share
+			mem += r.shareMB
+		}
+		switch {
+		case share == 0 && n > 0:
+			return fmt.Sprintf("%s GPU %d: run %s asks for it whole while %d runs hold it", w.id, g, m.GetTaskId(), n)
+		case whole:
+			return fmt.Sprintf("%s GPU %d: run %s asks for a share of it while a run holds it whole", w.id, g, m.GetTaskId())
+		case used+share > 100:
+			return fmt.Sprintf("%s GPU %d: run %s's share of %.2f on top of the %.2f its %d runs hold", w.id, g, m.GetTaskId(), float64(share)/100, float64(used)/100, n)
+		case share > 0 && mem+m.GetGpuMemoryMb() > w.f.cfg.GPUMemoryMB:
+			return fmt.Sprintf("%s GPU %d: run %s's %d MiB on top of the %d MiB its %d runs hold, over the GPU's %d MiB", w.id, g, m.GetTaskId(), m.GetGpuMemoryMb(), mem, n, w.f.cfg.GPUMemoryMB)
+		}
+	}
+	return ""
 }
