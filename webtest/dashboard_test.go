@@ -169,6 +169,20 @@ func TestCompareRuns(t *testing.T) {
 	b.wait("smoothed curves", 5*time.Second, `location.search.includes('smooth=0.9') && document.querySelector('[data-chart="compare:episode_reward"] path.line.raw') !== null`)
 	b.screenshot("08-compare")
 
+	// A shared link compares its own runs and leaves the Runs page's
+	// selection as the reader ticked it: clear it, tick one, open a link.
+	b.open(s.url + "/runs")
+	b.wait("the selection bar", 10*time.Second, `!document.querySelector('.selection-bar').hidden`)
+	b.click(".selection-bar .btn-ghost")
+	b.click(fmt.Sprintf(`#runs-table tr[data-id=%q] input[type=checkbox]`, other))
+	b.open(s.url + "/compare?ids=" + ids[0] + "," + ids[1])
+	b.wait("the link's two runs", 20*time.Second, `document.querySelectorAll('.chip[data-id]').length === 2`)
+	b.open(s.url + "/runs")
+	b.wait("the runs table", 10*time.Second, `document.querySelector('#runs-table tr[data-id]') !== null`)
+	if n := eval[int](b, `document.querySelectorAll('#runs-table input[type=checkbox]:checked').length`); n != 1 {
+		t.Errorf("%d runs selected after opening a compare link; want the 1 ticked", n)
+	}
+
 	// Edit & resubmit fills the form from a run.
 	b.open(s.url + "/runs/" + ids[1])
 	b.wait("the run page", 10*time.Second, `document.querySelector('a[href^="/submit?from="]') !== null`)

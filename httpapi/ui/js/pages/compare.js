@@ -173,12 +173,10 @@ export function mount(root, ctx) {
     if (task) u.set('task', task);
     if (logOn.size) u.set('log', [...logOn].join(','));
     if (!onlyDiff) u.set('all', '1');
+    // The URL holds this page's runs; the Runs page's selection is what
+    // the reader ticked there, so a shared /compare?ids= link adds nothing
+    // to it (a run removed here leaves it, an explicit act).
     history.replaceState(null, '', '/compare' + (u.toString() ? '?' + u : ''));
-    if (sweepId) return;
-    const sel = loadSelection();
-    let changed = false;
-    for (const id of ids) if (!sel.has(id)) { sel.add(id); changed = true; }
-    if (changed) saveSelection(sel);
   }
 
   function colorOf(key) {
