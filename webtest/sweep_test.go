@@ -130,3 +130,37 @@ func TestSweepPages(t *testing.T) {
 	b.wait("the retry's origin", 15*time.Second, fmt.Sprintf(`(document.querySelector('#run-rerun-of') || {}).textContent === %q`, failed))
 	b.screenshot("24-run-retried")
 }
+
+// TestSweepFromForm: the New run form submits a sweep: a param's
+// comma-separated values are a grid axis, the seeds per cell multiply it,
+// the button and the count say so, and the sweep's page opens.
+func TestSweepFromForm(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	owen := s.api().signup("owen")
+	b := newBrowser(t)
+	b.signIn(s.url, "owen")
+	b.open(s.url + "/submit")
+	b.wait("the submit form", 10*time.Second, `document.querySelector('#submit-form') !== null`)
+	b.typeInto("#episodes", "20")
+	b.click("#add-param")
+	b.typeInto("#params-rows .kvrow:last-child .param-key", "lr")
+	b.typeInto("#params-rows .kvrow:last-child .param-value", "0.003, 0.03")
+	b.typeInto("#name", "form sweep")
+	b.click("#as-sweep")
+	b.typeInto("#seedCount", "2")
+	b.wait("the sweep's size", 5*time.Second, `document.querySelector('#sweep-size').textContent === '4 runs' && document.querySelector('#submit-run').textContent === 'Submit sweep'`)
+	b.screenshot("25-submit-sweep")
+	b.click("#submit-run")
+	b.wait("the sweep's page", 15*time.Second, `location.pathname.startsWith('/sweeps/') && document.querySelector('h1') && document.querySelector('h1').textContent.includes('form sweep')`)
+	id := strings.TrimPrefix(eval[string](b, `location.pathname`), "/sweeps/")
+	var sw struct {
+		Members int             `json:"members"`
+		Spec    json.RawMessage `json:"spec"`
+	}
+	_, body := owen.do("GET", "/api/sweeps/"+id+"?runs=false", nil)
+	if err := json.Unmarshal(body, &sw); err != nil || sw.Members != 4 || !strings.Contains(string(sw.Spec), `"grid":{"lr":[0.003,0.03]}`) {
+		t.Fatalf("the sweep %s: %s (%v); want 4 members of a grid over lr", id, body, err)
+	}
+}

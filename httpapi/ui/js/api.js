@@ -116,6 +116,7 @@ export const api = {
   tasksCSV: (q = {}) => '/api/tasks' + qs({ ...q, format: 'csv' }),
 
   sweeps: (q = {}, signal) => request('/api/sweeps' + qs(q), { signal }),
+  createSweep: (spec) => request('/api/sweeps', { method: 'POST', body: spec }),
   sweep: (id, signal) => request('/api/sweeps/' + enc(id), { signal }),
   sweepMetrics: (id, name, signal) => request('/api/sweeps/' + enc(id) + '/metrics' + qs({ name }), { signal }),
   retrySweep: (id) => request('/api/sweeps/' + enc(id) + '/retry', { method: 'POST' }),

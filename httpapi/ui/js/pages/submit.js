@@ -1,5 +1,7 @@
 // Submit: the default trainer (algorithm, episodes, learning rate) or a
-// command; params as key/value rows; resources, policy and metadata.
+// command; params as key/value rows; resources, policy and metadata. As a
+// sweep, a param's comma-separated values make a grid (POST /api/sweeps)
+// and each cell runs the seeds asked for.
 // Mistakes are shown next to their field, from the form's own checks and
 // from the API's error message.
 
@@ -80,6 +82,26 @@ export function mount(root, ctx) {
     paramRows.appendChild(row);
     return key;
   }
+  // A sweep: each param's comma-separated values are a grid axis.
+  const sweepCb = h('input', { type: 'checkbox', id: 'as-sweep' });
+  const sweepInfo = h('span', { class: 'faint', id: 'sweep-size' });
+  const seeds = field('seedCount', 'Seeds per cell', num({ min: '0', max: '100', step: '1', placeholder: 'none' }), 'Adds a seed param 0..n-1 to each cell');
+  fields.seedCount = seeds;
+  const parallel = field('maxParallel', 'At most at once', num({ min: '0', step: '1', placeholder: 'no cap' }));
+  fields.maxParallel = parallel;
+  const sweepBox = h('div', { class: 'form-grid', hidden: true, id: 'sweep-fields' }, seeds.el, parallel.el);
+  function syncSweep() {
+    sweepBox.hidden = !sweepCb.checked;
+    let n = 0;
+    if (sweepCb.checked) {
+      try { const g = grid(); n = Object.values(g).reduce((a, vs) => a * vs.length, 1) * Math.max(1, Number(seeds.input.value) || 1); } catch { n = 0; }
+    }
+    sweepInfo.textContent = sweepCb.checked && n ? n + ' run' + (n === 1 ? '' : 's') : '';
+    submitBtn.textContent = sweepCb.checked ? 'Submit sweep' : 'Submit run';
+  }
+  sweepCb.addEventListener('change', syncSweep);
+  paramRows.addEventListener('input', () => { if (sweepCb.checked) syncSweep(); });
+  seeds.input.addEventListener('input', syncSweep);
   const addParamBtn = h('button', { type: 'button', class: 'btn btn-sm', id: 'add-param' }, '+ Add param');
   addParamBtn.addEventListener('click', () => addParam().focus());
 
@@ -125,7 +147,9 @@ export function mount(root, ctx) {
     h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', null, 'What to run'), h('span', { class: 'spacer' }), seg), trainerBox, commandBox),
     h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', null, 'Params'), h('span', { class: 'spacer' }), addParamBtn),
       h('p', { class: 'muted' }, 'Hyperparameters are appended as ', h('code', null, '--name value'), ' and given to the run as ', h('code', null, 'RLSCHED_PARAMS'), ' (JSON). Numbers and true/false are sent as JSON values.'),
-      paramRows, paramsErr),
+      paramRows, paramsErr,
+      h('label', { class: 'toggle', for: 'as-sweep' }, sweepCb, h('span', null, 'As a sweep: values like ', h('code', null, '1e-3, 3e-4'), ' make a grid'), sweepInfo),
+      sweepBox),
     h('section', { class: 'card' }, h('h2', null, 'Resources and policy'), resources),
     h('section', { class: 'card' }, h('h2', null, 'Name and grouping'), meta,
       h('details', { class: 'more' }, h('summary', null, 'Environment and working directory'),
@@ -207,6 +231,39 @@ export function mount(root, ctx) {
     return n;
   }
 
+  // grid reads the param rows as a sweep's grid: a value with commas is a
+  // list of values (each as paramValue reads it), any other one value.
+  function grid() {
+    const g = {};
+    for (const row of paramRows.querySelectorAll('.kvrow')) {
+      const [k, v] = row.querySelectorAll('input');
+      const key = k.value.trim();
+      if (!key && !v.value.trim()) continue;
+      if (!/^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}$/.test(key)) throw ['params', 'Param names are 1–64 of letters, digits, _ . - and do not start with -', k];
+      if (key in g) throw ['params', `Param "${key}" appears twice`, k];
+      const t = v.value.trim();
+      g[key] = /^[[{"]/.test(t) ? [paramValue(t)] : t.split(',').map((x) => paramValue(x.trim())).filter((x) => x !== '');
+      if (!g[key].length) throw ['params', `Param "${key}" needs a value`, v];
+    }
+    return g;
+  }
+
+  // buildSweep is the form as POST /api/sweeps's spec: the run as its base.
+  function buildSweep() {
+    const base = build();
+    delete base.params;
+    const g = grid();
+    if (!Object.keys(g).length) throw ['params', 'A sweep needs a param, e.g. lr with the values 1e-3, 3e-4'];
+    const spec = { base, grid: g };
+    if (base.name) { spec.name = base.name; delete base.name; }
+    if (base.project) spec.project = base.project;
+    const n = intField('seedCount', 0, 100, 'Seeds per cell');
+    if (n) spec.seedCount = n;
+    const mp = intField('maxParallel', 0, 10000, 'At most at once');
+    if (mp) spec.maxParallel = mp;
+    return spec;
+  }
+
   function build() {
     const body = {};
     if (modeTrainer.checked) {
@@ -284,8 +341,9 @@ export function mount(root, ctx) {
     e.preventDefault();
     clearErrors();
     let body;
+    const asSweep = sweepCb.checked;
     try {
-      body = build();
+      body = asSweep ? buildSweep() : build();
     } catch (x) {
       if (!Array.isArray(x)) throw x;
       const el = setError(x[0], x[1], x[2]);
@@ -295,6 +353,11 @@ export function mount(root, ctx) {
     submitBtn.disabled = true;
     submitBtn.textContent = 'Submitting…';
     try {
+      if (asSweep) {
+        const res = await api.createSweep(body);
+        ctx.navigate('/sweeps/' + res.id);
+        return;
+      }
       const res = await api.submit(body);
       ctx.navigate('/runs/' + res.id);
     } catch (err) {
@@ -310,7 +373,7 @@ export function mount(root, ctx) {
       const el = key ? setError(key, msg, input) : setError('', err.status === 429 ? 'Too many submissions; wait a few seconds and try again.' : msg);
       if (el && el.focus) el.focus();
       submitBtn.disabled = false;
-      submitBtn.textContent = 'Submit run';
+      submitBtn.textContent = asSweep ? 'Submit sweep' : 'Submit run';
     }
   });
   return null;
