@@ -105,6 +105,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: post, pattern: "/api/tasks/{id}/priority", admin: true, h: s.setPriority},
 		{method: get, pattern: "/api/tasks/{id}/code.diff", h: s.codeDiff},
 		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
+		{method: get, pattern: "/api/sparklines", h: s.sparklines},
 		{method: get, pattern: "/api/tasks/{id}/artifacts", h: s.listArtifacts},
 		{method: get, pattern: "/api/tasks/{id}/artifacts/{rest...}", h: s.getArtifact},
 		{method: post, pattern: "/api/code/missing", h: s.codeMissing},

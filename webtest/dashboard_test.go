@@ -358,6 +358,8 @@ func TestHealthAndResponsive(t *testing.T) {
 	b.click("details.filters-more summary")
 	b.typeInto("#runs-columns", "lr")
 	b.wait("the lr column, to 4 significant digits", 10*time.Second, fmt.Sprintf(`(() => { const c = document.querySelector('#runs-table tr[data-id=%q] td[data-param="lr"]'); return !!c && c.textContent === '0.0002106' && c.title === '0.00021056337053284956'; })()`, id))
+	// The run's reward curve, thinned by the server.
+	b.wait("the reward curve", 10*time.Second, fmt.Sprintf(`(() => { const p = document.querySelector('#runs-table tr[data-id=%q] .spark-cell svg.spark path'); return !!p && Number(p.dataset.points) > 10; })()`, id))
 	b.click(`.mainnav a[href="/health"]`)
 	b.wait("the health page", 10*time.Second, `document.querySelector('#health-status .badge') && document.querySelector('#health-status .badge').dataset.status === 'UP' && document.querySelector('main [data-stat="gpus"]') !== null`)
 	b.screenshot("14-health")

@@ -78,6 +78,7 @@ export const api = {
   submit: (body) => request('/api/train', { method: 'POST', body }),
   cancel: (id) => request('/api/tasks/' + enc(id) + '/cancel', { method: 'POST' }),
   rerun: (id, body) => request('/api/tasks/' + enc(id) + '/rerun', { method: 'POST', body }),
+  sparklines: (ids, name, signal) => request('/api/sparklines' + qs({ ids: ids.join(','), name }), { signal }),
   metrics: (id, names, signal) => request('/api/tasks/' + enc(id) + '/metrics' + qs({ names: names && names.join(',') }), { signal }),
   // attempt: one attempt's files; absent, the newest version of each.
   artifacts: (id, attempt, signal) => request('/api/tasks/' + enc(id) + '/artifacts' + qs({ attempt }), { signal }),

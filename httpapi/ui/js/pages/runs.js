@@ -21,6 +21,33 @@ function parseColumns(text) {
   return [...new Set(text.split(/[\s,]+/).filter((k) => /^[A-Za-z0-9_.\-]{1,64}$/.test(k)))].slice(0, MAX_COLS);
 }
 
+// The Runs list's curve column: each run's episode_reward, thinned by the
+// server (GET /api/sparklines); a running run's is read again every 10 s.
+const SPARK_METRIC = 'episode_reward';
+const SPARK_STALE_MS = 10000;
+
+function sparkline(pts) {
+  if (!pts || pts.length < 2) return h('span', { class: 'faint' }, '—');
+  const W = 90, H = 22;
+  let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+  for (const [x, y] of pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); }
+  const sx = (x) => (x1 > x0 ? ((x - x0) / (x1 - x0)) * (W - 2) + 1 : W / 2);
+  const sy = (y) => (y1 > y0 ? H - 1 - ((y - y0) / (y1 - y0)) * (H - 2) : H / 2);
+  const d = pts.map(([x, y], i) => (i ? 'L' : 'M') + sx(x).toFixed(1) + ' ' + sy(y).toFixed(1)).join(' ');
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  svg.setAttribute('width', String(W));
+  svg.setAttribute('height', String(H));
+  svg.setAttribute('class', 'spark');
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', `${SPARK_METRIC} from ${fmtNum(pts[0][1])} to ${fmtNum(pts[pts.length - 1][1])}`);
+  const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+  path.setAttribute('d', d);
+  path.dataset.points = String(pts.length);
+  svg.appendChild(path);
+  return svg;
+}
+
 // sweepTag is a sweep's tag, shortened: the full id is in its title.
 function sweepTag(id) {
   return 'sweep ' + (id.length > 8 ? '…' + id.slice(-6) : id);
@@ -145,7 +172,7 @@ export function mount(root, ctx) {
       columns.map((k) => h('th', { class: 'hide-sm param-col', dataset: { param: k } }, k)),
       h('th', { class: 'hide-sm' }, 'User'), h('th', { class: 'hide-sm' }, 'Project'),
       h('th', { class: 'hide-sm' }, 'GPUs · worker'), h('th', { class: 'num hide-sm' }, 'Attempt'), h('th', { class: 'hide-sm' }, 'Age'),
-      h('th', { class: 'num hide-sm' }, 'Duration'), h('th', { class: 'num' }, 'Final reward')));
+      h('th', { class: 'num hide-sm' }, 'Duration'), h('th', { class: 'num' }, 'Final reward'), h('th', { class: 'hide-sm' }, 'Reward curve')));
   }
   renderHead();
   const table = h('table', { class: 'data', id: 'runs-table' }, thead, tbody);
@@ -239,13 +266,15 @@ export function mount(root, ctx) {
       h('td', { class: 'num hide-sm' }, t.attempt > 1 ? t.attempt + ' / ' + (t.maxRetries + 1) : String(t.attempt || 1)),
       h('td', { class: 'hide-sm nowrap', dataset: { age: t.createdAt || '' }, title: t.createdAt || '' }, fmtAge(parseTime(t.createdAt))),
       h('td', { class: 'num nowrap hide-sm', dataset: { dur: '1' } }, t.startedAt ? fmtDuration(runDuration(t)) : h('span', { class: 'faint' }, '—')),
-      h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')));
+      h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')),
+      h('td', { class: 'hide-sm spark-cell' }, sparkline(sparks.has(t.id) ? sparks.get(t.id).pts : null)));
     tr._task = t;
     return tr;
   }
 
   function renderRows() {
-    keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' '), row);
+    keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' ') + (sparks.get(t.id) || {}).at, row);
+    loadSparks();
     empty.hidden = items.length > 0 || loading;
     if (!items.length) {
       replace(empty, f.status || f.user || f.project || f.name || moreSet()
@@ -262,6 +291,29 @@ export function mount(root, ctx) {
     selBar.hidden = selection.size === 0;
     selCount.textContent = selection.size + ' run' + (selection.size === 1 ? '' : 's') + ' selected';
     compareBtn.disabled = selection.size < 1;
+  }
+
+  // sparks are the curves read, by run id: { pts, at }.
+  const sparks = new Map();
+  let sparkBusy = false;
+  async function loadSparks() {
+    if (sparkBusy) return;
+    const now = Date.now();
+    const need = items.slice(0, 100).filter((t) => t.startedAt && (!sparks.has(t.id) ||
+      (!TERMINAL.has(t.status) && now - sparks.get(t.id).at > SPARK_STALE_MS))).map((t) => t.id);
+    if (!need.length) return;
+    sparkBusy = true;
+    try {
+      const res = await api.sparklines(need, SPARK_METRIC, ac.signal);
+      const at = Date.now();
+      for (const id of need) sparks.set(id, { pts: (res.items || {})[id] || null, at });
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      for (const id of need) sparks.set(id, { pts: null, at: now }); // tried: again when stale
+    } finally {
+      sparkBusy = false;
+    }
+    renderRows();
   }
 
   function remember(t) {
@@ -391,6 +443,7 @@ export function mount(root, ctx) {
         if (d) d.textContent = fmtDuration(runDuration(t, now));
       }
     }
+    loadSparks(); // running runs' curves, once they are stale
   }, 1000);
 
   csvLink.href = api.tasksCSV({ ...query(), limit: 500 });
