@@ -1,9 +1,13 @@
 package webtest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
 )
 
 // TestLogHidesMetricLines: the run page's "Hide metric lines" leaves the
@@ -42,4 +46,28 @@ func TestLogHidesMetricLines(t *testing.T) {
 	if got := b.text("#log-info"); !strings.Contains(got, "601 lines") {
 		t.Errorf("log info %q; want the log's 601 lines whatever the view hides", got)
 	}
+}
+
+// TestRunsSkeleton: while the Runs list's first page is slow to come, the
+// page shows placeholder rows, not "No runs yet"; the rows replace them.
+func TestRunsSkeleton(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	a := s.api().signup("nina")
+	id := a.submit(map[string]any{"name": "one", "command": []string{"true"}})
+	b := newBrowser(t)
+	b.signIn(s.url, "nina")
+	b.open(s.url + "/sweeps") // away from the list, to come back to it slowly
+	if _, err := chromedp.Call(b.ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(b.ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
+		MatchedNetworkConditions: []*network.Conditions{{URLPattern: s.url + "/api/tasks?*", Latency: 2500, DownloadThroughput: -1, UploadThroughput: -1}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.click(`.mainnav a[href="/runs"]`)
+	b.wait("the placeholder rows", 5*time.Second, `(() => { const sk = document.querySelector('#runs-skeleton'); const e = document.querySelector('#runs-table ~ .empty'); return !!sk && !sk.hidden && (!e || e.hidden); })()`)
+	b.screenshot("39-runs-loading")
+	b.wait("the run in place of them", 20*time.Second, fmt.Sprintf(`document.querySelector('#runs-table tr[data-id=%q]') !== null && document.querySelector('#runs-skeleton').hidden`, id))
 }

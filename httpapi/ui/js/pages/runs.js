@@ -177,6 +177,10 @@ export function mount(root, ctx) {
   renderHead();
   const table = h('table', { class: 'data', id: 'runs-table' }, thead, tbody);
   const empty = h('div', { class: 'empty', hidden: true });
+  // Rows of grey bars while the first page is read, so a slow first load
+  // looks like the table it will be, not like an empty list.
+  const skeleton = h('div', { class: 'skeleton', id: 'runs-skeleton', hidden: true, 'aria-busy': 'true', 'aria-label': 'Loading runs' },
+    [0, 1, 2, 3, 4].map(() => h('div', { class: 'skeleton-row' }, h('span'), h('span'), h('span'))));
   const more = h('button', { type: 'button', class: 'btn btn-sm', hidden: true }, 'Load more');
   more.addEventListener('click', () => load(true));
   const footInfo = h('span', { class: 'faint' });
@@ -195,7 +199,7 @@ export function mount(root, ctx) {
     filters,
     more2,
     errBox,
-    h('div', { class: 'table-wrap' }, table, empty),
+    h('div', { class: 'table-wrap' }, table, skeleton, empty),
     h('div', { class: 'table-foot' }, more, footInfo, keysHint),
     selBar);
 
@@ -333,6 +337,7 @@ export function mount(root, ctx) {
   async function load(append = false) {
     const my = append ? gen : ++gen;
     loading = true;
+    if (!items.length) { skeleton.hidden = false; empty.hidden = true; }
     try {
       const limit = append ? PAGE : Math.min(500, Math.max(PAGE, items.length));
       const res = await api.tasks({ ...query(), limit, cursor: append ? cursor : '' }, ac.signal);
@@ -354,6 +359,7 @@ export function mount(root, ctx) {
       errBox.hidden = false;
     } finally {
       loading = false;
+      skeleton.hidden = true;
     }
     renderRows();
     syncLists();
