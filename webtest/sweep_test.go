@@ -121,6 +121,15 @@ func TestSweepPages(t *testing.T) {
 	b.wait("one member named seed=2", 10*time.Second, `document.querySelectorAll('#runs-table tbody tr').length === 1 && location.search.includes('name=SEED')`)
 	b.screenshot("23-runs-filtered")
 
+	// Grouped by sweep: one header for the sweep's 12 runs (9 members and
+	// their 3 retries), and it folds.
+	b.open(s.url + "/runs?group=sweep")
+	head := fmt.Sprintf(`#runs-table tr.group-head[data-group="s:%s"]`, sw.ID)
+	b.wait("the sweep's group", 15*time.Second, fmt.Sprintf(`document.querySelector('%s') && document.querySelector('%s').textContent.includes('12 runs') && document.querySelectorAll('#runs-table tr[data-id]').length === 12`, head, head))
+	b.screenshot("23b-runs-grouped")
+	b.click(head + " .group-toggle")
+	b.wait("the group folded", 10*time.Second, fmt.Sprintf(`document.querySelectorAll('#runs-table tr[data-id]').length === 0 && document.querySelector('%s .group-toggle').getAttribute('aria-expanded') === 'false'`, head))
+
 	// The run page links its sweep, its origin and its reruns.
 	failed := sw.Runs[8] // lr=-1, seed 2
 	b.open(s.url + "/runs/" + failed)

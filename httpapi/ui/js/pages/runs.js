@@ -146,12 +146,21 @@ export function mount(root, ctx) {
       h('div', { class: 'field' }, h('label', { for: 'filter-before' }, 'to'), beforeIn),
       h('div', { class: 'field' }, h('label', { for: 'runs-columns', title: 'Param keys to show as columns, up to ' + MAX_COLS }, 'Param columns'), colsIn, keysDL)));
 
+  // Grouping: the shown runs under a header per sweep or project, each
+  // group collapsible; kept in the URL (?group=sweep|project).
+  let groupBy = ['sweep', 'project'].includes(q.get('group')) ? q.get('group') : '';
+  const collapsed = new Set();
+  const groupSel = h('select', { id: 'runs-group', 'aria-label': 'Group runs by' },
+    h('option', { value: '' }, 'No grouping'), h('option', { value: 'sweep' }, 'By sweep'), h('option', { value: 'project' }, 'By project'));
+  groupSel.value = groupBy;
+  groupSel.addEventListener('change', () => { groupBy = groupSel.value; collapsed.clear(); applyFilters(); });
   const filters = h('div', { class: 'filters' },
     chips,
     h('div', { class: 'field' }, h('label', { for: 'filter-user' }, 'User'), userIn, userDL),
     mine,
     h('div', { class: 'field' }, h('label', { for: 'filter-project' }, 'Project'), projIn, projDL),
     h('div', { class: 'field' }, h('label', { for: 'filter-name' }, 'Name'), nameIn),
+    h('div', { class: 'field' }, h('label', { for: 'runs-group' }, 'Group'), groupSel),
     h('span', { style: { flex: '1' } }),
     csvLink,
   );
@@ -276,8 +285,49 @@ export function mount(root, ctx) {
     return tr;
   }
 
+  // groupOf is a run's group under groupBy: its key and its title.
+  function groupOf(t) {
+    if (groupBy === 'sweep') return t.sweepId ? { key: 's:' + t.sweepId, title: sweepTag(t.sweepId), href: '/sweeps/' + t.sweepId } : { key: 's:', title: 'Not in a sweep' };
+    return t.project ? { key: 'p:' + t.project, title: 'project ' + t.project } : { key: 'p:', title: 'No project' };
+  }
+
+  // entries are the table's rows: the runs, or under groupBy a header per
+  // group (in the order of each group's newest run) and its runs unless
+  // it is collapsed.
+  function entries() {
+    if (!groupBy) return items.map((t) => ({ t }));
+    const groups = new Map();
+    for (const t of items) {
+      const g = groupOf(t);
+      if (!groups.has(g.key)) groups.set(g.key, { ...g, runs: [] });
+      groups.get(g.key).runs.push(t);
+    }
+    const out = [];
+    for (const g of groups.values()) {
+      out.push({ g });
+      if (!collapsed.has(g.key)) for (const t of g.runs) out.push({ t });
+    }
+    return out;
+  }
+
+  function groupRow(g) {
+    const open = !collapsed.has(g.key);
+    const counts = {};
+    for (const t of g.runs) counts[t.status] = (counts[t.status] || 0) + 1;
+    const toggle = h('button', { type: 'button', class: 'btn btn-ghost btn-sm group-toggle', 'aria-expanded': String(open) }, open ? '▾' : '▸');
+    toggle.addEventListener('click', () => { if (open) collapsed.add(g.key); else collapsed.delete(g.key); renderRows(); });
+    return h('tr', { class: 'group-head', dataset: { group: g.key } },
+      h('td', { class: 'sel' }, toggle),
+      h('td', { colspan: '99' }, g.href ? h('a', { href: g.href }, g.title) : h('strong', null, g.title),
+        h('span', { class: 'faint' }, ' · ' + g.runs.length + ' run' + (g.runs.length === 1 ? '' : 's') + ' · ' +
+          Object.entries(counts).map(([st, n]) => n + ' ' + st.toLowerCase()).join(', '))));
+  }
+
   function renderRows() {
-    keyed(tbody, items, (t) => t.id, (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' ') + (sparks.get(t.id) || {}).at, row);
+    const sig = (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' ') + (sparks.get(t.id) || {}).at;
+    keyed(tbody, entries(), (e) => (e.g ? 'group ' + e.g.key : e.t.id),
+      (e) => (e.g ? e.g.runs.map(sig).join('|') + collapsed.has(e.g.key) : sig(e.t)),
+      (e, prev) => (e.g ? groupRow(e.g) : row(e.t, prev && prev.t)));
     loadSparks();
     empty.hidden = items.length > 0 || loading;
     if (!items.length) {
@@ -368,6 +418,7 @@ export function mount(root, ctx) {
   function applyFilters() {
     const u = new URLSearchParams();
     for (const k of ['status', 'user', 'project', 'name', 'tag', 'note', 'sweep', 'rerunOf', 'after', 'before']) if (f[k]) u.set(k, f[k]);
+    if (groupBy) u.set('group', groupBy);
     if (f.baseline) u.set('isBaseline', 'true');
     for (const [k, v] of f.params) u.append('param.' + k, v);
     const s = u.toString();
@@ -422,7 +473,7 @@ export function mount(root, ctx) {
   function onKey(e) {
     const tgt = e.target;
     if (e.metaKey || e.ctrlKey || e.altKey || /^(INPUT|TEXTAREA|SELECT)$/.test(tgt.tagName) && tgt.type !== 'checkbox') return;
-    const rows = [...tbody.rows];
+    const rows = [...tbody.rows].filter((r) => r.dataset.id);
     if (!rows.length) return;
     const cur = tgt.closest && tgt.closest('tr[data-id]');
     let i = cur ? rows.indexOf(cur) : -1;
