@@ -31,6 +31,9 @@ func TestQueuePage(t *testing.T) {
 	if got := b.text(`#queue tr[data-run="` + next + `"]`); !strings.Contains(got, "resources") || !strings.Contains(got, "every GPU is busy") {
 		t.Errorf("alice's run: %q", got)
 	}
+	if got := b.text(`#queue tr[data-run="` + next + `"]`); strings.Contains(got, "ago") {
+		t.Errorf("alice's run says when it came, not how long it waited: %q", got)
+	}
 	if !eval[bool](b, `document.querySelector('#queue tr[data-run="`+next+`"]').classList.contains('mine') &&
 		!document.querySelector('#queue tr[data-run="`+big+`"]').classList.contains('mine')`) {
 		t.Error("alice's own run is not the one highlighted")
@@ -66,6 +69,9 @@ func TestQueuePage(t *testing.T) {
 	a.signIn(s.url, "root")
 	a.click(`.mainnav a[href="/queue"]`)
 	a.wait("the quota editor", 15*time.Second, `document.querySelector('input[data-quota-gpus="alice"]') !== null`)
+	if w := eval[int](a, `Math.round(document.querySelector('input[data-quota-gpus="alice"]').getBoundingClientRect().width)`); w > 160 {
+		t.Errorf("a quota box %d px wide; a quota is a few digits", w)
+	}
 	a.typeInto(`input[data-quota-gpus="alice"]`, "2")
 	a.click(`button[data-save="alice"]`)
 	a.wait("alice's quota in the usage table", 15*time.Second,

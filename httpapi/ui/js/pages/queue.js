@@ -8,7 +8,7 @@
 
 import { api, ApiError } from '../api.js';
 import { poller } from '../live.js';
-import { h, replace, parseTime, fmtAge, toast } from '../util.js';
+import { h, replace, parseTime, fmtDuration, toast } from '../util.js';
 
 export function mount(root, ctx) {
   const me = ctx && ctx.user ? ctx.user.username : '';
@@ -46,8 +46,8 @@ export function mount(root, ctx) {
       const q = await api.quotas(ac.signal);
       replace(quotaBody, (q.items || []).map((it) => {
         const val = (n) => (n === null || n === undefined ? '' : String(n));
-        const gpus = h('input', { type: 'number', min: '0', value: val(it.gpus), dataset: { quotaGpus: it.user }, 'aria-label': 'GPU quota of ' + it.user });
-        const runs = h('input', { type: 'number', min: '0', value: val(it.runs), dataset: { quotaRuns: it.user }, 'aria-label': 'run quota of ' + it.user });
+        const gpus = h('input', { type: 'number', min: '0', class: 'quota-in', placeholder: 'no cap', value: val(it.gpus), dataset: { quotaGpus: it.user }, 'aria-label': 'GPU quota of ' + it.user });
+        const runs = h('input', { type: 'number', min: '0', class: 'quota-in', placeholder: 'no cap', value: val(it.runs), dataset: { quotaRuns: it.user }, 'aria-label': 'run quota of ' + it.user });
         const save = h('button', { type: 'button', class: 'btn btn-sm', dataset: { save: it.user } }, 'Save');
         save.addEventListener('click', async () => {
           const num = (el) => (el.value.trim() === '' ? null : Number(el.value));
@@ -76,7 +76,8 @@ export function mount(root, ctx) {
       h('td', null, q.user),
       h('td', null, String(q.gpus)),
       h('td', null, String(q.priority)),
-      h('td', null, fmtAge(parseTime(q.createdAt), now)),
+      // How long it has waited, not when it came: "8s", not "8s ago".
+      h('td', { class: 'nowrap', title: q.createdAt || '' }, parseTime(q.createdAt) != null ? fmtDuration(Math.max(0, now - parseTime(q.createdAt))) : '—'),
       h('td', null, q.pendingCode ? h('span', { class: 'badge' }, q.pendingCode) : null, ' ', q.pendingReason || ''))) :
       h('tr', null, h('td', { colspan: '7', class: 'muted' }, 'Nothing is queued.')));
     replace(uBody, usage.map((u) => h('tr', { class: [u.user === me && 'mine'], dataset: { user: u.user } },
