@@ -15,7 +15,11 @@ import (
 // member is one process per worker, so RANK is its node's rank, WORLD_SIZE
 // the number of nodes and LOCAL_RANK 0; torchrun --nproc_per_node starts
 // one process per GPU and sets its own RANK, WORLD_SIZE and LOCAL_RANK
-// from --nnodes and --node_rank. Nil for a run on one worker.
+// from --nnodes and --node_rank, which (with --master_addr and
+// --master_port) it also reads from PET_NNODES, PET_NODE_RANK,
+// PET_MASTER_ADDR and PET_MASTER_PORT: a plain `torchrun
+// --nproc_per_node=8 train.py` joins the group. Nil for a run on one
+// worker.
 func groupEnv(m *pb.ExecuteTask) []string {
 	n, hosts := m.GetNodes(), m.GetHosts()
 	if n <= 1 || len(hosts) == 0 {
@@ -33,6 +37,10 @@ func groupEnv(m *pb.ExecuteTask) []string {
 		"WORLD_SIZE=" + nodes,
 		"MASTER_ADDR=" + hosts[0],
 		"MASTER_PORT=" + strconv.Itoa(int(m.GetMasterPort())),
+		"PET_NNODES=" + nodes,
+		"PET_NODE_RANK=" + rank,
+		"PET_MASTER_ADDR=" + hosts[0],
+		"PET_MASTER_PORT=" + strconv.Itoa(int(m.GetMasterPort())),
 	}
 }
 
