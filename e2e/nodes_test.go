@@ -169,3 +169,38 @@ func groupProcs(id string) map[int]runProc {
 	}
 	return out
 }
+
+// TestGroupMemberFails (issue 29): on two workers of one machine, a
+// group's rank 1 exits 3 while rank 0 would sleep; rank 0 is stopped at
+// once and the group fails as one run, its error naming rank 1 and its
+// error tail rank 1's last lines.
+func TestGroupMemberFails(t *testing.T) {
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{})
+	b.StartWorker("worker-f1", m.RPC, rig.WorkerOpts{ID: "f1"})
+	b.StartWorker("worker-f2", m.RPC, rig.WorkerOpts{ID: "f2"})
+	m.WaitJoined(t, "f1")
+	m.WaitJoined(t, "f2")
+	signup(t, m.URL, "admin", "ADMIN")
+	user, _ := signup(t, m.URL, "nina", "USER")
+
+	id, _ := b.submit(user, map[string]any{"nodes": 2, "command": []string{"python3", "-c",
+		"import os, sys, time\nr = int(os.environ['RANK'])\nprint('rank', r, 'up', flush=True)\nif r == 1:\n    print('rank 1 gives up', flush=True); sys.exit(3)\ntime.sleep(600)"}})
+	tk := user.waitStatus(id, "FAILED", 60*time.Second)
+	other := map[string]string{"f1": "f2", "f2": "f1"}[tk.Worker]
+	if want := "rank 1 (worker " + other + ") exited with code 3"; tk.Error != want {
+		t.Fatalf("the group's error is %q, want %q (%v)", tk.Error, want, tk)
+	}
+	var full struct {
+		ErrorTail string `json:"errorTail"`
+		Attempt   int    `json:"attempt"`
+	}
+	user.Must("GET", "/api/tasks/"+id, nil, 200, &full)
+	if !strings.Contains(full.ErrorTail, "rank 1 gives up") || full.Attempt != 1 {
+		t.Fatalf("errorTail %q attempt %d: want rank 1's last lines, attempt 1", full.ErrorTail, full.Attempt)
+	}
+	if text := groupLog(t, user, id, 0); !strings.Contains(text, "rank 0 up") {
+		t.Fatalf("rank 0's log:\n%s", text)
+	}
+	testutil.WaitFor(t, 10*time.Second, "no process of the group left", func() bool { return len(runProcs(id)) == 0 })
+}
