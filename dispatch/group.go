@@ -306,7 +306,7 @@ func (d *Dispatcher) finishGroup(g *groupRun) {
 			lost = "rank 0 was lost"
 		}
 		d.log.Warn().Str("task", rr0.taskID).Str("why", lost).Msg("a multi-node group's attempt is lost; requeueing it")
-		d.runGone(ctx, rr0, "the multi-node group's "+lost)
+		d.runGone(ctx, rr0, "a member of the multi-node group was lost: "+lost)
 		d.wakeScheduler()
 		return
 	}
