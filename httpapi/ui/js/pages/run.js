@@ -72,7 +72,7 @@ export function mount(root, ctx) {
   // A multi-node group's member whose log is shown (rank 0's is the run's:
   // its metrics, its live stream); the picker appears for a group.
   let logRank = 0;
-  const rankPick = h('select', { id: 'log-rank', class: 'btn-sm', 'aria-label': 'Log of rank', hidden: true });
+  const rankPick = h('select', { id: 'log-rank', 'aria-label': 'Log of rank', hidden: true, style: { width: 'auto', height: '28px' } });
   rankPick.addEventListener('change', () => {
     logRank = Number(rankPick.value) || 0;
     if (stream) stream.stop();
