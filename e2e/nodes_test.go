@@ -104,13 +104,15 @@ func TestGroupNetns(t *testing.T) {
 
 	// A member lost: its worker killed. The other rank stops within 10 s,
 	// and the group is requeued as one run.
+	submitted := time.Now()
 	id, _ = b.submit(user, map[string]any{"command": []string{"sleep", "600"}, "nodes": 2})
-	tk = user.waitStatus(id, "RUNNING", 60*time.Second)
 	var procs map[int]runProc
-	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+	testutil.Eventually(t, 60*time.Second, func() (bool, string) {
 		procs = groupProcs(id)
 		return len(procs) == 2, fmt.Sprintf("processes of the group by rank: %v", procs)
 	})
+	t.Logf("both ranks' processes ran %v after the submission", time.Since(submitted).Round(time.Millisecond))
+	user.waitStatus(id, "RUNNING", 30*time.Second)
 	victim := map[string]int{"n1": 0, "n2": 1}[other]
 	killedAt := time.Now()
 	workers[victim].Kill(t)
