@@ -167,7 +167,7 @@ func (d *Dispatcher) memberEnded(rr *runRec, tf *pb.TaskFinished, lost string) {
 			g.failed = rr.rank
 		}
 	}
-	var stop []*runRec
+	var stop, unsent []*runRec
 	if !memberOK(tf) && !g.stop {
 		g.stop = true
 		for k, m := range g.members {
@@ -179,6 +179,7 @@ func (d *Dispatcher) memberEnded(rr *runRec, tf *pb.TaskFinished, lost string) {
 				g.ended[k] = true
 				g.left--
 				m.memberDone.Store(true)
+				unsent = append(unsent, m)
 			}
 		}
 		if len(stop) > 0 {
@@ -192,11 +193,13 @@ func (d *Dispatcher) memberEnded(rr *runRec, tf *pb.TaskFinished, lost string) {
 	why := g.cause()
 	g.mu.Unlock()
 
-	d.reg.dropMember(rr) // rank > 0: its worker is free at once
-	if rr.rank > 0 {
-		d.logs.Forget(core.LogKey(rr.taskID, rr.rank))
-		d.workerChanged(rr.workerID)
-		d.wakeScheduler()
+	for _, m := range append(unsent, rr) {
+		d.reg.dropMember(m) // rank > 0: its worker is free at once
+		if m.rank > 0 {
+			d.logs.Forget(core.LogKey(m.taskID, m.rank))
+			d.workerChanged(m.workerID)
+			d.wakeScheduler()
+		}
 	}
 	for _, m := range stop {
 		d.stopMember(m, why)
