@@ -139,10 +139,6 @@ func runLogs(inv *invocation, args []string) int {
 	if *rank < 0 {
 		return inv.usageError("--rank must not be negative")
 	}
-	if *rank > 0 && *follow {
-		// The live stream (logs_ws.go) carries rank 0's log only.
-		return inv.usageError("-f follows rank 0's log only; drop -f to read rank %d's", *rank)
-	}
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code
@@ -151,7 +147,14 @@ func runLogs(inv *invocation, args []string) int {
 		inv.env.Stdout = inv.rawStdout // only the log goes to stdout
 	}
 	if *follow {
-		err := inv.followLogs(c, id, *offset)
+		var err error
+		if *rank > 0 {
+			// The live stream (logs_ws.go) carries rank 0's log only:
+			// another member's is polled.
+			err = inv.pollLogs(c, id, *offset, *rank)
+		} else {
+			err = inv.followLogs(c, id, *offset)
+		}
 		if err != nil && !interrupted(err) { // Ctrl-C is how one stops following
 			return inv.fail(err)
 		}
@@ -173,9 +176,10 @@ func runLogs(inv *invocation, args []string) int {
 // its log drained, polling REST: the status is read whenever the log has
 // nothing new, and once it is terminal the log is read until it answers eof,
 // or nothing new twice in a row (a grace poll for bytes still on their way
-// to the master). followLogs uses it where the WebSocket is not available.
-func (inv *invocation) pollLogs(c *client, id string, offset int64) error {
-	lc := &logCursor{c: c, id: id, offset: offset, out: inv.env.Stdout}
+// to the master); rank picks a multi-node group's member. followLogs uses
+// it where the WebSocket is not available, logs -f --rank N always.
+func (inv *invocation) pollLogs(c *client, id string, offset int64, rank int) error {
+	lc := &logCursor{c: c, id: id, offset: offset, out: inv.env.Stdout, rank: rank}
 	out := outage{inv: inv}
 	terminal := false // the run was seen terminal before the latest fetch
 	empties := 0      // fetches with nothing new since then

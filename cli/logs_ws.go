@@ -35,12 +35,12 @@ func (inv *invocation) followLogs(c *client, id string, offset int64) error {
 		return err
 	}
 	if t.Status.Terminal() {
-		return inv.pollLogs(c, id, offset)
+		return inv.pollLogs(c, id, offset, 0)
 	}
 	f := &wsFollower{inv: inv, c: c, id: id, offset: offset}
 	err = f.run()
 	if errors.Is(err, errNoWebSocket) {
-		return inv.pollLogs(c, id, f.offset)
+		return inv.pollLogs(c, id, f.offset, 0)
 	}
 	return err
 }
@@ -75,7 +75,7 @@ func (f *wsFollower) run() error {
 		conn.Close()
 		switch {
 		case ended:
-			return f.inv.pollLogs(f.c, f.id, f.offset) // the tail, then eof
+			return f.inv.pollLogs(f.c, f.id, f.offset, 0) // the tail, then eof
 		case interrupted(err) || !transient(err):
 			return err
 		case f.offset > start || f.inv.env.now().Sub(since) > 2*f.statusEvery():

@@ -28,7 +28,7 @@ import (
 func (d *Dispatcher) onArtifactChunk(sess *session, c *pb.ArtifactChunk) {
 	ack := &pb.ArtifactAck{TaskId: c.TaskId, Attempt: c.Attempt, Path: c.Path, Offset: c.Offset, Size: c.Size, ModifiedUnixNs: c.ModifiedUnixNs}
 	rr := sess.run(c.TaskId)
-	if !rr.reports(sess.workerID, c.Attempt, c.Fence) {
+	if !rr.reports(sess.workerID, c.Attempt, c.Fence) || rr.rank > 0 { // a group's rank 0 keeps the run's outputs
 		refuseOutput(&d.log, sess, c.TaskId, "refusing an ArtifactChunk with a stale fence", nil)
 		ack.Error = "fenced"
 		_ = sess.send(ack)

@@ -83,13 +83,20 @@ func (d *Dispatcher) cancelWith(ctx context.Context, id string, why cancelCause)
 }
 
 // resendCancel tells a run's worker to stop it if its cancel was requested.
+// A group's cancel goes to every member (group.go).
 func (d *Dispatcher) resendCancel(rr *runRec) {
-	sess := d.reg.cancelTarget(rr)
-	if sess == nil {
-		return
+	members := []*runRec{rr}
+	if rr.group != nil {
+		members = rr.group.members
 	}
-	_ = sess.send(&pb.CancelTask{TaskId: rr.taskID, Attempt: int32(rr.attempt), Fence: rr.fence.Load(),
-		Reason: "cancelled by a user", GraceMs: d.cfg.CancelGrace.Milliseconds()})
+	for _, m := range members {
+		sess := d.reg.cancelTarget(m)
+		if sess == nil || m.memberDone.Load() {
+			continue
+		}
+		_ = sess.send(&pb.CancelTask{TaskId: m.taskID, Attempt: int32(m.attempt), Fence: m.fence.Load(),
+			Reason: "cancelled by a user", GraceMs: d.cfg.CancelGrace.Milliseconds()})
+	}
 }
 
 // cancelIdle cancels run id, idle on its GPUs, off the caller's goroutine

@@ -51,7 +51,15 @@ func (s *scheduler) claim(ctx context.Context, p plan.Placement, charge lease.Ch
 	if t.Fractional() {
 		rr.share, rr.shareMB = t.GPUHundredths(), p.GPUMemoryMB
 	}
-	if !s.reg.place(rr) {
+	if len(p.Members) > 1 { // a multi-node group (group.go): every member placed, or none
+		workers, gpus := make([]string, len(p.Members)), make([][]int, len(p.Members))
+		for k, m := range p.Members {
+			workers[k], gpus[k] = m.Worker, m.GPUs
+		}
+		if !s.reg.placeGroup(newGroup(rr, workers, gpus).members) {
+			return nil
+		}
+	} else if !s.reg.place(rr) {
 		return nil
 	}
 
@@ -97,7 +105,7 @@ func (s *scheduler) dispatch(ctx context.Context, batch []*claimed) map[string]b
 			}
 			continue
 		}
-		moves = append(moves, userMove{userID: c.t.UserID, gpus: c.t.GPUs, runs: 1})
+		moves = append(moves, userMove{userID: c.t.UserID, gpus: c.t.GPUs * c.t.Group(), runs: 1})
 		placed[c.t.ID] = true
 		s.send(ctx, c)
 	}
@@ -130,6 +138,9 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		s.restore.restoreMsg(ctx, t, rr, msg) // restorestream.go
 		cancel()
+	}
+	if rr.group != nil {
+		s.groupMsg(rr.group, msg) // rank 0 first; the others once it reports its port (group.go)
 	}
 	var err error
 	if sess == nil {

@@ -89,6 +89,9 @@ func (d *Dispatcher) onHello(sess *session, h *pb.Hello) {
 	for _, rr := range j.gone {
 		d.runGone(ctx, rr, "the worker reconnected without the run")
 	}
+	if len(j.groupLost) > 0 {
+		go d.membersLost(h.WorkerId, j.groupLost) // group.go; off the shard: it records the group's end
+	}
 	for _, rr := range kept {
 		d.resendCancel(rr)
 	}
@@ -123,6 +126,11 @@ func (d *Dispatcher) sessionClosed(sess *session, err error) {
 		return
 	}
 	_ = d.ls.Forget(d.ctx, sess.workerID)
+	if lost := d.reg.groupMembersOn(sess.workerID); len(lost) > 0 {
+		// A group cannot go on without a member: its others are stopped
+		// now, not when the lease runs out (group.go).
+		go d.membersLost(sess.workerID, lost)
+	}
 	d.workerChanged(sess.workerID)
 	ev := d.log.Info().Str("worker", sess.workerID).AnErr("reason", err)
 	if why := sess.closeReason.Load(); why != nil {

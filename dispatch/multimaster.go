@@ -114,6 +114,7 @@ func recordOf(t core.Task) *runRec {
 		rr.share, rr.shareMB = t.GPUHundredths(), t.GPUMemoryMB
 	}
 	rr.fence.Store(t.Fence)
+	rr.orphan = t.IsGroup()
 	return rr
 }
 

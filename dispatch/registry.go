@@ -3,6 +3,7 @@ package dispatch
 import (
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -59,6 +60,9 @@ type workerRec struct {
 	// draining: an admin drained it; it takes no new runs (also after a
 	// reconnect) until undrained or forgotten.
 	draining bool
+	// addr is where a multi-node group's other members reach it
+	// (Hello.addr, else the connection's remote address).
+	addr string
 }
 
 // runRec is a run placed on a worker: its GPUs or CPU slot are taken until
@@ -96,6 +100,17 @@ type runRec struct {
 	// pol is what preemption needs of the run, fixed when this master
 	// placed it (nil for a run it adopted: never preempted).
 	pol *runPolicy
+	// group is the multi-node group this is a member of, rank its rank
+	// (group.go); nil for a run on one worker. Rank 0 is the run's entry
+	// in registry.runs; every member is in its own worker's runs.
+	group *groupRun
+	rank  int
+	// memberDone: the group counted this member as ended (group.go).
+	memberDone atomic.Bool
+	// orphan: a multi-node group's run adopted from the store (another
+	// master's, or this one's before a restart): its other members are
+	// not known here, so the attempt is lost when its worker reports it.
+	orphan bool
 }
 
 // reports is the one fence check: whether a report about rr's run (a
@@ -131,19 +146,30 @@ func (r *registry) addRunLocked(rr *runRec) {
 	w.publishLocked()
 }
 
-// removeLocked removes rr if it is still the run registered under its id.
+// removeLocked removes rr if it is still the run registered under its id,
+// and with a group's rank 0 every member still placed.
 func (r *registry) removeLocked(rr *runRec) bool {
 	if r.runs[rr.taskID] != rr {
 		return false
 	}
 	delete(r.runs, rr.taskID)
-	if w := r.workers[rr.workerID]; w != nil {
-		delete(w.runs, rr.taskID)
-		w.publishLocked()
+	r.dropMemberLocked(rr)
+	if g := rr.group; g != nil {
+		for _, m := range g.members[1:] {
+			r.dropMemberLocked(m)
+		}
 	}
 	delete(r.cancels, rr.taskID)
 	delete(r.cancelWhy, rr.taskID)
 	return true
+}
+
+// dropMemberLocked takes rr off its worker's runs, if it is still there.
+func (r *registry) dropMemberLocked(rr *runRec) {
+	if w := r.workers[rr.workerID]; w != nil && w.runs[rr.taskID] == rr {
+		delete(w.runs, rr.taskID)
+		w.publishLocked()
+	}
 }
 
 // publishLocked gives w's session a fresh copy of w's runs (session.run).
@@ -212,6 +238,70 @@ func (r *registry) place(rr *runRec) bool {
 	return true
 }
 
+// placeGroup registers a group's members (rank order, members[0] the
+// run's entry) on their workers for a claim, all or none: false when a
+// worker is not connected, holds the run already, or the run is placed.
+func (r *registry) placeGroup(members []*runRec) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runs[members[0].taskID] != nil {
+		return false
+	}
+	for _, m := range members {
+		w := r.workers[m.workerID]
+		if w == nil || w.sess == nil || w.runs[m.taskID] != nil {
+			return false
+		}
+	}
+	r.addRunLocked(members[0])
+	for _, m := range members[1:] {
+		w := r.workers[m.workerID]
+		w.runs[m.taskID] = m
+		w.publishLocked()
+	}
+	return true
+}
+
+// dropMember frees a group's member that ended before its group (rank >
+// 0: rank 0 holds the run until the group's end is recorded).
+func (r *registry) dropMember(rr *runRec) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rr.rank > 0 {
+		r.dropMemberLocked(rr)
+	}
+}
+
+// addrs are where the members' workers are reached, in rank order
+// (RLSCHED_HOSTS).
+func (r *registry) addrs(members []*runRec) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(members))
+	for i, m := range members {
+		if w := r.workers[m.workerID]; w != nil {
+			out[i] = w.addr
+		}
+	}
+	return out
+}
+
+// groupMembersOn lists the members of groups placed on worker id that
+// their group has not counted as ended.
+func (r *registry) groupMembersOn(id string) []*runRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runRec
+	if w := r.workers[id]; w != nil {
+		for _, rr := range w.runs {
+			if rr.group != nil && !rr.memberDone.Load() {
+				out = append(out, rr)
+			}
+		}
+	}
+	return out
+}
+
 // adopt registers rr unless its run is known already (a run recovered
 // from the store, or taken over from another master).
 func (r *registry) adopt(rr *runRec) {
@@ -256,6 +346,11 @@ func (r *registry) sent(rr *runRec, fence uint64) (*session, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rr.fence.Store(fence)
+	if g := rr.group; g != nil {
+		for _, m := range g.members {
+			m.fence.Store(fence)
+		}
+	}
 	_, cancel := r.cancels[rr.taskID]
 	if w := r.workers[rr.workerID]; w != nil {
 		return w.sess, cancel
@@ -288,7 +383,13 @@ func (r *registry) heldLive(id string, fence uint64) bool {
 func (r *registry) reported(sess *session, taskID string, attempt int32, fence uint64) *runRec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rr := r.runs[taskID]; rr.reports(sess.workerID, attempt, fence) {
+	w := r.workers[sess.workerID]
+	if w == nil {
+		return nil
+	}
+	// The worker's own entry: a group's member on it is not the run's
+	// entry in r.runs (rank 0's).
+	if rr := w.runs[taskID]; rr.reports(sess.workerID, attempt, fence) {
 		return rr
 	}
 	return nil
@@ -316,6 +417,9 @@ type joined struct {
 	old     *session // the session this one replaces, to close
 	adopt   []*runRec
 	gone    []*runRec // placed on the worker, not listed: lost
+	// groupLost are the members of groups on the worker that its last
+	// session left running: lost (group.go).
+	groupLost []*runRec
 	kill    []string  // listed, not the worker's to run
 	why     []string  // for the log: a line per refused entry of Hello.runs
 }
@@ -342,6 +446,10 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 		old.closed.Store(true)
 	}
 	w.sess, w.host, w.version, w.slots, w.isolation = sess, h.Host, h.Version, int(h.Slots), h.Isolation
+	w.addr = h.Addr
+	if w.addr == "" {
+		w.addr = remoteHost(sess.remote)
+	}
 	w.cpuMillis, w.memoryMB = max(h.CpuMillis, 0), max(h.MemoryMb, 0)
 	w.enforcement, w.enforcementWarning = h.Enforcement, h.EnforcementWarning
 	w.gpus = make([]core.GPU, 0, len(h.Gpus)) // a new array: snapshots share the old one
@@ -373,8 +481,18 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 			continue // a duplicate, or the entry of a run already decided
 		}
 		delete(listed, ref.TaskId)
-		rr := r.runs[ref.TaskId]
+		rr := w.runs[ref.TaskId] // this worker's: a group's member is not the run's entry
+		if rr == nil {
+			rr = r.runs[ref.TaskId]
+		}
 		switch {
+		case rr.reports(h.WorkerId, ref.Attempt, ref.Fence) && rr.group != nil:
+			// A group's member does not outlive its worker's session: its
+			// group ends the attempt (groupLost, below) and it is killed.
+			j.why = append(j.why, fmt.Sprintf("%s is rank %d of a multi-node group whose attempt ended when this worker left", ref.TaskId, rr.rank))
+		case rr.reports(h.WorkerId, ref.Attempt, ref.Fence) && rr.orphan:
+			j.why = append(j.why, fmt.Sprintf("%s is a multi-node group whose members this master does not know (it took the run over); the attempt is requeued", ref.TaskId))
+			j.gone = append(j.gone, rr)
 		case rr.reports(h.WorkerId, ref.Attempt, ref.Fence):
 			rr.view.Store(nil) // another master may have held the run meanwhile
 			j.adopt = append(j.adopt, rr)
@@ -394,7 +512,11 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 		// A placed run the worker does not hold is lost: the worker restarted
 		// or the ExecuteTask died with the old connection. Claims still in
 		// flight (fence 0) are sent on the new session by the scheduler.
-		if !inHello[id] && rr.fence.Load() != 0 {
+		switch {
+		case rr.group != nil && !rr.memberDone.Load() && rr.fence.Load() != 0:
+			j.groupLost = append(j.groupLost, rr)
+		case rr.group != nil: // its group handles its end
+		case !inHello[id] && rr.fence.Load() != 0:
 			j.gone = append(j.gone, rr)
 		}
 	}
@@ -677,9 +799,7 @@ func (r *registry) anyFree() bool {
 func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	// NoGroups until the master runs a group's members (issue 29,
-	// docs/decisions.md): a group waits, no_worker, saying so.
-	s := plan.Snapshot{Free: make([]plan.Worker, 0, len(r.workers)), NoGroups: true}
+	s := plan.Snapshot{Free: make([]plan.Worker, 0, len(r.workers))}
 	for _, w := range r.workers {
 		if !w.connectedLocked() {
 			continue
@@ -943,4 +1063,12 @@ func (r *registry) session(rr *runRec) *session {
 		return w.sess
 	}
 	return nil
+}
+
+// remoteHost is the host part of a connection's remote address.
+func remoteHost(remote string) string {
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
 }

@@ -164,6 +164,14 @@ func (d *Dispatcher) onStarted(sess *session, ts *pb.TaskStarted, gate *startGat
 		d.log.Warn().Str("worker", sess.workerID).Str("task", ts.TaskId).Uint64("fence", ts.Fence).Msg("ignoring TaskStarted with a stale fence")
 		return
 	}
+	if rr.group != nil && rr.rank > 0 {
+		return // the run is RUNNING from rank 0's start (group.go)
+	}
+	if rr.group != nil && ts.Error == "" {
+		// Before the gate opens: rank 0's end, which waits for it, then
+		// finds every member sent.
+		defer d.startMembers(rr, ts.MasterPort)
+	}
 	at := gate.at
 	err := d.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
 	switch {
@@ -205,7 +213,7 @@ func (d *Dispatcher) onLogData(sess *session, ld *pb.LogData) {
 	if sess.logFlow.drop(ld) {
 		return // behind a frame refused "busy": the worker resends it (logpipe_flow.go)
 	}
-	f := logpipe.Frame{TaskID: ld.TaskId, TraceID: rr.traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
+	f := logpipe.Frame{TaskID: core.LogKey(ld.TaskId, rr.rank), TraceID: rr.traceID, Attempt: int(ld.Attempt), Offset: ld.Offset, Data: ld.Data, Ack: sess}
 	if !d.logs.Submit(f) {
 		sess.logFlow.busy(ld)
 		_ = sess.send(&pb.LogAck{TaskId: ld.TaskId, Attempt: ld.Attempt, Offset: ld.Offset, Error: logpipe.AckBusy,
@@ -219,6 +227,9 @@ func (d *Dispatcher) onLogData(sess *session, ld *pb.LogData) {
 // TaskFinished (whose read-modify-write of the run would otherwise undo it),
 // and it is queued there before the worker can see the ack and finish.
 func (s *session) LogAcked(a logpipe.Ack) {
+	if id, _, ok := core.ParseLogKey(a.TaskID); ok {
+		a.TaskID = id // a group member's log key names the run to its worker
+	}
 	if a.FinalReward != nil {
 		id, v, m := a.TaskID, *a.FinalReward, s.d
 		s.shard.push(func() {
@@ -253,13 +264,30 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 		d.log.Warn().Str("worker", sess.workerID).Str("task", tf.TaskId).Uint64("fence", tf.Fence).Msg("ignoring TaskFinished with a stale fence")
 		return
 	}
+	if rr.group != nil {
+		d.memberFinished(rr, tf) // group.go: the group's end is recorded once all members ended
+		return
+	}
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
 	if tf.Outcome == pb.Outcome_OUTCOME_LOST {
 		d.runGone(ctx, rr, "the worker stopped the run: "+tf.Error)
 		return
 	}
-	cancelled, why := d.reg.cancelRequested(tf.TaskId), d.reg.cancelReason(tf.TaskId)
+	cancelled := d.reg.cancelRequested(tf.TaskId)
+	ack = d.recordEnd(ctx, rr, tf, cancelled, d.errorTail(tf.TaskId, tf, cancelled))
+	if ack {
+		d.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
+			Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
+	}
+}
+
+// recordEnd records the end of rr's run as tf says (tail: its error tail),
+// retrying while the store does not answer, then releases it. It reports
+// false when the end could not be recorded (shutting down with the store
+// away): the worker keeps its report.
+func (d *Dispatcher) recordEnd(ctx context.Context, rr *runRec, tf *pb.TaskFinished, cancelled bool, tail string) bool {
+	why := d.reg.cancelReason(tf.TaskId)
 	var startAt *time.Time // a start this end supersedes (startGate)
 	if g := rr.starting.Load(); g != nil {
 		g.supersede()
@@ -269,7 +297,6 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 		}
 		startAt = &g.at
 	}
-	tail := d.errorTail(tf, cancelled)
 	change := func(t *core.Task) bool {
 		if finishFromReport(t, tf, cancelled, why, d.now()) != nil {
 			return false
@@ -318,37 +345,36 @@ func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 		rcancel()
 	}
 	if undecided(err) { // shutting down with the store away
-		ack = false
 		d.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run; the worker keeps its report")
-		return
+		return false
 	}
 	if err != nil {
 		d.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot record the end of a run")
 	} else if ran.GPUSeconds > 0 {
 		_ = d.st.AddUsage(ctx, []store.UsageCharge{ran}, d.cfg.Policy.HalfLife)
 	}
-	ctx, cancel = context.WithTimeout(d.ctx, 10*time.Second) // the first may be spent by the retries
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second) // the first may be spent by the retries
 	defer cancel()
 	d.release(ctx, rr)
-	d.log.Info().Str("task", tf.TaskId).Str("worker", sess.workerID).Str("outcome", tf.Outcome.String()).
-		Int32("exit", tf.ExitCode).Str("signal", tf.Signal).Msg("run finished")
 	if rr.preempt.Load() != nil {
 		d.Notify() // requeued: the queue changed
 	} else {
 		d.wakeScheduler()
 	}
+	return true
 }
 
 // errorTail is the end of the log of a run whose report says it failed
-// (core.Task.ErrorTail), "" for any other end. Its log file holds all of
+// (core.Task.ErrorTail), "" for any other end; key is the log's
+// (core.LogKey: a group's failing member's). Its log file holds all of
 // it: the worker sends TaskFinished once every byte is acked, and the log
 // pipe acks bytes once they are in the file.
-func (d *Dispatcher) errorTail(tf *pb.TaskFinished, cancelled bool) string {
+func (d *Dispatcher) errorTail(key string, tf *pb.TaskFinished, cancelled bool) string {
 	ok := tf.Outcome == pb.Outcome_OUTCOME_EXITED && tf.ExitCode == 0 && tf.Signal == ""
 	if ok || cancelled || tf.Outcome == pb.Outcome_OUTCOME_CANCELLED || d.logs == nil {
 		return ""
 	}
-	tail, err := logpipe.Tail(d.logs.Dir(), tf.TaskId, int(tf.Attempt))
+	tail, err := logpipe.Tail(d.logs.Dir(), key, int(tf.Attempt))
 	if err != nil {
 		d.log.Warn().Str("task", tf.TaskId).Err(err).Msg("cannot read the end of a failed run's log")
 	}
@@ -436,6 +462,9 @@ func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
 	d.terms.End(rr.taskID, "the run ended")
 	if rr.userID != 0 {
 		gpus := len(rr.gpus)
+		if rr.group != nil {
+			gpus *= len(rr.group.members)
+		}
 		if rr.share > 0 {
 			gpus = 0 // its dispatch moved none (a fraction; the store's count has it)
 		}
@@ -445,6 +474,12 @@ func (d *Dispatcher) release(ctx context.Context, rr *runRec) {
 		d.log.Warn().Str("task", rr.taskID).Err(err).Msg("cannot release lease")
 	}
 	d.logs.Forget(rr.taskID)
+	if g := rr.group; g != nil {
+		for _, m := range g.members[1:] {
+			d.logs.Forget(core.LogKey(m.taskID, m.rank))
+			d.workerChanged(m.workerID)
+		}
+	}
 	if d.outputs != nil {
 		d.outputs.Forget(rr.taskID)
 	}

@@ -37,12 +37,14 @@ func capMarker(lastNL bool, max int64) []byte {
 	return append(mk, " bytes (RUN_MAX_LOG_BYTES); the rest of its output is not stored ===\n"...)
 }
 
-// Path returns the log file of a run; id must be valid.
+// Path returns the log file of a run, or of a multi-node group's member
+// (taskID a core.LogKey); the id must be valid.
 func Path(dir, taskID string) (string, error) {
-	if !core.ValidTaskID(taskID) {
+	id, rank, ok := core.ParseLogKey(taskID)
+	if !ok {
 		return "", fmt.Errorf("invalid task id %q", taskID)
 	}
-	return filepath.Join(dir, core.LogFile(taskID, 0)), nil
+	return filepath.Join(dir, core.LogFile(id, rank)), nil
 }
 
 // fileState is what the master knows of a run's log file.

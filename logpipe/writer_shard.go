@@ -327,6 +327,11 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 	if rf.x == nil {
 		return
 	}
+	if _, rank, _ := core.ParseLogKey(taskID); rank > 0 {
+		// A multi-node group's other member: rank 0's log holds the run's
+		// metrics and final reward (docs/multinode.md).
+		return
+	}
 	if v, ok := rf.x.finalReward(); ok && (!rf.hasReported || v != rf.reported) && len(s.acks) > 0 {
 		for i := range s.acks {
 			s.acks[i].ack.FinalReward = &v
@@ -351,7 +356,7 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 // storageError logs a failure to open or write a log file and records it
 // for Stats. The worker keeps the bytes and resends them.
 func (s *writerShard) storageError(taskID string, err error) {
-	if !core.ValidTaskID(taskID) { // not a storage problem
+	if _, _, ok := core.ParseLogKey(taskID); !ok { // not a storage problem
 		s.w.log.Warn().Str("task", taskID).Err(err).Msg("refusing log bytes")
 		return
 	}

@@ -604,8 +604,8 @@ func (e *engine) schedule() {
 // the runs of page (with their usage, what they have active and their
 // quota); the reservation time.
 func (e *engine) snapshot(page []core.Task) plan.Snapshot {
-	// NoGroups as the master's (dispatch/registry.go): it runs no
-	// multi-node group yet, so neither does its simulation.
+	// NoGroups: the simulation does not model a multi-node group's
+	// members (the master runs them, dispatch/group.go), so its groups wait.
 	s := plan.Snapshot{Connected: e.connected, MaxGPUs: e.maxGPUs, MaxSlots: e.maxSlots, NoGroups: true}
 	free := e.freeBuf[:0]
 	for i := range e.nodes {

@@ -92,6 +92,15 @@ func (a *agent) connect(ctx context.Context, addr string) (joined bool, err erro
 	return true, s.serve(br, ack, helloSent)
 }
 
+// localIP is the address of this end of the connection to the master:
+// where a multi-node group's other members reach this worker (Hello.addr).
+func localIP(conn net.Conn) string {
+	if a, ok := conn.LocalAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
+}
+
 // handshake answers the master's Challenge with a Hello, sealed as the
 // first frame of the session its key and both nonces make, and reads the
 // HelloAck, whose tag must prove the master knows the same key before
@@ -124,6 +133,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		CpuMillis: a.offer.cpuMillis,
 		MemoryMb:  a.offer.memoryMB,
 		Labels:    a.labels,
+		Addr:      localIP(conn),
 
 		Enforcement:        a.cg.Kind(),
 		EnforcementWarning: a.cg.Warning(),

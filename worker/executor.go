@@ -238,6 +238,9 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 			return nil, nil, err
 		}
 	}
+	if err := pickMasterPort(m); err != nil {
+		return nil, nil, err
+	}
 	env := append(a.runEnv(m, r.dirs, r.cacheDir, r.ident), mpsEnv...) // the last value of a name counts
 	if r.py, err = a.pythonEnv(m, r, dir, env); err != nil {
 		return nil, nil, err

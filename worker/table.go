@@ -467,10 +467,13 @@ func (t *runTable) start(r *run, cmd *exec.Cmd, m *pb.ExecuteTask, spawn func() 
 		Fence:         r.fence,
 		Pid:           int32(r.pgid),
 		StartedUnixMs: r.startedAt.UnixMilli(),
+		MasterPort:    startedPort(m),
 	}
 	t.runs[r.id] = r
 	t.procs.Add(1)
-	r.outs.Start()
+	if keepsOutputs(m) {
+		r.outs.Start()
+	}
 	if secs := m.GetTimeoutSeconds(); secs > 0 {
 		r.timeoutTimer = time.AfterFunc(time.Duration(secs)*time.Second, func() {
 			t.mu.Lock()

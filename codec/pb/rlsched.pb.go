@@ -333,7 +333,12 @@ type Hello struct {
 	Labels map[string]string `protobuf:"bytes,16,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Container runtimes the worker can run images with ("podman",
 	// "docker"), issue 27.
-	Runtimes      []string `protobuf:"bytes,17,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	Runtimes []string `protobuf:"bytes,17,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	// The address a multi-node group's other members reach this worker at
+	// (issue 29: RLSCHED_HOSTS, MASTER_ADDR): the local address of its
+	// connection to the master; "" (an older worker): the master uses the
+	// connection's remote address.
+	Addr          string `protobuf:"bytes,18,opt,name=addr,proto3" json:"addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +483,13 @@ func (x *Hello) GetRuntimes() []string {
 		return x.Runtimes
 	}
 	return nil
+}
+
+func (x *Hello) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
 }
 
 type HelloAck struct {
@@ -1279,6 +1291,10 @@ type TaskStarted struct {
 	Pid           int32                  `protobuf:"varint,4,opt,name=pid,proto3" json:"pid,omitempty"`
 	StartedUnixMs int64                  `protobuf:"varint,5,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Error         string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"` // non-empty: the process could not start
+	// Rank 0 of a multi-node group (issue 29): the free port of this worker
+	// it picked as the group's MASTER_PORT; the master starts the other
+	// members with it.
+	MasterPort    int32 `protobuf:"varint,7,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1353,6 +1369,13 @@ func (x *TaskStarted) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *TaskStarted) GetMasterPort() int32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
 }
 
 type LogData struct {
@@ -2515,7 +2538,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
 	"\tmemory_mb\x18\x03 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04uuid\x18\x04 \x01(\tR\x04uuid\x12!\n" +
-	"\fcpu_affinity\x18\x05 \x01(\tR\vcpuAffinity\"\xd1\x04\n" +
+	"\fcpu_affinity\x18\x05 \x01(\tR\vcpuAffinity\"\xe5\x04\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x12\n" +
 	"\x04host\x18\x03 \x01(\tR\x04host\x12#\n" +
@@ -2535,7 +2558,8 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\venforcement\x18\x0e \x01(\tR\venforcement\x12/\n" +
 	"\x13enforcement_warning\x18\x0f \x01(\tR\x12enforcementWarning\x125\n" +
 	"\x06labels\x18\x10 \x03(\v2\x1d.rlsched.v1.Hello.LabelsEntryR\x06labels\x12\x1a\n" +
-	"\bruntimes\x18\x11 \x03(\tR\bruntimes\x1a9\n" +
+	"\bruntimes\x18\x11 \x03(\tR\bruntimes\x12\x12\n" +
+	"\x04addr\x18\x12 \x01(\tR\x04addr\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
@@ -2617,14 +2641,16 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
 	"\x06sha256\x18\x03 \x01(\tR\x06sha256\x12(\n" +
 	"\x10modified_unix_ns\x18\x04 \x01(\x03R\x0emodifiedUnixNs\x12\x19\n" +
-	"\binput_of\x18\a \x01(\tR\ainputOf\"\xa6\x01\n" +
+	"\binput_of\x18\a \x01(\tR\ainputOf\"\xc7\x01\n" +
 	"\vTaskStarted\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x10\n" +
 	"\x03pid\x18\x04 \x01(\x05R\x03pid\x12&\n" +
 	"\x0fstarted_unix_ms\x18\x05 \x01(\x03R\rstartedUnixMs\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"~\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1f\n" +
+	"\vmaster_port\x18\a \x01(\x05R\n" +
+	"masterPort\"~\n" +
 	"\aLogData\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +

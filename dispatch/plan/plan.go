@@ -109,9 +109,9 @@ type Snapshot struct {
 	// nowhere holds the worker where it fits best (reserve.go); zero: no
 	// reservations. The caller sets it to now − BACKFILL_RESERVE_SECONDS.
 	ReserveBefore time.Time
-	// NoGroups: the caller cannot start a multi-node group yet (issue 29:
-	// the planner places groups, the master does not yet run their
-	// members), so groups wait, no_worker, rather than start as one member.
+	// NoGroups: the caller cannot start a multi-node group's members (the
+	// simulator, which does not model them; the master does, issue 29), so
+	// groups wait, no_worker, rather than start as one member.
 	NoGroups bool
 }
 
@@ -302,7 +302,7 @@ func plan(s Snapshot, queue []core.Task, explain bool) Result {
 			if on[i] == "" && t.IsGroup() && code != CodeSweepLimit && code != CodeQuota {
 				switch _, _, held := resv.reason(t); {
 				case s.NoGroups:
-					code, why = CodeNoWorker, "needs several workers at once, and this master does not run multi-node groups yet"
+					code, why = CodeNoWorker, "needs several workers at once, and this scheduler does not run multi-node groups"
 				case !held:
 					code, why = groupReason(t, s, free)
 				}

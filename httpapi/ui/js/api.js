@@ -136,9 +136,10 @@ export const api = {
   },
 
   // logBytes returns raw log bytes from offset (Accept: text/plain) with the
-  // server's next offset and whether the run's log is complete.
-  logBytes: async (id, offset, limit, signal) => {
-    const res = await fetch('/api/monitor/logs/' + enc(id) + qs({ offset, limit }), {
+  // server's next offset and whether the run's log is complete; rank picks
+  // a multi-node group's member (0 or none: the run's log, rank 0's).
+  logBytes: async (id, offset, limit, signal, rank) => {
+    const res = await fetch('/api/monitor/logs/' + enc(id) + qs({ offset, limit, rank: rank > 0 ? rank : undefined }), {
       headers: { Accept: 'text/plain' }, credentials: 'same-origin', signal,
     });
     if (!res.ok) {

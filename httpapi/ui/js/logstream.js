@@ -13,10 +13,13 @@ const NL = 10;
 
 export class LogStream {
   // onText(text) gets each new piece; onProgress({next, eof, live}) after
-  // each step; onError(err) on failures (the stream keeps trying).
-  constructor(taskId, { onText, onProgress, onError } = {}) {
+  // each step; onError(err) on failures (the stream keeps trying). rank
+  // picks a multi-node group's member: another than rank 0 has no live
+  // topic, so its log is polled.
+  constructor(taskId, { onText, onProgress, onError, rank = 0 } = {}) {
     this.id = taskId;
-    this.topic = '/topic/logs/' + taskId;
+    this.rank = rank;
+    this.topic = rank > 0 ? null : '/topic/logs/' + taskId;
     this.next = 0;
     this.eof = false;
     this.ended = false; // the run ended: read to the end, then stop
@@ -31,14 +34,14 @@ export class LogStream {
     this.decoder = new TextDecoder();
   }
 
-  get live() { return live.isLive(this.topic); }
+  get live() { return this.topic !== null && live.isLive(this.topic); }
 
   // start begins following; the promise settles when the first catch-up
   // (everything written so far) has been delivered.
   start() {
     const first = this.enqueue(async () => {
       await this.catchUp();
-      if (this.stopped || this.eof) return;
+      if (this.stopped || this.eof || !this.topic) return;
       this.unsub = live.subscribe(this.topic, (m) => this.onFrame(m), { offset: () => this.next });
     });
     this.stopPoll = poller(() => this.enqueue(() => this.catchUp()), POLL_MS, this.topic);
@@ -99,7 +102,7 @@ export class LogStream {
   async catchUp() {
     for (;;) {
       if (this.stopped || this.eof) return;
-      const r = await api.logBytes(this.id, this.next, CHUNK, this.abort.signal);
+      const r = await api.logBytes(this.id, this.next, CHUNK, this.abort.signal, this.rank);
       let b = r.bytes;
       if (!b.length) {
         this.eof = r.eof;
@@ -124,7 +127,7 @@ export class LogStream {
   // catchUpTo reads the exact bytes [next, target): the gap before a frame.
   async catchUpTo(target) {
     while (this.next < target && !this.stopped) {
-      const r = await api.logBytes(this.id, this.next, Math.min(CHUNK, target - this.next), this.abort.signal);
+      const r = await api.logBytes(this.id, this.next, Math.min(CHUNK, target - this.next), this.abort.signal, this.rank);
       if (!r.bytes.length) return;
       this.emit(r.bytes);
       this.next += r.bytes.length;
@@ -169,12 +172,13 @@ export class LogStream {
   }
 }
 
-// downloadLog saves the whole log as a file, reading it in chunks.
-export async function downloadLog(taskId) {
+// downloadLog saves the whole log (rank's, of a multi-node group) as a
+// file, reading it in chunks.
+export async function downloadLog(taskId, rank = 0) {
   const parts = [];
   let off = 0;
   for (;;) {
-    const r = await api.logBytes(taskId, off, 8 << 20);
+    const r = await api.logBytes(taskId, off, 8 << 20, undefined, rank);
     if (!r.bytes.length) break;
     parts.push(r.bytes);
     off += r.bytes.length;
@@ -183,7 +187,7 @@ export async function downloadLog(taskId) {
   const url = URL.createObjectURL(new Blob(parts, { type: 'text/plain' }));
   const a = document.createElement('a');
   a.href = url;
-  a.download = taskId + '.log';
+  a.download = taskId + (rank > 0 ? '.rank' + rank : '') + '.log';
   document.body.appendChild(a);
   a.click();
   a.remove();

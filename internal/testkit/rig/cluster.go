@@ -3,6 +3,7 @@ package rig
 import (
 	"fmt"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,11 +56,25 @@ func (c *Cluster) ServerEnv(extra ...string) []string {
 // (NN-name.stdout and .stderr in Dir).
 func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 	c.T.Helper()
+	return c.StartVia(name, nil, env, args...)
+}
+
+// StartVia is Start with the binary run by the command wrap (such as
+// `nsenter --net=... --`, which execs it: the process is still the binary's).
+func (c *Cluster) StartVia(name string, wrap, env []string, args ...string) *Proc {
+	c.T.Helper()
 	c.mu.Lock()
 	c.n++
 	base := filepath.Join(c.Dir, fmt.Sprintf("%02d-%s", c.n, name))
 	c.mu.Unlock()
-	p, err := Launch(Spec{Name: name, Bin: c.Bin, Args: args, Env: env, Dir: c.Dir,
+	bin := c.Bin
+	if len(wrap) > 0 {
+		bin, args = wrap[0], append(append(append([]string(nil), wrap[1:]...), c.Bin), args...)
+		if p, err := exec.LookPath(bin); err == nil {
+			bin = p
+		}
+	}
+	p, err := Launch(Spec{Name: name, Bin: bin, Args: args, Env: env, Dir: c.Dir,
 		OutPath: base + ".stdout", ErrPath: base + ".stderr"})
 	if err != nil {
 		c.T.Fatal(err)

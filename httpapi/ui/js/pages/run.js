@@ -69,9 +69,19 @@ export function mount(root, ctx) {
   followBtn.addEventListener('click', () => view.setFollow(true));
   view.onFollowChange = (on) => { followBtn.hidden = on; };
   const dl = h('button', { type: 'button', class: 'btn btn-sm' }, 'Download');
+  // A multi-node group's member whose log is shown (rank 0's is the run's:
+  // its metrics, its live stream); the picker appears for a group.
+  let logRank = 0;
+  const rankPick = h('select', { id: 'log-rank', 'aria-label': 'Log of rank', hidden: true, style: { width: 'auto', height: '28px' } });
+  rankPick.addEventListener('change', () => {
+    logRank = Number(rankPick.value) || 0;
+    if (stream) stream.stop();
+    view.clear();
+    startStream();
+  });
   dl.addEventListener('click', async () => {
     dl.disabled = true;
-    try { await downloadLog(id); } catch (e) { toast('Download failed: ' + e.message, 'error'); } finally { dl.disabled = false; }
+    try { await downloadLog(id, logRank); } catch (e) { toast('Download failed: ' + e.message, 'error'); } finally { dl.disabled = false; }
   });
   const findIn = h('input', { type: 'search', placeholder: 'Find in log', 'aria-label': 'Find in log', id: 'log-find' });
   findIn.style.width = '170px';
@@ -104,7 +114,7 @@ export function mount(root, ctx) {
   const termBox = h('div');
   cleanups.push(() => term && term.destroy());
   const logCard = h('section', { class: 'logbox', id: 'log', 'aria-label': 'Log' },
-    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), logInfo, h('span', { class: 'spacer' }), hideToggle, findIn, dl),
+    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), rankPick, logInfo, h('span', { class: 'spacer' }), hideToggle, findIn, dl),
     view.el, logEmpty, followBtn);
   cleanups.push(() => view.destroy());
 
@@ -273,7 +283,7 @@ export function mount(root, ctx) {
           h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('a', { href: '#code' }, h('code', null, code.gitCommit.slice(0, 12))) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
           h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
           h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
-          t.nodes > 1 ? h('dt', null, 'Nodes') : null, t.nodes > 1 ? h('dd', { id: 'run-nodes' }, t.nodes + ' workers at once, the GPUs, cores and memory above on each (a multi-node group)') : null,
+          t.nodes > 1 ? h('dt', null, 'Nodes') : null, t.nodes > 1 ? h('dd', { id: 'run-nodes' }, t.nodes + ' workers at once, the GPUs, cores and memory above on each (a multi-node group: ranks 0–' + (t.nodes - 1) + (t.worker ? ', rank 0 on ' + t.worker : '') + '; the log picks a rank)') : null,
           h('dt', null, 'Cores'), h('dd', { id: 'run-cpus' }, t.cpus ? String(t.cpus) : h('span', { class: 'faint' }, 'no limit')),
           h('dt', null, 'Memory'), h('dd', { id: 'run-memory' }, t.memoryMb ? fmtBytes(t.memoryMb * 1048576) : h('span', { class: 'faint' }, 'no limit')),
           t.reason ? h('dt', null, 'Ended by') : null, t.reason ? h('dd', { id: 'run-reason' }, h('code', null, t.reason)) : null,
@@ -652,6 +662,12 @@ export function mount(root, ctx) {
     renderTimeline();
     renderCode();
     renderAttemptSelector();
+    if (t.nodes > 1 && rankPick.options.length !== t.nodes) {
+      rankPick.replaceChildren(...Array.from({ length: t.nodes }, (_, r) =>
+        h('option', { value: String(r) }, 'rank ' + r + (r === 0 && t.worker ? ' · ' + t.worker : ''))));
+      rankPick.value = String(logRank);
+      rankPick.hidden = false;
+    }
     if (!term && t.kind === 'interactive' && t.status === 'RUNNING' && ctx.user && ctx.user.id === t.userId) {
       term = new TerminalView(id);
       replace(termBox, term.el, h('div', { style: { height: '16px' } }));
@@ -679,6 +695,33 @@ export function mount(root, ctx) {
       setTask(m.data);
       if (m.data.status === 'QUEUED') refreshTask(); // for the queue position
     }
+  }
+
+  // startStream follows the log of logRank (rank 0's: the run's, whose
+  // metric lines and markers it also reads).
+  let finalMerged = false;
+  function startStream() {
+    const rank = logRank;
+    stream = new LogStream(id, {
+      rank,
+      onText: (text) => {
+        const firstLine = view.lineCount - (view.partial ? 1 : 0);
+        if (rank === 0) scanMarkers(view.partial + text, firstLine);
+        view.append(text);
+        if (rank === 0) scanMetrics(text);
+      },
+      onProgress: (p) => {
+        updateLogInfo(p);
+        if (rank !== 0) return;
+        if (chartsDirty && Date.now() - lastChart > 250) renderCharts();
+        if (p.eof) renderCharts();
+        // The whole log is read: the master's series, which saw every line
+        // (and may keep points a capped log lost), get their say.
+        if (p.eof && !finalMerged) { finalMerged = true; mergeRestMetrics(true); }
+      },
+      onError: (e) => { logInfo.textContent = 'log: ' + e.message + ' (retrying)'; },
+    });
+    stream.start().then(() => { if (TERMINAL.has(t.status)) stream.runEnded(); });
   }
 
   function updateLogInfo(p) {
@@ -717,7 +760,6 @@ export function mount(root, ctx) {
     renderCharts();
     if (!TERMINAL.has(t.status)) loadArtifacts();
     mergeRestMetrics(false);
-    let finalMerged = false;
     const outputsPoll = setInterval(() => { if (!TERMINAL.has(t.status)) loadArtifacts(); }, ARTIFACTS_EVERY);
     cleanups.push(() => clearInterval(outputsPoll));
     const metricsPoll = setInterval(() => { if (!TERMINAL.has(t.status)) mergeRestMetrics(false); }, REST_METRICS_EVERY);
@@ -725,24 +767,7 @@ export function mount(root, ctx) {
     cleanups.push(live.subscribe('/topic/tasks', onTaskFrame));
     const stopPoll = poller(async () => { if (!TERMINAL.has(t.status)) await refreshTask(); }, 2000, '/topic/tasks');
     cleanups.push(stopPoll);
-    stream = new LogStream(id, {
-      onText: (text) => {
-        const firstLine = view.lineCount - (view.partial ? 1 : 0);
-        scanMarkers(view.partial + text, firstLine);
-        view.append(text);
-        scanMetrics(text);
-      },
-      onProgress: (p) => {
-        updateLogInfo(p);
-        if (chartsDirty && Date.now() - lastChart > 250) renderCharts();
-        if (p.eof) renderCharts();
-        // The whole log is read: the master's series, which saw every line
-        // (and may keep points a capped log lost), get their say.
-        if (p.eof && !finalMerged) { finalMerged = true; mergeRestMetrics(true); }
-      },
-      onError: (e) => { logInfo.textContent = 'log: ' + e.message + ' (retrying)'; },
-    });
-    stream.start().then(() => { if (TERMINAL.has(t.status)) stream.runEnded(); });
+    startStream();
     const tick = setInterval(() => {
       if (chartsDirty) renderCharts();
       if (t && !TERMINAL.has(t.status)) {
