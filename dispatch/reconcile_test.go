@@ -88,9 +88,10 @@ func TestReconcileRequeuesActiveRunWithoutLease(t *testing.T) {
 	}
 
 	h.clock.Advance(h.m.leaseHold() + time.Millisecond)
+	// The requeue is logged after the store took it: wait for both.
 	testutil.WaitFor(t, 10*time.Second, "orphan requeued", func() bool {
 		got := h.task(t, orphan.ID)
-		return got.Status == core.StatusQueued && got.Attempt == 2
+		return got.Status == core.StatusQueued && got.Attempt == 2 && requeuedLogs(h, orphan.ID) > 0
 	})
 	if n := requeuedLogs(h, orphan.ID); n != 1 {
 		t.Fatalf("orphan requeued %d times:\n%s", n, h.logs.String())
@@ -149,6 +150,7 @@ func TestReconcileTwoMastersRequeueOnce(t *testing.T) {
 		if got := h.task(t, id); got.Status != core.StatusQueued || got.Attempt != 2 {
 			t.Fatalf("run %s: %s attempt %d, want QUEUED attempt 2", id, got.Status, got.Attempt)
 		}
+		testutil.WaitFor(t, 10*time.Second, "the requeue's log line", func() bool { return requeuedLogs(h, id) > 0 })
 		if n := requeuedLogs(h, id); n != 1 {
 			t.Fatalf("run %s requeued %d times:\n%s", id, n, h.logs.String())
 		}
