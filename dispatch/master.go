@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -211,6 +212,8 @@ type Dispatcher struct {
 	retrying lostRuns
 	// terms: the terminals of interactive runs (terminal.go).
 	terms *terminal.Hub
+	// proxyIDs numbers the streams to web apps (proxy.go).
+	proxyIDs atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
