@@ -16,24 +16,24 @@ import (
 // (server.go), which a stream never blocks.
 
 // DialSession opens a stream to the web app of interactive run id, placed
-// on this master's workers and started: ErrNotPlacedHere otherwise. It
+// on this master's workers and started: tunnel.ErrNotHere otherwise. It
 // waits (within ctx) for the worker to connect to the app, and returns
 // the worker's words when it could not. Permission and the run's kind,
 // port and status are the caller's to check. Safe from any goroutine.
 func (d *Dispatcher) DialSession(ctx context.Context, id string) (net.Conn, error) {
 	rr := d.reg.run(id)
 	if rr == nil || rr.fence.Load() == 0 {
-		return nil, ErrNotPlacedHere
+		return nil, tunnel.ErrNotHere
 	}
 	sess := d.reg.sessionOf(rr)
 	if sess == nil {
-		return nil, errNoSession
+		return nil, tunnel.ErrNotHere
 	}
 	sid := d.proxyIDs.Add(1)
 	snd := streamSender{sess: sess, taskID: id}
 	st := sess.proxies.Open(sid, snd)
 	if st == nil {
-		return nil, errNoSession // the connection closed
+		return nil, tunnel.ErrNotHere // the connection closed
 	}
 	if err := sess.send(&pb.ProxyOpen{TaskId: id, Attempt: int32(rr.attempt), Fence: rr.fence.Load(), Stream: sid}); err != nil {
 		st.Fail(err)
@@ -64,4 +64,3 @@ func (s streamSender) Close(stream uint64, why string) error {
 	return s.sess.send(&pb.ProxyClose{TaskId: s.taskID, Stream: stream, Error: why})
 }
 
-var _ tunnel.Sender = streamSender{}

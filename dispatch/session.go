@@ -13,9 +13,9 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/tunnel"
 	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/lease"
+	"github.com/rlsched/rlsched/tunnel"
 )
 
 // session is a verified worker connection. It is made by the connection's

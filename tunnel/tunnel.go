@@ -51,6 +51,10 @@ type Sender interface {
 // ErrStalled is a write whose peer took nothing for Stall.
 var ErrStalled = fmt.Errorf("the other side took nothing for %s: stream closed", Stall)
 
+// ErrNotHere is a stream asked of a master whose workers do not hold the
+// run (another master does, or its worker is reconnecting).
+var ErrNotHere = errors.New("the run is not held by this master's workers")
+
 // ErrProtocol is a peer that broke the window or the offsets.
 var ErrProtocol = errors.New("the other side broke the stream's window or offsets")
 
