@@ -137,11 +137,11 @@ type Config struct {
 // Server serves the REST API. Handler, Serve and Shutdown are safe to call
 // from any goroutine.
 type Server struct {
-	cfg Config
-	st  store.Store
-	ctl Control
-	log zerolog.Logger
-	srv *fasthttp.Server
+	cfg  Config
+	st   store.Store
+	ctl  Control
+	log  zerolog.Logger
+	srv  *fasthttp.Server
 	apps appClients // the clients of sessions' web apps (sessionapp.go)
 	// tokens issues and verifies login tokens under cfg.JWTSecret.
 	tokens *auth.Tokens
