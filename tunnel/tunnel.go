@@ -67,6 +67,7 @@ type Stream struct {
 	rwake chan struct{} // capacity 1: data, the peer's close, a read deadline
 	wwake chan struct{} // capacity 1: an ack, the peer's close, a write deadline
 	open  chan struct{} // closed at the first ack (the peer's side is open)
+	gone  chan struct{} // closed at the peer's close
 	onEnd func()
 
 	mu       sync.Mutex
@@ -87,7 +88,7 @@ type Stream struct {
 // when both sides are done with it (its Set removes it).
 func New(id uint64, s Sender, onEnd func()) *Stream {
 	return &Stream{id: id, send: s, stall: Stall, done: make(chan struct{}), rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1),
-		open: make(chan struct{}), onEnd: onEnd}
+		open: make(chan struct{}), gone: make(chan struct{}), onEnd: onEnd}
 }
 
 // SetStall sets the stall bound (tests).
@@ -147,6 +148,7 @@ func (s *Stream) PeerClosed(why string) {
 		return
 	}
 	s.peerEnd, s.peerWhy = true, why
+	close(s.gone)
 	closed := s.closed
 	s.mu.Unlock()
 	s.signal()
@@ -161,6 +163,7 @@ func (s *Stream) WaitOpen(ctx context.Context) error {
 	select {
 	case <-s.open:
 		return nil
+	case <-s.gone:
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
