@@ -237,10 +237,11 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.restore = restorer{st: st, blobs: cfg.Blobs, warn: d.warn, log: d.log}
 	d.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: d.warn, cancel: d.cancelIdle, changed: d.workerChanged,
 		sessions: d.idleSessions,
-		wake: d.wakeScheduler, log: d.log}
+		wake:     d.wakeScheduler, log: d.log}
 	d.peers = peers{st: st, reg: &d.reg, resendCancel: d.resendCancel, notify: d.Notify, changed: d.workerChanged, log: d.log}
 	d.explain = explainer{queue: st, inputs: &d.inputs}
-	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
+	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown,
+		sessions: cfg.Policy.InteractivePreempts, now: cfg.Clock, log: d.log}
 	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
 		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
 	d.reap = reaper{ls: d.ls, st: st, reg: &d.reg, retrying: &d.retrying, update: d.updateTask, forgetLogs: d.logs.Forget,

@@ -63,4 +63,3 @@ func (s streamSender) Ack(stream, off uint64) error {
 func (s streamSender) Close(stream uint64, why string) error {
 	return s.sess.send(&pb.ProxyClose{TaskId: s.taskID, Stream: stream, Error: why})
 }
-
