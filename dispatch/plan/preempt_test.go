@@ -139,3 +139,18 @@ func TestPreemptInteractiveOverBatch(t *testing.T) {
 		t.Fatalf("a batch run with the setting: %+v, want none", got)
 	}
 }
+
+// With SessionsFirst, the GPU a session preempted a batch run of its
+// priority for goes to the session, not back to the older victim.
+func TestSessionsFirstTakeTheFreedGPU(t *testing.T) {
+	victim, sess := queued("victim", 1, 0), queued("session", 1, 0)
+	sess.Kind = core.KindInteractive
+	s := Snapshot{Connected: 1, MaxGPUs: 1, Free: []Worker{{ID: "a", FreeGPUs: []int{0}, GPUs: 1}}}
+	if got := Place(s, []core.Task{victim, sess}); len(got) != 1 || got[0].Task.ID != "victim" {
+		t.Fatalf("without SessionsFirst: %+v, want the older run", got)
+	}
+	s.SessionsFirst = true
+	if got := Place(s, []core.Task{victim, sess}); len(got) != 1 || got[0].Task.ID != "session" {
+		t.Fatalf("with SessionsFirst: %+v, want the session", got)
+	}
+}
