@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -250,6 +252,32 @@ func TestNotebookSession(t *testing.T) {
 		return r.Status == 200, r.String()
 	})
 	bob.Must("POST", "/api/tasks/"+m[2]+"/cancel", nil, 202, nil)
+
+	// The Python client: Client.notebook queues one, waits and gives the URL.
+	scripts, _ := filepath.Abs(filepath.Join("..", "scripts"))
+	appFile := filepath.Join(b.Dir, "app.py")
+	if err := os.WriteFile(appFile, []byte(webApp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := fmt.Sprintf(`import sys, rlsched
+c = rlsched.Client(%q, token=%q)
+rid, url = c.notebook(command=["python3", "-c", open(%q).read()], port=%d, timeout=60, poll=0.2)
+print("RUN", rid); print("URL", url)
+`, up.URL, bob.Token, appFile, freePort(t))
+	cmd := exec.Command("python3", "-c", prog)
+	cmd.Env = append(b.ServerEnv(), "PYTHONPATH="+scripts, "PYTHONDONTWRITEBYTECODE=1")
+	pout, err := cmd.CombinedOutput()
+	pm := regexp.MustCompile(`(?m)^URL (\S+)$`).FindStringSubmatch(string(pout))
+	if rm := regexp.MustCompile(`(?m)^RUN (\S+)$`).FindStringSubmatch(string(pout)); rm != nil {
+		b.track(rm[1])
+	}
+	if err != nil || pm == nil || !strings.HasPrefix(pm[1], up.URL+"/sessions/") {
+		t.Fatalf("Client.notebook: %v\n%s", err, pout)
+	}
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		r := get(bob, strings.TrimPrefix(pm[1], up.URL))
+		return r.Status == 200, r.String()
+	})
 
 	// Ended: 409 with its status.
 	bob.Must("POST", "/api/tasks/"+id+"/cancel", nil, 202, nil)
