@@ -142,6 +142,21 @@ func TestNotebookSession(t *testing.T) {
 	if r := get(&client{bob.As("")}, base, "Accept", "application/json"); r.Status != 401 {
 		t.Fatalf("no token: %s; want 401", r)
 	}
+	if r := get(bob, "/sessions/no-such-run/"); r.Status != 404 {
+		t.Fatalf("an unknown session: %s; want 404", r)
+	}
+	if r := get(bob, "/sessions/..%2Fapi/x"); r.Status != 400 {
+		t.Fatalf("a malformed session id: %s; want 400", r)
+	}
+	var batch struct {
+		ID string `json:"id"`
+	}
+	bob.Must("POST", "/api/train", map[string]any{"command": []string{"true"}, "port": 8888}, 400, nil)
+	bob.Must("POST", "/api/train", map[string]any{"kind": "interactive", "port": 70000}, 400, nil)
+	bob.Must("POST", "/api/train", map[string]any{"command": []string{"true"}}, 202, &batch)
+	if r := get(bob, "/sessions/"+batch.ID+"/"); r.Status != 409 || !strings.Contains(string(r.Body), "no web app") {
+		t.Fatalf("a batch run's session path: %s; want 409", r)
+	}
 
 	// The app never sees the token, nor the gateway's signed headers; the
 	// browser's Host comes along (apps compare it to the Origin).
