@@ -42,9 +42,9 @@ class H(http.server.BaseHTTPRequestHandler):
         r = self.path[len(BASE):]
         if r == '': return self.send(200, '<h1>hello from the app</h1>', 'text/html')
         if r == 'headers': return self.send(200, json.dumps({k.lower(): v for k, v in self.headers.items()}), 'application/json')
-        if r == 'setcookie': return self.send(200, 'ok', extra=[('Set-Cookie', 'a=1; Domain=example.com; Path=/'),
+        if r == 'setcookie': return self.send(200, 'ok', extra=[('set-cookie', 'a=1; Domain=example.com; Path=/'),
             ('Set-Cookie', 'jwt_token=evil; Path=/'), ('Set-Cookie', 'b=2; Path=' + BASE + 'x')])
-        if r == 'away': return self.send(302, '', extra=[('Location', 'https://evil.example/steal')])
+        if r == 'away': return self.send(302, '', extra=[('location', 'https://evil.example/steal')])  # any case
         if r == 'home': return self.send(302, '', extra=[('Location', '/elsewhere')])
         if r == 'big':
             n = 8 << 20; self.send_response(200); self.send_header('Content-Length', str(n)); self.end_headers()

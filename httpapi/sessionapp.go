@@ -304,15 +304,16 @@ func (s *Server) appClient(id string) *fasthttp.HostClient {
 				defer cancel()
 				return dial(ctx, addr)
 			},
-			StreamResponseBody:            true,
-			DisablePathNormalizing:        true,
-			NoDefaultUserAgentHeader:      true,
-			DisableHeaderNamesNormalizing: true,
-			MaxIdleConnDuration:           appIdle,
-			ReadTimeout:                   appTimeout,
-			WriteTimeout:                  appTimeout,
-			MaxConns:                      64,
-			MaxConnWaitTimeout:            appDialTimeout,
+			StreamResponseBody:       true,
+			DisablePathNormalizing:   true,
+			NoDefaultUserAgentHeader: true,
+			// Header names stay normalized: the rules below must find a
+			// "location" or "set-cookie" whatever case the app wrote.
+			MaxIdleConnDuration: appIdle,
+			ReadTimeout:         appTimeout,
+			WriteTimeout:        appTimeout,
+			MaxConns:            64,
+			MaxConnWaitTimeout:  appDialTimeout,
 			// A request that failed on a stream is not sent again: the app
 			// may have acted on it.
 			RetryIfErr: func(*fasthttp.Request, int, error) (bool, bool) { return false, false },
