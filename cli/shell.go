@@ -194,8 +194,10 @@ func runSession(inv *invocation, args []string, notebook bool) int {
 
 // defaultNotebook is rlsched notebook's command without one: JupyterLab
 // on the session's port and base path (a shell only expands them: the
-// run's own argv, as any user's command).
-var defaultNotebook = []string{"sh", "-c", `exec jupyter lab --no-browser --ip=127.0.0.1 --port="$RLSCHED_PORT" --ServerApp.base_url="$RLSCHED_BASE_URL"`}
+// run's own argv, as any user's command). allow_remote_access: the proxy
+// sends the browser's Host, which Jupyter would refuse as not local; it
+// still listens on the loopback only, behind its token.
+var defaultNotebook = []string{"sh", "-c", `exec jupyter lab --no-browser --ip=127.0.0.1 --port="$RLSCHED_PORT" --ServerApp.base_url="$RLSCHED_BASE_URL" --ServerApp.allow_remote_access=True`}
 
 func newNotebookToken() string {
 	var b [24]byte

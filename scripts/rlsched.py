@@ -551,7 +551,7 @@ class Client:
         if command is None:
             token = secrets.token_hex(24)
             spec["command"] = ["sh", "-c", 'exec jupyter lab --no-browser --ip=127.0.0.1 --port="$RLSCHED_PORT" '
-                               '--ServerApp.base_url="$RLSCHED_BASE_URL"']
+                               '--ServerApp.base_url="$RLSCHED_BASE_URL" --ServerApp.allow_remote_access=True']
             spec["env"] = dict(spec.get("env") or {}, JUPYTER_TOKEN=token)
             spec.setdefault("name", "notebook")
         else:
