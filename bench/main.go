@@ -70,6 +70,8 @@ var scenarios = []scenario{
 		"a child starts ≤ 1 s after its last parent ends (p99) over a 1,000-step chain and a 1,000-wide fan-in", runDeps},
 	{"replay", "400 pods of Alibaba's 2023 GPU trace (openb) through a real master and simulated workers in compressed time, with their GPU shares and with every share rounded up to a whole GPU",
 		"GPU allocation ≥ 10 points above rounding up, mean wait lower, no GPU's shares over-committed (issue 28)", runReplay},
+	{"interactive", "interactive sessions (issue 34) on a real master, `rlsched gateway` and `rlsched worker`: one keystroke's echo through all three, and idle sessions with a viewer each",
+		"keystroke round trip through gateway, master and worker ≤ 10 ms p99 on loopback; 100 idle sessions cost the master ≤ 10 MiB", runInteractive},
 	{"claims", "claim → renew → release cycles through the Redis lease backend (rueidis, Lua by EVALSHA) from many goroutines, beside redis-benchmark running the same scripts",
 		"none set in issue 5: the ratio of rueidis cycles/s to redis-benchmark's EVALSHA rate for the same three scripts is reported", runClaims},
 }

@@ -124,7 +124,7 @@ func Commands() []string {
 }
 
 // order is the order of Usage's listing: the usual workflow first.
-var order = []string{"register", "login", "logout", "whoami", "submit", "sweep", "pipeline", "ls", "show", "edit", "logs", "shell", "attach",
+var order = []string{"register", "login", "logout", "whoami", "submit", "sweep", "pipeline", "ls", "show", "edit", "logs", "shell", "attach", "notebook",
 	"cancel", "rerun", "queue", "metrics", "artifacts", "download", "diff", "code", "code-diff", "workers", "gpus", "user", "quota"}
 
 // Usage writes one line per client command, for the binary's top-level help.

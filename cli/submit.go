@@ -91,6 +91,8 @@ type submitRequest struct {
 	// Kind and Record: an interactive session (rlsched shell).
 	Kind   string `json:"kind,omitempty"`
 	Record *bool  `json:"record,omitempty"`
+	// Port: a session's web app (rlsched notebook).
+	Port int `json:"port,omitempty"`
 }
 
 // submitAnswer is POST /api/train's and POST /api/tasks/{id}/rerun's answer.

@@ -60,12 +60,18 @@ const (
 	TypeTermInput
 	TypeTermResize
 	TypeTermAck
+	// The web app of an interactive run, proxied (issue 34).
+	TypeProxyOpen
+	TypeProxyData
+	TypeProxyAck
+	TypeProxyClose
 	typeEnd
 )
 
 var typeNames = [...]string{"", "Challenge", "Hello", "HelloAck", "Heartbeat", "HeartbeatAck",
 	"ExecuteTask", "TaskStarted", "LogData", "LogAck", "Metric", "CancelTask", "TaskFinished",
-	"TaskFinishedAck", "ArtifactChunk", "ArtifactAck", "Goodbye", "TermData", "TermInput", "TermResize", "TermAck"}
+	"TaskFinishedAck", "ArtifactChunk", "ArtifactAck", "Goodbye", "TermData", "TermInput", "TermResize", "TermAck",
+	"ProxyOpen", "ProxyData", "ProxyAck", "ProxyClose"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {
@@ -120,6 +126,14 @@ func New(t Type) proto.Message {
 		return &pb.TermResize{}
 	case TypeTermAck:
 		return &pb.TermAck{}
+	case TypeProxyOpen:
+		return &pb.ProxyOpen{}
+	case TypeProxyData:
+		return &pb.ProxyData{}
+	case TypeProxyAck:
+		return &pb.ProxyAck{}
+	case TypeProxyClose:
+		return &pb.ProxyClose{}
 	}
 	return nil
 }
@@ -168,6 +182,14 @@ func TypeOf(m proto.Message) Type {
 		return TypeTermResize
 	case *pb.TermAck:
 		return TypeTermAck
+	case *pb.ProxyOpen:
+		return TypeProxyOpen
+	case *pb.ProxyData:
+		return TypeProxyData
+	case *pb.ProxyAck:
+		return TypeProxyAck
+	case *pb.ProxyClose:
+		return TypeProxyClose
 	}
 	return 0
 }

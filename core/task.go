@@ -202,6 +202,31 @@ const (
 // it from users, as every RLSCHED_ name).
 const RecordEnv = "RLSCHED_RECORD"
 
+// PortEnv is the port on the worker's loopback where an interactive run
+// submitted with a port serves its web app (a notebook), which the master
+// proxies at SessionPath(id), given to the app as BaseURLEnv (issue 34).
+// Only the master sets them, as RecordEnv.
+const (
+	PortEnv    = "RLSCHED_PORT"
+	BaseURLEnv = "RLSCHED_BASE_URL"
+)
+
+// SessionPath is where the master serves the web app of interactive run
+// id: every path under it goes to the app unchanged.
+func SessionPath(id string) string { return "/sessions/" + id + "/" }
+
+// SessionPort is the port of t's web app; 0: it has none.
+func (t *Task) SessionPort() int {
+	if t.Kind != KindInteractive {
+		return 0
+	}
+	p, err := strconv.Atoi(t.Env[PortEnv])
+	if err != nil || p < 1 || p > 65535 {
+		return 0
+	}
+	return p
+}
+
 // Usage is what an ended run used (API.md "Resources").
 type Usage struct {
 	CPUSeconds   float64 `json:"cpuSeconds"`

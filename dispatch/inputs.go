@@ -49,5 +49,6 @@ func (in *planInputs) complete(ctx context.Context, snap *plan.Snapshot, queue [
 		return fmt.Errorf("cannot read the users' usage and quotas: %w", err)
 	}
 	snap.ReserveBefore = in.reserveBefore()
+	snap.SessionsFirst = in.policy.InteractivePreempts
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -211,6 +212,8 @@ type Dispatcher struct {
 	retrying lostRuns
 	// terms: the terminals of interactive runs (terminal.go).
 	terms *terminal.Hub
+	// proxyIDs numbers the streams to web apps (proxy.go).
+	proxyIDs atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -234,10 +237,11 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.restore = restorer{st: st, blobs: cfg.Blobs, warn: d.warn, log: d.log}
 	d.gpus = gpuRules{cfg: cfg.GPUWatch, points: cfg.Logs, warn: d.warn, cancel: d.cancelIdle, changed: d.workerChanged,
 		sessions: d.idleSessions,
-		wake: d.wakeScheduler, log: d.log}
+		wake:     d.wakeScheduler, log: d.log}
 	d.peers = peers{st: st, reg: &d.reg, resendCancel: d.resendCancel, notify: d.Notify, changed: d.workerChanged, log: d.log}
 	d.explain = explainer{queue: st, inputs: &d.inputs}
-	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown, now: cfg.Clock, log: d.log}
+	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown,
+		sessions: cfg.Policy.InteractivePreempts, now: cfg.Clock, log: d.log}
 	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
 		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
 	d.reap = reaper{ls: d.ls, st: st, reg: &d.reg, retrying: &d.retrying, update: d.updateTask, forgetLogs: d.logs.Forget,

@@ -30,6 +30,10 @@ type Policy struct {
 	// this recently from another preemption; default 300 s, < 0: no
 	// preemption at all.
 	PreemptCooldown time.Duration
+	// InteractivePreempts (INTERACTIVE_PREEMPTS, issue 34) lets a queued
+	// interactive run that fits nowhere preempt preemptible batch runs of
+	// its own priority too (plan.PreemptInput.InteractiveOverBatch).
+	InteractivePreempts bool
 }
 
 // DefaultBackfillReserve is BACKFILL_RESERVE_SECONDS's default.

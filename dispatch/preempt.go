@@ -32,13 +32,15 @@ type runPolicy struct {
 	priority    int
 	preemptible bool
 	grace       time.Duration
+	interactive bool      // a session (issue 34)
 	placedAt    time.Time // stands for its start: most recently placed, preempted first
 	preemptedAt time.Time
 }
 
 // policyOf is t's runPolicy, placed at now.
 func policyOf(t *core.Task, now time.Time) *runPolicy {
-	p := &runPolicy{priority: t.Priority, preemptible: t.Preemptible, grace: t.PreemptGrace(), placedAt: now}
+	p := &runPolicy{priority: t.Priority, preemptible: t.Preemptible, grace: t.PreemptGrace(), placedAt: now,
+		interactive: t.Kind == core.KindInteractive}
 	if t.PreemptedAt != nil {
 		p.preemptedAt = *t.PreemptedAt
 	}
@@ -63,6 +65,8 @@ type preempter struct {
 	inputs   *planInputs
 	reg      *registry
 	cooldown time.Duration // Policy.PreemptCooldown; < 0: off
+	// sessions: Policy.InteractivePreempts.
+	sessions bool
 	now      func() time.Time
 	log      zerolog.Logger
 }
@@ -103,7 +107,7 @@ func (p *preempter) preempt(page []core.Task, placed []plan.Placement, snap plan
 		return
 	}
 	ps := plan.Preempt(plan.PreemptInput{Nodes: nodes, Waiting: waiting, Max: MaxPreemptionsPerPass,
-		CooldownSince: p.now().Add(-p.cooldown)})
+		CooldownSince: p.now().Add(-p.cooldown), InteractiveOverBatch: p.sessions})
 	for _, pr := range ps {
 		for _, id := range pr.Victims {
 			rr := recs[id]

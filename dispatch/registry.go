@@ -1022,7 +1022,7 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 				continue
 			}
 			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), Priority: rr.pol.priority, Preemptible: true,
-				StartedAt: rr.pol.placedAt, PreemptedAt: rr.pol.preemptedAt}
+				Interactive: rr.pol.interactive, StartedAt: rr.pol.placedAt, PreemptedAt: rr.pol.preemptedAt}
 			n.Runs = append(n.Runs, a)
 			recs[rr.taskID] = rr
 		}

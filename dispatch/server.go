@@ -17,6 +17,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/tunnel"
 )
 
 // helloTimeout is how long a connection may take to send its Hello.
@@ -132,6 +133,7 @@ func (s *server) OnClose(c gnet.Conn, err error) gnet.Action {
 	sess := cc.sess
 	sess.closed.Store(true)
 	close(sess.quit)
+	sess.proxies.CloseAll("the worker's connection closed")
 	s.d.logs.AddConn(-1)
 	if sess.logSender {
 		s.d.logs.AddSender(-1)
@@ -220,7 +222,8 @@ func (s *server) accept(cc *conn) (joined bool, act gnet.Action) {
 	cc.hello, cc.open = true, keys.Recv
 	s.pending.Delete(cc)
 	sess := &session{d: s.d, id: newSessionID(), workerID: hello.WorkerId, instance: hello.Instance,
-		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.d.shardFor(hello.WorkerId), quit: make(chan struct{})}
+		remote: addrString(cc.c.RemoteAddr()), c: cc.c, seal: keys.Send, shard: s.d.shardFor(hello.WorkerId), quit: make(chan struct{}),
+		proxies: tunnel.NewSet()}
 	sess.lastSeen.Store(now.UnixNano())
 	for _, g := range hello.Gpus {
 		sess.gpuIdx = append(sess.gpuIdx, int(g.Index))
@@ -286,6 +289,18 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		s.d.onTermData(sess, msg) // on this loop: it never blocks (terminal.go)
 	case *pb.TermAck:
 		s.d.onTermAck(sess, msg)
+	case *pb.ProxyData: // the streams never block this loop (proxy.go)
+		if st := sess.proxies.Get(msg.Stream); st != nil {
+			st.Deliver(msg.Offset, msg.Data)
+		}
+	case *pb.ProxyAck:
+		if st := sess.proxies.Get(msg.Stream); st != nil {
+			st.Ack(msg.Offset)
+		}
+	case *pb.ProxyClose:
+		if st := sess.proxies.Get(msg.Stream); st != nil {
+			st.PeerClosed(msg.Error)
+		}
 	default:
 		return s.refuse(cc, "protocol error", fmt.Errorf("unexpected %T from a worker", msg))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/dispatch/gpuwatch"
 	"github.com/rlsched/rlsched/lease"
+	"github.com/rlsched/rlsched/tunnel"
 )
 
 // session is a verified worker connection. It is made by the connection's
@@ -65,6 +66,8 @@ type session struct {
 	// quit is closed when the connection closed (OnClose): goroutines
 	// serving it (restore streams) stop.
 	quit chan struct{}
+	// proxies: the streams to its runs' web apps (proxy.go).
+	proxies *tunnel.Set
 
 	// gpuIdx are the indices of the Hello's GPUs, in its order (set before
 	// the session is shared); gpuSt is the last GPU sample (gpus.go),

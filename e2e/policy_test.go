@@ -251,3 +251,46 @@ func TestFairShareTwoUsers(t *testing.T) {
 		t.Fatalf("%d of Alice's runs started before both of Bob's; want at most the 2 that held the GPUs when he submitted", before)
 	}
 }
+
+// INTERACTIVE_PREEMPTS (issue 34): with it on, a session that needs the
+// only GPU preempts a preemptible batch run of its own priority (QUEUED
+// again, attempt 2) and starts; a batch run of that priority does not.
+func TestInteractivePreemptsBatch(t *testing.T) {
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), Env: []string{"INTERACTIVE_PREEMPTS=true"}})
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", GPUs: 1})
+	m.WaitJoined(t, "w1")
+	anon := newClient(t, m.URL)
+	anon.Register("root")
+	anon.Register("alice")
+	root, alice := anon.login("root"), anon.login("alice")
+
+	var victim, peer, sess struct {
+		ID string `json:"id"`
+	}
+	root.Must("POST", "/api/train", map[string]any{"command": []string{"sleep", "600"}, "gpus": 1,
+		"preemptible": true, "preemptGraceSeconds": 1}, 202, &victim)
+	root.waitStatus(victim.ID, "RUNNING", 60*time.Second)
+	// A batch run of the same priority waits.
+	root.Must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &peer)
+	alice.Must("POST", "/api/train", map[string]any{"kind": "interactive", "command": []string{"sleep", "600"}, "gpus": 1}, 202, &sess)
+	defer func() {
+		if t.Failed() {
+			for _, l := range strings.Split(m.Stderr(), "\n") {
+				if strings.Contains(l, "preempt") || strings.Contains(l, "dispatched") {
+					t.Log(l)
+				}
+			}
+		}
+	}()
+	alice.waitStatus(sess.ID, "RUNNING", 60*time.Second)
+	v := root.waitTask(victim.ID, 30*time.Second, "preempted: attempt 2", func(tk task) bool { return tk.Attempt >= 2 })
+	if v.Status == "RUNNING" && v.Attempt == 2 {
+		t.Fatalf("the victim runs again beside the session on the only GPU: %+v", v)
+	}
+	if p, _ := root.getTask(peer.ID); p.Status != "QUEUED" {
+		t.Fatalf("the batch run of the same priority is %s, want QUEUED behind the session", p.Status)
+	}
+	alice.Must("POST", "/api/tasks/"+sess.ID+"/cancel", nil, 202, nil)
+	root.Must("POST", "/api/tasks/"+victim.ID+"/cancel", nil, 202, nil)
+}

@@ -20,8 +20,12 @@ func (i identity) ok() bool { return i.id != "" }
 // verify checks the request's token (internal/auth) and returns its
 // identity and where the token came from; a token whose name or role could
 // not travel in a header is refused.
-func (g *Gateway) verify(ctx *fasthttp.RequestCtx, ws bool) (identity, auth.Source, bool) {
-	tok, src := auth.FromRequest(&ctx.Request, ws)
+func (g *Gateway) verify(ctx *fasthttp.RequestCtx, kind pathKind) (identity, auth.Source, bool) {
+	tok, src := auth.FromRequest(&ctx.Request, kind == pathWS)
+	if kind == pathApp {
+		// The app's own Authorization schemes pass through (auth.FromAppRequest).
+		tok, src = auth.FromAppRequest(&ctx.Request)
+	}
 	who, ok := g.tokens.Verify(tok)
 	if !ok || !auth.HeaderSafe(who.Name) || !auth.HeaderSafe(who.Role) {
 		return identity{}, src, false

@@ -267,7 +267,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 
 	// 2. JWT.
 	var src auth.Source
-	st.user, src, st.verified = g.verify(ctx, st.kind == pathWS)
+	st.user, src, st.verified = g.verify(ctx, st.kind)
 	public := st.kind == pathPublic || (st.kind == pathActuator && isActuatorHealth(st.segs))
 	if !st.verified && !public && !g.cfg.AllowAnonymous {
 		g.obs.AuthRefused()
@@ -288,8 +288,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	}
 
 	// A cookie comes along with any page's request: a state-changing one
-	// must be this site's own (internal/crosssite).
-	if crosssite.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
+	// must be this site's own (internal/crosssite). A session's app takes
+	// bodies of its own kinds: the master checks its requests' origin
+	// (httpapi/sessionapp.go).
+	if st.kind != pathApp && crosssite.Applies(h, src == auth.Cookie, isSessionPath(st.segs)) {
 		if why := crosssite.CrossSite(h, string(h.Host())); why != "" {
 			writeError(ctx, st.trace, fasthttp.StatusForbidden, apierr.Forbidden, why)
 			return
@@ -313,7 +315,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	g.sign(&ctx.Request, ctx.RemoteIP().String(), st.user)
 
 	// 6. Proxy, with the fallback.
-	if st.kind == pathWS && ctx.Request.Header.ConnectionUpgrade() &&
+	if (st.kind == pathWS || st.kind == pathApp) && ctx.Request.Header.ConnectionUpgrade() &&
 		bytes.EqualFold(ctx.Request.Header.Peek(fasthttp.HeaderUpgrade), []byte("websocket")) {
 		g.proxyWebSocket(ctx, &st)
 		return

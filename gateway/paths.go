@@ -22,6 +22,7 @@ const (
 	pathWS                       // /ws and the terminals' WebSockets: token also from ?token=
 	pathActuator                 // /gateway-actuator/...: answered here
 	pathMetrics                  // /metrics: answered here
+	pathApp                      // /sessions/{id}/...: a session's web app (issue 34), WebSockets too
 )
 
 // classify maps a raw request path to its kind; ok is false for a malformed
@@ -55,6 +56,8 @@ func kindOf(segs []string) pathKind {
 		return pathActuator
 	case n == 1 && segs[0] == "ws":
 		return pathWS
+	case n >= 2 && segs[0] == "sessions":
+		return pathApp
 	case n == 3 && segs[0] == "ws" && segs[1] == "sessions",
 		n == 4 && segs[0] == "api" && segs[1] == "tasks" && segs[3] == "terminal":
 		return pathWS // an interactive run's terminal (issue 34)

@@ -38,6 +38,9 @@ func TestClassify(t *testing.T) {
 	f("/static", pathPrivate)
 	f("/", pathPrivate)
 	f("/runs/r1", pathPrivate)
+	f("/sessions/r1/", pathApp) // a session's web app (issue 34): token required, WebSockets too
+	f("/sessions/r1/lab/tree", pathApp)
+	f("/sessions", pathPrivate)
 	f("/ws", pathWS)
 	f("/ws/sessions/r1", pathWS)
 	f("/api/tasks/r1/terminal", pathWS)

@@ -57,6 +57,20 @@ func forwardedHeaders(ctx *fasthttp.RequestCtx) {
 	}
 }
 
+// appHeaderTimeout bounds the wait for a session's web app's answer
+// headers (issue 34): the app is the run's code, which may take long over
+// a request (a notebook saving a large file); the master bounds it the
+// same (httpapi's appTimeout).
+const appHeaderTimeout = 5 * time.Minute
+
+// headerTimeout is how long st's request waits for the answer's headers.
+func (g *Gateway) headerTimeout(st *reqState) time.Duration {
+	if st.kind == pathApp {
+		return max(g.cfg.UpstreamTimeout, appHeaderTimeout)
+	}
+	return g.cfg.UpstreamTimeout
+}
+
 func idempotent(method []byte) bool {
 	switch string(method) {
 	case "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE":
@@ -81,7 +95,7 @@ func (g *Gateway) proxy(ctx *fasthttp.RequestCtx, st *reqState) {
 
 	retryAny := idempotent(req.Header.Method())
 
-	deadline := time.Now().Add(g.cfg.UpstreamTimeout)
+	deadline := time.Now().Add(g.headerTimeout(st))
 	var tried [4]*upstream
 	ntried := 0
 	var lastErr error

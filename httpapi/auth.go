@@ -228,6 +228,9 @@ func (s *Server) authenticate(r *request, query bool) (core.User, *apiError) {
 		return u, e
 	}
 	tok, src := auth.FromRequest(&r.ctx.Request, query)
+	if r.app {
+		tok, src = auth.FromAppRequest(&r.ctx.Request)
+	}
 	if src == auth.None {
 		return core.User{}, errUnauthorized
 	}

@@ -27,6 +27,7 @@ type request struct {
 	id    string      // the run id of the path ({id}), validated
 	param string      // the other parameter of the path ({name}), for its handler to check
 	rest  []string    // path segments of a {rest...} (artifact paths, static files)
+	app   bool        // a request to a session's web app (sessionapp.go)
 }
 
 type handlerFunc func(r *request) *apiError
@@ -227,6 +228,9 @@ func (s *Server) dispatch(r *request) *apiError {
 		return errTooLarge
 	}
 	r.gw = s.checkGateway(r.ctx)
+	if id, ok := appPath(r.ctx.Request.URI().PathOriginal()); ok {
+		return s.sessionApp(r, id) // proxied, not routed (sessionapp.go)
+	}
 	rt, allow, e := s.route(r)
 	if e != nil {
 		return e

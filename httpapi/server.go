@@ -82,6 +82,9 @@ type Config struct {
 	// Terminals serves the terminals of interactive runs (terminal.go);
 	// nil answers 503 there.
 	Terminals Terminals
+	// Apps reaches the web apps of interactive runs (sessionapp.go); nil
+	// answers 503 there.
+	Apps SessionApps
 	// Blobs holds the runs' output files (GET /api/tasks/{id}/artifacts/…);
 	// nil: none can be downloaded.
 	Blobs artifact.Store
@@ -134,11 +137,12 @@ type Config struct {
 // Server serves the REST API. Handler, Serve and Shutdown are safe to call
 // from any goroutine.
 type Server struct {
-	cfg Config
-	st  store.Store
-	ctl Control
-	log zerolog.Logger
-	srv *fasthttp.Server
+	cfg  Config
+	st   store.Store
+	ctl  Control
+	log  zerolog.Logger
+	srv  *fasthttp.Server
+	apps appClients // the clients of sessions' web apps (sessionapp.go)
 	// tokens issues and verifies login tokens under cfg.JWTSecret.
 	tokens *auth.Tokens
 	// hosts are the names this master answers to.

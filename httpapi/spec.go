@@ -98,6 +98,9 @@ type submitBody struct {
 	// interactive run's terminal out of its log.
 	Kind   *string `json:"kind,omitempty"`
 	Record *bool   `json:"record,omitempty"`
+	// Port: an interactive run's web app listens there on its worker's
+	// loopback; the master proxies it at /sessions/<id>/ (sessionapp.go).
+	Port *int64 `json:"port,omitempty"`
 	// Nodes: the workers the run spans at once, gpus on each (issue 29,
 	// core.Task.Nodes); a rerun keeps it.
 	Nodes *int64 `json:"nodes,omitempty"`
@@ -167,6 +170,8 @@ type spec struct {
 	// noRecord: an interactive run's terminal is kept out of its log.
 	kind     string
 	noRecord bool
+	// port: an interactive run's web app's port (0: none).
+	port int
 	// nodes: the workers it spans at once (1: one).
 	nodes int
 }
@@ -183,7 +188,7 @@ func (s *Server) specOf(t core.Task) spec {
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
 		gpuFraction: t.GPUFraction, gpuMemoryMB: t.GPUMemoryMB, gpuType: t.GPUType, constraints: t.Constraints,
 		python: t.Python, nodes: t.Group(),
-		kind: t.Kind, noRecord: t.Env[core.RecordEnv] == "0",
+		kind: t.Kind, noRecord: t.Env[core.RecordEnv] == "0", port: t.SessionPort(),
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		if args, compact, err := paramArgs(p); err == nil {
@@ -430,6 +435,15 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 	}
 	if sp.noRecord && sp.kind != core.KindInteractive {
 		return errBadRequest("record applies to interactive runs only (kind %q): a batch run's output is always its log", core.KindInteractive)
+	}
+	if b.Port != nil {
+		if *b.Port < 1 || *b.Port > 65535 {
+			return errBadRequest("port must be 1..65535: the port the session's web app listens on, on its worker's loopback")
+		}
+		sp.port = int(*b.Port)
+	}
+	if sp.port != 0 && sp.kind != core.KindInteractive {
+		return errBadRequest("port applies to interactive runs only (kind %q): a batch run's web app is not proxied", core.KindInteractive)
 	}
 	if len(sp.base) == 0 && sp.kind != core.KindInteractive {
 		return errBadRequest("give command (an argv array) or algorithm")

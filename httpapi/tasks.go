@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,9 +169,15 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 	if t.Env == nil {
 		t.Env = map[string]string{}
 	}
-	if sp.noRecord {
+	if sp.noRecord || sp.port != 0 {
 		env := maps.Clone(t.Env) // sp.env may be another run's
-		env[core.RecordEnv] = "0"
+		if sp.noRecord {
+			env[core.RecordEnv] = "0"
+		}
+		if sp.port != 0 {
+			env[core.PortEnv] = strconv.Itoa(sp.port)
+			env[core.BaseURLEnv] = core.SessionPath(t.ID)
+		}
 		t.Env = env
 	}
 	if t.Tags == nil {

@@ -295,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	m.metrics.SetSources(m.metricSources())
 	apiCfg := httpapi.Config{
 		JWTSecret: []byte(cfg.JWTSecret), LogDir: cfg.LogDir, MasterID: cfg.MasterID, Logger: log,
-		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub, Terminals: m.disp,
+		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub, Terminals: m.disp, Apps: m.disp,
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
 		OutputsVisibility: cfg.ArtifactVisibility, MaxQueuedPerUser: cfg.MaxQueuedPerUser,
 		MaxInteractiveGPUs: cfg.MaxInteractiveGPUs,

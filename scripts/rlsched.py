@@ -54,6 +54,7 @@ import json
 import math
 import ntpath
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -491,7 +492,8 @@ class Client:
         ``kind="interactive"`` queues a session to attach a terminal to
         (``rlsched attach ID``; ``command`` may then be absent, and
         ``record=False`` keeps its output out of the log). Every Task has
-        ``kind``: ``"batch"`` or ``"interactive"``.
+        ``kind``: ``"batch"`` or ``"interactive"``; ``port=8888`` with it
+        serves a web app (see notebook).
         ``code="."`` (a directory) runs a snapshot of that directory's tree
         (see snapshot) instead of ``workdir`` on the worker.
         """
@@ -532,6 +534,43 @@ class Client:
     def task(self, run_id):
         """The Task of a run, a dict (API.md "Runs")."""
         return self._json("GET", "/api/tasks/" + self._id(run_id))
+
+    def notebook(self, command=None, port=8888, timeout=None, poll=1.0, **spec):
+        """Queue a notebook (an interactive run whose web app listens on
+        ``port`` of its worker's loopback; docs/interactive.md), wait until
+        it runs and return ``(id, url)``: the master serves the app at
+        ``url`` for its owner only, signed in by the dashboard's cookie.
+        Without ``command`` it runs JupyterLab, with a token of its own in
+        the URL (jupyter must be on the run's PATH); a command of your own
+        must serve under ``$RLSCHED_BASE_URL`` on ``$RLSCHED_PORT``. The
+        other keywords are submit's (``gpus=1``, ``timeout_seconds=``...).
+        ``timeout`` bounds the wait (TimeoutError, the run stays queued).
+        """
+        spec = dict(spec, kind="interactive", port=port)
+        token = None
+        if command is None:
+            token = secrets.token_hex(24)
+            spec["command"] = ["sh", "-c", 'exec jupyter lab --no-browser --ip=127.0.0.1 --port="$RLSCHED_PORT" '
+                               '--ServerApp.base_url="$RLSCHED_BASE_URL" --ServerApp.allow_remote_access=True']
+            spec["env"] = dict(spec.get("env") or {}, JUPYTER_TOKEN=token)
+            spec.setdefault("name", "notebook")
+        else:
+            spec["command"] = list(command)
+        rid = self.submit(**spec)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            t = self.task(rid)
+            if t["status"] == "RUNNING":
+                break
+            if t["status"] in TERMINAL:
+                raise RuntimeError("notebook %s ended %s before it ran: %s" % (rid, t["status"], t.get("error") or ""))
+            if deadline is not None and time.monotonic() + poll > deadline:
+                raise TimeoutError("notebook %s still %s after %ss" % (rid, t["status"], timeout))
+            time.sleep(poll)
+        url = "%s/sessions/%s/" % (self.url, rid)
+        if token:
+            url += "lab?token=" + token
+        return rid, url
 
     def wait(self, run_id, timeout=None, poll=1.0):
         """Wait until the run has finished and return its final Task.

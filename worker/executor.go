@@ -272,6 +272,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 		}
 		r.pipe = ptmx
 		r.term = newTerm(ptmx, m.GetEnv()[core.RecordEnv] != "0")
+		r.term.port = appPort(m.GetEnv())
 		return cmd, tty, nil
 	}
 	pr, pw, err := os.Pipe()
@@ -340,8 +341,8 @@ func checkTaskEnv(env map[string]string, interactive bool) error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("invalid env name %q", k)
 		}
-		if k == core.RecordEnv && interactive {
-			continue // the master's, for record: false
+		if (k == core.RecordEnv || k == core.PortEnv || k == core.BaseURLEnv) && interactive {
+			continue // the master's, for record: false and a web app
 		}
 		if why := core.ReservedEnv(k); why != "" {
 			return fmt.Errorf("env %s is refused: %s; remove it from the task", k, why)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/tunnel"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 	"github.com/rlsched/rlsched/worker/outputs"
 )
@@ -66,6 +67,12 @@ type session struct {
 	// (gpusample.go).
 	gpuSeq  uint64
 	gpuSent *nvsmi.Sample
+
+	// The streams to interactive runs' web apps opened on this connection
+	// (proxy.go), and their frames waiting for the writer.
+	proxies *tunnel.Set
+	pmu     sync.Mutex
+	pout    []proto.Message
 }
 
 func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys codec.Session) *session {
@@ -84,6 +91,7 @@ func newSession(a *agent, conn net.Conn, addr string, ack *pb.HelloAck, keys cod
 		ctrl:     make(chan proto.Message, ctrlQueue),
 		done:     make(chan struct{}),
 		hbSent:   map[uint64]sentAt{},
+		proxies:  tunnel.NewSet(),
 	}
 }
 
@@ -92,6 +100,7 @@ func (s *session) close() {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.conn.Close()
+		s.proxies.CloseAll("the worker's connection to its master closed")
 	})
 }
 
@@ -153,6 +162,20 @@ func (s *session) readLoop(br *bufio.Reader) error {
 			s.a.tab.termInput(m)
 		case *pb.TermResize:
 			s.a.tab.termResize(m)
+		case *pb.ProxyOpen:
+			s.proxyOpen(m)
+		case *pb.ProxyData:
+			if st := s.proxies.Get(m.GetStream()); st != nil {
+				st.Deliver(m.GetOffset(), m.GetData())
+			}
+		case *pb.ProxyAck:
+			if st := s.proxies.Get(m.GetStream()); st != nil {
+				st.Ack(m.GetOffset())
+			}
+		case *pb.ProxyClose:
+			if st := s.proxies.Get(m.GetStream()); st != nil {
+				st.PeerClosed(m.GetError())
+			}
 		case *pb.HeartbeatAck:
 			s.a.tab.heartbeatAck(s, m)
 		case *pb.Goodbye:
@@ -227,6 +250,9 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 		if err := s.write(w, m); err != nil {
 			return err
 		}
+	}
+	if err := s.flushProxies(w); err != nil {
+		return err
 	}
 	for range 8 {
 		msgs, started := s.a.tab.collect(passBudget)

@@ -54,6 +54,7 @@ type term struct {
 	in     chan *pb.TermInput
 	done   chan struct{} // closed when the pump has read the PTY to its end
 	warn   *time.Timer   // the time limit's warning; nil: none
+	port   int           // its web app's port on the loopback (proxy.go); 0: none
 
 	mu      sync.Mutex
 	pend    []byte // output not yet sent, at most termPending

@@ -91,6 +91,8 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"`seconds` a GPU run waits while smaller runs backfill past it before the next GPUs to free on the worker where it fits best are held for it (-1: never)")
 	f.seconds(&c.Policy.PreemptCooldown, "preempt-cooldown", "PREEMPT_COOLDOWN_SECONDS", 300,
 		"`seconds` a preempted run is spared from another preemption (-1: no preemption)")
+	envBool(f, &c.Policy.InteractivePreempts, "interactive-preempts", "INTERACTIVE_PREEMPTS", false,
+		"a queued interactive session that fits nowhere may preempt preemptible batch runs of its own priority too (not only lower)")
 	c.Resources = &core.ResourceDefaults{}
 	d := core.DefaultResources
 	f.float64(&c.Resources.CPUsPerGPU, "default-cpus-per-gpu", "DEFAULT_CPUS_PER_GPU", d.CPUsPerGPU,

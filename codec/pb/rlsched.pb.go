@@ -2518,6 +2518,271 @@ func (x *TermAck) GetOffset() uint64 {
 	return 0
 }
 
+// The web app of an interactive run (issue 34, docs/interactive.md), which
+// listens on the worker's loopback at the run's RLSCHED_PORT: the master
+// proxies it at /sessions/<id>/ through byte streams over the worker
+// connection. The master opens a stream (ProxyOpen, its id chosen by the
+// master, unique on the connection); the worker connects to the app and
+// answers ProxyAck{offset 0}, or ProxyClose with why. Then ProxyData goes
+// both ways, each side keeping at most a window of data unacknowledged by
+// the other's ProxyAck (offset: bytes taken, exclusive); ProxyClose from
+// either side ends the stream (error "" : a clean end of the sender's data).
+type ProxyOpen struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Stream        uint64                 `protobuf:"varint,4,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxyOpen) Reset() {
+	*x = ProxyOpen{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyOpen) ProtoMessage() {}
+
+func (x *ProxyOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyOpen.ProtoReflect.Descriptor instead.
+func (*ProxyOpen) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ProxyOpen) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ProxyOpen) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ProxyOpen) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
+func (x *ProxyOpen) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+type ProxyData struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Stream        uint64                 `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxyData) Reset() {
+	*x = ProxyData{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyData) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyData) ProtoMessage() {}
+
+func (x *ProxyData) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyData.ProtoReflect.Descriptor instead.
+func (*ProxyData) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ProxyData) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ProxyData) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+func (x *ProxyData) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ProxyData) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ProxyAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Stream        uint64                 `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxyAck) Reset() {
+	*x = ProxyAck{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyAck) ProtoMessage() {}
+
+func (x *ProxyAck) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyAck.ProtoReflect.Descriptor instead.
+func (*ProxyAck) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ProxyAck) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ProxyAck) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+func (x *ProxyAck) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type ProxyClose struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Stream        uint64                 `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProxyClose) Reset() {
+	*x = ProxyClose{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProxyClose) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProxyClose) ProtoMessage() {}
+
+func (x *ProxyClose) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProxyClose.ProtoReflect.Descriptor instead.
+func (*ProxyClose) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ProxyClose) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ProxyClose) GetStream() uint64 {
+	if x != nil {
+		return x.Stream
+	}
+	return 0
+}
+
+func (x *ProxyClose) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_codec_pb_rlsched_proto protoreflect.FileDescriptor
 
 const file_codec_pb_rlsched_proto_rawDesc = "" +
@@ -2753,7 +3018,26 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
-	"\x06offset\x18\x04 \x01(\x04R\x06offset*\x8e\x01\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\"l\n" +
+	"\tProxyOpen\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x16\n" +
+	"\x06stream\x18\x04 \x01(\x04R\x06stream\"h\n" +
+	"\tProxyData\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\x04R\x06stream\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"S\n" +
+	"\bProxyAck\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\x04R\x06stream\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"S\n" +
+	"\n" +
+	"ProxyClose\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\x04R\x06stream\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error*\x8e\x01\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eOUTCOME_EXITED\x10\x01\x12\x15\n" +
@@ -2775,7 +3059,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -2804,21 +3088,25 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*TermInput)(nil),       // 24: rlsched.v1.TermInput
 	(*TermResize)(nil),      // 25: rlsched.v1.TermResize
 	(*TermAck)(nil),         // 26: rlsched.v1.TermAck
-	nil,                     // 27: rlsched.v1.Hello.LabelsEntry
-	nil,                     // 28: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 29: rlsched.v1.Metric.ValuesEntry
+	(*ProxyOpen)(nil),       // 27: rlsched.v1.ProxyOpen
+	(*ProxyData)(nil),       // 28: rlsched.v1.ProxyData
+	(*ProxyAck)(nil),        // 29: rlsched.v1.ProxyAck
+	(*ProxyClose)(nil),      // 30: rlsched.v1.ProxyClose
+	nil,                     // 31: rlsched.v1.Hello.LabelsEntry
+	nil,                     // 32: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 33: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
-	27, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
+	31, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
 	2,  // 3: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
 	7,  // 4: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
 	8,  // 5: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
 	9,  // 6: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
-	28, // 7: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	32, // 7: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
 	12, // 8: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
-	29, // 9: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	33, // 9: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
 	0,  // 10: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
 	11, // [11:11] is the sub-list for method output_type
 	11, // [11:11] is the sub-list for method input_type
@@ -2839,7 +3127,7 @@ func file_codec_pb_rlsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

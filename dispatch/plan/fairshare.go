@@ -27,7 +27,7 @@ type User struct {
 // (oldest first), which the stable sort keeps among equals. A run whose
 // owner Users lacks counts usage 0.
 func fairOrder(s Snapshot, live []*core.Task) {
-	if len(s.Users) == 0 {
+	if len(s.Users) == 0 && !s.SessionsFirst {
 		return // the store's order is priority, then age, already
 	}
 	// The three keys as ranks packed into one integer, sorted as integers
@@ -47,7 +47,7 @@ func fairOrder(s Snapshot, live []*core.Task) {
 	slices.Sort(usages)
 	usages = slices.Compact(usages)
 	const posBits, usageBits, prioBits = 32, 20, 12
-	if len(live) >= 1<<posBits || len(usages) >= 1<<usageBits || len(prios) >= 1<<prioBits {
+	if len(live) >= 1<<posBits || len(usages) >= 1<<usageBits || 2*len(prios) >= 1<<prioBits {
 		fairOrderSlow(s, live)
 		return
 	}
@@ -61,7 +61,10 @@ func fairOrder(s Snapshot, live []*core.Task) {
 			rank[t.UserID] = ur
 		}
 		p, _ := slices.BinarySearch(prios, t.Priority)
-		pr := uint64(len(prios) - 1 - p) // higher priority first
+		pr := uint64(len(prios)-1-p) << 1 // higher priority first
+		if s.SessionsFirst && t.Kind != core.KindInteractive {
+			pr |= 1 // then sessions before batch runs
+		}
 		keys[i] = pr<<(posBits+usageBits) | ur<<posBits | uint64(i)
 	}
 	slices.Sort(keys)
@@ -76,17 +79,25 @@ func fairOrder(s Snapshot, live []*core.Task) {
 func fairOrderSlow(s Snapshot, live []*core.Task) {
 	type key struct {
 		prio  int
+		batch int // 1: a batch run behind sessions (SessionsFirst)
 		usage float64
 		pos   int
 		t     *core.Task
 	}
 	keys := make([]key, len(live))
 	for i, t := range live {
-		keys[i] = key{t.Priority, s.Users[t.UserID].Usage, i, t}
+		batch := 0
+		if s.SessionsFirst && t.Kind != core.KindInteractive {
+			batch = 1
+		}
+		keys[i] = key{t.Priority, batch, s.Users[t.UserID].Usage, i, t}
 	}
 	slices.SortFunc(keys, func(a, b key) int {
 		if a.prio != b.prio {
 			return cmp.Compare(b.prio, a.prio)
+		}
+		if a.batch != b.batch {
+			return cmp.Compare(a.batch, b.batch)
 		}
 		if c := cmp.Compare(a.usage, b.usage); c != 0 {
 			return c

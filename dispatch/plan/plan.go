@@ -109,6 +109,11 @@ type Snapshot struct {
 	// nowhere holds the worker where it fits best (reserve.go); zero: no
 	// reservations. The caller sets it to now − BACKFILL_RESERVE_SECONDS.
 	ReserveBefore time.Time
+	// SessionsFirst (INTERACTIVE_PREEMPTS, issue 34): interactive runs
+	// come before batch runs of their priority (fairshare.go), so the GPUs
+	// a session preempts a batch run of its own priority for are its, not
+	// the requeued victim's.
+	SessionsFirst bool
 	// NoGroups: the caller cannot start a multi-node group's members (the
 	// simulator, which does not model them; the master does, issue 29), so
 	// groups wait, no_worker, rather than start as one member.

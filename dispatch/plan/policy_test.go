@@ -223,13 +223,16 @@ func BenchmarkPlanPolicy(b *testing.B) {
 func TestFairOrderPackedKeysAgree(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 60).Draw(t, "runs")
-		s := Snapshot{Users: map[int64]User{}}
+		s := Snapshot{Users: map[int64]User{}, SessionsFirst: rapid.Bool().Draw(t, "sessionsFirst")}
 		for u := range int64(rapid.IntRange(1, 6).Draw(t, "users")) {
 			s.Users[u] = User{Usage: float64(rapid.IntRange(0, 3).Draw(t, "usage")) / 2}
 		}
 		q := make([]core.Task, n)
 		for i := range q {
 			q[i] = owned(fmt.Sprint("r", i), int64(rapid.IntRange(0, 7).Draw(t, "owner")), 1, rapid.IntRange(-2, 2).Draw(t, "prio"))
+			if rapid.Bool().Draw(t, "interactive") {
+				q[i].Kind = core.KindInteractive
+			}
 		}
 		a, b := make([]*core.Task, n), make([]*core.Task, n)
 		for i := range q {

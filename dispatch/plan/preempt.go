@@ -22,6 +22,9 @@ type Active struct {
 	GPUs        int
 	Priority    int
 	Preemptible bool
+	// Interactive: a session (core.KindInteractive); InteractiveOverBatch
+	// never takes one as a victim.
+	Interactive bool
 	StartedAt   time.Time
 	// PreemptedAt is when it was last preempted (zero: never); a run
 	// preempted at or after PreemptInput.CooldownSince is spared, so two
@@ -58,6 +61,10 @@ type PreemptInput struct {
 	CooldownSince time.Time
 	// Max bounds the preemptions of one decision (0: 1).
 	Max int
+	// InteractiveOverBatch (INTERACTIVE_PREEMPTS, issue 34): a waiting
+	// interactive run may also preempt preemptible batch runs of its own
+	// priority, not only of lower ones; sessions are never its victims.
+	InteractiveOverBatch bool
 }
 
 // Preempt chooses, for the waiting runs in order, victims that free enough
@@ -83,7 +90,7 @@ func Preempt(in PreemptInput) []Preemption {
 			if used[n.ID] {
 				continue
 			}
-			victims, top, ok := victimsOn(n, t, taken, in.CooldownSince)
+			victims, top, ok := victimsOn(n, t, taken, in.CooldownSince, in.InteractiveOverBatch)
 			if !ok {
 				continue
 			}
@@ -107,13 +114,15 @@ func Preempt(in PreemptInput) []Preemption {
 // victimsOn is the victims n would lose for t (top: the highest priority
 // among them), or ok false when n cannot free enough for t, or fits it
 // already (then t needs no preemption there).
-func victimsOn(n Node, t *core.Task, taken map[string]bool, cooldownSince time.Time) (victims []string, top int, ok bool) {
+func victimsOn(n Node, t *core.Task, taken map[string]bool, cooldownSince time.Time, interactiveOverBatch bool) (victims []string, top int, ok bool) {
 	if n.FreeGPUs >= t.GPUs {
 		return nil, 0, false
 	}
+	session := interactiveOverBatch && t.Kind == core.KindInteractive
 	var cands []Active
 	for _, r := range n.Runs {
-		if r.Preemptible && r.GPUs > 0 && r.Priority < t.Priority && !taken[r.ID] &&
+		below := r.Priority < t.Priority || session && !r.Interactive && r.Priority == t.Priority
+		if r.Preemptible && r.GPUs > 0 && below && !taken[r.ID] &&
 			(r.PreemptedAt.IsZero() || r.PreemptedAt.Before(cooldownSince)) {
 			cands = append(cands, r)
 		}

@@ -108,3 +108,49 @@ func TestPreemptProperties(t *testing.T) {
 		}
 	})
 }
+
+// INTERACTIVE_PREEMPTS (issue 34): a session waiting for a GPU preempts a
+// preemptible batch run of its own priority, never another session, a
+// batch run that is not preemptible or one of higher priority; without the
+// setting, or for a batch run waiting, equal priority stays untouched.
+func TestPreemptInteractiveOverBatch(t *testing.T) {
+	nodes := []Node{{ID: "a", Runs: []Active{
+		{ID: "batch", Worker: "a", GPUs: 1, Priority: 0, Preemptible: true, StartedAt: t0},
+		{ID: "session", Worker: "a", GPUs: 1, Priority: 0, Preemptible: true, Interactive: true, StartedAt: t0.Add(time.Second)},
+		{ID: "fixed", Worker: "a", GPUs: 1, Priority: 0, StartedAt: t0},
+		{ID: "higher", Worker: "a", GPUs: 1, Priority: 5, Preemptible: true, StartedAt: t0},
+	}}}
+	sess := queued("s", 1, 0)
+	sess.Kind = core.KindInteractive
+	got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&sess}, InteractiveOverBatch: true})
+	if len(got) != 1 || !slices.Equal(got[0].Victims, []string{"batch"}) {
+		t.Fatalf("a session with INTERACTIVE_PREEMPTS: %+v, want the batch run only", got)
+	}
+	if got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&sess}}); len(got) != 0 {
+		t.Fatalf("a session without the setting: %+v, want none", got)
+	}
+	two := queued("s2", 2, 0)
+	two.Kind = core.KindInteractive
+	if got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&two}, InteractiveOverBatch: true}); len(got) != 0 {
+		t.Fatalf("a 2-GPU session where only one batch run may go: %+v, want none", got)
+	}
+	batch := queued("b", 1, 0)
+	if got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&batch}, InteractiveOverBatch: true}); len(got) != 0 {
+		t.Fatalf("a batch run with the setting: %+v, want none", got)
+	}
+}
+
+// With SessionsFirst, the GPU a session preempted a batch run of its
+// priority for goes to the session, not back to the older victim.
+func TestSessionsFirstTakeTheFreedGPU(t *testing.T) {
+	victim, sess := queued("victim", 1, 0), queued("session", 1, 0)
+	sess.Kind = core.KindInteractive
+	s := Snapshot{Connected: 1, MaxGPUs: 1, Free: []Worker{{ID: "a", FreeGPUs: []int{0}, GPUs: 1}}}
+	if got := Place(s, []core.Task{victim, sess}); len(got) != 1 || got[0].Task.ID != "victim" {
+		t.Fatalf("without SessionsFirst: %+v, want the older run", got)
+	}
+	s.SessionsFirst = true
+	if got := Place(s, []core.Task{victim, sess}); len(got) != 1 || got[0].Task.ID != "session" {
+		t.Fatalf("with SessionsFirst: %+v, want the session", got)
+	}
+}

@@ -187,6 +187,26 @@ const (
 	Cookie
 )
 
+// FromAppRequest finds the token of a request to an interactive run's
+// web app (/sessions/<id>/...): Authorization: Bearer, else the jwt_token
+// cookie. Any other Authorization scheme is the app's own (Jupyter's
+// "token ..."), passed to it, not ours to refuse.
+func FromAppRequest(req *fasthttp.Request) ([]byte, Source) {
+	if h := req.Header.Peek(fasthttp.HeaderAuthorization); IsBearer(h) {
+		return bytes.TrimSpace(h[len("bearer "):]), Bearer
+	}
+	if c := req.Header.Cookie(CookieName); len(c) > 0 {
+		return c, Cookie
+	}
+	return nil, None
+}
+
+// IsBearer: h, an Authorization header, is a bearer token.
+func IsBearer(h []byte) bool {
+	const prefix = "bearer "
+	return len(h) > len(prefix) && bytes.EqualFold(h[:len(prefix)], []byte(prefix))
+}
+
 // FromRequest finds the token of a request: Authorization: Bearer, else
 // ?token= when query is true, else the jwt_token cookie. The bytes point into
 // the request and are valid while it is.

@@ -161,6 +161,12 @@ export function parseArgv(s) {
   return { argv };
 }
 
+// sessionURL is where an interactive run's web app is served (issue 34;
+// the master proxies it for its owner), '' for a run without one.
+export function sessionURL(t) {
+  return t && t.kind === 'interactive' && t.env && t.env.RLSCHED_PORT ? '/sessions/' + encodeURIComponent(t.id) + '/' : '';
+}
+
 export function debounce(fn, ms) {
   let t = 0;
   const d = (...args) => { clearTimeout(t); t = setTimeout(() => fn(...args), ms); };

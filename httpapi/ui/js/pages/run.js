@@ -14,7 +14,7 @@ import { snapshotDetails } from './runcode.js';
 import { loadSelection, saveSelection } from './runs.js';
 import {
   h, replace, clear, badge, fmtDuration, fmtTime, fmtNum, fmtBytes, parseTime, runDuration, placement,
-  shellQuote, paramsOf, paramText, mayCancel, copyButton, toast, TERMINAL, PALETTE,
+  shellQuote, paramsOf, paramText, mayCancel, copyButton, toast, sessionURL, TERMINAL, PALETTE,
 } from '../util.js';
 
 const METRIC = 'RLSCHED_METRIC ';
@@ -173,6 +173,13 @@ export function mount(root, ctx) {
       saveSelection(s);
       renderHead();
     });
+    // A notebook's web app, for its owner while it runs (the master
+    // refuses anyone else).
+    const app = sessionURL(t);
+    const appOpen = app && t.status === 'RUNNING' && ctx.user && ctx.user.id === t.userId;
+    if (appOpen) {
+      actions.appendChild(h('a', { class: 'btn btn-primary btn-sm', id: 'open-session', href: app, target: '_blank', rel: 'noopener' }, 'Open app'));
+    }
     const edit = record.button();
     if (edit) actions.appendChild(edit);
     actions.append(rerun, h('a', { class: 'btn btn-sm', href: '/submit?from=' + encodeURIComponent(t.id) }, 'Edit & resubmit'), cmp);
@@ -188,6 +195,8 @@ export function mount(root, ctx) {
           h('span', null, 'id ', h('code', null, t.id)),
           t.sweepId ? h('span', null, 'member of sweep ', h('a', { href: '/sweeps/' + t.sweepId, id: 'run-sweep' }, t.sweepId)) : null,
           t.rerunOf ? h('span', null, 'rerun of ', h('a', { href: '/runs/' + t.rerunOf, id: 'run-rerun-of' }, t.rerunOf)) : null,
+          app ? h('span', { id: 'run-session-url' }, 'app at ', h('code', null, location.origin + app),
+            appOpen ? null : h('span', { class: 'muted' }, ' (its owner’s, while it runs)')) : null,
           (t.tags || []).length ? h('span', null, (t.tags || []).map((x) => h('span', { class: 'tag' }, x))) : null)),
       h('span', { class: 'spacer' }),
       actions));

@@ -6,7 +6,7 @@
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, paramsOf, paramText, STATUSES, TERMINAL } from '../util.js';
+import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, sessionURL, paramsOf, paramText, STATUSES, TERMINAL } from '../util.js';
 
 const PAGE = 50;
 const SEL_KEY = 'rlsched.compare';
@@ -203,8 +203,38 @@ export function mount(root, ctx) {
   clearSel.addEventListener('click', () => { selection.clear(); saveSelection(selection); renderRows(); });
   const selBar = h('div', { class: 'selection-bar', hidden: true, role: 'region', 'aria-label': 'Selected runs' }, selCount, h('span', { style: { flex: '1' } }), clearSel, compareBtn);
 
+  // Your sessions (issue 34): the interactive runs of the signed-in user
+  // that are queued or running, with their terminal and web app.
+  const sessionsBox = h('section', { class: 'card sessions', id: 'sessions', 'aria-label': 'Your sessions', hidden: true });
+  let sessionsGen = 0;
+  const refreshSessions = debounce(async () => {
+    const g = ++sessionsGen;
+    try {
+      const [run, queued] = await Promise.all(['RUNNING', 'QUEUED'].map((status) =>
+        api.tasks({ user: ctx.user.username, status, limit: 100 }, ac.signal)));
+      if (g !== sessionsGen) return;
+      const list = [...(run.items || []), ...(queued.items || [])].filter((t) => t.kind === 'interactive');
+      renderSessions(list);
+    } catch (e) {
+      if (e.name !== 'AbortError') sessionsBox.hidden = true;
+    }
+  }, 300);
+  function renderSessions(list) {
+    sessionsBox.hidden = list.length === 0;
+    if (!list.length) return;
+    replace(sessionsBox, h('div', { class: 'card-head' }, h('h2', null, 'Your sessions')),
+      h('ul', { class: 'session-list' }, list.map((t) => h('li', { dataset: { id: t.id } },
+        badge(t.status), ' ',
+        h('a', { href: '/runs/' + t.id }, t.name || t.id), ' ', h('span', { class: 'mono faint' }, t.id),
+        h('span', { class: 'spacer' }),
+        h('span', { class: 'btn-row' },
+          t.status === 'RUNNING' ? h('a', { class: 'btn btn-sm', href: '/runs/' + t.id + '#terminal', dataset: { act: 'attach' } }, 'Attach') : null,
+          t.status === 'RUNNING' && sessionURL(t) ? h('a', { class: 'btn btn-sm btn-primary', href: sessionURL(t), target: '_blank', rel: 'noopener', dataset: { act: 'open' } }, 'Open app') : null)))));
+  }
+
   replace(root,
     h('div', { class: 'page-head' }, h('h1', null, 'Runs')),
+    sessionsBox,
     filters,
     more2,
     errBox,
@@ -467,6 +497,7 @@ export function mount(root, ctx) {
     }
     renderSoon();
     if (t.status === 'QUEUED' || (old && old.status === 'QUEUED') || TERMINAL.has(t.status)) refreshQueue();
+    if (t.kind === 'interactive' && t.userId === ctx.user.id) refreshSessions();
   }
 
   // Keyboard: j/k move between rows, x selects, Enter opens (the link).
@@ -508,6 +539,7 @@ export function mount(root, ctx) {
   const stopPoll = poller(() => load(false), 2000, '/topic/tasks');
   load(false);
   renderRows();
+  refreshSessions();
 
   return () => {
     ac.abort();
@@ -516,6 +548,7 @@ export function mount(root, ctx) {
     stopPoll();
     clearInterval(tick);
     refreshQueue.cancel();
+    refreshSessions.cancel();
     onText.cancel();
     document.removeEventListener('keydown', onKey);
   };
