@@ -124,6 +124,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		CpuMillis: a.offer.cpuMillis,
 		MemoryMb:  a.offer.memoryMB,
 		Labels:    a.labels,
+		Runtimes:  a.rt.names(),
 
 		Enforcement:        a.cg.Kind(),
 		EnforcementWarning: a.cg.Warning(),

@@ -29,7 +29,11 @@ type Hierarchy struct {
 	// a unified host, 0 when neither is found.
 	Version int
 	V1      map[string]string
-	V2      string
+	// V1Path is, per v1 controller, this process's group as
+	// /proc/self/cgroup names it (the path a container runtime's
+	// --cgroup-parent takes); nil: "/" for each.
+	V1Path map[string]string
+	V2     string
 	// V2Root: V2 is its namespace's root group, which may hold processes
 	// and children with controllers at once.
 	V2Root bool
@@ -78,7 +82,7 @@ func parseHierarchy(mountinfo, cgroup []byte) *Hierarchy {
 			}
 		}
 	}
-	h := &Hierarchy{V1: map[string]string{}}
+	h := &Hierarchy{V1: map[string]string{}, V1Path: map[string]string{}}
 	sc = bufio.NewScanner(bytes.NewReader(cgroup))
 	for sc.Scan() {
 		// hierarchy-id:controllers:path
@@ -97,6 +101,7 @@ func parseHierarchy(mountinfo, cgroup []byte) *Hierarchy {
 		for _, c := range strings.Split(parts[1], ",") {
 			if m, ok := v1[c]; ok {
 				h.V1[c] = filepath.Join(m.dir, within(path, m.root))
+				h.V1Path[c] = path
 			}
 		}
 	}
