@@ -126,7 +126,11 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	if err == nil {
 		var stopping bool
 		stopping, err = a.tab.start(r, cmd, m, func() error {
-			err := a.spawner.start(cmd, r.cg)
+			g := r.cg
+			if r.image {
+				g = nil // the runtime is not the run; its container goes into r.cg (image.go)
+			}
+			err := a.spawner.start(cmd, g)
 			pipeW.Close() // the child holds its own copy
 			return err
 		})

@@ -24,10 +24,10 @@ import (
 // the image instead of the worker's file system. Everything else is the
 // run of a worker without one: its code snapshot (or workdir), output,
 // input, private and cache dirs are mounted at the paths its env names;
-// its uid is kept (--user); its control group holds the container (v1:
-// the runtime's groups are made inside it, --cgroup-parent; v2: the
-// container stays in it, --cgroups=disabled), so its cores, memory,
-// process limit and GPU wall hold; its GPUs' device nodes are passed
+// its uid is kept (--user); its control group holds the container (the
+// runtime's groups are made inside it, --cgroup-parent) and the runtime
+// gets its cores and process limit too, so its memory, cores, process
+// limit and GPU wall hold (the runtime itself runs outside the group); its GPUs' device nodes are passed
 // (--device, or CDI names with CONTAINER_GPUS=cdi); its env passes by
 // name, so no value is on the runtime's command line; argv is the image's
 // command, never through a shell. The image is pulled (or found) before
@@ -168,22 +168,23 @@ func (a *agent) containerize(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, dir strin
 		gid = r.ident.GID()
 	}
 	args = append(args, "--user", fmt.Sprintf("%d:%d", uid, gid))
-	// Its limits: its control group holds the container (ContainerParent);
-	// a worker that enforces none gives them to the runtime.
-	switch parent, ok := r.cg.ContainerParent(); {
-	case ok && parent != "":
+	// Its limits: its control group's memory holds the container
+	// (ContainerParent); its cores and processes are the runtime's to
+	// bound too, since a v1 host may keep the controllers' groups at
+	// other paths than the memory's (docs/code.md).
+	parent, held := r.cg.ContainerParent()
+	if held {
 		args = append(args, "--cgroup-parent", parent)
-	case ok:
-		args = append(args, "--cgroups=disabled")
-	default:
-		if c := m.GetCpuMillis(); c > 0 {
-			args = append(args, "--cpus", strconv.FormatFloat(float64(c)/1000, 'f', 3, 64))
-		}
-		if mb := m.GetMemoryMb(); mb > 0 {
-			args = append(args, "--memory", strconv.FormatInt(mb, 10)+"m")
-		}
-		args = append(args, "--pids-limit", strconv.FormatInt(a.cfg.PidsMax, 10))
+	} else if mb := m.GetMemoryMb(); mb > 0 {
+		args = append(args, "--memory", strconv.FormatInt(mb, 10)+"m")
 	}
+	if c := m.GetCpuMillis(); c > 0 {
+		args = append(args, "--cpus", strconv.FormatFloat(float64(c)/1000, 'f', 3, 64))
+	}
+	if cores := r.cg.Cores(); cores != "" {
+		args = append(args, "--cpuset-cpus", cores)
+	}
+	args = append(args, "--pids-limit", strconv.FormatInt(a.cfg.PidsMax, 10))
 	// The worker's own rlimits: a root runtime would raise them, which a
 	// worker without CAP_SYS_RESOURCE may not (docs/code.md); processes
 	// are bounded by PIDS_MAX, as the run's control group bounds them.

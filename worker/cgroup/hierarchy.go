@@ -34,6 +34,8 @@ type Hierarchy struct {
 	// --cgroup-parent takes); nil: "/" for each.
 	V1Path map[string]string
 	V2     string
+	// V2Path is this process's v2 group as /proc/self/cgroup names it.
+	V2Path string
 	// V2Root: V2 is its namespace's root group, which may hold processes
 	// and children with controllers at once.
 	V2Root bool
@@ -94,7 +96,7 @@ func parseHierarchy(mountinfo, cgroup []byte) *Hierarchy {
 		if parts[0] == "0" && parts[1] == "" {
 			if v2 != nil {
 				rel := within(path, v2.root)
-				h.V2, h.V2Root = filepath.Join(v2.dir, rel), rel == "/"
+				h.V2, h.V2Root, h.V2Path = filepath.Join(v2.dir, rel), rel == "/", path
 			}
 			continue
 		}

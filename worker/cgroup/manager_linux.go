@@ -285,30 +285,25 @@ func (g *Group) Remove() {
 }
 
 // ContainerParent is where a container runtime puts a run's container
-// (issue 27, worker/image.go) so that the group's limits and device wall
-// hold it: on v1 the group's path as /proc/self/cgroup names it, for
-// --cgroup-parent (the runtime makes its groups inside; Kill and Remove
-// take them too); "" on v2, whose group may not hold processes and
-// children at once, where the container stays in the group of the
-// runtime's process (--cgroups=disabled). ok is false for a nil group
-// (nothing enforced): the runtime's own limits apply then.
+// (issue 27, worker/image.go), for its --cgroup-parent: the group's path
+// as /proc/self/cgroup names it (on v1 the memory controller's), so that
+// the group's memory limit holds the container; the runtime makes its
+// groups inside, which Kill, Usage and Remove take too. The runtime's own
+// process stays out of the group (its memory is not the run's). ok is
+// false for a nil group (nothing enforced).
 func (g *Group) ContainerParent() (path string, ok bool) {
 	if g == nil {
 		return "", false
 	}
+	d, base, own := g.dirs["memory"], g.m.h.V1["memory"], g.m.h.V1Path["memory"]
 	if g.m.kind != KindV1 {
-		return "", true
-	}
-	d := g.dirs["memory"]
-	base, own := g.m.h.V1["memory"], "/"
-	if p := g.m.h.V1Path["memory"]; p != "" {
-		own = p
+		d, base, own = g.dirs[""], g.m.h.V2, g.m.h.V2Path
 	}
 	rel, err := filepath.Rel(base, d)
-	if err != nil {
+	if err != nil || strings.HasPrefix(rel, "..") {
 		return "", false
 	}
-	return filepath.Join(own, rel), true
+	return filepath.Join("/", own, rel), true
 }
 
 // removeTree removes a group's directory and the groups inside it, the
