@@ -419,6 +419,9 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		}
 		sp.image = *b.Image
 	}
+	if sp.image != "" && sp.python != nil {
+		return errBadRequest("image and python cannot be combined: a run in an image uses the image's own Python; install its requirements in the image")
+	}
 	if b.Code != nil {
 		if e := applyCode(sp, b.Code); e != nil {
 			return e
