@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// A run's container image (issue 27; docs/code.md "Container images") is on
+// A run's container image (issue 27; docs/API.md "Container images") is on
 // its Task through submit, rerun (kept, replaced or dropped) and a sweep's
 // members.
 func TestImage_Success(t *testing.T) {

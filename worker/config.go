@@ -154,7 +154,7 @@ type Config struct {
 	// images (image.go): "" the one on PATH, if any (none: the worker runs
 	// no image, and says so in Hello); "off" none; else a path or name
 	// that must work. ContainerFlags (CONTAINER_FLAGS) are its global
-	// flags, e.g. --storage-driver vfs --runtime runc (docs/code.md);
+	// flags, e.g. --storage-driver vfs --runtime runc (docs/deploy.md);
 	// ContainerNetwork (CONTAINER_NETWORK) its --network, default
 	// DefaultContainerNetwork; ContainerGPUs (CONTAINER_GPUS) how GPUs
 	// pass, ContainerGPUsDevices (the default) or ContainerGPUsCDI.

@@ -19,7 +19,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 )
 
-// A run's container image (issue 27; docs/code.md "Container images"): on
+// A run's container image (issue 27; docs/API.md "Container images"): on
 // a worker with a container runtime (podman), the run's command runs in
 // the image instead of the worker's file system. Everything else is the
 // run of a worker without one: its code snapshot (or workdir), output,
@@ -171,7 +171,7 @@ func (a *agent) containerize(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, dir strin
 	// Its limits: its control group's memory holds the container
 	// (ContainerParent); its cores and processes are the runtime's to
 	// bound too, since a v1 host may keep the controllers' groups at
-	// other paths than the memory's (docs/code.md).
+	// other paths than the memory's (docs/deploy.md).
 	parent, held := r.cg.ContainerParent()
 	if held {
 		args = append(args, "--cgroup-parent", parent)
@@ -186,7 +186,7 @@ func (a *agent) containerize(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, dir strin
 	}
 	args = append(args, "--pids-limit", strconv.FormatInt(a.cfg.PidsMax, 10))
 	// The worker's own rlimits: a root runtime would raise them, which a
-	// worker without CAP_SYS_RESOURCE may not (docs/code.md); processes
+	// worker without CAP_SYS_RESOURCE may not (docs/deploy.md); processes
 	// are bounded by PIDS_MAX, as the run's control group bounds them.
 	var nofile, nproc unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &nofile) == nil {

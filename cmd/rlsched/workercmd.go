@@ -55,7 +55,7 @@ func (o *workerOpts) define(f envFlags) {
 	f.str(&o.gpuSharing, "gpu-sharing", "GPU_SHARING", "timeslice", "how fractional runs share a GPU: timeslice (CUDA's time-slicing; a run over its GPU memory share is stopped) or mps (an MPS control daemon per shared GPU limits each run's memory and threads; needs RUN_AS=user or none)")
 	f.int(&o.gpuMemoryGrace, "gpu-memory-grace", "GPU_MEMORY_GRACE_SECONDS", 30, "`seconds` a fractional run may use more GPU memory than its share before it is stopped (reason gpu_memory)")
 	f.str(&o.containerRuntime, "container-runtime", "CONTAINER_RUNTIME", "", "the podman that runs runs' images (`image`): default the one on PATH, if any; off: run no image")
-	f.str(&o.containerFlags, "container-flags", "CONTAINER_FLAGS", "", "podman's global flags, space-separated, e.g. \"--storage-driver vfs --runtime runc\" (docs/code.md)")
+	f.str(&o.containerFlags, "container-flags", "CONTAINER_FLAGS", "", "podman's global flags, space-separated, e.g. \"--storage-driver vfs --runtime runc\" (docs/deploy.md)")
 	f.str(&o.containerNetwork, "container-network", "CONTAINER_NETWORK", "host", "the --network of runs in images: host (a run without an image's), none, or a podman network")
 	f.str(&o.containerGPUs, "container-gpus", "CONTAINER_GPUS", "devices", "how a run's GPUs enter its image: devices (--device /dev/nvidiaN and the control nodes) or cdi (nvidia.com/gpu=N, the NVIDIA container toolkit's CDI spec)")
 }

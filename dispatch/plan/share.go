@@ -233,7 +233,7 @@ func neverMatches(t *core.Task, machines []Machine) (code, why string, ok bool) 
 	}
 	switch {
 	case labelled == 0 && t.Image != "" && runtimes == 0:
-		return CodeNoWorker, fmt.Sprintf("runs in image %s, and no connected worker has a container runtime (podman or docker); install podman on a worker and restart it", t.Image), true
+		return CodeNoWorker, fmt.Sprintf("runs in image %s, and no connected worker has a container runtime (podman); install podman on a worker and restart it", t.Image), true
 	case labelled == 0 && t.Image != "" && len(t.Constraints) > 0:
 		return CodeNoWorker, fmt.Sprintf("runs in image %s, and no connected worker with a container runtime has the labels it asks for (%s)", t.Image, constraintText(t.Constraints)), true
 	case labelled == 0:

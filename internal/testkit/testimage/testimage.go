@@ -3,7 +3,7 @@
 // (scripts/test-image.sh, cached in $RLSCHED_CACHE_DIR, which .ci/run
 // builds in its install part), imported once into a podman store of its
 // own under the cache dir. Podman as root in a VM needs flags a default
-// install lacks (docs/code.md "Container images"): the vfs storage driver
+// install lacks (docs/API.md "Container images"): the vfs storage driver
 // (no overlay on overlay), the file events backend (no journald), the
 // cgroupfs manager (no systemd), and runc where the host has cgroup v1
 // beside a cgroup2 mount with controllers (crun refuses such a "hybrid"
