@@ -162,7 +162,10 @@ func containerName(r *run) string {
 func (a *agent) containerize(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, dir string) error {
 	rt := a.rt
 	args := []string{"run", "--rm", "--replace", "--name", containerName(r), "--pull=never",
-		"--network", cmpOr(rt.network, DefaultContainerNetwork), "--workdir", dir}
+		"--network", cmpOr(rt.network, DefaultContainerNetwork), "--workdir", dir,
+		// An init as pid 1 that forwards signals: the run's process keeps
+		// the default SIGTERM, which pid 1 would not have.
+		"--init"}
 	uid, gid := runUID(r.ident), uint32(os.Getgid())
 	if r.ident != nil {
 		gid = r.ident.GID()

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/testkit/testimage"
@@ -126,5 +128,36 @@ func TestImage_Missing(t *testing.T) {
 	want := "image localhost/rlsched-no-such-image:1 does not exist on this worker and cannot be pulled"
 	if fin.GetOutcome() != pb.Outcome_OUTCOME_START_FAILED || !strings.Contains(fin.GetError(), want) || !strings.Contains(out, want) {
 		t.Fatalf("the run of a missing image: %v\n%s", fin, out)
+	}
+}
+
+// TestImage_CancelStopsContainer: a cancelled run in an image gets its
+// SIGTERM (pid 1 of the container is an init that forwards it, so a plain
+// sleep dies of it, within the grace) and leaves no container behind.
+func TestImage_CancelStopsContainer(t *testing.T) {
+	needCgroupV1(t)
+	m := newFakeMaster(t, testToken)
+	image := imageWorker(t, m, "")
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-img-stop", Attempt: 1, Fence: 3, Image: image, Argv: []string{"sleep", "600"}})
+	mc.expect(t, 90*time.Second, "TaskStarted of t-img-stop", func(msg proto.Message) bool {
+		s, ok := msg.(*pb.TaskStarted)
+		return ok && s.GetTaskId() == "t-img-stop"
+	})
+	// The container is up once its process is: podman ps lists it.
+	flags, _ := testimage.Need(t)
+	ps := func() string {
+		out, _ := exec.Command("podman", append(flags, "ps", "-a", "--format", "{{.Names}}", "--filter", "name=rlsched-t-img-stop-1-3")...).Output()
+		return strings.TrimSpace(string(out))
+	}
+	waitFor(t, 60*time.Second, "the container running", func() bool { return ps() != "" })
+	cancelled := time.Now()
+	mc.send(&pb.CancelTask{TaskId: "t-img-stop", Attempt: 1, Fence: 3, Reason: "test", GraceMs: 30000})
+	fin := mc.finished(t, "t-img-stop", 60*time.Second)
+	if fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED || time.Since(cancelled) > 25*time.Second {
+		t.Fatalf("TaskFinished %v, %v after the cancel (grace 30 s): SIGTERM did not stop it", fin, time.Since(cancelled))
+	}
+	if left := ps(); left != "" {
+		t.Fatalf("a container is left: %s", left)
 	}
 }
