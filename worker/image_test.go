@@ -152,10 +152,10 @@ func TestImage_CancelStopsContainer(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the container running", func() bool { return ps() != "" })
 	cancelled := time.Now()
-	mc.send(&pb.CancelTask{TaskId: "t-img-stop", Attempt: 1, Fence: 3, Reason: "test", GraceMs: 30000})
-	fin := mc.finished(t, "t-img-stop", 60*time.Second)
-	if fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED || time.Since(cancelled) > 25*time.Second {
-		t.Fatalf("TaskFinished %v, %v after the cancel (grace 30 s): SIGTERM did not stop it", fin, time.Since(cancelled))
+	mc.send(&pb.CancelTask{TaskId: "t-img-stop", Attempt: 1, Fence: 3, Reason: "test", GraceMs: 60000})
+	fin := mc.finished(t, "t-img-stop", 90*time.Second)
+	if fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED || time.Since(cancelled) > 45*time.Second {
+		t.Fatalf("TaskFinished %v, %v after the cancel (grace 60 s): SIGTERM did not stop it", fin, time.Since(cancelled))
 	}
 	if left := ps(); left != "" {
 		t.Fatalf("a container is left: %s", left)
