@@ -234,4 +234,3 @@ func runCodeDiff(inv *invocation, args []string) int {
 	}
 	return ExitOK
 }
-
