@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/rlsched/rlsched/codetree"
 )
@@ -201,26 +199,11 @@ func runCodeDiff(inv *invocation, args []string) int {
 		fmt.Fprintf(inv.env.Stderr, "runs %s and %s run the same tree %s\n", a, b, la.Tree)
 		return ExitOK
 	}
-	byPath := map[string]codetree.File{}
-	for _, f := range la.Files {
-		byPath[f.Path] = f
-	}
 	var changed [][2]codetree.File
-	seen := map[string]bool{}
-	for _, f := range lb.Files {
-		seen[f.Path] = true
-		old, ok := byPath[f.Path]
-		switch {
-		case !ok:
-			fmt.Fprintf(out, "A %s\n", f.Path)
-		case old.SHA256 != f.SHA256 || old.Mode != f.Mode:
-			fmt.Fprintf(out, "M %s\n", f.Path)
-			changed = append(changed, [2]codetree.File{old, f})
-		}
-	}
-	for _, f := range la.Files {
-		if !seen[f.Path] {
-			fmt.Fprintf(out, "D %s\n", f.Path)
+	for _, ch := range codetree.Changes(la.Files, lb.Files) {
+		fmt.Fprintf(out, "%c %s\n", ch.Kind, ch.Path)
+		if ch.Kind == codetree.Modified {
+			changed = append(changed, [2]codetree.File{ch.Old, ch.New})
 		}
 	}
 	for _, pair := range changed {
@@ -229,7 +212,7 @@ func runCodeDiff(inv *invocation, args []string) int {
 			fmt.Fprintf(out, "\nmode of %s: %s -> %s\n", fa.Path, fa.Mode, fb.Mode)
 			continue
 		}
-		ta, tb, text := "", "", fa.Size <= maxDiffFile && fb.Size <= maxDiffFile
+		ta, tb, text := "", "", fa.Size <= codetree.MaxDiffFile && fb.Size <= codetree.MaxDiffFile
 		if text {
 			xa, err := c.codeFile(inv, a, fa)
 			if err != nil {
@@ -240,117 +223,14 @@ func runCodeDiff(inv *invocation, args []string) int {
 				return inv.fail(err)
 			}
 			ta, tb = string(xa), string(xb)
-			text = isText(xa) && isText(xb)
+			text = codetree.IsText(xa) && codetree.IsText(xb)
 		}
 		if !text {
 			fmt.Fprintf(out, "\nbinary or large files %s differ\n", fa.Path)
 			continue
 		}
 		fmt.Fprintf(out, "\n--- %s/%s\n+++ %s/%s\n", a, fa.Path, b, fb.Path)
-		out.Write([]byte(unifiedDiff(ta, tb)))
+		out.Write([]byte(codetree.UnifiedDiff(ta, tb)))
 	}
 	return ExitOK
-}
-
-// maxDiffFile: larger files are only said to differ.
-const maxDiffFile = 1 << 20
-
-func isText(b []byte) bool { return utf8.Valid(b) && !bytes.Contains(b, []byte{0}) }
-
-// unifiedDiff is the hunks (3 lines of context) turning a into b: a
-// longest common subsequence of lines, quadratic, so bounded by the line
-// counts (a larger pair is summarised).
-func unifiedDiff(a, b string) string {
-	la, lb := splitLines(a), splitLines(b)
-	if len(la)*len(lb) > 25_000_000 {
-		return fmt.Sprintf("@@ %d lines -> %d lines (too long to diff here) @@\n", len(la), len(lb))
-	}
-	// lcs[i][j]: the LCS length of la[i:] and lb[j:].
-	lcs := make([][]int32, len(la)+1)
-	for i := range lcs {
-		lcs[i] = make([]int32, len(lb)+1)
-	}
-	for i := len(la) - 1; i >= 0; i-- {
-		for j := len(lb) - 1; j >= 0; j-- {
-			if la[i] == lb[j] {
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			} else {
-				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
-			}
-		}
-	}
-	type op struct {
-		kind byte // ' ', '-', '+'
-		line string
-		ai   int // line numbers before it, in a and b
-		bi   int
-	}
-	var ops []op
-	i, j := 0, 0
-	for i < len(la) || j < len(lb) {
-		switch {
-		case i < len(la) && j < len(lb) && la[i] == lb[j]:
-			ops = append(ops, op{' ', la[i], i, j})
-			i, j = i+1, j+1
-		case j < len(lb) && (i == len(la) || lcs[i][j+1] >= lcs[i+1][j]):
-			ops = append(ops, op{'+', lb[j], i, j})
-			j++
-		default:
-			ops = append(ops, op{'-', la[i], i, j})
-			i++
-		}
-	}
-	const ctx = 3
-	var out strings.Builder
-	for k := 0; k < len(ops); {
-		if ops[k].kind == ' ' {
-			k++
-			continue
-		}
-		start := max(0, k-ctx)
-		end := k
-		for end < len(ops) {
-			if ops[end].kind != ' ' {
-				end++
-				continue
-			}
-			run := end
-			for run < len(ops) && ops[run].kind == ' ' {
-				run++
-			}
-			if run == len(ops) || run-end > 2*ctx {
-				end = min(end+ctx, run)
-				break
-			}
-			end = run
-		}
-		var na, nb int
-		for _, o := range ops[start:end] {
-			if o.kind != '+' {
-				na++
-			}
-			if o.kind != '-' {
-				nb++
-			}
-		}
-		fmt.Fprintf(&out, "@@ -%d,%d +%d,%d @@\n", ops[start].ai+1, na, ops[start].bi+1, nb)
-		for _, o := range ops[start:end] {
-			out.WriteByte(o.kind)
-			out.WriteString(o.line)
-			if !strings.HasSuffix(o.line, "\n") {
-				out.WriteString("\n\\ No newline at end of file\n")
-			}
-		}
-		k = end
-	}
-	return out.String()
-}
-
-// splitLines splits s after each newline, keeping them.
-func splitLines(s string) []string {
-	lines := strings.SplitAfter(s, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
-	}
-	return lines
 }

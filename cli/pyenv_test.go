@@ -44,3 +44,26 @@ func TestSubmit_PythonEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmit_Image (issue 27): --image names the container image the run
+// runs in; a bad reference, or one with a Python env, is refused.
+func TestSubmit_Image(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	h.mustRun(0, "submit", "--image", "pytorch/pytorch:2.3.0", "--", "python3", "train.py")
+	if got := jsonString(h.trainBody()["image"]); got != `"pytorch/pytorch:2.3.0"` {
+		t.Errorf("--image: image = %s", got)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--image", "--privileged"}, "must be a container image reference"},
+		{[]string{"--image", "debian", "--venv", "/v"}, "--image runs in the image's own Python"},
+	} {
+		code, _, errs := h.run(append(append([]string{"submit"}, c.args...), "--", "python3", "x.py")...)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("submit %v: exit %d, stderr %q; want an error with %q", c.args, code, errs, c.want)
+		}
+	}
+}

@@ -132,6 +132,7 @@ func runShow(inv *invocation, args []string) int {
 		{"note", orDash(oneLine(t.Note))},
 		{"workdir", orDash(t.Workdir)},
 		{"python", pythonLine(t.Python)},
+		{"image", orDash(t.Image)},
 		{"private", strconv.FormatBool(t.Private)},
 		{"kind", orDash(t.Kind)},
 		{"worker", orDash(t.Worker)},

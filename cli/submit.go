@@ -87,6 +87,7 @@ type submitRequest struct {
 	After          []afterRequest    `json:"after,omitempty"`
 	InputsFrom     []string          `json:"inputsFrom,omitempty"`
 	Python         *core.PythonEnv   `json:"python,omitempty"`
+	Image          string            `json:"image,omitempty"`
 	Nodes          *int              `json:"nodes,omitempty"`
 	// Kind and Record: an interactive session (rlsched shell).
 	Kind   string `json:"kind,omitempty"`
@@ -163,6 +164,7 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
 	rf.deps.define(fs)
 	rf.definePython(fs)
+	fs.StringVar(&rf.req.Image, "image", "", "run in container image `NAME` (e.g. pytorch/pytorch:2.3.0) with its code mounted, on a worker with podman")
 	fs.StringVar(&rf.codeDir, "code", "", "snapshot the tree of `DIR` (its git work tree, else DIR less .rlschedignore) instead of the current directory's")
 	fs.BoolVar(&rf.noCode, "no-code", false, "send no code snapshot: the run runs in --workdir on the worker (a shared file system)")
 }
@@ -305,6 +307,12 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 	}
 	if code, ok := inv.pythonEnv(fs, rf, &req); !ok {
 		return req, code, false
+	}
+	if err := core.CheckImage(req.Image); err != nil {
+		return req, inv.usageError("--%v", err), false
+	}
+	if req.Image != "" && req.Python != nil {
+		return req, inv.usageError("--image runs in the image's own Python: install the requirements in it, and drop --requirements or --venv"), false
 	}
 	if rf.noCode && rf.codeDir != "" {
 		return req, inv.usageError("give --code DIR or --no-code, not both"), false

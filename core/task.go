@@ -145,6 +145,10 @@ type Task struct {
 	// Python is its Python environment (issue 27), fixed at submission;
 	// nil: the python the worker finds on the run's PATH.
 	Python *PythonEnv `json:"python"`
+	// Image is the container image it runs in (issue 27, image.go), fixed
+	// at submission; "": the worker's own file system. Only a worker with
+	// a container runtime (Hello.runtimes) gets it.
+	Image string `json:"image,omitempty"`
 	// History is its state changes in order (history.go): the transitions
 	// append to it and every update stores it whole; View adds what its
 	// fields say when it lacks an entry.

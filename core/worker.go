@@ -99,6 +99,9 @@ type WorkerInfo struct {
 	// gpu.count, cpu.count, hostname: issue 28), which a run's
 	// constraints match; absent when it sends none.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Runtimes are its container runtimes ("podman"), which runs with an
+	// image need (issue 27); none: it runs no image.
+	Runtimes []string `json:"runtimes,omitempty"`
 }
 
 // How a worker enforces its runs' limits (WorkerInfo.Enforcement, Hello's

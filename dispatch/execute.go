@@ -124,7 +124,8 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 		Workdir: t.Workdir, TraceId: t.TraceID, TimeoutSeconds: int64(t.TimeoutSeconds), ParamsJson: string(t.Params),
 		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB,
 		GpuFraction: t.GPUFraction, GpuMemoryMb: rr.shareMB,
-		Interactive: t.Kind == core.KindInteractive, CodeTree: t.Code.Tree, CodeSubdir: t.Code.Subdir}
+		Interactive: t.Kind == core.KindInteractive, CodeTree: t.Code.Tree, CodeSubdir: t.Code.Subdir,
+		Image: t.Image}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}

@@ -48,7 +48,10 @@ type workerRec struct {
 	// labels are its labels (Hello.labels, constraints match them); like
 	// gpus, replaced whole at each Hello, never written into: the
 	// planner's snapshots share them.
-	labels        map[string]string
+	labels map[string]string
+	// runtimes are its container runtimes (Hello.runtimes): runs with an
+	// image go only where there is one (issue 27).
+	runtimes      []string
 	sess          *session // nil while disconnected
 	runs          map[string]*runRec
 	lastHeartbeat time.Time // of the last session; the live one keeps its own
@@ -454,6 +457,7 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 	w.enforcement, w.enforcementWarning = h.Enforcement, h.EnforcementWarning
 	w.gpus = make([]core.GPU, 0, len(h.Gpus)) // a new array: snapshots share the old one
 	w.labels = maps.Clone(h.Labels)
+	w.runtimes = slices.Clone(h.Runtimes)
 	for _, g := range h.Gpus {
 		w.gpus = append(w.gpus, core.GPU{Index: int(g.Index), Name: g.Name, MemoryMB: g.MemoryMb, UUID: g.Uuid, CPUAffinity: g.CpuAffinity})
 	}
@@ -768,7 +772,7 @@ func (w *workerRec) freeLocked() plan.Worker {
 	}
 	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus),
 		FreeCPUMillis: offers(w.cpuMillis) - cpu, FreeMemoryMB: offers(w.memoryMB) - mem,
-		Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked()}
+		Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked(), Containers: len(w.runtimes) > 0}
 	if w.sess != nil {
 		c.ForeignGPUs = w.sess.foreignGPUs()
 	}
@@ -812,7 +816,7 @@ func (r *registry) snapshot(queue []core.Task) plan.Snapshot {
 		if c := w.freeLocked(); !w.draining && (len(c.FreeGPUs) > 0 || c.FreeSlots > 0 || len(c.Shares) > 0) {
 			s.Free = append(s.Free, c)
 		}
-		s.Machines = append(s.Machines, plan.Machine{Labels: w.labels, GPUs: w.gpus})
+		s.Machines = append(s.Machines, plan.Machine{Labels: w.labels, GPUs: w.gpus, Containers: len(w.runtimes) > 0})
 	}
 	slices.SortFunc(s.Free, func(a, b plan.Worker) int { return strings.Compare(a.ID, b.ID) })
 	s.InFlight = r.inFlightLocked(queue)
@@ -893,7 +897,8 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	return core.WorkerInfo{ID: w.id, Host: w.host, State: w.stateLocked(), GPUs: gpus, Slots: w.slots,
 		RunningTasks: running, LastHeartbeatAt: hb, Master: master, Version: w.version, Isolation: w.isolation,
 		GPUProblem: problem, CPUs: float64(w.cpuMillis) / 1000, MemoryMB: w.memoryMB, CPUsUsed: float64(cpu) / 1000,
-		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning, Labels: w.labels}
+		MemoryMBUsed: mem, Enforcement: enf, EnforcementWarning: w.enforcementWarning, Labels: w.labels,
+		Runtimes: w.runtimes}
 }
 
 // info is the view of worker id; false when unknown.

@@ -29,7 +29,7 @@ var notBuilt = map[string]string{}
 // a run's environment gets, and the kernel's names.
 var notSettings = map[string]bool{
 	"CUDA_VISIBLE_DEVICES": true, "XDG_CACHE_HOME": true, "PIP_CACHE_DIR": true, "HF_HOME": true, "TORCH_HOME": true,
-	"CLONE_INTO_CGROUP": true, "CAP_BPF": true, "CAP_SYS_ADMIN": true,
+	"CLONE_INTO_CGROUP": true, "CAP_BPF": true, "CAP_SYS_ADMIN": true, "CAP_SYS_RESOURCE": true,
 	// pip's own, which the worker passes to the Python envs it builds.
 	"PIP_INDEX_URL": true, "PIP_EXTRA_INDEX_URL": true, "PIP_FIND_LINKS": true, "PIP_NO_INDEX": true,
 }

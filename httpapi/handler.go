@@ -113,6 +113,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: put, pattern: "/api/code/blobs/{sha256}", h: s.putCodeBlob},
 		{method: post, pattern: "/api/code/trees", inflateLimit: maxManifestBody, h: s.putCodeTree},
 		{method: get, pattern: "/api/tasks/{id}/code", h: s.listCode},
+		{method: get, pattern: "/api/tasks/{id}/code-diff/{other}", h: s.codeCompare},
 		{method: get, pattern: "/api/tasks/{id}/code/{rest...}", h: s.getCodeFile},
 		{method: get, pattern: "/api/compare", h: s.compare},
 		{method: get, pattern: "/api/sweeps", h: s.listSweeps},

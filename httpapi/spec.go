@@ -92,6 +92,9 @@ type submitBody struct {
 	// Python is the run's Python environment (API.md "Python
 	// environments"): a requirements file of its code, or a venv.
 	Python *core.PythonEnv `json:"python,omitempty"`
+	// Image is the container image the run runs in (API.md "Container
+	// images", core.CheckImage); "" in a rerun's overrides: none.
+	Image *string `json:"image,omitempty"`
 	// Kind is "batch" (the default) or "interactive": a terminal the owner
 	// attaches to (API.md "Interactive sessions"), whose command may be
 	// absent (the login shell of the run's uid). Record false keeps an
@@ -166,6 +169,8 @@ type spec struct {
 	inputsFrom []string
 	// python is its Python environment; nil: none.
 	python *core.PythonEnv
+	// image is the container image it runs in; "": none.
+	image string
 	// kind is core.KindBatch ("" counts as it) or core.KindInteractive;
 	// noRecord: an interactive run's terminal is kept out of its log.
 	kind     string
@@ -187,7 +192,7 @@ func (s *Server) specOf(t core.Task) spec {
 		private: t.Private,
 		cpus:    t.CPUs, memoryMB: t.MemoryMB,
 		gpuFraction: t.GPUFraction, gpuMemoryMB: t.GPUMemoryMB, gpuType: t.GPUType, constraints: t.Constraints,
-		python: t.Python, nodes: t.Group(),
+		python: t.Python, image: t.Image, nodes: t.Group(),
 		kind: t.Kind, noRecord: t.Env[core.RecordEnv] == "0", port: t.SessionPort(),
 	}
 	if p := bytes.TrimSpace(t.Params); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
@@ -412,6 +417,15 @@ func (s *Server) apply(sp *spec, b *submitBody) *apiError {
 		}
 		py := *b.Python
 		sp.python = &py
+	}
+	if b.Image != nil {
+		if err := core.CheckImage(*b.Image); err != nil {
+			return errBadRequest("%s", err.Error())
+		}
+		sp.image = *b.Image
+	}
+	if sp.image != "" && sp.python != nil {
+		return errBadRequest("image and python cannot be combined: a run in an image uses the image's own Python; install its requirements in the image")
 	}
 	if b.Code != nil {
 		if e := applyCode(sp, b.Code); e != nil {

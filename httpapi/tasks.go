@@ -151,6 +151,7 @@ func (s *Server) runOf(u core.User, trace string, sp spec) core.Task {
 		PreemptGraceSeconds: sp.grace,
 		Private:             sp.private,
 		Python:              sp.python,
+		Image:               sp.image,
 		CPUs:                sp.cpus,
 		MemoryMB:            sp.memoryMB,
 		GPUFraction:         sp.gpuFraction,

@@ -488,7 +488,9 @@ class Client:
         ``memory_mb=``); without them the run gets the master's defaults;
         ``requirements="requirements.txt"`` (a file of the run's code, which
         the worker builds a venv from) or ``venv="/shared/envs/x"`` (an
-        existing venv on the worker) names its Python environment.
+        existing venv on the worker) names its Python environment;
+        ``image="pytorch/pytorch:2.3.0"`` runs it in that container image
+        instead, with its code mounted, on a worker with podman.
         ``kind="interactive"`` queues a session to attach a terminal to
         (``rlsched attach ID``; ``command`` may then be absent, and
         ``record=False`` keeps its output out of the log). Every Task has

@@ -780,6 +780,9 @@ for bad in [{"requirements": "r.txt", "venv": "/v"}, {"venv": "/v", "python": {"
     except ValueError as e:
         check("not both" in str(e), "python env error: %s" % e)
 
+# A run's container image (issue 27) passes as given.
+check(rlsched._run_body({"image": "pytorch/pytorch:2.3.0"}) == {"image": "pytorch/pytorch:2.3.0"}, "image")
+
 # Filters as a query string.
 q = rlsched._query({"status": "SUCCEEDED", "project": "a b", "user": None, "created_after": datetime.datetime(2026, 1, 2, 3, 4, 5), "tag": ["x", "y"], "limit": 5},
                    {"lr": 0.001, "algo": "PPO", "norm": True})

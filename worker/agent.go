@@ -29,6 +29,7 @@ type agent struct {
 	caches     *isolation.Caches   // each user's persistent cache dir; nil: none
 	envs       *envs               // the Python envs it built (pyenv.go); nil: none
 	code       *codecache.Cache    // runs' code snapshots (code.go)
+	rt         *containerRuntime   // runs runs' images (image.go); nil: none
 	offer      offer               // the cores and memory runs may have (Hello)
 	labels     map[string]string   // Hello.labels: the operator's and the automatic ones
 	guard      *leaseguard.Guard   // nil when the guard could not start
@@ -110,6 +111,9 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		if a.envs, err = newEnvs(cfg.DataDir, cfg.EnvCacheMB, a.log); err != nil {
 			return nil, err
 		}
+	}
+	if a.rt, err = openRuntime(cfg); err != nil {
+		return nil, err
 	}
 	if a.code, err = codecache.Open(filepath.Join(cfg.DataDir, "code"), cfg.CodeCacheMB<<20, a.log); err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func (a *agent) materialiseTree(r *run, m *pb.ExecuteTask, cmd *exec.Cmd) error 
 		return err
 	}
 	cmd.Env = append(cmd.Env, "RLSCHED_CODE_DIR="+cp.Dir)
-	if err := a.resolve(r, cmd, dir); err != nil {
+	if err := a.resolve(r, m, cmd, dir); err != nil {
 		return err
 	}
 	_, _ = fmt.Fprintf(r.out, "[rlsched] code %s (%d files, %s)\n", tree, len(t.M.Files), humanSize(t.M.Size()))
@@ -79,12 +79,16 @@ func codeOwner(id *isolation.Identity) *codecache.Owner {
 // resolve checks that the run's uid can enter dir and read the built-in
 // scripts it names, makes dir its working directory, and looks argv[0] up
 // in its PATH as that uid would (lookPath), unless its Python env is still
-// to be built: buildEnv looks it up on the env's PATH then.
-func (a *agent) resolve(r *run, cmd *exec.Cmd, dir string) error {
+// to be built: buildEnv looks it up on the env's PATH then. A run in an
+// image is looked up in the image, by its runtime (containerize).
+func (a *agent) resolve(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, dir string) error {
 	if err := isolation.CheckReach(r.ident, dir, r.scriptArgs); err != nil {
 		return err
 	}
 	cmd.Dir = dir
+	if m.GetImage() != "" {
+		return a.containerize(r, m, cmd, dir)
+	}
 	if r.py.toBuild() {
 		return nil
 	}

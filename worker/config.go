@@ -150,12 +150,26 @@ type Config struct {
 	// CodeCacheMB (CODE_CACHE_MB) caps the worker's cache of runs' code
 	// snapshots (worker/codecache, DataDir/code); default 2048.
 	CodeCacheMB int64
+	// ContainerRuntime (CONTAINER_RUNTIME) is the podman that runs runs'
+	// images (image.go): "" the one on PATH, if any (none: the worker runs
+	// no image, and says so in Hello); "off" none; else a path or name
+	// that must work. ContainerFlags (CONTAINER_FLAGS) are its global
+	// flags, e.g. --storage-driver vfs --runtime runc (docs/deploy.md);
+	// ContainerNetwork (CONTAINER_NETWORK) its --network, default
+	// DefaultContainerNetwork; ContainerGPUs (CONTAINER_GPUS) how GPUs
+	// pass, ContainerGPUsDevices (the default) or ContainerGPUsCDI.
+	ContainerRuntime string
+	ContainerFlags   []string
+	ContainerNetwork string
+	ContainerGPUs    string
 	// Logger for the worker's own messages; the zero value logs nothing.
 	Logger zerolog.Logger
 
 	// now stamps GPU samples, which time the GPU memory grace; nil:
 	// time.Now. Tests set it to step the grace without sleeping.
 	now func() time.Time
+	// devDir holds the GPUs' device nodes, /dev; tests make fake ones.
+	devDir string
 }
 
 const (
@@ -283,6 +297,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CodeCacheMB <= 0 {
 		c.CodeCacheMB = defaultCodeCacheMB
+	}
+	if c.ContainerNetwork == "" {
+		c.ContainerNetwork = DefaultContainerNetwork
+	}
+	switch c.ContainerGPUs {
+	case "":
+		c.ContainerGPUs = ContainerGPUsDevices
+	case ContainerGPUsDevices, ContainerGPUsCDI:
+	default:
+		return c, fmt.Errorf("cannot start worker: CONTAINER_GPUS=%q: want %s or %s", c.ContainerGPUs, ContainerGPUsDevices, ContainerGPUsCDI)
 	}
 	return c, nil
 }

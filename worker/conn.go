@@ -134,6 +134,7 @@ func (a *agent) handshake(conn net.Conn, br *bufio.Reader) (*pb.HelloAck, codec.
 		MemoryMb:  a.offer.memoryMB,
 		Labels:    a.labels,
 		Addr:      localIP(conn),
+		Runtimes:  a.rt.names(),
 
 		Enforcement:        a.cg.Kind(),
 		EnforcementWarning: a.cg.Warning(),

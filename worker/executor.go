@@ -47,6 +47,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 		gpus:     gpuInts(m.GetGpuIndices()),
 		fraction: m.GetGpuFraction(),
 		gpuMemMB: m.GetGpuMemoryMb(),
+		image:    m.GetImage() != "",
 		out:      a.newSpool(m),
 		log:      log,
 		pumped:   make(chan struct{}),
@@ -57,7 +58,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 	}
 
 	cmd, pipeW, err := a.prepare(m, r)
-	if err == nil && (len(m.GetRestore()) > 0 || m.GetCodeTree() != "" || r.py.toBuild()) {
+	if err == nil && (len(m.GetRestore()) > 0 || m.GetCodeTree() != "" || r.py.toBuild() || m.GetImage() != "") {
 		// The files of earlier attempts first (outputs.Files.Restore), off
 		// the reader goroutine, which brings their chunks; then its Python
 		// env, built if need be. The run is held meanwhile: heartbeats
@@ -67,10 +68,17 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 			return
 		}
 		go func() {
-			// The code snapshot first (code.go), then the outputs of
-			// earlier attempts, then its Python env, which may be built
-			// from a requirements file of either.
-			err := a.materialise(r, m, cmd)
+			// Its image first (image.go), then the code snapshot
+			// (code.go), then the outputs of earlier attempts, then its
+			// Python env, which may be built from a requirements file of
+			// either.
+			var err error
+			if m.GetImage() != "" {
+				err = a.pullImage(r, m.GetImage())
+			}
+			if err == nil {
+				err = a.materialise(r, m, cmd)
+			}
 			if err == nil && len(m.GetRestore()) > 0 {
 				r.outs.Restore(m.GetRestore())
 			}
@@ -84,7 +92,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 				a.unprepare(r, pipeW)
 			case stopped != pb.Outcome_OUTCOME_UNSPECIFIED:
 				a.unprepare(r, pipeW)
-				fin := startFailedMsg(m, errors.New("stopped while its code or the files of earlier attempts were fetched, or its Python env built, before it started"))
+				fin := startFailedMsg(m, errors.New("stopped while its image or code or the files of earlier attempts were fetched, or its Python env built, before it started"))
 				fin.Outcome = stopped
 				a.tab.unstarted(r, fin, false)
 			case err != nil:
@@ -118,7 +126,11 @@ func (a *agent) launch(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, pipeW *os.File,
 	if err == nil {
 		var stopping bool
 		stopping, err = a.tab.start(r, cmd, m, func() error {
-			err := a.spawner.start(cmd, r.cg)
+			g := r.cg
+			if r.image {
+				g = nil // the runtime is not the run; its container goes into r.cg (image.go)
+			}
+			err := a.spawner.start(cmd, g)
 			pipeW.Close() // the child holds its own copy
 			return err
 		})
@@ -190,6 +202,9 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err := checkTaskEnv(m.GetEnv(), m.GetInteractive()); err != nil {
 		return nil, nil, err
 	}
+	if err := a.checkImage(m); err != nil {
+		return nil, nil, err
+	}
 	if m.GetCpuMillis() < 0 || m.GetMemoryMb() < 0 {
 		return nil, nil, fmt.Errorf("invalid resources: cpu_millis %d, memory_mb %d; want 0 (no limit) or more", m.GetCpuMillis(), m.GetMemoryMb())
 	}
@@ -241,7 +256,9 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err := pickMasterPort(m); err != nil {
 		return nil, nil, err
 	}
-	env := append(a.runEnv(m, r.dirs, r.cacheDir, r.ident), mpsEnv...) // the last value of a name counts
+	host := inheritedEnv(r.ident)
+	r.hostEnv = len(host)
+	env := append(append(host, a.runVars(m, r.dirs, r.cacheDir, r.ident)...), mpsEnv...) // the last value of a name counts
 	if r.py, err = a.pythonEnv(m, r, dir, env); err != nil {
 		return nil, nil, err
 	}
@@ -254,16 +271,21 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	// whose Python env is built once that is (buildEnv).
 	cmd := &exec.Cmd{Args: argv, Env: env}
 	r.scriptArgs = scriptArgs
-	if m.GetCodeTree() == "" {
-		if err := a.resolve(r, cmd, dir); err != nil {
-			return nil, nil, err
-		}
-	}
+	// Its control group first: a run in an image names it to the runtime.
 	if r.cg, err = a.cg.Create(m.GetTaskId(), m.GetAttempt(), m.GetFence(), cgroup.Limits{CPUMillis: m.GetCpuMillis(),
 		MemoryMB: m.GetMemoryMb(), GPUs: r.gpus, Near: nearCores(a.cfg.GPUs, r.gpus)}); err != nil {
 		return nil, nil, err
 	}
-	cmd.SysProcAttr = isolation.ProcAttr(r.ident.Credential())
+	if m.GetCodeTree() == "" {
+		if err := a.resolve(r, m, cmd, dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	cred := r.ident.Credential()
+	if r.image {
+		cred = nil // the runtime runs as the worker, the run in its image as its uid (--user)
+	}
+	cmd.SysProcAttr = isolation.ProcAttr(cred)
 	if m.GetInteractive() {
 		// The PTY stands in for the pipe (terminal.go).
 		ptmx, tty, err := openTerminal(cmd, r.ident)
@@ -373,16 +395,17 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
-// runEnv returns the worker's environment (less secrets), then the run's
-// variables (isolation.IdentityEnv: its private TMPDIR, and under a uid of
-// its own HOME, USER and LOGNAME; its user's cache dir when it has one),
-// then the task's env, checked by checkTaskEnv.
-func (a *agent) runEnv(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir string, id *isolation.Identity) []string {
+// runVars returns the run's variables, which follow the worker's
+// environment less secrets (inheritedEnv) in its env: its own
+// (isolation.IdentityEnv: its private TMPDIR, and under a uid of its own
+// HOME, USER and LOGNAME; its user's cache dir when it has one), then the
+// task's env, checked by checkTaskEnv.
+func (a *agent) runVars(m *pb.ExecuteTask, dirs isolation.RunDirs, cacheDir string, id *isolation.Identity) []string {
 	gpus := make([]string, len(m.GetGpuIndices()))
 	for i, g := range m.GetGpuIndices() {
 		gpus[i] = strconv.Itoa(int(g))
 	}
-	env := append(inheritedEnv(id),
+	env := append([]string(nil),
 		"CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","),
 		// nvidia-smi numbers GPUs in PCI bus order, CUDA by default fastest
 		// first: without this, CUDA_VISIBLE_DEVICES could name another GPU.
@@ -489,6 +512,9 @@ func (a *agent) reap(r *run) {
 		r.log.Info().Int("pgid", pgid).Msg("killed processes the run left in its group")
 	}
 	a.iso.Sweep(r.ident, r.log) // and, under a uid of its own, those that left the group
+	if r.image {
+		a.removeContainer(r)
+	}
 	use := r.cg.Usage()
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))

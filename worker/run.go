@@ -48,6 +48,11 @@ type run struct {
 	// back its hold of a built one.
 	py      *pyEnv
 	envDone func()
+	// hostEnv counts the worker's inherited entries at the head of its
+	// command's env (the rest are the run's: runVars); image: it runs in
+	// a container image (image.go).
+	hostEnv int
+	image   bool
 	// scriptArgs are the built-in scripts its argv names (resolve checks
 	// that its uid can read them).
 	scriptArgs []string

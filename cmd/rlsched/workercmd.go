@@ -19,23 +19,25 @@ import (
 )
 
 type workerOpts struct {
-	masters, id, dataDir string
-	gpus, slots          int
-	runAs, uidRange      string
-	tokenFile, keyFile   string
-	artifactSync         int // seconds
-	gpuSample            int // seconds
-	enforcement          string
-	reservedCPUs         string // cores, fractions allowed
-	reservedMemoryMB     int64
-	pidsMax              int64
-	cacheMaxMB           int64
-	labels               labelFlags
-	gpuSharing           string
-	gpuMemoryGrace       int // seconds
-	runPython            string
-	envCacheMB           int64
-	codeCacheMB          int64
+	masters, id, dataDir             string
+	gpus, slots                      int
+	runAs, uidRange                  string
+	tokenFile, keyFile               string
+	artifactSync                     int // seconds
+	gpuSample                        int // seconds
+	enforcement                      string
+	reservedCPUs                     string // cores, fractions allowed
+	reservedMemoryMB                 int64
+	pidsMax                          int64
+	cacheMaxMB                       int64
+	labels                           labelFlags
+	gpuSharing                       string
+	gpuMemoryGrace                   int // seconds
+	runPython                        string
+	envCacheMB                       int64
+	codeCacheMB                      int64
+	containerRuntime, containerFlags string
+	containerNetwork, containerGPUs  string
 }
 
 func (o *workerOpts) define(f envFlags) {
@@ -52,6 +54,10 @@ func (o *workerOpts) define(f envFlags) {
 	f.labels(&o.labels)
 	f.str(&o.gpuSharing, "gpu-sharing", "GPU_SHARING", "timeslice", "how fractional runs share a GPU: timeslice (CUDA's time-slicing; a run over its GPU memory share is stopped) or mps (an MPS control daemon per shared GPU limits each run's memory and threads; needs RUN_AS=user or none)")
 	f.int(&o.gpuMemoryGrace, "gpu-memory-grace", "GPU_MEMORY_GRACE_SECONDS", 30, "`seconds` a fractional run may use more GPU memory than its share before it is stopped (reason gpu_memory)")
+	f.str(&o.containerRuntime, "container-runtime", "CONTAINER_RUNTIME", "", "the podman that runs runs' images (`image`): default the one on PATH, if any; off: run no image")
+	f.str(&o.containerFlags, "container-flags", "CONTAINER_FLAGS", "", "podman's global flags, space-separated, e.g. \"--storage-driver vfs --runtime runc\" (docs/deploy.md)")
+	f.str(&o.containerNetwork, "container-network", "CONTAINER_NETWORK", "host", "the --network of runs in images: host (a run without an image's), none, or a podman network")
+	f.str(&o.containerGPUs, "container-gpus", "CONTAINER_GPUS", "devices", "how a run's GPUs enter its image: devices (--device /dev/nvidiaN and the control nodes) or cdi (nvidia.com/gpu=N, the NVIDIA container toolkit's CDI spec)")
 }
 
 // defineResources adds the flags of the runs' control groups; `up` has
@@ -133,7 +139,8 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
 		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Labels: labels, GPUSharing: o.gpuSharing,
 		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), RunPython: o.runPython, EnvCacheMB: o.envCacheMB,
-		CodeCacheMB: o.codeCacheMB, Logger: log}, nil
+		CodeCacheMB: o.codeCacheMB, ContainerRuntime: o.containerRuntime, ContainerFlags: strings.Fields(o.containerFlags),
+		ContainerNetwork: o.containerNetwork, ContainerGPUs: o.containerGPUs, Logger: log}, nil
 }
 
 func runWorker(ctx context.Context, args []string) error {

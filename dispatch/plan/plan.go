@@ -64,6 +64,9 @@ type Worker struct {
 	Shares []Share
 	Models []core.GPU
 	Labels map[string]string
+	// Containers: it has a container runtime (Hello.runtimes), so it may
+	// run a run's image (issue 27).
+	Containers bool
 }
 
 // Size is what a connected worker offers in all, free or not: what the

@@ -78,7 +78,7 @@ func mayHold(t *core.Task, w *Worker) bool {
 	if !picky(t) {
 		return true
 	}
-	if !core.MatchConstraints(w.Labels, t.Constraints) {
+	if !core.MatchConstraints(w.Labels, t.Constraints) || !runsImage(t, w.Containers) {
 		return false
 	}
 	n := 0

@@ -37,14 +37,20 @@ type Share struct {
 // Machine is what a connected worker has, free or not, for the reasons of
 // runs that ask for GPU types, memory or labels (no_worker).
 type Machine struct {
-	Labels map[string]string
-	GPUs   []core.GPU // names and memory; any order
+	Labels     map[string]string
+	GPUs       []core.GPU // names and memory; any order
+	Containers bool       // it has a container runtime (Worker.Containers)
 }
 
-// picky reports whether t asks for a GPU type, GPU memory or labels.
+// picky reports whether t asks for a GPU type, GPU memory, labels or a
+// worker that runs images.
 func picky(t *core.Task) bool {
-	return len(t.GPUType) > 0 || t.GPUMemoryMB > 0 || len(t.Constraints) > 0
+	return len(t.GPUType) > 0 || t.GPUMemoryMB > 0 || len(t.Constraints) > 0 || t.Image != ""
 }
+
+// runsImage reports whether a worker with a container runtime or not
+// (containers) may run t: a run with an image needs one (issue 27).
+func runsImage(t *core.Task, containers bool) bool { return t.Image == "" || containers }
 
 // gpuOK reports whether a GPU named name with memoryMB MiB (0: unknown)
 // is one t may have: of its type, with its memory (unknown memory never
@@ -87,7 +93,7 @@ func (w *Worker) usable(t *core.Task, n int) []int {
 // admits reports whether w's labels hold t's constraints and its cores and
 // memory fit.
 func (w *Worker) admits(t *core.Task, cpu, mem int64) bool {
-	return w.fits(cpu, mem) && core.MatchConstraints(w.Labels, t.Constraints)
+	return w.fits(cpu, mem) && core.MatchConstraints(w.Labels, t.Constraints) && runsImage(t, w.Containers)
 }
 
 // placeWhole places a whole-GPU run that asks for a type, memory or
@@ -191,11 +197,14 @@ func neverMatches(t *core.Task, machines []Machine) (code, why string, ok bool) 
 	if !t.UsesGPU() {
 		n = 0
 	}
-	labelled, typed := 0, 0
+	labelled, typed, runtimes := 0, 0, 0
 	var names []string
 	var most int64
 	for _, m := range machines {
-		if !core.MatchConstraints(m.Labels, t.Constraints) {
+		if m.Containers {
+			runtimes++
+		}
+		if !core.MatchConstraints(m.Labels, t.Constraints) || !runsImage(t, m.Containers) {
 			continue
 		}
 		labelled++
@@ -223,6 +232,10 @@ func neverMatches(t *core.Task, machines []Machine) (code, why string, ok bool) 
 		}
 	}
 	switch {
+	case labelled == 0 && t.Image != "" && runtimes == 0:
+		return CodeNoWorker, fmt.Sprintf("runs in image %s, and no connected worker has a container runtime (podman); install podman on a worker and restart it", t.Image), true
+	case labelled == 0 && t.Image != "" && len(t.Constraints) > 0:
+		return CodeNoWorker, fmt.Sprintf("runs in image %s, and no connected worker with a container runtime has the labels it asks for (%s)", t.Image, constraintText(t.Constraints)), true
 	case labelled == 0:
 		return CodeNoWorker, fmt.Sprintf("no connected worker has the labels it asks for (%s)", constraintText(t.Constraints)), true
 	case typed == 0 && len(t.GPUType) > 0:

@@ -40,6 +40,7 @@ func testTaskRoundTrip(t *testing.T, s store.Store) {
 		Constraints: map[string]string{"pool": "a100", "!pool": "interactive"},
 		Python:      &core.PythonEnv{Requirements: "exp/requirements.txt"},
 		Nodes:       3,
+		Image:       "registry.lab:5000/rl/base:1.2",
 	}
 	want := in
 	want.User, want.Status, want.Fence = "alice", core.StatusQueued, 0 // CreateTask forces these

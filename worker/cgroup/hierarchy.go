@@ -29,7 +29,13 @@ type Hierarchy struct {
 	// a unified host, 0 when neither is found.
 	Version int
 	V1      map[string]string
-	V2      string
+	// V1Path is, per v1 controller, this process's group as
+	// /proc/self/cgroup names it (the path a container runtime's
+	// --cgroup-parent takes); nil: "/" for each.
+	V1Path map[string]string
+	V2     string
+	// V2Path is this process's v2 group as /proc/self/cgroup names it.
+	V2Path string
 	// V2Root: V2 is its namespace's root group, which may hold processes
 	// and children with controllers at once.
 	V2Root bool
@@ -78,7 +84,7 @@ func parseHierarchy(mountinfo, cgroup []byte) *Hierarchy {
 			}
 		}
 	}
-	h := &Hierarchy{V1: map[string]string{}}
+	h := &Hierarchy{V1: map[string]string{}, V1Path: map[string]string{}}
 	sc = bufio.NewScanner(bytes.NewReader(cgroup))
 	for sc.Scan() {
 		// hierarchy-id:controllers:path
@@ -90,13 +96,14 @@ func parseHierarchy(mountinfo, cgroup []byte) *Hierarchy {
 		if parts[0] == "0" && parts[1] == "" {
 			if v2 != nil {
 				rel := within(path, v2.root)
-				h.V2, h.V2Root = filepath.Join(v2.dir, rel), rel == "/"
+				h.V2, h.V2Root, h.V2Path = filepath.Join(v2.dir, rel), rel == "/", path
 			}
 			continue
 		}
 		for _, c := range strings.Split(parts[1], ",") {
 			if m, ok := v1[c]; ok {
 				h.V1[c] = filepath.Join(m.dir, within(path, m.root))
+				h.V1Path[c] = path
 			}
 		}
 	}

@@ -266,9 +266,10 @@ func (g *Group) Remove() {
 	if !g.killed {
 		_, _ = g.Kill(removeTimeout)
 	}
-	// Children first: v1 has none; the map holds one dir per controller.
+	// The map holds one dir per controller; children first: the groups
+	// a container runtime made inside it (ContainerParent).
 	for c, d := range g.dirs {
-		if err := rmdirWait(d, removeTimeout); err != nil {
+		if err := removeTree(d); err != nil {
 			g.m.log.Warn().Err(err).Str("controller", c).Str("dir", d).Msg("cannot remove the run's control group")
 		}
 	}
@@ -281,6 +282,45 @@ func (g *Group) Remove() {
 	if had {
 		m.reshare()
 	}
+}
+
+// ContainerParent is where a container runtime puts a run's container
+// (issue 27, worker/image.go), for its --cgroup-parent: the group's path
+// as /proc/self/cgroup names it (on v1 the memory controller's), so that
+// the group's memory limit holds the container; the runtime makes its
+// groups inside, which Kill, Usage and Remove take too. The runtime's own
+// process stays out of the group (its memory is not the run's). ok is
+// false for a nil group (nothing enforced).
+func (g *Group) ContainerParent() (path string, ok bool) {
+	if g == nil {
+		return "", false
+	}
+	d, base, own := g.dirs["memory"], g.m.h.V1["memory"], g.m.h.V1Path["memory"]
+	if g.m.kind != KindV1 {
+		d, base, own = g.dirs[""], g.m.h.V2, g.m.h.V2Path
+	}
+	rel, err := filepath.Rel(base, d)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	return filepath.Join("/", own, rel), true
+}
+
+// removeTree removes a group's directory and the groups inside it, the
+// deepest first.
+func removeTree(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return rmdirWait(dir, removeTimeout)
 }
 
 // rmdirWait removes a group's directory, retrying while the kernel still
@@ -368,7 +408,8 @@ func readKey(dir, file, key string) int64 {
 	return -1
 }
 
-// procs lists the pids in a group's cgroup.procs.
+// procs lists the pids in a group's cgroup.procs and in those of the
+// groups inside it (a container's, ContainerParent).
 func procs(dir string) ([]int, error) {
 	s, err := read(dir, "cgroup.procs")
 	if err != nil {
@@ -378,6 +419,13 @@ func procs(dir string) ([]int, error) {
 	for _, f := range strings.Fields(s) {
 		if p, err := strconv.Atoi(f); err == nil && p > 0 {
 			out = append(out, p)
+		}
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			sub, _ := procs(filepath.Join(dir, e.Name()))
+			out = append(out, sub...)
 		}
 	}
 	return out, nil

@@ -305,6 +305,23 @@ func waitEmpty(dir string, d time.Duration) {
 	}
 }
 
+// oomKillsV1 counts the OOM kills of a v1 memory group and the groups
+// inside it (a container's while it is there, ContainerParent): v1 counts
+// a kill in the victim's own group only. -1: the kernel counts none.
+func oomKillsV1(dir string) int64 {
+	n := readKey(dir, "memory.oom_control", "oom_kill")
+	if n < 0 {
+		return n
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			n += max(oomKillsV1(filepath.Join(dir, e.Name())), 0)
+		}
+	}
+	return n
+}
+
 func (g *Group) usageV1(u *Usage) {
 	if d, ok := g.dirs["cpuacct"]; ok {
 		if ns := readInt(d, "cpuacct.usage"); ns >= 0 {
@@ -313,7 +330,7 @@ func (g *Group) usageV1(u *Usage) {
 	}
 	md := g.dirs["memory"]
 	u.PeakMemoryMB = mb(readInt(md, "memory.max_usage_in_bytes"))
-	if n := readKey(md, "memory.oom_control", "oom_kill"); n >= 0 {
+	if n := oomKillsV1(md); n >= 0 {
 		u.OOMKills = n
 	} else if fc := readInt(md, "memory.failcnt"); fc > 0 && g.limits.MemoryMB > 0 && u.PeakMemoryMB >= g.limits.MemoryMB {
 		// A kernel before 4.13 counts no OOM kills: a group that hit its

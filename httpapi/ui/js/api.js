@@ -85,6 +85,7 @@ export const api = {
   artifactURL: (id, path, attempt) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/') + qs({ attempt }),
   codeDiffURL: (id) => '/api/tasks/' + enc(id) + '/code.diff',
   code: (id, signal) => request('/api/tasks/' + enc(id) + '/code', { signal }),
+  codeCompare: (a, b, signal) => request('/api/tasks/' + enc(a) + '/code-diff/' + enc(b), { signal }),
   codeFileURL: (id, path) => '/api/tasks/' + enc(id) + '/code/' + path.split('/').map(enc).join('/'),
 
   // bytes GETs a file the API serves (a diff, an artifact) as bytes.

@@ -9,7 +9,9 @@ import (
 
 // placement is a run's placement_json column (issue 28): what it asks of
 // its GPU's memory and type and of its worker's labels, and how many
-// workers it spans (issue 29: a group's nodes; absent: 1), fixed at creation.
+// workers it spans (issue 29: a group's nodes; absent: 1), and the
+// container image it runs in (issue 27: only a worker with a runtime gets
+// it), fixed at creation.
 // Its fraction of a GPU is a column of its own (gpu_fraction), which the
 // usage query sums.
 type placement struct {
@@ -17,6 +19,7 @@ type placement struct {
 	GPUType     []string          `json:"gpuType,omitempty"`
 	Constraints map[string]string `json:"constraints,omitempty"`
 	Nodes       int               `json:"nodes,omitempty"`
+	Image       string            `json:"image,omitempty"`
 }
 
 // encodePlacement is t's placement_json: nil when it asks for none of it.
@@ -31,10 +34,10 @@ func encodePlacement(t *core.Task) (*string, error) {
 	if t.IsGroup() {
 		nodes = t.Nodes
 	}
-	if t.GPUMemoryMB == 0 && len(t.GPUType) == 0 && len(t.Constraints) == 0 && nodes == 0 {
+	if t.GPUMemoryMB == 0 && len(t.GPUType) == 0 && len(t.Constraints) == 0 && nodes == 0 && t.Image == "" {
 		return nil, nil
 	}
-	b, err := json.Marshal(placement{t.GPUMemoryMB, t.GPUType, t.Constraints, nodes})
+	b, err := json.Marshal(placement{t.GPUMemoryMB, t.GPUType, t.Constraints, nodes, t.Image})
 	if err != nil {
 		return nil, fmt.Errorf("cannot store run %s: %w", t.ID, err)
 	}
@@ -51,6 +54,6 @@ func decodePlacement(t *core.Task, col *string) error {
 	if err := json.Unmarshal([]byte(*col), &p); err != nil {
 		return fmt.Errorf("run %s: cannot decode its placement: %w", t.ID, err)
 	}
-	t.GPUMemoryMB, t.GPUType, t.Constraints, t.Nodes = p.GPUMemoryMB, p.GPUType, p.Constraints, p.Nodes
+	t.GPUMemoryMB, t.GPUType, t.Constraints, t.Nodes, t.Image = p.GPUMemoryMB, p.GPUType, p.Constraints, p.Nodes, p.Image
 	return nil
 }

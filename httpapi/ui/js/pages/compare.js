@@ -10,6 +10,7 @@
 import { api } from '../api.js';
 import { LineChart, smoothingControl } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
+import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
 import { h, replace, clear, badge, fmtNum, paramsOf, paramText, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
 
@@ -129,6 +130,8 @@ export function mount(root, ctx) {
   const statSel = h('select', { id: 'metric-select' });
   const taskSel = h('select', { id: 'stats-task' });
   const stats = statsPanel();
+  const codeBox = h('div', { id: 'code-compare' });
+  const code = codeCompare(codeBox, ac.signal);
 
   filterIn.addEventListener('input', debounce(() => { filter = filterIn.value; syncURL(); drawCharts(); }, 250));
   bySel.addEventListener('change', () => { by = bySel.value; syncURL(); drawCharts(); renderTable(); updateStats(); });
@@ -160,7 +163,10 @@ export function mount(root, ctx) {
       stats.el),
     h('section', { class: 'card' },
       h('div', { class: 'card-head' }, h('h2', null, 'Runs, params and metrics'), h('span', { class: 'spacer' }), h('label', { class: 'toggle', for: 'only-diff' }, onlyDiffCb, h('span', null, 'Only params that differ'))),
-      tableBox));
+      tableBox),
+    h('section', { class: 'card', id: 'code-compare-card' },
+      h('div', { class: 'card-head' }, h('h2', null, 'Code'), h('span', { class: 'muted' }, 'what differs from the first run\'s snapshot')),
+      codeBox));
 
   function syncURL() {
     const u = new URLSearchParams();
@@ -340,6 +346,7 @@ export function mount(root, ctx) {
     renderSelectors();
     drawCharts();
     renderTable();
+    code.update(loaded());
   }
 
   async function loadRuns(list) {
