@@ -151,7 +151,7 @@ rlsched is up.
   isolation: %s
   CLI:       %s
   workers:   %d local, inside this process (up --workers N for more); a worker of its own, from another shell or machine:
-             WORKER_JOIN_TOKEN_FILE=... bin/rlsched worker --master %s --data-dir DIR (README, "Adding a worker")
+             WORKER_JOIN_TOKEN_FILE=FILE bin/rlsched worker --master %s --data-dir DIR (rlsched up --help)
 
 Try:  bin/rlsched register -u alice -p 'a-long-password'
       bin/rlsched login -u alice -p 'a-long-password'
