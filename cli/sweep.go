@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlsched/rlsched/sweep"
 	"net/url"
 	"slices"
 	"strconv"
@@ -509,7 +510,7 @@ func paramText(v json.RawMessage, ok bool) string {
 	if json.Unmarshal(v, &s) == nil {
 		return s
 	}
-	return string(v)
+	return sweep.ShortNumber(v) // a random draw's 17 digits hide the table; the record keeps them
 }
 
 // statusCounts is "2 SUCCEEDED, 1 FAILED": the statuses present, in their
