@@ -838,9 +838,14 @@ class Client:
     def usage(self):
         """Every user's standing (GET /api/users/usage), lowest usage first: a
         list of ``{"user", "usage", "runningGpus", "runningRuns", "quota":
-        {"gpus", "runs"}}``; usage is in GPU-seconds, decayed, and the quota
-        is the one that applies (None: no cap)."""
-        return self._json("GET", "/api/users/usage")["items"]
+        {"gpus", "runs"}, "usageGpuHours"}``; usage is in GPU-seconds, decayed
+        (``usageGpuHours`` the same in GPU-hours, as ``rlsched quota ls``
+        shows it), and the quota is the one that applies (None: no cap)."""
+        items = self._json("GET", "/api/users/usage")["items"]
+        for it in items:
+            if isinstance(it.get("usage"), (int, float)):
+                it["usageGpuHours"] = it["usage"] / 3600.0
+        return items
 
     def quotas(self):
         """Every user's own quota (GET /api/admin/quotas; admins only): a list
