@@ -126,7 +126,7 @@ func Commands() []string {
 
 // order is the order of Usage's listing: the usual workflow first.
 var order = []string{"register", "login", "logout", "whoami", "token", "submit", "sweep", "pipeline", "ls", "show", "edit", "logs", "shell", "attach",
-	"cancel", "rerun", "queue", "metrics", "artifacts", "download", "diff", "code", "code-diff", "workers", "gpus", "user", "quota"}
+	"cancel", "rerun", "queue", "metrics", "artifacts", "download", "diff", "code", "code-diff", "workers", "gpus", "user", "quota", "notify"}
 
 // Usage writes one line per client command, for the binary's top-level help.
 func Usage(w io.Writer) {

@@ -118,23 +118,42 @@ func New(cfg Config) (*Notifier, error) {
 	n := &Notifier{cfg: cfg, log: cfg.Logger.With().Str("component", "notify").Logger(),
 		queue: make(chan core.Task, cfg.Queue), seen: map[string]struct{}{}, users: map[int64]cachedUser{}}
 	n.ctx, n.stop = context.WithCancel(context.Background())
-	n.client = &http.Client{
-		Timeout: cfg.Timeout,
+	n.client = hookClient(cfg.Targets, cfg.Timeout)
+	for range cfg.Senders {
+		n.wg.Add(1)
+		go n.sender()
+	}
+	return n, nil
+}
+
+// hookClient is the HTTP client of webhooks: it dials only what targets
+// allow, through no proxy, and follows no redirect.
+func hookClient(targets *Targets, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
 		Transport: &http.Transport{
 			Proxy:               nil, // a proxy would dial what Targets never saw
-			DialContext:         cfg.Targets.dialContext,
-			TLSHandshakeTimeout: cfg.Timeout,
+			DialContext:         targets.dialContext,
+			TLSHandshakeTimeout: timeout,
 			MaxIdleConns:        16,
 			IdleConnTimeout:     time.Minute,
 		},
 		// A redirect is not followed: the hook answered, wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	for range cfg.Senders {
-		n.wg.Add(1)
-		go n.sender()
+}
+
+// SendTest posts one test message to webhook now, as a run's notification
+// is sent (the same target checks and client, no retries), and says how
+// it went: `rlsched notify test` (POST /api/auth/me/notifications/test).
+// The body is {"text": ...} alone: no run.
+func SendTest(ctx context.Context, targets *Targets, webhook, username string) error {
+	if targets == nil {
+		targets = &Targets{}
 	}
-	return n, nil
+	body, _ := json.Marshal(map[string]string{"text": "rlsched: a test notification for " + slackEscape(username) + "; the ends of your runs come here"})
+	_, err := postHook(ctx, hookClient(targets, 10*time.Second), targets, webhook, body, "")
+	return err
 }
 
 // TaskChanged queues a run that reached a status a user may hear of.
@@ -266,10 +285,14 @@ func (n *Notifier) notify(t core.Task) {
 
 // post sends one POST; retry says whether a failure may pass.
 func (n *Notifier) post(webhook string, body []byte, trace string) (retry bool, err error) {
-	if _, err := n.cfg.Targets.CheckURL(webhook); err != nil { // the list may have changed since it was set
+	return postHook(n.ctx, n.client, n.cfg.Targets, webhook, body, trace)
+}
+
+func postHook(ctx context.Context, client *http.Client, targets *Targets, webhook string, body []byte, trace string) (retry bool, err error) {
+	if _, err := targets.CheckURL(webhook); err != nil { // the list may have changed since it was set
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost, webhook, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webhook, bytes.NewReader(body))
 	if err != nil {
 		return false, fmt.Errorf("cannot make the request: %w", err)
 	}
@@ -278,7 +301,7 @@ func (n *Notifier) post(webhook string, body []byte, trace string) (retry bool, 
 	if trace != "" {
 		req.Header.Set("X-Trace-Id", trace)
 	}
-	resp, err := n.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var refused *refusedError // the same address will be refused again
 		return !errors.As(err, &refused), fmt.Errorf("cannot reach the webhook: %w", err)
