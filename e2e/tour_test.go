@@ -172,10 +172,15 @@ func TestREADMETour(t *testing.T) {
 	}
 
 	// make run: `up --data-dir .rlsched` from the checkout, as the user.
-	up := b.startUp("up", filepath.Join(ws, ".rlsched"), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"))
+	// As the user: up records its URL in the user's config dir, where the
+	// tour's CLI finds it (RLSCHED_CONFIG_DIR empty: the default one).
+	up := b.startUp("up", filepath.Join(ws, ".rlsched"), "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "RLSCHED_CONFIG_DIR=")
 	mm := upMasterLine.FindStringSubmatch(up.Stdout())
 	if mm == nil {
 		t.Fatalf("rlsched up printed no master: line:\n%s", up.Stdout())
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".config", "rlsched", "up.json")); err != nil || !strings.Contains(string(b), `"`+up.URL+`"`) {
+		t.Fatalf("up did not record its URL %s for the CLI: %s %v", up.URL, b, err)
 	}
 	ports := strings.NewReplacer("http://127.0.0.1:8081", up.URL, "http://127.0.0.1:8082", mm[1])
 	t.Cleanup(func() { tourTrackRuns(b, up.URL) })
