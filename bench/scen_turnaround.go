@@ -114,7 +114,9 @@ func (e *env) turnaroundOnce(n, gpus int) (float64, float64, []handoff, error) {
 	}
 	cmd := exec.Command(bin, "up", "--data-dir", dir, "--gpus", strconv.Itoa(gpus),
 		"--master-port", strconv.Itoa(ports[0]), "--rpc-port", strconv.Itoa(ports[1]), "--gateway-port", strconv.Itoa(ports[2]))
-	cmd.Env = append(os.Environ(), "LOG_FORMAT=json", "MAX_QUEUED_PER_USER=0")
+	// RLSCHED_CONFIG_DIR: up records its URL for the CLI there, not in the
+	// user's own config.
+	cmd.Env = append(os.Environ(), "LOG_FORMAT=json", "MAX_QUEUED_PER_USER=0", "RLSCHED_CONFIG_DIR="+filepath.Join(dir, "cli-config"))
 	logf, err := os.Create(filepath.Join(e.tmp, fmt.Sprintf("up-%d.log", time.Now().UnixNano())))
 	if err != nil {
 		return 0, 0, nil, err

@@ -27,8 +27,9 @@ const (
 	ExitUsage = 2
 )
 
-// DefaultServer is used when neither --server, RLSCHED_SERVER nor a saved
-// login names one: a master on this machine.
+// DefaultServer is used when neither --server, RLSCHED_SERVER, a saved
+// login nor a running `rlsched up` (upServerFile) names one: a master on
+// this machine.
 const DefaultServer = "http://127.0.0.1:8082"
 
 // Env is what a command may touch of the outside world. Zero fields take the
@@ -124,8 +125,8 @@ func Commands() []string {
 }
 
 // order is the order of Usage's listing: the usual workflow first.
-var order = []string{"register", "login", "logout", "whoami", "submit", "sweep", "pipeline", "ls", "show", "edit", "logs", "shell", "attach", "notebook",
-	"cancel", "rerun", "queue", "metrics", "artifacts", "download", "diff", "code", "code-diff", "workers", "gpus", "user", "quota"}
+var order = []string{"register", "login", "logout", "whoami", "token", "submit", "sweep", "pipeline", "ls", "show", "edit", "logs", "shell", "attach", "notebook",
+	"cancel", "rerun", "queue", "metrics", "artifacts", "download", "diff", "code", "code-diff", "workers", "gpus", "user", "quota", "notify"}
 
 // Usage writes one line per client command, for the binary's top-level help.
 func Usage(w io.Writer) {

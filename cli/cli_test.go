@@ -67,7 +67,7 @@ func (h *harness) login() {
 }
 
 func TestCommands(t *testing.T) {
-	want := []string{"artifacts", "attach", "cancel", "code", "code-diff", "compare", "diff", "download", "edit", "gpus", "login", "logout", "logs", "ls", "metrics", "notebook", "pipeline", "queue", "quota", "register", "rerun", "shell", "show", "sim", "submit", "sweep", "user", "whoami", "workers"}
+	want := []string{"artifacts", "attach", "cancel", "code", "code-diff", "compare", "diff", "download", "edit", "gpus", "login", "logout", "logs", "ls", "metrics", "notebook", "notify", "pipeline", "queue", "quota", "register", "rerun", "shell", "show", "sim", "submit", "sweep", "token", "user", "whoami", "workers"}
 	if got := Commands(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("Commands() = %v, want %v", got, want)
 	}

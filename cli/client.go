@@ -151,7 +151,8 @@ func normalizeServer(s string) (string, error) {
 }
 
 // resolveServer: --server, else $RLSCHED_SERVER, else the saved login's
-// server, else DefaultServer.
+// server, else the URL this user's running `rlsched up` printed, else
+// DefaultServer.
 func (inv *invocation) resolveServer(saved *credentials) (string, error) {
 	s := inv.server
 	if !inv.fs.isSet("server") || s == "" {
@@ -159,6 +160,9 @@ func (inv *invocation) resolveServer(saved *credentials) (string, error) {
 	}
 	if s == "" && saved != nil {
 		s = saved.Server
+	}
+	if s == "" {
+		s = inv.upDefault()
 	}
 	if s == "" {
 		s = DefaultServer

@@ -64,7 +64,7 @@ func runDownload(inv *invocation, args []string) int {
 		return inv.fail(fmt.Errorf("run %s has no file %s; `rlsched artifacts %s` lists them", id, strings.Join(quoteAll(missing), ", "), id))
 	}
 	if len(sel) == 0 {
-		fmt.Fprintf(inv.env.Stderr, "run %s has no files to download yet\n", id)
+		fmt.Fprintln(inv.env.Stderr, noFiles(inv, c, id))
 		return ExitOK
 	}
 	dir := outDir

@@ -26,7 +26,7 @@ func (inv *invocation) newFlags() *flagSet {
 		set:     map[string]bool{},
 	}
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&inv.server, "server", "", "server `URL` (default $RLSCHED_SERVER, else the server of the last login, else "+DefaultServer+")")
+	fs.StringVar(&inv.server, "server", "", "server `URL` (default $RLSCHED_SERVER, else the server of the last login, else the URL a running rlsched up printed, else "+DefaultServer+")")
 	inv.fs = fs
 	return fs
 }

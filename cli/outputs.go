@@ -107,7 +107,7 @@ func runArtifacts(inv *invocation, args []string) int {
 		if inv.fs.isSet("attempt") {
 			fmt.Fprintf(inv.env.Stderr, "attempt %d of run %s left no files\n", *attempt, id)
 		} else {
-			fmt.Fprintf(inv.env.Stderr, "run %s has no files yet (what it writes under $RLSCHED_OUTPUT_DIR is uploaded while it runs and when it ends)\n", id)
+			fmt.Fprintln(inv.env.Stderr, noFiles(inv, c, id))
 		}
 		return ExitOK
 	}
@@ -159,4 +159,18 @@ func runDiff(inv *invocation, args []string) int {
 		return inv.fail(fmt.Errorf("cannot write the output: %w", err))
 	}
 	return ExitOK
+}
+
+// noFiles says why run id has no files: still to come while it may run,
+// none for good once it ended (issue 32: "no files yet" on a FAILED run).
+func noFiles(inv *invocation, c *client, id string) string {
+	t, _, err := c.getTask(inv.ctx, id)
+	switch {
+	case err != nil || !t.Status.Terminal():
+		return fmt.Sprintf("run %s has no files yet (what it writes under $RLSCHED_OUTPUT_DIR is uploaded while it runs and when it ends)", id)
+	case t.StartedAt == nil:
+		return fmt.Sprintf("run %s ended %s without starting, so it has no files", id, t.Status)
+	default:
+		return fmt.Sprintf("run %s ended %s and left no files: it wrote nothing under $RLSCHED_OUTPUT_DIR", id, t.Status)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -63,6 +64,19 @@ func TestArtifacts_Table(t *testing.T) {
 	out, errs = h.mustRun(0, "artifacts", empty)
 	if out != "" || !strings.Contains(errs, "has no files yet") {
 		t.Errorf("no files: stdout %q stderr %q", out, errs)
+	}
+	// Once a run ended, "yet" is wrong: say it left none (issue 32).
+	started := time.Now().Add(-time.Minute)
+	failed := h.f.addTask(core.Task{Name: "failed", Status: core.StatusFailed, StartedAt: &started})
+	if _, errs = h.mustRun(0, "artifacts", failed); !strings.Contains(errs, "ended FAILED and left no files") {
+		t.Errorf("no files of a FAILED run: %q", errs)
+	}
+	if _, errs = h.mustRun(0, "download", failed, "-o", t.TempDir()); !strings.Contains(errs, "ended FAILED and left no files") {
+		t.Errorf("download of a FAILED run without files: %q", errs)
+	}
+	never := h.f.addTask(core.Task{Name: "never", Status: core.StatusCancelled})
+	if _, errs = h.mustRun(0, "artifacts", never); !strings.Contains(errs, "ended CANCELLED without starting") {
+		t.Errorf("no files of a run that never started: %q", errs)
 	}
 	for _, args := range [][]string{{"artifacts", id, "--attempt", "0"}, {"artifacts"}, {"download", id, "-o", ""}} {
 		if code, _, _ := h.run(args...); code != ExitUsage {
@@ -271,5 +285,22 @@ func TestBadArtifactPath(t *testing.T) {
 		if why := badArtifactPath(p); why == "" {
 			t.Errorf("badArtifactPath(%q) accepted", p)
 		}
+	}
+}
+
+// A run that ended without starting has no output to read: the summary
+// points at show (its error says why), not at an empty log (issue 32).
+func TestSummary_NeverStarted(t *testing.T) {
+	var errb bytes.Buffer
+	inv := &invocation{env: Env{Stderr: &errb}.withDefaults()}
+	inv.summary(core.Task{ID: "r1", Status: core.StatusCancelled, Error: "dependency r0 FAILED"}, time.Second)
+	if s := errb.String(); !strings.Contains(s, "never started; `rlsched show r1`") || strings.Contains(s, "rlsched logs") {
+		t.Errorf("never started: %q", s)
+	}
+	errb.Reset()
+	started := time.Now()
+	inv.summary(core.Task{ID: "r2", Status: core.StatusFailed, StartedAt: &started}, time.Second)
+	if s := errb.String(); !strings.Contains(s, "rlsched logs r2") {
+		t.Errorf("failed after starting: %q", s)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlsched/rlsched/sweep"
 	"net/url"
 	"slices"
 	"strconv"
@@ -362,6 +363,9 @@ func (inv *invocation) waitSweep(c *client, id string, jsonOut bool) int {
 	var sw sweepView
 	q := url.Values{"runs": {"false"}}
 	err := inv.poll(c, true, func() (string, bool, error) {
+		// A fresh value each time: JSON decoded into the last answer would
+		// merge its groups' count maps, adding up statuses members left.
+		sw = sweepView{}
 		if _, err := c.getJSON(inv.ctx, sweepPath(id, ""), q, &sw); err != nil {
 			return "", false, err
 		}
@@ -381,6 +385,7 @@ func (inv *invocation) waitSweep(c *client, id string, jsonOut bool) int {
 	}
 	done, _, _, failed := progress(sw.Counts)
 	fmt.Fprintf(inv.env.Stderr, "sweep %s: %d of %d members SUCCEEDED, %d did not (%s)\n", id, done, sw.Members, failed, clock(inv.env.now().Sub(start)))
+	sw = sweepView{}
 	raw, err := c.getJSON(inv.ctx, sweepPath(id, ""), q, &sw)
 	if err != nil {
 		return inv.fail(err)
@@ -505,7 +510,7 @@ func paramText(v json.RawMessage, ok bool) string {
 	if json.Unmarshal(v, &s) == nil {
 		return s
 	}
-	return string(v)
+	return sweep.ShortNumber(v) // a random draw's 17 digits hide the table; the record keeps them
 }
 
 // statusCounts is "2 SUCCEEDED, 1 FAILED": the statuses present, in their

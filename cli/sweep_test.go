@@ -253,6 +253,13 @@ func TestSweep_Wait(t *testing.T) {
 			if strings.Contains(errs, "\r") {
 				t.Errorf("redraws without a terminal:\n%q", errs)
 			}
+			// The final table counts the members as they ended, not the
+			// polls' statuses added up (issue 32: "3 QUEUED, 2 RUNNING, 3
+			// SUCCEEDED" for a group of 3).
+			_, final, _ := strings.Cut(errs, "members SUCCEEDED")
+			if strings.Contains(final, "QUEUED") || strings.Contains(final, "RUNNING") || !strings.Contains(final, "SUCCEEDED") {
+				t.Errorf("the final table has stale counts:\n%s", final)
+			}
 			if want == 1 && !strings.Contains(errs, "rlsched sweep retry "+id) {
 				t.Errorf("no retry hint:\n%s", errs)
 			}

@@ -185,7 +185,11 @@ func (inv *invocation) summary(t core.Task, elapsed time.Duration) {
 	if t.Error != "" {
 		fmt.Fprintf(inv.env.Stderr, "  error: %s\n", t.Error)
 	}
-	if t.Status != core.StatusSucceeded {
+	switch {
+	case t.Status == core.StatusSucceeded:
+	case t.StartedAt == nil: // no program ran, so its log has no output to point at
+		fmt.Fprintf(inv.env.Stderr, "  it never started; `rlsched show %s` says why\n", t.ID)
+	default:
 		fmt.Fprintf(inv.env.Stderr, "  see its output with `rlsched logs %s`\n", t.ID)
 	}
 }

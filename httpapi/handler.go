@@ -76,6 +76,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/auth/me", h: s.me},
 		{method: get, pattern: "/api/auth/me/notifications", h: s.getNotifications},
 		{method: put, pattern: "/api/auth/me/notifications", h: s.putNotifications},
+		{method: post, pattern: "/api/auth/me/notifications/test", h: s.testNotifications},
 		{method: get, pattern: "/api/monitor/health", public: true, probe: true, h: s.health},
 		{method: get, pattern: "/metrics", public: true, probe: true, h: s.metrics},
 		{method: get, pattern: "/api/openapi.json", h: s.openAPI},

@@ -71,3 +71,26 @@ func (s *Server) putNotifications(r *request) *apiError {
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, notifyView(n))
 }
+
+// testNotifications is POST /api/auth/me/notifications/test: one test
+// message to the caller's webhook, now. The hook's failure is the answer's
+// data ({"sent": false, "error": ...}), not the request's: the request
+// was fine.
+func (s *Server) testNotifications(r *request) *apiError {
+	hook := r.user.Notify.Webhook
+	if hook == "" {
+		return &apiError{fasthttp.StatusConflict, codeConflict, "no webhook is set: PUT /api/auth/me/notifications {\"webhook\": URL} first (rlsched notify set URL)"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err := notify.SendTest(ctx, s.cfg.NotifyTargets, hook, r.user.Username)
+	cancel()
+	ans := struct {
+		Sent    bool   `json:"sent"`
+		Webhook string `json:"webhook"`
+		Error   string `json:"error,omitempty"`
+	}{Sent: err == nil, Webhook: hook}
+	if err != nil {
+		ans.Error = clip.String(err.Error(), 512)
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, ans)
+}

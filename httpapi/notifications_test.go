@@ -1,7 +1,11 @@
 package httpapi
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rlsched/rlsched/notify"
@@ -47,5 +51,46 @@ func TestNotificationSettings(t *testing.T) {
 	if r := open.req("PUT", "/api/auth/me/notifications", tok, `{"webhook":"http://127.0.0.1:9/hook"}`); r.status != 400 ||
 		!strings.Contains(string(r.body), "loopback") {
 		t.Fatalf("a loopback webhook without NOTIFY_ALLOW_HOSTS: %d %s", r.status, r.body)
+	}
+}
+
+// TestNotificationTest: POST .../notifications/test sends one message to
+// the caller's webhook now and says whether it took it; without a webhook
+// it is a 409 saying how to set one.
+func TestNotificationTest(t *testing.T) {
+	targets, err := notify.ParseTargets("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 4)
+	var status atomic.Int32
+	status.Store(204)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer hook.Close()
+	e := newEnvWith(t, func(c *Config) { c.NotifyTargets = targets })
+	tok, _ := e.user("alice")
+	if r := e.req("POST", "/api/auth/me/notifications/test", tok, nil); r.status != 409 || !strings.Contains(string(r.body), "no webhook is set") {
+		t.Fatalf("test without a webhook: %d %s", r.status, r.body)
+	}
+	if r := e.req("PUT", "/api/auth/me/notifications", tok, `{"webhook":"`+hook.URL+`/h"}`); r.status != 200 {
+		t.Fatalf("PUT: %d %s", r.status, r.body)
+	}
+	if r := e.req("POST", "/api/auth/me/notifications/test", tok, nil); r.status != 200 || !strings.Contains(string(r.body), `"sent":true`) {
+		t.Fatalf("test: %d %s", r.status, r.body)
+	}
+	if b := <-got; !strings.Contains(b, `"text":"rlsched: a test notification for alice`) {
+		t.Errorf("the hook got %s", b)
+	}
+	status.Store(500)
+	if r := e.req("POST", "/api/auth/me/notifications/test", tok, nil); r.status != 200 ||
+		!strings.Contains(string(r.body), `"sent":false`) || !strings.Contains(string(r.body), "answered 500") {
+		t.Fatalf("test of a failing hook: %d %s", r.status, r.body)
+	}
+	if r := e.req("POST", "/api/auth/me/notifications/test", "", nil); r.status != 401 {
+		t.Fatalf("without a token: %d", r.status)
 	}
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/sweep"
 )
 
 // Events a user may ask for: the statuses a run ends in (LOST included: it
@@ -50,9 +52,18 @@ type Users interface {
 	UserByID(ctx context.Context, id int64) (core.User, error)
 }
 
+// Sweeps reads a sweep and its members' latest runs (the store).
+type Sweeps interface {
+	Sweep(ctx context.Context, id string) (store.Sweep, error)
+	SweepRuns(ctx context.Context, id string) ([]core.Task, error)
+}
+
 // Config of a Notifier; zero values get the defaults named.
 type Config struct {
-	Users   Users
+	Users Users
+	// Sweeps, when set, makes a sweep's members one notification: the
+	// sweep's, once its last member ended (nil: one per member).
+	Sweeps  Sweeps
 	Targets *Targets // NOTIFY_ALLOW_HOSTS; nil: any public host
 	// BaseURL is the dashboard's address as users open it (PUBLIC_URL),
 	// for the run's link; empty: no link.
@@ -118,23 +129,42 @@ func New(cfg Config) (*Notifier, error) {
 	n := &Notifier{cfg: cfg, log: cfg.Logger.With().Str("component", "notify").Logger(),
 		queue: make(chan core.Task, cfg.Queue), seen: map[string]struct{}{}, users: map[int64]cachedUser{}}
 	n.ctx, n.stop = context.WithCancel(context.Background())
-	n.client = &http.Client{
-		Timeout: cfg.Timeout,
+	n.client = hookClient(cfg.Targets, cfg.Timeout)
+	for range cfg.Senders {
+		n.wg.Add(1)
+		go n.sender()
+	}
+	return n, nil
+}
+
+// hookClient is the HTTP client of webhooks: it dials only what targets
+// allow, through no proxy, and follows no redirect.
+func hookClient(targets *Targets, timeout time.Duration) *http.Client {
+	return &http.Client{
+		Timeout: timeout,
 		Transport: &http.Transport{
 			Proxy:               nil, // a proxy would dial what Targets never saw
-			DialContext:         cfg.Targets.dialContext,
-			TLSHandshakeTimeout: cfg.Timeout,
+			DialContext:         targets.dialContext,
+			TLSHandshakeTimeout: timeout,
 			MaxIdleConns:        16,
 			IdleConnTimeout:     time.Minute,
 		},
 		// A redirect is not followed: the hook answered, wherever it points.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	for range cfg.Senders {
-		n.wg.Add(1)
-		go n.sender()
+}
+
+// SendTest posts one test message to webhook now, as a run's notification
+// is sent (the same target checks and client, no retries), and says how
+// it went: `rlsched notify test` (POST /api/auth/me/notifications/test).
+// The body is {"text": ...} alone: no run.
+func SendTest(ctx context.Context, targets *Targets, webhook, username string) error {
+	if targets == nil {
+		targets = &Targets{}
 	}
-	return n, nil
+	body, _ := json.Marshal(map[string]string{"text": "rlsched: a test notification for " + slackEscape(username) + "; the ends of your runs come here"})
+	_, err := postHook(ctx, hookClient(targets, 10*time.Second), targets, webhook, body, "")
+	return err
 }
 
 // TaskChanged queues a run that reached a status a user may hear of.
@@ -233,7 +263,14 @@ func (n *Notifier) notify(t core.Task) {
 	if len(on) == 0 {
 		on = DefaultOn
 	}
-	if u.Notify.Webhook == "" || u.Deleted || !slices.Contains(on, string(t.Status)) {
+	if u.Notify.Webhook == "" || u.Deleted {
+		return
+	}
+	if t.SweepID != "" && n.cfg.Sweeps != nil {
+		n.notifySweep(t, u, on)
+		return
+	}
+	if !slices.Contains(on, string(t.Status)) {
 		return
 	}
 	body, err := json.Marshal(struct {
@@ -244,6 +281,132 @@ func (n *Notifier) notify(t core.Task) {
 		n.log.Error().Err(err).Str("task", t.ID).Msg("BUG: cannot encode a notification")
 		return
 	}
+	n.send(u, t, body)
+}
+
+// notifySweep sends one message for sweep member t's sweep once no member
+// is left to run (a tpe sweep: its budget proposed), if one of its members
+// ended in an event of on; the members' own ends send nothing (a sweep of
+// 100 was 100 messages). Its text counts the members by status and shows
+// the stderr tail of a failed one; "run" is the member that ended last.
+func (n *Notifier) notifySweep(t core.Task, u core.User, on []string) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeout)
+	defer cancel()
+	sw, err := n.cfg.Sweeps.Sweep(ctx, t.SweepID)
+	if err != nil {
+		if !errors.Is(err, core.ErrNotFound) {
+			n.log.Warn().Err(err).Str("sweep", t.SweepID).Msg("cannot read a sweep to notify its end")
+		}
+		return
+	}
+	hear := false
+	for st, k := range sw.Counts {
+		if k > 0 && !st.Terminal() {
+			return // still going, or LOST and about to be requeued
+		}
+		hear = hear || (k > 0 && slices.Contains(on, string(st)))
+	}
+	if spec, err := sweep.Parse(sw.Spec); err == nil && spec.Method == sweep.TPE && sw.Members < spec.Budget {
+		return // the controller proposes more
+	}
+	if !hear {
+		return
+	}
+	// Once per end: members ending together (sender goroutines) see the
+	// same counts; a retry's end has others.
+	key := fmt.Sprintf("sweep/%s/%d/%v", sw.ID, sw.Members, sw.Counts)
+	n.mu.Lock()
+	_, dup := n.seen[key]
+	if !dup {
+		if len(n.seen) >= maxSeen {
+			clear(n.seen)
+		}
+		n.seen[key] = struct{}{}
+	}
+	n.mu.Unlock()
+	if dup {
+		return
+	}
+	var failed *core.Task
+	if sw.Counts[core.StatusFailed] > 0 {
+		if runs, err := n.cfg.Sweeps.SweepRuns(ctx, sw.ID); err == nil {
+			for i := range runs {
+				if runs[i].Status == core.StatusFailed && (failed == nil || runs[i].ErrorTail != "" && failed.ErrorTail == "") {
+					failed = &runs[i]
+				}
+			}
+		}
+	}
+	body, err := json.Marshal(struct {
+		Text  string    `json:"text"`
+		Sweep sweepEnd  `json:"sweep"`
+		Run   core.Task `json:"run"`
+	}{n.sweepText(sw, failed), sweepEnd{sw.ID, sw.Name, sw.Members, sw.Counts}, t.View().MaskedEnv()})
+	if err != nil {
+		n.log.Error().Err(err).Str("sweep", sw.ID).Msg("BUG: cannot encode a notification")
+		return
+	}
+	n.send(u, t, body)
+}
+
+// sweepEnd is the "sweep" of a sweep's notification.
+type sweepEnd struct {
+	ID      string              `json:"id"`
+	Name    string              `json:"name"`
+	Members int                 `json:"members"`
+	Counts  map[core.Status]int `json:"counts"`
+}
+
+func (n *Notifier) sweepText(sw store.Sweep, failed *core.Task) string {
+	name := sw.Name
+	if name == "" {
+		name = sw.ID
+	}
+	var b strings.Builder
+	b.WriteString("rlsched: sweep ")
+	if n.cfg.BaseURL != "" {
+		fmt.Fprintf(&b, "<%s/sweeps/%s|%s>", n.cfg.BaseURL, sw.ID, slackEscape(name))
+	} else {
+		fmt.Fprintf(&b, "%s (%s)", slackEscape(name), sw.ID)
+	}
+	var parts []string
+	for _, st := range core.Statuses() {
+		if k := sw.Counts[st]; k > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", k, st))
+		}
+	}
+	fmt.Fprintf(&b, " ended, %d members: %s", sw.Members, strings.Join(parts, ", "))
+	if failed != nil {
+		fmt.Fprintf(&b, "\nfailed, e.g. run %s", failed.ID)
+		if failed.Error != "" {
+			fmt.Fprintf(&b, ": %s", slackEscape(clipText(failed.Error, 200)))
+		}
+		b.WriteString(tailBlock(failed.ErrorTail))
+	}
+	return b.String()
+}
+
+func clipText(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// tailBlock is the last notifyTailLines of an errorTail as a code block
+// ("" for none).
+func tailBlock(tail string) string {
+	if tail == "" {
+		return ""
+	}
+	lines := strings.Split(tail, "\n")
+	lines = lines[max(0, len(lines)-notifyTailLines):]
+	t := strings.ReplaceAll(strings.Join(lines, "\n"), "```", "'''") // a fence of its own would end the block
+	return "\n```\n" + slackEscape(t) + "\n```"
+}
+
+// send POSTs body to u's webhook, retrying as Config.Retries says.
+func (n *Notifier) send(u core.User, t core.Task, body []byte) {
 	for try := 0; ; try++ {
 		retry, err := n.post(u.Notify.Webhook, body, t.TraceID)
 		if err == nil {
@@ -266,10 +429,14 @@ func (n *Notifier) notify(t core.Task) {
 
 // post sends one POST; retry says whether a failure may pass.
 func (n *Notifier) post(webhook string, body []byte, trace string) (retry bool, err error) {
-	if _, err := n.cfg.Targets.CheckURL(webhook); err != nil { // the list may have changed since it was set
+	return postHook(n.ctx, n.client, n.cfg.Targets, webhook, body, trace)
+}
+
+func postHook(ctx context.Context, client *http.Client, targets *Targets, webhook string, body []byte, trace string) (retry bool, err error) {
+	if _, err := targets.CheckURL(webhook); err != nil { // the list may have changed since it was set
 		return false, err
 	}
-	req, err := http.NewRequestWithContext(n.ctx, http.MethodPost, webhook, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, webhook, bytes.NewReader(body))
 	if err != nil {
 		return false, fmt.Errorf("cannot make the request: %w", err)
 	}
@@ -278,7 +445,7 @@ func (n *Notifier) post(webhook string, body []byte, trace string) (retry bool, 
 	if trace != "" {
 		req.Header.Set("X-Trace-Id", trace)
 	}
-	resp, err := n.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var refused *refusedError // the same address will be refused again
 		return !errors.As(err, &refused), fmt.Errorf("cannot reach the webhook: %w", err)
@@ -324,19 +491,10 @@ func (n *Notifier) text(t core.Task) string {
 		fmt.Fprintf(&b, "; final reward %g", *v)
 	}
 	if t.Error != "" && t.Status != core.StatusSucceeded {
-		e := t.Error
-		if len(e) > 200 {
-			e = e[:200] + "…"
-		}
-		fmt.Fprintf(&b, ": %s", slackEscape(e))
+		fmt.Fprintf(&b, ": %s", slackEscape(clipText(t.Error, 200)))
 	}
-	if t.ErrorTail != "" {
-		// Its last lines say why; the whole tail is in the body's run.
-		lines := strings.Split(t.ErrorTail, "\n")
-		lines = lines[max(0, len(lines)-notifyTailLines):]
-		tail := strings.ReplaceAll(strings.Join(lines, "\n"), "```", "'''") // a fence of its own would end the block
-		fmt.Fprintf(&b, "\n```\n%s\n```", slackEscape(tail))
-	}
+	// Its last lines say why; the whole tail is in the body's run.
+	b.WriteString(tailBlock(t.ErrorTail))
 	return b.String()
 }
 

@@ -336,3 +336,87 @@ func TestNotifyReadsSettingsOncePerTTL(t *testing.T) {
 		}
 	}
 }
+
+// TestNotifySweepOnce: a sweep's members send nothing of their own; the
+// sweep sends one message once its last member ended, with the counts and
+// a failed member's stderr tail (issue 32: a sweep of 100 was 100 messages).
+func TestNotifySweepOnce(t *testing.T) {
+	rcv := newReceiver(t)
+	e := newEnv(t, "127.0.0.1", rcv.URL+"/hook", "FAILED")
+	e.n.Close()
+	tg, _ := ParseTargets("127.0.0.1")
+	n, err := New(Config{Users: e.st, Sweeps: e.st, Targets: tg, Senders: 2, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	sw := &store.Sweep{ID: "s1", Name: "lr sweep", UserID: e.user.ID, Members: 3,
+		Spec: json.RawMessage(`{"grid": {"lr": [0.1, 0.2, 0.3]}}`), CreatedAt: time.Now()}
+	var ms []*core.Task
+	for i := range 3 {
+		ms = append(ms, &core.Task{ID: fmt.Sprintf("r-s1-%d", i), UserID: e.user.ID, Command: []string{"x"},
+			Tags: []string{core.SweepTag("s1")}, Params: json.RawMessage(`{}`), CreatedAt: time.Now()})
+	}
+	if err := e.st.CreateSweep(ctx, sw, ms); err != nil {
+		t.Fatal(err)
+	}
+	endRun := func(id string, st core.Status, tail string, sync bool) {
+		t.Helper()
+		tk, err := e.st.Task(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+		tk.Status, tk.ErrorTail = st, tail
+		if err := e.st.UpdateTask(ctx, &tk, exp); err != nil {
+			t.Fatal(err)
+		}
+		if sync { // as a sender handles it, so that nothing sent is seen now
+			n.notify(tk)
+		} else {
+			n.TaskChanged(tk)
+		}
+	}
+	endRun("r-s1-0", core.StatusFailed, "Traceback:\nKeyError: lr", true)
+	endRun("r-s1-1", core.StatusSucceeded, "", true)
+	if all := rcv.all(); len(all) != 0 {
+		t.Fatalf("members of a sweep still running sent %s", all)
+	}
+	endRun("r-s1-2", core.StatusFailed, "", false)
+	n.TaskChanged(mustTask(t, e.st, "r-s1-2")) // a second write of the last one
+	rcv.wait(t, 1)
+	var got struct {
+		Text  string `json:"text"`
+		Sweep struct {
+			ID      string         `json:"id"`
+			Members int            `json:"members"`
+			Counts  map[string]int `json:"counts"`
+		} `json:"sweep"`
+		Run core.Task `json:"run"`
+	}
+	if err := json.Unmarshal(rcv.all()[0], &got); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"sweep lr sweep (s1) ended, 3 members: 1 SUCCEEDED, 2 FAILED", "run r-s1-0", "KeyError: lr"} {
+		if !strings.Contains(got.Text, want) {
+			t.Errorf("text %q lacks %q", got.Text, want)
+		}
+	}
+	if got.Sweep.ID != "s1" || got.Sweep.Members != 3 || got.Sweep.Counts["FAILED"] != 2 || got.Run.ID != "r-s1-2" {
+		t.Errorf("body: %+v", got)
+	}
+	stats(t, n, 1, 0)
+	if all := rcv.all(); len(all) != 1 {
+		t.Fatalf("%d messages for one sweep: %s", len(all), all)
+	}
+}
+
+func mustTask(t *testing.T, st store.Store, id string) core.Task {
+	t.Helper()
+	tk, err := st.Task(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}

@@ -879,9 +879,14 @@ class Client:
     def usage(self):
         """Every user's standing (GET /api/users/usage), lowest usage first: a
         list of ``{"user", "usage", "runningGpus", "runningRuns", "quota":
-        {"gpus", "runs"}}``; usage is in GPU-seconds, decayed, and the quota
-        is the one that applies (None: no cap)."""
-        return self._json("GET", "/api/users/usage")["items"]
+        {"gpus", "runs"}, "usageGpuHours"}``; usage is in GPU-seconds, decayed
+        (``usageGpuHours`` the same in GPU-hours, as ``rlsched quota ls``
+        shows it), and the quota is the one that applies (None: no cap)."""
+        items = self._json("GET", "/api/users/usage")["items"]
+        for it in items:
+            if isinstance(it.get("usage"), (int, float)):
+                it["usageGpuHours"] = it["usage"] / 3600.0
+        return items
 
     def quotas(self):
         """Every user's own quota (GET /api/admin/quotas; admins only): a list
@@ -894,6 +899,25 @@ class Client:
         no cap, so a cap left out is lifted. Returns ``{"user", "gpus",
         "runs"}``."""
         return self._json("PUT", "/api/admin/quotas/" + self._id(username), {"gpus": gpus, "runs": runs})
+
+    def notifications(self):
+        """Your webhook settings (GET /api/auth/me/notifications):
+        ``{"webhook", "on"}``, webhook "" when off."""
+        return self._json("GET", "/api/auth/me/notifications")
+
+    def set_notifications(self, webhook, on=None):
+        """Set your webhook (PUT /api/auth/me/notifications; "" turns it
+        off) and the events it hears of (run statuses or warning codes;
+        None: every end). The master checks the URL as it will when it
+        sends: a host of its own network is a 400 unless NOTIFY_ALLOW_HOSTS
+        names it."""
+        return self._json("PUT", "/api/auth/me/notifications", {"webhook": webhook, "on": list(on or [])})
+
+    def test_notification(self):
+        """Send one test message to your webhook now (POST
+        /api/auth/me/notifications/test): ``{"sent", "webhook", "error"}``;
+        409 "conflict" when no webhook is set."""
+        return self._json("POST", "/api/auth/me/notifications/test")
 
     def set_priority(self, run_id, priority):
         """Give a QUEUED run a new priority (POST /api/tasks/{id}/priority;

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -210,8 +211,33 @@ func labelOf(cell []kv) string {
 		if e.val[0] == '"' && json.Unmarshal(e.val, &str) == nil {
 			b.WriteString(str)
 		} else {
-			b.Write(e.val)
+			b.WriteString(ShortNumber(e.val))
 		}
 	}
 	return b.String()
+}
+
+// ShortNumber writes a JSON number of more than 4 significant digits with
+// a fraction or an exponent to 4 ("lr=0.0002106", not
+// "lr=0.00021056337053284956"), for names and tables; the params keep every
+// digit. Anything else (3e-4, 0.99, 128) is returned as written.
+func ShortNumber(v json.RawMessage) string {
+	if !bytes.ContainsAny(v, ".eE") {
+		return string(v)
+	}
+	mant, _, _ := bytes.Cut(bytes.ToLower(v), []byte("e"))
+	digits := bytes.Trim(bytes.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, mant), "0")
+	if len(digits) <= 4 {
+		return string(v)
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return string(v)
+	}
+	return strconv.FormatFloat(f, 'g', 4, 64)
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -30,7 +31,7 @@ Servers:
            e.g. the first admin; user ls|role|disable|enable|passwd|rm go through REST (client)
   worker-key  print the key of one worker id, to give its machine instead of the join token
 
-Client (talk REST to --server, default http://127.0.0.1:8082):
+Client (talk REST to --server; default: the URL a running rlsched up printed, else http://127.0.0.1:8082):
   %s
 
 Run 'rlsched COMMAND --help' for the flags of a command.
@@ -77,6 +78,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "rlsched: unknown command %q\n\n", name)
 		fmt.Fprintf(os.Stderr, usage, cli.Commands())
 		os.Exit(2)
+	}
+	if errors.Is(err, errHelp) {
+		return
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rlsched:", err)

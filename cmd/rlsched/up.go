@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/rlsched/rlsched/cli"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/internal/secure"
 	"github.com/rlsched/rlsched/masterd"
@@ -124,6 +125,16 @@ func runUp(ctx context.Context, args []string) error {
 		}
 		ws = append(ws, w)
 	}
+	// One URL for one install: the CLI beside `make run` defaults to the
+	// gateway printed below, whatever ports up listens on.
+	cliNote := "bin/rlsched uses URL by default"
+	if path, forget, err := cli.RememberUp(gw.URL(), upDir); err != nil {
+		log.Warn().Err(err).Msg("cannot record the URL for the CLI; give it --server URL")
+		cliNote = "give bin/rlsched --server URL"
+	} else {
+		defer forget()
+		cliNote += " (recorded in " + path + ")"
+	}
 	runsAs := "each run under a uid of its own (RUN_AS=" + runAs + ")"
 	if runAs == worker.RunAsNone {
 		runsAs = "NONE: runs share this process's uid, so every user's run can act as the scheduler here (read the secrets, change the database, kill other runs); start rlsched up as root to isolate runs"
@@ -138,11 +149,14 @@ rlsched is up.
   logs:      %s
   secrets:   %s  (generated; keep it private)
   isolation: %s
+  CLI:       %s
+  workers:   %d local, inside this process (up --workers N for more); a worker of its own, from another shell or machine:
+             WORKER_JOIN_TOKEN_FILE=FILE bin/rlsched worker --master %s --data-dir DIR (rlsched up --help)
 
-Try:  bin/rlsched register -u alice -p 'a-long-password' --server %s
-      bin/rlsched login -u alice -p 'a-long-password' --server %s
+Try:  bin/rlsched register -u alice -p 'a-long-password'
+      bin/rlsched login -u alice -p 'a-long-password'
       bin/rlsched submit --algorithm PPO --episodes 200 --wait
-`, gw.URL(), rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, runsAs, gw.URL(), gw.URL())
+`, gw.URL(), rm.URL(), rm.RPCAddr(), upDir, rm.SQLitePath(), rm.LogDir(), secretsPath, runsAs, cliNote, workers, rm.RPCAddr())
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")

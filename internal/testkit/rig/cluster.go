@@ -47,9 +47,11 @@ func New(t *testing.T, env ...string) *Cluster {
 }
 
 // ServerEnv is a server's environment: the test's own minus every rlsched
-// setting (see ServerEnv), c.Env, then extra.
+// setting (see ServerEnv), a config dir of the test's own (where `up`
+// records its URL for the CLI, not the user's), c.Env, then extra.
 func (c *Cluster) ServerEnv(extra ...string) []string {
-	return ServerEnv(append(append([]string(nil), c.Env...), extra...)...)
+	env := append([]string{"RLSCHED_CONFIG_DIR=" + filepath.Join(c.Dir, "cli-config")}, c.Env...)
+	return ServerEnv(append(env, extra...)...)
 }
 
 // Start runs the binary with args and env; name labels its output files
