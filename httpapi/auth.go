@@ -164,27 +164,111 @@ func (s *Server) login(r *request) *apiError {
 	if err := s.st.RecordLogin(ctx, u.ID, now); err != nil { // not worth refusing the sign-in
 		s.log.Warn().Err(err).Str("traceId", r.trace).Int64("userId", u.ID).Msg("cannot record the sign-in time")
 	}
-	exp := now.Add(s.cfg.TokenTTL)
-	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
-	if err != nil {
-		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
-		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	tok, exp, e := s.signIn(r, u, now)
+	if e != nil {
+		return e
 	}
-	c2 := fasthttp.AcquireCookie()
-	defer fasthttp.ReleaseCookie(c2)
-	c2.SetKey(CookieName)
-	c2.SetValue(tok)
-	c2.SetPath("/")
-	c2.SetHTTPOnly(true)
-	c2.SetSameSite(fasthttp.CookieSameSiteStrictMode)
-	c2.SetSecure(s.cfg.CookieSecure)
-	c2.SetMaxAge(int(s.cfg.TokenTTL / time.Second))
-	r.ctx.Response.Header.SetCookie(c2)
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		Token     string   `json:"token"`
 		ExpiresAt string   `json:"expiresAt"`
 		User      userJSON `json:"user"`
 	}{tok, exp.UTC().Format(time.RFC3339), userView(u)})
+}
+
+// signIn issues u a token of the token TTL from now and sets it as the
+// session cookie: the one way a sign-in starts (login, and a password
+// change, which revokes the tokens before it).
+func (s *Server) signIn(r *request, u core.User, now time.Time) (string, time.Time, *apiError) {
+	exp := now.Add(s.cfg.TokenTTL)
+	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
+	if err != nil {
+		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
+		return "", time.Time{}, &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	}
+	c := fasthttp.AcquireCookie()
+	defer fasthttp.ReleaseCookie(c)
+	c.SetKey(CookieName)
+	c.SetValue(tok)
+	c.SetPath("/")
+	c.SetHTTPOnly(true)
+	c.SetSameSite(fasthttp.CookieSameSiteStrictMode)
+	c.SetSecure(s.cfg.CookieSecure)
+	c.SetMaxAge(int(s.cfg.TokenTTL / time.Second))
+	r.ctx.Response.Header.SetCookie(c)
+	return tok, exp, nil
+}
+
+// changePassword is PUT /api/auth/me/password {"current", "new"}: the
+// caller's own password, the current one checked (and throttled as a
+// sign-in is, so it is no way around the login's limit). Every token of the
+// user is revoked, other browsers' and scripts' too; this browser gets a
+// new one, so it stays signed in.
+func (s *Server) changePassword(r *request) *apiError {
+	var b struct {
+		Current string `json:"current"`
+		New     string `json:"new"`
+	}
+	if e := decodeJSON(r.ctx.PostBody(), &b); e != nil {
+		return e
+	}
+	if len(b.Current) > maxPasswordBytes {
+		return errBadRequest("current: a password is at most %d bytes", maxPasswordBytes)
+	}
+	hash, e := s.hashPassword(b.New)
+	if e != nil {
+		return &apiError{e.Status, e.Code, "new: " + e.Message}
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	u, err := s.st.UserByID(ctx, r.user.ID)
+	if err != nil {
+		return storeError(err, "user")
+	}
+	addr := r.clientIP()
+	if d := s.throttle.wait(u.Username, addr, s.cfg.Now()); d > 0 {
+		secs := int((d + time.Second - 1) / time.Second)
+		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+		return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
+			fmt.Sprintf("too many wrong passwords for this user or from this address; try again in %d s", secs)}
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(b.Current)) != nil {
+		s.throttle.failed(u.Username, addr, s.cfg.Now())
+		return &apiError{fasthttp.StatusForbidden, codeForbidden, "current: that is not your current password"}
+	}
+	s.throttle.succeeded(u.Username, addr, s.cfg.Now())
+	u, err = s.st.UpdateUser(ctx, u.ID, store.UserPatch{PasswordHash: &hash}) // raises the token version
+	if err != nil {
+		return storeError(err, "user")
+	}
+	s.log.Info().Str("traceId", r.trace).Int64("userId", u.ID).Msg("password changed by its user; their other sign-ins revoked")
+	if _, _, e := s.signIn(r, u, s.cfg.Now()); e != nil {
+		return e
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		User userJSON `json:"user"`
+	}{userView(u)})
+}
+
+// newToken is POST /api/auth/me/token: a token for scripts (the CLI's
+// RLSCHED_TOKEN, the Python client, curl), of the same identity and TTL
+// as a sign-in's; the browser's cookie cannot be read by its scripts.
+func (s *Server) newToken(r *request) *apiError {
+	ctx, cancel := storeCtx()
+	defer cancel()
+	u, err := s.st.UserByID(ctx, r.user.ID)
+	if err != nil {
+		return storeError(err, "user")
+	}
+	now := s.cfg.Now()
+	exp := now.Add(s.cfg.TokenTTL)
+	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
+	if err != nil {
+		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, struct {
+		Token     string `json:"token"`
+		ExpiresAt string `json:"expiresAt"`
+	}{tok, exp.UTC().Format(time.RFC3339)})
 }
 
 // logout ends the caller's sign-in: it revokes every token of the user

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -288,5 +289,67 @@ func TestLogoutRevokes(t *testing.T) {
 	tok, _ = e.login("alice", "password-alice")
 	if r := e.req("GET", "/api/auth/me", tok, nil); r.status != 200 || r.json(t)["role"] != "ADMIN" {
 		t.Fatalf("after signing in again: %d %s", r.status, r.body)
+	}
+}
+
+// TestChangePassword: a user changes their own password with the current
+// one; every token from before is revoked, this browser's cookie is
+// replaced, and the new password signs in. A wrong current password is
+// 403 and is throttled as a sign-in is; a weak new one is 400 naming it.
+func TestChangePassword(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	other, _ := e.login("alice", "password-alice")
+	cookie := []string{"Cookie", "jwt_token=" + tok, "Content-Type", "application/json", "Origin", e.url}
+	put := func(body string, hdr ...string) resp {
+		t.Helper()
+		return e.req("PUT", "/api/auth/me/password", "", json.RawMessage(body), hdr...)
+	}
+	if r := put(`{"current":"password-alice","new":"short"}`, cookie...); r.status != 400 || !strings.Contains(string(r.body), "new: password must be at least") {
+		t.Fatalf("a short new password: %d %s", r.status, r.body)
+	}
+	if r := put(`{"current":"nope-nope-nope","new":"a-new-password"}`, cookie...); r.status != 403 || !strings.Contains(string(r.body), "current:") {
+		t.Fatalf("a wrong current password: %d %s", r.status, r.body)
+	}
+	r := put(`{"current":"password-alice","new":"a-new-password"}`, cookie...)
+	if r.status != 200 {
+		t.Fatalf("change: %d %s", r.status, r.body)
+	}
+	var fresh string
+	for _, c := range r.header.Values("Set-Cookie") {
+		if v, ok := strings.CutPrefix(c, "jwt_token="); ok {
+			fresh, _, _ = strings.Cut(v, ";")
+		}
+	}
+	if fresh == "" || fresh == tok {
+		t.Fatalf("no new session cookie: %v", r.header.Values("Set-Cookie"))
+	}
+	for name, old := range map[string]string{"the changing sign-in's old token": tok, "another sign-in's": other} {
+		if s := e.req("GET", "/api/auth/me", old, nil).status; s != 401 {
+			t.Errorf("%s after the change: %d; want 401", name, s)
+		}
+	}
+	if s := e.req("GET", "/api/auth/me", fresh, nil).status; s != 200 {
+		t.Errorf("the new cookie's token: %d", s)
+	}
+	e.login("alice", "a-new-password") // fails the test unless it signs in
+	// A token for scripts, from the browser's session.
+	tr := e.req("POST", "/api/auth/me/token", fresh, nil)
+	var tk struct {
+		Token string `json:"token"`
+	}
+	if tr.status != 200 || json.Unmarshal(tr.body, &tk) != nil || e.req("GET", "/api/auth/me", tk.Token, nil).status != 200 {
+		t.Fatalf("a token for scripts: %d %s", tr.status, tr.body)
+	}
+	// Guessing the current password is throttled as guessing at the login is.
+	fc := []string{"Cookie", "jwt_token=" + fresh, "Content-Type", "application/json", "Origin", e.url}
+	var last resp
+	for range 20 {
+		if last = put(`{"current":"guess-guess-guess","new":"another-password"}`, fc...); last.status == 429 {
+			break
+		}
+	}
+	if last.status != 429 {
+		t.Fatalf("20 wrong current passwords: the last %d %s; want 429", last.status, last.body)
 	}
 }

@@ -74,6 +74,8 @@ func (s *Server) apiRoutes() []*route {
 		{method: post, pattern: "/api/auth/login", public: true, session: true, h: s.login},
 		{method: post, pattern: "/api/auth/logout", public: true, session: true, h: s.logout},
 		{method: get, pattern: "/api/auth/me", h: s.me},
+		{method: put, pattern: "/api/auth/me/password", h: s.changePassword},
+		{method: post, pattern: "/api/auth/me/token", h: s.newToken},
 		{method: get, pattern: "/api/auth/me/notifications", h: s.getNotifications},
 		{method: put, pattern: "/api/auth/me/notifications", h: s.putNotifications},
 		{method: post, pattern: "/api/auth/me/notifications/test", h: s.testNotifications},

@@ -98,7 +98,7 @@ func (s *Server) uiRoute(segs []string) (rt *route, rest []string, ok bool) {
 	switch {
 	case len(segs) == 1 && (segs[0] == "" || segs[0] == "login" || segs[0] == "runs" ||
 		segs[0] == "submit" || segs[0] == "compare" || segs[0] == "workers" || segs[0] == "queue" || segs[0] == "health" ||
-		segs[0] == "users" || segs[0] == "sweeps"):
+		segs[0] == "users" || segs[0] == "sweeps" || segs[0] == "settings"):
 		return s.uiPage, nil, true
 	case len(segs) == 2 && (segs[0] == "runs" || segs[0] == "sweeps" || segs[0] == "pipelines") && core.ValidTaskID(segs[1]):
 		return s.uiPage, nil, true

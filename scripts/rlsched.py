@@ -919,6 +919,17 @@ class Client:
         409 "conflict" when no webhook is set."""
         return self._json("POST", "/api/auth/me/notifications/test")
 
+    def change_password(self, current, new):
+        """Change your own password (PUT /api/auth/me/password); every
+        token of yours is revoked, this client's too: sign in again with
+        the new one. 403 "forbidden" when current is wrong."""
+        return self._json("PUT", "/api/auth/me/password", {"current": current, "new": new})
+
+    def new_token(self):
+        """A new token of yours for another script (POST
+        /api/auth/me/token): ``{"token", "expiresAt"}``."""
+        return self._json("POST", "/api/auth/me/token")
+
     def set_priority(self, run_id, priority):
         """Give a QUEUED run a new priority (POST /api/tasks/{id}/priority;
         admins only) and return its Task; 409 "conflict" once it has left the

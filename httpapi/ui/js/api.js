@@ -67,6 +67,11 @@ function qs(params) {
 
 export const api = {
   me: () => request('/api/auth/me'),
+  changePassword: (current, next) => request('/api/auth/me/password', { method: 'PUT', body: { current, new: next } }),
+  newToken: () => request('/api/auth/me/token', { method: 'POST' }),
+  notifications: (signal) => request('/api/auth/me/notifications', { signal }),
+  setNotifications: (webhook, on) => request('/api/auth/me/notifications', { method: 'PUT', body: { webhook, on } }),
+  testNotification: () => request('/api/auth/me/notifications/test', { method: 'POST' }),
   login: (username, password) => request('/api/auth/login', { method: 'POST', body: { username, password } }),
   register: (username, password) => request('/api/auth/register', { method: 'POST', body: { username, password } }),
   logout: () => request('/api/auth/logout', { method: 'POST' }),

@@ -16,6 +16,7 @@ import * as usersPage from './pages/users.js';
 import * as sweepsPage from './pages/sweeps.js';
 import * as sweepPage from './pages/sweep.js';
 import * as pipelinePage from './pages/pipeline.js';
+import * as settingsPage from './pages/settings.js';
 
 const routes = [
   { re: /^\/login$/, page: loginPage, nav: '', public: true, title: 'Sign in' },
@@ -30,6 +31,7 @@ const routes = [
   { re: /^\/queue$/, page: queuePage, nav: 'queue', title: 'Queue' },
   { re: /^\/health$/, page: healthPage, nav: 'health', title: 'Health' },
   { re: /^\/users$/, page: usersPage, nav: 'users', title: 'Users' },
+  { re: /^\/settings$/, page: settingsPage, nav: 'settings', title: 'Settings' },
 ];
 
 const state = {
@@ -62,7 +64,7 @@ function showChrome(on) {
   const users = topbar.querySelector('[data-nav="users"]');
   if (users) users.hidden = !(state.user && state.user.role === 'ADMIN');
   const who = document.getElementById('whoami');
-  replace(who, state.user ? [h('span', null, state.user.username), state.user.role === 'ADMIN' ? h('span', { class: 'role' }, 'admin') : null] : '');
+  replace(who, state.user ? [h('a', { href: '/settings', title: 'Your password, a token for scripts, notifications' }, state.user.username), state.user.role === 'ADMIN' ? h('span', { class: 'role' }, 'admin') : null] : '');
 }
 
 function markNav(nav) {
