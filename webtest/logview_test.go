@@ -19,7 +19,7 @@ func TestLogHidesMetricLines(t *testing.T) {
 	s := startUp(t, 0)
 	a := s.api().signup("lena")
 	id := a.submit(map[string]any{"name": "metrics", "command": []string{"python3", "-c",
-		"for i in range(300):\n    print('out %d' % i)\n    print('RLSCHED_METRIC {\"step\": %d, \"loss\": 0.5}' % i)\n"}})
+		"for i in range(300):\n    print('out %d' % i)\n    print('RLSCHED_METRIC {\"step\": %d, \"loss\": 0.5}' % i)\nprint('long ' + 'x' * 600)\n"}})
 	a.waitStatus(id, "SUCCEEDED", 60*time.Second)
 
 	b := newBrowser(t)
@@ -43,9 +43,24 @@ func TestLogHidesMetricLines(t *testing.T) {
 	b.wait("the log again, still without metric lines", 30*time.Second, `document.querySelector('#log-hide-metrics').checked && document.querySelector('#log-info').dataset.state === 'eof' && document.querySelectorAll('#log .ln').length > 0 && `+metricRows+` === 0`)
 	b.click("#log-hide-metrics")
 	b.wait("the metric lines back", 10*time.Second, metricRows+` > 0`)
-	if got := b.text("#log-info"); !strings.Contains(got, "601 lines") {
-		t.Errorf("log info %q; want the log's 601 lines whatever the view hides", got)
+	if got := b.text("#log-info"); !strings.Contains(got, "602 lines") {
+		t.Errorf("log info %q; want the log's 602 lines whatever the view hides", got)
 	}
+
+	// Wrapping: the long line is one tall row and nothing scrolls sideways;
+	// unwrapped it is one line high and the view scrolls sideways.
+	longRow := `(() => { const r = [...document.querySelectorAll('#log .ln')].find((e) => e.textContent.includes('long xxx')); return r ? Math.round(r.getBoundingClientRect().height) : -1; })()`
+	sideways := `(() => { const v = document.querySelector('#log .logview'); return v.scrollWidth > v.clientWidth + 1; })()`
+	if eval[bool](b, `document.querySelector('#log-wrap').checked`) {
+		t.Fatal("wrapping is on by default at desktop width")
+	}
+	b.do("to the end", chromedp.KeyEvent("End"))
+	b.wait("the long line, unwrapped", 10*time.Second, longRow+` === 18 && `+sideways)
+	b.click("#log-wrap")
+	b.wait("the long line, wrapped", 10*time.Second, longRow+` > 36 && !`+sideways)
+	b.screenshot("38b-log-wrapped")
+	b.click("#log-wrap")
+	b.wait("unwrapped again", 10*time.Second, longRow+` === 18`)
 }
 
 // TestRunsSkeleton: while the Runs list's first page is slow to come, the

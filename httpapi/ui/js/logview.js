@@ -11,6 +11,7 @@ const MAX_CHARS = 96e6;     // characters kept before the oldest chunks go
 const MERGE_BELOW = 256e3;  // small appends merge into the last chunk
 const SHOW_CHARS = 4000;    // a longer line is shown cut (the download has it whole)
 const OVERSCAN = 20;
+export const WRAP_MAX = 5000; // lines a wrapped view draws whole (wrapped rows have no fixed height)
 
 class Chunk {
   constructor(text) {
@@ -52,6 +53,8 @@ export class LogView {
     this.lastSetTop = -1;  // scrollTop this code set last (its scroll event is not the reader's)
     this.highlight = -1;
     this.hideMetrics = false; // RLSCHED_METRIC lines left out of the view (not of the log)
+    this.wrap = false;        // long lines wrapped: every row drawn, up to WRAP_MAX
+    this.onWrapChange = null;
     this.frame = 0;
     this.onFollowChange = null;
 
@@ -143,6 +146,19 @@ export class LogView {
     this.schedule();
   }
 
+  // setWrap wraps long lines (a phone's narrow screen), or stops. A wrapped
+  // row has no fixed height, so the view draws every row instead of those
+  // in sight: it is offered up to WRAP_MAX rows, and a longer log unwraps.
+  setWrap(on) {
+    on = on && this.kept() <= WRAP_MAX;
+    if (this.wrap === on) return;
+    this.wrap = on;
+    this.el.classList.toggle('wrap', on);
+    this.drawn = '';
+    if (this.onWrapChange) this.onWrapChange(on);
+    this.schedule();
+  }
+
   // absOf is the absolute line number of row k of the view.
   absOf(k) {
     if (!this.hideMetrics) return this.dropped + k;
@@ -196,6 +212,8 @@ export class LogView {
   }
 
   render() {
+    if (this.wrap && this.kept() > WRAP_MAX) this.setWrap(false);
+    if (this.wrap) { this.renderAll(); return; }
     const { kept, height, scaled } = this.geometry();
     this.spacer.style.height = height + 'px';
     const view = this.el.clientHeight || 400;
@@ -216,6 +234,28 @@ export class LogView {
     const end = Math.min(kept, firstKept + visible + (scaled ? 0 : OVERSCAN));
     this.rows.style.transform = `translateY(${scaled ? offsetPx : start * LINE_H}px)`;
     const frag = document.createDocumentFragment();
+    this.drawRows(frag, start, end, kept);
+    clear(this.rows).appendChild(frag);
+    if (this.follow) this.setTop(this.el.scrollHeight);
+  }
+
+  // renderAll draws every row, wrapped, in the document's flow.
+  renderAll() {
+    const kept = this.kept();
+    // Scrolls render too: draw again only when the rows changed.
+    const sig = [this.dropped, this.total, this.partial.length, this.hideMetrics, this.highlight].join(' ');
+    if (sig === this.drawn) { if (this.follow) this.setTop(this.el.scrollHeight); return; }
+    this.drawn = sig;
+    this.spacer.style.height = '0px';
+    this.rows.style.transform = 'none';
+    const frag = document.createDocumentFragment();
+    this.drawRows(frag, 0, kept, kept);
+    clear(this.rows).appendChild(frag);
+    if (this.follow) this.setTop(this.el.scrollHeight);
+  }
+
+  // drawRows appends rows start..end of the view to frag.
+  drawRows(frag, start, end, kept) {
     const digits = String(this.dropped + kept).length;
     const gutter = Math.max(5, digits) * 8 + 14;
     for (let k = start; k < end; k++) {
@@ -233,8 +273,6 @@ export class LogView {
       no.style.width = gutter + 'px';
       frag.appendChild(h('div', { class: cls, dataset: { line: String(n + 1) } }, no, h('span', { class: 'tx' }, t)));
     }
-    clear(this.rows).appendChild(frag);
-    if (this.follow) this.setTop(this.el.scrollHeight);
   }
 
   setTop(v) {
@@ -266,6 +304,12 @@ export class LogView {
     const k = this.rowOf(n);
     this.highlight = n;
     this.setFollow(false);
+    if (this.wrap) { // rows have their own heights: ask the row drawn for n
+      this.render();
+      const row = this.rows.querySelector(`[data-line="${n + 1}"]`);
+      if (row) this.setTop(Math.max(0, row.offsetTop - this.el.clientHeight / 3));
+      return;
+    }
     const view = this.el.clientHeight || 400;
     if (!scaled) this.setTop(Math.max(0, k * LINE_H - view / 3));
     else this.setTop((k / Math.max(1, kept)) * Math.max(1, height - view));

@@ -5,7 +5,7 @@
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { LogView } from '../logview.js';
+import { LogView, WRAP_MAX } from '../logview.js';
 import { LogStream, downloadLog } from '../logstream.js';
 import { TerminalView } from '../terminalview.js';
 import { LineChart, smoothingControl } from '../chart.js';
@@ -108,13 +108,29 @@ export function mount(root, ctx) {
   });
   const hideToggle = h('label', { class: 'toggle', for: 'log-hide-metrics', title: 'Leave the RLSCHED_METRIC lines out of the view (the download keeps them)' },
     hideCb, h('span', null, 'Hide metric lines'));
+  // Long lines wrap on request (by default on a phone), up to WRAP_MAX
+  // lines; a longer log is drawn unwrapped, scrolling sideways.
+  const WRAP_KEY = 'rlsched.log.wrap';
+  const wrapCb = h('input', { type: 'checkbox', id: 'log-wrap' });
+  let wrapWanted = window.matchMedia('(max-width: 760px)').matches;
+  try { const v = localStorage.getItem(WRAP_KEY); if (v !== null) wrapWanted = v === '1'; } catch { /* private mode */ }
+  wrapCb.checked = wrapWanted;
+  view.setWrap(wrapWanted);
+  view.onWrapChange = (on) => { wrapCb.checked = on; wrapToggle.title = on || !wrapWanted ? 'Wrap long lines' : 'This log is over ' + WRAP_MAX.toLocaleString() + ' lines: too long to wrap'; };
+  wrapCb.addEventListener('change', () => {
+    wrapWanted = wrapCb.checked;
+    view.setWrap(wrapWanted);
+    if (wrapWanted && !view.wrap) { wrapCb.checked = false; toast('This log is over ' + WRAP_MAX.toLocaleString() + ' lines: too long to wrap; Download has it whole'); }
+    try { localStorage.setItem(WRAP_KEY, wrapWanted ? '1' : '0'); } catch { /* private mode */ }
+  });
+  const wrapToggle = h('label', { class: 'toggle', for: 'log-wrap', title: 'Wrap long lines' }, wrapCb, h('span', null, 'Wrap'));
   const logEmpty = h('div', { class: 'log-empty' }, 'No output yet');
   // An interactive run's terminal, for its owner while it runs (terminalview.js).
   let term = null;
   const termBox = h('div');
   cleanups.push(() => term && term.destroy());
   const logCard = h('section', { class: 'logbox', id: 'log', 'aria-label': 'Log' },
-    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), rankPick, logInfo, h('span', { class: 'spacer' }), hideToggle, findIn, dl),
+    h('div', { class: 'logbar' }, h('h2', { style: { margin: '0' } }, 'Log'), rankPick, logInfo, h('span', { class: 'spacer' }), hideToggle, wrapToggle, findIn, dl),
     view.el, logEmpty, followBtn);
   cleanups.push(() => view.destroy());
 
