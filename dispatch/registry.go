@@ -423,8 +423,8 @@ type joined struct {
 	// groupLost are the members of groups on the worker that its last
 	// session left running: lost (group.go).
 	groupLost []*runRec
-	kill    []string  // listed, not the worker's to run
-	why     []string  // for the log: a line per refused entry of Hello.runs
+	kill      []string // listed, not the worker's to run
+	why       []string // for the log: a line per refused entry of Hello.runs
 }
 
 // join registers sess as its worker's session and reconciles the runs its
