@@ -137,13 +137,8 @@ func (s *Server) login(r *request) *apiError {
 		known = u.Username
 	}
 	addr := r.clientIP()
-	if d := s.throttle.wait(known, addr, s.cfg.Now()); d > 0 {
-		secs := int((d + time.Second - 1) / time.Second)
-		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
-		s.log.Warn().Str("traceId", r.trace).Str("user", clip.String(c.Username, 64)).Str("addr", addr).
-			Msg("sign-in throttled")
-		return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
-			fmt.Sprintf("too many failed sign-ins for this user or from this address; try again in %d s", secs)}
+	if e := s.throttled(r, known, addr, clip.String(c.Username, 64), "too many failed sign-ins"); e != nil {
+		return e
 	}
 	if err != nil {
 		// Same cost as a real comparison, so timing does not tell which
@@ -179,11 +174,9 @@ func (s *Server) login(r *request) *apiError {
 // session cookie: the one way a sign-in starts (login, and a password
 // change, which revokes the tokens before it).
 func (s *Server) signIn(r *request, u core.User, now time.Time) (string, time.Time, *apiError) {
-	exp := now.Add(s.cfg.TokenTTL)
-	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
-	if err != nil {
-		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
-		return "", time.Time{}, &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	tok, exp, e := s.issueToken(r, u, now)
+	if e != nil {
+		return "", time.Time{}, e
 	}
 	c := fasthttp.AcquireCookie()
 	defer fasthttp.ReleaseCookie(c)
@@ -196,6 +189,32 @@ func (s *Server) signIn(r *request, u core.User, now time.Time) (string, time.Ti
 	c.SetMaxAge(int(s.cfg.TokenTTL / time.Second))
 	r.ctx.Response.Header.SetCookie(c)
 	return tok, exp, nil
+}
+
+// issueToken signs u a token of the token TTL from now.
+func (s *Server) issueToken(r *request, u core.User, now time.Time) (string, time.Time, *apiError) {
+	exp := now.Add(s.cfg.TokenTTL)
+	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
+	if err != nil {
+		s.log.Error().Err(err).Str("traceId", r.trace).Msg("cannot sign a token")
+		return "", time.Time{}, &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	}
+	return tok, exp, nil
+}
+
+// throttled is the 429 of password guessing (the sign-in throttle) for
+// user (counted only when known, "" otherwise) from addr, or nil; who
+// names the attempt in the log, what the answer.
+func (s *Server) throttled(r *request, user, addr, who, what string) *apiError {
+	d := s.throttle.wait(user, addr, s.cfg.Now())
+	if d <= 0 {
+		return nil
+	}
+	secs := int((d + time.Second - 1) / time.Second)
+	r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+	s.log.Warn().Str("traceId", r.trace).Str("user", who).Str("addr", addr).Msg("sign-in throttled")
+	return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
+		fmt.Sprintf("%s for this user or from this address; try again in %d s", what, secs)}
 }
 
 // changePassword is PUT /api/auth/me/password {"current", "new"}: the
@@ -225,11 +244,8 @@ func (s *Server) changePassword(r *request) *apiError {
 		return storeError(err, "user")
 	}
 	addr := r.clientIP()
-	if d := s.throttle.wait(u.Username, addr, s.cfg.Now()); d > 0 {
-		secs := int((d + time.Second - 1) / time.Second)
-		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
-		return &apiError{fasthttp.StatusTooManyRequests, apierr.RateLimited,
-			fmt.Sprintf("too many wrong passwords for this user or from this address; try again in %d s", secs)}
+	if e := s.throttled(r, u.Username, addr, u.Username, "too many wrong passwords"); e != nil {
+		return e
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(b.Current)) != nil {
 		s.throttle.failed(u.Username, addr, s.cfg.Now())
@@ -259,11 +275,9 @@ func (s *Server) newToken(r *request) *apiError {
 	if err != nil {
 		return storeError(err, "user")
 	}
-	now := s.cfg.Now()
-	exp := now.Add(s.cfg.TokenTTL)
-	tok, err := s.tokens.Issue(auth.Identity{UserID: u.ID, Name: u.Username, Role: string(u.Role), Version: u.TokenVersion}, now, exp)
-	if err != nil {
-		return &apiError{fasthttp.StatusServiceUnavailable, codeUnavailable, "cannot sign a token; try again"}
+	tok, exp, e := s.issueToken(r, u, s.cfg.Now())
+	if e != nil {
+		return e
 	}
 	return s.writeJSON(r, fasthttp.StatusOK, struct {
 		Token     string `json:"token"`
