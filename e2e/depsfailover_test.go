@@ -39,14 +39,7 @@ func TestMultiMasterDepsSurviveKill(t *testing.T) {
 	ms[1].WaitJoined(t, "w2")
 	alice, _ := signup(t, ms[0].URL, "alice", "ADMIN")
 	onB := newClient(t, ms[1].URL).login("alice")
-	marks, err := os.MkdirTemp("", "rlsched-deps-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(marks) })
-	if err := os.Chmod(marks, 0o777); err != nil { // the runs' own uids write it
-		t.Fatal(err)
-	}
+	marks := sharedDir(t)
 	run := func(secs string, after []map[string]any) string {
 		body := map[string]any{"command": []string{"python3", "-c", depScript, marks, secs}}
 		if after != nil {

@@ -225,3 +225,18 @@ func (b *bed) cli(configDir string, args ...string) (string, int) {
 	}
 	return string(out), code
 }
+
+// sharedDir is a directory every run of a test may write, whatever its
+// uid (a run's own dirs are its alone): for files the runs leave each other.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rlsched-e2e-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -43,15 +43,7 @@ func TestPipelineRunAndRetry(t *testing.T) {
 	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", Slots: 4})
 	m.WaitJoined(t, "w1")
 	alice, _ := signup(t, m.URL, "alice", "ADMIN")
-	// Runs have uids of their own: the flag lives where any may write.
-	flagDir, err := os.MkdirTemp("", "rlsched-e2e-flag")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(flagDir) })
-	if err := os.Chmod(flagDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	flagDir := sharedDir(t) // runs have uids of their own: the flag lives where any may write
 	flag := filepath.Join(flagDir, "eval2-failed-once")
 	py := func(src string, args ...string) []string { return append([]string{"python3", "-c", src}, args...) }
 	spec := map[string]any{"name": "exp", "steps": []map[string]any{

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,7 +80,7 @@ func TestSweepSearchStopsEarly(t *testing.T) {
 		ID   string   `json:"id"`
 		Runs []string `json:"runs"`
 	}
-	alice.Must("POST", "/api/sweeps", searchSpec(seed, handshakeDir(t)), 202, &created)
+	alice.Must("POST", "/api/sweeps", searchSpec(seed, sharedDir(t)), 202, &created)
 	if len(created.Runs) != 2 {
 		t.Fatalf("a tpe sweep with maxParallel 2 starts with %d members; want 2", len(created.Runs))
 	}
@@ -181,19 +180,4 @@ type searchMember struct {
 	Reason string          `json:"reason"`
 	Error  string          `json:"error"`
 	Params json.RawMessage `json:"params"`
-}
-
-// handshakeDir is a directory the runs of a test, each under its own uid,
-// can all write.
-func handshakeDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "rlsched-handshake-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
