@@ -356,7 +356,8 @@ export function mount(root, ctx) {
   function renderRows() {
     const sig = (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' ') + (sparks.get(t.id) || {}).at;
     keyed(tbody, entries(), (e) => (e.g ? 'group ' + e.g.key : e.t.id),
-      (e) => (e.g ? e.g.runs.map(sig).join('|') + collapsed.has(e.g.key) : sig(e.t)),
+      // A header shows its runs' count and statuses: its signature is those.
+      (e) => (e.g ? e.g.runs.map((t) => t.status).join(' ') + collapsed.has(e.g.key) : sig(e.t)),
       (e, prev) => (e.g ? groupRow(e.g) : row(e.t, prev && prev.t)));
     loadSparks();
     empty.hidden = items.length > 0 || loading;
