@@ -186,8 +186,15 @@ func TestGroupMemberFails(t *testing.T) {
 	signup(t, m.URL, "admin", "ADMIN")
 	user, _ := signup(t, m.URL, "nina", "USER")
 
+	// Rank 1 gives up only once rank 0 has said it is up (the file is
+	// written after the line), or the group may end before rank 0 says
+	// anything and its log is empty for a reason that is not under test.
+	up := filepath.Join(sharedDir(t), "rank0-up")
 	id, _ := b.submit(user, map[string]any{"nodes": 2, "command": []string{"python3", "-c",
-		"import os, sys, time\nr = int(os.environ['RANK'])\nprint('rank', r, 'up', flush=True)\nif r == 1:\n    print('rank 1 gives up', flush=True); sys.exit(3)\ntime.sleep(600)"}})
+		"import os, sys, time\nr = int(os.environ['RANK'])\nprint('rank', r, 'up', flush=True)\n" +
+			"if r == 0:\n    open(" + strconv.Quote(up) + ", 'w').close()\n" +
+			"if r == 1:\n    t = time.time()\n    while not os.path.exists(" + strconv.Quote(up) + ") and time.time() - t < 60: time.sleep(0.02)\n" +
+			"    print('rank 1 gives up', flush=True); sys.exit(3)\ntime.sleep(600)"}})
 	tk := user.waitStatus(id, "FAILED", 60*time.Second)
 	other := map[string]string{"f1": "f2", "f2": "f1"}[tk.Worker]
 	if want := "rank 1 (worker " + other + ") exited with code 3"; tk.Error != want {
