@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,7 +16,7 @@ import (
 // The scripts of the pipeline: train writes a model; each eval reads it
 // from RLSCHED_INPUT_DIR/<train's id>/ (inputsFrom) and names its parent;
 // eval2 fails the first time (a flag file outside rlsched says so); the
-// report waits for the three evals.
+// report waits for the ten evals and names them in order.
 const (
 	trainPy = `import os
 open(os.path.join(os.environ["RLSCHED_OUTPUT_DIR"], "model.txt"), "w").write("weights-42")
@@ -29,30 +30,38 @@ if flag and not os.path.exists(flag):
     open(flag, "w").write("failed once")
     sys.exit(3)`
 	reportPy = `import os
-print("report after", ",".join(os.environ["RLSCHED_PARENT_%d" % i] for i in (1, 2, 3)), flush=True)`
+print("report after", ",".join(os.environ["RLSCHED_PARENT_%d" % i] for i in range(1, 11)), flush=True)`
 )
 
 // TestPipelineRunAndRetry is issue 29's "Done when" through a real master
-// and worker: train → 3 × eval → report runs by itself, each child starting
+// and worker: train → 10 × eval → report runs by itself, each child starting
 // within a second of its last parent's end; eval2 fails, so the report is
 // CANCELLED (reason dependency); `rlsched pipeline retry` reruns only eval2
 // and the report, wired to the kept train and evals, and both succeed.
 func TestPipelineRunAndRetry(t *testing.T) {
+	const evals = 10 // the issue's train → 10 × eval → report; one slot each, so all start at once
 	b := newBed(t)
 	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
-	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", Slots: 4})
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", Slots: evals})
 	m.WaitJoined(t, "w1")
 	alice, _ := signup(t, m.URL, "alice", "ADMIN")
 	flagDir := sharedDir(t) // runs have uids of their own: the flag lives where any may write
 	flag := filepath.Join(flagDir, "eval2-failed-once")
 	py := func(src string, args ...string) []string { return append([]string{"python3", "-c", src}, args...) }
-	spec := map[string]any{"name": "exp", "steps": []map[string]any{
-		{"name": "train", "command": py(trainPy)},
-		{"name": "eval1", "command": py(evalPy), "after": []map[string]string{{"step": "train"}}, "inputsFrom": []string{"train"}},
-		{"name": "eval2", "command": py(evalPy, flag), "after": []map[string]string{{"step": "train"}}, "inputsFrom": []string{"train"}},
-		{"name": "eval3", "command": py(evalPy), "after": []map[string]string{{"step": "train"}}, "inputsFrom": []string{"train"}},
-		{"name": "report", "command": py(reportPy), "after": []map[string]string{{"step": "eval1"}, {"step": "eval2"}, {"step": "eval3"}}},
-	}}
+	steps := []map[string]any{{"name": "train", "command": py(trainPy)}}
+	var evalNames []string
+	var reportAfter []map[string]string
+	for i := 1; i <= evals; i++ {
+		name, cmd := fmt.Sprint("eval", i), py(evalPy)
+		if i == 2 {
+			cmd = py(evalPy, flag)
+		}
+		steps = append(steps, map[string]any{"name": name, "command": cmd, "after": []map[string]string{{"step": "train"}}, "inputsFrom": []string{"train"}})
+		evalNames = append(evalNames, name)
+		reportAfter = append(reportAfter, map[string]string{"step": name})
+	}
+	steps = append(steps, map[string]any{"name": "report", "command": py(reportPy), "after": reportAfter})
+	spec := map[string]any{"name": "exp", "steps": steps}
 	file := filepath.Join(b.Dir, "exp.json")
 	raw, _ := json.Marshal(spec)
 	if err := os.WriteFile(file, raw, 0o600); err != nil {
@@ -84,8 +93,10 @@ func TestPipelineRunAndRetry(t *testing.T) {
 		b.track(s.Run)
 	}
 	alice.waitStatus(runs["eval2"], "FAILED", 60*time.Second)
-	for _, s := range []string{"train", "eval1", "eval3"} {
-		alice.waitStatus(runs[s], "SUCCEEDED", 60*time.Second)
+	for _, s := range append([]string{"train"}, evalNames...) {
+		if s != "eval2" {
+			alice.waitStatus(runs[s], "SUCCEEDED", 60*time.Second)
+		}
 	}
 	rep := alice.waitStatus(runs["report"], "CANCELLED", 30*time.Second)
 	if !strings.Contains(rep.Error, runs["eval2"]) {
@@ -101,12 +112,12 @@ func TestPipelineRunAndRetry(t *testing.T) {
 	}
 	// Each eval started within a second of train's end.
 	times := map[string]struct{ StartedAt, FinishedAt *time.Time }{}
-	for _, s := range []string{"train", "eval1", "eval2", "eval3"} {
+	for _, s := range append([]string{"train"}, evalNames...) {
 		var tk struct{ StartedAt, FinishedAt *time.Time }
 		alice.Must("GET", "/api/tasks/"+runs[s], nil, 200, &tk)
 		times[s] = tk
 	}
-	for _, s := range []string{"eval1", "eval2", "eval3"} {
+	for _, s := range evalNames {
 		d := times[s].StartedAt.Sub(*times["train"].FinishedAt)
 		t.Logf("%s started %v after train ended", s, d)
 		if d > 2*time.Second { // the goal is 1 s; the margin is the worker's process start on a busy CI machine
@@ -133,7 +144,12 @@ func TestPipelineRunAndRetry(t *testing.T) {
 	alice.waitStatus(rerun["eval2"], "SUCCEEDED", 60*time.Second)
 	alice.waitStatus(rerun["report"], "SUCCEEDED", 60*time.Second)
 	text, err = alice.logText(rerun["report"])
-	if err != nil || !strings.Contains(text, "report after "+runs["eval1"]+","+rerun["eval2"]+","+runs["eval3"]) {
+	parents := make([]string, evals)
+	for i, s := range evalNames {
+		parents[i] = runs[s]
+	}
+	parents[1] = rerun["eval2"]
+	if err != nil || !strings.Contains(text, "report after "+strings.Join(parents, ",")) {
 		t.Fatalf("report's log %q, %v: want the kept evals and the new eval2 as its parents", text, err)
 	}
 	alice.Must("GET", "/api/pipelines/"+pid, nil, 200, &p)
