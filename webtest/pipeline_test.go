@@ -46,6 +46,19 @@ func TestPipelinePage(t *testing.T) {
 	if got := b.text(`.pipeline-layer[data-depth="2"]`); !strings.Contains(got, "report") || !strings.Contains(got, "after eval") {
 		t.Errorf("the last layer: %q", got)
 	}
+	// An arrow from each parent to its child, left to right, coloured by
+	// the parent's status.
+	b.wait("the two edges", 15*time.Second, `document.querySelectorAll('#pipeline-graph path.pipeline-edge').length === 2`)
+	if got := eval[string](b, `(() => {
+		const e = document.querySelector('#pipeline-graph path.pipeline-edge[data-from="eval"][data-to="report"]');
+		if (!e) return 'no edge from eval to report';
+		const r = e.getBoundingClientRect(), from = document.querySelector('.pipeline-step[data-step="eval"]').getBoundingClientRect(),
+			to = document.querySelector('.pipeline-step[data-step="report"]').getBoundingClientRect();
+		if (Math.abs(r.left - from.right) > 2 || Math.abs(r.right - to.left) > 6) return 'edge spans ' + r.left + '..' + r.right + ', boxes end ' + from.right + ' and start ' + to.left;
+		return e.getAttribute('stroke');
+	})()`); got != "var(--st-failed, var(--border-strong))" {
+		t.Errorf("eval → report edge: %v", got)
+	}
 	b.screenshot("60-pipeline")
 	b.click("#retry-pipeline")
 	b.wait("the retried steps drawn", 30*time.Second,
