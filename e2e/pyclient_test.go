@@ -182,6 +182,37 @@ fails(lambda: c.sweep(base={"command": ["true"]}, grid={}), 400, "bad_request")
 e = fails(lambda: c.sweep(base={"command": ["true"]}, random={"lr": {"dist": "loguniform", "min": 0, "max": 1}}, samples=2), 400, "bad_request")
 check(e.message.startswith("random.lr.min"), "the message names the field: %s" % e)
 
+# Dependencies and pipelines (issue 29): after= waits for a run and starts once it
+# succeeded; after a failed run, a child that needs success is created CANCELLED.
+ok = made(c.submit(command=["true"], name="parent-ok"))
+bad = made(c.submit(command=["false"], name="parent-bad", max_retries=0))
+child = made(c.submit(command=["true"], after=[{"run": ok, "when": "succeeded"}], inputs_from=[ok]))
+check(c.wait(child, timeout=120, poll=0.2)["status"] == "SUCCEEDED" and c.task(child)["after"][0]["run"] == ok, "the child of a run that succeeded: %r" % (c.task(child),))
+check(c.wait(bad, timeout=120, poll=0.2)["status"] == "FAILED", "the failing parent")
+late = made(c.submit(command=["true"], after={"run": bad, "when": "succeeded"}))
+t = c.task(late)
+check(t["status"] == "CANCELLED" and t["reason"] == "dependency" and bad in t["error"], "a child of a failed parent: %r" % (t,))
+fails(lambda: c.submit(command=["true"], after="nosuchrun"), 400, "bad_request")
+# train → eval (fails) → report: wait_pipeline sees eval FAILED and the report
+# CANCELLED; retry_pipeline reruns those two, not train.
+p = c.pipeline(name="py-pipe", steps=[
+    {"name": "train", "command": ["true"]},
+    {"name": "eval", "command": ["false"], "after": "train", "max_retries": 0},
+    {"name": "report", "command": ["true"], "after": ["eval"]}])
+for r in p["runs"].values():
+    made(r)
+done = {s["name"]: s for s in c.wait_pipeline(p["id"], timeout=120, poll=0.2)["steps"]}
+check({k: v["status"] for k, v in done.items()} == {"train": "SUCCEEDED", "eval": "FAILED", "report": "CANCELLED"}
+      and done["report"]["after"] == ["eval"] and done["report"]["depth"] == 2, "the pipeline: %r" % (done,))
+again = c.retry_pipeline(p["id"])
+for r in again["runs"].values():
+    made(r)
+check(sorted(again["runs"]) == ["eval", "report"], "retry_pipeline reran %r, want eval and report" % (again,))
+steps = {s["name"]: s["run"] for s in c.pipeline_info(p["id"])["steps"]}
+check(steps == {"train": p["runs"]["train"], "eval": again["runs"]["eval"], "report": again["runs"]["report"]}, "after the retry: %r" % (steps,))
+check(c.wait(again["runs"]["report"], timeout=120, poll=0.2)["status"] == "CANCELLED", "the retried report, after eval failed again")
+fails(lambda: c.pipeline(name="dup", steps=[{"name": "a", "command": ["true"]}, {"name": "a", "command": ["true"]}]), 400, "bad_request")
+
 # Quotas (the user is an admin): set, seen in usage() and quotas(), lifted again.
 check(c.set_quota(user, gpus=3) == {"user": user, "gpus": 3, "runs": None}, "set_quota")
 u = [x for x in c.usage() if x["user"] == user]
@@ -200,7 +231,8 @@ print("OK", flush=True)
 // TestPythonClient: scripts/rlsched.py's Client against `rlsched up`
 // (through its gateway): login, submit, wait, metrics, logs, runs across
 // pages, rerun, cancel, a sweep (its members, groups, curves, retry,
-// maxParallel, cancel), the queue, a priority, usage and quotas, errors
+// maxParallel, cancel), dependencies and a pipeline with its retry, the
+// queue, a priority, usage and quotas, errors
 // raised as APIError with the API's code, and /rlsched.py served.
 func TestPythonClient(t *testing.T) {
 	b := newBed(t)
