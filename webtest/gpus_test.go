@@ -65,3 +65,40 @@ func TestFleetGPUs(t *testing.T) {
 	b.wait("the GPU utilisation chart", 30*time.Second, `document.querySelector('#charts [data-chart="sys/gpu_utilization"] path.line') !== null`)
 	b.screenshot("21-run-gpu-series")
 }
+
+// TestFleetGPUShares (issue 28): a GPU shared by fractional runs is drawn
+// with each run's share and memory share (asked for, or the fraction of the
+// GPU's memory), and the whole GPU beside it with its one run.
+func TestFleetGPUShares(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	fake := fakesmi.Install(t)
+	fake.SetGPUs(fakesmi.GPUs(2, "Fake A100-SXM4-40GB")...)
+	s := startUp(t, -1, "NVIDIA_SMI="+fake.Bin, "GPU_SAMPLE_SECONDS=1", "DEFAULT_CPUS_PER_GPU=1", "DEFAULT_MEMORY_MB_PER_GPU=1024")
+	a := s.api().signup("gina")
+	whole := a.submit(map[string]any{"name": "whole", "command": []string{"sleep", "600"}, "gpus": 1})
+	t.Cleanup(func() { a.cancel(whole) })
+	a.waitStatus(whole, "RUNNING", 60*time.Second)
+	var quarters []string
+	for i, mb := range []int{4096, 0} { // the second gets a quarter of the GPU's memory
+		id := a.submit(map[string]any{"name": fmt.Sprint("quarter", i), "command": []string{"sleep", "600"}, "gpus": 0.25, "gpuMemoryMb": mb})
+		t.Cleanup(func() { a.cancel(id) })
+		a.waitStatus(id, "RUNNING", 60*time.Second)
+		quarters = append(quarters, id)
+	}
+
+	b := newBrowser(t)
+	b.signIn(s.url, "gina")
+	b.click(`.mainnav a[href="/workers"]`)
+	b.wait("the shared GPU's two runs", 20*time.Second, `document.querySelectorAll('#workers .gpu.shared .shares li').length === 2`)
+	for i, want := range []string{"25 % · 4.0 GiB", "25 % · 10 GiB"} {
+		got := b.text(fmt.Sprintf(`#workers .gpu.shared .shares li[data-task=%q]`, quarters[i]))
+		if !strings.Contains(got, want) || !strings.Contains(got, fmt.Sprint("quarter", i)) {
+			t.Errorf("share of %s drawn %q, want %q and its name", quarters[i], got, want)
+		}
+	}
+	if got := b.text(fmt.Sprintf(`#workers .gpu.held:not(.shared)[data-task=%q]`, whole)); !strings.Contains(got, "whole") {
+		t.Errorf("the whole GPU's tile says %q", got)
+	}
+	b.screenshot("22-fleet-gpu-shares")
+}
