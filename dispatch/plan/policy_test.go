@@ -220,7 +220,7 @@ func BenchmarkPlanPolicy(b *testing.B) {
 // fairOrder's packed integer keys order the runs exactly as the
 // comparison sort does (priority, owner's usage, store order), owners
 // missing from Users included.
-func TestFairOrderPackedKeysAgree(t *testing.T) {
+func TestFairOrderCountingSortAgrees(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 60).Draw(t, "runs")
 		s := Snapshot{Users: map[int64]User{}, SessionsFirst: rapid.Bool().Draw(t, "sessionsFirst")}
@@ -242,7 +242,7 @@ func TestFairOrderPackedKeysAgree(t *testing.T) {
 		fairOrderSlow(s, b)
 		for i := range a {
 			if a[i] != b[i] {
-				t.Fatalf("position %d: packed keys give %s, the comparison sort %s", i, a[i].ID, b[i].ID)
+				t.Fatalf("position %d: the counting sort gives %s, the comparison sort %s", i, a[i].ID, b[i].ID)
 			}
 		}
 	})
