@@ -115,7 +115,8 @@ func chargeOf(t *core.Task, from core.Status) (UsageCharge, bool) {
 	if d <= 0 {
 		return UsageCharge{}, false
 	}
-	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUCount(), t.CPUs) * d.Seconds(), At: end}, true
+	// A multi-node group ran its GPUs and cores on each of its members.
+	return UsageCharge{UserID: t.UserID, GPUSeconds: core.UsageWeight(t.GPUCount(), t.CPUs) * float64(t.Group()) * d.Seconds(), At: end}, true
 }
 
 // SetPriority changes a queued run's priority and publishes it. Priority is

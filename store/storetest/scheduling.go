@@ -180,6 +180,22 @@ func testAccruing(t *testing.T, s store.Store) {
 	if u := usageOf(t, s, at(2*h), h, "bob"); !near(u.Usage, 2*3600) {
 		t.Fatalf("bob after the batch: %v, want %v (his fenced-off run uncharged)", u.Usage, 2*3600)
 	}
+
+	// A 2-node group of 1 GPU a member, 100 s: each member's GPU charged.
+	carol := mustUser(t, s, "carol")
+	g := core.Task{ID: "g1", UserID: carol.ID, GPUs: 1, Nodes: 2, Command: []string{"x"}, CreatedAt: at(0)}
+	if err := acc.CreateTask(t.Context(), &g); err != nil {
+		t.Fatal(err)
+	}
+	gr := mustMove(t, acc, "g1", core.StatusDispatched, 1)
+	gst, gend := at(0), at(100*time.Second)
+	gr.Status, gr.StartedAt, gr.FinishedAt = core.StatusSucceeded, &gst, &gend
+	if err := acc.UpdateTask(t.Context(), &gr, store.Expect{Fence: 1, Status: core.StatusDispatched}); err != nil {
+		t.Fatal(err)
+	}
+	if u := usageOf(t, s, gend, h, "carol"); !near(u.Usage, 200) {
+		t.Fatalf("carol after a 2-node group of 1 GPU for 100 s: %v, want 200", u.Usage)
+	}
 }
 
 // SetQuota replaces a user's quota; nil fields are no cap; unknown users
