@@ -115,6 +115,21 @@ func testUsage(t *testing.T, s store.Store) {
 	if want := 2*100 + 3*core.CPURunWeight*100 + 0.25*100; !near(u.Usage, want) || u.ActiveGPUs != 4 || u.ActiveRuns != 4 {
 		t.Fatalf("bob with runs going: %+v, want usage %v, 4 GPUs, 4 runs", u, want)
 	}
+	// A 2-node group of 3 GPUs a member running 100 s: 6 GPUs active, both
+	// members' GPU-seconds.
+	dan := mustUser(t, s, "dan")
+	g := core.Task{ID: "g0", UserID: dan.ID, GPUs: 3, Nodes: 2, Command: []string{"x"}, CreatedAt: at(0)}
+	if err := s.CreateTask(t.Context(), &g); err != nil {
+		t.Fatal(err)
+	}
+	gst := at(2 * h)
+	g.Status, g.Fence, g.StartedAt = core.StatusRunning, 1, &gst
+	if err := s.UpdateTask(t.Context(), &g, store.Expect{Fence: 0, Status: core.StatusQueued}); err != nil {
+		t.Fatal(err)
+	}
+	if u := usageOf(t, s, at(2*h+100*time.Second), h, "dan"); !near(u.Usage, 600) || u.ActiveGPUs != 6 || u.ActiveRuns != 1 {
+		t.Fatalf("dan with a 2-node group going: %+v, want usage 600, 6 GPUs, 1 run", u)
+	}
 }
 
 // The Accruing decorator charges a run's owner when it leaves DISPATCHED or

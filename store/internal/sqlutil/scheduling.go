@@ -172,6 +172,13 @@ func ApplyCharges(ctx context.Context, tx Tx, d UsageDialect, us []store.Update,
 	return addUsage(ctx, tx, d, cs, halfLife)
 }
 
+// activeNodes is an active run's members, from its placement_json (a
+// multi-node group's nodes, absent for one worker): each member holds the
+// run's GPUs and cores, so usage and the active GPUs count them all. Both
+// backends read JSON_EXTRACT's number (MariaDB's text is cast by the
+// arithmetic).
+const activeNodes = `COALESCE(CASE WHEN placement_json LIKE '%"nodes":%' THEN JSON_EXTRACT(placement_json, '$.nodes') END, 1)`
+
 // Usage returns every user's standing at now (store.Scheduling).
 func (s *Shared) Usage(ctx context.Context, now time.Time, halfLife time.Duration) ([]store.UserUsage, error) {
 	nowNs, err := Nanos(now)
@@ -184,12 +191,14 @@ func (s *Shared) Usage(ctx context.Context, now time.Time, halfLife time.Duratio
 		LEFT JOIN user_usage g ON g.user_id = u.id
 		LEFT JOIN user_quotas q ON q.user_id = u.id
 		LEFT JOIN (
-			SELECT user_id, SUM(gpus + gpu_fraction) AS gpus, COUNT(*) AS runs,
-				SUM(CASE WHEN started_at IS NULL OR started_at > ? THEN 0
+			SELECT user_id, SUM((gpus + gpu_fraction) * nodes) AS gpus, COUNT(*) AS runs,
+				SUM(nodes * CASE WHEN started_at IS NULL OR started_at > ? THEN 0
 					WHEN gpu_fraction > 0 THEN gpu_fraction * ((? - started_at) / 1e9)
 					WHEN gpus = 0 THEN ? * (CASE WHEN cpus > 0 THEN cpus ELSE 1 END) * ((? - started_at) / 1e9)
 					ELSE gpus * ((? - started_at) / 1e9) END) AS running
-			FROM tasks WHERE status IN ('DISPATCHED', 'RUNNING') GROUP BY user_id) a ON a.user_id = u.id
+			FROM (SELECT user_id, gpus, gpu_fraction, cpus, started_at,
+				`+activeNodes+` AS nodes
+				FROM tasks WHERE status IN ('DISPATCHED', 'RUNNING')) t GROUP BY user_id) a ON a.user_id = u.id
 		WHERE u.deleted = 0 ORDER BY u.id`, nowNs, nowNs, core.CPURunWeight, nowNs, nowNs)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read usage: %w", err)
