@@ -37,6 +37,13 @@ const (
 	LabelGPUCount = "gpu.count" // how many GPUs the worker offers
 	LabelCPUCount = "cpu.count" // the cores runs may use (RESERVED_CPUS taken off)
 	LabelHost     = "host"      // the worker's host name (Hello.host)
+	// LabelGPUSharing is "mps" under GPU_SHARING=mps, and SharingMPSPerUser
+	// when its runs also have their user's uid (RUN_AS=user): an MPS server
+	// serves one uid, so a shared GPU there serves one user's runs at a
+	// time, and the placement keeps other users' fractions off it. Absent:
+	// time-slicing, any runs share.
+	LabelGPUSharing   = "gpu.sharing"
+	SharingMPSPerUser = "mps-per-user"
 )
 
 var labelKeyRe = regexp.MustCompile(`^[a-z0-9._/-]{1,63}$`)

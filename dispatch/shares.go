@@ -23,8 +23,10 @@ func (w *workerRec) sharesLocked() []plan.Share {
 			if k := slices.IndexFunc(w.gpus, func(x core.GPU) bool { return x.Index == g }); k >= 0 {
 				total = w.gpus[k].MemoryMB
 			}
-			out = append(out, plan.Share{Index: g, TotalMB: total})
+			out = append(out, plan.Share{Index: g, TotalMB: total, User: rr.userID})
 			j = len(out) - 1
+		} else if out[j].User != rr.userID {
+			out[j].User = -1
 		}
 		out[j].Used += rr.share
 		out[j].MemoryMB += rr.shareMB

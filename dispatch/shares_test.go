@@ -67,3 +67,37 @@ func TestPlacementOnTheMaster(t *testing.T) {
 		}
 	}
 }
+
+// On a worker whose MPS GPUs serve one user at a time (gpu.sharing
+// mps-per-user, issue 28), the master keeps a second user's fraction off a
+// GPU the first user's runs share: it takes the other GPU, and the first
+// user's next fraction joins the first.
+func TestMPSPerUserSharesOnTheMaster(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	p := dial(t, h.m.Addr())
+	if _, ok := p.join(&pb.Hello{WorkerId: "mps", Host: "test", Slots: 8, Labels: map[string]string{core.LabelGPUSharing: core.SharingMPSPerUser},
+		Gpus: []*pb.GPU{{Index: 0, Name: "NVIDIA A100", MemoryMb: 40960}, {Index: 1, Name: "NVIDIA A100", MemoryMb: 40960}}}).(*pb.HelloAck); !ok {
+		t.Fatal("Hello refused")
+	}
+	bob := h.newUser(t, "bob")
+	gpuOf := func(user int64) (string, int32) {
+		t.Helper()
+		task := core.Task{ID: core.NewTaskID(), UserID: user, Command: []string{"x"}, GPUFraction: 0.25,
+			Attempt: 1, MaxRetries: 1, TraceID: core.NewTraceID(), Status: core.StatusQueued}
+		if err := h.st.CreateTask(context.Background(), &task); err != nil {
+			t.Fatal(err)
+		}
+		h.m.Notify()
+		ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+		if ex.TaskId != task.ID || len(ex.GpuIndices) != 1 {
+			t.Fatalf("ExecuteTask %+v, want %s on one GPU", ex, task.ID)
+		}
+		return task.ID, ex.GpuIndices[0]
+	}
+	_, first := gpuOf(h.owner.ID)
+	_, other := gpuOf(bob.ID)
+	_, again := gpuOf(h.owner.ID)
+	if other == first || again != first {
+		t.Fatalf("owner's quarters on GPUs %d and %d, bob's on %d: want the owner's together and bob's apart", first, again, other)
+	}
+}

@@ -51,6 +51,19 @@ func TestLabelsInHello(t *testing.T) {
 	}
 }
 
+// GPU_SHARING=mps says so in gpu.sharing, and whether an MPS GPU serves one
+// user's runs at a time (RUN_AS=user: a uid per user), which the master's
+// placement keeps to; time-slicing sets no label.
+func TestLabelsGPUSharing(t *testing.T) {
+	for _, c := range []struct{ sharing, runAs, want string }{
+		{SharingMPS, RunAsUser, core.SharingMPSPerUser}, {SharingMPS, RunAsNone, SharingMPS}, {SharingTimeslice, RunAsUser, ""},
+	} {
+		if got := helloLabels(Config{GPUSharing: c.sharing, RunAs: c.runAs}, 1)[core.LabelGPUSharing]; got != c.want {
+			t.Errorf("GPU_SHARING=%q RUN_AS=%s: gpu.sharing %q, want %q", c.sharing, c.runAs, got, c.want)
+		}
+	}
+}
+
 func TestLabels_Refused(t *testing.T) {
 	f := func(labels map[string]string, want string) {
 		t.Helper()
@@ -72,6 +85,7 @@ func TestLabels_Refused(t *testing.T) {
 	f(map[string]string{"pool": "a\tb"}, "not printable")
 	f(map[string]string{"gpu.type": "A100"}, `label "gpu.type" is set by the worker itself`)
 	f(map[string]string{"host": "x"}, "set by the worker itself")
+	f(map[string]string{"gpu.sharing": "mps"}, "set by the worker itself")
 
 	for _, kv := range []string{"pool", "=a", "POOL=a"} {
 		if _, _, err := ParseLabel(kv); err == nil {

@@ -25,7 +25,7 @@ const (
 // autoLabel reports whether key is one the worker sets itself.
 func autoLabel(key string) bool {
 	switch key {
-	case core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost:
+	case core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost, core.LabelGPUSharing:
 		return true
 	}
 	return false
@@ -50,8 +50,8 @@ func checkLabel(key, value string) error {
 		return fmt.Errorf("label key %q must match [a-z0-9._/-]{1,63}", key)
 	}
 	if autoLabel(key) {
-		return fmt.Errorf("label %q is set by the worker itself (%s, %s, %s, %s); choose another key", key,
-			core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost)
+		return fmt.Errorf("label %q is set by the worker itself (%s, %s, %s, %s, %s); choose another key", key,
+			core.LabelGPUType, core.LabelGPUCount, core.LabelCPUCount, core.LabelHost, core.LabelGPUSharing)
 	}
 	if len(value) > core.MaxLabelValue {
 		return fmt.Errorf("label %s: a value of %d bytes, at most %d", key, len(value), core.MaxLabelValue)
@@ -89,6 +89,12 @@ func helloLabels(c Config, cores int) map[string]string {
 	// type constraint must not match "gpu0".
 	if len(c.GPUs) > 0 && c.GPUs[0].UUID != "" && c.GPUs[0].Name != "" {
 		out[core.LabelGPUType] = c.GPUs[0].Name
+	}
+	if c.GPUSharing == SharingMPS {
+		out[core.LabelGPUSharing] = SharingMPS
+		if c.RunAs == RunAsUser {
+			out[core.LabelGPUSharing] = core.SharingMPSPerUser
+		}
 	}
 	return out
 }

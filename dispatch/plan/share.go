@@ -32,6 +32,9 @@ type Share struct {
 	// memory (0: not known, only fractions count).
 	Used              int
 	MemoryMB, TotalMB int64
+	// User owns its runs (core.Task.UserID); -1: runs of several users. On
+	// a worker labelled core.SharingMPSPerUser only its owner's runs join.
+	User int64
 }
 
 // Machine is what a connected worker has, free or not, for the reasons of
@@ -123,10 +126,11 @@ func placeShare(t *core.Task, free []Worker, ix *freeIndex) (int, int, int64) {
 	for _, i := range ix.shared {
 		w := &free[i]
 		ok := w.admits(t, cpu, mem)
+		perUser := w.Labels[core.LabelGPUSharing] == core.SharingMPSPerUser
 		for j, s := range w.Shares {
 			r := 100 - s.Used
 			room = max(room, r)
-			if !ok || r < h || r-h >= left {
+			if !ok || r < h || r-h >= left || (perUser && s.User != t.UserID) {
 				continue
 			}
 			m := w.model(s.Index)
@@ -175,9 +179,11 @@ func takeShare(free []Worker, i int, t *core.Task, g int, memMB int64, ix *freeI
 		w.FreeGPUs = slices.Delete(slices.Clone(w.FreeGPUs), k, k+1)
 		ix.moved(i, n, n-1)
 		ix.addShared(i)
-		w.Shares = append(w.Shares, Share{Index: g, TotalMB: w.model(g).MemoryMB})
+		w.Shares = append(w.Shares, Share{Index: g, TotalMB: w.model(g).MemoryMB, User: t.UserID})
 		j = len(w.Shares) - 1
 		ix.shareRoom = max(ix.shareRoom, 100-h)
+	} else if w.Shares[j].User != t.UserID {
+		w.Shares[j].User = -1
 	}
 	w.Shares[j].Used += h
 	w.Shares[j].MemoryMB += memMB

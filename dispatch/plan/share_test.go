@@ -84,6 +84,39 @@ func TestShareBestFitAndNeverMixed(t *testing.T) {
 	f([]core.Task{queued("w", 1, 0)}, "w:b[1]") // whole runs never get a shared GPU
 }
 
+// On a worker whose MPS GPUs serve one user at a time (gpu.sharing
+// mps-per-user), a fraction joins only a GPU its owner's runs share, else
+// takes a free GPU or waits; elsewhere any user's fractions share.
+func TestShareMPSPerUser(t *testing.T) {
+	w := func(sharing string) Worker {
+		return Worker{ID: "w", FreeGPUs: []int{1}, GPUs: 2, Shares: []Share{{Index: 0, Used: 25, User: 1}},
+			Labels: map[string]string{core.LabelGPUSharing: sharing}, FreeCPUMillis: Unlimited, FreeMemoryMB: Unlimited}
+	}
+	of := func(id string, user int64) core.Task {
+		tk := frac(id, 0.25)
+		tk.UserID = user
+		return tk
+	}
+	f := func(sharing string, q []core.Task, want ...string) {
+		t.Helper()
+		var got []string
+		for _, p := range Place(Snapshot{Connected: 1, MaxGPUs: 2, Free: []Worker{w(sharing)}}, q) {
+			got = append(got, fmt.Sprintf("%s:%v", p.Task.ID, p.GPUs))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: got %v, want %v", sharing, got, want)
+		}
+	}
+	f(core.SharingMPSPerUser, []core.Task{of("bob", 2), of("ann", 1), of("bob2", 2), of("cat", 3)}, "bob:[1]", "ann:[0]", "bob2:[1]")
+	f("mps", []core.Task{of("bob", 2), of("cat", 3)}, "bob:[0]", "cat:[0]")
+	// A GPU shared by two users (adopted runs) takes neither user's more.
+	mixed := w(core.SharingMPSPerUser)
+	mixed.Shares[0].User, mixed.FreeGPUs = -1, nil
+	if ps := Place(Snapshot{Connected: 1, MaxGPUs: 2, Free: []Worker{mixed}}, []core.Task{of("ann", 1)}); len(ps) != 0 {
+		t.Fatalf("placed on a GPU of several users: %+v", ps)
+	}
+}
+
 // Memory shares on one GPU never pass its memory, whatever the fractions.
 func TestShareMemory(t *testing.T) {
 	s := Snapshot{Connected: 1, MaxGPUs: 1, Free: []Worker{{ID: "w", GPUs: 1, Models: models("RTX 4090", 24000, 1),
