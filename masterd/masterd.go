@@ -277,7 +277,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
 		ForgetAfter: cfg.WorkerForget, GPUWatch: cfg.gpuWatch,
 		InteractiveIdle: time.Duration(cfg.InteractiveIdleMinutes) * time.Minute, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
-		Policy: cfg.Policy,
+		Policy: cfg.Policy, OpenRegistration: cfg.Registration == "" || cfg.Registration == httpapi.RegistrationOpen,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel

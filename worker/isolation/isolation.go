@@ -168,7 +168,11 @@ func New(cfg Options, log zerolog.Logger) (*Isolator, error) {
 		}
 		log.Info().Str("run_as", iso.mode).Str("uid_range", cfg.RunUIDs.String()).Msg("each run gets a uid of its own")
 	case RunAsUser:
-		log.Info().Str("run_as", iso.mode).Msg("each run runs as the Unix account named like its rlsched user")
+		// Only the master knows who may register: it refuses this worker
+		// where anyone may (dispatch, onHello), and this says why first.
+		log.Warn().Str("run_as", iso.mode).Msg("each run runs as the Unix account named like its rlsched user: " +
+			"a master with REGISTRATION=open refuses this worker, since anyone could register an existing account's name and run as it; " +
+			"its master must have REGISTRATION=closed or admin")
 	}
 	return iso, nil
 }
@@ -182,12 +186,15 @@ func (iso *Isolator) UIDLockDir() string {
 	return iso.uids.dir
 }
 
-// HelloIsolation is Hello.isolation: "uid" when runs get uids of their own.
+// HelloIsolation is Hello.isolation (core.Isolation*).
 func (iso *Isolator) HelloIsolation() string {
-	if iso.mode == RunAsNone {
-		return "none"
+	switch iso.mode {
+	case RunAsNone:
+		return core.IsolationNone
+	case RunAsUser:
+		return core.IsolationUser
 	}
-	return "uid"
+	return core.IsolationUID
 }
 
 // prepareDataDir gives the data dir its layout, fixing the modes of what an
