@@ -77,9 +77,8 @@ type WorkerInfo struct {
 	LastHeartbeatAt time.Time   `json:"lastHeartbeatAt"`
 	Master          string      `json:"master"`
 	Version         string      `json:"version"`
-	// Isolation is how the worker isolates runs: "uid" (each run under a
-	// uid of its own) or "none" (runs share the worker's uid and can act
-	// as it).
+	// Isolation is how the worker isolates runs: IsolationUID,
+	// IsolationUser or IsolationNone (Hello.isolation).
 	Isolation string `json:"isolation"`
 	// GPUProblem says why its GPU samples are incomplete (nvidia-smi
 	// missing, failing, hung), as its worker last reported; "" when fine.
@@ -110,4 +109,14 @@ const (
 	EnforcementCgroupV1 = "cgroup-v1"
 	EnforcementCgroupV2 = "cgroup-v2"
 	EnforcementNone     = "none"
+)
+
+// How a worker isolates runs (Worker.Isolation, Hello.isolation).
+const (
+	IsolationUID = "uid" // each run under a uid of its own (RUN_AS=dynamic)
+	// IsolationUser: each run as the Unix account named like its rlsched
+	// user (RUN_AS=user). A master with open registration refuses such a
+	// worker: anyone could register an account's name and run as it.
+	IsolationUser = "user"
+	IsolationNone = "none" // runs share the worker's uid and can act as it
 )

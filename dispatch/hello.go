@@ -48,20 +48,32 @@ func (d *Dispatcher) checkSkew(sess *session, h *pb.Hello, now time.Time) {
 			h.WorkerId, skew.Round(time.Millisecond))
 }
 
+// refuse ends a verified session whose Hello this master does not take,
+// telling the worker why (its log says it).
+func (d *Dispatcher) refuse(sess *session, h *pb.Hello, why string) {
+	d.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Str("instance", h.Instance).Msg("refusing worker: " + why)
+	_ = sess.send(&pb.Goodbye{Reason: why}) // before the close: gnet writes first
+	sess.closed.Store(true)
+	_ = sess.c.Close()
+}
+
 // onHello registers a verified session and reconciles the runs the worker
 // says it holds with the runs the master placed on it (registry.join).
 // Runs on shard.
 func (d *Dispatcher) onHello(sess *session, h *pb.Hello) {
+	if h.Isolation == core.IsolationUser && d.cfg.OpenRegistration {
+		d.refuse(sess, h, "this worker runs each run as the Unix account named like its rlsched user (RUN_AS=user), "+
+			"and this master lets anyone register (REGISTRATION=open): anyone could register an existing account's name and run as it; "+
+			"set REGISTRATION=closed or admin on the master, or RUN_AS=dynamic on the worker")
+		return
+	}
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
 	now := d.now()
 	foreign := d.peers.helloFromStore(ctx, h) // multimaster.go: runs another master placed, persisted cancels
 	j := d.reg.join(sess, h, foreign, now)
 	if j.refused != "" {
-		d.log.Warn().Str("worker", h.WorkerId).Str("remote", sess.remote).Str("instance", h.Instance).Msg("refusing worker: " + j.refused)
-		_ = sess.send(&pb.Goodbye{Reason: j.refused}) // before the close: gnet writes first
-		sess.closed.Store(true)
-		_ = sess.c.Close()
+		d.refuse(sess, h, j.refused)
 		return
 	}
 	if j.old != nil {

@@ -45,7 +45,11 @@ type Config struct {
 	JoinToken []byte // at least codec.MinJoinToken bytes; every worker's key derives from it
 	// WorkerIDs, when not empty, are the only worker ids admitted
 	// (WORKER_IDS); a Hello naming another is refused with a logged reason.
-	WorkerIDs         []string
+	WorkerIDs []string
+	// OpenRegistration: anyone may register (REGISTRATION=open), so a
+	// worker whose runs run as the account named like their user
+	// (core.IsolationUser) is refused.
+	OpenRegistration  bool
 	HeartbeatInterval time.Duration // told to workers; default 10s
 	HeartbeatTTL      time.Duration // a session silent this long is closed; default 3 intervals
 	LeaseTTL          time.Duration // run lease as workers are told; held for longer (leaseHold); default 2 min

@@ -22,7 +22,7 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 		subject = "user:" + st.user.id
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
-	d, err := g.limiter.allow(rctx, subject)
+	d, err := g.limiter.Allow(rctx, subject)
 	cancel()
 	if err != nil {
 		// Redis is down or slow: limit in this process rather than not at
@@ -32,15 +32,15 @@ func (g *Gateway) rateLimit(ctx *fasthttp.RequestCtx, st *reqState) bool {
 			g.redisWarned.Store(now)
 			g.log.Warn().Err(err).Str("traceId", st.trace).Msg("rate limit: Redis failed; limiting in this gateway alone until it answers")
 		}
-		d, _ = g.local.allow(rctx, subject)
+		d, _ = g.local.Allow(rctx, subject)
 	}
 	// The headers are set by finish, after the upstream's answer.
-	st.limited, st.remaining, st.subject = true, max(d.remaining, 0), subject
-	if d.allowed {
+	st.limited, st.remaining, st.subject = true, max(d.Remaining, 0), subject
+	if d.Allowed {
 		return true
 	}
 	rh := &ctx.Response.Header
-	secs := int((d.retryAfter + time.Second - 1) / time.Second)
+	secs := int((d.RetryAfter + time.Second - 1) / time.Second)
 	rh.Set("Retry-After", strconv.Itoa(max(secs, 1)))
 	g.obs.RateLimited()
 	writeError(ctx, st.trace, fasthttp.StatusTooManyRequests, apierr.RateLimited,

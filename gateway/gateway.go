@@ -23,6 +23,7 @@ import (
 	"github.com/rlsched/rlsched/internal/crosssite"
 	"github.com/rlsched/rlsched/internal/linger"
 	"github.com/rlsched/rlsched/internal/obs"
+	"github.com/rlsched/rlsched/internal/ratelimit"
 	"github.com/rlsched/rlsched/internal/rediskey"
 	"github.com/rlsched/rlsched/internal/signature"
 )
@@ -35,8 +36,8 @@ type Gateway struct {
 	tokens      *auth.Tokens
 	hosts       crosssite.Hosts
 	signer      *signature.Signer
-	limiter     limiter       // nil when the rate limit is off
-	local       *localLimiter // the local log; also the fallback when Redis fails
+	limiter     ratelimit.Limiter // nil when the rate limit is off
+	local       *ratelimit.Local  // the local log; also the fallback when Redis fails
 	canaryUsers map[string]bool
 	obs         *obs.GatewayMetrics
 	self        *obs.Service // requests the gateway answers itself
@@ -94,7 +95,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.obs, g.self = cfg.Metrics, cfg.Metrics.Service("")
 	g.obs.SetSources(obs.GatewaySources{Upstreams: g.upstreamStates})
 	if !cfg.RateLimitDisabled {
-		g.local = newLocalLimiter(cfg.RateLimitWindow, cfg.RateLimitMax, cfg.Now)
+		g.local = ratelimit.NewLocal(cfg.RateLimitWindow, cfg.RateLimitMax, cfg.Now)
 		g.limiter = g.local
 		if cfg.Redis != nil {
 			if err := rediskey.Check(cfg.RedisPrefix); err != nil {
@@ -199,7 +200,7 @@ func (g *Gateway) sweepLoop() {
 		case <-g.stop:
 			return
 		case <-t.C:
-			g.local.sweep()
+			g.local.Sweep()
 		}
 	}
 }
@@ -339,9 +340,9 @@ func (g *Gateway) chargeMembers(ctx *fasthttp.RequestCtx, st *reqState) {
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), redisTimeout)
 	defer cancel()
-	if err := g.limiter.charge(rctx, st.subject, n-1); err != nil {
+	if err := g.limiter.Charge(rctx, st.subject, n-1); err != nil {
 		g.obs.RateLimitError()
-		_ = g.local.charge(rctx, st.subject, n-1)
+		_ = g.local.Charge(rctx, st.subject, n-1)
 	}
 }
 

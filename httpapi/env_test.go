@@ -145,6 +145,7 @@ type testEnv struct {
 	logDir string
 	logs   *testutil.SyncBuffer
 	client *http.Client
+	srv    *Server // for what the master's own loops call (AddMembers)
 }
 
 func newEnv(t *testing.T) *testEnv {
@@ -201,6 +202,7 @@ func newEnvWith(t *testing.T, edit func(*Config)) *testEnv {
 			t.Errorf("serve: %v", err)
 		}
 	})
+	e.srv = srv
 	e.addr = ln.Addr().String()
 	e.url = "http://" + e.addr
 	return e

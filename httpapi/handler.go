@@ -56,6 +56,9 @@ type route struct {
 	// submission: the body is a run's spec, which may carry a code diff:
 	// inflated (body.go), it may reach MaxSubmitBodySize.
 	submission bool
+	// queues: the route queues runs, so it takes the submission limit
+	// (submitlimit.go).
+	queues bool
 	// idOf names what the pattern's {id} is, in messages: "" (a run) or
 	// "sweep".
 	idOf string
@@ -82,7 +85,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/monitor/health", public: true, probe: true, h: s.health},
 		{method: get, pattern: "/metrics", public: true, probe: true, h: s.metrics},
 		{method: get, pattern: "/api/openapi.json", h: s.openAPI},
-		{method: post, pattern: "/api/train", submission: true, h: s.submit},
+		{method: post, pattern: "/api/train", submission: true, queues: true, h: s.submit},
 		{method: get, pattern: "/api/tasks", h: s.listTasks},
 		{method: get, pattern: "/api/workers", h: s.workers},
 		{method: get, pattern: "/api/users/usage", h: s.usersUsage},
@@ -105,7 +108,7 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks/{id}", h: s.getTask},
 		{method: patch, pattern: "/api/tasks/{id}", h: s.editTask},
 		{method: post, pattern: "/api/tasks/{id}/cancel", h: s.cancelTask},
-		{method: post, pattern: "/api/tasks/{id}/rerun", submission: true, h: s.rerunTask},
+		{method: post, pattern: "/api/tasks/{id}/rerun", submission: true, queues: true, h: s.rerunTask},
 		{method: post, pattern: "/api/tasks/{id}/priority", admin: true, h: s.setPriority},
 		{method: get, pattern: "/api/tasks/{id}/code.diff", h: s.codeDiff},
 		{method: get, pattern: "/api/tasks/{id}/metrics", h: s.taskMetrics},
@@ -120,14 +123,14 @@ func (s *Server) apiRoutes() []*route {
 		{method: get, pattern: "/api/tasks/{id}/code/{rest...}", h: s.getCodeFile},
 		{method: get, pattern: "/api/compare", h: s.compare},
 		{method: get, pattern: "/api/sweeps", h: s.listSweeps},
-		{method: post, pattern: "/api/sweeps", submission: true, h: s.createSweep},
+		{method: post, pattern: "/api/sweeps", submission: true, queues: true, h: s.createSweep},
 		{method: get, pattern: "/api/sweeps/{id}", idOf: "sweep", h: s.getSweep},
 		{method: get, pattern: "/api/sweeps/{id}/metrics", idOf: "sweep", h: s.sweepMetrics},
-		{method: post, pattern: "/api/sweeps/{id}/retry", idOf: "sweep", h: s.retrySweep},
+		{method: post, pattern: "/api/sweeps/{id}/retry", idOf: "sweep", queues: true, h: s.retrySweep},
 		{method: post, pattern: "/api/sweeps/{id}/cancel", idOf: "sweep", h: s.cancelSweep},
-		{method: post, pattern: "/api/pipelines", submission: true, h: s.createPipeline},
+		{method: post, pattern: "/api/pipelines", submission: true, queues: true, h: s.createPipeline},
 		{method: get, pattern: "/api/pipelines/{id}", idOf: "pipeline", h: s.getPipeline},
-		{method: post, pattern: "/api/pipelines/{id}/retry", idOf: "pipeline", h: s.retryPipeline},
+		{method: post, pattern: "/api/pipelines/{id}/retry", idOf: "pipeline", queues: true, h: s.retryPipeline},
 		// The Python client, for notebooks (API.md).
 		{method: get, pattern: "/rlsched.py", public: true, h: s.pythonClient},
 	}
@@ -290,7 +293,14 @@ func (s *Server) dispatch(r *request) *apiError {
 	if e := inflateBody(&r.ctx.Request, limit); e != nil {
 		return e
 	}
-	return rt.h(r)
+	if e := s.submits.admit(r); e != nil {
+		return e
+	}
+	if e := rt.h(r); e != nil {
+		return e
+	}
+	s.submits.charge(r)
+	return nil
 }
 
 // route finds r's route in the table (or the dashboard's), filling r's

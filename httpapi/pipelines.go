@@ -350,7 +350,7 @@ func (s *Server) retryPipeline(r *request) *apiError {
 			}
 			sp.inputsFrom = append(sp.inputsFrom, in)
 		}
-		t := s.runOf(owner, r.trace, sp)
+		t := s.runOf(owner, r.trace, clampPriority(r.user, sp))
 		t.ID, t.RerunOf, t.CreatedAt = newID[old.ID], old.ID, now.Add(time.Duration(n))
 		created = append(created, &t)
 	}

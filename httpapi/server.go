@@ -71,6 +71,11 @@ type Config struct {
 	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; a
 	// submission that would pass it is refused 409. 0: no cap.
 	MaxQueuedPerUser int
+	// SubmitLimitMax and SubmitLimitWindow (RATE_LIMIT_MAX_REQUESTS,
+	// RATE_LIMIT_WINDOW_SECONDS): at most Max submissions of a user per
+	// Window that the gateway did not sign (submitlimit.go). 0: no limit.
+	SubmitLimitMax    int
+	SubmitLimitWindow time.Duration
 	// MaxInteractiveGPUs (MAX_INTERACTIVE_GPUS) caps the GPUs of a user's
 	// interactive sessions not yet ended (interactive.go). 0: no cap.
 	MaxInteractiveGPUs int
@@ -160,6 +165,8 @@ type Server struct {
 	curves *answerCache
 	// queued are users' queued counts for MAX_QUEUED_PER_USER (roomInQueue).
 	queued queueCounts
+	// submits is the submission limit (submitlimit.go); nil: none.
+	submits *submitLimit
 
 	mu      sync.Mutex
 	stopped bool
@@ -238,7 +245,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, st: st, ctl: ctl, log: cfg.Logger, dummyHash: dummy,
 		tokens: auth.NewTokens(cfg.JWTSecret, cfg.Now), throttle: newThrottle(), curves: newAnswerCache(curvesCacheBytes),
-		queued: queueCounts{m: map[int64]queueCount{}}}
+		queued: queueCounts{m: map[int64]queueCount{}}, submits: newSubmitLimit(cfg.SubmitLimitMax, cfg.SubmitLimitWindow, cfg.Now)}
 	if err := s.hosts.Add(cfg.PublicHosts...); err != nil {
 		return nil, fmt.Errorf("cannot start the REST API: PUBLIC_HOSTS: %w", err)
 	}

@@ -142,8 +142,12 @@ func (s *Server) createSweep(r *request) *apiError {
 // under the sweep's trace id; core.ErrConflict when another master added
 // them first. It wakes the scheduler. Safe from any goroutine.
 func (s *Server) AddMembers(ctx context.Context, sw store.Sweep, template core.Task, from int, members []sweep.Member) error {
-	sp := s.specOf(template)
 	owner := core.User{ID: sw.UserID, Username: sw.User}
+	if u, err := s.st.UserByID(ctx, sw.UserID); err == nil {
+		owner.Role = u.Role // else clamped as a user's
+	}
+	// template may be a member an admin raised: a proposal is the owner's.
+	sp := clampPriority(owner, s.specOf(template))
 	runs := make([]*core.Task, len(members))
 	now := time.Now()
 	for i, m := range members {

@@ -110,17 +110,24 @@ func (s *Server) rerunTask(r *request) *apiError {
 }
 
 // newRun is a new QUEUED run of sp owned by the caller, made within the
-// request r (its trace id); nothing is stored yet. Every path that makes a
-// run goes through it (submit, rerun, sweep, sweep retry), so this is where
-// a priority is clamped: a caller who is not an admin makes runs of at most
-// priority 0, whatever the spec inherited (an admin's rerun, a member an
-// admin raised); an explicit priority above 0 was refused before, with
-// priorityAllowed's message.
+// request r (its trace id); nothing is stored yet. The paths that make a
+// run of the caller's go through it (submit, rerun, sweep, sweep retry,
+// pipeline), its priority clamped by clampPriority.
 func (s *Server) newRun(r *request, sp spec) core.Task {
-	if r.user.Role != core.RoleAdmin {
+	return s.runOf(r.user, r.trace, clampPriority(r.user, sp))
+}
+
+// clampPriority is where a priority is clamped, on every path that makes a
+// run (newRun; a pipeline's retry and a sweep's proposals, whose runs stay
+// their owner's): made by (or for) u who is not an admin, a run has at most
+// priority 0, whatever the spec inherited (an admin's rerun, a member or
+// step an admin raised); an explicit priority above 0 was refused before,
+// with priorityAllowed's message.
+func clampPriority(u core.User, sp spec) spec {
+	if u.Role != core.RoleAdmin {
 		sp.priority = min(sp.priority, 0)
 	}
-	return s.runOf(r.user, r.trace, sp)
+	return sp
 }
 
 // runOf is a new QUEUED run of sp owned by u, under trace, with the

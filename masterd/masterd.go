@@ -90,6 +90,12 @@ type Config struct {
 	// MaxQueuedPerUser (MAX_QUEUED_PER_USER) caps a user's QUEUED runs; 0:
 	// no cap.
 	MaxQueuedPerUser int
+	// RateLimitMax and RateLimitWindow (RATE_LIMIT_*): at most Max
+	// submissions of a user per Window that did not come through the
+	// gateway (httpapi/submitlimit.go); 0: no limit (rlsched up's master,
+	// behind its gateway).
+	RateLimitMax    int
+	RateLimitWindow time.Duration
 	// MaxInteractiveGPUs (MAX_INTERACTIVE_GPUS) caps the GPUs of a user's
 	// interactive sessions not yet ended; 0: no cap.
 	MaxInteractiveGPUs int
@@ -271,7 +277,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		CancelGrace: cfg.CancelGrace, Logger: log, Logs: m.logs, OnWorker: events.WorkerChanged,
 		ForgetAfter: cfg.WorkerForget, GPUWatch: cfg.gpuWatch,
 		InteractiveIdle: time.Duration(cfg.InteractiveIdleMinutes) * time.Minute, Metrics: m.metrics, Outputs: m.outputs, Blobs: m.blobs,
-		Policy: cfg.Policy,
+		Policy: cfg.Policy, OpenRegistration: cfg.Registration == "" || cfg.Registration == httpapi.RegistrationOpen,
 	}
 	if m.node != nil {
 		dcfg.OnCancel = m.node.Cancel
@@ -298,6 +304,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		DefaultTrainer: []string{"python3", "-u", "@scripts/train.py"}, LeasesKind: m.ls.Kind(), Hub: m.hub, Terminals: m.disp, Apps: m.disp,
 		PublicHosts: cfg.PublicHosts, Metrics: m.metrics, Registration: cfg.Registration, CookieSecure: cfg.TLSProxy,
 		OutputsVisibility: cfg.ArtifactVisibility, MaxQueuedPerUser: cfg.MaxQueuedPerUser,
+		SubmitLimitMax: cfg.RateLimitMax, SubmitLimitWindow: cfg.RateLimitWindow,
 		MaxInteractiveGPUs: cfg.MaxInteractiveGPUs,
 		NotifyTargets:      targets,
 		Blobs:              m.blobs, OutputStats: m.outputs.Stats,

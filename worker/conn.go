@@ -53,7 +53,7 @@ func (a *agent) connectLoop(ctx context.Context) {
 		case errors.Is(err, errRefused):
 			i++
 			a.log.Error().Err(err).Str("master", addr).
-				Msg("master refused this worker; check the join token and worker id (retrying with backoff)")
+				Msg("master refused this worker for the reason in error (retrying with backoff)")
 		case errors.Is(err, errImpostor):
 			i++
 			a.log.Error().Err(err).Str("master", addr).

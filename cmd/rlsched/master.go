@@ -24,6 +24,8 @@ type masterFlags struct {
 	nacos       nacosOpts // → cfg.Gateway.Nacos once parsed (config)
 	publicHosts string    // → cfg.PublicHosts
 	workerIDs   string    // → cfg.WorkerIDs
+	rateLimit   bool      // RATE_LIMIT_ENABLED: cfg.RateLimitMax is rateMax, else 0
+	rateMax     int
 }
 
 // define adds a master's flags; registration is REGISTRATION's default
@@ -137,12 +139,26 @@ func defaultDataDir() string {
 	return ".rlsched"
 }
 
+// defineRateLimit adds a standalone master's submission limit: the
+// gateway's settings, so that one environment configures both, on by
+// default (`up`'s master is behind its gateway, which has these flags).
+func (o *masterFlags) defineRateLimit(f envFlags) {
+	envBool(f, &o.rateLimit, "rate-limit-enabled", "RATE_LIMIT_ENABLED", true,
+		"limit each user's submissions that do not come through the gateway (runs, reruns, sweeps and their members, pipelines, retries)")
+	f.int(&o.rateMax, "rate-limit-max-requests", "RATE_LIMIT_MAX_REQUESTS", 3, "submissions allowed per window")
+	f.seconds(&o.cfg.RateLimitWindow, "rate-limit-window-seconds", "RATE_LIMIT_WINDOW_SECONDS", 10, "rate-limit window in `seconds`")
+}
+
 func runMaster(ctx context.Context, args []string) error {
 	var o masterFlags
 	f := newFlags("master")
 	o.define(f, httpapi.RegistrationClosed)
+	o.defineRateLimit(f)
 	if err := f.parse(args); err != nil {
 		return err
+	}
+	if o.rateLimit {
+		o.cfg.RateLimitMax = o.rateMax
 	}
 	cfg := o.config(newLogger())
 	m, err := masterd.Start(ctx, cfg)

@@ -312,7 +312,9 @@ type Hello struct {
 	// The worker's wall clock when it sent the Hello, to detect a skewed clock.
 	SentUnixMs int64 `protobuf:"varint,9,opt,name=sent_unix_ms,json=sentUnixMs,proto3" json:"sent_unix_ms,omitempty"`
 	// How runs are isolated on this worker: "uid" (each run under a uid of its
-	// own) or "none" (runs share the worker's uid).
+	// own), "user" (each run as the Unix account named like its rlsched user,
+	// RUN_AS=user: a master with open registration refuses it) or "none" (runs
+	// share the worker's uid).
 	Isolation string `protobuf:"bytes,10,opt,name=isolation,proto3" json:"isolation,omitempty"`
 	// 16 random bytes, fresh per connection, for the session key: the Hello
 	// is the first frame sealed with it, and the master reads this before it

@@ -168,7 +168,11 @@ func New(cfg Options, log zerolog.Logger) (*Isolator, error) {
 		}
 		log.Info().Str("run_as", iso.mode).Str("uid_range", cfg.RunUIDs.String()).Msg("each run gets a uid of its own")
 	case RunAsUser:
-		log.Info().Str("run_as", iso.mode).Msg("each run runs as the Unix account named like its rlsched user")
+		// Only the master knows who may register: it refuses this worker
+		// where anyone may (dispatch, onHello), and this says why first.
+		log.Warn().Str("run_as", iso.mode).Msg("each run runs as the Unix account named like its rlsched user: " +
+			"a master with REGISTRATION=open refuses this worker, since anyone could register an existing account's name and run as it; " +
+			"its master must have REGISTRATION=closed or admin")
 	}
 	return iso, nil
 }
@@ -182,12 +186,15 @@ func (iso *Isolator) UIDLockDir() string {
 	return iso.uids.dir
 }
 
-// HelloIsolation is Hello.isolation: "uid" when runs get uids of their own.
+// HelloIsolation is Hello.isolation (core.Isolation*).
 func (iso *Isolator) HelloIsolation() string {
-	if iso.mode == RunAsNone {
-		return "none"
+	switch iso.mode {
+	case RunAsNone:
+		return core.IsolationNone
+	case RunAsUser:
+		return core.IsolationUser
 	}
-	return "uid"
+	return core.IsolationUID
 }
 
 // prepareDataDir gives the data dir its layout, fixing the modes of what an
@@ -448,8 +455,9 @@ func (iso *Isolator) Sweep(id *Identity, log zerolog.Logger) {
 
 // Release gives back what Acquire and MakeRunDirs took: the run's private
 // dir is removed (os.RemoveAll follows no link the run left), a dynamic
-// uid's output dir returns to the worker (a later run under the same uid
-// must not reach it), then the uid is freed. A zero RunDirs field was never
+// uid's output dir returns to the worker and what the run left in the
+// shared scratch dirs and System V IPC is removed (a later run under the
+// same uid must reach neither), then the uid is freed. A zero RunDirs field was never
 // made. Call it once the run's processes are gone (or never started). log
 // is the run's.
 func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
@@ -466,6 +474,14 @@ func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
 			log.Error().Err(err).Str("dir", d.Out).Msg("cannot take the output dir back from the run's uid; keeping the uid")
 			return // never hand out a uid that still owns a finished run's files
 		}
+	}
+	n, err := RemoveLeftovers(id.uid, sharedScratch)
+	if err != nil {
+		log.Error().Err(err).Uint32("uid", id.uid).Msg("cannot remove what the run left in /tmp, /dev/shm or System V IPC; keeping the uid")
+		return
+	}
+	if n > 0 {
+		log.Info().Uint32("uid", id.uid).Int("removed", n).Msg("removed what the run left in /tmp, /var/tmp, /dev/shm and System V IPC")
 	}
 	id.lease.Release()
 }

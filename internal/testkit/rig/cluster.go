@@ -155,12 +155,13 @@ func MasterArgs(dataDir string, httpPort, rpcPort int, id string) []string {
 	return args
 }
 
-// MasterEnv is the environment of a master of c: its secrets and open
+// MasterEnv is the environment of a master of c: its secrets, open
 // registration (a standalone master's default is REGISTRATION=closed; the
-// tests register their users), then extra.
+// tests register their users) and no submission limit (on by default; the
+// tests submit faster than a person), then extra.
 func (c *Cluster) MasterEnv(extra ...string) []string {
 	return c.ServerEnv(append([]string{"JWT_SECRET=" + c.JWTSecret, "WORKER_JOIN_TOKEN=" + c.JoinToken,
-		"REGISTRATION=open"}, extra...)...)
+		"REGISTRATION=open", "RATE_LIMIT_ENABLED=false"}, extra...)...)
 }
 
 // StartMaster runs `rlsched master` and waits until it is up.
