@@ -55,9 +55,7 @@ func RemoveLeftovers(uid uint32, roots []string) (int, error) {
 	}{
 		{"shm", func(id int) error { _, err := unix.SysvShmCtl(id, unix.IPC_RMID, nil); return err }},
 		{"msg", func(id int) error { return ipcErr(unix.Syscall(unix.SYS_MSGCTL, uintptr(id), unix.IPC_RMID, 0)) }},
-		{"sem", func(id int) error {
-			return ipcErr(unix.Syscall6(unix.SYS_SEMCTL, uintptr(id), 0, unix.IPC_RMID, 0, 0, 0))
-		}},
+		{"sem", func(id int) error { return ipcErr(unix.Syscall6(unix.SYS_SEMCTL, uintptr(id), 0, unix.IPC_RMID, 0, 0, 0)) }},
 	} {
 		ids, err := sysvOf(k.table, uid)
 		if err != nil {
