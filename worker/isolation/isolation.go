@@ -455,9 +455,8 @@ func (iso *Isolator) Sweep(id *Identity, log zerolog.Logger) {
 
 // Release gives back what Acquire and MakeRunDirs took: the run's private
 // dir is removed (os.RemoveAll follows no link the run left), a dynamic
-// uid's output dir returns to the worker and what the run left in the
-// shared scratch dirs and System V IPC is removed (a later run under the
-// same uid must reach neither), then the uid is freed. A zero RunDirs field was never
+// uid's output dir returns to the worker (a later run under the same uid
+// must not reach it), then the uid is freed. A zero RunDirs field was never
 // made. Call it once the run's processes are gone (or never started). log
 // is the run's.
 func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
@@ -474,14 +473,6 @@ func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
 			log.Error().Err(err).Str("dir", d.Out).Msg("cannot take the output dir back from the run's uid; keeping the uid")
 			return // never hand out a uid that still owns a finished run's files
 		}
-	}
-	n, err := RemoveLeftovers(id.uid, sharedScratch)
-	if err != nil {
-		log.Error().Err(err).Uint32("uid", id.uid).Msg("cannot remove what the run left in /tmp, /dev/shm or System V IPC; keeping the uid")
-		return
-	}
-	if n > 0 {
-		log.Info().Uint32("uid", id.uid).Int("removed", n).Msg("removed what the run left in /tmp, /var/tmp, /dev/shm and System V IPC")
 	}
 	id.lease.Release()
 }

@@ -1,7 +1,0 @@
-//go:build unix && !linux
-
-package isolation
-
-var sharedScratch []string
-
-func RemoveLeftovers(uint32, []string) (int, error) { return 0, errNoProc }
