@@ -236,7 +236,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.dirs, err = a.iso.MakeRunDirs(m, r.ident); err != nil {
 		return nil, nil, err
 	}
-	od, err := outputs.OpenDir(r.dirs.Out, r.ident)
+	od, err := outputs.OpenDir(r.dirs.Out)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,30 +23,23 @@ import (
 // files meanwhile. Paths are core.CheckArtifactPath's: no "..", no empty
 // element.
 //
-// The worker reads as root: a file is read only when the run's uid owns it
-// (owner), so a hard link the run made to a file it could not read (another
-// account's, root's, where fs.protected_hardlinks is off) is never
-// uploaded.
-//
 // Its methods are safe for concurrent use (they share only the dir's
 // descriptor, which close ends).
 type Dir struct {
-	path  string // for messages only: never resolved again
-	fd    int
-	owner *isolation.Identity // nil: runs share the worker's uid (RUN_AS=none)
+	path string // for messages only: never resolved again
+	fd   int
 }
 
 // maxDepth bounds the directories a walk descends.
 const maxDepth = 64
 
-// OpenDir opens the run's dir, which the worker has just made, for the run
-// of owner.
-func OpenDir(path string, owner *isolation.Identity) (*Dir, error) {
+// OpenDir opens the run's dir, which the worker has just made.
+func OpenDir(path string) (*Dir, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the output dir %s: %w", path, err)
 	}
-	return &Dir{path: path, fd: fd, owner: owner}, nil
+	return &Dir{path: path, fd: fd}, nil
 }
 
 func (d *Dir) close() { unix.Close(d.fd) }
@@ -121,10 +113,6 @@ func (d *Dir) open(rel string) (*os.File, error) {
 	if !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("cannot read %s: not a regular file", rel)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && d.owner != nil && st.Uid != d.owner.UID() {
-		f.Close()
-		return nil, fmt.Errorf("cannot read %s: owned by uid %d, not the run's (%s); a link to another's file is not an output", rel, st.Uid, d.owner)
 	}
 	return f, nil
 }

@@ -146,7 +146,7 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 		if o.inputDir == "" || !strings.HasPrefix(f.GetPath(), in+"/") {
 			return 0, fmt.Errorf("an input of run %s at %q, and the run has no input dir for it", in, f.GetPath())
 		}
-		d, err := OpenDir(o.inputDir, o.owner)
+		d, err := OpenDir(o.inputDir)
 		if err != nil {
 			return 0, err
 		}
