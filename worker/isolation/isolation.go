@@ -449,7 +449,8 @@ func (iso *Isolator) Sweep(id *Identity, log zerolog.Logger) {
 // Release gives back what Acquire and MakeRunDirs took: the run's private
 // dir is removed (os.RemoveAll follows no link the run left), a dynamic
 // uid's output dir returns to the worker (a later run under the same uid
-// must not reach it), then the uid is freed. A zero RunDirs field was never
+// must not reach it) and what it left in shared places is removed
+// (RemoveLeftovers), then the uid is freed. A zero RunDirs field was never
 // made. Call it once the run's processes are gone (or never started). log
 // is the run's.
 func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
@@ -466,6 +467,15 @@ func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
 			log.Error().Err(err).Str("dir", d.Out).Msg("cannot take the output dir back from the run's uid; keeping the uid")
 			return // never hand out a uid that still owns a finished run's files
 		}
+	}
+	// What it left in /tmp, /dev/shm and SysV IPC would be the next run's
+	// of this uid. What cannot be removed is logged, and the uid freed all
+	// the same: a root that cannot unlink in /tmp has bigger trouble than
+	// one uid, and a uid kept back would shrink the pool for good.
+	if n, err := RemoveLeftovers(id.uid); err != nil {
+		log.Error().Err(err).Uint32("uid", id.uid).Int("removed", n).Msg("cannot remove everything the run's uid left in the shared temporary dirs and SysV IPC")
+	} else if n > 0 {
+		log.Info().Uint32("uid", id.uid).Int("removed", n).Msg("removed what the run's uid left in the shared temporary dirs and SysV IPC")
 	}
 	id.lease.Release()
 }
