@@ -76,6 +76,10 @@ func (d *Dir) refusal(rel string, st *unix.Stat_t) *Refused {
 // maxDepth bounds the directories a walk descends.
 const maxDepth = 64
 
+// maxListedRefusals bounds the refused files a walk lists (a run may make
+// millions of links): more than the run's log names (maxRefusalNotes).
+const maxListedRefusals = 2 * maxRefusalNotes
+
 // OpenDir opens the dir of the run of uid owner (nil: the worker's), which
 // the worker has just made.
 func OpenDir(path string, owner *isolation.Identity) (*Dir, error) {
@@ -228,7 +232,8 @@ type walked struct {
 // listing is what a walk found.
 type listing struct {
 	files     []walked  // the files to read, in path order
-	refused   []Refused // what open would refuse (refusal), never read
+	refused   []Refused // what open would refuse (refusal), never read: the first maxListedRefusals
+	kept      bool      // one of the refused (listed or not) is Refused.Kept
 	skipped   int       // names CheckArtifactPath refuses, dirs too deep
 	truncated bool      // more than max files
 }
@@ -289,7 +294,10 @@ func (d *Dir) walk(max int, keep func(name string) bool) (ls listing, err error)
 				continue // gone since the listing
 			}
 			if ref := d.refusal(rel, &st); ref != nil {
-				ls.refused = append(ls.refused, *ref)
+				if len(ls.refused) < maxListedRefusals {
+					ls.refused = append(ls.refused, *ref)
+				}
+				ls.kept = ls.kept || ref.Kept
 				continue
 			}
 			if len(ls.files) >= max {

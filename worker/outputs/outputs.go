@@ -331,7 +331,7 @@ func (o *Files) CheckLast() {
 	if err != nil {
 		return // the last sync walks again, and says why
 	}
-	o.refuse(ls.refused...)
+	o.refuse(ls)
 	o.l.mu.Lock()
 	o.lastList = &ls
 	o.l.mu.Unlock()
@@ -340,14 +340,12 @@ func (o *Files) CheckLast() {
 // maxRefusalNotes bounds the refused files named in a run's log.
 const maxRefusalNotes = 100
 
-// refuse says in the run's log why the files of list are not uploaded,
-// each once per reason; a file kept on the worker (Refused.Kept) makes
-// the outputs partial, so the dir is kept. Never with Link.mu held: a
-// full spool blocks the note.
-func (o *Files) refuse(list ...Refused) {
-	kept := false
-	for _, r := range list {
-		kept = kept || r.Kept
+// refuse says in the run's log why the files ls refused are not
+// uploaded, each once per reason; a file kept on the worker
+// (Refused.Kept) makes the outputs partial, so the dir is kept. Never with
+// Link.mu held: a full spool blocks the note.
+func (o *Files) refuse(ls listing) {
+	for _, r := range ls.refused {
 		say := ""
 		o.refMu.Lock()
 		switch {
@@ -364,7 +362,7 @@ func (o *Files) refuse(list ...Refused) {
 			o.note(say)
 		}
 	}
-	if kept {
+	if ls.kept {
 		o.l.mu.Lock()
 		o.partial = true
 		o.l.mu.Unlock()
@@ -388,7 +386,7 @@ func (o *Files) sync(final bool) (all bool) {
 			o.log.Warn().Err(err).Msg("cannot list the run's output dir")
 			return false
 		}
-		o.refuse(ls.refused...)
+		o.refuse(ls)
 	}
 	files, skipped, truncated := ls.files, ls.skipped, ls.truncated
 	if final {
@@ -477,7 +475,7 @@ func (o *Files) upload(list []walked, changing bool) (torn []walked) {
 			f, ver, err := o.openVersion(w.rel)
 			var ref *Refused
 			if errors.As(err, &ref) {
-				o.refuse(*ref)
+				o.refuse(listing{refused: []Refused{*ref}, kept: ref.Kept})
 			}
 			l.mu.Lock()
 			if err != nil {
