@@ -108,6 +108,16 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 	if l, err := p.acquire(); err == nil {
 		t.Fatalf("acquired uid %d while a process runs under it", l.uid)
 	}
+	// What such a process wrote after its run's release is removed when
+	// the uid is handed out again (issue 25).
+	late := fmt.Sprintf("/tmp/rlsched-late-%d", os.Getpid())
+	if err := os.WriteFile(late, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(late)
+	if err := os.Chown(late, uid, uid); err != nil {
+		t.Fatal(err)
+	}
 	// KillUID is how the end of a run clears its uid.
 	if killed, left, err := KillUID(uid, 10*time.Second); err != nil || killed != 1 || left != 0 {
 		t.Fatalf("KillUID: killed %d, left %d, %v", killed, left, err)
@@ -115,6 +125,9 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 	l2, err := p.acquire()
 	if err != nil || l2.uid != uid {
 		t.Fatalf("acquire after KillUID: %v %v; want uid %d", l2, err, uid)
+	}
+	if _, err := os.Lstat(late); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("what the uid's last process left outlived it: %v", err)
 	}
 	l1.Release()
 	l2.Release()
