@@ -29,7 +29,7 @@ const maxLeftoverDepth = 128
 // every file, link and directory it owns (a directory only once empty:
 // another uid's file in it stays), found without following a symbolic link
 // nor crossing into another mount, descending only into directories uid
-// could enter; and every shared memory segment, semaphore set and message
+// could enter and not into another owner's drop box (canEnter); and every shared memory segment, semaphore set and message
 // queue of which it is the owner or the creator. Only for a uid no process
 // runs under any more. It returns how many it removed, and the first error
 // of the ones it could not.
@@ -119,13 +119,16 @@ func (s *remover) dir(fd int, path string, depth int) {
 }
 
 // canEnter reports whether s.uid, whose gid is the same number and who has
-// no other group, may search the directory st: only beneath such a one can
-// it have made anything.
+// no other group, may search the directory st of another owner (only
+// beneath such a one can it have made anything), unless st is a drop box:
+// world-writable without the sticky bit, which its owner made for every
+// uid to leave files in for others (any uid may replace or remove them
+// there anyway), unlike a shared temporary dir (sticky, as /tmp is).
 func (s *remover) canEnter(st *unix.Statx_t) bool {
-	switch {
-	case st.Uid == s.uid:
-		return st.Mode&0o100 != 0
-	case st.Gid == s.uid:
+	if st.Mode&0o002 != 0 && st.Mode&unix.S_ISVTX == 0 {
+		return false
+	}
+	if st.Gid == s.uid {
 		return st.Mode&0o010 != 0
 	}
 	return st.Mode&0o001 != 0
