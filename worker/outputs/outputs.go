@@ -374,12 +374,14 @@ func (o *Files) refuse(ls listing) {
 // (outputs.partial).
 func (o *Files) sync(final bool) (all bool) {
 	var ls listing
-	o.l.mu.Lock()
-	last := o.lastList
-	o.lastList = nil
-	o.l.mu.Unlock()
-	if final && last != nil {
-		ls = *last
+	var last *listing
+	if final {
+		o.l.mu.Lock()
+		last, o.lastList = o.lastList, nil
+		o.l.mu.Unlock()
+	}
+	if last != nil {
+		ls = *last // its refusals are said
 	} else {
 		var err error
 		if ls, err = o.dir.walk(maxWalk, nil); err != nil {
