@@ -1,6 +1,7 @@
 package leaseguard
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -344,6 +345,18 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// What each left in /tmp: removed for the uid nobody holds (issue 25).
+	left := map[uint32]string{}
+	for _, uid := range []uint32{taken, free} {
+		left[uid] = fmt.Sprintf("/tmp/rlsched-guard-left-%d-%d", os.Getpid(), uid)
+		if err := os.WriteFile(left[uid], nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(left[uid])
+		if err := os.Chown(left[uid], int(uid), int(uid)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fmt.Fprintf(w, "+%d 0 %d\n+%d 0 %d\n", pgOld, taken, pgFree, free)
 	w.Close() // the worker is gone
 	var out strings.Builder
@@ -359,6 +372,12 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	}
 	if want := fmt.Sprintf("uid %d is another run's by now", taken); !strings.Contains(out.String(), want) {
 		t.Errorf("the guard did not say %q:\n%s", want, out.String())
+	}
+	if _, err := os.Lstat(left[free]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("what uid %d left in /tmp outlived the worker: %v; the guard said:\n%s", free, err, out.String())
+	}
+	if _, err := os.Lstat(left[taken]); err != nil {
+		t.Errorf("what uid %d left was removed while another run holds it: %v", taken, err)
 	}
 }
 
