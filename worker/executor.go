@@ -236,11 +236,11 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if r.dirs, err = a.iso.MakeRunDirs(m, r.ident); err != nil {
 		return nil, nil, err
 	}
-	od, err := outputs.OpenDir(r.dirs.Out)
+	od, err := outputs.OpenDir(r.dirs.Out, r.ident)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, r.ident, od)
+	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, func(line string) { runNote(r, line) }, od)
 	r.outs.SetInputDir(r.dirs.In)
 	dir := r.dirs.Private // what it writes where it is is its own, not an output
 	if wd != "" {
@@ -519,6 +519,7 @@ func (a *agent) reap(r *run) {
 	r.exited.Store(true)
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
+	r.outs.CheckLast() // what its last sync will not upload, said in its log before it closes
 	if gpuMemoryErr != "" {
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] stopped by the worker: the run %s\n", gpuMemoryErr)
 	}

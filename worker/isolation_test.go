@@ -237,3 +237,85 @@ func TestIsolation_TightensEarlierDirs(t *testing.T) {
 		t.Errorf("the earlier run's dir is still owned by uid %d, want the worker's", uid)
 	}
 }
+
+// TestIsolation_SweepOnRelease (issue 25): what a run of a dynamic uid
+// leaves in /tmp, /dev/shm and SysV IPC is gone once its uid is free (the
+// TaskFinished comes after), so the next run of that uid cannot read it,
+// also in a shared sticky dir; another uid's file, the file a removed link
+// of the run named, and what the run left in a drop box (another owner's
+// world-writable dir without the sticky bit, as labs pass files between
+// runs) stay.
+func TestIsolation_SweepOnRelease(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	const uid = 62090
+	isoWorker(t, m, isolation.UIDRange{First: uid, Last: uid}, nil)
+	mc := m.next(t)
+	tag := strconv.Itoa(os.Getpid())
+	other := "/tmp/rlsched-sweep-other-" + tag
+	if err := os.WriteFile(other, []byte("other"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(other) })
+	if err := os.Chown(other, uid+1, uid+1); err != nil {
+		t.Fatal(err)
+	}
+	shared := map[string]os.FileMode{"/tmp/rlsched-sweep-sticky-" + tag: 0o777 | os.ModeSticky, "/tmp/rlsched-sweep-dropbox-" + tag: 0o777}
+	for d, mode := range shared {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := []string{"/tmp/rlsched-sweep-" + tag, "/dev/shm/rlsched-sweep-" + tag, "/tmp/rlsched-sweep-dir-" + tag, "/tmp/rlsched-sweep-link-" + tag,
+		"/tmp/rlsched-sweep-sticky-" + tag + "/f"}
+	dropped := "/tmp/rlsched-sweep-dropbox-" + tag + "/f"
+	t.Cleanup(func() {
+		for _, p := range left {
+			os.RemoveAll(p)
+		}
+		_, _ = isolation.RemoveLeftovers(uid) // its SysV objects, should the test fail
+	})
+	script := `set -e
+echo secret > "$1"; echo secret > "$2"; mkdir -p "$3/a/b"; echo secret > "$3/a/b/f"; ln -s "$7" "$4"; echo secret > "$5"; echo kept > "$6"
+ipcmk -M 4096; ipcmk -S 1; ipcmk -Q`
+	fin, out := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-sweep", Attempt: 1,
+		Argv: append([]string{"sh", "-c", script, "sh"}, append(left, dropped, other)...)})
+	if fin.GetExitCode() != 0 {
+		t.Fatalf("run: %v\n%s", fin, out)
+	}
+	for _, p := range left {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s outlived its run's uid: %v", p, err)
+		}
+	}
+	if b, err := os.ReadFile(other); err != nil || string(b) != "other" {
+		t.Errorf("another uid's file: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(dropped); err != nil || string(b) != "kept\n" {
+		t.Errorf("the file the run left in a drop box: %q %v", b, err)
+	}
+	ids := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, " id: "); ok {
+			ids[k] = strings.TrimSpace(v)
+		}
+	}
+	for table, kind := range map[string]string{"shm": "Shared memory", "sem": "Semaphore", "msg": "Message queue"} {
+		id := ids[kind]
+		if id == "" {
+			t.Fatalf("no %s id in the run's log:\n%s", kind, out)
+		}
+		b, err := os.ReadFile("/proc/sysvipc/" + table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 1 && f[1] == id {
+				t.Errorf("SysV %s %s outlived its run's uid: %s", table, id, line)
+			}
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/worker/cgroup"
+	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 func fastSync(c *Config) { c.ArtifactSync = 50 * time.Millisecond }
@@ -289,5 +290,92 @@ func TestOutputsDirRemovedOnceStored(t *testing.T) {
 	})
 	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "a\n" {
 		t.Fatalf("the refused file: %q, %v; want it kept", b, err)
+	}
+}
+
+// TestOutputsRefuseLinksAndForeignFiles (issue 25): the worker reads
+// outputs as root, so a file the run could not read itself never becomes
+// an artifact: a hard link to a root-only file (planted by the test, as a
+// run could where fs.protected_hardlinks is 0), a symbolic link to it, a
+// file of another uid, and the run's own hard-linked pair. The run's log
+// names each and says why; an ordinary file still goes.
+func TestOutputsRefuseLinksAndForeignFiles(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	cfg := isoWorker(t, m, isolation.UIDRange{First: 62080, Last: 62089}, fastSync)
+	mc := m.next(t)
+	const secret = "root-only-secret-6f1c"
+	secretFile := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `cd "$RLSCHED_OUTPUT_DIR"
+echo ok > ok
+ln -s "$1" sym
+echo mine > "$TMPDIR/mine" && ln "$TMPDIR/mine" mine && ln mine mine2
+touch ready
+while [ ! -e planted ]; do sleep 0.02; done`
+	mc.send(&pb.ExecuteTask{TaskId: "t-links", Attempt: 1, Argv: []string{"sh", "-c", script, "sh", secretFile}})
+	mc.started(t, "t-links")
+	dir := filepath.Join(cfg.DataDir, "outputs", "t-links", "1")
+	waitFor(t, 10*time.Second, "the run's files", func() bool { _, err := os.Stat(filepath.Join(dir, "ready")); return err == nil })
+	if err := os.Link(secretFile, filepath.Join(dir, "stolen")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rootfile"), []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "planted"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fin := mc.finished(t, "t-links", 30*time.Second)
+	log := m.log("t-links", 1)
+	if fin.GetExitCode() != 0 {
+		t.Fatalf("run: %v\n%s", fin, log)
+	}
+	if f := m.file("t-links", 1, "ok"); f == nil || string(f.data) != "ok\n" {
+		t.Fatalf("the ordinary file: %+v", f)
+	}
+	m.mu.Lock()
+	for k, f := range m.files {
+		if (k != "t-links/1/ok" && k != "t-links/1/ready") || strings.Contains(string(f.data), secret) {
+			t.Errorf("uploaded %s (%q)", k, f.data)
+		}
+	}
+	m.mu.Unlock()
+	for _, want := range []string{
+		"[rlsched] not uploading stolen: it has 2 hard links",
+		"[rlsched] not uploading mine: it has 3 hard links",
+		"[rlsched] not uploading mine2: it has 3 hard links",
+		"[rlsched] not uploading sym: a symbolic link (never followed)",
+		"[rlsched] not uploading rootfile: it belongs to uid 0, not to the run's uid",
+	} {
+		if strings.Count(log, want) != 1 {
+			t.Errorf("the run's log says %d times %q, want once:\n%s", strings.Count(log, want), want, log)
+		}
+	}
+}
+
+// TestOutputsRefuseHardLinksUnderWorkerUID: a run under the worker's own
+// uid keeps its files' owner unchecked, but a hard link is refused all the
+// same (it may be to the worker's own key). The links are made last, and
+// only the last sync sees them (no close-write, no periodic sync): its
+// refusals are in the run's log too.
+func TestOutputsRefuseHardLinksUnderWorkerUID(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, func(c *Config) { c.RunAs = RunAsNone })
+	mc := m.next(t)
+	fin, log := runToEnd(t, m, mc, &pb.ExecuteTask{TaskId: "t-hard", Attempt: 1,
+		Argv: []string{"sh", "-c", `cd "$RLSCHED_OUTPUT_DIR" && echo c > c && echo a > "$TMPDIR/a" && ln "$TMPDIR/a" a && ln a b`}})
+	if fin.GetExitCode() != 0 {
+		t.Fatalf("run: %v\n%s", fin, log)
+	}
+	if f := m.file("t-hard", 1, "c"); f == nil || string(f.data) != "c\n" {
+		t.Fatalf("the ordinary file: %+v", f)
+	}
+	if m.file("t-hard", 1, "a") != nil || m.file("t-hard", 1, "b") != nil {
+		t.Fatal("a hard-linked file was uploaded")
+	}
+	if !strings.Contains(log, "[rlsched] not uploading a: it has 3 hard links") || !strings.Contains(log, "[rlsched] not uploading b: it has 3 hard links") {
+		t.Fatalf("the run's log does not say why a and b are missing:\n%s", log)
 	}
 }

@@ -8,6 +8,7 @@
 // the machine that shares the lock dir), hand out a uid an account has or
 // under which a process still runs, start a run as root or a system
 // account, or leave a finished run's dir owned by a uid another run may
-// get next. It knows nothing of the worker's sessions or runs: package
+// get next, nor what it left in /tmp, /dev/shm and SysV IPC
+// (leftovers_linux.go). It knows nothing of the worker's sessions or runs: package
 // worker imports it, never the other way.
 package isolation

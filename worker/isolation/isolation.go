@@ -455,8 +455,9 @@ func (iso *Isolator) Sweep(id *Identity, log zerolog.Logger) {
 
 // Release gives back what Acquire and MakeRunDirs took: the run's private
 // dir is removed (os.RemoveAll follows no link the run left), a dynamic
-// uid's output dir returns to the worker (a later run under the same uid
-// must not reach it), then the uid is freed. A zero RunDirs field was never
+// uid's output and input dirs return to the worker (a later run under the same uid
+// must not reach it) and what it left in shared places is removed
+// (RemoveLeftovers), then the uid is freed. A zero RunDirs field was never
 // made. Call it once the run's processes are gone (or never started). log
 // is the run's.
 func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
@@ -468,11 +469,27 @@ func (iso *Isolator) Release(id *Identity, d RunDirs, log zerolog.Logger) {
 	if id == nil || id.lease == nil {
 		return
 	}
-	if d.Out != "" {
-		if err := os.Lchown(d.Out, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			log.Error().Err(err).Str("dir", d.Out).Msg("cannot take the output dir back from the run's uid; keeping the uid")
+	// Its input dir too: its path is known to whoever knows the run's id,
+	// and the dirs above it only stop a listing. And both before
+	// RemoveLeftovers, which then never enters them (a data dir may be
+	// under /tmp).
+	for _, dir := range []string{d.Out, d.In} {
+		if dir == "" {
+			continue
+		}
+		if err := os.Lchown(dir, iso.own.uid, iso.own.gid); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Error().Err(err).Str("dir", dir).Msg("cannot take the run's dir back from its uid; keeping the uid")
 			return // never hand out a uid that still owns a finished run's files
 		}
+	}
+	// What it left in /tmp, /dev/shm and SysV IPC would be the next run's
+	// of this uid. What cannot be removed is logged, and the uid freed all
+	// the same: a root that cannot unlink in /tmp has bigger trouble than
+	// one uid, and a uid kept back would shrink the pool for good.
+	if n, err := RemoveLeftovers(id.uid); err != nil {
+		log.Error().Err(err).Uint32("uid", id.uid).Int("removed", n).Msg("cannot remove everything the run's uid left in the shared temporary dirs and SysV IPC")
+	} else if n > 0 {
+		log.Info().Uint32("uid", id.uid).Int("removed", n).Msg("removed what the run's uid left in the shared temporary dirs and SysV IPC")
 	}
 	id.lease.Release()
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 
 	"github.com/rs/zerolog"
@@ -107,6 +108,16 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 	if l, err := p.acquire(); err == nil {
 		t.Fatalf("acquired uid %d while a process runs under it", l.uid)
 	}
+	// What such a process wrote after its run's release is removed when
+	// the uid is handed out again (issue 25).
+	late := fmt.Sprintf("/tmp/rlsched-late-%d", os.Getpid())
+	if err := os.WriteFile(late, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(late)
+	if err := os.Chown(late, uid, uid); err != nil {
+		t.Fatal(err)
+	}
 	// KillUID is how the end of a run clears its uid.
 	if killed, left, err := KillUID(uid, 10*time.Second); err != nil || killed != 1 || left != 0 {
 		t.Fatalf("KillUID: killed %d, left %d, %v", killed, left, err)
@@ -114,6 +125,9 @@ func TestUIDPool_SkipsAccountsAndLiveProcesses(t *testing.T) {
 	l2, err := p.acquire()
 	if err != nil || l2.uid != uid {
 		t.Fatalf("acquire after KillUID: %v %v; want uid %d", l2, err, uid)
+	}
+	if _, err := os.Lstat(late); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("what the uid's last process left outlived it: %v", err)
 	}
 	l1.Release()
 	l2.Release()
@@ -197,6 +211,41 @@ func TestLookupRunUser(t *testing.T) {
 	} {
 		if _, err := lookupRunUser(c.name); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("lookupRunUser(%q) = %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestRelease_TakesRunDirsBack (issue 25): after a dynamic run, its output
+// and input dirs are the worker's again (a later run of the same uid must
+// not enter them by their known paths), before the uid is free.
+func TestRelease_TakesRunDirsBack(t *testing.T) {
+	testutil.NeedRoot(t)
+	dir := testutil.ReachableTempDir(t)
+	iso, err := New(Options{RunAs: RunAsDynamic, RunUIDs: UIDRange{First: 62100, Last: 62100},
+		UIDLockDir: filepath.Join(dir, "uids"), DataDir: filepath.Join(dir, "data"), Runs: 1}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &pb.ExecuteTask{TaskId: "t-in", Attempt: 1, Parents: []string{"p-1"}}
+	id, err := iso.Acquire(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := iso.MakeRunDirs(m, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.In == "" {
+		t.Fatal("a run with parents got no input dir")
+	}
+	iso.Release(id, d, zerolog.Nop())
+	for _, p := range []string{d.Out, d.In} {
+		st, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; uid != uint32(os.Geteuid()) || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s after the release: uid %d mode %o, want the worker's, 0700", p, uid, st.Mode().Perm())
 		}
 	}
 }

@@ -117,7 +117,15 @@ func (p *uidPool) acquire() (*UIDLease, error) {
 			l.Release()
 			continue
 		}
-		delete(p.warned, uid)
+		if p.warned[uid] {
+			// Its processes outlived its run's release (or its worker), and
+			// may have left files after that release removed the uid's.
+			if n, err := RemoveLeftovers(uid); err != nil || n > 0 {
+				p.log.Info().Uint32("uid", uid).Int("removed", n).AnErr("error", err).
+					Msg("removed what the uid's last processes left in the shared temporary dirs and SysV IPC")
+			}
+			delete(p.warned, uid)
+		}
 		p.next = off + 1
 		return l, nil
 	}

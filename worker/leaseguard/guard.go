@@ -168,7 +168,8 @@ func serveGuard(fd int, errw io.Writer, locks string) int {
 // worker's Config.UIDLockDir). The dead worker's own lock went with it, so
 // another worker may hold the uid by now: it took it finding no process of
 // the uid left (uidPool.acquire), so what runs under the uid is its new
-// run, which a sweep would kill. A lease deadline's kill needs no lock:
+// run, which a sweep would kill (nor are its files removed,
+// isolation.RemoveLeftovers). A lease deadline's kill needs no lock:
 // the worker, alive, still holds the uid of every run it registered.
 func guardExit(tab guardTable, errw io.Writer, locks string) int {
 	for _, pgid := range tab.all() {
@@ -189,6 +190,11 @@ func guardExit(tab guardTable, errw io.Writer, locks string) int {
 			continue
 		}
 		killRunUID(e, "worker gone", errw)
+		if l != nil { // and what it left in /tmp, /dev/shm and SysV IPC, as the worker's release would
+			if n, err := isolation.RemoveLeftovers(e.uid); err != nil || n > 0 {
+				fmt.Fprintf(errw, "rlsched guard: worker gone: removed %d files and SysV IPC objects uid %d left (%v)\n", n, e.uid, err)
+			}
+		}
 		l.Release()
 	}
 	return 0

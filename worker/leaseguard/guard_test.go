@@ -1,6 +1,7 @@
 package leaseguard
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -286,7 +287,7 @@ func escapee(t *testing.T, uid uint32) int {
 // it is not the guard's to kill.
 func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 	testutil.NeedRoot(t)
-	const dynamic, expiring, account = 62040, 62041, 62042
+	const dynamic, expiring, account = 62150, 62151, 62152
 	pgDynamic, pgExpiring, pgAccount := escapee(t, dynamic), escapee(t, expiring), escapee(t, account)
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -331,7 +332,7 @@ func TestServeGuard_KillsWhatLeftTheGroup(t *testing.T) {
 // not swept, and its new run lives. A uid nobody holds is swept.
 func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	testutil.NeedRoot(t)
-	const taken, free = 62043, 62044
+	const taken, free = 62153, 62154
 	locks := t.TempDir()
 	pgOld, pgFree := escapee(t, taken), escapee(t, free)
 	l, err := isolation.LockUID(locks, taken) // the other worker's new run holds it
@@ -344,6 +345,18 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	// What each left in /tmp: removed for the uid nobody holds (issue 25).
+	left := map[uint32]string{}
+	for _, uid := range []uint32{taken, free} {
+		left[uid] = fmt.Sprintf("/tmp/rlsched-guard-left-%d-%d", os.Getpid(), uid)
+		if err := os.WriteFile(left[uid], nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(left[uid])
+		if err := os.Chown(left[uid], int(uid), int(uid)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fmt.Fprintf(w, "+%d 0 %d\n+%d 0 %d\n", pgOld, taken, pgFree, free)
 	w.Close() // the worker is gone
 	var out strings.Builder
@@ -360,6 +373,12 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 	if want := fmt.Sprintf("uid %d is another run's by now", taken); !strings.Contains(out.String(), want) {
 		t.Errorf("the guard did not say %q:\n%s", want, out.String())
 	}
+	if _, err := os.Lstat(left[free]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("what uid %d left in /tmp outlived the worker: %v; the guard said:\n%s", free, err, out.String())
+	}
+	if _, err := os.Lstat(left[taken]); err != nil {
+		t.Errorf("what uid %d left was removed while another run holds it: %v", taken, err)
+	}
 }
 
 // TestServeGuard_SweepsWhenTheLockCannotBeOpened: a uid lock directory the
@@ -367,7 +386,7 @@ func TestServeGuard_LeavesAUidAnotherRunHolds(t *testing.T) {
 // what the dead worker's run left under its uid.
 func TestServeGuard_SweepsWhenTheLockCannotBeOpened(t *testing.T) {
 	testutil.NeedRoot(t)
-	const uid = 62045
+	const uid = 62155
 	notADir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notADir, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,8 @@
 // (joined or not, which session, the artifact window).
 //
 // What it must never do: follow a symbolic link or open anything outside a
-// run's dir; read more than a few chunks ahead of the writer; let a run's
+// run's dir, or read a file the run could not have given it (a hard link,
+// another uid's file: Dir.open's check); read more than a few chunks ahead of the writer; let a run's
 // TaskFinished go before its last sync (Files.Done); take the room of logs
 // (the writer collects chunks after every run's logs, in a window of their
 // own); or take a lock of the worker's or block its writer (Link wakes it

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,26 +24,80 @@ import (
 // files meanwhile. Paths are core.CheckArtifactPath's: no "..", no empty
 // element.
 //
+// A file is read only when the opened descriptor is a regular file with
+// one link whose owner is the run's uid (refusal): the worker reads as
+// root, so a hard link to a file the run could not read itself (another
+// run's checkpoint, the worker's key), or one the run made readable to
+// the worker only, is never uploaded. Under the worker's own uid (owner
+// nil) the owner is not checked; the link count is.
+//
 // Its methods are safe for concurrent use (they share only the dir's
 // descriptor, which close ends).
 type Dir struct {
-	path string // for messages only: never resolved again
-	fd   int
+	path  string // for messages only: never resolved again
+	fd    int
+	owner *isolation.Identity // the run's uid; nil: the worker's
+
+	// mu makes close wait for a walk, the one method called from outside
+	// the uploader's lifetime (Files.CheckLast): a descriptor closed under
+	// a walk could be another file's by the next openat.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// Refused is a file of the dir that is never read, and why.
+type Refused struct {
+	Rel, Why string
+	// Kept: a regular file refused for its links or owner; the run's dir
+	// is then kept on the worker (a run's own hard-linked checkpoint is
+	// not lost with it). A symbolic link or a FIFO is only skipped.
+	Kept bool
+}
+
+func (r *Refused) Error() string { return fmt.Sprintf("not uploading %s: %s", r.Rel, r.Why) }
+
+const whySymlink = "a symbolic link (never followed)"
+
+// refusal says why the file st must not be read, or nil.
+func (d *Dir) refusal(rel string, st *unix.Stat_t) *Refused {
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return &Refused{Rel: rel, Why: whySymlink}
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		return &Refused{Rel: rel, Why: "not a regular file (a FIFO, socket or device)"}
+	case st.Nlink > 1:
+		return &Refused{Rel: rel, Why: fmt.Sprintf("it has %d hard links, and a hard link may be to a file the run cannot read: copy it instead", st.Nlink), Kept: true}
+	case d.owner != nil && st.Uid != d.owner.UID():
+		return &Refused{Rel: rel, Why: fmt.Sprintf("it belongs to uid %d, not to the run's uid %d", st.Uid, d.owner.UID()), Kept: true}
+	}
+	return nil
 }
 
 // maxDepth bounds the directories a walk descends.
 const maxDepth = 64
 
-// OpenDir opens the run's dir, which the worker has just made.
-func OpenDir(path string) (*Dir, error) {
+// maxListedRefusals bounds the refused files a walk lists (a run may make
+// millions of links): more than the run's log names (maxRefusalNotes).
+const maxListedRefusals = 2 * maxRefusalNotes
+
+// OpenDir opens the dir of the run of uid owner (nil: the worker's), which
+// the worker has just made.
+func OpenDir(path string, owner *isolation.Identity) (*Dir, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open the output dir %s: %w", path, err)
 	}
-	return &Dir{path: path, fd: fd}, nil
+	return &Dir{path: path, fd: fd, owner: owner}, nil
 }
 
-func (d *Dir) close() { unix.Close(d.fd) }
+func (d *Dir) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed {
+		d.closed = true
+		unix.Close(d.fd)
+	}
+}
 
 // dirAt opens the directory of rel's parent elements (made, owned by id,
 // when mkdir) and returns its descriptor and rel's last element. The
@@ -92,8 +147,10 @@ func notBeneath(rel string, err error) error {
 	return fmt.Errorf("cannot open %s: %w", rel, err)
 }
 
-// open opens the regular file rel for reading. O_NONBLOCK: a FIFO the run
-// put there must not hang the worker (and is then refused as not regular).
+// open opens the regular file rel for reading, or returns a *Refused (the
+// one check of every read: uploads, the watch's, TensorBoard's). The check
+// is of the opened descriptor, so a file swapped after a walk is caught.
+// O_NONBLOCK: a FIFO the run put there must not hang the worker.
 func (d *Dir) open(rel string) (*os.File, error) {
 	dir, name, err := d.dirAt(rel, false, nil)
 	if err != nil {
@@ -101,20 +158,22 @@ func (d *Dir) open(rel string) (*os.File, error) {
 	}
 	defer d.closeDir(dir)
 	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, &Refused{Rel: rel, Why: whySymlink}
+	}
 	if err != nil {
 		return nil, notBeneath(rel, err)
 	}
-	f := os.NewFile(uintptr(fd), rel)
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("cannot read %s: %w", rel, err)
 	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("cannot read %s: not a regular file", rel)
+	if ref := d.refusal(rel, &st); ref != nil {
+		unix.Close(fd)
+		return nil, ref
 	}
-	return f, nil
+	return os.NewFile(uintptr(fd), rel), nil
 }
 
 // create makes the file rel (and its missing parents), owned by id, for a
@@ -170,12 +229,27 @@ type walked struct {
 	ver fileVer
 }
 
+// listing is what a walk found.
+type listing struct {
+	files     []walked  // the files to read, in path order
+	refused   []Refused // what open would refuse (refusal), never read: the first maxListedRefusals
+	kept      bool      // one of the refused (listed or not) is Refused.Kept
+	skipped   int       // names CheckArtifactPath refuses, dirs too deep
+	truncated bool      // more than max files
+}
+
 // walk lists the regular files under the dir, in path order, at most max
 // of them (truncated then says so), and of those only the ones whose name
-// keep accepts (nil: all); symbolic links, devices, FIFOs and sockets are
-// skipped, as are names CheckArtifactPath refuses (skipped counts those).
-// Each directory is opened from its parent's descriptor with O_NOFOLLOW.
-func (d *Dir) walk(max int, keep func(name string) bool) (files []walked, skipped int, truncated bool, err error) {
+// keep accepts (nil: all); symbolic links, devices, FIFOs, sockets and
+// the files open refuses are listed as refused, names CheckArtifactPath
+// refuses counted as skipped. Each directory is opened from its parent's
+// descriptor with O_NOFOLLOW.
+func (d *Dir) walk(max int, keep func(name string) bool) (ls listing, err error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return listing{}, errors.New("cannot read the output dir: closed")
+	}
 	type frame struct {
 		fd  int
 		rel string
@@ -184,7 +258,7 @@ func (d *Dir) walk(max int, keep func(name string) bool) (files []walked, skippe
 	// offset with every other walk.
 	dup, err := unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("cannot read the output dir: %w", err)
+		return listing{}, fmt.Errorf("cannot read the output dir: %w", err)
 	}
 	stack := []frame{{dup, ""}}
 	for len(stack) > 0 {
@@ -198,44 +272,50 @@ func (d *Dir) walk(max int, keep func(name string) bool) (files []walked, skippe
 				rel = fr.rel + "/" + e.Name()
 			}
 			if core.CheckArtifactPath(rel) != nil {
-				skipped++
+				ls.skipped++
 				continue
 			}
-			switch {
-			case e.IsDir():
+			if e.IsDir() {
 				if strings.Count(rel, "/") >= maxDepth {
-					skipped++
+					ls.skipped++
 					continue
 				}
 				fd, err := unix.Openat(fr.fd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 				if err == nil {
 					stack = append(stack, frame{fd, rel})
 				}
-			case e.Type().IsRegular():
-				if keep != nil && !keep(e.Name()) {
-					continue
-				}
-				if len(files) >= max {
-					truncated = true
-					continue
-				}
-				var st unix.Stat_t
-				if err := unix.Fstatat(fr.fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-					continue // gone, or replaced since the listing
-				}
-				files = append(files, walked{rel, fileVer{st.Size, statMtime(&st).UnixNano()}})
+				continue
 			}
+			if keep != nil && !keep(e.Name()) {
+				continue
+			}
+			var st unix.Stat_t
+			if err := unix.Fstatat(fr.fd, e.Name(), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue // gone since the listing
+			}
+			if ref := d.refusal(rel, &st); ref != nil {
+				if len(ls.refused) < maxListedRefusals {
+					ls.refused = append(ls.refused, *ref)
+				}
+				ls.kept = ls.kept || ref.Kept
+				continue
+			}
+			if len(ls.files) >= max {
+				ls.truncated = true
+				continue
+			}
+			ls.files = append(ls.files, walked{rel, fileVer{st.Size, statMtime(&st).UnixNano()}})
 		}
 		dir.Close()
 		if rerr != nil && fr.rel == "" {
 			for _, f := range stack {
 				unix.Close(f.fd)
 			}
-			return nil, 0, false, fmt.Errorf("cannot read the output dir: %w", rerr)
+			return listing{}, fmt.Errorf("cannot read the output dir: %w", rerr)
 		}
 	}
-	slices.SortFunc(files, func(a, b walked) int { return strings.Compare(a.rel, b.rel) })
-	return files, skipped, truncated, nil
+	slices.SortFunc(ls.files, func(a, b walked) int { return strings.Compare(a.rel, b.rel) })
+	return ls, nil
 }
 
 // statMtime is a stat's mtime.

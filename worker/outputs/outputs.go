@@ -2,6 +2,7 @@ package outputs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
-	"github.com/rlsched/rlsched/worker/isolation"
 )
 
 // The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
@@ -113,7 +113,7 @@ type Files struct {
 	attempt int32
 	fence   uint64
 	log     zerolog.Logger
-	owner   *isolation.Identity // whose files the restore makes; nil: the worker's
+	note    func(line string) // writes a line of the worker's into the run's own log
 	dir     *Dir
 	// inputDir is RLSCHED_INPUT_DIR ("" for a run without inputs), set
 	// before the restore (SetInputDir), read by it only.
@@ -137,6 +137,13 @@ type Files struct {
 	metricBytes int // what metrics holds, as metricBytesOf counts it
 	restoreAck  *pb.ArtifactAck
 	restoreCh   chan restoreItem // chunks and refusals of the restore
+	lastList    *listing         // the last sync's walk, made by CheckLast
+
+	// Refusals said in the run's log (refuse), under refMu: each file once
+	// per reason, at most maxRefusalNotes.
+	refMu    sync.Mutex
+	refNoted map[string]string
+	refFull  bool // maxRefusalNotes reached, and said
 
 	// Uploader goroutine only.
 	known map[string]fileVer // versions stored (or refused for good)
@@ -161,11 +168,13 @@ type upload struct {
 }
 
 // NewFiles makes the outputs of a run (task, attempt, fence), whose dir
-// is open; log is the run's, owner its uid (nil: the worker's).
-func (l *Link) NewFiles(task string, attempt int32, fence uint64, log zerolog.Logger, owner *isolation.Identity, dir *Dir) *Files {
-	return &Files{l: l, task: task, attempt: attempt, fence: fence, log: log, owner: owner, dir: dir,
+// is open (OpenDir, with the run's uid); log is the run's, and note writes
+// a line into its own log (where its owner reads why a file is missing).
+func (l *Link) NewFiles(task string, attempt int32, fence uint64, log zerolog.Logger, note func(string), dir *Dir) *Files {
+	return &Files{l: l, task: task, attempt: attempt, fence: fence, log: log, note: note, dir: dir,
 		final: make(chan struct{}), quit: make(chan struct{}), tbEnd: make(chan struct{}),
-		ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64)}
+		ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64),
+		refNoted: map[string]string{}}
 }
 
 // start starts the uploader and the TensorBoard reader once the run's
@@ -305,15 +314,83 @@ func (o *Files) last() {
 	o.l.kick()
 }
 
+// CheckLast makes the last sync's walk now, once the run's processes are
+// gone and before its log is closed, so that what the last sync will not
+// read is said in the run's log too (refuse). Nil-safe.
+func (o *Files) CheckLast() {
+	if o == nil {
+		return
+	}
+	o.l.mu.Lock()
+	skip := !o.started || o.stopped
+	o.l.mu.Unlock()
+	if skip {
+		return
+	}
+	ls, err := o.dir.walk(maxWalk, nil)
+	if err != nil {
+		return // the last sync walks again, and says why
+	}
+	o.refuse(ls)
+	o.l.mu.Lock()
+	o.lastList = &ls
+	o.l.mu.Unlock()
+}
+
+// maxRefusalNotes bounds the refused files named in a run's log.
+const maxRefusalNotes = 100
+
+// refuse says in the run's log why the files ls refused are not
+// uploaded, each once per reason; a file kept on the worker
+// (Refused.Kept) makes the outputs partial, so the dir is kept. Never with
+// Link.mu held: a full spool blocks the note.
+func (o *Files) refuse(ls listing) {
+	for _, r := range ls.refused {
+		say := ""
+		o.refMu.Lock()
+		switch {
+		case o.refNoted[r.Rel] == r.Why:
+		case len(o.refNoted) < maxRefusalNotes:
+			o.refNoted[r.Rel] = r.Why
+			say = r.Error()
+		case !o.refFull:
+			o.refFull = true
+			say = fmt.Sprintf("more files of the output dir are not uploaded (links, or files not the run's); the first %d are named above", maxRefusalNotes)
+		}
+		o.refMu.Unlock()
+		if say != "" {
+			o.note(say)
+		}
+	}
+	if ls.kept {
+		o.l.mu.Lock()
+		o.partial = true
+		o.l.mu.Unlock()
+	}
+}
+
 // sync sends what changed since the last one. The last sync (final)
 // reports whether every file the walk found was then stored, or refused
 // (outputs.partial).
 func (o *Files) sync(final bool) (all bool) {
-	files, skipped, truncated, err := o.dir.walk(maxWalk, nil)
-	if err != nil {
-		o.log.Warn().Err(err).Msg("cannot list the run's output dir")
-		return false
+	var ls listing
+	var last *listing
+	if final {
+		o.l.mu.Lock()
+		last, o.lastList = o.lastList, nil
+		o.l.mu.Unlock()
 	}
+	if last != nil {
+		ls = *last // its refusals are said
+	} else {
+		var err error
+		if ls, err = o.dir.walk(maxWalk, nil); err != nil {
+			o.log.Warn().Err(err).Msg("cannot list the run's output dir")
+			return false
+		}
+		o.refuse(ls)
+	}
+	files, skipped, truncated := ls.files, ls.skipped, ls.truncated
 	if final {
 		defer func() {
 			all = skipped == 0 && !truncated
@@ -398,9 +475,13 @@ func (o *Files) upload(list []walked, changing bool) (torn []walked) {
 			next++
 			l.mu.Unlock()
 			f, ver, err := o.openVersion(w.rel)
+			var ref *Refused
+			if errors.As(err, &ref) {
+				o.refuse(listing{refused: []Refused{*ref}, kept: ref.Kept})
+			}
 			l.mu.Lock()
 			if err != nil {
-				if !errors.Is(err, fs.ErrNotExist) {
+				if ref == nil && !errors.Is(err, fs.ErrNotExist) {
 					o.log.Info().Err(err).Msg("not uploading an output file")
 				}
 				continue

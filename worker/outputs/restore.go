@@ -146,14 +146,14 @@ func (o *Files) restoreFile(f *pb.RestoreFile) (int64, error) {
 		if o.inputDir == "" || !strings.HasPrefix(f.GetPath(), in+"/") {
 			return 0, fmt.Errorf("an input of run %s at %q, and the run has no input dir for it", in, f.GetPath())
 		}
-		d, err := OpenDir(o.inputDir)
+		d, err := OpenDir(o.inputDir, o.dir.owner)
 		if err != nil {
 			return 0, err
 		}
 		defer d.close()
 		dir = d
 	}
-	out, err := dir.create(f.GetPath(), o.owner)
+	out, err := dir.create(f.GetPath(), o.dir.owner)
 	if err != nil {
 		return 0, err
 	}

@@ -47,11 +47,11 @@ func (o *Files) followTensorBoard() {
 	files := map[string]*tfevents.File{}
 	given := map[string]bool{} // corrupt or unreadable: not followed again
 	discover := func() {
-		list, _, _, err := o.dir.walk(maxEventFiles, isEventFile)
+		ls, err := o.dir.walk(maxEventFiles, isEventFile)
 		if err != nil {
 			return
 		}
-		for _, w := range list {
+		for _, w := range ls.files {
 			if rel := w.rel; files[rel] == nil && !given[rel] {
 				files[rel] = tfevents.FollowWith(rel, func() (*os.File, error) { return o.dir.open(rel) })
 			}
