@@ -165,6 +165,11 @@ func (rf *runFlags) define(fs *flagSet) {
 	rf.deps.define(fs)
 	rf.definePython(fs)
 	fs.StringVar(&rf.req.Image, "image", "", "run in container image `NAME` (e.g. pytorch/pytorch:2.3.0) with its code mounted, on a worker with podman")
+	rf.defineCode(fs)
+}
+
+// defineCode adds --code and --no-code, the run's code snapshot (issue 27).
+func (rf *runFlags) defineCode(fs *flagSet) {
 	fs.StringVar(&rf.codeDir, "code", "", "snapshot the tree of `DIR` (its git work tree, else DIR less .rlschedignore) instead of the current directory's")
 	fs.BoolVar(&rf.noCode, "no-code", false, "send no code snapshot: the run runs in --workdir on the worker (a shared file system)")
 }
@@ -314,15 +319,24 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 	if req.Image != "" && req.Python != nil {
 		return req, inv.usageError("--image runs in the image's own Python: install the requirements in it, and drop --requirements or --venv"), false
 	}
+	if code, ok := inv.codeRequest(fs, rf, &req); !ok {
+		return req, code, false
+	}
+	return req, ExitOK, true
+}
+
+// codeRequest checks --code against --no-code and --workdir and records
+// the git state of the tree the snapshot is taken of.
+func (inv *invocation) codeRequest(fs *flagSet, rf *runFlags, req *submitRequest) (int, bool) {
 	if rf.noCode && rf.codeDir != "" {
-		return req, inv.usageError("give --code DIR or --no-code, not both"), false
+		return inv.usageError("give --code DIR or --no-code, not both"), false
 	}
 	if fs.isSet("workdir") && rf.codeDir != "" {
-		return req, inv.usageError("--workdir runs in a directory of the worker, --code in a snapshot: give one"), false
+		return inv.usageError("--workdir runs in a directory of the worker, --code in a snapshot: give one"), false
 	}
 	req.Code = gitCode(inv.ctx, rf.codeSource(inv))
-	fitDiff(&req)
-	return req, ExitOK, true
+	fitDiff(req)
+	return ExitOK, true
 }
 
 func runSubmit(inv *invocation, args []string) int {
