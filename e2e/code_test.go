@@ -20,11 +20,18 @@ const codeScript = `import os
 print("data:", open("data.txt").read().strip())
 print("cwd:", os.path.relpath(os.getcwd(), os.environ["RLSCHED_CODE_DIR"]))
 print("helper:", os.path.exists("../helper.py"))
+print("new:", os.path.exists("new.py"))
+print("uid:", os.getuid())
+try:
+    os.listdir(os.environ["E2E_HOME"])
+    print("home: readable")
+except PermissionError:
+    print("home: denied")
 `
 
 // TestCodeSnapshot (issue 27): a run executes the tree as it was when
-// submitted, from a home directory its worker's run uids cannot read,
-// started in the submitted subdirectory; the files edited, added and
+// submitted, from a home directory its uid (not the worker's, whose data
+// dir is elsewhere) cannot read, started in the submitted subdirectory; the files edited, added and
 // deleted after the submission change nothing; a resubmission uploads
 // only the changed file; a rerun runs the original tree; rlsched code
 // downloads it.
@@ -93,7 +100,7 @@ func TestCodeSnapshot(t *testing.T) {
 		return n
 	}
 	// No worker yet: the run cannot start before the files change.
-	id := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--", "python3", "train.py"))
+	id := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--env", "E2E_HOME="+home, "--", "python3", "train.py"))
 	after1 := blobs()
 	write("exp/data.txt", "edited after submit\n")
 	if err := os.Remove(filepath.Join(proj, "helper.py")); err != nil {
@@ -103,7 +110,7 @@ func TestCodeSnapshot(t *testing.T) {
 
 	// The same tree with one file changed (and one deleted, one added):
 	// the new file's blob and the manifest are all it stores.
-	id2 := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--", "python3", "train.py"))
+	id2 := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--env", "E2E_HOME="+home, "--", "python3", "train.py"))
 	if got := blobs() - after1; got != 3 {
 		t.Fatalf("the second submission stored %d blobs; want 3 (data.txt, new.py, the manifest)", got)
 	}
@@ -114,11 +121,15 @@ func TestCodeSnapshot(t *testing.T) {
 	text, _ := alice.logText(id)
 	if !regexp.MustCompile(`\[rlsched\] code [0-9a-f]{64} \(5 files, 1\.6 MiB\)\n`).MatchString(text) ||
 		!strings.Contains(text, "data: submitted bytes\n") || !strings.Contains(text, "cwd: exp\n") ||
-		!strings.Contains(text, "helper: True\n") {
+		!strings.Contains(text, "helper: True\n") || !strings.Contains(text, "new: False\n") {
 		t.Fatalf("the run did not run the submitted tree; log:\n%s", text)
 	}
+	if strings.Contains(text, "uid: 0\n") || !strings.Contains(text, "home: denied\n") {
+		t.Fatalf("the run ran as root, or could read the home directory its code came from; log:\n%s", text)
+	}
 	alice.waitStatus(id2, "SUCCEEDED", 60*time.Second)
-	if text, _ := alice.logText(id2); !strings.Contains(text, "data: edited after submit\n") || !strings.Contains(text, "helper: False\n") {
+	if text, _ := alice.logText(id2); !strings.Contains(text, "data: edited after submit\n") || !strings.Contains(text, "helper: False\n") ||
+		!strings.Contains(text, "new: True\n") {
 		t.Fatalf("the second run did not run its own tree; log:\n%s", text)
 	}
 
