@@ -40,10 +40,11 @@ const (
 	termInputQueue = 64
 	// maxTermSize is the largest window side the PTY is given.
 	maxTermSize = 1000
-	// timeWarning is how long before its timeout an interactive run's
-	// terminal is told that it will end.
-	timeWarning = 5 * time.Minute
 )
+
+// timeWarning is how long before its timeout an interactive run's terminal
+// is told that it will end (a variable: a test shortens it).
+var timeWarning = 5 * time.Minute
 
 // term is the terminal side of one interactive run. ptmx is the PTY's
 // master side (the run's r.pipe too). Its mutex guards the fields below it;
