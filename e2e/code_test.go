@@ -282,3 +282,44 @@ func TestCodeSnapshotRetry(t *testing.T) {
 		t.Fatalf("run %v; log:\n%s", tk, text)
 	}
 }
+
+// TestCodeSnapshotUploadResumes: an upload cut short (here: three of a
+// large file's chunks stored, the rest not) is resumed by the next
+// submission, which uploads only the blobs still missing and shows its
+// progress on stderr for a large tree.
+func TestCodeSnapshotUploadResumes(t *testing.T) {
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-alice")
+	if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+		t.Fatal(out)
+	}
+	src := filepath.Join(b.Dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// 12 chunks of 1 MiB, each of other bytes: over 8 MiB to upload even
+	// without the three stored, so its progress is shown.
+	big := make([]byte, 12<<20)
+	for i := range big {
+		big[i] = byte(i/(1<<20) + i%251)
+	}
+	if err := os.WriteFile(filepath.Join(src, "weights.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "train.py"), []byte("print('hi')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		chunk := big[i<<20 : (i+1)<<20]
+		alice.Must("PUT", "/api/code/blobs/"+hexSHA256(chunk), chunk, 201, nil, "Content-Type", "application/octet-stream")
+	}
+	out, code := b.cli(cfg, "submit", "--code", src, "--server", m.URL, "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	if !strings.Contains(out, "uploading code: ") || !regexp.MustCompile(`code [0-9a-f]{12} \(2 files, 12\.0 MiB; uploaded 10 blobs, 9\.0 MiB\)`).MatchString(out) {
+		t.Fatalf("the submission's output: want the progress and 10 blobs (9 chunks and train.py) uploaded\n%s", out)
+	}
+}
