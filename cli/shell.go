@@ -24,9 +24,9 @@ priority and placement apply, and it gets its own uid, limits, GPUs (CUDA_VISIBL
 and log. It runs in a snapshot of your code, as rlsched submit's runs do: the tree of the
 current directory (--code DIR: DIR's), started in the current directory's place in it;
 --no-code sends none (then a command runs in the current directory of the worker). Without
-a command it runs the login shell of its uid; with one (after --) that command. While it
-waits, its place in the queue and why it waits are shown; once it runs your terminal is
-attached to it.
+a command it runs the login shell of its uid (in an image, --image NAME: its bash, else sh);
+with one (after --) that command. While it waits, its place in the queue and why it waits
+are shown; once it runs your terminal is attached to it.
 
 ` + detachHelp + `
 
@@ -38,6 +38,7 @@ code is this command's (0: SUCCEEDED).`,
 			"rlsched shell --gpus 1 --time 2h",
 			"rlsched shell --cpus 4 --memory 16GiB -- python3 -i",
 			"rlsched shell --no-record -- htop",
+			"rlsched shell --gpus 1 --image pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
 		},
 		argv: true,
 		run:  runShell,
@@ -95,6 +96,7 @@ func runSession(inv *invocation, args []string, notebook bool) int {
 	fs.StringVar(&project, "project", "", "`PROJECT` to group runs")
 	fs.IntVar(&prio, "priority", 0, "priority `N` (above 0: admins only)")
 	rf.definePython(fs)
+	defineImage(fs, &req)
 	rf.defineCode(fs)
 	if notebook {
 		fs.IntVar(&port, "port", 8888, "`PORT` the app listens on, on the worker's loopback (its env has it as RLSCHED_PORT)")
@@ -169,6 +171,9 @@ func runSession(inv *invocation, args []string, notebook bool) int {
 		req.Record = &off
 	}
 	if code, ok := inv.pythonEnv(fs, &rf, &req); !ok {
+		return code
+	}
+	if code, ok := inv.checkImage(&req); !ok {
 		return code
 	}
 	if code, ok := inv.codeRequest(fs, &rf, &req); !ok {
