@@ -286,40 +286,75 @@ func TestCodeSnapshotRetry(t *testing.T) {
 // TestCodeSnapshotUploadResumes: an upload cut short (here: three of a
 // large file's chunks stored, the rest not) is resumed by the next
 // submission, which uploads only the blobs still missing and shows its
-// progress on stderr for a large tree.
+// progress on stderr for a large tree; the worker runs the file whole,
+// from its chunks. Against the disk store and S3 (SeaweedFS). --no-code
+// sends no snapshot: the run keeps its workdir.
 func TestCodeSnapshotUploadResumes(t *testing.T) {
-	b := newBed(t)
-	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
-	alice, _ := signup(t, m.URL, "alice", "ADMIN")
-	cfg := filepath.Join(b.Dir, "cli-alice")
-	if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
-		t.Fatal(out)
-	}
-	src := filepath.Join(b.Dir, "src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// 12 chunks of 1 MiB, each of other bytes: over 8 MiB to upload even
-	// without the three stored, so its progress is shown.
-	big := make([]byte, 12<<20)
-	for i := range big {
-		big[i] = byte(i/(1<<20) + i%251)
-	}
-	if err := os.WriteFile(filepath.Join(src, "weights.bin"), big, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(src, "train.py"), []byte("print('hi')\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		chunk := big[i<<20 : (i+1)<<20]
-		alice.Must("PUT", "/api/code/blobs/"+hexSHA256(chunk), chunk, 201, nil, "Content-Type", "application/octet-stream")
-	}
-	out, code := b.cli(cfg, "submit", "--code", src, "--server", m.URL, "--", "python3", "train.py")
-	if code != 0 {
-		t.Fatal(out)
-	}
-	if !strings.Contains(out, "uploading code: ") || !regexp.MustCompile(`code [0-9a-f]{12} \(2 files, 12\.0 MiB; uploaded 10 blobs, 9\.0 MiB\)`).MatchString(out) {
-		t.Fatalf("the submission's output: want the progress and 10 blobs (9 chunks and train.py) uploaded\n%s", out)
+	for _, backend := range []string{"disk", "s3"} {
+		t.Run(backend, func(t *testing.T) {
+			b := newBed(t)
+			var env []string
+			if backend == "s3" {
+				env = s3Env(t)
+			}
+			m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), Env: env})
+			alice, _ := signup(t, m.URL, "alice", "ADMIN")
+			cfg := filepath.Join(b.Dir, "cli-alice")
+			if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+				t.Fatal(out)
+			}
+			src := filepath.Join(b.Dir, "src")
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// 12 chunks of 1 MiB, each of other bytes: over 8 MiB to upload
+			// even without the three stored, so its progress is shown.
+			big := make([]byte, 12<<20)
+			for i := range big {
+				big[i] = byte(i/(1<<20) + i%251)
+			}
+			if err := os.WriteFile(filepath.Join(src, "weights.bin"), big, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			train := "import hashlib\nprint('weights', hashlib.sha256(open('weights.bin', 'rb').read()).hexdigest())\n"
+			if err := os.WriteFile(filepath.Join(src, "train.py"), []byte(train), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				chunk := big[i<<20 : (i+1)<<20]
+				alice.Must("PUT", "/api/code/blobs/"+hexSHA256(chunk), chunk, 201, nil, "Content-Type", "application/octet-stream")
+			}
+			out, code := b.cli(cfg, "submit", "--code", src, "--server", m.URL, "--", "python3", "train.py")
+			if code != 0 {
+				t.Fatal(out)
+			}
+			if !strings.Contains(out, "uploading code: ") || !regexp.MustCompile(`code [0-9a-f]{12} \(2 files, 12\.0 MiB; uploaded 10 blobs, 9\.0 MiB\)`).MatchString(out) {
+				t.Fatalf("the submission's output: want the progress and 10 blobs (9 chunks and train.py) uploaded\n%s", out)
+			}
+			lastLine := func(s string) string { s = strings.TrimSpace(s); return s[strings.LastIndex(s, "\n")+1:] }
+			id := lastLine(out)
+			b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+			m.WaitJoined(t, "w1")
+			alice.waitStatus(id, "SUCCEEDED", 60*time.Second)
+			if text, _ := alice.logText(id); !strings.Contains(text, "weights "+hexSHA256(big)+"\n") {
+				t.Fatalf("the run did not read weights.bin whole; log:\n%s", text)
+			}
+
+			out, code = b.cli(cfg, "submit", "--no-code", "--server", m.URL, "--", "true")
+			if code != 0 {
+				t.Fatal(out)
+			}
+			nc := lastLine(out)
+			var got struct {
+				Workdir string `json:"workdir"`
+				Code    *struct {
+					Tree string `json:"tree"`
+				} `json:"code"`
+			}
+			alice.Must("GET", "/api/tasks/"+nc, nil, 200, &got)
+			if got.Workdir != filepath.Join(b.Dir, "cli-cwd") || got.Code != nil && got.Code.Tree != "" {
+				t.Fatalf("--no-code: workdir %q, code %+v; want the current directory and no tree", got.Workdir, got.Code)
+			}
+		})
 	}
 }
