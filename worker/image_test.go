@@ -207,3 +207,32 @@ func TestImage_InteractiveSession(t *testing.T) {
 		t.Fatalf("TaskFinished: %v\nterminal: %q", fin, r.out.String())
 	}
 }
+
+// TestImage_GPUDevices: a run's GPUs go into its container as CDI names
+// (CONTAINER_GPUS=cdi, by index) or as the device nodes of their minors
+// and the driver's control nodes; a GPU without its node fails the start.
+func TestImage_GPUDevices(t *testing.T) {
+	all := []GPU{{Index: 0, Minor: 4}, {Index: 1, Minor: 7}}
+	cdi := &containerRuntime{gpus: ContainerGPUsCDI}
+	if got, err := cdi.gpuDevices(all, []int{1, 0}); err != nil ||
+		!slices.Equal(got, []string{"--device", "nvidia.com/gpu=1", "--device", "nvidia.com/gpu=0"}) {
+		t.Fatalf("cdi: %v %v", got, err)
+	}
+	dev := t.TempDir()
+	for _, n := range []string{"nvidia7", "nvidiactl"} {
+		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := &containerRuntime{gpus: ContainerGPUsDevices, devDir: dev}
+	if got, err := nodes.gpuDevices(all, []int{1}); err != nil ||
+		!slices.Equal(got, []string{"--device", filepath.Join(dev, "nvidia7"), "--device", filepath.Join(dev, "nvidiactl")}) {
+		t.Fatalf("devices: %v %v", got, err)
+	}
+	if _, err := nodes.gpuDevices(all, []int{0}); err == nil || !strings.Contains(err.Error(), "cannot pass GPU 0") {
+		t.Fatalf("a GPU without its node: %v", err)
+	}
+	if got, err := nodes.gpuDevices(all, nil); err != nil || got != nil {
+		t.Fatalf("no GPUs: %v %v", got, err)
+	}
+}
