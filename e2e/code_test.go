@@ -358,3 +358,70 @@ func TestCodeSnapshotUploadResumes(t *testing.T) {
 		})
 	}
 }
+
+// TestCodeSnapshotUnprivilegedWorker (issue 27's "done when"): a worker
+// that is not root, as uid 65534 in a directory tree of its own, runs code
+// submitted from a home directory it cannot read: the code comes with the
+// run, not from the submitter's file system.
+func TestCodeSnapshotUnprivilegedWorker(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv (util-linux) to start a worker as another uid")
+	}
+	const uid = 65534
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-alice")
+	if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+		t.Fatal(out)
+	}
+	home := filepath.Join(b.Dir, "home", "alice")
+	proj := filepath.Join(home, "proj")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "train.py"), []byte(codeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "data.txt"), []byte("from alice's home\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, code := b.cli(cfg, "submit", "--code", proj, "--env", "E2E_HOME="+home, "--server", m.URL, "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	id := strings.TrimSpace(out)
+
+	// The worker's binary and data dir where uid 65534 reaches them.
+	wdir := filepath.Join(b.Dir, "nobody")
+	data := filepath.Join(wdir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(b.Bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nbin := filepath.Join(wdir, "rlsched")
+	if err := os.WriteFile(nbin, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(data, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	saved := b.Bin
+	b.Bin = nbin
+	b.StartVia("worker-nobody", []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"},
+		b.ServerEnv("WORKER_JOIN_TOKEN="+b.JoinToken, "HOME="+data), rig.WorkerArgs(m.RPC, "nobody", 2, 0, data)...)
+	b.Bin = saved
+	m.WaitJoined(t, "nobody")
+	tk := alice.waitTask(id, 60*time.Second, "ended", func(tk task) bool { return terminal[tk.Status] })
+	text, _ := alice.logText(id)
+	if tk.Status != "SUCCEEDED" || !strings.Contains(text, "data: from alice's home\n") || !strings.Contains(text, "uid: 65534\n") ||
+		!strings.Contains(text, "home: denied\n") {
+		t.Fatalf("run %v; want the submitted tree run as uid 65534, which cannot read the home dir; log:\n%s", tk, text)
+	}
+}
