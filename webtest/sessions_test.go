@@ -69,6 +69,11 @@ func TestSessionsOnTheDashboard(t *testing.T) {
 	b.typeInto("#terminal-input", "echo web-$((6*7))\r")
 	b.wait("the typed line's output in the terminal", 20*time.Second,
 		`document.querySelector('#terminal-text').textContent.includes('web-42')`)
+	// Ctrl-C reaches the foreground job as SIGINT.
+	b.typeInto("#terminal-input", `sh -c 'trap "echo got-int-$((2+2)); exit" INT; echo ready-$((1+2)); while :; do sleep 0.1; done'`+"\r")
+	b.wait("the job running", 20*time.Second, `document.querySelector('#terminal-text').textContent.includes('ready-3')`)
+	b.do("Ctrl-C", chromedp.KeyEvent("c", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	b.wait("SIGINT to reach the job", 20*time.Second, `document.querySelector('#terminal-text').textContent.includes('got-int-4')`)
 
 	b.open(s.url + "/runs/" + nb)
 	b.wait("the app's URL and its button", 20*time.Second,
