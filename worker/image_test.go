@@ -189,7 +189,9 @@ func TestImage_InteractiveSession(t *testing.T) {
 	// Once the shell is up in the container, its runtime relays the
 	// window size (SIGWINCH); the line is typed again until the size has
 	// arrived, as a user would.
-	r.until(t, "the shell's first prompt", func(out string) bool { return out != "" })
+	// The container starts after the run did: seconds on vfs, more on a
+	// loaded machine.
+	r.within(t, 90*time.Second, "the shell's first prompt", func(out string) bool { return out != "" })
 	mc.send(&pb.TermResize{TaskId: "t-img-sh", Attempt: 1, Fence: fence, Cols: 101, Rows: 33})
 	line := "echo size=$(stty size) uid=$(id -u) tty=$(test -t 0 && echo yes) shell=$0 marker=$(tr ' ' _ < " + testimage.Marker + ")\r"
 	for try := 1; try <= 5 && !strings.Contains(r.out.String(), "size=33 101 "); try++ {

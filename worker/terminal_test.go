@@ -27,7 +27,13 @@ type termReader struct {
 // until reads frames until cond holds of the output so far.
 func (r *termReader) until(t *testing.T, what string, cond func(out string) bool) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	r.within(t, 20*time.Second, what, cond)
+}
+
+// within is until with a bound of d.
+func (r *termReader) within(t *testing.T, d time.Duration, what string, cond func(out string) bool) {
+	t.Helper()
+	deadline := time.After(d)
 	for !cond(r.out.String()) {
 		select {
 		case m, open := <-r.mc.in:
@@ -36,7 +42,7 @@ func (r *termReader) until(t *testing.T, what string, cond func(out string) bool
 			}
 			r.take(t, m)
 		case <-deadline:
-			t.Fatalf("no %s within 20s; terminal so far %q", what, r.out.String())
+			t.Fatalf("no %s within %v; terminal so far %q", what, d, r.out.String())
 		}
 	}
 }
