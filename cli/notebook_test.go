@@ -36,3 +36,30 @@ func TestNotebookCommand(t *testing.T) {
 		}
 	}
 }
+
+// rlsched shell and notebook take submit's --image and Python env flags,
+// checked as submit checks them.
+func TestSessionImageAndPython(t *testing.T) {
+	h := newHarness(t)
+	h.login()
+	h.mustRun(0, "notebook", "--no-wait", "--image", "pytorch/pytorch:2.3.0", "--", "python3", "app.py")
+	if got := jsonString(h.trainBody()["image"]); got != `"pytorch/pytorch:2.3.0"` {
+		t.Errorf("--image: image = %s", got)
+	}
+	h.mustRun(0, "notebook", "--no-wait", "--venv", "/shared/envs/x", "--", "python3", "app.py")
+	if got := jsonString(h.trainBody()["python"]); got != `{"venv":"/shared/envs/x"}` {
+		t.Errorf("--venv: python = %s", got)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"shell", "--image", "--privileged"}, "must be a container image reference"},
+		{[]string{"shell", "--image", "debian", "--venv", "/v"}, "--image runs in the image's own Python"},
+		{[]string{"shell", "--code", ".", "--no-code"}, "give --code DIR or --no-code, not both"},
+	} {
+		if _, errs := h.mustRun(ExitUsage, c.args...); !strings.Contains(errs, c.want) {
+			t.Errorf("%v: %q, want %q", c.args, errs, c.want)
+		}
+	}
+}

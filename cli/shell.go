@@ -21,8 +21,11 @@ func init() {
 		summary: "Queue an interactive session (a shell on a worker) and attach to it.",
 		details: `The session is a run of kind "interactive", queued like any other: fair share, quotas,
 priority and placement apply, and it gets its own uid, limits, GPUs (CUDA_VISIBLE_DEVICES)
-and log. Without a command it runs the login shell of its uid; with one (after --) that
-command, in the current directory. While it waits, its place in the queue and why it waits
+and log. It runs in a snapshot of your code, as rlsched submit's runs do: the tree of the
+current directory (--code DIR: DIR's), started in the current directory's place in it;
+--no-code sends none (then a command runs in the current directory of the worker). Without
+a command it runs the login shell of its uid (in an image, --image NAME: its bash, else sh);
+with one (after --) that command. While it waits, its place in the queue and why it waits
 are shown; once it runs your terminal is attached to it.
 
 ` + detachHelp + `
@@ -35,6 +38,7 @@ code is this command's (0: SUCCEEDED).`,
 			"rlsched shell --gpus 1 --time 2h",
 			"rlsched shell --cpus 4 --memory 16GiB -- python3 -i",
 			"rlsched shell --no-record -- htop",
+			"rlsched shell --gpus 1 --image pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime",
 		},
 		argv: true,
 		run:  runShell,
@@ -80,6 +84,7 @@ func runSession(inv *invocation, args []string, notebook bool) int {
 		port          int
 		noWait        bool
 		req           submitRequest
+		rf            runFlags // the code snapshot and Python env, as submit's
 	)
 	what := "session"
 	fs.Float64Var(&gpus, "gpus", 0, "`N` GPUs the "+what+" needs: whole GPUs, or a fraction of one (0.25, 0.5)")
@@ -90,6 +95,9 @@ func runSession(inv *invocation, args []string, notebook bool) int {
 	fs.StringVar(&name, "name", "", "display `NAME` (default: shell, or the command)")
 	fs.StringVar(&project, "project", "", "`PROJECT` to group runs")
 	fs.IntVar(&prio, "priority", 0, "priority `N` (above 0: admins only)")
+	rf.definePython(fs)
+	defineImage(fs, &req)
+	rf.defineCode(fs)
 	if notebook {
 		fs.IntVar(&port, "port", 8888, "`PORT` the app listens on, on the worker's loopback (its env has it as RLSCHED_PORT)")
 		fs.BoolVar(&noWait, "no-wait", false, "print the URL at once instead of once the session runs")
@@ -162,9 +170,21 @@ func runSession(inv *invocation, args []string, notebook bool) int {
 		off := false
 		req.Record = &off
 	}
+	if code, ok := inv.pythonEnv(fs, &rf, &req); !ok {
+		return code
+	}
+	if code, ok := inv.checkImage(&req); !ok {
+		return code
+	}
+	if code, ok := inv.codeRequest(fs, &rf, &req); !ok {
+		return code
+	}
 	c, code, ok := inv.newClient()
 	if !ok {
 		return code
+	}
+	if err := inv.attachCode(c, &req, &rf, fs); err != nil {
+		return inv.fail(err)
 	}
 	var ans submitAnswer
 	raw, err := c.postJSON(inv.ctx, "/api/train", req, &ans)

@@ -53,6 +53,11 @@ const packTries = 3
 // errChanged: a file changed while it was read.
 var errChanged = errors.New("changed while it was packed")
 
+// packedHook, when set, runs after a file's bytes are read and before they
+// are checked against its stat: tests change the file there, the one
+// moment a real writer's change is otherwise left to chance.
+var packedHook func(path string)
+
 // packTree packs the tree holding dir (its git work tree, else dir) within
 // lim; over lim it fails with a listing of the largest files and
 // directories.
@@ -179,6 +184,9 @@ func (s *snapshot) packFile(p string, info fs.FileInfo) (codetree.File, error) {
 		if err != nil {
 			return codetree.File{}, fmt.Errorf("cannot pack %s: %w", p, err)
 		}
+	}
+	if packedHook != nil {
+		packedHook(full)
 	}
 	after, err := os.Lstat(full)
 	if err != nil || n != info.Size() || after.Size() != n || !after.ModTime().Equal(info.ModTime()) {

@@ -164,7 +164,17 @@ func (rf *runFlags) define(fs *flagSet) {
 	fs.BoolVar(&rf.req.Private, "private", false, "only you and admins may read the run's output files and resume from them")
 	rf.deps.define(fs)
 	rf.definePython(fs)
-	fs.StringVar(&rf.req.Image, "image", "", "run in container image `NAME` (e.g. pytorch/pytorch:2.3.0) with its code mounted, on a worker with podman")
+	defineImage(fs, &rf.req)
+	rf.defineCode(fs)
+}
+
+// defineImage adds --image, the container image a run runs in (issue 27).
+func defineImage(fs *flagSet, req *submitRequest) {
+	fs.StringVar(&req.Image, "image", "", "run in container image `NAME` (e.g. pytorch/pytorch:2.3.0) with its code mounted, on a worker with podman")
+}
+
+// defineCode adds --code and --no-code, the run's code snapshot (issue 27).
+func (rf *runFlags) defineCode(fs *flagSet) {
 	fs.StringVar(&rf.codeDir, "code", "", "snapshot the tree of `DIR` (its git work tree, else DIR less .rlschedignore) instead of the current directory's")
 	fs.BoolVar(&rf.noCode, "no-code", false, "send no code snapshot: the run runs in --workdir on the worker (a shared file system)")
 }
@@ -308,21 +318,38 @@ func (inv *invocation) request(fs *flagSet, p parsed, rf *runFlags) (req submitR
 	if code, ok := inv.pythonEnv(fs, rf, &req); !ok {
 		return req, code, false
 	}
+	if code, ok := inv.checkImage(&req); !ok {
+		return req, code, false
+	}
+	if code, ok := inv.codeRequest(fs, rf, &req); !ok {
+		return req, code, false
+	}
+	return req, ExitOK, true
+}
+
+// checkImage checks --image, and that it comes without a Python env.
+func (inv *invocation) checkImage(req *submitRequest) (int, bool) {
 	if err := core.CheckImage(req.Image); err != nil {
-		return req, inv.usageError("--%v", err), false
+		return inv.usageError("--%v", err), false
 	}
 	if req.Image != "" && req.Python != nil {
-		return req, inv.usageError("--image runs in the image's own Python: install the requirements in it, and drop --requirements or --venv"), false
+		return inv.usageError("--image runs in the image's own Python: install the requirements in it, and drop --requirements or --venv"), false
 	}
+	return ExitOK, true
+}
+
+// codeRequest checks --code against --no-code and --workdir and records
+// the git state of the tree the snapshot is taken of.
+func (inv *invocation) codeRequest(fs *flagSet, rf *runFlags, req *submitRequest) (int, bool) {
 	if rf.noCode && rf.codeDir != "" {
-		return req, inv.usageError("give --code DIR or --no-code, not both"), false
+		return inv.usageError("give --code DIR or --no-code, not both"), false
 	}
 	if fs.isSet("workdir") && rf.codeDir != "" {
-		return req, inv.usageError("--workdir runs in a directory of the worker, --code in a snapshot: give one"), false
+		return inv.usageError("--workdir runs in a directory of the worker, --code in a snapshot: give one"), false
 	}
 	req.Code = gitCode(inv.ctx, rf.codeSource(inv))
-	fitDiff(&req)
-	return req, ExitOK, true
+	fitDiff(req)
+	return ExitOK, true
 }
 
 func runSubmit(inv *invocation, args []string) int {

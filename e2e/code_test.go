@@ -20,11 +20,18 @@ const codeScript = `import os
 print("data:", open("data.txt").read().strip())
 print("cwd:", os.path.relpath(os.getcwd(), os.environ["RLSCHED_CODE_DIR"]))
 print("helper:", os.path.exists("../helper.py"))
+print("new:", os.path.exists("new.py"))
+print("uid:", os.getuid())
+try:
+    os.listdir(os.environ["E2E_HOME"])
+    print("home: readable")
+except PermissionError:
+    print("home: denied")
 `
 
 // TestCodeSnapshot (issue 27): a run executes the tree as it was when
-// submitted, from a home directory its worker's run uids cannot read,
-// started in the submitted subdirectory; the files edited, added and
+// submitted, from a home directory its uid (not the worker's, whose data
+// dir is elsewhere) cannot read, started in the submitted subdirectory; the files edited, added and
 // deleted after the submission change nothing; a resubmission uploads
 // only the changed file; a rerun runs the original tree; rlsched code
 // downloads it.
@@ -93,7 +100,7 @@ func TestCodeSnapshot(t *testing.T) {
 		return n
 	}
 	// No worker yet: the run cannot start before the files change.
-	id := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--", "python3", "train.py"))
+	id := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--env", "E2E_HOME="+home, "--", "python3", "train.py"))
 	after1 := blobs()
 	write("exp/data.txt", "edited after submit\n")
 	if err := os.Remove(filepath.Join(proj, "helper.py")); err != nil {
@@ -103,7 +110,7 @@ func TestCodeSnapshot(t *testing.T) {
 
 	// The same tree with one file changed (and one deleted, one added):
 	// the new file's blob and the manifest are all it stores.
-	id2 := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--", "python3", "train.py"))
+	id2 := strings.TrimSpace(cli(0, "submit", "--code", filepath.Join(proj, "exp"), "--env", "E2E_HOME="+home, "--", "python3", "train.py"))
 	if got := blobs() - after1; got != 3 {
 		t.Fatalf("the second submission stored %d blobs; want 3 (data.txt, new.py, the manifest)", got)
 	}
@@ -114,11 +121,15 @@ func TestCodeSnapshot(t *testing.T) {
 	text, _ := alice.logText(id)
 	if !regexp.MustCompile(`\[rlsched\] code [0-9a-f]{64} \(5 files, 1\.6 MiB\)\n`).MatchString(text) ||
 		!strings.Contains(text, "data: submitted bytes\n") || !strings.Contains(text, "cwd: exp\n") ||
-		!strings.Contains(text, "helper: True\n") {
+		!strings.Contains(text, "helper: True\n") || !strings.Contains(text, "new: False\n") {
 		t.Fatalf("the run did not run the submitted tree; log:\n%s", text)
 	}
+	if strings.Contains(text, "uid: 0\n") || !strings.Contains(text, "home: denied\n") {
+		t.Fatalf("the run ran as root, or could read the home directory its code came from; log:\n%s", text)
+	}
 	alice.waitStatus(id2, "SUCCEEDED", 60*time.Second)
-	if text, _ := alice.logText(id2); !strings.Contains(text, "data: edited after submit\n") || !strings.Contains(text, "helper: False\n") {
+	if text, _ := alice.logText(id2); !strings.Contains(text, "data: edited after submit\n") || !strings.Contains(text, "helper: False\n") ||
+		!strings.Contains(text, "new: True\n") {
 		t.Fatalf("the second run did not run its own tree; log:\n%s", text)
 	}
 
@@ -269,5 +280,148 @@ func TestCodeSnapshotRetry(t *testing.T) {
 	if tk.Attempt != 2 || !strings.Contains(text, "attempt 2 data: submitted bytes\n") || !strings.Contains(text, "restored: from attempt 1") ||
 		len(regexp.MustCompile(`\[rlsched\] code [0-9a-f]{64} \(2 files`).FindAllString(text, -1)) != 2 {
 		t.Fatalf("run %v; log:\n%s", tk, text)
+	}
+}
+
+// TestCodeSnapshotUploadResumes: an upload cut short (here: three of a
+// large file's chunks stored, the rest not) is resumed by the next
+// submission, which uploads only the blobs still missing and shows its
+// progress on stderr for a large tree; the worker runs the file whole,
+// from its chunks. Against the disk store and S3 (SeaweedFS). --no-code
+// sends no snapshot: the run keeps its workdir.
+func TestCodeSnapshotUploadResumes(t *testing.T) {
+	for _, backend := range []string{"disk", "s3"} {
+		t.Run(backend, func(t *testing.T) {
+			b := newBed(t)
+			var env []string
+			if backend == "s3" {
+				env = s3Env(t)
+			}
+			m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data"), Env: env})
+			alice, _ := signup(t, m.URL, "alice", "ADMIN")
+			cfg := filepath.Join(b.Dir, "cli-alice")
+			if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+				t.Fatal(out)
+			}
+			src := filepath.Join(b.Dir, "src")
+			if err := os.MkdirAll(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// 12 chunks of 1 MiB, each of other bytes: over 8 MiB to upload
+			// even without the three stored, so its progress is shown.
+			big := make([]byte, 12<<20)
+			for i := range big {
+				big[i] = byte(i/(1<<20) + i%251)
+			}
+			if err := os.WriteFile(filepath.Join(src, "weights.bin"), big, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			train := "import hashlib\nprint('weights', hashlib.sha256(open('weights.bin', 'rb').read()).hexdigest())\n"
+			if err := os.WriteFile(filepath.Join(src, "train.py"), []byte(train), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				chunk := big[i<<20 : (i+1)<<20]
+				alice.Must("PUT", "/api/code/blobs/"+hexSHA256(chunk), chunk, 201, nil, "Content-Type", "application/octet-stream")
+			}
+			out, code := b.cli(cfg, "submit", "--code", src, "--server", m.URL, "--", "python3", "train.py")
+			if code != 0 {
+				t.Fatal(out)
+			}
+			if !strings.Contains(out, "uploading code: ") || !regexp.MustCompile(`code [0-9a-f]{12} \(2 files, 12\.0 MiB; uploaded 10 blobs, 9\.0 MiB\)`).MatchString(out) {
+				t.Fatalf("the submission's output: want the progress and 10 blobs (9 chunks and train.py) uploaded\n%s", out)
+			}
+			lastLine := func(s string) string { s = strings.TrimSpace(s); return s[strings.LastIndex(s, "\n")+1:] }
+			id := lastLine(out)
+			b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1"})
+			m.WaitJoined(t, "w1")
+			alice.waitStatus(id, "SUCCEEDED", 60*time.Second)
+			if text, _ := alice.logText(id); !strings.Contains(text, "weights "+hexSHA256(big)+"\n") {
+				t.Fatalf("the run did not read weights.bin whole; log:\n%s", text)
+			}
+
+			out, code = b.cli(cfg, "submit", "--no-code", "--server", m.URL, "--", "true")
+			if code != 0 {
+				t.Fatal(out)
+			}
+			nc := lastLine(out)
+			var got struct {
+				Workdir string `json:"workdir"`
+				Code    *struct {
+					Tree string `json:"tree"`
+				} `json:"code"`
+			}
+			alice.Must("GET", "/api/tasks/"+nc, nil, 200, &got)
+			if got.Workdir != filepath.Join(b.Dir, "cli-cwd") || got.Code != nil && got.Code.Tree != "" {
+				t.Fatalf("--no-code: workdir %q, code %+v; want the current directory and no tree", got.Workdir, got.Code)
+			}
+		})
+	}
+}
+
+// TestCodeSnapshotUnprivilegedWorker (issue 27's "done when"): a worker
+// that is not root, as uid 65534 in a directory tree of its own, runs code
+// submitted from a home directory it cannot read: the code comes with the
+// run, not from the submitter's file system.
+func TestCodeSnapshotUnprivilegedWorker(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv (util-linux) to start a worker as another uid")
+	}
+	const uid = 65534
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	cfg := filepath.Join(b.Dir, "cli-alice")
+	if out, code := b.cli(cfg, "login", "-u", "alice", "-p", rig.Password, "--server", m.URL); code != 0 {
+		t.Fatal(out)
+	}
+	home := filepath.Join(b.Dir, "home", "alice")
+	proj := filepath.Join(home, "proj")
+	if err := os.MkdirAll(proj, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "train.py"), []byte(codeScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, "data.txt"), []byte("from alice's home\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, code := b.cli(cfg, "submit", "--code", proj, "--env", "E2E_HOME="+home, "--server", m.URL, "--", "python3", "train.py")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	id := strings.TrimSpace(out)
+
+	// The worker's binary and data dir where uid 65534 reaches them.
+	wdir := filepath.Join(b.Dir, "nobody")
+	data := filepath.Join(wdir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(b.Bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nbin := filepath.Join(wdir, "rlsched")
+	if err := os.WriteFile(nbin, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(data, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	saved := b.Bin
+	b.Bin = nbin
+	b.StartVia("worker-nobody", []string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"},
+		b.ServerEnv("WORKER_JOIN_TOKEN="+b.JoinToken, "HOME="+data), rig.WorkerArgs(m.RPC, "nobody", 2, 0, data)...)
+	b.Bin = saved
+	m.WaitJoined(t, "nobody")
+	tk := alice.waitTask(id, 60*time.Second, "ended", func(tk task) bool { return terminal[tk.Status] })
+	text, _ := alice.logText(id)
+	if tk.Status != "SUCCEEDED" || !strings.Contains(text, "data: from alice's home\n") || !strings.Contains(text, "uid: 65534\n") ||
+		!strings.Contains(text, "home: denied\n") {
+		t.Fatalf("run %v; want the submitted tree run as uid 65534, which cannot read the home dir; log:\n%s", tk, text)
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // term is a test's WebSocket client of a session's terminal.
@@ -228,7 +232,11 @@ func (b *bed) cliIn(configDir, stdin string, args ...string) (string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.Bin, args...)
 	cmd.Env = b.ServerEnv("RLSCHED_CONFIG_DIR=" + configDir)
-	cmd.Dir = b.Dir
+	// As b.cli: a session snapshots the tree it is started from.
+	cmd.Dir = filepath.Join(b.Dir, "cli-cwd")
+	if err := os.MkdirAll(cmd.Dir, 0o755); err != nil {
+		b.T.Fatal(err)
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -236,4 +244,60 @@ func (b *bed) cliIn(configDir, stdin string, args ...string) (string, int) {
 		b.T.Fatalf("rlsched %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// TestShellOnAGPU (issue 34's "done when"): rlsched shell --gpus 1 gives a
+// prompt on the worker as the run's own uid, with CUDA_VISIBLE_DEVICES set,
+// in a snapshot of the tree it was started from; the GPU is held (another
+// user's GPU run queues, pendingCode resources) until exiting the shell
+// ends the session SUCCEEDED, and then the queued run gets it.
+func TestShellOnAGPU(t *testing.T) {
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{DataDir: filepath.Join(b.Dir, "data")})
+	b.StartWorker("worker-w1", m.RPC, rig.WorkerOpts{ID: "w1", GPUs: 1})
+	m.WaitJoined(t, "w1")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	bob, _ := signup(t, m.URL, "bob", "USER")
+	cfg := filepath.Join(b.Dir, "cli-bob")
+	if out, code := b.cli(cfg, "login", "-u", "bob", "-p", rig.Password, "--server", m.URL); code != 0 {
+		t.Fatalf("rlsched login: exit %d\n%s", code, out)
+	}
+	if err := os.WriteFile(filepath.Join(b.Dir, "cli-cwd", "notes.txt"), []byte("bobs-tree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := b.cliIn(cfg, "echo uid=$(id -u) cvd=$CUDA_VISIBLE_DEVICES code=$(cat notes.txt) end-$((3*3))\n\x1dd",
+		"shell", "--gpus", "1", "--server", m.URL)
+	sm := regexp.MustCompile(`session (\S+) queued`).FindStringSubmatch(out)
+	if code != 0 || sm == nil || !strings.Contains(out, "detached") {
+		t.Fatalf("rlsched shell --gpus 1, then detach: exit %d\n%s", code, out)
+	}
+	sid := sm[1]
+	sess := bob.gpuTask(sid)
+	if sess.Status != "RUNNING" || len(sess.GPUIndices) != 1 {
+		t.Fatalf("the detached session: %+v; want RUNNING on one GPU", sess)
+	}
+
+	// The only GPU is the session's: another user's GPU run waits for it.
+	var other struct {
+		ID string `json:"id"`
+	}
+	alice.Must("POST", "/api/train", map[string]any{"command": []string{"true"}, "gpus": 1}, 202, &other)
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		tk := alice.gpuTask(other.ID)
+		return tk.Status == "QUEUED" && tk.PendingCode == "resources", fmt.Sprintf("the GPU run is %s (%s); want QUEUED, resources", tk.Status, tk.PendingCode)
+	})
+
+	out, code = b.cliIn(cfg, "exit\n", "attach", sid, "--server", m.URL)
+	pm := regexp.MustCompile(`uid=(\d+) cvd=(\S+) code=(\S+) end-9`).FindStringSubmatch(out)
+	if code != 0 || pm == nil || !strings.Contains(out, "ended SUCCEEDED") {
+		t.Fatalf("rlsched attach, then exit: exit %d; want the prompt's line and SUCCEEDED\n%s", code, out)
+	}
+	if uid, _ := strconv.Atoi(pm[1]); uid == 0 || uid == os.Getuid() {
+		t.Fatalf("the shell ran as uid %d, the worker's; want the run's own", uid)
+	}
+	if pm[2] != strconv.Itoa(sess.GPUIndices[0]) || pm[3] != "bobs-tree" {
+		t.Fatalf("CUDA_VISIBLE_DEVICES=%s (the session holds GPU %d), notes.txt %q; want the GPU and the snapshot", pm[2], sess.GPUIndices[0], pm[3])
+	}
+	bob.waitStatus(sid, "SUCCEEDED", 30*time.Second)
+	alice.waitStatus(other.ID, "SUCCEEDED", 60*time.Second)
 }

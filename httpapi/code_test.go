@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlsched/rlsched/artifact/disk"
 	"github.com/rlsched/rlsched/codetree"
+	"github.com/rlsched/rlsched/core"
 )
 
 func sumOf(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -95,10 +96,25 @@ func TestCode_UploadSubmitAndRead(t *testing.T) {
 	if r.status != http.StatusAccepted && r.status != http.StatusCreated {
 		t.Fatalf("sweep: %d %s", r.status, r.body)
 	}
-	for _, m := range r.json(t)["runs"].([]any) {
+	sw := r.json(t)
+	members := sw["runs"].([]any)
+	for _, m := range members {
 		if c := e.req("GET", "/api/tasks/"+m.(string), tok, nil).json(t)["code"].(map[string]any); c["tree"] != tree2 {
 			t.Fatalf("sweep member code %v", c)
 		}
+	}
+	// A sweep retry runs the snapshot the member ran, not a new one.
+	e.finish(members[0].(string), core.StatusFailed)
+	r = e.req("POST", "/api/sweeps/"+sw["id"].(string)+"/retry", tok, nil, "Content-Type", "application/json")
+	if r.status != http.StatusAccepted {
+		t.Fatalf("sweep retry: %d %s", r.status, r.body)
+	}
+	retried := r.json(t)["runs"].([]any)
+	if len(retried) != 1 {
+		t.Fatalf("sweep retry queued %v, want one run", retried)
+	}
+	if c := e.req("GET", "/api/tasks/"+retried[0].(string), tok, nil).json(t)["code"].(map[string]any); c["tree"] != tree2 {
+		t.Fatalf("the retried member's code %v, want the tree %s", c, tree2)
 	}
 	private := e.submit(tok, fmt.Sprintf(`{"command":["x"],"private":true,"code":{"tree":%q}}`, tree))
 	if r := e.req("GET", "/api/tasks/"+private+"/code", bobTok, nil); r.status != http.StatusForbidden {

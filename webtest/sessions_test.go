@@ -65,6 +65,15 @@ func TestSessionsOnTheDashboard(t *testing.T) {
 	b.screenshot("60-sessions")
 	b.click(`#sessions li[data-id="` + shell + `"] a[data-act="attach"]`)
 	b.wait("the shell's terminal", 20*time.Second, `!!document.querySelector('#terminal')`)
+	b.wait("the terminal attached", 20*time.Second, `document.querySelector('#terminal-status').textContent === 'attached'`)
+	b.typeInto("#terminal-input", "echo web-$((6*7))\r")
+	b.wait("the typed line's output in the terminal", 20*time.Second,
+		`document.querySelector('#terminal-text').textContent.includes('web-42')`)
+	// Ctrl-C reaches the foreground job as SIGINT.
+	b.typeInto("#terminal-input", `sh -c 'trap "echo got-int-$((2+2)); exit" INT; echo ready-$((1+2)); while :; do sleep 0.1; done'`+"\r")
+	b.wait("the job running", 20*time.Second, `document.querySelector('#terminal-text').textContent.includes('ready-3')`)
+	b.do("Ctrl-C", chromedp.KeyEvent("c", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	b.wait("SIGINT to reach the job", 20*time.Second, `document.querySelector('#terminal-text').textContent.includes('got-int-4')`)
 
 	b.open(s.url + "/runs/" + nb)
 	b.wait("the app's URL and its button", 20*time.Second,
@@ -82,6 +91,11 @@ func TestSessionsOnTheDashboard(t *testing.T) {
 	o.wait("the run page", 20*time.Second, `!!document.querySelector('#run-session-url')`)
 	if eval[bool](o, `!!document.querySelector('#open-session')`) {
 		t.Error("bob sees Open app on alice's notebook")
+	}
+	o.open(s.url + "/runs/" + shell)
+	o.wait("the shell's run page", 20*time.Second, `(document.querySelector('#run-name')||{}).textContent === 'my-shell'`)
+	if eval[bool](o, `!!document.querySelector('#terminal')`) {
+		t.Error("bob sees the terminal of alice's shell")
 	}
 
 	// A phone.

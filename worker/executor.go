@@ -219,7 +219,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	// An interactive run without argv gets its uid's login shell.
 	margv := m.GetArgv()
 	if m.GetInteractive() {
-		margv = interactiveArgv(margv, r.ident)
+		margv = interactiveArgv(margv, r.ident, r.image)
 	}
 	argv := make([]string, len(margv))
 	var scriptArgs []string

@@ -113,8 +113,6 @@ func (a *agent) checkImage(m *pb.ExecuteTask) error {
 	switch {
 	case a.rt == nil:
 		return fmt.Errorf("the run asks for image %s, and this worker has no container runtime (install podman on it, or submit without an image)", m.GetImage())
-	case m.GetInteractive():
-		return errors.New("an interactive session cannot run in an image yet; submit it without one")
 	case m.GetPythonRequirements() != "" || m.GetPythonVenv() != "":
 		return errors.New("a run in an image cannot also name a Python environment: install its requirements in the image")
 	}
@@ -166,6 +164,12 @@ func (a *agent) containerize(r *run, m *pb.ExecuteTask, cmd *exec.Cmd, dir strin
 		// An init as pid 1 that forwards signals: the run's process keeps
 		// the default SIGTERM, which pid 1 would not have.
 		"--init"}
+	if m.GetInteractive() {
+		// The run's PTY is the runtime's stdin: it makes the container a
+		// terminal of its own and relays bytes and window sizes (SIGWINCH)
+		// between the two.
+		args = append(args, "--interactive", "--tty")
+	}
 	uid, gid := runUID(r.ident), uint32(os.Getgid())
 	if r.ident != nil {
 		gid = r.ident.GID()

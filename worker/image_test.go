@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,5 +160,81 @@ func TestImage_CancelStopsContainer(t *testing.T) {
 	}
 	if left := ps(); left != "" {
 		t.Fatalf("a container is left: %s", left)
+	}
+}
+
+// TestImage_InteractiveSession (issue 34's --image): a session in an image
+// gets the image's login shell on a terminal of its own, as the run's uid;
+// the window size reaches it, and exiting the shell ends the run.
+func TestImage_InteractiveSession(t *testing.T) {
+	needCgroupV1(t)
+	m := newFakeMaster(t, testToken)
+	image := imageWorker(t, m, "")
+	mc := m.next(t)
+	fence := uint64(4)
+	mc.send(&pb.ExecuteTask{TaskId: "t-img-sh", Attempt: 1, Fence: fence, Image: image, Interactive: true})
+	st := mc.expect(t, 90*time.Second, "TaskStarted of t-img-sh", func(msg proto.Message) bool {
+		s, ok := msg.(*pb.TaskStarted)
+		return ok && s.GetTaskId() == "t-img-sh"
+	}).(*pb.TaskStarted)
+	if st.GetError() != "" {
+		t.Fatalf("start: %v", st)
+	}
+	r := &termReader{mc: mc, task: "t-img-sh"}
+	var inOff uint64
+	typeIn := func(s string) {
+		mc.send(&pb.TermInput{TaskId: "t-img-sh", Attempt: 1, Fence: fence, Offset: inOff, Data: []byte(s)})
+		inOff += uint64(len(s))
+	}
+	// Once the shell is up in the container, its runtime relays the
+	// window size (SIGWINCH); the line is typed again until the size has
+	// arrived, as a user would.
+	// The container starts after the run did: seconds on vfs, more on a
+	// loaded machine.
+	r.within(t, 90*time.Second, "the shell's first prompt", func(out string) bool { return out != "" })
+	mc.send(&pb.TermResize{TaskId: "t-img-sh", Attempt: 1, Fence: fence, Cols: 101, Rows: 33})
+	line := "echo size=$(stty size) uid=$(id -u) tty=$(test -t 0 && echo yes) shell=$0 marker=$(tr ' ' _ < " + testimage.Marker + ")\r"
+	for try := 1; try <= 5 && !strings.Contains(r.out.String(), "size=33 101 "); try++ {
+		n := strings.Count(r.out.String(), "marker=rlsched")
+		typeIn(line)
+		r.until(t, "the line's output", func(out string) bool { return strings.Count(out, "marker=rlsched") > n })
+	}
+	out := r.out.String()
+	if !regexp.MustCompile(`size=33 101 uid=6214\d tty=yes shell=\S*bash marker=rlsched-test-image_bookworm`).MatchString(out) {
+		t.Fatalf("want the window size, the run's uid, a terminal, bash and the image's file; terminal: %q", out)
+	}
+	typeIn("exit\r")
+	fin := mc.finished(t, "t-img-sh", 60*time.Second)
+	if fin.GetOutcome() != pb.Outcome_OUTCOME_EXITED || fin.GetExitCode() != 0 {
+		t.Fatalf("TaskFinished: %v\nterminal: %q", fin, r.out.String())
+	}
+}
+
+// TestImage_GPUDevices: a run's GPUs go into its container as CDI names
+// (CONTAINER_GPUS=cdi, by index) or as the device nodes of their minors
+// and the driver's control nodes; a GPU without its node fails the start.
+func TestImage_GPUDevices(t *testing.T) {
+	all := []GPU{{Index: 0, Minor: 4}, {Index: 1, Minor: 7}}
+	cdi := &containerRuntime{gpus: ContainerGPUsCDI}
+	if got, err := cdi.gpuDevices(all, []int{1, 0}); err != nil ||
+		!slices.Equal(got, []string{"--device", "nvidia.com/gpu=1", "--device", "nvidia.com/gpu=0"}) {
+		t.Fatalf("cdi: %v %v", got, err)
+	}
+	dev := t.TempDir()
+	for _, n := range []string{"nvidia7", "nvidiactl"} {
+		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := &containerRuntime{gpus: ContainerGPUsDevices, devDir: dev}
+	if got, err := nodes.gpuDevices(all, []int{1}); err != nil ||
+		!slices.Equal(got, []string{"--device", filepath.Join(dev, "nvidia7"), "--device", filepath.Join(dev, "nvidiactl")}) {
+		t.Fatalf("devices: %v %v", got, err)
+	}
+	if _, err := nodes.gpuDevices(all, []int{0}); err == nil || !strings.Contains(err.Error(), "cannot pass GPU 0") {
+		t.Fatalf("a GPU without its node: %v", err)
+	}
+	if got, err := nodes.gpuDevices(all, nil); err != nil || got != nil {
+		t.Fatalf("no GPUs: %v %v", got, err)
 	}
 }

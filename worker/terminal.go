@@ -40,10 +40,11 @@ const (
 	termInputQueue = 64
 	// maxTermSize is the largest window side the PTY is given.
 	maxTermSize = 1000
-	// timeWarning is how long before its timeout an interactive run's
-	// terminal is told that it will end.
-	timeWarning = 5 * time.Minute
 )
+
+// timeWarning is how long before its timeout an interactive run's terminal
+// is told that it will end (a variable: a test shortens it).
+var timeWarning = 5 * time.Minute
 
 // term is the terminal side of one interactive run. ptmx is the PTY's
 // master side (the run's r.pipe too). Its mutex guards the fields below it;
@@ -123,12 +124,21 @@ func setWinsize(f *os.File, cols, rows uint32) error {
 
 func clampTerm(n uint32) uint32 { return min(max(n, 1), maxTermSize) }
 
+// imageShell is the login shell of a session in an image: the worker's
+// /etc/passwd says nothing of the image's shells, so bash if the image has
+// one, else sh.
+var imageShell = []string{"/bin/sh", "-c", `command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l`}
+
 // interactiveArgv is an interactive run's argv: the submitted one, or the
 // login shell of the uid it runs as (/etc/passwd; /bin/bash when it has
-// none, /bin/sh without bash), started as a login shell.
-func interactiveArgv(argv []string, id *isolation.Identity) []string {
+// none, /bin/sh without bash), started as a login shell; in an image,
+// imageShell.
+func interactiveArgv(argv []string, id *isolation.Identity, image bool) []string {
 	if len(argv) > 0 {
 		return argv
+	}
+	if image {
+		return imageShell
 	}
 	uid := uint32(os.Getuid())
 	if id != nil {

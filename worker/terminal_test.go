@@ -9,6 +9,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/worker/isolation"
 )
 
@@ -26,7 +27,13 @@ type termReader struct {
 // until reads frames until cond holds of the output so far.
 func (r *termReader) until(t *testing.T, what string, cond func(out string) bool) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	r.within(t, 20*time.Second, what, cond)
+}
+
+// within is until with a bound of d.
+func (r *termReader) within(t *testing.T, d time.Duration, what string, cond func(out string) bool) {
+	t.Helper()
+	deadline := time.After(d)
 	for !cond(r.out.String()) {
 		select {
 		case m, open := <-r.mc.in:
@@ -35,7 +42,7 @@ func (r *termReader) until(t *testing.T, what string, cond func(out string) bool
 			}
 			r.take(t, m)
 		case <-deadline:
-			t.Fatalf("no %s within 20s; terminal so far %q", what, r.out.String())
+			t.Fatalf("no %s within %v; terminal so far %q", what, d, r.out.String())
 		}
 	}
 }
@@ -169,5 +176,49 @@ func TestTerminal_TimeWarning(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no warning")
+	}
+}
+
+// TestTerminal_TimeLimit: a session's time limit (--time) warns in its
+// terminal first, then stops it as any run's timeout does: SIGTERM, which
+// this one ignores, the grace, SIGKILL; the run ends TIMEOUT and its whole
+// session (setsid) is gone.
+func TestTerminal_TimeLimit(t *testing.T) {
+	saved := timeWarning
+	timeWarning = 500 * time.Millisecond
+	t.Cleanup(func() { timeWarning = saved })
+	const grace = 300 * time.Millisecond
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, func(c *Config) { c.Grace = grace })
+	mc := m.next(t)
+	t0 := time.Now()
+	mc.send(&pb.ExecuteTask{TaskId: "t-limit", Attempt: 1, Interactive: true, TimeoutSeconds: 1,
+		Argv: []string{"sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`}})
+	pgid := int(mc.started(t, "t-limit").GetPid())
+	r := &termReader{mc: mc, task: "t-limit"}
+	r.until(t, "the time limit's warning", func(out string) bool { return strings.Contains(out, "reaches its time limit (1s) in 500ms") })
+	if r.fin != nil {
+		t.Fatalf("the warning came after the run's end: %v", r.fin)
+	}
+	waitFor(t, 15*time.Second, "the run to end", func() bool {
+		for r.fin == nil {
+			select {
+			case m := <-mc.in:
+				r.take(t, m)
+			default:
+				return false
+			}
+		}
+		return true
+	})
+	if r.fin.GetOutcome() != pb.Outcome_OUTCOME_TIMEOUT || r.fin.GetSignal() != "SIGKILL" {
+		t.Fatalf("TaskFinished: %v", r.fin)
+	}
+	if el := time.Since(t0); el < time.Second+grace {
+		t.Fatalf("ended %s after the start, before the limit and the grace", el)
+	}
+	testutil.WaitGroupGone(t, pgid, 5*time.Second)
+	if log := m.log("t-limit", 1); !strings.Contains(log, "reaches its time limit") {
+		t.Fatalf("the recorded log lacks the warning: %q", log)
 	}
 }

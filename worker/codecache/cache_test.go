@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -243,4 +244,56 @@ func TestAcquire_BadBytesAndEviction(t *testing.T) {
 		t.Fatal("a tree hash that is a path")
 	}
 	_ = bytes.MinRead
+}
+
+// TestAcquire_RefusesAManifestThatLeavesTheTree: the worker checks a
+// manifest itself (its hash proves only that it is the tree asked for): a
+// path with "..", an absolute one, a symlink out of the tree or a file
+// below a symlink fails the fetch, naming the path, and nothing is
+// written outside the cache or cached.
+func TestAcquire_RefusesAManifestThatLeavesTheTree(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "code")
+	c, err := Open(dir, 1<<20, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &blobSource{blobs: map[string][]byte{}}
+	body := []byte("owned\n")
+	src.blobs[hexSum(body)] = body
+	file := func(p string) codetree.File {
+		return codetree.File{Path: p, Mode: codetree.ModeFile, Size: int64(len(body)), SHA256: hexSum(body)}
+	}
+	link := func(p, target string) codetree.File {
+		return codetree.File{Path: p, Mode: codetree.ModeSymlink, Size: int64(len(target)), SHA256: hexSum([]byte(target)), Target: target}
+	}
+	for _, c2 := range []struct {
+		files []codetree.File
+		want  string
+	}{
+		{[]codetree.File{file("../../evil")}, "../../evil"},
+		{[]codetree.File{file(filepath.Join(base, "abs-evil"))}, filepath.Join(base, "abs-evil")},
+		{[]codetree.File{link("out", "../..")}, "out"},
+		{[]codetree.File{link("d", base), file("d/evil")}, "d"},
+	} {
+		// Encoded by hand: Encode sorts and cleans nothing, and the hash
+		// is of these bytes, as a hostile master would send them.
+		enc, err := json.Marshal(codetree.Manifest{Files: c2.files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tree := codetree.Hash(enc)
+		src.blobs[tree] = enc
+		if _, err := c.Acquire(tree, src); err == nil || !strings.Contains(err.Error(), c2.want) {
+			t.Fatalf("%v: %v; want a refusal naming %q", c2.files, err, c2.want)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "manifests", tree)); err == nil {
+			t.Fatalf("%v: the tree was cached", c2.files)
+		}
+	}
+	for _, p := range []string{filepath.Join(base, "evil"), filepath.Join(base, "abs-evil"), filepath.Join(base, "d", "evil")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Fatalf("%s was written", p)
+		}
+	}
 }

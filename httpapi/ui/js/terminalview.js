@@ -25,9 +25,19 @@ export class TerminalView {
     this.text = '';
     this.pre = h('pre', { class: 'terminal-view', id: 'terminal-text', tabindex: '0', 'aria-label': 'Terminal' });
     this.status = h('span', { class: 'info', id: 'terminal-status' }, 'connecting…');
-    this.input = h('input', { type: 'text', id: 'terminal-input', placeholder: 'Type a line and press Enter', 'aria-label': 'Terminal input', autocomplete: 'off' });
+    this.input = h('input', { type: 'text', id: 'terminal-input', placeholder: 'Type a line and press Enter (Ctrl-C, Ctrl-D as in a terminal)', 'aria-label': 'Terminal input', autocomplete: 'off' });
     this.input.addEventListener('keydown', (e) => {
-      if (e.key !== 'Enter' || !this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+      if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+      // Ctrl-C and Ctrl-D go as the bytes a terminal sends (the remote
+      // terminal signals its foreground job, or ends the input), unless
+      // text is selected for copying.
+      const ctl = e.ctrlKey && !e.altKey && !e.metaKey && { c: '\x03', d: '\x04' }[e.key.toLowerCase()];
+      if (ctl && this.input.selectionStart === this.input.selectionEnd) {
+        e.preventDefault();
+        this.ws.send(new TextEncoder().encode(ctl));
+        return;
+      }
+      if (e.key !== 'Enter') return;
       e.preventDefault();
       this.ws.send(new TextEncoder().encode(this.input.value + '\r'));
       this.input.value = '';
