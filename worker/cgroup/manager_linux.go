@@ -257,6 +257,28 @@ func (g *Group) Usage() Usage {
 	return u
 }
 
+// Now reads the group's CPU time so far and the memory it holds. Unlike
+// the other methods it may be called from any goroutine while the run runs
+// (the worker's sampler): it only reads files.
+func (g *Group) Now() Now {
+	if g == nil {
+		return Now{CPUNanos: -1, MemoryBytes: -1}
+	}
+	if g.m.kind == KindV1 {
+		n := Now{CPUNanos: -1, MemoryBytes: readInt(g.dirs["memory"], "memory.usage_in_bytes")}
+		if d, ok := g.dirs["cpuacct"]; ok {
+			n.CPUNanos = readInt(d, "cpuacct.usage")
+		}
+		return n
+	}
+	d := g.dirs[""]
+	n := Now{CPUNanos: readKey(d, "cpu.stat", "usage_usec"), MemoryBytes: readInt(d, "memory.current")}
+	if n.CPUNanos > 0 {
+		n.CPUNanos *= 1000
+	}
+	return n
+}
+
 // Remove kills what is left (when Kill was not called) and removes the
 // group; its exclusive cores return to the shared ones.
 func (g *Group) Remove() {
