@@ -166,10 +166,14 @@ func (m *Manager) Create(task string, attempt int32, fence uint64, l Limits) (*G
 	} else {
 		err = g.createV2(shared)
 	}
+	if err == nil {
+		err = g.setWeight()
+	}
 	if err != nil {
 		g.Remove()
 		return nil, fmt.Errorf("cannot create the run's control group: %w", err)
 	}
+	m.reweigh()
 	if g.exclusive != nil {
 		m.reshare()
 	}
@@ -301,6 +305,7 @@ func (g *Group) Remove() {
 	had := g.exclusive != nil
 	m.cores.give(g.name)
 	m.mu.Unlock()
+	m.reweigh()
 	if had {
 		m.reshare()
 	}

@@ -91,7 +91,23 @@ func TestV2_FakeTree(t *testing.T) {
 	if got := readFile(t, filepath.Join(shared.Dir(), "cpuset.cpus")); got != "0-1" {
 		t.Errorf("the shared run's cores %q, want 0-1", got)
 	}
-	if want := []string{"probe:0", "t1.2.7:0,3", "t2.1.1:0-1,3"}; !slices.Equal(attached, want) {
+	// CPU weights: 2 of the 4 offered cores weigh half the maximum, a
+	// quarter core its share but at least a process's; the parent the sum.
+	unlimited, err := m.Create("t3", 1, 1, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{filepath.Join(d, "cpu.weight"): "5000", filepath.Join(shared.Dir(), "cpu.weight"): "625",
+		filepath.Join(unlimited.Dir(), "cpu.weight"): "100", filepath.Join(parent, "cpu.weight"): "5725"} {
+		if got := readFile(t, p); got != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	unlimited.Remove()
+	if got := readFile(t, filepath.Join(parent, "cpu.weight")); got != "5625" {
+		t.Errorf("the parent's weight after a run's end %q, want 5625", got)
+	}
+	if want := []string{"probe:0", "t1.2.7:0,3", "t2.1.1:0-1,3", "t3.1.1:0-1,3"}; !slices.Equal(attached, want) {
 		t.Errorf("device programs %v, want %v", attached, want)
 	}
 	for f, v := range map[string]string{"memory.events": "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 1\n",
