@@ -91,21 +91,21 @@ func TestV2_FakeTree(t *testing.T) {
 	if got := readFile(t, filepath.Join(shared.Dir(), "cpuset.cpus")); got != "0-1" {
 		t.Errorf("the shared run's cores %q, want 0-1", got)
 	}
-	// CPU weights: 2 of the 4 offered cores weigh half the maximum, a
-	// quarter core its share but at least a process's; the parent the sum.
+	// CPU weights: 16 processes a core, at least one a run; the parent the
+	// sum.
 	unlimited, err := m.Create("t3", 1, 1, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]string{filepath.Join(d, "cpu.weight"): "5000", filepath.Join(shared.Dir(), "cpu.weight"): "625",
-		filepath.Join(unlimited.Dir(), "cpu.weight"): "100", filepath.Join(parent, "cpu.weight"): "5725"} {
+	for p, want := range map[string]string{filepath.Join(d, "cpu.weight"): "3200", filepath.Join(shared.Dir(), "cpu.weight"): "400",
+		filepath.Join(unlimited.Dir(), "cpu.weight"): "100", filepath.Join(parent, "cpu.weight"): "3700"} {
 		if got := readFile(t, p); got != want {
 			t.Errorf("%s = %q, want %q", p, got, want)
 		}
 	}
 	unlimited.Remove()
-	if got := readFile(t, filepath.Join(parent, "cpu.weight")); got != "5625" {
-		t.Errorf("the parent's weight after a run's end %q, want 5625", got)
+	if got := readFile(t, filepath.Join(parent, "cpu.weight")); got != "3600" {
+		t.Errorf("the parent's weight after a run's end %q, want 3600", got)
 	}
 	if want := []string{"probe:0", "t1.2.7:0,3", "t2.1.1:0-1,3", "t3.1.1:0-1,3"}; !slices.Equal(attached, want) {
 		t.Errorf("device programs %v, want %v", attached, want)
