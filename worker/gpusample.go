@@ -115,9 +115,11 @@ func (s *session) heartbeatDropped() {
 }
 
 // usage reads the group of every started run at now: the cores it used
-// since its last sample (since its start for its first) and the memory it
-// holds. A run without a group is left out: without one its processes may
-// leave its process group, so nothing counts all of them.
+// since its last sample and the memory it holds. A run's first sample only
+// marks where its count stands (its group counts from the fork, before the
+// worker notes the start, so a rate since the start would be too high). A
+// run without a group is left out: without one its processes may leave its
+// process group, so nothing counts all of them.
 func (t *runTable) usage(now time.Time) []*pb.RunUsage {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -130,11 +132,11 @@ func (t *runTable) usage(now time.Time) []*pb.RunUsage {
 		if n.CPUNanos < 0 || n.MemoryBytes < 0 {
 			continue
 		}
-		from, base := r.startedAt, int64(0)
-		if !r.usedAt.IsZero() {
-			from, base = r.usedAt, r.usedNanos
+		if r.usedAt.IsZero() {
+			r.usedAt, r.usedNanos = now, n.CPUNanos
+			continue
 		}
-		d := now.Sub(from)
+		d, base := now.Sub(r.usedAt), r.usedNanos
 		if d <= 0 {
 			continue
 		}

@@ -756,8 +756,8 @@ func (x *GpuSample) GetRuns() []*RunUsage {
 type RunUsage struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// The cores it used since the last sample (since its start for the
-	// first), in thousandths.
+	// The cores it used since its last sample, in thousandths (a run's first
+	// sample only marks the worker's count: a run is listed from its second).
 	CpuMillicores uint32 `protobuf:"varint,2,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
 	// The memory its group holds now (memory.current on v2,
 	// memory.usage_in_bytes on v1), MiB.
