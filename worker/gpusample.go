@@ -125,7 +125,9 @@ func (t *runTable) usage(now time.Time) []*pb.RunUsage {
 	defer t.mu.Unlock()
 	var out []*pb.RunUsage
 	for _, r := range t.runs {
-		if r.cg == nil || r.reaped || r.startedAt.IsZero() {
+		// startedAt first: a run is in the table before its group is made
+		// while its files are restored, and r.cg is set before its start.
+		if r.startedAt.IsZero() || r.reaped || r.cg == nil {
 			continue
 		}
 		n := r.cg.Now()
