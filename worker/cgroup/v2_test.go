@@ -116,6 +116,12 @@ func TestV2_FakeTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(d, "memory.current"), []byte(itoa(812<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Now(); n.CPUNanos != 1500000000 || n.MemoryBytes != 812<<20 {
+		t.Fatalf("Now %+v, want cpu.stat's usage_usec in ns and memory.current", n)
+	}
 	if _, err := g.Kill(time.Second); err != nil {
 		t.Fatal(err)
 	}
