@@ -772,7 +772,7 @@ func (w *workerRec) freeLocked() plan.Worker {
 	}
 	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus),
 		FreeCPUMillis: offers(w.cpuMillis) - cpu, FreeMemoryMB: offers(w.memoryMB) - mem,
-		Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked(), Containers: len(w.runtimes) > 0}
+		CPUMillis: offers(w.cpuMillis), MemoryMB: offers(w.memoryMB), Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked(), Containers: len(w.runtimes) > 0}
 	if w.sess != nil {
 		c.ForeignGPUs = w.sess.foreignGPUs()
 	}
