@@ -64,11 +64,11 @@ func (s *session) gpuSample() *pb.GpuSample {
 		if !s.usageAt.IsZero() && now.Sub(s.usageAt) < s.a.cfg.GPUSample {
 			return nil
 		}
+		s.usageAt = now // a run's first sample marks its count: its next is an interval on
 		runs := s.a.tab.usage(now)
 		if len(runs) == 0 {
 			return nil
 		}
-		s.usageAt = now
 		return &pb.GpuSample{Runs: runs}
 	}
 	smp := s.a.sampler.Latest()
