@@ -75,7 +75,7 @@ func runDispatchProc(e *env) (*report, error) {
 	return rep, nil
 }
 
-func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, error) {
+func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int, workerEnv ...string) (*procRun, error) {
 	dataDir, err := e.dir("proc", onTmpfs)
 	if err != nil {
 		return nil, err
@@ -85,42 +85,16 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 		return nil, err
 	}
 	defer m.stop()
-	bin, _ := e.rlschedBin()
 	var pids []int
 	var procs []*os.Process
 	for i := 0; i < workers; i++ {
-		wdir := filepath.Join(dataDir, "worker-"+strconv.Itoa(i))
-		cmd := exec.Command(bin, "worker", "--master", m.rpc, "--id", fmt.Sprintf("bench-proc-%d", i),
-			"--slots", strconv.Itoa(slots), "--gpus", "0", "--data-dir", wdir)
-		// RUN_AS=none: the worker's data dir is inside the master's (mode
-		// 0700), and the scenario measures dispatch, not uid handling.
-		cmd.Env = append(os.Environ(), "WORKER_JOIN_TOKEN="+benchJoinToken, "LOG_FORMAT=json", "RUN_AS=none")
-		if e.profDir != "" { // the workers are profiled beside the master
-			cmd.Env = append(cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
-		}
-		logf, err := os.Create(filepath.Join(e.tmp, fmt.Sprintf("worker-%d-%d.log", i, time.Now().UnixNano())))
+		cmd, stop, err := e.startWorker(m, filepath.Join(dataDir, "worker-"+strconv.Itoa(i)), fmt.Sprintf("bench-proc-%d", i), slots, workerEnv...)
 		if err != nil {
 			return nil, err
 		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		err = e.start(cmd)
-		logf.Close()
-		if err != nil {
-			return nil, fmt.Errorf("cannot start rlsched worker: %w", err)
-		}
+		defer stop()
 		pids = append(pids, cmd.Process.Pid)
 		procs = append(procs, cmd.Process)
-		defer func() {
-			_ = cmd.Process.Signal(os.Interrupt)
-			done := make(chan struct{})
-			go func() { _ = cmd.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-		}()
 	}
 	if err := waitIdleWorkers(m.url, workers, 30*time.Second); err != nil {
 		return nil, err
@@ -176,6 +150,43 @@ func (e *env) procRun(onTmpfs bool, workers, slots, n, repeats int) (*procRun, e
 		e.logf("%s: %d runs in %v: %.0f runs/s, master CPU %v", r.name, cnt, last.Sub(first).Round(time.Millisecond), rate, s0.cpuTo(s1))
 	}
 	return r, nil
+}
+
+// startWorker starts an `rlsched worker` of m with no GPUs in dir, with
+// env added to its environment; stop interrupts it and waits for its end.
+func (e *env) startWorker(m *rlMaster, dir, id string, slots int, env ...string) (*exec.Cmd, func(), error) {
+	bin, err := e.rlschedBin()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(bin, "worker", "--master", m.rpc, "--id", id, "--slots", strconv.Itoa(slots), "--gpus", "0", "--data-dir", dir)
+	// RUN_AS=none: the worker's data dir is inside the master's (mode
+	// 0700), and the scenarios measure dispatch, not uid handling.
+	cmd.Env = append(append(os.Environ(), "WORKER_JOIN_TOKEN="+benchJoinToken, "LOG_FORMAT=json", "RUN_AS=none"), env...)
+	if e.profDir != "" { // the workers are profiled beside the master
+		cmd.Env = append(cmd.Env, "RLSCHED_BENCH_PROFILE_DIR="+e.profDir)
+	}
+	logf, err := os.Create(filepath.Join(e.tmp, fmt.Sprintf("%s-%d.log", id, time.Now().UnixNano())))
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	err = e.start(cmd)
+	logf.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot start rlsched worker: %w", err)
+	}
+	return cmd, func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}, nil
 }
 
 // runTimesSince is runTimes over SUCCEEDED runs started after mark.

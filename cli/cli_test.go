@@ -446,6 +446,20 @@ func TestShow(t *testing.T) {
 	if !strings.Contains(out, `"id": "`+id+`"`) {
 		t.Errorf("show --json:\n%s", out)
 	}
+
+	// A RUNNING run shows what it uses now: the last sample of its
+	// sys/cpu_cores and sys/memory_mb.
+	running := h.f.addTask(core.Task{User: "alice", Status: core.StatusRunning, Command: []string{"train"}})
+	h.f.mu.Lock()
+	h.f.series[running] = map[string][][2]float64{"sys/cpu_cores": {{1767225600, 0.5}, {1767225610, 1.02}},
+		"sys/memory_mb": {{1767225600, 100}, {1767225610, 812}}}
+	h.f.mu.Unlock()
+	if out, _ = h.mustRun(0, "show", running); !strings.Contains(out, "using: 1.02 cores, 812 MiB at 2026-01-01T00:00:10Z\n") {
+		t.Errorf("show of a running run:\n%s", out)
+	}
+	if out, _ = h.mustRun(0, "show", id); !strings.Contains(out, "using: -\n") {
+		t.Errorf("show of an ended run:\n%s", out)
+	}
 }
 
 func TestLogs_FollowWritesEachByteOnceAndStops(t *testing.T) {

@@ -141,6 +141,7 @@ func runShow(inv *invocation, args []string) int {
 		{"error", orDash(oneLine(t.Error))},
 		{"reason", orDash(t.Reason)},
 		{"usage", usageLine(t.Usage)},
+		{"using", usingLine(inv, c, t)},
 		{"finalReward", formatFloat(t.FinalReward, false)},
 		{"code", codeVer},
 		{"gitDirty", dirty},
@@ -211,6 +212,36 @@ func usageLine(u *core.Usage) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f CPU-seconds, peak memory %s, %.0f GPU-seconds", u.CPUSeconds, core.FormatMB(u.PeakMemoryMB), u.GPUSeconds)
+}
+
+// usingLine is what a RUNNING run uses now: the last points of its series
+// sys/cpu_cores and sys/memory_mb, with the sample's time; "-" for a run
+// that is not running or has no sample (a worker without control groups).
+func usingLine(inv *invocation, c *client, t core.Task) string {
+	if t.Status != core.StatusRunning {
+		return "-"
+	}
+	var ans struct {
+		Series map[string][][2]*float64 `json:"series"`
+	}
+	q := url.Values{"names": {"sys/cpu_cores,sys/memory_mb"}}
+	if _, err := c.getJSON(inv.ctx, taskPath(t.ID, "/metrics"), q, &ans); err != nil {
+		return "- (" + oneLine(err.Error()) + ")"
+	}
+	last := func(name string) (at, v float64, ok bool) {
+		pts := ans.Series[name]
+		if len(pts) == 0 || pts[len(pts)-1][0] == nil || pts[len(pts)-1][1] == nil {
+			return 0, 0, false
+		}
+		return *pts[len(pts)-1][0], *pts[len(pts)-1][1], true
+	}
+	at, cores, okC := last("sys/cpu_cores")
+	_, mem, okM := last("sys/memory_mb")
+	if !okC || !okM {
+		return "-"
+	}
+	when := time.Unix(int64(at), 0)
+	return fmt.Sprintf("%s cores, %s at %s", strconv.FormatFloat(cores, 'f', 2, 64), core.FormatMB(int64(mem)), formatTime(&when))
 }
 
 // diffLine says whether the run's diff is stored and how to read it.

@@ -33,6 +33,9 @@ const (
 	maxForeignUser    = 64
 	maxForeignCommand = 200
 	maxGPUProblem     = 600
+	// maxRunUsage bounds the runs' entries kept from one sample; a worker
+	// runs far fewer.
+	maxRunUsage = 1024
 )
 
 // gpuState is a session's last GPU sample, positional over the Hello's
@@ -48,12 +51,21 @@ type gpuState struct {
 	mem     []int64 // MiB, likewise
 	foreign [][]gpuwatch.Proc
 	problem string
+	// runs is the runs' use of cores and memory at the sample (issue 26),
+	// its array reused from sample to sample.
+	runs []runUsage
 	// foreignGen counts the foreign lists the session received, so the
 	// shard tells a new list from the same one without comparing them.
 	foreignGen uint64
 	// util and mem live here for up to inlineGPUs GPUs.
 	utilBuf [inlineGPUs]int
 	memBuf  [inlineGPUs]int64
+}
+
+// runUsage is a run's entry of a sample (pb.RunUsage).
+type runUsage struct {
+	id  string
+	use gpuwatch.Usage
 }
 
 // inlineGPUs is how many GPUs a gpuState holds without an allocation.
@@ -106,6 +118,11 @@ func (sess *session) takeGPUSample(g *pb.GpuSample, now time.Time) {
 	}
 	if g.Problem != nil && *g.Problem != st.problem {
 		st.problem = clip(*g.Problem, maxGPUProblem)
+	}
+	st.runs = st.runs[:0]
+	for _, u := range g.Runs[:min(len(g.Runs), maxRunUsage)] {
+		st.runs = append(st.runs, runUsage{id: u.TaskId,
+			use: gpuwatch.Usage{CPUMillicores: int64(u.CpuMillicores), MemoryMB: int64(min(u.MemoryMb, 1<<53)), Known: true}})
 	}
 }
 
@@ -179,6 +196,7 @@ func (g *gpuRules) observe(sess *session) {
 	sess.gpuSeen = cur.seq
 	smp := cur.sampleLocked(sess.gpuIdx, sess.gpuScratch)
 	st := gpuState{at: cur.at, foreign: cur.foreign, problem: cur.problem, foreignGen: cur.foreignGen} // what is read below
+	sess.useScratch = append(sess.useScratch[:0], cur.runs...)
 	sess.gpuMu.Unlock()
 	sess.gpuScratch = smp.GPUs
 	if sess.watch == nil {
@@ -187,7 +205,8 @@ func (g *gpuRules) observe(sess *session) {
 	var running []gpuwatch.Run
 	if runs := sess.runs.Load(); runs != nil {
 		for id, rr := range *runs {
-			if len(rr.gpus) == 0 || rr.fence.Load() == 0 {
+			use := usageOf(sess.useScratch, id)
+			if len(rr.gpus) == 0 && !use.Known || rr.fence.Load() == 0 {
 				continue
 			}
 			// RUNNING only: a run that has not started yet may sit at 0 %
@@ -196,7 +215,7 @@ func (g *gpuRules) observe(sess *session) {
 			if v := rr.view.Load(); v != nil && v.Status != core.StatusRunning {
 				continue
 			}
-			running = append(running, gpuwatch.Run{ID: id, GPUs: rr.gpus})
+			running = append(running, gpuwatch.Run{ID: id, GPUs: rr.gpus, Usage: use})
 		}
 	}
 	out := &sess.gpuOut
@@ -279,6 +298,17 @@ func (g *gpuRules) observe(sess *session) {
 	if wake {
 		g.wake()
 	}
+}
+
+// usageOf is run id's entry in a sample's runs; Known is false when it
+// has none.
+func usageOf(runs []runUsage, id string) gpuwatch.Usage {
+	for i := range runs {
+		if runs[i].id == id {
+			return runs[i].use
+		}
+	}
+	return gpuwatch.Usage{}
 }
 
 // fillGPUs adds sess's last sample to gpus (a worker's view, in Hello's

@@ -188,3 +188,36 @@ func TestTakeGPUSampleBounds(t *testing.T) {
 		t.Fatalf("foreign GPUs %v", got)
 	}
 }
+
+// The runs' use of cores and memory in a worker's samples becomes their
+// series sys/cpu_cores and sys/memory_mb, stepped by the sample's Unix
+// second: on a worker without GPUs (samples of its runs alone) for a run
+// without GPUs. An entry for a run the worker does not hold is dropped.
+func TestUsageSeries(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HeartbeatTTL, c.LeaseTTL = time.Minute, time.Minute })
+	p := dial(t, h.m.Addr())
+	p.hello("w-cpu", 1, 0)
+	run := h.submit(t, 0, "train")
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	p.send(&pb.TaskStarted{TaskId: run.ID, Attempt: ex.Attempt, Fence: ex.Fence, Pid: 1})
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+	refs := []*pb.RunRef{{TaskId: run.ID, Attempt: ex.Attempt, Fence: ex.Fence}}
+	other := core.NewTaskID()
+	p.send(&pb.Heartbeat{Seq: 1, Runs: refs, Gpus: &pb.GpuSample{Runs: []*pb.RunUsage{
+		{TaskId: run.ID, CpuMillicores: 1020, MemoryMb: 812}, {TaskId: other, CpuMillicores: 4000, MemoryMb: 1}}}})
+	p.expect(&pb.HeartbeatAck{})
+	names := []string{gpuwatch.MetricCPUCores, gpuwatch.MetricMemoryRun}
+	var ms map[string][][2]float64
+	testutil.Eventually(t, 10*time.Second, func() (bool, string) {
+		var err error
+		ms, err = h.st.Metrics(context.Background(), run.ID, names)
+		return err == nil && len(ms[names[0]]) == 1 && len(ms[names[1]]) == 1, "no usage series yet"
+	})
+	c, m := ms[names[0]][0], ms[names[1]][0]
+	if c[1] != 1.02 || m[1] != 812 || c[0] != m[0] || time.Since(time.Unix(int64(c[0]), 0)) > time.Minute {
+		t.Fatalf("points %v %v: want 1.02 cores and 812 MiB at the sample's Unix second", c, m)
+	}
+	if other, _ := h.st.Metrics(context.Background(), other, names); len(other) != 0 {
+		t.Fatalf("a run the worker does not hold got %v", other)
+	}
+}

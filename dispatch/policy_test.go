@@ -184,6 +184,44 @@ func TestPreemption(t *testing.T) {
 	}
 }
 
+// A run waiting for cores (pendingCode cpu) preempts a preemptible CPU-only
+// run of lower priority holding them, and starts on the cores it freed
+// (issue 26).
+func TestPreemptionForCores(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	victim := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, CPUs: 2, MemoryMB: 512, Attempt: 1,
+		TraceID: core.NewTraceID(), CreatedAt: h.clock.Now().Add(-time.Minute), Preemptible: true}
+	if err := h.st.CreateTask(context.Background(), &victim); err != nil {
+		t.Fatal(err)
+	}
+	p := dial(t, h.m.Addr())
+	p.send(&pb.Hello{WorkerId: "w", Host: "test", Slots: 2, CpuMillis: 2000, MemoryMb: 4096})
+	p.expect(&pb.HelloAck{})
+	h.m.Notify()
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if ex.TaskId != victim.ID || ex.CpuMillis != 2000 {
+		t.Fatalf("started %v, want the victim with 2 cores", ex)
+	}
+	p.send(&pb.TaskStarted{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
+	testutil.WaitFor(t, 10*time.Second, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
+
+	urgent := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, CPUs: 1.5, MemoryMB: 512, Attempt: 1,
+		Priority: 5, TraceID: core.NewTraceID(), CreatedAt: h.clock.Now()}
+	if err := h.st.CreateTask(context.Background(), &urgent); err != nil {
+		t.Fatal(err)
+	}
+	h.m.Notify()
+	ct := p.expect(&pb.CancelTask{}).(*pb.CancelTask)
+	if ct.TaskId != victim.ID || !strings.Contains(ct.Reason, "preempted by "+urgent.ID) {
+		t.Fatalf("CancelTask %v", ct)
+	}
+	p.send(&pb.TaskFinished{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_CANCELLED, Signal: "SIGTERM", ExitCode: -1})
+	ex2 := p.expectEach(&pb.TaskFinishedAck{}, &pb.ExecuteTask{})[1].(*pb.ExecuteTask)
+	if ex2.TaskId != urgent.ID || ex2.CpuMillis != 1500 {
+		t.Fatalf("started %v on the freed cores, want the urgent run %s", ex2, urgent.ID)
+	}
+}
+
 // The standing a pass was given is never changed under it: the runs this
 // master places and ends move a copy, floored at zero, and users the
 // cache lacks are left to the next read.

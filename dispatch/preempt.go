@@ -12,13 +12,14 @@ import (
 	"github.com/rlsched/rlsched/dispatch/plan"
 )
 
-// Preemption, the master's side: after a pass, the QUEUED GPU runs of the
-// page that did not start may have preemptible runs of lower priority on
+// Preemption, the master's side: after a pass, the QUEUED runs of the page
+// that did not start for want of GPUs, cores or memory may have
+// preemptible runs of lower priority on
 // this master's workers stopped for them (plan.Preempt decides which). A
 // victim gets CancelTask with its own grace (SIGTERM, the grace, SIGKILL
 // on the worker, which uploads its outputs first); its end is recorded as
 // a preemption (core.Task.Preempt: QUEUED again, attempt + 1, not a
-// retry), and the preemptor takes the GPUs at a later pass.
+// retry), and the preemptor takes what they freed at a later pass.
 
 // DefaultPreemptCooldown is PREEMPT_COOLDOWN_SECONDS's default.
 const DefaultPreemptCooldown = 300 * time.Second

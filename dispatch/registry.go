@@ -772,7 +772,7 @@ func (w *workerRec) freeLocked() plan.Worker {
 	}
 	c := plan.Worker{ID: w.id, FreeSlots: w.slots - cpuRuns, GPUs: len(w.gpus),
 		FreeCPUMillis: offers(w.cpuMillis) - cpu, FreeMemoryMB: offers(w.memoryMB) - mem,
-		Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked(), Containers: len(w.runtimes) > 0}
+		CPUMillis: offers(w.cpuMillis), MemoryMB: offers(w.memoryMB), Models: w.gpus, Labels: w.labels, Shares: w.sharesLocked(), Containers: len(w.runtimes) > 0}
 	if w.sess != nil {
 		c.ForeignGPUs = w.sess.foreignGPUs()
 	}
@@ -1015,10 +1015,12 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 		if !w.connectedLocked() || w.draining {
 			continue
 		}
-		n := plan.Node{ID: w.id, FreeGPUs: len(w.freeLocked().FreeGPUs)}
+		free := w.freeLocked()
+		n := plan.Node{ID: w.id, FreeGPUs: len(free.FreeGPUs), FreeCPUMillis: free.FreeCPUMillis, FreeMemoryMB: free.FreeMemoryMB}
 		for _, rr := range w.runs {
 			if rr.preempt.Load() != nil {
 				n.FreeGPUs += len(rr.gpus)
+				n.FreeCPUMillis, n.FreeMemoryMB = n.FreeCPUMillis+rr.cpuMillis, n.FreeMemoryMB+rr.memoryMB
 				continue
 			}
 			// A share frees no whole GPU: fractional runs are not preempted
@@ -1026,7 +1028,8 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 			if rr.pol == nil || rr.fence.Load() == 0 || !rr.pol.preemptible || rr.share > 0 {
 				continue
 			}
-			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), Priority: rr.pol.priority, Preemptible: true,
+			a := plan.Active{ID: rr.taskID, Worker: w.id, GPUs: len(rr.gpus), CPUMillis: rr.cpuMillis, MemoryMB: rr.memoryMB,
+				Priority: rr.pol.priority, Preemptible: true,
 				Interactive: rr.pol.interactive, StartedAt: rr.pol.placedAt, PreemptedAt: rr.pol.preemptedAt}
 			n.Runs = append(n.Runs, a)
 			recs[rr.taskID] = rr

@@ -92,6 +92,7 @@ type session struct {
 	gpuHadForeign bool
 	gpuProblem    string
 	gpuScratch    []gpuwatch.GPU
+	useScratch    []runUsage
 }
 
 // run returns the run placed on this session's worker under id, or nil.

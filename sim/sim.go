@@ -890,7 +890,8 @@ func (e *engine) preemptNodes() []plan.Node {
 		if !n.up {
 			continue
 		}
-		pn := plan.Node{ID: n.id, FreeGPUs: len(n.free)}
+		// The simulation models no cores or memory (its runs ask for none).
+		pn := plan.Node{ID: n.id, FreeGPUs: len(n.free), FreeCPUMillis: plan.Unlimited, FreeMemoryMB: plan.Unlimited}
 		for _, s := range sortedRuns(n) {
 			if !e.isPreemptible(s) {
 				continue

@@ -93,8 +93,9 @@ type Config struct {
 	// more when it ends. Default 30 s.
 	ArtifactSync time.Duration
 	// GPUSample (GPU_SAMPLE_SECONDS) is how often the worker samples its
-	// GPUs with nvidia-smi and reports them in its heartbeat (docs/gpus.md);
-	// default 10 s; negative: never (a worker without GPUs never samples).
+	// GPUs with nvidia-smi and reports them in its heartbeat (docs/gpus.md),
+	// with its runs' use of cores and memory (a worker without GPUs samples
+	// only those); default 10 s; negative: never.
 	GPUSample time.Duration
 	// NvidiaSMI is the nvidia-smi to run; default $NVIDIA_SMI, else the one
 	// on PATH.

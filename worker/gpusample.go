@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"math"
+	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/worker/nvsmi"
@@ -49,16 +51,32 @@ func (a *agent) gpuProblem(problem string) {
 }
 
 // gpuSample is the GpuSample the next heartbeat of s carries: nil when no
-// sample was taken since the last one s sent. Heartbeat goroutine only.
+// sample was taken since the last one s sent. The runs' use of cores and
+// memory is read with each GPU sample; a worker that samples no GPUs
+// (none, or no sampler) sends it alone every GPU_SAMPLE_SECONDS, when a
+// run has a group to read. Heartbeat goroutine only.
 func (s *session) gpuSample() *pb.GpuSample {
 	if s.a.sampler == nil {
-		return nil
+		if len(s.a.cfg.GPUs) > 0 || s.a.cfg.GPUSample <= 0 {
+			return nil
+		}
+		now := time.Now()
+		if !s.usageAt.IsZero() && now.Sub(s.usageAt) < s.a.cfg.GPUSample {
+			return nil
+		}
+		s.usageAt = now // a run's first sample marks its count: its next is an interval on
+		runs := s.a.tab.usage(now)
+		if len(runs) == 0 {
+			return nil
+		}
+		return &pb.GpuSample{Runs: runs}
 	}
 	smp := s.a.sampler.Latest()
 	if smp == nil || smp.Seq == s.gpuSeq {
 		return nil
 	}
-	m := &pb.GpuSample{UtilPct: make([]uint32, len(smp.GPUs)), MemoryUsedMb: make([]uint32, len(smp.GPUs))}
+	m := &pb.GpuSample{UtilPct: make([]uint32, len(smp.GPUs)), MemoryUsedMb: make([]uint32, len(smp.GPUs)),
+		Runs: s.a.tab.usage(time.Now())}
 	for i, g := range smp.GPUs {
 		m.UtilPct[i], m.MemoryUsedMb[i] = utilUnknown, memUnknown
 		if g.UtilizationPct >= 0 && g.UtilizationPct <= 100 {
@@ -94,4 +112,40 @@ func (s *session) gpuSample() *pb.GpuSample {
 // sends everything again. Heartbeat goroutine only.
 func (s *session) heartbeatDropped() {
 	s.gpuSeq, s.gpuSent = 0, nil
+}
+
+// usage reads the group of every started run at now: the cores it used
+// since its last sample and the memory it holds. A run's first sample only
+// marks where its count stands (its group counts from the fork, before the
+// worker notes the start, so a rate since the start would be too high). A
+// run without a group is left out: without one its processes may leave its
+// process group, so nothing counts all of them.
+func (t *runTable) usage(now time.Time) []*pb.RunUsage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*pb.RunUsage
+	for _, r := range t.runs {
+		// startedAt first: a run is in the table before its group is made
+		// while its files are restored, and r.cg is set before its start.
+		if r.startedAt.IsZero() || r.reaped || r.cg == nil {
+			continue
+		}
+		n := r.cg.Now()
+		if n.CPUNanos < 0 || n.MemoryBytes < 0 {
+			continue
+		}
+		if r.usedAt.IsZero() {
+			r.usedAt, r.usedNanos = now, n.CPUNanos
+			continue
+		}
+		d, base := now.Sub(r.usedAt), r.usedNanos
+		if d <= 0 {
+			continue
+		}
+		r.usedAt, r.usedNanos = now, n.CPUNanos
+		milli := math.Round(float64(max(n.CPUNanos-base, 0)) * 1000 / float64(d))
+		out = append(out, &pb.RunUsage{TaskId: r.id, CpuMillicores: uint32(min(milli, math.MaxUint32)),
+			MemoryMb: uint64(n.MemoryBytes+1<<20-1) >> 20})
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/internal/testkit/fakesmi"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/worker/cgroup"
 )
@@ -211,4 +212,74 @@ func TestResources_RunAsUserLeavesNothing(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	waitFor(t, 5*time.Second, "the escaped child of the account dead", func() bool { return testutil.GroupGone(pid) })
+}
+
+// TestResources_UsageSeries: a run in its group is sampled for the series
+// sys/cpu_cores and sys/memory_mb: a busy loop capped at one core shows
+// about one, and the memory it holds. On a worker without GPUs the usage
+// comes alone every GPU_SAMPLE_SECONDS; on one with GPUs it rides on the
+// GPU samples.
+func TestResources_UsageSeries(t *testing.T) {
+	needCgroupV1(t)
+	fake := fakesmi.Install(t)
+	fake.SetGPUs(fakesmi.GPUs(1, "NVIDIA A100")...)
+	t.Setenv("NVIDIA_SMI", fake.Bin)
+	gpus, err := DetectGPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		gpus []GPU
+	}{{"no GPUs", nil}, {"GPUs", gpus}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newFakeMaster(t, testToken)
+			startWorker(t, m, func(c *Config) { c.GPUs, c.GPUSample = tc.gpus, 200*time.Millisecond })
+			mc := m.next(t)
+			id := "t-busy-" + strconv.Itoa(len(tc.gpus))
+			mc.send(&pb.ExecuteTask{TaskId: id, Attempt: 1, Fence: 1, CpuMillis: 1000, MemoryMb: 512,
+				Argv: []string{"python3", "-c", "a = bytearray(96 << 20)\nwhile True: pass"}})
+			mc.started(t, id)
+			since := time.Now()
+			var cores []float64
+			var memMB uint64
+			waitFor(t, 30*time.Second, "five samples of the run's usage", func() bool {
+				cores = cores[:0]
+				for _, s := range mc.gpuSamples() {
+					if len(s.UtilPct) != len(tc.gpus) {
+						t.Fatalf("a sample of %d GPUs on a worker of %d", len(s.UtilPct), len(tc.gpus))
+					}
+					for _, u := range s.Runs {
+						if u.GetTaskId() == id {
+							cores, memMB = append(cores, float64(u.GetCpuMillicores())/1000), u.GetMemoryMb()
+						}
+					}
+				}
+				return len(cores) >= 5
+			})
+			mc.send(&pb.CancelTask{TaskId: id, Attempt: 1, Fence: 1})
+			fin := mc.expect(t, 20*time.Second, "TaskFinished", func(m proto.Message) bool { _, ok := m.(*pb.TaskFinished); return ok }).(*pb.TaskFinished)
+			wall := time.Since(since).Seconds()
+			// The quota caps it at one core, and the samples add up to the
+			// CPU time its group counted in all. On an idle machine a
+			// spinning loop shows about one core; on a loaded one (the
+			// helpers' machine runs at a load of 15 on 2 cores) as much as
+			// it got.
+			sum := 0.0
+			for _, c := range cores {
+				if c > 1.1 {
+					t.Fatalf("cores %v: over its one-core quota", cores)
+				}
+				sum += c
+			}
+			mean, got := sum/float64(len(cores)), fin.GetCpuSeconds()/wall
+			if mean < got/2 || mean > got*2 || mean < 0.02 {
+				t.Fatalf("cores %v (mean %.2f) for a run that used %.2f of a core over its life", cores, mean, got)
+			}
+			if memMB < 96 || memMB > 400 {
+				t.Fatalf("memory %d MiB, want the 96 MiB it holds and the interpreter", memMB)
+			}
+			t.Logf("cores %v, %.2f over its life; memory %d MiB", cores, got, memMB)
+		})
+	}
 }

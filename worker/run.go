@@ -81,6 +81,10 @@ type run struct {
 	// its share (zero: it is not), and the error it was stopped with.
 	overSince    time.Time
 	gpuMemoryErr string
+	// Its group's CPU time at its last usage sample and that sample's time
+	// (gpusample.go); zero: none yet.
+	usedAt    time.Time
+	usedNanos int64
 }
 
 // releaseMPS gives back the run's place on its GPU's MPS daemon, once;

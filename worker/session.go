@@ -67,6 +67,9 @@ type session struct {
 	// (gpusample.go).
 	gpuSeq  uint64
 	gpuSent *nvsmi.Sample
+	// usageAt is when the last sample of the runs' usage alone (a worker
+	// that does not sample GPUs) was sent on this session.
+	usageAt time.Time
 
 	// The streams to interactive runs' web apps opened on this connection
 	// (proxy.go), and their frames waiting for the writer.

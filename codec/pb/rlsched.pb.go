@@ -679,7 +679,12 @@ type GpuSample struct {
 	Foreign *ForeignList `protobuf:"bytes,3,opt,name=foreign,proto3" json:"foreign,omitempty"`
 	// Present only when the worker's GPU problem changed since the last
 	// sample sent on this connection, and in the first: "" when it is gone.
-	Problem       *string `protobuf:"bytes,4,opt,name=problem,proto3,oneof" json:"problem,omitempty"`
+	Problem *string `protobuf:"bytes,4,opt,name=problem,proto3,oneof" json:"problem,omitempty"`
+	// The runs' use of the worker's cores and memory at this sample (issue
+	// 26: sys/cpu_cores, sys/memory_mb), read from each run's control group;
+	// a run without one is not listed. A worker without GPUs (or without
+	// nvidia-smi) sends samples with only this, every GPU_SAMPLE_SECONDS.
+	Runs          []*RunUsage `protobuf:"bytes,5,rep,name=runs,proto3" json:"runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +747,78 @@ func (x *GpuSample) GetProblem() string {
 	return ""
 }
 
+func (x *GpuSample) GetRuns() []*RunUsage {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+// RunUsage is one run's use at a sample.
+type RunUsage struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TaskId string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The cores it used since its last sample, in thousandths (a run's first
+	// sample only marks the worker's count: a run is listed from its second).
+	CpuMillicores uint32 `protobuf:"varint,2,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
+	// The memory its group holds now (memory.current on v2,
+	// memory.usage_in_bytes on v1), MiB.
+	MemoryMb      uint64 `protobuf:"varint,3,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunUsage) Reset() {
+	*x = RunUsage{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunUsage) ProtoMessage() {}
+
+func (x *RunUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunUsage.ProtoReflect.Descriptor instead.
+func (*RunUsage) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunUsage) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *RunUsage) GetCpuMillicores() uint32 {
+	if x != nil {
+		return x.CpuMillicores
+	}
+	return 0
+}
+
+func (x *RunUsage) GetMemoryMb() uint64 {
+	if x != nil {
+		return x.MemoryMb
+	}
+	return 0
+}
+
 type ForeignList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Procs         []*ForeignProc         `protobuf:"bytes,1,rep,name=procs,proto3" json:"procs,omitempty"`
@@ -751,7 +828,7 @@ type ForeignList struct {
 
 func (x *ForeignList) Reset() {
 	*x = ForeignList{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +840,7 @@ func (x *ForeignList) String() string {
 func (*ForeignList) ProtoMessage() {}
 
 func (x *ForeignList) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[7]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +853,7 @@ func (x *ForeignList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignList.ProtoReflect.Descriptor instead.
 func (*ForeignList) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{7}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForeignList) GetProcs() []*ForeignProc {
@@ -800,7 +877,7 @@ type ForeignProc struct {
 
 func (x *ForeignProc) Reset() {
 	*x = ForeignProc{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +889,7 @@ func (x *ForeignProc) String() string {
 func (*ForeignProc) ProtoMessage() {}
 
 func (x *ForeignProc) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[8]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +902,7 @@ func (x *ForeignProc) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForeignProc.ProtoReflect.Descriptor instead.
 func (*ForeignProc) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{8}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForeignProc) GetGpuIndex() uint32 {
@@ -874,7 +951,7 @@ type HeartbeatAck struct {
 
 func (x *HeartbeatAck) Reset() {
 	*x = HeartbeatAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +963,7 @@ func (x *HeartbeatAck) String() string {
 func (*HeartbeatAck) ProtoMessage() {}
 
 func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[9]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +976,7 @@ func (x *HeartbeatAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatAck.ProtoReflect.Descriptor instead.
 func (*HeartbeatAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{9}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatAck) GetSeq() uint64 {
@@ -981,7 +1058,7 @@ type ExecuteTask struct {
 
 func (x *ExecuteTask) Reset() {
 	*x = ExecuteTask{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1070,7 @@ func (x *ExecuteTask) String() string {
 func (*ExecuteTask) ProtoMessage() {}
 
 func (x *ExecuteTask) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[10]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1083,7 @@ func (x *ExecuteTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteTask.ProtoReflect.Descriptor instead.
 func (*ExecuteTask) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{10}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteTask) GetTaskId() string {
@@ -1222,7 +1299,7 @@ type RestoreFile struct {
 
 func (x *RestoreFile) Reset() {
 	*x = RestoreFile{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1311,7 @@ func (x *RestoreFile) String() string {
 func (*RestoreFile) ProtoMessage() {}
 
 func (x *RestoreFile) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[11]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1324,7 @@ func (x *RestoreFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreFile.ProtoReflect.Descriptor instead.
 func (*RestoreFile) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{11}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RestoreFile) GetPath() string {
@@ -1303,7 +1380,7 @@ type TaskStarted struct {
 
 func (x *TaskStarted) Reset() {
 	*x = TaskStarted{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1315,7 +1392,7 @@ func (x *TaskStarted) String() string {
 func (*TaskStarted) ProtoMessage() {}
 
 func (x *TaskStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[12]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1405,7 @@ func (x *TaskStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskStarted.ProtoReflect.Descriptor instead.
 func (*TaskStarted) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{12}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskStarted) GetTaskId() string {
@@ -1393,7 +1470,7 @@ type LogData struct {
 
 func (x *LogData) Reset() {
 	*x = LogData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1482,7 @@ func (x *LogData) String() string {
 func (*LogData) ProtoMessage() {}
 
 func (x *LogData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[13]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1495,7 @@ func (x *LogData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogData.ProtoReflect.Descriptor instead.
 func (*LogData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{13}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LogData) GetTaskId() string {
@@ -1471,7 +1548,7 @@ type LogAck struct {
 
 func (x *LogAck) Reset() {
 	*x = LogAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1560,7 @@ func (x *LogAck) String() string {
 func (*LogAck) ProtoMessage() {}
 
 func (x *LogAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[14]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1573,7 @@ func (x *LogAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogAck.ProtoReflect.Descriptor instead.
 func (*LogAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{14}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LogAck) GetTaskId() string {
@@ -1547,7 +1624,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1636,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[15]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1649,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{15}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Metric) GetTaskId() string {
@@ -1623,7 +1700,7 @@ type CancelTask struct {
 
 func (x *CancelTask) Reset() {
 	*x = CancelTask{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1712,7 @@ func (x *CancelTask) String() string {
 func (*CancelTask) ProtoMessage() {}
 
 func (x *CancelTask) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[16]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1725,7 @@ func (x *CancelTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTask.ProtoReflect.Descriptor instead.
 func (*CancelTask) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{16}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelTask) GetTaskId() string {
@@ -1710,7 +1787,7 @@ type TaskFinished struct {
 
 func (x *TaskFinished) Reset() {
 	*x = TaskFinished{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1799,7 @@ func (x *TaskFinished) String() string {
 func (*TaskFinished) ProtoMessage() {}
 
 func (x *TaskFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[17]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1812,7 @@ func (x *TaskFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinished.ProtoReflect.Descriptor instead.
 func (*TaskFinished) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{17}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskFinished) GetTaskId() string {
@@ -1832,7 +1909,7 @@ type TaskFinishedAck struct {
 
 func (x *TaskFinishedAck) Reset() {
 	*x = TaskFinishedAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +1921,7 @@ func (x *TaskFinishedAck) String() string {
 func (*TaskFinishedAck) ProtoMessage() {}
 
 func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[18]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +1934,7 @@ func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinishedAck.ProtoReflect.Descriptor instead.
 func (*TaskFinishedAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{18}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskFinishedAck) GetTaskId() string {
@@ -1905,7 +1982,7 @@ type ArtifactChunk struct {
 
 func (x *ArtifactChunk) Reset() {
 	*x = ArtifactChunk{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +1994,7 @@ func (x *ArtifactChunk) String() string {
 func (*ArtifactChunk) ProtoMessage() {}
 
 func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2007,7 @@ func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactChunk.ProtoReflect.Descriptor instead.
 func (*ArtifactChunk) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{19}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ArtifactChunk) GetTaskId() string {
@@ -2055,7 +2132,7 @@ type ArtifactAck struct {
 
 func (x *ArtifactAck) Reset() {
 	*x = ArtifactAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2144,7 @@ func (x *ArtifactAck) String() string {
 func (*ArtifactAck) ProtoMessage() {}
 
 func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2157,7 @@ func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactAck.ProtoReflect.Descriptor instead.
 func (*ArtifactAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{20}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ArtifactAck) GetTaskId() string {
@@ -2177,7 +2254,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2266,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2279,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{21}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -2230,7 +2307,7 @@ type TermData struct {
 
 func (x *TermData) Reset() {
 	*x = TermData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2319,7 @@ func (x *TermData) String() string {
 func (*TermData) ProtoMessage() {}
 
 func (x *TermData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2332,7 @@ func (x *TermData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermData.ProtoReflect.Descriptor instead.
 func (*TermData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{22}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TermData) GetTaskId() string {
@@ -2309,7 +2386,7 @@ type TermInput struct {
 
 func (x *TermInput) Reset() {
 	*x = TermInput{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2398,7 @@ func (x *TermInput) String() string {
 func (*TermInput) ProtoMessage() {}
 
 func (x *TermInput) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2411,7 @@ func (x *TermInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermInput.ProtoReflect.Descriptor instead.
 func (*TermInput) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{23}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TermInput) GetTaskId() string {
@@ -2387,7 +2464,7 @@ type TermResize struct {
 
 func (x *TermResize) Reset() {
 	*x = TermResize{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2476,7 @@ func (x *TermResize) String() string {
 func (*TermResize) ProtoMessage() {}
 
 func (x *TermResize) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2489,7 @@ func (x *TermResize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermResize.ProtoReflect.Descriptor instead.
 func (*TermResize) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{24}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TermResize) GetTaskId() string {
@@ -2464,7 +2541,7 @@ type TermAck struct {
 
 func (x *TermAck) Reset() {
 	*x = TermAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2553,7 @@ func (x *TermAck) String() string {
 func (*TermAck) ProtoMessage() {}
 
 func (x *TermAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2566,7 @@ func (x *TermAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermAck.ProtoReflect.Descriptor instead.
 func (*TermAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{25}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TermAck) GetTaskId() string {
@@ -2541,7 +2618,7 @@ type ProxyOpen struct {
 
 func (x *ProxyOpen) Reset() {
 	*x = ProxyOpen{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2630,7 @@ func (x *ProxyOpen) String() string {
 func (*ProxyOpen) ProtoMessage() {}
 
 func (x *ProxyOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2643,7 @@ func (x *ProxyOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyOpen.ProtoReflect.Descriptor instead.
 func (*ProxyOpen) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{26}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProxyOpen) GetTaskId() string {
@@ -2609,7 +2686,7 @@ type ProxyData struct {
 
 func (x *ProxyData) Reset() {
 	*x = ProxyData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2698,7 @@ func (x *ProxyData) String() string {
 func (*ProxyData) ProtoMessage() {}
 
 func (x *ProxyData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2711,7 @@ func (x *ProxyData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyData.ProtoReflect.Descriptor instead.
 func (*ProxyData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{27}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProxyData) GetTaskId() string {
@@ -2676,7 +2753,7 @@ type ProxyAck struct {
 
 func (x *ProxyAck) Reset() {
 	*x = ProxyAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2765,7 @@ func (x *ProxyAck) String() string {
 func (*ProxyAck) ProtoMessage() {}
 
 func (x *ProxyAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2778,7 @@ func (x *ProxyAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyAck.ProtoReflect.Descriptor instead.
 func (*ProxyAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{28}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProxyAck) GetTaskId() string {
@@ -2736,7 +2813,7 @@ type ProxyClose struct {
 
 func (x *ProxyClose) Reset() {
 	*x = ProxyClose{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2825,7 @@ func (x *ProxyClose) String() string {
 func (*ProxyClose) ProtoMessage() {}
 
 func (x *ProxyClose) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +2838,7 @@ func (x *ProxyClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyClose.ProtoReflect.Descriptor instead.
 func (*ProxyClose) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{29}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProxyClose) GetTaskId() string {
@@ -2845,14 +2922,19 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04runs\x18\x02 \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12 \n" +
 	"\fsent_unix_ms\x18\x04 \x01(\x03R\n" +
 	"sentUnixMs\x12)\n" +
-	"\x04gpus\x18\x05 \x01(\v2\x15.rlsched.v1.GpuSampleR\x04gpusJ\x04\b\x03\x10\x04R\bgpu_util\"\xaa\x01\n" +
+	"\x04gpus\x18\x05 \x01(\v2\x15.rlsched.v1.GpuSampleR\x04gpusJ\x04\b\x03\x10\x04R\bgpu_util\"\xd4\x01\n" +
 	"\tGpuSample\x12\x19\n" +
 	"\butil_pct\x18\x01 \x03(\rR\autilPct\x12$\n" +
 	"\x0ememory_used_mb\x18\x02 \x03(\rR\fmemoryUsedMb\x121\n" +
 	"\aforeign\x18\x03 \x01(\v2\x17.rlsched.v1.ForeignListR\aforeign\x12\x1d\n" +
-	"\aproblem\x18\x04 \x01(\tH\x00R\aproblem\x88\x01\x01B\n" +
+	"\aproblem\x18\x04 \x01(\tH\x00R\aproblem\x88\x01\x01\x12(\n" +
+	"\x04runs\x18\x05 \x03(\v2\x14.rlsched.v1.RunUsageR\x04runsB\n" +
 	"\n" +
-	"\b_problem\"<\n" +
+	"\b_problem\"g\n" +
+	"\bRunUsage\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12%\n" +
+	"\x0ecpu_millicores\x18\x02 \x01(\rR\rcpuMillicores\x12\x1b\n" +
+	"\tmemory_mb\x18\x03 \x01(\x04R\bmemoryMb\"<\n" +
 	"\vForeignList\x12-\n" +
 	"\x05procs\x18\x01 \x03(\v2\x17.rlsched.v1.ForeignProcR\x05procs\"\x87\x01\n" +
 	"\vForeignProc\x12\x1b\n" +
@@ -3061,7 +3143,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -3071,50 +3153,52 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*HelloAck)(nil),        // 5: rlsched.v1.HelloAck
 	(*Heartbeat)(nil),       // 6: rlsched.v1.Heartbeat
 	(*GpuSample)(nil),       // 7: rlsched.v1.GpuSample
-	(*ForeignList)(nil),     // 8: rlsched.v1.ForeignList
-	(*ForeignProc)(nil),     // 9: rlsched.v1.ForeignProc
-	(*HeartbeatAck)(nil),    // 10: rlsched.v1.HeartbeatAck
-	(*ExecuteTask)(nil),     // 11: rlsched.v1.ExecuteTask
-	(*RestoreFile)(nil),     // 12: rlsched.v1.RestoreFile
-	(*TaskStarted)(nil),     // 13: rlsched.v1.TaskStarted
-	(*LogData)(nil),         // 14: rlsched.v1.LogData
-	(*LogAck)(nil),          // 15: rlsched.v1.LogAck
-	(*Metric)(nil),          // 16: rlsched.v1.Metric
-	(*CancelTask)(nil),      // 17: rlsched.v1.CancelTask
-	(*TaskFinished)(nil),    // 18: rlsched.v1.TaskFinished
-	(*TaskFinishedAck)(nil), // 19: rlsched.v1.TaskFinishedAck
-	(*ArtifactChunk)(nil),   // 20: rlsched.v1.ArtifactChunk
-	(*ArtifactAck)(nil),     // 21: rlsched.v1.ArtifactAck
-	(*Goodbye)(nil),         // 22: rlsched.v1.Goodbye
-	(*TermData)(nil),        // 23: rlsched.v1.TermData
-	(*TermInput)(nil),       // 24: rlsched.v1.TermInput
-	(*TermResize)(nil),      // 25: rlsched.v1.TermResize
-	(*TermAck)(nil),         // 26: rlsched.v1.TermAck
-	(*ProxyOpen)(nil),       // 27: rlsched.v1.ProxyOpen
-	(*ProxyData)(nil),       // 28: rlsched.v1.ProxyData
-	(*ProxyAck)(nil),        // 29: rlsched.v1.ProxyAck
-	(*ProxyClose)(nil),      // 30: rlsched.v1.ProxyClose
-	nil,                     // 31: rlsched.v1.Hello.LabelsEntry
-	nil,                     // 32: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 33: rlsched.v1.Metric.ValuesEntry
+	(*RunUsage)(nil),        // 8: rlsched.v1.RunUsage
+	(*ForeignList)(nil),     // 9: rlsched.v1.ForeignList
+	(*ForeignProc)(nil),     // 10: rlsched.v1.ForeignProc
+	(*HeartbeatAck)(nil),    // 11: rlsched.v1.HeartbeatAck
+	(*ExecuteTask)(nil),     // 12: rlsched.v1.ExecuteTask
+	(*RestoreFile)(nil),     // 13: rlsched.v1.RestoreFile
+	(*TaskStarted)(nil),     // 14: rlsched.v1.TaskStarted
+	(*LogData)(nil),         // 15: rlsched.v1.LogData
+	(*LogAck)(nil),          // 16: rlsched.v1.LogAck
+	(*Metric)(nil),          // 17: rlsched.v1.Metric
+	(*CancelTask)(nil),      // 18: rlsched.v1.CancelTask
+	(*TaskFinished)(nil),    // 19: rlsched.v1.TaskFinished
+	(*TaskFinishedAck)(nil), // 20: rlsched.v1.TaskFinishedAck
+	(*ArtifactChunk)(nil),   // 21: rlsched.v1.ArtifactChunk
+	(*ArtifactAck)(nil),     // 22: rlsched.v1.ArtifactAck
+	(*Goodbye)(nil),         // 23: rlsched.v1.Goodbye
+	(*TermData)(nil),        // 24: rlsched.v1.TermData
+	(*TermInput)(nil),       // 25: rlsched.v1.TermInput
+	(*TermResize)(nil),      // 26: rlsched.v1.TermResize
+	(*TermAck)(nil),         // 27: rlsched.v1.TermAck
+	(*ProxyOpen)(nil),       // 28: rlsched.v1.ProxyOpen
+	(*ProxyData)(nil),       // 29: rlsched.v1.ProxyData
+	(*ProxyAck)(nil),        // 30: rlsched.v1.ProxyAck
+	(*ProxyClose)(nil),      // 31: rlsched.v1.ProxyClose
+	nil,                     // 32: rlsched.v1.Hello.LabelsEntry
+	nil,                     // 33: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 34: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
-	31, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
+	32, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
 	2,  // 3: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
 	7,  // 4: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
-	8,  // 5: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
-	9,  // 6: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
-	32, // 7: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
-	12, // 8: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
-	33, // 9: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
-	0,  // 10: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 5: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
+	8,  // 6: rlsched.v1.GpuSample.runs:type_name -> rlsched.v1.RunUsage
+	10, // 7: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
+	33, // 8: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	13, // 9: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
+	34, // 10: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	0,  // 11: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_codec_pb_rlsched_proto_init() }
@@ -3129,7 +3213,7 @@ func file_codec_pb_rlsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

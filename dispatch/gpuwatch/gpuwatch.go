@@ -16,8 +16,12 @@ const Unknown = -1
 const (
 	MetricUtilization = "sys/gpu_utilization"
 	MetricMemory      = "sys/gpu_memory_mb"
-	CodeIdle          = "idle_gpu"
-	CodeForeign       = "gpu_foreign"
+	// The run's cores in use and the memory it holds, from its control
+	// group on the worker (issue 26).
+	MetricCPUCores  = "sys/cpu_cores"
+	MetricMemoryRun = "sys/memory_mb"
+	CodeIdle        = "idle_gpu"
+	CodeForeign     = "gpu_foreign"
 )
 
 // Proc is a foreign process: on a GPU, started by no run of its worker.
@@ -54,10 +58,20 @@ func (s Sample) gpu(index int) *GPU {
 	return nil
 }
 
-// Run is a RUNNING run on the worker and the GPU indices it holds.
+// Run is a RUNNING run on the worker, the GPU indices it holds and its use
+// of cores and memory at the sample.
 type Run struct {
-	ID   string
-	GPUs []int
+	ID    string
+	GPUs  []int
+	Usage Usage
+}
+
+// Usage is a run's use of its worker's cores and memory at a sample; Known
+// is false when the worker did not report it (no control group).
+type Usage struct {
+	CPUMillicores int64
+	MemoryMB      int64
+	Known         bool
 }
 
 // Series is one point of a run's GPU series.
@@ -258,6 +272,10 @@ func (w *Watch) Observe(now time.Time, s Sample, running []Run, out *Result) {
 		}
 		if ser.HasMemory {
 			out.Points = append(out.Points, Point{Run: r.ID, Name: MetricMemory, Value: float64(ser.MemoryMB)})
+		}
+		if r.Usage.Known {
+			out.Points = append(out.Points, Point{Run: r.ID, Name: MetricCPUCores, Value: float64(r.Usage.CPUMillicores) / 1000},
+				Point{Run: r.ID, Name: MetricMemoryRun, Value: float64(r.Usage.MemoryMB)})
 		}
 		w.idle(now, s, r, st, out)
 		w.foreign(s, r, st, out)

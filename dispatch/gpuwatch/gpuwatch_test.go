@@ -246,3 +246,18 @@ func TestPoints(t *testing.T) {
 		t.Fatalf("points %+v, want %+v", out.Points, want)
 	}
 }
+
+// A run's use of cores and memory gives its sys/cpu_cores and sys/memory_mb
+// points, with GPUs or without; a run the worker did not report has none.
+func TestUsagePoints(t *testing.T) {
+	w := NewWatch(DefaultConfig())
+	s := Sample{GPUs: []GPU{{Index: 0, UtilPct: 30, MemoryUsedMB: 1000}}}
+	var out Result
+	w.Observe(at(0), s, []Run{{ID: "a", GPUs: []int{0}, Usage: Usage{CPUMillicores: 2500, MemoryMB: 700, Known: true}},
+		{ID: "b", Usage: Usage{CPUMillicores: 980, MemoryMB: 12, Known: true}}, {ID: "c"}}, &out)
+	want := []Point{{"a", MetricUtilization, 30}, {"a", MetricMemory, 1000}, {"a", MetricCPUCores, 2.5}, {"a", MetricMemoryRun, 700},
+		{"b", MetricCPUCores, 0.98}, {"b", MetricMemoryRun, 12}}
+	if !reflect.DeepEqual(out.Points, want) {
+		t.Fatalf("points %+v, want %+v", out.Points, want)
+	}
+}

@@ -33,8 +33,8 @@ func Held(s Snapshot, queue []core.Task, placed []Placement) map[string]bool {
 }
 
 // Waiting is what preemption serves of queue after a plan placed placed:
-// its GPU runs that did not start and that only GPUs hold back (not in
-// flight, not Held), in queue order. The master's preempter and rlsched
+// its runs asking for GPUs, cores or memory that did not start and that
+// only those hold back (not in flight, not Held), in queue order. The master's preempter and rlsched
 // sim both ask it, so what is simulated is what the master preempts for.
 func Waiting(s Snapshot, queue []core.Task, placed []Placement) []*core.Task {
 	started := make(map[string]bool, len(placed))
@@ -45,7 +45,7 @@ func Waiting(s Snapshot, queue []core.Task, placed []Placement) []*core.Task {
 	var waiting []*core.Task
 	for i := range queue {
 		t := &queue[i]
-		if t.GPUs == 0 || started[t.ID] || s.InFlight[t.ID] != "" || held[t.ID] {
+		if cpu, mem := need(t); t.GPUs == 0 && cpu == 0 && mem == 0 || started[t.ID] || s.InFlight[t.ID] != "" || held[t.ID] {
 			continue
 		}
 		waiting = append(waiting, t)

@@ -55,8 +55,11 @@ type Worker struct {
 	ForeignGPUs []int
 	GPUs        int // all its GPUs, free or not (backfill reservations, reserve.go)
 	// FreeCPUMillis (thousandths of a core) and FreeMemoryMB are what its
-	// runs leave of what it offers; Unlimited when it reports none.
+	// runs leave of what it offers, CPUMillis and MemoryMB all it offers
+	// (a reservation's "enough in all", reserve.go); Unlimited when it
+	// reports none.
 	FreeCPUMillis, FreeMemoryMB int64
+	CPUMillis, MemoryMB         int64
 	// Shares are its GPUs that fractional runs hold part of, out of
 	// FreeGPUs (share.go); Models its GPUs' names and memory (gpuType,
 	// gpuMemoryMb; nil: not known); Labels its labels (constraints).

@@ -8,20 +8,23 @@ import (
 	"github.com/rlsched/rlsched/core"
 )
 
-// Preemption (API.md "Scheduling policy"): a QUEUED GPU run that fits
-// nowhere may have preemptible runs of lower priority stopped for it. The
+// Preemption (API.md "Scheduling policy"): a QUEUED run that fits nowhere
+// for want of GPUs, cores or memory may have preemptible runs of lower
+// priority stopped for it. The
 // choice is a pure decision, like placement: Preempt picks the victims, the
 // caller stops them (SIGTERM, the victim's grace, SIGKILL) and requeues
-// them; the preemptor then starts on the GPUs they free.
+// them; the preemptor then starts on what they free.
 
 // Active is an active run the planner may preempt: where it runs and what
 // decides whether and in which order it may be stopped.
 type Active struct {
-	ID          string
-	Worker      string
-	GPUs        int
-	Priority    int
-	Preemptible bool
+	ID     string
+	Worker string
+	GPUs   int
+	// CPUMillis and MemoryMB are the cores (thousandths) and MiB it holds.
+	CPUMillis, MemoryMB int64
+	Priority            int
+	Preemptible         bool
 	// Interactive: a session (core.KindInteractive); InteractiveOverBatch
 	// never takes one as a victim.
 	Interactive bool
@@ -32,12 +35,13 @@ type Active struct {
 	PreemptedAt time.Time
 }
 
-// Node is one connected worker as preemption sees it: its free GPUs and
-// its active runs.
+// Node is one connected worker as preemption sees it: its free GPUs,
+// cores and memory (Unlimited when it reports none), and its active runs.
 type Node struct {
-	ID       string
-	FreeGPUs int
-	Runs     []Active
+	ID                          string
+	FreeGPUs                    int
+	FreeCPUMillis, FreeMemoryMB int64
+	Runs                        []Active
 }
 
 // Preemption stops Victims (run ids, in the order to stop them) on Worker
@@ -68,11 +72,12 @@ type PreemptInput struct {
 }
 
 // Preempt chooses, for the waiting runs in order, victims that free enough
-// GPUs on one worker: only preemptible runs of lower priority than the run
+// GPUs, cores and memory on one worker, each victim freeing some of what
+// is still missing: only preemptible runs of lower priority than the run
 // waiting, not in their cooldown, lowest priority first, then the most
 // recently started; among workers, the one whose victims are fewest, then
-// of the lowest priority, then the first by id. A run is a victim once; the
-// GPUs freed for one waiting run are not counted for another.
+// of the lowest priority, then the first by id. A run is a victim once;
+// what is freed for one waiting run is not counted for another.
 func Preempt(in PreemptInput) []Preemption {
 	limit := max(in.Max, 1)
 	taken := map[string]bool{}
@@ -82,7 +87,7 @@ func Preempt(in PreemptInput) []Preemption {
 		if len(out) >= limit {
 			break
 		}
-		if t.GPUs == 0 {
+		if cpu, mem := need(t); t.GPUs == 0 && cpu == 0 && mem == 0 {
 			continue
 		}
 		best, bestVictims, bestTop := "", []string(nil), 0
@@ -115,14 +120,17 @@ func Preempt(in PreemptInput) []Preemption {
 // among them), or ok false when n cannot free enough for t, or fits it
 // already (then t needs no preemption there).
 func victimsOn(n Node, t *core.Task, taken map[string]bool, cooldownSince time.Time, interactiveOverBatch bool) (victims []string, top int, ok bool) {
-	if n.FreeGPUs >= t.GPUs {
+	gpus, cpu, mem := n.FreeGPUs, n.FreeCPUMillis, n.FreeMemoryMB
+	wantCPU, wantMem := need(t)
+	fits := func() bool { return gpus >= t.GPUs && cpu >= wantCPU && mem >= wantMem }
+	if fits() {
 		return nil, 0, false
 	}
 	session := interactiveOverBatch && t.Kind == core.KindInteractive
 	var cands []Active
 	for _, r := range n.Runs {
 		below := r.Priority < t.Priority || session && !r.Interactive && r.Priority == t.Priority
-		if r.Preemptible && r.GPUs > 0 && below && !taken[r.ID] &&
+		if r.Preemptible && below && !taken[r.ID] &&
 			(r.PreemptedAt.IsZero() || r.PreemptedAt.Before(cooldownSince)) {
 			cands = append(cands, r)
 		}
@@ -136,11 +144,15 @@ func victimsOn(n Node, t *core.Task, taken map[string]bool, cooldownSince time.T
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	free := n.FreeGPUs
 	for _, r := range cands {
+		// A victim frees some of what t still lacks, or it is spared.
+		if !(gpus < t.GPUs && r.GPUs > 0 || cpu < wantCPU && r.CPUMillis > 0 || mem < wantMem && r.MemoryMB > 0) {
+			continue
+		}
 		victims = append(victims, r.ID)
-		top = r.Priority
-		if free += r.GPUs; free >= t.GPUs {
+		top = r.Priority // the candidates come lowest priority first
+		gpus, cpu, mem = gpus+r.GPUs, cpu+r.CPUMillis, mem+r.MemoryMB
+		if fits() {
 			return victims, top, true
 		}
 	}

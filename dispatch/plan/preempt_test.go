@@ -50,9 +50,11 @@ func TestPreemptProperties(t *testing.T) {
 		var nodes []Node
 		byID := map[string]Active{}
 		for i := range rapid.IntRange(0, 5).Draw(t, "nodes") {
-			n := Node{ID: fmt.Sprint("w", i), FreeGPUs: rapid.IntRange(0, 3).Draw(t, "free")}
+			n := Node{ID: fmt.Sprint("w", i), FreeGPUs: rapid.IntRange(0, 3).Draw(t, "free"),
+				FreeCPUMillis: 500 * rapid.Int64Range(0, 4).Draw(t, "freeCPU"), FreeMemoryMB: 1024 * rapid.Int64Range(0, 4).Draw(t, "freeMem")}
 			for j := range rapid.IntRange(0, 5).Draw(t, "runs") {
 				r := Active{ID: fmt.Sprintf("w%d-r%d", i, j), Worker: n.ID, GPUs: rapid.IntRange(0, 4).Draw(t, "gpus"),
+					CPUMillis: 500 * rapid.Int64Range(0, 4).Draw(t, "cpu"), MemoryMB: 1024 * rapid.Int64Range(0, 4).Draw(t, "mem"),
 					Priority: rapid.IntRange(-2, 3).Draw(t, "prio"), Preemptible: rapid.Bool().Draw(t, "preemptible"),
 					StartedAt: t0.Add(time.Duration(rapid.IntRange(0, 100).Draw(t, "started")) * time.Second)}
 				if rapid.IntRange(0, 3).Draw(t, "preempted") == 0 {
@@ -66,6 +68,7 @@ func TestPreemptProperties(t *testing.T) {
 		var waiting []*core.Task
 		for i := range rapid.IntRange(0, 6).Draw(t, "waiting") {
 			q := queued(fmt.Sprint("q", i), rapid.IntRange(0, 6).Draw(t, "need"), rapid.IntRange(-1, 4).Draw(t, "qprio"))
+			q.CPUs, q.MemoryMB = 0.5*float64(rapid.IntRange(0, 8).Draw(t, "needCPU")), 1024*rapid.Int64Range(0, 8).Draw(t, "needMem")
 			waiting = append(waiting, &q)
 		}
 		in := PreemptInput{Nodes: nodes, Waiting: waiting, Max: rapid.IntRange(0, 4).Draw(t, "max"),
@@ -82,7 +85,8 @@ func TestPreemptProperties(t *testing.T) {
 					node = n
 				}
 			}
-			freed := node.FreeGPUs
+			freed, cpu, mem := node.FreeGPUs, node.FreeCPUMillis, node.FreeMemoryMB
+			wantCPU, wantMem := need(p.For)
 			for k, id := range p.Victims {
 				r, ok := byID[id]
 				switch {
@@ -96,17 +100,56 @@ func TestPreemptProperties(t *testing.T) {
 					t.Fatalf("%s (priority %d) preempted for %s (priority %d)", id, r.Priority, p.For.ID, p.For.Priority)
 				case !r.PreemptedAt.IsZero() && !r.PreemptedAt.Before(in.CooldownSince):
 					t.Fatalf("%s preempted again within its cooldown", id)
-				case freed >= p.For.GPUs:
-					t.Fatalf("victim %d (%s) not needed: %d GPUs free already for %d", k, id, freed, p.For.GPUs)
+				case !(freed < p.For.GPUs && r.GPUs > 0 || cpu < wantCPU && r.CPUMillis > 0 || mem < wantMem && r.MemoryMB > 0):
+					t.Fatalf("victim %d (%s) frees nothing %s lacks: %d GPUs, %d millicores, %d MiB free for %d, %d, %d",
+						k, id, p.For.ID, freed, cpu, mem, p.For.GPUs, wantCPU, wantMem)
 				}
 				victim[id] = true
-				freed += r.GPUs
+				freed, cpu, mem = freed+r.GPUs, cpu+r.CPUMillis, mem+r.MemoryMB
 			}
-			if freed < p.For.GPUs {
-				t.Fatalf("%s needs %d GPUs; %s frees %d", p.For.ID, p.For.GPUs, p.Worker, freed)
+			if freed < p.For.GPUs || cpu < wantCPU || mem < wantMem {
+				t.Fatalf("%s needs %d GPUs, %d millicores, %d MiB; %s frees to %d, %d, %d", p.For.ID, p.For.GPUs, wantCPU, wantMem, p.Worker, freed, cpu, mem)
 			}
 		}
 	})
+}
+
+// A run waiting for cores or memory (issue 26), with GPUs or without,
+// preempts preemptible runs of lower priority that hold them; a run that
+// frees nothing it lacks is spared, and a worker that does not report its
+// cores and memory (Unlimited) never lacks them.
+func TestPreemptCoresAndMemory(t *testing.T) {
+	nodes := []Node{{ID: "a", FreeGPUs: 1, FreeCPUMillis: 500, FreeMemoryMB: 1024, Runs: []Active{
+		{ID: "gpu-only", Worker: "a", GPUs: 1, Priority: -2, Preemptible: true, StartedAt: t0},
+		{ID: "cpu-low", Worker: "a", CPUMillis: 1000, MemoryMB: 512, Priority: -1, Preemptible: true, StartedAt: t0},
+		{ID: "cpu-mid", Worker: "a", CPUMillis: 1000, MemoryMB: 4096, Priority: 0, Preemptible: true, StartedAt: t0},
+		{ID: "fixed", Worker: "a", CPUMillis: 4000, MemoryMB: 8192, Priority: -5, StartedAt: t0},
+	}}}
+	cpuRun := queued("cpu", 0, 5)
+	cpuRun.CPUs, cpuRun.MemoryMB = 2, 2048
+	got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&cpuRun}})
+	if len(got) != 1 || !slices.Equal(got[0].Victims, []string{"cpu-low", "cpu-mid"}) {
+		t.Fatalf("a CPU run waiting for 2 cores and 2 GiB: %+v, want cpu-low then cpu-mid (gpu-only frees none of them)", got)
+	}
+	gpuRun := queued("gpu", 1, 5)
+	gpuRun.MemoryMB = 1500
+	if got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&gpuRun}}); len(got) != 1 || !slices.Equal(got[0].Victims, []string{"cpu-low"}) {
+		t.Fatalf("a GPU run with its GPU free, waiting for memory: %+v, want cpu-low", got)
+	}
+	peer := queued("peer", 0, -1)
+	peer.CPUs = 2
+	if got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&peer}}); len(got) != 0 {
+		t.Fatalf("priority -1 preempts nothing that frees 2 cores: %+v", got)
+	}
+	nodes[0].FreeCPUMillis, nodes[0].FreeMemoryMB = Unlimited, Unlimited
+	if got := Preempt(PreemptInput{Nodes: nodes, Waiting: []*core.Task{&cpuRun}}); len(got) != 0 {
+		t.Fatalf("a worker with unreported cores and memory: %+v, want no preemption", got)
+	}
+	// Waiting serves it: it asks for cores and memory only.
+	s := Snapshot{Connected: 1, MaxSlots: 1}
+	if w := Waiting(s, []core.Task{cpuRun}, nil); len(w) != 1 || w[0].ID != "cpu" {
+		t.Fatalf("Waiting = %v, want the CPU run", w)
+	}
 }
 
 // INTERACTIVE_PREEMPTS (issue 34): a session waiting for a GPU preempts a

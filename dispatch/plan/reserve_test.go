@@ -52,6 +52,44 @@ func TestReservation(t *testing.T) {
 	}
 }
 
+// A run asking for cores and no GPU that has waited past the reservation
+// holds the free cores of the worker with enough in all, one without GPUs
+// first; a younger run that would fit in them waits and says why, and the
+// long-waiting run says what it holds (issue 26).
+func TestReservationCores(t *testing.T) {
+	s := Snapshot{Connected: 2, MaxGPUs: 2, MaxSlots: 4, Free: []Worker{
+		{ID: "gpu", FreeGPUs: []int{0, 1}, GPUs: 2, FreeSlots: 4, FreeCPUMillis: 500, CPUMillis: 8000, FreeMemoryMB: 8192, MemoryMB: 16384},
+		{ID: "cpu", FreeSlots: 4, FreeCPUMillis: 1000, CPUMillis: 4000, FreeMemoryMB: 8192, MemoryMB: 16384}}}
+	big, small := waiting("big", 0, 0), waiting("small", 0, 10)
+	big.CPUs, big.MemoryMB, small.CPUs, small.MemoryMB = 3, 1024, 1, 1024
+	q := []core.Task{big, small}
+	s.ReserveBefore = t0 // nothing queued before it
+	if got := Place(s, q); len(got) != 1 || got[0].Task.ID != "small" || got[0].Worker != "cpu" {
+		t.Fatalf("without a reservation placed %v, want small on cpu", ids(got))
+	}
+	s.ReserveBefore = t0.Add(5 * time.Second)
+	res := Plan(s, q)
+	if len(res.Placements) != 0 {
+		t.Fatalf("with big reserving placed %v, want none (cpu's free core is held)", ids(res.Placements))
+	}
+	want := map[string]core.QueueInfo{
+		"big":   {Position: 1, Code: CodeCPU, Reason: "needs 3 cores and has waited long: the cores and memory of cpu are held for it as they free (1 core of 4 cores free)"},
+		"small": {Position: 2, Code: CodePriority, Reason: "the free cores it would fit in are held for big, which has waited longer than the backfill allows"},
+	}
+	for id, w := range want {
+		if got := res.Waiting[id]; got != w {
+			t.Errorf("%s: got %+v\nwant %+v", id, got, w)
+		}
+	}
+	// A GPU run that reserves holds the cores it asks for beside the GPUs.
+	gpuRun, cpuRun := waiting("g", 2, 0), waiting("c", 0, 10)
+	gpuRun.CPUs, cpuRun.CPUs = 8, 0.5
+	s.Free[0].FreeGPUs, s.Free[1].FreeCPUMillis = []int{0}, 0
+	if res := Plan(s, []core.Task{gpuRun, cpuRun}); len(res.Placements) != 0 || res.Waiting["g"].Code != CodeResources {
+		t.Fatalf("placed %v (%+v), want c kept off gpu's held cores", ids(res.Placements), res.Waiting)
+	}
+}
+
 func ids(ps []Placement) []string {
 	var out []string
 	for _, p := range ps {

@@ -102,6 +102,15 @@ type Usage struct {
 	PidsMax       int64
 }
 
+// Now is what a run's group holds at one moment (Group.Now), for its
+// series sys/cpu_cores and sys/memory_mb.
+type Now struct {
+	// CPUNanos is its CPU time so far; MemoryBytes the memory it holds
+	// (page cache included, as the kernel charges it). -1: not counted.
+	CPUNanos    int64
+	MemoryBytes int64
+}
+
 // Reason is TaskFinished.reason for a run that failed with usage u: the
 // kernel's out-of-memory kill first (it explains a SIGKILL), then the
 // process limit.

@@ -355,7 +355,17 @@ func TestV1_ExclusiveCores(t *testing.T) {
 	if q, _ := read(shared.dirs["cpu"], "cpu.cfs_quota_us"); q != "50000" {
 		t.Fatalf("quota %q, want 50000", q)
 	}
+	// The weights the kernel took: 16 processes a core against those
+	// outside rlsched.
+	for d, want := range map[string]string{shared.dirs["cpu"]: "8192", whole.dirs["cpu"]: "16384", m.parent["cpu"]: "24576"} {
+		if w, _ := read(d, "cpu.shares"); w != want {
+			t.Fatalf("%s/cpu.shares = %q, want %s", d, w, want)
+		}
+	}
 	whole.Remove()
+	if w, _ := read(m.parent["cpu"], "cpu.shares"); w != "8192" {
+		t.Fatalf("the parent's cpu.shares after a run's end %q, want 8192", w)
+	}
 	if s, _ := read(shared.dirs["cpuset"], "cpuset.cpus"); s != "0-1" {
 		t.Fatalf("shared has %q after, want 0-1", s)
 	}

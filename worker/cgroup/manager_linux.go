@@ -166,10 +166,14 @@ func (m *Manager) Create(task string, attempt int32, fence uint64, l Limits) (*G
 	} else {
 		err = g.createV2(shared)
 	}
+	if err == nil {
+		err = g.setWeight()
+	}
 	if err != nil {
 		g.Remove()
 		return nil, fmt.Errorf("cannot create the run's control group: %w", err)
 	}
+	m.reweigh()
 	if g.exclusive != nil {
 		m.reshare()
 	}
@@ -257,6 +261,28 @@ func (g *Group) Usage() Usage {
 	return u
 }
 
+// Now reads the group's CPU time so far and the memory it holds. Unlike
+// the other methods it may be called from any goroutine while the run runs
+// (the worker's sampler): it only reads files.
+func (g *Group) Now() Now {
+	if g == nil {
+		return Now{CPUNanos: -1, MemoryBytes: -1}
+	}
+	if g.m.kind == KindV1 {
+		n := Now{CPUNanos: -1, MemoryBytes: readInt(g.dirs["memory"], "memory.usage_in_bytes")}
+		if d, ok := g.dirs["cpuacct"]; ok {
+			n.CPUNanos = readInt(d, "cpuacct.usage")
+		}
+		return n
+	}
+	d := g.dirs[""]
+	n := Now{CPUNanos: readKey(d, "cpu.stat", "usage_usec"), MemoryBytes: readInt(d, "memory.current")}
+	if n.CPUNanos > 0 {
+		n.CPUNanos *= 1000
+	}
+	return n
+}
+
 // Remove kills what is left (when Kill was not called) and removes the
 // group; its exclusive cores return to the shared ones.
 func (g *Group) Remove() {
@@ -279,6 +305,7 @@ func (g *Group) Remove() {
 	had := g.exclusive != nil
 	m.cores.give(g.name)
 	m.mu.Unlock()
+	m.reweigh()
 	if had {
 		m.reshare()
 	}

@@ -33,3 +33,4 @@ func (g *Group) Start(cmd *exec.Cmd) error       { return cmd.Start() }
 func (g *Group) Kill(time.Duration) (int, error) { return 0, nil }
 func (g *Group) Usage() Usage                    { return Usage{PeakMemoryMB: -1} }
 func (g *Group) Remove()                         {}
+func (g *Group) Now() Now                        { return Now{CPUNanos: -1, MemoryBytes: -1} }

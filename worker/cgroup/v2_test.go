@@ -91,7 +91,23 @@ func TestV2_FakeTree(t *testing.T) {
 	if got := readFile(t, filepath.Join(shared.Dir(), "cpuset.cpus")); got != "0-1" {
 		t.Errorf("the shared run's cores %q, want 0-1", got)
 	}
-	if want := []string{"probe:0", "t1.2.7:0,3", "t2.1.1:0-1,3"}; !slices.Equal(attached, want) {
+	// CPU weights: 16 processes a core, at least one a run; the parent the
+	// sum.
+	unlimited, err := m.Create("t3", 1, 1, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{filepath.Join(d, "cpu.weight"): "3200", filepath.Join(shared.Dir(), "cpu.weight"): "400",
+		filepath.Join(unlimited.Dir(), "cpu.weight"): "100", filepath.Join(parent, "cpu.weight"): "3700"} {
+		if got := readFile(t, p); got != want {
+			t.Errorf("%s = %q, want %q", p, got, want)
+		}
+	}
+	unlimited.Remove()
+	if got := readFile(t, filepath.Join(parent, "cpu.weight")); got != "3600" {
+		t.Errorf("the parent's weight after a run's end %q, want 3600", got)
+	}
+	if want := []string{"probe:0", "t1.2.7:0,3", "t2.1.1:0-1,3", "t3.1.1:0-1,3"}; !slices.Equal(attached, want) {
 		t.Errorf("device programs %v, want %v", attached, want)
 	}
 	for f, v := range map[string]string{"memory.events": "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 1\n",
@@ -99,6 +115,12 @@ func TestV2_FakeTree(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(d, f), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(d, "memory.current"), []byte(itoa(812<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Now(); n.CPUNanos != 1500000000 || n.MemoryBytes != 812<<20 {
+		t.Fatalf("Now %+v, want cpu.stat's usage_usec in ns and memory.current", n)
 	}
 	if _, err := g.Kill(time.Second); err != nil {
 		t.Fatal(err)
