@@ -240,7 +240,7 @@ func (a *agent) prepare(m *pb.ExecuteTask, r *run) (*exec.Cmd, *os.File, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, r.ident, od)
+	r.outs = a.out.NewFiles(r.id, r.attempt, r.fence, r.log, func(msg string) { _, _ = fmt.Fprintf(r.out, "[rlsched] warning: %s\n", msg) }, r.ident, od)
 	r.outs.SetInputDir(r.dirs.In)
 	dir := r.dirs.Private // what it writes where it is is its own, not an output
 	if wd != "" {
@@ -527,7 +527,8 @@ func (a *agent) reap(r *run) {
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)
 		r.log.Warn().Str("reason", use.Reason()).Int64("peak_memory_mb", use.PeakMemoryMB).Msg(msg)
 	}
-	r.out.Close()
+	// The log closes once the last sync of its outputs wrote what it did
+	// not keep into it (runTable.collectLocked).
 	r.cg.Remove()
 	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")

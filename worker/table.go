@@ -362,9 +362,13 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 	// Outputs after every run's logs, in a window of their own.
 	msgs = t.out.Collect(msgs, t.outputsLocked())
 	for _, r := range t.runs {
-		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.Done() {
-			msgs = append(msgs, r.fin)
-			r.finSent = true
+		if r.fin != nil && !r.finSent && r.outs.Done() {
+			r.out.Close() // after the outputs' last notes (reap leaves it open)
+			if r.out.Done() {
+				r.fin.LogBytes = r.out.End()
+				msgs = append(msgs, r.fin)
+				r.finSent = true
+			}
 		}
 	}
 	return msgs, started

@@ -2,11 +2,13 @@ package outputs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/internal/clip"
 	"github.com/rlsched/rlsched/worker/isolation"
 )
 
@@ -60,6 +63,16 @@ const (
 	// DefaultSync is Config.ArtifactSync's default
 	// (ARTIFACT_SYNC_SECONDS).
 	DefaultSync = 30 * time.Second
+	// maxNotes bounds the lines the uploader writes into one run's log.
+	maxNotes = 10
+	// A sparse file (its allocated blocks far below its size: a seek past
+	// its end, truncate -s) is not uploaded: read, its holes become real
+	// bytes on the wire and on the master, so a run could fill the
+	// master's disk from a few kilobytes of its own. Far below: under a
+	// sparseRatio-th of a size of at least sparseMinSize (a file system's
+	// compression rarely reaches that on data that is not mostly zeros).
+	sparseMinSize = 64 << 20
+	sparseRatio   = 16
 )
 
 // Link is what the outputs of every run share: the connection's side of
@@ -113,6 +126,7 @@ type Files struct {
 	attempt int32
 	fence   uint64
 	log     zerolog.Logger
+	note    func(string)        // writes a line into the run's own log; may block, so never called holding Link.mu
 	owner   *isolation.Identity // whose files the restore makes; nil: the worker's
 	dir     *Dir
 	// inputDir is RLSCHED_INPUT_DIR ("" for a run without inputs), set
@@ -137,6 +151,8 @@ type Files struct {
 	metricBytes int // what metrics holds, as metricBytesOf counts it
 	restoreAck  *pb.ArtifactAck
 	restoreCh   chan restoreItem // chunks and refusals of the restore
+	notes       []string         // lines for the run's log not yet written (flushNotes)
+	noted       int              // lines given to notes, at most maxNotes+1
 
 	// Uploader goroutine only.
 	known map[string]fileVer // versions stored (or refused for good)
@@ -161,9 +177,11 @@ type upload struct {
 }
 
 // NewFiles makes the outputs of a run (task, attempt, fence), whose dir
-// is open; log is the run's, owner its uid (nil: the worker's).
-func (l *Link) NewFiles(task string, attempt int32, fence uint64, log zerolog.Logger, owner *isolation.Identity, dir *Dir) *Files {
-	return &Files{l: l, task: task, attempt: attempt, fence: fence, log: log, owner: owner, dir: dir,
+// is open; log is the run's (the worker's log), note writes a line into
+// the run's own log (what its owner reads: files not kept, and why), owner
+// its uid (nil: the worker's).
+func (l *Link) NewFiles(task string, attempt int32, fence uint64, log zerolog.Logger, note func(string), owner *isolation.Identity, dir *Dir) *Files {
+	return &Files{l: l, task: task, attempt: attempt, fence: fence, log: log, note: note, owner: owner, dir: dir,
 		final: make(chan struct{}), quit: make(chan struct{}), tbEnd: make(chan struct{}),
 		ups: map[string]*upload{}, known: map[string]fileVer{}, restoreCh: make(chan restoreItem, 64)}
 }
@@ -294,7 +312,8 @@ func (o *Files) run() {
 	}
 }
 
-// last is the last sync, after which TaskFinished may go.
+// last is the last sync, after which TaskFinished may go (and the run's
+// log closes: its notes are written before).
 func (o *Files) last() {
 	stored := o.sync(true)
 	<-o.tbEnd // its last points go before TaskFinished
@@ -332,6 +351,7 @@ func (o *Files) sync(final bool) (all bool) {
 			todo = append(todo, w)
 		}
 	}
+	defer o.flushNotes()
 	for try := 1; len(todo) > 0; try++ {
 		torn := o.upload(todo, final && try == finalTries)
 		if !final || try == finalTries {
@@ -352,6 +372,34 @@ func (o *Files) syncNames(rels []string) {
 	}
 	if len(list) > 0 {
 		o.upload(list, false)
+		o.flushNotes()
+	}
+}
+
+// noteLocked queues a line for the run's log, at most maxNotes of them
+// and then one that says there are more.
+func (o *Files) noteLocked(msg string) {
+	switch {
+	case o.noted < maxNotes:
+		o.notes = append(o.notes, msg)
+	case o.noted == maxNotes:
+		o.notes = append(o.notes, "more output files were not kept; the run's warnings and the worker's log name them")
+	default:
+		return
+	}
+	o.noted++
+}
+
+// flushNotes writes the queued lines into the run's log. Without Link.mu:
+// a full log blocks the writer until the connection drains it, which needs
+// that mutex.
+func (o *Files) flushNotes() {
+	o.l.mu.Lock()
+	notes := o.notes
+	o.notes = nil
+	o.l.mu.Unlock()
+	for _, n := range notes {
+		o.note(n)
 	}
 }
 
@@ -388,6 +436,7 @@ func (o *Files) upload(list []walked, changing bool) (torn []walked) {
 				o.known[p] = u.ver // never this version again
 				o.partial = true
 				o.log.Info().Str("path", p).Str("why", u.result[9:]).Msg("the master does not keep an output file")
+				o.noteLocked(clip.String(u.result[9:], 512)) // the master's words, which name the file
 			default:
 				o.log.Warn().Str("path", p).Str("why", u.result).Msg("the master could not store an output file; trying again at the next sync")
 			}
@@ -399,7 +448,17 @@ func (o *Files) upload(list []walked, changing bool) (torn []walked) {
 			l.mu.Unlock()
 			f, ver, err := o.openVersion(w.rel)
 			l.mu.Lock()
-			if err != nil {
+			var sparse *sparseFile
+			switch {
+			case errors.As(err, &sparse):
+				if o.known[w.rel] != sparse.ver {
+					o.known[w.rel] = sparse.ver // not again, unless it changes
+					o.partial = true
+					o.log.Info().Str("path", w.rel).Int64("size", sparse.ver.size).Int64("allocated", sparse.alloc).Msg("not uploading a sparse output file")
+					o.noteLocked(sparse.Error())
+				}
+				continue
+			case err != nil:
 				if !errors.Is(err, fs.ErrNotExist) {
 					o.log.Info().Err(err).Msg("not uploading an output file")
 				}
@@ -445,7 +504,8 @@ func (o *Files) endLocked2(u *upload, result string) {
 	delete(o.ups, u.path)
 }
 
-// openVersion opens rel and returns its version, from the open file.
+// openVersion opens rel and returns its version, from the open file; a
+// sparse file is a *sparseFile error.
 func (o *Files) openVersion(rel string) (*os.File, fileVer, error) {
 	f, err := o.dir.open(rel)
 	if err != nil {
@@ -456,7 +516,24 @@ func (o *Files) openVersion(rel string) (*os.File, fileVer, error) {
 		f.Close()
 		return nil, fileVer{}, err
 	}
-	return f, verOf(fi), nil
+	ver := verOf(fi)
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && ver.size >= sparseMinSize && st.Blocks*512 < ver.size/sparseRatio {
+		f.Close()
+		return nil, ver, &sparseFile{rel: rel, ver: ver, alloc: st.Blocks * 512}
+	}
+	return f, ver, nil
+}
+
+// sparseFile is an output file not uploaded for its holes.
+type sparseFile struct {
+	rel   string
+	ver   fileVer
+	alloc int64 // bytes allocated on disk
+}
+
+func (e *sparseFile) Error() string {
+	return fmt.Sprintf("%s not uploaded: it is sparse, %.1f MiB in size of which %.1f MiB are on disk (the rest are holes); write it out in full to keep it",
+		e.rel, float64(e.ver.size)/(1<<20), float64(e.alloc)/(1<<20))
 }
 
 // wantsChunkLocked picks an upload that may read its next chunk now: it
