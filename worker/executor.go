@@ -44,6 +44,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 		id:       m.GetTaskId(),
 		attempt:  m.GetAttempt(),
 		fence:    m.GetFence(),
+		token:    m.GetRunToken(),
 		gpus:     gpuInts(m.GetGpuIndices()),
 		fraction: m.GetGpuFraction(),
 		gpuMemMB: m.GetGpuMemoryMb(),

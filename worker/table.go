@@ -121,13 +121,13 @@ func (t *runTable) stopLocked(r *run, outcome pb.Outcome, grace time.Duration) {
 func (t *runTable) refs() []*pb.RunRef {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.refsLocked()
+	return t.refsLocked(true)
 }
 
-func (t *runTable) refsLocked() []*pb.RunRef {
+func (t *runTable) refsLocked(hello bool) []*pb.RunRef {
 	refs := make([]*pb.RunRef, 0, len(t.runs))
 	for _, r := range t.runs {
-		refs = append(refs, r.refLocked())
+		refs = append(refs, r.refLocked(hello))
 	}
 	return refs
 }
@@ -285,7 +285,7 @@ func (t *runTable) heartbeat(s *session) *pb.Heartbeat {
 	if s.seq > 1024 {
 		delete(s.hbSent, s.seq-1024) // never acked: stop remembering it
 	}
-	return &pb.Heartbeat{Seq: s.seq, Runs: t.refsLocked(), SentUnixMs: now.at.UnixMilli()}
+	return &pb.Heartbeat{Seq: s.seq, Runs: t.refsLocked(false), SentUnixMs: now.at.UnixMilli()}
 }
 
 // heartbeatAck handles HeartbeatAck: the renewal sent at the heartbeat's
