@@ -78,6 +78,7 @@ func (u *usage) refresh(ctx context.Context, user int64) error {
 		return fmt.Errorf("cannot read what is kept: %w", err)
 	}
 	u.mu.Lock()
+	t = u.tallyLocked(user) // forget may have dropped the one read above
 	t.stored, t.read = n, now
 	u.mu.Unlock()
 	return nil
