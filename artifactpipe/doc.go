@@ -41,10 +41,12 @@
 // # Limits
 //
 // A file over MaxFileBytes, a run past MaxRunBytes (the sizes of its rows,
-// all attempts) or MaxRunFiles (its rows) is refused at its first chunk
+// all attempts) or MaxRunFiles (its rows), its owner past MaxUserBytes or
+// the server past MaxTotalBytes (usage.go: the store's sums, read at most
+// every 10 s, plus this master's uploads) is refused at its first chunk
 // ("refused: …", never resent in that version) and the run gets the
 // warning artifact_limit; a store that fails (ENOSPC, S3 away) answers
 // "failed: …" (the worker tries again later) and the run gets
 // artifact_error. Warnings are once per run and path (and once per run
-// for the file count).
+// for the file count, and for each of the two caps).
 package artifactpipe

@@ -61,6 +61,8 @@ type Index interface {
 	PutArtifact(ctx context.Context, a core.Artifact) error
 	Artifacts(ctx context.Context, taskID string, attempt int) ([]core.Artifact, error)
 	ArtifactUsage(ctx context.Context, taskID string) (files int, bytes int64, err error)
+	ArtifactBytes(ctx context.Context, userID int64) (int64, error)
+	Task(ctx context.Context, id string) (core.Task, error)
 	AddWarning(ctx context.Context, id string, w core.Warning) error
 }
 
@@ -87,6 +89,11 @@ type Config struct {
 	// 10,000) bound what a run keeps; < 0: no bound.
 	MaxFileBytes, MaxRunBytes int64
 	MaxRunFiles               int
+	// MaxUserBytes (ARTIFACT_MAX_MB_PER_USER) bounds what the runs of one
+	// user keep, all together, and MaxTotalBytes (ARTIFACT_MAX_MB) what
+	// every run keeps; 0: no bound. Both count the rows' sizes (a file
+	// two runs keep counts twice, though its blob is stored once).
+	MaxUserBytes, MaxTotalBytes int64
 	// MaxStreams bounds the uploads streaming into a store that does not
 	// stage (each holds one multipart part); past it a new one is "busy".
 	// Default 16.
@@ -103,6 +110,9 @@ const (
 	DefaultMaxFileBytes = 4 << 30
 	DefaultMaxRunBytes  = 10 << 30
 	DefaultMaxRunFiles  = 10_000
+	// DefaultMaxUserMB is ARTIFACT_MAX_MB_PER_USER's default, 1 TiB: far
+	// above a lab's usual runs, yet a bound a runaway loop meets.
+	DefaultMaxUserMB = 1 << 20
 )
 
 // Windows a connection is granted (ArtifactAck.window): the queue shared by
@@ -161,6 +171,8 @@ type Pipe struct {
 
 	stored, storedBytes, refused, failed atomic.Int64
 
+	usage usage // the bytes users keep, for MaxUserBytes and MaxTotalBytes (usage.go)
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -174,6 +186,7 @@ func New(cfg Config) (*Pipe, error) {
 	}
 	p := &Pipe{cfg: cfg, log: cfg.Logger.With().Str("component", "artifactpipe").Logger(), seed: maphash.MakeSeed()}
 	p.stager, _ = cfg.Blobs.(Stager)
+	p.usage = usage{p: p, users: map[int64]*tally{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	for range cfg.Writers {
 		s := newShard(p)
@@ -264,9 +277,11 @@ func (p *Pipe) Stats() map[string]any {
 	}
 }
 
-// humanBytes is n for a message: "5.0 GiB", "312 KiB", "12 bytes".
+// humanBytes is n for a message: "1.0 TiB", "5.0 GiB", "312 KiB", "12 bytes".
 func humanBytes(n int64) string {
 	switch {
+	case n >= 1<<40:
+		return fmt.Sprintf("%.1f TiB", float64(n)/(1<<40))
 	case n >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:

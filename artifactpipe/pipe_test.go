@@ -492,3 +492,62 @@ func TestRefusesMoreThanAnnounced(t *testing.T) {
 		t.Fatal("the oversized upload was indexed")
 	}
 }
+
+// TestUserAndTotalCaps (issue 25): what all of a user's runs keep is
+// bounded (MaxUserBytes), rows another master indexed included, and so is
+// what every run keeps (MaxTotalBytes); a refused file names its owner's
+// standing, warns the run once, and another user still stores.
+func TestUserAndTotalCaps(t *testing.T) {
+	e := newEnv(t)
+	bob := core.User{Username: "bob", PasswordHash: "h"}
+	if err := e.st.CreateUser(t.Context(), &bob); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.CreateTask(t.Context(), &core.Task{ID: "b1", UserID: bob.ID, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// 1 MiB of alice's, stored before this master started.
+	if err := e.st.PutArtifact(t.Context(), core.Artifact{TaskID: "r1", Attempt: 1, Path: "old.bin", Size: 1 << 20,
+		SHA256: sumOf(nil), ModifiedAt: time.Unix(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.pipe(t, func(c *Config) { c.MaxUserBytes, c.MaxTotalBytes = 2<<20, 3<<20 })
+	a := make(acks, 16)
+	half := randBytes(1 << 19)
+	for i, want := range []bool{true, true, false} {
+		x := send(t, p, a, "r2", fmt.Sprintf("h%d", i), half, 0, 1<<18, 1)
+		if x.Done != want {
+			t.Fatalf("half MiB %d of alice's, who keeps 1 of 2 MiB: %+v", i, x)
+		}
+		if !want && x.Err != "refused: artifact h2 not stored: user alice is at 2.0 MiB of 2.0 MiB (ARTIFACT_MAX_MB_PER_USER); ask an admin to raise it" {
+			t.Fatalf("refusal: %q", x.Err)
+		}
+	}
+	// A smaller version of one of her files makes room, in the same run.
+	if x := send(t, p, a, "r2", "h0", half[:10], 0, 1<<18, 2); !x.Done {
+		t.Fatalf("a smaller new version: %+v", x)
+	}
+	if x := send(t, p, a, "r2", "h3", half[:1000], 0, 1<<18, 1); !x.Done {
+		t.Fatalf("a file that fits once h0 shrank: %+v", x)
+	}
+	if ws := warnings(t, e, "r2"); len(ws) != 1 || ws[0].Code != core.WarnArtifactLimit || !strings.Contains(ws[0].Message, "user alice is at") {
+		t.Fatalf("r2's warnings: %+v", ws)
+	}
+	if ws := warnings(t, e, "r1"); len(ws) != 0 {
+		t.Fatalf("r1's warnings: %+v", ws)
+	}
+	// Bob has his own 2 MiB, but the server keeps at most 3 MiB in all.
+	one := randBytes(1 << 20)
+	for i, want := range []bool{true, false} {
+		x := send(t, p, a, "b1", fmt.Sprintf("m%d", i), one, 0, 1<<20, 1)
+		if x.Done != want {
+			t.Fatalf("MiB %d of bob's: %+v", i, x)
+		}
+		if !want && !strings.HasPrefix(x.Err, "refused: artifact m1 not stored: this server keeps 2.5 MiB of runs' outputs, its limit is 3.0 MiB (ARTIFACT_MAX_MB)") {
+			t.Fatalf("refusal: %q", x.Err)
+		}
+	}
+	if got, err := e.st.ArtifactBytes(t.Context(), bob.ID); err != nil || got != 1<<20 {
+		t.Fatalf("bob keeps %d, %v", got, err)
+	}
+}

@@ -38,12 +38,14 @@ type shard struct {
 
 // runState is what a shard keeps of one run.
 type runState struct {
-	id      string
-	loaded  bool
-	files   int   // the run's rows (all attempts), as the index has them
-	bytes   int64 // their sizes
-	rows    map[int]map[string]core.Artifact
-	uploads map[upKey]*upload
+	id        string
+	loaded    bool
+	owner     int64 // the run's user, for MaxUserBytes (read with the usage when that is set)
+	ownerName string
+	files     int   // the run's rows (all attempts), as the index has them
+	bytes     int64 // their sizes
+	rows      map[int]map[string]core.Artifact
+	uploads   map[upKey]*upload
 	// reserved: the announced sizes of the uploads in progress, counted
 	// against MaxRunBytes before they are indexed.
 	reserved int64
@@ -239,12 +241,29 @@ func (s *shard) begin(rs *runState, c Chunk) *upload {
 			c.Path, humanBytes(c.Size), humanBytes(cfg.MaxRunBytes)))
 		return nil
 	}
+	// Last, as it counts the upload against its owner's and the server's
+	// caps: every answer below that does not begin it lets go of that.
+	switch o, err := s.p.usage.reserve(ctx, rs.owner, c.Size, old.Size); {
+	case err != nil:
+		s.fail(rs, nil, c, err)
+		return nil
+	case o != nil:
+		key := "user"
+		if o.total {
+			key = "total"
+		}
+		s.refuse(rs, nil, c, key, o.message(c.Path, rs.ownerName))
+		return nil
+	}
 	switch {
 	case c.Offset == 0 && c.Last:
 		u.sink = &memSink{blobs: cfg.Blobs}
 	case s.p.stager != nil:
 		name := stageName(s.p.stager.StageDir(), c.TaskID, c.Attempt, c.Path, c.Size, c.ModNs)
 		st, err := openStaged(s.p.stager, name)
+		if err != nil {
+			s.p.usage.release(rs.owner, c.Size, 0)
+		}
 		if errors.Is(err, errStagedBusy) {
 			s.p.busy.Add(1)
 			a.Offset, a.Err = c.Offset, ErrBusy
@@ -284,6 +303,13 @@ func (s *shard) rows(ctx context.Context, rs *runState, attempt int) (map[string
 		files, bytes, err := s.p.cfg.Index.ArtifactUsage(ctx, rs.id)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read what the run keeps: %w", err)
+		}
+		if s.p.usage.userCap() {
+			t, err := s.p.cfg.Index.Task(ctx, rs.id)
+			if err != nil {
+				return nil, fmt.Errorf("cannot read the run's owner: %w", err)
+			}
+			rs.owner, rs.ownerName = t.UserID, t.User
 		}
 		rs.files, rs.bytes, rs.loaded = files, bytes, true
 	}
@@ -336,6 +362,7 @@ func (s *shard) commit(rs *runState, u *upload, c Chunk) {
 		rs.files++
 	}
 	rs.bytes += b.Size - old.Size
+	s.p.usage.release(rs.owner, 0, b.Size-old.Size)
 	rows[c.Path] = row
 	s.p.stored.Add(1)
 	s.p.storedBytes.Add(b.Size)
@@ -353,6 +380,7 @@ func (s *shard) finish(rs *runState, u *upload) {
 	if rs.uploads[u.key] == u {
 		delete(rs.uploads, u.key)
 		rs.reserved -= u.size
+		s.p.usage.release(rs.owner, u.size, 0)
 		s.open.Add(-1)
 	}
 }
@@ -457,4 +485,5 @@ func (s *shard) sweep() {
 			delete(s.runs, id)
 		}
 	}
+	s.p.usage.forget(now)
 }

@@ -54,6 +54,10 @@ type userInfo struct {
 	ID       int64     `json:"id"`
 	Username string    `json:"username"`
 	Role     core.Role `json:"role"`
+	// What the user's runs' outputs keep and may keep (GET /api/auth/me
+	// only; nil from a server before issue 25).
+	ArtifactBytes      *int64 `json:"artifactBytes"`
+	ArtifactLimitBytes int64  `json:"artifactLimitBytes"`
 }
 
 // passwordFlags adds -u/-p/--password-stdin.
@@ -234,5 +238,12 @@ func runWhoami(inv *invocation, args []string) int {
 		return inv.printJSON(raw)
 	}
 	fmt.Fprintf(inv.env.Stdout, "%s (%s) on %s\n", u.Username, orDash(string(u.Role)), c.base)
+	if u.ArtifactBytes != nil {
+		limit := "no limit"
+		if u.ArtifactLimitBytes > 0 {
+			limit = humanBytes(u.ArtifactLimitBytes)
+		}
+		fmt.Fprintf(inv.env.Stdout, "outputs kept: %s of %s\n", humanBytes(*u.ArtifactBytes), limit)
+	}
 	return ExitOK
 }

@@ -119,7 +119,7 @@ func TestLogin_SavesCredentialsAndCommandsSendToken(t *testing.T) {
 
 	// A later command uses the saved server and sends the token.
 	out, _ = h.mustRun(0, "whoami")
-	if !strings.Contains(out, "alice (USER) on "+h.f.url()) {
+	if !strings.Contains(out, "alice (USER) on "+h.f.url()+"\noutputs kept: 3.0 GiB of 1.0 TiB\n") {
 		t.Errorf("whoami output %q", out)
 	}
 	h.f.mu.Lock()

@@ -190,7 +190,7 @@ func (f *fakeServer) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) me(w http.ResponseWriter, r *http.Request, user string) {
-	writeJSON(w, 200, map[string]any{"id": 1, "username": user, "role": "USER"})
+	writeJSON(w, 200, map[string]any{"id": 1, "username": user, "role": "USER", "artifactBytes": 3 << 30, "artifactLimitBytes": 1 << 40})
 }
 
 // addTask stores t (id assigned when empty) and returns its id.

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -55,6 +56,34 @@ func WorkerKey(token []byte, workerID string) []byte {
 	mac.Write([]byte("rlsched worker key v1\x00"))
 	mac.Write([]byte(workerID))
 	return mac.Sum(nil)
+}
+
+// RunToken is the token of one attempt of a run placed on workerID under
+// fence (ExecuteTask.run_token): a worker presents it to have the run
+// adopted after a reconnect. It is derived from the join token, which a
+// worker given only its own key does not hold, so every master computes
+// it and none stores it, and another holder of that key cannot guess it
+// as it could the sequential fence. Compare with CheckRunToken.
+func RunToken(token []byte, workerID, taskID string, attempt int32, fence uint64) []byte {
+	mac := hmac.New(sha256.New, token)
+	mac.Write([]byte("rlsched run token v1\x00"))
+	mac.Write([]byte(workerID))
+	mac.Write([]byte{0})
+	mac.Write([]byte(taskID))
+	var n [12]byte
+	binary.BigEndian.PutUint32(n[:4], uint32(attempt))
+	binary.BigEndian.PutUint64(n[4:], fence)
+	mac.Write(n[:])
+	return mac.Sum(nil)[:RunTokenSize]
+}
+
+// RunTokenSize is the length of a RunToken.
+const RunTokenSize = 16
+
+// CheckRunToken reports, in constant time, whether got is the RunToken of
+// (workerID, taskID, attempt, fence) under token.
+func CheckRunToken(token []byte, workerID, taskID string, attempt int32, fence uint64, got []byte) bool {
+	return hmac.Equal(got, RunToken(token, workerID, taskID, attempt, fence))
 }
 
 // ParseWorkerKey reads a worker key in the hex form `rlsched worker-key`

@@ -366,3 +366,25 @@ func TestTagIsGMACOfSeq(t *testing.T) {
 		}
 	}
 }
+
+// A run token is the protocol's derivation (docs/protocol.md), and each of
+// worker, run, attempt, fence and join token changes it.
+func TestRunTokenIsFixed(t *testing.T) {
+	tok := []byte("join-token-of-sixteen")
+	mac := hmac.New(sha256.New, tok)
+	mac.Write([]byte("rlsched run token v1\x00w-7\x00r1\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x01\x00"))
+	want := mac.Sum(nil)[:RunTokenSize]
+	got := RunToken(tok, "w-7", "r1", 2, 256)
+	if !bytes.Equal(got, want) || !CheckRunToken(tok, "w-7", "r1", 2, 256, got) {
+		t.Fatalf("RunToken = %x, want %x", got, want)
+	}
+	for _, other := range [][]byte{RunToken(tok, "w-8", "r1", 2, 256), RunToken(tok, "w-7", "r2", 2, 256),
+		RunToken(tok, "w-7", "r1", 3, 256), RunToken(tok, "w-7", "r1", 2, 257), RunToken([]byte("join-token-of-seventeen"), "w-7", "r1", 2, 256)} {
+		if bytes.Equal(other, got) || CheckRunToken(tok, "w-7", "r1", 2, 256, other) {
+			t.Fatalf("two runs share the token %x", got)
+		}
+	}
+	if CheckRunToken(tok, "w-7", "r1", 2, 256, nil) || CheckRunToken(tok, "w-7", "r1", 2, 256, got[:8]) {
+		t.Fatal("an empty or short token passes")
+	}
+}

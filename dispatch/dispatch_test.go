@@ -140,6 +140,10 @@ type peer struct {
 	key  []byte
 	keys codec.Session // set by the Hello
 	buf  []byte
+	// guess: the peer holds a worker's key but not the join token, so
+	// the runs its Hello lists carry no run token; else it gives each the
+	// token the master sent, as a worker does.
+	guess bool
 }
 
 func dial(t *testing.T, addr string) *peer {
@@ -166,6 +170,11 @@ func (p *peer) frame(m proto.Message) []byte {
 		key := p.key
 		if key == nil {
 			key = codec.WorkerKey(token, h.WorkerId)
+		}
+		for _, r := range h.Runs {
+			if r.RunToken == nil && !p.guess {
+				r.RunToken = codec.RunToken(token, h.WorkerId, r.TaskId, r.Attempt, r.Fence)
+			}
 		}
 		b, p.keys, err = codec.WorkerHello(nil, key, p.ch, h)
 	case p.keys.Send != nil:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/dispatch/plan"
@@ -125,7 +126,7 @@ func (s *scheduler) send(ctx context.Context, c *claimed) {
 		User: t.User, CpuMillis: core.CPUMillis(t.CPUs), MemoryMb: t.MemoryMB,
 		GpuFraction: t.GPUFraction, GpuMemoryMb: rr.shareMB,
 		Interactive: t.Kind == core.KindInteractive, CodeTree: t.Code.Tree, CodeSubdir: t.Code.Subdir,
-		Image: t.Image}
+		Image: t.Image, RunToken: codec.RunToken(s.joinToken, workerID, t.ID, int32(t.Attempt), fence)}
 	for _, g := range gpus {
 		msg.GpuIndices = append(msg.GpuIndices, int32(g))
 	}

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 )
@@ -118,6 +119,7 @@ func (d *Dispatcher) startMembers(rr0 *runRec, port int32) {
 		g.sent[k+1] = true
 		msg := proto.Clone(g.msg).(*pb.ExecuteTask)
 		msg.NodeRank, msg.MasterPort, msg.GpuIndices = int32(m.rank), port, nil
+		msg.RunToken = codec.RunToken(d.cfg.JoinToken, m.workerID, msg.TaskId, msg.Attempt, msg.Fence)
 		for _, i := range m.gpus {
 			msg.GpuIndices = append(msg.GpuIndices, int32(i))
 		}
@@ -125,7 +127,7 @@ func (d *Dispatcher) startMembers(rr0 *runRec, port int32) {
 	}
 	g.mu.Unlock()
 	for _, o := range todo {
-		sess := d.reg.session(o.rr)
+		sess := d.reg.startSession(o.rr)
 		err := errNoSession
 		if sess != nil {
 			err = sess.send(o.msg)

@@ -57,6 +57,28 @@ func (d *Dispatcher) refuse(sess *session, h *pb.Hello, why string) {
 	_ = sess.c.Close()
 }
 
+// checkRunTokens takes the fence off each run the Hello lists without its
+// run token (ExecuteTask.run_token, codec.RunToken): such a run is never
+// adopted (registry.join tells the worker to kill it), so another holder
+// of the worker's key, who cannot compute the token, cannot take the
+// worker's runs over by guessing their sequential fences. The fence still
+// orders attempts; the token binds one to the worker it was sent to.
+func (d *Dispatcher) checkRunTokens(h *pb.Hello) {
+	var bad []string
+	for _, ref := range h.Runs {
+		if ref.Fence != 0 && !codec.CheckRunToken(d.cfg.JoinToken, h.WorkerId, ref.TaskId, ref.Attempt, ref.Fence, ref.RunToken) {
+			ref.Fence = 0
+			if len(bad) < 20 {
+				bad = append(bad, ref.TaskId)
+			}
+		}
+	}
+	if len(bad) > 0 {
+		d.log.Warn().Str("worker", h.WorkerId).Strs("runs", bad).
+			Msg("Hello lists runs without their run token (another holder of the worker's key, or a worker older than this master): not adopting them")
+	}
+}
+
 // onHello registers a verified session and reconciles the runs the worker
 // says it holds with the runs the master placed on it (registry.join).
 // Runs on shard.
@@ -70,6 +92,7 @@ func (d *Dispatcher) onHello(sess *session, h *pb.Hello) {
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
 	defer cancel()
 	now := d.now()
+	d.checkRunTokens(h)
 	foreign := d.peers.helloFromStore(ctx, h) // multimaster.go: runs another master placed, persisted cancels
 	j := d.reg.join(sess, h, foreign, now)
 	if j.refused != "" {

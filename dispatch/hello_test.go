@@ -1,12 +1,14 @@
 package dispatch
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rlsched/rlsched/codec"
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
@@ -144,5 +146,58 @@ func TestSkewedWorkerClock(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
 	if got := h.task(t, run.ID); !got.StartedAt.Equal(h.clock.Now()) {
 		t.Fatalf("startedAt %v, want the master's time %v, not the skewed worker's %v", got.StartedAt, h.clock.Now(), off)
+	}
+}
+
+// TestHelloWithoutRunTokenAdoptsNothing (issue 25): a second holder of a
+// worker's key, who knows a run's attempt and fence (they are sequential)
+// but not its run token, can take over the worker's session but not its
+// run: the run is not adopted, and its reports on that session change
+// nothing. The worker itself, with the token, adopts and finishes it.
+func TestHelloWithoutRunTokenAdoptsNothing(t *testing.T) {
+	h := newClockedHarness(t, nil)
+	w := dial(t, h.m.Addr())
+	w.hello("w1", 1, 0)
+	run := h.submit(t, 0, "x")
+	ex := w.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if len(ex.RunToken) != codec.RunTokenSize {
+		t.Fatalf("ExecuteTask without a run token: %v", ex)
+	}
+	w.send(&pb.TaskStarted{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Pid: 1})
+	testutil.WaitFor(t, 10*time.Second, "the run RUNNING", func() bool { return h.task(t, run.ID).Status == core.StatusRunning })
+
+	rogue := dial(t, h.m.Addr())
+	rogue.guess = true
+	ref := &pb.RunRef{TaskId: run.ID, Attempt: 1, Fence: ex.Fence}
+	if ack := rogue.hello("w1", 1, 0, ref); !slices.Contains(ack.KillTaskIds, run.ID) {
+		t.Fatalf("a Hello without the run token: kill list %v, want the run in it", ack.KillTaskIds)
+	}
+	rogue.send(&pb.LogData{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Data: []byte("forged\n")})
+	if ack := rogue.expect(&pb.LogAck{}).(*pb.LogAck); ack.Error != "fenced" {
+		t.Fatalf("the rogue session's LogData: %v", ack)
+	}
+	rogue.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
+	rogue.expect(&pb.TaskFinishedAck{})
+	if got := h.task(t, run.ID); got.Status != core.StatusRunning {
+		t.Fatalf("the rogue session finished the run: %s", got.Status)
+	}
+	// A token for the right run but another fence is no better.
+	rogue2 := dial(t, h.m.Addr())
+	forged := &pb.RunRef{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, RunToken: codec.RunToken(token, "w1", run.ID, 1, ex.Fence+1)}
+	if ack := rogue2.hello("w1", 1, 0, forged); !slices.Contains(ack.KillTaskIds, run.ID) {
+		t.Fatalf("a Hello with another fence's token: kill list %v", ack.KillTaskIds)
+	}
+
+	back := dial(t, h.m.Addr())
+	if ack := back.hello("w1", 1, 0, &pb.RunRef{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, RunToken: ex.RunToken}); len(ack.KillTaskIds) != 0 {
+		t.Fatalf("the worker's own Hello: kill list %v", ack.KillTaskIds)
+	}
+	back.send(&pb.TaskFinished{TaskId: run.ID, Attempt: 1, Fence: ex.Fence, Outcome: pb.Outcome_OUTCOME_EXITED})
+	back.expect(&pb.TaskFinishedAck{})
+	if got := h.task(t, run.ID); got.Status != core.StatusSucceeded {
+		t.Fatalf("after the worker's own TaskFinished: %s", got.Status)
+	}
+	if !strings.Contains(h.logs.String(), "Hello lists runs without their run token") {
+		t.Fatal("the refused adoption is not logged")
 	}
 }

@@ -246,7 +246,7 @@ func New(cfg Config, st store.Store, ls lease.Leases) (*Dispatcher, error) {
 	d.explain = explainer{queue: st, inputs: &d.inputs}
 	d.preempt = preempter{queue: st, inputs: &d.inputs, reg: &d.reg, cooldown: cfg.Policy.PreemptCooldown,
 		sessions: cfg.Policy.InteractivePreempts, now: cfg.Clock, log: d.log}
-	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
+	d.sched = scheduler{st: st, ls: d.ls, reg: &d.reg, joinToken: cfg.JoinToken, inputs: &d.inputs, preempt: &d.preempt, restore: &d.restore, hold: d.leaseHold,
 		now: cfg.Clock, changed: d.workerChanged, resendCancel: d.resendCancel, metrics: cfg.Metrics, log: d.log, wake: make(chan struct{}, 1)}
 	d.reap = reaper{ls: d.ls, st: st, reg: &d.reg, retrying: &d.retrying, update: d.updateTask, forgetLogs: d.logs.Forget,
 		changed: d.workerChanged, notify: d.Notify, closeLateHellos: d.srv.closeLateHellos, reconcile: d.rec.reconcile,

@@ -114,6 +114,11 @@ type runRec struct {
 	// master's, or this one's before a restart): its other members are
 	// not known here, so the attempt is lost when its worker reports it.
 	orphan bool
+	// sess is the session that may report the run: the one its
+	// ExecuteTask went to (sent), or the one that adopted it with its
+	// run token (join). Guarded by registry.mu. Another session of the
+	// same worker id does not see the run (publishLocked).
+	sess *session
 }
 
 // reports is the one fence check: whether a report about rr's run (a
@@ -182,7 +187,9 @@ func (w *workerRec) publishLocked() {
 	}
 	runs := make(map[string]*runRec, len(w.runs))
 	for id, rr := range w.runs {
-		runs[id] = rr
+		if rr.sess == w.sess {
+			runs[id] = rr
+		}
 	}
 	w.sess.runs.Store(&runs)
 }
@@ -356,6 +363,7 @@ func (r *registry) sent(rr *runRec, fence uint64) (*session, bool) {
 	}
 	_, cancel := r.cancels[rr.taskID]
 	if w := r.workers[rr.workerID]; w != nil {
+		r.bindLocked(rr, w)
 		return w.sess, cancel
 	}
 	return nil, cancel
@@ -392,7 +400,7 @@ func (r *registry) reported(sess *session, taskID string, attempt int32, fence u
 	}
 	// The worker's own entry: a group's member on it is not the run's
 	// entry in r.runs (rank 0's).
-	if rr := w.runs[taskID]; rr.reports(sess.workerID, attempt, fence) {
+	if rr := w.runs[taskID]; rr.reports(sess.workerID, attempt, fence) && rr.sess == sess {
 		return rr
 	}
 	return nil
@@ -499,6 +507,7 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 			j.gone = append(j.gone, rr)
 		case rr.reports(h.WorkerId, ref.Attempt, ref.Fence):
 			rr.view.Store(nil) // another master may have held the run meanwhile
+			rr.sess = sess     // its run token was checked (onHello)
 			j.adopt = append(j.adopt, rr)
 			continue
 		case rr != nil && rr.workerID != h.WorkerId:
@@ -1071,6 +1080,27 @@ func (r *registry) session(rr *runRec) *session {
 		return w.sess
 	}
 	return nil
+}
+
+// startSession is session for the ExecuteTask of a group's member: that
+// session then reports it.
+func (r *registry) startSession(rr *runRec) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.workers[rr.workerID]; w != nil && w.connectedLocked() {
+		r.bindLocked(rr, w)
+		return w.sess
+	}
+	return nil
+}
+
+// bindLocked makes w's session the one that reports rr (its ExecuteTask
+// goes there).
+func (r *registry) bindLocked(rr *runRec, w *workerRec) {
+	if rr.sess != w.sess && w.runs[rr.taskID] == rr {
+		rr.sess = w.sess
+		w.publishLocked()
+	}
 }
 
 // remoteHost is the host part of a connection's remote address.

@@ -28,10 +28,12 @@ type scheduler struct {
 	ls      lease.Leases
 	reg     *registry
 	inputs  *planInputs
-	preempt *preempter           // on the loop's tick
-	restore *restorer            // a resumed attempt's restore list, for its ExecuteTask
-	hold    func() time.Duration // the lease hold (Dispatcher.leaseHold)
-	now     func() time.Time
+	preempt *preempter // on the loop's tick
+	restore *restorer  // a resumed attempt's restore list, for its ExecuteTask
+	// joinToken derives each ExecuteTask's run_token (codec.RunToken).
+	joinToken []byte
+	hold      func() time.Duration // the lease hold (Dispatcher.leaseHold)
+	now       func() time.Time
 	// changed reports a worker's new view; resendCancel tells a run's
 	// worker to stop it if its cancel was requested. Neither blocks.
 	changed      func(workerID string)

@@ -207,3 +207,29 @@ func TestSubmit_ResumeFrom(t *testing.T) {
 		t.Fatalf("rerun with an unknown resumeFrom: %d", r.status)
 	}
 }
+
+// GET /api/auth/me says what the user's runs keep and their limit
+// (ARTIFACT_MAX_MB_PER_USER), every attempt's files counted, others' not.
+func TestMe_ArtifactBytes(t *testing.T) {
+	blobs, err := disk.Open(filepath.Join(t.TempDir(), "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, func(c *Config) { c.Blobs, c.MaxUserOutputBytes = blobs, 1<<40 })
+	tok, _ := e.user("alice")
+	bobTok, _ := e.user("bob")
+	id := e.submit(tok, `{"command":["x"]}`)
+	putArtifact(t, e, blobs, id, 1, "a", []byte("12345"), time.Unix(1, 0))
+	setAttempt(t, e, id, 2)
+	putArtifact(t, e, blobs, id, 2, "a", []byte("123"), time.Unix(2, 0))
+	putArtifact(t, e, blobs, e.submit(bobTok, `{"command":["y"]}`), 1, "b", []byte("1234567"), time.Unix(3, 0))
+	for _, c := range []struct {
+		tok  string
+		want float64
+	}{{tok, 8}, {bobTok, 7}} {
+		m := e.req("GET", "/api/auth/me", c.tok, nil).json(t)
+		if m["artifactBytes"] != c.want || m["artifactLimitBytes"] != float64(1<<40) {
+			t.Fatalf("me: %v, want artifactBytes %v of 1 TiB", m, c.want)
+		}
+	}
+}

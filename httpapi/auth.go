@@ -43,6 +43,14 @@ type userJSON struct {
 
 func userView(u core.User) userJSON { return userJSON{u.ID, u.Username, u.Role, u.Disabled} }
 
+// meJSON is GET /api/auth/me: the user, and what their runs' outputs keep
+// of ARTIFACT_MAX_MB_PER_USER (0: no bound).
+type meJSON struct {
+	userJSON
+	ArtifactBytes      int64 `json:"artifactBytes"`
+	ArtifactLimitBytes int64 `json:"artifactLimitBytes"`
+}
+
 func storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
@@ -314,7 +322,13 @@ func (s *Server) logout(r *request) *apiError {
 }
 
 func (s *Server) me(r *request) *apiError {
-	return s.writeJSON(r, fasthttp.StatusOK, userView(r.user))
+	ctx, cancel := storeCtx()
+	n, err := s.st.ArtifactBytes(ctx, r.user.ID)
+	cancel()
+	if err != nil {
+		return storeError(err, "user")
+	}
+	return s.writeJSON(r, fasthttp.StatusOK, meJSON{userView(r.user), n, max(s.cfg.MaxUserOutputBytes, 0)})
 }
 
 // authenticate verifies the caller's token (Authorization: Bearer, else

@@ -134,7 +134,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	doc := loadOpenAPI(t)
 	for name, v := range map[string]any{
 		"Task": core.Task{}, "Worker": core.WorkerInfo{}, "GPU": core.GPU{}, "Code": core.CodeInfo{},
-		"User": userJSON{}, "AdminUser": adminUserJSON{}, "Notifications": notifyJSON{}, "LogPage": logPage{},
+		"User": userJSON{}, "Me": meJSON{}, "AdminUser": adminUserJSON{}, "Notifications": notifyJSON{}, "LogPage": logPage{},
 		"Health": healthJSON{}, "Submission": submitBody{}, "Submitted": submitted{}, "Credentials": credentials{},
 		"AdminUserItem": userItemJSON{}, "UserUsage": core.UserUsage{}, "Quota": core.Quota{}, "QuotaItem": quotaItem{}, "QueueItem": core.QueueItem{},
 		"UserPatch": struct {

@@ -79,6 +79,9 @@ type Config struct {
 	// MaxInteractiveGPUs (MAX_INTERACTIVE_GPUS) caps the GPUs of a user's
 	// interactive sessions not yet ended (interactive.go). 0: no cap.
 	MaxInteractiveGPUs int
+	// MaxUserOutputBytes (ARTIFACT_MAX_MB_PER_USER) is what GET
+	// /api/auth/me says a user's runs may keep; 0: no bound.
+	MaxUserOutputBytes int64
 	Logger             zerolog.Logger
 	// Now is the clock for token issue and expiry; default time.Now.
 	Now func() time.Time

@@ -68,6 +68,10 @@ type Config struct {
 	// ArtifactMaxRunBytes (ARTIFACT_MAX_RUN_BYTES, default 10 GiB) bound
 	// what a run keeps; < 0: no bound.
 	ArtifactMaxFileBytes, ArtifactMaxRunBytes int64
+	// ArtifactMaxMBPerUser (ARTIFACT_MAX_MB_PER_USER) bounds, in MiB, what
+	// all of one user's runs keep, and ArtifactMaxMB (ARTIFACT_MAX_MB)
+	// what every run keeps; 0: no bound.
+	ArtifactMaxMBPerUser, ArtifactMaxMB int64
 
 	MySQLDSN    string // MYSQL_DSN: the store is MySQL when set, else SQLite
 	RedisAddr   string // REDIS_ADDR: leases in Redis and a cluster member when set, else in memory and alone
@@ -259,7 +263,8 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	// The receiver writes through the published store: a warning it puts
 	// on a run reaches the dashboards.
 	if m.outputs, err = artifactpipe.New(artifactpipe.Config{Blobs: m.blobs, Index: m.st, MaxFileBytes: cfg.ArtifactMaxFileBytes,
-		MaxRunBytes: cfg.ArtifactMaxRunBytes, Logger: log}); err != nil {
+		MaxRunBytes: cfg.ArtifactMaxRunBytes, MaxUserBytes: cfg.ArtifactMaxMBPerUser << 20, MaxTotalBytes: cfg.ArtifactMaxMB << 20,
+		Logger: log}); err != nil {
 		return nil, err
 	}
 	if shared {
@@ -307,7 +312,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 		SubmitLimitMax: cfg.RateLimitMax, SubmitLimitWindow: cfg.RateLimitWindow,
 		MaxInteractiveGPUs: cfg.MaxInteractiveGPUs,
 		NotifyTargets:      targets,
-		Blobs:              m.blobs, OutputStats: m.outputs.Stats,
+		Blobs:              m.blobs, OutputStats: m.outputs.Stats, MaxUserOutputBytes: cfg.ArtifactMaxMBPerUser << 20,
 		FairShareHalfLife: halfLife, DefaultGPUQuota: cfg.Policy.DefaultGPUQuota, Resources: cfg.Resources,
 		Deps:       m.depctl,
 		CodeLimits: codetree.Limits{MaxBytes: int64(cfg.CodeMaxMB) << 20, MaxFiles: cfg.CodeMaxFiles},

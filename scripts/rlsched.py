@@ -464,6 +464,13 @@ class Client:
         self.token = ans["token"]
         return ans
 
+    def me(self):
+        """The signed-in user (GET /api/auth/me): ``{"id", "username",
+        "role", "artifactBytes", "artifactLimitBytes"}``, the bytes all your
+        runs' output files keep and ARTIFACT_MAX_MB_PER_USER in bytes (0: no
+        limit)."""
+        return self._json("GET", "/api/auth/me")
+
     # -- runs ---------------------------------------------------------------
 
     def submit(self, **spec):

@@ -274,6 +274,10 @@ type Store interface {
 	// ArtifactUsage is what a run keeps: its rows (every attempt's) and the
 	// sum of their sizes, for ARTIFACT_MAX_RUN_BYTES.
 	ArtifactUsage(ctx context.Context, taskID string) (files int, bytes int64, err error)
+	// ArtifactBytes is the sum of the sizes of the rows (every attempt's)
+	// of userID's runs, or of every run when userID is 0, for
+	// ARTIFACT_MAX_MB_PER_USER and ARTIFACT_MAX_MB. An unknown user keeps 0.
+	ArtifactBytes(ctx context.Context, userID int64) (int64, error)
 
 	// CountByStatus returns how many runs are in each status.
 	CountByStatus(ctx context.Context) (map[core.Status]int, error)

@@ -37,6 +37,7 @@ func TestSettingsPage(t *testing.T) {
 	b.signIn(s.url, "sara")
 	b.click(`.mainnav a[href="/settings"]`)
 	b.wait("the settings page", 10*time.Second, `document.querySelector('#settings-password') !== null && document.querySelector('#hook-state').textContent.includes('No webhook')`)
+	b.wait("what the user's outputs keep", 10*time.Second, `document.querySelector('#outputs-kept').textContent.includes('keep 0 B of the 1.0 TiB this server allows you')`)
 
 	b.typeInto("#pw-current", "not-my-password")
 	b.typeInto("#pw-new", "a-brand-new-password")

@@ -44,6 +44,7 @@ func (a *agent) execute(s *session, m *pb.ExecuteTask) {
 		id:       m.GetTaskId(),
 		attempt:  m.GetAttempt(),
 		fence:    m.GetFence(),
+		token:    m.GetRunToken(),
 		gpus:     gpuInts(m.GetGpuIndices()),
 		fraction: m.GetGpuFraction(),
 		gpuMemMB: m.GetGpuMemoryMb(),
@@ -528,7 +529,8 @@ func (a *agent) reap(r *run) {
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)
 		r.log.Warn().Str("reason", use.Reason()).Int64("peak_memory_mb", use.PeakMemoryMB).Msg(msg)
 	}
-	r.out.Close()
+	// The log closes once the last sync of its outputs wrote what it did
+	// not keep into it (runTable.collectLocked).
 	r.cg.Remove()
 	if err := a.guard.Remove(pgid); err != nil {
 		r.log.Error().Err(err).Msg("guard")

@@ -379,3 +379,34 @@ func TestOutputsRefuseHardLinksUnderWorkerUID(t *testing.T) {
 		t.Fatalf("the run's log does not say why a and b are missing:\n%s", log)
 	}
 }
+
+// TestOutputsNotKeptAreInTheRunsLog (issue 25): a sparse file is not
+// uploaded (its holes would become real bytes on the master), and it and a
+// file the master refused are each named in the run's own log, last sync
+// included, before its TaskFinished.
+func TestOutputsNotKeptAreInTheRunsLog(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	m.mu.Lock()
+	m.maxFiles = 1
+	m.mu.Unlock()
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-sp", Attempt: 1, Fence: 1, Argv: []string{"sh", "-c",
+		`cd "$RLSCHED_OUTPUT_DIR" && truncate -s 256M sparse.bin && echo a > a && echo b > b`}})
+	mc.started(t, "t-sp")
+	if fin := mc.finished(t, "t-sp", 30*time.Second); fin.GetExitCode() != 0 || fin.GetLogBytes() != uint64(len(m.log("t-sp", 1))) {
+		t.Fatalf("run: %v, log %q", fin, m.log("t-sp", 1))
+	}
+	log := m.log("t-sp", 1)
+	for _, want := range []string{
+		"[rlsched] not uploading sparse.bin: it is sparse, 256.0 MiB in size of which 0.0 MiB are on disk",
+		": the master does not keep it: the run keeps at most so many files\n",
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the run's log lacks %q:\n%s", want, log)
+		}
+	}
+	if n := m.partial("t-sp", 1, "sparse.bin"); n != 0 {
+		t.Fatalf("%d bytes of the sparse file were sent", n)
+	}
+}

@@ -26,7 +26,8 @@ type run struct {
 	id      string
 	attempt int32
 	fence   uint64
-	gpus    []int // ExecuteTask.gpu_indices
+	token   []byte // ExecuteTask.run_token: what has the run adopted after a reconnect (Hello)
+	gpus    []int  // ExecuteTask.gpu_indices
 	// fraction is its share of its one GPU (0: whole GPUs), gpuMemMB the
 	// GPU memory it may use (0: no limit); gpushare.go.
 	fraction float64
@@ -112,15 +113,20 @@ func (r *run) releaseEnv() {
 	}
 }
 
-// ref describes the run for Hello and Heartbeat. Caller holds runTable.mu.
-func (r *run) refLocked() *pb.RunRef {
-	return &pb.RunRef{
+// ref describes the run for a Hello (with its run token) or a Heartbeat.
+// Caller holds runTable.mu.
+func (r *run) refLocked(hello bool) *pb.RunRef {
+	ref := &pb.RunRef{
 		TaskId:         r.id,
 		Attempt:        r.attempt,
 		Fence:          r.fence,
 		AckedLogOffset: r.out.Acked(),
 		Finished:       r.fin != nil,
 	}
+	if hello {
+		ref.RunToken = r.token
+	}
+	return ref
 }
 
 // signalLocked sends sig to the run's process group unless the leader was

@@ -121,13 +121,13 @@ func (t *runTable) stopLocked(r *run, outcome pb.Outcome, grace time.Duration) {
 func (t *runTable) refs() []*pb.RunRef {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.refsLocked()
+	return t.refsLocked(true)
 }
 
-func (t *runTable) refsLocked() []*pb.RunRef {
+func (t *runTable) refsLocked(hello bool) []*pb.RunRef {
 	refs := make([]*pb.RunRef, 0, len(t.runs))
 	for _, r := range t.runs {
-		refs = append(refs, r.refLocked())
+		refs = append(refs, r.refLocked(hello))
 	}
 	return refs
 }
@@ -285,7 +285,7 @@ func (t *runTable) heartbeat(s *session) *pb.Heartbeat {
 	if s.seq > 1024 {
 		delete(s.hbSent, s.seq-1024) // never acked: stop remembering it
 	}
-	return &pb.Heartbeat{Seq: s.seq, Runs: t.refsLocked(), SentUnixMs: now.at.UnixMilli()}
+	return &pb.Heartbeat{Seq: s.seq, Runs: t.refsLocked(false), SentUnixMs: now.at.UnixMilli()}
 }
 
 // heartbeatAck handles HeartbeatAck: the renewal sent at the heartbeat's
@@ -362,9 +362,13 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 	// Outputs after every run's logs, in a window of their own.
 	msgs = t.out.Collect(msgs, t.outputsLocked())
 	for _, r := range t.runs {
-		if r.fin != nil && !r.finSent && r.out.Done() && r.outs.Done() {
-			msgs = append(msgs, r.fin)
-			r.finSent = true
+		if r.fin != nil && !r.finSent && r.outs.Done() {
+			r.out.Close() // after the outputs' last notes (reap leaves it open)
+			if r.out.Done() {
+				r.fin.LogBytes = r.out.End()
+				msgs = append(msgs, r.fin)
+				r.finSent = true
+			}
 		}
 	}
 	return msgs, started

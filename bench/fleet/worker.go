@@ -50,8 +50,9 @@ type run struct {
 	id       string
 	attempt  int32
 	fence    uint64
-	started  int64 // unix nanos
-	endAt    int64 // unix nanos when the "process" exits
+	token    []byte // ExecuteTask.run_token, listed in a Hello
+	started  int64  // unix nanos
+	endAt    int64  // unix nanos when the "process" exits
 	exited   bool
 	logTotal uint64
 	logAcked uint64
@@ -197,7 +198,7 @@ func (w *worker) handle(c gnet.Conn, msg proto.Message) gnet.Action {
 		}
 		for _, r := range w.runs {
 			hello.Runs = append(hello.Runs, &pb.RunRef{TaskId: r.id, Attempt: r.attempt, Fence: r.fence,
-				AckedLogOffset: r.logAcked, Finished: r.exited})
+				AckedLogOffset: r.logAcked, Finished: r.exited, RunToken: r.token})
 		}
 		frame, sess, err := codec.WorkerHello(nil, w.key, m, hello)
 		if err != nil {
@@ -363,7 +364,7 @@ func (w *worker) execute(c gnet.Conn, m *pb.ExecuteTask) {
 			runFor = time.Duration(s * float64(time.Second))
 		}
 	}
-	r := &run{id: m.GetTaskId(), attempt: m.GetAttempt(), fence: m.GetFence(), started: now,
+	r := &run{id: m.GetTaskId(), attempt: m.GetAttempt(), fence: m.GetFence(), token: m.GetRunToken(), started: now,
 		endAt: now + int64(runFor), gpus: m.GetGpuIndices(), share: int(math.Round(m.GetGpuFraction() * 100)), shareMB: m.GetGpuMemoryMb()}
 	w.runs = append(w.runs, r)
 	w.send(c, &pb.TaskStarted{TaskId: r.id, Attempt: r.attempt, Fence: r.fence, Pid: int32(1000 + w.idx%30000),

@@ -85,6 +85,10 @@ func (o *masterFlags) define(f envFlags, registration string) {
 		"largest output file a run keeps; larger ones are not kept and the run gets a warning (-1: no limit)")
 	f.int64(&c.ArtifactMaxRunBytes, "artifact-max-run-bytes", "ARTIFACT_MAX_RUN_BYTES", artifactpipe.DefaultMaxRunBytes,
 		"most bytes of output files a run keeps, all attempts; past it files are not kept and the run gets a warning (-1: no limit)")
+	f.int64(&c.ArtifactMaxMBPerUser, "artifact-max-mb-per-user", "ARTIFACT_MAX_MB_PER_USER", artifactpipe.DefaultMaxUserMB,
+		"most `MiB` of output files all of one user's runs keep together; past it files are not kept and the run gets a warning (0: no limit)")
+	f.int64(&c.ArtifactMaxMB, "artifact-max-mb", "ARTIFACT_MAX_MB", 0,
+		"most `MiB` of output files every run keeps together (0: no limit)")
 	f.duration(&c.Policy.HalfLife, "fairshare-half-life", "FAIRSHARE_HALF_LIFE", dispatch.DefaultHalfLife,
 		"half-life of a user's GPU usage in the fair-share order (e.g. 168h)")
 	f.int(&c.Policy.DefaultGPUQuota, "default-user-gpu-quota", "DEFAULT_USER_GPU_QUOTA", 0,

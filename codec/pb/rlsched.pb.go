@@ -148,7 +148,8 @@ type RunRef struct {
 	Attempt        int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	Fence          uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
 	AckedLogOffset uint64                 `protobuf:"varint,4,opt,name=acked_log_offset,json=ackedLogOffset,proto3" json:"acked_log_offset,omitempty"`
-	Finished       bool                   `protobuf:"varint,5,opt,name=finished,proto3" json:"finished,omitempty"` // the process ended but TaskFinished was not yet acked
+	Finished       bool                   `protobuf:"varint,5,opt,name=finished,proto3" json:"finished,omitempty"`                // the process ended but TaskFinished was not yet acked
+	RunToken       []byte                 `protobuf:"bytes,6,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"` // ExecuteTask.run_token, in a Hello only
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -216,6 +217,13 @@ func (x *RunRef) GetFinished() bool {
 		return x.Finished
 	}
 	return false
+}
+
+func (x *RunRef) GetRunToken() []byte {
+	if x != nil {
+		return x.RunToken
+	}
+	return nil
 }
 
 type GPU struct {
@@ -1048,10 +1056,16 @@ type ExecuteTask struct {
 	// rank 0's host (MASTER_PORT). The worker sets RANK, WORLD_SIZE,
 	// LOCAL_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT and RLSCHED_NODE_RANK,
 	// RLSCHED_NODES, RLSCHED_HOSTS from them.
-	NodeRank      int32    `protobuf:"varint,25,opt,name=node_rank,json=nodeRank,proto3" json:"node_rank,omitempty"`
-	Nodes         int32    `protobuf:"varint,26,opt,name=nodes,proto3" json:"nodes,omitempty"`
-	Hosts         []string `protobuf:"bytes,27,rep,name=hosts,proto3" json:"hosts,omitempty"`
-	MasterPort    int32    `protobuf:"varint,28,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
+	NodeRank   int32    `protobuf:"varint,25,opt,name=node_rank,json=nodeRank,proto3" json:"node_rank,omitempty"`
+	Nodes      int32    `protobuf:"varint,26,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Hosts      []string `protobuf:"bytes,27,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	MasterPort int32    `protobuf:"varint,28,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"`
+	// The attempt's token (issue 25): codec.RunToken of the join token and
+	// (worker, task, attempt, fence), which only the masters can compute.
+	// The worker lists it with the run in its Hello; a run listed without
+	// it is not adopted, so a second holder of the worker's key cannot take
+	// the worker's runs over by guessing their (sequential) fences.
+	RunToken      []byte `protobuf:"bytes,29,opt,name=run_token,json=runToken,proto3" json:"run_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1280,6 +1294,13 @@ func (x *ExecuteTask) GetMasterPort() int32 {
 		return x.MasterPort
 	}
 	return 0
+}
+
+func (x *ExecuteTask) GetRunToken() []byte {
+	if x != nil {
+		return x.RunToken
+	}
+	return nil
 }
 
 // RestoreFile is one stored version of a file (the newest of its path).
@@ -2870,13 +2891,14 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"rlsched.v1\">\n" +
 	"\tChallenge\x12\x14\n" +
 	"\x05nonce\x18\x01 \x01(\fR\x05nonce\x12\x1b\n" +
-	"\tmaster_id\x18\x02 \x01(\tR\bmasterId\"\x97\x01\n" +
+	"\tmaster_id\x18\x02 \x01(\tR\bmasterId\"\xb4\x01\n" +
 	"\x06RunRef\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12(\n" +
 	"\x10acked_log_offset\x18\x04 \x01(\x04R\x0eackedLogOffset\x12\x1a\n" +
-	"\bfinished\x18\x05 \x01(\bR\bfinished\"\x83\x01\n" +
+	"\bfinished\x18\x05 \x01(\bR\bfinished\x12\x1b\n" +
+	"\trun_token\x18\x06 \x01(\fR\brunToken\"\x83\x01\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
@@ -2945,7 +2967,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\rR\bmemoryMb\"D\n" +
 	"\fHeartbeatAck\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\"\n" +
-	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xa4\a\n" +
+	"\rlost_task_ids\x18\x02 \x03(\tR\vlostTaskIds\"\xc1\a\n" +
 	"\vExecuteTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
@@ -2981,7 +3003,8 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x05nodes\x18\x1a \x01(\x05R\x05nodes\x12\x14\n" +
 	"\x05hosts\x18\x1b \x03(\tR\x05hosts\x12\x1f\n" +
 	"\vmaster_port\x18\x1c \x01(\x05R\n" +
-	"masterPort\x1a6\n" +
+	"masterPort\x12\x1b\n" +
+	"\trun_token\x18\x1d \x01(\fR\brunToken\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +

@@ -89,6 +89,20 @@ func testArtifacts(t *testing.T, s store.Store) {
 	if files, bytes, err := s.ArtifactUsage(ctx, "nope"); err != nil || files != 0 || bytes != 0 {
 		t.Fatalf("ArtifactUsage(nope) = %d, %d, %v", files, bytes, err)
 	}
+	// A user's bytes are their runs' rows, every attempt's; 0 sums everyone's.
+	bob := mustUser(t, s, "bob")
+	mustTask(t, s, bob, "b1", 0, at(2))
+	if err := s.PutArtifact(ctx, core.Artifact{TaskID: "b1", Attempt: 1, Path: "w.pt", Size: 1000, SHA256: sum('9'), ModifiedAt: at(7)}); err != nil {
+		t.Fatalf("PutArtifact(b1): %v", err)
+	}
+	for _, c := range []struct {
+		user int64
+		want int64
+	}{{u.ID, 61 + 1}, {bob.ID, 1000}, {0, 61 + 1 + 1000}, {bob.ID + 1000, 0}} {
+		if got, err := s.ArtifactBytes(ctx, c.user); err != nil || got != c.want {
+			t.Fatalf("ArtifactBytes(%d) = %d, %v; want %d", c.user, got, err, c.want)
+		}
+	}
 
 	// Refused rows write nothing.
 	bad := []core.Artifact{

@@ -69,6 +69,9 @@ func (d *Dir) refusal(rel string, st *unix.Stat_t) *Refused {
 		return &Refused{Rel: rel, Why: fmt.Sprintf("it has %d hard links, and a hard link may be to a file the run cannot read: copy it instead", st.Nlink), Kept: true}
 	case d.owner != nil && st.Uid != d.owner.UID():
 		return &Refused{Rel: rel, Why: fmt.Sprintf("it belongs to uid %d, not to the run's uid %d", st.Uid, d.owner.UID()), Kept: true}
+	case st.Size >= sparseMinSize && st.Blocks*512 < st.Size/sparseRatio:
+		return &Refused{Rel: rel, Kept: true, Why: fmt.Sprintf("it is sparse, %.1f MiB in size of which %.1f MiB are on disk (the rest are holes); write it out in full to keep it",
+			float64(st.Size)/(1<<20), float64(st.Blocks*512)/(1<<20))}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlsched/rlsched/codec/pb"
 	"github.com/rlsched/rlsched/internal/backoff"
+	"github.com/rlsched/rlsched/internal/clip"
 )
 
 // The upload of a run's output dir (RLSCHED_OUTPUT_DIR): a goroutine per
@@ -60,6 +61,14 @@ const (
 	// DefaultSync is Config.ArtifactSync's default
 	// (ARTIFACT_SYNC_SECONDS).
 	DefaultSync = 30 * time.Second
+	// A sparse file (its allocated blocks far below its size: a seek past
+	// its end, truncate -s) is not uploaded: read, its holes become real
+	// bytes on the wire and on the master, so a run could fill the
+	// master's disk from a few kilobytes of its own. Far below: under a
+	// sparseRatio-th of a size of at least sparseMinSize (a file system's
+	// compression rarely reaches that on data that is not mostly zeros).
+	sparseMinSize = 64 << 20
+	sparseRatio   = 16
 )
 
 // Link is what the outputs of every run share: the connection's side of
@@ -113,7 +122,7 @@ type Files struct {
 	attempt int32
 	fence   uint64
 	log     zerolog.Logger
-	note    func(line string) // writes a line of the worker's into the run's own log
+	note    func(string) // writes a line into the run's own log; may block, so never called holding Link.mu
 	dir     *Dir
 	// inputDir is RLSCHED_INPUT_DIR ("" for a run without inputs), set
 	// before the restore (SetInputDir), read by it only.
@@ -139,9 +148,10 @@ type Files struct {
 	restoreCh   chan restoreItem // chunks and refusals of the restore
 	lastList    *listing         // the last sync's walk, made by CheckLast
 
-	// Refusals said in the run's log (refuse), under refMu: each file once
-	// per reason, at most maxRefusalNotes.
-	refMu    sync.Mutex
+	// Lines for the run's own log on why a file is not kept, under
+	// Link.mu; written by flushNotes without it. refNoted: each file once
+	// per reason, at most maxRefusalNotes (refuseLocked).
+	notes    []string
 	refNoted map[string]string
 	refFull  bool // maxRefusalNotes reached, and said
 
@@ -303,7 +313,8 @@ func (o *Files) run() {
 	}
 }
 
-// last is the last sync, after which TaskFinished may go.
+// last is the last sync, after which TaskFinished may go (and the run's
+// log closes: its notes are written before).
 func (o *Files) last() {
 	stored := o.sync(true)
 	<-o.tbEnd // its last points go before TaskFinished
@@ -341,31 +352,31 @@ func (o *Files) CheckLast() {
 const maxRefusalNotes = 100
 
 // refuse says in the run's log why the files ls refused are not
-// uploaded, each once per reason; a file kept on the worker
-// (Refused.Kept) makes the outputs partial, so the dir is kept. Never with
-// Link.mu held: a full spool blocks the note.
+// uploaded; a file kept on the worker (Refused.Kept) makes the outputs
+// partial, so the dir is kept. Without Link.mu held.
 func (o *Files) refuse(ls listing) {
+	o.l.mu.Lock()
 	for _, r := range ls.refused {
-		say := ""
-		o.refMu.Lock()
-		switch {
-		case o.refNoted[r.Rel] == r.Why:
-		case len(o.refNoted) < maxRefusalNotes:
-			o.refNoted[r.Rel] = r.Why
-			say = r.Error()
-		case !o.refFull:
-			o.refFull = true
-			say = fmt.Sprintf("more files of the output dir are not uploaded (links, or files not the run's); the first %d are named above", maxRefusalNotes)
-		}
-		o.refMu.Unlock()
-		if say != "" {
-			o.note(say)
-		}
+		o.refuseLocked(r)
 	}
-	if ls.kept {
-		o.l.mu.Lock()
-		o.partial = true
-		o.l.mu.Unlock()
+	o.partial = o.partial || ls.kept
+	o.l.mu.Unlock()
+	o.flushNotes()
+}
+
+// refuseLocked queues r's line for the run's log (flushNotes writes it),
+// each file once per reason, at most maxRefusalNotes and then one line
+// that says there are more.
+func (o *Files) refuseLocked(r Refused) {
+	o.partial = o.partial || r.Kept
+	switch {
+	case o.refNoted[r.Rel] == r.Why:
+	case len(o.refNoted) < maxRefusalNotes:
+		o.refNoted[r.Rel] = r.Why
+		o.notes = append(o.notes, r.Error())
+	case !o.refFull:
+		o.refFull = true
+		o.notes = append(o.notes, fmt.Sprintf("more files of the output dir are not uploaded; the first %d are named above, the worker's log names the rest", maxRefusalNotes))
 	}
 }
 
@@ -409,6 +420,7 @@ func (o *Files) sync(final bool) (all bool) {
 			todo = append(todo, w)
 		}
 	}
+	defer o.flushNotes()
 	for try := 1; len(todo) > 0; try++ {
 		torn := o.upload(todo, final && try == finalTries)
 		if !final || try == finalTries {
@@ -429,6 +441,20 @@ func (o *Files) syncNames(rels []string) {
 	}
 	if len(list) > 0 {
 		o.upload(list, false)
+		o.flushNotes()
+	}
+}
+
+// flushNotes writes the queued lines into the run's log. Without Link.mu:
+// a full log blocks the writer until the connection drains it, which needs
+// that mutex.
+func (o *Files) flushNotes() {
+	o.l.mu.Lock()
+	notes := o.notes
+	o.notes = nil
+	o.l.mu.Unlock()
+	for _, n := range notes {
+		o.note(n)
 	}
 }
 
@@ -465,6 +491,7 @@ func (o *Files) upload(list []walked, changing bool) (torn []walked) {
 				o.known[p] = u.ver // never this version again
 				o.partial = true
 				o.log.Info().Str("path", p).Str("why", u.result[9:]).Msg("the master does not keep an output file")
+				o.refuseLocked(Refused{Rel: p, Why: "the master does not keep it: " + clip.String(u.result[9:], 512)})
 			default:
 				o.log.Warn().Str("path", p).Str("why", u.result).Msg("the master could not store an output file; trying again at the next sync")
 			}

@@ -174,6 +174,20 @@ func (s *Shared) ArtifactUsage(ctx context.Context, taskID string) (int, int64, 
 	return files, bytes, nil
 }
 
+// ArtifactBytes sums a user's rows, or everyone's (store.Store).
+func (s *Shared) ArtifactBytes(ctx context.Context, userID int64) (int64, error) {
+	q, args, whose := `SELECT COALESCE(SUM(size), 0) FROM artifacts`, []any(nil), "every user"
+	if userID != 0 {
+		q = `SELECT COALESCE(SUM(a.size), 0) FROM artifacts a JOIN tasks t ON t.id = a.task_id WHERE t.user_id = ?`
+		args, whose = []any{userID}, fmt.Sprintf("user %d", userID)
+	}
+	var n int64
+	if err := s.c.Read.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("cannot sum the artifacts of %s: %w", whose, err)
+	}
+	return n, nil
+}
+
 // encodeWarning validates w and encodes it as one JSON element, its
 // message cut to core.MaxWarningBytes (at a character boundary) and its
 // time in UTC.

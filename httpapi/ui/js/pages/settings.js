@@ -1,9 +1,10 @@
-// Settings: the signed-in user's own password, a token for scripts, and
-// the webhook rlsched notifies (PUT /api/auth/me/password, POST
-// /api/auth/me/token, /api/auth/me/notifications).
+// Settings: the signed-in user's own password, a token for scripts, the
+// webhook rlsched notifies and what their runs' outputs keep (PUT
+// /api/auth/me/password, POST /api/auth/me/token,
+// /api/auth/me/notifications, GET /api/auth/me).
 
 import { api } from '../api.js';
-import { h, replace, toast } from '../util.js';
+import { fmtBytes, h, replace, toast } from '../util.js';
 
 export function mount(root, ctx) {
   const ac = new AbortController();
@@ -103,6 +104,14 @@ export function mount(root, ctx) {
       hookErr.textContent = err.message;
     }
   });
+  // ---- stored outputs ----
+  const stored = h('p', { class: 'muted', id: 'outputs-kept' }, 'Loading…');
+  api.me().then((m) => {
+    if (ac.signal.aborted) return;
+    stored.textContent = 'The output files of all your runs keep ' + fmtBytes(m.artifactBytes || 0) +
+      (m.artifactLimitBytes > 0 ? ' of the ' + fmtBytes(m.artifactLimitBytes) + ' this server allows you (ARTIFACT_MAX_MB_PER_USER): past it, new files are not kept.' : '; this server sets no limit.');
+  }).catch((e) => { stored.textContent = 'Cannot read what your outputs keep: ' + e.message; });
+
   api.notifications(ac.signal).then(show).catch((e) => { if (e.name !== 'AbortError') hookState.textContent = 'Cannot read your notifications: ' + e.message; });
 
   replace(root,
@@ -111,6 +120,7 @@ export function mount(root, ctx) {
     h('section', { class: 'card', id: 'settings-token' }, h('h2', null, 'A token for scripts'),
       h('p', { class: 'muted' }, 'The CLI saves one at ', h('code', null, 'rlsched login'), ' (', h('code', null, 'rlsched token'), ' prints it); make one here for a notebook, a CI job or curl.'),
       tokBtn, tokOut, tokHint),
-    h('section', { class: 'card', id: 'settings-notify' }, h('h2', null, 'Notifications'), hookForm));
+    h('section', { class: 'card', id: 'settings-notify' }, h('h2', null, 'Notifications'), hookForm),
+    h('section', { class: 'card', id: 'settings-outputs' }, h('h2', null, 'Stored outputs'), stored));
   return () => ac.abort();
 }
