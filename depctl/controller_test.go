@@ -156,6 +156,21 @@ func (r *rig) wantStatus(id string, s core.Status, waiting bool) core.Task {
 	return t
 }
 
+// releasedAt waits for the Released hook to hear id (the controller calls
+// it after the store has the run queued) and says when it did.
+func (r *rig) releasedAt(id string) time.Time {
+	r.t.Helper()
+	var at time.Time
+	testutil.Eventually(r.t, 5*time.Second, func() (bool, string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		var ok bool
+		at, ok = r.released[id]
+		return ok, id + " released without the Released hook"
+	})
+	return at
+}
+
 func (r *rig) queued() []string {
 	q, err := r.st.QueuedTasks(r.t.Context(), 100)
 	if err != nil {
@@ -189,13 +204,7 @@ func TestReleaseWhenParentsEnd(t *testing.T) {
 	r.end("b", core.StatusFailed) // ended: enough
 	ended := time.Now()
 	r.wantStatus("c", core.StatusQueued, false)
-	r.mu.Lock()
-	at, ok := r.released["c"]
-	r.mu.Unlock()
-	if !ok {
-		t.Fatalf("c released without the Released hook")
-	}
-	if d := at.Sub(ended); d > time.Second {
+	if d := r.releasedAt("c").Sub(ended); d > time.Second {
 		t.Fatalf("c released %v after its last parent ended, want ≤ 1 s", d)
 	}
 	if q := r.queued(); strings.Join(q, ",") != "c" {
@@ -309,9 +318,7 @@ func TestFanIn(t *testing.T) {
 	r.end(ts[len(ts)-1].ID, core.StatusFailed)
 	ended := time.Now()
 	r.wantStatus("child", core.StatusQueued, false)
-	r.mu.Lock()
-	d := r.released["child"].Sub(ended)
-	r.mu.Unlock()
+	d := r.releasedAt("child").Sub(ended)
 	t.Logf("child released %v after its last parent ended", d)
 	if d > time.Second {
 		t.Fatalf("child released %v after its last parent ended, want ≤ 1 s", d)
