@@ -153,7 +153,7 @@ type Server struct {
 	// dashboard's; badRun refuses a malformed run id under /api/tasks/;
 	// unrouted counts the requests no route took.
 	routes           []*route
-	uiPage, uiStatic *route
+	uiPage, uiStatic, uiMissing *route
 	badRun           *route
 	unrouted         *obs.Route
 	// curves keeps the curves answers of ended sweeps (sweeps.go).
@@ -246,7 +246,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	for _, rt := range s.routes {
 		rt.met = cfg.Metrics.Route(rt.pattern)
 	}
-	s.uiPage, s.uiStatic = s.uiRoutes(cfg.Metrics)
+	s.uiPage, s.uiStatic, s.uiMissing = s.uiRoutes(cfg.Metrics)
 	s.unrouted = cfg.Metrics.Route("unmatched")
 	s.badRun = &route{pattern: "/api/tasks/{id}/{rest...}", met: s.unrouted}
 	s.srv = &fasthttp.Server{
