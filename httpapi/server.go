@@ -152,10 +152,10 @@ type Server struct {
 	// routes is the REST API's table (handler.go); uiPage and uiStatic the
 	// dashboard's; badRun refuses a malformed run id under /api/tasks/;
 	// unrouted counts the requests no route took.
-	routes           []*route
+	routes                      []*route
 	uiPage, uiStatic, uiMissing *route
-	badRun           *route
-	unrouted         *obs.Route
+	badRun                      *route
+	unrouted                    *obs.Route
 	// curves keeps the curves answers of ended sweeps (sweeps.go).
 	curves *answerCache
 	// queued are users' queued counts for MAX_QUEUED_PER_USER (roomInQueue).
