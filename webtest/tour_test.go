@@ -116,4 +116,11 @@ func TestEveryPage(t *testing.T) {
 			b.screenshot("tour-" + m.name + "-" + p.name)
 		}
 	}
+	// A random sweep's value reads to 4 significant digits in tables; the
+	// cell's title keeps it whole.
+	b.open(s.url + "/compare?ids=" + ok + "," + sw.Runs[0] + "&all=1")
+	b.wait("the compare table", 20*time.Second, `document.querySelector('#params-diff td[data-key="param lr"]') !== null`)
+	if got := eval[[]string](b, `(() => { const c = document.querySelector('#params-diff tr[data-id] td[data-key="param lr"]'); return [c.textContent, c.title]; })()`); got[0] != "0.0002106" || got[1] != "0.00021056337053284956" {
+		t.Errorf("the lr cell reads %q (title %q), want 0.0002106 (0.00021056337053284956)", got[0], got[1])
+	}
 }

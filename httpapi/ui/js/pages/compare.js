@@ -12,7 +12,7 @@ import { LineChart, smoothingControl } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
 import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
-import { h, replace, clear, badge, fmtNum, paramsOf, paramText, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
+import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
 
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_RUNS = 200;
@@ -260,7 +260,7 @@ export function mount(root, ctx) {
     }
     return [...g.entries()].map(([k, rs]) => ({
       key: 'group:' + k,
-      label: (by === 'seed' ? groupName(rs) : by + '=' + paramText(paramsOf(rs[0])[by] ?? null)) + (rs.length > 1 ? ' · ' + rs.length + (by === 'seed' ? ' seeds' : ' runs') : ''),
+      label: (by === 'seed' ? groupName(rs) : by + '=' + paramShort(paramsOf(rs[0])[by] ?? null)) + (rs.length > 1 ? ' · ' + rs.length + (by === 'seed' ? ' seeds' : ' runs') : ''),
       runs: rs,
     }));
   }
@@ -345,7 +345,7 @@ export function mount(root, ctx) {
     const cols = [
       ['status', 'Status', (rs) => (rs.length === 1 ? badge(rs[0].status) : statuses(rs))],
       ['final reward', grouped ? 'Final reward (mean ± std)' : 'Final reward', (rs) => meanSd(rs.map((t) => t.finalReward))],
-      ...keys.map((k) => ['param ' + k, k, (rs) => shared(rs.map((t) => paramText(paramsOf(t)[k])))]),
+      ...keys.map((k) => ['param ' + k, k, (rs) => shared(rs.map((t) => paramShort(paramsOf(t)[k]))), (rs) => shared(rs.map((t) => paramText(paramsOf(t)[k])))]),
       ...ms.map((m) => ['metric ' + m, m + (grouped ? ' (last, mean ± std)' : ' (last)'), (rs) => meanSd(rs.map((t) => lastOf(t, m)))]),
     ];
     const first = grouped ? 'Group' : 'Run';
@@ -356,12 +356,12 @@ export function mount(root, ctx) {
       h('td', { class: 'run-cell', 'data-label': first }, grouped
         ? [h('strong', null, swatch(g.key), ' ', g.label), h('div', { class: 'sub' }, g.runs.map((t, i) => [i ? ', ' : '', link(t)]))]
         : h('span', null, swatch(g.key), ' ', link(g.runs[0]))),
-      cols.map(([key, label, get]) => {
+      cols.map(([key, label, get, whole]) => {
         const v = get(g.runs);
-        return h('td', { 'data-label': label, dataset: { key }, class: key.startsWith('param ') || key.startsWith('metric ') ? 'mono' : null }, v === '' ? '—' : v);
+        return h('td', { 'data-label': label, dataset: { key }, title: whole ? whole(g.runs) : null, class: key.startsWith('param ') || key.startsWith('metric ') ? 'mono' : null }, v === '' ? '—' : v);
       })));
     replace(tableBox, h('table', { class: 'data compare-table' }, h('thead', null, head), h('tbody', null, body)),
-      !onlyDiff || !constant.length ? null : h('p', { class: 'muted', id: 'constant-params' }, 'Every run: ', constant.map((k) => k + '=' + paramText(paramsOf(ts[0])[k])).join(' ')));
+      !onlyDiff || !constant.length ? null : h('p', { class: 'muted', id: 'constant-params' }, 'Every run: ', constant.map((k) => k + '=' + paramShort(paramsOf(ts[0])[k])).join(' ')));
   }
 
   function updateStats() {

@@ -307,7 +307,7 @@ export function mount(root, ctx) {
         h('dl', { class: 'kv' },
           h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('a', { href: '#code' }, h('code', null, code.gitCommit.slice(0, 12))) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
           h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
-          h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
+          h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices.length === 1 ? 'GPU ' : 'GPUs ') + t.gpuIndices.join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
           t.nodes > 1 ? h('dt', null, 'Nodes') : null, t.nodes > 1 ? h('dd', { id: 'run-nodes' }, t.nodes + ' workers at once, the GPUs, cores and memory above on each (a multi-node group: ranks 0–' + (t.nodes - 1) + (t.worker ? ', rank 0 on ' + t.worker : '') + '; the log picks a rank)') : null,
           h('dt', null, 'Cores'), h('dd', { id: 'run-cpus' }, t.cpus ? String(t.cpus) : h('span', { class: 'faint' }, 'no limit')),
           h('dt', null, 'Memory'), h('dd', { id: 'run-memory' }, t.memoryMb ? fmtBytes(t.memoryMb * 1048576) : h('span', { class: 'faint' }, 'no limit')),

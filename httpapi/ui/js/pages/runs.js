@@ -6,7 +6,7 @@
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, sessionURL, paramsOf, paramText, STATUSES, TERMINAL } from '../util.js';
+import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, sessionURL, paramsOf, paramText, paramShort, STATUSES, TERMINAL } from '../util.js';
 
 const PAGE = 50;
 const SEL_KEY = 'rlsched.compare';
@@ -302,7 +302,7 @@ export function mount(root, ctx) {
         h('div', { class: 'sub' }, h('span', { class: 'mono' }, t.id), h('span', { class: 'show-sm' }, ' · ' + t.user), tags.length ? ' ' : null, tags)),
       // A number with 4 significant digits; the record keeps it whole.
       columns.map((k) => h('td', { class: 'hide-sm mono param-col', dataset: { param: k }, title: k in ps ? paramText(ps[k]) : '' },
-        !(k in ps) ? h('span', { class: 'faint' }, '—') : typeof ps[k] === 'number' ? String(Number(ps[k].toPrecision(4))) : paramText(ps[k]))),
+        !(k in ps) ? h('span', { class: 'faint' }, '—') : paramShort(ps[k]))),
       h('td', { class: 'hide-sm' }, t.user),
       h('td', { class: 'hide-sm' }, t.project || h('span', { class: 'faint' }, '—')),
       h('td', { class: 'hide-sm nowrap' }, placement(t)),
