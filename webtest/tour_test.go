@@ -74,7 +74,7 @@ func TestEveryPage(t *testing.T) {
 		{"pipeline", "/pipelines/" + pl.ID, `document.querySelectorAll('#pipeline-graph .pipeline-layer').length === 2`},
 		{"compare", "/compare?by=seed&ids=" + strings.Join(append([]string{ok}, sw.Runs...), ","), `document.querySelectorAll('[data-chart="compare:episode_reward"] path.line[data-points]').length >= 2 && document.querySelector('#params-diff tbody tr') !== null`},
 		{"submit", "/submit", `document.querySelector('#algorithm') !== null`},
-		{"queue", "/queue", fmt.Sprintf(`document.querySelector('#queue') !== null && document.querySelector('#queue').textContent.includes(%q)`, "waits-for-the-gpu")},
+		{"queue", "/queue", fmt.Sprintf(`document.querySelector('#queue') !== null && document.querySelector('#queue').textContent.includes(%q) && document.querySelector('#quotas tr[data-quota-user]') !== null`, "waits-for-the-gpu")},
 		{"workers", "/workers", `document.querySelector('#workers .gpu') !== null`},
 		{"health", "/health", `document.querySelector('#health-status .badge') !== null`},
 		{"users", "/users", `document.querySelector('#users tr[data-user="root"]') !== null`},
@@ -111,6 +111,13 @@ func TestEveryPage(t *testing.T) {
 					return wide.slice(0, 3).map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + '.' + [...e.classList].join('.')).join(', ') || 'something';
 				})()`); over != "" {
 					t.Errorf("%s scrolls sideways on a phone (%s): %s", p.name, m.name, over)
+				}
+				// Nor do these pages' tables: a card per row, or the
+				// columns that matter only.
+				if p.name == "runs" || p.name == "queue" || p.name == "compare" || p.name == "run" {
+					if n := eval[int](b, `[...document.querySelectorAll('#main .table-wrap')].filter((w) => w.offsetParent !== null && w.scrollWidth > w.clientWidth + 1).length`); n > 0 {
+						t.Errorf("%s: %d tables scroll sideways on a phone (%s)", p.name, n, m.name)
+					}
 				}
 			}
 			b.screenshot("tour-" + m.name + "-" + p.name)

@@ -521,7 +521,7 @@ export function mount(root, ctx) {
       const total = items.reduce((n, a) => n + (a.size || 0), 0);
       replace(artifactsBody,
         h('div', { class: 'table-wrap' }, h('table', { class: 'data artifact-table', id: 'artifacts-table' },
-          h('thead', null, h('tr', null, h('th', null, 'Path'), h('th', { class: 'num' }, 'Size'), h('th', { class: 'num' }, 'Attempt'), h('th', null, 'Modified'), h('th', null, ''))),
+          h('thead', null, h('tr', null, h('th', null, 'Path'), h('th', { class: 'num' }, 'Size'), h('th', { class: 'num hide-sm' }, 'Attempt'), h('th', { class: 'hide-sm' }, 'Modified'), h('th', null, ''))),
           h('tbody', null, items.map((a) => artifactRow(a, want))))),
         h('p', { class: 'faint', style: { margin: '8px 2px 0' } }, items.length + ' file' + (items.length === 1 ? '' : 's') + ' · ' + fmtBytes(total)));
     } catch (e) {
@@ -541,8 +541,9 @@ export function mount(root, ctx) {
     return h('tr', { dataset: { path: a.path } },
       h('td', { class: 'mono path' }, h('a', { href: url, download: a.path.split('/').pop() }, a.path)),
       h('td', { class: 'num nowrap', title: a.size + ' bytes' }, fmtBytes(a.size)),
-      h('td', { class: 'num' }, String(a.attempt || '')),
-      h('td', { class: 'nowrap', title: a.modifiedAt || '' }, modified ? fmtTime(modified) : '—'),
+      // On a phone the path and the buttons get the width.
+      h('td', { class: 'num hide-sm' }, String(a.attempt || '')),
+      h('td', { class: 'nowrap hide-sm', title: a.modifiedAt || '' }, modified ? fmtTime(modified) : '—'),
       actions);
   }
 
