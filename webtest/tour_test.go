@@ -79,7 +79,7 @@ func TestEveryPage(t *testing.T) {
 		{"health", "/health", `document.querySelector('#health-status .badge') !== null`},
 		{"users", "/users", `document.querySelector('#users tr[data-user="root"]') !== null`},
 		{"settings", "/settings", `document.querySelector('#pw-form') !== null`},
-		{"not-found", "/no-such-page", `document.querySelector('#main .empty') !== null`},
+		{"not-found", "/no-such-page", `document.querySelector('#main .empty') !== null && document.querySelector('.mainnav a[href="/runs"]').offsetParent !== null`},
 	}
 	b := newBrowser(t)
 	b.signIn(s.url, "root")
