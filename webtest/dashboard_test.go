@@ -414,6 +414,9 @@ func TestHealthAndResponsive(t *testing.T) {
 	b.click("details.filters-more summary")
 	b.typeInto("#runs-columns", "lr")
 	b.wait("the lr column, to 4 significant digits", 10*time.Second, fmt.Sprintf(`(() => { const c = document.querySelector('#runs-table tr[data-id=%q] td[data-param="lr"]'); return !!c && c.textContent === '0.0002106' && c.title === '0.00021056337053284956'; })()`, id))
+	// A metric column: the run's last episode_reward.
+	b.typeInto("#runs-metric-columns", "episode_reward")
+	b.wait("the episode_reward column", 10*time.Second, fmt.Sprintf(`(() => { const c = document.querySelector('#runs-table tr[data-id=%q] td[data-metric="episode_reward"]'); return !!c && /^-?[0-9.,]+$/.test(c.textContent) && c.title === 'episode_reward at step 50'; })()`, id))
 	// The run's reward curve, thinned by the server.
 	b.wait("the reward curve", 10*time.Second, fmt.Sprintf(`(() => { const p = document.querySelector('#runs-table tr[data-id=%q] .spark-cell svg.spark path'); return !!p && Number(p.dataset.points) > 10; })()`, id))
 	b.click(`.mainnav a[href="/health"]`)
