@@ -344,9 +344,9 @@ export function mount(root, ctx) {
     };
     const cols = [
       ['status', 'Status', (rs) => (rs.length === 1 ? badge(rs[0].status) : statuses(rs))],
-      ['final reward', grouped ? 'Final reward (mean ± std)' : 'Final reward', (rs) => meanSd(rs.map((t) => t.finalReward))],
+      ['final reward', 'Final reward', (rs) => meanSd(rs.map((t) => t.finalReward))],
       ...keys.map((k) => ['param ' + k, k, (rs) => shared(rs.map((t) => paramShort(paramsOf(t)[k]))), (rs) => shared(rs.map((t) => paramText(paramsOf(t)[k])))]),
-      ...ms.map((m) => ['metric ' + m, m + (grouped ? ' (last, mean ± std)' : ' (last)'), (rs) => meanSd(rs.map((t) => lastOf(t, m)))]),
+      ...ms.map((m) => ['metric ' + m, m + ' (last)', (rs) => meanSd(rs.map((t) => lastOf(t, m)))]),
     ];
     const first = grouped ? 'Group' : 'Run';
     const head = h('tr', null, h('th', { class: 'run-cell' }, first), cols.map(([key, label]) => h('th', { dataset: { key }, class: varying.includes(key.slice(6)) && key.startsWith('param ') ? 'differs' : null }, label)));
@@ -361,6 +361,7 @@ export function mount(root, ctx) {
         return h('td', { 'data-label': label, dataset: { key }, title: whole ? whole(g.runs) : null, class: key.startsWith('param ') || key.startsWith('metric ') ? 'mono' : null }, v === '' ? '—' : v);
       })));
     replace(tableBox, h('table', { class: 'data compare-table' }, h('thead', null, head), h('tbody', null, body)),
+      grouped ? h('p', { class: 'muted', id: 'group-numbers' }, 'A group\'s numbers are the mean ± std over its runs; a param its runs do not share lists their values.') : null,
       !onlyDiff || !constant.length ? null : h('p', { class: 'muted', id: 'constant-params' }, 'Every run: ', constant.map((k) => k + '=' + paramShort(paramsOf(ts[0])[k])).join(' ')));
   }
 
