@@ -1015,7 +1015,10 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 		if !w.connectedLocked() || w.draining {
 			continue
 		}
-		n := plan.Node{ID: w.id, FreeGPUs: len(w.freeLocked().FreeGPUs)}
+		// A GPU a foreign process holds is not free here either: counted
+		// free, a run waiting for it (gpu_foreign) looked as if it fit, and
+		// no preemptible run was stopped for it (issue 32).
+		n := plan.Node{ID: w.id, FreeGPUs: plan.UsableGPUs(w.freeLocked())}
 		for _, rr := range w.runs {
 			if rr.preempt.Load() != nil {
 				n.FreeGPUs += len(rr.gpus)
