@@ -221,3 +221,42 @@ func TestUsageSeries(t *testing.T) {
 		t.Fatalf("a run the worker does not hold got %v", other)
 	}
 }
+
+// A 1-GPU run of priority 5 waits while a foreign process holds GPU 1 and a
+// preemptible run GPU 0: the preemptible run is stopped for it, the foreign
+// GPU being no room (issue 32: it waited as gpu_foreign, as if it fit).
+func TestPreemptionPastAForeignGPU(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.HeartbeatTTL, c.LeaseTTL = time.Minute, time.Minute })
+	p := dial(t, h.m.Addr())
+	p.hello("w-gpu", 2, 2)
+	bob := &pb.ForeignProc{GpuIndex: 1, Pid: 4242, User: "bob", Command: "python notebook.py", MemoryMb: 1200}
+	p.send(&pb.Heartbeat{Seq: 1, Gpus: gpuSample([]uint32{0, 90}, bob)})
+	p.expect(&pb.HeartbeatAck{})
+	testutil.WaitFor(t, 10*time.Second, "the foreign process in the worker's view", func() bool {
+		ws := h.m.Workers()
+		return len(ws) == 1 && len(ws[0].GPUs[1].Foreign) == 1
+	})
+	victim := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 1, Attempt: 1,
+		TraceID: core.NewTraceID(), CreatedAt: time.Now(), Preemptible: true}
+	if err := h.st.CreateTask(context.Background(), &victim); err != nil {
+		t.Fatal(err)
+	}
+	h.m.Notify()
+	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
+	if ex.TaskId != victim.ID || len(ex.GpuIndices) != 1 || ex.GpuIndices[0] != 0 {
+		t.Fatalf("first run: %v", ex)
+	}
+	p.send(&pb.TaskStarted{TaskId: victim.ID, Attempt: 1, Fence: ex.Fence, Pid: 42})
+	testutil.WaitFor(t, 10*time.Second, "the victim RUNNING", func() bool { return h.task(t, victim.ID).Status == core.StatusRunning })
+	urgent := core.Task{ID: core.NewTaskID(), UserID: h.owner.ID, Command: []string{"x"}, GPUs: 1, Attempt: 1,
+		Priority: 5, TraceID: core.NewTraceID(), CreatedAt: time.Now()}
+	if err := h.st.CreateTask(context.Background(), &urgent); err != nil {
+		t.Fatal(err)
+	}
+	h.m.Notify()
+	h.m.preempt.tick(context.Background()) // what the next tick does, now
+	ct := p.expect(&pb.CancelTask{}).(*pb.CancelTask)
+	if ct.TaskId != victim.ID || !strings.Contains(ct.Reason, "preempted by "+urgent.ID) {
+		t.Fatalf("CancelTask %v, want the victim's for %s", ct, urgent.ID)
+	}
+}

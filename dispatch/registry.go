@@ -1024,8 +1024,11 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 		if !w.connectedLocked() || w.draining {
 			continue
 		}
+		// A GPU a foreign process holds is not free here either: counted
+		// free, a run waiting for it (gpu_foreign) looked as if it fit, and
+		// no preemptible run was stopped for it (issue 32).
 		free := w.freeLocked()
-		n := plan.Node{ID: w.id, FreeGPUs: len(free.FreeGPUs), FreeCPUMillis: free.FreeCPUMillis, FreeMemoryMB: free.FreeMemoryMB}
+		n := plan.Node{ID: w.id, FreeGPUs: plan.UsableGPUs(free), FreeCPUMillis: free.FreeCPUMillis, FreeMemoryMB: free.FreeMemoryMB}
 		for _, rr := range w.runs {
 			if rr.preempt.Load() != nil {
 				n.FreeGPUs += len(rr.gpus)

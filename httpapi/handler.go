@@ -347,6 +347,9 @@ func (s *Server) route(r *request) (rt *route, allow string, e *apiError) {
 		}
 		return rt, "", nil
 	}
+	if method == fasthttp.MethodGet && segs[0] != "api" && segs[0] != "static" && wantsPage(r) {
+		return s.uiMissing, "", nil // a browser's unknown page: the dashboard says so (ui.go)
+	}
 	if len(segs) >= 3 && segs[0] == "api" && segs[1] == "tasks" && !core.ValidTaskID(segs[2]) {
 		// A bad id under /api/tasks/ is refused as such whatever follows
 		// (after authentication): the route has no handler, validation

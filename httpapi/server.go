@@ -160,10 +160,10 @@ type Server struct {
 	// routes is the REST API's table (handler.go); uiPage and uiStatic the
 	// dashboard's; badRun refuses a malformed run id under /api/tasks/;
 	// unrouted counts the requests no route took.
-	routes           []*route
-	uiPage, uiStatic *route
-	badRun           *route
-	unrouted         *obs.Route
+	routes                      []*route
+	uiPage, uiStatic, uiMissing *route
+	badRun                      *route
+	unrouted                    *obs.Route
 	// curves keeps the curves answers of ended sweeps (sweeps.go).
 	curves *answerCache
 	// queued are users' queued counts for MAX_QUEUED_PER_USER (roomInQueue).
@@ -256,7 +256,7 @@ func New(cfg Config, st store.Store, ctl Control) (*Server, error) {
 	for _, rt := range s.routes {
 		rt.met = cfg.Metrics.Route(rt.pattern)
 	}
-	s.uiPage, s.uiStatic = s.uiRoutes(cfg.Metrics)
+	s.uiPage, s.uiStatic, s.uiMissing = s.uiRoutes(cfg.Metrics)
 	s.unrouted = cfg.Metrics.Route("unmatched")
 	s.badRun = &route{pattern: "/api/tasks/{id}/{rest...}", met: s.unrouted}
 	s.srv = &fasthttp.Server{

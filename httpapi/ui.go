@@ -83,12 +83,32 @@ func uiContentType(p string) string {
 	return "application/octet-stream"
 }
 
-// uiRoutes are the dashboard's two routes: its pages and its static files.
-func (s *Server) uiRoutes(m *obs.MasterMetrics) (page, static *route) {
+// uiRoutes are the dashboard's routes: its pages, its static files, and
+// a page no route knows, asked for by a browser.
+func (s *Server) uiRoutes(m *obs.MasterMetrics) (page, static, missing *route) {
 	page = &route{method: fasthttp.MethodGet, pattern: "/{page}", public: true, h: s.serveUIIndex, met: m.Route("ui")}
 	static = &route{method: fasthttp.MethodGet, pattern: "/static/{rest...}", public: true, h: s.serveUIStatic,
 		met: m.Route("ui/static")}
-	return page, static
+	missing = &route{method: fasthttp.MethodGet, pattern: "/{unknown...}", public: true, h: s.serveUIMissing, met: m.Route("ui/missing")}
+	return page, static, missing
+}
+
+// wantsPage: r is a browser's navigation (it accepts HTML), which should
+// get a page saying "not found" rather than the API's JSON error; a script
+// (curl's */*, the clients' JSON) still gets the JSON.
+func wantsPage(r *request) bool {
+	return strings.Contains(string(r.ctx.Request.Header.Peek(fasthttp.HeaderAccept)), "text/html")
+}
+
+// serveUIMissing answers 404 with the dashboard, whose router shows its
+// "Page not found" with a way back (issue 32: it was raw JSON).
+func (s *Server) serveUIMissing(r *request) *apiError {
+	r.ctx.Request.Header.Del(fasthttp.HeaderIfNoneMatch) // a 404 is never "not modified"
+	if e := s.serveUIFile(r, uiIndex); e != nil {
+		return e
+	}
+	r.ctx.SetStatusCode(fasthttp.StatusNotFound)
+	return nil
 }
 
 // uiRoute maps the dashboard's paths (already split and unescaped) to the

@@ -51,6 +51,20 @@ func TestUI_PagesAndFiles(t *testing.T) {
 		}
 		r.errCode(t)
 	}
+	// A browser's unknown page is the dashboard's "Page not found", still
+	// a 404; a script asking the same gets the JSON error.
+	for _, p := range []string{"/nope", "/runs/a/b", "/settings/x"} {
+		r := e.req("GET", p, "", nil, "Accept", "text/html,application/xhtml+xml,*/*;q=0.8")
+		if r.status != 404 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
+			!strings.Contains(string(r.body), `src="/static/js/app.js"`) || r.header.Get("X-Frame-Options") != "DENY" {
+			t.Errorf("a browser's GET %s: %d %s %.80q", p, r.status, r.header.Get("Content-Type"), r.body)
+		}
+	}
+	for _, p := range []string{"/api/nope", "/static/nope.js"} {
+		if r := e.req("GET", p, "", nil, "Accept", "text/html"); r.status != 404 && r.status != 401 || strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {
+			t.Errorf("a browser's GET %s: %d %s, want the API's JSON", p, r.status, r.header.Get("Content-Type"))
+		}
+	}
 	if r := e.req("POST", "/runs", "", nil); r.status != 405 {
 		t.Errorf("POST /runs: %d, want 405", r.status)
 	}

@@ -231,7 +231,7 @@ func Start(ctx context.Context, cfg Config) (*Master, error) {
 	}
 	// The notifier hears this master's own commits (beside the hub or the
 	// cluster node), so each run's end is sent once, by its writer.
-	if m.notifier, err = notify.New(notify.Config{Users: m.raw, Sweeps: m.raw, Targets: targets, BaseURL: cfg.PublicURL, Logger: log}); err != nil {
+	if m.notifier, err = notify.New(notify.Config{Users: m.raw, Sweeps: m.raw, Pipelines: m.raw, Targets: targets, BaseURL: cfg.PublicURL, Logger: log}); err != nil {
 		return nil, err
 	}
 	// Each run that ends charges its owner's fair-share usage, decaying

@@ -58,13 +58,22 @@ type Sweeps interface {
 	SweepRuns(ctx context.Context, id string) ([]core.Task, error)
 }
 
+// Pipelines reads a run's pipeline and its steps' runs (the store).
+type Pipelines interface {
+	PipelineOfRun(ctx context.Context, runID string) (string, error)
+	Pipeline(ctx context.Context, id string) (store.Pipeline, error)
+	Task(ctx context.Context, id string) (core.Task, error)
+}
+
 // Config of a Notifier; zero values get the defaults named.
 type Config struct {
 	Users Users
 	// Sweeps, when set, makes a sweep's members one notification: the
 	// sweep's, once its last member ended (nil: one per member).
-	Sweeps  Sweeps
-	Targets *Targets // NOTIFY_ALLOW_HOSTS; nil: any public host
+	Sweeps Sweeps
+	// Pipelines, when set, does so for a pipeline's steps.
+	Pipelines Pipelines
+	Targets   *Targets // NOTIFY_ALLOW_HOSTS; nil: any public host
 	// BaseURL is the dashboard's address as users open it (PUBLIC_URL),
 	// for the run's link; empty: no link.
 	BaseURL string
@@ -270,6 +279,9 @@ func (n *Notifier) notify(t core.Task) {
 		n.notifySweep(t, u, on)
 		return
 	}
+	if n.cfg.Pipelines != nil && n.notifyPipeline(t, u, on) {
+		return
+	}
 	if !slices.Contains(on, string(t.Status)) {
 		return
 	}
@@ -287,8 +299,7 @@ func (n *Notifier) notify(t core.Task) {
 // notifySweep sends one message for sweep member t's sweep once no member
 // is left to run (a tpe sweep: its budget proposed), if one of its members
 // ended in an event of on; the members' own ends send nothing (a sweep of
-// 100 was 100 messages). Its text counts the members by status and shows
-// the stderr tail of a failed one; "run" is the member that ended last.
+// 100 was 100 messages). "run" is the member that ended last.
 func (n *Notifier) notifySweep(t core.Task, u core.User, on []string) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeout)
 	defer cancel()
@@ -299,83 +310,146 @@ func (n *Notifier) notifySweep(t core.Task, u core.User, on []string) {
 		}
 		return
 	}
-	hear := false
-	for st, k := range sw.Counts {
-		if k > 0 && !st.Terminal() {
-			return // still going, or LOST and about to be requeued
-		}
-		hear = hear || (k > 0 && slices.Contains(on, string(st)))
+	if !groupEnded(sw.Counts, on) {
+		return
 	}
 	if spec, err := sweep.Parse(sw.Spec); err == nil && spec.Method == sweep.TPE && sw.Members < spec.Budget {
 		return // the controller proposes more
 	}
-	if !hear {
-		return
-	}
 	// Once per end: members ending together (sender goroutines) see the
 	// same counts; a retry's end has others.
-	key := fmt.Sprintf("sweep/%s/%d/%v", sw.ID, sw.Members, sw.Counts)
-	n.mu.Lock()
-	_, dup := n.seen[key]
-	if !dup {
-		if len(n.seen) >= maxSeen {
-			clear(n.seen)
-		}
-		n.seen[key] = struct{}{}
-	}
-	n.mu.Unlock()
-	if dup {
+	if !n.first(fmt.Sprintf("sweep/%s/%d/%v", sw.ID, sw.Members, sw.Counts)) {
 		return
 	}
 	var failed *core.Task
 	if sw.Counts[core.StatusFailed] > 0 {
 		if runs, err := n.cfg.Sweeps.SweepRuns(ctx, sw.ID); err == nil {
-			for i := range runs {
-				if runs[i].Status == core.StatusFailed && (failed == nil || runs[i].ErrorTail != "" && failed.ErrorTail == "") {
-					failed = &runs[i]
-				}
-			}
+			failed = failedOne(runs)
 		}
 	}
-	body, err := json.Marshal(struct {
-		Text  string    `json:"text"`
-		Sweep sweepEnd  `json:"sweep"`
-		Run   core.Task `json:"run"`
-	}{n.sweepText(sw, failed), sweepEnd{sw.ID, sw.Name, sw.Members, sw.Counts}, t.View().MaskedEnv()})
+	n.sendGroup(u, t, "sweep", groupEnd{sw.ID, sw.Name, sw.Members, "members", sw.Counts}, failed)
+}
+
+// notifyPipeline sends one message for step run t's pipeline once every
+// step's latest run ended, if one of them ended in an event of on, as a
+// sweep's; false when t is no pipeline's step (it is notified alone).
+func (n *Notifier) notifyPipeline(t core.Task, u core.User, on []string) bool {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Timeout)
+	defer cancel()
+	id, err := n.cfg.Pipelines.PipelineOfRun(ctx, t.ID)
 	if err != nil {
-		n.log.Error().Err(err).Str("sweep", sw.ID).Msg("BUG: cannot encode a notification")
+		if !errors.Is(err, core.ErrNotFound) {
+			n.log.Warn().Err(err).Str("task", t.ID).Msg("cannot read a run's pipeline to notify its end")
+		}
+		return !errors.Is(err, core.ErrNotFound)
+	}
+	p, err := n.cfg.Pipelines.Pipeline(ctx, id)
+	if err != nil {
+		n.log.Warn().Err(err).Str("pipeline", id).Msg("cannot read a pipeline to notify its end")
+		return true
+	}
+	runs := make([]core.Task, len(p.Steps))
+	counts := map[core.Status]int{}
+	var latest strings.Builder // the runs that ended it: a retry's end is another
+	for i, st := range p.Steps {
+		if st.RunID == t.ID {
+			runs[i] = t
+		} else if runs[i], err = n.cfg.Pipelines.Task(ctx, st.RunID); err != nil {
+			n.log.Warn().Err(err).Str("pipeline", id).Msg("cannot read a pipeline's step to notify its end")
+			return true
+		}
+		counts[runs[i].Status]++
+		latest.WriteString(st.RunID + ",")
+	}
+	if !groupEnded(counts, on) || !n.first("pipeline/"+p.ID+"/"+latest.String()) {
+		return true
+	}
+	n.sendGroup(u, t, "pipeline", groupEnd{p.ID, p.Name, len(p.Steps), "steps", counts}, failedOne(runs))
+	return true
+}
+
+// groupEnded reports whether counts (a sweep's or a pipeline's runs by
+// status) have none left to run (LOST is about to be requeued) and one in
+// an event of on.
+func groupEnded(counts map[core.Status]int, on []string) bool {
+	hear := false
+	for st, k := range counts {
+		if k > 0 && !st.Terminal() {
+			return false
+		}
+		hear = hear || (k > 0 && slices.Contains(on, string(st)))
+	}
+	return hear
+}
+
+// first reports whether key is seen for the first time (recently): of the
+// senders that see one group end at once, one sends it.
+func (n *Notifier) first(key string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, dup := n.seen[key]; dup {
+		return false
+	}
+	if len(n.seen) >= maxSeen {
+		clear(n.seen)
+	}
+	n.seen[key] = struct{}{}
+	return true
+}
+
+// failedOne is a FAILED run of runs, one with a stderr tail if any has one;
+// nil when none failed.
+func failedOne(runs []core.Task) *core.Task {
+	var failed *core.Task
+	for i := range runs {
+		if runs[i].Status == core.StatusFailed && (failed == nil || runs[i].ErrorTail != "" && failed.ErrorTail == "") {
+			failed = &runs[i]
+		}
+	}
+	return failed
+}
+
+// groupEnd is a sweep or a pipeline that ended: its runs (members or
+// steps: noun) and their counts by status.
+type groupEnd struct {
+	id, name string
+	n        int
+	noun     string
+	counts   map[core.Status]int
+}
+
+// sendGroup sends {"text", kind: {"id", "name", noun: n, "counts"}, "run": t},
+// the text counting g's runs by status and showing failed's error and
+// stderr tail.
+func (n *Notifier) sendGroup(u core.User, t core.Task, kind string, g groupEnd, failed *core.Task) {
+	body, err := json.Marshal(map[string]any{"text": n.groupText(kind, g, failed), "run": t.View().MaskedEnv(),
+		kind: map[string]any{"id": g.id, "name": g.name, g.noun: g.n, "counts": g.counts}})
+	if err != nil {
+		n.log.Error().Err(err).Str(kind, g.id).Msg("BUG: cannot encode a notification")
 		return
 	}
 	n.send(u, t, body)
 }
 
-// sweepEnd is the "sweep" of a sweep's notification.
-type sweepEnd struct {
-	ID      string              `json:"id"`
-	Name    string              `json:"name"`
-	Members int                 `json:"members"`
-	Counts  map[core.Status]int `json:"counts"`
-}
-
-func (n *Notifier) sweepText(sw store.Sweep, failed *core.Task) string {
-	name := sw.Name
+func (n *Notifier) groupText(kind string, g groupEnd, failed *core.Task) string {
+	name := g.name
 	if name == "" {
-		name = sw.ID
+		name = g.id
 	}
 	var b strings.Builder
-	b.WriteString("rlsched: sweep ")
+	fmt.Fprintf(&b, "rlsched: %s ", kind)
 	if n.cfg.BaseURL != "" {
-		fmt.Fprintf(&b, "<%s/sweeps/%s|%s>", n.cfg.BaseURL, sw.ID, slackEscape(name))
+		fmt.Fprintf(&b, "<%s/%ss/%s|%s>", n.cfg.BaseURL, kind, g.id, slackEscape(name))
 	} else {
-		fmt.Fprintf(&b, "%s (%s)", slackEscape(name), sw.ID)
+		fmt.Fprintf(&b, "%s (%s)", slackEscape(name), g.id)
 	}
 	var parts []string
 	for _, st := range core.Statuses() {
-		if k := sw.Counts[st]; k > 0 {
+		if k := g.counts[st]; k > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", k, st))
 		}
 	}
-	fmt.Fprintf(&b, " ended, %d members: %s", sw.Members, strings.Join(parts, ", "))
+	fmt.Fprintf(&b, " ended, %d %s: %s", g.n, g.noun, strings.Join(parts, ", "))
 	if failed != nil {
 		fmt.Fprintf(&b, "\nfailed, e.g. run %s", failed.ID)
 		if failed.Error != "" {

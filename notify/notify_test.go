@@ -412,6 +412,115 @@ func TestNotifySweepOnce(t *testing.T) {
 	}
 }
 
+// TestNotifyPipelineOnce: a pipeline's steps send nothing of their own;
+// the pipeline sends one message once every step's latest run ended, with
+// the counts and a failed step's stderr tail, and a retry's end another;
+// a run of no pipeline still sends its own.
+func TestNotifyPipelineOnce(t *testing.T) {
+	rcv := newReceiver(t)
+	e := newEnv(t, "127.0.0.1", rcv.URL+"/hook")
+	e.n.Close()
+	tg, _ := ParseTargets("127.0.0.1")
+	n, err := New(Config{Users: e.st, Sweeps: e.st, Pipelines: e.st, Targets: tg, Senders: 2,
+		BaseURL: "https://rlsched.lab.example", Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := context.Background()
+	run := func(id string, after ...string) *core.Task {
+		tk := &core.Task{ID: id, UserID: e.user.ID, Command: []string{"x"}, Params: json.RawMessage(`{}`), CreatedAt: time.Now()}
+		for _, a := range after {
+			tk.After = append(tk.After, core.Dep{Run: a, When: core.WhenSucceeded})
+		}
+		return tk
+	}
+	p := &store.Pipeline{ID: "p1", Name: "train-eval", UserID: e.user.ID, CreatedAt: time.Now(),
+		Steps: []store.PipelineStep{{Name: "train"}, {Name: "eval"}, {Name: "report"}}}
+	if err := e.st.CreatePipeline(ctx, p, []*core.Task{run("a1"), run("b1", "a1"), run("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	endRun := func(id string, st core.Status, tail string, sync bool) {
+		t.Helper()
+		tk := mustTask(t, e.st, id)
+		exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+		tk.Status, tk.ErrorTail = st, tail
+		if st == core.StatusFailed {
+			tk.Error = "exit code 1"
+		}
+		if err := e.st.UpdateTask(ctx, &tk, exp); err != nil {
+			t.Fatal(err)
+		}
+		if sync { // as a sender handles it, so that nothing sent is seen now
+			n.notify(tk)
+		} else {
+			n.TaskChanged(tk)
+		}
+	}
+	type body struct {
+		Text     string `json:"text"`
+		Pipeline struct {
+			ID     string         `json:"id"`
+			Name   string         `json:"name"`
+			Steps  int            `json:"steps"`
+			Counts map[string]int `json:"counts"`
+		} `json:"pipeline"`
+		Run core.Task `json:"run"`
+	}
+	last := func() body {
+		t.Helper()
+		all := rcv.all()
+		var got body
+		if err := json.Unmarshal(all[len(all)-1], &got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	endRun("a1", core.StatusFailed, "Traceback:\nKeyError: lr", true)
+	endRun("c1", core.StatusSucceeded, "", true)
+	if all := rcv.all(); len(all) != 0 {
+		t.Fatalf("steps of a pipeline still going sent %s", all)
+	}
+	endRun("b1", core.StatusCancelled, "", false) // its parent failed
+	n.TaskChanged(mustTask(t, e.st, "b1"))        // a second write of the last one
+	rcv.wait(t, 1)
+	got := last()
+	for _, want := range []string{"pipeline <https://rlsched.lab.example/pipelines/p1|train-eval> ended, 3 steps: ",
+		"1 SUCCEEDED", "1 FAILED", "1 CANCELLED", "failed, e.g. run a1: exit code 1", "KeyError: lr"} {
+		if !strings.Contains(got.Text, want) {
+			t.Errorf("text %q lacks %q", got.Text, want)
+		}
+	}
+	if got.Pipeline.ID != "p1" || got.Pipeline.Name != "train-eval" || got.Pipeline.Steps != 3 ||
+		got.Pipeline.Counts["FAILED"] != 1 || got.Run.ID != "b1" {
+		t.Errorf("body: %+v", got)
+	}
+	stats(t, n, 1, 0)
+
+	// A retry of train and eval: its end is a second message.
+	a2, b2 := run("a2"), run("b2", "a2")
+	if err := e.st.RetryPipeline(ctx, "p1", []int{0, 1}, []string{"a1", "b1"}, []*core.Task{a2, b2}); err != nil {
+		t.Fatal(err)
+	}
+	endRun("a2", core.StatusSucceeded, "", true)
+	if all := rcv.all(); len(all) != 1 {
+		t.Fatalf("a retried pipeline still going sent %d messages", len(all))
+	}
+	endRun("b2", core.StatusSucceeded, "", false)
+	rcv.wait(t, 1)
+	if got := last(); !strings.Contains(got.Text, "ended, 3 steps: 3 SUCCEEDED") || strings.Contains(got.Text, "failed") {
+		t.Errorf("the retry's end: %q", got.Text)
+	}
+
+	// A run of no pipeline is its own message.
+	n.TaskChanged(e.run("solo", core.StatusFailed))
+	rcv.wait(t, 1)
+	if got := last(); got.Run.ID != "solo" || !strings.Contains(got.Text, "rlsched: run ") {
+		t.Errorf("a run of no pipeline: %+v", got)
+	}
+	stats(t, n, 3, 0)
+}
+
 func mustTask(t *testing.T, st store.Store, id string) core.Task {
 	t.Helper()
 	tk, err := st.Task(context.Background(), id)

@@ -41,6 +41,10 @@ type Pipelines interface {
 	// was[i] (else core.ErrConflict: another retry came first) and nothing
 	// is written; core.ErrNotFound for an unknown pipeline.
 	RetryPipeline(ctx context.Context, id string, steps []int, was []string, runs []*core.Task) error
+	// PipelineOfRun returns the id of the pipeline one of whose steps has
+	// run id as its latest run; core.ErrNotFound when none has (a run of
+	// no pipeline, or a step's run a retry replaced).
+	PipelineOfRun(ctx context.Context, runID string) (string, error)
 }
 
 // CreatePipeline creates the pipeline and publishes each step's run.

@@ -133,7 +133,7 @@ func TestCompareRuns(t *testing.T) {
 	a := s.api().signup("bob")
 	var ids []string
 	for _, seed := range []int{1, 2} {
-		ids = append(ids, a.submit(map[string]any{"name": fmt.Sprintf("reinforce-s%d", seed), "project": "cmp",
+		ids = append(ids, a.submit(map[string]any{"name": fmt.Sprintf("reinforce-cartpole-long-baseline-name-s%d", seed), "project": "cmp",
 			"algorithm": "REINFORCE", "episodes": 120, "params": map[string]any{"seed": seed}}))
 	}
 	other := a.submit(map[string]any{"name": "ppo-s1", "project": "cmp", "algorithm": "PPO", "episodes": 120, "params": map[string]any{"seed": 1}})
@@ -165,9 +165,65 @@ func TestCompareRuns(t *testing.T) {
 	if g := b.text("#groups-info"); !strings.Contains(g, "2 seeds") {
 		t.Errorf("group description %q, want 2 seeds", g)
 	}
+	// The table: a row per group; a group, its chips and its rows share a
+	// colour, and the two groups' colours differ.
+	b.wait("a row per group", 5*time.Second, `document.querySelectorAll('#params-diff tbody tr[data-group]').length === 2 && document.querySelector('#params-diff tbody tr[data-group][data-runs="2"]') !== null && !document.querySelector('#params-diff tbody tr[data-id]')`)
+	colours := eval[map[string]string](b, `(() => {
+		const sw = (el) => el.querySelector('.swatch').style.background;
+		const out = {};
+		for (const c of document.querySelectorAll('.chip[data-id]')) out['chip ' + c.dataset.id] = sw(c);
+		for (const r of document.querySelectorAll('#params-diff tbody tr[data-group]')) out['row ' + r.dataset.runs] = sw(r);
+		return out;
+	})()`)
+	if colours["chip "+ids[0]] != colours["chip "+ids[1]] || colours["chip "+ids[0]] != colours["row 2"] ||
+		colours["chip "+other] != colours["row 1"] || colours["row 1"] == colours["row 2"] || colours["row 1"] == "" {
+		t.Errorf("colours of the groups, their chips and rows: %v", colours)
+	}
+	if g := b.text(`#params-diff tbody tr[data-runs="2"] td[data-key="final reward"]`); !strings.Contains(g, "±") {
+		t.Errorf("a group's final reward %q, want mean ± std", g)
+	}
 	b.slide("#compare-smooth", "0.9")
 	b.wait("smoothed curves", 5*time.Second, `location.search.includes('smooth=0.9') && document.querySelector('[data-chart="compare:episode_reward"] path.line.raw') !== null`)
 	b.screenshot("08-compare")
+	// Its first column stays in sight when the table scrolls sideways.
+	if left := eval[float64](b, `(() => {
+		const w = document.querySelector('#params-diff');
+		w.style.width = '360px';
+		w.scrollLeft = 10000;
+		const d = w.querySelector('tbody td.run-cell').getBoundingClientRect().left - w.getBoundingClientRect().left;
+		w.style.width = ''; w.scrollLeft = 0;
+		return d;
+	})()`); left < -1 || left > 2 {
+		t.Errorf("the table's first column is %.0f px from its left edge after scrolling sideways; want it kept in sight", left)
+	}
+	// On a phone: the chips do not overlap, no legend label is cut, and
+	// nothing scrolls sideways.
+	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	b.open(s.url + "/compare?by=seed&ids=" + strings.Join(append(ids, other), ","))
+	b.wait("three runs on a phone", 20*time.Second, `document.querySelectorAll('.chip[data-id] .badge').length === 3 && document.querySelectorAll('[data-chart="compare:episode_reward"] .legend button').length === 2`)
+	if bad := eval[[]string](b, `(() => {
+		const out = [];
+		const cs = [...document.querySelectorAll('.chip[data-id]')].map((c) => [c.dataset.id, c.getBoundingClientRect()]);
+		for (let i = 0; i < cs.length; i++) {
+			const [a, r] = cs[i];
+			if (r.left < 0 || r.right > window.innerWidth) out.push('chip ' + a + ' leaves the screen');
+			for (let j = i + 1; j < cs.length; j++) {
+				const q = cs[j][1];
+				if (r.left < q.right - 1 && q.left < r.right - 1 && r.top < q.bottom - 1 && q.top < r.bottom - 1) out.push('chips ' + a + ' and ' + cs[j][0] + ' overlap');
+			}
+		}
+		for (const c of document.querySelectorAll('.chip[data-id]')) for (const k of c.children) {
+			const r = k.getBoundingClientRect(), p = c.getBoundingClientRect();
+			if (r.right > p.right + 1 || r.bottom > p.bottom + 1) out.push('a part of chip ' + c.dataset.id + ' sticks out');
+		}
+		for (const l of document.querySelectorAll('.legend button .lbl')) if (l.scrollWidth > l.clientWidth + 1 || l.getBoundingClientRect().right > window.innerWidth) out.push('legend label cut: ' + l.textContent);
+		if (document.documentElement.scrollWidth > window.innerWidth + 1) out.push('the page scrolls sideways');
+		return out;
+	})()`); len(bad) > 0 {
+		t.Errorf("the compare page on a phone: %v", bad)
+	}
+	b.screenshot("08-compare-phone")
+	b.do("desktop viewport", chromedp.EmulateViewport(1440, 1000))
 
 	// A shared link compares its own runs and leaves the Runs page's
 	// selection as the reader ticked it: clear it, tick one, open a link.
@@ -358,6 +414,9 @@ func TestHealthAndResponsive(t *testing.T) {
 	b.click("details.filters-more summary")
 	b.typeInto("#runs-columns", "lr")
 	b.wait("the lr column, to 4 significant digits", 10*time.Second, fmt.Sprintf(`(() => { const c = document.querySelector('#runs-table tr[data-id=%q] td[data-param="lr"]'); return !!c && c.textContent === '0.0002106' && c.title === '0.00021056337053284956'; })()`, id))
+	// A metric column: the run's last episode_reward.
+	b.typeInto("#runs-metric-columns", "episode_reward")
+	b.wait("the episode_reward column", 10*time.Second, fmt.Sprintf(`(() => { const c = document.querySelector('#runs-table tr[data-id=%q] td[data-metric="episode_reward"]'); return !!c && /^-?[0-9.,]+$/.test(c.textContent) && c.title === 'episode_reward at step 50'; })()`, id))
 	// The run's reward curve, thinned by the server.
 	b.wait("the reward curve", 10*time.Second, fmt.Sprintf(`(() => { const p = document.querySelector('#runs-table tr[data-id=%q] .spark-cell svg.spark path'); return !!p && Number(p.dataset.points) > 10; })()`, id))
 	b.click(`.mainnav a[href="/health"]`)

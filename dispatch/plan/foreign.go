@@ -22,6 +22,18 @@ type foreignRule struct {
 
 // withoutForeign returns free with each worker's foreign GPUs taken out of
 // its free list (copies; free is not changed), and the rule's memory.
+// UsableGPUs counts w's free GPUs a new run may get: those no foreign
+// process holds (preemption's free count: a foreign-held GPU is no room).
+func UsableGPUs(w Worker) int {
+	n := 0
+	for _, g := range w.FreeGPUs {
+		if !slices.Contains(w.ForeignGPUs, g) {
+			n++
+		}
+	}
+	return n
+}
+
 func withoutForeign(free []Worker) ([]Worker, foreignRule) {
 	var r foreignRule
 	out := make([]Worker, len(free))

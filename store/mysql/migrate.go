@@ -304,6 +304,8 @@ var migrations = [][]string{
 		PRIMARY KEY (task_id, rung),
 		KEY sweep_decisions_sweep (sweep_id, rung)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
+	// 19 (issue 32): a run's pipeline, as sqlite's migration 20.
+	{`ALTER TABLE pipeline_steps ADD KEY pipeline_steps_run (run_id)`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -269,6 +269,9 @@ var migrations = []string{
 		PRIMARY KEY (task_id, rung)
 	) WITHOUT ROWID;
 	CREATE INDEX sweep_decisions_sweep ON sweep_decisions(sweep_id, rung);`,
+	// 20 (issue 32): a run's pipeline, found by the run (PipelineOfRun:
+	// a pipeline notifies once, when its last step ended).
+	`CREATE INDEX pipeline_steps_run ON pipeline_steps(run_id);`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -56,6 +56,11 @@ func testPipelines(t *testing.T, s store.Store) {
 	if got, _ := s.Pipeline(ctx, "pl1"); got.Steps[1].RunID != "e2" || got.Steps[0].RunID != "t1" {
 		t.Fatalf("after retry: %+v", got.Steps)
 	}
+	for run, want := range map[string]string{"t1": "pl1", "e2": "pl1", "e1": "", "n1": ""} {
+		if got, err := s.PipelineOfRun(ctx, run); got != want || (want == "") != errors.Is(err, core.ErrNotFound) {
+			t.Errorf("PipelineOfRun(%s) = %q, %v; want %q", run, got, err, want)
+		}
+	}
 	e3 := &core.Task{ID: "e3", UserID: u.ID}
 	if err := s.RetryPipeline(ctx, "pl1", []int{1}, []string{"e1"}, []*core.Task{e3}); !errors.Is(err, core.ErrConflict) {
 		t.Fatalf("stale retry: %v, want ErrConflict", err)

@@ -389,7 +389,10 @@ func CheckReach(id *Identity, dir string, scriptArgs []string) error {
 		return nil
 	}
 	if err := canAccess(dir, id.uid, id.gid, needSearch); err != nil {
-		return fmt.Errorf("workdir %s cannot be entered by %s: %w; use a directory every user may enter, or set RUN_AS=none", dir, id, err)
+		// A home directory is the usual case: the fix is a snapshot of the
+		// code (which the run's uid owns) or the submitter's own uid, not
+		// turning the isolation off.
+		return fmt.Errorf("workdir %s cannot be entered by %s: %w; submit the code as a snapshot (rlsched submit without --no-code or --workdir), use a directory every user may enter, or have the worker run runs as their submitter's account (RUN_AS=user)", dir, id, err)
 	}
 	for _, p := range scriptArgs {
 		if err := canAccess(p, id.uid, id.gid, needRead); err != nil {

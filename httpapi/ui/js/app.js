@@ -101,11 +101,6 @@ async function render() {
     m = path.match(r.re);
     if (m) { route = r; break; }
   }
-  if (!route) {
-    showChrome(!!state.user);
-    replace(main, h('div', { class: 'empty' }, h('strong', null, 'Page not found'), h('a', { href: '/runs' }, 'Go to the runs')));
-    return;
-  }
   let user = null;
   try {
     user = await ensureUser();
@@ -114,6 +109,13 @@ async function render() {
     return;
   }
   if (my !== state.token) return;
+  if (!route) { // with the nav for a signed-in reader, opened fresh too
+    showChrome(!!user);
+    markNav('');
+    setTitle('Page not found');
+    replace(main, h('div', { class: 'empty' }, h('strong', null, 'Page not found'), h('a', { href: '/runs' }, 'Go to the runs')));
+    return;
+  }
   if (!route.public && !user) {
     const next = location.pathname + location.search;
     navigate('/login' + (next && next !== '/' ? '?next=' + encodeURIComponent(next) : ''), { replace: true });

@@ -177,8 +177,12 @@ export class LineChart {
 
   // set replaces the series: [{id, label, color, points:[[x,y]...],
   // band:[[x,lo,hi,n?,min?,max?]...], clip:[lo,hi]?}].
-  set(series) {
+  // set draws series and, when given, marks ([{step, label}]): a dashed
+  // vertical line with a label at each step, where a run's attempt
+  // resumed, say (steps only: on a time axis they are left out).
+  set(series, marks) {
     this.series = series.map((sr) => ({ ...sr, points: (sr.points || []).filter((p) => p && Number.isFinite(p[0]) && Number.isFinite(p[1])) }));
+    if (marks !== undefined) this.marks = marks.filter((m) => m && Number.isFinite(m.step));
     this.render();
   }
 
@@ -358,6 +362,17 @@ export class LineChart {
       path.dataset.points = String(sr.points.length);
       path.dataset.series = sr.id;
       plot.appendChild(path);
+    }
+    if (!ax.time) for (const mk of this.marks || []) {
+      if (mk.step < xlo || mk.step > xhi) continue;
+      const xx = Math.round(x(mk.step)) + 0.5;
+      const g = s('g', { class: 'mark' });
+      g.dataset.step = String(mk.step);
+      g.appendChild(s('line', { x1: xx, x2: xx, y1: M.top, y2: M.top + ph }));
+      const t = s('text', { x: xx + 4, y: M.top + 10 });
+      t.textContent = mk.label || '';
+      g.appendChild(t);
+      svg.appendChild(g);
     }
     this.selRect = s('rect', { class: 'zoom-sel', x: 0, y: M.top, width: 0, height: ph, visibility: 'hidden' });
     svg.appendChild(this.selRect);

@@ -187,6 +187,13 @@ export function paramText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+// paramShort is a param as tables and labels show it: a number to 4
+// significant digits (a random sweep's lr=0.00021056337053284956 reads
+// 0.0002106); the record, and a cell's title, keep it whole (issue 32).
+export function paramShort(v) {
+  return typeof v === 'number' && Number.isFinite(v) ? String(Number(v.toPrecision(4))) : paramText(v);
+}
+
 // varyingKeys are the keys whose values differ among the objects (a key
 // some lack counts as differing), sorted; constant are the others.
 export function varyingKeys(objs) {
@@ -202,7 +209,7 @@ export function varyingKeys(objs) {
 
 // paramsLabel writes the params keys of p as "lr=0.001 gamma=0.99".
 export function paramsLabel(p, keys) {
-  return keys.filter((k) => k in p).map((k) => k + '=' + paramText(p[k])).join(' ');
+  return keys.filter((k) => k in p).map((k) => k + '=' + paramShort(p[k])).join(' ');
 }
 
 // statusCounts is one small badge per status present in counts, in the

@@ -114,6 +114,19 @@ func (s *Shared) Pipeline(ctx context.Context, id string) (store.Pipeline, error
 	return p, rows.Err()
 }
 
+// PipelineOfRun implements store.Pipelines.
+func (s *Shared) PipelineOfRun(ctx context.Context, runID string) (string, error) {
+	var id string
+	err := s.c.Read.QueryRowContext(ctx, `SELECT pipeline_id FROM pipeline_steps WHERE run_id = ? LIMIT 1`, runID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("run %s is no pipeline's step: %w", runID, core.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("cannot read the pipeline of run %s: %w", runID, err)
+	}
+	return id, nil
+}
+
 // RetryPipeline implements store.Pipelines.
 func (s *Shared) RetryPipeline(ctx context.Context, id string, steps []int, was []string, runs []*core.Task) error {
 	if len(steps) != len(runs) || len(was) != len(runs) {

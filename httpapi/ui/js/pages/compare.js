@@ -12,7 +12,7 @@ import { LineChart, smoothingControl } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
 import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
-import { h, replace, clear, badge, fmtNum, paramsOf, paramText, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
+import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
 
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_RUNS = 200;
@@ -134,7 +134,7 @@ export function mount(root, ctx) {
   const code = codeCompare(codeBox, ac.signal);
 
   filterIn.addEventListener('input', debounce(() => { filter = filterIn.value; syncURL(); drawCharts(); }, 250));
-  bySel.addEventListener('change', () => { by = bySel.value; syncURL(); drawCharts(); renderTable(); updateStats(); });
+  bySel.addEventListener('change', () => { by = bySel.value; syncURL(); renderChips(); drawCharts(); renderTable(); updateStats(); });
   bandSel.addEventListener('change', () => { band = bandSel.value; syncURL(); drawCharts(); });
   onlyDiffCb.addEventListener('change', () => { onlyDiff = onlyDiffCb.checked; syncURL(); renderTable(); });
   statSel.addEventListener('change', () => { statMetric = statSel.value; syncURL(); updateStats(); });
@@ -190,9 +190,24 @@ export function mount(root, ctx) {
     return colors.get(key);
   }
 
+  // paint gives each of gs (runs, or groups of them) the palette's colour
+  // of its place, and each run its group's: neighbours in the legend, the
+  // chips and the table differ, and a run is drawn in one colour
+  // everywhere (a colour taken in order of first use gave groups the
+  // colours after their runs', two of them alike).
+  function paint(gs) {
+    colors.clear();
+    gs.forEach((g, i) => {
+      const c = PALETTE[i % PALETTE.length];
+      colors.set(g.key, c);
+      for (const t of g.runs) colors.set(t.id, c);
+    });
+  }
+
   const loaded = () => ids.map((id) => runs.get(id)).filter(Boolean);
 
   function renderChips() {
+    paint(groups());
     clear(chips);
     if (!ids.length) {
       chips.appendChild(h('p', { class: 'muted' }, sweepId ? 'Loading the sweep…' : ['No runs selected. Tick runs on the ', h('a', { href: '/runs' }, 'Runs'), ' page, or add them here.']));
@@ -206,8 +221,8 @@ export function mount(root, ctx) {
         const sel = loadSelection(); sel.delete(id); saveSelection(sel);
         syncURL(); renderAll(); updateStats();
       });
-      chips.appendChild(h('span', { class: 'chip', dataset: { id } }, h('span', { class: 'swatch', style: { background: colorOf(id) } }),
-        h('a', { href: '/runs/' + id }, t ? t.name || id : id),
+      chips.appendChild(h('span', { class: 'chip', dataset: { id } }, h('span', { class: 'swatch', style: { background: t ? colorOf(id) : 'var(--border-strong)' } }),
+        h('a', { class: 'chip-name', href: '/runs/' + id }, t ? t.name || id : id),
         t ? badge(t.status) : h('span', { class: 'faint' }, 'loading'),
         t && t.baseline ? h('span', { class: 'tag baseline' }, 'baseline') : null,
         t && t.finalReward != null ? h('span', { class: 'count' }, fmtNum(t.finalReward)) : null, rm));
@@ -245,7 +260,7 @@ export function mount(root, ctx) {
     }
     return [...g.entries()].map(([k, rs]) => ({
       key: 'group:' + k,
-      label: (by === 'seed' ? groupName(rs) : by + '=' + paramText(paramsOf(rs[0])[by] ?? null)) + (rs.length > 1 ? ' · ' + rs.length + (by === 'seed' ? ' seeds' : ' runs') : ''),
+      label: (by === 'seed' ? groupName(rs) : by + '=' + paramShort(paramsOf(rs[0])[by] ?? null)) + (rs.length > 1 ? ' · ' + rs.length + (by === 'seed' ? ' seeds' : ' runs') : ''),
       runs: rs,
     }));
   }
@@ -257,7 +272,7 @@ export function mount(root, ctx) {
 
   function seriesOf(metric, gs) {
     return gs.map((g) => {
-      const color = colorOf(g.runs.length === 1 && !by ? g.runs[0].id : g.key);
+      const color = colorOf(g.key);
       if (g.runs.length === 1) return { id: g.key, label: g.label, color, points: pointsOf(g.runs[0].id, metric) };
       const a = aggregate(g.runs.map((t) => pointsOf(t.id, metric)), band);
       return { id: g.key, label: g.label, color, points: a.mean, band: a.band };
@@ -272,6 +287,7 @@ export function mount(root, ctx) {
     const shown = showAll ? matching : matching.slice(0, MAX_CHARTS);
     for (const [n, c] of charts) if (!shown.includes(n)) { c.destroy(); c.el.remove(); charts.delete(n); }
     const gs = groups();
+    paint(gs);
     shown.forEach((n, i) => {
       let c = charts.get(n);
       if (!c) {
@@ -297,31 +313,56 @@ export function mount(root, ctx) {
     }
   }
 
-  // The table: a row per run, columns the params (those that differ, or
-  // all) and the last value of each charted metric. On a narrow screen
-  // each row is a card (style.css), so no column hides off to the side.
+  // The table: a row per run or, grouped, per group, its first column
+  // (the run or group) kept in sight while the rest scrolls sideways;
+  // columns the params (those that differ, or all) and the last value of
+  // each charted metric, a group's the value its runs share (else their
+  // values) and for numbers the mean ± std over its runs. On a narrow
+  // screen each row is a card (style.css).
   function renderTable() {
     const ts = loaded();
     if (!ts.length) { replace(tableBox, h('div', { class: 'empty' }, 'No runs to compare.')); return; }
     const { varying, constant } = varyingKeys(ts.map(paramsOf));
     const keys = onlyDiff ? varying : [...varying, ...constant].sort();
     const ms = [...charts.keys()];
-    const last = (t, m) => { const p = pointsOf(t.id, m); return p.length ? fmtNum(p[p.length - 1][1]) : ''; };
+    const gs = groups();
+    paint(gs);
+    const grouped = !!by;
+    const lastOf = (t, m) => { const p = pointsOf(t.id, m); return p.length ? p[p.length - 1][1] : null; };
+    const meanSd = (vs) => {
+      vs = vs.filter((v) => v != null && Number.isFinite(v));
+      if (vs.length < 2) return vs.length ? fmtNum(vs[0]) : '';
+      const m = vs.reduce((a, b) => a + b, 0) / vs.length;
+      const sd = Math.sqrt(vs.reduce((a, b) => a + (b - m) ** 2, 0) / (vs.length - 1));
+      return fmtNum(m) + ' ± ' + fmtNum(sd);
+    };
+    const shared = (vs) => [...new Set(vs)].join(', ');
+    const statuses = (rs) => {
+      const n = new Map();
+      for (const t of rs) n.set(t.status, (n.get(t.status) || 0) + 1);
+      return h('span', { class: 'badges' }, [...n].map(([st, k]) => h('span', null, badge(st), k > 1 ? ' ×' + k : '')));
+    };
     const cols = [
-      ['status', 'Status', (t) => badge(t.status)],
-      ['final reward', 'Final reward', (t) => (t.finalReward != null ? fmtNum(t.finalReward) : '')],
-      ...keys.map((k) => ['param ' + k, k, (t) => paramText(paramsOf(t)[k])]),
-      ...ms.map((m) => ['metric ' + m, m + ' (last)', (t) => last(t, m)]),
+      ['status', 'Status', (rs) => (rs.length === 1 ? badge(rs[0].status) : statuses(rs))],
+      ['final reward', 'Final reward', (rs) => meanSd(rs.map((t) => t.finalReward))],
+      ...keys.map((k) => ['param ' + k, k, (rs) => shared(rs.map((t) => paramShort(paramsOf(t)[k]))), (rs) => shared(rs.map((t) => paramText(paramsOf(t)[k])))]),
+      ...ms.map((m) => ['metric ' + m, m + ' (last)', (rs) => meanSd(rs.map((t) => lastOf(t, m)))]),
     ];
-    const head = h('tr', null, h('th', null, 'Run'), cols.map(([key, label]) => h('th', { dataset: { key }, class: varying.includes(key.slice(6)) && key.startsWith('param ') ? 'differs' : null }, label)));
-    const body = ts.map((t) => h('tr', { dataset: { id: t.id } },
-      h('td', { class: 'run-cell', 'data-label': 'Run' }, h('span', { class: 'swatch', style: { background: colorOf(t.id) } }), ' ', h('a', { href: '/runs/' + t.id }, t.name || t.id)),
-      cols.map(([key, label, get]) => {
-        const v = get(t);
-        return h('td', { 'data-label': label, dataset: { key }, class: key.startsWith('param ') || key.startsWith('metric ') ? 'mono' : null }, v === '' ? '—' : v);
+    const first = grouped ? 'Group' : 'Run';
+    const head = h('tr', null, h('th', { class: 'run-cell' }, first), cols.map(([key, label]) => h('th', { dataset: { key }, class: varying.includes(key.slice(6)) && key.startsWith('param ') ? 'differs' : null }, label)));
+    const link = (t) => h('a', { href: '/runs/' + t.id }, t.name || t.id);
+    const swatch = (key) => h('span', { class: 'swatch', style: { background: colorOf(key) } });
+    const body = gs.map((g) => h('tr', { dataset: grouped ? { group: g.key, runs: String(g.runs.length) } : { id: g.runs[0].id } },
+      h('td', { class: 'run-cell', 'data-label': first }, grouped
+        ? [h('strong', null, swatch(g.key), ' ', g.label), h('div', { class: 'sub' }, g.runs.map((t, i) => [i ? ', ' : '', link(t)]))]
+        : h('span', null, swatch(g.key), ' ', link(g.runs[0]))),
+      cols.map(([key, label, get, whole]) => {
+        const v = get(g.runs);
+        return h('td', { 'data-label': label, dataset: { key }, title: whole ? whole(g.runs) : null, class: key.startsWith('param ') || key.startsWith('metric ') ? 'mono' : null }, v === '' ? '—' : v);
       })));
     replace(tableBox, h('table', { class: 'data compare-table' }, h('thead', null, head), h('tbody', null, body)),
-      !onlyDiff || !constant.length ? null : h('p', { class: 'muted', id: 'constant-params' }, 'Every run: ', constant.map((k) => k + '=' + paramText(paramsOf(ts[0])[k])).join(' ')));
+      grouped ? h('p', { class: 'muted', id: 'group-numbers' }, 'A group\'s numbers are the mean ± std over its runs; a param its runs do not share lists their values.') : null,
+      !onlyDiff || !constant.length ? null : h('p', { class: 'muted', id: 'constant-params' }, 'Every run: ', constant.map((k) => k + '=' + paramShort(paramsOf(ts[0])[k])).join(' ')));
   }
 
   function updateStats() {

@@ -23,7 +23,7 @@ function interval(s) {
 // statsPanel is the card; update(q) asks the server for selection q
 // ({ids} or {sweep}, metric, by, task, taus, colorOf(name)).
 export function statsPanel() {
-  const note = h('p', { class: 'muted', id: 'stats-note' }, 'Pick runs with a metric to see the statistics.');
+  const note = h('p', { class: 'muted', id: 'stats-note' }, 'Computing…'); // until the first update says more
   const tableBox = h('div', { class: 'table-wrap', id: 'stats-table' });
   const matrixBox = h('div', { class: 'table-wrap', id: 'improve-matrix' });
   const profile = new LineChart({ name: 'profile', title: 'Performance profile: fraction of runs scoring above τ', height: 240, xLabel: 'τ (score)', empty: 'No profile' });

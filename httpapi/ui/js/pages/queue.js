@@ -17,18 +17,25 @@ export function mount(root, ctx) {
   const summary = h('div', { class: 'chips', id: 'queue-summary' });
   const qBody = h('tbody', { id: 'queue' });
   const uBody = h('tbody', { id: 'usage' });
-  const qTable = h('div', { class: 'table-wrap' }, h('table', { class: 'data' },
-    h('thead', null, h('tr', null, ['#', 'Run', 'User', 'GPUs', 'Priority', 'Waiting', 'Why'].map((c) => h('th', { scope: 'col' }, c)))),
+  const qCols = ['#', 'Run', 'User', 'GPUs', 'Priority', 'Waiting', 'Why'];
+  const uCols = ['User', 'Usage (GPU h)', 'Active GPUs', 'Active runs', 'GPU quota', 'Run quota'];
+  // On a phone each row is a card (cards-sm), so the reason a run waits
+  // is in sight rather than off to the side.
+  const qTable = h('div', { class: 'table-wrap' }, h('table', { class: 'data cards-sm' },
+    h('thead', null, h('tr', null, qCols.map((c) => h('th', { scope: 'col' }, c)))),
     qBody));
-  const uTable = h('div', { class: 'table-wrap' }, h('table', { class: 'data' },
-    h('thead', null, h('tr', null, ['User', 'Usage (GPU h)', 'Active GPUs', 'Active runs', 'GPU quota', 'Run quota'].map((c) => h('th', { scope: 'col' }, c)))),
+  const uTable = h('div', { class: 'table-wrap' }, h('table', { class: 'data cards-sm' },
+    h('thead', null, h('tr', null, uCols.map((c) => h('th', { scope: 'col' }, c)))),
     uBody));
+  // labelled gives each cell of rows its column's name, which a card shows.
+  const labelled = (rows, cols) => { for (const tr of rows) [...tr.children].forEach((td, i) => { if (cols[i] && !td.hasAttribute('colspan')) td.dataset.label = cols[i]; }); return rows; };
   const admin = !!(ctx && ctx.user && ctx.user.role === 'ADMIN');
   const quotaBody = h('tbody', { id: 'quotas' });
+  const quotaCols = ['User', 'GPUs', 'Runs', ''];
   const quotaCard = admin ? h('section', { class: 'card', id: 'quota-admin' }, h('div', { class: 'card-head' }, h('h2', null, 'Set quotas')),
     h('p', { class: 'muted' }, 'Caps on a user\'s active (dispatched or running) GPUs and runs; empty is no cap, 0 lets none start.'),
-    h('div', { class: 'table-wrap' }, h('table', { class: 'data' },
-      h('thead', null, h('tr', null, ['User', 'GPUs', 'Runs', ''].map((c) => h('th', { scope: 'col' }, c)))), quotaBody))) : null;
+    h('div', { class: 'table-wrap' }, h('table', { class: 'data cards-sm' },
+      h('thead', null, h('tr', null, quotaCols.map((c) => h('th', { scope: 'col' }, c)))), quotaBody))) : null;
   replace(root, h('div', { class: 'page-head' }, h('h1', null, 'Queue'), summary), errBox,
     h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', null, 'Serving order')),
       h('p', { class: 'muted' }, 'Priority first, then the owner\'s recent GPU usage (lighter users first), then age.'), qTable),
@@ -44,7 +51,7 @@ export function mount(root, ctx) {
     if (!admin) return;
     try {
       const q = await api.quotas(ac.signal);
-      replace(quotaBody, (q.items || []).map((it) => {
+      replace(quotaBody, labelled((q.items || []).map((it) => {
         const val = (n) => (n === null || n === undefined ? '' : String(n));
         const gpus = h('input', { type: 'number', min: '0', class: 'quota-in', placeholder: 'no cap', value: val(it.gpus), dataset: { quotaGpus: it.user }, 'aria-label': 'GPU quota of ' + it.user });
         const runs = h('input', { type: 'number', min: '0', class: 'quota-in', placeholder: 'no cap', value: val(it.runs), dataset: { quotaRuns: it.user }, 'aria-label': 'run quota of ' + it.user });
@@ -60,7 +67,7 @@ export function mount(root, ctx) {
           } catch (err) { fail(err); }
         });
         return h('tr', { dataset: { quotaUser: it.user } }, h('td', null, it.user), h('td', null, gpus), h('td', null, runs), h('td', null, save));
-      }));
+      }), quotaCols));
     } catch (err) { fail(err); }
   }
 
@@ -70,7 +77,7 @@ export function mount(root, ctx) {
     const now = Date.now();
     replace(summary, h('span', { class: 'chip' }, queue.length + ' queued'),
       h('span', { class: 'chip' }, queue.filter((q) => q.user === me).length + ' yours'));
-    replace(qBody, queue.length ? queue.map((q) => h('tr', { class: [q.user === me && 'mine'], dataset: { run: q.id, code: q.pendingCode || 'starting' } },
+    replace(qBody, queue.length ? labelled(queue.map((q) => h('tr', { class: [q.user === me && 'mine'], dataset: { run: q.id, code: q.pendingCode || 'starting' } },
       h('td', null, q.position ? String(q.position) : '→'),
       h('td', null, h('a', { href: '/runs/' + q.id }, q.name || q.id)),
       h('td', null, q.user),
@@ -78,15 +85,15 @@ export function mount(root, ctx) {
       h('td', null, String(q.priority)),
       // How long it has waited, not when it came: "8s", not "8s ago".
       h('td', { class: 'nowrap', title: q.createdAt || '' }, parseTime(q.createdAt) != null ? fmtDuration(Math.max(0, now - parseTime(q.createdAt))) : '—'),
-      h('td', null, q.pendingCode ? h('span', { class: 'badge' }, q.pendingCode) : null, ' ', q.pendingReason || ''))) :
+      h('td', null, q.pendingCode ? h('span', { class: 'badge' }, q.pendingCode) : null, ' ', q.pendingReason || ''))), qCols) :
       h('tr', null, h('td', { colspan: '7', class: 'muted' }, 'Nothing is queued.')));
-    replace(uBody, usage.map((u) => h('tr', { class: [u.user === me && 'mine'], dataset: { user: u.user } },
+    replace(uBody, labelled(usage.map((u) => h('tr', { class: [u.user === me && 'mine'], dataset: { user: u.user } },
       h('td', null, u.user),
       h('td', null, (u.usage / 3600).toFixed(2)),
       h('td', null, String(u.runningGpus)),
       h('td', null, String(u.runningRuns)),
       h('td', null, cap(u.quota && u.quota.gpus)),
-      h('td', null, cap(u.quota && u.quota.runs)))));
+      h('td', null, cap(u.quota && u.quota.runs)))), uCols));
   }
 
   async function load() {

@@ -32,6 +32,8 @@ export function mount(root, ctx) {
   const cleanups = [];
   const series = new Map();       // metric name -> [[step, value], ...]
   const logNames = new Set();     // names the log's metric lines gave
+  const resumes = [];             // {attempt, step}: an attempt ≥ 2's first metric step
+  let pendingAttempt = 0;         // an attempt marker read, its first metric line not yet
   let metricPartial = '';
   let chartsDirty = false;
   const charts = new Map();       // name -> LineChart
@@ -307,7 +309,7 @@ export function mount(root, ctx) {
         h('dl', { class: 'kv' },
           h('dt', null, 'Code'), h('dd', null, code.gitCommit ? h('a', { href: '#code' }, h('code', null, code.gitCommit.slice(0, 12))) : h('span', { class: 'faint' }, 'not recorded'), code.gitDirty ? h('span', { class: 'tag' }, 'dirty') : null),
           h('dt', null, 'Worker'), h('dd', null, t.worker ? h('a', { href: '/workers' }, t.worker) : h('span', { class: 'faint' }, 'not placed yet')),
-          h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices || []).join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
+          h('dt', null, 'GPUs'), h('dd', null, (t.gpuIndices || []).length ? (t.gpuIndices.length === 1 ? 'GPU ' : 'GPUs ') + t.gpuIndices.join(', ') : (t.gpus ? t.gpus + ' requested' : 'none (CPU)')),
           t.nodes > 1 ? h('dt', null, 'Nodes') : null, t.nodes > 1 ? h('dd', { id: 'run-nodes' }, t.nodes + ' workers at once, the GPUs, cores and memory above on each (a multi-node group: ranks 0–' + (t.nodes - 1) + (t.worker ? ', rank 0 on ' + t.worker : '') + '; the log picks a rank)') : null,
           h('dt', null, 'Cores'), h('dd', { id: 'run-cpus' }, t.cpus ? String(t.cpus) : h('span', { class: 'faint' }, 'no limit')),
           h('dt', null, 'Memory'), h('dd', { id: 'run-memory' }, t.memoryMb ? fmtBytes(t.memoryMb * 1048576) : h('span', { class: 'faint' }, 'no limit')),
@@ -521,7 +523,7 @@ export function mount(root, ctx) {
       const total = items.reduce((n, a) => n + (a.size || 0), 0);
       replace(artifactsBody,
         h('div', { class: 'table-wrap' }, h('table', { class: 'data artifact-table', id: 'artifacts-table' },
-          h('thead', null, h('tr', null, h('th', null, 'Path'), h('th', { class: 'num' }, 'Size'), h('th', { class: 'num' }, 'Attempt'), h('th', null, 'Modified'), h('th', null, ''))),
+          h('thead', null, h('tr', null, h('th', null, 'Path'), h('th', { class: 'num' }, 'Size'), h('th', { class: 'num hide-sm' }, 'Attempt'), h('th', { class: 'hide-sm' }, 'Modified'), h('th', null, ''))),
           h('tbody', null, items.map((a) => artifactRow(a, want))))),
         h('p', { class: 'faint', style: { margin: '8px 2px 0' } }, items.length + ' file' + (items.length === 1 ? '' : 's') + ' · ' + fmtBytes(total)));
     } catch (e) {
@@ -541,8 +543,9 @@ export function mount(root, ctx) {
     return h('tr', { dataset: { path: a.path } },
       h('td', { class: 'mono path' }, h('a', { href: url, download: a.path.split('/').pop() }, a.path)),
       h('td', { class: 'num nowrap', title: a.size + ' bytes' }, fmtBytes(a.size)),
-      h('td', { class: 'num' }, String(a.attempt || '')),
-      h('td', { class: 'nowrap', title: a.modifiedAt || '' }, modified ? fmtTime(modified) : '—'),
+      // On a phone the path and the buttons get the width.
+      h('td', { class: 'num hide-sm' }, String(a.attempt || '')),
+      h('td', { class: 'nowrap hide-sm', title: a.modifiedAt || '' }, modified ? fmtTime(modified) : '—'),
       actions);
   }
 
@@ -584,22 +587,30 @@ export function mount(root, ctx) {
     if (nl < 0) { metricPartial = s.length > 1 << 20 ? '' : s; return; }
     metricPartial = s.slice(nl + 1);
     s = s.slice(0, nl);
+    // Where an attempt ≥ 2 began (logpipe's marker line), in the order of
+    // the metric lines, so its first step gets a mark on the charts.
+    const attempts = [];
+    if (s.includes('=== rlsched attempt ')) for (const m of s.matchAll(/^=== rlsched attempt (\d+) ===/gm)) attempts.push([m.index, Number(m[1])]);
+    let ai = 0;
     let i = s.indexOf(METRIC);
     while (i >= 0) {
       const lineEnd = s.indexOf('\n', i);
       const lineStart = s.lastIndexOf('\n', i) + 1;
+      while (ai < attempts.length && attempts[ai][0] < lineStart) pendingAttempt = attempts[ai++][1];
       const line = s.slice(lineStart, lineEnd < 0 ? s.length : lineEnd);
       const j = line.indexOf(METRIC);
       try {
         const m = JSON.parse(line.slice(j + METRIC.length));
         if (m && typeof m === 'object' && !Array.isArray(m)) {
           const step = typeof m.step === 'number' ? Math.trunc(m.step) : 0;
+          if (pendingAttempt > 1) { resumes.push({ attempt: pendingAttempt, step }); pendingAttempt = 0; }
           for (const [k, v] of Object.entries(m)) if (k !== 'step' && typeof v === 'number' && Number.isFinite(v) && k.length <= 128) addPoint(k, step, v);
         }
       } catch { /* not a metric line */ }
       if (lineEnd < 0) break;
       i = s.indexOf(METRIC, lineEnd);
     }
+    if (ai < attempts.length) pendingAttempt = attempts[attempts.length - 1][1];
   }
 
   function scanMarkers(text, firstLine) {
@@ -636,7 +647,7 @@ export function mount(root, ctx) {
         chartsBox.appendChild(c.el);
       }
       const pts = series.get(n);
-      c.set([{ id: n, label: n, color: PALETTE[i % PALETTE.length], points: pts }]);
+      c.set([{ id: n, label: n, color: PALETTE[i % PALETTE.length], points: pts }], resumes.map((r) => ({ step: r.step, label: 'attempt ' + r.attempt })));
     });
     clear(chartsMore);
     if (names.length > MAX_CHARTS) {

@@ -6,19 +6,24 @@
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, sessionURL, paramsOf, paramText, STATUSES, TERMINAL } from '../util.js';
+import { h, replace, keyed, badge, fmtAge, fmtDuration, fmtNum, parseTime, runDuration, placement, debounce, sessionURL, paramsOf, paramText, paramShort, STATUSES, TERMINAL } from '../util.js';
 
 const PAGE = 50;
 const SEL_KEY = 'rlsched.compare';
 const COLS_KEY = 'rlsched.runs.columns';
 const MAX_COLS = 8;
+const MCOLS_KEY = 'rlsched.runs.metrics';
+const MAX_MCOLS = 4;
+const PARAM_RE = /^[A-Za-z0-9_.\-]{1,64}$/;
+const METRIC_RE = /^[A-Za-z0-9_.\-/]{1,128}$/;
 
-// loadColumns are the param keys the reader chose to see as columns.
-function loadColumns() {
-  try { return parseColumns(localStorage.getItem(COLS_KEY) || ''); } catch { return []; }
+// loadColumns are the param keys (metric names) the reader chose to see
+// as columns, kept in this browser.
+function loadColumns(key = COLS_KEY, max = MAX_COLS, re = PARAM_RE) {
+  try { return parseColumns(localStorage.getItem(key) || '', max, re); } catch { return []; }
 }
-function parseColumns(text) {
-  return [...new Set(text.split(/[\s,]+/).filter((k) => /^[A-Za-z0-9_.\-]{1,64}$/.test(k)))].slice(0, MAX_COLS);
+function parseColumns(text, max = MAX_COLS, re = PARAM_RE) {
+  return [...new Set(text.split(/[\s,]+/).filter((k) => re.test(k)))].slice(0, max);
 }
 
 // The Runs list's curve column: each run's episode_reward, thinned by the
@@ -125,6 +130,16 @@ export function mount(root, ctx) {
   // Param columns: keys the reader picks (seen ones offered), kept in this
   // browser.
   let columns = loadColumns();
+  // Metric columns: the last value of each metric named, from the same
+  // thinned series as the curves (their last point is the run's last).
+  let metricCols = loadColumns(MCOLS_KEY, MAX_MCOLS, METRIC_RE);
+  const mcolsIn = h('input', { type: 'search', id: 'runs-metric-columns', placeholder: 'loss eval/return', value: metricCols.join(' '), autocomplete: 'off' });
+  mcolsIn.addEventListener('input', debounce(() => {
+    metricCols = parseColumns(mcolsIn.value, MAX_MCOLS, METRIC_RE);
+    try { localStorage.setItem(MCOLS_KEY, metricCols.join(' ')); } catch { /* private mode */ }
+    renderHead();
+    renderRows();
+  }, 300));
   const paramKeys = new Set();
   const keysDL = h('datalist', { id: 'param-keys-dl' });
   const colsIn = h('input', { type: 'search', id: 'runs-columns', placeholder: 'lr gamma seed', value: columns.join(' '), list: 'param-keys-dl', autocomplete: 'off' });
@@ -144,7 +159,8 @@ export function mount(root, ctx) {
       h('div', { class: 'field' }, h('label', { for: 'filter-param', title: 'Params equal as JSON values: lr=0.001 matches 1e-3' }, 'Params'), paramIn, paramErr),
       h('div', { class: 'field' }, h('label', { for: 'filter-after' }, 'Created from'), afterIn),
       h('div', { class: 'field' }, h('label', { for: 'filter-before' }, 'to'), beforeIn),
-      h('div', { class: 'field' }, h('label', { for: 'runs-columns', title: 'Param keys to show as columns, up to ' + MAX_COLS }, 'Param columns'), colsIn, keysDL)));
+      h('div', { class: 'field' }, h('label', { for: 'runs-columns', title: 'Param keys to show as columns, up to ' + MAX_COLS }, 'Param columns'), colsIn, keysDL),
+      h('div', { class: 'field' }, h('label', { for: 'runs-metric-columns', title: 'Metrics to show the last value of, up to ' + MAX_MCOLS }, 'Metric columns'), mcolsIn)));
 
   // Grouping: the shown runs under a header per sweep or project, each
   // group collapsible; kept in the URL (?group=sweep|project).
@@ -179,6 +195,7 @@ export function mount(root, ctx) {
       h('th', { class: 'sel' }, selAll),
       h('th', { class: 'hide-sm' }, 'Status'), h('th', null, 'Name'),
       columns.map((k) => h('th', { class: 'hide-sm param-col', dataset: { param: k } }, k)),
+      metricCols.map((m) => h('th', { class: 'num hide-sm metric-col', dataset: { metric: m } }, m)),
       h('th', { class: 'hide-sm' }, 'User'), h('th', { class: 'hide-sm' }, 'Project'),
       h('th', { class: 'hide-sm' }, 'GPUs · worker'), h('th', { class: 'num hide-sm' }, 'Attempt'), h('th', { class: 'hide-sm' }, 'Age'),
       h('th', { class: 'num hide-sm' }, 'Duration'), h('th', { class: 'num' }, 'Final reward'), h('th', { class: 'hide-sm' }, 'Reward curve')));
@@ -302,7 +319,13 @@ export function mount(root, ctx) {
         h('div', { class: 'sub' }, h('span', { class: 'mono' }, t.id), h('span', { class: 'show-sm' }, ' · ' + t.user), tags.length ? ' ' : null, tags)),
       // A number with 4 significant digits; the record keeps it whole.
       columns.map((k) => h('td', { class: 'hide-sm mono param-col', dataset: { param: k }, title: k in ps ? paramText(ps[k]) : '' },
-        !(k in ps) ? h('span', { class: 'faint' }, '—') : typeof ps[k] === 'number' ? String(Number(ps[k].toPrecision(4))) : paramText(ps[k]))),
+        !(k in ps) ? h('span', { class: 'faint' }, '—') : paramShort(ps[k]))),
+      metricCols.map((m) => {
+        const pts = (curve(m, t.id) || {}).pts;
+        const last = pts && pts.length ? pts[pts.length - 1] : null;
+        return h('td', { class: 'num hide-sm metric-col', dataset: { metric: m }, title: last ? m + ' at step ' + last[0] : '' },
+          last ? fmtNum(last[1]) : h('span', { class: 'faint' }, '—'));
+      }),
       h('td', { class: 'hide-sm' }, t.user),
       h('td', { class: 'hide-sm' }, t.project || h('span', { class: 'faint' }, '—')),
       h('td', { class: 'hide-sm nowrap' }, placement(t)),
@@ -310,7 +333,7 @@ export function mount(root, ctx) {
       h('td', { class: 'hide-sm nowrap', dataset: { age: t.createdAt || '' }, title: t.createdAt || '' }, fmtAge(parseTime(t.createdAt))),
       h('td', { class: 'num nowrap hide-sm', dataset: { dur: '1' } }, t.startedAt ? fmtDuration(runDuration(t)) : h('span', { class: 'faint' }, '—')),
       h('td', { class: 'num' }, t.finalReward != null ? fmtNum(t.finalReward) : h('span', { class: 'faint' }, '—')),
-      h('td', { class: 'hide-sm spark-cell' }, sparkline(sparks.has(t.id) ? sparks.get(t.id).pts : null)));
+      h('td', { class: 'hide-sm spark-cell' }, sparkline((curve(SPARK_METRIC, t.id) || {}).pts || null)));
     tr._task = t;
     return tr;
   }
@@ -354,7 +377,8 @@ export function mount(root, ctx) {
   }
 
   function renderRows() {
-    const sig = (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' ') + (sparks.get(t.id) || {}).at;
+    const sig = (t) => JSON.stringify(t) + selection.has(t.id) + columns.join(' ') + metricCols.join(' ') +
+      [SPARK_METRIC, ...metricCols].map((m) => (curve(m, t.id) || {}).at).join(' ');
     keyed(tbody, entries(), (e) => (e.g ? 'group ' + e.g.key : e.t.id),
       // A header shows its runs' count and statuses: its signature is those.
       (e) => (e.g ? e.g.runs.map((t) => t.status).join(' ') + collapsed.has(e.g.key) : sig(e.t)),
@@ -378,27 +402,37 @@ export function mount(root, ctx) {
     compareBtn.disabled = selection.size < 1;
   }
 
-  // sparks are the curves read, by run id: { pts, at }.
-  const sparks = new Map();
+  // curves are the series read, by metric then run id: { pts, at }: the
+  // reward curve's, and the metric columns' (one request a metric).
+  const curves = new Map();
+  const curve = (m, id) => (curves.get(m) || new Map()).get(id);
   let sparkBusy = false;
   async function loadSparks() {
     if (sparkBusy) return;
-    const now = Date.now();
-    const need = items.slice(0, 100).filter((t) => t.startedAt && (!sparks.has(t.id) ||
-      (!TERMINAL.has(t.status) && now - sparks.get(t.id).at > SPARK_STALE_MS))).map((t) => t.id);
-    if (!need.length) return;
     sparkBusy = true;
+    let read = false;
     try {
-      const res = await api.sparklines(need, SPARK_METRIC, ac.signal);
-      const at = Date.now();
-      for (const id of need) sparks.set(id, { pts: (res.items || {})[id] || null, at });
-    } catch (e) {
-      if (e.name === 'AbortError') return;
-      for (const id of need) sparks.set(id, { pts: null, at: now }); // tried: again when stale
+      for (const m of [SPARK_METRIC, ...metricCols]) {
+        if (!curves.has(m)) curves.set(m, new Map());
+        const got = curves.get(m);
+        const now = Date.now();
+        const need = items.slice(0, 100).filter((t) => t.startedAt && (!got.has(t.id) ||
+          (!TERMINAL.has(t.status) && now - got.get(t.id).at > SPARK_STALE_MS))).map((t) => t.id);
+        if (!need.length) continue;
+        read = true;
+        try {
+          const res = await api.sparklines(need, m, ac.signal);
+          const at = Date.now();
+          for (const id of need) got.set(id, { pts: (res.items || {})[id] || null, at });
+        } catch (e) {
+          if (e.name === 'AbortError') return;
+          for (const id of need) got.set(id, { pts: null, at: now }); // tried: again when stale
+        }
+      }
     } finally {
       sparkBusy = false;
     }
-    renderRows();
+    if (read) renderRows();
   }
 
   function remember(t) {

@@ -12,7 +12,7 @@ import { LineChart, smoothingControl } from '../chart.js';
 import { progressBar, progressOf } from './sweeps.js';
 import { parallelCoords, heatmap } from '../parcoords.js';
 import {
-  h, replace, badge, fmtNum, fmtTime, parseTime, paramsOf, paramText, varyingKeys, paramsLabel, statusCounts,
+  h, replace, badge, fmtNum, fmtTime, parseTime, paramsOf, paramText, paramShort, varyingKeys, paramsLabel, statusCounts,
   toast, debounce, PALETTE,
 } from '../util.js';
 
@@ -208,7 +208,7 @@ export function mount(root, ctx) {
       const tr = h('tr', { class: ['group-row', isOpen && 'selected'], dataset: { key, rank: i + 1 } },
         h('td', { class: 'narrow' }, toggle),
         h('td', { class: 'narrow' }, sw0),
-        varying.map((k) => h('td', { class: 'mono' }, k in g.params ? paramText(g.params[k]) : '—')),
+        varying.map((k) => h('td', { class: 'mono', title: k in g.params ? paramText(g.params[k]) : null }, k in g.params ? paramShort(g.params[k]) : '—')),
         h('td', { class: 'num reward' }, fr ? h('span', null, h('strong', null, fmtNum(fr.mean)), ' ± ', fmtNum(fr.std)) : h('span', { class: 'faint' }, '—')),
         h('td', { class: 'num' }, String(g.n)),
         h('td', { class: 'num hide-sm' }, fr ? fmtNum(fr.min) : ''),
