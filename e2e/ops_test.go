@@ -98,6 +98,11 @@ func opsUsersAndWorkers(t *testing.T, backend []string) {
 	}
 	m := b.StartMaster("master", rig.MasterOpts{DataDir: data, Env: append(backend, "REGISTRATION=closed")})
 	anon := newClient(t, m.URL)
+	// The public health answer names no path of the master's (issue 25: it
+	// showed the log dir's): a visitor learns nothing of its disk layout.
+	if r, _ := anon.Do("GET", "/api/monitor/health", nil); r.Status != 200 || strings.Contains(string(r.Body), data) || strings.Contains(string(r.Body), `"/`) {
+		t.Fatalf("health for a visitor: %s (want 200 naming no path under %s)", r, data)
+	}
 	if r, _ := anon.Do("POST", "/api/auth/register", map[string]string{"username": "mallory", "password": rig.Password}); r.Status != 403 {
 		t.Fatalf("register on a closed master: %s", r)
 	}
