@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"strings"
@@ -325,4 +326,81 @@ func TestSweep_SearchFlagsAndShow(t *testing.T) {
 			t.Errorf("sweep show lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// TestSweep_Heatmap: sweep show --heatmap X,Y prints the groups' mean final
+// reward over two params, a drawn one in 6 ranges on a log scale, each
+// cell's groups counted; a bad --heatmap is a usage error naming the params.
+func TestSweep_Heatmap(t *testing.T) {
+	h, rs := sweepHarness(t)
+	out, _ := h.mustRun(0, "sweep", "--random", "lr=loguniform:1e-4:1e-1", "--grid", "opt=adam,sgd", "--samples", "10",
+		"--random-seed", "3", "--", "python3", "train.py")
+	id := strings.TrimSpace(out)
+	ms := members(t, rs.st, id)
+	if len(ms) != 20 {
+		t.Fatalf("%d members; want 20", len(ms))
+	}
+	for _, m := range ms {
+		reward := 1.0
+		if strings.Contains(string(m.Params), `"sgd"`) {
+			reward = 3
+		}
+		end(t, rs.st, m.ID, core.StatusSucceeded, &reward)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id, "--heatmap", "lr,opt")
+	_, heat, ok := strings.Cut(out, "mean final reward over lr (columns) and opt (rows), groups averaged in brackets:\n")
+	if !ok {
+		t.Fatalf("sweep show --heatmap lacks the heatmap:\n%s", out)
+	}
+	lines := strings.Split(heat, "\n")
+	head := strings.Fields(lines[0])
+	if len(head) != 9 || head[0] != "OPT" || head[2] != "LR" {
+		t.Fatalf("heatmap header %q; want OPT \\ LR and 6 ranges of lr:\n%s", lines[0], heat)
+	}
+	// Log ranges (the draws span three decades): each one's end is the same
+	// multiple of its start; linear ones would shrink from 6 to 1.2.
+	var first float64
+	for _, r := range head[3:] {
+		lo, hi, _ := strings.Cut(r, "..")
+		q := parseF(t, hi) / parseF(t, lo)
+		if first == 0 {
+			first = q
+		}
+		if q < 2 || math.Abs(q/first-1) > 0.03 {
+			t.Errorf("range %s: ratio %.2f, the first %.2f; want ranges of a log scale", r, q, first)
+		}
+	}
+	count := map[string]int{}
+	for _, l := range lines[1:3] {
+		f := strings.Fields(l)
+		for _, c := range regexp.MustCompile(`(\S+) \((\d+)\)`).FindAllStringSubmatch(l, -1) {
+			n := 0
+			fmt.Sscan(c[2], &n)
+			count[f[0]+" "+c[1]] += n
+		}
+	}
+	if lines[1][:3] != "sgd" || lines[2][:4] != "adam" || count["sgd 3"] != 10 || count["adam 1"] != 10 || len(count) != 2 {
+		t.Fatalf("heatmap rows (sgd on top, its cells 3, adam's 1, 10 groups each): %v\n%s", count, heat)
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"lr", "two different params"},
+		{"lr,lr", "two different params"},
+		{"lr,nope", `no group of sweep ` + id + ` has param "nope"; its params: lr, opt`},
+	} {
+		if _, errs := h.mustRun(2, "sweep", "show", id, "--heatmap", c.arg); !strings.Contains(errs, c.want) {
+			t.Errorf("--heatmap %s: stderr %q; want %q", c.arg, errs, c.want)
+		}
+	}
+	if _, errs := h.mustRun(2, "sweep", "show", id, "--heatmap", "lr,opt", "--json"); !strings.Contains(errs, "drop --json") {
+		t.Errorf("--heatmap with --json: %q", errs)
+	}
+}
+
+func parseF(t *testing.T, s string) float64 {
+	t.Helper()
+	var f float64
+	if _, err := fmt.Sscan(s, &f); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return f
 }
