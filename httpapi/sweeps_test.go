@@ -210,6 +210,13 @@ func TestSweep_CreateFailure(t *testing.T) {
 	}
 	f(`{"base": {"command": ["x"], "tags": [`+strings.Join(tags, ",")+`]}, "seeds": [1]}`, "base.tags")
 	f(`not json`, "send a JSON object")
+	// Search and early stopping (issue 35): tpe over a grid alone, a budget
+	// of 0 or 10^6, rungs not increasing.
+	lr := `"random": {"lr": {"dist": "loguniform", "min": 1e-5, "max": 1e-2}}`
+	f(`{"base": {"command": ["x"]}, "method": "tpe", "grid": {"a": [1, 2]}, "budget": 4}`, "random: tpe searches random params")
+	f(`{"base": {"command": ["x"]}, "method": "tpe", `+lr+`, "budget": 0}`, "budget")
+	f(`{"base": {"command": ["x"]}, "method": "tpe", `+lr+`, "budget": 1000000}`, "budget")
+	f(`{"base": {"command": ["x"]}, "method": "tpe", `+lr+`, "budget": 4, "earlyStop": {"method": "asha", "rungs": [300, 100]}}`, "earlyStop.rungs[1]")
 	if ts, _, err := e.st.ListTasks(context.Background(), store.Filter{}); err != nil || len(ts) != 0 {
 		t.Fatalf("failed sweeps left runs: %v %v", ts, err)
 	}
