@@ -319,8 +319,9 @@ type sweepView struct {
 		Run   string `json:"run"`
 		Error string `json:"error"`
 	} `json:"stops"`
-	Unreported []string `json:"unreported"`
-	Decisions  []struct {
+	Unreported  []string `json:"unreported"`
+	NoObjective []string `json:"noObjective"`
+	Decisions   []struct {
 		Rung int      `json:"rung"`
 		Step int64    `json:"step"`
 		Cut  *float64 `json:"cut"`
@@ -485,6 +486,12 @@ func searchLines(sw sweepView) []byte {
 	}
 	if len(sw.Unreported) > 0 {
 		fmt.Fprintf(&b, "never reported the early-stopping metric (not stopped for it): %s\n", strings.Join(sw.Unreported, ", "))
+	}
+	if len(sw.NoObjective) > 0 {
+		fmt.Fprintf(&b, "ended without reporting %s (no value, never best): %s\n", orDash(sw.Metric), strings.Join(sw.NoObjective, ", "))
+		if sw.Best == nil {
+			fmt.Fprintf(&b, "no member that ended reported %s: is it the name the runs log? (`rlsched metrics RUN` shows what a run logged)\n", orDash(sw.Metric))
+		}
 	}
 	return b.Bytes()
 }

@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/sweep/reference"
 )
 
 // storeControl cancels in the store, as the dispatcher does for a run no
@@ -403,4 +406,94 @@ func parseF(t *testing.T, s string) float64 {
 		t.Fatalf("%q: %v", s, err)
 	}
 	return f
+}
+
+// TestSweep_SearchReference: sweep show of a tpe sweep with ASHA on issue
+// 35's reference problem gives the best proposal, the importances of its
+// four params, a heatmap of two of them, and says which members ended
+// without the metric and that none did when no member reports it.
+func TestSweep_SearchReference(t *testing.T) {
+	h, rs := sweepHarness(t)
+	flags := []string{"sweep", "--method", "tpe", "--budget", "12", "--max-parallel", "12",
+		"--random", "lr=loguniform:1e-5:1e-1", "--random", "gamma=uniform:0.8:0.999", "--random", "width=int:16:512",
+		"--random", "optimizer=choice:adam,rmsprop,sgd", "--early-stop", "asha", "--min-steps", "100"}
+	out, _ := h.mustRun(0, append(flags, "--", "python3", "train.py")...)
+	id := strings.TrimSpace(out)
+	ms := members(t, rs.st, id)
+	if len(ms) != 12 {
+		t.Fatalf("%d first proposals; want 12", len(ms))
+	}
+	ctx := context.Background()
+	best, bestValue := "", math.Inf(-1)
+	for i, m := range ms {
+		var p struct {
+			LR, Gamma, Width float64
+			Optimizer        string
+		}
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		x := []float64{p.Gamma, p.LR, float64(strings.Index("adam rmsprop sgd", p.Optimizer) / 5), p.Width}
+		if i < 11 {
+			v := reference.Final(x)
+			if err := rs.st.AppendMetrics(ctx, m.ID, []core.MetricPoint{{Step: 1000, Name: "episode_reward", Value: v}}); err != nil {
+				t.Fatal(err)
+			}
+			if v > bestValue {
+				best, bestValue = m.ID, v
+			}
+			end(t, rs.st, m.ID, core.StatusSucceeded, &v)
+			continue
+		}
+		started(t, rs.st, m.ID, core.StatusSucceeded)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id, "--heatmap", "lr,gamma")
+	for _, want := range []string{
+		"tpe search of episode_reward: 12 of 12 members proposed",
+		"best episode_reward: {",
+		fmt.Sprintf("%s [%s, %s] (runs %s)", strconv.FormatFloat(bestValue, 'g', 5, 64), strconv.FormatFloat(bestValue, 'g', 5, 64), strconv.FormatFloat(bestValue, 'g', 5, 64), best),
+		"mean final reward over lr (columns) and gamma (rows)",
+		"ended without reporting episode_reward (no value, never best): " + ms[11].ID + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sweep show lacks %q:\n%s", want, out)
+		}
+	}
+	imp := regexp.MustCompile(`(?m)^importance: (.*)$`).FindStringSubmatch(out)
+	if imp == nil || len(strings.Split(imp[1], ", ")) != 4 {
+		t.Errorf("sweep show: importance of the four params: %q\n%s", imp, out)
+	}
+	if strings.Contains(out, "no member that ended reported") {
+		t.Errorf("sweep show says no member reported the metric, with a best:\n%s", out)
+	}
+
+	// A metric no member reports: every ended member, and the sweep says so.
+	out, _ = h.mustRun(0, append(flags, "--metric", "episode_rewrad", "--", "python3", "train.py")...)
+	id = strings.TrimSpace(out)
+	for _, m := range members(t, rs.st, id) {
+		if err := rs.st.AppendMetrics(ctx, m.ID, []core.MetricPoint{{Step: 1000, Name: "episode_reward", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		started(t, rs.st, m.ID, core.StatusSucceeded)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id)
+	if !strings.Contains(out, "no member that ended reported episode_rewrad: is it the name the runs log?") || strings.Contains(out, "best episode_rewrad") {
+		t.Errorf("sweep show of a metric no member reports:\n%s", out)
+	}
+}
+
+// started moves run id to status to, as a run that started.
+func started(t *testing.T, st store.Store, id string, to core.Status) {
+	t.Helper()
+	ctx := context.Background()
+	tk, err := st.Task(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+	now := time.Now()
+	tk.Status, tk.StartedAt = to, &now
+	if err := st.UpdateTask(ctx, &tk, exp); err != nil {
+		t.Fatal(err)
+	}
 }

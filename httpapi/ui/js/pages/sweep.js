@@ -139,11 +139,12 @@ export function mount(root, ctx) {
   // renderSearch shows what the search found: the best params (the IQM of
   // their seeds and its 95% interval), the importances as bars, each rung's
   // decisions, the members stopped early with why, and those that never
-  // reported the metric.
+  // reported the metric (and those that ended without the objective).
   function renderSearch() {
     const stops = sw.stops || [];
     const imp = sw.importance || [];
     const unreported = sw.unreported || [];
+    const noObjective = sw.noObjective || [];
     const searching = sw.method === 'tpe' || (sw.spec && sw.spec.earlyStop);
     search.hidden = !searching && !sw.best;
     if (search.hidden) return;
@@ -185,7 +186,9 @@ export function mount(root, ctx) {
       h('div', { class: 'card-head' }, h('h2', null, 'Search'),
         h('span', { class: 'muted' }, sw.method === 'tpe' ? 'TPE: ' + sw.members + ' of ' + sw.budget + ' members proposed' : (sw.method || ''))),
       best, h('h3', null, 'Importance'), bars, rungTable ? [h('h3', null, 'Rungs'), rungTable] : null, h('h3', null, 'Stopped early'), stopped,
-      unreported.length ? h('p', { class: 'muted', id: 'sweep-unreported' }, 'Never reported the early-stopping metric (not stopped for it): ', runLinks(unreported)) : null);
+      unreported.length ? h('p', { class: 'muted', id: 'sweep-unreported' }, 'Never reported the early-stopping metric (not stopped for it): ', runLinks(unreported)) : null,
+      noObjective.length ? h('p', { class: 'muted', id: 'sweep-no-objective' }, 'Ended without reporting ', h('code', null, sw.metric || 'the metric'),
+        ' (no value, never best): ', runLinks(noObjective), sw.best ? '' : '. No member that ended reported it: is it the name the runs log?') : null);
   }
 
   function renderGroups() {
