@@ -454,6 +454,7 @@ func TestSweep_SearchReference(t *testing.T) {
 		fmt.Sprintf("%s [%s, %s] (runs %s)", strconv.FormatFloat(bestValue, 'g', 5, 64), strconv.FormatFloat(bestValue, 'g', 5, 64), strconv.FormatFloat(bestValue, 'g', 5, 64), best),
 		"mean final reward over lr (columns) and gamma (rows)",
 		"ended without reporting episode_reward (no value, never best): " + ms[11].ID + "\n",
+		"never reported the early-stopping metric (not stopped for it): " + ms[11].ID + "\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sweep show lacks %q:\n%s", want, out)
