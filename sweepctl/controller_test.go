@@ -326,3 +326,30 @@ func TestControllerKeepsDecisions(t *testing.T) {
 		t.Fatalf("kept decisions\n%v\nwant\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestControllerMedian: under the median stopping rule the controller asks
+// to stop a member whose best is below the median of the others' running
+// averages, with the rule's message; a member that reports nothing is never
+// stopped for it; no rung decision is kept (the rule has no rungs).
+func TestControllerMedian(t *testing.T) {
+	b := newBed(t, `{"random":{"lr":{"dist":"loguniform","min":1e-4,"max":1e-1}},"samples":5,
+		"earlyStop":{"method":"median","minSteps":10}}`)
+	runs := b.runs()
+	if len(runs) != 5 {
+		t.Fatalf("%d members; want 5", len(runs))
+	}
+	for i, v := range []float64{5, 6, 7, 1} {
+		b.start(runs[i].ID, time.Duration(i)*time.Second)
+		b.report(runs[i].ID, 10, v)
+	}
+	b.start(runs[4].ID, 5*time.Second) // reports nothing
+	c := b.controller()
+	b.step(c)
+	want := map[string]string{runs[3].ID: "stopped at step 10: best episode_reward 1 below the median 6 of 3 other members' running averages"}
+	if fmt.Sprint(b.stops.calls) != fmt.Sprint(want) {
+		t.Fatalf("stops %v; want %v", b.stops.calls, want)
+	}
+	if ds, err := b.st.SweepDecisions(t.Context(), b.id); err != nil || len(ds) != 0 {
+		t.Fatalf("kept decisions %v (%v); want none under the median rule", ds, err)
+	}
+}
