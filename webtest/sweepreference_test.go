@@ -28,7 +28,8 @@ for step in range(100, 1001, 100):
 
 // TestSweepSearchReference is issue 35's "done when" in the dashboard: a
 // tpe + ASHA sweep of 24 members on the reference problem stops members at
-// the rung with their reasons, and its page shows the best params, the
+// the rung with their reasons (counted as stopped early, not failed), and
+// its page shows the best params, the
 // importances of the four params as bars, the parallel coordinates and a
 // heatmap of two params chosen by the reader, a drawn param in 6 ranges.
 func TestSweepSearchReference(t *testing.T) {
@@ -70,6 +71,14 @@ func TestSweepSearchReference(t *testing.T) {
 		document.querySelectorAll('#sweep-parcoords path.pc-line').length >= 8`)
 	if why := b.text("#sweep-stops"); !strings.Contains(why, "stopped at rung 1 (step 300): episode_reward") {
 		t.Errorf("stops: %q; want the rung's reason", why)
+	}
+	// A member stopped early did not fail: the progress counts them apart.
+	stopped := eval[int](b, `document.querySelectorAll('#sweep-stops tr[data-id]').length`)
+	if p := eval[string](b, `(() => { const d = document.querySelector('.sweep-progress').dataset; return d.failed + ' ' + d.stopped; })()`); p != fmt.Sprintf("0 %d", stopped) {
+		t.Errorf("progress failed, stopped: %q; want 0 failed, the %d stopped early", p, stopped)
+	}
+	if r := b.text("#retry-sweep"); r != fmt.Sprintf("Retry %d not succeeded", stopped) {
+		t.Errorf("retry button %q", r)
 	}
 	if imp := b.text("#sweep-importance"); !strings.Contains(imp, "lr") || !strings.Contains(imp, "gamma") || !strings.Contains(imp, "width") || !strings.Contains(imp, "optimizer") {
 		t.Errorf("importance: %q; want the four params", imp)

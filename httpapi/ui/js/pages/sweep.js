@@ -80,10 +80,13 @@ export function mount(root, ctx) {
   const mayChange = () => sw && (ctx.user.role === 'ADMIN' || ctx.user.id === sw.userId);
 
   function renderHead() {
-    const p = progressOf(sw.counts);
+    const p = progressOf(sw.counts, (sw.stops || []).length);
     const actions = h('div', { class: 'btn-row' });
-    if (mayChange() && p.failed > 0) {
-      const b = h('button', { type: 'button', class: 'btn btn-sm', id: 'retry-sweep' }, 'Retry ' + p.failed + ' failed');
+    // A retry reruns the members stopped early too (they are CANCELLED).
+    const retried = p.failed + p.stopped;
+    if (mayChange() && retried > 0) {
+      const b = h('button', { type: 'button', class: 'btn btn-sm', id: 'retry-sweep' },
+        'Retry ' + retried + (p.stopped ? ' not succeeded' : ' failed'));
       b.addEventListener('click', async () => {
         b.disabled = true;
         try {
@@ -132,7 +135,7 @@ export function mount(root, ctx) {
           h('span', null, sw.members + ' members' + (sw.maxParallel ? ', at most ' + sw.maxParallel + ' at once' : '')),
           h('span', null, 'submitted ' + fmtTime(parseTime(sw.createdAt))))),
       h('span', { class: 'spacer' }), actions));
-    replace(progress, progressBar(sw.counts, sw.members));
+    replace(progress, progressBar(sw.counts, sw.members, (sw.stops || []).length));
     ctx.setTitle(sw.name || sw.id);
   }
 
