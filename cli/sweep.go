@@ -608,7 +608,13 @@ func runSweepShow(inv *invocation, args []string) int {
 	if sw.MaxParallel > 0 {
 		fmt.Fprintf(&b, " (at most %d at once)", sw.MaxParallel)
 	}
-	fmt.Fprintf(&b, ": %d done, %d running, %d queued, %d failed\n\n", done, running, queued, failed)
+	// A member stopped early is CANCELLED, but did not fail.
+	stopped := len(sw.Stops)
+	fmt.Fprintf(&b, ": %d done, %d running, %d queued, %d failed", done, running, queued, failed-stopped)
+	if stopped > 0 {
+		fmt.Fprintf(&b, ", %d stopped early", stopped)
+	}
+	b.WriteString("\n\n")
 	b.Write(groupsTable(sw))
 	if heatX != "" {
 		for _, k := range []string{heatX, heatY} {

@@ -320,6 +320,7 @@ func TestSweep_SearchFlagsAndShow(t *testing.T) {
 	out, _ = h.mustRun(0, "sweep", "show", id)
 	for _, want := range []string{
 		"tpe search of episode_reward: 2 of 4 members proposed",
+		"2 members (at most 2 at once): 1 done, 0 running, 0 queued, 0 failed, 1 stopped early\n",
 		"rung 1 (step 10): 1 continued, 1 stopped; last cut 20\n",
 		"best episode_reward: {\"lr\":",
 		"20 [20, 20] (runs " + ms[1].ID + ")",
