@@ -46,6 +46,7 @@ only when every member SUCCEEDED.
 
   rlsched sweep ls [--user U] [--limit N] [--json]
   rlsched sweep show ID [--json | --csv]   the seed groups: mean ± std of the final reward
+  rlsched sweep show ID --heatmap X,Y      ... and their mean over params X and Y
   rlsched sweep retry ID [--wait]          rerun the members that FAILED, were CANCELLED or TIMEOUT
   rlsched sweep cancel ID                  cancel the members still queued or running`,
 		examples: []string{
@@ -60,8 +61,11 @@ only when every member SUCCEEDED.
 	})
 	for _, c := range []*command{
 		{name: "sweep ls", args: "[--user U] [--limit N] [--json]", summary: "List sweeps, newest first, with their members' counts.", run: runSweepLs},
-		{name: "sweep show", args: "ID [--json | --csv]", summary: "Show a sweep's seed groups: the final reward's mean ± std, n, min, max and the members' statuses.",
-			details: "A group is the members whose params are equal but for the seed; each member counts with its latest run.", run: runSweepShow},
+		{name: "sweep show", args: "ID [--json | --csv | --heatmap X,Y]", summary: "Show a sweep's seed groups: the final reward's mean ± std, n, min, max and the members' statuses.",
+			details: "A group is the members whose params are equal but for the seed; each member counts with its latest run.\n" +
+				"The table is the text form of the dashboard's parallel coordinates (a row per line); --heatmap X,Y adds its heatmap:\n" +
+				"the groups' mean final reward at each pair of X and Y values, a drawn param cut into 6 ranges (log ones on a log scale).\n" +
+				"A search or early-stopping sweep adds the best params with their interval, the importances and why members stopped.", run: runSweepShow},
 		{name: "sweep retry", args: "ID [--wait] [--json]", summary: "Rerun every member whose latest run FAILED, was CANCELLED or TIMEOUT; print the new runs' ids.",
 			details: "Members that SUCCEEDED or are still queued or running are left alone, so a second retry reruns nothing.", run: runSweepRetry},
 		{name: "sweep cancel", args: "ID", summary: "Cancel every member of a sweep still queued or running; print their ids.", run: runSweepCancel},
@@ -315,22 +319,26 @@ type sweepView struct {
 		Run   string `json:"run"`
 		Error string `json:"error"`
 	} `json:"stops"`
-	Unreported []string `json:"unreported"`
-	Decisions  []struct {
+	Unreported  []string `json:"unreported"`
+	NoObjective []string `json:"noObjective"`
+	Decisions   []struct {
 		Rung int      `json:"rung"`
 		Step int64    `json:"step"`
 		Cut  *float64 `json:"cut"`
 		Stop bool     `json:"stop"`
 	} `json:"decisions"`
-	Groups []struct {
-		Params      map[string]json.RawMessage `json:"params"`
-		Runs        []string                   `json:"runs"`
-		N           int                        `json:"n"`
-		FinalReward *struct {
-			Mean, Std, Min, Max *float64
-		} `json:"finalReward"`
-		Counts map[core.Status]int `json:"counts"`
-	} `json:"groups"`
+	Groups []sweepGroup `json:"groups"`
+}
+
+// sweepGroup is one of a sweep's seed groups.
+type sweepGroup struct {
+	Params      map[string]json.RawMessage `json:"params"`
+	Runs        []string                   `json:"runs"`
+	N           int                        `json:"n"`
+	FinalReward *struct {
+		Mean, Std, Min, Max *float64
+	} `json:"finalReward"`
+	Counts map[core.Status]int `json:"counts"`
 }
 
 func sweepPath(id, suffix string) string { return "/api/sweeps/" + url.PathEscape(id) + suffix }
@@ -407,17 +415,7 @@ func (inv *invocation) waitSweep(c *client, id string, jsonOut bool) int {
 // groupsTable is a sweep's groups as a table: a column per param, then the
 // final reward's mean ± std, n, min and max, and the members' statuses.
 func groupsTable(sw sweepView) []byte {
-	keys := map[string]bool{}
-	for _, g := range sw.Groups {
-		for k := range g.Params {
-			keys[k] = true
-		}
-	}
-	var names []string
-	for k := range keys {
-		names = append(names, k)
-	}
-	slices.Sort(names)
+	names := groupParams(sw)
 	head := append(slices.Clone(names), "REWARD (MEAN ± STD)", "N", "MIN", "MAX", "RUNS")
 	for i, h := range head[:len(names)] {
 		head[i] = strings.ToUpper(h)
@@ -438,6 +436,22 @@ func groupsTable(sw sweepView) []byte {
 		t.row(cells...)
 	}
 	return t.bytes()
+}
+
+// groupParams are the names of the params of sw's groups, sorted.
+func groupParams(sw sweepView) []string {
+	keys := map[string]bool{}
+	for _, g := range sw.Groups {
+		for k := range g.Params {
+			keys[k] = true
+		}
+	}
+	var names []string
+	for k := range keys {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // searchLines say what a sweep's search found: the best params with the
@@ -472,6 +486,12 @@ func searchLines(sw sweepView) []byte {
 	}
 	if len(sw.Unreported) > 0 {
 		fmt.Fprintf(&b, "never reported the early-stopping metric (not stopped for it): %s\n", strings.Join(sw.Unreported, ", "))
+	}
+	if len(sw.NoObjective) > 0 {
+		fmt.Fprintf(&b, "ended without reporting %s (no value, never best): %s\n", orDash(sw.Metric), strings.Join(sw.NoObjective, ", "))
+		if sw.Best == nil {
+			fmt.Fprintf(&b, "no member that ended reported %s: is it the name the runs log? (`rlsched metrics RUN` shows what a run logged)\n", orDash(sw.Metric))
+		}
 	}
 	return b.Bytes()
 }
@@ -529,12 +549,24 @@ func runSweepShow(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	jsonOut := fs.Bool("json", false, "print the server's JSON (the sweep, its runs and groups)")
 	csvOut := fs.Bool("csv", false, "print the groups as CSV (the server's ?format=csv)")
+	heat := fs.String("heatmap", "", "X,Y: also print the mean final reward over params X and Y, ranges for a drawn param")
 	p, code, ok := inv.start(args, 1, 1)
 	if !ok {
 		return code
 	}
 	if *jsonOut && *csvOut {
 		return inv.usageError("give --json or --csv, not both")
+	}
+	var heatX, heatY string
+	if *heat != "" {
+		x, y, ok := strings.Cut(*heat, ",")
+		if !ok || x == "" || y == "" || x == y || strings.Contains(y, ",") {
+			return inv.usageError("--heatmap takes two different params, X,Y (e.g. --heatmap lr,gamma)")
+		}
+		if *jsonOut || *csvOut {
+			return inv.usageError("--heatmap prints a table; drop --json and --csv")
+		}
+		heatX, heatY = x, y
 	}
 	id, code, ok := inv.sweepID(p)
 	if !ok {
@@ -576,8 +608,22 @@ func runSweepShow(inv *invocation, args []string) int {
 	if sw.MaxParallel > 0 {
 		fmt.Fprintf(&b, " (at most %d at once)", sw.MaxParallel)
 	}
-	fmt.Fprintf(&b, ": %d done, %d running, %d queued, %d failed\n\n", done, running, queued, failed)
+	// A member stopped early is CANCELLED, but did not fail.
+	stopped := len(sw.Stops)
+	fmt.Fprintf(&b, ": %d done, %d running, %d queued, %d failed", done, running, queued, failed-stopped)
+	if stopped > 0 {
+		fmt.Fprintf(&b, ", %d stopped early", stopped)
+	}
+	b.WriteString("\n\n")
 	b.Write(groupsTable(sw))
+	if heatX != "" {
+		for _, k := range []string{heatX, heatY} {
+			if !slices.ContainsFunc(sw.Groups, func(g sweepGroup) bool { _, ok := g.Params[k]; return ok }) {
+				return inv.usageError("--heatmap: no group of sweep %s has param %q; its params: %s", id, k, strings.Join(groupParams(sw), ", "))
+			}
+		}
+		b.Write(heatmapLines(sw, heatX, heatY))
+	}
 	b.Write(searchLines(sw))
 	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {
 		return inv.fail(err)

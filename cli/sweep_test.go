@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/httpapi"
 	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/sweep/reference"
 )
 
 // storeControl cancels in the store, as the dispatcher does for a run no
@@ -316,6 +320,7 @@ func TestSweep_SearchFlagsAndShow(t *testing.T) {
 	out, _ = h.mustRun(0, "sweep", "show", id)
 	for _, want := range []string{
 		"tpe search of episode_reward: 2 of 4 members proposed",
+		"2 members (at most 2 at once): 1 done, 0 running, 0 queued, 0 failed, 1 stopped early\n",
 		"rung 1 (step 10): 1 continued, 1 stopped; last cut 20\n",
 		"best episode_reward: {\"lr\":",
 		"20 [20, 20] (runs " + ms[1].ID + ")",
@@ -324,5 +329,173 @@ func TestSweep_SearchFlagsAndShow(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("sweep show lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestSweep_Heatmap: sweep show --heatmap X,Y prints the groups' mean final
+// reward over two params, a drawn one in 6 ranges on a log scale, each
+// cell's groups counted; a bad --heatmap is a usage error naming the params.
+func TestSweep_Heatmap(t *testing.T) {
+	h, rs := sweepHarness(t)
+	out, _ := h.mustRun(0, "sweep", "--random", "lr=loguniform:1e-4:1e-1", "--grid", "opt=adam,sgd", "--samples", "10",
+		"--random-seed", "3", "--", "python3", "train.py")
+	id := strings.TrimSpace(out)
+	ms := members(t, rs.st, id)
+	if len(ms) != 20 {
+		t.Fatalf("%d members; want 20", len(ms))
+	}
+	for _, m := range ms {
+		reward := 1.0
+		if strings.Contains(string(m.Params), `"sgd"`) {
+			reward = 3
+		}
+		end(t, rs.st, m.ID, core.StatusSucceeded, &reward)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id, "--heatmap", "lr,opt")
+	_, heat, ok := strings.Cut(out, "mean final reward over lr (columns) and opt (rows), groups averaged in brackets:\n")
+	if !ok {
+		t.Fatalf("sweep show --heatmap lacks the heatmap:\n%s", out)
+	}
+	lines := strings.Split(heat, "\n")
+	head := strings.Fields(lines[0])
+	if len(head) != 9 || head[0] != "OPT" || head[2] != "LR" {
+		t.Fatalf("heatmap header %q; want OPT \\ LR and 6 ranges of lr:\n%s", lines[0], heat)
+	}
+	// Log ranges (the draws span three decades): each one's end is the same
+	// multiple of its start; linear ones would shrink from 6 to 1.2.
+	var first float64
+	for _, r := range head[3:] {
+		lo, hi, _ := strings.Cut(r, "..")
+		q := parseF(t, hi) / parseF(t, lo)
+		if first == 0 {
+			first = q
+		}
+		if q < 2 || math.Abs(q/first-1) > 0.03 {
+			t.Errorf("range %s: ratio %.2f, the first %.2f; want ranges of a log scale", r, q, first)
+		}
+	}
+	count := map[string]int{}
+	for _, l := range lines[1:3] {
+		f := strings.Fields(l)
+		for _, c := range regexp.MustCompile(`(\S+) \((\d+)\)`).FindAllStringSubmatch(l, -1) {
+			n := 0
+			fmt.Sscan(c[2], &n)
+			count[f[0]+" "+c[1]] += n
+		}
+	}
+	if lines[1][:3] != "sgd" || lines[2][:4] != "adam" || count["sgd 3"] != 10 || count["adam 1"] != 10 || len(count) != 2 {
+		t.Fatalf("heatmap rows (sgd on top, its cells 3, adam's 1, 10 groups each): %v\n%s", count, heat)
+	}
+	for _, c := range []struct{ arg, want string }{
+		{"lr", "two different params"},
+		{"lr,lr", "two different params"},
+		{"lr,nope", `no group of sweep ` + id + ` has param "nope"; its params: lr, opt`},
+	} {
+		if _, errs := h.mustRun(2, "sweep", "show", id, "--heatmap", c.arg); !strings.Contains(errs, c.want) {
+			t.Errorf("--heatmap %s: stderr %q; want %q", c.arg, errs, c.want)
+		}
+	}
+	if _, errs := h.mustRun(2, "sweep", "show", id, "--heatmap", "lr,opt", "--json"); !strings.Contains(errs, "drop --json") {
+		t.Errorf("--heatmap with --json: %q", errs)
+	}
+}
+
+func parseF(t *testing.T, s string) float64 {
+	t.Helper()
+	var f float64
+	if _, err := fmt.Sscan(s, &f); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	return f
+}
+
+// TestSweep_SearchReference: sweep show of a tpe sweep with ASHA on issue
+// 35's reference problem gives the best proposal, the importances of its
+// four params, a heatmap of two of them, and says which members ended
+// without the metric and that none did when no member reports it.
+func TestSweep_SearchReference(t *testing.T) {
+	h, rs := sweepHarness(t)
+	flags := []string{"sweep", "--method", "tpe", "--budget", "12", "--max-parallel", "12",
+		"--random", "lr=loguniform:1e-5:1e-1", "--random", "gamma=uniform:0.8:0.999", "--random", "width=int:16:512",
+		"--random", "optimizer=choice:adam,rmsprop,sgd", "--early-stop", "asha", "--min-steps", "100"}
+	out, _ := h.mustRun(0, append(flags, "--", "python3", "train.py")...)
+	id := strings.TrimSpace(out)
+	ms := members(t, rs.st, id)
+	if len(ms) != 12 {
+		t.Fatalf("%d first proposals; want 12", len(ms))
+	}
+	ctx := context.Background()
+	best, bestValue := "", math.Inf(-1)
+	for i, m := range ms {
+		var p struct {
+			LR, Gamma, Width float64
+			Optimizer        string
+		}
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			t.Fatal(err)
+		}
+		x := []float64{p.Gamma, p.LR, float64(strings.Index("adam rmsprop sgd", p.Optimizer) / 5), p.Width}
+		if i < 11 {
+			v := reference.Final(x)
+			if err := rs.st.AppendMetrics(ctx, m.ID, []core.MetricPoint{{Step: 1000, Name: "episode_reward", Value: v}}); err != nil {
+				t.Fatal(err)
+			}
+			if v > bestValue {
+				best, bestValue = m.ID, v
+			}
+			end(t, rs.st, m.ID, core.StatusSucceeded, &v)
+			continue
+		}
+		started(t, rs.st, m.ID, core.StatusSucceeded)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id, "--heatmap", "lr,gamma")
+	for _, want := range []string{
+		"tpe search of episode_reward: 12 of 12 members proposed",
+		"best episode_reward: {",
+		fmt.Sprintf("%s [%s, %s] (runs %s)", strconv.FormatFloat(bestValue, 'g', 5, 64), strconv.FormatFloat(bestValue, 'g', 5, 64), strconv.FormatFloat(bestValue, 'g', 5, 64), best),
+		"mean final reward over lr (columns) and gamma (rows)",
+		"ended without reporting episode_reward (no value, never best): " + ms[11].ID + "\n",
+		"never reported the early-stopping metric (not stopped for it): " + ms[11].ID + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sweep show lacks %q:\n%s", want, out)
+		}
+	}
+	imp := regexp.MustCompile(`(?m)^importance: (.*)$`).FindStringSubmatch(out)
+	if imp == nil || len(strings.Split(imp[1], ", ")) != 4 {
+		t.Errorf("sweep show: importance of the four params: %q\n%s", imp, out)
+	}
+	if strings.Contains(out, "no member that ended reported") {
+		t.Errorf("sweep show says no member reported the metric, with a best:\n%s", out)
+	}
+
+	// A metric no member reports: every ended member, and the sweep says so.
+	out, _ = h.mustRun(0, append(flags, "--metric", "episode_rewrad", "--", "python3", "train.py")...)
+	id = strings.TrimSpace(out)
+	for _, m := range members(t, rs.st, id) {
+		if err := rs.st.AppendMetrics(ctx, m.ID, []core.MetricPoint{{Step: 1000, Name: "episode_reward", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		started(t, rs.st, m.ID, core.StatusSucceeded)
+	}
+	out, _ = h.mustRun(0, "sweep", "show", id)
+	if !strings.Contains(out, "no member that ended reported episode_rewrad: is it the name the runs log?") || strings.Contains(out, "best episode_rewrad") {
+		t.Errorf("sweep show of a metric no member reports:\n%s", out)
+	}
+}
+
+// started moves run id to status to, as a run that started.
+func started(t *testing.T, st store.Store, id string, to core.Status) {
+	t.Helper()
+	ctx := context.Background()
+	tk, err := st.Task(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+	now := time.Now()
+	tk.Status, tk.StartedAt = to, &now
+	if err := st.UpdateTask(ctx, &tk, exp); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -182,6 +182,27 @@ fails(lambda: c.sweep(base={"command": ["true"]}, grid={}), 400, "bad_request")
 e = fails(lambda: c.sweep(base={"command": ["true"]}, random={"lr": {"dist": "loguniform", "min": 0, "max": 1}}, samples=2), 400, "bad_request")
 check(e.message.startswith("random.lr.min"), "the message names the field: %s" % e)
 
+# A search (issue 35): tpe with ASHA through sweep() (early_stop's names
+# camelCased), sweep_info's search fields, a bad early_stop's field named.
+prog = "import rlsched\np = rlsched.params()\nfor s in (1, 2):\n    rlsched.metric(s, episode_reward=p['lr'])\n"
+lr = {"lr": {"dist": "uniform", "min": 0, "max": 1}}
+ans = c.sweep(base={"command": ["python3", "-c", prog]}, method="tpe", budget=2, max_parallel=2, random_seed=3, random=lr,
+              early_stop={"method": "asha", "min_steps": 1, "reduction_factor": 2}, project="pyclient-e2e-sweep")
+for r in ans["runs"]:
+    made(r)
+check(len(ans["runs"]) == 2, "a tpe sweep's first proposals: %r" % (ans,))
+c.wait_sweep(ans["id"], timeout=180, poll=0.3)
+info = c.sweep_info(ans["id"])
+lrs = {t["params"]["lr"] for t in info["runs"] if t["status"] == "SUCCEEDED"}
+best = info["best"]
+check(info["method"] == "tpe" and info["budget"] == 2 and info["members"] == 2 and info["metric"] == "episode_reward"
+      and best is not None and best["params"]["lr"] == max(lrs) and best["value"] == max(lrs) and len(best["ci"]) == 2
+      and info["importance"] == [] and info["unreported"] == [] and info["noObjective"] == []
+      and all(st["error"].startswith("stopped at rung") for st in info["stops"]), "sweep_info of a search: %r" % (info,))
+e = fails(lambda: c.sweep(base={"command": ["true"]}, method="tpe", budget=2, random=lr,
+                          early_stop={"method": "asha", "rungs": [3, 1]}), 400, "bad_request")
+check(e.message.startswith("earlyStop.rungs[1]"), "the message names the field: %s" % e)
+
 # Dependencies and pipelines (issue 29): after= waits for a run and starts once it
 # succeeded; after a failed run, a child that needs success is created CANCELLED.
 ok = made(c.submit(command=["true"], name="parent-ok"))

@@ -11,10 +11,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/scripts"
 	"github.com/rlsched/rlsched/store"
+	"github.com/rlsched/rlsched/sweep"
+	"github.com/rlsched/rlsched/sweep/reference"
 )
 
 // sweepBody is the sweep the tests submit: 2 learning rates × 2 seeds.
@@ -210,6 +213,13 @@ func TestSweep_CreateFailure(t *testing.T) {
 	}
 	f(`{"base": {"command": ["x"], "tags": [`+strings.Join(tags, ",")+`]}, "seeds": [1]}`, "base.tags")
 	f(`not json`, "send a JSON object")
+	// Search and early stopping (issue 35): tpe over a grid alone, a budget
+	// of 0 or 10^6, rungs not increasing.
+	lr := `"random": {"lr": {"dist": "loguniform", "min": 1e-5, "max": 1e-2}}`
+	f(`{"base": {"command": ["x"]}, "method": "tpe", "grid": {"a": [1, 2]}, "budget": 4}`, "random: tpe searches random params")
+	f(`{"base": {"command": ["x"]}, "method": "tpe", `+lr+`, "budget": 0}`, "budget")
+	f(`{"base": {"command": ["x"]}, "method": "tpe", `+lr+`, "budget": 1000000}`, "budget")
+	f(`{"base": {"command": ["x"]}, "method": "tpe", `+lr+`, "budget": 4, "earlyStop": {"method": "asha", "rungs": [300, 100]}}`, "earlyStop.rungs[1]")
 	if ts, _, err := e.st.ListTasks(context.Background(), store.Filter{}); err != nil || len(ts) != 0 {
 		t.Fatalf("failed sweeps left runs: %v %v", ts, err)
 	}
@@ -559,5 +569,90 @@ func TestPriorityClampedOnEveryPath(t *testing.T) {
 		if p := e.task(ans.ID).Priority; r.status != http.StatusAccepted || p != want {
 			t.Errorf("rerun: %d, priority %d, want %d", r.status, p, want)
 		}
+	}
+}
+
+// TestSweep_SearchResults: GET /api/sweeps/{id} of a tpe + ASHA sweep on
+// issue 35's reference problem names the best proposal with its interval
+// and the params' importances, the members that started without reporting
+// the early-stopping metric (unreported: never stopped for lacking it) and
+// the one of them that ended without the sweep's metric (noObjective: a
+// metric no member reports shows there, not as a search finding nothing).
+func TestSweep_SearchResults(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	body := `{"base": {"command": ["python3", "train.py"]}, "method": "tpe", "budget": 12, "maxParallel": 12,
+		"random": ` + reference.Random + `, "earlyStop": {"method": "asha", "minSteps": 100}}`
+	id, runs := e.sweep(tok, body)
+	if len(runs) != 12 {
+		t.Fatalf("%d first proposals; want 12", len(runs))
+	}
+	spec, err := sweep.Parse([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	best, bestValue := "", math.Inf(-1)
+	for i, rid := range runs {
+		tk, err := e.st.Task(ctx, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := spec.Point(tk.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := store.Expect{Fence: tk.Fence, Status: tk.Status}
+		now := time.Now()
+		tk.StartedAt, tk.Status = &now, core.StatusSucceeded
+		switch i {
+		case 10: // ends without a point of the metric
+		case 11: // runs without one
+			tk.Status = core.StatusRunning
+		default:
+			v := reference.Final(x)
+			pts := []core.MetricPoint{{Step: 100, Name: "episode_reward", Value: reference.Curve(x, 100)}, {Step: 1000, Name: "episode_reward", Value: v}}
+			if err := e.st.AppendMetrics(ctx, rid, pts); err != nil {
+				t.Fatal(err)
+			}
+			if v > bestValue {
+				best, bestValue = rid, v
+			}
+		}
+		if err := e.st.UpdateTask(ctx, &tk, exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.req("GET", "/api/sweeps/"+id, tok, nil)
+	var got struct {
+		Best *struct {
+			Value float64    `json:"value"`
+			CI    [2]float64 `json:"ci"`
+			Runs  []string   `json:"runs"`
+		} `json:"best"`
+		Importance []struct {
+			Param string  `json:"param"`
+			Value float64 `json:"value"`
+		} `json:"importance"`
+		Unreported  []string `json:"unreported"`
+		NoObjective []string `json:"noObjective"`
+	}
+	mustJSON(t, r.body, &got)
+	if got.Best == nil || !slices.Equal(got.Best.Runs, []string{best}) || got.Best.Value != bestValue || got.Best.CI != [2]float64{bestValue, bestValue} {
+		t.Fatalf("best %+v; want run %s = %v [%v, %v] (one seed)", got.Best, best, bestValue, bestValue, bestValue)
+	}
+	var names []string
+	for i, im := range got.Importance {
+		names = append(names, im.Param)
+		if i > 0 && im.Value > got.Importance[i-1].Value {
+			t.Errorf("importance %+v: not most important first", got.Importance)
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"gamma", "lr", "optimizer", "width"}) {
+		t.Fatalf("importance over %v; want the reference's four params", names)
+	}
+	if !slices.Equal(got.Unreported, runs[10:]) || !slices.Equal(got.NoObjective, runs[10:11]) {
+		t.Fatalf("unreported %v, noObjective %v; want %v, %v", got.Unreported, got.NoObjective, runs[10:], runs[10:11])
 	}
 }

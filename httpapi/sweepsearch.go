@@ -46,6 +46,11 @@ type sweepSearch struct {
 	// Unreported are the members that started without reporting the
 	// early-stopping metric: never judged, so never stopped for lacking it.
 	Unreported []string `json:"unreported"`
+	// NoObjective are the members that ran and ended without a point of
+	// the sweep's metric: their proposal has no value (TPE learns nothing
+	// from it, it is never best), so a metric no member reports shows as
+	// every ended member here rather than as a search that finds nothing.
+	NoObjective []string `json:"noObjective"`
 	// Decisions are the early-stopping rule's kept rung decisions
 	// (sweepctl), by rung, then in the order made; absent without
 	// earlyStop.
@@ -78,7 +83,7 @@ func decisionsOf(ds []store.SweepDecision) []sweepDecision {
 // (esSeries; nil without earlyStop).
 func searchOf(spec *sweep.Spec, runs []core.Task, series, esSeries map[string][][2]float64) (sweepSearch, error) {
 	out := sweepSearch{Method: spec.Method, Metric: spec.Metric, Goal: string(spec.Goal), Budget: spec.Budget,
-		Importance: []importance.Importance{}, Stops: []sweepStop{}, Unreported: []string{}}
+		Importance: []importance.Importance{}, Stops: []sweepStop{}, Unreported: []string{}, NoObjective: []string{}}
 	in := make([]sweep.Run, len(runs))
 	for i, t := range runs {
 		in[i] = sweep.Run{ID: t.ID, Params: t.Params, Status: t.Status, Reason: t.Reason, Series: series[t.ID]}
@@ -87,6 +92,9 @@ func searchOf(spec *sweep.Spec, runs []core.Task, series, esSeries map[string][]
 		}
 		if esSeries != nil && t.StartedAt != nil && len(esSeries[t.ID]) == 0 {
 			out.Unreported = append(out.Unreported, t.ID)
+		}
+		if t.Status.Terminal() && t.StartedAt != nil && len(series[t.ID]) == 0 {
+			out.NoObjective = append(out.NoObjective, t.ID)
 		}
 	}
 	outs, err := spec.Outcomes(in)

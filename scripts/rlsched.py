@@ -747,7 +747,9 @@ class Client:
         search found: ``best`` (``{"params", "value", "ci": [lo, hi],
         "runs"}`` or None), ``importance`` (``[{"param", "value"}]``),
         ``stops`` (``[{"run", "error"}]``: the members stopped early and
-        why) and ``unreported``."""
+        why), ``unreported`` (started without a point of the early-stopping
+        metric, never stopped for it) and ``noObjective`` (ended without a
+        point of the sweep's metric: a metric no member reports)."""
         path = "/api/sweeps/" + self._id(sweep_id)
         return self._json("GET", path + ("" if runs else "?runs=false"))
 

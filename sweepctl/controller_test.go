@@ -18,6 +18,7 @@ import (
 	"github.com/rlsched/rlsched/sweep"
 	"github.com/rlsched/rlsched/sweep/earlystop"
 	"github.com/rlsched/rlsched/sweep/goal"
+	"github.com/rlsched/rlsched/sweep/reference"
 )
 
 // t0 is the tests' clock: every start time is an offset of it, so the
@@ -324,5 +325,146 @@ func TestControllerKeepsDecisions(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("kept decisions\n%v\nwant\n%v", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestControllerMedian: under the median stopping rule the controller asks
+// to stop a member whose best is below the median of the others' running
+// averages, with the rule's message; a member that reports nothing is never
+// stopped for it; no rung decision is kept (the rule has no rungs).
+func TestControllerMedian(t *testing.T) {
+	b := newBed(t, `{"random":{"lr":{"dist":"loguniform","min":1e-4,"max":1e-1}},"samples":5,
+		"earlyStop":{"method":"median","minSteps":10}}`)
+	runs := b.runs()
+	if len(runs) != 5 {
+		t.Fatalf("%d members; want 5", len(runs))
+	}
+	for i, v := range []float64{5, 6, 7, 1} {
+		b.start(runs[i].ID, time.Duration(i)*time.Second)
+		b.report(runs[i].ID, 10, v)
+	}
+	b.start(runs[4].ID, 5*time.Second) // reports nothing
+	c := b.controller()
+	b.step(c)
+	want := map[string]string{runs[3].ID: "stopped at step 10: best episode_reward 1 below the median 6 of 3 other members' running averages"}
+	if fmt.Sprint(b.stops.calls) != fmt.Sprint(want) {
+		t.Fatalf("stops %v; want %v", b.stops.calls, want)
+	}
+	if ds, err := b.st.SweepDecisions(t.Context(), b.id); err != nil || len(ds) != 0 {
+		t.Fatalf("kept decisions %v (%v); want none under the median rule", ds, err)
+	}
+}
+
+// TestControllerReference: the controller on a real store drives a tpe +
+// ASHA sweep of 100 members on issue 35's reference problem (the members'
+// curves reported to the store, every 100 steps to 1,000, 6 at a time):
+// it stops members at the rungs with their reasons kept, runs well under
+// the steps of the sweep run to the end, and finds the optimum's region.
+func TestControllerReference(t *testing.T) {
+	const budget, steps, every = 100, 1000, 50
+	b := newBed(t, `{"method":"tpe","budget":100,"maxParallel":6,"randomSeed":1,"random":`+reference.Random+`,
+		"earlyStop":{"method":"asha","minSteps":37}}`)
+	spec, err := sweep.Parse(b.sweepSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.controller()
+	at := map[string]int64{} // each started member's last step reported
+	var ran int64
+	for round := 0; ; round++ {
+		if round > 10*budget {
+			t.Fatal("the sweep never ended")
+		}
+		active := 0
+		for _, r := range b.runs() {
+			if r.Status.Terminal() {
+				continue
+			}
+			active++
+			if why, ok := b.stops.calls[r.ID]; ok {
+				b.end(r.ID, core.StatusCancelled, core.ReasonEarlyStopped, why)
+				continue
+			}
+			if r.Status == core.StatusQueued {
+				b.start(r.ID, time.Duration(round)*time.Second)
+			}
+			x, err := spec.Point(r.Params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at[r.ID] += every
+			ran += every
+			b.report(r.ID, at[r.ID], reference.Curve(x, float64(at[r.ID])))
+			if at[r.ID] >= steps {
+				b.end(r.ID, core.StatusSucceeded, "", "")
+			}
+		}
+		if active == 0 && len(b.runs()) == budget {
+			break
+		}
+		b.step(c)
+	}
+	best := 0.0
+	stopped := 0
+	for _, r := range b.runs() {
+		x, _ := spec.Point(r.Params)
+		switch {
+		case r.Reason == core.ReasonEarlyStopped:
+			stopped++
+			if !strings.HasPrefix(r.Error, "stopped at rung ") {
+				t.Errorf("run %s stopped with %q; want its rung", r.ID, r.Error)
+			}
+		case r.Status == core.StatusSucceeded:
+			best = max(best, reference.Final(x))
+		}
+	}
+	ds, err := b.st.SweepDecisions(t.Context(), b.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptStops := 0
+	for _, d := range ds {
+		if d.Stop {
+			keptStops++
+		}
+	}
+	saved := 1 - float64(ran)/float64(budget*steps)
+	t.Logf("%d of %d members stopped early, %.0f%% of the steps saved, best final %.3f", stopped, budget, 100*saved, best)
+	if stopped == 0 || keptStops != stopped {
+		t.Errorf("%d members stopped, %d stops kept; want some, each kept", stopped, keptStops)
+	}
+	if saved < 0.5 {
+		t.Errorf("%.0f%% of the steps saved; want ≥ 50%%", 100*saved)
+	}
+	if best < 0.9*reference.Optimum {
+		t.Errorf("best member's final %.3f; want within 10%% of the optimum %v", best, reference.Optimum)
+	}
+}
+
+// sweepSpec is the bed's sweep's stored spec.
+func (b *bed) sweepSpec() []byte {
+	b.t.Helper()
+	sw, err := b.st.Sweep(b.t.Context(), b.id)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return sw.Spec
+}
+
+// TestJudgeEnded: a member whose last report crossed a rung as it ended is
+// judged with the others, but a stop of it is not kept: it was never made.
+func TestJudgeEnded(t *testing.T) {
+	cfg := earlystop.Config{Method: earlystop.ASHA, Goal: goal.Maximize, Rungs: []int64{10}, ReductionFactor: 2}
+	start := t0
+	ms := []Member{
+		{TaskID: "first", StartedAt: &start, Status: core.StatusRunning, Series: [][2]float64{{10, 5}}},
+		{TaskID: "done", StartedAt: &start, Status: core.StatusSucceeded, Series: [][2]float64{{10, 1}}},
+	}
+	j, err := Judge(cfg, ms, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.New) != 1 || j.New[0].Member != "first" || j.New[0].Stop {
+		t.Fatalf("new decisions %+v; want only first's continue", j.New)
 	}
 }

@@ -94,8 +94,18 @@ func Judge(cfg earlystop.Config, members []Member, kept []earlystop.Decision) (J
 			}
 		}
 	}
+	ended := map[string]bool{}
+	for _, m := range members {
+		if m.Status.Terminal() {
+			ended[m.TaskID] = true
+		}
+	}
 	for _, d := range st.Decisions() {
-		if d.Rung >= 0 && !old[key{d.Member, d.Rung}] {
+		// A stop first judged after the member ended (its last report
+		// crossed a rung as it finished) was never made: keeping it would
+		// show a member that succeeded as stopped. Its value still counts
+		// towards the others' cuts in every replay.
+		if d.Rung >= 0 && !old[key{d.Member, d.Rung}] && !(d.Stop && ended[d.Member]) {
 			j.New = append(j.New, d)
 		}
 	}

@@ -94,19 +94,42 @@ export function parallelCoords(groups, keys, metric, onPick) {
   return el;
 }
 
+// HEAT_BINS is how many ranges a heatmap cuts a numeric param with more
+// distinct values into: a tpe or random sweep's draws are all distinct, and
+// a column per draw would be a diagonal of single cells (the CLI's
+// sweep show --heatmap cuts alike).
+const HEAT_BINS = 6;
+
+// heatAxis is one side of a heatmap: its labels in order, and of(v), the
+// label of a group's value (null when it lacks the param). Each value when
+// they are at most HEAT_BINS, else HEAT_BINS equal ranges on axisOf's scale.
+export function heatAxis(groups, key) {
+  const vals = groups.map((g) => g.params[key]);
+  const axis = axisOf(vals);
+  const each = (v) => (v === undefined ? null : paramText(v));
+  if (axis.kind === 'category') return { labels: axis.cats, of: each };
+  const distinct = [...new Set(vals.filter((v) => v !== undefined))].sort((a, b) => a - b);
+  if (distinct.length <= HEAT_BINS) return { labels: distinct.map(paramText), of: each };
+  const log = axis.kind === 'log';
+  const f = log ? Math.log10 : (x) => x, back = log ? (x) => 10 ** x : (x) => x;
+  const a = f(distinct[0]), b = f(distinct[distinct.length - 1]);
+  const at = (i) => fmtNum(back(a + ((b - a) * i) / HEAT_BINS), 3);
+  const labels = [...Array(HEAT_BINS).keys()].map((i) => at(i) + '–' + at(i + 1));
+  return { labels, ranges: true, of: (v) => (typeof v !== 'number' ? null : labels[Math.min(HEAT_BINS - 1, Math.floor(((f(v) - a) / (b - a)) * HEAT_BINS))]) };
+}
+
 // heatmap draws the mean value of the groups at each pair of xKey and yKey
-// values (groups that differ in other params are averaged), with the value
-// written in each cell; pairs no group has are left blank.
+// values or ranges (heatAxis; groups that differ in other params are
+// averaged), with the value written in each cell; pairs no group has are
+// left blank.
 export function heatmap(groups, xKey, yKey, metric) {
-  const xs = axisOf(groups.map((g) => g.params[xKey]));
-  const ys = axisOf(groups.map((g) => g.params[yKey]));
-  const catsOf = (axis, key) => (axis.kind === 'category' ? axis.cats
-    : [...new Set(groups.map((g) => g.params[key]).filter((v) => v !== undefined))].sort((a, b) => a - b).map(paramText));
-  const xc = catsOf(xs, xKey), yc = catsOf(ys, yKey).reverse(); // the largest y on top
+  const xs = heatAxis(groups, xKey), ys = heatAxis(groups, yKey);
+  const xc = xs.labels, yc = ys.labels.slice().reverse(); // the largest y on top
   const cell = new Map();
   for (const g of groups) {
-    if (!(xKey in g.params) || !(yKey in g.params)) continue;
-    const k = paramText(g.params[xKey]) + '\u0000' + paramText(g.params[yKey]);
+    const xv = xs.of(g.params[xKey]), yv = ys.of(g.params[yKey]);
+    if (xv == null || yv == null) continue;
+    const k = xv + '\u0000' + yv;
     const c = cell.get(k) || { sum: 0, n: 0 };
     c.sum += g.value;
     c.n++;
@@ -114,7 +137,7 @@ export function heatmap(groups, xKey, yKey, metric) {
   }
   const means = [...cell.values()].map((c) => c.sum / c.n);
   const lo = Math.min(...means), hi = Math.max(...means);
-  const cw = Math.max(36, Math.min(90, 640 / Math.max(1, xc.length))), ch = 28, left = 70, top = 8, bottom = 40;
+  const cw = Math.max(36, Math.min(90, 640 / Math.max(1, xc.length))), ch = 28, left = ys.ranges ? 96 : 70, top = 8, bottom = xs.ranges ? 54 : 40;
   const W = left + cw * xc.length + 8, H = top + ch * yc.length + bottom;
   const el = svg('svg', { class: 'heatmap', viewBox: `0 0 ${W} ${H}`, role: 'img',
     'aria-label': metric + ' over ' + xKey + ' and ' + yKey, style: { maxWidth: W + 'px' } });
@@ -134,7 +157,13 @@ export function heatmap(groups, xKey, yKey, metric) {
       }
     });
   });
-  xc.forEach((xv, i) => el.appendChild(svg('text', { x: left + i * cw + (cw - 2) / 2, y: top + yc.length * ch + 16, 'text-anchor': 'middle', class: 'pc-tick' }, xv)));
+  // A range's ends on two lines: on one, six of them overlap.
+  xc.forEach((xv, i) => {
+    const x = left + i * cw + (cw - 2) / 2, y = top + yc.length * ch + 16;
+    const [from, to] = xv.split('–');
+    el.appendChild(svg('text', { x, y, 'text-anchor': 'middle', class: 'pc-tick' },
+      xs.ranges ? [svg('tspan', { x }, from + '–'), svg('tspan', { x, dy: 12 }, to)] : xv));
+  });
   el.appendChild(svg('text', { x: left + (cw * xc.length) / 2, y: H - 4, 'text-anchor': 'middle', class: 'pc-name' }, xKey));
   el.appendChild(svg('text', { x: 12, y: top + (ch * yc.length) / 2, class: 'pc-name', transform: `rotate(-90 12 ${top + (ch * yc.length) / 2})`, 'text-anchor': 'middle' }, yKey));
   return el;

@@ -80,10 +80,13 @@ export function mount(root, ctx) {
   const mayChange = () => sw && (ctx.user.role === 'ADMIN' || ctx.user.id === sw.userId);
 
   function renderHead() {
-    const p = progressOf(sw.counts);
+    const p = progressOf(sw.counts, (sw.stops || []).length);
     const actions = h('div', { class: 'btn-row' });
-    if (mayChange() && p.failed > 0) {
-      const b = h('button', { type: 'button', class: 'btn btn-sm', id: 'retry-sweep' }, 'Retry ' + p.failed + ' failed');
+    // A retry reruns the members stopped early too (they are CANCELLED).
+    const retried = p.failed + p.stopped;
+    if (mayChange() && retried > 0) {
+      const b = h('button', { type: 'button', class: 'btn btn-sm', id: 'retry-sweep' },
+        'Retry ' + retried + (p.stopped ? ' not succeeded' : ' failed'));
       b.addEventListener('click', async () => {
         b.disabled = true;
         try {
@@ -132,18 +135,19 @@ export function mount(root, ctx) {
           h('span', null, sw.members + ' members' + (sw.maxParallel ? ', at most ' + sw.maxParallel + ' at once' : '')),
           h('span', null, 'submitted ' + fmtTime(parseTime(sw.createdAt))))),
       h('span', { class: 'spacer' }), actions));
-    replace(progress, progressBar(sw.counts, sw.members));
+    replace(progress, progressBar(sw.counts, sw.members, (sw.stops || []).length));
     ctx.setTitle(sw.name || sw.id);
   }
 
   // renderSearch shows what the search found: the best params (the IQM of
   // their seeds and its 95% interval), the importances as bars, each rung's
   // decisions, the members stopped early with why, and those that never
-  // reported the metric.
+  // reported the metric (and those that ended without the objective).
   function renderSearch() {
     const stops = sw.stops || [];
     const imp = sw.importance || [];
     const unreported = sw.unreported || [];
+    const noObjective = sw.noObjective || [];
     const searching = sw.method === 'tpe' || (sw.spec && sw.spec.earlyStop);
     search.hidden = !searching && !sw.best;
     if (search.hidden) return;
@@ -185,7 +189,9 @@ export function mount(root, ctx) {
       h('div', { class: 'card-head' }, h('h2', null, 'Search'),
         h('span', { class: 'muted' }, sw.method === 'tpe' ? 'TPE: ' + sw.members + ' of ' + sw.budget + ' members proposed' : (sw.method || ''))),
       best, h('h3', null, 'Importance'), bars, rungTable ? [h('h3', null, 'Rungs'), rungTable] : null, h('h3', null, 'Stopped early'), stopped,
-      unreported.length ? h('p', { class: 'muted', id: 'sweep-unreported' }, 'Never reported the early-stopping metric (not stopped for it): ', runLinks(unreported)) : null);
+      unreported.length ? h('p', { class: 'muted', id: 'sweep-unreported' }, 'Never reported the early-stopping metric (not stopped for it): ', runLinks(unreported)) : null,
+      noObjective.length ? h('p', { class: 'muted', id: 'sweep-no-objective' }, 'Ended without reporting ', h('code', null, sw.metric || 'the metric'),
+        ' (no value, never best): ', runLinks(noObjective), sw.best ? '' : '. No member that ended reported it: is it the name the runs log?') : null);
   }
 
   function renderGroups() {

@@ -5,22 +5,25 @@ import { api } from '../api.js';
 import { live, poller } from '../live.js';
 import { h, replace, keyed, fmtAge, parseTime, debounce } from '../util.js';
 
-// progressOf sorts a sweep's counts (of its members' latest runs) in four.
-export function progressOf(counts = {}) {
+// progressOf sorts a sweep's counts (of its members' latest runs) in four,
+// and a fifth when stopped (the members its early stopping stopped, among
+// the CANCELLED ones) is given: a member stopped early did not fail.
+export function progressOf(counts = {}, stopped = 0) {
   const n = (...sts) => sts.reduce((a, s) => a + (counts[s] || 0), 0);
   return {
     done: n('SUCCEEDED'),
     running: n('DISPATCHED', 'RUNNING'),
     queued: n('QUEUED', 'LOST'),
-    failed: n('FAILED', 'CANCELLED', 'TIMEOUT'),
+    failed: n('FAILED', 'CANCELLED', 'TIMEOUT') - stopped,
+    stopped,
   };
 }
 
 // progressBar is a sweep's members as one stacked bar and a line of text.
-export function progressBar(counts, members) {
-  const p = progressOf(counts);
-  const total = Math.max(1, members || p.done + p.running + p.queued + p.failed);
-  const bar = h('div', { class: 'sweep-bar', role: 'img', 'aria-label': `${p.done} done, ${p.running} running, ${p.queued} queued, ${p.failed} failed` });
+export function progressBar(counts, members, stopped = 0) {
+  const p = progressOf(counts, stopped);
+  const total = Math.max(1, members || p.done + p.running + p.queued + p.failed + p.stopped);
+  const bar = h('div', { class: 'sweep-bar', role: 'img', 'aria-label': `${p.done} done, ${p.running} running, ${p.queued} queued, ${p.failed} failed` + (p.stopped ? `, ${p.stopped} stopped early` : '') });
   for (const [k, v] of Object.entries(p)) {
     if (!v) continue;
     const seg = h('span', { class: 'seg-' + k, title: v + ' ' + k });
@@ -31,8 +34,9 @@ export function progressBar(counts, members) {
     h('span', null, p.done + '/' + (members || 0) + ' done'),
     p.running ? h('span', { class: 'st-text-running' }, p.running + ' running') : null,
     p.queued ? h('span', null, p.queued + ' queued') : null,
-    p.failed ? h('span', { class: 'st-text-failed' }, p.failed + ' failed') : null);
-  return h('div', { class: 'sweep-progress', dataset: { done: p.done, running: p.running, queued: p.queued, failed: p.failed } }, bar, text);
+    p.failed ? h('span', { class: 'st-text-failed' }, p.failed + ' failed') : null,
+    p.stopped ? h('span', null, p.stopped + ' stopped early') : null);
+  return h('div', { class: 'sweep-progress', dataset: { done: p.done, running: p.running, queued: p.queued, failed: p.failed, stopped: p.stopped } }, bar, text);
 }
 
 export function mount(root, ctx) {
