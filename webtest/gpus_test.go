@@ -92,6 +92,9 @@ func TestFleetGPUShares(t *testing.T) {
 	b.click(`.mainnav a[href="/workers"]`)
 	b.wait("the shared GPU's two runs", 20*time.Second, `document.querySelectorAll('#workers .gpu.shared .shares li').length === 2`)
 	for i, want := range []string{"25 % · 4.0 GiB", "25 % · 10 GiB"} {
+		// The run's name comes from a fetch of its own, after the tile.
+		sel := fmt.Sprintf(`#workers .gpu.shared .shares li[data-task=%q]`, quarters[i])
+		b.wait("the share's run name", 20*time.Second, fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e && e.textContent.includes(%q); })()`, sel, fmt.Sprint("quarter", i)))
 		got := b.text(fmt.Sprintf(`#workers .gpu.shared .shares li[data-task=%q]`, quarters[i]))
 		if !strings.Contains(got, want) || !strings.Contains(got, fmt.Sprint("quarter", i)) {
 			t.Errorf("share of %s drawn %q, want %q and its name", quarters[i], got, want)
