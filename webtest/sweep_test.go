@@ -94,10 +94,13 @@ func TestSweepPages(t *testing.T) {
 	b.click(`#sweep-parcoords path.pc-line:last-of-type`)
 	b.wait("the best group opened from its line", 10*time.Second, `document.querySelector('#groups tr.group-row[data-rank="1"]').classList.contains('selected')`)
 	b.click(`#groups tr.group-row[data-rank="1"]`) // closed again, as before
+	// Each click waits for its state, so a second click never lands before
+	// the first one's redraw (CI under load saw the group stay closed).
+	b.wait("the best group closed", 10*time.Second, `!document.querySelector('#groups tr.group-row[data-rank="1"]').classList.contains('selected')`)
 
 	// A click opens the group's runs and leaves only its curve in the chart.
 	b.click(`#groups tr.group-row[data-rank="1"]`)
-	b.wait("the best group's runs", 10*time.Second, `document.querySelectorAll('#groups tr.members-row tr[data-id]').length === 3 &&
+	b.wait("the best group's runs", 30*time.Second, `document.querySelectorAll('#groups tr.members-row tr[data-id]').length === 3 &&
 		[...document.querySelectorAll('[data-chart="sweep"] path.band')].length === 1`)
 	b.screenshot("22-sweep-group")
 
