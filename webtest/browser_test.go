@@ -237,7 +237,9 @@ func (b *browser) screenshot(name string) { b.shoot(name, chromedp.FullScreensho
 
 // screenshotOf saves the first element css matches, at its size, where a
 // full page would be too long to read.
-func (b *browser) screenshotOf(name, css string) { b.shoot(name, chromedp.Screenshot(chromedp.CSS(css), chromedp.NodeVisible)) }
+func (b *browser) screenshotOf(name, css string) {
+	b.shoot(name, chromedp.Screenshot(chromedp.CSS(css), chromedp.NodeVisible))
+}
 
 func (b *browser) shoot(name string, shot chromedp.Action[[]byte]) {
 	b.t.Helper()

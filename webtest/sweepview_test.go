@@ -11,8 +11,11 @@ import (
 )
 
 // TestSweepViewLayout: a sweep's page at 1400 and 390 px with one and with
-// three varying params (issue 32). On a phone the groups table is a card
-// per group and scrolls nothing sideways, a group opened too.
+// three varying params (issue 32). The parallel-coordinates plot is drawn
+// no smaller than a readable size and its outer axes' tick labels lie
+// clear of the lines (the first axis's to its left, the metric's to its
+// right; a middle axis's sit on a backing drawn over the lines); on a
+// phone the groups table is a card per group and scrolls nothing sideways.
 func TestSweepViewLayout(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -50,6 +53,31 @@ func TestSweepViewLayout(t *testing.T) {
 		b.do("desktop viewport", chromedp.EmulateViewport(1400, 1000))
 		b.open(s.url + "/sweeps/" + c.id)
 		b.wait(c.name+": the params view", 20*time.Second, fmt.Sprintf(`document.querySelectorAll('#sweep-parcoords path.pc-line').length === %d`, c.groups))
+		if w := eval[float64](b, `document.querySelector('#sweep-parcoords svg').getBoundingClientRect().width`); w < 560 {
+			t.Errorf("%s: the parallel-coordinates plot is %.0f px wide, want at least 560", c.name, w)
+		}
+		if h := eval[float64](b, `document.querySelector('#sweep-parcoords svg').getBoundingClientRect().height`); h < 260 {
+			t.Errorf("%s: the parallel-coordinates plot is %.0f px high, want at least 260", c.name, h)
+		}
+		// A tick label of the first or the metric axis that a line's stroke
+		// crosses (sampled over its box) collides with it.
+		if hit := eval[[]string](b, `(() => {
+			const svg = document.querySelector('#sweep-parcoords svg'), lines = [...svg.querySelectorAll('path.pc-line')];
+			const axes = [...svg.querySelectorAll('.pc-axis')], out = [];
+			for (const ax of [axes[0], axes[axes.length - 1]]) for (const t of ax.querySelectorAll('.pc-tick')) {
+				const r = t.getBBox();
+				for (let i = 0; i <= 6; i++) for (let j = 0; j <= 3; j++) {
+					const p = svg.createSVGPoint(); p.x = r.x + r.width * i / 6; p.y = r.y + r.height * j / 3;
+					if (lines.some((l) => l.isPointInStroke(p))) { out.push(ax.dataset.name + ' ' + t.textContent); i = 7; break; }
+				}
+			}
+			return out;
+		})()`); len(hit) > 0 {
+			t.Errorf("%s: tick labels under a line: %q", c.name, hit)
+		}
+		if bad := eval[[]string](b, `[...document.querySelectorAll('#sweep-parcoords .pc-axis')].slice(1, -1).flatMap((ax) => [...ax.querySelectorAll('.pc-tick')].filter((t) => !t.classList.contains('pc-halo')).map((t) => ax.dataset.name + ' ' + t.textContent))`); len(bad) > 0 {
+			t.Errorf("%s: a middle axis's tick labels without a backing: %q", c.name, bad)
+		}
 		b.screenshotOf("sweepview-"+c.name+"-desktop-params", "#sweep-params")
 
 		b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
