@@ -86,6 +86,12 @@ func TestSweepViewLayout(t *testing.T) {
 		if over := eval[bool](b, `(() => { const w = document.querySelector('#groups'); return w.scrollWidth > w.clientWidth + 1 || document.documentElement.scrollWidth > window.innerWidth + 1; })()`); over {
 			t.Errorf("%s: the groups table scrolls sideways on a phone", c.name)
 		}
+		// One param's plot fits the phone's card whole, at its size.
+		if c.name == "one" {
+			if got := eval[[]float64](b, `(() => { const box = document.querySelector('#sweep-parcoords'), svg = box.querySelector('svg'); return [svg.getBoundingClientRect().width, box.clientWidth, svg.viewBox.baseVal.width]; })()`); got[0] > got[1]+1 || got[0] != got[2] {
+				t.Errorf("one: the plot is %.0f px in a %.0f px box, drawn from %.0f", got[0], got[1], got[2])
+			}
+		}
 		b.screenshotOf("sweepview-"+c.name+"-phone-groups", "#groups")
 		b.screenshotOf("sweepview-"+c.name+"-phone-params", "#sweep-params")
 		b.click(`#groups tr.group-row[data-rank="1"]`)

@@ -57,10 +57,11 @@ const svg = (tag, attrs, ...kids) => h('svg:' + tag, attrs, ...kids);
 // left, so the first axis's tick labels go on its left and the metric's on
 // its right, in margins as wide as their longest label; a middle axis has
 // lines on both sides, so its labels sit on a backing (pc-halo) drawn over
-// them. It is never narrower than MIN_W, nor its text smaller than the
-// page's: a phone scrolls it inside its box rather than shrinking it.
+// them. It is drawn at its size, MIN_W wide or the avail px its box has
+// when less (a phone), yet no narrower than 160 px an axis: its text is
+// never scaled, and a box too narrow for its axes scrolls.
 const MIN_W = 600;
-export function parallelCoords(groups, keys, metric, onPick) {
+export function parallelCoords(groups, keys, metric, onPick, avail = Infinity) {
   const axes = keys.map((k) => ({ name: k, axis: axisOf(groups.map((g) => g.params[k])) }));
   const vals = groups.map((g) => g.value);
   const vAxis = axisOf(vals);
@@ -69,7 +70,7 @@ export function parallelCoords(groups, keys, metric, onPick) {
   // About 7 px a character of the 11 px tick font, and room for the axis
   // name centred under the axis.
   const margin = (a) => Math.max(48, a.name.length * 4 + 8, ...a.axis.ticks.map((t) => String(a.axis.label(t)).length * 7 + 14));
-  const W = Math.max(MIN_W, 170 * n), H = 280, top = 16, bottom = 40, left = margin(axes[0]), right = margin(axes[n - 1]);
+  const W = Math.max(Math.min(MIN_W, avail), 160 * n), H = 280, top = 16, bottom = 40, left = margin(axes[0]), right = margin(axes[n - 1]);
   const x = (i) => left + (n === 1 ? 0 : (i * (W - left - right)) / (n - 1));
   const y = (p) => top + (1 - p) * (H - top - bottom);
   const el = svg('svg', { class: 'parcoords', viewBox: `0 0 ${W} ${H}`, role: 'img',

@@ -248,7 +248,8 @@ export function mount(root, ctx) {
       const row = groupsBox.querySelector(`tr.group-row[data-key="${CSS.escape(key)}"]`);
       if (row) row.scrollIntoView({ block: 'nearest' });
     };
-    const views = [h('div', { id: 'sweep-parcoords' }, parallelCoords(groups, varying, 'final reward', pick))];
+    // The groups' box is as wide as this card's (which may be hidden yet).
+    const views = [h('div', { id: 'sweep-parcoords' }, parallelCoords(groups, varying, 'final reward', pick, groupsBox.clientWidth || Infinity))];
     let controls = null;
     if (varying.length >= 2) {
       if (!varying.includes(heatX)) heatX = varying[0];
