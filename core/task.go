@@ -310,3 +310,9 @@ type MetricPoint struct {
 	Name  string
 	Value float64
 }
+
+// MetricResume is the series of where each attempt ≥ 2 resumed: a point at
+// the attempt's first metric step, valued the attempt's number, recorded by
+// the master as it reads the attempt's output from its start (logpipe), so
+// the run page marks every resume however much of the log it reads.
+const MetricResume = "rlsched/resume"

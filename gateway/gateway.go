@@ -273,7 +273,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	if !st.verified && !public && !g.cfg.AllowAnonymous {
 		g.obs.AuthRefused()
 		if wantsHTML(ctx) && st.kind != pathWS {
-			ctx.Response.Header.Set("Location", "/login")
+			ctx.Response.Header.Set("Location", loginLocation(st.segs, rawPath, ctx.URI().QueryString()))
 			ctx.Response.Header.Set("Cache-Control", "no-store")
 			ctx.SetStatusCode(fasthttp.StatusFound)
 			return

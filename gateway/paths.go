@@ -93,6 +93,28 @@ func kindOf(segs []string) pathKind {
 	return pathPrivate
 }
 
+// loginLocation is where a signed-out browser's navigation to a private
+// path goes: the sign-in page, which returns to the dashboard page asked
+// for (?next=, as the dashboard itself sends a signed-out reader; an
+// unknown page then shows the dashboard's "Page not found"). An API path,
+// a session's app or the root is no dashboard page to return to; the
+// login page checks next again (safeNext), this only keeps it a path.
+func loginLocation(segs []string, rawPath, query []byte) string {
+	if len(segs) == 0 || segs[0] == "" || segs[0] == "api" || segs[0] == "sessions" {
+		return "/login"
+	}
+	for _, s := range segs {
+		if strings.ContainsAny(s, "\\\x00\r\n") {
+			return "/login"
+		}
+	}
+	next := string(rawPath)
+	if len(query) > 0 {
+		next += "?" + string(query)
+	}
+	return "/login?next=" + url.QueryEscape(next)
+}
+
 // isSessionPath: sign-in, registration or sign-out, which a page of another
 // site must not make a browser do (login CSRF).
 func isSessionPath(segs []string) bool {

@@ -95,7 +95,7 @@ func TestProcessTraceIDAuthAndRunLog(t *testing.T) {
 	if a := do(t, "GET", g.URL+"/api/tasks", ""); a.Status != 401 {
 		t.Fatalf("no token: %d %s", a.Status, a.Body)
 	}
-	if a := do(t, "GET", g.URL+"/runs", "", "Accept", "text/html"); a.Status != 302 || a.Header.Get("Location") != "/login" {
+	if a := do(t, "GET", g.URL+"/runs", "", "Accept", "text/html"); a.Status != 302 || a.Header.Get("Location") != "/login?next=%2Fruns" {
 		t.Fatalf("HTML without a token: %d %v", a.Status, a.Header)
 	}
 	parts := strings.Split(alice.token, ".")

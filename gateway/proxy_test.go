@@ -450,11 +450,16 @@ func TestAuthFilter(t *testing.T) {
 	if a := do(t, "GET", gwURL+"/api/tasks", ""); a.Status != 401 {
 		t.Errorf("no token: %d", a.Status)
 	}
-	// Browsers are sent to the login page; the login page and static files
-	// are public.
-	a := do(t, "GET", gwURL+"/runs", "", "Accept", "text/html,application/xhtml+xml")
-	if a.Status != 302 || a.Header.Get("Location") != "/login" {
-		t.Errorf("HTML GET without a token: %d %v", a.Status, a.Header)
+	// Browsers are sent to the login page, which returns them to the
+	// dashboard page they asked for, an unknown one too (the dashboard
+	// says it is not found), never to an API path, a session's app or
+	// another site; the login page and static files are public.
+	for p, want := range map[string]string{"/runs": "/login?next=%2Fruns", "/no-such-page?x=1": "/login?next=%2Fno-such-page%3Fx%3D1",
+		"/": "/login", "/api/tasks": "/login", "/sessions/abc/": "/login", "//evil.example/x": "/login", "/a%5C%5Cevil.example": "/login"} {
+		a := do(t, "GET", gwURL+p, "", "Accept", "text/html,application/xhtml+xml")
+		if a.Status != 302 || a.Header.Get("Location") != want {
+			t.Errorf("HTML GET of %s without a token: %d %v, want a redirect to %s", p, a.Status, a.Header, want)
+		}
 	}
 	for _, p := range []string{"/login", "/static/app.js", "/api/monitor/health", "/gateway-actuator/health"} {
 		if a := do(t, "GET", gwURL+p, "", "Accept", "text/html"); a.Status != 200 {

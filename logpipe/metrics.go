@@ -25,6 +25,10 @@ type extractor struct {
 	// reward when the run never prints FINAL_REWARD).
 	lastEpisodeReward    float64
 	hasLastEpisodeReward bool
+	// mark is the attempt (≥ 2) whose first metric line adds a
+	// core.MetricResume point; 0 once added, or when the extractor did not
+	// see the attempt from its start.
+	mark int
 }
 
 const maxLine = 1 << 20 // longer lines are not metric lines
@@ -148,15 +152,20 @@ func (x *extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint
 	if s, ok := m["step"].(float64); ok {
 		step = int64(s)
 	}
+	n := len(pts)
 	for k, v := range m {
 		f, ok := v.(float64)
-		if !ok || k == "step" || len(k) > 128 {
+		if !ok || k == "step" || len(k) > 128 || k == core.MetricResume {
 			continue
 		}
 		pts = append(pts, core.MetricPoint{Step: step, Name: k, Value: f})
 		if k == "episode_reward" {
 			x.lastEpisodeReward, x.hasLastEpisodeReward = f, true
 		}
+	}
+	if x.mark > 0 && len(pts) > n {
+		pts = append(pts, core.MetricPoint{Step: step, Name: core.MetricResume, Value: float64(x.mark)})
+		x.mark = 0
 	}
 	return pts
 }

@@ -291,6 +291,9 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 		if p.attempt > 0 {
 			if rf.x == nil || rf.xAttempt != p.attempt {
 				rf.x, rf.xAttempt = &extractor{}, p.attempt
+				if p.attempt > 1 && (p.offset == 0 || (!p.drop && p.offset <= rescanLimit)) {
+					rf.x.mark = p.attempt // read from the attempt's start: its first step is known
+				}
 				if p.offset > 0 && p.drop {
 					// Past the cap the file does not hold the earlier
 					// output to read again: skip to the next line.

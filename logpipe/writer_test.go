@@ -712,3 +712,41 @@ func TestWriter_UnknownQueueRefused(t *testing.T) {
 		t.Fatalf("NewWriter with an unknown queue: %v", err)
 	}
 }
+
+// TestWriter_ResumeMarksAnAttemptsFirstStep (issue 32): the first metric
+// step of each attempt ≥ 2 is stored as a core.MetricResume point valued
+// the attempt, found where its output starts even when that first frame
+// has no metric line; attempt 1 has none, and a run's own line cannot
+// write the series.
+func TestWriter_ResumeMarksAnAttemptsFirstStep(t *testing.T) {
+	store := &memStore{}
+	a := newAcks()
+	w := newWriter(t, WriterConfig{Dir: t.TempDir(), Store: store})
+	send := func(attempt int, off uint64, s string) {
+		t.Helper()
+		n := a.count()
+		submit(t, w, Frame{TaskID: "r", TraceID: "t", Attempt: attempt, Offset: off, Data: []byte(s), Ack: a})
+		if ack := a.waitAck(t, "r", n); ack.Err != "" {
+			t.Fatalf("ack %+v", ack)
+		}
+	}
+	send(1, 0, "RLSCHED_METRIC {\"step\": 1, \"r\": 1}\nRLSCHED_METRIC {\"step\": 2, \"r\": 2, \"rlsched/resume\": 9}\n")
+	send(2, 0, "loading the checkpoint\nRLSCHED_METRIC {\"step\": 2, \"r\": 2}\nRLSCHED_METRIC {\"step\": 3, \"r\": 3}\n")
+	first := "loading the checkpoint\n"
+	send(3, 0, first)
+	send(3, uint64(len(first)), "RLSCHED_METRIC {\"step\": 3, \"r\": 3}\nRLSCHED_METRIC {\"step\": 4, \"r\": 4}\n")
+	if err := w.WaitMetrics(t.Context(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	var got []core.MetricPoint
+	for _, p := range store.points["r"] {
+		if p.Name == core.MetricResume {
+			got = append(got, p)
+		}
+	}
+	if want := []core.MetricPoint{{Step: 2, Name: core.MetricResume, Value: 2}, {Step: 3, Name: core.MetricResume, Value: 3}}; !slices.Equal(got, want) {
+		t.Fatalf("resume points %v, want %v", got, want)
+	}
+}

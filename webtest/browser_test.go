@@ -233,13 +233,21 @@ func (b *browser) slide(css, value string) {
 }
 
 // screenshot saves the whole page as screenshots/<name>.png.
-func (b *browser) screenshot(name string) {
+func (b *browser) screenshot(name string) { b.shoot(name, chromedp.FullScreenshot(100)) }
+
+// screenshotOf saves the first element css matches, at its size, where a
+// full page would be too long to read.
+func (b *browser) screenshotOf(name, css string) {
+	b.shoot(name, chromedp.Screenshot(chromedp.CSS(css), chromedp.NodeVisible))
+}
+
+func (b *browser) shoot(name string, shot chromedp.Action[[]byte]) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	// Let layout, charts and fonts settle.
 	_, _ = chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))`, chromedp.EvalAwaitPromise))
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	buf, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 		return

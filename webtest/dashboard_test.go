@@ -543,3 +543,29 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 	b.open(s.url + "/login?next=" + "/.//evil.example/")
 	b.wait("the runs page for a visitor signed in", 15*time.Second, fmt.Sprintf(`location.origin === %q && location.pathname === '/runs'`, s.url))
 }
+
+// TestSignedOutNavigation (issue 32): a signed-out browser that opens a
+// dashboard path at the gateway (up's URL) gets the sign-in page, not a
+// JSON error, and signing in returns it to that path: a page of the
+// dashboard, or the dashboard's "Page not found" for an unknown one, as
+// the master's own dashboard does.
+func TestSignedOutNavigation(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	s.api().signup("ida")
+	b := newBrowser(t)
+	for _, c := range []struct{ path, ready string }{
+		{"/no-such-page?x=1", `document.querySelector('#main .empty') !== null && document.querySelector('#main .empty').textContent.includes('Page not found') && document.querySelector('.mainnav a[href="/runs"]').offsetParent !== null`},
+		{"/queue", `document.querySelector('#queue') !== null`},
+	} {
+		b.open(s.url + c.path)
+		b.wait("the sign-in page for "+c.path, 15*time.Second, `document.querySelector('#username') !== null && location.pathname === '/login'`)
+		b.typeInto("#username", "ida")
+		b.typeInto("#password", rig.Password)
+		b.click("#auth-submit")
+		b.wait(c.path+" after signing in", 15*time.Second, fmt.Sprintf(`location.pathname + location.search === %q && %s`, c.path, c.ready))
+		b.click("#signout")
+		b.wait("the login page after signing out", 10*time.Second, `location.pathname === '/login'`)
+	}
+}

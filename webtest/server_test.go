@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 // server is a running `rlsched up`.
 type server struct {
 	t   *testing.T
+	c   *rig.Cluster
 	p   *rig.Proc
 	url string
 }
@@ -34,7 +36,7 @@ func startUp(t *testing.T, gpus int, env ...string) *server {
 	if gpus >= 0 {
 		args = append(args, "--gpus", fmt.Sprint(gpus))
 	}
-	s := &server{t: t, p: c.Start("up", c.ServerEnv(env...), args...)}
+	s := &server{t: t, c: c, p: c.Start("up", c.ServerEnv(env...), args...)}
 	// Before the cluster's cleanup (SIGKILL of the group): up stops its
 	// local worker and that worker's runs on SIGTERM.
 	t.Cleanup(func() { _ = s.p.Cmd.Process.Signal(syscall.SIGTERM); s.p.WaitExit(10 * time.Second) })
@@ -62,6 +64,28 @@ func startUp(t *testing.T, gpus int, env ...string) *server {
 		return h.Workers["IDLE"]+h.Workers["RUNNING"] > 0, fmt.Sprintf("no live worker yet: %v", h.Workers)
 	})
 	return s
+}
+
+var upLine = regexp.MustCompile(`(?m)^\s*(RPC|secrets):\s+(\S+)`)
+
+// startWorker starts a worker of its own beside up's local one, the way
+// up's banner says: at up's RPC address, with the join token of up's
+// secrets file; gpus synthetic GPUs.
+func (s *server) startWorker(id string, gpus int) *rig.Proc {
+	s.t.Helper()
+	got := map[string]string{}
+	for _, m := range upLine.FindAllStringSubmatch(s.p.Stdout(), -1) {
+		got[m[1]] = m[2]
+	}
+	secrets, err := os.ReadFile(got["secrets"])
+	if err != nil || got["RPC"] == "" {
+		s.t.Fatalf("up's RPC address %q and secrets %q: %v", got["RPC"], got["secrets"], err)
+	}
+	token := regexp.MustCompile(`(?m)^WORKER_JOIN_TOKEN=(\S+)`).FindSubmatch(secrets)
+	if token == nil {
+		s.t.Fatalf("no WORKER_JOIN_TOKEN in %s", got["secrets"])
+	}
+	return s.c.StartWorker(id, got["RPC"], rig.WorkerOpts{GPUs: gpus, Token: string(token[1])})
 }
 
 // api is a REST client of the server, signed in as one user.

@@ -57,10 +57,10 @@ func TestSweepPages(t *testing.T) {
 	if len(means) != 3 || !strings.Contains(means[0], "±") || !strings.Contains(means[1], "±") || means[2] != "—" {
 		t.Errorf("reward cells %q", means)
 	}
-	if lrs := eval[[]string](b, `[...document.querySelectorAll('#groups tr.group-row')].map((tr) => tr.children[2].textContent)`); lrs[2] != "-1" {
+	if lrs := eval[[]string](b, `[...document.querySelectorAll('#groups tr.group-row')].map((tr) => tr.children[1].textContent)`); lrs[2] != "-1" {
 		t.Errorf("group order by lr %q: want -1 last", lrs)
 	}
-	if n := eval[string](b, `document.querySelector('#groups tr.group-row').children[4].textContent`); n != "3" {
+	if n := eval[string](b, `document.querySelector('#groups tr.group-row').children[3].textContent`); n != "3" {
 		t.Errorf("n of the best group %q, want 3", n)
 	}
 	b.screenshot("21-sweep")

@@ -114,7 +114,7 @@ func TestEveryPage(t *testing.T) {
 				}
 				// Nor do these pages' tables: a card per row, or the
 				// columns that matter only.
-				if p.name == "runs" || p.name == "queue" || p.name == "compare" || p.name == "run" {
+				if p.name == "runs" || p.name == "queue" || p.name == "compare" || p.name == "run" || p.name == "sweep" {
 					if n := eval[int](b, `[...document.querySelectorAll('#main .table-wrap')].filter((w) => w.offsetParent !== null && w.scrollWidth > w.clientWidth + 1).length`); n > 0 {
 						t.Errorf("%s: %d tables scroll sideways on a phone (%s)", p.name, n, m.name)
 					}

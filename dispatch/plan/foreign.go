@@ -78,6 +78,9 @@ func (r foreignRule) blocks(gpus int, left []Worker) (string, bool) {
 	if !would {
 		return "", false
 	}
-	return fmt.Sprintf("needs %d GPU%s; %d free GPU%s hold a process rlsched did not start",
-		gpus, plural(gpus), r.total, plural(r.total)), true
+	held := "1 GPU no run holds has a process rlsched did not start"
+	if r.total != 1 {
+		held = fmt.Sprintf("%d GPUs no run holds have processes rlsched did not start", r.total)
+	}
+	return fmt.Sprintf("needs %d GPU%s; %s", gpus, plural(gpus), held), true
 }

@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/rlsched/rlsched/core"
@@ -18,7 +17,7 @@ func TestForeignGPUs(t *testing.T) {
 	if len(res.Placements) != 1 || res.Placements[0].Task.ID != "a" || res.Placements[0].GPUs[0] != 0 {
 		t.Fatalf("placements %+v", res.Placements)
 	}
-	if w := res.Waiting["b"]; w.Code != CodeGPUForeign || !strings.Contains(w.Reason, "did not start") {
+	if w := res.Waiting["b"]; w.Code != CodeGPUForeign || w.Reason != "needs 1 GPU; 1 GPU no run holds has a process rlsched did not start" {
 		t.Fatalf("b waits %+v", w)
 	}
 	if w := res.Waiting["c"]; w.Code != CodeNoWorker {

@@ -52,18 +52,30 @@ const svg = (tag, attrs, ...kids) => h('svg:' + tag, attrs, ...kids);
 // parallelCoords draws groups over keys (the varying params) and a last
 // axis of their value named metric. onPick(key) is called on a line's
 // click.
-export function parallelCoords(groups, keys, metric, onPick) {
-  const W = Math.max(360, 180 * (keys.length + 1)), H = 240, top = 16, bottom = 40, left = 56, right = 56;
+//
+// Lines leave the first axis rightwards and reach the metric's from the
+// left, so the first axis's tick labels go on its left and the metric's on
+// its right, in margins as wide as their longest label; a middle axis has
+// lines on both sides, so its labels sit on a backing (pc-halo) drawn over
+// them. It is drawn at its size, MIN_W wide or the avail px its box has
+// when less (a phone), yet no narrower than 160 px an axis: its text is
+// never scaled, and a box too narrow for its axes scrolls.
+const MIN_W = 600;
+export function parallelCoords(groups, keys, metric, onPick, avail = Infinity) {
   const axes = keys.map((k) => ({ name: k, axis: axisOf(groups.map((g) => g.params[k])) }));
   const vals = groups.map((g) => g.value);
   const vAxis = axisOf(vals);
   axes.push({ name: metric, axis: vAxis, metric: true });
   const n = axes.length;
+  // About 7 px a character of the 11 px tick font, and room for the axis
+  // name centred under the axis.
+  const margin = (a) => Math.max(48, a.name.length * 4 + 8, ...a.axis.ticks.map((t) => String(a.axis.label(t)).length * 7 + 14));
+  const W = Math.max(Math.min(MIN_W, avail), 160 * n), H = 280, top = 16, bottom = 40, left = margin(axes[0]), right = margin(axes[n - 1]);
   const x = (i) => left + (n === 1 ? 0 : (i * (W - left - right)) / (n - 1));
   const y = (p) => top + (1 - p) * (H - top - bottom);
   const el = svg('svg', { class: 'parcoords', viewBox: `0 0 ${W} ${H}`, role: 'img',
     'aria-label': 'Parallel coordinates of ' + groups.length + ' groups over ' + keys.join(', ') + ' and ' + metric,
-    style: { maxWidth: W + 'px' } }); // never drawn larger than its size: the text would grow with it
+    style: { maxWidth: W + 'px', minWidth: W + 'px' } }); // drawn at its size: the text neither grows nor shrinks
   // Lines first, the best last (drawn on top).
   const order = groups.map((g, i) => i).sort((a, b) => vals[a] - vals[b]);
   for (const gi of order) {
@@ -85,7 +97,9 @@ export function parallelCoords(groups, keys, metric, onPick) {
     for (const t of a.axis.ticks) {
       const p = a.axis.pos(t);
       if (p == null) continue;
-      g.appendChild(svg('text', { x: gx + 5, y: y(p) + 4, class: 'pc-tick' }, String(a.axis.label(t))));
+      const first = i === 0, last = i === n - 1;
+      g.appendChild(svg('text', { x: first ? gx - 6 : gx + 6, y: y(p) + 4, 'text-anchor': first ? 'end' : 'start',
+        class: ['pc-tick', !first && !last && 'pc-halo'] }, String(a.axis.label(t))));
     }
     g.appendChild(svg('text', { x: gx, y: H - bottom + 20, class: 'pc-name', 'text-anchor': 'middle' },
       a.name + (a.axis.kind === 'log' ? ' (log)' : '')));

@@ -175,6 +175,10 @@ export function debounce(fn, ms) {
 }
 
 // Series colours: distinguishable, readable on light and dark.
+// RESUME_METRIC is the master's series of where each attempt ≥ 2 resumed
+// (core.MetricResume): marks on a run's charts, never a chart of its own.
+export const RESUME_METRIC = 'rlsched/resume';
+
 export const PALETTE = ['#4f7cff', '#f0642e', '#1fa37a', '#c03fd1', '#e2a400', '#0aa5c2', '#e23d6d', '#6b8e23', '#8b5cf6', '#8d6e63'];
 
 export function paramsOf(t) {

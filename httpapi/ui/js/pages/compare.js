@@ -12,7 +12,7 @@ import { LineChart, smoothingControl } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
 import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
-import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, varyingKeys, PALETTE, TERMINAL, debounce } from '../util.js';
+import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, varyingKeys, PALETTE, TERMINAL, RESUME_METRIC, debounce } from '../util.js';
 
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_RUNS = 200;
@@ -231,7 +231,7 @@ export function mount(root, ctx) {
 
   function metricNames() {
     const names = new Set();
-    for (const id of ids) for (const n of Object.keys(metrics.get(id) || {})) names.add(n);
+    for (const id of ids) for (const n of Object.keys(metrics.get(id) || {})) if (n !== RESUME_METRIC) names.add(n);
     return [...names].sort((a, b) => (a === 'episode_reward' ? -1 : b === 'episode_reward' ? 1 : a.localeCompare(b)));
   }
 

@@ -14,7 +14,7 @@ import { snapshotDetails } from './runcode.js';
 import { loadSelection, saveSelection } from './runs.js';
 import {
   h, replace, clear, badge, fmtDuration, fmtTime, fmtNum, fmtBytes, parseTime, runDuration, placement,
-  shellQuote, paramsOf, paramText, mayCancel, copyButton, toast, sessionURL, TERMINAL, PALETTE,
+  shellQuote, paramsOf, paramText, mayCancel, copyButton, toast, sessionURL, TERMINAL, PALETTE, RESUME_METRIC,
 } from '../util.js';
 
 const METRIC = 'RLSCHED_METRIC ';
@@ -32,8 +32,7 @@ export function mount(root, ctx) {
   const cleanups = [];
   const series = new Map();       // metric name -> [[step, value], ...]
   const logNames = new Set();     // names the log's metric lines gave
-  const resumes = [];             // {attempt, step}: an attempt ≥ 2's first metric step
-  let pendingAttempt = 0;         // an attempt marker read, its first metric line not yet
+  let resumes = [];               // {attempt, step}: an attempt ≥ 2's first metric step, from the master
   let metricPartial = '';
   let chartsDirty = false;
   const charts = new Map();       // name -> LineChart
@@ -587,30 +586,22 @@ export function mount(root, ctx) {
     if (nl < 0) { metricPartial = s.length > 1 << 20 ? '' : s; return; }
     metricPartial = s.slice(nl + 1);
     s = s.slice(0, nl);
-    // Where an attempt ≥ 2 began (logpipe's marker line), in the order of
-    // the metric lines, so its first step gets a mark on the charts.
-    const attempts = [];
-    if (s.includes('=== rlsched attempt ')) for (const m of s.matchAll(/^=== rlsched attempt (\d+) ===/gm)) attempts.push([m.index, Number(m[1])]);
-    let ai = 0;
     let i = s.indexOf(METRIC);
     while (i >= 0) {
       const lineEnd = s.indexOf('\n', i);
       const lineStart = s.lastIndexOf('\n', i) + 1;
-      while (ai < attempts.length && attempts[ai][0] < lineStart) pendingAttempt = attempts[ai++][1];
       const line = s.slice(lineStart, lineEnd < 0 ? s.length : lineEnd);
       const j = line.indexOf(METRIC);
       try {
         const m = JSON.parse(line.slice(j + METRIC.length));
         if (m && typeof m === 'object' && !Array.isArray(m)) {
           const step = typeof m.step === 'number' ? Math.trunc(m.step) : 0;
-          if (pendingAttempt > 1) { resumes.push({ attempt: pendingAttempt, step }); pendingAttempt = 0; }
-          for (const [k, v] of Object.entries(m)) if (k !== 'step' && typeof v === 'number' && Number.isFinite(v) && k.length <= 128) addPoint(k, step, v);
+          for (const [k, v] of Object.entries(m)) if (k !== 'step' && k !== RESUME_METRIC && typeof v === 'number' && Number.isFinite(v) && k.length <= 128) addPoint(k, step, v);
         }
       } catch { /* not a metric line */ }
       if (lineEnd < 0) break;
       i = s.indexOf(METRIC, lineEnd);
     }
-    if (ai < attempts.length) pendingAttempt = attempts[attempts.length - 1][1];
   }
 
   function scanMarkers(text, firstLine) {
@@ -668,6 +659,11 @@ export function mount(root, ctx) {
       let changed = false;
       for (const [n, pts] of Object.entries(r.series || {})) {
         const clean = pts.filter((p) => p[0] != null && p[1] != null);
+        if (n === RESUME_METRIC) { // where each attempt ≥ 2 resumed: marks, not a chart
+          const next = clean.map(([step, a]) => ({ step, attempt: a }));
+          if (JSON.stringify(next) !== JSON.stringify(resumes)) { resumes = next; changed = true; }
+          continue;
+        }
         const mine = series.get(n);
         if (logNames.has(n) && !(final && clean.length > (mine ? mine.length : 0))) continue;
         if (mine && mine.length === clean.length && (!clean.length || mine[mine.length - 1][0] === clean[clean.length - 1][0])) continue;

@@ -207,31 +207,32 @@ export function mount(root, ctx) {
       const isOpen = open.has(key);
       const sw0 = h('span', { class: 'swatch' });
       sw0.style.background = colorOf(key);
-      const runsLink = h('a', { href: runsURL(g.params), title: 'These runs on the Runs page' }, g.runs.length + ' runs');
+      const runsLink = h('a', { href: runsURL(g.params), title: 'These runs on the Runs page' }, g.runs.length + (g.runs.length === 1 ? ' run' : ' runs'));
       runsLink.addEventListener('click', (e) => e.stopPropagation());
       const toggle = h('button', { type: 'button', class: 'btn btn-ghost btn-icon btn-sm', 'aria-expanded': String(isOpen), 'aria-label': (isOpen ? 'Hide' : 'Show') + ' the runs of this group' }, isOpen ? '▾' : '▸');
       const fr = g.finalReward;
       const tr = h('tr', { class: ['group-row', isOpen && 'selected'], dataset: { key, rank: i + 1 } },
-        h('td', { class: 'narrow' }, toggle),
-        h('td', { class: 'narrow' }, sw0),
-        varying.map((k) => h('td', { class: 'mono', title: k in g.params ? paramText(g.params[k]) : null }, k in g.params ? paramShort(g.params[k]) : '—')),
-        h('td', { class: 'num reward' }, fr ? h('span', null, h('strong', null, fmtNum(fr.mean)), ' ± ', fmtNum(fr.std)) : h('span', { class: 'faint' }, '—')),
-        h('td', { class: 'num' }, String(g.n)),
+        h('td', { class: 'narrow toggle-cell', 'data-label': 'Group' }, h('span', null, toggle, sw0)),
+        varying.map((k) => h('td', { class: 'mono', 'data-label': k, title: k in g.params ? paramText(g.params[k]) : null }, k in g.params ? paramShort(g.params[k]) : '—')),
+        h('td', { class: 'num reward', 'data-label': 'Final reward' }, fr ? h('span', null, h('strong', null, fmtNum(fr.mean)), ' ± ', fmtNum(fr.std)) : h('span', { class: 'faint' }, '—')),
+        h('td', { class: 'num', 'data-label': 'n' }, String(g.n)),
         h('td', { class: 'num hide-sm' }, fr ? fmtNum(fr.min) : ''),
         h('td', { class: 'num hide-sm' }, fr ? fmtNum(fr.max) : ''),
-        h('td', null, h('div', { class: 'statuses' }, statusCounts(g.counts))),
-        h('td', { class: 'nowrap' }, runsLink));
+        h('td', { 'data-label': 'Members' }, h('div', { class: 'statuses' }, statusCounts(g.counts))),
+        h('td', { class: 'nowrap', 'data-label': '' }, runsLink));
       tr.addEventListener('click', () => {
         if (open.has(key)) open.delete(key); else open.add(key);
         renderGroups();
         drawCurves();
       });
       body.appendChild(tr);
-      if (isOpen) body.appendChild(h('tr', { class: 'members-row' }, h('td', { colspan: varying.length + 8 }, membersTable(g, byID))));
+      if (isOpen) body.appendChild(h('tr', { class: 'members-row' }, h('td', { colspan: varying.length + 7 }, membersTable(g, byID))));
     });
-    if (!groups.length) body.appendChild(h('tr', null, h('td', { colspan: varying.length + 8, class: 'muted' }, 'No members.')));
-    replace(groupsBox, h('table', { class: 'data groups-table' },
-      h('thead', null, h('tr', null, h('th', { class: 'narrow' }, ''), h('th', { class: 'narrow' }, ''), varying.map((k) => h('th', null, k)),
+    if (!groups.length) body.appendChild(h('tr', null, h('td', { colspan: varying.length + 7, class: 'muted' }, 'No members.')));
+    // On a phone each group is a card (cards-sm), its params and reward
+    // in sight rather than off to the side.
+    replace(groupsBox, h('table', { class: 'data groups-table cards-sm' },
+      h('thead', null, h('tr', null, h('th', { class: 'narrow' }, ''), varying.map((k) => h('th', null, k)),
         h('th', { class: 'num' }, 'Final reward (mean ± std)'), h('th', { class: 'num' }, 'n'), h('th', { class: 'num hide-sm' }, 'Min'),
         h('th', { class: 'num hide-sm' }, 'Max'), h('th', null, 'Members'), h('th', null, ''))),
       body));
@@ -253,7 +254,8 @@ export function mount(root, ctx) {
       const row = groupsBox.querySelector(`tr.group-row[data-key="${CSS.escape(key)}"]`);
       if (row) row.scrollIntoView({ block: 'nearest' });
     };
-    const views = [h('div', { id: 'sweep-parcoords' }, parallelCoords(groups, varying, 'final reward', pick))];
+    // The groups' box is as wide as this card's (which may be hidden yet).
+    const views = [h('div', { id: 'sweep-parcoords' }, parallelCoords(groups, varying, 'final reward', pick, groupsBox.clientWidth || Infinity))];
     let controls = null;
     if (varying.length >= 2) {
       if (!varying.includes(heatX)) heatX = varying[0];
