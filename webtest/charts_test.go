@@ -35,12 +35,13 @@ time.sleep(float(p.get("sleep", 0)))
 
 // TestCharts drives the chart features of issue 30 on a sweep of 3 learning
 // rates × 2 tasks (env) × 3 seeds and on a GPU run (a fake nvidia-smi): the sweep page's
-// smoothing and its ±std bands clipped to the runs' range (never above 0
+// smoothing, its band choice and its ±std bands clipped to the runs' range (never above 0
 // for rewards ≤ 0), the compare page's small multiples (regex filter, group
 // by a param), log scale, drag-to-zoom and reset, the tooltip beside the
 // legend, the server's statistics (aggregate table, profiles, improvement
 // matrix), the run page's edit of the record and its GPU series on a time
-// axis; at 1400 px and on a 390 px phone, with screenshots.
+// axis; at 1400 px and on a 390 px phone (a tap's tooltip, a finger's
+// zoom), with screenshots.
 func TestCharts(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -232,10 +233,18 @@ func TestCharts(t *testing.T) {
 	if over := eval[bool](b, `(() => { const e = document.querySelector('#params-diff'); return e.scrollWidth > e.clientWidth + 1; })()`); over {
 		t.Error("the runs table scrolls sideways on a phone")
 	}
-	hover(b, `[data-chart="compare:episode_reward"]`, 0.5, 0.5)
-	b.wait("the tooltip", 5*time.Second, `!document.querySelector('[data-chart="compare:episode_reward"] .chart-tip').hidden`)
+	// A finger: a tap shows the tooltip, a sideways drag zooms, Reset undoes.
+	touch(b, `[data-chart="compare:episode_reward"]`, 0.5, 0.5)
+	b.wait("the tooltip of a tap", 5*time.Second, `!document.querySelector('[data-chart="compare:episode_reward"] .chart-tip').hidden &&
+		document.querySelector('[data-chart="compare:episode_reward"] svg').dataset.zoom === ''`)
 	checkTipOffLegend(b, `[data-chart="compare:episode_reward"]`)
 	b.screenshot("34-compare-phone")
+	touch(b, `[data-chart="compare:episode_reward"]`, 0.3, 0.7)
+	b.wait("a zoom by touch", 5*time.Second, `document.querySelector('[data-chart="compare:episode_reward"] svg').dataset.zoom !== '' &&
+		!document.querySelector('[data-chart="compare:episode_reward"] .chart-reset').hidden`)
+	b.screenshot("34b-compare-phone-touch-zoom")
+	b.click(`[data-chart="compare:episode_reward"] .chart-reset`)
+	b.wait("the zoom reset", 5*time.Second, `document.querySelector('[data-chart="compare:episode_reward"] svg').dataset.zoom === ''`)
 	b.open(s.url + "/sweeps/" + sw.ID + "?smooth=0.8")
 	b.wait("six bands", 20*time.Second, `document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
 	if over := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
@@ -279,6 +288,19 @@ func drag(b *browser, chart string, x0, x1 float64) {
 		s.dispatchEvent(new MouseEvent('mousedown', at(%g)));
 		s.dispatchEvent(new MouseEvent('mousemove', at(%g)));
 		s.dispatchEvent(new MouseEvent('mouseup', at(%g))); })()`, q, x0, (x0+x1)/2, x1)))
+}
+
+// touch puts a finger on the chart's plot at fraction x0 of its width and
+// lifts it at x1 (x0 == x1: a tap).
+func touch(b *browser, chart string, x0, x1 float64) {
+	b.t.Helper()
+	q, _ := json.Marshal(chart + " svg")
+	b.do("touch on "+chart, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const s = document.querySelector(%s); const r = s.getBoundingClientRect();
+		const at = (f) => new Touch({identifier: 1, target: s, clientX: r.left + r.width * f, clientY: r.top + r.height / 2});
+		const send = (type, t, touches) => s.dispatchEvent(new TouchEvent(type, {bubbles: true, cancelable: true, touches, changedTouches: [t]}));
+		let t = at(%g); send('touchstart', t, [t]);
+		t = at(%g); send('touchmove', t, [t]);
+		t = at(%g); send('touchend', t, []); })()`, q, x0, (x0+x1)/2, x1)))
 }
 
 // checkTipOffLegend: the chart's tooltip does not overlap its legend.

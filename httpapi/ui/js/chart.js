@@ -1,12 +1,13 @@
 // A small SVG line chart: several series over a shared x axis, optional
 // bands (mean ± spread, clipped to the range the runs reached), EMA
-// smoothing with the raw line faint behind, linear or log y, drag to zoom
-// (double-click or Reset to undo), x as steps or, for series of Unix
-// seconds, as time since the start or the clock; a tooltip that follows
-// the cursor and lists every visible series at that x (mouse and arrow
-// keys), kept inside the plot so it never covers the legend; a legend that
-// hides series and, with many, filters them. Long series are reduced to
-// min/max per pixel column before drawing, so 100k points cost what 1k do.
+// smoothing with the raw line faint behind, linear or log y, drag (mouse
+// or finger) to zoom (double-click or Reset to undo), x as steps or, for
+// series of Unix seconds, as time since the start or the clock; a tooltip
+// that follows the cursor and lists every visible series at that x (mouse,
+// arrow keys or a tap), kept inside the plot so it never covers the
+// legend; a legend that hides series and, with many, filters them. Long
+// series are reduced to min/max per pixel column before drawing, so 100k
+// points cost what 1k do.
 
 import { h, clear, fmtNum } from './util.js';
 import { niceTicks, logTicks, xAxis, X_MODES, fmtRelative, fmtWall } from './chartaxis.js';
@@ -144,6 +145,18 @@ export class LineChart {
     this.svg.addEventListener('dblclick', () => this.setZoom(null));
     this.svg.addEventListener('keydown', (e) => this.onKey(e));
     this.svg.addEventListener('blur', () => { this.hoverX = null; this.drawHover(); });
+    // A finger: a tap shows the tooltip there, a sideways drag zooms (the
+    // svg's touch-action leaves vertical pans to the page), Reset undoes.
+    const finger = (e) => e.touches[0] || e.changedTouches[0];
+    this.svg.addEventListener('touchstart', (e) => {
+      if (e.touches.length !== 1) { this.endDrag(null); return; }
+      const t = finger(e);
+      this.onMove(t);
+      this.startDrag({ button: 0, clientX: t.clientX, clientY: t.clientY, preventDefault() {} });
+    }, { passive: true });
+    this.svg.addEventListener('touchmove', (e) => { if (this.drag) this.onMove(finger(e)); }, { passive: true });
+    this.svg.addEventListener('touchend', (e) => { if (this.drag) this.endDrag(finger(e)); });
+    this.svg.addEventListener('touchcancel', () => this.endDrag(null));
   }
 
   destroy() { this.ro.disconnect(); }
