@@ -128,6 +128,31 @@ func TestCharts(t *testing.T) {
 	}
 	checkTipOffLegend(b, `[data-chart="sweep"]`)
 	b.screenshot("30-sweep-charts")
+	// The band's kind: min–max holds ± std (clipped to it), the 95% interval
+	// of the mean is wider than ± std at 3 seeds (1.96/√3 of it), none draws
+	// none; the choice in the link.
+	// Measured by each band's area on screen (the shoelace formula over its
+	// outline): the extremes of both are the runs' min and max.
+	widths := `[...document.querySelectorAll('[data-chart="sweep"] path.band')].map((e) => {
+		const p = e.getAttribute('d').slice(1).replace('Z', '').split('L').map((q) => q.split(',').map(Number));
+		let a = 0; for (let i = 0; i < p.length; i++) { const j = (i + 1) % p.length; a += p[i][0] * p[j][1] - p[j][0] * p[i][1]; } return Math.abs(a / 2); })`
+	std := eval[[]float64](b, widths)
+	area := func(kind string) []float64 {
+		b.selectValue("#sweep-band", kind)
+		b.wait(kind+" bands", 5*time.Second, `location.search.includes('band=`+kind+`') && document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
+		return eval[[]float64](b, widths)
+	}
+	minmax, ci := area("minmax"), area("ci")
+	for i := range std {
+		if len(ci) != len(std) || len(minmax) != len(std) || !(minmax[i] > std[i]) || !(ci[i] > std[i]) {
+			t.Errorf("the bands' areas: ± std %v, min–max %v, the interval %v", std, minmax, ci)
+			break
+		}
+	}
+	b.selectValue("#sweep-band", "none")
+	b.wait("no bands", 5*time.Second, `location.search.includes('band=none') && document.querySelectorAll('[data-chart="sweep"] path.band').length === 0`)
+	b.selectValue("#sweep-band", "std")
+	b.wait("± std again", 5*time.Second, `!location.search.includes('band=') && document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
 
 	// The compare page over the sweep, grouped by lr: a chart per metric,
 	// the statistics from /api/compare.

@@ -88,6 +88,16 @@ export function ema(points, a) {
   });
 }
 
+// BANDS are the spreads a group's line may carry; bandPoint is one step's
+// [x, lo, hi, n, min, max] of a kind, from the step's mean, sample std,
+// count and range (the 95% interval is the normal one of the mean).
+export const BANDS = [['std', '± std'], ['ci', '95% interval of the mean'], ['minmax', 'min–max'], ['none', 'no band']];
+export function bandPoint(kind, x, m, sd, n, mn, mx) {
+  if (kind === 'ci') { const e = 1.96 * sd / Math.sqrt(n); return [x, m - e, m + e, n, mn, mx]; }
+  if (kind === 'minmax') return [x, mn, mx, n, mn, mx];
+  return [x, m - sd, m + sd, n, mn, mx];
+}
+
 // clipBand bounds each [x, lo, hi, n, min, max] to its min and max (what
 // the runs reached there), or to clip [lo, hi] when it has none: a mean ±
 // std band never shows values no run had.

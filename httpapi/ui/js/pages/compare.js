@@ -8,7 +8,7 @@
 // link shows the same view.
 
 import { api } from '../api.js';
-import { LineChart, smoothingControl } from '../chart.js';
+import { LineChart, smoothingControl, BANDS, bandPoint } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
 import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
@@ -17,7 +17,6 @@ import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, vary
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_RUNS = 200;
 const MAX_CHARTS = 12;
-const BANDS = [['std', '± std'], ['ci', '95% interval of the mean'], ['minmax', 'min–max'], ['none', 'no band']];
 
 // seedless is a run's argv without its seed ("--seed v" or "--seed=v").
 function seedless(argv) {
@@ -85,9 +84,7 @@ function aggregate(seriesList, band) {
     const sd = v.length > 1 ? Math.sqrt(v.reduce((a, b) => a + (b - m) ** 2, 0) / (v.length - 1)) : 0;
     const mn = Math.min(...v), mx = Math.max(...v);
     mean.push([x, m]);
-    if (band === 'std') bandPts.push([x, m - sd, m + sd, v.length, mn, mx]);
-    else if (band === 'ci') { const e = 1.96 * sd / Math.sqrt(v.length); bandPts.push([x, m - e, m + e, v.length, mn, mx]); }
-    else if (band === 'minmax') bandPts.push([x, mn, mx, v.length, mn, mx]);
+    if (band !== 'none') bandPts.push(bandPoint(band, x, m, sd, v.length, mn, mx));
   }
   return { mean, band: band === 'none' ? null : bandPts };
 }
