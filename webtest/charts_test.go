@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -403,4 +404,113 @@ func TestComparePageSpeed(t *testing.T) {
 		t.Errorf("the compare page drew 50 runs × 6 metrics in %d ms, want ≤ 1000", draw)
 	}
 	b.screenshot("37-compare-fifty")
+}
+
+// doneTrainer logs one score: higher for a higher lr, each env apart.
+const doneTrainer = `
+import json, os, random
+p = json.loads(os.environ.get("RLSCHED_PARAMS") or "{}")
+r = random.Random(int(p["seed"]) * 7 + ord(p["env"]))
+score = float(p["lr"]) * 10 + {"a": 0, "b": 1, "c": 2}[p["env"]] + 3 * r.random()
+print("RLSCHED_METRIC " + json.dumps({"step": 1, "episode_reward": score}), flush=True)
+`
+
+// TestCompareDoneWhen is issue 30's done-when in the dashboard: a sweep of
+// 4 learning rates × 10 seeds on 3 tasks shows the aggregate table (every
+// estimate with its interval), the performance profile and the 4 × 4
+// improvement matrix, each number the server's (which httpapi's
+// TestCompare_PythonClient holds to the numpy reference).
+func TestCompareDoneWhen(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	a := s.api().signup("dora")
+	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "done when", "base": map[string]any{"command": []string{"python3", "-c", doneTrainer}},
+		"grid": map[string]any{"lr": []any{0.1, 0.2, 0.3, 0.4}, "env": []any{"a", "b", "c"}}, "seedCount": 10})
+	if st != 202 {
+		t.Fatalf("POST /api/sweeps: %d %s", st, body)
+	}
+	var sw struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &sw); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 6*time.Minute, func() (bool, string) {
+		var v struct {
+			Counts map[string]int `json:"counts"`
+		}
+		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
+		_ = json.Unmarshal(b, &v)
+		return v.Counts["SUCCEEDED"] == 120, fmt.Sprintf("counts %v", v.Counts)
+	})
+	b := newBrowser(t)
+	b.do("desktop viewport", chromedp.EmulateViewport(1400, 1000))
+	b.signIn(s.url, "dora")
+	b.open(s.url + "/compare?sweep=" + sw.ID + "&by=lr&task=env")
+	b.wait("the statistics", 60*time.Second, `(document.querySelector('#stats-table .stats-head') || {textContent: ''}).textContent.includes('120 runs over 3 tasks') &&
+		document.querySelectorAll('#stats-table tr[data-group]').length === 4 && document.querySelectorAll('[data-chart="profile"] path.line').length === 4 &&
+		document.querySelectorAll('#improve-matrix td.pi').length === 12`)
+	// The page's own request, asked again: its cells show that answer.
+	q := eval[string](b, `performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.includes('/api/compare?')).pop()`)
+	i := strings.Index(q, "/api/compare?")
+	if i < 0 {
+		t.Fatalf("the page's request %q", q)
+	}
+	var ans struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			N     int    `json:"n"`
+			Stats map[string]struct {
+				Value float64    `json:"value"`
+				CI    [2]float64 `json:"ci"`
+			} `json:"stats"`
+			Profile [][4]float64 `json:"profile"`
+		} `json:"groups"`
+		Improvements []struct {
+			A, B  string
+			Value float64    `json:"value"`
+			CI    [2]float64 `json:"ci"`
+		} `json:"improvements"`
+	}
+	if st, body := a.do("GET", q[i:], nil); st != 200 || json.Unmarshal(body, &ans) != nil || len(ans.Groups) != 4 || len(ans.Improvements) != 12 {
+		t.Fatalf("%s: %d %s", q[i:], st, body)
+	}
+	// A cell "v [lo, hi]" (4 significant digits, the matrix's 3) near the answer.
+	near := func(what, cell string, want ...float64) {
+		t.Helper()
+		f := strings.FieldsFunc(cell, func(r rune) bool { return r == ' ' || r == '[' || r == ']' || r == ',' })
+		ok := len(f) == len(want)
+		for k := 0; ok && k < len(f); k++ {
+			var v float64
+			_, err := fmt.Sscan(f[k], &v)
+			ok = err == nil && math.Abs(v-want[k]) <= 1e-3*math.Max(1, math.Abs(want[k]))
+		}
+		if !ok {
+			t.Errorf("%s: the page shows %q, the server %v", what, cell, want)
+		}
+	}
+	for _, g := range ans.Groups {
+		if g.N != 30 {
+			t.Errorf("group %s: %d runs", g.Name, g.N)
+		}
+		for _, stat := range []string{"iqm", "mean", "median", "gap"} {
+			iv := g.Stats[stat]
+			near("group "+g.Name+" "+stat, b.text(fmt.Sprintf(`#stats-table tr[data-group=%q] td[data-stat=%q]`, g.Name, stat)), iv.Value, iv.CI[0], iv.CI[1])
+		}
+	}
+	for _, im := range ans.Improvements {
+		near("P("+im.A+" > "+im.B+")", b.text(fmt.Sprintf(`#improve-matrix td.pi[data-a=%q][data-b=%q]`, im.A, im.B)), im.Value, im.CI[0], im.CI[1])
+	}
+	// The profile's lines are the answer's fractions.
+	got := eval[[]int](b, `[...document.querySelectorAll('[data-chart="profile"] path.line')].map((p) => Number(p.dataset.points))`)
+	if len(got) != 4 || got[0] != len(ans.Groups[0].Profile) || len(ans.Groups[0].Profile) < 2 {
+		t.Errorf("profile lines of %v points, the answer's %d", got, len(ans.Groups[0].Profile))
+	}
+	// A run's one point is a ring, its group's band a bar: visible.
+	if n := eval[int](b, `document.querySelectorAll('[data-chart="compare:episode_reward"] path.line[data-points="1"]').length +
+		10 * document.querySelectorAll('[data-chart="compare:episode_reward"] path.band').length`); n != 44 {
+		t.Errorf("the one-step chart draws %d lines and %d bands, want 4 of each", n%10, n/10)
+	}
+	b.screenshot("38-compare-done-when")
 }

@@ -72,7 +72,8 @@ function pathOf(pts, x, y) {
     d += (pen ? 'L' : 'M') + x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1);
     pen = true; n++;
   }
-  if (n === 1) { const p = pts.find(Boolean); d = `M${(x(p[0]) - 2).toFixed(1)},${y(p[1]).toFixed(1)}h4`; }
+  // A lone point (a run that logged one step) is a ring, visible at any width.
+  if (n === 1) { const p = pts.find(Boolean); d = `M${(x(p[0]) - 3).toFixed(1)},${y(p[1]).toFixed(1)}a3,3 0 1,0 6,0a3,3 0 1,0 -6,0`; }
   return d;
 }
 
@@ -327,7 +328,7 @@ export class LineChart {
     const pw = Math.max(10, W - M.left - M.right), ph = Math.max(10, H - M.top - M.bottom);
     const log = this.view.yLog;
     const yt = log ? logTicks(y0, y1) : niceTicks(y0, y1, Math.max(2, Math.round(ph / 45)));
-    const xhi = x1 > x0 ? x1 : x0 + 1, xlo = x0;
+    const [xlo, xhi] = x1 > x0 ? [x0, x1] : [x0 - 1, x0 + 1]; // a lone x in the middle
     const xt = ax.ticks(xlo, xhi, Math.max(2, Math.round(pw / 90)));
     const x = (v) => M.left + ((v - xlo) / (xhi - xlo)) * pw;
     const ty = log ? (v) => Math.log10(v) : (v) => v;
@@ -368,9 +369,15 @@ export class LineChart {
     for (const d of data) {
       const sr = d.sr;
       const b = (d.band || []).filter((p) => !log || p[1] > 0);
-      if (b.length > 1) {
-        let path = 'M' + b.map((p) => x(p[0]).toFixed(1) + ',' + y(p[2]).toFixed(1)).join('L');
-        path += 'L' + b.slice().reverse().map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L') + 'Z';
+      if (b.length) {
+        let path;
+        if (b.length > 1) {
+          path = 'M' + b.map((p) => x(p[0]).toFixed(1) + ',' + y(p[2]).toFixed(1)).join('L');
+          path += 'L' + b.slice().reverse().map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L') + 'Z';
+        } else { // a band of one step is a bar 8 px wide, as an error bar
+          const [p] = b;
+          path = `M${(x(p[0]) - 4).toFixed(1)},${y(p[2]).toFixed(1)}h8V${y(p[1]).toFixed(1)}h-8Z`;
+        }
         const band = s('path', { d: path, class: 'band', fill: sr.color });
         band.dataset.series = sr.id;
         band.dataset.lo = String(Math.min(...b.map((p) => p[1])));
