@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -419,7 +421,8 @@ print("RLSCHED_METRIC " + json.dumps({"step": 1, "episode_reward": score}), flus
 // 4 learning rates × 10 seeds on 3 tasks shows the aggregate table (every
 // estimate with its interval), the performance profile and the 4 × 4
 // improvement matrix, each number the server's (which httpapi's
-// TestCompare_PythonClient holds to the numpy reference).
+// TestCompare_PythonClient holds to the numpy reference), the tables
+// exported as CSV, SVG and PNG.
 func TestCompareDoneWhen(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -506,6 +509,33 @@ func TestCompareDoneWhen(t *testing.T) {
 	got := eval[[]int](b, `[...document.querySelectorAll('[data-chart="profile"] path.line')].map((p) => Number(p.dataset.points))`)
 	if len(got) != 4 || got[0] != len(ans.Groups[0].Profile) || len(ans.Groups[0].Profile) < 2 {
 		t.Errorf("profile lines of %v points, the answer's %d", got, len(ans.Groups[0].Profile))
+	}
+	// Each statistics table exports as CSV, SVG and PNG: the files its
+	// buttons hand to the browser.
+	exported := func(button string) string {
+		q, _ := json.Marshal(button)
+		return evalAwait[string](b, fmt.Sprintf(`new Promise((r) => { const orig = URL.createObjectURL;
+			URL.createObjectURL = (blob) => { URL.createObjectURL = orig; (blob.type === 'image/png' ? Promise.resolve('PNG ' + blob.size) : blob.text()).then(r); return orig.call(URL, blob); };
+			document.querySelector(%s).click(); })`, q))
+	}
+	if csv := exported("#stats-csv"); !strings.HasPrefix(csv, "group,runs,iqm,iqm_lo,iqm_hi,") || strings.Count(csv, "\n") != 5 {
+		t.Errorf("the aggregate table's CSV:\n%s", csv)
+	}
+	if svg := exported("#stats-svg"); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, ">Optimality gap</text>") ||
+		!strings.Contains(svg, ">"+b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`)+"</text>") {
+		t.Errorf("the aggregate table's SVG: %.400s", svg)
+	}
+	svg := exported("#improve-svg")
+	if strings.Count(svg, "<rect") < 12 || !strings.Contains(svg, ">"+b.text(`#improve-matrix td.pi[data-a="0.4"][data-b="0.1"]`)+"</text>") {
+		t.Errorf("the improvement matrix's SVG: %.400s", svg)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, "39-improvement-matrix.svg"), []byte(svg), 0o644); err != nil {
+		t.Log(err)
+	}
+	for _, png := range []string{"#stats-png", "#improve-png"} {
+		if got := exported(png); !strings.HasPrefix(got, "PNG ") || got == "PNG 0" {
+			t.Errorf("%s gave %q", png, got)
+		}
 	}
 	// A run's one point is a ring, its group's band a bar: visible.
 	if n := eval[int](b, `document.querySelectorAll('[data-chart="compare:episode_reward"] path.line[data-points="1"]').length +
