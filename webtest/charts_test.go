@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -368,7 +369,7 @@ print("\n".join(lines), flush=True)
 
 // TestComparePageSpeed: the compare page with 50 runs × 6 metrics (500
 // points each) draws in at most 1 s (issue 30's goal), measured by the
-// page around its drawing (the fetches apart).
+// page around its drawing (the fetches apart); its legend of 50 filters.
 func TestComparePageSpeed(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -406,6 +407,18 @@ func TestComparePageSpeed(t *testing.T) {
 		t.Errorf("the compare page drew 50 runs × 6 metrics in %d ms, want ≤ 1000", draw)
 	}
 	b.screenshot("37-compare-fifty")
+	// The legend filters: a regex over the labels leaves the series it
+	// matches; a click on an entry hides its series.
+	const m0 = `[data-chart="compare:m0"]`
+	first := eval[[]string](b, `(() => { const e = document.querySelector('`+m0+` .legend button[data-series]'); return [e.dataset.series, e.querySelector('.lbl').textContent]; })()`)
+	filter, _ := json.Marshal("^" + regexp.QuoteMeta(first[1]) + "$")
+	b.do("filter the legend", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const f = document.querySelector('%s .legend-filter'); f.value = %s; f.dispatchEvent(new Event('input', {bubbles: true})); })()`, m0, filter)))
+	b.wait("the one series the filter matches", 5*time.Second, fmt.Sprintf(`(() => { const l = document.querySelectorAll('%s path.line:not(.raw)'); return l.length === 1 && l[0].dataset.series === %q; })()`, m0, first[0]))
+	b.do("clear the filter", chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('`+m0+` .legend-filter'); f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()`))
+	b.wait("every series again", 5*time.Second, `document.querySelectorAll('`+m0+` path.line:not(.raw)').length === 50`)
+	b.click(m0 + ` .legend button[data-series]`)
+	b.wait("the clicked series hidden", 5*time.Second, fmt.Sprintf(`document.querySelectorAll('%s path.line:not(.raw)').length === 49 && !document.querySelector('%s path.line[data-series=%q]') &&
+		document.querySelector('%s .legend button[data-series]').getAttribute('aria-pressed') === 'false'`, m0, m0, first[0], m0))
 }
 
 // doneTrainer logs one score: higher for a higher lr, each env apart.
