@@ -49,6 +49,11 @@ func TestCompare(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &a); err != nil || len(a.Groups) != 2 {
 		t.Fatalf("compare --json: %v\n%s", err, out)
 	}
+	// --task tag.K goes as it is: no member has a tag env:VALUE, so one task.
+	out, _ = h.mustRun(0, "compare", "--sweep", id, "--by", "lr", "--task", "tag.env", "--reps", "10")
+	if !strings.HasPrefix(out, "episode_reward: 12 runs over 1 tasks (null)") {
+		t.Fatalf("compare --task tag.env:\n%s", out)
+	}
 	// The server's 400 names the field.
 	_, errs := h.mustRun(1, "compare", "--sweep", id, "--reps", "10000000")
 	if !strings.Contains(errs, "reps must be an integer 1..50000") {

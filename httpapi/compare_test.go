@@ -484,3 +484,48 @@ func TestCompare_ImproveAll(t *testing.T) {
 		t.Fatalf("improve=all over 21 groups: %d %s", r.status, r.body)
 	}
 }
+
+// task=tag.NAME: a run's tag NAME:VALUE names its task, as a param would
+// (the same answer as task=param.env over the same runs), for a sweep's
+// members too.
+func TestCompare_TaskByTag(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	var ids []string
+	for i := range 12 {
+		env := []string{"a", "b", "c"}[i%3]
+		id := e.submit(tok, map[string]any{"command": []string{"x"}, "tags": []string{"paper", "env:" + env},
+			"params": map[string]any{"lr": 1 + i%2, "env": env, "seed": i}})
+		if err := e.st.AppendMetrics(context.Background(), id, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: float64((i * 37) % 11)}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	q := "ids=" + strings.Join(ids, ",") + "&by=param.lr&reps=300&seed=5&profile=2,5&improve=all"
+	byTag, r := e.compare(tok, q+"&task=tag.env")
+	if r.status != 200 || fmt.Sprint(byTag.Tasks) != "[a b c]" || len(byTag.Groups) != 2 || byTag.Groups[0].N != 6 {
+		t.Fatalf("task=tag.env: %d %s", r.status, r.body)
+	}
+	byParam, _ := e.compare(tok, q+"&task=param.env")
+	if !reflect.DeepEqual(byTag.Groups, byParam.Groups) || !reflect.DeepEqual(byTag.Improvements, byParam.Improvements) {
+		t.Errorf("by tag %+v\nby param %+v", byTag, byParam)
+	}
+	// The tag filter selects, the tag's value is the task.
+	if a, r := e.compare(tok, "tag=paper&by=param.lr&reps=10&task=tag.env"); r.status != 200 || len(a.Tasks) != 3 || a.Runs != 12 {
+		t.Fatalf("tag=paper: %d %s", r.status, r.body)
+	}
+	id, runs := e.sweep(tok, `{"base": {"command": ["x"], "tags": ["env:hopper"]}, "grid": {"lr": [1, 2]}, "seedCount": 2}`)
+	for _, rid := range runs {
+		if err := e.st.AppendMetrics(context.Background(), rid, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, r := e.compare(tok, "sweep="+id+"&by=param.lr&reps=10&task=tag.env"); r.status != 200 || fmt.Sprint(a.Tasks) != "[hopper]" || len(a.Groups) != 2 {
+		t.Fatalf("a sweep by tag: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{"tag.", "tag.a:b", "env"} {
+		if _, r := e.compare(tok, q+"&task="+bad); r.status != 400 || !strings.Contains(string(r.body), "param.NAME or tag.NAME") {
+			t.Errorf("task=%s: %d %s", bad, r.status, r.body)
+		}
+	}
+}
