@@ -556,4 +556,31 @@ func TestCompareDoneWhen(t *testing.T) {
 		t.Errorf("the one-step chart draws %d lines and %d bands, want 4 of each", n%10, n/10)
 	}
 	b.screenshot("38-compare-done-when")
+
+	// The tasks as tags (suite:VALUE, added by an edit of each record): the
+	// page offers tag suite as the task, and its statistics are the env's.
+	var sweepRuns struct {
+		Runs []struct {
+			ID     string          `json:"id"`
+			Params json.RawMessage `json:"params"`
+		} `json:"runs"`
+	}
+	if _, body := a.do("GET", "/api/sweeps/"+sw.ID, nil); json.Unmarshal(body, &sweepRuns) != nil || len(sweepRuns.Runs) != 120 {
+		t.Fatalf("the sweep's runs: %s", body)
+	}
+	for _, r := range sweepRuns.Runs {
+		var p struct{ Env string }
+		_ = json.Unmarshal(r.Params, &p)
+		if st, body := a.do("PATCH", "/api/tasks/"+r.ID, map[string]any{"addTags": []string{"suite:" + p.Env}}); st != 200 {
+			t.Fatalf("PATCH %s: %d %s", r.ID, st, body)
+		}
+	}
+	envIQM := b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`)
+	b.open(s.url + "/compare?sweep=" + sw.ID + "&by=lr&task=tag.suite")
+	b.wait("the statistics over the tag's tasks", 60*time.Second, `document.querySelector('#stats-task').value === 'tag.suite' &&
+		(document.querySelector('#stats-table .stats-head') || {textContent: ''}).textContent.includes('120 runs over 3 tasks') &&
+		document.querySelectorAll('#stats-table tr[data-group]').length === 4`)
+	if got := b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`); got != envIQM {
+		t.Errorf("IQM of lr 0.4 over tag suite %q, over param env %q", got, envIQM)
+	}
 }
