@@ -12,13 +12,13 @@ import (
 func init() {
 	register(&command{
 		name: "compare",
-		args: "(--sweep ID | --ids A,B,... | filters) [--by param.K[,param.K]] [--task param.K] [--metric NAME] " +
+		args: "(--sweep ID | --ids A,B,... | filters) [--by param.K[,param.K]] [--task param.K|tag.K] [--metric NAME] " +
 			"[--stat iqm,mean,median,gap] [--reps N] [--ci C] [--seed S] [--profile T,T,...] [--improve A:B] [--json]",
 		summary: "Compare groups of runs as an RL paper does: IQM, mean, median, optimality gap with bootstrap intervals (GET /api/compare).",
 		details: `The runs are --ids, or --sweep ID alone (each member's latest run), or those the ls filters
 find (--tag, --project, --param K=V, ...; --sweep with another filter: every run of the sweep).
 --by groups them by params (default: every param but the seed); --task names the param that is
-each run's task (environment): scores are resampled within each task (a stratified bootstrap,
+each run's task (environment), or tag.K the tag K:VALUE whose VALUE is: scores are resampled within each task (a stratified bootstrap,
 --reps times, --seed for repeatability), and IQM pools every task's runs. A run's score is its
 --metric's last value, or the mean of its last --window points; runs whose score is NaN or ±Inf
 are skipped and counted.
@@ -74,11 +74,11 @@ func (iv compareInterval) String() string {
 }
 
 // paramFlag is a --by or --task value as the server wants it: param.K
-// (K alone is taken for param.K).
+// (K alone is taken for param.K), or a task's tag.K.
 func paramFlag(v string) string {
 	var out []string
 	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(p, "param.") {
+		if p = strings.TrimSpace(p); p != "" && !strings.HasPrefix(p, "param.") && !strings.HasPrefix(p, "tag.") {
 			p = "param." + p
 		}
 		out = append(out, p)

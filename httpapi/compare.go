@@ -38,6 +38,7 @@ type compareQuery struct {
 	filter   store.Filter
 	by       []string // param names; none: every param but the seed (and the task's)
 	task     string   // a param name, or ""
+	taskTag  string   // or a tag's name: a run's task is VALUE of its tag NAME:VALUE
 	metric   string
 	window   int
 	stats    []stats.Stat
@@ -143,8 +144,13 @@ func parseCompare(q *fasthttp.Args) (c compareQuery, e *apiError) {
 		}
 	}
 	if v := string(q.Peek("task")); v != "" {
-		if c.task, e = paramName("task", v); e != nil {
-			return c, e
+		if name, ok := strings.CutPrefix(v, "tag."); ok {
+			if name == "" || len(name) > maxTagChars || strings.ContainsAny(name, ":\x00") {
+				return c, errBadRequest("task must be param.NAME or tag.NAME (a run's tag NAME:VALUE names its task)")
+			}
+			c.taskTag = name
+		} else if c.task, e = paramName("task", v); e != nil {
+			return c, errBadRequest("task must be param.NAME or tag.NAME (a run's tag NAME:VALUE names its task)")
 		}
 	}
 	c.metric = strings.TrimSpace(string(q.Peek("metric")))
@@ -240,6 +246,7 @@ type compareRun struct {
 	id     string
 	params json.RawMessage
 	points [][2]float64
+	tags   []string // read only for task=tag.NAME
 }
 
 // compareRuns reads the selection: ids (the filters then unread), or a
@@ -253,7 +260,7 @@ func (s *Server) compareRuns(ctx context.Context, c *compareQuery) ([]compareRun
 		if err != nil {
 			return storeError(err, "metrics of run "+t.ID)
 		}
-		out = append(out, compareRun{t.ID, t.Params, m[c.metric]})
+		out = append(out, compareRun{t.ID, t.Params, m[c.metric], t.Tags})
 		return nil
 	}
 	switch {
@@ -273,7 +280,15 @@ func (s *Server) compareRuns(ctx context.Context, c *compareQuery) ([]compareRun
 			return nil, storeError(err, "sweep "+c.filter.Sweep)
 		}
 		for _, m := range ms {
-			out = append(out, compareRun{m.TaskID, m.Params, m.Points})
+			run := compareRun{id: m.TaskID, params: m.Params, points: m.Points}
+			if c.taskTag != "" { // the members' series carry no tags
+				t, err := s.st.Task(ctx, m.TaskID)
+				if err != nil {
+					return nil, storeError(err, "run "+m.TaskID)
+				}
+				run.tags = t.Tags
+			}
+			out = append(out, run)
 		}
 	default:
 		f := c.filter
@@ -418,7 +433,7 @@ func (s *Server) compare(r *request) *apiError {
 		Improvements []improvementAnswer `json:"improvements,omitempty"`
 	}{Metric: c.metric, Window: c.window, Reps: c.opt.Reps, CI: c.opt.CI, Seed: c.opt.Seed, Normalize: c.norm,
 		Runs: len(runs), Missing: missing, Skipped: skipped}
-	if c.task != "" {
+	if c.task != "" || c.taskTag != "" {
 		for _, t := range tasks {
 			ans.Tasks = append(ans.Tasks, t.name)
 		}

@@ -54,6 +54,20 @@ func keyOf(params map[string]json.RawMessage, names []string) keyed {
 	return k
 }
 
+// tagKey is the task that a run's first tag NAME:VALUE names (null
+// without one), keyed as a param tag.NAME of the value VALUE would be.
+func tagKey(tags []string, name string) keyed {
+	field := "tag." + name
+	v := map[string]json.RawMessage{}
+	for _, t := range tags {
+		if value, ok := strings.CutPrefix(t, name+":"); ok {
+			v[field], _ = json.Marshal(value)
+			break
+		}
+	}
+	return keyOf(v, []string{field})
+}
+
 // id tells keys apart: their names and canonical values (a name's text
 // would take "1" for 1).
 func (k keyed) id() string {
@@ -132,6 +146,8 @@ func (c *compareQuery) group(runs []compareRun) (groups []*compareGroup, tasks [
 		p := placed{group: keyOf(params, by), run: run}
 		if c.task != "" {
 			p.task = keyOf(params, []string{c.task})
+		} else if c.taskTag != "" {
+			p.task = tagKey(run.tags, c.taskTag)
 		}
 		p.score, p.ok = stats.Score(run.points, c.window)
 		if !p.ok {

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -10,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 	"github.com/rlsched/rlsched/scripts"
 	"github.com/rlsched/rlsched/stats"
 )
@@ -286,8 +290,10 @@ func TestCompare_TooManyGroups(t *testing.T) {
 }
 
 // The issue's done-when: a sweep of 4 learning rates × 10 seeds on 3 tasks
-// gives the aggregate table, the profile and the improvement through the
-// Python client, as REST gives them.
+// gives the aggregate table, the profile and the improvement matrix through
+// the Python client as REST gives them, and both match the textbook
+// reference (stats/testdata/reference.py, numpy): point estimates within
+// 1e-9, intervals within Monte-Carlo error (at the default 2,000 reps).
 func TestCompare_PythonClient(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -299,11 +305,22 @@ func TestCompare_PythonClient(t *testing.T) {
 	e := newEnv(t)
 	tok, _ := e.user("alice")
 	id, runs := e.sweep(tok, `{"base": {"command": ["x"]}, "grid": {"lr": [0.1, 0.2, 0.3, 0.4], "env": ["a", "b", "c"]}, "seedCount": 10}`)
+	scores := map[string]map[string][]float64{} // lr, env: the runs' scores
 	for i, rid := range runs {
-		pts := []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: float64((i*7919)%97) / 97}}
-		if err := e.st.AppendMetrics(context.Background(), rid, pts); err != nil {
+		var p struct {
+			LR  float64 `json:"lr"`
+			Env string  `json:"env"`
+		}
+		mustJSON(t, e.task(rid).Params, &p)
+		score := float64((i*7919)%97)/97 + p.LR // ties across runs, groups apart
+		if err := e.st.AppendMetrics(context.Background(), rid, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: score}}); err != nil {
 			t.Fatal(err)
 		}
+		lr := fmt.Sprint(p.LR)
+		if scores[lr] == nil {
+			scores[lr] = map[string][]float64{}
+		}
+		scores[lr][p.Env] = append(scores[lr][p.Env], score)
 	}
 	dir := t.TempDir()
 	src, err := scripts.FS.ReadFile("rlsched.py")
@@ -315,7 +332,7 @@ func TestCompare_PythonClient(t *testing.T) {
 	}
 	prog := `import json, sys, rlsched
 c = rlsched.Client(sys.argv[1], token=sys.argv[2])
-print(json.dumps(c.compare(sweep=sys.argv[3], by="lr", task="env", profile=[0.25, 0.5], improve=("0.4", "0.1"), seed=3, reps=300)))`
+print(json.dumps(c.compare(sweep=sys.argv[3], by="lr", task="env", profile=[0.5, 1, 1.2], improve="all", seed=3)))`
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "-c", prog, e.url, tok, id)
@@ -326,15 +343,84 @@ print(json.dumps(c.compare(sweep=sys.argv[3], by="lr", task="env", profile=[0.25
 	}
 	var fromPy, fromREST any
 	mustJSON(t, out, &fromPy)
-	_, r := e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&profile=0.25,0.5&improve=0.4:0.1&seed=3&reps=300")
+	_, r := e.compare(tok, "sweep="+id+"&by=param.lr&task=param.env&profile=0.5,1,1.2&improve=all&seed=3")
 	mustJSON(t, r.body, &fromREST)
 	if !reflect.DeepEqual(fromPy, fromREST) {
 		t.Fatalf("the Python client's answer differs from REST's:\n%s\n%s", out, r.body)
 	}
 	var a compareAnswer
 	mustJSON(t, out, &a)
-	if len(a.Groups) != 4 || a.Groups[0].N != 30 || len(a.Tasks) != 3 || len(a.Groups[3].Profile) != 2 || a.Improvement == nil {
+	if len(a.Groups) != 4 || a.Groups[0].N != 30 || len(a.Tasks) != 3 || a.Reps != 2000 || len(a.Groups[3].Profile) != 3 || len(a.Improvements) != 12 {
 		t.Fatalf("answer: %s", out)
+	}
+
+	// The reference, given the same scores by group and task.
+	type refCase struct {
+		Groups  [][][]string `json:"groups"`
+		Taus    []float64    `json:"taus"`
+		Gamma   float64      `json:"gamma"`
+		Improve [][2]int     `json:"improve"`
+		Reps    int          `json:"reps"`
+		CI      float64      `json:"ci"`
+		Seed    int          `json:"seed"`
+	}
+	type refInterval struct {
+		Value float64       `json:"value"`
+		Band  [2][2]float64 `json:"band"` // where each end of a 2,000-rep bootstrap may be
+	}
+	c := refCase{Taus: []float64{0.5, 1, 1.2}, Gamma: stats.DefaultOptions().Gamma, Reps: a.Reps, CI: stats.DefaultOptions().CI, Seed: 3}
+	index := map[string]int{}
+	for gi, g := range a.Groups {
+		index[g.Name] = gi
+		var byTask [][]string
+		for _, task := range a.Tasks {
+			var ss []string
+			for _, x := range scores[g.Name][task] {
+				ss = append(ss, strconv.FormatFloat(x, 'g', -1, 64))
+			}
+			byTask = append(byTask, ss)
+		}
+		c.Groups = append(c.Groups, byTask)
+	}
+	for _, im := range a.Improvements {
+		c.Improve = append(c.Improve, [2]int{index[im.A], index[im.B]})
+	}
+	in, err := json.Marshal([]refCase{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := exec.CommandContext(ctx, testutil.NumpyPython(t), "../stats/testdata/reference.py")
+	ref.Stdin = bytes.NewReader(in)
+	out, err = ref.Output()
+	if err != nil {
+		t.Fatalf("reference.py: %v", err)
+	}
+	var refs []struct {
+		Groups []struct {
+			Stats   map[string]refInterval `json:"stats"`
+			Profile []refInterval          `json:"profile"`
+		} `json:"groups"`
+		Improve []refInterval `json:"improve"`
+	}
+	mustJSON(t, out, &refs)
+	check := func(what string, value float64, ci [2]float64, want refInterval) {
+		t.Helper()
+		in := func(x float64, b [2]float64) bool { return x >= b[0]-1e-9 && x <= b[1]+1e-9 }
+		if math.Abs(value-want.Value) > 1e-9 || !in(ci[0], want.Band[0]) || !in(ci[1], want.Band[1]) {
+			t.Errorf("%s: %.17g %v, numpy %.17g with ends in %v", what, value, ci, want.Value, want.Band)
+		}
+	}
+	for gi, g := range a.Groups {
+		for _, st := range stats.Stats {
+			iv := g.Stats[string(st)]
+			check("group "+g.Name+" "+string(st), iv.Value, iv.CI, refs[0].Groups[gi].Stats[string(st)])
+		}
+		for j, p := range g.Profile {
+			check(fmt.Sprintf("group %s profile at %g", g.Name, p[0]), p[1], [2]float64{p[2], p[3]}, refs[0].Groups[gi].Profile[j])
+		}
+	}
+	for j, im := range a.Improvements {
+		check("P("+im.A+" > "+im.B+")", im.Value, im.CI, refs[0].Improve[j])
 	}
 }
 
@@ -396,5 +482,50 @@ func TestCompare_ImproveAll(t *testing.T) {
 	}
 	if _, r := e.compare(tok, "sweep="+id+"&by=param.lr&improve=all"); r.status != 400 || !strings.Contains(string(r.body), "improve=all: at most 20 groups") {
 		t.Fatalf("improve=all over 21 groups: %d %s", r.status, r.body)
+	}
+}
+
+// task=tag.NAME: a run's tag NAME:VALUE names its task, as a param would
+// (the same answer as task=param.env over the same runs), for a sweep's
+// members too.
+func TestCompare_TaskByTag(t *testing.T) {
+	e := newEnv(t)
+	tok, _ := e.user("alice")
+	var ids []string
+	for i := range 12 {
+		env := []string{"a", "b", "c"}[i%3]
+		id := e.submit(tok, map[string]any{"command": []string{"x"}, "tags": []string{"paper", "env:" + env},
+			"params": map[string]any{"lr": 1 + i%2, "env": env, "seed": i}})
+		if err := e.st.AppendMetrics(context.Background(), id, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: float64((i * 37) % 11)}}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	q := "ids=" + strings.Join(ids, ",") + "&by=param.lr&reps=300&seed=5&profile=2,5&improve=all"
+	byTag, r := e.compare(tok, q+"&task=tag.env")
+	if r.status != 200 || fmt.Sprint(byTag.Tasks) != "[a b c]" || len(byTag.Groups) != 2 || byTag.Groups[0].N != 6 {
+		t.Fatalf("task=tag.env: %d %s", r.status, r.body)
+	}
+	byParam, _ := e.compare(tok, q+"&task=param.env")
+	if !reflect.DeepEqual(byTag.Groups, byParam.Groups) || !reflect.DeepEqual(byTag.Improvements, byParam.Improvements) {
+		t.Errorf("by tag %+v\nby param %+v", byTag, byParam)
+	}
+	// The tag filter selects, the tag's value is the task.
+	if a, r := e.compare(tok, "tag=paper&by=param.lr&reps=10&task=tag.env"); r.status != 200 || len(a.Tasks) != 3 || a.Runs != 12 {
+		t.Fatalf("tag=paper: %d %s", r.status, r.body)
+	}
+	id, runs := e.sweep(tok, `{"base": {"command": ["x"], "tags": ["env:hopper"]}, "grid": {"lr": [1, 2]}, "seedCount": 2}`)
+	for _, rid := range runs {
+		if err := e.st.AppendMetrics(context.Background(), rid, []core.MetricPoint{{Step: 1, Name: "episode_reward", Value: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, r := e.compare(tok, "sweep="+id+"&by=param.lr&reps=10&task=tag.env"); r.status != 200 || fmt.Sprint(a.Tasks) != "[hopper]" || len(a.Groups) != 2 {
+		t.Fatalf("a sweep by tag: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{"tag.", "tag.a:b", "env"} {
+		if _, r := e.compare(tok, q+"&task="+bad); r.status != 400 || !strings.Contains(string(r.body), "param.NAME or tag.NAME") {
+			t.Errorf("task=%s: %d %s", bad, r.status, r.body)
+		}
 	}
 }

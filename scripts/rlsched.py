@@ -768,7 +768,8 @@ class Client:
         The runs: ``sweep=ID`` (each member's latest run), ``ids=[...]``, or
         the filters of runs() (``tag``, ``project``, ``params={"lr": 1e-3}``,
         ...). Then ``by=["lr"]`` (params, "param." optional; default every
-        param but the seed), ``task="env"``, ``metric``, ``window``,
+        param but the seed), ``task="env"`` (a param; ``"tag.env"``: the tag
+        env:VALUE), ``metric``, ``window``,
         ``stat=["iqm", "mean"]``, ``reps``, ``ci``, ``seed``, ``gamma``,
         ``normalize="minmax"`` with ``min`` and ``max`` (numbers, or dicts by
         task) (or "baseline" with
@@ -784,7 +785,7 @@ class Client:
             v = q.get(k)
             if v is not None:
                 names = [v] if isinstance(v, str) else list(v)
-                q[k] = ",".join(n if n.startswith("param.") else "param." + n
+                q[k] = ",".join(n if n.startswith(("param.", "tag.")) else "param." + n
                                 for part in names for n in part.split(","))
         if isinstance(q.get("improve"), (list, tuple)):
             q["improve"] = ":".join(str(x) for x in q["improve"])

@@ -852,10 +852,10 @@ want = {"sweep": "s1", "by": "param.lr,param.batch", "task": "param.env", "metri
         "min": "-1", "max": "0"}
 check(q == want, "query: %r" % (q,))
 
-c.compare(tag="paper", params={"algo": "PPO"}, by="lr,batch", created_after="2026-01-01T00:00:00Z", improve="a:b",
+c.compare(tag="paper", params={"algo": "PPO"}, by="lr,batch", task="tag.env", created_after="2026-01-01T00:00:00Z", improve="a:b",
           normalize="minmax", min={"cartpole": 0, "pendulum": -1600.5}, max=1)
 q = dict(urllib.parse.parse_qsl(seen[-1].partition("?")[2]))
-check(q == {"tag": "paper", "param.algo": "PPO", "by": "param.lr,param.batch", "createdAfter": "2026-01-01T00:00:00Z", "improve": "a:b",
+check(q == {"tag": "paper", "param.algo": "PPO", "by": "param.lr,param.batch", "task": "tag.env", "createdAfter": "2026-01-01T00:00:00Z", "improve": "a:b",
             "normalize": "minmax", "min": "cartpole=0,pendulum=-1600.5", "max": "1"},
       "filters: %r" % (q,))
 try:

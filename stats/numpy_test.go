@@ -6,34 +6,13 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
-)
 
-// numpyPython is a python3 that imports numpy: the first python3 on PATH
-// that does, else Debian's. Without one the test is skipped, except under
-// CI=true (.ci/run installs python3-numpy), where it fails.
-func numpyPython(t *testing.T) string {
-	t.Helper()
-	var cands []string
-	if p, err := exec.LookPath("python3"); err == nil {
-		cands = append(cands, p)
-	}
-	cands = append(cands, "/usr/bin/python3")
-	for _, p := range cands {
-		if exec.Command(p, "-c", "import numpy").Run() == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no python3 with numpy (tried %v) under CI=true: apt-get install python3-numpy", cands)
-	}
-	t.Skipf("no python3 with numpy (tried %v): apt-get install python3-numpy", cands)
-	return ""
-}
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
+)
 
 type refCase struct {
 	Groups  [][][]string   `json:"groups"` // scores as strings: NaN and Inf travel
@@ -71,7 +50,7 @@ func fmtScore(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // random numbers), over ties, a group of one run, groups of very different
 // sizes, unequal tasks and NaN and Inf scores (skipped, counted).
 func TestAgainstNumpy(t *testing.T) {
-	py := numpyPython(t)
+	py := testutil.NumpyPython(t)
 	const reps = 20_000
 	rng := rand.New(rand.NewPCG(7, 7))
 	var cases []refCase

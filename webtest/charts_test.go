@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,12 +39,13 @@ time.sleep(float(p.get("sleep", 0)))
 
 // TestCharts drives the chart features of issue 30 on a sweep of 3 learning
 // rates × 2 tasks (env) × 3 seeds and on a GPU run (a fake nvidia-smi): the sweep page's
-// smoothing and its ±std bands clipped to the runs' range (never above 0
+// smoothing, its band choice and its ±std bands clipped to the runs' range (never above 0
 // for rewards ≤ 0), the compare page's small multiples (regex filter, group
 // by a param), log scale, drag-to-zoom and reset, the tooltip beside the
 // legend, the server's statistics (aggregate table, profiles, improvement
 // matrix), the run page's edit of the record and its GPU series on a time
-// axis; at 1400 px and on a 390 px phone, with screenshots.
+// axis; at 1400 px and on a 390 px phone (a tap's tooltip, a finger's
+// zoom), with screenshots.
 func TestCharts(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -127,6 +132,31 @@ func TestCharts(t *testing.T) {
 	}
 	checkTipOffLegend(b, `[data-chart="sweep"]`)
 	b.screenshot("30-sweep-charts")
+	// The band's kind: min–max holds ± std (clipped to it), the 95% interval
+	// of the mean is wider than ± std at 3 seeds (1.96/√3 of it), none draws
+	// none; the choice in the link.
+	// Measured by each band's area on screen (the shoelace formula over its
+	// outline): the extremes of both are the runs' min and max.
+	widths := `[...document.querySelectorAll('[data-chart="sweep"] path.band')].map((e) => {
+		const p = e.getAttribute('d').slice(1).replace('Z', '').split('L').map((q) => q.split(',').map(Number));
+		let a = 0; for (let i = 0; i < p.length; i++) { const j = (i + 1) % p.length; a += p[i][0] * p[j][1] - p[j][0] * p[i][1]; } return Math.abs(a / 2); })`
+	std := eval[[]float64](b, widths)
+	area := func(kind string) []float64 {
+		b.selectValue("#sweep-band", kind)
+		b.wait(kind+" bands", 5*time.Second, `location.search.includes('band=`+kind+`') && document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
+		return eval[[]float64](b, widths)
+	}
+	minmax, ci := area("minmax"), area("ci")
+	for i := range std {
+		if len(ci) != len(std) || len(minmax) != len(std) || !(minmax[i] > std[i]) || !(ci[i] > std[i]) {
+			t.Errorf("the bands' areas: ± std %v, min–max %v, the interval %v", std, minmax, ci)
+			break
+		}
+	}
+	b.selectValue("#sweep-band", "none")
+	b.wait("no bands", 5*time.Second, `location.search.includes('band=none') && document.querySelectorAll('[data-chart="sweep"] path.band').length === 0`)
+	b.selectValue("#sweep-band", "std")
+	b.wait("± std again", 5*time.Second, `!location.search.includes('band=') && document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
 
 	// The compare page over the sweep, grouped by lr: a chart per metric,
 	// the statistics from /api/compare.
@@ -232,10 +262,18 @@ func TestCharts(t *testing.T) {
 	if over := eval[bool](b, `(() => { const e = document.querySelector('#params-diff'); return e.scrollWidth > e.clientWidth + 1; })()`); over {
 		t.Error("the runs table scrolls sideways on a phone")
 	}
-	hover(b, `[data-chart="compare:episode_reward"]`, 0.5, 0.5)
-	b.wait("the tooltip", 5*time.Second, `!document.querySelector('[data-chart="compare:episode_reward"] .chart-tip').hidden`)
+	// A finger: a tap shows the tooltip, a sideways drag zooms, Reset undoes.
+	touch(b, `[data-chart="compare:episode_reward"]`, 0.5, 0.5)
+	b.wait("the tooltip of a tap", 5*time.Second, `!document.querySelector('[data-chart="compare:episode_reward"] .chart-tip').hidden &&
+		document.querySelector('[data-chart="compare:episode_reward"] svg').dataset.zoom === ''`)
 	checkTipOffLegend(b, `[data-chart="compare:episode_reward"]`)
 	b.screenshot("34-compare-phone")
+	touch(b, `[data-chart="compare:episode_reward"]`, 0.3, 0.7)
+	b.wait("a zoom by touch", 5*time.Second, `document.querySelector('[data-chart="compare:episode_reward"] svg').dataset.zoom !== '' &&
+		!document.querySelector('[data-chart="compare:episode_reward"] .chart-reset').hidden`)
+	b.screenshot("34b-compare-phone-touch-zoom")
+	b.click(`[data-chart="compare:episode_reward"] .chart-reset`)
+	b.wait("the zoom reset", 5*time.Second, `document.querySelector('[data-chart="compare:episode_reward"] svg').dataset.zoom === ''`)
 	b.open(s.url + "/sweeps/" + sw.ID + "?smooth=0.8")
 	b.wait("six bands", 20*time.Second, `document.querySelectorAll('[data-chart="sweep"] path.band').length === 6`)
 	if over := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
@@ -281,6 +319,19 @@ func drag(b *browser, chart string, x0, x1 float64) {
 		s.dispatchEvent(new MouseEvent('mouseup', at(%g))); })()`, q, x0, (x0+x1)/2, x1)))
 }
 
+// touch puts a finger on the chart's plot at fraction x0 of its width and
+// lifts it at x1 (x0 == x1: a tap).
+func touch(b *browser, chart string, x0, x1 float64) {
+	b.t.Helper()
+	q, _ := json.Marshal(chart + " svg")
+	b.do("touch on "+chart, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const s = document.querySelector(%s); const r = s.getBoundingClientRect();
+		const at = (f) => new Touch({identifier: 1, target: s, clientX: r.left + r.width * f, clientY: r.top + r.height / 2});
+		const send = (type, t, touches) => s.dispatchEvent(new TouchEvent(type, {bubbles: true, cancelable: true, touches, changedTouches: [t]}));
+		let t = at(%g); send('touchstart', t, [t]);
+		t = at(%g); send('touchmove', t, [t]);
+		t = at(%g); send('touchend', t, []); })()`, q, x0, (x0+x1)/2, x1)))
+}
+
 // checkTipOffLegend: the chart's tooltip does not overlap its legend.
 func checkTipOffLegend(b *browser, chart string) {
 	b.t.Helper()
@@ -318,7 +369,7 @@ print("\n".join(lines), flush=True)
 
 // TestComparePageSpeed: the compare page with 50 runs × 6 metrics (500
 // points each) draws in at most 1 s (issue 30's goal), measured by the
-// page around its drawing (the fetches apart).
+// page around its drawing (the fetches apart); its legend of 50 filters.
 func TestComparePageSpeed(t *testing.T) {
 	needs(t)
 	t.Parallel()
@@ -356,4 +407,180 @@ func TestComparePageSpeed(t *testing.T) {
 		t.Errorf("the compare page drew 50 runs × 6 metrics in %d ms, want ≤ 1000", draw)
 	}
 	b.screenshot("37-compare-fifty")
+	// The legend filters: a regex over the labels leaves the series it
+	// matches; a click on an entry hides its series.
+	const m0 = `[data-chart="compare:m0"]`
+	first := eval[[]string](b, `(() => { const e = document.querySelector('`+m0+` .legend button[data-series]'); return [e.dataset.series, e.querySelector('.lbl').textContent]; })()`)
+	filter, _ := json.Marshal("^" + regexp.QuoteMeta(first[1]) + "$")
+	b.do("filter the legend", chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const f = document.querySelector('%s .legend-filter'); f.value = %s; f.dispatchEvent(new Event('input', {bubbles: true})); })()`, m0, filter)))
+	b.wait("the one series the filter matches", 5*time.Second, fmt.Sprintf(`(() => { const l = document.querySelectorAll('%s path.line:not(.raw)'); return l.length === 1 && l[0].dataset.series === %q; })()`, m0, first[0]))
+	b.do("clear the filter", chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('`+m0+` .legend-filter'); f.value = ''; f.dispatchEvent(new Event('input', {bubbles: true})); })()`))
+	b.wait("every series again", 5*time.Second, `document.querySelectorAll('`+m0+` path.line:not(.raw)').length === 50`)
+	b.click(m0 + ` .legend button[data-series]`)
+	b.wait("the clicked series hidden", 5*time.Second, fmt.Sprintf(`document.querySelectorAll('%s path.line:not(.raw)').length === 49 && !document.querySelector('%s path.line[data-series=%q]') &&
+		document.querySelector('%s .legend button[data-series]').getAttribute('aria-pressed') === 'false'`, m0, m0, first[0], m0))
+}
+
+// doneTrainer logs one score: higher for a higher lr, each env apart.
+const doneTrainer = `
+import json, os, random
+p = json.loads(os.environ.get("RLSCHED_PARAMS") or "{}")
+r = random.Random(int(p["seed"]) * 7 + ord(p["env"]))
+score = float(p["lr"]) * 10 + {"a": 0, "b": 1, "c": 2}[p["env"]] + 3 * r.random()
+print("RLSCHED_METRIC " + json.dumps({"step": 1, "episode_reward": score}), flush=True)
+`
+
+// TestCompareDoneWhen is issue 30's done-when in the dashboard: a sweep of
+// 4 learning rates × 10 seeds on 3 tasks shows the aggregate table (every
+// estimate with its interval), the performance profile and the 4 × 4
+// improvement matrix, each number the server's (which httpapi's
+// TestCompare_PythonClient holds to the numpy reference), the tables
+// exported as CSV, SVG and PNG.
+func TestCompareDoneWhen(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	s := startUp(t, 0)
+	a := s.api().signup("dora")
+	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "done when", "base": map[string]any{"command": []string{"python3", "-c", doneTrainer}},
+		"grid": map[string]any{"lr": []any{0.1, 0.2, 0.3, 0.4}, "env": []any{"a", "b", "c"}}, "seedCount": 10})
+	if st != 202 {
+		t.Fatalf("POST /api/sweeps: %d %s", st, body)
+	}
+	var sw struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &sw); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 6*time.Minute, func() (bool, string) {
+		var v struct {
+			Counts map[string]int `json:"counts"`
+		}
+		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
+		_ = json.Unmarshal(b, &v)
+		return v.Counts["SUCCEEDED"] == 120, fmt.Sprintf("counts %v", v.Counts)
+	})
+	b := newBrowser(t)
+	b.do("desktop viewport", chromedp.EmulateViewport(1400, 1000))
+	b.signIn(s.url, "dora")
+	b.open(s.url + "/compare?sweep=" + sw.ID + "&by=lr&task=env")
+	b.wait("the statistics", 60*time.Second, `(document.querySelector('#stats-table .stats-head') || {textContent: ''}).textContent.includes('120 runs over 3 tasks') &&
+		document.querySelectorAll('#stats-table tr[data-group]').length === 4 && document.querySelectorAll('[data-chart="profile"] path.line').length === 4 &&
+		document.querySelectorAll('#improve-matrix td.pi').length === 12`)
+	// The page's own request, asked again: its cells show that answer.
+	q := eval[string](b, `performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.includes('/api/compare?')).pop()`)
+	i := strings.Index(q, "/api/compare?")
+	if i < 0 {
+		t.Fatalf("the page's request %q", q)
+	}
+	var ans struct {
+		Groups []struct {
+			Name  string `json:"name"`
+			N     int    `json:"n"`
+			Stats map[string]struct {
+				Value float64    `json:"value"`
+				CI    [2]float64 `json:"ci"`
+			} `json:"stats"`
+			Profile [][4]float64 `json:"profile"`
+		} `json:"groups"`
+		Improvements []struct {
+			A, B  string
+			Value float64    `json:"value"`
+			CI    [2]float64 `json:"ci"`
+		} `json:"improvements"`
+	}
+	if st, body := a.do("GET", q[i:], nil); st != 200 || json.Unmarshal(body, &ans) != nil || len(ans.Groups) != 4 || len(ans.Improvements) != 12 {
+		t.Fatalf("%s: %d %s", q[i:], st, body)
+	}
+	// A cell "v [lo, hi]" (4 significant digits, the matrix's 3) near the answer.
+	near := func(what, cell string, want ...float64) {
+		t.Helper()
+		f := strings.FieldsFunc(cell, func(r rune) bool { return r == ' ' || r == '[' || r == ']' || r == ',' })
+		ok := len(f) == len(want)
+		for k := 0; ok && k < len(f); k++ {
+			var v float64
+			_, err := fmt.Sscan(f[k], &v)
+			ok = err == nil && math.Abs(v-want[k]) <= 1e-3*math.Max(1, math.Abs(want[k]))
+		}
+		if !ok {
+			t.Errorf("%s: the page shows %q, the server %v", what, cell, want)
+		}
+	}
+	for _, g := range ans.Groups {
+		if g.N != 30 {
+			t.Errorf("group %s: %d runs", g.Name, g.N)
+		}
+		for _, stat := range []string{"iqm", "mean", "median", "gap"} {
+			iv := g.Stats[stat]
+			near("group "+g.Name+" "+stat, b.text(fmt.Sprintf(`#stats-table tr[data-group=%q] td[data-stat=%q]`, g.Name, stat)), iv.Value, iv.CI[0], iv.CI[1])
+		}
+	}
+	for _, im := range ans.Improvements {
+		near("P("+im.A+" > "+im.B+")", b.text(fmt.Sprintf(`#improve-matrix td.pi[data-a=%q][data-b=%q]`, im.A, im.B)), im.Value, im.CI[0], im.CI[1])
+	}
+	// The profile's lines are the answer's fractions.
+	got := eval[[]int](b, `[...document.querySelectorAll('[data-chart="profile"] path.line')].map((p) => Number(p.dataset.points))`)
+	if len(got) != 4 || got[0] != len(ans.Groups[0].Profile) || len(ans.Groups[0].Profile) < 2 {
+		t.Errorf("profile lines of %v points, the answer's %d", got, len(ans.Groups[0].Profile))
+	}
+	// Each statistics table exports as CSV, SVG and PNG: the files its
+	// buttons hand to the browser.
+	exported := func(button string) string {
+		q, _ := json.Marshal(button)
+		return evalAwait[string](b, fmt.Sprintf(`new Promise((r) => { const orig = URL.createObjectURL;
+			URL.createObjectURL = (blob) => { URL.createObjectURL = orig; (blob.type === 'image/png' ? Promise.resolve('PNG ' + blob.size) : blob.text()).then(r); return orig.call(URL, blob); };
+			document.querySelector(%s).click(); })`, q))
+	}
+	if csv := exported("#stats-csv"); !strings.HasPrefix(csv, "group,runs,iqm,iqm_lo,iqm_hi,") || strings.Count(csv, "\n") != 5 {
+		t.Errorf("the aggregate table's CSV:\n%s", csv)
+	}
+	if svg := exported("#stats-svg"); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, ">Optimality gap</text>") ||
+		!strings.Contains(svg, ">"+b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`)+"</text>") {
+		t.Errorf("the aggregate table's SVG: %.400s", svg)
+	}
+	svg := exported("#improve-svg")
+	if strings.Count(svg, "<rect") < 12 || !strings.Contains(svg, ">"+b.text(`#improve-matrix td.pi[data-a="0.4"][data-b="0.1"]`)+"</text>") {
+		t.Errorf("the improvement matrix's SVG: %.400s", svg)
+	}
+	if err := os.WriteFile(filepath.Join(screenshotDir, "39-improvement-matrix.svg"), []byte(svg), 0o644); err != nil {
+		t.Log(err)
+	}
+	for _, png := range []string{"#stats-png", "#improve-png"} {
+		if got := exported(png); !strings.HasPrefix(got, "PNG ") || got == "PNG 0" {
+			t.Errorf("%s gave %q", png, got)
+		}
+	}
+	// A run's one point is a ring, its group's band a bar: visible.
+	if n := eval[int](b, `document.querySelectorAll('[data-chart="compare:episode_reward"] path.line[data-points="1"]').length +
+		10 * document.querySelectorAll('[data-chart="compare:episode_reward"] path.band').length`); n != 44 {
+		t.Errorf("the one-step chart draws %d lines and %d bands, want 4 of each", n%10, n/10)
+	}
+	b.screenshot("38-compare-done-when")
+
+	// The tasks as tags (suite:VALUE, added by an edit of each record): the
+	// page offers tag suite as the task, and its statistics are the env's.
+	var sweepRuns struct {
+		Runs []struct {
+			ID     string          `json:"id"`
+			Params json.RawMessage `json:"params"`
+		} `json:"runs"`
+	}
+	if _, body := a.do("GET", "/api/sweeps/"+sw.ID, nil); json.Unmarshal(body, &sweepRuns) != nil || len(sweepRuns.Runs) != 120 {
+		t.Fatalf("the sweep's runs: %s", body)
+	}
+	for _, r := range sweepRuns.Runs {
+		var p struct{ Env string }
+		_ = json.Unmarshal(r.Params, &p)
+		if st, body := a.do("PATCH", "/api/tasks/"+r.ID, map[string]any{"addTags": []string{"suite:" + p.Env}}); st != 200 {
+			t.Fatalf("PATCH %s: %d %s", r.ID, st, body)
+		}
+	}
+	envIQM := b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`)
+	b.open(s.url + "/compare?sweep=" + sw.ID + "&by=lr&task=tag.suite")
+	b.wait("the statistics over the tag's tasks", 60*time.Second, `document.querySelector('#stats-task').value === 'tag.suite' &&
+		(document.querySelector('#stats-table .stats-head') || {textContent: ''}).textContent.includes('120 runs over 3 tasks') &&
+		document.querySelectorAll('#stats-table tr[data-group]').length === 4`)
+	if got := b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`); got != envIQM {
+		t.Errorf("IQM of lr 0.4 over tag suite %q, over param env %q", got, envIQM)
+	}
 }

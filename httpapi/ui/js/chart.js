@@ -1,12 +1,13 @@
 // A small SVG line chart: several series over a shared x axis, optional
 // bands (mean ± spread, clipped to the range the runs reached), EMA
-// smoothing with the raw line faint behind, linear or log y, drag to zoom
-// (double-click or Reset to undo), x as steps or, for series of Unix
-// seconds, as time since the start or the clock; a tooltip that follows
-// the cursor and lists every visible series at that x (mouse and arrow
-// keys), kept inside the plot so it never covers the legend; a legend that
-// hides series and, with many, filters them. Long series are reduced to
-// min/max per pixel column before drawing, so 100k points cost what 1k do.
+// smoothing with the raw line faint behind, linear or log y, drag (mouse
+// or finger) to zoom (double-click or Reset to undo), x as steps or, for
+// series of Unix seconds, as time since the start or the clock; a tooltip
+// that follows the cursor and lists every visible series at that x (mouse,
+// arrow keys or a tap), kept inside the plot so it never covers the
+// legend; a legend that hides series and, with many, filters them. Long
+// series are reduced to min/max per pixel column before drawing, so 100k
+// points cost what 1k do.
 
 import { h, clear, fmtNum } from './util.js';
 import { niceTicks, logTicks, xAxis, X_MODES, fmtRelative, fmtWall } from './chartaxis.js';
@@ -71,7 +72,8 @@ function pathOf(pts, x, y) {
     d += (pen ? 'L' : 'M') + x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1);
     pen = true; n++;
   }
-  if (n === 1) { const p = pts.find(Boolean); d = `M${(x(p[0]) - 2).toFixed(1)},${y(p[1]).toFixed(1)}h4`; }
+  // A lone point (a run that logged one step) is a ring, visible at any width.
+  if (n === 1) { const p = pts.find(Boolean); d = `M${(x(p[0]) - 3).toFixed(1)},${y(p[1]).toFixed(1)}a3,3 0 1,0 6,0a3,3 0 1,0 -6,0`; }
   return d;
 }
 
@@ -85,6 +87,16 @@ export function ema(points, a) {
     w = a * w + (1 - a);
     return [px, m / w];
   });
+}
+
+// BANDS are the spreads a group's line may carry; bandPoint is one step's
+// [x, lo, hi, n, min, max] of a kind, from the step's mean, sample std,
+// count and range (the 95% interval is the normal one of the mean).
+export const BANDS = [['std', '± std'], ['ci', '95% interval of the mean'], ['minmax', 'min–max'], ['none', 'no band']];
+export function bandPoint(kind, x, m, sd, n, mn, mx) {
+  if (kind === 'ci') { const e = 1.96 * sd / Math.sqrt(n); return [x, m - e, m + e, n, mn, mx]; }
+  if (kind === 'minmax') return [x, mn, mx, n, mn, mx];
+  return [x, m - sd, m + sd, n, mn, mx];
 }
 
 // clipBand bounds each [x, lo, hi, n, min, max] to its min and max (what
@@ -144,6 +156,18 @@ export class LineChart {
     this.svg.addEventListener('dblclick', () => this.setZoom(null));
     this.svg.addEventListener('keydown', (e) => this.onKey(e));
     this.svg.addEventListener('blur', () => { this.hoverX = null; this.drawHover(); });
+    // A finger: a tap shows the tooltip there, a sideways drag zooms (the
+    // svg's touch-action leaves vertical pans to the page), Reset undoes.
+    const finger = (e) => e.touches[0] || e.changedTouches[0];
+    this.svg.addEventListener('touchstart', (e) => {
+      if (e.touches.length !== 1) { this.endDrag(null); return; }
+      const t = finger(e);
+      this.onMove(t);
+      this.startDrag({ button: 0, clientX: t.clientX, clientY: t.clientY, preventDefault() {} });
+    }, { passive: true });
+    this.svg.addEventListener('touchmove', (e) => { if (this.drag) this.onMove(finger(e)); }, { passive: true });
+    this.svg.addEventListener('touchend', (e) => { if (this.drag) this.endDrag(finger(e)); });
+    this.svg.addEventListener('touchcancel', () => this.endDrag(null));
   }
 
   destroy() { this.ro.disconnect(); }
@@ -304,7 +328,7 @@ export class LineChart {
     const pw = Math.max(10, W - M.left - M.right), ph = Math.max(10, H - M.top - M.bottom);
     const log = this.view.yLog;
     const yt = log ? logTicks(y0, y1) : niceTicks(y0, y1, Math.max(2, Math.round(ph / 45)));
-    const xhi = x1 > x0 ? x1 : x0 + 1, xlo = x0;
+    const [xlo, xhi] = x1 > x0 ? [x0, x1] : [x0 - 1, x0 + 1]; // a lone x in the middle
     const xt = ax.ticks(xlo, xhi, Math.max(2, Math.round(pw / 90)));
     const x = (v) => M.left + ((v - xlo) / (xhi - xlo)) * pw;
     const ty = log ? (v) => Math.log10(v) : (v) => v;
@@ -345,9 +369,15 @@ export class LineChart {
     for (const d of data) {
       const sr = d.sr;
       const b = (d.band || []).filter((p) => !log || p[1] > 0);
-      if (b.length > 1) {
-        let path = 'M' + b.map((p) => x(p[0]).toFixed(1) + ',' + y(p[2]).toFixed(1)).join('L');
-        path += 'L' + b.slice().reverse().map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L') + 'Z';
+      if (b.length) {
+        let path;
+        if (b.length > 1) {
+          path = 'M' + b.map((p) => x(p[0]).toFixed(1) + ',' + y(p[2]).toFixed(1)).join('L');
+          path += 'L' + b.slice().reverse().map((p) => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join('L') + 'Z';
+        } else { // a band of one step is a bar 8 px wide, as an error bar
+          const [p] = b;
+          path = `M${(x(p[0]) - 4).toFixed(1)},${y(p[2]).toFixed(1)}h8V${y(p[1]).toFixed(1)}h-8Z`;
+        }
         const band = s('path', { d: path, class: 'band', fill: sr.color });
         band.dataset.series = sr.id;
         band.dataset.lo = String(Math.min(...b.map((p) => p[1])));

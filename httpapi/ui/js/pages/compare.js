@@ -8,7 +8,7 @@
 // link shows the same view.
 
 import { api } from '../api.js';
-import { LineChart, smoothingControl } from '../chart.js';
+import { LineChart, smoothingControl, BANDS, bandPoint } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
 import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
@@ -17,7 +17,6 @@ import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, vary
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_RUNS = 200;
 const MAX_CHARTS = 12;
-const BANDS = [['std', '± std'], ['ci', '95% interval of the mean'], ['minmax', 'min–max'], ['none', 'no band']];
 
 // seedless is a run's argv without its seed ("--seed v" or "--seed=v").
 function seedless(argv) {
@@ -85,9 +84,7 @@ function aggregate(seriesList, band) {
     const sd = v.length > 1 ? Math.sqrt(v.reduce((a, b) => a + (b - m) ** 2, 0) / (v.length - 1)) : 0;
     const mn = Math.min(...v), mx = Math.max(...v);
     mean.push([x, m]);
-    if (band === 'std') bandPts.push([x, m - sd, m + sd, v.length, mn, mx]);
-    else if (band === 'ci') { const e = 1.96 * sd / Math.sqrt(v.length); bandPts.push([x, m - e, m + e, v.length, mn, mx]); }
-    else if (band === 'minmax') bandPts.push([x, mn, mx, v.length, mn, mx]);
+    if (band !== 'none') bandPts.push(bandPoint(band, x, m, sd, v.length, mn, mx));
   }
   return { mean, band: band === 'none' ? null : bandPts };
 }
@@ -159,7 +156,7 @@ export function mount(root, ctx) {
       h('div', { class: 'card-head' }, h('h2', null, 'Statistics'), h('span', { class: 'muted' }, 'across seeds, as an RL paper reports them (IQM, bootstrap intervals)'),
         h('span', { class: 'spacer' }),
         h('div', { class: 'field' }, h('label', { for: 'metric-select' }, 'Metric'), statSel),
-        h('div', { class: 'field' }, h('label', { for: 'stats-task' }, 'Task (a param)'), taskSel)),
+        h('div', { class: 'field' }, h('label', { for: 'stats-task' }, 'Task (a param or tag)'), taskSel)),
       stats.el),
     h('section', { class: 'card' },
       h('div', { class: 'card-head' }, h('h2', null, 'Runs, params and metrics'), h('span', { class: 'spacer' }), h('label', { class: 'toggle', for: 'only-diff' }, onlyDiffCb, h('span', null, 'Only params that differ'))),
@@ -241,7 +238,17 @@ export function mount(root, ctx) {
     const opts = [['', 'nothing: one line a run'], ['seed', 'everything but the seed'], ...varying.filter((k) => k !== 'seed').map((k) => [k, 'param ' + k])];
     if (by && !opts.some(([k]) => k === by)) opts.push([by, 'param ' + by]);
     replace(bySel, opts.map(([k, l]) => h('option', { value: k, selected: k === by }, l)));
-    replace(taskSel, [['', 'none']].concat(varying.filter((k) => k !== 'seed' && k !== by).map((k) => [k, k])).map(([k, l]) => h('option', { value: k, selected: k === task }, l)));
+    // A task is a varying param, or a tag NAME:VALUE whose VALUE varies (task=tag.NAME).
+    const tagValues = new Map();
+    for (const t of loaded()) for (const tag of t.tags || []) {
+      const i = tag.indexOf(':');
+      if (i < 1 || tag.startsWith('sweep:')) continue;
+      const name = tag.slice(0, i);
+      if (!tagValues.has(name)) tagValues.set(name, new Set());
+      tagValues.get(name).add(tag.slice(i + 1));
+    }
+    const tagTasks = [...tagValues].filter(([, v]) => v.size > 1).map(([n]) => ['tag.' + n, 'tag ' + n + ':…']);
+    replace(taskSel, [['', 'none']].concat(varying.filter((k) => k !== 'seed' && k !== by).map((k) => [k, k]), tagTasks).map(([k, l]) => h('option', { value: k, selected: k === task }, l)));
     const names = metricNames();
     if (!statMetric || !names.includes(statMetric)) statMetric = names.includes('episode_reward') ? 'episode_reward' : names[0] || '';
     replace(statSel, names.length ? names.map((n) => h('option', { value: n, selected: n === statMetric }, n)) : h('option', { value: '' }, 'no metrics yet'));
@@ -372,7 +379,7 @@ export function mount(root, ctx) {
     stats.update({
       ...sel, metric: statMetric,
       by: by && by !== 'seed' ? 'param.' + by : '',
-      task: task ? 'param.' + task : '',
+      task: !task ? '' : task.startsWith('tag.') ? task : 'param.' + task,
       taus: profileTaus(scores),
       colorOf: (name) => {
         const g = groups().find((x) => x.key === 'group:' + by + '=' + name || x.label.startsWith(by + '=' + name));

@@ -2,12 +2,12 @@
 // /api/compare: package stats, rliable's estimators): the aggregate table
 // (IQM, mean, median, optimality gap, each with its stratified bootstrap
 // interval), the performance profiles, the probability-of-improvement
-// matrix and the IQM curves over steps, each exportable (CSV; the charts
-// as SVG, PNG or CSV from their menus).
+// matrix and the IQM curves over steps, each exportable as SVG, PNG or CSV
+// (the tables drawn as a grid of cells; the charts from their menus).
 
 import { api } from '../api.js';
 import { LineChart } from '../chart.js';
-import { downloadCSV } from '../chartexport.js';
+import { downloadCSV, downloadSVG, downloadPNG, tableSvg } from '../chartexport.js';
 import { h, replace, clear, fmtNum } from '../util.js';
 
 const STATS = [['iqm', 'IQM'], ['mean', 'Mean'], ['median', 'Median'], ['gap', 'Optimality gap']];
@@ -34,10 +34,16 @@ export function statsPanel() {
   let seq = 0;
   let ac = null;
 
-  function csvButton(id, rows, name) {
-    const b = h('button', { type: 'button', class: 'btn btn-ghost btn-xs', id }, 'CSV');
-    b.addEventListener('click', () => downloadCSV(rows(), name));
-    return b;
+  // exportButtons: the table as CSV (rows(), the numbers in full) and as
+  // SVG or PNG (shown(), the cells as the page shows them; fill tints them).
+  function exportButtons(id, rows, shown, name, fill) {
+    const b = (kind, f) => {
+      const e = h('button', { type: 'button', class: 'btn btn-ghost btn-xs', id: id + '-' + kind.toLowerCase() }, kind);
+      e.addEventListener('click', f);
+      return e;
+    };
+    return h('span', { class: 'stats-export' }, b('CSV', () => downloadCSV(rows(), name)),
+      b('SVG', () => downloadSVG(tableSvg(shown(), fill), name)), b('PNG', () => downloadPNG(tableSvg(shown(), fill), name)));
   }
 
   function renderTable(ans) {
@@ -52,7 +58,8 @@ export function statsPanel() {
     replace(tableBox, h('div', { class: 'stats-head' },
       h('span', { class: 'muted' }, ans.metric + ': ' + ans.runs + ' runs' + (ans.tasks && ans.tasks.length ? ' over ' + ans.tasks.length + ' tasks' : '') +
         ', ' + (ans.missing || 0) + ' without the metric · ' + Math.round(ans.ci * 100) + '% stratified bootstrap intervals, ' + ans.reps + ' reps, seed ' + ans.seed),
-      h('span', { class: 'spacer' }), csvButton('stats-csv', csv, 'compare-' + ans.metric)),
+      h('span', { class: 'spacer' }), exportButtons('stats', csv, () => [['Group', 'Runs', ...STATS.map(([, l]) => l)],
+        ...ans.groups.map((g) => [g.name || 'all', g.n, ...STATS.map(([k]) => interval((g.stats || {})[k]))])], 'compare-' + ans.metric)),
     h('table', { class: 'data stats' }, h('thead', null, head), h('tbody', null, rows)));
   }
 
@@ -61,18 +68,21 @@ export function statsPanel() {
     if (!imp.length) { replace(matrixBox, h('p', { class: 'muted' }, ans.groups.length < 2 ? 'Needs two groups.' : 'Not computed (at most 20 groups).')); return; }
     const names = ans.groups.map((g) => g.name);
     const at = new Map(imp.map((p) => [p.a + '\u0000' + p.b, p]));
+    const pair = (a, b) => { const p = a === b ? null : at.get(a + '\u0000' + b); return p && p.value != null ? p : null; };
+    // Blue above one half, orange below, stronger the farther.
+    const tint = (v) => v >= 0.5 ? 'rgba(79,124,255,' + ((v - 0.5) * 1.2).toFixed(2) + ')' : 'rgba(240,100,46,' + ((0.5 - v) * 1.2).toFixed(2) + ')';
+    const ci = (p) => '[' + fmtNum(p.ci[0], 3) + ', ' + fmtNum(p.ci[1], 3) + ']';
     const cell = (a, b) => {
       if (a === b) return h('td', { class: 'num faint' }, '—');
-      const p = at.get(a + '\u0000' + b);
-      if (!p || p.value == null) return h('td', { class: 'num' }, '');
-      const v = p.value;
-      // Blue above one half, orange below, stronger the farther.
-      const tint = v >= 0.5 ? 'rgba(79,124,255,' + ((v - 0.5) * 1.2).toFixed(2) + ')' : 'rgba(240,100,46,' + ((0.5 - v) * 1.2).toFixed(2) + ')';
-      return h('td', { class: 'num pi', style: { background: tint }, dataset: { a, b }, title: 'P(' + a + ' > ' + b + ')' },
-        fmtNum(v, 3), h('span', { class: 'ci' }, ' [' + fmtNum(p.ci[0], 3) + ', ' + fmtNum(p.ci[1], 3) + ']'));
+      const p = pair(a, b);
+      if (!p) return h('td', { class: 'num' }, '');
+      return h('td', { class: 'num pi', style: { background: tint(p.value) }, dataset: { a, b }, title: 'P(' + a + ' > ' + b + ')' },
+        fmtNum(p.value, 3), h('span', { class: 'ci' }, ' ' + ci(p)));
     };
-    const csv = () => [['P(row > column)', ...names], ...names.map((a) => [a, ...names.map((b) => { const p = at.get(a + '\u0000' + b); return a === b || !p ? '' : p.value; })])];
-    replace(matrixBox, h('div', { class: 'stats-head' }, h('span', { class: 'spacer' }), csvButton('improve-csv', csv, 'improvement-' + ans.metric)),
+    const csv = () => [['P(row > column)', ...names], ...names.map((a) => [a, ...names.map((b) => { const p = pair(a, b); return p ? p.value : ''; })])];
+    const shown = () => [['P(row > column)', ...names], ...names.map((a) => [a, ...names.map((b) => { const p = pair(a, b); return a === b ? '—' : p ? fmtNum(p.value, 3) + ' ' + ci(p) : ''; })])];
+    const fill = (r, c) => { const p = c ? pair(names[r], names[c - 1]) : null; return p ? tint(p.value) : null; };
+    replace(matrixBox, h('div', { class: 'stats-head' }, h('span', { class: 'spacer' }), exportButtons('improve', csv, shown, 'improvement-' + ans.metric, fill)),
       h('table', { class: 'data matrix' },
         h('thead', null, h('tr', null, h('th', null, 'row \\ column'), names.map((n) => h('th', { class: 'num' }, n)))),
         h('tbody', null, names.map((a) => h('tr', null, h('th', null, a), names.map((b) => cell(a, b)))))));

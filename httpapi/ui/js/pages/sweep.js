@@ -1,14 +1,15 @@
 // Sweep page: the seed groups of one sweep (its members' params without the
 // seed, from the server) as a table sorted by mean final reward, each
-// group's curve as a mean line with a ±std band, a click through to a
-// group's member runs, and retry / cancel; for a search (tpe, earlyStop)
-// the best params with their interval, the params' importances and why
-// members stopped early; the groups across their params as parallel
-// coordinates and, with two params or more, a heatmap (parcoords.js).
+// group's curve as a mean line with a band (± std, the 95% interval of the
+// mean or min–max), a click through to a group's member runs, and retry /
+// cancel; for a search (tpe, earlyStop) the best params with their
+// interval, the params' importances and why members stopped early; the
+// groups across their params as parallel coordinates and, with two params
+// or more, a heatmap (parcoords.js).
 
 import { api } from '../api.js';
 import { live, poller } from '../live.js';
-import { LineChart, smoothingControl } from '../chart.js';
+import { LineChart, smoothingControl, BANDS, bandPoint } from '../chart.js';
 import { progressBar, progressOf } from './sweeps.js';
 import { parallelCoords, heatmap } from '../parcoords.js';
 import {
@@ -44,11 +45,15 @@ export function mount(root, ctx) {
     loadCurves();
   });
   const smoothCtl = smoothingControl('sweep-smooth', smooth, (a) => { smooth = a; chart.setSmoothing(a); syncURL(); });
+  let band = BANDS.some(([k]) => k === ctx.query.get('band')) ? ctx.query.get('band') : 'std';
+  const bandSel = h('select', { id: 'sweep-band', 'aria-label': 'Band' }, BANDS.map(([k, l]) => h('option', { value: k, selected: k === band }, l)));
+  bandSel.addEventListener('change', () => { band = bandSel.value; syncURL(); drawCurves(); });
   // syncURL keeps the view in the address, so a link shows what this page shows.
   function syncURL() {
     const u = new URLSearchParams();
     if (metric) u.set('metric', metric);
     if (smooth) u.set('smooth', String(smooth));
+    if (band !== 'std') u.set('band', band);
     if (view.yLog) u.set('log', '1');
     if (heatX) u.set('hx', heatX);
     if (heatY) u.set('hy', heatY);
@@ -62,8 +67,8 @@ export function mount(root, ctx) {
 
   replace(root, head, progress, search,
     h('section', { class: 'card', id: 'curves' },
-      h('div', { class: 'card-head' }, h('h2', null, 'Curves'), h('span', { class: 'muted' }, 'mean ± std across the seeds of each group, within the runs\' min and max'),
-        h('span', { class: 'spacer' }), smoothCtl, h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel),
+      h('div', { class: 'card-head' }, h('h2', null, 'Curves'), h('span', { class: 'muted' }, 'the mean across the seeds of each group, its band within the runs\' min and max'),
+        h('span', { class: 'spacer' }), smoothCtl, h('div', { class: 'field' }, bandSel), h('div', { class: 'field' }, h('label', { for: 'sweep-metric', class: 'sr-only' }, 'Metric'), metricSel),
         h('a', { class: 'btn btn-sm', href: '/compare?sweep=' + encodeURIComponent(id), id: 'sweep-stats' }, 'Statistics')),
       chart.el, curveNote),
     paramsCard,
@@ -311,7 +316,7 @@ export function mount(root, ctx) {
         color: colorOf(key),
         points: g.series.map((p) => [p[0], p[1]]),
         // [step, mean, std, n, min, max]: the band is clipped to min–max.
-        band: g.series.map((p) => [p[0], p[1] - p[2], p[1] + p[2], p[3], p[4], p[5]]),
+        band: band === 'none' ? null : g.series.map((p) => bandPoint(band, p[0], p[1], p[2], p[3], p[4], p[5])),
       };
     });
     chart.set(series);
