@@ -120,6 +120,8 @@ func WriteTable(w io.Writer, ss []Summary) error {
 	row("preemptions", func(s Summary) string { return strconv.FormatInt(s.Preemptions, 10) })
 	row("lost GPU-hours", func(s Summary) string { return fmt.Sprintf("%.1f", s.LostGPUHours) })
 	row("user slowdown max/min", func(s Summary) string { return fmt.Sprintf("%.2f", s.Fairness) })
+	row("finish-time fairness ρ max", func(s Summary) string { return fmt.Sprintf("%.2f", s.RhoMax) })
+	row("finish-time fairness ρ mean", func(s Summary) string { return fmt.Sprintf("%.2f", s.RhoMean) })
 	row("events", func(s Summary) string { return strconv.FormatInt(s.Events, 10) })
 	row("planner passes", func(s Summary) string { return strconv.FormatInt(s.Passes, 10) })
 	return tw.Flush()
