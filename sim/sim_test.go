@@ -255,3 +255,33 @@ func TestSummaryFinishTimeFairness(t *testing.T) {
 		t.Errorf("one user: ρ max %v, want (1 + 1.5)/2", s.RhoMax)
 	}
 }
+
+func TestRunMultifactorWeighsAgeAndFairShare(t *testing.T) {
+	slurm, err := ParsePolicy("slurm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Short waits: fair share decides, the light user's run goes first
+	// (FIFO would start heavy's older one).
+	jobs := []Job{
+		job("h1", "heavy", 0, time.Hour, 1),
+		job("h2", "heavy", time.Minute, time.Hour, 1),
+		job("l1", "light", 2*time.Minute, time.Hour, 1),
+	}
+	_, by := run(t, cluster(1, 1), Config{Policy: slurm}, jobs...)
+	wantTimes(t, by, "l1", time.Hour, 2*time.Hour)
+	wantTimes(t, by, "h2", 2*time.Hour, 3*time.Hour)
+	// A run that waited past the age cap goes first although its owner used
+	// everything (rlsched's fair share would start light's).
+	week := MultifactorMaxAge
+	jobs = []Job{
+		job("h1", "heavy", 0, week+time.Hour, 1),
+		job("h2", "heavy", time.Minute, time.Hour, 1),
+		job("l1", "light", week, time.Hour, 1),
+	}
+	_, by = run(t, cluster(1, 1), Config{Policy: slurm}, jobs...)
+	wantTimes(t, by, "h2", week+time.Hour, week+2*time.Hour)
+	wantTimes(t, by, "l1", week+2*time.Hour, week+3*time.Hour)
+	_, by = run(t, cluster(1, 1), Config{}, jobs...)
+	wantTimes(t, by, "l1", week+time.Hour, week+2*time.Hour)
+}
