@@ -138,7 +138,7 @@ type Result struct {
 	// of them ran work that was kept (not lost to a preemption or fault).
 	Workers, GPUs                     int
 	AllocatedGPUSeconds, UsefulGPUSec float64
-	Start, End                        time.Time // the first submission, the last event
+	Start, End                        time.Time // the first submission, the last instant anything changed
 	Events, Passes, Preemptions       int64
 	// Busy is the GPU-seconds held in each Bucket of simulated time from
 	// Start (utilisation over time).
@@ -410,13 +410,16 @@ func (e *engine) loop() {
 		if !changed { // stale events only: a pass would find what the last one did
 			continue
 		}
+		// The last instant that changed anything ends the span: a stale
+		// event past it (a Tiresias level a run did not live to reach)
+		// would stretch the utilisation's denominator.
+		e.res.End = at
 		e.schedule()
 		if e.preempt() {
 			e.schedule()
 		}
 		e.tickIfWaiting()
 	}
-	e.res.End = e.now
 }
 
 func (e *engine) nextAt() (time.Time, bool) {

@@ -285,3 +285,18 @@ func TestRunMultifactorWeighsAgeAndFairShare(t *testing.T) {
 	_, by = run(t, cluster(1, 1), Config{}, jobs...)
 	wantTimes(t, by, "l1", week+time.Hour, week+2*time.Hour)
 }
+
+func TestRunSpanEndsAtTheLastChange(t *testing.T) {
+	// A 3-hour job under Tiresias has a level change due at 10 GPU-hours,
+	// stale once it ends: the span, and so the allocation, end with it.
+	tir, err := ParsePolicy("tiresias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Policy{tir, {FIFO: true}} {
+		r, _ := run(t, cluster(1, 2), Config{Policy: p}, job("a", "u", 0, 3*time.Hour, 1))
+		if s := r.Summarize(); r.End != t0.Add(3*time.Hour) || s.Allocation != 0.5 {
+			t.Errorf("%s: ends at +%v, allocation %v; want +3h and 0.5", p.Order, r.End.Sub(t0), s.Allocation)
+		}
+	}
+}
