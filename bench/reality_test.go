@@ -37,9 +37,9 @@ func TestSimAgreesWithARealMaster(t *testing.T) {
 		t.Skip("starts a master and its workers")
 	}
 	const (
-		n        = 100  // pods of the slice, from its first (the 110th asks for 8 GPUs and waits for a pod of 18 trace hours)
-		compress = 1000 // a trace second is a millisecond
-		dense    = 12   // arrivals 12 × faster still, for a queue (the replay has 6: this slice is shorter)
+		n        = 100 // pods of the slice, from its first (the 110th asks for 8 GPUs and waits for a pod of 18 trace hours)
+		compress = 500 // a trace second is 2 ms: the master's own milliseconds count 500 ×
+		dense    = 12  // arrivals 12 × faster still, for a queue (the replay has 6: this slice is shorter)
 	)
 	ps, err := sim.ReadOpenBPods(bytes.NewReader(openbSlice))
 	if err != nil {
@@ -60,7 +60,7 @@ func TestSimAgreesWithARealMaster(t *testing.T) {
 	if bin := os.Getenv("RLSCHED_BIN"); bin != "" {
 		e.bin = bin // make test builds it once for every package
 	}
-	// Reservations after 2 s (33 trace minutes), as the simulation's: with
+	// Reservations after 2 s (1,000 trace seconds), as the simulation's: with
 	// the default 300 s none would be due in the replay's seconds, and an
 	// 8-GPU pod would wait past them.
 	const reserve = 2 * time.Second
