@@ -146,11 +146,42 @@ func replayOnce(e *env, pods []sim.Pod, rounded bool, compress float64, window t
 	if rounded {
 		name = "replay-rounded"
 	}
+	rr, err := replayRun(e, name, pods, rounded, compress, replayDense, window, window)
+	if err != nil {
+		return nil, err
+	}
+	r := summariseReplay(pods, rr.tasks, rr.t0, rr.end, rr.stop, compress)
+	r.overFleet, r.late = rr.stats.Overcommits, rr.late
+	if rr.stats.LastOvercommit != "" {
+		r.overWhy = strings.TrimPrefix(r.overWhy+"; workers: "+rr.stats.LastOvercommit, "; ")
+	}
+	e.logf("%s: allocation %.1f%%, held %.1f%%, %d started, mean wait %.0f s, p95 %.0f s, %d never fit, %d waiting, over-commits %d/%d",
+		name, 100*r.alloc, 100*r.held, r.started, r.meanWait, r.p95Wait, len(r.neverFit), r.waiting, r.overStore, r.overFleet)
+	return r, nil
+}
+
+// replayed is what one replay through a real master left: every run as the
+// store has it, the real start of the submissions, the end of their window
+// and when the replay stopped, the simulated workers' counts, and how late
+// the latest submission was.
+type replayed struct {
+	tasks         []replayTask
+	t0, end, stop time.Time
+	stats         *groupStats
+	late          time.Duration
+}
+
+// replayRun starts a master and replayCluster's simulated workers, submits
+// each pod at its creation time (relative to the first) divided by
+// compress × dense, and waits until every run has started or waits with
+// no_worker, or grace after the last submission. masterEnv is more of the
+// master's environment.
+func replayRun(e *env, name string, pods []sim.Pod, rounded bool, compress, dense float64, window, grace time.Duration, masterEnv ...string) (*replayed, error) {
 	dataDir, err := e.dir(name, true)
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.startMaster(masterConf{name: name, dataDir: dataDir})
+	m, err := e.startMaster(masterConf{name: name, dataDir: dataDir, env: masterEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +217,7 @@ func replayOnce(e *env, pods []sim.Pod, rounded bool, compress float64, window t
 	first := pods[0].Created
 	var late time.Duration
 	for _, p := range pods {
-		at := t0.Add(time.Duration(float64(p.Created.Sub(first)) / (compress * replayDense)))
+		at := t0.Add(time.Duration(float64(p.Created.Sub(first)) / (compress * dense)))
 		time.Sleep(time.Until(at))
 		late = max(late, time.Since(at))
 		if err := replaySubmit(m, tok, p, rounded, compress); err != nil {
@@ -205,7 +236,7 @@ func replayOnce(e *env, pods []sim.Pod, rounded bool, compress float64, window t
 				settled = false
 			}
 		}
-		if settled || time.Since(end) > window {
+		if settled || time.Since(end) > grace {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -215,14 +246,7 @@ func replayOnce(e *env, pods []sim.Pod, rounded bool, compress float64, window t
 	if err != nil {
 		return nil, err
 	}
-	r := summariseReplay(pods, tasks, t0, end, stop, compress)
-	r.overFleet, r.late = st.Overcommits, late
-	if st.LastOvercommit != "" {
-		r.overWhy = strings.TrimPrefix(r.overWhy+"; workers: "+st.LastOvercommit, "; ")
-	}
-	e.logf("%s: allocation %.1f%%, held %.1f%%, %d started, mean wait %.0f s, p95 %.0f s, %d never fit, %d waiting, over-commits %d/%d",
-		name, 100*r.alloc, 100*r.held, r.started, r.meanWait, r.p95Wait, len(r.neverFit), r.waiting, r.overStore, r.overFleet)
-	return r, nil
+	return &replayed{tasks: tasks, t0: t0, end: end, stop: stop, stats: st, late: late}, nil
 }
 
 // replaySubmit submits p as a run of "sleep D" (the simulated worker runs it

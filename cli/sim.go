@@ -32,10 +32,11 @@ a spec such as jobs=10000,users=50,span=720h,median=30m,high=0.1,preemptible=0.5
 
 Each --policy is simulated on the same trace: rlsched (the master's defaults), fifo (no fair
 share, quotas, reservations or preemption), sjf (fifo, shortest oracle duration first),
-tiresias (fifo with Tiresias' 2D-LAS levels as priorities, every run preemptible), or
+tiresias (fifo with Tiresias' 2D-LAS levels as priorities, every run preemptible), slurm
+(Slurm's multifactor priority, age and fair share, with backfill and reservations), or
 NAME:key=value,... from rlsched's defaults with halflife=D, reserve=D|off
 (BACKFILL_RESERVE_SECONDS), preempt=D|off (PREEMPT_COOLDOWN_SECONDS), quota=N
-(DEFAULT_USER_GPU_QUOTA), fifo=true, order=trace|sjf|tiresias. --policies takes names only,
+(DEFAULT_USER_GPU_QUOTA), fifo=true, order=trace|sjf|tiresias|multifactor. --policies takes names only,
 comma-separated. Default: rlsched and fifo. A preempted run, or one
 on a worker that fails, keeps its work up to its last checkpoint (--checkpoint-every; 0: it
 starts over). Jobs the cluster can never run, and jobs that never started, are listed with
@@ -81,7 +82,7 @@ func runSim(inv *invocation, args []string) int {
 	tasks := fs.String("tasks", "", "Alibaba's pai_task_table `FILE` (default: beside --trace)")
 	var policies multiFlag
 	fs.Var(&policies, "policy", "a policy `SPEC` to simulate (repeatable; default rlsched and fifo)")
-	names := fs.String("policies", "", "policies to simulate by `NAME,NAME,...` (rlsched, fifo, sjf, tiresias), after the --policy ones")
+	names := fs.String("policies", "", "policies to simulate by `NAME,NAME,...` (rlsched, fifo, sjf, tiresias, slurm), after the --policy ones")
 	checkpoint := fs.Duration("checkpoint-every", 0, "a run keeps its work every `D` (0: a stopped run starts over)")
 	tick := fs.Duration("tick", 0, "also pass every `D` of simulated time while runs wait (0: only when something is due)")
 	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")

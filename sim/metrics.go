@@ -34,6 +34,11 @@ type Summary struct {
 	// Fairness is the largest user's mean slowdown over the smallest's
 	// (1: every user waited alike in proportion to their jobs).
 	Fairness float64 `json:"fairness"`
+	// RhoMax is the largest user's finish-time fairness (Themis' ρ, the
+	// figure Themis minimises; UserSummary.Rho); RhoMean is the mean
+	// over jobs.
+	RhoMax  float64 `json:"rhoMax"`
+	RhoMean float64 `json:"rhoMean"`
 }
 
 // Stats are a distribution's mean and percentiles. Durations are in
@@ -56,6 +61,12 @@ type UserSummary struct {
 	MeanJCT    float64 `json:"meanJctSeconds"`
 	Slowdown   float64 `json:"meanSlowdown"` // JCT over duration
 	LongestSec float64 `json:"longestWaitSeconds"`
+	// Rho is the mean finish-time fairness of their jobs (Themis, NSDI
+	// '20): a job's JCT over the time it would take on its own 1/N of the
+	// cluster, N the users with jobs in the system over its lifetime (a
+	// job of g GPUs on a share of C/N < g runs g·N/C times slower). 1:
+	// as fast as an equal share; above 1: worse off than with one.
+	Rho float64 `json:"rho"`
 }
 
 // Summarize computes r's figures.
@@ -68,8 +79,10 @@ func (r *Result) Summarize() Summary {
 	var last time.Time
 	type acc struct {
 		UserSummary
-		gpuSec, wait, jct, slow float64
+		gpuSec, wait, jct, slow, rho float64
 	}
+	contending := contention(r.Jobs)
+	var rhoSum float64
 	users := map[string]*acc{}
 	var total float64
 	for _, j := range r.Jobs {
@@ -95,6 +108,12 @@ func (r *Result) Summarize() Summary {
 		a.jct += j.JCT().Seconds()
 		a.slow += sd
 		a.LongestSec = max(a.LongestSec, j.Wait().Seconds())
+		rho := finishTimeFairness(j, contending(j.Submit, j.End), r.GPUs)
+		a.rho += rho
+		rhoSum += rho
+	}
+	if len(r.Jobs) > 0 {
+		s.RhoMean = rhoSum / float64(len(r.Jobs))
 	}
 	s.JCT, s.Wait, s.Slowdown = stats(jct), stats(wait), stats(slow)
 	if !last.IsZero() {
@@ -111,7 +130,8 @@ func (r *Result) Summarize() Summary {
 		if total > 0 {
 			a.Share = a.gpuSec / total
 		}
-		a.MeanWait, a.MeanJCT, a.Slowdown = a.wait/n, a.jct/n, a.slow/n
+		a.MeanWait, a.MeanJCT, a.Slowdown, a.Rho = a.wait/n, a.jct/n, a.slow/n, a.rho/n
+		s.RhoMax = max(s.RhoMax, a.Rho)
 		lo, hi = min(lo, a.Slowdown), max(hi, a.Slowdown)
 		s.Users = append(s.Users, a.UserSummary)
 	}
@@ -150,4 +170,87 @@ func stats(v []float64) Stats {
 		return v[min(max(i, 0), len(v)-1)]
 	}
 	return Stats{Mean: sum / float64(len(v)), P50: rank(0.50), P99: rank(0.99), Max: v[len(v)-1]}
+}
+
+// finishTimeFairness is j's ρ with n users contending over its lifetime
+// on a cluster of gpus GPUs (UserSummary.Rho). Its duration counts as at
+// least a second, as in slowdown.
+func finishTimeFairness(j JobResult, n float64, gpus int) float64 {
+	alone := max(j.Duration, time.Second).Seconds()
+	if gpus > 0 && j.GPUs > 0 {
+		alone *= max(1, float64(j.GPUs)*max(n, 1)/float64(gpus))
+	}
+	return j.JCT().Seconds() / alone
+}
+
+// contention is the mean number of users with a job in the system
+// (submitted, not ended) over [from, to], for jobs: each user's
+// lifetimes merged, counted as a step function with its running integral.
+func contention(jobs []JobResult) func(from, to time.Time) float64 {
+	type span struct{ from, to time.Time }
+	byUser := map[string][]span{}
+	for _, j := range jobs {
+		byUser[j.User] = append(byUser[j.User], span{j.Submit, j.End})
+	}
+	type step struct {
+		at time.Time
+		d  int
+	}
+	var steps []step
+	for _, ss := range byUser {
+		slices.SortFunc(ss, func(a, b span) int { return a.from.Compare(b.from) })
+		cur := ss[0]
+		for _, sp := range ss[1:] {
+			if !sp.from.After(cur.to) {
+				if sp.to.After(cur.to) {
+					cur.to = sp.to
+				}
+				continue
+			}
+			steps = append(steps, step{cur.from, 1}, step{cur.to, -1})
+			cur = sp
+		}
+		steps = append(steps, step{cur.from, 1}, step{cur.to, -1})
+	}
+	slices.SortFunc(steps, func(a, b step) int { return a.at.Compare(b.at) })
+	// at[i] is a step's instant, n[i] the users from it to the next, area[i]
+	// the user-seconds before it.
+	var at []time.Time
+	var n, area []float64
+	level := 0
+	for i, st := range steps {
+		level += st.d
+		if i+1 < len(steps) && steps[i+1].at.Equal(st.at) {
+			continue
+		}
+		a := 0.0
+		if k := len(at); k > 0 {
+			a = area[k-1] + n[k-1]*st.at.Sub(at[k-1]).Seconds()
+		}
+		at, n, area = append(at, st.at), append(n, float64(level)), append(area, a)
+	}
+	integral := func(t time.Time) float64 { // user-seconds before t
+		i, found := slices.BinarySearchFunc(at, t, func(a, b time.Time) int { return a.Compare(b) })
+		if found {
+			return area[i]
+		}
+		if i == 0 {
+			return 0
+		}
+		return area[i-1] + n[i-1]*t.Sub(at[i-1]).Seconds()
+	}
+	return func(from, to time.Time) float64 {
+		if !to.After(from) {
+			// An instant job: the users at its instant.
+			i, found := slices.BinarySearchFunc(at, from, func(a, b time.Time) int { return a.Compare(b) })
+			if !found {
+				i--
+			}
+			if i < 0 {
+				return 1
+			}
+			return max(n[i], 1)
+		}
+		return (integral(to) - integral(from)) / to.Sub(from).Seconds()
+	}
 }

@@ -14,11 +14,13 @@ import (
 // "fifo" (no fair share, quotas, reservations or preemption), "sjf"
 // (fifo with shorter runs first, by their oracle durations), "tiresias"
 // (fifo with Tiresias' 2D-LAS levels as priorities, every run
-// preemptible, a cooldown of a second), or
+// preemptible, a cooldown of a second), "slurm" (fifo with Slurm's
+// multifactor priority of age and fair share, OrderMultifactor, and
+// backfill with reservations), or
 // NAME:key=value,... starting from rlsched's defaults, with the keys
 // halflife=DURATION, reserve=DURATION|off, preempt=DURATION|off (the
 // cooldown), quota=N (the default GPU quota), fifo=true|false and
-// order=trace|sjf|tiresias. A
+// order=trace|sjf|tiresias|multifactor. A
 // preset's name may take keys too ("fifo:reserve=300s").
 func ParsePolicy(spec string) (Policy, error) {
 	name, kvs, _ := strings.Cut(strings.TrimSpace(spec), ":")
@@ -33,6 +35,8 @@ func ParsePolicy(spec string) (Policy, error) {
 		p.FIFO, p.BackfillReserve, p.PreemptCooldown, p.Order = true, -1, -1, OrderSJF
 	case OrderTiresias:
 		p.FIFO, p.BackfillReserve, p.PreemptCooldown, p.Order = true, -1, time.Second, OrderTiresias
+	case "slurm":
+		p.FIFO, p.PreemptCooldown, p.Order = true, -1, OrderMultifactor
 	}
 	for _, kv := range strings.Split(kvs, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {
@@ -61,10 +65,10 @@ func ParsePolicy(spec string) (Policy, error) {
 			switch v {
 			case "trace":
 				p.Order = ""
-			case OrderSJF, OrderTiresias:
+			case OrderSJF, OrderTiresias, OrderMultifactor:
 				p.Order = v
 			default:
-				err = fmt.Errorf("%q is not trace, sjf or tiresias", v)
+				err = fmt.Errorf("%q is not trace, sjf, tiresias or multifactor", v)
 			}
 		default:
 			return p, fmt.Errorf("bad policy %q: unknown key %q (halflife, reserve, preempt, quota, fifo, order)", spec, k)
@@ -120,6 +124,8 @@ func WriteTable(w io.Writer, ss []Summary) error {
 	row("preemptions", func(s Summary) string { return strconv.FormatInt(s.Preemptions, 10) })
 	row("lost GPU-hours", func(s Summary) string { return fmt.Sprintf("%.1f", s.LostGPUHours) })
 	row("user slowdown max/min", func(s Summary) string { return fmt.Sprintf("%.2f", s.Fairness) })
+	row("finish-time fairness ρ max", func(s Summary) string { return fmt.Sprintf("%.2f", s.RhoMax) })
+	row("finish-time fairness ρ mean", func(s Summary) string { return fmt.Sprintf("%.2f", s.RhoMean) })
 	row("events", func(s Summary) string { return strconv.FormatInt(s.Events, 10) })
 	row("planner passes", func(s Summary) string { return strconv.FormatInt(s.Passes, 10) })
 	return tw.Flush()

@@ -16,6 +16,7 @@ package sim
 import (
 	"container/heap"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -56,8 +57,21 @@ type Policy struct {
 
 // The baselines' orders (Policy.Order).
 const (
-	OrderSJF      = "sjf"
-	OrderTiresias = "tiresias"
+	OrderSJF         = "sjf"
+	OrderTiresias    = "tiresias"
+	OrderMultifactor = "multifactor"
+)
+
+// The multifactor baseline's weights and age cap (Slurm's
+// PriorityWeightAge, PriorityWeightFairshare, PriorityMaxAge; its
+// defaults of the age cap, weights equal): a queued run's priority is
+// MultifactorScale × (age factor + fair-share factor) / 2, the age factor
+// its wait over the cap (at most 1), the fair-share factor 2^(−U/S), U
+// its owner's share of the decayed usage of everyone, S 1/(the trace's
+// users): every user has an equal share.
+const (
+	MultifactorMaxAge = 7 * 24 * time.Hour
+	MultifactorScale  = 1_000_000
 )
 
 // TiresiasLevels are the attained-service thresholds (GPU-seconds) of
@@ -124,7 +138,7 @@ type Result struct {
 	// of them ran work that was kept (not lost to a preemption or fault).
 	Workers, GPUs                     int
 	AllocatedGPUSeconds, UsefulGPUSec float64
-	Start, End                        time.Time // the first submission, the last event
+	Start, End                        time.Time // the first submission, the last instant anything changed
 	Events, Passes, Preemptions       int64
 	// Busy is the GPU-seconds held in each Bucket of simulated time from
 	// Start (utilisation over time).
@@ -253,6 +267,10 @@ type engine struct {
 	// none of a lower priority than the queue's highest, plan.Preempt
 	// could find no victim and preemption is not asked.
 	preemptible map[int]int
+
+	// usageAll is every user's usage at the last reprioritise
+	// (OrderMultifactor).
+	usageAll float64
 
 	connected, maxGPUs, maxSlots int
 	freeGPUs, freeSlots          int
@@ -392,13 +410,16 @@ func (e *engine) loop() {
 		if !changed { // stale events only: a pass would find what the last one did
 			continue
 		}
+		// The last instant that changed anything ends the span: a stale
+		// event past it (a Tiresias level a run did not live to reach)
+		// would stretch the utilisation's denominator.
+		e.res.End = at
 		e.schedule()
 		if e.preempt() {
 			e.schedule()
 		}
 		e.tickIfWaiting()
 	}
-	e.res.End = e.now
 }
 
 func (e *engine) nextAt() (time.Time, bool) {
@@ -554,6 +575,16 @@ func (e *engine) priority(s *state) int {
 	switch e.cfg.Policy.Order {
 	case OrderSJF:
 		return -int(min(s.job.Duration/time.Second, 1<<40))
+	case OrderMultifactor:
+		if s.node >= 0 {
+			return s.prio // its priority at its start: nothing preempts under it
+		}
+		age := min(float64(e.now.Sub(s.job.Submit))/float64(MultifactorMaxAge), 1)
+		share := 0.0
+		if e.usageAll > 0 {
+			share = e.usageOf(s.userID) / e.usageAll * float64(len(e.users))
+		}
+		return int(MultifactorScale * (age + math.Exp2(-share)) / 2)
 	case OrderTiresias:
 		got := s.attained
 		if s.node >= 0 {
@@ -577,6 +608,9 @@ func (e *engine) isPreemptible(s *state) bool {
 // snapshot of the workers and users, plan.Deep deep when nothing of a full
 // page fitted, and the placements carried out.
 func (e *engine) schedule() {
+	if e.cfg.Policy.Order == OrderMultifactor && e.freeGPUs+e.freeSlots > 0 {
+		e.reprioritise()
+	}
 	for e.freeGPUs+e.freeSlots > 0 && len(e.queue) > 0 {
 		page := e.queue[:min(plan.Batch, len(e.queue))]
 		snap := e.snapshot(page)
@@ -597,6 +631,34 @@ func (e *engine) schedule() {
 			return
 		}
 	}
+}
+
+// reprioritise gives every queued run its multifactor priority now and
+// puts the queue back in the store's order: the priorities change with
+// time (age) and usage, which the master's store would read at each pass.
+func (e *engine) reprioritise() {
+	e.usageAll = 0
+	for i := range e.users {
+		e.usageAll += e.usageOf(int64(i + 1))
+	}
+	for i := range e.queue {
+		e.queue[i].Priority = e.priority(e.stateOf(&e.queue[i]))
+	}
+	slices.SortStableFunc(e.queue, func(a, b core.Task) int {
+		if core.QueueBefore(&a, &b) {
+			return -1
+		}
+		if core.QueueBefore(&b, &a) {
+			return 1
+		}
+		return 0
+	})
+}
+
+// usageOf is user id's usage now, as planUsers gives it the planner.
+func (e *engine) usageOf(id int64) float64 {
+	u := &e.users[id-1]
+	return core.Decay(u.charged, e.now.Sub(u.asOf), e.cfg.Policy.HalfLife) + max(u.runW*e.now.Sub(e.origin).Seconds()-u.runWAt, 0)
 }
 
 // snapshot is the planner's snapshot now, as dispatch's planInputs takes
@@ -631,15 +693,13 @@ func (e *engine) snapshot(page []core.Task) plan.Snapshot {
 // which orders them as ranking among every user would.
 func (e *engine) planUsers(queue []core.Task) map[int64]plan.User {
 	out := make(map[int64]plan.User, 16)
-	nowS := e.now.Sub(e.origin).Seconds()
 	for i := range queue {
 		id := queue[i].UserID
 		if _, ok := out[id]; ok {
 			continue
 		}
 		u := &e.users[id-1]
-		usage := core.Decay(u.charged, e.now.Sub(u.asOf), e.cfg.Policy.HalfLife) + max(u.runW*nowS-u.runWAt, 0)
-		out[id] = plan.User{Name: u.name, Usage: usage, ActiveGPUs: u.activeGPUs, ActiveRuns: u.activeRuns,
+		out[id] = plan.User{Name: u.name, Usage: e.usageOf(id), ActiveGPUs: u.activeGPUs, ActiveRuns: u.activeRuns,
 			MaxGPUs: u.maxGPUs, MaxRuns: u.maxR}
 	}
 	return out

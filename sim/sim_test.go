@@ -227,3 +227,76 @@ func TestRunBusyOverTime(t *testing.T) {
 		t.Fatalf("bucket %v, %d buckets: %v", r.Bucket, len(r.Busy), r.Busy)
 	}
 }
+
+func TestSummaryFinishTimeFairness(t *testing.T) {
+	// Two users, one 2-GPU cluster. Each 1-GPU job gets its equal half at
+	// once: ρ 1 for both.
+	r, _ := run(t, cluster(1, 2), Config{}, job("a", "u", 0, time.Hour, 1), job("b", "v", 0, time.Hour, 1))
+	if s := r.Summarize(); s.RhoMax != 1 || s.RhoMean != 1 {
+		t.Errorf("equal shares: ρ max %v, mean %v; want 1", s.RhoMax, s.RhoMean)
+	}
+	// Each asks for the whole cluster: a runs first (1 h, on a share of 1
+	// GPU over 2 users it would take 2 h: ρ 0.5); b ends at 2 h, with 1.5
+	// users on average over its lifetime (alone it takes 1.5 h: ρ 4/3).
+	r, _ = run(t, cluster(1, 2), Config{}, job("a", "u", 0, time.Hour, 2), job("b", "v", 0, time.Hour, 2))
+	s := r.Summarize()
+	rho := map[string]float64{}
+	for _, u := range s.Users {
+		rho[u.User] = u.Rho
+	}
+	near := func(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+	if !near(rho["u"], 0.5) || !near(rho["v"], 4.0/3) || !near(s.RhoMax, 4.0/3) || !near(s.RhoMean, (0.5+4.0/3)/2) {
+		t.Errorf("whole-cluster jobs: users %v, ρ max %v, mean %v; want u 0.5, v 4/3", rho, s.RhoMax, s.RhoMean)
+	}
+	// One user: N is 1, the whole cluster its share; b waits for a.
+	r, _ = run(t, cluster(1, 2), Config{}, job("a", "u", 0, time.Hour, 2), job("b", "u", 30*time.Minute, time.Hour, 1))
+	// a: ρ 1; b (submitted at 30 m, run 1 h–2 h): 1.5 h for 1 h alone.
+	if s := r.Summarize(); !near(s.RhoMax, 1.25) {
+		t.Errorf("one user: ρ max %v, want (1 + 1.5)/2", s.RhoMax)
+	}
+}
+
+func TestRunMultifactorWeighsAgeAndFairShare(t *testing.T) {
+	slurm, err := ParsePolicy("slurm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Short waits: fair share decides, the light user's run goes first
+	// (FIFO would start heavy's older one).
+	jobs := []Job{
+		job("h1", "heavy", 0, time.Hour, 1),
+		job("h2", "heavy", time.Minute, time.Hour, 1),
+		job("l1", "light", 2*time.Minute, time.Hour, 1),
+	}
+	_, by := run(t, cluster(1, 1), Config{Policy: slurm}, jobs...)
+	wantTimes(t, by, "l1", time.Hour, 2*time.Hour)
+	wantTimes(t, by, "h2", 2*time.Hour, 3*time.Hour)
+	// A run that waited past the age cap goes first although its owner used
+	// everything (rlsched's fair share would start light's).
+	week := MultifactorMaxAge
+	jobs = []Job{
+		job("h1", "heavy", 0, week+time.Hour, 1),
+		job("h2", "heavy", time.Minute, time.Hour, 1),
+		job("l1", "light", week, time.Hour, 1),
+	}
+	_, by = run(t, cluster(1, 1), Config{Policy: slurm}, jobs...)
+	wantTimes(t, by, "h2", week+time.Hour, week+2*time.Hour)
+	wantTimes(t, by, "l1", week+2*time.Hour, week+3*time.Hour)
+	_, by = run(t, cluster(1, 1), Config{}, jobs...)
+	wantTimes(t, by, "l1", week+time.Hour, week+2*time.Hour)
+}
+
+func TestRunSpanEndsAtTheLastChange(t *testing.T) {
+	// A 3-hour job under Tiresias has a level change due at 10 GPU-hours,
+	// stale once it ends: the span, and so the allocation, end with it.
+	tir, err := ParsePolicy("tiresias")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Policy{tir, {FIFO: true}} {
+		r, _ := run(t, cluster(1, 2), Config{Policy: p}, job("a", "u", 0, 3*time.Hour, 1))
+		if s := r.Summarize(); r.End != t0.Add(3*time.Hour) || s.Allocation != 0.5 {
+			t.Errorf("%s: ends at +%v, allocation %v; want +3h and 0.5", p.Order, r.End.Sub(t0), s.Allocation)
+		}
+	}
+}

@@ -162,7 +162,9 @@ func csvRows(r io.Reader, what string, header []string, want []string, tr *Trace
 			tr.skip(fmt.Sprintf("line %d", line), fmt.Sprintf("it has %d fields, the header %d", len(rec), len(header)))
 			continue
 		}
-		row(line, func(name string) string { return strings.TrimSpace(rec[idx[name]]) })
+		// A copy: the record's fields share one string of the whole line,
+		// which a kept id would hold (a row's unused columns can be large).
+		row(line, func(name string) string { return strings.Clone(strings.TrimSpace(rec[idx[name]])) })
 	}
 }
 
