@@ -50,3 +50,24 @@ func TestPythonEnv(t *testing.T) {
 		t.Fatalf("the rerun's log:\n%s", out)
 	}
 }
+
+// TestMissingModuleSaysHow (issue 32): a run whose Python lacks a module
+// fails with an error that names it and says how to add it, and its log
+// ends with the same sentence.
+func TestMissingModuleSaysHow(t *testing.T) {
+	b := newBed(t)
+	m := b.StartMaster("master", rig.MasterOpts{})
+	b.StartWorker("w1", m.RPC, rig.WorkerOpts{GPUs: 0})
+	m.WaitJoined(t, "w1")
+	alice, _ := signup(t, m.URL, "alice", "ADMIN")
+	id, _ := b.submit(alice, map[string]any{"name": "nomod", "command": []string{"python3", "-c", "import nosuchmodule_rlsched"}})
+	tk := alice.waitStatus(id, "FAILED", time.Minute)
+	hint := "the run's Python cannot import nosuchmodule_rlsched (ModuleNotFoundError); add it to the run's requirements " +
+		`("python": {"requirements": "requirements.txt"}, or --requirements) or run it in a venv that has it (--venv)`
+	if tk.Error != "exit code 1: "+hint {
+		t.Fatalf("the run's error is %q, want %q", tk.Error, "exit code 1: "+hint)
+	}
+	if out, _ := alice.logText(id); !strings.HasSuffix(out, "No module named 'nosuchmodule_rlsched'\n[rlsched] "+hint+"\n") {
+		t.Fatalf("the run's log does not end with the sentence:\n%s", out)
+	}
+}

@@ -470,6 +470,7 @@ func (a *agent) pump(r *run) {
 		}
 		if n > 0 && (r.term == nil || r.term.record) {
 			_, _ = r.out.Write(buf[:n])
+			r.last.Write(buf[:n])
 			if unkicked += n; unkicked >= logChunk {
 				a.kick() // a full batch: send before the flush tick
 				unkicked = 0
@@ -528,6 +529,10 @@ func (a *agent) reap(r *run) {
 		// The last line of its log says why, where its owner looks first.
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)
 		r.log.Warn().Str("reason", use.Reason()).Int64("peak_memory_mb", use.PeakMemoryMB).Msg(msg)
+	} else if gpuMemoryErr == "" && failed(r.cmd.ProcessState) {
+		if r.hint = missingModuleHint(r.last.String()); r.hint != "" {
+			runNote(r, r.hint) // the last line of its log, and its error (finishedMsg)
+		}
 	}
 	// The log closes once the last sync of its outputs wrote what it did
 	// not keep into it (runTable.collectLocked).

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -58,8 +59,12 @@ type run struct {
 	// that its uid can read them).
 	scriptArgs []string
 	pumped     chan struct{} // closed when the pump has read the pipe to its end
-	term       *term         // the terminal of an interactive run (terminal.go); nil for a batch run
-	exited     atomic.Bool   // the leader was reaped; the pump stops waiting for stray writers
+	// last is its last line of output, the pump's until pumped is closed;
+	// hint, set by reap, is what it says of a failure (lastoutput.go).
+	last   lastOutput
+	hint   string
+	term   *term       // the terminal of an interactive run (terminal.go); nil for a batch run
+	exited atomic.Bool // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
 	cmd          *exec.Cmd
@@ -188,6 +193,9 @@ func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration,
 		m.Signal = signalName(ws.Signal())
 	} else {
 		m.ExitCode = int32(ps.ExitCode())
+		if m.Error == "" && r.hint != "" && m.ExitCode != 0 {
+			m.Error = fmt.Sprintf("exit code %d: %s", m.ExitCode, r.hint)
+		}
 	}
 	return m
 }
