@@ -2,9 +2,14 @@ package webtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestQueuePage: the Queue page lists the waiting runs in serving order
@@ -91,5 +96,60 @@ func TestQueuePage(t *testing.T) {
 		if it.User == "alice" && (it.GPUs == nil || *it.GPUs != 2) {
 			t.Errorf("alice's quota after the page saved it: %v", it.GPUs)
 		}
+	}
+}
+
+// TestRunTimelineOfALostAttempt (issue 32): a run whose worker is killed
+// mid-run is LOST and runs again on another worker; its page's timeline has
+// one span per attempt, the first saying it was lost and on which worker,
+// at desktop and phone widths.
+func TestRunTimelineOfALostAttempt(t *testing.T) {
+	needs(t)
+	t.Parallel()
+	// up's own worker has no GPU: the run goes to the worker killed.
+	s := startUp(t, 0, "WORKER_HB_TTL_SECONDS=3", "WORKER_TASK_TTL_SECONDS=4")
+	doomed := s.startWorker("doomed", 1)
+	alice := s.api().signup("alice")
+	id := alice.submit(map[string]any{"name": "alice-lost", "command": []string{"sleep", "600"}, "gpus": 1})
+	t.Cleanup(func() { alice.cancel(id) })
+	if tk := alice.waitStatus(id, "RUNNING", 60*time.Second); tk.Worker != "doomed" {
+		t.Fatalf("the run is on %q, want doomed", tk.Worker)
+	}
+	doomed.Kill(t) // its guard kills the run
+	s.startWorker("spare", 1)
+	testutil.Eventually(t, 60*time.Second, func() (bool, string) {
+		tk := alice.task(id)
+		return tk.Status == "RUNNING" && tk.Worker == "spare", fmt.Sprintf("the run is %s on %q, want RUNNING on spare", tk.Status, tk.Worker)
+	})
+
+	b := newBrowser(t)
+	b.signIn(s.url, "alice")
+	for _, vp := range []struct {
+		name string
+		act  chromedp.Action[chromedp.Void]
+	}{
+		{"desktop", chromedp.EmulateViewport(1400, 1000)},
+		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)},
+	} {
+		b.do(vp.name+" viewport", vp.act)
+		b.open(s.url + "/runs/" + id)
+		b.wait("attempt 2 in the timeline", 30*time.Second,
+			`(() => { const l = document.querySelector('#timeline-list'); return l && l.textContent.includes('Attempt 2 on spare'); })()`)
+		// One run span per attempt in the bar, the first drawn as lost and
+		// saying where and why.
+		spans := eval[[]string](b, `[...document.querySelectorAll('#timeline .timebar span.r')].map((s) => s.className + ' | ' + s.title)`)
+		if len(spans) != 2 || !strings.Contains(spans[0], "lost | Attempt 1 on doomed: lost (lease of worker doomed expired)") ||
+			!strings.HasSuffix(spans[1], "| Attempt 2 on spare") {
+			t.Errorf("the timeline's run spans: %q", spans)
+		}
+		tl := b.text("#timeline-list")
+		if !strings.Contains(tl, "Attempt 1 on doomed") || !strings.Contains(tl, "Attempt 1 lost") ||
+			!strings.Contains(tl, "lease of worker doomed expired") || strings.Count(tl, "Attempt 2 on spare") != 1 {
+			t.Errorf("the timeline of a lost attempt:\n%s", tl)
+		}
+		if over := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
+			t.Errorf("the run page scrolls sideways at %s width", vp.name)
+		}
+		b.screenshot("31-run-lost-" + vp.name)
 	}
 }

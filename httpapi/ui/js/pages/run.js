@@ -395,17 +395,20 @@ export function mount(root, ctx) {
     const total = Math.max(1, end - (created ?? end));
     // One bar: each attempt's wait, then its run, coloured by how it ended.
     const bar = h('div', { class: 'timebar', 'aria-hidden': 'true' });
-    const seg = (cls, from, to) => {
+    const seg = (cls, from, to, title) => {
       if (from == null || to == null || to <= from) return;
-      const sp = h('span', { class: cls });
+      const sp = h('span', { class: cls, title });
       sp.style.width = ((to - from) / total) * 100 + '%';
       bar.appendChild(sp);
     };
     for (const a of attempts) {
       const stop = a.ended ?? end;
-      seg('q', a.queued, a.started ?? stop);
+      seg('q', a.queued, a.started ?? stop, 'Attempt ' + a.attempt + ' waited');
       const how = a.end ? a.end.status : '';
-      seg(['r', how === 'SUCCEEDED' && 'done', ['FAILED', 'TIMEOUT', 'CANCELLED'].includes(how) && 'bad', ['LOST', 'PREEMPTED'].includes(how) && 'lost'], a.started, stop);
+      // Its hover says where it ran and why it ended (a LOST one's reason names the worker).
+      const why = how ? ': ' + how.toLowerCase() + (a.end.reason ? ' (' + a.end.reason + ')' : '') : '';
+      seg(['r', how === 'SUCCEEDED' && 'done', ['FAILED', 'TIMEOUT', 'CANCELLED'].includes(how) && 'bad', ['LOST', 'PREEMPTED'].includes(how) && 'lost'], a.started, stop,
+        'Attempt ' + a.attempt + ' on ' + (a.worker || t.worker || '?') + why);
     }
     const items = [h('li', null, h('div', null, 'Submitted by ', h('strong', null, t.user)), h('div', { class: 'when' }, fmtTime(created)))];
     for (const a of attempts) {
