@@ -145,13 +145,16 @@ func TestImage_CancelStopsContainer(t *testing.T) {
 		s, ok := msg.(*pb.TaskStarted)
 		return ok && s.GetTaskId() == "t-img-stop"
 	})
-	// The container is up once its process is: podman ps lists it.
+	// The container is up once its process is: podman ps lists it as
+	// running. Listed while still created, a SIGTERM can come before
+	// podman proxies signals to it, and only the grace's SIGKILL ends it
+	// (CI under load, once).
 	flags, _ := testimage.Need(t)
-	ps := func() string {
-		out, _ := exec.Command("podman", append(flags, "ps", "-a", "--format", "{{.Names}}", "--filter", "name=rlsched-t-img-stop-1-3")...).Output()
+	ps := func(filter ...string) string {
+		out, _ := exec.Command("podman", append(append(flags, "ps", "-a", "--format", "{{.Names}}", "--filter", "name=rlsched-t-img-stop-1-3"), filter...)...).Output()
 		return strings.TrimSpace(string(out))
 	}
-	waitFor(t, 60*time.Second, "the container running", func() bool { return ps() != "" })
+	waitFor(t, 60*time.Second, "the container running", func() bool { return ps("--filter", "status=running") != "" })
 	cancelled := time.Now()
 	mc.send(&pb.CancelTask{TaskId: "t-img-stop", Attempt: 1, Fence: 3, Reason: "test", GraceMs: 60000})
 	fin := mc.finished(t, "t-img-stop", 90*time.Second)
