@@ -31,6 +31,8 @@ func TestRunChartTimeAxis(t *testing.T) {
 	a := s.api().signup("tina")
 	id := a.submit(map[string]any{"name": "timed", "command": []string{"python3", "-c", timedTrainer}})
 	a.waitStatus(id, "SUCCEEDED", 2*time.Minute)
+	later := a.submit(map[string]any{"name": "timed later", "command": []string{"python3", "-c", timedTrainer}})
+	a.waitStatus(later, "SUCCEEDED", 2*time.Minute)
 
 	b := newBrowser(t)
 	b.do("desktop viewport", chromedp.EmulateViewport(1200, 900))
@@ -87,4 +89,34 @@ func TestRunChartTimeAxis(t *testing.T) {
 	b.wait("relative time from the URL", 30*time.Second, fmt.Sprintf(`(document.querySelector('%s .axis-label') || {}).textContent === 'time since start' && document.querySelector('%s select.chart-x').value === 'relative'`, chart, chart))
 	b.selectValue(chart+` select.chart-x`, "step")
 	b.wait("step again", 5*time.Second, `document.querySelector('`+chart+` .axis-label').textContent === 'step' && !location.search.includes('x=')`)
+
+	// Compare: relative time is each run's own since its start, so the two
+	// runs overlap; on the wall clock the later one starts after the first
+	// ended.
+	const cmp = `[data-chart="compare:episode_reward"]`
+	ends := func(run string) [2]float64 {
+		t.Helper()
+		d := eval[string](b, fmt.Sprintf(`document.querySelector('%s path.line:not(.raw)[data-series=%q]').getAttribute('d')`, cmp, run))
+		ms := regexp.MustCompile(`[ML]([-\d.]+),`).FindAllStringSubmatch(d, -1)
+		if len(ms) != 4 {
+			t.Fatalf("line of %s %q: want 4 points", run, d)
+		}
+		first, _ := strconv.ParseFloat(ms[0][1], 64)
+		last, _ := strconv.ParseFloat(ms[3][1], 64)
+		return [2]float64{first, last}
+	}
+	b.open(s.url + "/compare?ids=" + id + "," + later + "&x=relative")
+	b.wait("two runs on relative time", 30*time.Second, fmt.Sprintf(`document.querySelectorAll('%s path.line:not(.raw)').length === 2 && document.querySelector('%s .axis-label').textContent === 'time since start'`, cmp, cmp))
+	// (Each run's first line comes when its python has started: the two
+	// starts differ by that, so overlap is what is asked, not equal ends.)
+	if e1, e2 := ends(id), ends(later); !(e2[0] < e1[1] && e1[0] < e2[1]) {
+		t.Errorf("relative time: the runs span %v and %v px, want them overlapping", e1, e2)
+	}
+	b.screenshot("40-compare-x-relative")
+	b.selectValue(cmp+` select.chart-x`, "wall")
+	b.wait("wall time", 5*time.Second, fmt.Sprintf(`document.querySelector('%s .axis-label').textContent === 'wall time' && location.search.includes('x=wall')`, cmp))
+	if e1, e2 := ends(id), ends(later); !(e2[0] > e1[1]) {
+		t.Errorf("wall time: the runs span %v and %v px, want the later one after the first", e1, e2)
+	}
+	b.screenshot("41-compare-x-wall")
 }

@@ -221,8 +221,9 @@ export class LineChart {
     return this.opts.xKind !== 'time' && this.xMode() !== 'step' ? p[2] : p[0];
   }
 
-  // set replaces the series: [{id, label, color, points:[[x,y]...],
-  // band:[[x,lo,hi,n?,min?,max?]...], clip:[lo,hi]?}].
+  // set replaces the series: [{id, label, color, points:[[x,y,t?]...],
+  // band:[[x,lo,hi,n?,min?,max?]...], clip:[lo,hi]?, origin?}]; a series'
+  // origin (Unix seconds, its run's start) is its own zero in relative time.
   // set draws series and, when given, marks ([{step, label}]): a dashed
   // vertical line with a label at each step, where a run's attempt
   // resumed, say (steps only: on a time axis they are left out).
@@ -271,8 +272,9 @@ export class LineChart {
   // (when smoothed) and its band, clipped.
   prepared(ax) {
     return this.visible().map((sr) => {
+      const shift = ax.time && this.xMode() === 'relative' && sr.origin != null ? sr.origin - this.origin : 0;
       const pts = [];
-      for (const p of sr.points) { const x = this.xOf(p); if (Number.isFinite(x)) pts.push([ax.value(x), p[1]]); }
+      for (const p of sr.points) { const x = this.xOf(p); if (Number.isFinite(x)) pts.push([ax.value(x - shift), p[1]]); }
       const line = this.smoothing ? ema(pts, this.smoothing) : pts;
       let band = null;
       // A band is by step: a step chart drawn on time leaves it out.
