@@ -581,6 +581,10 @@ func TestMetrics(t *testing.T) {
 	if out != "# loss\nstep,value\n1,0.5\n2,0.25\n" {
 		t.Errorf("metrics --names loss:\n%s", out)
 	}
+	out, _ = h.mustRun(0, "metrics", id, "--names", "loss", "--times")
+	if out != "# loss\nstep,value,time_unix_ms\n1,0.5,\n2,0.25,1700000002000\n" {
+		t.Errorf("metrics --times:\n%s", out)
+	}
 }
 
 func TestWorkers(t *testing.T) {

@@ -370,6 +370,22 @@ func (f *fakeServer) metrics(w http.ResponseWriter, r *http.Request, user string
 			out[n] = s
 		}
 	}
+	if r.URL.Query().Get("times") == "true" {
+		// The fake's points were logged a second a step from 1.7e12 ms,
+		// but for step 1, whose time is not known.
+		timed := map[string][][3]any{}
+		for n, s := range out {
+			for _, p := range s {
+				var t any
+				if p[0] != 1 {
+					t = 1.7e12 + p[0]*1000
+				}
+				timed[n] = append(timed[n], [3]any{p[0], p[1], t})
+			}
+		}
+		writeJSON(w, 200, map[string]any{"taskId": id, "series": timed})
+		return
+	}
 	writeJSON(w, 200, map[string]any{"taskId": id, "series": out})
 }
 

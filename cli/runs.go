@@ -64,11 +64,12 @@ func init() {
 	})
 	register(&command{
 		name:    "metrics",
-		args:    "ID [--names a,b] [--json]",
+		args:    "ID [--names a,b] [--times] [--json]",
 		summary: "Print a run's metric series as step,value CSV, one block per name.",
 		details: "Each series is printed as a `# NAME` line, a `step,value` header and its rows; series are\n" +
-			"separated by a blank line.",
-		examples: []string{"rlsched metrics $id --names episode_reward"},
+			"separated by a blank line. --times adds a time_unix_ms column: when each point was logged\n" +
+			"(empty when not known).",
+		examples: []string{"rlsched metrics $id --names episode_reward", "rlsched metrics $id --names episode_reward --times"},
 		run:      runMetrics,
 	})
 }
@@ -548,6 +549,7 @@ func runMetrics(inv *invocation, args []string) int {
 	fs := inv.newFlags()
 	names := fs.String("names", "", "only the series `a,b` (default all)")
 	jsonOut := fs.Bool("json", false, "print the server's JSON")
+	times := fs.Bool("times", false, "add each point's time_unix_ms (when it was logged; empty when not known)")
 	_, id, code, ok := inv.startID(args, 1, inv.runID)
 	if !ok {
 		return code
@@ -561,6 +563,11 @@ func runMetrics(inv *invocation, args []string) int {
 	q := url.Values{}
 	if len(want) > 0 {
 		q.Set("names", strings.Join(want, ","))
+	}
+	header := "step,value"
+	if *times {
+		q.Set("times", "true")
+		header += ",time_unix_ms"
 	}
 	c, code, ok := inv.newClient()
 	if !ok {
@@ -596,12 +603,20 @@ func runMetrics(inv *invocation, args []string) int {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "# %s\nstep,value\n", n)
+		fmt.Fprintf(&b, "# %s\n%s\n", n, header)
 		for _, pt := range ans.Series[n] {
 			if len(pt) < 2 {
 				continue
 			}
-			fmt.Fprintf(&b, "%s,%s\n", csvNumber(pt[0]), csvNumber(pt[1]))
+			fmt.Fprintf(&b, "%s,%s", csvNumber(pt[0]), csvNumber(pt[1]))
+			if *times {
+				t := ""
+				if len(pt) > 2 {
+					t = csvNumber(pt[2])
+				}
+				b.WriteString("," + t)
+			}
+			b.WriteByte('\n')
 		}
 	}
 	if _, err := inv.env.Stdout.Write(b.Bytes()); err != nil {

@@ -309,6 +309,10 @@ type MetricPoint struct {
 	Step  int64
 	Name  string
 	Value float64
+	// Time is when the point was logged, Unix ms (the master's clock as it
+	// read the line); 0: not known, and a point stored again without one
+	// keeps the time it had.
+	Time int64
 }
 
 // MetricResume is the series of where each attempt ≥ 2 resumed: a point at

@@ -94,7 +94,7 @@ func (d *Dispatcher) onMetric(sess *session, mt *pb.Metric) {
 		if name == "" || len(name) > maxMetricName || math.IsNaN(v) || math.IsInf(v, 0) {
 			continue
 		}
-		pts = append(pts, core.MetricPoint{Step: mt.Step, Name: name, Value: v})
+		pts = append(pts, core.MetricPoint{Step: mt.Step, Name: name, Value: v, Time: mt.TimeUnixMs})
 	}
 	if len(pts) > 0 {
 		d.logs.QueueMetrics(mt.TaskId, pts)

@@ -142,11 +142,11 @@ func TestOutputChunksRefused(t *testing.T) {
 	if err != nil || row.SHA256 != sum([]byte("evil")) || row.Attempt != 1 {
 		t.Fatalf("row %+v, %v", row, err)
 	}
-	p.send(&pb.Metric{TaskId: task.ID, Attempt: 1, Fence: ex.Fence, Step: 3, Values: map[string]float64{"train/loss": 0.25}})
+	p.send(&pb.Metric{TaskId: task.ID, Attempt: 1, Fence: ex.Fence, Step: 3, Values: map[string]float64{"train/loss": 0.25}, TimeUnixMs: 1_700_000_000_500})
 	p.send(&pb.Metric{TaskId: task.ID, Attempt: 1, Fence: ex.Fence + 1, Step: 4, Values: map[string]float64{"train/loss": 9}})
-	testutil.WaitFor(t, 10*time.Second, "the TensorBoard point stored", func() bool {
-		s, _ := oh.st.Metrics(t.Context(), task.ID, []string{"train/loss"})
-		return len(s["train/loss"]) == 1 && s["train/loss"][0] == [2]float64{3, 0.25}
+	testutil.WaitFor(t, 10*time.Second, "the TensorBoard point stored, with its wall time", func() bool {
+		s, _ := oh.st.MetricsTimed(t.Context(), task.ID, []string{"train/loss"})
+		return len(s["train/loss"]) == 1 && s["train/loss"][0] == [3]float64{3, 0.25, 1_700_000_000_500}
 	})
 }
 

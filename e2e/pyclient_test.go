@@ -51,6 +51,7 @@ prog = ("import rlsched\n"
         "for s in (1, 2, 3):\n"
         "    rlsched.metric(s, episode_reward=2.5 * s, loss=1.0 / s)\n"
         "rlsched.final_reward(7.5)\n")
+before_ms = time.time() * 1000
 rid = made(c.submit(command=["python3", "-c", prog], name="pyclient", project="pyclient-e2e",
                     params={"lr": 0.001}, max_retries=0, tags=["py"]))
 t = c.wait(rid, timeout=120, poll=0.2)
@@ -61,6 +62,9 @@ check(c.task(rid) == t, "task() differs from wait()'s Task")
 m = c.metrics(rid)
 check(m["episode_reward"] == [[1, 2.5], [2, 5.0], [3, 7.5]] and [p[0] for p in m["loss"]] == [1, 2, 3], "metrics: %r" % (m,))
 check(list(c.metrics(rid, names=["loss"])) == ["loss"], "metrics(names=)")
+mt = c.metrics(rid, names=["episode_reward"], times=True)["episode_reward"]
+check([p[:2] for p in mt] == [[1, 2.5], [2, 5.0], [3, 7.5]]
+      and all(before_ms <= p[2] <= time.time() * 1000 for p in mt), "metrics(times=True): %r" % (mt,))
 log = c.logs(rid)
 check(log["content"][0] == "TRACE_ID:" + t["traceId"] and "FINAL_REWARD:7.5" in log["content"]
       and log["nextOffset"] > 0, "logs: %r" % (log,))

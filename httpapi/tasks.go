@@ -358,7 +358,9 @@ func (s *Server) cancelTask(r *request) *apiError {
 	return s.writeJSON(r, fasthttp.StatusAccepted, nt.ViewFor(r.user))
 }
 
-// taskMetrics is GET /api/tasks/{id}/metrics?names=a,b.
+// taskMetrics is GET /api/tasks/{id}/metrics?names=a,b[&times=true]: with
+// times, each point is [step, value, t] (t the Unix ms it was logged at,
+// null when not known); without, the contract's pairs.
 func (s *Server) taskMetrics(r *request) *apiError {
 	var names []string
 	for _, n := range strings.Split(string(r.ctx.QueryArgs().Peek("names")), ",") {
@@ -372,10 +374,36 @@ func (s *Server) taskMetrics(r *request) *apiError {
 	if len(names) > maxMetricNames {
 		return errBadRequest("at most %d metric names", maxMetricNames)
 	}
+	times := false
+	switch v := string(r.ctx.QueryArgs().Peek("times")); v {
+	case "", "false":
+	case "true":
+		times = true
+	default:
+		return errBadRequest("times must be true or false")
+	}
 	ctx, cancel := storeCtx()
 	defer cancel()
 	if _, err := s.st.Task(ctx, r.id); err != nil {
 		return storeError(err, "run "+r.id)
+	}
+	if times {
+		series, err := s.st.MetricsTimed(ctx, r.id, names)
+		if err != nil {
+			return storeError(err, "metrics of run "+r.id)
+		}
+		out := make(map[string][][3]any, len(series))
+		for name, pts := range series {
+			ps := make([][3]any, 0, len(pts))
+			for _, p := range pts {
+				ps = append(ps, [3]any{finiteOrNil(p[0]), finiteOrNil(p[1]), finiteOrNil(p[2])})
+			}
+			out[name] = ps
+		}
+		return s.writeJSON(r, fasthttp.StatusOK, struct {
+			TaskID string              `json:"taskId"`
+			Series map[string][][3]any `json:"series"`
+		}{r.id, out})
 	}
 	series, err := s.st.Metrics(ctx, r.id, names)
 	if err != nil {

@@ -444,7 +444,7 @@ func TestTasks_Metrics(t *testing.T) {
 	tok, _ := e.user("alice")
 	id := e.submit(tok, `{"command":["a"]}`)
 	err := e.st.AppendMetrics(context.Background(), id, []core.MetricPoint{
-		{Step: 1, Name: "reward", Value: 1.5}, {Step: 2, Name: "reward", Value: 2.5}, {Step: 1, Name: "loss", Value: 0.3},
+		{Step: 1, Name: "reward", Value: 1.5}, {Step: 2, Name: "reward", Value: 2.5, Time: 1_700_000_000_123}, {Step: 1, Name: "loss", Value: 0.3},
 	})
 	if err != nil {
 		t.Fatalf("append metrics: %v", err)
@@ -473,6 +473,40 @@ func TestTasks_Metrics(t *testing.T) {
 	}
 	if r := e.req("GET", "/api/tasks/r-missing/metrics", tok, nil); r.status != http.StatusNotFound {
 		t.Fatalf("metrics of a missing run: %d", r.status)
+	}
+	// Times only on request (issue 30): [step, value, t], t null when none.
+	raw := func(q string) string {
+		t.Helper()
+		r := e.req("GET", "/api/tasks/"+id+"/metrics"+q, tok, nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("metrics%s: %d %s", q, r.status, r.body)
+		}
+		var b struct {
+			Series map[string]json.RawMessage `json:"series"`
+		}
+		mustJSON(t, r.body, &b)
+		return string(b.Series["reward"])
+	}
+	if got := raw("?names=reward"); got != `[[1,1.5],[2,2.5]]` {
+		t.Fatalf("pairs: %s", got)
+	}
+	for _, q := range []string{"?names=reward&times=false", ""} {
+		if got := raw(q); got != `[[1,1.5],[2,2.5]]` {
+			t.Fatalf("metrics%s: %s", q, got)
+		}
+	}
+	if got := raw("?names=reward&times=true"); got != `[[1,1.5,null],[2,2.5,1700000000123]]` {
+		t.Fatalf("times=true: %s", got)
+	}
+	for _, q := range []string{"?times=1", "?times=yes"} {
+		r := e.req("GET", "/api/tasks/"+id+"/metrics"+q, tok, nil)
+		if r.status != http.StatusBadRequest {
+			t.Fatalf("metrics%s: %d %s", q, r.status, r.body)
+		}
+		r.errCode(t)
+	}
+	if r := e.req("GET", "/api/tasks/r-missing/metrics?times=true", tok, nil); r.status != http.StatusNotFound {
+		t.Fatalf("timed metrics of a missing run: %d", r.status)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/rlsched/rlsched/core"
 )
@@ -29,9 +30,17 @@ type extractor struct {
 	// core.MetricResume point; 0 once added, or when the extractor did not
 	// see the attempt from its start.
 	mark int
+	// now is the Time (Unix ms) of the points the next lines give: when
+	// the master read them, the clock read at the first metric line of a
+	// feed (stampNow; output without metrics reads no clock); 0 while
+	// rescanning output read before, whose points keep their stored time.
+	now int64
 }
 
 const maxLine = 1 << 20 // longer lines are not metric lines
+
+// stampNow as extractor.now: stamp the next points with the clock.
+const stampNow = -1
 
 var (
 	metricPrefix = []byte("RLSCHED_METRIC ")
@@ -148,6 +157,9 @@ func (x *extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint
 	if json.Unmarshal(v, &m) != nil {
 		return pts
 	}
+	if x.now == stampNow {
+		x.now = time.Now().UnixMilli()
+	}
 	step := int64(0)
 	if s, ok := m["step"].(float64); ok {
 		step = int64(s)
@@ -158,13 +170,13 @@ func (x *extractor) line(line []byte, pts []core.MetricPoint) []core.MetricPoint
 		if !ok || k == "step" || len(k) > 128 || k == core.MetricResume {
 			continue
 		}
-		pts = append(pts, core.MetricPoint{Step: step, Name: k, Value: f})
+		pts = append(pts, core.MetricPoint{Step: step, Name: k, Value: f, Time: x.now})
 		if k == "episode_reward" {
 			x.lastEpisodeReward, x.hasLastEpisodeReward = f, true
 		}
 	}
 	if x.mark > 0 && len(pts) > n {
-		pts = append(pts, core.MetricPoint{Step: step, Name: core.MetricResume, Value: float64(x.mark)})
+		pts = append(pts, core.MetricPoint{Step: step, Name: core.MetricResume, Value: float64(x.mark), Time: x.now})
 		x.mark = 0
 	}
 	return pts

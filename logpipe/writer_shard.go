@@ -308,12 +308,14 @@ func (s *writerShard) extract(taskID string, rf *runFile, fileOff int64) {
 					// rescanLimit, only continue the last line.
 					bodyStart := pos - int64(p.offset)
 					if body := int64(p.offset); body <= rescanLimit {
+						rf.x.now = 0
 						s.pts = rf.x.feedAppend(s.pts, rf.tail(bodyStart, pos, int(body)))
 					} else {
 						rf.x.resume(rf.tail(bodyStart, pos, maxLine+1), false)
 					}
 				}
 			}
+			rf.x.now = stampNow
 			s.pts = rf.x.feedAppend(s.pts, p.b)
 			if p.drop {
 				dropped += int64(len(p.b))

@@ -646,12 +646,18 @@ class Client:
         fields of submit) written over it; returns the new run's id."""
         return self._json("POST", "/api/tasks/%s/rerun" % self._id(run_id), _body(self._with_code(overrides)))["id"]
 
-    def metrics(self, run_id, names=None):
+    def metrics(self, run_id, names=None, times=False):
         """The run's metric series: ``{name: [[step, value], ...]}``, all of
-        them or those in ``names``."""
+        them or those in ``names``; with ``times``, ``[step, value, t]``, t
+        the Unix ms the point was logged at (None when not known)."""
         path = "/api/tasks/%s/metrics" % self._id(run_id)
+        q = {}
         if names:
-            path += "?" + urllib.parse.urlencode({"names": ",".join(names)})
+            q["names"] = ",".join(names)
+        if times:
+            q["times"] = "true"
+        if q:
+            path += "?" + urllib.parse.urlencode(q)
         return self._json("GET", path)["series"]
 
     def logs(self, run_id, offset=0, limit=None, rank=None):

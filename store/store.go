@@ -192,6 +192,9 @@ type Store interface {
 	// Metrics returns series by name, each as [step, value] pairs in step
 	// order; names nil means all.
 	Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error)
+	// MetricsTimed is Metrics with each point's time (Unix ms, NaN when
+	// none was stored): [step, value, t].
+	MetricsTimed(ctx context.Context, taskID string, names []string) (map[string][][3]float64, error)
 
 	// Priority, fair share and quotas (scheduling.go).
 	Scheduling

@@ -1633,12 +1633,15 @@ func (x *LogAck) GetLogWindow() uint32 {
 }
 
 type Metric struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
-	Step          int64                  `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
-	Values        map[string]float64     `protobuf:"bytes,5,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TaskId  string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence   uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Step    int64                  `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
+	Values  map[string]float64     `protobuf:"bytes,5,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// When the step's event was written (TensorBoard's wall_time), Unix ms;
+	// 0: not known.
+	TimeUnixMs    int64 `protobuf:"varint,6,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1706,6 +1709,13 @@ func (x *Metric) GetValues() map[string]float64 {
 		return x.Values
 	}
 	return nil
+}
+
+func (x *Metric) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
 }
 
 type CancelTask struct {
@@ -3035,13 +3045,15 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"log_window\x18\x05 \x01(\rR\tlogWindow\"\xd8\x01\n" +
+	"log_window\x18\x05 \x01(\rR\tlogWindow\"\xfa\x01\n" +
 	"\x06Metric\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\x04R\x05fence\x12\x12\n" +
 	"\x04step\x18\x04 \x01(\x03R\x04step\x126\n" +
-	"\x06values\x18\x05 \x03(\v2\x1e.rlsched.v1.Metric.ValuesEntryR\x06values\x1a9\n" +
+	"\x06values\x18\x05 \x03(\v2\x1e.rlsched.v1.Metric.ValuesEntryR\x06values\x12 \n" +
+	"\ftime_unix_ms\x18\x06 \x01(\x03R\n" +
+	"timeUnixMs\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x88\x01\n" +

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/store/internal/sqlutil"
 )
 
 // metricsPerInsert bounds one multi-row INSERT, far below max_allowed_packet.
@@ -17,8 +18,9 @@ const metricsPerInsert = 500
 // INSERTs. A point whose (name, step) is already stored replaces it, and
 // within a batch the later point wins (rows are applied in order), so a
 // resent batch is harmless. NaN and ±Inf points are dropped: JSON cannot
-// carry them and a diverged run must not lose the rest of its batch.
-// core.ErrNotFound for an unknown run.
+// carry them and a diverged run must not lose the rest of its batch. A
+// point without a Time keeps the one stored, as sqlite's. core.ErrNotFound
+// for an unknown run.
 func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var ok bool
@@ -34,16 +36,16 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 				return err
 			}
 		}
-		args := make([]any, 0, 4*min(len(pts), metricsPerInsert))
+		args := make([]any, 0, 5*min(len(pts), metricsPerInsert))
 		flush := func() error {
 			if len(args) == 0 {
 				return nil
 			}
 			// VALUES(value) rather than MySQL 8's row alias: MariaDB knows
 			// only the former.
-			q := `INSERT INTO metrics (task_id, name, step, value) VALUES (?, ?, ?, ?)` +
-				strings.Repeat(`, (?, ?, ?, ?)`, len(args)/4-1) +
-				` ON DUPLICATE KEY UPDATE value = VALUES(value)`
+			q := `INSERT INTO metrics (task_id, name, step, value, t) VALUES (?, ?, ?, ?, ?)` +
+				strings.Repeat(`, (?, ?, ?, ?, ?)`, len(args)/5-1) +
+				` ON DUPLICATE KEY UPDATE value = VALUES(value), t = COALESCE(VALUES(t), t)`
 			_, err := tx.ExecContext(ctx, q, args...)
 			args = args[:0]
 			return err
@@ -52,8 +54,8 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 			if math.IsNaN(p.Value) || math.IsInf(p.Value, 0) {
 				continue
 			}
-			args = append(args, taskID, p.Name, p.Step, p.Value)
-			if len(args) == 4*metricsPerInsert {
+			args = append(args, taskID, p.Name, p.Step, p.Value, sqlutil.MetricTime(p))
+			if len(args) == 5*metricsPerInsert {
 				if err := flush(); err != nil {
 					return err
 				}
@@ -70,11 +72,40 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 // Metrics returns the series of run taskID named in names (all when names is
 // empty), each as [step, value] pairs in step order. A name with no points is
 // absent from the map. core.ErrNotFound for an unknown run.
+func (s *Store) Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error) {
+	out := map[string][][2]float64{}
+	err := s.readMetrics(ctx, taskID, names, false, func(name string, step int64, v float64, _ sql.NullInt64) {
+		out[name] = append(out[name], [2]float64{float64(step), v})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MetricsTimed is Metrics with each point's time: [step, value, Unix ms],
+// the time NaN where none is stored.
+func (s *Store) MetricsTimed(ctx context.Context, taskID string, names []string) (map[string][][3]float64, error) {
+	out := map[string][][3]float64{}
+	err := s.readMetrics(ctx, taskID, names, true, func(name string, step int64, v float64, t sql.NullInt64) {
+		out[name] = append(out[name], [3]float64{float64(step), v, sqlutil.TimeOrNaN(t)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readMetrics hands each point of Metrics to row in (name, step) order, with
+// its time when withTime (else an invalid one).
 //
 // One statement answers both questions: the run LEFT JOIN its points gives
 // no row for an unknown run and one all-NULL row for a run without points.
-func (s *Store) Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error) {
-	q := `SELECT m.name, m.step, m.value FROM tasks t LEFT JOIN metrics m ON m.task_id = t.id`
+func (s *Store) readMetrics(ctx context.Context, taskID string, names []string, withTime bool, row func(string, int64, float64, sql.NullInt64)) error {
+	q := `SELECT m.name, m.step, m.value, NULL FROM tasks t LEFT JOIN metrics m ON m.task_id = t.id`
+	if withTime {
+		q = `SELECT m.name, m.step, m.value, m.t FROM tasks t LEFT JOIN metrics m ON m.task_id = t.id`
+	}
 	args := []any{}
 	if len(names) > 0 {
 		q += ` AND m.name IN (?` + strings.Repeat(`, ?`, len(names)-1) + `)`
@@ -86,28 +117,27 @@ func (s *Store) Metrics(ctx context.Context, taskID string, names []string) (map
 	args = append(args, taskID)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 	}
 	defer rows.Close()
-	out := map[string][][2]float64{}
 	found := false
 	for rows.Next() {
 		found = true
 		var name sql.NullString
-		var step sql.NullInt64
+		var step, t sql.NullInt64
 		var v sql.NullFloat64
-		if err := rows.Scan(&name, &step, &v); err != nil {
-			return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		if err := rows.Scan(&name, &step, &v, &t); err != nil {
+			return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 		}
 		if name.Valid {
-			out[name.String] = append(out[name.String], [2]float64{float64(step.Int64), v.Float64})
+			row(name.String, step.Int64, v.Float64, t)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 	}
 	if !found {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, core.ErrNotFound)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, core.ErrNotFound)
 	}
-	return out, nil
+	return nil
 }

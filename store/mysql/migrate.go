@@ -306,6 +306,8 @@ var migrations = [][]string{
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`},
 	// 19 (issue 32): a run's pipeline, as sqlite's migration 20.
 	{`ALTER TABLE pipeline_steps ADD KEY pipeline_steps_run (run_id)`},
+	// 20 (issue 30): a point's time, as sqlite's migration 21.
+	{`ALTER TABLE metrics ADD COLUMN t BIGINT NULL`},
 }
 
 // migrateLockWait is how long Open waits for another master's migration.

@@ -8,12 +8,15 @@ import (
 	"strings"
 
 	"github.com/rlsched/rlsched/core"
+	"github.com/rlsched/rlsched/store/internal/sqlutil"
 )
 
 // AppendMetrics stores pts of run taskID in one transaction. A point whose
 // (name, step) is already stored replaces it, so a resent batch is harmless.
 // NaN and ±Inf points are dropped: JSON cannot carry them and a diverged run
-// must not lose the rest of its batch. core.ErrNotFound for an unknown run.
+// must not lose the rest of its batch. A point without a Time keeps the one
+// stored (a master rescanning a log after a restart has none to give).
+// core.ErrNotFound for an unknown run.
 func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := taskExists(ctx, tx, taskID); err != nil {
@@ -26,8 +29,9 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 		if _, err := tx.ExecContext(ctx, `DELETE FROM metric_packs WHERE task_id = ?`, taskID); err != nil {
 			return err
 		}
-		st, err := tx.PrepareContext(ctx, `INSERT INTO metrics (task_id, name, step, value)
-			VALUES (?, ?, ?, ?) ON CONFLICT (task_id, name, step) DO UPDATE SET value = excluded.value`)
+		st, err := tx.PrepareContext(ctx, `INSERT INTO metrics (task_id, name, step, value, t)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, name, step)
+			DO UPDATE SET value = excluded.value, t = COALESCE(excluded.t, t)`)
 		if err != nil {
 			return err
 		}
@@ -36,7 +40,7 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 			if math.IsNaN(p.Value) || math.IsInf(p.Value, 0) {
 				continue
 			}
-			if _, err := st.ExecContext(ctx, taskID, p.Name, p.Step, p.Value); err != nil {
+			if _, err := st.ExecContext(ctx, taskID, p.Name, p.Step, p.Value, sqlutil.MetricTime(p)); err != nil {
 				return err
 			}
 		}
@@ -52,17 +56,46 @@ func (s *Store) AppendMetrics(ctx context.Context, taskID string, pts []core.Met
 // empty), each as [step, value] pairs in step order. A name with no points is
 // absent from the map. core.ErrNotFound for an unknown run.
 func (s *Store) Metrics(ctx context.Context, taskID string, names []string) (map[string][][2]float64, error) {
+	out := map[string][][2]float64{}
+	err := s.readMetrics(ctx, taskID, names, false, func(name string, step int64, v float64, _ sql.NullInt64) {
+		out[name] = append(out[name], [2]float64{float64(step), v})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MetricsTimed is Metrics with each point's time: [step, value, Unix ms],
+// the time NaN where none is stored.
+func (s *Store) MetricsTimed(ctx context.Context, taskID string, names []string) (map[string][][3]float64, error) {
+	out := map[string][][3]float64{}
+	err := s.readMetrics(ctx, taskID, names, true, func(name string, step int64, v float64, t sql.NullInt64) {
+		out[name] = append(out[name], [3]float64{float64(step), v, sqlutil.TimeOrNaN(t)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readMetrics hands each point of Metrics to row in (name, step) order, with
+// its time when withTime (else an invalid one).
+func (s *Store) readMetrics(ctx context.Context, taskID string, names []string, withTime bool, row func(string, int64, float64, sql.NullInt64)) error {
 	// One read transaction, so the existence check and the series come from
 	// the same snapshot.
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	if err := taskExists(ctx, tx, taskID); err != nil {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 	}
-	q := `SELECT name, step, value FROM metrics WHERE task_id = ?`
+	q := `SELECT name, step, value, NULL FROM metrics WHERE task_id = ?`
+	if withTime {
+		q = `SELECT name, step, value, t FROM metrics WHERE task_id = ?`
+	}
 	args := []any{taskID}
 	if len(names) > 0 {
 		q += ` AND name IN (?` + strings.Repeat(`, ?`, len(names)-1) + `)`
@@ -72,23 +105,23 @@ func (s *Store) Metrics(ctx context.Context, taskID string, names []string) (map
 	}
 	rows, err := tx.QueryContext(ctx, q+` ORDER BY name, step`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 	}
 	defer rows.Close()
-	out := map[string][][2]float64{}
 	for rows.Next() {
 		var name string
 		var step int64
 		var v float64
-		if err := rows.Scan(&name, &step, &v); err != nil {
-			return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		var t sql.NullInt64
+		if err := rows.Scan(&name, &step, &v, &t); err != nil {
+			return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 		}
-		out[name] = append(out[name], [2]float64{float64(step), v})
+		row(name, step, v, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
+		return fmt.Errorf("cannot read metrics of run %s: %w", taskID, err)
 	}
-	return out, nil
+	return nil
 }
 
 // taskExists returns core.ErrNotFound unless run id exists.

@@ -272,6 +272,10 @@ var migrations = []string{
 	// 20 (issue 32): a run's pipeline, found by the run (PipelineOfRun:
 	// a pipeline notifies once, when its last step ended).
 	`CREATE INDEX pipeline_steps_run ON pipeline_steps(run_id);`,
+	// 21 (issue 30): when a point was logged, Unix ms as the master read its
+	// line (core.MetricPoint.Time), for charts on a time axis; NULL for
+	// points stored before it, or without a time.
+	`ALTER TABLE metrics ADD COLUMN t INTEGER;`,
 }
 
 // migrate applies every migration the database has not recorded, each in

@@ -318,3 +318,13 @@ func TestUsernameFoldMigration(t *testing.T) {
 		t.Fatalf("CreateUser(BOSS) beside Boss and boss: %v, want ErrConflict", err)
 	}
 }
+
+// BenchmarkAppendMetrics: ns/op is one metric point stored.
+func BenchmarkAppendMetrics(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "rlsched.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchAppendMetrics(b, s)
+}

@@ -61,10 +61,53 @@ func testMetrics(t *testing.T, s store.Store) {
 	f("r2", nil, map[string][][2]float64{"loss": {{1, 9}}})
 	f("r-empty", nil, map[string][][2]float64{})
 
+	// Times: stored with a point, kept when the point is stored again
+	// without one (a rescan), replaced by a new one; NaN where none.
+	add("r2", core.MetricPoint{Step: 2, Name: "loss", Value: 8, Time: 1_700_000_000_123},
+		core.MetricPoint{Step: 3, Name: "loss", Value: 7, Time: 1_700_000_001_000})
+	add("r2", core.MetricPoint{Step: 2, Name: "loss", Value: 8.5},
+		core.MetricPoint{Step: 3, Name: "loss", Value: 7, Time: 1_700_000_002_000})
+	timed, err := s.MetricsTimed(ctx, "r2", []string{"loss"})
+	if err != nil {
+		t.Fatalf("MetricsTimed(r2): %v", err)
+	}
+	if got, want := fmt.Sprint(timed), fmt.Sprint(map[string][][3]float64{"loss": {{1, 9, math.NaN()}, {2, 8.5, 1_700_000_000_123}, {3, 7, 1_700_000_002_000}}}); got != want {
+		t.Fatalf("MetricsTimed(r2):\ngot  %v\nwant %v", got, want)
+	}
+	f("r2", nil, map[string][][2]float64{"loss": {{1, 9}, {2, 8.5}, {3, 7}}})
+	if timed, err := s.MetricsTimed(ctx, "r-empty", nil); err != nil || len(timed) != 0 {
+		t.Fatalf("MetricsTimed(r-empty) = %v, %v; want none", timed, err)
+	}
+	if _, err := s.MetricsTimed(ctx, "r-missing", nil); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("MetricsTimed(missing): got %v, want ErrNotFound", err)
+	}
+
 	if err := s.AppendMetrics(ctx, "r-missing", []core.MetricPoint{{Step: 1, Name: "x", Value: 1}}); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("AppendMetrics(missing): got %v, want ErrNotFound", err)
 	}
 	if _, err := s.Metrics(ctx, "r-missing", nil); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("Metrics(missing): got %v, want ErrNotFound", err)
+	}
+}
+
+// BenchAppendMetrics stores batches of 64 new points (4 series × 16 steps,
+// each with a time), as the master's log reader hands them over; ns/op is
+// one point.
+func BenchAppendMetrics(b *testing.B, s store.Store) {
+	u := mustUserB(b, s)
+	if err := s.CreateTask(b.Context(), &core.Task{ID: "bm", UserID: u.ID, Command: []string{"true"}}); err != nil {
+		b.Fatal(err)
+	}
+	pts := make([]core.MetricPoint, 64)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(pts) {
+		for i := range pts {
+			step := int64(n + i/4)
+			pts[i] = core.MetricPoint{Step: step, Name: [4]string{"episode_reward", "loss", "entropy", "fps"}[i%4], Value: float64(i), Time: 1_700_000_000_000 + step}
+		}
+		if err := s.AppendMetrics(b.Context(), "bm", pts); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -121,6 +121,9 @@ func (o *Files) queuePoints(pts []tfevents.Point) {
 			sizes[i] += n
 		}
 		frames[i].Values[p.Tag] = p.Value
+		if ms := p.WallTime.UnixMilli(); !p.WallTime.IsZero() && ms > frames[i].TimeUnixMs {
+			frames[i].TimeUnixMs = ms // the step's latest event
+		}
 	}
 	o.l.mu.Lock()
 	defer o.l.mu.Unlock()

@@ -70,3 +70,18 @@ func TestQueuePointsBoundedInBytes(t *testing.T) {
 		t.Fatalf("the count says %d bytes, the frames hold %d", o.metricBytes, held)
 	}
 }
+
+// TestQueuePointsCarryTheWallTime (issue 30): a step's frame carries the
+// latest wall time of its events, in Unix ms; a step without one, 0.
+func TestQueuePointsCarryTheWallTime(t *testing.T) {
+	o := newTestFiles()
+	at := time.UnixMilli(1_700_000_000_250)
+	o.queuePoints([]tfevents.Point{
+		{Tag: "loss", Step: 1, Value: 1, WallTime: at},
+		{Tag: "reward", Step: 1, Value: 2, WallTime: at.Add(5 * time.Millisecond)},
+		{Tag: "loss", Step: 2, Value: 3},
+	})
+	if len(o.metrics) != 2 || o.metrics[0].TimeUnixMs != 1_700_000_000_255 || o.metrics[1].TimeUnixMs != 0 {
+		t.Fatalf("frames %v, want step 1 at 1700000000255 and step 2 without a time", o.metrics)
+	}
+}

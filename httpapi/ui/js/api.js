@@ -84,7 +84,7 @@ export const api = {
   cancel: (id) => request('/api/tasks/' + enc(id) + '/cancel', { method: 'POST' }),
   rerun: (id, body) => request('/api/tasks/' + enc(id) + '/rerun', { method: 'POST', body }),
   sparklines: (ids, name, signal) => request('/api/sparklines' + qs({ ids: ids.join(','), name }), { signal }),
-  metrics: (id, names, signal) => request('/api/tasks/' + enc(id) + '/metrics' + qs({ names: names && names.join(',') }), { signal }),
+  metrics: (id, names, signal, times) => request('/api/tasks/' + enc(id) + '/metrics' + qs({ names: names && names.join(','), times: times ? 'true' : undefined }), { signal }),
   // attempt: one attempt's files; absent, the newest version of each.
   artifacts: (id, attempt, signal) => request('/api/tasks/' + enc(id) + '/artifacts' + qs({ attempt }), { signal }),
   artifactURL: (id, path, attempt) => '/api/tasks/' + enc(id) + '/artifacts/' + path.split('/').map(enc).join('/') + qs({ attempt }),

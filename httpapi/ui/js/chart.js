@@ -115,8 +115,10 @@ export function clipBand(band, clip) {
 
 export class LineChart {
   // opts: title, name, height, empty (text when no data), legend (bool),
-  // xKind ('step', or 'time': x values are Unix seconds), origin (a time
-  // chart's zero, Unix seconds; default its first x), tools (the bar of
+  // xKind ('step', or 'time': x values are Unix seconds; a step chart whose
+  // points carry a third element, the Unix second each was logged at, also
+  // offers the time modes, on those seconds), origin (the relative mode's
+  // zero, Unix seconds; default the first x), tools (the bar of
   // log / x axis / reset / export; default true), onView(view) when the
   // user changes the scale, the x axis or the zoom.
   constructor(opts = {}) {
@@ -194,19 +196,42 @@ export class LineChart {
 
   renderXSel() {
     if (!this.xSel) return;
-    const modes = this.opts.xKind === 'time' ? ['relative', 'wall'] : ['step'];
-    replace(this.xSel, modes.map((m) => h('option', { value: m, selected: m === this.view.xMode }, X_MODES[m].title)));
+    const modes = this.modes();
+    replace(this.xSel, modes.map((m) => h('option', { value: m, selected: m === this.xMode() }, X_MODES[m].title)));
     this.xSel.hidden = modes.length < 2;
   }
 
-  // set replaces the series: [{id, label, color, points:[[x,y]...],
-  // band:[[x,lo,hi,n?,min?,max?]...], clip:[lo,hi]?}].
+  // modes are the x axes the chart offers now: the time modes on a step
+  // chart once some point has its time.
+  modes() {
+    if (this.opts.xKind === 'time') return ['relative', 'wall'];
+    return this.timed ? ['step', 'relative', 'wall'] : ['step'];
+  }
+
+  // xMode is the axis drawn: the one asked for when offered (a time mode
+  // asked for before the times arrived waits for them), else the first.
+  xMode() {
+    const m = this.modes();
+    return m.includes(this.view.xMode) ? this.view.xMode : m[0];
+  }
+
+  // xOf is where a point lies on the chosen axis's source: its logged
+  // second in a step chart's time mode (undefined: not drawn there).
+  xOf(p) {
+    return this.opts.xKind !== 'time' && this.xMode() !== 'step' ? p[2] : p[0];
+  }
+
+  // set replaces the series: [{id, label, color, points:[[x,y,t?]...],
+  // band:[[x,lo,hi,n?,min?,max?]...], clip:[lo,hi]?, origin?}]; a series'
+  // origin (Unix seconds, its run's start) is its own zero in relative time.
   // set draws series and, when given, marks ([{step, label}]): a dashed
   // vertical line with a label at each step, where a run's attempt
   // resumed, say (steps only: on a time axis they are left out).
   set(series, marks) {
     this.series = series.map((sr) => ({ ...sr, points: (sr.points || []).filter((p) => p && Number.isFinite(p[0]) && Number.isFinite(p[1])) }));
     if (marks !== undefined) this.marks = marks.filter((m) => m && Number.isFinite(m.step));
+    const timed = this.series.some((sr) => sr.points.some((p) => Number.isFinite(p[2])));
+    if (timed !== this.timed) { this.timed = timed; this.renderXSel(); }
     this.render();
   }
 
@@ -218,10 +243,7 @@ export class LineChart {
 
   // setView applies {yLog, xMode, zoom} (each optional) without calling onView.
   setView(v) {
-    if (v.xMode && v.xMode !== this.view.xMode) {
-      const ok = this.opts.xKind === 'time' ? ['relative', 'wall'] : ['step'];
-      if (!ok.includes(v.xMode)) v = { ...v, xMode: undefined };
-    }
+    if (v.xMode && !X_MODES[v.xMode]) v = { ...v, xMode: undefined };
     this.view = { ...this.view, ...Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined)) };
     this.renderXSel();
     this.render();
@@ -250,10 +272,13 @@ export class LineChart {
   // (when smoothed) and its band, clipped.
   prepared(ax) {
     return this.visible().map((sr) => {
-      const pts = sr.points.map((p) => [ax.value(p[0]), p[1]]);
+      const shift = ax.time && this.xMode() === 'relative' && sr.origin != null ? sr.origin - this.origin : 0;
+      const pts = [];
+      for (const p of sr.points) { const x = this.xOf(p); if (Number.isFinite(x)) pts.push([ax.value(x - shift), p[1]]); }
       const line = this.smoothing ? ema(pts, this.smoothing) : pts;
       let band = null;
-      if (sr.band && sr.band.length) {
+      // A band is by step: a step chart drawn on time leaves it out.
+      if (sr.band && sr.band.length && (this.opts.xKind === 'time' || this.xMode() === 'step')) {
         let b = sr.band.filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1]) && Number.isFinite(p[2])).map((p) => [ax.value(p[0]), ...p.slice(1)]);
         if (this.smoothing) {
           // The band's ends and its bounds smoothed alike: values within
@@ -279,9 +304,9 @@ export class LineChart {
     svg.setAttribute('height', H);
     this.renderLegend();
     let origin = this.opts.origin;
-    if (origin == null) for (const sr of this.series) if (sr.points.length) origin = Math.min(origin ?? Infinity, sr.points[0][0]);
+    if (origin == null) for (const sr of this.series) for (const p of sr.points) if (Number.isFinite(this.xOf(p))) { origin = Math.min(origin ?? Infinity, this.xOf(p)); break; }
     this.origin = origin ?? 0;
-    const ax = xAxis(this.view.xMode, this.origin);
+    const ax = xAxis(this.xMode(), this.origin);
     const data = this.prepared(ax);
     const zoom = this.view.zoom;
     const inX = (xv) => !zoom || (xv >= zoom[0] && xv <= zoom[1]);
@@ -311,11 +336,11 @@ export class LineChart {
       this.resetBtn.hidden = !zoom;
     }
     svg.dataset.ylog = this.view.yLog ? '1' : '0';
-    svg.dataset.xmode = this.view.xMode;
+    svg.dataset.xmode = this.xMode();
     svg.dataset.zoom = zoom ? zoom.map((v) => fmtNum(v, 6)).join(',') : '';
     const first = this.series[0];
     const lp = first && first.points[first.points.length - 1];
-    this.lastEl.textContent = lp && this.series.length === 1 && this.opts.title ? 'last ' + fmtNum(lp[1]) + ' @ ' + this.fmtX(ax.value(lp[0]), ax, 0) : '';
+    this.lastEl.textContent = lp && this.series.length === 1 && this.opts.title && Number.isFinite(this.xOf(lp)) ? 'last ' + fmtNum(lp[1]) + ' @ ' + this.fmtX(ax.value(this.xOf(lp)), ax, 0) : '';
     if (n === 0) {
       const t = s('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle', class: 'empty-note' });
       t.textContent = this.view.yLog && this.series.some((sr) => sr.points.length) ? 'No values above 0 to show on a log scale' : this.opts.empty;
@@ -412,7 +437,7 @@ export class LineChart {
   }
 
   fmtX(v, ax, span) {
-    if (ax.time) return this.view.xMode === 'wall' ? fmtWall(v, span > 2 * 86400 ? 'date' : true) : fmtRelative(v);
+    if (ax.time) return this.xMode() === 'wall' ? fmtWall(v, span > 2 * 86400 ? 'date' : true) : fmtRelative(v);
     return fmtNum(v);
   }
 
@@ -568,8 +593,8 @@ export class LineChart {
 
   // csvRows are the visible series' points as drawn (smoothed when set).
   csvRows() {
-    const ax = xAxis(this.view.xMode, this.origin ?? 0);
-    const rows = [['series', ax.time ? (this.view.xMode === 'wall' ? 'unix_seconds' : 'seconds') : 'step', 'value', 'band_lo', 'band_hi']];
+    const ax = xAxis(this.xMode(), this.origin ?? 0);
+    const rows = [['series', ax.time ? (this.xMode() === 'wall' ? 'unix_seconds' : 'seconds') : 'step', 'value', 'band_lo', 'band_hi']];
     for (const d of this.prepared(ax)) {
       for (const p of d.line) {
         const b = d.band && nearest(d.band, p[0]);

@@ -12,7 +12,7 @@ import { LineChart, smoothingControl, BANDS, bandPoint } from '../chart.js';
 import { statsPanel, profileTaus } from './comparestats.js';
 import { codeCompare } from './comparecode.js';
 import { loadSelection, saveSelection } from './runs.js';
-import { h, replace, clear, badge, fmtNum, paramsOf, paramText, paramShort, varyingKeys, PALETTE, TERMINAL, RESUME_METRIC, debounce } from '../util.js';
+import { h, replace, clear, badge, fmtNum, parseTime, paramsOf, paramText, paramShort, varyingKeys, PALETTE, TERMINAL, RESUME_METRIC, debounce } from '../util.js';
 
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_RUNS = 200;
@@ -107,6 +107,9 @@ export function mount(root, ctx) {
   let statMetric = q.get('stat') || '';
   let task = q.get('task') || '';
   const logOn = new Set((q.get('log') || '').split(',').filter(Boolean));
+  // The metric charts' x (step, relative: since each run's start, wall);
+  // the time modes draw the runs' own points, a group's mean is by step.
+  let xMode = ['relative', 'wall'].includes(q.get('x')) ? q.get('x') : 'step';
   let showAll = false;
   let onlyDiff = q.get('all') !== '1';
 
@@ -175,6 +178,7 @@ export function mount(root, ctx) {
     if (statMetric) u.set('stat', statMetric);
     if (task) u.set('task', task);
     if (logOn.size) u.set('log', [...logOn].join(','));
+    if (xMode !== 'step') u.set('x', xMode);
     if (!onlyDiff) u.set('all', '1');
     // The URL holds this page's runs; the Runs page's selection is what
     // the reader ticked there, so a shared /compare?ids= link adds nothing
@@ -272,15 +276,20 @@ export function mount(root, ctx) {
     }));
   }
 
+  // pointsOf are a run's [step, value, t] (t the Unix second it was logged).
   function pointsOf(id, metric) {
     const m = metrics.get(id);
-    return ((m && m[metric]) || []).filter((p) => p[0] != null && p[1] != null);
+    return ((m && m[metric]) || []).filter((p) => p[0] != null && p[1] != null).map((p) => [p[0], p[1], p[2] != null ? p[2] / 1000 : undefined]);
+  }
+
+  function startOf(t) {
+    return t && t.startedAt ? Math.floor(parseTime(t.startedAt) / 1000) : undefined;
   }
 
   function seriesOf(metric, gs) {
     return gs.map((g) => {
       const color = colorOf(g.key);
-      if (g.runs.length === 1) return { id: g.key, label: g.label, color, points: pointsOf(g.runs[0].id, metric) };
+      if (g.runs.length === 1) return { id: g.key, label: g.label, color, points: pointsOf(g.runs[0].id, metric), origin: startOf(g.runs[0]) };
       const a = aggregate(g.runs.map((t) => pointsOf(t.id, metric)), band);
       return { id: g.key, label: g.label, color, points: a.mean, band: a.band };
     });
@@ -300,9 +309,14 @@ export function mount(root, ctx) {
       if (!c) {
         const time = n.startsWith('sys/');
         c = new LineChart({ title: n, name: 'compare:' + n, height: 240, empty: 'No points', xKind: time ? 'time' : 'step',
-          onView: (v) => { if (v.yLog) logOn.add(n); else logOn.delete(n); syncURL(); } });
+          onView: (v) => {
+            if (v.yLog) logOn.add(n); else logOn.delete(n);
+            if (!time && v.xMode !== xMode) { xMode = v.xMode; for (const [m, o] of charts) if (!m.startsWith('sys/')) o.setView({ xMode }); }
+            syncURL();
+          } });
         c.setSmoothing(smooth);
         if (logOn.has(n)) c.setView({ yLog: true });
+        if (!time) c.setView({ xMode });
         charts.set(n, c);
       }
       if (grid.children[i] !== c.el) grid.insertBefore(c.el, grid.children[i] || null); // in the order shown
@@ -406,7 +420,7 @@ export function mount(root, ctx) {
     await Promise.all(Array.from({ length: Math.min(8, queue.length) }, async () => {
       for (let id = queue.shift(); id; id = queue.shift()) {
         try {
-          const [t, m] = await Promise.all([runs.get(id) && TERMINAL.has(runs.get(id).status) ? runs.get(id) : api.task(id, ac.signal), api.metrics(id, null, ac.signal)]);
+          const [t, m] = await Promise.all([runs.get(id) && TERMINAL.has(runs.get(id).status) ? runs.get(id) : api.task(id, ac.signal), api.metrics(id, null, ac.signal, true)]);
           runs.set(id, t);
           metrics.set(id, m.series || {});
         } catch (e) {

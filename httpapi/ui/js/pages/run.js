@@ -32,6 +32,10 @@ export function mount(root, ctx) {
   const cleanups = [];
   const series = new Map();       // metric name -> [[step, value], ...]
   const logNames = new Set();     // names the log's metric lines gave
+  const times = new Map();        // metric name -> Map(step -> the Unix second the master read it at)
+  // The x axis of the metric charts (step, relative, wall), one for all of
+  // them and kept in the URL; the sys/* charts are on time whatever it is.
+  let xMode = ctx.query.get('x') || 'step';
   let resumes = [];               // {attempt, step}: an attempt ≥ 2's first metric step, from the master
   let metricPartial = '';
   let chartsDirty = false;
@@ -633,14 +637,19 @@ export function mount(root, ctx) {
       if (!c) {
         // The system series (sys/…) are stepped by the sample's Unix
         // second: a time axis, from the run's start.
+        // A logged series gets the time modes too once the master has
+        // the times of its points; both start "since" the run's start.
         const time = n.startsWith('sys/');
-        const origin = time && t && t.startedAt ? Math.floor(parseTime(t.startedAt) / 1000) : undefined;
-        c = new LineChart({ title: n, name: n, height: 200, empty: 'No points yet', legend: false, xKind: time ? 'time' : 'step', origin });
+        const origin = t && t.startedAt ? Math.floor(parseTime(t.startedAt) / 1000) : undefined;
+        c = new LineChart({ title: n, name: n, height: 200, empty: 'No points yet', legend: false, xKind: time ? 'time' : 'step', origin,
+          onView: time ? undefined : (v) => setXMode(v.xMode) });
+        if (!time) c.setView({ xMode });
         c.setSmoothing(smooth);
         charts.set(n, c);
         chartsBox.appendChild(c.el);
       }
-      const pts = series.get(n);
+      const tm = times.get(n);
+      const pts = tm ? series.get(n).map((p) => [p[0], p[1], tm.get(p[0])]) : series.get(n);
       c.set([{ id: n, label: n, color: PALETTE[i % PALETTE.length], points: pts }], resumes.map((r) => ({ step: r.step, label: 'attempt ' + r.attempt })));
     });
     clear(chartsMore);
@@ -658,10 +667,17 @@ export function mount(root, ctx) {
   // and only when it has more points.
   async function mergeRestMetrics(final) {
     try {
-      const r = await api.metrics(id, null, ac.signal);
+      const r = await api.metrics(id, null, ac.signal, true);
       let changed = false;
       for (const [n, pts] of Object.entries(r.series || {})) {
-        const clean = pts.filter((p) => p[0] != null && p[1] != null);
+        const clean = pts.filter((p) => p[0] != null && p[1] != null).map((p) => [p[0], p[1]]);
+        let tm = times.get(n);
+        for (const p of pts) {
+          if (p[0] == null || p[2] == null || (tm && tm.get(p[0]) === p[2] / 1000)) continue;
+          if (!tm) { tm = new Map(); times.set(n, tm); }
+          tm.set(p[0], p[2] / 1000);
+          changed = true;
+        }
         if (n === RESUME_METRIC) { // where each attempt ≥ 2 resumed: marks, not a chart
           const next = clean.map(([step, a]) => ({ step, attempt: a }));
           if (JSON.stringify(next) !== JSON.stringify(resumes)) { resumes = next; changed = true; }
@@ -675,6 +691,15 @@ export function mount(root, ctx) {
       }
       if (changed) renderCharts();
     } catch { /* keep what the log gave */ }
+  }
+
+  function setXMode(m) {
+    if (m === xMode) return;
+    xMode = m;
+    for (const [n, c] of charts) if (!n.startsWith('sys/')) c.setView({ xMode });
+    const u = new URLSearchParams(location.search);
+    if (m === 'step') u.delete('x'); else u.set('x', m);
+    history.replaceState(null, '', location.pathname + (String(u) ? '?' + u : '') + location.hash);
   }
 
   // ---- task updates ----
