@@ -16,8 +16,11 @@ func TestFailedRunSaysWhy(t *testing.T) {
 	script := `echo loading; echo 'RLSCHED_METRIC {"step": 1, "r": 2}'; echo "ModuleNotFoundError: No module named 'gym'" >&2; exit 3`
 	id := a.submit(map[string]any{"name": "broken", "command": []string{"sh", "-c", script}})
 	a.waitStatus(id, "FAILED", 60*time.Second)
-	if tail := a.task(id).ErrorTail; tail != "loading\nModuleNotFoundError: No module named 'gym'" {
-		t.Errorf("the API's errorTail is %q", tail)
+	// The tail ends with the worker's sentence on the missing module, which
+	// is the run's error too.
+	const why = "[rlsched] the run's Python cannot import gym (ModuleNotFoundError)"
+	if task := a.task(id); !strings.HasPrefix(task.ErrorTail, "loading\nModuleNotFoundError: No module named 'gym'\n"+why) {
+		t.Errorf("the API's errorTail is %q", task.ErrorTail)
 	}
 
 	b := newBrowser(t)
