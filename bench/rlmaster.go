@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -149,6 +150,26 @@ func (m *rlMaster) kill() {
 func (m *rlMaster) mem() (int64, int64) {
 	rss, hwm, _ := procMem(m.pid())
 	return rss, hwm
+}
+
+// postAs POSTs body as JSON to path with tok's bearer and returns the
+// answer's body; a status other than want (any of them) is an error naming
+// the path and the master's words.
+func (m *rlMaster) postAs(tok, path string, body any, want ...int) ([]byte, error) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, m.url+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if !slices.Contains(want, resp.StatusCode) {
+		return nil, fmt.Errorf("POST %s: HTTP %d %s", path, resp.StatusCode, bytes.TrimSpace(out))
+	}
+	return out, nil
 }
 
 // login registers the bench user (the first user of a fresh store) when

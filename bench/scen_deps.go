@@ -150,29 +150,10 @@ func depsWorker(e *env, m *rlMaster, dataDir, id, slots, pool string) (func(), e
 	return func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }, nil
 }
 
-// depsPost POSTs body to path and returns the answer's body; anything but
-// 202 is an error.
-func depsPost(m *rlMaster, tok, path string, body any) ([]byte, error) {
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, m.url+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted {
-		return nil, fmt.Errorf("POST %s: HTTP %d %s", path, resp.StatusCode, bytes.TrimSpace(out))
-	}
-	return out, nil
-}
-
 // depsSubmit submits a run of the pool=group workers and returns its id.
 func depsSubmit(m *rlMaster, tok string, body map[string]any) (string, error) {
 	body["constraints"] = map[string]string{"pool": "group"}
-	b, err := depsPost(m, tok, "/api/train", body)
+	b, err := m.postAs(tok, "/api/train", body, http.StatusAccepted)
 	if err != nil {
 		return "", err
 	}
@@ -267,7 +248,7 @@ func depsGroup(m *rlMaster, tok string) (last, rank0 time.Duration, err error) {
 // and returns, for each step with parents, its start minus its last
 // parent's end.
 func depsPipeline(m *rlMaster, tok string, steps []map[string]any) ([]time.Duration, error) {
-	b, err := depsPost(m, tok, "/api/pipelines", map[string]any{"name": "bench", "steps": steps})
+	b, err := m.postAs(tok, "/api/pipelines", map[string]any{"name": "bench", "steps": steps}, http.StatusAccepted)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +321,7 @@ func depsFanIn(m *rlMaster, tok string, n int) (time.Duration, error) {
 	for i := range vals {
 		vals[i] = i
 	}
-	post := func(path string, body any) ([]byte, error) { return depsPost(m, tok, path, body) }
+	post := func(path string, body any) ([]byte, error) { return m.postAs(tok, path, body, http.StatusAccepted) }
 	b, err := post("/api/sweeps", map[string]any{"name": "fan", "base": map[string]any{"command": []string{"/bin/true"}, "constraints": depsPool}, "grid": map[string]any{"i": vals}})
 	if err != nil {
 		return 0, err

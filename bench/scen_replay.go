@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	_ "embed"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/http"
@@ -264,20 +262,8 @@ func replaySubmit(m *rlMaster, tok string, p sim.Pod, rounded bool, compress flo
 	if gpus > 0 && len(p.GPUSpec) > 0 {
 		body["gpuType"] = p.GPUSpec
 	}
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, m.url+"/api/train", bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("POST /api/train %s: HTTP %d %s", b, resp.StatusCode, bytes.TrimSpace(out))
-	}
-	return nil
+	_, err := m.postAs(tok, "/api/train", body, http.StatusAccepted, http.StatusCreated)
+	return err
 }
 
 // replayTasks reads every run of the master (GET /api/tasks, every page).

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -265,23 +263,11 @@ func (m *rlMaster) post(path string, body any, want int, v any) error {
 	if err != nil {
 		return err
 	}
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(http.MethodPost, m.url+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	out, err := m.postAs(tok, path, body, want)
+	if err != nil || v == nil {
 		return err
 	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("POST %s: HTTP %d %s", path, resp.StatusCode, bytes.TrimSpace(rb))
-	}
-	if v == nil {
-		return nil
-	}
-	return json.Unmarshal(rb, v)
+	return json.Unmarshal(out, v)
 }
 
 // waitRunning waits until every run of ids is RUNNING.
