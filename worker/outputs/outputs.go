@@ -279,6 +279,13 @@ func (o *Files) run() {
 	}()
 	w := newWatcher(o.dir, o.log)
 	defer w.close()
+	if w != nil {
+		// The run started before the watch: what it wrote or renamed in
+		// between has no event (a checkpoint written at once waited for
+		// the periodic walk). One walk now, setting no gap, so the next
+		// event's upload is not held back either.
+		o.sync(false)
+	}
 	tick := time.NewTicker(o.l.every)
 	defer tick.Stop()
 	var gapUntil time.Time // the next sync the watch starts waits until then

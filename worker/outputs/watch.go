@@ -80,11 +80,6 @@ func newWatcher(d *Dir, log zerolog.Logger) *watcher {
 		w.f.Close()
 		return nil
 	}
-	// The run started before the watch: what it wrote or renamed in
-	// between has no event, so the first poke walks everything (a
-	// checkpoint written at once waited for the periodic walk).
-	w.all = true
-	w.poke <- struct{}{}
 	go w.read()
 	return w
 }
