@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/internal/testkit/rig"
+	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // codeScript prints what the run sees of its snapshot.
@@ -269,6 +270,12 @@ func TestCodeSnapshotRetry(t *testing.T) {
 	id := strings.TrimSpace(out)
 	b.track(id)
 	alice.waitLogContains(id, "attempt 1 data: submitted bytes\n", 60*time.Second)
+	// The checkpoint is written after that line: kill w1 once the master
+	// holds it, or attempt 2 has nothing to restore.
+	testutil.Eventually(t, 30*time.Second, func() (bool, string) {
+		r, _ := alice.Do("GET", "/api/tasks/"+id+"/artifacts", nil)
+		return r.Status == 200 && strings.Contains(string(r.Body), `"ckpt.txt"`), "ckpt.txt at the master: " + r.String()
+	})
 	if err := os.WriteFile(filepath.Join(src, "data.txt"), []byte("edited\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
