@@ -375,25 +375,8 @@ func TestComparePageSpeed(t *testing.T) {
 	t.Parallel()
 	s := startUp(t, 0)
 	a := s.api().signup("pia")
-	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "fifty", "base": map[string]any{"command": []string{"python3", "-c", speedTrainer}},
-		"grid": map[string]any{"lr": []any{0.5, 1, 2, 3, 4}}, "seedCount": 10})
-	if st != 202 {
-		t.Fatalf("POST /api/sweeps: %d %s", st, body)
-	}
-	var sw struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(body, &sw); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 4*time.Minute, func() (bool, string) {
-		var v struct {
-			Counts map[string]int `json:"counts"`
-		}
-		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
-		_ = json.Unmarshal(b, &v)
-		return v.Counts["SUCCEEDED"] == 50, fmt.Sprintf("counts %v", v.Counts)
-	})
+	swID := a.sweepDone(map[string]any{"name": "fifty", "base": map[string]any{"command": []string{"python3", "-c", speedTrainer}},
+		"grid": map[string]any{"lr": []any{0.5, 1, 2, 3, 4}}, "seedCount": 10}, 50, 4*time.Minute)
 	b := newBrowser(t)
 	b.do("desktop viewport", chromedp.EmulateViewport(1400, 1000))
 	b.signIn(s.url, "pia")
@@ -403,7 +386,7 @@ func TestComparePageSpeed(t *testing.T) {
 	// page, not the machine.
 	best := 0
 	for try := 1; try <= 3 && (best == 0 || best > 1000); try++ {
-		b.open(s.url + "/compare?sweep=" + sw.ID)
+		b.open(s.url + "/compare?sweep=" + swID)
 		b.wait("6 charts of 50 lines", 60*time.Second, `document.querySelectorAll('[data-chart^="compare:"]').length === 6 &&
 		[...document.querySelectorAll('[data-chart^="compare:"]')].every((c) => c.querySelectorAll('path.line[data-points="500"]').length === 50) &&
 		document.querySelector('#compare-charts').dataset.drawMs !== undefined`)
@@ -451,29 +434,12 @@ func TestCompareDoneWhen(t *testing.T) {
 	t.Parallel()
 	s := startUp(t, 0)
 	a := s.api().signup("dora")
-	st, body := a.do("POST", "/api/sweeps", map[string]any{"name": "done when", "base": map[string]any{"command": []string{"python3", "-c", doneTrainer}},
-		"grid": map[string]any{"lr": []any{0.1, 0.2, 0.3, 0.4}, "env": []any{"a", "b", "c"}}, "seedCount": 10})
-	if st != 202 {
-		t.Fatalf("POST /api/sweeps: %d %s", st, body)
-	}
-	var sw struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(body, &sw); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Eventually(t, 6*time.Minute, func() (bool, string) {
-		var v struct {
-			Counts map[string]int `json:"counts"`
-		}
-		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
-		_ = json.Unmarshal(b, &v)
-		return v.Counts["SUCCEEDED"] == 120, fmt.Sprintf("counts %v", v.Counts)
-	})
+	swID := a.sweepDone(map[string]any{"name": "done when", "base": map[string]any{"command": []string{"python3", "-c", doneTrainer}},
+		"grid": map[string]any{"lr": []any{0.1, 0.2, 0.3, 0.4}, "env": []any{"a", "b", "c"}}, "seedCount": 10}, 120, 6*time.Minute)
 	b := newBrowser(t)
 	b.do("desktop viewport", chromedp.EmulateViewport(1400, 1000))
 	b.signIn(s.url, "dora")
-	b.open(s.url + "/compare?sweep=" + sw.ID + "&by=lr&task=env")
+	b.open(s.url + "/compare?sweep=" + swID + "&by=lr&task=env")
 	b.wait("the statistics", 60*time.Second, `(document.querySelector('#stats-table .stats-head') || {textContent: ''}).textContent.includes('120 runs over 3 tasks') &&
 		document.querySelectorAll('#stats-table tr[data-group]').length === 4 && document.querySelectorAll('[data-chart="profile"] path.line').length === 4 &&
 		document.querySelectorAll('#improve-matrix td.pi').length === 12`)
@@ -575,7 +541,7 @@ func TestCompareDoneWhen(t *testing.T) {
 			Params json.RawMessage `json:"params"`
 		} `json:"runs"`
 	}
-	if _, body := a.do("GET", "/api/sweeps/"+sw.ID, nil); json.Unmarshal(body, &sweepRuns) != nil || len(sweepRuns.Runs) != 120 {
+	if _, body := a.do("GET", "/api/sweeps/"+swID, nil); json.Unmarshal(body, &sweepRuns) != nil || len(sweepRuns.Runs) != 120 {
 		t.Fatalf("the sweep's runs: %s", body)
 	}
 	for _, r := range sweepRuns.Runs {
@@ -586,7 +552,7 @@ func TestCompareDoneWhen(t *testing.T) {
 		}
 	}
 	envIQM := b.text(`#stats-table tr[data-group="0.4"] td[data-stat="iqm"]`)
-	b.open(s.url + "/compare?sweep=" + sw.ID + "&by=lr&task=tag.suite")
+	b.open(s.url + "/compare?sweep=" + swID + "&by=lr&task=tag.suite")
 	b.wait("the statistics over the tag's tasks", 60*time.Second, `document.querySelector('#stats-task').value === 'tag.suite' &&
 		(document.querySelector('#stats-table .stats-head') || {textContent: ''}).textContent.includes('120 runs over 3 tasks') &&
 		document.querySelectorAll('#stats-table tr[data-group]').length === 4`)

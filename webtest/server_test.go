@@ -168,6 +168,31 @@ func (a *api) waitStatus(id, want string, timeout time.Duration) task {
 	return t
 }
 
+// sweepDone posts the sweep body and waits until n of its members
+// succeeded; it returns the sweep's id.
+func (a *api) sweepDone(body map[string]any, n int, timeout time.Duration) string {
+	a.T.Helper()
+	st, b := a.do("POST", "/api/sweeps", body)
+	if st != 202 {
+		a.T.Fatalf("POST /api/sweeps: %d %s", st, b)
+	}
+	var sw struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(b, &sw); err != nil {
+		a.T.Fatal(err)
+	}
+	testutil.Eventually(a.T, timeout, func() (bool, string) {
+		var v struct {
+			Counts map[string]int `json:"counts"`
+		}
+		_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
+		_ = json.Unmarshal(b, &v)
+		return v.Counts["SUCCEEDED"] == n, fmt.Sprintf("sweep %v: counts %v", body["name"], v.Counts)
+	})
+	return sw.ID
+}
+
 func (a *api) cancel(id string) {
 	a.T.Helper()
 	a.do("POST", "/api/tasks/"+id+"/cancel", nil)

@@ -1,13 +1,11 @@
 package webtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
 // TestSweepViewLayout: a sweep's page at 1400 and 390 px with one and with
@@ -22,24 +20,8 @@ func TestSweepViewLayout(t *testing.T) {
 	s := startUp(t, 0)
 	a := s.api().signup("vera")
 	sweep := func(name string, grid map[string]any, n int) string {
-		st, body := a.do("POST", "/api/sweeps", map[string]any{"name": name, "project": "layout",
-			"base": map[string]any{"algorithm": "REINFORCE", "episodes": 10}, "grid": grid, "seedCount": 1, "maxParallel": 4})
-		if st != 202 {
-			t.Fatalf("POST /api/sweeps: %d %s", st, body)
-		}
-		var sw struct{ ID string }
-		if err := json.Unmarshal(body, &sw); err != nil {
-			t.Fatal(err)
-		}
-		testutil.Eventually(t, 3*time.Minute, func() (bool, string) {
-			var v struct {
-				Counts map[string]int `json:"counts"`
-			}
-			_, b := a.do("GET", "/api/sweeps/"+sw.ID+"?runs=false", nil)
-			_ = json.Unmarshal(b, &v)
-			return v.Counts["SUCCEEDED"] == n, fmt.Sprintf("%s counts %v", name, v.Counts)
-		})
-		return sw.ID
+		return a.sweepDone(map[string]any{"name": name, "project": "layout",
+			"base": map[string]any{"algorithm": "REINFORCE", "episodes": 10}, "grid": grid, "seedCount": 1, "maxParallel": 4}, n, 3*time.Minute)
 	}
 	one := sweep("one param", map[string]any{"lr": []any{0.003, 0.01, 0.03}}, 3)
 	three := sweep("three params", map[string]any{"lr": []any{0.003, 0.03}, "gamma": []any{0.9, 0.99}, "hidden": []any{16, 64}}, 8)
