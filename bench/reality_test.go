@@ -35,11 +35,11 @@ func TestMain(m *testing.M) {
 func TestSimAgreesWithARealMaster(t *testing.T) {
 	// A replay in compressed time measures the master's real latencies in
 	// trace seconds: beside `make test`'s other packages on 2 cores a run
-	// once never started within the replay (CI, stop 41). It is a
-	// measurement, so it runs when asked for, on an idle machine
+	// once never started within the replay (CI, stop 41). So it runs
+	// only when asked for: `make test` asks, alone, after every package
 	// (docs/sim.md): RLSCHED_REALITY=1 go test -run RealMaster ./bench/.
 	if testing.Short() || os.Getenv("RLSCHED_REALITY") == "" {
-		t.Skip("a timing measurement: set RLSCHED_REALITY=1 on an idle machine (docs/sim.md)")
+		t.Skip("a timing measurement: set RLSCHED_REALITY=1 on an idle machine (make test does, after the other packages; docs/sim.md)")
 	}
 	const (
 		n        = 100 // pods of the slice, from its first (the 110th asks for 8 GPUs and waits for a pod of 18 trace hours)
