@@ -25,7 +25,17 @@ const (
 	// fractional run that used more than its gpuMemoryMb past the grace
 	// (issue 28); its error is the worker's sentence.
 	ReasonGPUMemory = "gpu_memory"
+	// ReasonDisk: its worker's disk watchdog stopped a run over the disk a
+	// run may fill there (DISK_MAX_MB), or the one holding the most of a
+	// disk that ran short (DISK_MIN_FREE_PERCENT); its error is the
+	// worker's sentence.
+	ReasonDisk = "disk"
 )
+
+// StoppedByWorker reports whether reason is a watchdog's of the worker,
+// which stops the run whatever its process makes of the SIGTERM, and
+// whose error is the worker's sentence.
+func StoppedByWorker(reason string) bool { return reason == ReasonGPUMemory || reason == ReasonDisk }
 
 // WarnUnenforced is the warning of a run started on a worker that could
 // not enforce its limits (RESOURCE_ENFORCEMENT=best-effort).

@@ -130,7 +130,7 @@ type Task struct {
 	Private bool   `json:"private"`
 	Kind    string `json:"kind"`
 	// Reason is the machine-readable cause of the run's end beside Error
-	// (API.md "Resources": out_of_memory, pids_limit, gpu_memory, preempted, lost,
+	// (API.md "Resources": out_of_memory, pids_limit, gpu_memory, disk, preempted, lost,
 	// dependency, early_stopped, ...); "" when the exit code says it all.
 	// Usage is what the ended run used; ErrorTail the last lines of its
 	// stderr, bounded, when it failed.

@@ -32,7 +32,10 @@ func TestFinishFromReport_GPUMemory(t *testing.T) {
 		false, core.StatusFailed, core.ReasonGPUMemory, sentence)
 	f(&pb.TaskFinished{Outcome: pb.Outcome_OUTCOME_EXITED, ExitCode: 0, Reason: core.ReasonGPUMemory, Error: sentence},
 		true, core.StatusCancelled, "", sentence) // the worker's error is kept, as for any cancel
-
+	// The disk watchdog's stop is the same kind (issue 26).
+	disk := "used 20 MiB of disk (its outputs, HOME, TMPDIR and its files in /tmp and /var/tmp), over the 8 MiB a run may fill on this worker (DISK_MAX_MB); keep less on disk"
+	f(&pb.TaskFinished{Outcome: pb.Outcome_OUTCOME_EXITED, ExitCode: -1, Signal: "SIGTERM", Reason: core.ReasonDisk, Error: disk},
+		false, core.StatusFailed, core.ReasonDisk, disk)
 }
 
 // Through a master: the Task keeps the reason and the worker's sentence.

@@ -411,9 +411,9 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 		}
 	case tf.Outcome == pb.Outcome_OUTCOME_START_FAILED:
 		status, exit = core.StatusFailed, nil
-	case tf.Reason == core.ReasonGPUMemory:
-		// Stopped by its worker for its GPU memory: failed, whatever the
-		// process made of the SIGTERM.
+	case core.StoppedByWorker(tf.Reason):
+		// Stopped by its worker for its GPU memory or disk: failed,
+		// whatever the process made of the SIGTERM.
 		status = core.StatusFailed
 	case tf.Signal != "":
 		status = core.StatusFailed
@@ -440,8 +440,8 @@ func finishFromReport(t *core.Task, tf *pb.TaskFinished, cancelRequested bool, w
 			reason, msg = tf.Reason, core.OutOfMemoryError(tf.PeakMemoryMb, t.MemoryMB)
 		case core.ReasonPidsLimit:
 			reason, msg = tf.Reason, "stopped at its process-count limit: it started more processes than a run may have at once"
-		case core.ReasonGPUMemory:
-			reason = tf.Reason // msg is the worker's sentence, naming the GPU, the use and the share
+		case core.ReasonGPUMemory, core.ReasonDisk:
+			reason = tf.Reason // msg is the worker's sentence, naming what it used and the limit
 		}
 	}
 	if err := t.Finish(status, exit, msg, now); err != nil {

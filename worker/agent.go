@@ -142,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Worker, error) {
 		defer dir.close()
 		var bg sync.WaitGroup
 		bg.Go(func() { a.fenceLoop(life) })
+		bg.Go(func() { a.diskLoop(life) })
 		a.connectLoop(life)
 		bg.Wait()
 		a.tab.shutdown()

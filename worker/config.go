@@ -117,6 +117,16 @@ type Config struct {
 	// PidsMax (PIDS_MAX) bounds the processes and threads of one run;
 	// default 16384.
 	PidsMax int64
+	// DiskMaxMB (DISK_MAX_MB) is the disk one run may fill on this worker
+	// (diskwatch.go): its outputs, its private dir (HOME, TMPDIR) and,
+	// under a uid of its own, what it keeps in /tmp and /var/tmp; past it
+	// the run is stopped with reason disk. 0: no limit a run.
+	DiskMaxMB int64
+	// DiskMinFreePercent (DISK_MIN_FREE_PERCENT): when a disk runs write
+	// to (its outputs' and private dirs', /tmp's, /var/tmp's) has less
+	// free than this share of its size, the run holding the most of it is
+	// stopped with reason disk; default 5; negative: never.
+	DiskMinFreePercent int
 	// CacheMaxMB (CACHE_MAX_MB) caps each rlsched user's persistent cache
 	// dir on this worker (isolation.Caches: XDG_CACHE_HOME, PIP_CACHE_DIR,
 	// HF_HOME, TORCH_HOME); default 10240; negative: no cache dirs.
@@ -169,6 +179,9 @@ type Config struct {
 	// now stamps GPU samples, which time the GPU memory grace; nil:
 	// time.Now. Tests set it to step the grace without sleeping.
 	now func() time.Time
+	// diskEvery is how often the disk watchdog looks; default
+	// defaultDiskEvery.
+	diskEvery time.Duration
 	// devDir holds the GPUs' device nodes, /dev; tests make fake ones.
 	devDir string
 }
@@ -192,6 +205,13 @@ const (
 	defaultGPUMemoryGrace = 30 * time.Second
 	// defaultCodeCacheMB holds twenty trees at CODE_MAX_MB.
 	defaultCodeCacheMB = 2048
+	// defaultDiskMinFreePercent: room for the system's and the worker's
+	// own writes once the runs have filled a disk, as kubelet keeps
+	// (nodefs.available).
+	defaultDiskMinFreePercent = 5
+	// defaultDiskEvery: a run writing 1 GB/s fills 5 GB between two
+	// looks; a look is a statfs per disk unless a limit applies.
+	defaultDiskEvery = 5 * time.Second
 )
 
 // withDefaults validates c and fills in the defaults.
@@ -289,6 +309,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.GPUSharing, err = resolveSharing(c.GPUSharing, c.RunAs); err != nil {
 		return c, err
+	}
+	if c.DiskMaxMB < 0 {
+		return c, fmt.Errorf("cannot start worker: DISK_MAX_MB=%d: want MiB, 0 (no limit) or more", c.DiskMaxMB)
+	}
+	if c.DiskMinFreePercent == 0 {
+		c.DiskMinFreePercent = defaultDiskMinFreePercent
+	} else if c.DiskMinFreePercent >= 100 {
+		return c, fmt.Errorf("cannot start worker: DISK_MIN_FREE_PERCENT=%d: want less than 100 (negative: never)", c.DiskMinFreePercent)
+	}
+	if c.diskEvery <= 0 {
+		c.diskEvery = defaultDiskEvery
 	}
 	if c.GPUMemoryGrace <= 0 {
 		c.GPUMemoryGrace = defaultGPUMemoryGrace

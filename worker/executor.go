@@ -500,7 +500,7 @@ func (a *agent) pump(r *run) {
 func (a *agent) reap(r *run) {
 	waitErr := r.cmd.Wait()
 	exitedAt := time.Now()
-	pgid, started, gpuMemoryErr := a.tab.reaped(r)
+	pgid, started, stopErr := a.tab.reaped(r)
 
 	// Nothing of the run may outlive its leader: background children of a
 	// finished run would hold GPUs nobody accounts for. Its control group
@@ -522,14 +522,14 @@ func (a *agent) reap(r *run) {
 	_ = r.pipe.SetReadDeadline(time.Now().Add(drainTimeout))
 	<-r.pumped
 	r.outs.CheckLast() // what its last sync will not upload, said in its log before it closes
-	if gpuMemoryErr != "" {
-		_, _ = fmt.Fprintf(r.out, "\n[rlsched] stopped by the worker: the run %s\n", gpuMemoryErr)
+	if stopErr != "" {
+		_, _ = fmt.Fprintf(r.out, "\n[rlsched] stopped by the worker: the run %s\n", stopErr)
 	}
 	if msg := use.Message(); msg != "" && failed(r.cmd.ProcessState) {
 		// The last line of its log says why, where its owner looks first.
 		_, _ = fmt.Fprintf(r.out, "\n[rlsched] warning: %s\n", msg)
 		r.log.Warn().Str("reason", use.Reason()).Int64("peak_memory_mb", use.PeakMemoryMB).Msg(msg)
-	} else if gpuMemoryErr == "" && failed(r.cmd.ProcessState) {
+	} else if stopErr == "" && failed(r.cmd.ProcessState) {
 		if r.hint = missingModuleHint(r.last.String()); r.hint != "" {
 			runNote(r, r.hint) // the last line of its log, and its error (finishedMsg)
 		}

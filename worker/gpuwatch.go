@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rlsched/rlsched/codec/pb"
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/worker/nvsmi"
 )
 
@@ -37,10 +38,10 @@ type runLine struct {
 }
 
 // gpuMemoryLocked judges r against the sample: the line for its log, and
-// whether it is to be stopped (its gpuMemoryErr set). Caller holds
+// whether it is to be stopped (its stopErr set). Caller holds
 // runTable.mu.
 func (r *run) gpuMemoryLocked(smp *nvsmi.Sample, grace time.Duration, enforce bool) (line string, stop bool) {
-	if !r.fractional() || r.gpuMemMB <= 0 || r.pgid <= 1 || r.reaped || r.gpuMemoryErr != "" {
+	if !r.fractional() || r.gpuMemMB <= 0 || r.pgid <= 1 || r.reaped || r.stopErr != "" {
 		return "", false
 	}
 	var used int64
@@ -71,15 +72,16 @@ func (r *run) gpuMemoryLocked(smp *nvsmi.Sample, grace time.Duration, enforce bo
 	if !enforce || over < grace {
 		return "", false
 	}
-	r.gpuMemoryErr = fmt.Sprintf("used %s of GPU %d, over its %s share for %d s; ask for more with --gpu-memory",
+	r.stopReason = core.ReasonGPUMemory
+	r.stopErr = fmt.Sprintf("used %s of GPU %d, over its %s share for %d s; ask for more with --gpu-memory",
 		mibComma(used), gpu, mibComma(r.gpuMemMB), int(over.Round(time.Second)/time.Second))
-	r.log.Warn().Int64("gpu_memory_mb", used).Int64("share_mb", r.gpuMemMB).Dur("over_for", over).Msg("stopping the run: " + r.gpuMemoryErr)
+	r.log.Warn().Int64("gpu_memory_mb", used).Int64("share_mb", r.gpuMemMB).Dur("over_for", over).Msg("stopping the run: " + r.stopErr)
 	return "", true // its log's last line says why (reap), once its output is all read
 }
 
-// gpuMemoryStopLocked asks r to stop for its GPU memory: it ends as exited
-// (its report then carries reason gpu_memory, whatever its exit status).
-// Caller holds runTable.mu.
-func (t *runTable) gpuMemoryStopLocked(r *run) {
+// watchStopLocked asks r to stop for what a watchdog found (its stopErr
+// set): it ends as exited, its report then carrying the watchdog's reason
+// whatever its exit status. Caller holds runTable.mu.
+func (t *runTable) watchStopLocked(r *run) {
 	t.stopLocked(r, pb.Outcome_OUTCOME_EXITED, t.grace)
 }

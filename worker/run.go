@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rlsched/rlsched/codec/pb"
-	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/backoff"
 	"github.com/rlsched/rlsched/worker/cgroup"
 	"github.com/rlsched/rlsched/worker/isolation"
@@ -84,9 +83,11 @@ type run struct {
 	killTimer    *time.Timer
 	timeoutTimer *time.Timer
 	// The GPU memory watchdog's (gpuwatch.go): since when the run is over
-	// its share (zero: it is not), and the error it was stopped with.
-	overSince    time.Time
-	gpuMemoryErr string
+	// its share (zero: it is not).
+	overSince time.Time
+	// Why a watchdog of the worker stopped the run (gpuwatch.go,
+	// diskwatch.go): its Task's reason and error; "": none did.
+	stopReason, stopErr string
 	// Its group's CPU time at its last usage sample and that sample's time
 	// (gpusample.go); zero: none yet.
 	usedAt    time.Time
@@ -172,10 +173,10 @@ func (r *run) finishedMsg(ps *os.ProcessState, waitErr error, dur time.Duration,
 		m.CpuSeconds = use.CPUSeconds
 		m.PeakMemoryMb = max(use.PeakMemoryMB, 0)
 	}
-	if r.gpuMemoryErr != "" {
-		// Stopped by the GPU memory watchdog: that is why, whatever the
-		// process made of its SIGTERM.
-		m.Reason, m.Error = core.ReasonGPUMemory, r.gpuMemoryErr
+	if r.stopErr != "" {
+		// Stopped by a watchdog: that is why, whatever the process made
+		// of its SIGTERM.
+		m.Reason, m.Error = r.stopReason, r.stopErr
 	} else if ps == nil || !ps.Success() {
 		// The kernel's kill for its limit explains the SIGKILL (or the
 		// exit status of a run whose fork failed).

@@ -498,15 +498,15 @@ func (t *runTable) start(r *run, cmd *exec.Cmd, m *pb.ExecuteTask, spawn func() 
 }
 
 // reaped notes that r's leader was reaped, and returns its group, its
-// start and why the GPU memory watchdog stopped it ("": it did not; the
-// watchdog leaves a reaped run alone, so this is final).
-func (t *runTable) reaped(r *run) (pgid int, started time.Time, gpuMemoryErr string) {
+// start and why a watchdog stopped it ("": none did; the watchdogs leave a
+// reaped run alone, so this is final).
+func (t *runTable) reaped(r *run) (pgid int, started time.Time, stopErr string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.reaped = true
 	r.stopTimersLocked()
 	t.reapedLocked(r) // past its lease deadline: forgotten
-	return r.pgid, r.startedAt, r.gpuMemoryErr
+	return r.pgid, r.startedAt, r.stopErr
 }
 
 // ended records the report of r, whose group is gone and whose output is
@@ -557,7 +557,7 @@ func (t *runTable) watchGPUMemory(smp *nvsmi.Sample, grace time.Duration, enforc
 			lines = append(lines, runLine{r, line})
 		}
 		if stop {
-			t.gpuMemoryStopLocked(r)
+			t.watchStopLocked(r)
 		}
 	}
 	return lines

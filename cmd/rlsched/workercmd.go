@@ -29,6 +29,8 @@ type workerOpts struct {
 	reservedCPUs                     string // cores, fractions allowed
 	reservedMemoryMB                 int64
 	pidsMax                          int64
+	diskMaxMB                        int64
+	diskMinFree                      int // percent
 	cacheMaxMB                       int64
 	labels                           labelFlags
 	gpuSharing                       string
@@ -68,6 +70,8 @@ func (o *workerOpts) defineResources(f envFlags, enforcement string) {
 	f.str(&o.reservedCPUs, "reserved-cpus", "RESERVED_CPUS", "0", "`cores` kept from runs for the system and the worker (the lowest whole ones leave the runs' cpuset)")
 	f.int64(&o.reservedMemoryMB, "reserved-memory", "RESERVED_MEMORY_MB", 0, "`MiB` kept from runs for the system and the worker (0: a twentieth of the memory, within 512 MiB to 4 GiB; -1: none)")
 	f.int64(&o.pidsMax, "pids-max", "PIDS_MAX", 16384, "processes and threads one run may have")
+	f.int64(&o.diskMaxMB, "disk-max", "DISK_MAX_MB", 0, "`MiB` of disk one run may fill (its outputs, HOME, TMPDIR and its files in /tmp and /var/tmp) before it is stopped (reason disk); 0: no limit a run")
+	f.int(&o.diskMinFree, "disk-min-free", "DISK_MIN_FREE_PERCENT", 5, "`percent` of a disk runs write to kept free: below it, the run holding the most of that disk is stopped (reason disk); -1: never")
 	f.int64(&o.envCacheMB, "env-cache-max", "ENV_CACHE_MB", 20480, "`MiB` of the Python envs the worker builds from runs' requirements files, least recently used removed past it (never one in use); -1: build none")
 	f.int64(&o.codeCacheMB, "code-cache", "CODE_CACHE_MB", 2048, "`MiB` of runs' code snapshots kept on the worker, least recently used trees removed past it")
 	f.int64(&o.cacheMaxMB, "cache-max", "CACHE_MAX_MB", 10240, "`MiB` of each user's persistent cache dir on the worker (XDG_CACHE_HOME, PIP_CACHE_DIR, HF_HOME, TORCH_HOME), least recently used files removed past it; -1: no cache dirs")
@@ -137,7 +141,7 @@ func workerConfig(o workerOpts, token string, log zerolog.Logger) (worker.Config
 	return worker.Config{ID: o.id, Masters: masters, JoinToken: token, Host: host, DataDir: o.dataDir,
 		GPUs: gpus, Slots: o.slots, RunAs: o.runAs, RunUIDs: uids, ArtifactSync: seconds(max(o.artifactSync, 1)),
 		GPUSample: sample, ResourceEnforcement: o.enforcement, ReservedCPUs: reservedCPUs, ReservedMemoryMB: o.reservedMemoryMB,
-		PidsMax: o.pidsMax, CacheMaxMB: o.cacheMaxMB, Labels: labels, GPUSharing: o.gpuSharing,
+		PidsMax: o.pidsMax, DiskMaxMB: o.diskMaxMB, DiskMinFreePercent: o.diskMinFree, CacheMaxMB: o.cacheMaxMB, Labels: labels, GPUSharing: o.gpuSharing,
 		GPUMemoryGrace: seconds(max(o.gpuMemoryGrace, 0)), RunPython: o.runPython, EnvCacheMB: o.envCacheMB,
 		CodeCacheMB: o.codeCacheMB, ContainerRuntime: o.containerRuntime, ContainerFlags: strings.Fields(o.containerFlags),
 		ContainerNetwork: o.containerNetwork, ContainerGPUs: o.containerGPUs, Logger: log}, nil

@@ -1807,7 +1807,9 @@ type TaskFinished struct {
 	LogBytes   uint64                 `protobuf:"varint,9,opt,name=log_bytes,json=logBytes,proto3" json:"log_bytes,omitempty"` // total output bytes of the attempt
 	// Why the process ended when the worker knows better than the exit code
 	// (issue 26): "out_of_memory" (its cgroup's memory limit killed it),
-	// "pids_limit" (it hit its process-count limit); "" otherwise.
+	// "pids_limit" (it hit its process-count limit), "gpu_memory" and "disk"
+	// (a watchdog of the worker stopped it; error is the worker's sentence);
+	// "" otherwise.
 	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	// What the attempt used, from its control group when it had one.
 	CpuSeconds    float64 `protobuf:"fixed64,11,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
