@@ -93,7 +93,7 @@ func TestSimAgreesWithARealMaster(t *testing.T) {
 		if task.FinishedAt != nil {
 			end = *task.FinishedAt
 		}
-		real = append(real, sim.JobResult{ID: task.Name, GPUs: gpus[task.Name], Submit: trace(task.CreatedAt),
+		real = append(real, sim.JobResult{ID: task.Name, GPUs: float64(gpus[task.Name]), Submit: trace(task.CreatedAt),
 			Start: trace(*task.StartedAt), End: trace(end)})
 	}
 

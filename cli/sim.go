@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/rlsched/rlsched/core"
@@ -88,6 +89,7 @@ func runSim(inv *invocation, args []string) int {
 	jobsCSV := fs.String("jobs-csv", "", "write every finished job's times to `FILE` (CSV)")
 	jsonOut := fs.Bool("json", false, "print the summaries as JSON")
 	plotDir := fs.String("plot", "", "write SVG charts into `DIR` (JCT CDFs, GPU utilisation over time, per-user waits)")
+	wholeGPUs := fs.Bool("whole-gpus", false, "round every job's share of a GPU up to a whole GPU (beside a run with the shares kept: what sharing gains)")
 	filters := addRunFilters(fs)
 	if _, code, ok := inv.start(args, 0, 0); !ok {
 		return code
@@ -133,6 +135,12 @@ func runSim(inv *invocation, args []string) int {
 	}
 	if !ok {
 		return code
+	}
+	if *wholeGPUs {
+		tr.WholeGPUs()
+	}
+	if !c.NamesGPUTypes() && slices.ContainsFunc(tr.Jobs, func(j sim.Job) bool { return len(j.GPUType) > 0 }) {
+		tr.Ignored = append(tr.Ignored, "the jobs' GPU types (the cluster names none)")
 	}
 
 	// One policy at a time, each result dropped once summarised and

@@ -27,9 +27,10 @@ type Cluster struct {
 
 // WorkerSpec is one worker of the cluster file, or Count alike (named
 // ID-1 … ID-Count). GPUs is how many; a worker whose GPUs differ lists
-// them one by one in GPUList instead. Cores, MemoryMB and Labels are
-// recorded but not yet used by the planner (it places by GPUs and CPU
-// slots only, as the master does today).
+// them one by one in GPUList instead (each with its name and memory, else
+// GPUType and GPUMemoryMB for all). Cores and MemoryMB are what it offers
+// runs (0: not said, as a worker that reports none: unlimited), Labels
+// what runs' constraints match.
 type WorkerSpec struct {
 	ID          string            `json:"id"`
 	Count       int               `json:"count,omitempty"`
@@ -78,9 +79,13 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 // node is one worker the simulation runs: its GPUs (indices) and slots.
 type node struct {
-	id    string
-	gpus  []int
-	slots int
+	id     string
+	gpus   []int
+	models []core.GPU // by position in gpus: names and memory
+	slots  int
+	// cpuMillis and memoryMB are what it offers (0: not said, unlimited).
+	cpuMillis, memoryMB int64
+	labels              map[string]string
 }
 
 // maxClusterWorkers bounds a cluster file's workers (after Count).
@@ -113,7 +118,8 @@ func FromWorkers(ws []core.WorkerInfo) *Cluster {
 		for i, g := range w.GPUs {
 			gpus[i] = core.GPU{Index: g.Index, Name: g.Name, MemoryMB: g.MemoryMB}
 		}
-		c.Workers = append(c.Workers, WorkerSpec{ID: w.ID, GPUList: gpus, Slots: w.Slots})
+		c.Workers = append(c.Workers, WorkerSpec{ID: w.ID, GPUList: gpus, Slots: w.Slots, Cores: int(w.CPUs),
+			MemoryMB: w.MemoryMB, Labels: w.Labels})
 	}
 	return c
 }
@@ -128,14 +134,16 @@ func (c *Cluster) nodes() ([]node, error) {
 			return fmt.Errorf("cannot read the cluster file: two workers are named %q", id)
 		}
 		seen[id] = true
-		n := node{id: id, slots: w.Slots}
+		n := node{id: id, slots: w.Slots, cpuMillis: int64(w.Cores) * 1000, memoryMB: w.MemoryMB, labels: w.Labels}
 		if len(w.GPUList) > 0 {
 			for _, g := range w.GPUList {
 				n.gpus = append(n.gpus, g.Index)
+				n.models = append(n.models, g)
 			}
 		} else {
 			for i := range w.GPUs {
 				n.gpus = append(n.gpus, i)
+				n.models = append(n.models, core.GPU{Index: i, Name: w.GPUType, MemoryMB: w.GPUMemoryMB})
 			}
 		}
 		out = append(out, n)
@@ -148,8 +156,8 @@ func (c *Cluster) nodes() ([]node, error) {
 		switch {
 		case strings.TrimSpace(w.ID) == "":
 			return nil, fmt.Errorf("cannot read the cluster file: worker %d has no id", i+1)
-		case w.GPUs < 0 || w.Slots < 0 || w.Count < 0:
-			return nil, fmt.Errorf("cannot read the cluster file: worker %q has a negative gpus, slots or count", w.ID)
+		case w.GPUs < 0 || w.Slots < 0 || w.Count < 0 || w.Cores < 0 || w.MemoryMB < 0 || w.GPUMemoryMB < 0:
+			return nil, fmt.Errorf("cannot read the cluster file: worker %q has a negative gpus, slots, count, cores, memoryMb or gpuMemoryMb", w.ID)
 		case w.GPUs > 0 && len(w.GPUList) > 0:
 			return nil, fmt.Errorf("cannot read the cluster file: worker %q gives both gpus and gpuList; give one", w.ID)
 		}
@@ -175,6 +183,19 @@ func (c *Cluster) nodes() ([]node, error) {
 	}
 	slices.SortFunc(out, func(a, b node) int { return strings.Compare(a.id, b.id) })
 	return out, nil
+}
+
+// NamesGPUTypes reports whether some worker of the cluster names its GPUs'
+// type. A cluster that names none takes a trace's GPU types as unknown
+// (a job asking for a V100 runs on any GPU), not as a request no worker
+// meets.
+func (c *Cluster) NamesGPUTypes() bool {
+	for _, w := range c.Workers {
+		if w.GPUType != "" || slices.ContainsFunc(w.GPUList, func(g core.GPU) bool { return g.Name != "" }) {
+			return true
+		}
+	}
+	return false
 }
 
 // GPUs is the number of GPUs of the cluster.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/rlsched/rlsched/core"
 )
 
 // Job is one run of a trace: who submitted it when, what it asks for and
@@ -18,6 +20,34 @@ type Job struct {
 	GPUs        int
 	Priority    int
 	Preemptible bool
+	// GPUFraction is a share of one GPU (0 < f < 1, in hundredths; GPUs
+	// then 0); CPUMillis (thousandths of a core), MemoryMB, GPUMemoryMB
+	// and GPUType what it asks of a worker besides (issue 26 and 28's
+	// requests; zero: nothing). The planner places by all of them, as the
+	// master does.
+	GPUFraction                      float64
+	CPUMillis, MemoryMB, GPUMemoryMB int64
+	GPUType                          []string
+}
+
+// gpuCount is what j asks for in GPUs: its whole GPUs or its share.
+func (j *Job) gpuCount() float64 { return float64(j.GPUs) + j.GPUFraction }
+
+// weight is what j's run weighs in fair share a second, as the store
+// charges it (core.UsageWeight): its GPUs, or its cores for a CPU-only
+// job (one core when it asks for none).
+func (j *Job) weight() float64 {
+	return core.UsageWeight(j.gpuCount(), float64(j.CPUMillis)/1000)
+}
+
+// WholeGPUs is the trace with every share of a GPU rounded up to a whole
+// one, for a side-by-side with the shares kept (rlsched sim --whole-gpus).
+func (t *Trace) WholeGPUs() {
+	for i := range t.Jobs {
+		if j := &t.Jobs[i]; j.GPUFraction > 0 {
+			j.GPUs, j.GPUFraction = 1, 0
+		}
+	}
 }
 
 // Skipped is a job of a trace that was not simulated, or never started,
@@ -45,6 +75,10 @@ func (t *Trace) add(j Job) {
 		t.skip(j.ID, fmt.Sprintf("its duration is negative (%v)", j.Duration))
 	case j.GPUs < 0:
 		t.skip(j.ID, fmt.Sprintf("it asks for %d GPUs", j.GPUs))
+	case j.GPUFraction < 0 || j.GPUFraction >= 1 || (j.GPUFraction > 0 && j.GPUs > 0):
+		t.skip(j.ID, fmt.Sprintf("it asks for %d GPUs and a share of %g of one: a job takes a share of one GPU or whole GPUs", j.GPUs, j.GPUFraction))
+	case j.CPUMillis < 0 || j.MemoryMB < 0 || j.GPUMemoryMB < 0:
+		t.skip(j.ID, fmt.Sprintf("it asks for %d thousandths of a core, %d MiB of memory and %d MiB of GPU memory: none may be negative", j.CPUMillis, j.MemoryMB, j.GPUMemoryMB))
 	case j.Submit.IsZero():
 		t.skip(j.ID, "it has no submission time")
 	default:

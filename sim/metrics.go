@@ -93,7 +93,7 @@ func (r *Result) Summarize() Summary {
 		if j.End.After(last) {
 			last = j.End
 		}
-		s.LostGPUHours += float64(j.GPUs) * j.Lost.Hours()
+		s.LostGPUHours += j.GPUs * j.Lost.Hours()
 		s.LongestWait = max(s.LongestWait, j.Wait().Seconds())
 		a := users[j.User]
 		if a == nil {
@@ -101,7 +101,7 @@ func (r *Result) Summarize() Summary {
 			users[j.User] = a
 		}
 		a.Jobs++
-		g := float64(j.GPUs) * j.Duration.Seconds()
+		g := j.GPUs * j.Duration.Seconds()
 		a.gpuSec += g
 		total += g
 		a.wait += j.Wait().Seconds()
@@ -178,7 +178,7 @@ func stats(v []float64) Stats {
 func finishTimeFairness(j JobResult, n float64, gpus int) float64 {
 	alone := max(j.Duration, time.Second).Seconds()
 	if gpus > 0 && j.GPUs > 0 {
-		alone *= max(1, float64(j.GPUs)*max(n, 1)/float64(gpus))
+		alone *= max(1, j.GPUs*max(n, 1)/float64(gpus))
 	}
 	return j.JCT().Seconds() / alone
 }

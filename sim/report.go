@@ -154,7 +154,7 @@ func WriteJobsCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
 	sec := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 	for _, j := range r.Jobs {
-		cw.Write([]string{r.Policy.Name, j.ID, j.User, strconv.Itoa(j.GPUs), j.Submit.Format(time.RFC3339), j.Start.Format(time.RFC3339),
+		cw.Write([]string{r.Policy.Name, j.ID, j.User, strconv.FormatFloat(j.GPUs, 'f', -1, 64), j.Submit.Format(time.RFC3339), j.Start.Format(time.RFC3339),
 			j.End.Format(time.RFC3339), sec(j.Wait()), sec(j.JCT()), sec(j.Duration), sec(j.Lost),
 			strconv.Itoa(j.Preemptions), strconv.Itoa(j.Faults)})
 	}

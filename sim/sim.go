@@ -110,7 +110,7 @@ type Config struct {
 type JobResult struct {
 	ID          string        `json:"id"`
 	User        string        `json:"user"`
-	GPUs        int           `json:"gpus"`
+	GPUs        float64       `json:"gpus"` // whole GPUs, or a share of one (0.5)
 	Submit      time.Time     `json:"submit"`
 	Start       time.Time     `json:"start"` // its first start
 	End         time.Time     `json:"end"`
@@ -171,6 +171,11 @@ type state struct {
 	done    time.Duration // work kept (checkpointed)
 	node    int           // -1: queued or ended
 	gpus    []int
+	// share is the hundredths of its one GPU a fractional run holds, and
+	// shareMB the MiB of that GPU's memory (the placement's); 0: whole
+	// GPUs.
+	share   int
+	shareMB int64
 	start   time.Time // of the attempt running
 	epoch   int       // bumped at every stop: a finish event of an earlier attempt is stale
 	preempt time.Time
@@ -184,19 +189,26 @@ type state struct {
 type simNode struct {
 	id      string
 	gpus    []int
-	used    []bool // by position in gpus
-	free    []int  // the free GPU indices in gpus' order; replaced, never written into
+	models  []core.GPU // by position in gpus
+	used    []bool     // by position in gpus: held whole, or shared
+	free    []int      // the free GPU indices in gpus' order; replaced, never written into
+	shares  []plan.Share
 	slots   int
 	cpuRuns int
-	up      bool
-	runs    map[*state]struct{}
+	// cpuMillis and memoryMB are what it offers (plan.Unlimited: not
+	// said), cpuUsed and memUsed what its runs hold.
+	cpuMillis, memoryMB int64
+	cpuUsed, memUsed    int64
+	labels              map[string]string
+	up                  bool
+	runs                map[*state]struct{}
 }
 
 type userState struct {
 	name          string
 	charged       float64 // decayed GPU-seconds of ended attempts, as of asOf
 	asOf          time.Time
-	activeGPUs    int
+	activeH       int // hundredths of GPUs its running runs hold
 	activeRuns    int
 	runW, runWAt  float64 // Σ weight and Σ weight × start (s since origin) of its running runs
 	maxGPUs, maxR int
@@ -274,7 +286,18 @@ type engine struct {
 
 	connected, maxGPUs, maxSlots int
 	freeGPUs, freeSlots          int
-	freeBuf                      []plan.Worker
+	// shared counts the shared GPUs of the connected workers: a pass may
+	// place a fractional run there with no GPU free.
+	shared   int
+	sizes    []plan.Size
+	machines []plan.Machine
+	freeBuf  []plan.Worker
+	// fits caches, by what a job asks, why no worker of the cluster could
+	// ever take it ("": one could).
+	fits map[string]string
+	// typed: the cluster file names its GPUs' types; without, the jobs'
+	// GPU types are dropped (Cluster.NamesGPUTypes).
+	typed bool
 
 	res Result
 }
@@ -282,12 +305,13 @@ type engine struct {
 func newEngine(c *Cluster, nodes []node, cfg Config) *engine {
 	e := &engine{cfg: cfg, c: c, byName: map[string]int{}, userID: map[string]int64{}, preemptible: map[int]int{}}
 	for i, n := range nodes {
-		e.nodes = append(e.nodes, simNode{id: n.id, gpus: n.gpus, used: make([]bool, len(n.gpus)), free: n.gpus,
-			slots: n.slots, up: true, runs: map[*state]struct{}{}})
+		e.nodes = append(e.nodes, simNode{id: n.id, gpus: n.gpus, models: n.models, used: make([]bool, len(n.gpus)), free: n.gpus,
+			slots: n.slots, cpuMillis: offers(n.cpuMillis), memoryMB: offers(n.memoryMB), labels: n.labels, up: true, runs: map[*state]struct{}{}})
 		e.byName[n.id] = i
 		e.res.GPUs += len(n.gpus)
 	}
 	e.res.Workers = len(nodes)
+	e.typed = c.NamesGPUTypes()
 	e.fleetChanged()
 	e.res.Policy = cfg.Policy
 	return e
@@ -298,10 +322,7 @@ func newEngine(c *Cluster, nodes []node, cfg Config) *engine {
 // pendingCode no_worker).
 func (e *engine) load(tr *Trace) {
 	e.res.Skipped = append(e.res.Skipped, tr.Skipped...)
-	maxGPUs, maxSlots := 0, 0
-	for _, n := range e.nodes {
-		maxGPUs, maxSlots = max(maxGPUs, len(n.gpus)), max(maxSlots, n.slots)
-	}
+	maxGPUs, maxSlots := e.maxGPUs, e.maxSlots // every worker is up at the start
 	jobs := tr.Jobs
 	sorted := func(a, b Job) int { return a.Submit.Compare(b.Submit) }
 	if !slices.IsSortedFunc(jobs, sorted) {
@@ -317,8 +338,10 @@ func (e *engine) load(tr *Trace) {
 			e.skip(j.ID, "the cluster has no workers")
 		case j.GPUs > maxGPUs:
 			e.skip(j.ID, fmt.Sprintf("needs %d GPUs on one worker, no worker has that many (the largest has %d)", j.GPUs, maxGPUs))
-		case j.GPUs == 0 && maxSlots == 0:
+		case j.GPUs == 0 && j.GPUFraction == 0 && maxSlots == 0:
 			e.skip(j.ID, "needs a CPU slot, no worker has one")
+		case e.neverFits(j) != "":
+			e.skip(j.ID, e.neverFits(j))
 		default:
 			st := state{job: j, id: j.ID, idx: len(e.states), node: -1, userID: e.user(j.User)}
 			if ids[st.id] {
@@ -347,6 +370,65 @@ func (e *engine) load(tr *Trace) {
 			e.push(event{at: e.origin.Add(time.Duration(f.At + f.For)), kind: evUp, node: n})
 		}
 	}
+}
+
+// neverFits is the planner's no_worker reason for j on the whole cluster
+// ("": some worker could take it), for a job that asks for more than GPUs
+// and slots (a share, cores, memory, a GPU type or memory): the planner's
+// rule, on a snapshot of every worker free, asked once for each distinct
+// request.
+func (e *engine) neverFits(j *Job) string {
+	if j.GPUFraction == 0 && j.CPUMillis == 0 && j.MemoryMB == 0 && j.GPUMemoryMB == 0 && (len(j.GPUType) == 0 || !e.typed) {
+		return ""
+	}
+	key := fmt.Sprint(j.GPUs, j.GPUFraction, j.CPUMillis, j.MemoryMB, j.GPUMemoryMB, j.GPUType)
+	if why, ok := e.fits[key]; ok {
+		return why
+	}
+	if e.fits == nil {
+		e.fits = map[string]string{}
+	}
+	t := e.task(j)
+	s := plan.Snapshot{Connected: len(e.nodes), MaxGPUs: e.maxGPUs, MaxSlots: e.maxSlots, Sizes: e.sizes, Machines: e.machines, NoGroups: true}
+	for i := range e.nodes {
+		s.Free = append(s.Free, e.nodes[i].worker())
+	}
+	why := ""
+	if w := plan.Plan(s, []core.Task{t}).Waiting[t.ID]; w.Code == plan.CodeNoWorker {
+		why = w.Reason
+	}
+	e.fits[key] = why
+	return why
+}
+
+// task is j's run as the store would hold it, QUEUED.
+func (e *engine) task(j *Job) core.Task {
+	t := core.Task{ID: j.ID, User: j.User, Status: core.StatusQueued, GPUs: j.GPUs, GPUFraction: j.GPUFraction,
+		MemoryMB: j.MemoryMB, GPUMemoryMB: j.GPUMemoryMB, Priority: j.Priority, Preemptible: j.Preemptible,
+		CreatedAt: j.Submit, UpdatedAt: j.Submit}
+	if e.typed {
+		t.GPUType = j.GPUType
+	}
+	if j.CPUMillis > 0 {
+		t.CPUs = float64(j.CPUMillis) / 1000
+	}
+	return t
+}
+
+// offers is what a worker offers of cores or memory as the planner counts
+// it: 0 (not said) is plan.Unlimited, as dispatch's offers.
+func offers(v int64) int64 {
+	if v <= 0 {
+		return plan.Unlimited
+	}
+	return v
+}
+
+// worker is n as the planner's snapshot has it: what its runs leave free.
+func (n *simNode) worker() plan.Worker {
+	return plan.Worker{ID: n.id, FreeGPUs: n.free, FreeSlots: n.slots - n.cpuRuns, GPUs: len(n.gpus),
+		FreeCPUMillis: n.cpuMillis - n.cpuUsed, FreeMemoryMB: n.memoryMB - n.memUsed, CPUMillis: n.cpuMillis, MemoryMB: n.memoryMB,
+		Models: n.models, Labels: n.labels, Shares: n.shares}
 }
 
 func (e *engine) skip(id, reason string) {
@@ -500,7 +582,8 @@ func sortedRuns(n *simNode) []*state {
 
 // fleetChanged recounts what the snapshot says of the connected workers.
 func (e *engine) fleetChanged() {
-	e.connected, e.maxGPUs, e.maxSlots, e.freeGPUs, e.freeSlots = 0, 0, 0, 0, 0
+	e.connected, e.maxGPUs, e.maxSlots, e.freeGPUs, e.freeSlots, e.shared = 0, 0, 0, 0, 0, 0
+	e.sizes, e.machines = e.sizes[:0], e.machines[:0]
 	for i := range e.nodes {
 		n := &e.nodes[i]
 		if !n.up {
@@ -510,11 +593,18 @@ func (e *engine) fleetChanged() {
 		e.maxGPUs, e.maxSlots = max(e.maxGPUs, len(n.gpus)), max(e.maxSlots, n.slots)
 		e.freeGPUs += len(n.free)
 		e.freeSlots += max(n.slots-n.cpuRuns, 0)
+		e.shared += len(n.shares)
+		// As the registry's snapshot: the distinct sizes, and each
+		// worker's labels and GPUs.
+		if sz := (plan.Size{GPUs: len(n.gpus), Slots: n.slots, CPUMillis: n.cpuMillis, MemoryMB: n.memoryMB}); !slices.Contains(e.sizes, sz) {
+			e.sizes = append(e.sizes, sz)
+		}
+		e.machines = append(e.machines, plan.Machine{Labels: n.labels, GPUs: n.models})
 	}
 }
 
 func (e *engine) submit(s *state) {
-	s.res = JobResult{ID: s.id, User: s.job.User, GPUs: s.job.GPUs, Submit: s.job.Submit, Duration: s.job.Duration}
+	s.res = JobResult{ID: s.id, User: s.job.User, GPUs: s.job.gpuCount(), Submit: s.job.Submit, Duration: s.job.Duration}
 	e.enqueue(s)
 }
 
@@ -522,9 +612,9 @@ func (e *engine) submit(s *state) {
 // order: at the end for a new submission (the trace is in submission
 // order), further up for one requeued.
 func (e *engine) enqueue(s *state) {
-	t := core.Task{ID: s.id, User: s.job.User, UserID: s.userID, Status: core.StatusQueued, GPUs: s.job.GPUs,
-		Priority: e.priority(s), Preemptible: e.isPreemptible(s), CreatedAt: s.job.Submit, UpdatedAt: e.now,
-		Attempt: s.epoch + 1, Preemptions: s.res.Preemptions}
+	t := e.task(s.job)
+	t.ID, t.UserID, t.Priority, t.Preemptible, t.UpdatedAt = s.id, s.userID, e.priority(s), e.isPreemptible(s), e.now
+	t.Attempt, t.Preemptions = s.epoch+1, s.res.Preemptions
 	// The simulation has no leases: Fence, which the planner never reads,
 	// carries the index of the run's state (stateOf), so that a placement
 	// finds it without a map of every id.
@@ -533,7 +623,7 @@ func (e *engine) enqueue(s *state) {
 		at := s.preempt
 		t.PreemptedAt = &at
 	}
-	if r := e.cfg.Policy.BackfillReserve; r >= 0 && t.GPUs > 0 {
+	if r := e.cfg.Policy.BackfillReserve; r >= 0 && t.UsesGPU() {
 		// Due once UpdatedAt is before now − r (plan's reserver).
 		e.push(event{at: e.now.Add(r + 1), kind: evDue, s: s, epoch: s.epoch})
 	}
@@ -588,7 +678,7 @@ func (e *engine) priority(s *state) int {
 	case OrderTiresias:
 		got := s.attained
 		if s.node >= 0 {
-			got += float64(s.job.GPUs) * e.now.Sub(s.start).Seconds()
+			got += s.job.gpuCount() * e.now.Sub(s.start).Seconds()
 		}
 		level := 0
 		for level < len(TiresiasLevels) && got >= TiresiasLevels[level] {
@@ -608,10 +698,10 @@ func (e *engine) isPreemptible(s *state) bool {
 // snapshot of the workers and users, plan.Deep deep when nothing of a full
 // page fitted, and the placements carried out.
 func (e *engine) schedule() {
-	if e.cfg.Policy.Order == OrderMultifactor && e.freeGPUs+e.freeSlots > 0 {
+	if e.cfg.Policy.Order == OrderMultifactor && e.freeGPUs+e.freeSlots+e.shared > 0 {
 		e.reprioritise()
 	}
-	for e.freeGPUs+e.freeSlots > 0 && len(e.queue) > 0 {
+	for e.freeGPUs+e.freeSlots+e.shared > 0 && len(e.queue) > 0 {
 		page := e.queue[:min(plan.Batch, len(e.queue))]
 		snap := e.snapshot(page)
 		if len(snap.Free) == 0 {
@@ -672,10 +762,11 @@ func (e *engine) snapshot(page []core.Task) plan.Snapshot {
 	free := e.freeBuf[:0]
 	for i := range e.nodes {
 		n := &e.nodes[i]
-		if n.up && (len(n.free) > 0 || n.slots > n.cpuRuns) {
-			free = append(free, plan.Worker{ID: n.id, FreeGPUs: n.free, FreeSlots: n.slots - n.cpuRuns, GPUs: len(n.gpus)})
+		if n.up && (len(n.free) > 0 || n.slots > n.cpuRuns || len(n.shares) > 0) {
+			free = append(free, n.worker())
 		}
 	}
+	s.Sizes, s.Machines = e.sizes, e.machines
 	e.freeBuf, s.Free = free, free // Place copies what it changes, so the buffer serves the next pass
 	if !e.cfg.Policy.FIFO {
 		s.Users = e.planUsers(page)
@@ -699,7 +790,8 @@ func (e *engine) planUsers(queue []core.Task) map[int64]plan.User {
 			continue
 		}
 		u := &e.users[id-1]
-		out[id] = plan.User{Name: u.name, Usage: e.usageOf(id), ActiveGPUs: u.activeGPUs, ActiveRuns: u.activeRuns,
+		// The store's ActiveGPUs: shares summed, rounded up.
+		out[id] = plan.User{Name: u.name, Usage: e.usageOf(id), ActiveGPUs: (u.activeH + 99) / 100, ActiveRuns: u.activeRuns,
 			MaxGPUs: u.maxGPUs, MaxRuns: u.maxR}
 	}
 	return out
@@ -723,16 +815,32 @@ func (e *engine) start(placements []plan.Placement) {
 		if s.res.Start.IsZero() {
 			s.res.Start = e.now
 		}
-		if s.node != e.byName[p.Worker] || !n.up || len(p.GPUs) != s.job.GPUs {
-			panic(fmt.Sprintf("BUG: %s placed on %s (up %v) with GPUs %v, needing %d", s.id, p.Worker, n.up, p.GPUs, s.job.GPUs))
+		want := s.job.GPUs
+		if s.job.GPUFraction > 0 {
+			want = 1
+		}
+		if s.node != e.byName[p.Worker] || !n.up || len(p.GPUs) != want {
+			panic(fmt.Sprintf("BUG: %s placed on %s (up %v) with GPUs %v, needing %v", s.id, p.Worker, n.up, p.GPUs, s.job.gpuCount()))
 		}
 		n.runs[s] = struct{}{}
-		if len(p.GPUs) == 0 {
+		if n.cpuUsed += s.job.CPUMillis; n.cpuUsed > n.cpuMillis {
+			panic(fmt.Sprintf("BUG: %s placed on %s beyond its cores", s.id, n.id))
+		}
+		if n.memUsed += s.job.MemoryMB; n.memUsed > n.memoryMB {
+			panic(fmt.Sprintf("BUG: %s placed on %s beyond its memory", s.id, n.id))
+		}
+		switch {
+		case s.job.GPUFraction > 0:
+			s.share, s.shareMB = p.Task.GPUHundredths(), p.GPUMemoryMB
+			taken, shared := n.reshare()
+			e.freeGPUs -= taken
+			e.shared += shared
+		case len(p.GPUs) == 0:
 			if n.cpuRuns++; n.cpuRuns > n.slots {
 				panic(fmt.Sprintf("BUG: %s placed on %s beyond its %d slots", s.id, n.id, n.slots))
 			}
 			e.freeSlots--
-		} else {
+		default:
 			for _, g := range p.GPUs {
 				i := slices.Index(n.gpus, g)
 				if i < 0 || n.used[i] {
@@ -744,8 +852,8 @@ func (e *engine) start(placements []plan.Placement) {
 			e.freeGPUs -= len(p.GPUs)
 		}
 		u := &e.users[s.userID-1]
-		w := core.UsageWeight(float64(s.job.GPUs), 0) // traces give no cores: a CPU-only job weighs as one core
-		u.activeGPUs += s.job.GPUs
+		w := s.job.weight()
+		u.activeH += s.share + 100*s.job.GPUs
 		u.activeRuns++
 		u.runW += w
 		u.runWAt += w * e.now.Sub(e.origin).Seconds()
@@ -755,10 +863,10 @@ func (e *engine) start(placements []plan.Placement) {
 			e.preemptible[s.prio]++
 		}
 		e.push(event{at: e.now.Add(s.job.Duration - s.done), kind: evFinish, s: s, epoch: s.epoch})
-		if e.cfg.Policy.Order == OrderTiresias && s.job.GPUs > 0 {
+		if e.cfg.Policy.Order == OrderTiresias && s.job.gpuCount() > 0 {
 			for _, thr := range TiresiasLevels {
 				if thr > s.attained {
-					at := e.now.Add(time.Duration((thr - s.attained) / float64(s.job.GPUs) * 1e9))
+					at := e.now.Add(time.Duration((thr - s.attained) / s.job.gpuCount() * 1e9))
 					e.push(event{at: at, kind: evWake, s: s, epoch: s.epoch})
 				}
 			}
@@ -770,6 +878,56 @@ func (e *engine) start(placements []plan.Placement) {
 		}
 	}
 	e.dequeue(ids)
+}
+
+// reshare rebuilds n's shares from its fractional runs, as the registry's
+// sharesLocked, in GPU order: a GPU with a share is out of the free list
+// until its last share ends. It returns how many GPUs left the free list
+// (negative: came back) and how many more shared GPUs n has.
+func (n *simNode) reshare() (taken, shared int) {
+	var out []plan.Share
+	for s := range n.runs {
+		if s.share == 0 {
+			continue
+		}
+		g := s.gpus[0]
+		j := slices.IndexFunc(out, func(x plan.Share) bool { return x.Index == g })
+		if j < 0 {
+			out = append(out, plan.Share{Index: g, TotalMB: n.models[slices.Index(n.gpus, g)].MemoryMB, User: s.userID})
+			j = len(out) - 1
+		} else if out[j].User != s.userID {
+			out[j].User = -1
+		}
+		out[j].Used += s.share
+		out[j].MemoryMB += s.shareMB
+	}
+	slices.SortFunc(out, func(a, b plan.Share) int { return a.Index - b.Index })
+	has := func(sh []plan.Share, g int) bool { return slices.ContainsFunc(sh, func(x plan.Share) bool { return x.Index == g }) }
+	for _, sh := range n.shares {
+		if !has(out, sh.Index) {
+			n.used[slices.Index(n.gpus, sh.Index)] = false
+			taken--
+		}
+	}
+	for _, sh := range out {
+		i := slices.Index(n.gpus, sh.Index)
+		if !has(n.shares, sh.Index) {
+			if n.used[i] {
+				panic(fmt.Sprintf("BUG: GPU %d of %s shared while a whole-GPU run holds it", sh.Index, n.id))
+			}
+			n.used[i] = true
+			taken++
+		}
+		if sh.Used > 100 || (sh.TotalMB > 0 && sh.MemoryMB > sh.TotalMB) {
+			panic(fmt.Sprintf("BUG: GPU %d of %s shared past its whole: %+v", sh.Index, n.id, sh))
+		}
+	}
+	shared = len(out) - len(n.shares)
+	n.shares = out // a new slice: snapshots hold the old one
+	if taken != 0 {
+		n.refree()
+	}
+	return taken, shared
 }
 
 func (n *simNode) refree() {
@@ -812,12 +970,21 @@ func (e *engine) dequeue(ids map[string]bool) {
 func (e *engine) release(s *state) {
 	n := &e.nodes[s.node]
 	delete(n.runs, s)
-	if len(s.gpus) == 0 {
+	n.cpuUsed -= s.job.CPUMillis
+	n.memUsed -= s.job.MemoryMB
+	switch {
+	case s.share > 0:
+		taken, shared := n.reshare()
+		if n.up {
+			e.freeGPUs -= taken
+			e.shared += shared
+		}
+	case len(s.gpus) == 0:
 		n.cpuRuns--
 		if n.up {
 			e.freeSlots++
 		}
-	} else {
+	default:
 		for _, g := range s.gpus {
 			n.used[slices.Index(n.gpus, g)] = false
 		}
@@ -828,23 +995,23 @@ func (e *engine) release(s *state) {
 	}
 	ran := e.now.Sub(s.start)
 	u := &e.users[s.userID-1]
-	w := core.UsageWeight(float64(s.job.GPUs), 0) // traces give no cores: a CPU-only job weighs as one core
+	w := s.job.weight()
 	u.charged = core.Decay(u.charged, e.now.Sub(u.asOf), e.cfg.Policy.HalfLife) + w*ran.Seconds()
 	u.asOf = e.now
-	u.activeGPUs -= s.job.GPUs
+	u.activeH -= s.share + 100*s.job.GPUs
 	u.activeRuns--
 	u.runW -= w
 	u.runWAt -= w * s.start.Sub(e.origin).Seconds()
-	e.res.AllocatedGPUSeconds += float64(s.job.GPUs) * ran.Seconds()
-	e.busy(s.start, float64(s.job.GPUs))
-	s.attained += float64(s.job.GPUs) * ran.Seconds()
+	e.res.AllocatedGPUSeconds += s.job.gpuCount() * ran.Seconds()
+	e.busy(s.start, s.job.gpuCount())
+	s.attained += s.job.gpuCount() * ran.Seconds()
 	e.running--
 	if e.isPreemptible(s) {
 		if e.preemptible[s.prio]--; e.preemptible[s.prio] == 0 {
 			delete(e.preemptible, s.prio)
 		}
 	}
-	s.node, s.gpus = -1, nil
+	s.node, s.gpus, s.share, s.shareMB = -1, nil, 0, 0
 	s.epoch++
 }
 
@@ -950,13 +1117,15 @@ func (e *engine) preemptNodes() []plan.Node {
 		if !n.up {
 			continue
 		}
-		// The simulation models no cores or memory (its runs ask for none).
-		pn := plan.Node{ID: n.id, FreeGPUs: len(n.free), FreeCPUMillis: plan.Unlimited, FreeMemoryMB: plan.Unlimited}
+		pn := plan.Node{ID: n.id, FreeGPUs: len(n.free), FreeCPUMillis: n.cpuMillis - n.cpuUsed, FreeMemoryMB: n.memoryMB - n.memUsed}
 		for _, s := range sortedRuns(n) {
-			if !e.isPreemptible(s) {
+			// A share frees no whole GPU: fractional runs are not
+			// preempted for whole-GPU runs (the registry's rule).
+			if !e.isPreemptible(s) || s.share > 0 {
 				continue
 			}
-			a := plan.Active{ID: s.id, Worker: n.id, GPUs: len(s.gpus), Priority: e.priority(s), Preemptible: true,
+			a := plan.Active{ID: s.id, Worker: n.id, GPUs: len(s.gpus), CPUMillis: s.job.CPUMillis, MemoryMB: s.job.MemoryMB,
+				Priority: e.priority(s), Preemptible: true,
 				StartedAt: s.start, PreemptedAt: s.preempt}
 			pn.Runs = append(pn.Runs, a)
 		}
@@ -976,7 +1145,7 @@ func (e *engine) finish() *Result {
 		}
 	}
 	for _, j := range e.res.Jobs {
-		e.res.UsefulGPUSec += float64(j.GPUs) * j.Duration.Seconds()
+		e.res.UsefulGPUSec += j.GPUs * j.Duration.Seconds()
 	}
 	return &e.res
 }

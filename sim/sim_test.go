@@ -300,3 +300,61 @@ func TestRunSpanEndsAtTheLastChange(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSharesCoresMemoryAndTypes: the requests of issue 26 and 28 are
+// the planner's in simulation too (issue 31). Four quarter-GPU jobs share
+// the one GPU at once, and rounded up to whole GPUs run one after the
+// other; two CPU jobs of 3 cores each on a 4-core worker run in turn; a
+// job asking for a GPU type or more memory than any worker has is skipped
+// with the planner's no_worker reason.
+func TestRunSharesCoresMemoryAndTypes(t *testing.T) {
+	c := &Cluster{Workers: []WorkerSpec{{ID: "w", GPUs: 1, GPUType: "A100", GPUMemoryMB: 40000, Slots: 4, Cores: 4, MemoryMB: 8000}}}
+	cfg := Config{Policy: Policy{FIFO: true, BackfillReserve: -1, PreemptCooldown: -1}}
+	quarter := func(id string) Job {
+		j := job(id, "u", 0, time.Hour, 0)
+		j.GPUFraction, j.GPUType = 0.25, []string{"a100"}
+		return j
+	}
+	cpu := func(id string) Job {
+		j := job(id, "u", 0, time.Hour, 0)
+		j.CPUMillis, j.MemoryMB = 3000, 1000
+		return j
+	}
+	v100, big := job("v100", "u", 0, time.Hour, 1), job("big", "u", 0, time.Hour, 0)
+	v100.GPUType, big.MemoryMB = []string{"V100"}, 16000
+	r, by := run(t, c, cfg, quarter("q1"), quarter("q2"), quarter("q3"), quarter("q4"), cpu("c1"), cpu("c2"), v100, big)
+	for _, id := range []string{"q1", "q2", "q3", "q4"} {
+		wantTimes(t, by, id, 0, time.Hour)
+	}
+	wantTimes(t, by, "c1", 0, time.Hour)
+	wantTimes(t, by, "c2", time.Hour, 2*time.Hour)
+	why := map[string]string{}
+	for _, s := range r.Skipped {
+		why[s.ID] = s.Reason
+	}
+	if len(why) != 2 || !strings.Contains(why["v100"], "V100") || !strings.Contains(why["big"], "memory") {
+		t.Fatalf("skipped: %v", why)
+	}
+	if got := r.AllocatedGPUSeconds; got != 3600 {
+		t.Errorf("allocated %v GPU-seconds, want 3600 (four quarters for an hour)", got)
+	}
+
+	tr := &Trace{}
+	for _, id := range []string{"q1", "q2", "q3", "q4"} {
+		tr.add(quarter(id))
+	}
+	tr.WholeGPUs()
+	r, err := Run(c, tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for _, j := range r.Jobs {
+		if j.End.After(last) {
+			last = j.End
+		}
+	}
+	if got := last.Sub(t0); got != 4*time.Hour {
+		t.Errorf("rounded up to whole GPUs, the last ended at +%v, want +4h", got)
+	}
+}

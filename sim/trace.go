@@ -304,18 +304,28 @@ func sortedKeys(m map[string]bool) []string {
 // ReadOpenB reads Alibaba's GPU trace of 2023 (alibaba/clusterdata,
 // cluster-trace-gpu-v2023: openb_pod_list*.csv): one pod per row, with a
 // header naming name, num_gpu, gpu_milli, creation_time, scheduled_time
-// and deletion_time (seconds). A pod's GPUs are num_gpu, a fraction of
-// one (gpu_milli < 1000) rounded up to a whole GPU; it is submitted at
-// creation_time and runs from scheduled_time to deletion_time. The pods
-// carry no user: each qos class stands for one.
+// and deletion_time (seconds), and cpu_milli, memory_mib, gpu_milli and
+// gpu_spec. A pod's GPUs are num_gpu, or its share of one (gpu_milli <
+// 1000, in hundredths, at least one: Trace.WholeGPUs rounds them up);
+// its cores, memory and GPU types (gpu_spec) are its requests. It is
+// submitted at creation_time and runs from scheduled_time to
+// deletion_time. The pods carry no user: each qos class stands for one.
 func ReadOpenB(r io.Reader) (*Trace, error) {
 	tr := &Trace{}
-	err := readOpenB(r, false, tr, func(p Pod) {
+	err := readOpenB(r, true, tr, func(p Pod) {
 		user := "qos-" + p.QoS
 		if p.QoS == "" {
 			user = "pods"
 		}
-		tr.add(Job{ID: p.Name, User: user, Submit: p.Created, Duration: p.Duration(), GPUs: p.NumGPU})
+		j := Job{ID: p.Name, User: user, Submit: p.Created, Duration: p.Duration(), GPUs: p.NumGPU,
+			CPUMillis: p.CPUMilli, MemoryMB: p.MemoryMiB, GPUType: p.GPUSpec}
+		if p.Shares() {
+			j.GPUs, j.GPUFraction = 0, max(math.Round(float64(p.GPUMilli)/10), 1)/100
+		}
+		if j.GPUs == 0 && j.GPUFraction == 0 {
+			j.GPUType = nil // a CPU pod's gpu_spec names nothing it uses
+		}
+		tr.add(j)
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func TestSyntheticIsReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := s.Trace(), s.Trace()
-	if !slices.Equal(a.Jobs, b.Jobs) || len(a.Jobs) != 500 {
+	if !reflect.DeepEqual(a.Jobs, b.Jobs) || len(a.Jobs) != 500 {
 		t.Fatal("two generations of one spec differ")
 	}
 	users, high := map[string]bool{}, 0
@@ -159,10 +160,21 @@ func TestReadOpenB(t *testing.T) {
 	}
 	wantTrace(t, tr, []Job{
 		{ID: "openb-pod-0017", User: "qos-LS", GPUs: 1, Duration: 1332103 * time.Second},
-		{ID: "openb-pod-0022", User: "qos-BE", GPUs: 1, Duration: 3590 * time.Second}, // 460 milli-GPUs: one GPU
+		{ID: "openb-pod-0022", User: "qos-BE", GPUs: 0, Duration: 3590 * time.Second}, // 460 milli-GPUs: a share
 		{ID: "openb-pod-0035", User: "qos-LS", GPUs: 8, Duration: 7100 * time.Second},
 		{ID: "openb-pod-0041", User: "qos-BE", GPUs: 0, Duration: 600 * time.Second},
 	}, map[string]string{"openb-pod-0050": "never scheduled", "openb-pod-0061": "not a number"})
+	// The requests besides GPUs are kept (issue 31: fractions, cores,
+	// memory and types simulated); WholeGPUs rounds the share up.
+	share, big := tr.Jobs[1], tr.Jobs[2]
+	if share.GPUFraction != 0.46 || share.CPUMillis != 6000 || share.MemoryMB != 12288 || !slices.Equal(share.GPUType, []string{"G2"}) ||
+		big.GPUFraction != 0 || big.CPUMillis != 88000 || !slices.Equal(big.GPUType, []string{"V100M32"}) || tr.Jobs[3].GPUType != nil {
+		t.Fatalf("requests: %+v %+v %+v", share, big, tr.Jobs[3])
+	}
+	tr.WholeGPUs()
+	if j := tr.Jobs[1]; j.GPUs != 1 || j.GPUFraction != 0 {
+		t.Fatalf("rounded up: %+v", j)
+	}
 }
 
 func TestFromTasks(t *testing.T) {
