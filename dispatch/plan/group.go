@@ -70,17 +70,19 @@ func placeGroup(t *core.Task, free []Worker) ([]int, [][]int) {
 	return fit, gpus
 }
 
-// reserveGroup holds for group t, which does not fit now, the free GPUs of
-// the t.Group() workers that could ever hold a member and have the most
-// free (fewer when fewer have any free: the others are held as they
-// join); free is changed in place as reserve does.
+// reserveGroup holds for group t, which does not fit now, the free GPUs
+// (and a member's cores and memory) of the t.Group() workers that could
+// ever hold a member and have the most free (fewer when fewer have any
+// free: the others are held as they join); free is changed in place as
+// reserve does.
 func (r *reserver) reserveGroup(t *core.Task, free []Worker, ix *freeIndex) {
 	if !ix.anyGPUFree() {
 		return
 	}
+	cpu, mem := need(t)
 	var cand []int
 	for i := range free {
-		if w := &free[i]; w.GPUs >= t.GPUs && len(w.FreeGPUs) > 0 && mayHold(t, w) && r.held[w.ID].task == nil {
+		if r.mayReserve(t, &free[i], cpu, mem) {
 			cand = append(cand, i)
 		}
 	}
@@ -94,11 +96,8 @@ func (r *reserver) reserveGroup(t *core.Task, free []Worker, ix *freeIndex) {
 	}
 	names := make([]string, 0, len(cand))
 	for _, i := range cand {
-		w := &free[i]
-		names = append(names, w.ID)
-		r.held[w.ID] = hold{task: t, free: len(w.FreeGPUs), size: w.GPUs}
-		ix.moved(i, len(w.FreeGPUs), 0)
-		w.FreeGPUs = w.FreeGPUs[len(w.FreeGPUs):]
+		names = append(names, free[i].ID)
+		r.holdGPUs(t, free, i, ix, cpu, mem)
 	}
 	r.by[t.ID] = strings.Join(names, ", ")
 }

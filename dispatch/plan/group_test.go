@@ -128,3 +128,27 @@ func TestGroupNoGroupsAndQuota(t *testing.T) {
 		t.Fatalf("4 GPUs over a quota of 3: placed %v, g %+v", ids(res.Placements), res.Waiting["g"])
 	}
 }
+
+// A group's reservation holds only workers whose cores and memory could
+// ever hold a member, and holds a member's cores there too: a CPU run
+// behind it cannot take them (issue 26, as a single run's reservation).
+func TestGroupReservationHoldsCores(t *testing.T) {
+	w := func(id string, cores int64) Worker {
+		return Worker{ID: id, FreeGPUs: []int{1}, GPUs: 2, FreeSlots: 1, CPUMillis: cores, FreeCPUMillis: cores,
+			MemoryMB: Unlimited, FreeMemoryMB: Unlimited}
+	}
+	s := Snapshot{Connected: 4, MaxGPUs: 2, MaxSlots: 1, ReserveBefore: t0.Add(5 * time.Second),
+		Free: []Worker{w("a", 8000), w("b", 2000), w("c", 8000), w("d", 8000)}}
+	g := group("g", 2, 2, 0)
+	g.CPUs = 4
+	cpu := waiting("cpu", 0, 10)
+	cpu.CPUs = 6
+	res := Plan(s, []core.Task{g, cpu})
+	if w := res.Waiting["g"]; w.Code != CodeResources ||
+		w.Reason != "needs 2 workers with 2 GPUs each at once and has waited long: the GPUs of a, c are held for it as they free" {
+		t.Fatalf("g: %+v", w)
+	}
+	if len(res.Placements) != 1 || res.Placements[0].Task.ID != "cpu" || res.Placements[0].Worker != "d" {
+		t.Fatalf("placed %+v, want cpu on d (a's and c's cores are held for g, b has too few)", res.Placements)
+	}
+}

@@ -65,7 +65,7 @@ func (r *reserver) reserve(t *core.Task, free []Worker, ix *freeIndex) {
 	}
 	best := -1
 	for i, w := range free {
-		if w.GPUs < t.GPUs || len(w.FreeGPUs) == 0 || w.CPUMillis < cpu || w.MemoryMB < mem || r.held[w.ID].task != nil || !mayHold(t, &w) {
+		if !r.mayReserve(t, &w, cpu, mem) {
 			continue
 		}
 		if best < 0 || len(w.FreeGPUs) > len(free[best].FreeGPUs) ||
@@ -79,10 +79,24 @@ func (r *reserver) reserve(t *core.Task, free []Worker, ix *freeIndex) {
 	if r.by == nil {
 		r.by, r.held, r.blocked = map[string]string{}, map[string]hold{}, map[string]string{}
 	}
-	w := &free[best]
-	r.by[t.ID] = w.ID
+	r.by[t.ID] = free[best].ID
+	r.holdGPUs(t, free, best, ix, cpu, mem)
+}
+
+// mayReserve reports whether a reservation for t, which asks each worker
+// for cpu and mem, may hold w: w could ever hold it (or one member of a
+// group), has a GPU free to hold, and is held for no other run.
+func (r *reserver) mayReserve(t *core.Task, w *Worker, cpu, mem int64) bool {
+	return w.GPUs >= t.GPUs && len(w.FreeGPUs) > 0 && w.CPUMillis >= cpu && w.MemoryMB >= mem && r.held[w.ID].task == nil && mayHold(t, w)
+}
+
+// holdGPUs holds free[i] for t: every GPU it has free, and as much of its
+// free cores and memory as t asks of it, so the runs behind t cannot take
+// them while its GPUs free.
+func (r *reserver) holdGPUs(t *core.Task, free []Worker, i int, ix *freeIndex, cpu, mem int64) {
+	w := &free[i]
 	r.held[w.ID] = hold{task: t, free: len(w.FreeGPUs), size: w.GPUs}
-	ix.moved(best, len(w.FreeGPUs), 0)
+	ix.moved(i, len(w.FreeGPUs), 0)
 	w.FreeGPUs = w.FreeGPUs[len(w.FreeGPUs):]
 	w.FreeCPUMillis -= min(max(w.FreeCPUMillis, 0), cpu)
 	w.FreeMemoryMB -= min(max(w.FreeMemoryMB, 0), mem)
