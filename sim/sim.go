@@ -164,13 +164,13 @@ func Run(c *Cluster, tr *Trace, cfg Config) (*Result, error) {
 // state is one job as the simulation keeps it: its run's record in the
 // master's registry and store.
 type state struct {
-	job     *Job   // the trace's (never written)
-	id      string // its run's id: the job's, made unique
-	idx     int    // in engine.states
-	userID  int64
-	done    time.Duration // work kept (checkpointed)
-	node    int           // -1: queued or ended
-	gpus    []int
+	job    *Job   // the trace's (never written)
+	id     string // its run's id: the job's, made unique
+	idx    int    // in engine.states
+	userID int64
+	done   time.Duration // work kept (checkpointed)
+	node   int           // -1: queued or ended
+	gpus   []int
 	// share is the hundredths of its one GPU a fractional run holds, and
 	// shareMB the MiB of that GPU's memory (the placement's); 0: whole
 	// GPUs.
@@ -902,7 +902,9 @@ func (n *simNode) reshare() (taken, shared int) {
 		out[j].MemoryMB += s.shareMB
 	}
 	slices.SortFunc(out, func(a, b plan.Share) int { return a.Index - b.Index })
-	has := func(sh []plan.Share, g int) bool { return slices.ContainsFunc(sh, func(x plan.Share) bool { return x.Index == g }) }
+	has := func(sh []plan.Share, g int) bool {
+		return slices.ContainsFunc(sh, func(x plan.Share) bool { return x.Index == g })
+	}
 	for _, sh := range n.shares {
 		if !has(out, sh.Index) {
 			n.used[slices.Index(n.gpus, sh.Index)] = false
