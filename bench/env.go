@@ -122,6 +122,12 @@ func (e *env) rlschedBin() (string, error) {
 	if e.bin != "" {
 		return e.bin, nil
 	}
+	if b := os.Getenv("RLSCHED_BENCH_BIN"); b != "" && e.profDir == "" {
+		// A binary built beforehand: before/after runs of one sitting
+		// alternate two builds without rebuilding (ABBA).
+		e.bin = b
+		return b, nil
+	}
 	out := filepath.Join(e.tmp, "rlsched")
 	args := []string{"build", "-o", out}
 	if e.profDir != "" {

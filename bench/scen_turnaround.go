@@ -53,17 +53,19 @@ func runTurnaround(e *env) (*report, error) {
 	if len(last) > 0 {
 		bt := rep.newTable("Where a run's turnaround goes (the last repeat, from the runs' histories)", "stage", "mean", "p95")
 		for _, st := range []struct {
-			name string
-			of   func(handoff) time.Duration
+			name  string
+			first bool // the first run on its GPU has one too
+			of    func(handoff) time.Duration
 		}{
-			{"placement: the GPU's last run ended (TaskFinished committed) → the next DISPATCHED", func(h handoff) time.Duration { return h.place }},
-			{"start: DISPATCHED → RUNNING (ExecuteTask, uid and dirs, fork/exec, TaskStarted)", func(h handoff) time.Duration { return h.start }},
-			{"end: RUNNING + 0.1 s → the end committed (exit, output sync, TaskFinished commit)", func(h handoff) time.Duration { return h.end }},
+			{"idle: the GPU's last run's process ended (its RUNNING + 0.1 s) → the next RUNNING on it", false, func(h handoff) time.Duration { return h.idle }},
+			{"placement: the GPU's last run's end committed → the next DISPATCHED (below 0: placed on its TaskExited, before its end)", false, func(h handoff) time.Duration { return h.place }},
+			{"start: DISPATCHED → RUNNING (ExecuteTask, uid and dirs, fork/exec, TaskStarted)", true, func(h handoff) time.Duration { return h.start }},
+			{"end: RUNNING + 0.1 s → the end committed (exit, output sync, TaskFinished commit)", true, func(h handoff) time.Duration { return h.end }},
 		} {
 			var ds []time.Duration
 			for _, h := range last {
-				if d := st.of(h); d >= 0 {
-					ds = append(ds, d)
+				if st.first || !h.first {
+					ds = append(ds, st.of(h))
 				}
 			}
 			if len(ds) == 0 {
@@ -74,9 +76,9 @@ func runTurnaround(e *env) (*report, error) {
 			for _, d := range ds {
 				sum += d
 			}
-			bt.add(st.name, ms(sum/time.Duration(len(ds))), ms(ds[len(ds)*95/100]))
+			bt.add(st.name, signedMs(sum/time.Duration(len(ds))), signedMs(ds[len(ds)*95/100]))
 		}
-		rep.note("A GPU is held from its run's DISPATCHED to the commit of its end; the stages above are that span less the run's own 0.1 s, and the gap before the next run on the same GPU.")
+		rep.note("A GPU is free for placement once its run's process is gone (TaskExited, issue 33), before the run's outputs are stored and its end committed; idle is what the GPU loses per run, from the process's end to the next run's start on it (placement, then the next start); the end goes on beside the next run.")
 	}
 	rep.goal(median(busy) >= 0.97, "GPUs busy ≥ 97%% from the first start to the last end: %.1f%% (%s runs/s of the limit's %s)",
 		100*median(busy), human(rate), human(limit))
@@ -84,9 +86,21 @@ func runTurnaround(e *env) (*report, error) {
 	return rep, nil
 }
 
-// handoff is one run's stages on its GPU (runTurnaround); place is −1 for
-// the first run on its GPU.
-type handoff struct{ place, start, end time.Duration }
+// signedMs is ms for a span that may be below 0 (a placement before the
+// end it follows).
+func signedMs(d time.Duration) string {
+	if d < 0 {
+		return "−" + ms(-d)
+	}
+	return ms(d)
+}
+
+// handoff is one run's stages on its GPU (runTurnaround); idle and place
+// are the gap after the GPU's run before, none for the first run on it.
+type handoff struct {
+	first                   bool
+	idle, place, start, end time.Duration
+}
 
 // turnaroundOnce starts a fresh `rlsched up`, queues n runs, waits for
 // them, and returns runs/s, the GPUs' busy fraction and each run's stages.
@@ -234,15 +248,17 @@ func turnaroundStages(db string, n, gpus int) (float64, float64, []handoff, erro
 		spans = append(spans, s)
 	}
 	slices.SortFunc(spans, func(a, b span) int { return a.dispatched.Compare(b.dispatched) })
-	prevEnd := map[string]time.Time{}
+	prev := map[string]span{}
 	hs := make([]handoff, 0, len(spans))
 	runD := time.Duration(turnaroundRunSeconds * float64(time.Second))
 	for _, s := range spans {
-		h := handoff{place: -1, start: s.running.Sub(s.dispatched), end: s.end.Sub(s.running) - runD}
-		if p, ok := prevEnd[s.gpu]; ok {
-			h.place = s.dispatched.Sub(p)
+		h := handoff{first: true, start: s.running.Sub(s.dispatched), end: s.end.Sub(s.running) - runD}
+		if p, ok := prev[s.gpu]; ok {
+			h.first = false
+			h.place = s.dispatched.Sub(p.end)
+			h.idle = s.running.Sub(p.running.Add(runD))
 		}
-		prevEnd[s.gpu] = s.end
+		prev[s.gpu] = s
 		hs = append(hs, h)
 	}
 	makespan := last.Sub(first).Seconds()

@@ -65,13 +65,15 @@ const (
 	TypeProxyData
 	TypeProxyAck
 	TypeProxyClose
+	// A run's process is gone before its outputs are stored (issue 33).
+	TypeTaskExited
 	typeEnd
 )
 
 var typeNames = [...]string{"", "Challenge", "Hello", "HelloAck", "Heartbeat", "HeartbeatAck",
 	"ExecuteTask", "TaskStarted", "LogData", "LogAck", "Metric", "CancelTask", "TaskFinished",
 	"TaskFinishedAck", "ArtifactChunk", "ArtifactAck", "Goodbye", "TermData", "TermInput", "TermResize", "TermAck",
-	"ProxyOpen", "ProxyData", "ProxyAck", "ProxyClose"}
+	"ProxyOpen", "ProxyData", "ProxyAck", "ProxyClose", "TaskExited"}
 
 func (t Type) String() string {
 	if t > 0 && t < typeEnd {
@@ -134,6 +136,8 @@ func New(t Type) proto.Message {
 		return &pb.ProxyAck{}
 	case TypeProxyClose:
 		return &pb.ProxyClose{}
+	case TypeTaskExited:
+		return &pb.TaskExited{}
 	}
 	return nil
 }
@@ -190,6 +194,8 @@ func TypeOf(m proto.Message) Type {
 		return TypeProxyAck
 	case *pb.ProxyClose:
 		return TypeProxyClose
+	case *pb.TaskExited:
+		return TypeTaskExited
 	}
 	return 0
 }

@@ -206,7 +206,7 @@ func (g *gpuRules) observe(sess *session) {
 	if runs := sess.runs.Load(); runs != nil {
 		for id, rr := range *runs {
 			use := usageOf(sess.useScratch, id)
-			if len(rr.gpus) == 0 && !use.Known || rr.fence.Load() == 0 {
+			if len(rr.gpus) == 0 && !use.Known || rr.fence.Load() == 0 || !rr.holds() {
 				continue
 			}
 			// RUNNING only: a run that has not started yet may sit at 0 %

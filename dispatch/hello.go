@@ -118,7 +118,8 @@ func (d *Dispatcher) onHello(sess *session, h *pb.Hello) {
 	}
 	d.touchPresence(ctx, sess, now)
 	err := sess.send(&pb.HelloAck{Session: sess.id, HeartbeatIntervalMs: d.cfg.HeartbeatInterval.Milliseconds(),
-		LeaseTtlMs: d.cfg.LeaseTTL.Milliseconds(), MasterId: d.cfg.MasterID, KillTaskIds: kill, LogWindow: d.logs.HelloWindow(), ArtifactWindow: d.outputWindow()})
+		LeaseTtlMs: d.cfg.LeaseTTL.Milliseconds(), MasterId: d.cfg.MasterID, KillTaskIds: kill, LogWindow: d.logs.HelloWindow(), ArtifactWindow: d.outputWindow(),
+		TaskExited: true})
 	d.log.Info().Str("worker", h.WorkerId).Str("host", h.Host).Int("gpus", len(h.Gpus)).Int32("slots", h.Slots).
 		Int("adopted", len(kept)).Int("killed", len(kill)).Int("lost", len(j.gone)).AnErr("sendErr", err).Msg("worker joined")
 	for _, rr := range j.gone {

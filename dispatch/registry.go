@@ -110,6 +110,12 @@ type runRec struct {
 	rank  int
 	// memberDone: the group counted this member as ended (group.go).
 	memberDone atomic.Bool
+	// exited: its worker reported every process of the run gone
+	// (TaskExited, or RunRef.finished in a Hello) while its outputs are
+	// still stored: its GPUs, slot, cores and memory count as free for
+	// placement, though it keeps its lease and its place here until its
+	// TaskFinished is recorded (issue 33). Set under registry.mu.
+	exited atomic.Bool
 	// orphan: a multi-node group's run adopted from the store (another
 	// master's, or this one's before a restart): its other members are
 	// not known here, so the attempt is lost when its worker reports it.
@@ -120,6 +126,10 @@ type runRec struct {
 	// same worker id does not see the run (publishLocked).
 	sess *session
 }
+
+// holds: rr's run holds its GPUs, slot, cores and memory; false once its
+// worker reported its processes gone (exited).
+func (rr *runRec) holds() bool { return !rr.exited.Load() }
 
 // reports is the one fence check: whether a report about rr's run (a
 // TaskStarted, LogData, TaskFinished, a heartbeat's or a Hello's entry)
@@ -406,6 +416,24 @@ func (r *registry) reported(sess *session, taskID string, attempt int32, fence u
 	return nil
 }
 
+// exited marks the run a TaskExited from sess's worker is about as
+// holding nothing (runRec.exited), and reports whether it did: false for a
+// stale report, a multi-node group's member (its group frees its members
+// at its end), or a run marked already.
+func (r *registry) exited(sess *session, m *pb.TaskExited) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.workers[sess.workerID]
+	if w == nil {
+		return false
+	}
+	rr := w.runs[m.TaskId]
+	if !rr.reports(sess.workerID, m.Attempt, m.Fence) || rr.sess != sess || rr.group != nil {
+		return false
+	}
+	return !rr.exited.Swap(true)
+}
+
 // endedLately reports which of ids had their end recorded lately.
 func (r *registry) endedLately(ids []string) map[string]bool {
 	r.mu.Lock()
@@ -508,6 +536,9 @@ func (r *registry) join(sess *session, h *pb.Hello, foreign map[string]string, n
 		case rr.reports(h.WorkerId, ref.Attempt, ref.Fence):
 			rr.view.Store(nil) // another master may have held the run meanwhile
 			rr.sess = sess     // its run token was checked (onHello)
+			if ref.Finished && rr.group == nil {
+				rr.exited.Store(true) // its process is gone; its report is to come
+			}
 			j.adopt = append(j.adopt, rr)
 			continue
 		case rr != nil && rr.workerID != h.WorkerId:
@@ -720,6 +751,9 @@ func (w *workerRec) hasFreeLocked() bool {
 	cpuRuns, gpuRuns := 0, 0
 	var shared map[int]int
 	for _, rr := range w.runs {
+		if !rr.holds() {
+			continue
+		}
 		if len(rr.gpus) == 0 {
 			cpuRuns++
 		}
@@ -745,7 +779,9 @@ func (w *workerRec) hasFreeLocked() bool {
 // usedLocked is the cores (thousandths) and memory its runs hold.
 func (w *workerRec) usedLocked() (cpu, mem int64) {
 	for _, rr := range w.runs {
-		cpu, mem = cpu+rr.cpuMillis, mem+rr.memoryMB
+		if rr.holds() {
+			cpu, mem = cpu+rr.cpuMillis, mem+rr.memoryMB
+		}
 	}
 	return cpu, mem
 }
@@ -773,6 +809,9 @@ func (w *workerRec) freeLocked() plan.Worker {
 	cpuRuns := 0
 	var cpu, mem int64
 	for _, rr := range w.runs {
+		if !rr.holds() {
+			continue
+		}
 		if len(rr.gpus) == 0 {
 			cpuRuns++
 		}
@@ -876,6 +915,9 @@ func (w *workerRec) infoLocked(master string) core.WorkerInfo {
 	shares := map[int][]core.GPUShare{}
 	for id, rr := range w.runs {
 		running = append(running, id)
+		if !rr.holds() {
+			continue // its outputs are still stored; the GPU may be the next run's
+		}
 		if rr.share > 0 && len(rr.gpus) == 1 {
 			shares[rr.gpus[0]] = append(shares[rr.gpus[0]], core.GPUShare{TaskID: id, Fraction: float64(rr.share) / 100, MemoryMB: rr.shareMB})
 			continue
@@ -1030,6 +1072,9 @@ func (r *registry) preemptNodes() ([]plan.Node, map[string]*runRec) {
 		free := w.freeLocked()
 		n := plan.Node{ID: w.id, FreeGPUs: plan.UsableGPUs(free), FreeCPUMillis: free.FreeCPUMillis, FreeMemoryMB: free.FreeMemoryMB}
 		for _, rr := range w.runs {
+			if !rr.holds() {
+				continue // counted free already (freeLocked), and ending
+			}
 			if rr.preempt.Load() != nil {
 				n.FreeGPUs += len(rr.gpus)
 				n.FreeCPUMillis, n.FreeMemoryMB = n.FreeCPUMillis+rr.cpuMillis, n.FreeMemoryMB+rr.memoryMB

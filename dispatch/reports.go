@@ -252,6 +252,20 @@ func (s *session) LogAcked(a logpipe.Ack) {
 		LogWindow: s.d.logs.LogWindow()})
 }
 
+// onExited handles TaskExited: every process of the run is gone, its
+// outputs are still being stored. Its GPUs, slot, cores and memory are
+// free for the next placement now; its lease, its registry entry and its
+// RUNNING stay until its TaskFinished is recorded, so a report of the run
+// is still checked against its fence, and a worker lost before then
+// leaves it to the reaper as before (issue 33, docs/decisions.md).
+func (d *Dispatcher) onExited(sess *session, m *pb.TaskExited) {
+	if sess.closed.Load() || !d.reg.exited(sess, m) {
+		return
+	}
+	d.workerChanged(sess.workerID)
+	d.wakeScheduler()
+}
+
 func (d *Dispatcher) onFinished(sess *session, tf *pb.TaskFinished) {
 	ack := true // false: the worker keeps its report and sends it again after reconnecting
 	defer func() {

@@ -276,6 +276,9 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 		s.d.onLogData(sess, msg) // on this loop: it never blocks
 	case *pb.TaskFinished:
 		return s.admit(sess, true, func() { s.d.onFinished(sess, msg) })
+	case *pb.TaskExited:
+		// On the shard, not beside it: no I/O, only the registry.
+		return s.admit(sess, false, func() { s.d.onExited(sess, msg) })
 	case *pb.ArtifactChunk:
 		s.d.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
 	case *pb.ArtifactAck:

@@ -13,7 +13,7 @@ import (
 func (w *workerRec) sharesLocked() []plan.Share {
 	var out []plan.Share
 	for _, rr := range w.runs {
-		if rr.share <= 0 || len(rr.gpus) != 1 {
+		if rr.share <= 0 || len(rr.gpus) != 1 || !rr.holds() {
 			continue
 		}
 		g := rr.gpus[0]

@@ -543,6 +543,12 @@ func (a *agent) reap(r *run) {
 	r.releaseCache() // its processes are gone, and its uid not yet given back
 	r.releaseMPS()
 	r.releaseEnv()
+	// Nothing of the run runs any more: its GPUs are free for the next run
+	// while its uid is cleaned up and its outputs' last sync goes on
+	// (issue 33). The uid is not the next run's: each run takes another
+	// (uidPool), and this one's is freed only once its files are back in
+	// the worker's hands (Release).
+	a.tab.exited(r)
 	a.iso.Release(r.ident, r.dirs, r.log)
 	a.tab.ended(r, waitErr, exitedAt.Sub(started), use)
 }

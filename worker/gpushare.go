@@ -32,10 +32,11 @@ func checkShare(fraction float64, memMB int64, gpus []int) error {
 // fractional: the run has a share of one GPU, not whole GPUs.
 func (r *run) fractional() bool { return r.fraction > 0 }
 
-// holdsGPUsLocked: r counts as on its GPUs until its report is made (its
-// processes are gone by then), or it is forgotten (then it left t.runs).
+// holdsGPUsLocked: r counts as on its GPUs until its processes are gone
+// (runTable.exited; the last sync of its outputs may still run, and needs
+// no GPU) or its report is made, or it is forgotten (then it left t.runs).
 // Caller holds runTable.mu.
-func (r *run) holdsGPUsLocked() bool { return r.fin == nil }
+func (r *run) holdsGPUsLocked() bool { return r.fin == nil && !r.gone }
 
 // gpuConflictLocked says why r may not have its GPUs, "" when it may: a
 // whole-GPU run shares a GPU with no run, a fractional run only with other

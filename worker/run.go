@@ -66,14 +66,18 @@ type run struct {
 	exited atomic.Bool // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
-	cmd          *exec.Cmd
-	pgid         int
-	startedAt    time.Time
-	startedMsg   *pb.TaskStarted  // not yet written to a connection
-	sent         uint64           // next offset to send in the current session
-	finSent      bool             // TaskFinished written in the current session
-	fin          *pb.TaskFinished // the report, once the process is reaped and its output read
-	stopOutcome  pb.Outcome       // CANCELLED or TIMEOUT once a stop was asked for
+	cmd        *exec.Cmd
+	pgid       int
+	startedAt  time.Time
+	startedMsg *pb.TaskStarted  // not yet written to a connection
+	sent       uint64           // next offset to send in the current session
+	finSent    bool             // TaskFinished written in the current session
+	fin        *pb.TaskFinished // the report, once the process is reaped and its output read
+	// gone: every process of the run is gone (runTable.exited), before its
+	// outputs' last sync; exitedMsg is its TaskExited, not yet collected.
+	gone         bool
+	exitedMsg    *pb.TaskExited
+	stopOutcome  pb.Outcome // CANCELLED or TIMEOUT once a stop was asked for
 	termSent     bool
 	retry        backoff.Backoff // output refused (the master cannot store it): resend with backoff
 	busyRetry    backoff.Backoff // output refused "busy" (the master's queue was full)
@@ -127,7 +131,7 @@ func (r *run) refLocked(hello bool) *pb.RunRef {
 		Attempt:        r.attempt,
 		Fence:          r.fence,
 		AckedLogOffset: r.out.Acked(),
-		Finished:       r.fin != nil,
+		Finished:       r.fin != nil || r.gone,
 	}
 	if hello {
 		ref.RunToken = r.token

@@ -45,6 +45,9 @@ type runTable struct {
 	logWindow   int             // credit window of the session; from HelloAck and LogAcks (windowFrom)
 	lastRenewal sentAt          // send time of the last renewal the master acked
 	stopping    bool
+	// exitedOK: the joined master takes TaskExited (HelloAck.task_exited);
+	// an older one closes the connection on a frame type it does not know.
+	exitedOK bool
 }
 
 func newRunTable(grace time.Duration, log zerolog.Logger, g *leaseguard.Guard, out *outputs.Link, kick func()) *runTable {
@@ -151,9 +154,13 @@ func (t *runTable) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 	}
 	t.renewedLocked(helloSent) // the runs the master kept
 	s.renewed = helloSent
+	t.exitedOK = ack.GetTaskExited()
 	for _, r := range t.runs {
 		r.sent = r.out.Acked()
 		r.finSent = false
+		if !t.exitedOK {
+			r.exitedMsg = nil // the Hello's RunRef.finished told it what it can know
+		}
 	}
 	t.sess = s
 	t.out.Join(ack.GetArtifactWindow(), t.outputsLocked())
@@ -359,6 +366,14 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 			msgs = r.term.collectLocked(r, msgs)
 		}
 	}
+	// A TaskExited before the outputs' chunks: it frees the run's GPUs on
+	// the master while they are sent.
+	for _, r := range t.runs {
+		if r.exitedMsg != nil {
+			msgs = append(msgs, r.exitedMsg)
+			r.exitedMsg = nil // lost with its connection: the next Hello's RunRef.finished says it
+		}
+	}
 	// Outputs after every run's logs, in a window of their own.
 	msgs = t.out.Collect(msgs, t.outputsLocked())
 	for _, r := range t.runs {
@@ -507,6 +522,25 @@ func (t *runTable) reaped(r *run) (pgid int, started time.Time, stopErr string) 
 	r.stopTimersLocked()
 	t.reapedLocked(r) // past its lease deadline: forgotten
 	return r.pgid, r.startedAt, r.stopErr
+}
+
+// exited notes that every process of r is gone (its leader reaped, its
+// control group and process group killed and removed, its uid's strays
+// swept) and what held its GPUs, cores and cache given back, and queues
+// its TaskExited for a master that takes it: the master may then place
+// another run on those GPUs while r's outputs are still synced. r keeps
+// its lease and its place in the table until its TaskFinished is acked.
+func (t *runTable) exited(r *run) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.forgotten {
+		return
+	}
+	r.gone = true
+	if t.exitedOK {
+		r.exitedMsg = &pb.TaskExited{TaskId: r.id, Attempt: r.attempt, Fence: r.fence}
+		t.kick()
+	}
 }
 
 // ended records the report of r, whose group is gone and whose output is

@@ -519,8 +519,11 @@ type HelloAck struct {
 	// ArtifactAck.window updates it. Output has a window of its own, so a
 	// checkpoint never takes the room of the runs' logs.
 	ArtifactWindow uint32 `protobuf:"varint,7,opt,name=artifact_window,json=artifactWindow,proto3" json:"artifact_window,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The master takes TaskExited (issue 33): the worker sends it only then,
+	// since an older master closes a connection on a type it does not know.
+	TaskExited    bool `protobuf:"varint,8,opt,name=task_exited,json=taskExited,proto3" json:"task_exited,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HelloAck) Reset() {
@@ -600,6 +603,13 @@ func (x *HelloAck) GetArtifactWindow() uint32 {
 		return x.ArtifactWindow
 	}
 	return 0
+}
+
+func (x *HelloAck) GetTaskExited() bool {
+	if x != nil {
+		return x.TaskExited
+	}
+	return false
 }
 
 type Heartbeat struct {
@@ -1932,6 +1942,71 @@ func (x *TaskFinished) GetPeakMemoryMb() int64 {
 	return 0
 }
 
+// TaskExited: the run's process is gone (its leader reaped, its control
+// group and process group empty, its uid's processes swept), sent before
+// the last sync of its outputs. The master then counts the run's GPUs,
+// slot, cores and memory free for placement; the run keeps its lease and
+// stays RUNNING until its TaskFinished (issue 33, docs/protocol.md).
+type TaskExited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Attempt       int32                  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Fence         uint64                 `protobuf:"varint,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskExited) Reset() {
+	*x = TaskExited{}
+	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskExited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskExited) ProtoMessage() {}
+
+func (x *TaskExited) ProtoReflect() protoreflect.Message {
+	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskExited.ProtoReflect.Descriptor instead.
+func (*TaskExited) Descriptor() ([]byte, []int) {
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TaskExited) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskExited) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TaskExited) GetFence() uint64 {
+	if x != nil {
+		return x.Fence
+	}
+	return 0
+}
+
 type TaskFinishedAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
@@ -1942,7 +2017,7 @@ type TaskFinishedAck struct {
 
 func (x *TaskFinishedAck) Reset() {
 	*x = TaskFinishedAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2029,7 @@ func (x *TaskFinishedAck) String() string {
 func (*TaskFinishedAck) ProtoMessage() {}
 
 func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[19]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2042,7 @@ func (x *TaskFinishedAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskFinishedAck.ProtoReflect.Descriptor instead.
 func (*TaskFinishedAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{19}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskFinishedAck) GetTaskId() string {
@@ -2015,7 +2090,7 @@ type ArtifactChunk struct {
 
 func (x *ArtifactChunk) Reset() {
 	*x = ArtifactChunk{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2102,7 @@ func (x *ArtifactChunk) String() string {
 func (*ArtifactChunk) ProtoMessage() {}
 
 func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[20]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2115,7 @@ func (x *ArtifactChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactChunk.ProtoReflect.Descriptor instead.
 func (*ArtifactChunk) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{20}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ArtifactChunk) GetTaskId() string {
@@ -2165,7 +2240,7 @@ type ArtifactAck struct {
 
 func (x *ArtifactAck) Reset() {
 	*x = ArtifactAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2252,7 @@ func (x *ArtifactAck) String() string {
 func (*ArtifactAck) ProtoMessage() {}
 
 func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[21]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2265,7 @@ func (x *ArtifactAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArtifactAck.ProtoReflect.Descriptor instead.
 func (*ArtifactAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{21}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ArtifactAck) GetTaskId() string {
@@ -2287,7 +2362,7 @@ type Goodbye struct {
 
 func (x *Goodbye) Reset() {
 	*x = Goodbye{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2299,7 +2374,7 @@ func (x *Goodbye) String() string {
 func (*Goodbye) ProtoMessage() {}
 
 func (x *Goodbye) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[22]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2312,7 +2387,7 @@ func (x *Goodbye) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Goodbye.ProtoReflect.Descriptor instead.
 func (*Goodbye) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{22}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Goodbye) GetReason() string {
@@ -2340,7 +2415,7 @@ type TermData struct {
 
 func (x *TermData) Reset() {
 	*x = TermData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2427,7 @@ func (x *TermData) String() string {
 func (*TermData) ProtoMessage() {}
 
 func (x *TermData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[23]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2440,7 @@ func (x *TermData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermData.ProtoReflect.Descriptor instead.
 func (*TermData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{23}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TermData) GetTaskId() string {
@@ -2419,7 +2494,7 @@ type TermInput struct {
 
 func (x *TermInput) Reset() {
 	*x = TermInput{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2506,7 @@ func (x *TermInput) String() string {
 func (*TermInput) ProtoMessage() {}
 
 func (x *TermInput) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[24]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2519,7 @@ func (x *TermInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermInput.ProtoReflect.Descriptor instead.
 func (*TermInput) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{24}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TermInput) GetTaskId() string {
@@ -2497,7 +2572,7 @@ type TermResize struct {
 
 func (x *TermResize) Reset() {
 	*x = TermResize{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2509,7 +2584,7 @@ func (x *TermResize) String() string {
 func (*TermResize) ProtoMessage() {}
 
 func (x *TermResize) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[25]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2522,7 +2597,7 @@ func (x *TermResize) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermResize.ProtoReflect.Descriptor instead.
 func (*TermResize) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{25}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TermResize) GetTaskId() string {
@@ -2574,7 +2649,7 @@ type TermAck struct {
 
 func (x *TermAck) Reset() {
 	*x = TermAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2661,7 @@ func (x *TermAck) String() string {
 func (*TermAck) ProtoMessage() {}
 
 func (x *TermAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[26]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2674,7 @@ func (x *TermAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermAck.ProtoReflect.Descriptor instead.
 func (*TermAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{26}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TermAck) GetTaskId() string {
@@ -2651,7 +2726,7 @@ type ProxyOpen struct {
 
 func (x *ProxyOpen) Reset() {
 	*x = ProxyOpen{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2738,7 @@ func (x *ProxyOpen) String() string {
 func (*ProxyOpen) ProtoMessage() {}
 
 func (x *ProxyOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[27]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2751,7 @@ func (x *ProxyOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyOpen.ProtoReflect.Descriptor instead.
 func (*ProxyOpen) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{27}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProxyOpen) GetTaskId() string {
@@ -2719,7 +2794,7 @@ type ProxyData struct {
 
 func (x *ProxyData) Reset() {
 	*x = ProxyData{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2806,7 @@ func (x *ProxyData) String() string {
 func (*ProxyData) ProtoMessage() {}
 
 func (x *ProxyData) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[28]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2819,7 @@ func (x *ProxyData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyData.ProtoReflect.Descriptor instead.
 func (*ProxyData) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{28}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProxyData) GetTaskId() string {
@@ -2786,7 +2861,7 @@ type ProxyAck struct {
 
 func (x *ProxyAck) Reset() {
 	*x = ProxyAck{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2873,7 @@ func (x *ProxyAck) String() string {
 func (*ProxyAck) ProtoMessage() {}
 
 func (x *ProxyAck) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[29]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2886,7 @@ func (x *ProxyAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyAck.ProtoReflect.Descriptor instead.
 func (*ProxyAck) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{29}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProxyAck) GetTaskId() string {
@@ -2846,7 +2921,7 @@ type ProxyClose struct {
 
 func (x *ProxyClose) Reset() {
 	*x = ProxyClose{}
-	mi := &file_codec_pb_rlsched_proto_msgTypes[30]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2858,7 +2933,7 @@ func (x *ProxyClose) String() string {
 func (*ProxyClose) ProtoMessage() {}
 
 func (x *ProxyClose) ProtoReflect() protoreflect.Message {
-	mi := &file_codec_pb_rlsched_proto_msgTypes[30]
+	mi := &file_codec_pb_rlsched_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2871,7 +2946,7 @@ func (x *ProxyClose) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProxyClose.ProtoReflect.Descriptor instead.
 func (*ProxyClose) Descriptor() ([]byte, []int) {
-	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{30}
+	return file_codec_pb_rlsched_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ProxyClose) GetTaskId() string {
@@ -2940,7 +3015,7 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\x04addr\x18\x12 \x01(\tR\x04addr\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03R\x05proof\"\x83\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x02\x10\x03R\x05proof\"\xa4\x02\n" +
 	"\bHelloAck\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12 \n" +
@@ -2950,7 +3025,9 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	"\rkill_task_ids\x18\x05 \x03(\tR\vkillTaskIds\x12\x1d\n" +
 	"\n" +
 	"log_window\x18\x06 \x01(\rR\tlogWindow\x12'\n" +
-	"\x0fartifact_window\x18\a \x01(\rR\x0eartifactWindow\"\xa2\x01\n" +
+	"\x0fartifact_window\x18\a \x01(\rR\x0eartifactWindow\x12\x1f\n" +
+	"\vtask_exited\x18\b \x01(\bR\n" +
+	"taskExited\"\xa2\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12&\n" +
 	"\x04runs\x18\x02 \x03(\v2\x12.rlsched.v1.RunRefR\x04runs\x12 \n" +
@@ -3081,7 +3158,12 @@ const file_codec_pb_rlsched_proto_rawDesc = "" +
 	" \x01(\tR\x06reason\x12\x1f\n" +
 	"\vcpu_seconds\x18\v \x01(\x01R\n" +
 	"cpuSeconds\x12$\n" +
-	"\x0epeak_memory_mb\x18\f \x01(\x03R\fpeakMemoryMb\"D\n" +
+	"\x0epeak_memory_mb\x18\f \x01(\x03R\fpeakMemoryMb\"U\n" +
+	"\n" +
+	"TaskExited\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\x04R\x05fence\"D\n" +
 	"\x0fTaskFinishedAck\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\x05R\aattempt\"\xcc\x02\n" +
@@ -3180,7 +3262,7 @@ func file_codec_pb_rlsched_proto_rawDescGZIP() []byte {
 }
 
 var file_codec_pb_rlsched_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_codec_pb_rlsched_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_codec_pb_rlsched_proto_goTypes = []any{
 	(Outcome)(0),            // 0: rlsched.v1.Outcome
 	(*Challenge)(nil),       // 1: rlsched.v1.Challenge
@@ -3202,34 +3284,35 @@ var file_codec_pb_rlsched_proto_goTypes = []any{
 	(*Metric)(nil),          // 17: rlsched.v1.Metric
 	(*CancelTask)(nil),      // 18: rlsched.v1.CancelTask
 	(*TaskFinished)(nil),    // 19: rlsched.v1.TaskFinished
-	(*TaskFinishedAck)(nil), // 20: rlsched.v1.TaskFinishedAck
-	(*ArtifactChunk)(nil),   // 21: rlsched.v1.ArtifactChunk
-	(*ArtifactAck)(nil),     // 22: rlsched.v1.ArtifactAck
-	(*Goodbye)(nil),         // 23: rlsched.v1.Goodbye
-	(*TermData)(nil),        // 24: rlsched.v1.TermData
-	(*TermInput)(nil),       // 25: rlsched.v1.TermInput
-	(*TermResize)(nil),      // 26: rlsched.v1.TermResize
-	(*TermAck)(nil),         // 27: rlsched.v1.TermAck
-	(*ProxyOpen)(nil),       // 28: rlsched.v1.ProxyOpen
-	(*ProxyData)(nil),       // 29: rlsched.v1.ProxyData
-	(*ProxyAck)(nil),        // 30: rlsched.v1.ProxyAck
-	(*ProxyClose)(nil),      // 31: rlsched.v1.ProxyClose
-	nil,                     // 32: rlsched.v1.Hello.LabelsEntry
-	nil,                     // 33: rlsched.v1.ExecuteTask.EnvEntry
-	nil,                     // 34: rlsched.v1.Metric.ValuesEntry
+	(*TaskExited)(nil),      // 20: rlsched.v1.TaskExited
+	(*TaskFinishedAck)(nil), // 21: rlsched.v1.TaskFinishedAck
+	(*ArtifactChunk)(nil),   // 22: rlsched.v1.ArtifactChunk
+	(*ArtifactAck)(nil),     // 23: rlsched.v1.ArtifactAck
+	(*Goodbye)(nil),         // 24: rlsched.v1.Goodbye
+	(*TermData)(nil),        // 25: rlsched.v1.TermData
+	(*TermInput)(nil),       // 26: rlsched.v1.TermInput
+	(*TermResize)(nil),      // 27: rlsched.v1.TermResize
+	(*TermAck)(nil),         // 28: rlsched.v1.TermAck
+	(*ProxyOpen)(nil),       // 29: rlsched.v1.ProxyOpen
+	(*ProxyData)(nil),       // 30: rlsched.v1.ProxyData
+	(*ProxyAck)(nil),        // 31: rlsched.v1.ProxyAck
+	(*ProxyClose)(nil),      // 32: rlsched.v1.ProxyClose
+	nil,                     // 33: rlsched.v1.Hello.LabelsEntry
+	nil,                     // 34: rlsched.v1.ExecuteTask.EnvEntry
+	nil,                     // 35: rlsched.v1.Metric.ValuesEntry
 }
 var file_codec_pb_rlsched_proto_depIdxs = []int32{
 	3,  // 0: rlsched.v1.Hello.gpus:type_name -> rlsched.v1.GPU
 	2,  // 1: rlsched.v1.Hello.runs:type_name -> rlsched.v1.RunRef
-	32, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
+	33, // 2: rlsched.v1.Hello.labels:type_name -> rlsched.v1.Hello.LabelsEntry
 	2,  // 3: rlsched.v1.Heartbeat.runs:type_name -> rlsched.v1.RunRef
 	7,  // 4: rlsched.v1.Heartbeat.gpus:type_name -> rlsched.v1.GpuSample
 	9,  // 5: rlsched.v1.GpuSample.foreign:type_name -> rlsched.v1.ForeignList
 	8,  // 6: rlsched.v1.GpuSample.runs:type_name -> rlsched.v1.RunUsage
 	10, // 7: rlsched.v1.ForeignList.procs:type_name -> rlsched.v1.ForeignProc
-	33, // 8: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
+	34, // 8: rlsched.v1.ExecuteTask.env:type_name -> rlsched.v1.ExecuteTask.EnvEntry
 	13, // 9: rlsched.v1.ExecuteTask.restore:type_name -> rlsched.v1.RestoreFile
-	34, // 10: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
+	35, // 10: rlsched.v1.Metric.values:type_name -> rlsched.v1.Metric.ValuesEntry
 	0,  // 11: rlsched.v1.TaskFinished.outcome:type_name -> rlsched.v1.Outcome
 	12, // [12:12] is the sub-list for method output_type
 	12, // [12:12] is the sub-list for method input_type
@@ -3250,7 +3333,7 @@ func file_codec_pb_rlsched_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_codec_pb_rlsched_proto_rawDesc), len(file_codec_pb_rlsched_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
