@@ -416,6 +416,11 @@ func TestReconnectReadoptsAndUnknownRunsAreKilled(t *testing.T) {
 	p.hello("w5", 1, 0)
 	ex := p.expect(&pb.ExecuteTask{}).(*pb.ExecuteTask)
 	p.send(&pb.TaskStarted{TaskId: task.ID, Attempt: 1, Fence: ex.Fence})
+	// RUNNING before the connection drops: the two connections are read on
+	// different event loops, and a TaskStarted read after the new session
+	// joined is the old session's, ignored (the flake of this test under
+	// load: the run then stayed DISPATCHED).
+	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, task.ID).Status == core.StatusRunning })
 	p.c.Close()
 	p2 := dial(t, h.m.Addr())
 	ack := p2.hello("w5", 1, 0,
@@ -428,7 +433,18 @@ func TestReconnectReadoptsAndUnknownRunsAreKilled(t *testing.T) {
 	if hb := p2.expect(&pb.HeartbeatAck{}).(*pb.HeartbeatAck); len(hb.LostTaskIds) != 0 {
 		t.Fatalf("adopted run reported lost: %v", hb.LostTaskIds)
 	}
-	testutil.WaitFor(t, 10*time.Second, "RUNNING", func() bool { return h.task(t, task.ID).Status == core.StatusRunning })
+	before := h.task(t, task.ID)
+	if before.Status != core.StatusRunning || before.Attempt != 1 || before.StartedAt == nil {
+		t.Fatalf("the adopted run: %s attempt %d, want RUNNING attempt 1", before.Status, before.Attempt)
+	}
+	// The worker sends its TaskStarted again on the new session (the first
+	// may have died with the connection): the run keeps its start.
+	p2.send(&pb.TaskStarted{TaskId: task.ID, Attempt: 1, Fence: ex.Fence})
+	p2.send(&pb.Heartbeat{Seq: 2, Runs: []*pb.RunRef{{TaskId: task.ID, Attempt: 1, Fence: ex.Fence}}})
+	p2.expect(&pb.HeartbeatAck{})
+	if got := h.task(t, task.ID); got.Status != core.StatusRunning || !got.StartedAt.Equal(*before.StartedAt) || len(got.Warnings) != len(before.Warnings) {
+		t.Fatalf("after a TaskStarted again: %s started %v (was %v), warnings %v", got.Status, got.StartedAt, before.StartedAt, got.Warnings)
+	}
 }
 
 func TestCancel(t *testing.T) {

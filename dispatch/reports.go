@@ -167,14 +167,26 @@ func (d *Dispatcher) onStarted(sess *session, ts *pb.TaskStarted, gate *startGat
 	if rr.group != nil && rr.rank > 0 {
 		return // the run is RUNNING from rank 0's start (group.go)
 	}
+	// A worker sends its TaskStarted again on every session while the run
+	// runs (the first may have died with its connection): one for a run
+	// already RUNNING changes nothing, warns nothing and starts no member.
+	started := false
 	if rr.group != nil && ts.Error == "" {
 		// Before the gate opens: rank 0's end, which waits for it, then
 		// finds every member sent.
-		defer d.startMembers(rr, ts.MasterPort)
+		defer func() {
+			if started {
+				d.startMembers(rr, ts.MasterPort)
+			}
+		}()
 	}
 	at := gate.at
-	err := d.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool { return t.Start(at) == nil })
+	err := d.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool {
+		started = t.Start(at) == nil
+		return started
+	})
 	switch {
+	case err == nil && !started:
 	case err == nil:
 		if why := d.reg.unenforced(sess.workerID); why != "" {
 			d.warn(ts.TaskId, core.WarnUnenforced, fmt.Sprintf("worker %s does not enforce its runs' limits (%s): this run's cores, memory and GPUs are shared on trust",

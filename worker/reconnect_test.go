@@ -113,3 +113,27 @@ func TestLogAck_GapResends(t *testing.T) {
 		t.Fatalf("after gap: %q, %v", got, fin)
 	}
 }
+
+// TestReconnect_StartedSentAgain: a run's TaskStarted goes again on every
+// new session while the run runs, with its first start time: the one
+// written into a connection that died may never have been read, and the
+// master would keep the run DISPATCHED until its end.
+func TestReconnect_StartedSentAgain(t *testing.T) {
+	m := newFakeMaster(t, testToken)
+	startWorker(t, m, nil)
+	mc := m.next(t)
+	mc.send(&pb.ExecuteTask{TaskId: "t-long", Attempt: 1, Fence: 1, Argv: []string{"sleep", "30"}})
+	isStarted := func(m proto.Message) bool { s, ok := m.(*pb.TaskStarted); return ok && s.GetTaskId() == "t-long" }
+	first := mc.expect(t, 10*time.Second, "TaskStarted", isStarted).(*pb.TaskStarted)
+	mc.c.Close()
+
+	mc2 := m.next(t)
+	again := mc2.expect(t, 10*time.Second, "TaskStarted again", isStarted).(*pb.TaskStarted)
+	if again.GetStartedUnixMs() != first.GetStartedUnixMs() || again.GetFence() != 1 || again.GetPid() != first.GetPid() {
+		t.Fatalf("TaskStarted again: %v, first %v", again, first)
+	}
+	mc2.send(&pb.CancelTask{TaskId: "t-long", Attempt: 1, Fence: 1, GraceMs: 100})
+	if fin := mc2.finished(t, "t-long", 10*time.Second); fin.GetOutcome() != pb.Outcome_OUTCOME_CANCELLED {
+		t.Fatalf("TaskFinished: %v", fin)
+	}
+}

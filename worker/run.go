@@ -66,13 +66,14 @@ type run struct {
 	exited atomic.Bool // the leader was reaped; the pump stops waiting for stray writers
 
 	// Guarded by runTable.mu.
-	cmd        *exec.Cmd
-	pgid       int
-	startedAt  time.Time
-	startedMsg *pb.TaskStarted  // not yet written to a connection
-	sent       uint64           // next offset to send in the current session
-	finSent    bool             // TaskFinished written in the current session
-	fin        *pb.TaskFinished // the report, once the process is reaped and its output read
+	cmd         *exec.Cmd
+	pgid        int
+	startedAt   time.Time
+	startedMsg  *pb.TaskStarted  // its TaskStarted, once the process started
+	startedSent bool             // startedMsg written in the current session
+	sent        uint64           // next offset to send in the current session
+	finSent     bool             // TaskFinished written in the current session
+	fin         *pb.TaskFinished // the report, once the process is reaped and its output read
 	// gone: every process of the run is gone (runTable.exited), before its
 	// outputs' last sync; exitedMsg is its TaskExited, not yet collected.
 	gone         bool

@@ -270,7 +270,7 @@ func (s *session) flush(w *frameWriter, ctrl []proto.Message) error {
 		if err := w.bw.Flush(); err != nil {
 			return err
 		}
-		s.a.tab.markStarted(started)
+		s.a.tab.markStarted(s, started)
 		if len(msgs) == 0 {
 			break
 		}

@@ -158,6 +158,11 @@ func (t *runTable) adopt(s *session, ack *pb.HelloAck, helloSent sentAt) {
 	for _, r := range t.runs {
 		r.sent = r.out.Acked()
 		r.finSent = false
+		// A TaskStarted written into the connection that died may never
+		// have been read: the master would keep the run DISPATCHED, with
+		// no startedAt (and no usage accruing), until its end. Sent again
+		// while the run runs; the master ignores one it has.
+		r.startedSent = r.startedSent && r.fin != nil
 		if !t.exitedOK {
 			r.exitedMsg = nil // the Hello's RunRef.finished told it what it can know
 		}
@@ -341,7 +346,7 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 	now := time.Now()
 	used := 0
 	for _, r := range t.runs {
-		if r.startedMsg != nil {
+		if r.startedMsg != nil && !r.startedSent {
 			msgs = append(msgs, r.startedMsg)
 			started = append(started, r)
 		}
@@ -389,15 +394,20 @@ func (t *runTable) collect(budget int) (msgs []proto.Message, started []*run) {
 	return msgs, started
 }
 
-// markStarted notes that the TaskStarted of each run reached the socket.
-func (t *runTable) markStarted(started []*run) {
+// markStarted notes that the TaskStarted of each run reached the socket of
+// session s, unless another session joined meanwhile (which sends it
+// again).
+func (t *runTable) markStarted(s *session, started []*run) {
 	if len(started) == 0 {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.sess != s {
+		return
+	}
 	for _, r := range started {
-		r.startedMsg = nil
+		r.startedSent = true
 	}
 }
 
