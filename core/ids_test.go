@@ -32,3 +32,12 @@ func FuzzValidTaskID(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParseLogKey(b *testing.B) {
+	id := NewTaskID()
+	for b.Loop() {
+		if _, _, ok := ParseLogKey(id); !ok {
+			b.Fatal(id)
+		}
+	}
+}
