@@ -83,8 +83,9 @@ type stagedSink struct {
 }
 
 // writebackEvery is how many bytes a staged file grows between two starts
-// of its writeback (startWriteback).
-const writebackEvery = 32 << 20
+// of its writeback (startWriteback): small enough that the disk is fed
+// steadily and the commit's fsync finds at most this much not yet started.
+const writebackEvery = 8 << 20
 
 // stageName is the staged file of an upload: a hash of its key (run,
 // attempt, path: no path of a worker's ever becomes a file name) and its
@@ -118,6 +119,7 @@ func openStaged(st Stager, name string) (*stagedSink, error) {
 	s.hashq, s.hashed = make(chan []byte, 4), make(chan struct{})
 	go func() {
 		defer close(s.hashed)
+		lowerPriority() // pipe.go, "Priority"
 		for p := range s.hashq {
 			s.h.Write(p)
 		}
@@ -208,6 +210,7 @@ func (s *streamSink) start() error {
 	ctx, cancel := context.WithCancel(s.p.ctx)
 	s.pw, s.cancel, s.done = pw, cancel, make(chan putResult, 1)
 	go func() {
+		lowerPriority() // the client's hashing and copies (pipe.go, "Priority")
 		b, err := s.p.cfg.Blobs.Put(ctx, pr, -1)
 		pr.CloseWithError(err) // a write waiting on a failed Put returns its error
 		s.done <- putResult{b, err}
