@@ -119,7 +119,7 @@ func openStaged(st Stager, name string) (*stagedSink, error) {
 	s.hashq, s.hashed = make(chan []byte, 4), make(chan struct{})
 	go func() {
 		defer close(s.hashed)
-		lowerPriority() // pipe.go, "Priority"
+		lowerPriority() // doc.go, "Priority"
 		for p := range s.hashq {
 			s.h.Write(p)
 		}
@@ -210,7 +210,7 @@ func (s *streamSink) start() error {
 	ctx, cancel := context.WithCancel(s.p.ctx)
 	s.pw, s.cancel, s.done = pw, cancel, make(chan putResult, 1)
 	go func() {
-		lowerPriority() // the client's hashing and copies (pipe.go, "Priority")
+		lowerPriority() // the client's hashing and copies (doc.go, "Priority")
 		b, err := s.p.cfg.Blobs.Put(ctx, pr, -1)
 		pr.CloseWithError(err) // a write waiting on a failed Put returns its error
 		s.done <- putResult{b, err}
