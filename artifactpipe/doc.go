@@ -49,4 +49,14 @@
 // "failed: …" (the worker tries again later) and the run gets
 // artifact_error. Warnings are once per run and path (and once per run
 // for the file count, and for each of the two caps).
+//
+// # Priority
+//
+// A checkpoint's upload is bulk work beside the runs' logs, which someone
+// may be watching live: its writers, hashers and S3 streams run on
+// threads of their own niced by backgroundNice (lowerPriority), so when
+// the cores are busy the kernel runs the log pipe first and the upload
+// takes what is left; on idle cores the nice changes nothing. (Measured
+// in bench/changes.md, issue 33: the logs' p99 rose 3× during an upload,
+// sharing the cores with sha256, copies and writes of 1 MiB chunks.)
 package artifactpipe

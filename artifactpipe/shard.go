@@ -84,6 +84,7 @@ func (s *shard) push(it item) bool {
 }
 
 func (s *shard) run() {
+	lowerPriority() // doc.go, "Priority"
 	tick := time.NewTicker(max(s.p.cfg.IdleUpload/4, time.Second))
 	defer tick.Stop()
 	for {

@@ -64,21 +64,28 @@ func (m *memSink) abort()   {}
 // The hash runs on a goroutine of its own, one chunk behind the writes,
 // so hashing and writing use two cores; and the kernel is asked to start
 // writing the file back every writebackEvery bytes, so the fsync of the
-// commit finds little left to write.
+// commit finds little left to write. That request goes to a goroutine of
+// its own too: sync_file_range waits when the disk's queue is full, which
+// at the disk's bandwidth is most of the time, and the writer must not
+// stop taking chunks (and the worker sending them) while the disk catches
+// up.
 type stagedSink struct {
 	st      Stager
 	f       *os.File
 	h       hash.Hash
 	n       int64
 	name    string
-	flushed int64       // bytes whose writeback was started
+	flushed int64       // bytes whose writeback was asked for (by write)
 	hashq   chan []byte // to the hasher; closed by commit or abort
 	hashed  chan struct{}
+	wbq     chan int64 // to the writeback goroutine: start it up to here; closed with hashq
+	wbDone  chan struct{}
 }
 
 // writebackEvery is how many bytes a staged file grows between two starts
-// of its writeback (startWriteback).
-const writebackEvery = 32 << 20
+// of its writeback (startWriteback): small enough that the disk is fed
+// steadily and the commit's fsync finds at most this much not yet started.
+const writebackEvery = 8 << 20
 
 // stageName is the staged file of an upload: a hash of its key (run,
 // attempt, path: no path of a worker's ever becomes a file name) and its
@@ -112,10 +119,19 @@ func openStaged(st Stager, name string) (*stagedSink, error) {
 	s.hashq, s.hashed = make(chan []byte, 4), make(chan struct{})
 	go func() {
 		defer close(s.hashed)
+		lowerPriority() // doc.go, "Priority"
 		for p := range s.hashq {
 			s.h.Write(p)
 		}
 	}()
+	s.wbq, s.wbDone = make(chan int64, 1), make(chan struct{})
+	go func(from int64) {
+		defer close(s.wbDone)
+		for to := range s.wbq {
+			startWriteback(f, from, to-from)
+			from = to
+		}
+	}(n)
 	return s, nil
 }
 
@@ -131,17 +147,25 @@ func (s *stagedSink) write(p []byte) error {
 	s.hashq <- p
 	s.n += int64(len(p))
 	if s.n-s.flushed >= writebackEvery {
-		startWriteback(s.f, s.flushed, s.n-s.flushed)
-		s.flushed = s.n
+		// Without waiting: while a writeback is being started, the next
+		// one is asked for at a later crossing, over the longer range.
+		select {
+		case s.wbq <- s.n:
+			s.flushed = s.n
+		default:
+		}
 	}
 	return nil
 }
 
-// stopHashing ends the hasher and waits for it.
+// stopHashing ends the hasher and the writeback goroutine and waits for
+// them, so that neither touches the file once it is committed or closed.
 func (s *stagedSink) stopHashing() {
 	if s.hashq != nil {
 		close(s.hashq)
+		close(s.wbq)
 		<-s.hashed
+		<-s.wbDone
 		s.hashq = nil
 	}
 }
@@ -186,6 +210,7 @@ func (s *streamSink) start() error {
 	ctx, cancel := context.WithCancel(s.p.ctx)
 	s.pw, s.cancel, s.done = pw, cancel, make(chan putResult, 1)
 	go func() {
+		lowerPriority() // the client's hashing and copies (doc.go, "Priority")
 		b, err := s.p.cfg.Blobs.Put(ctx, pr, -1)
 		pr.CloseWithError(err) // a write waiting on a failed Put returns its error
 		s.done <- putResult{b, err}

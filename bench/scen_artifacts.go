@@ -223,6 +223,8 @@ func (e *env) artifactsRun(name string, extra []string, size int64, w int, rate 
 	_, r.hwm0 = m.mem()
 
 	subs.begin()
+	label := "artifacts-upload-" + strings.Fields(name)[0]
+	m.profile(label, true)
 	s0, w0 := sample(m.pid()), sample(wk.cmd.Process.Pid)
 	script := fmt.Sprintf(`head -c %d /dev/zero > "$RLSCHED_OUTPUT_DIR/ckpt.bin" && echo written $(date +%%s%%N)`, size)
 	id, err := submitRun(m.url, tok, []string{"/bin/sh", "-c", script})
@@ -234,6 +236,7 @@ func (e *env) artifactsRun(name string, extra []string, size int64, w int, rate 
 		return nil, err
 	}
 	s1, w1 := sample(m.pid()), sample(wk.cmd.Process.Pid)
+	m.profile(label, false)
 	r.during = latOf(subs.lat.Load())
 	_, r.hwm1 = m.mem()
 	r.cpu, r.workerCPU = s0.cpuTo(s1), w0.cpuTo(w1)

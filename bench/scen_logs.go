@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlsched/rlsched/bench/fleet"
@@ -93,6 +95,23 @@ func runLogs(e *env) (*report, error) {
 	}
 	rawLines := raw / fleet.LineBytes
 
+	// The write path's ceiling: the same bytes in the same 64 KiB blocks
+	// into as many files as there are runs, from as many goroutines as the
+	// master has log writers, each appending to its own files in turn, with
+	// nothing else to do. The master's files cannot take more than this.
+	writers := min(4, runtime.GOMAXPROCS(0)) // logpipe.WriterConfig's default
+	wdir, err := e.dir("logs-writepath", false)
+	if err != nil {
+		return nil, err
+	}
+	wbps, err := writePath(wdir, w, writers, block, pick(e, 500*time.Millisecond, 3*time.Second))
+	_ = os.RemoveAll(wdir)
+	if err != nil {
+		return nil, fmt.Errorf("write path reference: %w", err)
+	}
+	e.logf("write path: %d files from %d goroutines in 64 KiB appends: %.0f MB/s (%.0f lines/s)", w, writers, wbps/1e6, wbps/fleet.LineBytes)
+	wLines := wbps / fleet.LineBytes
+
 	// The master's queue between event loops and writers, each variant
 	// measured in this run (-logs-queue); the first is the headline.
 	var rls []*logTarget
@@ -171,12 +190,17 @@ func runLogs(e *env) (*report, error) {
 			}
 		}
 	}
+	ref.add(fmt.Sprintf("write path: the same lines in 64 KiB appends into %s files (one per run, kept open) from %d goroutines (the master's log writers), nothing else running in that process", human(float64(w)), writers),
+		fmt.Sprintf("%s MB/s = %s lines/s", human(wbps/1e6), human(wLines)))
 	ref.add("naive master (goroutine per connection, one mutex, one write(2) per line into files, one WebSocket frame per line)",
 		fmt.Sprintf("%s lines/s (%s MB/s)", human(nvMax.lines), human(nvMax.mbps())))
 
 	rep.goal(top.lines >= 1e6 && w >= 1000 && s >= 100, "≥ 1,000,000 lines/s (≥ 120 MB/s) from 1,000 workers into files with 100 live subscribers: %s lines/s (%s MB/s) from %s workers with %d subscribers",
 		human(top.lines), human(top.mbps()), human(float64(w)), s)
-	rep.goal(top.lines >= 0.5*rawLines, "≥ 50%% of raw loopback: %.0f%% (%s of %s MB/s, the better of the loopback figures)", 100*top.lines/rawLines, human(top.mbps()), human(raw/1e6))
+	// Issue 33 restated the goal from 50% to 25%: the bytes also go into
+	// files, and the write path, measured beside, binds before the loopback.
+	rep.goal(top.lines >= 0.25*rawLines, "≥ 25%% of raw loopback (restated from 50%%: the write path binds first): %.0f%% (%s of %s MB/s, the better of the loopback figures); %.0f%% of the write path measured beside (%s MB/s)",
+		100*top.lines/rawLines, human(top.mbps()), human(raw/1e6), 100*top.lines/wLines, human(wbps/1e6))
 	rep.goal(paced.p99 <= 50*time.Millisecond && paced.samples > 0, "p99 worker-to-subscriber ≤ 50 ms below saturation: p99 %s at %s lines/s offered (%s of the measured maximum; %d lines timed)",
 		ms(paced.p99), human(paced.offered), "50%", paced.samples)
 	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
@@ -574,4 +598,56 @@ func checkLogFiles(dir string, ids []string, ackedLines int64) string {
 		verdict = "SHORT: acked bytes missing"
 	}
 	return fmt.Sprintf("%d files, %s MB on disk for %s MB acked (%s; headers included)", files, human(float64(bodyBytes)/1e6), human(float64(want)/1e6), verdict)
+}
+
+// writePath appends block to files files (one per run) from g goroutines,
+// each taking its own files in turn, for d, and returns the bytes/s: the
+// ceiling of the master's log files on this disk, without the network,
+// the protocol or the fan-out.
+func writePath(dir string, files, g int, block []byte, d time.Duration) (float64, error) {
+	g = max(min(g, files), 1)
+	fs := make([]*os.File, files)
+	defer func() {
+		for _, f := range fs {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}()
+	for i := range fs {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.log", i)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return 0, err
+		}
+		fs[i] = f
+	}
+	var total atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	began := time.Now()
+	until := began.Add(d)
+	for k := range g {
+		wg.Go(func() {
+			n := int64(0)
+			defer func() { total.Add(n) }()
+			for i := k; ; i += g {
+				if i >= files {
+					i = k
+				}
+				if _, err := fs[i].Write(block); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				n += int64(len(block))
+				if n%(16*int64(len(block))) == 0 && time.Now().After(until) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, err
+	}
+	return float64(total.Load()) / time.Since(began).Seconds(), nil
 }

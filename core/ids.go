@@ -11,7 +11,6 @@ import (
 )
 
 var (
-	taskIDRe   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	usernameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,32}$`)
 	traceIDRe  = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 )
@@ -36,10 +35,35 @@ func NewTraceID() string {
 }
 
 // ValidTaskID reports whether id may name a run; only valid ids may touch a path.
-func ValidTaskID(id string) bool { return taskIDRe.MatchString(id) }
+// It is ^[A-Za-z0-9_-]{1,64}$ as a loop: the log pipe asks it for every
+// batch and every ack (core.ParseLogKey), where the regexp cost 8% of the
+// master's CPU in the logs benchmark.
+func ValidTaskID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !idByte[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// idByte marks the bytes of the task id alphabet, [A-Za-z0-9_-].
+var idByte = func() (t [256]bool) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c], t[c+'a'-'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	t['_'], t['-'] = true, true
+	return t
+}()
 
 // ValidWorkerID uses the same alphabet as task ids.
-func ValidWorkerID(id string) bool { return taskIDRe.MatchString(id) }
+func ValidWorkerID(id string) bool { return ValidTaskID(id) }
 
 // ValidUsername: 3–32 of [A-Za-z0-9_.-]. Sign-in looks names up by it; a
 // new name must also pass CheckNewUsername.

@@ -21,7 +21,7 @@
 // dispatch) and calls Writer.Submit, which pushes it into the ring of the
 // writer goroutine its run hashes to and returns: no lock, no I/O, no
 // allocation. The writer takes a batch (until its ring is empty, the batch
-// holds FlushBytes, or FlushInterval passed), groups it by run keeping each
+// holds FlushBytes, or FlushInterval passed since it took the first), groups it by run keeping each
 // run's order, appends each run's new bytes with one write, hands them to the
 // LogSink (the live hub) at their file offset, feeds them to the run's
 // metric extractor, queues the points it finds for the store, and only then
@@ -60,7 +60,11 @@
 // (Writer.LogWindow), the queue's bytes shared by the connections sending
 // output, so that however many workers stream they cannot together have
 // much more in flight than the queue takes; the worker obeys it, clamped
-// only by its own upper bound. When a ring is full anyway, Submit reports
+// only by its own upper bound. The bound is on all the writers' queues
+// together; each one's own is twice its share, as runs hash to writers
+// unevenly (with an exact share, the fuller writers refused "busy" while
+// the queue had room, and each refusal paused a run 20 ms to 1 s: the tail
+// of the logs benchmark's paced phase). When a ring is full anyway, Submit reports
 // false and the event loop answers the frame at once with LogAck{offset: the
 // frame's offset, error: "busy"}: nothing of the frame was kept; the worker
 // pauses that run's output (with a short jittered backoff) and resends from

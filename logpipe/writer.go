@@ -104,7 +104,9 @@ type WriterConfig struct {
 	QueueBytes int64
 	// FlushBytes and FlushInterval end a batch: a writer takes frames until
 	// its queue is empty, the batch holds FlushBytes (default 1 MiB), or its
-	// first frame waited FlushInterval (default 20 ms); then it writes.
+	// first frame was taken FlushInterval ago (default 5 ms: a frame's wait
+	// is bounded by time, not only by size; a backlog ends batches at
+	// FlushBytes long before); then it writes.
 	FlushBytes    int
 	FlushInterval time.Duration
 	// MaxOpenFiles bounds the log files open at once, across writers (least
@@ -131,7 +133,7 @@ func (c *WriterConfig) defaults() {
 		c.FlushBytes = 1 << 20
 	}
 	if c.FlushInterval <= 0 {
-		c.FlushInterval = 20 * time.Millisecond
+		c.FlushInterval = 5 * time.Millisecond
 	}
 	if c.MaxOpenFiles <= 0 {
 		c.MaxOpenFiles = 1024
@@ -168,6 +170,8 @@ type Writer struct {
 	submitting atomic.Int64 // Submits in progress, so Close waits for them
 	closeOnce  sync.Once
 
+	queued atomic.Int64 // bytes of Data in every shard's queue, bounded by cfg.QueueBytes
+
 	frames, bytes, lines, dupBytes, gaps, busy, batches atomic.Int64
 	writeErrors                                         atomic.Int64
 	cappedRuns, cappedBytes, metricCapped               atomic.Int64 // per-run caps
@@ -199,7 +203,11 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 		w.metrics = newMetricQueue(cfg.Store, cfg.MetricQueuePoints, w.log)
 	}
 	perFiles := max(cfg.MaxOpenFiles/cfg.Writers, 1)
-	perBytes := max(cfg.QueueBytes/int64(cfg.Writers), 1)
+	// A shard may hold twice its share of the queue: runs hash to shards
+	// unevenly, and the windows (credit.go) are shares of the whole queue,
+	// so with an exact share a shard with more than its share of runs
+	// refused "busy" while the queue as a whole had room.
+	perBytes := min(max(2*cfg.QueueBytes/int64(cfg.Writers), 1), cfg.QueueBytes)
 	for range cfg.Writers {
 		q, _ := newFrameQueue(cfg.Queue, cfg.QueueFrames) // checked above
 		s := &writerShard{

@@ -52,13 +52,19 @@ type pendingAck struct {
 // is full. Safe from any goroutine.
 func (s *writerShard) push(it frameItem) bool {
 	n := int64(len(it.Data))
-	// A frame is always taken into an empty queue, however large.
-	if q := s.queued.Add(n); q > s.maxQueued && q != n {
+	// A frame is always taken into an empty queue, however large. Past
+	// that, the writer's bound holds for all shards together (the windows
+	// are granted out of it), and a shard's own, looser one keeps one slow
+	// shard from taking all of it.
+	q, total := s.queued.Add(n), s.w.queued.Add(n)
+	if q != n && (q > s.maxQueued || total > s.w.cfg.QueueBytes) {
 		s.queued.Add(-n)
+		s.w.queued.Add(-n)
 		return false
 	}
 	if !s.q.push(it) {
 		s.queued.Add(-n)
+		s.w.queued.Add(-n)
 		return false
 	}
 	return true
@@ -81,6 +87,10 @@ func (s *writerShard) run() {
 		for i := range s.batch {
 			size += len(s.batch[i].Data)
 		}
+		// The batch ends when the queue is empty, at FlushBytes, or at
+		// FlushInterval after its first frame was taken, checked at every
+		// pop: under a steady stream the queue may never be empty, and then
+		// the time bound is what bounds the first frame's wait.
 		deadline := time.Now().Add(cfg.FlushInterval)
 		for size < cfg.FlushBytes {
 			n := len(s.batch)
@@ -90,11 +100,12 @@ func (s *writerShard) run() {
 			for i := n; i < len(s.batch); i++ {
 				size += len(s.batch[i].Data)
 			}
-			if len(s.batch)%256 < popChunk && time.Now().After(deadline) {
+			if time.Now().After(deadline) {
 				break
 			}
 		}
 		s.queued.Add(-int64(size))
+		s.w.queued.Add(-int64(size))
 		s.writeBatch()
 		clear(s.batch) // drop references to the frames' data
 	}

@@ -388,6 +388,53 @@ func TestWriter_QueueBytesBound(t *testing.T) {
 	close(sink.block)
 }
 
+// TestWriter_QueueBytesAcrossWriters: QueueBytes bounds the writers'
+// queues together, and one writer's queue may take up to twice its share
+// (runs hash to writers unevenly; the windows are shares of the whole).
+func TestWriter_QueueBytesAcrossWriters(t *testing.T) {
+	const writers = 4
+	sink := &recSink{t: t, block: make(chan struct{}), in: make(chan struct{}, writers)}
+	w := newWriter(t, WriterConfig{Sink: sink, Writers: writers, QueueBytes: 400})
+	// One run per writer, each writer held in the sink by its run's first byte.
+	var ids [writers]string
+	for i, found := 0, 0; found < writers; i++ {
+		id := fmt.Sprintf("r%d", i)
+		for k, s := range w.shards {
+			if s == w.shardFor(id) && ids[k] == "" {
+				ids[k] = id
+				found++
+			}
+		}
+	}
+	off := map[string]uint64{}
+	send := func(id string, n int) bool {
+		ok := w.Submit(Frame{TaskID: id, Attempt: 1, Offset: off[id], Data: make([]byte, n)})
+		if ok {
+			off[id] += uint64(n)
+		}
+		return ok
+	}
+	for _, id := range ids {
+		if !send(id, 1) {
+			t.Fatal("first frame refused")
+		}
+		<-sink.in
+	}
+	if !send(ids[0], 150) || !send(ids[0], 40) {
+		t.Fatal("a writer's queue must take up to twice its share (200 of 400 bytes for 4 writers)")
+	}
+	if !send(ids[1], 150) || !send(ids[2], 50) {
+		t.Fatal("frames within the bounds refused")
+	}
+	if send(ids[2], 20) {
+		t.Fatal("the bound of all the queues together (400 bytes, 390 queued) not enforced")
+	}
+	if send(ids[0], 20) {
+		t.Fatal("a writer's own bound (200 bytes, 190 queued) not enforced")
+	}
+	close(sink.block)
+}
+
 // TestWriter_DiskFullThenRecovers: a log file that cannot be written (here
 // /dev/full, which fails with ENOSPC for root too) acks the frame with the
 // error and marks the writer failing; once writable, a resend from the

@@ -76,7 +76,11 @@ func (f *Fleet) Stream(rate float64, d time.Duration) {
 		}
 		w := f.workers[i]
 		if gen := w.gen.Load(); w.logArmed.Swap(gen) != gen {
-			f.tm.add(now+int64(logTick), w, gen, dueLog, logTick)
+			// Each worker's tick starts at its own point of the interval,
+			// as real workers' tickers start when they connect: ticks
+			// started together would send every run's batch in the same
+			// instant, a burst no fleet of real workers makes.
+			f.tm.add(now+1+rand.Int64N(int64(logTick)), w, gen, dueLog, logTick)
 		}
 		w.due.Or(dueLog)
 		_ = c.Wake(nil)
