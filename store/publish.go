@@ -14,9 +14,15 @@ import (
 // writer's context ended right after the write.
 const rereadTimeout = 5 * time.Second
 
-// maxFixed bounds the runs whose fixed fields the decorator remembers; past
-// it the memory is dropped and refilled (a miss only costs a read-back).
-const maxFixed = 1 << 16
+// fixedGen bounds one generation of the runs whose fixed fields the
+// decorator remembers: a full generation becomes the older one, and the
+// older one is dropped, so at most 2×fixedGen runs are held and a run
+// looked at since the last turn is kept (a miss only costs a read-back).
+// Each costs ~1.2 KB of heap: at 1<<16 in one map, a master taking
+// submissions that nothing starts (rest-submit) held 65,536 queued runs,
+// 75 MB of its ~95 MB live heap (issue 33). The runs of a pass (the
+// queue's head, those started and ending) are looked at within a turn.
+const fixedGen = 1 << 13
 
 // Publishing wraps st so that every run it creates or changes
 // (CreateTask(s), UpdateTask(s), SetFinalReward, AddWarning) is published
@@ -41,7 +47,7 @@ const maxFixed = 1 << 16
 // decorator outside it could change a run without the change being
 // published.
 func Publishing(st Store, sink core.EventSink) Store {
-	return &publisher{Store: st, sink: sink, fixed: map[string]*core.Task{}}
+	return &publisher{Store: st, sink: sink, fixed: map[string]*core.Task{}, older: map[string]*core.Task{}}
 }
 
 // publisher is the store of Publishing.
@@ -59,19 +65,39 @@ type publisher struct {
 	fixedMu sync.Mutex
 	// fixed holds, by run id, a private copy of a run as once stored; only
 	// its fields that never change after creation are used. Runs leave it
-	// when they end (a later change reads them back once).
-	fixed map[string]*core.Task
+	// when they end (a later change reads them back once). older is the
+	// generation before (fixedGen); a run found there moves to fixed.
+	fixed, older map[string]*core.Task
+}
+
+// lookup returns the remembered copy of run id, or nil; under fixedMu.
+func (ts *publisher) lookup(id string) *core.Task {
+	if f := ts.fixed[id]; f != nil {
+		return f
+	}
+	f := ts.older[id]
+	if f != nil {
+		delete(ts.older, id)
+		ts.put(f)
+	}
+	return f
+}
+
+// put remembers f, turning the generations when fixed is full; under
+// fixedMu.
+func (ts *publisher) put(f *core.Task) {
+	if len(ts.fixed) >= fixedGen {
+		ts.older, ts.fixed = ts.fixed, make(map[string]*core.Task, fixedGen)
+	}
+	ts.fixed[f.ID] = f
 }
 
 // remember keeps t's fixed fields, copied, unless already known.
 func (ts *publisher) remember(t *core.Task) *core.Task {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
-	if f := ts.fixed[t.ID]; f != nil {
+	if f := ts.lookup(t.ID); f != nil {
 		return f
-	}
-	if len(ts.fixed) >= maxFixed {
-		clear(ts.fixed)
 	}
 	// Copied so that a caller changing its task afterwards cannot change
 	// later events; the events share this copy, which nothing writes.
@@ -84,7 +110,7 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline,
 		After: slices.Clone(t.After), InputsFrom: slices.Clone(t.InputsFrom), Python: t.Python,
 		Nodes: t.Nodes}
-	ts.fixed[t.ID] = f
+	ts.put(f)
 	return f
 }
 
@@ -95,10 +121,10 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 func (ts *publisher) rememberWarnings(t *core.Task) {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
-	if f := ts.fixed[t.ID]; f != nil {
+	if f := ts.lookup(t.ID); f != nil {
 		g := *f
 		g.Warnings = slices.Clone(t.Warnings)
-		ts.fixed[t.ID] = &g
+		ts.fixed[t.ID] = &g // lookup left it in fixed
 	}
 }
 
@@ -106,13 +132,14 @@ func (ts *publisher) rememberWarnings(t *core.Task) {
 func (ts *publisher) known(id string) *core.Task {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
-	return ts.fixed[id]
+	return ts.lookup(id)
 }
 
 func (ts *publisher) forget(id string) {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
 	delete(ts.fixed, id)
+	delete(ts.older, id)
 }
 
 // written is the run as stored after a successful update of t: the fixed
