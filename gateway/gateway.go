@@ -312,8 +312,9 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx) {
 	// 5. The forwarded headers, and the signature over the request as the
 	// master will receive it (every request: the master believes the
 	// client's address and Host only from a signed one).
-	forwardedHeaders(ctx)
-	g.sign(&ctx.Request, ctx.RemoteIP().String(), st.user)
+	clientIP := ctx.RemoteIP().String()
+	forwardedHeaders(ctx, clientIP)
+	g.sign(&ctx.Request, clientIP, st.user)
 
 	// 6. Proxy, with the fallback.
 	if (st.kind == pathWS || st.kind == pathApp) && ctx.Request.Header.ConnectionUpgrade() &&

@@ -41,9 +41,10 @@ func removeHop(peek func(string) []byte, del func(string)) {
 
 // forwardedHeaders adds X-Forwarded-For/-Host/-Proto for the upstream;
 // X-Forwarded-Host is the client's Host, which the signature covers.
-func forwardedHeaders(ctx *fasthttp.RequestCtx) {
+// ip is the client's address (ctx.RemoteIP), formatted once for this and
+// the signature.
+func forwardedHeaders(ctx *fasthttp.RequestCtx, ip string) {
 	h := &ctx.Request.Header
-	ip := ctx.RemoteIP().String()
 	if prior := h.Peek("X-Forwarded-For"); len(prior) > 0 {
 		h.Set("X-Forwarded-For", string(prior)+", "+ip)
 	} else {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"slices"
 	"sync"
@@ -14,9 +15,15 @@ import (
 // writer's context ended right after the write.
 const rereadTimeout = 5 * time.Second
 
-// maxFixed bounds the runs whose fixed fields the decorator remembers; past
-// it the memory is dropped and refilled (a miss only costs a read-back).
-const maxFixed = 1 << 16
+// fixedGen bounds one generation of the runs whose fixed fields the
+// decorator remembers: a full generation becomes the older one, and the
+// older one is dropped, so at most 2×fixedGen runs are held and a run
+// looked at since the last turn is kept (a miss only costs a read-back).
+// Each cost ~1.2 KB of heap as a whole core.Task: at 1<<16 in one map, a master taking
+// submissions that nothing starts (rest-submit) held 65,536 queued runs,
+// 75 MB of its ~95 MB live heap (issue 33). The runs of a pass (the
+// queue's head, those started and ending) are looked at within a turn.
+const fixedGen = 1 << 13
 
 // Publishing wraps st so that every run it creates or changes
 // (CreateTask(s), UpdateTask(s), SetFinalReward, AddWarning) is published
@@ -41,7 +48,7 @@ const maxFixed = 1 << 16
 // decorator outside it could change a run without the change being
 // published.
 func Publishing(st Store, sink core.EventSink) Store {
-	return &publisher{Store: st, sink: sink, fixed: map[string]*core.Task{}}
+	return &publisher{Store: st, sink: sink, fixed: map[string]*fixedRun{}, older: map[string]*fixedRun{}}
 }
 
 // publisher is the store of Publishing.
@@ -59,23 +66,81 @@ type publisher struct {
 	fixedMu sync.Mutex
 	// fixed holds, by run id, a private copy of a run as once stored; only
 	// its fields that never change after creation are used. Runs leave it
-	// when they end (a later change reads them back once).
-	fixed map[string]*core.Task
+	// when they end (a later change reads them back once). older is the
+	// generation before (fixedGen); a run found there moves to fixed.
+	fixed, older map[string]*fixedRun
+}
+
+// lookup returns the remembered copy of run id, or nil; under fixedMu.
+func (ts *publisher) lookup(id string) *fixedRun {
+	if f := ts.fixed[id]; f != nil {
+		return f
+	}
+	f := ts.older[id]
+	if f != nil {
+		delete(ts.older, id)
+		ts.put(f)
+	}
+	return f
+}
+
+// put remembers f, turning the generations when fixed is full; under
+// fixedMu.
+func (ts *publisher) put(f *fixedRun) {
+	if len(ts.fixed) >= fixedGen {
+		ts.older, ts.fixed = ts.fixed, make(map[string]*fixedRun, fixedGen)
+	}
+	ts.fixed[f.ID] = f
+}
+
+// fixedRun is what is remembered of a run: the fields of core.Task that
+// remember copies, alone (a whole core.Task is 928 bytes, most of them
+// the mutable fields, which the events take from the writer's task).
+type fixedRun struct {
+	ID, Name, Project, User      string
+	UserID                       int64
+	MaxRetries, GPUs, Priority   int
+	Command, Tags, InputsFrom    []string
+	Params                       json.RawMessage
+	Env                          map[string]string
+	Workdir, TraceID             string
+	Code                         core.CodeInfo
+	TimeoutSeconds               int
+	CreatedAt                    time.Time
+	SweepID, RerunOf, ResumeFrom string
+	Warnings                     []core.Warning
+	Preemptible, Private         bool
+	Baseline                     bool
+	PreemptGraceSeconds          int
+	Kind, Note                   string
+	After                        []core.Dep
+	Python                       *core.PythonEnv
+	Nodes                        int
+}
+
+// task is the run with f's fields, the others zero.
+func (f *fixedRun) task() core.Task {
+	return core.Task{ID: f.ID, Name: f.Name, Project: f.Project, User: f.User, UserID: f.UserID,
+		MaxRetries: f.MaxRetries, Command: f.Command, Params: f.Params,
+		GPUs: f.GPUs, Priority: f.Priority, Env: f.Env, Tags: f.Tags,
+		Workdir: f.Workdir, TraceID: f.TraceID, Code: f.Code, TimeoutSeconds: f.TimeoutSeconds,
+		CreatedAt: f.CreatedAt, SweepID: f.SweepID, RerunOf: f.RerunOf, ResumeFrom: f.ResumeFrom, Warnings: f.Warnings,
+		Preemptible: f.Preemptible, PreemptGraceSeconds: f.PreemptGraceSeconds,
+		Private: f.Private, Kind: f.Kind, Note: f.Note, Baseline: f.Baseline,
+		After: f.After, InputsFrom: f.InputsFrom, Python: f.Python,
+		Nodes: f.Nodes}
 }
 
 // remember keeps t's fixed fields, copied, unless already known.
-func (ts *publisher) remember(t *core.Task) *core.Task {
+func (ts *publisher) remember(t *core.Task) *fixedRun {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
-	if f := ts.fixed[t.ID]; f != nil {
+	if f := ts.lookup(t.ID); f != nil {
 		return f
-	}
-	if len(ts.fixed) >= maxFixed {
-		clear(ts.fixed)
 	}
 	// Copied so that a caller changing its task afterwards cannot change
 	// later events; the events share this copy, which nothing writes.
-	f := &core.Task{ID: t.ID, Name: t.Name, Project: t.Project, User: t.User, UserID: t.UserID,
+	f := &fixedRun{ID: t.ID, Name: t.Name, Project: t.Project, User: t.User, UserID: t.UserID,
 		MaxRetries: t.MaxRetries, Command: slices.Clone(t.Command), Params: slices.Clone(t.Params),
 		GPUs: t.GPUs, Priority: t.Priority, Env: maps.Clone(t.Env), Tags: slices.Clone(t.Tags),
 		Workdir: t.Workdir, TraceID: t.TraceID, Code: t.Code, TimeoutSeconds: t.TimeoutSeconds,
@@ -84,7 +149,7 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline,
 		After: slices.Clone(t.After), InputsFrom: slices.Clone(t.InputsFrom), Python: t.Python,
 		Nodes: t.Nodes}
-	ts.fixed[t.ID] = f
+	ts.put(f)
 	return f
 }
 
@@ -95,31 +160,32 @@ func (ts *publisher) remember(t *core.Task) *core.Task {
 func (ts *publisher) rememberWarnings(t *core.Task) {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
-	if f := ts.fixed[t.ID]; f != nil {
+	if f := ts.lookup(t.ID); f != nil {
 		g := *f
 		g.Warnings = slices.Clone(t.Warnings)
-		ts.fixed[t.ID] = &g
+		ts.fixed[t.ID] = &g // lookup left it in fixed
 	}
 }
 
 // known returns the remembered fixed fields of run id, or nil.
-func (ts *publisher) known(id string) *core.Task {
+func (ts *publisher) known(id string) *fixedRun {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
-	return ts.fixed[id]
+	return ts.lookup(id)
 }
 
 func (ts *publisher) forget(id string) {
 	ts.fixedMu.Lock()
 	defer ts.fixedMu.Unlock()
 	delete(ts.fixed, id)
+	delete(ts.older, id)
 }
 
 // written is the run as stored after a successful update of t: the fixed
 // fields of f and the mutable ones store.Store's UpdateTask wrote from t
 // (which the store has set to the values written).
-func written(f, t *core.Task) core.Task {
-	v := *f
+func written(f *fixedRun, t *core.Task) core.Task {
+	v := f.task()
 	v.Status, v.Attempt, v.Fence, v.Worker, v.Error = t.Status, t.Attempt, t.Fence, t.Worker, t.Error
 	// The writer's run was read from the store, so its priority is at least
 	// as new as the remembered one (another master may have set it: SetPriority).

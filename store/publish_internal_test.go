@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/internal/testkit/testutil"
 )
 
@@ -38,4 +39,32 @@ func TestRunLocks(t *testing.T) {
 		l.mu.Unlock()
 		return n == 0, fmt.Sprintf("%d locks left after every unlock", n)
 	})
+}
+
+// TestFixedGenerations: the remembered runs are bounded by two generations,
+// and a run looked at since the last turn survives the next one, however
+// many runs were remembered meanwhile.
+func TestFixedGenerations(t *testing.T) {
+	ts := Publishing(nil, nil).(*publisher)
+	keep := &core.Task{ID: "keep", Name: "kept"}
+	ts.remember(keep)
+	for i := range 5 * fixedGen {
+		ts.remember(&core.Task{ID: fmt.Sprint("run-", i)})
+		if i%(fixedGen/2) == 0 && ts.known("keep") == nil {
+			t.Fatalf("a run looked at every half generation was dropped after %d others", i)
+		}
+		if n := len(ts.fixed) + len(ts.older); n > 2*fixedGen {
+			t.Fatalf("%d runs remembered, more than two generations (%d)", n, 2*fixedGen)
+		}
+	}
+	if f := ts.known("run-0"); f != nil {
+		t.Fatal("a run not looked at for several generations is still remembered")
+	}
+	if f := ts.known("keep"); f == nil || f.Name != "kept" {
+		t.Fatalf("the kept run is %+v", f)
+	}
+	ts.forget("keep")
+	if ts.known("keep") != nil {
+		t.Fatal("a forgotten run is still remembered")
+	}
 }

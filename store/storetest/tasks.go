@@ -219,6 +219,25 @@ func testActiveAndCounts(t *testing.T, s store.Store) {
 			t.Fatalf("CountByStatus: got %v, want %v", counts, want)
 		}
 	}
+
+	// QueuedCount: a user's QUEUED runs, those waiting for a dependency
+	// too (each backend counts them through its queue's indexes), no
+	// other user's.
+	kid := core.Task{ID: "w0", Name: "waits", UserID: u.ID, CreatedAt: at(9),
+		After: []core.Dep{{Run: "r0", When: core.WhenEnded}}}
+	if err := s.CreateTask(t.Context(), &kid); err != nil || !kid.Waiting {
+		t.Fatalf("CreateTask(waiting): %v, waiting %v", err, kid.Waiting)
+	}
+	bob := mustUser(t, s, "bob")
+	mustTask(t, s, bob, "b0", 0, at(10))
+	for _, c := range []struct {
+		who  core.User
+		want int
+	}{{u, 3}, {bob, 1}} {
+		if n, err := s.QueuedCount(t.Context(), c.who.ID); err != nil || n != c.want {
+			t.Fatalf("QueuedCount(%s) = %d, %v; want %d", c.who.Username, n, err, c.want)
+		}
+	}
 }
 
 func testQueueOrder(t *testing.T, s store.Store) {

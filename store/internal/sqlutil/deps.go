@@ -165,7 +165,7 @@ func (s *Shared) DecidableWaiting(ctx context.Context, limit int) ([]string, err
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	rows, err := s.c.Read.QueryContext(ctx, `SELECT c.id FROM tasks c WHERE c.status = 'QUEUED' AND c.waiting = 1 AND (
+	rows, err := s.c.Read.QueryContext(ctx, `SELECT c.id FROM tasks c `+s.d.WaitingIndex+` WHERE c.status = 'QUEUED' AND c.waiting = 1 AND (
 		NOT EXISTS (SELECT 1 FROM task_deps e JOIN tasks p ON p.id = e.parent_id
 			WHERE e.child_id = c.id AND p.status NOT IN `+terminalList+`)
 		OR EXISTS (SELECT 1 FROM task_deps e LEFT JOIN tasks p ON p.id = e.parent_id

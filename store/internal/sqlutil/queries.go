@@ -111,11 +111,19 @@ func (s *Shared) ListTasks(ctx context.Context, f store.Filter) ([]core.Task, st
 	return ts, EncodeCursor(last.CreatedAt.UnixNano(), last.ID), nil
 }
 
+// queuedCount is QueuedCount's statement where the dialect has none of
+// its own (MySQL's tasks_ready_groups covers it).
+const queuedCount = `SELECT COUNT(*) FROM tasks WHERE status = 'QUEUED' AND user_id = ?`
+
 // QueuedCount implements store.Store, through the queue's (owner, sweep)
 // index.
 func (s *Shared) QueuedCount(ctx context.Context, userID int64) (int, error) {
+	q, args := s.d.QueuedCount, []any{userID, userID}
+	if q == "" {
+		q, args = queuedCount, args[:1]
+	}
 	var n int
-	if err := s.c.HotRead.QueryRowContext(ctx, `SELECT COUNT(*) FROM tasks WHERE status = 'QUEUED' AND user_id = ?`, userID).Scan(&n); err != nil {
+	if err := s.c.HotRead.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("cannot count queued runs: %w", err)
 	}
 	return n, nil

@@ -91,6 +91,12 @@ type Dialects struct {
 	// at its rung is kept already: args sweep_id, task_id, rung, step,
 	// value, cut, peers, stop, decided_at.
 	KeepDecision string
+	// QueuedCount counts a user's QUEUED runs, args the user id twice;
+	// "" for queuedCount's plain statement.
+	QueuedCount string
+	// WaitingIndex follows "FROM tasks c" in DecidableWaiting: the index
+	// of the runs waiting for dependencies ("" to let the backend choose).
+	WaitingIndex string
 }
 
 // Shared implements the methods of store.Store that both SQL backends
