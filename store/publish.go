@@ -116,6 +116,13 @@ type fixedRun struct {
 	After                        []core.Dep
 	Python                       *core.PythonEnv
 	Nodes                        int
+	// Where the run may go (issue 27, 28): an event without them showed
+	// a fractional run as asking for no GPU.
+	Image       string
+	GPUFraction float64
+	GPUMemoryMB int64
+	GPUType     []string
+	Constraints map[string]string
 }
 
 // task is the run with f's fields, the others zero.
@@ -128,7 +135,8 @@ func (f *fixedRun) task() core.Task {
 		Preemptible: f.Preemptible, PreemptGraceSeconds: f.PreemptGraceSeconds,
 		Private: f.Private, Kind: f.Kind, Note: f.Note, Baseline: f.Baseline,
 		After: f.After, InputsFrom: f.InputsFrom, Python: f.Python,
-		Nodes: f.Nodes}
+		Nodes: f.Nodes, Image: f.Image, GPUFraction: f.GPUFraction, GPUMemoryMB: f.GPUMemoryMB, GPUType: f.GPUType,
+		Constraints: f.Constraints}
 }
 
 // remember keeps t's fixed fields, copied, unless already known.
@@ -148,7 +156,8 @@ func (ts *publisher) remember(t *core.Task) *fixedRun {
 		Preemptible: t.Preemptible, PreemptGraceSeconds: t.PreemptGraceSeconds,
 		Private: t.Private, Kind: t.Kind, Note: t.Note, Baseline: t.Baseline,
 		After: slices.Clone(t.After), InputsFrom: slices.Clone(t.InputsFrom), Python: t.Python,
-		Nodes: t.Nodes}
+		Nodes: t.Nodes, Image: t.Image, GPUFraction: t.GPUFraction, GPUMemoryMB: t.GPUMemoryMB, GPUType: slices.Clone(t.GPUType),
+		Constraints: maps.Clone(t.Constraints)}
 	ts.put(f)
 	return f
 }

@@ -68,3 +68,18 @@ func TestFixedGenerations(t *testing.T) {
 		t.Fatal("a forgotten run is still remembered")
 	}
 }
+
+// TestFixedKeepsWhereARunMayGo: an event built from a remembered run
+// carries its share, GPU memory and type, constraints and image (without
+// them a fractional run's events said it asked for no GPU).
+func TestFixedKeepsWhereARunMayGo(t *testing.T) {
+	ts := Publishing(nil, nil).(*publisher)
+	in := &core.Task{ID: "frac", GPUFraction: 0.25, GPUMemoryMB: 4096, GPUType: []string{"A100"},
+		Constraints: map[string]string{"pool": "a100"}, Image: "docker.io/library/python:3.12"}
+	v := written(ts.remember(in), &core.Task{Status: core.StatusRunning})
+	in.GPUType[0], in.Constraints["pool"] = "changed", "changed" // the remembered copy is its own
+	if v.GPUFraction != 0.25 || v.GPUMemoryMB != 4096 || len(v.GPUType) != 1 || v.GPUType[0] != "A100" ||
+		v.Constraints["pool"] != "a100" || v.Image != "docker.io/library/python:3.12" || v.Status != core.StatusRunning {
+		t.Fatalf("the event's run: %+v", v)
+	}
+}
