@@ -174,6 +174,11 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 		return fail(err)
 	}
 
+	// Every member packed (their ends packed them, PackingAtEnd): no rows
+	// to read, and the query would still look up each member's pack.
+	if version.packs == version.members {
+		return out, version, nil, nil
+	}
 	rows, err = db.QueryContext(ctx, SeriesRowsQuery, name, id, name)
 	if err != nil {
 		return fail(err)
