@@ -542,7 +542,9 @@ func (s *Server) sweepMetrics(r *request) *apiError {
 	}
 	r.ctx.SetStatusCode(fasthttp.StatusOK)
 	r.ctx.SetContentType("application/json; charset=utf-8")
-	r.ctx.SetBody(body)
+	// Not copied (tens of MiB on a large sweep): the kept answer never
+	// changes (answerCache.put).
+	r.ctx.Response.SetBodyRaw(body)
 	return nil
 }
 
@@ -564,7 +566,7 @@ func appendCurves(id, name string, groups []sweep.Group) []byte {
 		for _, g := range groups[lo:hi] {
 			n += len(g.Series)
 		}
-		b := make([]byte, 0, 64*(hi-lo)+n*48) // ~48 bytes a point
+		b := make([]byte, 0, 64*(hi-lo)+n*88) // ~83 bytes a point (6 numbers)
 		for i, g := range groups[lo:hi] {
 			start := len(b)
 			if lo+i > 0 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/rlsched/rlsched/core"
@@ -51,7 +52,11 @@ func EncodePack(pts [][2]float64) []byte {
 var errBadPack = errors.New("malformed metric pack")
 
 // DecodePack is the inverse of EncodePack.
-func DecodePack(b []byte) ([][2]float64, error) {
+func DecodePack(b []byte) ([][2]float64, error) { return appendPack(nil, b) }
+
+// appendPack appends the points of pack b to dst: a sweep's read decodes
+// every member's pack into one slab rather than a slice each.
+func appendPack(dst [][2]float64, b []byte) ([][2]float64, error) {
 	if len(b) == 0 || b[0] != packVersion {
 		return nil, errBadPack
 	}
@@ -62,7 +67,10 @@ func DecodePack(b []byte) ([][2]float64, error) {
 		return nil, errBadPack
 	}
 	b = b[k:]
-	out := make([][2]float64, n)
+	dst = slices.Grow(dst, int(n))
+	start := len(dst)
+	dst = dst[:start+int(n)]
+	out := dst[start:]
 	step := int64(0)
 	for i := range out {
 		d, k := binary.Varint(b)
@@ -76,7 +84,7 @@ func DecodePack(b []byte) ([][2]float64, error) {
 	if len(b) != 0 {
 		return nil, errBadPack
 	}
-	return out, nil
+	return dst, nil
 }
 
 // The queries of SweepSeries: a sweep's latest runs (sweep id), their
@@ -152,6 +160,9 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 	if err != nil {
 		return fail(err)
 	}
+	// One slab for every pack's points (the version counted them in this
+	// snapshot), each member's series a full slice of it.
+	slab := make([][2]float64, 0, version.points)
 	for rows.Next() {
 		var tid string
 		var data sql.RawBytes // decoded before the next row: no copy of the pack
@@ -159,13 +170,13 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 			rows.Close()
 			return fail(err)
 		}
-		pts, err := DecodePack(data)
-		if err != nil {
+		start := len(slab)
+		if slab, err = appendPack(slab, data); err != nil {
 			rows.Close()
 			return fail(fmt.Errorf("run %s: %w", tid, err))
 		}
 		if i, ok := at[tid]; ok {
-			out[i].Points = pts
+			out[i].Points = slab[start:len(slab):len(slab)]
 		}
 	}
 	err = rows.Err()
