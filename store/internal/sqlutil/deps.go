@@ -96,6 +96,16 @@ func InsertEdges(ctx context.Context, tx Execer, t *core.Task) error {
 // terminalList is the final statuses, quoted for SQL.
 const terminalList = `('SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT')`
 
+// WaitingChildrenQuery reads the waiting children of n parents. The edges
+// are the outer loop (EXISTS, not a join): joined, SQLite walked every
+// QUEUED waiting-or-not run by the status index and looked each up, the
+// whole queue for every batch of ends.
+func WaitingChildrenQuery(n int) string {
+	return `SELECT DISTINCT e.child_id FROM task_deps e WHERE e.parent_id IN (` + placeholders(n) + `)
+		AND EXISTS (SELECT 1 FROM tasks c WHERE c.id = e.child_id AND c.status = 'QUEUED' AND c.waiting = 1)
+		ORDER BY e.child_id`
+}
+
 // WaitingChildren implements store.Dependencies: one query per 500
 // parents. The dependency controller asks for every run that ends, so a
 // group commit's ends are one statement, not one each (its parse alone
@@ -108,8 +118,7 @@ func (s *Shared) WaitingChildren(ctx context.Context, parents ...string) ([]stri
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := s.c.Read.QueryContext(ctx, `SELECT DISTINCT e.child_id FROM task_deps e JOIN tasks c ON c.id = e.child_id
-			WHERE e.parent_id IN (`+placeholders(len(part))+`) AND c.status = 'QUEUED' AND c.waiting = 1 ORDER BY e.child_id`, args...)
+		rows, err := s.c.Read.QueryContext(ctx, WaitingChildrenQuery(len(part)), args...)
 		if err != nil {
 			return nil, fmt.Errorf("cannot list the runs waiting for %d runs: %w", len(part), err)
 		}

@@ -379,7 +379,7 @@ const packRunsPerRead = 256
 
 // endedSeriesQuery reads every point of the ended runs among n ids, by run,
 // name and step (the metrics key's order).
-func endedSeriesQuery(n int) string {
+func EndedSeriesQuery(n int) string {
 	return `SELECT m.task_id, m.name, m.step, m.value FROM tasks t JOIN metrics m ON m.task_id = t.id
 		WHERE t.id IN (?` + strings.Repeat(`, ?`, n-1) + `) AND t.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT')
 		AND NOT EXISTS (SELECT 1 FROM metric_packs p WHERE p.task_id = t.id)
@@ -413,7 +413,7 @@ func endedSeries(ctx context.Context, db Querier, ids []string) ([]Pack, error) 
 	for i, id := range ids {
 		args[i] = id
 	}
-	rows, err := db.QueryContext(ctx, endedSeriesQuery(len(ids)), args...)
+	rows, err := db.QueryContext(ctx, EndedSeriesQuery(len(ids)), args...)
 	if err != nil {
 		return nil, err
 	}
