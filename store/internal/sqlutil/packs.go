@@ -377,7 +377,7 @@ func (s *Shared) writePacks(ctx context.Context, packs []Pack) []Pack {
 // packRunsPerRead bounds the runs of one read of PackSeries (the IN list).
 const packRunsPerRead = 256
 
-// endedSeriesQuery reads every point of the ended runs among n ids, by run,
+// EndedSeriesQuery reads every point of the ended runs among n ids, by run,
 // name and step (the metrics key's order).
 func EndedSeriesQuery(n int) string {
 	return `SELECT m.task_id, m.name, m.step, m.value FROM tasks t JOIN metrics m ON m.task_id = t.id
