@@ -24,32 +24,32 @@ const (
 
 // PackingAtEnd wraps st so that a run given metric points through it has
 // its series packed (Store.PackSeries) once its end is committed, by one
-// goroutine off the path of the end: a sweep's first curves then read one
-// row per member instead of one per point. A point that arrives after a
+// goroutine off the path of the end, started when runs wait and gone when
+// none do (none outlives the work, whichever layer the master closes): a
+// sweep's first curves then read one row per member instead of one per
+// point. A point that arrives after a
 // run's end (AppendMetrics drops the run's packs) packs it again. Runs that
 // got no points through this layer (the dispatch of runs without metrics,
 // runs of another master) cost a map lookup. Close stops the goroutine,
 // leaving what it had not packed to the first read. Safe for concurrent use.
 func PackingAtEnd(st Store) Store {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &packingAtEnd{Store: st, points: map[string]struct{}{}, recent: map[string]struct{}{},
-		ring: make([]string, packRecent), wake: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
-	go p.run(ctx)
-	return p
+	return &packingAtEnd{Store: st, points: map[string]struct{}{}, recent: map[string]struct{}{},
+		ring: make([]string, packRecent), ctx: ctx, cancel: cancel}
 }
 
 type packingAtEnd struct {
 	Store
-	mu     sync.Mutex
-	points map[string]struct{} // runs given points, not seen ending
-	recent map[string]struct{} // runs seen ending, the last packRecent (ring)
-	ring   []string
-	next   int
-	queue  []string // ended runs to pack
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	mu      sync.Mutex
+	points  map[string]struct{} // runs given points, not seen ending
+	recent  map[string]struct{} // runs seen ending, the last packRecent (ring)
+	ring    []string
+	next    int
+	queue   []string // ended runs to pack
+	running bool     // the packer's goroutine is on (p.queue is its)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 func (p *packingAtEnd) AppendMetrics(ctx context.Context, taskID string, pts []core.MetricPoint) error {
@@ -110,42 +110,46 @@ func (p *packingAtEnd) ended(id string) {
 	p.enqueue(id)
 }
 
-// enqueue hands id to the packer. p.mu is held.
+// enqueue hands id to the packer, starting it. p.mu is held.
 func (p *packingAtEnd) enqueue(id string) {
-	if len(p.queue) >= packQueued {
+	if len(p.queue) >= packQueued || p.ctx.Err() != nil {
 		return
 	}
 	p.queue = append(p.queue, id)
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if !p.running {
+		p.running = true
+		p.wg.Go(p.run)
 	}
 }
 
-// run packs what ended, all that waits at once: a sweep's burst of ends
-// becomes a few transactions of packs (PackSeries groups them).
-func (p *packingAtEnd) run(ctx context.Context) {
-	defer close(p.done)
+// run packs what ended, all that waits at once (a sweep's burst of ends
+// becomes a few transactions of packs: PackSeries groups them), until
+// nothing waits.
+func (p *packingAtEnd) run() {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.wake:
-		}
 		p.mu.Lock()
 		ids := p.queue
 		p.queue = nil
+		if len(ids) == 0 || p.ctx.Err() != nil {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
 		p.mu.Unlock()
 		// An error leaves the runs to the first read; the store's own
 		// outage handling is for facts, and a pack is only a cache.
-		_ = p.Store.PackSeries(ctx, ids)
+		_ = p.Store.PackSeries(p.ctx, ids)
 	}
 }
 
+// Close stops the packer (what waits is left to the first read) and
+// closes the store below.
 func (p *packingAtEnd) Close() error {
-	p.once.Do(func() {
-		p.cancel()
-		<-p.done
-	})
+	// Under p.mu, so that no enqueue starts the packer after (its check of
+	// ctx is under p.mu too) and the Wait follows every wg.Go.
+	p.mu.Lock()
+	p.cancel()
+	p.mu.Unlock()
+	p.wg.Wait()
 	return p.Store.Close()
 }
