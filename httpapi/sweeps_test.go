@@ -690,6 +690,16 @@ func TestAppendCurvesSplit(t *testing.T) {
 	if !bytes.Equal(got, wantJSON) {
 		t.Fatalf("appendCurves differs from encoding/json: %d bytes vs %d", len(got), len(wantJSON))
 	}
+	// Regions estimated too small: the ranges outgrow them and are joined by copy.
+	defer func(n int) { curveBytesPerPoint = n }(curveBytesPerPoint)
+	curveBytesPerPoint = 1
+	if got := appendCurves("s1", "episode_reward", groups); !bytes.Equal(got, wantJSON) {
+		t.Fatalf("appendCurves with regions too small differs from encoding/json: %d bytes vs %d", len(got), len(wantJSON))
+	}
+	curveBytesPerPoint = 40 // some ranges fit, some do not
+	if got := appendCurves("s1", "episode_reward", groups); !bytes.Equal(got, wantJSON) {
+		t.Fatalf("appendCurves with tight regions differs from encoding/json: %d bytes vs %d", len(got), len(wantJSON))
+	}
 	if one := appendCurves("s1", "episode_reward", groups[:1]); !json.Valid(one) {
 		t.Fatalf("one group: %s", one)
 	}
