@@ -1,8 +1,10 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rlsched/rlsched/bench/fleet"
@@ -49,9 +51,21 @@ func (d *dispatchRun) rate() float64 { return median(d.rates) }
 // Latency: POST /api/train at a fixed 1,000 runs/s (open loop), each run's
 // submit-to-start = arrival of its ExecuteTask at the worker − the moment its
 // POST was sent; both clocks are this machine's wall clock.
+// dispatchRuns makes the throughput window long enough to attach a
+// counter to the master (perf stat, strace -c): at 16,000 runs/s the
+// default 5,000 runs last a third of a second.
+var dispatchRuns = flag.Int("dispatch-runs", 0, "dispatch scenario: runs a throughput repeat (default 800 with -quick, else 5,000)")
+
+// dispatchBackends picks the backends beside the embedded one, for an A/B
+// of the master alone that does not wait on Redis and MariaDB phases.
+var dispatchBackends = flag.String("dispatch-backends", "redis,mysql", "dispatch scenario: the distributed backends to measure besides SQLite (redis, mysql, both comma-separated, or none)")
+
 func runDispatch(e *env) (*report, error) {
 	workers, slots := 100, pick(e, 16, 32)
 	n := pick(e, 800, 5000)
+	if *dispatchRuns > 0 {
+		n = *dispatchRuns
+	}
 	repeats := pick(e, 1, 3)
 	latRates, latFor := pick(e, []int{1000}, []int{1000, 100}), pick(e, 1500*time.Millisecond, 10*time.Second)
 	places := pick(e, []bool{false}, []bool{false, true})
@@ -88,7 +102,16 @@ func runDispatch(e *env) (*report, error) {
 	// latency phases to stay under 30 s.
 	distLat := pick(e, []int(nil), latRates)
 	var dist []*dispatchRun
-	for _, b := range []dispatchBackend{{redis: true}, {mysql: true}} {
+	var backends []dispatchBackend
+	for _, name := range strings.Split(*dispatchBackends, ",") {
+		switch strings.TrimSpace(name) {
+		case "redis":
+			backends = append(backends, dispatchBackend{redis: true})
+		case "mysql":
+			backends = append(backends, dispatchBackend{mysql: true})
+		}
+	}
+	for _, b := range backends {
 		r, err := e.dispatchRlsched(b, workers, slots, n, repeats, distLat, latFor)
 		if err != nil {
 			rep.note("rlsched master with %s: not measured: %v", b.describe(), err)

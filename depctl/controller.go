@@ -133,24 +133,16 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// decideChildren decides the waiting children of the runs parents.
+// decideChildren decides the waiting children of the runs parents, read
+// in one query for all of them (one a run ended was a tenth of the
+// master's CPU at dispatch speed).
 func (c *Controller) decideChildren(ctx context.Context, parents []string) {
-	seen := map[string]bool{}
-	var kids []string
-	for _, p := range parents {
-		ids, err := c.cfg.Store.WaitingChildren(ctx, p)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.cfg.Log.Warn().Err(err).Str("parent", p).Msg("cannot read the runs waiting for a run; the next pass decides them")
-			}
-			continue
+	kids, err := c.cfg.Store.WaitingChildren(ctx, parents...)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.cfg.Log.Warn().Err(err).Int("parents", len(parents)).Msg("cannot read the runs waiting for runs that ended; the next pass decides them")
 		}
-		for _, id := range ids {
-			if !seen[id] {
-				seen[id] = true
-				kids = append(kids, id)
-			}
-		}
+		return
 	}
 	if len(kids) > 0 {
 		if _, err := c.Decide(ctx, kids); err != nil && ctx.Err() == nil {

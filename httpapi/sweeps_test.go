@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -654,5 +655,55 @@ func TestSweep_SearchResults(t *testing.T) {
 	}
 	if !slices.Equal(got.Unreported, runs[10:]) || !slices.Equal(got.NoObjective, runs[10:11]) {
 		t.Fatalf("unreported %v, noObjective %v; want %v, %v", got.Unreported, got.NoObjective, runs[10:], runs[10:11])
+	}
+}
+
+// appendCurves writes a large sweep's groups in ranges at once (split):
+// the answer is the one encoding/json makes of the same groups, in order.
+func TestAppendCurvesSplit(t *testing.T) {
+	var groups []sweep.Group
+	for i := range 300 {
+		g := sweep.Group{Params: json.RawMessage(fmt.Sprintf(`{"lr":%d}`, i)), Runs: []string{fmt.Sprintf("r%d", i), "r-\"x\""}}
+		for s := range 500 {
+			g.Series = append(g.Series, sweep.Point{Step: float64(s), Mean: float64(i) / 7, Std: float64(s) / 3, N: 2, Min: -1, Max: 1e300})
+		}
+		groups = append(groups, g)
+	}
+	type group struct {
+		Params json.RawMessage `json:"params"`
+		Runs   []string        `json:"runs"`
+		Series []sweep.Point   `json:"series"`
+	}
+	want := struct {
+		SweepID string  `json:"sweepId"`
+		Name    string  `json:"name"`
+		Groups  []group `json:"groups"`
+	}{SweepID: "s1", Name: "episode_reward"}
+	for _, g := range groups {
+		want.Groups = append(want.Groups, group{g.Params, g.Runs, g.Series})
+	}
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := appendCurves("s1", "episode_reward", groups)
+	if !bytes.Equal(got, wantJSON) {
+		t.Fatalf("appendCurves differs from encoding/json: %d bytes vs %d", len(got), len(wantJSON))
+	}
+	// Regions estimated too small: the ranges outgrow them and are joined by copy.
+	defer func(n int) { curveBytesPerPoint = n }(curveBytesPerPoint)
+	curveBytesPerPoint = 1
+	if got := appendCurves("s1", "episode_reward", groups); !bytes.Equal(got, wantJSON) {
+		t.Fatalf("appendCurves with regions too small differs from encoding/json: %d bytes vs %d", len(got), len(wantJSON))
+	}
+	curveBytesPerPoint = 40 // some ranges fit, some do not
+	if got := appendCurves("s1", "episode_reward", groups); !bytes.Equal(got, wantJSON) {
+		t.Fatalf("appendCurves with tight regions differs from encoding/json: %d bytes vs %d", len(got), len(wantJSON))
+	}
+	if one := appendCurves("s1", "episode_reward", groups[:1]); !json.Valid(one) {
+		t.Fatalf("one group: %s", one)
+	}
+	if none := appendCurves("s1", "x", nil); string(none) != `{"sweepId":"s1","name":"x","groups":[]}` {
+		t.Fatalf("no group: %s", none)
 	}
 }

@@ -12,9 +12,9 @@ import (
 // QueuedTasks' window, whatever its number. It is embedded in Store; every
 // backend implements it.
 type Dependencies interface {
-	// WaitingChildren returns the waiting runs that have parent among their
-	// parents, by id.
-	WaitingChildren(ctx context.Context, parent string) ([]string, error)
+	// WaitingChildren returns the waiting runs that have one of parents
+	// among their parents, each once, by id.
+	WaitingChildren(ctx context.Context, parents ...string) ([]string, error)
 	// Parents returns each of children's parents, with its condition and
 	// the parent's status now ("" for a parent not found), by parent id.
 	// A run without parents is left out.

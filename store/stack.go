@@ -35,6 +35,10 @@ func Stack(raw Store, o StackOptions) (Store, error) {
 	// Accruing puts on them): one durable commit for the writes that wait
 	// at the same time.
 	st = NewBatcher(st, 0)
+	// PackingAtEnd sees the points the log pipe writes (built on it, below)
+	// and the ends from above, committed, and packs an ended run's series
+	// off the end's path, through the Batcher like any other write.
+	st = PackingAtEnd(st)
 	// The log pipe is built here, on the layers below the one that waits
 	// for it (MetricsFirst): no layer above does anything with metric
 	// points, and the Batcher passes them on to the backend.

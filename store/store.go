@@ -238,6 +238,12 @@ type Store interface {
 	// core.ErrNotFound for an unknown sweep. The version is
 	// SweepSeriesVersion's as the answer was read ("" without a name).
 	SweepMetrics(ctx context.Context, id, name string) (ms []MemberSeries, version string, err error)
+	// PackSeries stores the series of every ended run among ids, each
+	// name, packed: the form SweepMetrics reads in one row per run. Runs
+	// not ended, unknown, already packed or without points are skipped;
+	// a pack is dropped when its run gets a point (AppendMetrics), so it
+	// never hides one. PackingAtEnd calls it after runs end.
+	PackSeries(ctx context.Context, ids []string) error
 	// SweepSeriesVersion names the state of what SweepMetrics(id, name)
 	// answers, cheaply (no series read): equal versions mean an equal
 	// answer, so a caller may keep an answer and reuse it while the version

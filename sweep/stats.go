@@ -152,16 +152,27 @@ func GroupKey(params json.RawMessage) (string, error) {
 // value; non-finite points are left out. Runs that log at steps of their
 // own, or more than maxPoints steps, are bucketed instead (see curve).
 func Summarize(runs []Run, maxPoints int) ([]Group, error) {
+	return SummarizeSplit(runs, maxPoints, func(n, _ int, f func(lo, hi int)) { f(0, n) })
+}
+
+// SummarizeSplit is Summarize with the groups' statistics and curves
+// computed by split: it must call f on ranges [lo, hi) that cover 0..n
+// once each, in any order or at once (the groups are independent), and
+// return after the last; work is the points to add, for split to judge
+// whether splitting pays. The package starts no goroutine itself.
+func SummarizeSplit(runs []Run, maxPoints int, split func(n, work int, f func(lo, hi int))) ([]Group, error) {
 	if maxPoints <= 0 {
 		maxPoints = DefaultMaxPoints
 	}
 	type acc struct {
 		g       Group
 		rewards []float64
+		series  [][][2]float64
 		curve   curve
 	}
 	byKey := map[string]*acc{}
 	var order []*acc
+	total := 0
 	for _, r := range runs {
 		key, err := GroupKey(r.Params)
 		if err != nil {
@@ -180,16 +191,25 @@ func Summarize(runs []Run, maxPoints int) ([]Group, error) {
 			a.rewards = append(a.rewards, *f)
 		}
 		if len(r.Series) > 0 {
-			a.curve.add(r.Series)
+			a.series = append(a.series, r.Series)
+			total += len(r.Series)
 		}
 	}
+	// Each group's curve is its own: split may compute ranges of groups at
+	// once (SummarizeSplit), each group's series added in run order.
 	out := make([]Group, len(order))
-	for i, a := range order {
-		a.g.N = len(a.rewards)
-		a.g.FinalReward = summarize(a.rewards)
-		a.g.Series = a.curve.points()
-		out[i] = a.g
-	}
+	split(len(order), total, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a := order[i]
+			for _, s := range a.series {
+				a.curve.add(s)
+			}
+			a.g.N = len(a.rewards)
+			a.g.FinalReward = summarize(a.rewards)
+			a.g.Series = a.curve.points()
+			out[i] = a.g
+		}
+	})
 	slices.SortFunc(out, func(a, b Group) int {
 		switch {
 		case a.FinalReward == nil && b.FinalReward == nil:

@@ -54,6 +54,22 @@ func TestSweepIndexes(t *testing.T) {
 		"tasks_sweep_newest", "s1")
 	f("reruns of a run", sqlutil.TaskCols+`WHERE t.rerun_of <> '' AND t.rerun_of = ? ORDER BY t.created_at DESC, t.id DESC LIMIT 5`,
 		"tasks_rerun_of", "r1")
+	// PackSeries sorts its at most 256 runs' points (SQLite cannot tell
+	// that its IN list comes out in order), but finds them by key.
+	if p := planOf(t, s, sqlutil.EndedSeriesQuery(2), "r1", "r2"); !strings.Contains(p, "SEARCH t USING INDEX sqlite_autoindex_tasks_1 (id=?)") ||
+		!strings.Contains(p, "SEARCH m USING PRIMARY KEY") {
+		t.Errorf("PackSeries: plan %q, want the runs and their points by key", p)
+	}
+}
+
+// TestWaitingChildrenPlan: the children of a batch of ended runs are found
+// from the edges' parent index, never by walking the queue.
+func TestWaitingChildrenPlan(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "rlsched.db"))
+	p := planOf(t, s, sqlutil.WaitingChildrenQuery(3), "p1", "p2", "p3")
+	if !strings.Contains(p, "task_deps_parent") || strings.Contains(p, "SCAN c") || strings.Contains(p, "tasks_status") {
+		t.Errorf("WaitingChildren: plan %q, want the edges by task_deps_parent and each child by its key", p)
+	}
 }
 
 // TestSweepMetricsPacks: the ended runs' series are packed by the first

@@ -45,6 +45,13 @@ func testDependencies(t *testing.T, s store.Store) {
 			t.Fatalf("WaitingChildren(%s) = %v, %v", p, kids, err)
 		}
 	}
+	// Several parents at once (the runs of one group commit): each child once.
+	if kids, err := s.WaitingChildren(ctx, "p1", "p2", "p-missing", "p1"); err != nil || !slices.Equal(kids, []string{"c1"}) {
+		t.Fatalf("WaitingChildren(p1, p2, p-missing, p1) = %v, %v", kids, err)
+	}
+	if kids, err := s.WaitingChildren(ctx); err != nil || len(kids) != 0 {
+		t.Fatalf("WaitingChildren() = %v, %v", kids, err)
+	}
 	ps, err := s.Parents(ctx, []string{"c1", "p1"})
 	if err != nil {
 		t.Fatal(err)

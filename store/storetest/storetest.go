@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepRetry", testSweepRetry},
 		{"SweepList", testSweepList},
 		{"SweepMetrics", testSweepMetrics},
+		{"PackSeries", testPackSeries},
 		{"SweepLimits", testSweepLimits},
 		{"SweepVersion", testSweepVersion},
 		{"SweepGrow", testSweepGrow},

@@ -396,6 +396,104 @@ func testSweepMetrics(t *testing.T, s store.Store) {
 	}
 }
 
+// testPackSeries: a run's series packed at its end (as PackingAtEnd does)
+// is what SweepMetrics then reads, equal to the read of its rows; only
+// ended runs are packed, every name, and a late point drops the pack, is
+// read, and is packed again.
+func testPackSeries(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := mustUser(t, s, "alice")
+	// Two sweeps of the same series: s1 is packed by PackSeries, s2 read as
+	// rows (its first read), the reference.
+	_, ts := mustSweep(t, s, "s1", u, 3, 0)
+	_, ref := mustSweep(t, s, "s2", u, 3, 0)
+	for i := range ts {
+		var pts []core.MetricPoint
+		for step := range 50 {
+			pts = append(pts, core.MetricPoint{Step: int64(step * (i + 1)), Name: "r", Value: float64(step) / 3},
+				core.MetricPoint{Step: int64(step), Name: "loss", Value: -float64(step)})
+		}
+		for _, tk := range []*core.Task{ts[i], ref[i]} {
+			if err := s.AppendMetrics(ctx, tk.ID, pts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	version := func(what string) string {
+		t.Helper()
+		v, err := s.SweepSeriesVersion(ctx, "s1", "r")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	pack := func(ids ...string) {
+		t.Helper()
+		if err := s.PackSeries(ctx, append(ids, "r-missing")); err != nil {
+			t.Fatalf("PackSeries: %v", err)
+		}
+	}
+	// A run not ended is not packed: packing it once ended changes the version.
+	end(t, s, ts[0].ID, core.StatusSucceeded, 1)
+	end(t, s, ts[1].ID, core.StatusFailed, 2)
+	mustMove(t, s, ts[2].ID, core.StatusRunning, 3)
+	pack(ts[2].ID)
+	end(t, s, ts[2].ID, core.StatusSucceeded, 3)
+	v0 := version("ended, not packed")
+	pack(ts[2].ID)
+	v1 := version("one packed")
+	if v0 == "" || v1 == v0 {
+		t.Fatalf("version %q before packing the ended run, %q after: want a change", v0, v1)
+	}
+	pack(ts[0].ID, ts[1].ID, ts[2].ID)
+	packed := version("packed")
+	if packed == v1 {
+		t.Fatalf("version %q before packing two more runs, %q after: want a change", v1, packed)
+	}
+	for i, tk := range ref {
+		end(t, s, tk.ID, core.StatusSucceeded, uint64(10+i))
+	}
+	for _, name := range []string{"r", "loss"} {
+		rows, _, err := s.SweepMetrics(ctx, "s2", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, v, err := s.SweepMetrics(ctx, "s1", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every name was packed: the read of s1 packs nothing more.
+		if name == "r" && v != packed {
+			t.Fatalf("a read of packed series answers version %q, the store had %q: it packed again", v, packed)
+		}
+		for i := range ms {
+			if len(ms[i].Points) != 50 || !reflect.DeepEqual(ms[i].Points, rows[i].Points) {
+				t.Fatalf("%s of member %d: packed %v, rows %v", name, i, ms[i].Points, rows[i].Points)
+			}
+		}
+	}
+	// A late point drops the run's packs; it is read, and packed again.
+	if err := s.AppendMetrics(ctx, ts[0].ID, []core.MetricPoint{{Step: 1000, Name: "r", Value: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	late := version("a late point")
+	if late == packed {
+		t.Fatalf("version %q after a late point, as before: want a change", late)
+	}
+	pack(ts[0].ID)
+	repacked := version("repacked")
+	if repacked == late {
+		t.Fatalf("version %q after packing the late point, as before: want a change", repacked)
+	}
+	ms, v, err := s.SweepMetrics(ctx, "s1", "r")
+	if err != nil || v != repacked {
+		t.Fatalf("read after repacking: version %q (store %q) %v", v, repacked, err)
+	}
+	if p := ms[0].Points; len(p) != 51 || p[50] != [2]float64{1000, 7} {
+		t.Fatalf("the late point after repacking: %v", p)
+	}
+}
+
 // testSweepLimits: capped sweeps only, with their active members.
 func testSweepLimits(t *testing.T, s store.Store) {
 	ctx := t.Context()

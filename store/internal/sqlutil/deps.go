@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rlsched/rlsched/core"
@@ -95,14 +96,43 @@ func InsertEdges(ctx context.Context, tx Execer, t *core.Task) error {
 // terminalList is the final statuses, quoted for SQL.
 const terminalList = `('SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT')`
 
-// WaitingChildren implements store.Dependencies.
-func (s *Shared) WaitingChildren(ctx context.Context, parent string) ([]string, error) {
-	rows, err := s.c.Read.QueryContext(ctx, `SELECT e.child_id FROM task_deps e JOIN tasks c ON c.id = e.child_id
-		WHERE e.parent_id = ? AND c.status = 'QUEUED' AND c.waiting = 1 ORDER BY e.child_id`, parent)
-	if err != nil {
-		return nil, fmt.Errorf("cannot list the runs waiting for %s: %w", parent, err)
+// WaitingChildrenQuery reads the waiting children of n parents. The edges
+// are the outer loop (EXISTS, not a join): joined, SQLite walked every
+// QUEUED waiting-or-not run by the status index and looked each up, the
+// whole queue for every batch of ends.
+func WaitingChildrenQuery(n int) string {
+	return `SELECT DISTINCT e.child_id FROM task_deps e WHERE e.parent_id IN (` + placeholders(n) + `)
+		AND EXISTS (SELECT 1 FROM tasks c WHERE c.id = e.child_id AND c.status = 'QUEUED' AND c.waiting = 1)
+		ORDER BY e.child_id`
+}
+
+// WaitingChildren implements store.Dependencies: one query per 500
+// parents. The dependency controller asks for every run that ends, so a
+// group commit's ends are one statement, not one each (its parse alone
+// was 10% of the master's CPU in the dispatch bench).
+func (s *Shared) WaitingChildren(ctx context.Context, parents ...string) ([]string, error) {
+	out := []string{}
+	for start := 0; start < len(parents); start += 500 {
+		part := parents[start:min(len(parents), start+500)]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := s.c.Read.QueryContext(ctx, WaitingChildrenQuery(len(part)), args...)
+		if err != nil {
+			return nil, fmt.Errorf("cannot list the runs waiting for %d runs: %w", len(part), err)
+		}
+		ids, err := scanIDs(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ids...)
 	}
-	return scanIDs(rows)
+	if len(parents) > 500 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out, nil
 }
 
 // Parents implements store.Dependencies.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/rlsched/rlsched/core"
 	"github.com/rlsched/rlsched/store"
@@ -19,7 +21,9 @@ import (
 // packed, the same read is ~10,000 rows. A pack is made when a sweep's
 // series are read and a member's latest run has ended; a write of points
 // to the run drops its packs (AppendMetrics), so a pack never hides a late
-// point.
+// point. Since issue 33 a run's series is packed when its end is
+// committed (store.PackingAtEnd calls PackSeries); the first read packs
+// what that missed.
 
 // MaxPackPoints bounds one pack (≈ 9 bytes a point): a longer series stays
 // in rows only, and MySQL's packet limit is never near.
@@ -48,7 +52,11 @@ func EncodePack(pts [][2]float64) []byte {
 var errBadPack = errors.New("malformed metric pack")
 
 // DecodePack is the inverse of EncodePack.
-func DecodePack(b []byte) ([][2]float64, error) {
+func DecodePack(b []byte) ([][2]float64, error) { return appendPack(nil, b) }
+
+// appendPack appends the points of pack b to dst: a sweep's read decodes
+// every member's pack into one slab rather than a slice each.
+func appendPack(dst [][2]float64, b []byte) ([][2]float64, error) {
 	if len(b) == 0 || b[0] != packVersion {
 		return nil, errBadPack
 	}
@@ -59,7 +67,10 @@ func DecodePack(b []byte) ([][2]float64, error) {
 		return nil, errBadPack
 	}
 	b = b[k:]
-	out := make([][2]float64, n)
+	dst = slices.Grow(dst, int(n))
+	start := len(dst)
+	dst = dst[:start+int(n)]
+	out := dst[start:]
 	step := int64(0)
 	for i := range out {
 		d, k := binary.Varint(b)
@@ -73,7 +84,7 @@ func DecodePack(b []byte) ([][2]float64, error) {
 	if len(b) != 0 {
 		return nil, errBadPack
 	}
-	return out, nil
+	return dst, nil
 }
 
 // The queries of SweepSeries: a sweep's latest runs (sweep id), their
@@ -149,6 +160,9 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 	if err != nil {
 		return fail(err)
 	}
+	// One slab for every pack's points (the version counted them in this
+	// snapshot), each member's series a full slice of it.
+	slab := make([][2]float64, 0, version.points)
 	for rows.Next() {
 		var tid string
 		var data sql.RawBytes // decoded before the next row: no copy of the pack
@@ -156,13 +170,13 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 			rows.Close()
 			return fail(err)
 		}
-		pts, err := DecodePack(data)
-		if err != nil {
+		start := len(slab)
+		if slab, err = appendPack(slab, data); err != nil {
 			rows.Close()
 			return fail(fmt.Errorf("run %s: %w", tid, err))
 		}
 		if i, ok := at[tid]; ok {
-			out[i].Points = pts
+			out[i].Points = slab[start:len(slab):len(slab)]
 		}
 	}
 	err = rows.Err()
@@ -171,6 +185,11 @@ func SweepSeries(ctx context.Context, db Querier, id, name, packsIndex string) (
 		return fail(err)
 	}
 
+	// Every member packed (their ends packed them, PackingAtEnd): no rows
+	// to read, and the query would still look up each member's pack.
+	if version.packs == version.members {
+		return out, version, nil, nil
+	}
 	rows, err = db.QueryContext(ctx, SeriesRowsQuery, name, id, name)
 	if err != nil {
 		return fail(err)
@@ -297,12 +316,13 @@ type SweepDialect struct {
 }
 
 // SweepMetrics implements store.Store: one read transaction (Snapshot)
-// for the reads, then the packs of the ended runs it read as rows, written
-// in transactions of PacksPerTx so other writers are not held up. A pack
-// that cannot be written costs the next read only. The version is the one
-// the packs written leave (Version.Packed).
+// for the reads, then the packs of the ended runs it read as rows
+// (writePacks). A run's series is normally packed at its end
+// (PackSeries); this covers the runs whose end was not followed by one (a
+// master restarted meanwhile, a full packer queue, a late point). The
+// version is the one the packs written leave (Version.Packed).
 func (s *Shared) SweepMetrics(ctx context.Context, id, name string) ([]store.MemberSeries, string, error) {
-	var packs, written []Pack
+	var packs []Pack
 	var version Version
 	out, err := readTx(ctx, s.c.Snapshot, func(tx *sql.Tx) ([]store.MemberSeries, error) {
 		out, v, p, err := SweepSeries(ctx, tx, id, name, s.d.Sweep.PacksIndex)
@@ -312,6 +332,15 @@ func (s *Shared) SweepMetrics(ctx context.Context, id, name string) ([]store.Mem
 	if err != nil {
 		return nil, "", err
 	}
+	return out, version.Packed(s.writePacks(ctx, packs)).String(), nil
+}
+
+// writePacks writes packs in transactions of PacksPerTx, so other writers
+// are not held up, and returns those written (a pack whose run gained a
+// point since it was read is not). A pack that cannot be written costs the
+// next read only.
+func (s *Shared) writePacks(ctx context.Context, packs []Pack) []Pack {
+	var written []Pack
 	for len(packs) > 0 {
 		part := packs[:min(len(packs), PacksPerTx)]
 		packs = packs[len(part):]
@@ -342,7 +371,80 @@ func (s *Shared) SweepMetrics(ctx context.Context, id, name string) ([]store.Mem
 			written = append(written, made...)
 		}
 	}
-	return out, version.Packed(written).String(), nil
+	return written
+}
+
+// packRunsPerRead bounds the runs of one read of PackSeries (the IN list).
+const packRunsPerRead = 256
+
+// EndedSeriesQuery reads every point of the ended runs among n ids, by run,
+// name and step (the metrics key's order).
+func EndedSeriesQuery(n int) string {
+	return `SELECT m.task_id, m.name, m.step, m.value FROM tasks t JOIN metrics m ON m.task_id = t.id
+		WHERE t.id IN (?` + strings.Repeat(`, ?`, n-1) + `) AND t.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMEOUT')
+		AND NOT EXISTS (SELECT 1 FROM metric_packs p WHERE p.task_id = t.id)
+		ORDER BY m.task_id, m.name, m.step`
+}
+
+// PackSeries implements store.Store: the series of the ended runs among
+// ids, every name, read in one snapshot per packRunsPerRead runs and
+// written as SweepMetrics writes its packs (the same conditional INSERT,
+// so a point written since the read, or a pack another writer made, wins).
+// A run that has packs already is skipped: packs are dropped whole when a
+// point arrives.
+func (s *Shared) PackSeries(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		part := ids[:min(len(ids), packRunsPerRead)]
+		ids = ids[len(part):]
+		packs, err := readTx(ctx, s.c.Snapshot, func(tx *sql.Tx) ([]Pack, error) {
+			return endedSeries(ctx, tx, part)
+		})
+		if err != nil {
+			return fmt.Errorf("cannot pack the series of %d runs: %w", len(part), err)
+		}
+		s.writePacks(ctx, packs)
+	}
+	return nil
+}
+
+// endedSeries reads the packs to make of the ended runs among ids.
+func endedSeries(ctx context.Context, db Querier, ids []string) ([]Pack, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := db.QueryContext(ctx, EndedSeriesQuery(len(ids)), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var packs []Pack
+	var tid, name string
+	var pts [][2]float64
+	flush := func() {
+		if len(pts) > 0 && len(pts) <= MaxPackPoints {
+			packs = append(packs, Pack{TaskID: tid, Name: name, Points: len(pts), Data: EncodePack(pts)})
+		}
+		pts = pts[:0]
+	}
+	for rows.Next() {
+		var t, n string
+		var step int64
+		var v float64
+		if err := rows.Scan(&t, &n, &step, &v); err != nil {
+			return nil, err
+		}
+		if t != tid || n != name {
+			flush()
+			tid, name = t, n
+		}
+		pts = append(pts, [2]float64{float64(step), v})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	flush()
+	return packs, nil
 }
 
 // SweepSeriesVersion implements store.Store.
