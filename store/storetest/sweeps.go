@@ -419,14 +419,7 @@ func testPackSeries(t *testing.T, s store.Store) {
 			}
 		}
 	}
-	version := func(what string) string {
-		t.Helper()
-		v, err := s.SweepSeriesVersion(ctx, "s1", "r")
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
+	version := func(what string) string { t.Helper(); return seriesVersion(t, s, what) }
 	pack := func(ids ...string) {
 		t.Helper()
 		if err := s.PackSeries(ctx, append(ids, "r-missing")); err != nil {
@@ -525,14 +518,7 @@ func testSweepVersion(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	u := mustUser(t, s, "alice")
 	_, ts := mustSweep(t, s, "s1", u, 2, 0)
-	version := func(what string) string {
-		t.Helper()
-		v, err := s.SweepSeriesVersion(ctx, "s1", "r")
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
+	version := func(what string) string { t.Helper(); return seriesVersion(t, s, what) }
 	read := func(what string) string {
 		t.Helper()
 		_, v, err := s.SweepMetrics(ctx, "s1", "r")
@@ -588,4 +574,14 @@ func testSweepVersion(t *testing.T, s store.Store) {
 	if v, err := s.SweepSeriesVersion(ctx, "s-missing", "r"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("version of an unknown sweep: %q %v", v, err)
 	}
+}
+
+// seriesVersion is sweep s1's version of its members' series "r".
+func seriesVersion(t *testing.T, s store.Store, what string) string {
+	t.Helper()
+	v, err := s.SweepSeriesVersion(t.Context(), "s1", "r")
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
 }
