@@ -169,16 +169,13 @@ func (d *Dispatcher) onStarted(sess *session, ts *pb.TaskStarted, gate *startGat
 	}
 	// A worker sends its TaskStarted again on every session while the run
 	// runs (the first may have died with its connection): one for a run
-	// already RUNNING changes nothing, warns nothing and starts no member.
+	// already RUNNING changes nothing and warns nothing (startMembers sends
+	// each member once).
 	started := false
 	if rr.group != nil && ts.Error == "" {
 		// Before the gate opens: rank 0's end, which waits for it, then
 		// finds every member sent.
-		defer func() {
-			if started {
-				d.startMembers(rr, ts.MasterPort)
-			}
-		}()
+		defer d.startMembers(rr, ts.MasterPort)
 	}
 	at := gate.at
 	err := d.updateTask(gate.ctx, rr, ts.TaskId, ts.Fence, func(t *core.Task) bool {

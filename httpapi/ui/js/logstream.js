@@ -103,6 +103,7 @@ export class LogStream {
     for (;;) {
       if (this.stopped || this.eof) return;
       const r = await api.logBytes(this.id, this.next, CHUNK, this.abort.signal, this.rank);
+      if (this.stopped) return; // a read that ended after stop(): its bytes are another view's no more
       let b = r.bytes;
       if (!b.length) {
         this.eof = r.eof;
@@ -128,7 +129,7 @@ export class LogStream {
   async catchUpTo(target) {
     while (this.next < target && !this.stopped) {
       const r = await api.logBytes(this.id, this.next, Math.min(CHUNK, target - this.next), this.abort.signal, this.rank);
-      if (!r.bytes.length) return;
+      if (this.stopped || !r.bytes.length) return;
       this.emit(r.bytes);
       this.next += r.bytes.length;
     }

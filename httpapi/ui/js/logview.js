@@ -77,6 +77,9 @@ export class LogView {
 
   clear() {
     this.chunks = []; this.firstLine = []; this.total = 0; this.dropped = 0; this.chars = 0; this.partial = '';
+    // Wrapped rows are drawn again only when their signature changes, and
+    // another log of as many lines (a group's other rank) has the same one.
+    this.drawn = null;
     this.schedule();
   }
 
