@@ -277,8 +277,11 @@ func (s *server) handle(cc *conn, msg proto.Message) gnet.Action {
 	case *pb.TaskFinished:
 		return s.admit(sess, true, func() { s.d.onFinished(sess, msg) })
 	case *pb.TaskExited:
-		// On the shard, not beside it: no I/O, only the registry.
-		return s.admit(sess, false, func() { s.d.onExited(sess, msg) })
+		// Beside the shard, as the run's other reports: ordered work waits
+		// for every earlier report's store write, and while the store is
+		// down one retrying TaskFinished held the shard, and with it the
+		// worker's heartbeats, past its leases (TestFaultMariaDBDown).
+		return s.admit(sess, true, func() { s.d.onExited(sess, msg) })
 	case *pb.ArtifactChunk:
 		s.d.onArtifactChunk(sess, msg) // on this loop: it never blocks (artifacts.go)
 	case *pb.ArtifactAck:
