@@ -3,7 +3,6 @@
 package isolation
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -19,17 +18,9 @@ import (
 // watchdog (worker/diskwatch.go) counts a run's dirs with it, and what
 // dynamic uids keep in the shared temporary dirs.
 func DiskUse(root string, by func(uid uint32) *int64) (dev uint64, err error) {
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("cannot measure the disk use of %s: %w", root, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return 0, fmt.Errorf("cannot measure the disk use of %s: %w", root, err)
+	fd, st, err := openRoot(root, "measure the disk use of")
+	if err != nil || fd < 0 {
+		return 0, err
 	}
 	if n := by(st.Uid); n != nil {
 		*n += st.Blocks * 512

@@ -53,21 +53,31 @@ func RemoveLeftovers(uid uint32) (removed int, err error) {
 // removeUnder removes what uid left in root, one of leftoverRoots; a
 // missing one holds none.
 func removeUnder(root string, uid uint32) (int, error) {
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ENOENT) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("cannot remove what a uid left in %s: %w", root, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return 0, fmt.Errorf("cannot remove what a uid left in %s: %w", root, err)
+	fd, st, err := openRoot(root, "remove what a uid left in")
+	if err != nil || fd < 0 {
+		return 0, err
 	}
 	s := remover{uid: uid, dev: uint64(st.Dev)}
 	s.dir(fd, root, 0) // closes fd
 	return s.removed, s.err
+}
+
+// openRoot opens the directory root, not following a link, with its
+// stat; fd -1 and no error when it does not exist. what names the work
+// for the error.
+func openRoot(root, what string) (fd int, st unix.Stat_t, err error) {
+	fd, err = unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, st, nil
+	}
+	if err != nil {
+		return -1, st, fmt.Errorf("cannot %s %s: %w", what, root, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, st, fmt.Errorf("cannot %s %s: %w", what, root, err)
+	}
+	return fd, st, nil
 }
 
 type remover struct {
