@@ -16,6 +16,7 @@ import (
 // offer is what the worker offers runs (Hello.cpu_millis, memory_mb): the
 // machine less what is reserved for the system and the worker.
 type offer struct {
+	all       []int // the cores the process may run on, ascending
 	cores     []int // the cores runs may use, ascending
 	cpuMillis int64
 	memoryMB  int64 // 0: unknown
@@ -24,12 +25,12 @@ type offer struct {
 // machineOffer reads the cores this process may run on and the machine's
 // memory, and takes the reserve off.
 func machineOffer(c Config) (offer, error) {
-	all := affinity()
+	all := startAffinity
 	reserved := int(c.ReservedCPUs) // whole cores leave the cpuset; a fraction only the count
 	if c.ReservedCPUs >= float64(len(all)) {
 		return offer{}, fmt.Errorf("cannot start worker: RESERVED_CPUS=%v leaves none of the %d cores for runs; reserve fewer", c.ReservedCPUs, len(all))
 	}
-	o := offer{cores: all[reserved:], cpuMillis: int64(math.Round((float64(len(all)) - c.ReservedCPUs) * 1000))}
+	o := offer{all: all, cores: all[reserved:], cpuMillis: int64(math.Round((float64(len(all)) - c.ReservedCPUs) * 1000))}
 	total := memTotalMB()
 	if total <= 0 {
 		return o, nil
@@ -47,6 +48,12 @@ func machineOffer(c Config) (offer, error) {
 	o.memoryMB = total - keep
 	return o, nil
 }
+
+// startAffinity is read once, as the process starts: a worker keeps
+// itself off the cores its runs hold alone (cgroup.Options.Self), and a
+// second worker of the same process (tests, `up`) must not take what is
+// left then for the machine.
+var startAffinity = affinity()
 
 // affinity lists the cores this process may run on (its cpuset).
 func affinity() []int {

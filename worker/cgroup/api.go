@@ -63,6 +63,9 @@ type Options struct {
 	// Cores are the cores runs may use (the worker's affinity less
 	// RESERVED_CPUS), ascending.
 	Cores []int
+	// Self are the cores the worker itself may run on (its affinity at its
+	// start); it keeps to those of them no run holds alone. nil: Cores.
+	Self []int
 	// MemoryMB caps every run together (the machine less
 	// RESERVED_MEMORY_MB); 0: no cap of the parent.
 	MemoryMB int64

@@ -135,11 +135,7 @@ func openTest(t *testing.T, o Options) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, p := range m.parent {
-			_ = os.Remove(p)
-		}
-	})
+	t.Cleanup(m.Close)
 	return m
 }
 
@@ -349,6 +345,10 @@ func TestV1_ExclusiveCores(t *testing.T) {
 	if whole.Cores() != "1" {
 		t.Fatalf("whole got %q, want core 1 (near its GPU)", whole.Cores())
 	}
+	// The worker (this test) keeps off the run's core: every thread of it.
+	if got := allowed(t); got != "0" {
+		t.Fatalf("the worker's threads may run on %q while a run holds core 1 alone, want 0", got)
+	}
 	if s, _ := read(shared.dirs["cpuset"], "cpuset.cpus"); s != "0" {
 		t.Fatalf("shared has %q, want 0", s)
 	}
@@ -369,6 +369,42 @@ func TestV1_ExclusiveCores(t *testing.T) {
 	if s, _ := read(shared.dirs["cpuset"], "cpuset.cpus"); s != "0-1" {
 		t.Fatalf("shared has %q after, want 0-1", s)
 	}
+	if got := allowed(t); got != "0-1" {
+		t.Fatalf("the worker's threads may run on %q after the run's end, want 0-1", got)
+	}
+	// A run forked from the worker's own group is fenced by the run's.
+	start(t, shared, "true")
+	m.Close()
+	if _, err := os.Stat(m.self); !os.IsNotExist(err) {
+		t.Fatalf("the worker's own group %s is left after Close: %v", m.self, err)
+	}
+}
+
+// allowed is the cpu list every thread of this process may run on; it
+// fails when they differ.
+func allowed(t *testing.T) string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "status"))
+		if err != nil {
+			continue // the thread exited
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				v = strings.TrimSpace(v)
+				if i > 0 && v != first {
+					t.Fatalf("thread %s may run on %q, another on %q", task.Name(), v, first)
+				}
+				first = v
+			}
+		}
+	}
+	return first
 }
 
 // TestOpen_Sweeps: a group an earlier worker of the same name left is

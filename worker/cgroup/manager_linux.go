@@ -34,6 +34,10 @@ type Manager struct {
 	// test of a fake tree replaces it.
 	attachDevices func(dir string, deny []int) error
 
+	// self is the worker's own group (self_linux.go): v1 in the cpuset
+	// controller, home where it came from; v2 the leaf it moved into.
+	self, home string
+
 	mu     sync.Mutex
 	cores  cores
 	groups map[string]*Group // by name: their cpusets follow the exclusive cores
@@ -77,6 +81,7 @@ func (m *Manager) Close() {
 	if m == nil {
 		return
 	}
+	m.unconfine()
 	for _, p := range m.parent {
 		_ = os.Remove(p)
 	}
@@ -185,6 +190,7 @@ func (m *Manager) Create(task string, attempt int32, fence uint64, l Limits) (*G
 func (m *Manager) reshare() {
 	m.mu.Lock()
 	shared := FormatList(m.cores.shared())
+	self := FormatList(m.selfCoresLocked())
 	var gs []*Group
 	for _, g := range m.groups {
 		if g.exclusive == nil {
@@ -197,6 +203,7 @@ func (m *Manager) reshare() {
 			m.log.Warn().Err(err).Str("group", g.name).Msg("cannot update the shared cores of a run")
 		}
 	}
+	m.setSelfCores(self)
 }
 
 // Dir is the group's directory (v2), or its memory controller's (v1).

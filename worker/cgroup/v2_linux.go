@@ -48,6 +48,7 @@ func (m *Manager) setUpV2() error {
 			if err := write(self, "cgroup.procs", strconv.Itoa(os.Getpid())); err != nil {
 				return fmt.Errorf("cannot move the worker into %s: %w", self, err)
 			}
+			m.self = self
 		}
 		if err := write(own, "cgroup.subtree_control", enable); err != nil {
 			return fmt.Errorf("%w: the worker's cgroup must hold the worker alone (systemd: Delegate=yes, one worker per unit)", err)

@@ -84,6 +84,10 @@ func TestV2_FakeTree(t *testing.T) {
 			t.Errorf("%s = %q, want %q", f, got, want)
 		}
 	}
+	// The worker keeps off the run's exclusive cores.
+	if got := readFile(t, filepath.Join(own, "rlsched-w1.self", "cpuset.cpus")); got != "0-1" {
+		t.Errorf("the worker's own cores %q, want 0-1", got)
+	}
 	shared, err := m.Create("t2", 1, 1, Limits{CPUMillis: 250})
 	if err != nil {
 		t.Fatal(err)

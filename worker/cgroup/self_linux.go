@@ -1,0 +1,95 @@
+package cgroup
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// The worker keeps itself (and in `up` the master beside it) off the cores
+// its runs hold alone. The kernel's cpusets fence a run onto its cores but
+// do not fence the rest of the machine off them: with every core busy (a
+// run spinning on the shared ones), the scheduler wakes the worker's
+// threads, for a sample or a log batch, onto the exclusive core and
+// preempts the run there. Issue 26's bench saw a latency-sensitive run's
+// p99 step time rise by half beside a busy neighbour that way. So the
+// worker's threads live in a group of their own, "rlsched-<name>.self"
+// beside the runs' parent, whose cpus are the worker's own less the
+// exclusive ones; the spawner thread returns there after each fork (v1).
+
+// selfCoresLocked are the cores the worker may run on now: its own less
+// those a run holds alone, never none. Call with m.mu held.
+func (m *Manager) selfCoresLocked() []int {
+	own := m.opts.Self
+	if len(own) == 0 {
+		own = m.cores.all
+	}
+	out := slices.DeleteFunc(slices.Clone(own), func(c int) bool {
+		_, held := m.cores.owner[c]
+		return held
+	})
+	if len(out) == 0 {
+		return own
+	}
+	return out
+}
+
+// confineV1 moves the worker into its own cpuset group. Failing to is not
+// fatal: the runs' limits hold without it, only their exclusive cores are
+// less so.
+func (m *Manager) confineV1(name string) {
+	home := m.h.V1["cpuset"]
+	d := filepath.Join(home, name+".self")
+	err := os.Mkdir(d, 0o755)
+	if err == nil || errors.Is(err, os.ErrExist) {
+		var mems string
+		if mems, err = read(home, "cpuset.mems"); err == nil {
+			m.mu.Lock()
+			cpus := FormatList(m.selfCoresLocked())
+			m.mu.Unlock()
+			if err = write(d, "cpuset.cpus", cpus); err == nil {
+				if err = write(d, "cpuset.mems", mems); err == nil {
+					err = write(d, "cgroup.procs", strconv.Itoa(os.Getpid()))
+				}
+			}
+		}
+	}
+	if err != nil {
+		m.log.Warn().Err(err).Msg("cannot keep the worker off the cores its runs hold alone; the runs may be preempted there by the worker")
+		_ = os.Remove(d)
+		return
+	}
+	m.self, m.home = d, home
+}
+
+// setSelfCores writes the worker's own cores after a run took or gave
+// back exclusive ones.
+func (m *Manager) setSelfCores(cpus string) {
+	if m.self == "" {
+		return
+	}
+	if err := write(m.self, "cpuset.cpus", cpus); err != nil {
+		m.log.Warn().Err(err).Msg("cannot update the worker's own cores")
+	}
+}
+
+// unconfine moves the worker back where it was (v1; on v2 its old group
+// holds the runs' parent now) and removes its own group.
+func (m *Manager) unconfine() {
+	if m.self == "" || m.home == "" {
+		return
+	}
+	if err := write(m.home, "cgroup.procs", strconv.Itoa(os.Getpid())); err == nil {
+		_ = os.Remove(m.self)
+	}
+}
+
+// homeOf is the v1 group of controller c the worker's threads belong in.
+func (m *Manager) homeOf(c string) string {
+	if m.self != "" && m.h.V1[c] == m.home {
+		return m.self
+	}
+	return m.h.V1[c]
+}
