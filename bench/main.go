@@ -45,7 +45,7 @@ var scenarios = []scenario{
 	{"turnaround", "runs of `sleep 0.1` on 4 fake GPUs through `rlsched up` with its defaults (as root: a uid a run, outputs synced at the end)",
 		"the GPUs busy ≥ 97% of the time from the first start to the last end (the limit: 40 runs/s)", runTurnaround},
 	{"heartbeat", "N simulated workers connected and heartbeating (10 s interval, and a compressed 1 s interval)",
-		"15,000 workers on one master; ≤ 20 KiB RSS and ≤ 2 µs CPU per worker heartbeat (100,000 workers in one core and 2 GiB)", runHeartbeat},
+		"15,000 workers on one master; ≤ 20 KiB RSS per worker (100,000 workers in 2 GiB); CPU per heartbeat ≤ 1.1× the bare gnet echo at 1 s intervals (issue 33: the 2 µs goal was below the kernel's own cost and is retired)", runHeartbeat},
 	{"connect-storm", "every worker reconnects at once after a master restart",
 		"15,000 workers reconnected and re-registered in ≤ 2 s", runConnectStorm},
 	{"rest-submit", "POST /api/train against the real master's REST, SQLite, ack after commit",
