@@ -79,7 +79,7 @@ func runTurnaround(e *env) (*report, error) {
 		// idle a run bounds the busy fraction whatever else is tuned.
 		runD := time.Duration(turnaroundRunSeconds * float64(time.Second))
 		allows := func(d time.Duration) float64 { return 100 * float64(runD) / float64(runD+max(d, 0)) }
-		rep.note("The bound, from the stages above (the last repeat): a GPU idles %s a run (mean) against the run's %s, which allows at most %.1f%% busy (measured %.1f%%, over a span that also ends with the last run's end commit); of that idle, the next run's start (DISPATCHED → RUNNING) takes %s, which alone allows %.1f%%, and the way from the process's end to the next DISPATCHED (TaskExited to the master, the placement) %s. 97%% allows %s of idle a run.",
+		rep.note("The bound, from the stages above (the last repeat): a GPU idles %s a run (mean) against the run's %s, which allows at most %.1f%% busy (measured %.1f%%, over a span that also ends with the last run's end commit); of that idle, the next run's start (DISPATCHED → RUNNING, over the runs that follow another on their GPU) takes %s, which alone allows %.1f%%, and the way from the process's end to the next DISPATCHED (TaskExited to the master, the placement) %s. 97%% allows %s of idle a run.",
 			ms(idle), ms(runD), allows(idle), 100*median(busy), ms(start), allows(start), signedMs(idle-start), ms(time.Duration(float64(runD)*(1/0.97-1))))
 	}
 	rep.goal(median(busy) >= 0.97, "GPUs busy ≥ 97%% from the first start to the last end: %.1f%% (%s runs/s of the limit's %s)",
