@@ -117,7 +117,15 @@ func runArtifacts(e *env) (*report, error) {
 		ref.add(fmt.Sprintf("plain PutObject of the same %s to the same SeaweedFS (minio-go, 16 MiB parts)", mib(size)), human(put/1e6)+" MB/s")
 	}
 	d := runs[0]
-	rep.goal(d.bps >= 0.5*raw, "≥ 50%% of raw loopback TCP (disk store): %.0f%% (%s of %s MB/s)", 100*d.bps/raw, human(d.bps/1e6), human(raw/1e6))
+	// Issue 33 set the goal against the lower of the two ceilings one
+	// file's upload into the disk store meets here; raw loopback does not
+	// bind it, so its ratio is only shown.
+	ceiling, ceilingName := hashRate, "sha256 on one core"
+	if diskRate < hashRate {
+		ceiling, ceilingName = diskRate, "the disk's fsynced write"
+	}
+	rep.goal(d.bps >= 0.9*ceiling, "≥ 90%% of the lower of the two ceilings measured in the run (the disk's fsynced write and sha256 on one core), disk store: %.0f%% (%s of %s MB/s, the lower: %s)",
+		100*d.bps/ceiling, human(d.bps/1e6), human(ceiling/1e6), ceilingName)
 	if len(runs) > 1 && put > 0 {
 		s := runs[1]
 		rep.goal(s.bps >= 0.5*put, "≥ 50%% of a plain PutObject (S3): %.0f%% (%s of %s MB/s)", 100*s.bps/put, human(s.bps/1e6), human(put/1e6))
@@ -129,8 +137,8 @@ func runArtifacts(e *env) (*report, error) {
 			r.name, mib(r.hwm0), mib(r.hwm1), mib(size))
 	}
 	rep.note("Upload: from the moment the run printed that its file was written (it then exits) to the master's commit of its TaskFinished, which the worker sends only after the last sync of the run's output dir was stored and indexed: walk, read, ArtifactChunks of 1 MiB within the artifact window, the receiver's hash and write, the commit (disk: fsync and rename; S3: multipart upload of 16 MiB parts, then the server-side copy to the digest's key), the index row.")
-	rep.note("Ceilings of one file's upload into the disk store on this machine, measured above: sha256 on one core (%s MB/s: the receiver hashes a file's bytes in order) and the disk's write bandwidth (%s MB/s: the file is made durable before it is indexed); the upload reached %.0f%% of the lower, beside the copies on both sides and the other processes on the cores.",
-		human(hashRate/1e6), human(diskRate/1e6), 100*d.bps/min(hashRate, diskRate))
+	rep.note("Ceilings of one file's upload into the disk store on this machine, measured above: sha256 on one core (%s MB/s: the receiver hashes a file's bytes in order) and the disk's write bandwidth (%s MB/s: the file is made durable before it is indexed); the upload shares the cores with the copies on both sides and the other processes. Raw loopback TCP (%s MB/s), shown and not a goal since issue 33: the upload reached %.0f%% of it.",
+		human(hashRate/1e6), human(diskRate/1e6), human(raw/1e6), 100*d.bps/raw)
 	rep.note("Logs: %d simulated runs stream paced lines the whole time; p50/p99 are of the lines written in the 'before' window and in the upload window, as their WebSocket subscribers read them.", w)
 	rep.result = result{metric: "upload_mb_per_s", value: d.bps / 1e6, unit: "MB/s", ref: "raw_loopback_tcp", refValue: raw / 1e6}
 	return rep, nil

@@ -464,12 +464,19 @@ func runGatewayBench(e *env) (*report, error) {
 
 	gwRate, refRate := peak, median(runs[reqs[0].name][refName].rates)
 	if haveNginx {
-		rep.goal(gwRate >= refRate, "≥ 1.0× nginx's req/s as a plain proxy: %s/s against %s/s (%s×), %s",
-			human(gwRate), human(refRate), ratioStr(gwRate, refRate), reqs[0].name)
+		// The proxy's CPU a request beside nginx's is what the rate is
+		// bound by, on cores shared with the load and the master.
+		cpuPer := func(name string) time.Duration {
+			r := runs[reqs[0].name][name]
+			return r.cpu / time.Duration(max(r.ok, 1))
+		}
+		rep.goal(gwRate >= refRate, "≥ 1.0× nginx's req/s with every filter on (nginx a plain proxy): %s/s against %s/s (%s×), %s; the gateway's CPU a request %s against nginx's %s (%s×)",
+			human(gwRate), human(refRate), ratioStr(gwRate, refRate), reqs[0].name, us(cpuPer(gwName)), us(cpuPer(refName)),
+			ratioStr(float64(cpuPer(gwName)), float64(cpuPer(refName))))
 	} else {
 		rep.goal(false, "≥ 1.0× nginx's req/s: not judged, nginx is not installed (gateway %s/s)", human(gwRate))
 	}
-	rep.goal(gwP99 <= 5*time.Millisecond, "p99 ≤ 5 ms at 50%% of the gateway's peak: %s at %s req/s", ms(gwP99), human(float64(rate)))
+	rep.goal(gwP99 <= 5*time.Millisecond, "p99 ≤ 5 ms at half load (50%% of the gateway's peak): %s at %s req/s", ms(gwP99), human(float64(rate)))
 	rep.note("The gateway runs every filter: a trace id, the JWT check (HS256), the rate limit on submissions (in-process; its limit set above the load), the canary choice, the signed identity (HMAC-SHA256), and the fallback deadline; the master checks the signature and reads the user, as it would check a token. nginx only proxies (keep-alive upstream, access log off, %d workers). The load generator shares the machine's %d cores with the master and the proxy.", runtime.NumCPU(), runtime.NumCPU())
 	ref := "nginx_proxy"
 	if !haveNginx {

@@ -110,12 +110,20 @@ func runHeartbeat(e *env) (*report, error) {
 	}
 	rep.goal(main.rssPerWorker() <= 20*1024, "≤ 20 KiB RSS per worker: %.1f KiB (naive %.1f KiB)", main.rssPerWorker()/1024,
 		byKey[fmt.Sprintf("naive/%v", intervals[0])].rssPerWorker()/1024)
-	rep.goal(fast.cpuPerHB() <= 2*time.Microsecond, "≤ 2 µs CPU per heartbeat: %s at 1 s interval (naive master %s, bare echo %s)",
-		us(fast.cpuPerHB()), us(naiveFast.cpuPerHB()), us(echoFast.cpuPerHB()))
+	// Issue 33 retired the 2 µs goal (below the kernel's own cost for a
+	// request/reply here) for a ratio to the echo measured beside it.
+	toEcho := func(r *hbRun) string { return ratioStr(float64(r.cpuPerHB()), float64(echoFast.cpuPerHB())) }
+	hbMet := echoFast.cpuPerHB() > 0 && float64(fast.cpuPerHB()) <= 1.1*float64(echoFast.cpuPerHB())
+	rep.goal(hbMet, "CPU per heartbeat ≤ 1.1× the bare gnet echo at 1 s intervals: %s× (%s against the echo's %s; naive master %s = %s×)",
+		toEcho(fast), us(fast.cpuPerHB()), us(echoFast.cpuPerHB()), us(naiveFast.cpuPerHB()), toEcho(naiveFast))
 	for _, iv := range intervals {
 		base, with := byKey[fmt.Sprintf("%s/%v", targetGPUsIdle, iv)], byKey[fmt.Sprintf("%s/%v", targetGPUs, iv)]
 		rep.goal(float64(with.cpuPerHB()) <= 1.05*float64(base.cpuPerHB()), "GPU samples (8 GPUs, every 10 s) add ≤ 5%% CPU per heartbeat at %v: %s with, %s without (workers of 8 GPUs both; ratio %s)",
 			iv, us(with.cpuPerHB()), us(base.cpuPerHB()), ratioStr(float64(with.cpuPerHB()), float64(base.cpuPerHB())))
+	}
+	if !hbMet {
+		rep.note("The bound of the heartbeat's CPU, measured: the naive master, the same protocol with its connection's goroutine woken for every heartbeat, pays %s× the echo (%s against %s): what a design with one goroutine wake-up a heartbeat beside the echo's read and write reaches here. The rlsched master pays that wake-up (its event loop hands each heartbeat to a shard goroutine, because the lease renewal and presence refresh may wait on Redis) and one eventfd round besides (the ack goes back to the loop through gnet's eventfd): bench/changes.md, \"Heartbeat CPU: the bound\"; it reached %s×. 1.1× needs the idle heartbeat answered on the event loop.",
+			toEcho(naiveFast), us(naiveFast.cpuPerHB()), us(echoFast.cpuPerHB()), toEcho(fast))
 	}
 	rep.note("CPU per heartbeat counts all of the target's CPU over the window (total from /proc/PID/task/*/schedstat in ns, the user/system split from /proc/PID/stat), divided by the heartbeats the workers saw acknowledged; idle work (the reaper's scan, the scheduler's tick) is included. The bare echo server does one read and one write per heartbeat and nothing else: it is the floor the kernel sets for one small request/reply on loopback here.")
 	rep.note("RSS per worker = (VmRSS after the window − VmRSS before the workers connected) / workers joined. Join time: from the first dial until every worker had its HelloAck (or the time waited, when some never did).")

@@ -199,10 +199,10 @@ func runLogs(e *env) (*report, error) {
 		human(top.lines), human(top.mbps()), human(float64(w)), s)
 	// Issue 33 restated the goal from 50% to 25%: the bytes also go into
 	// files, and the write path, measured beside, binds before the loopback.
-	rep.goal(top.lines >= 0.25*rawLines, "≥ 25%% of raw loopback (restated from 50%%: the write path binds first): %.0f%% (%s of %s MB/s, the better of the loopback figures); %.0f%% of the write path measured beside (%s MB/s)",
+	rep.goal(top.lines >= 0.25*rawLines, "≥ 25%% of raw loopback into files (issue 33, restated from 50%%: the write path, measured beside, binds first): %.0f%% (%s of %s MB/s, the better of the loopback figures); %.0f%% of the write path measured beside (%s MB/s)",
 		100*top.lines/rawLines, human(top.mbps()), human(raw/1e6), 100*top.lines/wLines, human(wbps/1e6))
-	rep.goal(paced.p99 <= 50*time.Millisecond && paced.samples > 0, "p99 worker-to-subscriber ≤ 50 ms below saturation: p99 %s at %s lines/s offered (%s of the measured maximum; %d lines timed)",
-		ms(paced.p99), human(paced.offered), "50%", paced.samples)
+	rep.goal(paced.p99 <= 50*time.Millisecond && paced.samples > 0, "p99 worker-to-subscriber ≤ 50 ms at half of the measured maximum: p99 %s at %s lines/s offered (half of %s; %d lines timed)",
+		ms(paced.p99), human(paced.offered), human(top.lines), paced.samples)
 	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
 	rep.note("Lines/s: every line the simulated runs wrote during the phase, divided by the time from the phase's start until the master had acked the last of them (LogAck comes after write(2) into LOG_DIR/<id>.log), so a backlog left in flight at the end counts against it; acks come in bursts, so the ack rate of the last 80%% of the phase is shown beside it. CPU columns cover that last 80%%. Subscribers' lines/s and latency come from the WebSocket frames they decoded. Each line carries the time the simulated worker first wrote it to its socket (%d bytes a line); resends after a busy or gap ack keep it, so pauses count in the latency.", fleet.LineBytes)
 	rep.note("The simulated workers send as the real worker does (worker/session.go): LogData frames of at most 64 KiB, at most the window the master grants (log_window in HelloAck and LogAck: its 64 MiB log queue shared by the connections sending output, 64 KiB–4 MiB) unacked per connection, resend from the acked offset after busy/gap with its 20 ms → 1 s jittered pause; they share the machine's cores with the master, the subscribers and the harness.")

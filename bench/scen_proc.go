@@ -64,7 +64,7 @@ func runDispatchProc(e *env) (*report, error) {
 		ms(forkCPU)+" (the harness's and the child's)", "")
 	t.add("reference: the same from one goroutine", human(forkOne), ratioStr(forkOne, forkAll), "", "", "")
 	rate := median(runs[0].rates)
-	rep.goal(rate >= 0.8*forkAll, "within 80%% of the fork/exec rate: %s runs/s = %.0f%% of %s/s (data on disk)",
+	rep.goal(rate >= 0.8*forkAll, "≥ 80%% of the fork/exec rate, data on disk: %s runs/s = %.0f%% of %s/s",
 		human(rate), 100*rate/forkAll, human(forkAll))
 	rep.note("The rate is runs / (last finishedAt − first startedAt) from the store; startedAt comes from the worker's TaskStarted, finishedAt is the master's commit of TaskFinished.")
 	rep.note("What bounds it: master, workers and runs share this machine's %d cores. One fork/exec/wait of /bin/true costs %s of CPU in the reference, which is how it reaches %s/s; through rlsched a run costs %s in the master and %s in its worker (with the run itself), %s in all, so the cores allow about %s runs/s, of which %s are reached.",

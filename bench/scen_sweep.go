@@ -198,7 +198,7 @@ func runSweep(e *env) (*report, error) {
 	t.add("GET /api/sweeps/{id}: the groups and every member's run", ms(full), mib(int64(fullSize)))
 	rep.goal(accept <= time.Second, "a %s-member sweep accepted in ≤ 1 s: %s (one by one through POST /api/train: %s)",
 		human(float64(members)), ms(accept), ms(oneByOne))
-	rep.goal(first <= time.Second, "a sweep's first curves over %s runs × %d points in ≤ 1 s: %s (the series packed at the members' ends; %s when none was)",
+	rep.goal(first <= time.Second, "the first read of a sweep's group curves over %s runs × %d points in ≤ 1 s: %s (the series packed at the members' ends; %s when none was)",
 		human(float64(members)), points, ms(first), ms(unpacked))
 	rep.goal(packed <= 200*time.Millisecond && groups <= 200*time.Millisecond,
 		"group statistics over %s runs × %d points in ≤ 200 ms: curves %s computed from the packs (%s kept), final rewards %s",

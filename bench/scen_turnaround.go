@@ -50,6 +50,8 @@ func runTurnaround(e *env) (*report, error) {
 	t.add(fmt.Sprintf("`rlsched up --gpus %d`, its defaults%s", gpus, map[bool]string{true: " as root (a uid a run)", false: " (not root: runs share the uid)"}[os.Geteuid() == 0]),
 		human(rate), ratioStr(rate, limit), fmt.Sprintf("%.1f%%", 100*median(busy)))
 	t.add(fmt.Sprintf("reference: %d GPUs × 1 / %g s, nothing between runs", gpus, turnaroundRunSeconds), human(limit), "1.00", "100%")
+	idleOf := func(h handoff) time.Duration { return h.idle }
+	startOf := func(h handoff) time.Duration { return h.start }
 	if len(last) > 0 {
 		bt := rep.newTable("Where a run's turnaround goes (the last repeat, from the runs' histories)", "stage", "mean", "p95")
 		for _, st := range []struct {
@@ -57,33 +59,53 @@ func runTurnaround(e *env) (*report, error) {
 			first bool // the first run on its GPU has one too
 			of    func(handoff) time.Duration
 		}{
-			{"idle: the GPU's last run's process ended (its RUNNING + 0.1 s) → the next RUNNING on it", false, func(h handoff) time.Duration { return h.idle }},
+			{"idle: the GPU's last run's process ended (its RUNNING + 0.1 s) → the next RUNNING on it", false, idleOf},
 			{"placement: the GPU's last run's end committed → the next DISPATCHED (below 0: placed on its TaskExited, before its end)", false, func(h handoff) time.Duration { return h.place }},
-			{"start: DISPATCHED → RUNNING (ExecuteTask, uid and dirs, fork/exec, TaskStarted)", true, func(h handoff) time.Duration { return h.start }},
+			{"start: DISPATCHED → RUNNING (ExecuteTask, uid and dirs, fork/exec, TaskStarted)", true, startOf},
 			{"end: RUNNING + 0.1 s → the end committed (exit, output sync, TaskFinished commit)", true, func(h handoff) time.Duration { return h.end }},
 		} {
-			var ds []time.Duration
-			for _, h := range last {
-				if st.first || !h.first {
-					ds = append(ds, st.of(h))
-				}
+			if mean, p95, ok := stageStats(last, st.first, st.of); ok {
+				bt.add(st.name, signedMs(mean), signedMs(p95))
 			}
-			if len(ds) == 0 {
-				continue
-			}
-			slices.Sort(ds)
-			var sum time.Duration
-			for _, d := range ds {
-				sum += d
-			}
-			bt.add(st.name, signedMs(sum/time.Duration(len(ds))), signedMs(ds[len(ds)*95/100]))
 		}
 		rep.note("A GPU is free for placement once its run's process is gone (TaskExited, issue 33), before the run's outputs are stored and its end committed; idle is what the GPU loses per run, from the process's end to the next run's start on it (placement, then the next start); the end goes on beside the next run.")
+	}
+	// The runs that follow another on their GPU, for idle and its start
+	// alike, so that the one is part of the other.
+	idle, _, idleOK := stageStats(last, false, idleOf)
+	start, _, _ := stageStats(last, false, startOf)
+	if idleOK && median(busy) < 0.97 {
+		// A GPU runs 0.1 s and then waits idle for its next run, so the
+		// idle a run bounds the busy fraction whatever else is tuned.
+		runD := time.Duration(turnaroundRunSeconds * float64(time.Second))
+		allows := func(d time.Duration) float64 { return 100 * float64(runD) / float64(runD+max(d, 0)) }
+		rep.note("The bound, from the stages above (the last repeat): a GPU idles %s a run (mean) against the run's %s, which allows at most %.1f%% busy (measured %.1f%%, over a span that also ends with the last run's end commit); of that idle, the next run's start (DISPATCHED → RUNNING, over the runs that follow another on their GPU) takes %s, which alone allows %.1f%%, and the way from the process's end to the next DISPATCHED (TaskExited to the master, the placement) %s. 97%% allows %s of idle a run.",
+			ms(idle), ms(runD), allows(idle), 100*median(busy), ms(start), allows(start), signedMs(idle-start), ms(time.Duration(float64(runD)*(1/0.97-1))))
 	}
 	rep.goal(median(busy) >= 0.97, "GPUs busy ≥ 97%% from the first start to the last end: %.1f%% (%s runs/s of the limit's %s)",
 		100*median(busy), human(rate), human(limit))
 	rep.result = result{metric: "runs_per_s", value: rate, unit: "runs/s", ref: "gpu_limit", refValue: limit}
 	return rep, nil
+}
+
+// stageStats is the mean and p95 of a stage over hs; withFirst counts the
+// first run on each GPU too (it has no stage before it on its GPU).
+func stageStats(hs []handoff, withFirst bool, of func(handoff) time.Duration) (mean, p95 time.Duration, ok bool) {
+	var ds []time.Duration
+	for _, h := range hs {
+		if withFirst || !h.first {
+			ds = append(ds, of(h))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0, false
+	}
+	slices.Sort(ds)
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds)), ds[len(ds)*95/100], true
 }
 
 // signedMs is ms for a span that may be below 0 (a placement before the
