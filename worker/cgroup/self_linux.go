@@ -42,18 +42,22 @@ func (m *Manager) selfCoresLocked() []int {
 func (m *Manager) confineV1(name string) {
 	home := m.h.V1["cpuset"]
 	d := filepath.Join(home, name+".self")
-	err := os.Mkdir(d, 0o755)
-	if err == nil || errors.Is(err, os.ErrExist) {
-		var mems string
-		if mems, err = read(home, "cpuset.mems"); err == nil {
-			m.mu.Lock()
-			cpus := FormatList(m.selfCoresLocked())
-			m.mu.Unlock()
-			if err = write(d, "cpuset.cpus", cpus); err == nil {
-				if err = write(d, "cpuset.mems", mems); err == nil {
-					err = write(d, "cgroup.procs", strconv.Itoa(os.Getpid()))
-				}
+	// Those of workers that died (a worker's own is reused by the next of
+	// its data dir, but a machine sees many data dirs over time); the
+	// kernel refuses to remove one a live worker is in.
+	if old, _ := filepath.Glob(filepath.Join(home, "rlsched-*.self")); len(old) > 0 {
+		for _, o := range old {
+			if o != d {
+				_ = os.Remove(o)
 			}
+		}
+	}
+	var err error
+	// Another worker's clean-up above may remove this one's group between
+	// its mkdir and its move: then again.
+	for range 3 {
+		if err = m.joinV1(home, d); !errors.Is(err, os.ErrNotExist) {
+			break
 		}
 	}
 	if err != nil {
@@ -64,13 +68,34 @@ func (m *Manager) confineV1(name string) {
 	m.self, m.home = d, home
 }
 
+// joinV1 makes the cpuset group d beside home and moves the worker in.
+func (m *Manager) joinV1(home, d string) error {
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	mems, err := read(home, "cpuset.mems")
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	cpus := FormatList(m.selfCoresLocked())
+	m.mu.Unlock()
+	if err := write(d, "cpuset.cpus", cpus); err != nil {
+		return err
+	}
+	if err := write(d, "cpuset.mems", mems); err != nil {
+		return err
+	}
+	return write(d, "cgroup.procs", strconv.Itoa(os.Getpid()))
+}
+
 // setSelfCores writes the worker's own cores after a run took or gave
 // back exclusive ones.
 func (m *Manager) setSelfCores(cpus string) {
 	if m.self == "" {
 		return
 	}
-	if err := write(m.self, "cpuset.cpus", cpus); err != nil {
+	if err := write(m.self, "cpuset.cpus", cpus); err != nil && !errors.Is(err, os.ErrNotExist) {
 		m.log.Warn().Err(err).Msg("cannot update the worker's own cores")
 	}
 }
@@ -86,10 +111,15 @@ func (m *Manager) unconfine() {
 	}
 }
 
-// homeOf is the v1 group of controller c the worker's threads belong in.
-func (m *Manager) homeOf(c string) string {
+// moveHome moves thread tid back into the worker's own group of v1
+// controller c: its cpuset group, or where it was when that is gone (a
+// second worker of the same process, in tests, took the process into its
+// own and the first's was cleaned up).
+func (m *Manager) moveHome(c, tid string) error {
 	if m.self != "" && m.h.V1[c] == m.home {
-		return m.self
+		if err := write(m.self, "tasks", tid); err == nil {
+			return nil
+		}
 	}
-	return m.h.V1[c]
+	return write(m.h.V1[c], "tasks", tid)
 }

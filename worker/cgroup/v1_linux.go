@@ -189,13 +189,13 @@ func (g *Group) setCpus(list string) error {
 // startV1 forks cmd from a thread moved into the group's every
 // controller: v1 places threads one by one, and a child is born where the
 // thread that forked it is. The thread moves back into the worker's own
-// groups after (homeOf).
+// groups after (moveHome).
 func (g *Group) startV1(cmd *exec.Cmd) (err error) {
 	tid := strconv.Itoa(unix.Gettid())
 	var moved []string
 	defer func() {
 		for _, c := range moved {
-			if e := write(g.m.homeOf(c), "tasks", tid); e != nil {
+			if e := g.m.moveHome(c, tid); e != nil {
 				g.m.log.Error().Err(e).Str("controller", c).Msg("cannot move the spawner thread back out of a run's control group")
 				if err == nil {
 					err = e
