@@ -129,7 +129,7 @@ func runHeartbeat(e *env) (*report, error) {
 	rep.note("RSS per worker = (VmRSS after the window − VmRSS before the workers connected) / workers joined. Join time: from the first dial until every worker had its HelloAck (or the time waited, when some never did).")
 	rep.note("Simulated workers redial a connection the target closes, with the real agent's backoff (100 ms doubling to 5 s); \"closed by target in window\" counts such closes during the measured window.")
 	rep.result = result{metric: "cpu_us_per_heartbeat", value: float64(fast.cpuPerHB()) / 1e3, unit: "us",
-		ref: "naive_master", refValue: float64(naiveFast.cpuPerHB()) / 1e3}
+		ref: "bare_echo", refValue: float64(echoFast.cpuPerHB()) / 1e3}
 	return rep, nil
 }
 
