@@ -203,6 +203,22 @@ func runLogs(e *env) (*report, error) {
 		100*top.lines/rawLines, human(top.mbps()), human(raw/1e6), 100*top.lines/wLines, human(wbps/1e6))
 	rep.goal(paced.p99 <= 50*time.Millisecond && paced.samples > 0, "p99 worker-to-subscriber ≤ 50 ms at half of the measured maximum: p99 %s at %s lines/s offered (half of %s; %d lines timed)",
 		ms(paced.p99), human(paced.offered), human(top.lines), paced.samples)
+	// The bounds of a miss, from the phases' own CPU columns: what the
+	// cores ran, and what the master's CPU a line allows on one core.
+	cores := func(p *logPhase) float64 {
+		return (p.cpu + p.loadCPU + p.subCPU).Seconds() / max(p.measured.Seconds(), 1e-9)
+	}
+	if top.lines < 0.25*rawLines && top.window > 0 && top.measured > 0 {
+		perLine := top.cpu.Seconds() / (top.window * top.measured.Seconds())
+		rep.note("The bound of the rate, measured: at max the master, the simulated workers and the subscribers ran %.2f of the machine's %d cores (%.2f, %.2f, %.2f), and the master took %s a line: on a core of its own that allows %s lines/s, %.0f%% of raw loopback; 25%% needs at most %s a line.",
+			cores(top), runtime.NumCPU(), top.cpu.Seconds()/top.measured.Seconds(), top.loadCPU.Seconds()/top.measured.Seconds(), top.subCPU.Seconds()/top.measured.Seconds(),
+			us(time.Duration(perLine*1e9)), human(1/perLine), 100/perLine/rawLines, us(time.Duration(1e9/(0.25*rawLines))))
+	}
+	if paced.p99 > 50*time.Millisecond && paced.measured > 0 {
+		rep.note("The bound of the paced latency, measured: at half the maximum the cores ran %.2f of %d (the master %.2f: its CPU a line, %s, is %.1f× that at max, its batches being smaller), so the paced phase is not below the machine's saturation; its lines wait in the cores' queue as at max (p99 %s there).",
+			cores(paced), runtime.NumCPU(), paced.cpu.Seconds()/paced.measured.Seconds(), nsPerLine(paced),
+			(paced.cpu.Seconds()/max(paced.window*paced.measured.Seconds(), 1))/(top.cpu.Seconds()/max(top.window*top.measured.Seconds(), 1)), ms(top.p99))
+	}
 	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
 	rep.note("Lines/s: every line the simulated runs wrote during the phase, divided by the time from the phase's start until the master had acked the last of them (LogAck comes after write(2) into LOG_DIR/<id>.log), so a backlog left in flight at the end counts against it; acks come in bursts, so the ack rate of the last 80%% of the phase is shown beside it. CPU columns cover that last 80%%. Subscribers' lines/s and latency come from the WebSocket frames they decoded. Each line carries the time the simulated worker first wrote it to its socket (%d bytes a line); resends after a busy or gap ack keep it, so pauses count in the latency.", fleet.LineBytes)
 	rep.note("The simulated workers send as the real worker does (worker/session.go): LogData frames of at most 64 KiB, at most the window the master grants (log_window in HelloAck and LogAck: its 64 MiB log queue shared by the connections sending output, 64 KiB–4 MiB) unacked per connection, resend from the acked offset after busy/gap with its 20 ms → 1 s jittered pause; they share the machine's cores with the master, the subscribers and the harness.")
