@@ -195,9 +195,24 @@ func (b *browser) text(css string) string {
 	return eval[string](b, fmt.Sprintf(`(document.querySelector(%s) || {}).textContent || ""`, q))
 }
 
+// click clicks the first element matching css. A page that redraws the
+// element between the lookup and the click (a live table's refresh) leaves
+// the node found gone: the click is tried again on what css matches then,
+// as a user's next click would land on the redrawn row.
 func (b *browser) click(css string) {
 	b.t.Helper()
-	b.do("click "+css, chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible))
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	var err error
+	for range 5 {
+		if err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible)); err == nil ||
+			!strings.Contains(err.Error(), "Could not find node with given id") {
+			break
+		}
+	}
+	if err != nil {
+		b.fatalf("click %s: %v", css, err)
+	}
 }
 
 // typeInto replaces the value of an input by typing: it empties the field
