@@ -13,9 +13,9 @@ import (
 // do not fence the rest of the machine off them: with every core busy (a
 // run spinning on the shared ones), the scheduler wakes the worker's
 // threads, for a sample or a log batch, onto the exclusive core and
-// preempts the run there. Issue 26's bench saw a latency-sensitive run's
-// p99 step time rise by half beside a busy neighbour that way. So the
-// worker's threads live in a group of their own, "rlsched-<name>.self"
+// preempts the run there. (The bench's memory-hungry neighbour does not
+// show it beyond the machine's noise, bench/changes.md: the worker is
+// nearly idle there.) So the worker's threads live in a group of their own, "rlsched-<name>.self"
 // beside the runs' parent, whose cpus are the worker's own less the
 // exclusive ones; the spawner thread returns there after each fork (v1).
 
@@ -45,11 +45,10 @@ func (m *Manager) confineV1(name string) {
 	// Those of workers that died (a worker's own is reused by the next of
 	// its data dir, but a machine sees many data dirs over time); the
 	// kernel refuses to remove one a live worker is in.
-	if old, _ := filepath.Glob(filepath.Join(home, "rlsched-*.self")); len(old) > 0 {
-		for _, o := range old {
-			if o != d {
-				_ = os.Remove(o)
-			}
+	old, _ := filepath.Glob(filepath.Join(home, "rlsched-*.self"))
+	for _, o := range old {
+		if o != d {
+			_ = os.Remove(o)
 		}
 	}
 	var err error
