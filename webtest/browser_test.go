@@ -143,11 +143,16 @@ func (b *browser) checkErrors() {
 // do runs actions, failing the test on error.
 func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
+	if err := b.try(actions...); err != nil {
 		b.fatalf("%s: %v", what, err)
 	}
+}
+
+// try runs actions within the browser's 60 s bound.
+func (b *browser) try(actions ...chromedp.Action[chromedp.Void]) error {
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	return chromedp.Do(ctx, actions...)
 }
 
 func (b *browser) fatalf(format string, args ...any) {
@@ -201,11 +206,9 @@ func (b *browser) text(css string) string {
 // as a user's next click would land on the redrawn row.
 func (b *browser) click(css string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
-	defer cancel()
 	var err error
 	for range 5 {
-		if err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible)); err == nil ||
+		if err = b.try(chromedp.Click(chromedp.CSS(css), chromedp.NodeVisible)); err == nil ||
 			!strings.Contains(err.Error(), "Could not find node with given id") {
 			break
 		}
