@@ -81,11 +81,20 @@ func runArtifacts(e *env) (*report, error) {
 		return nil, err
 	}
 	runs = append(runs, r)
-	// Once more right after the disk store's upload: the disk's rate
-	// moves between measurements here, and the note gives both.
-	diskAfter, err := e.writeFsyncRate(size)
-	if err != nil {
-		return nil, err
+	// Issue 33 set the goal against the lower of the two ceilings one
+	// file's upload into the disk store meets here; raw loopback does not
+	// bind it, so its ratio is only shown.
+	ceiling, ceilingName := hashRate, "sha256 on one core"
+	if diskRate < hashRate {
+		ceiling, ceilingName = diskRate, "the disk's fsynced write"
+	}
+	// A miss measures the disk once more, right after the upload: its rate
+	// moves between measurements here, and the miss's note gives both.
+	var diskAfter float64
+	if r.bps < 0.9*ceiling {
+		if diskAfter, err = e.writeFsyncRate(size); err != nil {
+			return nil, err
+		}
 	}
 
 	var put float64
@@ -131,16 +140,9 @@ func runArtifacts(e *env) (*report, error) {
 		ref.add(fmt.Sprintf("plain PutObject of the same %s to the same SeaweedFS (minio-go, 16 MiB parts)", mib(size)), human(put/1e6)+" MB/s")
 	}
 	d := runs[0]
-	// Issue 33 set the goal against the lower of the two ceilings one
-	// file's upload into the disk store meets here; raw loopback does not
-	// bind it, so its ratio is only shown.
-	ceiling, ceilingName := hashRate, "sha256 on one core"
-	if diskRate < hashRate {
-		ceiling, ceilingName = diskRate, "the disk's fsynced write"
-	}
 	rep.goal(d.bps >= 0.9*ceiling, "≥ 90%% of the lower of the two ceilings measured in the run (the disk's fsynced write and sha256 on one core), disk store: %.0f%% (%s of %s MB/s, the lower: %s)",
 		100*d.bps/ceiling, human(d.bps/1e6), human(ceiling/1e6), ceilingName)
-	if d.bps < 0.9*ceiling {
+	if diskAfter > 0 {
 		written := "not known (no block device's stat for the data dir)"
 		if d.diskWritten >= 0 {
 			written = fmt.Sprintf("%s (%.2f× the file)", mib(d.diskWritten), float64(d.diskWritten)/float64(size))
