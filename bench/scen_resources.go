@@ -136,15 +136,15 @@ func runResources(e *env) (*report, error) {
 
 	// 3. A latency-sensitive run's step times beside a run churning
 	// through its memory limit, in phases with the churn on and off.
-	alone, with, err := m.stepTimes(e, steps)
+	quiet, churn, err := m.stepTimes(e, steps)
 	if err != nil {
 		return nil, err
 	}
 	t = rep.newTable("A latency-sensitive run's step (a fixed loop of Python, ~1 ms on an idle core), cpus 1", "neighbour", "steps", "p50", "p99")
-	t.add("a run (cpus 1, memoryMb 512) sleeping", strconv.Itoa(alone.N), usec(alone.P50), usec(alone.P99))
-	t.add("the same run allocating and freeing 400 MiB in a loop", strconv.Itoa(with.N), usec(with.P50), usec(with.P99))
-	moved := with.P99/alone.P99 - 1
-	rep.goal(moved <= 0.10, "a memory-hungry neighbour moves the p99 step time by at most 10%%: %+.0f%% (%s → %s)", 100*moved, usec(alone.P99), usec(with.P99))
+	t.add("a run (cpus 1, memoryMb 512) sleeping", strconv.Itoa(quiet.N), usec(quiet.P50), usec(quiet.P99))
+	t.add("the same run allocating and freeing 400 MiB in a loop", strconv.Itoa(churn.N), usec(churn.P50), usec(churn.P99))
+	moved := churn.P99/quiet.P99 - 1
+	rep.goal(moved <= 0.10, "a memory-hungry neighbour moves the p99 step time by at most 10%%: %+.0f%% (%s → %s)", 100*moved, usec(quiet.P99), usec(churn.P99))
 	rep.note("The machine's load average (1 min) was %.1f at the start and %.1f at the end, on %d cores. Load from outside rlsched is in no group and competes for every core, the runs' exclusive ones too: the runs' parent weighs 16 processes a core its runs hold (docs/decisions.md), so under more runnable processes than that a 1-core run gets less than its core, and the step times move with everything else on the machine (its caches, memory bandwidth, the kernel's own work), so the goals can only be judged on an otherwise idle machine.",
 		load0, loadAvg(), runtime.NumCPU())
 	rep.note("The start cost is the serial time per run (1 worker, 1 slot: 1 / runs/s, start and end together) with RESOURCE_ENFORCEMENT=required less the same with off, the two modes alternating; the 2 × 4-slot rows are dispatch-proc's configuration. A run's group here is one directory in each v1 controller (memory, cpu, cpuacct, cpuset, pids, devices, freezer), made before the fork and killed and removed after the end.")
