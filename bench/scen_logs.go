@@ -208,16 +208,15 @@ func runLogs(e *env) (*report, error) {
 	cores := func(p *logPhase) float64 {
 		return (p.cpu + p.loadCPU + p.subCPU).Seconds() / max(p.measured.Seconds(), 1e-9)
 	}
-	if top.lines < 0.25*rawLines && top.window > 0 && top.measured > 0 {
-		perLine := top.cpu.Seconds() / (top.window * top.measured.Seconds())
+	if perLine := top.cpuPerLine().Seconds(); top.lines < 0.25*rawLines && perLine > 0 {
 		rep.note("The bound of the rate, measured: at max the master, the simulated workers and the subscribers ran %.2f of the machine's %d cores (%.2f, %.2f, %.2f), and the master took %s a line: on a core of its own that allows %s lines/s, %.0f%% of raw loopback; 25%% needs at most %s a line.",
 			cores(top), runtime.NumCPU(), top.cpu.Seconds()/top.measured.Seconds(), top.loadCPU.Seconds()/top.measured.Seconds(), top.subCPU.Seconds()/top.measured.Seconds(),
-			us(time.Duration(perLine*1e9)), human(1/perLine), 100/perLine/rawLines, us(time.Duration(1e9/(0.25*rawLines))))
+			us(top.cpuPerLine()), human(1/perLine), 100/perLine/rawLines, us(time.Duration(1e9/(0.25*rawLines))))
 	}
-	if paced.p99 > 50*time.Millisecond && paced.measured > 0 {
+	if paced.p99 > 50*time.Millisecond && paced.cpuPerLine() > 0 && top.cpuPerLine() > 0 {
 		rep.note("The bound of the paced latency, measured: at half the maximum the cores ran %.2f of %d (the master %.2f: its CPU a line, %s, is %.1f× that at max, its batches being smaller), so the paced phase is not below the machine's saturation; its lines wait in the cores' queue as at max (p99 %s there).",
 			cores(paced), runtime.NumCPU(), paced.cpu.Seconds()/paced.measured.Seconds(), nsPerLine(paced),
-			(paced.cpu.Seconds()/max(paced.window*paced.measured.Seconds(), 1))/(top.cpu.Seconds()/max(top.window*top.measured.Seconds(), 1)), ms(top.p99))
+			float64(paced.cpuPerLine())/float64(top.cpuPerLine()), ms(top.p99))
 	}
 	rep.goal(top.lines >= 5*nvMax.lines, "≥ 5× naive: %.2f× (%s vs %s lines/s)", top.lines/nvMax.lines, human(top.lines), human(nvMax.lines))
 	rep.note("Lines/s: every line the simulated runs wrote during the phase, divided by the time from the phase's start until the master had acked the last of them (LogAck comes after write(2) into LOG_DIR/<id>.log), so a backlog left in flight at the end counts against it; acks come in bursts, so the ack rate of the last 80%% of the phase is shown beside it. CPU columns cover that last 80%%. Subscribers' lines/s and latency come from the WebSocket frames they decoded. Each line carries the time the simulated worker first wrote it to its socket (%d bytes a line); resends after a busy or gap ack keep it, so pauses count in the latency.", fleet.LineBytes)
@@ -268,11 +267,21 @@ func samplePids(pids []int) []procSample {
 }
 
 func nsPerLine(p *logPhase) string {
-	n := p.window * p.measured.Seconds()
-	if n <= 0 {
+	c := p.cpuPerLine()
+	if c <= 0 {
 		return "–"
 	}
-	return us(time.Duration(float64(p.cpu) / n))
+	return us(c)
+}
+
+// cpuPerLine is the master's CPU a line acked in the measured window; 0
+// when none was.
+func (p *logPhase) cpuPerLine() time.Duration {
+	n := p.window * p.measured.Seconds()
+	if n <= 0 {
+		return 0
+	}
+	return time.Duration(float64(p.cpu) / n)
 }
 
 // logRig is what the logs and artifacts scenarios measure on: a master, w
